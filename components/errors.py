@@ -1,0 +1,143 @@
+"""Configuration errors: one line each, naming the key path, the bad value and what is accepted.
+
+Every mistake in a stack config ends as a :class:`ConfigError` before any resource is registered. ``gpucell plan``
+prints its lines and exits 2; under ``pulumi up`` the program raises ``pulumi.RunError`` with the same text, which
+the engine shows without a Python traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from collections.abc import Iterable, Sequence
+
+import pydantic
+
+__all__ = ["ConfigError", "SpecError", "format_validation_error", "join_path"]
+
+PathPart = str | int
+
+
+def join_path(parts: Iterable[PathPart]) -> str:
+    """Join key-path parts the way ``pulumi config set --path`` writes them: ``a.b[0].c``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+class SpecError(ValueError):
+    """A cross-field rule failed inside a spec model.
+
+    ``rel_path`` is the key path *below* the model that raised it (``("nodePools", "h100-vm", "gpuMode")``);
+    :func:`format_validation_error` prefixes the model's own location, so rules never need to know where their
+    model sits in the stack config.
+    """
+
+    def __init__(self, rel_path: Sequence[PathPart], message: str) -> None:
+        super().__init__(message)
+        self.rel_path = tuple(rel_path)
+        self.message = message
+
+
+class ConfigError(Exception):
+    """The stack config is wrong. ``lines`` holds one ``key.path: message`` line per problem."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
+
+    @classmethod
+    def at(cls, path: Sequence[PathPart], message: str) -> ConfigError:
+        """One problem at ``path``: ``ConfigError.at(("regions", "fra1"), "...")``."""
+        return cls([f"{join_path(path)}: {message}"])
+
+
+def _describe(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _model_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[pydantic.BaseModel] | None:
+    """The model class a location points into, following fields, dict values and list items."""
+    current: object = root
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, pydantic.BaseModel):
+            field = next(
+                (f for n, f in current.model_fields.items() if part in (n, f.alias)),
+                None,
+            )
+            if field is None:
+                return None
+            current = field.annotation
+        elif typing.get_origin(current) in (dict, typing.Mapping) or typing.get_origin(current) is list:
+            current = typing.get_args(current)[-1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, pydantic.BaseModel) else None
+
+
+def _unwrap(annotation: object) -> object:
+    """Strip ``Optional``/``Annotated`` so the model or container type underneath is visible."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _enum_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[enum.Enum] | None:
+    parent = _model_at(root, loc[:-1])
+    if parent is None:
+        return None
+    field = next((f for n, f in parent.model_fields.items() if loc[-1] in (n, f.alias)), None)
+    annotation = _unwrap(field.annotation) if field else None
+    if typing.get_origin(annotation) is list:
+        annotation = _unwrap(typing.get_args(annotation)[0])
+    return annotation if isinstance(annotation, type) and issubclass(annotation, enum.Enum) else None
+
+
+def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: dict) -> str:  # noqa: PLR0911
+    loc: tuple[PathPart, ...] = tuple(err["loc"])
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, SpecError):
+        return f"{join_path((*prefix, *loc, *cause.rel_path))}: {cause.message}"
+    where = join_path((*prefix, *loc))
+    if kind == "enum":
+        enum_type = _enum_at(root, loc)
+        accepted = ", ".join(str(m.value) for m in enum_type) if enum_type else ctx.get("expected", "")
+        return f"{where}: {_describe(value)} is not one of {accepted}"
+    if kind == "extra_forbidden":
+        parent = _model_at(root, loc[:-1])
+        accepted = ", ".join(f.alias or n for n, f in parent.model_fields.items()) if parent else ""
+        return f"{where}: unknown key; accepted keys are {accepted}"
+    if kind == "missing":
+        return f"{where}: required key is missing"
+    if isinstance(cause, ValueError):
+        return f"{where}: {_describe(value)} {cause}"
+    return f"{where}: {_describe(value)} is invalid: {err['msg']}"
+
+
+def format_validation_error(
+    root: type[pydantic.BaseModel], exc: pydantic.ValidationError, prefix: Sequence[PathPart] = ()
+) -> ConfigError:
+    """Turn pydantic's errors into a :class:`ConfigError` with one camelCase key-path line per problem.
+
+    ``root`` is the model that was validated and ``prefix`` the key path of its input in the stack config
+    (``("regions", "fra1")``).
+    """
+    return ConfigError([_line(root, prefix, err) for err in exc.errors(include_url=False)])

@@ -1,0 +1,281 @@
+"""The spec of one regional cell, and of a stack (its regions), with the rules that span several sections."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from enum import StrEnum
+from ipaddress import IPv4Address, IPv4Network
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from components.errors import SpecError
+from components.spec._base import SpecModel
+from components.spec.network import Host, Network, Ssh, check_dns_label
+from components.spec.pools import GpuMode, NodePool, NodeRole
+from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+
+__all__ = [
+    "CellSpec",
+    "ChartSpec",
+    "GpuOperatorSpec",
+    "ImageSpec",
+    "KServeSpec",
+    "MigStrategy",
+    "StackSpec",
+    "StorageBackend",
+    "StorageSpec",
+]
+
+
+class ChartSpec(SpecModel):
+    """A Helm chart we install: the typed values live in its component; ``values`` is deep-merged last."""
+
+    values: dict[str, Any] = {}
+    """Chart values merged over what gpucell renders (maps merge key by key, anything else replaces)."""
+
+
+class StorageBackend(StrEnum):
+    """Where PVCs (and so VM disks) live."""
+
+    LOCAL_PATH = "local-path"
+    LONGHORN = "longhorn"
+
+
+class StorageSpec(ChartSpec):
+    """The cell's storage layer and its one default StorageClass."""
+
+    backend: StorageBackend = StorageBackend.LOCAL_PATH
+    """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
+    replicas: int = Field(default=3, ge=1, le=10)
+    """Longhorn: replicas per volume (count). Defaults to 3."""
+
+
+class MigStrategy(StrEnum):
+    """How the device plugin exposes MIG devices (GPU Operator ``mig.strategy``)."""
+
+    SINGLE = "single"
+    MIXED = "mixed"
+
+
+class ImageSpec(SpecModel):
+    """A container image split the way the GPU Operator chart takes it."""
+
+    repository: str
+    """Registry and path without the image name, e.g. ``registry.example.com/nvidia``."""
+    image: str = "vgpu-manager"
+    """Image name. Defaults to ``vgpu-manager``."""
+    version: str
+    """Tag, e.g. ``580.95.02-ubuntu24.04``."""
+
+
+class GpuOperatorSpec(ChartSpec):
+    """NVIDIA GPU Operator settings that are not derived from the node pools."""
+
+    mig_strategy: MigStrategy | None = None
+    """``single`` or ``mixed``. Defaults to ``mixed`` when any pool uses MIG (any layout works), else ``single``."""
+    vgpu_driver_image: ImageSpec | None = None
+    """The NVIDIA vGPU Manager image built from NVIDIA's licensed vGPU driver; required with a vm-vgpu pool."""
+    dcgm_exporter: bool = True
+    """Run the DCGM exporter for GPU metrics. Defaults to true."""
+
+
+class KServeSpec(ChartSpec):
+    """KServe settings; ``values`` is merged into the ``kserve-resources`` chart."""
+
+    deployment_mode: DeploymentMode | None = None
+    """Default ``deploymentMode`` of InferenceServices. Defaults to raw Kubernetes Deployments (``Standard`` since
+    KServe v0.16, ``RawDeployment`` before). ``Knative``/``Serverless`` needs Knative, which gpucell does not install."""
+
+
+class CellSpec(SpecModel):
+    """Everything that defines one regional cell. Validated whole before any resource is registered."""
+
+    versions: Versions = Versions()
+    """Pinned releases of k3s and every add-on."""
+    network: Network
+    """Address plan and API endpoint."""
+    ssh: Ssh = Ssh()
+    """Default SSH settings for every pool."""
+    node_pools: dict[str, NodePool] = Field(min_length=1)
+    """Pool name (DNS-1123 label) -> pool."""
+    storage: StorageSpec = StorageSpec()
+    """Storage layer."""
+    cilium: ChartSpec = ChartSpec()
+    """Cilium chart overrides."""
+    cert_manager: ChartSpec = ChartSpec()
+    """cert-manager chart overrides."""
+    gpu_operator: GpuOperatorSpec = GpuOperatorSpec()
+    """GPU Operator settings."""
+    kserve: KServeSpec = KServeSpec()
+    """KServe settings."""
+
+    @field_validator("node_pools")
+    @classmethod
+    def _pool_names(cls, pools: dict[str, NodePool]) -> dict[str, NodePool]:
+        for name in pools:
+            try:
+                check_dns_label(name)
+            except ValueError as exc:
+                raise SpecError((name,), f"{name!r} {exc}") from None
+        return pools
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> CellSpec:
+        self._check_server_count()
+        self._check_hosts()
+        self._check_cidrs()
+        self._check_api_endpoint()
+        self._check_gpu_operator()
+        self._check_kserve_mode()
+        return self
+
+    # -- views ---------------------------------------------------------------------------------------------------
+    def pools(self, role: NodeRole) -> dict[str, NodePool]:
+        """Pools of one role, in config order."""
+        return {n: p for n, p in self.node_pools.items() if p.role is role}
+
+    def gpu_pools(self, *modes: GpuMode) -> dict[str, NodePool]:
+        """GPU pools, optionally only those in ``modes``."""
+        return {n: p for n, p in self.pools(NodeRole.GPU).items() if not modes or p.mode in modes}
+
+    @property
+    def servers(self) -> list[tuple[str, Host]]:
+        """(pool name, host) of every server, in config order; the first initialises etcd."""
+        return [(n, h) for n, p in self.pools(NodeRole.SERVER).items() for h in p.hosts]
+
+    @property
+    def api_endpoint(self) -> str:
+        """Where the API server is reached: ``network.apiEndpoint`` or the single server's address."""
+        return self.network.api_endpoint or str(self.servers[0][1].address)
+
+    @property
+    def effective_mig_strategy(self) -> MigStrategy:
+        """``gpuOperator.migStrategy``, or ``mixed`` when any pool uses MIG and ``single`` otherwise."""
+        if self.gpu_operator.mig_strategy is not None:
+            return self.gpu_operator.mig_strategy
+        uses_mig = any(p.mig_layout for p in self.gpu_pools().values())
+        return MigStrategy.MIXED if uses_mig else MigStrategy.SINGLE
+
+    @property
+    def deployment_mode(self) -> DeploymentMode:
+        """The KServe default deployment mode in force."""
+        return self.kserve.deployment_mode or kserve_deployment_modes(self.versions.kserve)[0]
+
+    def _all_hosts(self) -> Iterator[tuple[str, int, Host]]:
+        for pool_name, pool in self.node_pools.items():
+            for index, host in enumerate(pool.hosts):
+                yield pool_name, index, host
+
+    # -- rules ---------------------------------------------------------------------------------------------------
+    def _check_server_count(self) -> None:
+        count = len(self.servers)
+        if count == 0:
+            raise SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
+        if count != 1 and count % 2 == 0:
+            raise SpecError(
+                ("nodePools",),
+                f"{count} servers: embedded etcd needs 1 or an odd number >= 3 of servers (3, 5, 7) to keep quorum",
+            )
+
+    def _check_hosts(self) -> None:
+        seen_name: dict[str, tuple[str, int]] = {}
+        seen_address: dict[IPv4Address, tuple[str, int]] = {}
+        for pool_name, index, host in self._all_hosts():
+            where = ("nodePools", pool_name, "hosts", index)
+            other = seen_name.get(host.name) or seen_address.get(host.address)
+            if other is not None:
+                self._check_one_mode(pool_name, other[0], host, where)
+            if host.name in seen_name:
+                first = seen_name[host.name]
+                raise SpecError((*where, "name"), f"{host.name!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]")
+            if host.address in seen_address:
+                first = seen_address[host.address]
+                raise SpecError(
+                    (*where, "address"), f"{str(host.address)!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+                )
+            if host.address not in self.network.node_cidr:
+                raise SpecError(
+                    (*where, "address"), f"{str(host.address)!r} is outside network.nodeCidr {self.network.node_cidr}"
+                )
+            seen_name[host.name] = (pool_name, index)
+            seen_address[host.address] = (pool_name, index)
+
+    def _check_one_mode(self, pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]) -> None:
+        mine, theirs = self.node_pools[pool_name], self.node_pools[other_pool]
+        if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
+            raise SpecError(
+                where,
+                f"host {host.name!r} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} ({mine.gpu_mode}); "
+                "a node runs exactly one GPU mode",
+            )
+
+    def _check_cidrs(self) -> None:
+        net = self.network
+        ranges: list[tuple[str, IPv4Network]] = [
+            ("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr)
+        ]
+        for (key_a, a), (key_b, b) in itertools.combinations(ranges, 2):
+            if a.overlaps(b):
+                raise SpecError(("network", key_b), f"{str(b)!r} overlaps network.{key_a} {a}")
+        if net.cluster_dns not in net.service_cidr:
+            raise SpecError(
+                ("network", "clusterDns"), f"{str(net.cluster_dns)!r} is outside network.serviceCidr {net.service_cidr}"
+            )
+        if net.pod_cidr_mask_size <= net.pod_cidr.prefixlen:
+            raise SpecError(
+                ("network", "podCidrMaskSize"),
+                f"{net.pod_cidr_mask_size} must be longer than network.podCidr's /{net.pod_cidr.prefixlen}",
+            )
+
+    def _check_api_endpoint(self) -> None:
+        if self.network.api_endpoint is None and len(self.servers) > 1:
+            raise SpecError(
+                ("network", "apiEndpoint"),
+                f"is required with {len(self.servers)} servers: a VIP or load-balanced name in front of all of them",
+            )
+
+    def _check_gpu_operator(self) -> None:
+        vgpu_pools = self.gpu_pools(GpuMode.VM_VGPU)
+        if vgpu_pools and self.gpu_operator.vgpu_driver_image is None:
+            raise SpecError(
+                ("gpuOperator", "vgpuDriverImage"),
+                f"is required because pool {next(iter(vgpu_pools))} runs vm-vgpu; "
+                "give the repository and version of your NVIDIA vGPU Manager image",
+            )
+        if self.gpu_operator.mig_strategy is MigStrategy.SINGLE:
+            for name, pool in self.gpu_pools().items():
+                if len(pool.mig_layout) > 1:
+                    raise SpecError(
+                        ("nodePools", name, "migConfig"),
+                        f"{pool.mig_config!r} mixes MIG profiles, which gpuOperator.migStrategy single cannot "
+                        "advertise; use a uniform all-<profile> layout or migStrategy mixed",
+                    )
+
+    def _check_kserve_mode(self) -> None:
+        mode = self.kserve.deployment_mode
+        accepted = kserve_deployment_modes(self.versions.kserve)
+        if mode is not None and mode not in accepted:
+            raise SpecError(
+                ("kserve", "deploymentMode"),
+                f"{mode.value!r} is not a deployment mode of KServe {self.versions.kserve}; "
+                f"accepted: {', '.join(m.value for m in accepted)}",
+            )
+
+
+class StackSpec(SpecModel):
+    """A stack's ``gpucell:regions`` config: region name -> cell. Each region becomes one independent cell."""
+
+    regions: dict[str, CellSpec] = Field(min_length=1)
+    """Region name (DNS-1123 label, used in every resource name of the cell) -> cell spec."""
+
+    @field_validator("regions")
+    @classmethod
+    def _region_names(cls, regions: dict[str, CellSpec]) -> dict[str, CellSpec]:
+        for name in regions:
+            try:
+                check_dns_label(name)
+            except ValueError as exc:
+                raise SpecError((name,), f"{name!r} {exc}") from None
+        return regions

@@ -1,0 +1,68 @@
+"""Where a cell's nodes live and how they are reached: hosts, SSH, and the cell's address plan."""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Address, IPv4Network
+
+from pydantic import Field, field_validator
+
+from components.spec._base import SpecModel
+
+__all__ = ["DNS_LABEL", "Host", "Network", "Ssh", "check_dns_label"]
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def check_dns_label(value: str) -> str:
+    """Raise ``ValueError`` unless ``value`` is an RFC 1123 label (what Kubernetes accepts as a node or object name)."""
+    if not DNS_LABEL.match(value):
+        raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
+    return value
+
+
+class Host(SpecModel):
+    """One machine of a node pool."""
+
+    name: str
+    """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
+    address: IPv4Address
+    """IPv4 address on the node network, used for SSH and as the node IP; unique in the region."""
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        return check_dns_label(value)
+
+
+class Ssh(SpecModel):
+    """How Pulumi reaches nodes over SSH (``pulumi-command`` remote connection)."""
+
+    user: str = "root"
+    """Login user; needs root or password-less sudo. Defaults to ``root``."""
+    port: int = Field(default=22, ge=1, le=65535)
+    """TCP port. Defaults to 22."""
+    private_key_config_key: str = "sshPrivateKey"
+    """Name of the *secret* stack config key holding the PEM/OpenSSH private key. Defaults to ``sshPrivateKey``."""
+
+
+class Network(SpecModel):
+    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
+
+    node_cidr: IPv4Network
+    """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
+    pod_cidr: IPv4Network = IPv4Network("10.42.0.0/16")
+    """Pod network handed to Cilium's cluster-pool IPAM and k3s ``cluster-cidr``. Defaults to ``10.42.0.0/16``."""
+    pod_cidr_mask_size: int = Field(default=24, ge=16, le=28)
+    """Prefix length of each node's pod range carved from ``podCidr``. Defaults to 24 (254 pods per node)."""
+    service_cidr: IPv4Network = IPv4Network("10.43.0.0/16")
+    """ClusterIP range (k3s ``service-cidr``). Defaults to ``10.43.0.0/16``."""
+    cluster_dns: IPv4Address = IPv4Address("10.43.0.10")
+    """CoreDNS service IP (k3s ``cluster-dns``); inside ``serviceCidr``. Defaults to ``10.43.0.10``."""
+    api_endpoint: str | None = None
+    """Address or DNS name clients and agents use for the API server (a VIP or load balancer for HA servers).
+    Required with more than one server; defaults to the single server's address otherwise."""
+    api_port: int = Field(default=6443, ge=1, le=65535)
+    """API server port behind ``apiEndpoint``. Defaults to 6443."""
+    tls_sans: list[str] = []
+    """Extra names and addresses in the API server certificate (k3s ``tls-san``); ``apiEndpoint`` is always added."""

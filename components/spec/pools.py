@@ -1,0 +1,203 @@
+"""Node pools: a role, its hosts and, for GPU pools, the GPU model and the one workload mode its nodes run."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import Field, field_validator, model_validator
+
+from components.errors import SpecError
+from components.gpu_catalog import CATALOG, GpuModel
+from components.spec._base import SpecModel
+from components.spec.network import Host, Ssh
+
+__all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyProfile"]
+
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+EVICTION_HARD_MEMORY_MIB = 500
+"""``eviction-hard`` ``memory.available`` threshold on topology-profile nodes, MiB."""
+
+
+class NodeRole(StrEnum):
+    """What a pool's nodes do: k3s servers (control plane + embedded etcd), GPU workers or CPU workers."""
+
+    SERVER = "server"
+    GPU = "gpu"
+    CPU = "cpu"
+
+
+class GpuMode(StrEnum):
+    """The GPU Operator's sandbox workload mode of a node (label ``nvidia.com/gpu.workload.config``)."""
+
+    CONTAINER = "container"
+    VM_PASSTHROUGH = "vm-passthrough"
+    VM_VGPU = "vm-vgpu"
+
+    @property
+    def runs_vms(self) -> bool:
+        """True for the modes that hand GPUs to KubeVirt VMs."""
+        return self is not GpuMode.CONTAINER
+
+
+class TopologyProfile(SpecModel):
+    """Kubelet settings for NUMA-aligned VMs: static CPU manager, Static memory manager, single-NUMA-node topology.
+
+    Source: Kubernetes "Control CPU/Memory/Topology Management Policies on the Node"; KubeVirt "Dedicated CPU
+    resources" and "NUMA" user guide pages.
+    """
+
+    reserved_cpus: str
+    """CPUs kept for the OS and kubelet (kubelet ``reserved-cpus``), a cpuset such as ``0-3,64-67``."""
+    numa_nodes: int = Field(default=2, ge=1, le=16)
+    """NUMA nodes per host; memory is reserved on each. Defaults to 2."""
+    reserved_memory_per_numa_mib: int = Field(default=2048, ge=256)
+    """MiB reserved on each NUMA node (kubelet ``reserved-memory``). Defaults to 2048."""
+
+    @field_validator("reserved_cpus")
+    @classmethod
+    def _cpuset(cls, value: str) -> str:
+        if not _CPUSET.match(value):
+            raise ValueError("is not a cpuset; use a list of CPUs and ranges such as 0-3,64-67")
+        return value
+
+    @model_validator(mode="after")
+    def _memory_covers_eviction(self) -> TopologyProfile:
+        if self.reserved_memory_mib <= EVICTION_HARD_MEMORY_MIB:
+            raise SpecError(
+                ("reservedMemoryPerNumaMib",),
+                f"{self.reserved_memory_per_numa_mib} MiB x {self.numa_nodes} NUMA nodes must exceed the "
+                f"{EVICTION_HARD_MEMORY_MIB} MiB hard-eviction threshold",
+            )
+        return self
+
+    @property
+    def reserved_memory_mib(self) -> int:
+        """Total MiB reserved across NUMA nodes (= system-reserved + eviction-hard, as the memory manager requires)."""
+        return self.reserved_memory_per_numa_mib * self.numa_nodes
+
+    def kubelet_args(self) -> list[str]:
+        """``kubelet-arg`` entries for the k3s config, in a stable order."""
+        reserved = ";".join(f"{n}:memory={self.reserved_memory_per_numa_mib}Mi" for n in range(self.numa_nodes))
+        return [
+            "cpu-manager-policy=static",
+            f"reserved-cpus={self.reserved_cpus}",
+            "memory-manager-policy=Static",
+            f"reserved-memory={reserved}",
+            f"system-reserved=memory={self.reserved_memory_mib - EVICTION_HARD_MEMORY_MIB}Mi",
+            f"eviction-hard=memory.available<{EVICTION_HARD_MEMORY_MIB}Mi",
+            "topology-manager-policy=single-numa-node",
+            "topology-manager-scope=pod",
+        ]
+
+
+_GPU_KEYS = ("gpuModel", "gpusPerNode", "gpuMode", "migConfig", "vgpuProfile", "topology")
+
+
+class NodePool(SpecModel):
+    """A set of identical hosts with one role. GPU pools name a catalog model and exactly one workload mode."""
+
+    role: NodeRole
+    """``server`` (control plane, embedded etcd), ``gpu`` or ``cpu``."""
+    hosts: list[Host] = Field(min_length=1)
+    """The machines, at least one."""
+    ssh: Ssh | None = None
+    """Overrides the region's ``ssh`` for this pool."""
+    gpu_model: str | None = None
+    """GPU pools: a key of the GPU catalog (``H100-SXM5-80GB``, ``L40S``...)."""
+    gpus_per_node: int | None = Field(default=None, ge=1, le=16)
+    """GPU pools: GPUs in each host (count)."""
+    gpu_mode: GpuMode | None = None
+    """GPU pools: ``container``, ``vm-passthrough`` or ``vm-vgpu``; one mode per node."""
+    mig_config: str | None = None
+    """Container-mode pools: the ``nvidia.com/mig.config`` layout (``all-1g.10gb``, ``all-balanced``...)."""
+    vgpu_profile: str | None = None
+    """``vm-vgpu`` pools: the vGPU type every GPU is split into (``L40S-24Q``)."""
+    topology: TopologyProfile | None = None
+    """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
+    labels: dict[str, str] = {}
+    """Extra node labels set at registration."""
+    taints: list[str] = []
+    """Extra node taints at registration, ``key=value:Effect``."""
+
+    @model_validator(mode="after")
+    def _gpu_fields_fit_role(self) -> NodePool:
+        if self.role is not NodeRole.GPU:
+            self._no_gpu_fields()
+            return self
+        for key, value in (("gpuModel", self.gpu_model), ("gpusPerNode", self.gpus_per_node),
+                           ("gpuMode", self.gpu_mode)):
+            if value is None:
+                raise SpecError((key,), "is required on a gpu pool")
+        model = self.model
+        self._check_mig(model)
+        self._check_vgpu(model)
+        if self.topology is not None and not self.mode.runs_vms:
+            raise SpecError(("topology",), "is only valid on vm-passthrough and vm-vgpu pools (this pool is container)")
+        return self
+
+    def _no_gpu_fields(self) -> None:
+        for key in _GPU_KEYS:
+            if getattr(self, _snake(key)) is not None:
+                raise SpecError((key,), f"is only valid on gpu pools (this pool's role is {self.role})")
+
+    def _check_mig(self, model: GpuModel) -> None:
+        if self.mig_config is None:
+            return
+        if self.mode is not GpuMode.CONTAINER:
+            raise SpecError(("migConfig",), f"is only valid on container-mode pools (this pool is {self.mode})")
+        if self.mig_config not in model.mig_configs:
+            accepted = ", ".join(model.mig_configs) or "none: the model has no MIG"
+            raise SpecError(
+                ("migConfig",), f"{self.mig_config!r} is not a MIG config of {model.name}; accepted: {accepted}"
+            )
+
+    def _check_vgpu(self, model: GpuModel) -> None:
+        if self.mode is GpuMode.VM_VGPU and self.vgpu_profile is None:
+            raise SpecError(("vgpuProfile",), "is required on a vm-vgpu pool")
+        if self.vgpu_profile is None:
+            return
+        if self.mode is not GpuMode.VM_VGPU:
+            raise SpecError(("vgpuProfile",), f"is only valid on vm-vgpu pools (this pool is {self.mode})")
+        if self.vgpu_profile not in model.vgpu_profiles:
+            accepted = ", ".join(model.vgpu_profiles) or "none: no vGPU profiles catalogued for this model"
+            raise SpecError(
+                ("vgpuProfile",), f"{self.vgpu_profile!r} is not a vGPU profile of {model.name}; accepted: {accepted}"
+            )
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_model(cls, value: str | None) -> str | None:
+        if value is not None and value not in CATALOG:
+            raise ValueError(f"is not a known GPU model; known: {', '.join(CATALOG)}")
+        return value
+
+    @property
+    def model(self) -> GpuModel:
+        """The catalog entry of a GPU pool. Raises ``ValueError`` on non-GPU pools."""
+        if self.gpu_model is None:
+            raise ValueError("not a gpu pool")
+        return CATALOG[self.gpu_model]
+
+    @property
+    def mode(self) -> GpuMode:
+        """The workload mode of a GPU pool. Raises ``ValueError`` on non-GPU pools."""
+        if self.gpu_mode is None:
+            raise ValueError("not a gpu pool")
+        return self.gpu_mode
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs across all hosts of the pool (0 for non-GPU pools)."""
+        return (self.gpus_per_node or 0) * len(self.hosts)
+
+    @property
+    def mig_layout(self) -> dict[str, int]:
+        """MIG profile -> instances per GPU under this pool's ``migConfig`` (empty without MIG)."""
+        if self.mig_config is None:
+            return {}
+        return dict(self.model.mig_configs[self.mig_config])
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)

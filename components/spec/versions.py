@@ -1,0 +1,91 @@
+"""Pinned versions of everything a cell installs, and the facts that change with them.
+
+The defaults are the versions this repository is tested against (the upstream schemas and chart values in
+``shared/upstream/SOURCES.md``). A stack may pin others; every version must be an exact release, never a channel
+such as ``latest`` or ``stable``, so a ``pulumi up`` next month installs what was reviewed today.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import field_validator
+
+from components.spec._base import SpecModel
+
+__all__ = ["DeploymentMode", "Versions", "kserve_deployment_modes"]
+
+_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+_K3S = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.\d+\+k3s\d+$")
+
+
+class DeploymentMode(StrEnum):
+    """KServe deployment modes across releases (the names accepted depend on the KServe version)."""
+
+    STANDARD = "Standard"
+    KNATIVE = "Knative"
+    RAW_DEPLOYMENT = "RawDeployment"
+    SERVERLESS = "Serverless"
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
+def kserve_deployment_modes(kserve_version: str) -> tuple[DeploymentMode, ...]:
+    """The ``deploymentMode`` values the KServe controller at ``kserve_version`` accepts, raw mode first.
+
+    KServe v0.16 renamed ``RawDeployment`` to ``Standard`` and ``Serverless`` to ``Knative`` (kserve/kserve#4608);
+    the old names are only up-converted with a deprecation warning, so a new cell must use the new ones.
+    """
+    if _release(kserve_version) >= (0, 16):
+        return (DeploymentMode.STANDARD, DeploymentMode.KNATIVE)
+    return (DeploymentMode.RAW_DEPLOYMENT, DeploymentMode.SERVERLESS)
+
+
+def _pinned(value: str) -> str:
+    if not _SEMVER.match(value):
+        raise ValueError("is not a pinned release; use an exact version such as v1.2.3 (no latest, stable or ranges)")
+    return value
+
+
+class Versions(SpecModel):
+    """Exact releases installed in a cell. Each defaults to the version this repository is tested against."""
+
+    k3s: str = "v1.34.2+k3s1"
+    """k3s release (``INSTALL_K3S_VERSION``), ``vMAJOR.MINOR.PATCH+k3sN``. Sets the cell's Kubernetes version."""
+    cilium: str = "1.20.0"
+    """Cilium Helm chart version (https://helm.cilium.io)."""
+    kubevirt: str = "v1.9.0"
+    """KubeVirt release; the operator manifest comes from that GitHub release."""
+    cdi: str = "v1.66.0"
+    """CDI (Containerized Data Importer) release; the operator manifest comes from that GitHub release."""
+    gpu_operator: str = "v26.7.0"
+    """NVIDIA GPU Operator Helm chart version (https://helm.ngc.nvidia.com/nvidia)."""
+    kserve: str = "v0.20.0"
+    """KServe release; charts ``kserve-crd``, ``kserve-resources``, ``kserve-runtime-configs`` at that version."""
+    cert_manager: str = "v1.21.1"
+    """cert-manager Helm chart version (https://charts.jetstack.io)."""
+    longhorn: str = "1.12.1"
+    """Longhorn Helm chart version (https://charts.longhorn.io); used when ``storage.backend`` is ``longhorn``."""
+
+    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn")
+    @classmethod
+    def _exact(cls, value: str) -> str:
+        return _pinned(value)
+
+    @field_validator("k3s")
+    @classmethod
+    def _exact_k3s(cls, value: str) -> str:
+        if not _K3S.match(value):
+            raise ValueError("is not a pinned k3s release; use the form v1.34.2+k3s1 (no latest, stable or channels)")
+        return value
+
+    @property
+    def kubernetes_minor(self) -> str:
+        """Kubernetes ``MAJOR.MINOR`` of the pinned k3s (``1.34``)."""
+        match = _K3S.match(self.k3s)
+        assert match is not None  # validated above
+        return f"{match['major']}.{match['minor']}"
