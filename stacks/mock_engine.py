@@ -1,0 +1,213 @@
+"""Run a Pulumi program in-process under Pulumi's mock engine and record every registration.
+
+This is Pulumi's documented unit-testing mechanism (``pulumi.runtime.set_mocks``) with a monitor that keeps what
+the engine would have received: type token, name, parent, provider, explicit dependencies and inputs, with secret
+inputs still marked. The offline plan and the tests both run programs through :func:`run_program`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks, rpc
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+__all__ = ["SECRET", "UNKNOWN", "PlanResult", "Registration", "run_program"]
+
+SECRET = "[secret]"
+"""What every secret value is replaced by in recorded inputs and outputs."""
+UNKNOWN = "[unknown]"
+"""What a value unknown at preview time is replaced by."""
+
+_SECRET_SIG = rpc._special_secret_sig  # noqa: SLF001 - the wire marker of a secret value
+_SIG_KEY = rpc._special_sig_key  # noqa: SLF001
+
+
+@dataclass
+class Registration:
+    """One registered resource as the engine would have seen it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    custom: bool
+    inputs: dict[str, Any]
+    """Inputs with each secret replaced by ``"[secret]"`` (what plans and rendered files show)."""
+    raw_inputs: dict[str, Any] = field(repr=False)
+    """Inputs with secrets unwrapped: for tests that must check a secret's *value* reached the right place."""
+    secret_paths: list[str] = field(default_factory=list)
+    """Dotted paths of the inputs that were secret."""
+
+
+@dataclass
+class PlanResult:
+    """Everything one program run registered, in registration order, and the stack outputs."""
+
+    resources: list[Registration]
+    outputs: dict[str, Any]
+
+    def of_type(self, type_token: str) -> list[Registration]:
+        """Registrations whose Pulumi type token is ``type_token``."""
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> Registration:
+        """The one registration called ``name``. Raises ``KeyError`` when there is none."""
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(f"no resource named {name!r}; have {[r.name for r in self.resources]}")
+
+    def by_urn(self, urn: str) -> Registration:
+        """The registration with ``urn``."""
+        return next(r for r in self.resources if r.urn == urn)
+
+    def children(self, parent: Registration) -> list[Registration]:
+        """Direct children of ``parent``."""
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def descendants(self, root: Registration) -> Iterator[Registration]:
+        """Every registration below ``root`` in the component tree."""
+        for child in self.children(root):
+            yield child
+            yield from self.descendants(child)
+
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(_SIG_KEY) == _SECRET_SIG
+
+
+def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool) -> Any:
+    """Replace secrets (or unwrap them when ``reveal``) and unknowns, recursively."""
+    if _is_secret(value):
+        secret_paths.append(path)
+        inner = value["value"]
+        return _scrub(inner, path, [], reveal) if reveal else SECRET
+    if isinstance(value, pulumi.output.Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _scrub(v, f"{path}.{k}" if path else k, secret_paths, reveal) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, f"{path}[{i}]", secret_paths, reveal) for i, v in enumerate(value)]
+    if isinstance(value, pulumi.Resource):
+        return "[resource]"
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire carries every number as a double
+    return value
+
+
+class _RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, mocks_: mocks.Mocks) -> None:
+        super().__init__(mocks_)
+        self.registrations: list[Registration] = []
+        self.root_urn = ""
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        if request.type == "pulumi:pulumi:Stack":
+            response = super().RegisterResource(request)
+            self.root_urn = response.urn
+            return response
+        urn = self.make_urn(request.parent, request.type, request.name)
+        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        id_, state = self.mocks.new_resource(
+            mocks.MockResourceArgs(
+                typ=request.type, name=request.name, inputs=rpc.deserialize_properties(request.object),
+                provider=request.provider, resource_id=request.importId, custom=request.custom or False,
+            )
+        )
+        # The engine marks a provider's declared secret outputs (``additionalSecretOutputs``) as secret; so do we.
+        for key in request.additionalSecretOutputs:
+            if key in state and not _is_secret(state[key]):
+                state[key] = rpc.wrap_rpc_secret(state[key])
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        self._record(urn, request, inputs)
+        obj = _sync_await(rpc.serialize_properties(state, {}))
+        return mocks.resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj)
+
+    def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
+        secret_paths: list[str] = []
+        shown = _scrub(inputs, "", secret_paths, reveal=False)
+        self.registrations.append(
+            Registration(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent,
+                provider=request.provider.split("::")[-2] if request.provider else "",
+                dependencies=sorted(set(request.dependencies)),
+                custom=request.custom,
+                inputs=shown,
+                raw_inputs=_scrub(inputs, "", [], reveal=True),
+                secret_paths=secret_paths,
+            )
+        )
+
+
+class _PlanMocks(mocks.Mocks):
+    """Echo inputs back as state; outputs a real provider computes come from ``computed``."""
+
+    def __init__(self, computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None) -> None:
+        self._computed = computed
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        state = dict(args.inputs)
+        if self._computed is not None:
+            state.update(self._computed(args))
+        return f"{args.name}-id", state
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def run_program(
+    program: Callable[[], Any],
+    *,
+    project: str = "gpucell",
+    stack: str = "test",
+    config: Mapping[str, Any] | None = None,
+    secret_keys: list[str] | None = None,
+    preview: bool = False,
+    computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None = None,
+) -> PlanResult:
+    """Run ``program`` under fresh mocks and return what it registered.
+
+    ``config`` maps full config keys (``gpucell:regions``) to values (objects are JSON-encoded as the Pulumi CLI
+    passes them); ``secret_keys`` lists the keys that are secret. With ``preview=True`` outputs the engine would
+    compute are unknown, as in the first ``pulumi preview`` of a new region. ``computed`` returns extra state
+    for a registration (what a real provider would compute, e.g. a command's ``stdout``).
+    Exceptions raised by ``program`` propagate unchanged.
+    """
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in (config or {}).items()},
+        secret_keys or [],
+    )
+    monitor = _RecordingMonitor(_PlanMocks(computed))
+    outputs: dict[str, Any] = {}
+    mocks.set_mocks(
+        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor,
+        logger=logging.getLogger("gpucell.plan"),
+    )
+    try:
+        _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+    return PlanResult(resources=monitor.registrations, outputs=outputs)
+
+
+async def _run_in_stack(program: Callable[[], Any], into: dict[str, Any]) -> None:
+    """Run ``program``, then resolve what it exported, replacing secrets and unknowns as plans show them."""
+    program()
+    stack = pulumi.runtime.get_root_resource()
+    for key, value in getattr(stack, "outputs", {}).items():
+        output = pulumi.Output.from_input(value)
+        known, secret = await output.is_known(), await output.is_secret()
+        resolved = await output.future(with_unknowns=True)
+        into[key] = SECRET if secret else (_scrub(resolved, key, [], reveal=True) if known else UNKNOWN)

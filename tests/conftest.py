@@ -1,0 +1,45 @@
+"""Shared fixtures: paths, upstream data, and a valid cell spec to derive test cases from."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.spec import CellSpec
+
+REPO = Path(__file__).resolve().parent.parent
+UPSTREAM = REPO.parent / "shared" / "upstream"
+
+
+def minimal_cell_config() -> dict[str, Any]:
+    """A small valid region in stack-config form (camelCase): 1 server, 1 GPU worker, 1 CPU worker."""
+    return copy.deepcopy(
+        {
+            "network": {"nodeCidr": "10.20.0.0/24"},
+            "nodePools": {
+                "servers": {"role": "server", "hosts": [{"name": "lab-srv-1", "address": "10.20.0.11"}]},
+                "l40s": {
+                    "role": "gpu",
+                    "gpuModel": "L40S",
+                    "gpusPerNode": 2,
+                    "gpuMode": "container",
+                    "hosts": [{"name": "lab-gpu-1", "address": "10.20.0.21"}],
+                },
+                "cpu": {"role": "cpu", "hosts": [{"name": "lab-cpu-1", "address": "10.20.0.31"}]},
+            },
+        }
+    )
+
+
+@pytest.fixture
+def cell_config() -> dict[str, Any]:
+    """A fresh copy of :func:`minimal_cell_config` per test."""
+    return minimal_cell_config()
+
+
+def cell(config: dict[str, Any]) -> CellSpec:
+    """Validate a region config into a :class:`CellSpec`."""
+    return CellSpec.model_validate(config)
