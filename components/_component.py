@@ -1,0 +1,36 @@
+"""What every gpucell component shares: the fixed type token and how children get their options."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+
+__all__ = ["CellComponent"]
+
+
+class CellComponent(pulumi.ComponentResource):
+    """Base of gpucell components: type token ``gpucell:index:<ClassName>``, ``(name, args, opts)`` constructors.
+
+    Pulumi does not hand a component's ``depends_on`` to its children, so a component that must come after
+    something (Cilium after the servers answer, KServe after cert-manager) would start its children early.
+    :meth:`child` adds the component's own ``depends_on`` to every child, making the ordering real.
+    """
+
+    def __init__(self, class_name: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+        super().__init__(f"gpucell:index:{class_name}", name, None, opts)
+        self._after: list[pulumi.Resource] = list(_as_list((opts or pulumi.ResourceOptions()).depends_on))
+
+    def child(
+        self, *, depends_on: Sequence[pulumi.Resource] = (), **kwargs: object
+    ) -> pulumi.ResourceOptions:
+        """Options for a direct child: ``parent=self`` (so it inherits the providers) and the component's ordering."""
+        return pulumi.ResourceOptions(parent=self, depends_on=[*self._after, *depends_on], **kwargs)  # type: ignore[arg-type]
+
+
+def _as_list(value: object) -> list[pulumi.Resource]:
+    if value is None:
+        return []
+    if isinstance(value, pulumi.Resource):
+        return [value]
+    return list(value)  # type: ignore[call-overload]
