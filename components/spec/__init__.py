@@ -11,7 +11,7 @@ from components.spec.cell import (
     StorageBackend,
     StorageSpec,
 )
-from components.spec.network import Host, Network, Ssh
+from components.spec.network import Host, Network, Ssh, SshOverride
 from components.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
 from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
@@ -29,6 +29,7 @@ __all__ = [
     "NodePool",
     "NodeRole",
     "Ssh",
+    "SshOverride",
     "StackSpec",
     "StorageBackend",
     "StorageSpec",

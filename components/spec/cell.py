@@ -145,6 +145,11 @@ class CellSpec(SpecModel):
         """(pool name, host) of every server, in config order; the first initialises etcd."""
         return [(n, h) for n, p in self.pools(NodeRole.SERVER).items() for h in p.hosts]
 
+    def ssh_for(self, pool_name: str) -> Ssh:
+        """The SSH settings of a pool's hosts: the region's ``ssh`` with the pool's override applied."""
+        override = self.node_pools[pool_name].ssh
+        return override.over(self.ssh) if override else self.ssh
+
     @property
     def api_endpoint(self) -> str:
         """Where the API server is reached: ``network.apiEndpoint`` or the single server's address."""

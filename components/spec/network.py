@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from components.spec._base import SpecModel
 
-__all__ = ["DNS_LABEL", "Host", "Network", "Ssh", "check_dns_label"]
+__all__ = ["DNS_LABEL", "Host", "Network", "Ssh", "SshOverride", "check_dns_label"]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -44,6 +44,19 @@ class Ssh(SpecModel):
     """TCP port. Defaults to 22."""
     private_key_config_key: str = "sshPrivateKey"
     """Name of the *secret* stack config key holding the PEM/OpenSSH private key. Defaults to ``sshPrivateKey``."""
+
+
+class SshOverride(SpecModel):
+    """A pool's departures from the region's ``ssh`` settings; the private key is always the region's."""
+
+    user: str | None = None
+    """Login user for this pool's hosts. Defaults to the region's ``ssh.user``."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """TCP port for this pool's hosts. Defaults to the region's ``ssh.port``."""
+
+    def over(self, base: Ssh) -> Ssh:
+        """``base`` with this override's fields applied."""
+        return base.model_copy(update={k: v for k, v in (("user", self.user), ("port", self.port)) if v is not None})
 
 
 class Network(SpecModel):

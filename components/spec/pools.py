@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from components.errors import SpecError
 from components.gpu_catalog import CATALOG, GpuModel
 from components.spec._base import SpecModel
-from components.spec.network import Host, Ssh
+from components.spec.network import Host, SshOverride
 
 __all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyProfile"]
 
@@ -101,8 +101,8 @@ class NodePool(SpecModel):
     """``server`` (control plane, embedded etcd), ``gpu`` or ``cpu``."""
     hosts: list[Host] = Field(min_length=1)
     """The machines, at least one."""
-    ssh: Ssh | None = None
-    """Overrides the region's ``ssh`` for this pool."""
+    ssh: SshOverride | None = None
+    """Overrides the region's ``ssh`` user or port for this pool."""
     gpu_model: str | None = None
     """GPU pools: a key of the GPU catalog (``H100-SXM5-80GB``, ``L40S``...)."""
     gpus_per_node: int | None = Field(default=None, ge=1, le=16)
@@ -145,7 +145,9 @@ class NodePool(SpecModel):
         if self.mig_config is None:
             return
         if self.mode is not GpuMode.CONTAINER:
-            raise SpecError(("migConfig",), f"is only valid on container-mode pools (this pool is {self.mode})")
+            raise SpecError(
+                ("migConfig",), f"{self.mig_config!r} needs a container-mode pool; this pool is {self.mode}"
+            )
         if self.mig_config not in model.mig_configs:
             accepted = ", ".join(model.mig_configs) or "none: the model has no MIG"
             raise SpecError(

@@ -1,0 +1,85 @@
+"""RegionalCell: one region's whole stack, from bare machines to KServe, with every ordering edge explicit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_kubernetes.provider import Provider
+
+from components._component import CellComponent
+from components.cdi import Cdi, CdiArgs
+from components.cert_manager import CertManager, CertManagerArgs
+from components.cilium import Cilium, CiliumArgs
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.k3s import K3sCluster, K3sClusterArgs
+from components.kserve import KServe, KServeArgs
+from components.kubevirt import KubeVirt, KubeVirtArgs
+from components.spec import CellSpec
+from components.storage import Storage, StorageArgs
+
+__all__ = ["RegionalCell", "RegionalCellArgs"]
+
+
+@dataclass(frozen=True)
+class RegionalCellArgs:
+    """Spec and secrets of one region."""
+
+    cell: CellSpec
+    """The validated region spec."""
+    ssh_private_key: pulumi.Input[str]
+    """SSH private key for every node of the region (a Pulumi secret)."""
+
+
+class RegionalCell(CellComponent):
+    """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator, KServe.
+
+    The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
+    nothing in a cell can touch another region's cluster. Edges:
+
+    - Cilium after the servers answer (nodes cannot become Ready without a CNI);
+    - everything in the cluster after Cilium;
+    - CDI after storage; custom resources after their operator (inside each component);
+    - KServe after cert-manager's webhook is ready.
+    """
+
+    kubeconfig: pulumi.Output[str]
+    """Admin kubeconfig of the cell (secret), pointing at the API endpoint."""
+    api_server_url: pulumi.Output[str]
+    """``https://<apiEndpoint>:<apiPort>``."""
+    storage_class_name: pulumi.Output[str]
+    """The cell's default StorageClass."""
+
+    def __init__(self, name: str, args: RegionalCellArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("RegionalCell", name, opts)
+        cell = args.cell
+        self.k3s = K3sCluster(f"{name}-k3s", K3sClusterArgs(cell, args.ssh_private_key), opts=self.child())
+        self.provider = Provider(
+            f"{name}-k8s",
+            kubeconfig=self.k3s.kubeconfig,
+            enable_server_side_apply=True,
+            delete_unreachable=False,
+            opts=self.child(),
+        )
+        self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready))
+        self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
+        self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
+        self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
+        self.gpu_operator = GpuOperator(f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium))
+        self.cert_manager = CertManager(f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium))
+        self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
+
+        self.kubeconfig = self.k3s.kubeconfig
+        self.api_server_url = self.k3s.api_server_url
+        self.storage_class_name = self.storage.storage_class_name
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "apiServerUrl": self.api_server_url,
+                "storageClassName": self.storage_class_name,
+            }
+        )
+
+    def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """Options for a component that lives in this cell's cluster: our provider, and ordering."""
+        return self.child(depends_on=list(after), providers={"kubernetes": self.provider})

@@ -1,0 +1,61 @@
+"""From stack config to validated specs: the one place config is read, for ``pulumi up`` and the offline plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pydantic
+
+from components.errors import ConfigError, format_validation_error
+from components.spec import StackSpec
+
+__all__ = ["PROJECT", "StackConfig", "load_stack_config"]
+
+PROJECT = "gpucell"
+"""The Pulumi project name, and so the config namespace (``gpucell:regions``)."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """A validated stack: the regions' specs and each region's SSH private key (a secret Output)."""
+
+    spec: StackSpec
+    ssh_private_keys: dict[str, pulumi.Output[str]]
+    """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
+
+
+def _regions_object(config: pulumi.Config) -> Any:
+    try:
+        regions = config.get_object("regions")
+    except pulumi.config.ConfigTypeError as exc:
+        raise ConfigError.at(("regions",), f"is not a YAML/JSON object ({exc})") from None
+    if regions is None:
+        raise ConfigError.at(("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)")
+    return regions
+
+
+def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
+    """Read and validate ``gpucell:*`` config. Registers nothing.
+
+    Raises :class:`ConfigError` with one ``key.path: message`` line per problem (unknown key, bad value,
+    cross-field rule, missing SSH key secret).
+    """
+    config = config or pulumi.Config(PROJECT)
+    try:
+        spec = StackSpec.model_validate({"regions": _regions_object(config)})
+    except pydantic.ValidationError as exc:
+        raise format_validation_error(StackSpec, exc) from None
+    keys: dict[str, pulumi.Output[str]] = {}
+    for region, cell in spec.regions.items():
+        key_name = cell.ssh.private_key_config_key
+        secret = config.get_secret(key_name)
+        if secret is None:
+            raise ConfigError.at(
+                (key_name,),
+                f"secret is missing (region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey); "
+                f"set it with `pulumi config set --secret {key_name} < ~/.ssh/id_ed25519`",
+            )
+        keys[region] = secret
+    return StackConfig(spec=spec, ssh_private_keys=keys)

@@ -1,0 +1,198 @@
+"""The offline plan: run the real program under Pulumi's mock engine from the stack files, then show or write it.
+
+Nothing is decrypted and nothing is contacted: ``secure:`` values become placeholders that stay marked secret,
+and every secret is shown as ``"[secret]"`` in the printed tree, the JSON and the written files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.cell import RegionalCell
+from components.errors import ConfigError
+from stacks.mock_engine import PlanResult, Registration, run_program
+from stacks.program import build_cells
+
+__all__ = ["Plan", "StackFiles", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
+
+_COMPONENT_PREFIX = "gpucell:index:"
+
+
+@dataclass(frozen=True)
+class StackFiles:
+    """What ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` say, as the Pulumi CLI would hand it to the program."""
+
+    project: str
+    stack: str
+    config: dict[str, Any]
+    """Full key (``gpucell:regions``) -> value; secure values replaced by placeholders."""
+    secret_keys: list[str]
+    """Keys whose values were ``secure:`` (their placeholders stay secret in the program)."""
+
+
+def placeholder(key: str) -> str:
+    """The stand-in for an encrypted config value; distinctive so tests can prove it never leaks."""
+    return f"PLACEHOLDER-SECRET-{key}"
+
+
+def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
+    """Read the project and stack files. Raises ``ConfigError`` when they are missing or malformed."""
+    project_file, stack_file = project_dir / "Pulumi.yaml", project_dir / f"Pulumi.{stack}.yaml"
+    for path in (project_file, stack_file):
+        if not path.is_file():
+            raise ConfigError.at((path.name,), f"not found in {project_dir}; run gpucell from the project directory")
+    project = _load_yaml(project_file).get("name")
+    if not isinstance(project, str):
+        raise ConfigError.at(("Pulumi.yaml", "name"), "is missing; it names the project (gpucell)")
+    raw = _load_yaml(stack_file).get("config") or {}
+    config: dict[str, Any] = {}
+    secret_keys: list[str] = []
+    for key, value in raw.items():
+        full_key = key if ":" in key else f"{project}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            config[full_key] = placeholder(full_key.split(":", 1)[1])
+            secret_keys.append(full_key)
+        else:
+            config[full_key] = value
+    return StackFiles(project=project, stack=stack, config=config, secret_keys=secret_keys)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError.at((path.name,), f"is not valid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise ConfigError.at((path.name,), "must be a YAML mapping")
+    return data
+
+
+@dataclass
+class Plan:
+    """A planned stack: what was registered, and the cells (for their rendered node files)."""
+
+    stack: str
+    result: PlanResult
+    cells: dict[str, RegionalCell]
+
+    def region_root(self, region: str) -> Registration:
+        """The RegionalCell registration of ``region``."""
+        return next(
+            r for r in self.result.resources if r.type == f"{_COMPONENT_PREFIX}RegionalCell" and r.name == region
+        )
+
+    def region_resources(self, region: str) -> list[Registration]:
+        """The region's RegionalCell and everything below it."""
+        root = self.region_root(region)
+        return [root, *self.result.descendants(root)]
+
+
+def make_plan(project_dir: Path, stack: str, *, preview: bool = False, region: str | None = None) -> Plan:
+    """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake."""
+    files = read_stack_files(project_dir, stack)
+    cells: dict[str, RegionalCell] = {}
+
+    def program() -> None:
+        cells.update(build_cells())
+
+    result = run_program(
+        program, project=files.project, stack=stack, config=files.config, secret_keys=files.secret_keys,
+        preview=preview,
+    )
+    if region is not None and region not in cells:
+        raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
+    return Plan(stack=stack, result=result, cells=cells)
+
+
+def _short_type(type_token: str) -> str:
+    return type_token.removeprefix(_COMPONENT_PREFIX)
+
+
+def render_tree(plan: Plan, regions: list[str]) -> str:
+    """The component tree of each region with custom-resource counts by type, and totals."""
+    lines = [f"stack {plan.stack}: {len(regions)} region(s)"]
+    grand_total = 0
+    for region in regions:
+        resources = [r for r in plan.region_resources(region) if r.custom]
+        grand_total += len(resources)
+        lines += ["", f"region {region}: {len(resources)} resources"]
+        _tree_lines(plan.result, plan.region_root(region), "", lines)
+        lines.append("  by type:")
+        for type_token, count in sorted(Counter(r.type for r in resources).items()):
+            lines.append(f"    {count:4d}  {type_token}")
+    lines += ["", f"total: {grand_total} resources"]
+    return "\n".join(lines)
+
+
+def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[str]) -> None:
+    custom = Counter(c.type for c in result.children(node) if c.custom)
+    counts = ", ".join(f"{n} {t}" for t, n in sorted(custom.items()))
+    out.append(f"  {indent}{_short_type(node.type)} {node.name}" + (f"  [{counts}]" if counts else ""))
+    for child in result.children(node):
+        if not child.custom:
+            _tree_lines(result, child, indent + "  ", out)
+
+
+def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
+    """The plan as ``{"stack", "resources": [...], "outputs"}``; secrets are ``"[secret]"``."""
+    resources = [r for region in regions for r in plan.region_resources(region)]
+    return {
+        "stack": plan.stack,
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "provider": r.provider,
+                "dependencies": r.dependencies,
+                "inputs": r.inputs,
+            }
+            for r in resources
+        ],
+        "outputs": {k: v for k, v in plan.result.outputs.items() if k in regions},
+    }
+
+
+def write_json(plan: Plan, regions: list[str], path: Path) -> None:
+    """Write :func:`to_json` to ``path`` (parent folders created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_json(plan, regions), indent=2, sort_keys=True) + "\n")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
+    """Write, per region: one YAML per Kubernetes object, one values file per Helm release, and each node's
+    k3s config and install script, under ``out_dir/<region>/``. Returns the files written."""
+    written: list[Path] = []
+
+    def emit(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+
+    for region in regions:
+        base = out_dir / region
+        for r in plan.region_resources(region):
+            if r.type == "kubernetes:helm.sh/v3:Release":
+                header = (f"# chart {r.inputs.get('chart')} {r.inputs.get('version')} "
+                          f"from {(r.inputs.get('repositoryOpts') or {}).get('repo', 'OCI')}\n")
+                emit(base / "helm" / f"{_safe(r.inputs.get('name', r.name))}.values.yaml",
+                     header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=False))
+            elif "apiVersion" in r.inputs and "kind" in r.inputs:
+                meta = r.inputs.get("metadata") or {}
+                stem = "_".join(_safe(p) for p in (r.inputs["kind"], meta.get("namespace", ""), meta.get("name", r.name)) if p)
+                emit(base / "manifests" / f"{stem}.yaml", yaml.safe_dump(r.inputs, sort_keys=False))
+        for host, files in plan.cells[region].k3s.node_files.items():
+            emit(base / "nodes" / host / "config.yaml", files.config_yaml)
+            emit(base / "nodes" / host / "install.sh", files.install_script)
+    return written

@@ -1,0 +1,301 @@
+"""Every config rule with its exact one-line message, and what valid config turns into."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+import pytest
+
+from components.errors import ConfigError, format_validation_error
+from components.spec import CellSpec, GpuMode, MigStrategy, StackSpec
+from tests.conftest import cell, minimal_cell_config
+
+
+def errors_of(region: dict[str, Any], name: str = "fra1") -> list[str]:
+    try:
+        StackSpec.model_validate({"regions": {name: region}})
+    except pydantic.ValidationError as exc:
+        return format_validation_error(StackSpec, exc).lines
+    pytest.fail("config was accepted")
+
+
+def gpu_pool(**fields: Any) -> dict[str, Any]:
+    pool = {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+            "hosts": [{"name": "fra1-h100-1", "address": "10.20.0.41"}]}
+    return {**pool, **fields}
+
+
+def test_minimal_region_is_valid_and_defaults_are_pinned() -> None:
+    spec = cell(minimal_cell_config())
+    assert spec.versions.k3s == "v1.34.2+k3s1"
+    assert spec.versions.kubernetes_minor == "1.34"
+    assert spec.api_endpoint == "10.20.0.11"
+    assert spec.effective_mig_strategy is MigStrategy.SINGLE
+    assert spec.deployment_mode.value == "Standard"
+
+
+def test_bad_gpu_mode_names_key_value_and_accepted(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(gpuMode="passthrough")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+    ]
+
+
+def test_unknown_key_lists_accepted_keys(cell_config: dict[str, Any]) -> None:
+    cell_config["network"]["podCIDR"] = "10.42.0.0/16"
+    assert errors_of(cell_config) == [
+        "regions.fra1.network.podCIDR: unknown key; accepted keys are nodeCidr, podCidr, podCidrMaskSize, "
+        "serviceCidr, clusterDns, apiEndpoint, apiPort, tlsSans"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("podCidr", "10.20.0.0/16", "regions.fra1.network.podCidr: '10.20.0.0/16' overlaps network.nodeCidr 10.20.0.0/24"),
+        ("serviceCidr", "10.42.128.0/17",
+         "regions.fra1.network.serviceCidr: '10.42.128.0/17' overlaps network.podCidr 10.42.0.0/16"),
+        ("clusterDns", "10.99.0.10",
+         "regions.fra1.network.clusterDns: '10.99.0.10' is outside network.serviceCidr 10.43.0.0/16"),
+    ],
+)
+def test_address_plan_rules(cell_config: dict[str, Any], key: str, value: str, message: str) -> None:
+    cell_config["network"][key] = value
+    assert errors_of(cell_config) == [message]
+
+
+def test_host_names_unique(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["hosts"][0]["name"] = "lab-srv-1"
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.hosts[0].name: 'lab-srv-1' is already used by nodePools.servers.hosts[0]"
+    ]
+
+
+def test_host_addresses_unique(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["hosts"][0]["address"] = "10.20.0.21"
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.hosts[0].address: '10.20.0.21' is already used by nodePools.l40s.hosts[0]"
+    ]
+
+
+def test_host_outside_node_network(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["hosts"][0]["address"] = "10.21.0.5"
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.hosts[0].address: '10.21.0.5' is outside network.nodeCidr 10.20.0.0/24"
+    ]
+
+
+def test_exactly_one_mode_per_node(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s-vm"] = gpu_pool(
+        gpuModel="L40S", hosts=[{"name": "lab-gpu-1", "address": "10.20.0.21"}]
+    )
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s-vm.hosts[0]: host 'lab-gpu-1' is in pools l40s (container) and l40s-vm "
+        "(vm-passthrough); a node runs exactly one GPU mode"
+    ]
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_even_server_count_rejected(cell_config: dict[str, Any], count: int) -> None:
+    cell_config["network"]["apiEndpoint"] = "10.20.0.10"
+    cell_config["nodePools"]["servers"]["hosts"] = [
+        {"name": f"srv-{i}", "address": f"10.20.0.{100 + i}"} for i in range(count)
+    ]
+    assert errors_of(cell_config) == [
+        f"regions.fra1.nodePools: {count} servers: embedded etcd needs 1 or an odd number >= 3 of servers "
+        "(3, 5, 7) to keep quorum"
+    ]
+
+
+def test_no_server_rejected(cell_config: dict[str, Any]) -> None:
+    del cell_config["nodePools"]["servers"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools: no pool has role server; a cell needs 1 or an odd number >= 3 of servers"
+    ]
+
+
+def test_ha_servers_need_api_endpoint(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["servers"]["hosts"] = [
+        {"name": f"srv-{i}", "address": f"10.20.0.{100 + i}"} for i in range(3)
+    ]
+    assert errors_of(cell_config) == [
+        "regions.fra1.network.apiEndpoint: is required with 3 servers: a VIP or load-balanced name in front of "
+        "all of them"
+    ]
+
+
+def test_unknown_gpu_model(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["x"] = gpu_pool(gpuModel="X100")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.x.gpuModel: 'X100' is not a known GPU model; known: T4, A100-SXM4-40GB, "
+        "A100-SXM4-80GB, H100-SXM5-80GB, H200-SXM-141GB, L4, L40S, B200"
+    ]
+
+
+def test_mig_only_on_container_pools(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(migConfig="all-1g.10gb")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.migConfig: 'all-1g.10gb' needs a container-mode pool; this pool is "
+        "vm-passthrough"
+    ]
+
+
+def test_mig_profile_must_fit_model(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100"] = gpu_pool(gpuMode="container", migConfig="all-1g.5gb")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100.migConfig: 'all-1g.5gb' is not a MIG config of H100-SXM5-80GB; accepted: "
+        "all-disabled, all-1g.10gb, all-1g.20gb, all-2g.20gb, all-3g.40gb, all-4g.40gb, all-7g.80gb, all-balanced"
+    ]
+
+
+def test_mig_on_model_without_mig(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s"]["migConfig"] = "all-1g.10gb"
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s.migConfig: 'all-1g.10gb' is not a MIG config of L40S; accepted: none: "
+        "the model has no MIG"
+    ]
+
+
+def test_vgpu_pool_needs_profile_and_driver_image(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu")
+    assert errors_of(cell_config) == ["regions.fra1.nodePools.l40s-vgpu.vgpuProfile: is required on a vm-vgpu pool"]
+    cell_config["nodePools"]["l40s-vgpu"]["vgpuProfile"] = "L40S-24Q"
+    assert errors_of(cell_config) == [
+        "regions.fra1.gpuOperator.vgpuDriverImage: is required because pool l40s-vgpu runs vm-vgpu; give the "
+        "repository and version of your NVIDIA vGPU Manager image"
+    ]
+
+
+def test_vgpu_profile_must_fit_model(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="A100-4C")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s-vgpu.vgpuProfile: 'A100-4C' is not a vGPU profile of L40S; accepted: "
+        "L40S-1Q, L40S-2Q, L40S-3Q, L40S-4Q, L40S-6Q, L40S-8Q, L40S-12Q, L40S-16Q, L40S-24Q, L40S-48Q"
+    ]
+
+
+def test_gpu_fields_on_cpu_pool(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["gpuModel"] = "L4"
+    assert errors_of(cell_config) == ["regions.fra1.nodePools.cpu.gpuModel: is only valid on gpu pools (this pool's role is cpu)"]
+
+
+def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
+    del cell_config["nodePools"]["l40s"]["gpuMode"]
+    assert errors_of(cell_config) == ["regions.fra1.nodePools.l40s.gpuMode: is required on a gpu pool"]
+
+
+def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3"}
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools (this pool is container)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("k3s", "latest", "regions.fra1.versions.k3s: 'latest' is not a pinned k3s release; use the form "
+         "v1.34.2+k3s1 (no latest, stable or channels)"),
+        ("cilium", "1.20", "regions.fra1.versions.cilium: '1.20' is not a pinned release; use an exact version "
+         "such as v1.2.3 (no latest, stable or ranges)"),
+        ("gpuOperator", "stable", "regions.fra1.versions.gpuOperator: 'stable' is not a pinned release; use an "
+         "exact version such as v1.2.3 (no latest, stable or ranges)"),
+    ],
+)
+def test_versions_must_be_pinned(cell_config: dict[str, Any], key: str, value: str, message: str) -> None:
+    cell_config["versions"] = {key: value}
+    assert errors_of(cell_config) == [message]
+
+
+@pytest.mark.parametrize(
+    ("version", "mode", "message"),
+    [
+        ("v0.20.0", "RawDeployment", "regions.fra1.kserve.deploymentMode: 'RawDeployment' is not a deployment mode "
+         "of KServe v0.20.0; accepted: Standard, Knative"),
+        ("v0.15.2", "Standard", "regions.fra1.kserve.deploymentMode: 'Standard' is not a deployment mode of "
+         "KServe v0.15.2; accepted: RawDeployment, Serverless"),
+    ],
+)
+def test_kserve_mode_fits_version(cell_config: dict[str, Any], version: str, mode: str, message: str) -> None:
+    cell_config["versions"] = {"kserve": version}
+    cell_config["kserve"] = {"deploymentMode": mode}
+    assert errors_of(cell_config) == [message]
+
+
+def test_kserve_default_mode_follows_version(cell_config: dict[str, Any]) -> None:
+    cell_config["versions"] = {"kserve": "v0.15.2"}
+    assert cell(cell_config).deployment_mode.value == "RawDeployment"
+
+
+def test_single_mig_strategy_rejects_mixed_layout(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100"] = gpu_pool(gpuMode="container", migConfig="all-balanced")
+    cell_config["gpuOperator"] = {"migStrategy": "single"}
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100.migConfig: 'all-balanced' mixes MIG profiles, which gpuOperator.migStrategy "
+        "single cannot advertise; use a uniform all-<profile> layout or migStrategy mixed"
+    ]
+
+
+def test_mig_strategy_defaults_to_mixed_with_mig(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100"] = gpu_pool(gpuMode="container", migConfig="all-1g.10gb")
+    spec = cell(cell_config)
+    assert spec.effective_mig_strategy is MigStrategy.MIXED
+    assert spec.node_pools["h100"].mig_layout == {"1g.10gb": 7}
+    assert spec.gpu_pools(GpuMode.CONTAINER).keys() == {"l40s", "h100"}
+
+
+def test_names_must_be_dns_labels(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["GPU_pool"] = cell_config["nodePools"].pop("cpu")
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.GPU_pool: 'GPU_pool' is not a DNS-1123 label (lower-case letters, digits and '-', "
+        "at most 63 characters)"
+    ]
+    assert errors_of(minimal_cell_config(), name="Fra1") == [
+        "regions.Fra1: 'Fra1' is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)"
+    ]
+
+
+def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(
+        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400}
+    )
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.reservedMemoryPerNumaMib: 400 MiB x 1 NUMA nodes must exceed the "
+        "500 MiB hard-eviction threshold"
+    ]
+
+
+def test_topology_kubelet_args() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096})
+    topology = cell(config).node_pools["h100-vm"].topology
+    assert topology is not None
+    assert topology.kubelet_args() == [
+        "cpu-manager-policy=static",
+        "reserved-cpus=0-3,112-115",
+        "memory-manager-policy=Static",
+        "reserved-memory=0:memory=4096Mi;1:memory=4096Mi",
+        "system-reserved=memory=7692Mi",
+        "eviction-hard=memory.available<500Mi",
+        "topology-manager-policy=single-numa-node",
+        "topology-manager-scope=pod",
+    ]
+
+
+def test_pool_ssh_override(cell_config: dict[str, Any]) -> None:
+    cell_config["ssh"] = {"user": "ubuntu", "port": 2222}
+    cell_config["nodePools"]["cpu"]["ssh"] = {"port": 22}
+    spec = cell(cell_config)
+    assert (spec.ssh_for("cpu").user, spec.ssh_for("cpu").port) == ("ubuntu", 22)
+    assert spec.ssh_for("servers").port == 2222
+
+
+def test_config_error_at_joins_paths() -> None:
+    assert str(ConfigError.at(("regions", "fra1", "hosts", 0, "name"), "bad")) == "regions.fra1.hosts[0].name: bad"
+
+
+def test_cell_spec_is_frozen() -> None:
+    spec = CellSpec.model_validate(minimal_cell_config())
+    with pytest.raises(pydantic.ValidationError):
+        spec.network = spec.network  # type: ignore[misc]
