@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pulumi.runtime.mocks import MockResourceArgs
 
 from components.cell import RegionalCell
 from components.errors import ConfigError
@@ -93,8 +95,18 @@ class Plan:
         return [root, *self.result.descendants(root)]
 
 
-def make_plan(project_dir: Path, stack: str, *, preview: bool = False, region: str | None = None) -> Plan:
-    """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake."""
+def make_plan(
+    project_dir: Path,
+    stack: str,
+    *,
+    preview: bool = False,
+    region: str | None = None,
+    computed: Callable[[MockResourceArgs], dict[str, Any]] | None = None,
+) -> Plan:
+    """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
+
+    ``computed`` supplies outputs a real provider would compute (see :func:`stacks.mock_engine.run_program`).
+    """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}
 
@@ -103,7 +115,7 @@ def make_plan(project_dir: Path, stack: str, *, preview: bool = False, region: s
 
     result = run_program(
         program, project=files.project, stack=stack, config=files.config, secret_keys=files.secret_keys,
-        preview=preview,
+        preview=preview, computed=computed,
     )
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from components.spec._base import SpecModel
 
@@ -54,7 +54,7 @@ def _pinned(value: str) -> str:
 class Versions(SpecModel):
     """Exact releases installed in a cell. Each defaults to the version this repository is tested against."""
 
-    k3s: str = "v1.34.2+k3s1"
+    k3s: str = Field(default="v1.34.2+k3s1", alias="k3s")
     """k3s release (``INSTALL_K3S_VERSION``), ``vMAJOR.MINOR.PATCH+k3sN``. Sets the cell's Kubernetes version."""
     cilium: str = "1.20.0"
     """Cilium Helm chart version (https://helm.cilium.io)."""

@@ -1,0 +1,207 @@
+"""The offline plan end to end: the dev and prod stacks, exit codes, JSON, written files, secrets, preview."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.runtime.mocks import MockResourceArgs
+
+from stacks import cli
+from stacks.mock_engine import run_program
+from stacks.plan import Plan, make_plan, placeholder, to_json, write_out
+from stacks.program import main as program_main
+from tests.conftest import REPO
+
+TOKEN = "TOKEN-SENTINEL-7f3a"
+KUBECONFIG = (
+    "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: KUBECONFIG-SENTINEL-CA\n"
+    "    server: https://127.0.0.1:6443\n  name: default\nusers:\n- name: default\n  user:\n"
+    "    client-key-data: KUBECONFIG-SENTINEL-KEY\n"
+)
+SENTINELS = (TOKEN, "KUBECONFIG-SENTINEL", placeholder("sshPrivateKey"))
+
+
+def computed(args: MockResourceArgs) -> dict[str, Any]:
+    """What real providers compute: the random token and the kubeconfig the first server prints."""
+    if args.typ == "random:index/randomPassword:RandomPassword":
+        return {"result": TOKEN}
+    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
+        return {"stdout": KUBECONFIG}
+    return {}
+
+
+@pytest.fixture(scope="module")
+def prod_plan() -> Plan:
+    return make_plan(REPO, "prod", computed=computed)
+
+
+@pytest.fixture(scope="module")
+def dev_plan() -> Plan:
+    return make_plan(REPO, "dev", computed=computed)
+
+
+def test_dev_plan_has_one_cell_with_every_component(dev_plan: Plan) -> None:
+    assert list(dev_plan.cells) == ["lab1"]
+    root = dev_plan.region_root("lab1")
+    components = {r.type.removeprefix("gpucell:index:") for r in dev_plan.result.children(root) if not r.custom}
+    assert components == {
+        "K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe"
+    }
+
+
+def test_prod_plan_has_two_independent_cells(prod_plan: Plan) -> None:
+    assert list(prod_plan.cells) == ["fra1", "iad1"]
+    fra1 = {r.urn for r in prod_plan.region_resources("fra1")}
+    iad1 = {r.urn for r in prod_plan.region_resources("iad1")}
+    assert not fra1 & iad1
+    for urn_set, other in ((fra1, iad1), (iad1, fra1)):
+        for r in prod_plan.result.resources:
+            if r.urn in urn_set:
+                assert not set(r.dependencies) & other, f"{r.name} depends on the other region"
+                assert r.provider in ("", *[o.name for o in prod_plan.result.resources if o.urn in urn_set])
+
+
+def test_in_cluster_resources_use_their_cells_provider(prod_plan: Plan) -> None:
+    for region in ("fra1", "iad1"):
+        k8s = [r for r in prod_plan.region_resources(region) if r.custom and r.type.startswith("kubernetes:")
+               and not r.type.startswith("pulumi:providers:")]
+        assert k8s
+        assert {r.provider for r in k8s} == {f"{region}-k8s"}
+
+
+def test_provider_is_fed_by_the_secret_kubeconfig(prod_plan: Plan) -> None:
+    provider = prod_plan.result.named("fra1-k8s")
+    assert provider.type == "pulumi:providers:kubernetes"
+    assert provider.inputs["kubeconfig"] == "[secret]"
+    assert "server: https://10.110.0.10:6443" in provider.raw_inputs["kubeconfig"]
+    assert "127.0.0.1" not in provider.raw_inputs["kubeconfig"]
+
+
+def test_cilium_installs_after_the_servers_answer(prod_plan: Plan) -> None:
+    kubeconfig = prod_plan.result.named("fra1-k3s-kubeconfig")
+    release = next(r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-cilium"))
+    assert kubeconfig.urn in release.dependencies
+
+
+def test_everything_in_cluster_comes_after_cilium(prod_plan: Plan) -> None:
+    cilium = next(r for r in prod_plan.result.resources if r.name == "fra1-cilium" and not r.custom)
+    cilium_children = {r.urn for r in prod_plan.result.descendants(cilium)}
+    for name in ("fra1-storage", "fra1-kubevirt", "fra1-cdi", "fra1-gpu-operator", "fra1-cert-manager"):
+        component = next(r for r in prod_plan.result.resources if r.name == name and not r.custom)
+        for child in prod_plan.result.children(component):
+            if child.custom:
+                assert cilium_children <= set(child.dependencies) or cilium.urn in child.dependencies, child.name
+
+
+def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
+    cert = next(r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-cert-manager"))
+    kserve = [r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-kserve")]
+    assert kserve
+    assert all(cert.urn in r.dependencies or any(
+        cert.urn in prod_plan.result.by_urn(d).dependencies for d in r.dependencies) for r in kserve)
+
+
+def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
+    document = to_json(prod_plan, ["fra1", "iad1"])
+    assert document["stack"] == "prod"
+    first = document["resources"][0]
+    assert set(first) == {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"}
+    assert first["type"] == "gpucell:index:RegionalCell"
+    assert document["outputs"]["fra1"] == "[secret]" or document["outputs"]["fra1"]["kubeconfig"] == "[secret]"
+    text = json.dumps(document)
+    for sentinel in SENTINELS:
+        assert sentinel not in text
+
+
+def test_written_files_have_no_secret(prod_plan: Plan, tmp_path: Path) -> None:
+    files = write_out(prod_plan, ["fra1"], tmp_path)
+    names = {p.relative_to(tmp_path).as_posix() for p in files}
+    assert "fra1/nodes/fra1-srv-1/config.yaml" in names
+    assert "fra1/nodes/fra1-h100-1/install.sh" in names
+    assert "fra1/helm/cilium.values.yaml" in names
+    assert "fra1/manifests/KubeVirt_kubevirt_kubevirt.yaml" in names
+    for path in files:
+        text = path.read_text()
+        for sentinel in SENTINELS:
+            assert sentinel not in text, path
+    kubevirt = yaml.safe_load((tmp_path / "fra1/manifests/KubeVirt_kubevirt_kubevirt.yaml").read_text())
+    assert kubevirt["kind"] == "KubeVirt"
+
+
+def test_preview_with_unknown_kubeconfig_registers_everything() -> None:
+    known = make_plan(REPO, "prod")
+    unknown = make_plan(REPO, "prod", preview=True)
+    assert [r.name for r in unknown.result.resources] == [r.name for r in known.result.resources]
+    assert unknown.result.named("fra1-k8s").inputs["kubeconfig"] in ("[secret]", "[unknown]")
+
+
+def test_bad_config_becomes_run_error_before_any_resource() -> None:
+    config = {"gpucell:regions": {"fra1": {"network": {"nodeCidr": "10.0.0.0/24"}, "nodePools": {
+        "s": {"role": "server", "hosts": [{"name": "s1", "address": "10.0.0.1"}]},
+        "h100-vm": {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "passthrough",
+                    "hosts": [{"name": "g1", "address": "10.0.0.2"}]}}}},
+              "gpucell:sshPrivateKey": "key"}
+    registered: list[str] = []
+    with pytest.raises(pulumi.RunError) as info:
+        registered.extend(r.name for r in run_program(program_main, config=config,
+                                                      secret_keys=["gpucell:sshPrivateKey"]).resources)
+    assert str(info.value) == (
+        "invalid stack config:\nregions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, "
+        "vm-passthrough, vm-vgpu"
+    )
+    assert registered == []
+
+
+def test_missing_ssh_key_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    stack = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    del stack["config"]["gpucell:sshPrivateKey"]
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    assert cli.main(["plan", "dev", "--project-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "sshPrivateKey: secret is missing (region lab1 uses it for SSH, see regions.lab1.ssh.privateKeyConfigKey); "
+        "set it with `pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`\n"
+    )
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    stack = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    stack["config"]["gpucell:regions"]["lab1"]["nodePools"]["l40s"]["gpuMode"] = "passthrough"
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    assert cli.main(["plan", "dev", "--project-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "regions.lab1.nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu\n"
+    )
+    assert cli.main(["plan", "nope", "--project-dir", str(tmp_path)]) == 2
+    assert "Pulumi.nope.yaml: not found" in capsys.readouterr().err
+    assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--region", "mars"]) == 2
+    assert capsys.readouterr().err == "--region: 'mars' is not a region of stack dev; regions: lab1\n"
+
+
+def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, json_file = tmp_path / "prod", tmp_path / "prod.json"
+    code = cli.main(["plan", "prod", "--project-dir", str(REPO), "--out", str(out), "--json", str(json_file)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "region fra1:" in printed and "region iad1:" in printed
+    assert "K3sCluster fra1-k3s" in printed
+    assert "total:" in printed
+    assert (out / "iad1" / "nodes" / "iad1-srv-3" / "config.yaml").is_file()
+    assert json.loads(json_file.read_text())["stack"] == "prod"
+
+
+def test_console_script_runs_from_repo_root() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "stacks.cli", "plan", "dev"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stack dev: 1 region(s)")
