@@ -139,7 +139,7 @@ def test_written_files_have_no_secret(prod_plan: Plan, tmp_path: Path) -> None:
 def test_preview_with_unknown_kubeconfig_registers_everything() -> None:
     known = make_plan(REPO, "prod")
     unknown = make_plan(REPO, "prod", preview=True)
-    assert [r.name for r in unknown.result.resources] == [r.name for r in known.result.resources]
+    assert sorted(r.urn for r in unknown.result.resources) == sorted(r.urn for r in known.result.resources)
     assert unknown.result.named("fra1-k8s").inputs["kubeconfig"] in ("[secret]", "[unknown]")
 
 

@@ -299,3 +299,11 @@ def test_cell_spec_is_frozen() -> None:
     spec = CellSpec.model_validate(minimal_cell_config())
     with pytest.raises(pydantic.ValidationError):
         spec.network = spec.network  # type: ignore[misc]
+
+
+def test_pool_label_may_not_override_a_managed_label(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["labels"] = {"gpucell.io/pool": "other"}
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.labels.gpucell.io/pool: is set by gpucell from the pool spec; remove it "
+        "from the pool's labels"
+    ]

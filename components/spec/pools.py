@@ -15,6 +15,16 @@ from components.spec.network import Host, SshOverride
 __all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyProfile"]
 
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+POOL_LABEL = "gpucell.io/pool"
+ROLE_LABEL = "gpucell.io/role"
+WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
+"""GPU Operator sandbox workloads: the node's mode (``container``, ``vm-passthrough``, ``vm-vgpu``)."""
+MIG_LABEL = "nvidia.com/mig.config"
+"""GPU Operator MIG manager: the node's ``mig-parted`` layout name."""
+VGPU_LABEL = "nvidia.com/vgpu.config"
+"""GPU Operator vGPU device manager: the node's vGPU type."""
+MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
+"""Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 EVICTION_HARD_MEMORY_MIB = 500
 """``eviction-hard`` ``memory.available`` threshold on topology-profile nodes, MiB."""
 
@@ -119,6 +129,14 @@ class NodePool(SpecModel):
     """Extra node labels set at registration."""
     taints: list[str] = []
     """Extra node taints at registration, ``key=value:Effect``."""
+
+    @field_validator("labels")
+    @classmethod
+    def _no_managed_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key in labels:
+            if key in MANAGED_LABELS:
+                raise SpecError((key,), "is set by gpucell from the pool spec; remove it from the pool's labels")
+        return labels
 
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:

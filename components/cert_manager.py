@@ -1,0 +1,73 @@
+"""cert-manager: issues the serving certificates of KServe's (and other operators') admission webhooks.
+
+One Helm release (``cert-manager`` from https://charts.jetstack.io) in namespace ``cert-manager``, with the
+CRDs installed by the chart. Key paths checked against the chart's default values at the pinned version
+(``deploy/charts/cert-manager/values.yaml`` of cert-manager/cert-manager v1.21.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+
+from components._chart import ChartSource, helm_release
+from components._component import CellComponent
+from components.spec import CellSpec
+
+__all__ = ["CHART", "NAMESPACE", "CertManager", "CertManagerArgs", "cert_manager_values"]
+
+CHART = ChartSource("cert-manager", "https://charts.jetstack.io")
+"""Jetstack's Helm repository and chart name."""
+NAMESPACE = "cert-manager"
+"""Namespace of cert-manager (fixed: each cell is its own cluster)."""
+
+
+@dataclass(frozen=True)
+class CertManagerArgs:
+    """Inputs of :class:`CertManager`."""
+
+    cell: CellSpec
+    """The cell; ``versions.cert_manager`` and ``cert_manager.values`` are used."""
+
+
+def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
+    """The chart values gpucell owns (``certManager.values`` is merged over them later).
+
+    ``crds.enabled: true`` installs the CRDs with the release; ``crds.keep: true`` (the chart default,
+    stated so an override is deliberate) keeps them, and so every Certificate, when the release is
+    uninstalled. The top-level ``installCRDs`` is the deprecated spelling of ``crds.enabled`` and is left
+    alone.
+    """
+    return {"crds": {"enabled": True, "keep": True}}
+
+
+class CertManager(CellComponent):
+    """cert-manager for one cell. Depend on this component to run after its webhook serves.
+
+    Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-cert-manager"`` (Helm release
+    ``cert-manager``, chart version ``cell.versions.cert_manager``). Helm waits for the controller, webhook
+    and cainjector Deployments to be ready and for the chart's ``startupapicheck`` post-install Job, which
+    succeeds only once the webhook admits a test Certificate; so the Release is done when Certificates can
+    be created.
+    """
+
+    namespace: pulumi.Output[str]
+    """Namespace cert-manager runs in (``cert-manager``)."""
+
+    def __init__(self, name: str, args: CertManagerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("CertManager", name, opts)
+        cell = args.cell
+        self.release: Release = helm_release(
+            f"{name}-cert-manager",
+            source=CHART,
+            version=cell.versions.cert_manager,
+            namespace=NAMESPACE,
+            values=cert_manager_values(cell),
+            overrides=cell.cert_manager.values,
+            opts=self.child(),
+        )
+        self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)
+        self.register_outputs({"namespace": self.namespace})

@@ -1,0 +1,192 @@
+"""The NVIDIA GPU Operator, configured from the cell's GPU pools and pointed at k3s's own containerd.
+
+One Helm release (``gpu-operator`` from https://helm.ngc.nvidia.com/nvidia) in namespace ``gpu-operator``. The
+values we own are derived from the node pools; every key path is checked against the chart's default values at
+the pinned version (``deployments/gpu-operator/values.yaml`` of NVIDIA/gpu-operator v26.7.0) by the tests.
+
+A node's workload mode is not set here: k3s registers each GPU node with the label
+``nvidia.com/gpu.workload.config`` (``container``, ``vm-passthrough`` or ``vm-vgpu``) and the operator
+deploys the matching operands on it (``gpuStateLabels`` in the operator's
+``controllers/state_manager.go``). Nodes without the label get ``sandboxWorkloads.defaultWorkload``, which
+we keep at ``container``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+
+from components._chart import ChartSource, helm_release
+from components._component import CellComponent
+from components.spec import CellSpec, GpuMode
+
+__all__ = [
+    "CHART",
+    "K3S_CONTAINERD_CONFIG",
+    "K3S_CONTAINERD_DIR",
+    "K3S_CONTAINERD_SOCKET",
+    "MIG_DEFAULT_CONFIG",
+    "NAMESPACE",
+    "RELEASE_NAME",
+    "GpuOperator",
+    "GpuOperatorArgs",
+    "gpu_operator_values",
+    "k3s_containerd_template",
+    "toolkit_env",
+]
+
+CHART = ChartSource("gpu-operator", "https://helm.ngc.nvidia.com/nvidia")
+"""NVIDIA's NGC Helm repository and chart name."""
+NAMESPACE = "gpu-operator"
+"""Namespace of the operator and its operands (fixed: each cell is its own cluster)."""
+RELEASE_NAME = "gpu-operator"
+"""Helm release name in the cluster."""
+
+K3S_CONTAINERD_DIR = "/var/lib/rancher/k3s/agent/etc/containerd"
+"""Where k3s keeps its containerd config and the templates it renders that config from (host path)."""
+K3S_CONTAINERD_CONFIG = f"{K3S_CONTAINERD_DIR}/config.toml"
+"""The containerd config k3s renders at every start (host path). Edits to it are lost; it is only read."""
+K3S_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
+"""k3s's containerd socket (host path), not containerd's default ``/run/containerd/containerd.sock``."""
+K3S_CONTAINERD2_MINOR = (1, 31)
+"""First Kubernetes minor whose k3s is taken to ship containerd 2.x (and so read ``config-v3.toml.tmpl``)."""
+
+MIG_DEFAULT_CONFIG = "all-disabled"
+"""``migManager.config.default``: the layout of a node that has no ``nvidia.com/mig.config`` label."""
+
+
+@dataclass(frozen=True)
+class GpuOperatorArgs:
+    """Inputs of :class:`GpuOperator`."""
+
+    cell: CellSpec
+    """The cell: its GPU pools, ``versions`` (gpu_operator, k3s) and ``gpu_operator`` section."""
+
+
+def k3s_containerd_template(kubernetes_minor: str) -> str:
+    """The containerd config *template* k3s renders its containerd config from, as a host path.
+
+    k3s never reads hand edits of ``config.toml``: it regenerates it at start from
+    ``config-v3.toml.tmpl`` when containerd is 2.x (config schema version 3) and from ``config.toml.tmpl``
+    with containerd 1.x (schema version 2); see "Configuring containerd" in the k3s advanced docs. gpucell
+    takes k3s of Kubernetes >= 1.31 to ship containerd 2.x and earlier minors containerd 1.7, so the
+    template follows the minor. A k3s with containerd 2.x that finds no ``config-v3.toml.tmpl`` falls back to
+    ``config.toml.tmpl``, so the older name stays safe for an older minor whatever containerd its patch ships.
+
+    ``k3s_containerd_template("1.34")`` -> ``/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl``.
+    Raises ``ValueError`` when ``kubernetes_minor`` is not ``MAJOR.MINOR``.
+    """
+    major, minor = (int(part) for part in kubernetes_minor.split("."))
+    name = "config-v3.toml.tmpl" if (major, minor) >= K3S_CONTAINERD2_MINOR else "config.toml.tmpl"
+    return f"{K3S_CONTAINERD_DIR}/{name}"
+
+
+def toolkit_env(cell: CellSpec) -> list[dict[str, str]]:
+    """``toolkit.env`` for k3s: ``[{name, value}]``, every value a string (the ClusterPolicy CRD types it so).
+
+    The container toolkit (``toolkit.version`` v1.20.0 in the pinned chart) is NVIDIA's
+    ``nvidia-ctk-installer``. Names verified in NVIDIA/nvidia-container-toolkit
+    ``cmd/nvidia-ctk-installer/container/runtime`` and in the operator's
+    ``transformForRuntime``/``getRuntimeConfigFiles`` (NVIDIA/gpu-operator
+    ``controllers/object_controls.go``), which rewrite these host paths into the toolkit pod's mounts:
+
+    - ``CONTAINERD_CONFIG``: the file the toolkit *writes* (flag ``--config``, env ``RUNTIME_CONFIG`` or
+      ``CONTAINERD_CONFIG``; the operator reads ``CONTAINERD_CONFIG`` first). On k3s that is the template
+      (:func:`k3s_containerd_template`), so the ``nvidia`` runtime survives k3s restarts.
+    - ``CONTAINERD_SOCKET``: k3s's socket (flag ``--socket``, env ``RUNTIME_SOCKET`` or
+      ``CONTAINERD_SOCKET``), used to signal containerd to reload.
+    - ``RUNTIME_CONFIG_SOURCE=file=<config.toml>``: where the *current* config is read from. The default
+      source runs ``containerd config dump``, and k3s has no ``containerd`` binary on ``PATH``. Added in
+      NVIDIA/nvidia-container-toolkit#1251 (shipped in v1.18.0); the operator maps ``file=<host path>`` to
+      ``/host<host path>`` (NVIDIA/gpu-operator#1758). NVIDIA's docs use the same variable for GKE.
+    - ``CONTAINERD_RUNTIME_CLASS=nvidia``: the runtime handler name (flag ``--runtime-name``, env
+      ``NVIDIA_RUNTIME_NAME`` or ``CONTAINERD_RUNTIME_CLASS``). The operator also sets it from
+      ``operator.runtimeClass`` (``nvidia`` in the pinned chart), so the two agree.
+    """
+    return [
+        {"name": "CONTAINERD_CONFIG", "value": k3s_containerd_template(cell.versions.kubernetes_minor)},
+        {"name": "CONTAINERD_SOCKET", "value": K3S_CONTAINERD_SOCKET},
+        {"name": "RUNTIME_CONFIG_SOURCE", "value": f"file={K3S_CONTAINERD_CONFIG}"},
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
+    ]
+
+
+def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
+    """The chart values gpucell owns, derived from the cell (``gpuOperator.values`` is merged over them).
+
+    - ``sandboxWorkloads``: enabled when any pool runs VMs; ``mode`` ``kubevirt``; ``defaultWorkload``
+      ``container``.
+    - ``vfioManager``: only with a ``vm-passthrough`` pool (binds those GPUs to ``vfio-pci``).
+    - ``sandboxDevicePlugin`` (``kubevirt-gpu-device-plugin``): with any VM pool, because it advertises both
+      passthrough GPUs and vGPU mediated devices (the operator schedules it on ``vm-passthrough`` *and*
+      ``vm-vgpu`` nodes).
+    - ``vgpuManager`` (image from ``gpuOperator.vgpuDriverImage``) and ``vgpuDeviceManager``: only with a
+      ``vm-vgpu`` pool.
+    - ``ccManager``: off. The pinned chart enables it with ``defaultMode: "on"``, which would switch
+      CC-capable GPUs (H100, H200, B200) on VM nodes into confidential-computing mode, where only confidential
+      guests can use them; gpucell runs ordinary KubeVirt VMs.
+    - ``mig.strategy``: ``cell.effective_mig_strategy``; ``migManager`` enabled when any pool sets
+      ``migConfig``. Its default layout stays ``all-disabled``: each node's layout comes from its
+      ``nvidia.com/mig.config`` label. No custom mig-parted ConfigMap is rendered, because every layout the
+      GPU catalog accepts is one the operator's own ``default-mig-parted-config`` ships.
+    - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``.
+    - ``toolkit.env``: :func:`toolkit_env`.
+
+    ``operator.defaultRuntime`` is not set: the pinned chart has no such key (the runtime is detected).
+    """
+    passthrough = bool(cell.gpu_pools(GpuMode.VM_PASSTHROUGH))
+    vgpu = bool(cell.gpu_pools(GpuMode.VM_VGPU))
+    runs_vms = passthrough or vgpu
+    uses_mig = any(pool.mig_config for pool in cell.gpu_pools().values())
+    image = cell.gpu_operator.vgpu_driver_image
+    vgpu_manager: dict[str, Any] = {"enabled": False}
+    if vgpu and image is not None:  # the spec requires the image whenever a vm-vgpu pool exists
+        vgpu_manager = {
+            "enabled": True,
+            "repository": image.repository,
+            "image": image.image,
+            "version": image.version,
+        }
+    return {
+        "sandboxWorkloads": {"enabled": runs_vms, "mode": "kubevirt", "defaultWorkload": "container"},
+        "vfioManager": {"enabled": passthrough},
+        "sandboxDevicePlugin": {"enabled": runs_vms},
+        "vgpuManager": vgpu_manager,
+        "vgpuDeviceManager": {"enabled": vgpu},
+        "ccManager": {"enabled": False},
+        "mig": {"strategy": cell.effective_mig_strategy.value},
+        "migManager": {"enabled": uses_mig, "config": {"default": MIG_DEFAULT_CONFIG}},
+        "dcgmExporter": {"enabled": cell.gpu_operator.dcgm_exporter},
+        "toolkit": {"env": toolkit_env(cell)},
+    }
+
+
+class GpuOperator(CellComponent):
+    """The NVIDIA GPU Operator of one cell: drivers, toolkit, device plugins, MIG, vGPU, VFIO and DCGM.
+
+    Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-gpu-operator"`` (Helm release
+    ``gpu-operator`` in namespace ``gpu-operator``, chart version ``cell.versions.gpu_operator``). Helm
+    waits for the operator Deployment; the operands then roll out per node as the nodes' labels say.
+    """
+
+    namespace: pulumi.Output[str]
+    """Namespace the operator and its operands run in (``gpu-operator``)."""
+
+    def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("GpuOperator", name, opts)
+        cell = args.cell
+        self.release: Release = helm_release(
+            f"{name}-gpu-operator",
+            source=CHART,
+            version=cell.versions.gpu_operator,
+            namespace=NAMESPACE,
+            values=gpu_operator_values(cell),
+            overrides=cell.gpu_operator.values,
+            release_name=RELEASE_NAME,
+            opts=self.child(),
+        )
+        self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)
+        self.register_outputs({"namespace": self.namespace})

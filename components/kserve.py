@@ -1,0 +1,177 @@
+"""KServe: model endpoints as InferenceServices, in raw Kubernetes Deployments unless Knative is asked for.
+
+Three OCI Helm charts from ``oci://ghcr.io/kserve/charts`` at ``cell.versions.kserve``, in namespace
+``kserve``, each after the previous one is ready:
+
+1. ``kserve-crd``: the CRDs (InferenceService, ServingRuntime, ClusterServingRuntime...).
+2. ``kserve-resources``: the controller, its admission webhooks and their cert-manager Certificate.
+3. ``kserve-runtime-configs``: the built-in ClusterServingRuntimes (huggingface, vLLM, Triton...), which the
+   controller's validating webhook must be serving to admit.
+
+KServe v0.17.0 split the old all-in-one ``kserve`` chart this way (kserve/kserve#5089; the v0.17 upgrade
+guide). Before v0.17 the published charts are ``kserve-crd`` and ``kserve``, whose ``kserve`` chart also
+carries the runtimes; a cell pinned to such a release gets those two and no runtime-configs release.
+
+Key paths are checked against the charts' default values at the pinned v0.20.0 (``charts/kserve-resources``
+and ``charts/kserve-runtime-configs`` of kserve/kserve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+
+from components._chart import ChartSource, helm_release
+from components._component import CellComponent
+from components.spec import CellSpec, DeploymentMode
+
+__all__ = [
+    "CHART_REGISTRY",
+    "NAMESPACE",
+    "SPLIT_CHARTS_SINCE",
+    "KServe",
+    "KServeArgs",
+    "KServeCharts",
+    "kserve_charts",
+    "kserve_resources_values",
+    "kserve_runtime_values",
+]
+
+CHART_REGISTRY = "oci://ghcr.io/kserve/charts"
+"""OCI registry path of KServe's Helm charts."""
+NAMESPACE = "kserve"
+"""Namespace of the KServe controller (fixed: each cell is its own cluster)."""
+SPLIT_CHARTS_SINCE = (0, 17)
+"""First KServe release whose controller chart is ``kserve-resources`` with runtimes in their own chart."""
+_KNATIVE_MODES = (DeploymentMode.KNATIVE, DeploymentMode.SERVERLESS)
+
+
+@dataclass(frozen=True)
+class KServeArgs:
+    """Inputs of :class:`KServe`. Construct the component with ``depends_on`` the cell's cert-manager."""
+
+    cell: CellSpec
+    """The cell; ``versions.kserve``, ``deployment_mode`` and ``kserve.values`` are used."""
+
+
+@dataclass(frozen=True)
+class KServeCharts:
+    """The charts a KServe release is installed from."""
+
+    crd: ChartSource
+    """The CRD chart."""
+    resources: ChartSource
+    """The controller chart (``kserve-resources``, or ``kserve`` before v0.17)."""
+    runtimes: ChartSource | None
+    """The runtime-configs chart; ``None`` before v0.17, where the controller chart carries the runtimes."""
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
+def kserve_charts(version: str) -> KServeCharts:
+    """The OCI charts of KServe ``version`` (``v0.20.0``). Raises ``ValueError`` on a malformed version."""
+    if _release(version) >= SPLIT_CHARTS_SINCE:
+        return KServeCharts(
+            crd=ChartSource(f"{CHART_REGISTRY}/kserve-crd"),
+            resources=ChartSource(f"{CHART_REGISTRY}/kserve-resources"),
+            runtimes=ChartSource(f"{CHART_REGISTRY}/kserve-runtime-configs"),
+        )
+    return KServeCharts(
+        crd=ChartSource(f"{CHART_REGISTRY}/kserve-crd"),
+        resources=ChartSource(f"{CHART_REGISTRY}/kserve"),
+        runtimes=None,
+    )
+
+
+def kserve_resources_values(cell: CellSpec) -> dict[str, Any]:
+    """Values gpucell owns in the controller chart (``kserve.values`` is merged over them later).
+
+    - ``kserve.controller.deploymentMode``: ``cell.deployment_mode`` (``Standard`` since v0.16,
+      ``RawDeployment`` before; ``Knative``/``Serverless`` only when the cell asks for it).
+    - Raw modes: ``gateway.ingressGateway.enableGatewayApi: false`` (a cell installs neither the Gateway API
+      CRDs nor a gateway controller, so HTTPRoutes could not be created) and ``gateway.disableIngressCreation:
+      true`` (a cell runs no ingress controller and no Istio: an ``istio``-class Ingress per InferenceService
+      would never be served). Endpoints are the predictors' cluster Services. Knative modes keep the chart's
+      Knative/Istio gateway defaults, which that mode needs.
+    - ``kserve.certManager.enabled: true`` (v0.17+ charts): the webhook serving certificate comes from
+      cert-manager, hence the ordering after :class:`~components.cert_manager.CertManager`.
+    """
+    mode = cell.deployment_mode
+    controller: dict[str, Any] = {"deploymentMode": mode.value}
+    if mode not in _KNATIVE_MODES:
+        controller["gateway"] = {
+            "disableIngressCreation": True,
+            "ingressGateway": {"enableGatewayApi": False},
+        }
+    kserve: dict[str, Any] = {"controller": controller}
+    if _release(cell.versions.kserve) >= SPLIT_CHARTS_SINCE:
+        # The key appeared with the split charts; the older all-in-one chart always renders the Certificate.
+        kserve["certManager"] = {"enabled": True}
+    return {"kserve": kserve}
+
+
+def kserve_runtime_values(cell: CellSpec) -> dict[str, Any]:
+    """Values of the ``kserve-runtime-configs`` chart: ``kserve.servingruntime.enabled: true``.
+
+    The chart renders its ClusterServingRuntimes only when that flag is set (its default is ``false``);
+    LLMInferenceServiceConfigs (``kserve.llmisvcConfigs``) stay off, as no LLMInferenceService controller is
+    installed. ``kserve.values`` does not reach this chart.
+    """
+    return {"kserve": {"servingruntime": {"enabled": True}}}
+
+
+class KServe(CellComponent):
+    """KServe for one cell: CRDs, then the controller, then the built-in serving runtimes.
+
+    Children (``kubernetes:helm.sh/v3:Release``): ``f"{name}-crd"``, ``f"{name}-resources"`` (depends on the
+    CRDs) and ``f"{name}-runtimes"`` (depends on the controller; absent before v0.17). The controller's
+    webhooks take their certificate from cert-manager, so construct this component with
+    ``opts=pulumi.ResourceOptions(depends_on=[cert_manager])``: every child then waits for cert-manager's
+    Release, which finishes only once its webhook serves.
+    """
+
+    namespace: pulumi.Output[str]
+    """Namespace the KServe controller runs in (``kserve``)."""
+
+    def __init__(self, name: str, args: KServeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("KServe", name, opts)
+        cell = args.cell
+        version = cell.versions.kserve
+        charts = kserve_charts(version)
+        self.crds: Release = helm_release(
+            f"{name}-crd",
+            source=charts.crd,
+            version=version,
+            namespace=NAMESPACE,
+            values={},
+            overrides={},
+            opts=self.child(),
+        )
+        self.resources: Release = helm_release(
+            f"{name}-resources",
+            source=charts.resources,
+            version=version,
+            namespace=NAMESPACE,
+            values=kserve_resources_values(cell),
+            overrides=cell.kserve.values,
+            opts=self.child(depends_on=[self.crds]),
+        )
+        self.runtimes: Release | None = None
+        if charts.runtimes is not None:
+            self.runtimes = helm_release(
+                f"{name}-runtimes",
+                source=charts.runtimes,
+                version=version,
+                namespace=NAMESPACE,
+                values=kserve_runtime_values(cell),
+                overrides={},
+                opts=self.child(depends_on=[self.resources]),
+            )
+        self.namespace = self.resources.namespace.apply(lambda ns: ns or NAMESPACE)
+        self.register_outputs({"namespace": self.namespace})

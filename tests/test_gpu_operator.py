@@ -1,0 +1,259 @@
+"""GpuOperator: values derived from the pools, k3s containerd wiring, and every key path against the chart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.gpu_operator import (
+    CHART,
+    NAMESPACE,
+    GpuOperator,
+    GpuOperatorArgs,
+    gpu_operator_values,
+    k3s_containerd_template,
+)
+from components.spec import CellSpec
+from stacks.mock_engine import PlanResult, Registration, run_program
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+CHART_VALUES = UPSTREAM / "gpu-operator" / "values.yaml"
+MIG_CONFIGMAP = UPSTREAM / "gpu-operator" / "state-mig-manager" / "0400_configmap.yaml"
+VGPU_IMAGE = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+
+
+def _vm_and_mig_config() -> dict[str, Any]:
+    """The minimal region plus a vm-passthrough, a vm-vgpu and a MIG container pool."""
+    config = minimal_cell_config()
+    pools = config["nodePools"]
+    pools["h100-vm"] = {
+        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+        "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}],
+    }
+    pools["l40s-vgpu"] = {
+        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-24Q",
+        "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}],
+    }
+    pools["h100-mig"] = {
+        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "container",
+        "migConfig": "all-1g.10gb", "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}],
+    }
+    config["gpuOperator"] = {"vgpuDriverImage": dict(VGPU_IMAGE)}
+    return config
+
+
+def _plan(spec: CellSpec) -> tuple[PlanResult, Registration]:
+    def program() -> None:
+        operator = GpuOperator("fra1-gpu-operator", GpuOperatorArgs(spec))
+        pulumi.export("namespace", operator.namespace)
+
+    plan = run_program(program)
+    (release,) = plan.of_type(RELEASE)
+    return plan, release
+
+
+def _values(spec: CellSpec) -> dict[str, Any]:
+    return _plan(spec)[1].inputs["values"]
+
+
+def _at(values: dict[str, Any], path: str) -> Any:
+    node: Any = values
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
+def _leaf_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Key paths of every non-map value (lists count as leaves, as Helm replaces them whole)."""
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            yield from _leaf_paths(value, (*prefix, key))
+        else:
+            yield (*prefix, key)
+
+
+def _missing_paths(paths: list[tuple[str, ...]], upstream: dict[str, Any]) -> list[str]:
+    """The dotted paths that do not exist as keys in ``upstream``."""
+    missing = []
+    for path in paths:
+        node: Any = upstream
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                missing.append(".".join(path))
+                break
+            node = node[key]
+    return missing
+
+
+def _env(values: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e["value"] for e in values["toolkit"]["env"]}
+
+
+def test_release_chart_namespace_parent_and_output() -> None:
+    plan, release = _plan(cell(minimal_cell_config()))
+    component = plan.named("fra1-gpu-operator")
+    assert component.type == "gpucell:index:GpuOperator"
+    assert release.name == "fra1-gpu-operator-gpu-operator"
+    assert release.parent == component.urn
+    assert release.inputs["chart"] == "gpu-operator"
+    assert release.inputs["repositoryOpts"] == {"repo": "https://helm.ngc.nvidia.com/nvidia"}
+    assert release.inputs["version"] == "v26.7.0"
+    assert release.inputs["name"] == "gpu-operator"
+    assert release.inputs["namespace"] == NAMESPACE == "gpu-operator"
+    assert CHART.chart == "gpu-operator"
+    assert plan.outputs["namespace"] == "gpu-operator"
+
+
+def test_container_only_cell_turns_the_vm_operands_off() -> None:
+    values = _values(cell(minimal_cell_config()))
+    assert _at(values, "sandboxWorkloads.enabled") is False
+    assert _at(values, "sandboxWorkloads.defaultWorkload") == "container"
+    assert _at(values, "vfioManager.enabled") is False
+    assert _at(values, "sandboxDevicePlugin.enabled") is False
+    assert values["vgpuManager"] == {"enabled": False}
+    assert _at(values, "vgpuDeviceManager.enabled") is False
+    assert _at(values, "migManager.enabled") is False
+    assert _at(values, "mig.strategy") == "single"
+    assert _at(values, "dcgmExporter.enabled") is True
+    assert _at(values, "ccManager.enabled") is False
+
+
+def test_vm_and_mig_pools_turn_their_operands_on() -> None:
+    values = _values(cell(_vm_and_mig_config()))
+    assert _at(values, "sandboxWorkloads.enabled") is True
+    assert _at(values, "sandboxWorkloads.mode") == "kubevirt"
+    # Nodes take their mode from the nvidia.com/gpu.workload.config label; unlabeled ones stay containers.
+    assert _at(values, "sandboxWorkloads.defaultWorkload") == "container"
+    assert _at(values, "vfioManager.enabled") is True
+    assert _at(values, "sandboxDevicePlugin.enabled") is True
+    assert values["vgpuManager"] == {
+        "enabled": True,
+        "repository": "registry.example.com/nvidia",
+        "image": "vgpu-manager",
+        "version": "580.95.02-ubuntu24.04",
+    }
+    assert _at(values, "vgpuDeviceManager.enabled") is True
+    assert _at(values, "migManager.enabled") is True
+    assert _at(values, "migManager.config.default") == "all-disabled"
+    assert _at(values, "mig.strategy") == "mixed"
+
+
+def test_passthrough_without_vgpu_keeps_the_vgpu_operands_off() -> None:
+    config = _vm_and_mig_config()
+    del config["nodePools"]["l40s-vgpu"]
+    del config["gpuOperator"]
+    values = _values(cell(config))
+    assert _at(values, "sandboxWorkloads.enabled") is True
+    assert _at(values, "vfioManager.enabled") is True
+    assert _at(values, "sandboxDevicePlugin.enabled") is True
+    assert values["vgpuManager"] == {"enabled": False}
+    assert _at(values, "vgpuDeviceManager.enabled") is False
+
+
+def test_vgpu_without_passthrough_needs_the_sandbox_plugin_but_not_vfio() -> None:
+    # The kubevirt-gpu-device-plugin advertises vGPU mediated devices too (operator gpuStateLabels, vm-vgpu).
+    config = _vm_and_mig_config()
+    del config["nodePools"]["h100-vm"]
+    values = _values(cell(config))
+    assert _at(values, "sandboxDevicePlugin.enabled") is True
+    assert _at(values, "vfioManager.enabled") is False
+    assert _at(values, "vgpuManager.enabled") is True
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"), [(None, "mixed"), ("single", "single"), ("mixed", "mixed")]
+)
+def test_mig_strategy(strategy: str | None, expected: str) -> None:
+    config = _vm_and_mig_config()
+    if strategy is not None:
+        config["gpuOperator"]["migStrategy"] = strategy
+    assert _at(_values(cell(config)), "mig.strategy") == expected
+
+
+def test_dcgm_exporter_follows_the_spec() -> None:
+    config = minimal_cell_config()
+    config["gpuOperator"] = {"dcgmExporter": False}
+    assert _at(_values(cell(config)), "dcgmExporter.enabled") is False
+
+
+def test_mig_layouts_in_use_ship_with_the_operator() -> None:
+    # Why no custom mig-parted ConfigMap is rendered: every layout a pool names is in the default one.
+    configmap = yaml.safe_load(MIG_CONFIGMAP.read_text())
+    shipped = yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    spec = cell(_vm_and_mig_config())
+    in_use = {pool.mig_config for pool in spec.gpu_pools().values() if pool.mig_config}
+    assert in_use == {"all-1g.10gb"}
+    assert in_use <= set(shipped)
+    assert "all-disabled" in shipped
+    assert _at(gpu_operator_values(spec), "migManager.config") == {"default": "all-disabled"}
+
+
+def test_toolkit_env_points_at_k3s_containerd_with_string_values() -> None:
+    values = _values(cell(minimal_cell_config()))
+    env_list = values["toolkit"]["env"]
+    assert all(set(e) == {"name", "value"} for e in env_list)
+    assert all(isinstance(e["value"], str) for e in env_list)
+    assert _env(values) == {
+        "CONTAINERD_CONFIG": "/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl",
+        "CONTAINERD_SOCKET": "/run/k3s/containerd/containerd.sock",
+        "RUNTIME_CONFIG_SOURCE": "file=/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+        "CONTAINERD_RUNTIME_CLASS": "nvidia",
+    }
+
+
+@pytest.mark.parametrize(
+    ("k3s", "template"),
+    [
+        ("v1.34.2+k3s1", "config-v3.toml.tmpl"),
+        ("v1.31.4+k3s1", "config-v3.toml.tmpl"),
+        ("v1.30.6+k3s1", "config.toml.tmpl"),
+        ("v1.29.10+k3s1", "config.toml.tmpl"),
+    ],
+)
+def test_containerd_template_follows_the_kubernetes_minor(k3s: str, template: str) -> None:
+    config = minimal_cell_config()
+    config["versions"] = {"k3s": k3s}
+    env = _env(_values(cell(config)))
+    assert env["CONTAINERD_CONFIG"] == f"/var/lib/rancher/k3s/agent/etc/containerd/{template}"
+    # The config the toolkit reads from stays k3s's rendered file whatever the template.
+    assert env["RUNTIME_CONFIG_SOURCE"] == "file=/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
+
+
+def test_containerd_template_rejects_a_malformed_minor() -> None:
+    with pytest.raises(ValueError, match="invalid literal"):
+        k3s_containerd_template("one.thirty")
+
+
+@pytest.mark.parametrize("config_factory", [minimal_cell_config, _vm_and_mig_config])
+def test_every_key_path_we_set_exists_in_the_pinned_chart(config_factory: Any) -> None:
+    upstream = yaml.safe_load(CHART_VALUES.read_text())
+    values = gpu_operator_values(cell(config_factory()))
+    paths = list(_leaf_paths(values))
+    assert ("toolkit", "env") in paths
+    assert ("vgpuManager", "enabled") in paths
+    assert _missing_paths(paths, upstream) == []
+    # The checker does catch a missing key: operator.defaultRuntime is gone from the pinned chart, so we
+    # do not set it.
+    assert _missing_paths([("operator", "defaultRuntime")], upstream) == ["operator.defaultRuntime"]
+    assert "operator" not in values
+
+
+def test_user_values_override_deep_merges_over_ours() -> None:
+    config = _vm_and_mig_config()
+    config["gpuOperator"]["values"] = {
+        "driver": {"enabled": False},
+        "dcgmExporter": {"serviceMonitor": {"enabled": False}},
+        "mig": {"strategy": "single"},
+    }
+    values = _values(cell(config))
+    assert _at(values, "driver.enabled") is False
+    assert _at(values, "dcgmExporter.serviceMonitor.enabled") is False
+    assert _at(values, "dcgmExporter.enabled") is True  # ours, beside the override
+    assert _at(values, "mig.strategy") == "single"  # the user's value wins
+    assert _at(values, "vfioManager.enabled") is True
+    assert _env(values)["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"

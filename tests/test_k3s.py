@@ -1,0 +1,569 @@
+"""K3sCluster: node configs, install order, the token's path, the kubeconfig, and the scripts themselves."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.errors import ConfigError
+from components.k3s import K3sCluster, K3sClusterArgs
+from stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
+from tests.conftest import cell, minimal_cell_config
+
+COMMAND = "command:remote:Command"
+TOKEN = "tok-123"
+SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake\n-----END OPENSSH PRIVATE KEY-----\n"
+K3S_YAML = """\
+apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: Q0E=
+    server: https://127.0.0.1:6443
+  name: default
+kind: Config
+users:
+- name: default
+  user:
+    client-key-data: S0VZ
+"""
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+
+
+def ha_config() -> dict[str, Any]:
+    """Three servers behind a VIP, an H100 MIG pool, an L40S VM pool with a topology profile, a CPU pool."""
+    config = minimal_cell_config()
+    config["network"].update({"apiEndpoint": "10.20.0.5", "tlsSans": ["k8s.lab.example", "10.20.0.5"]})
+    config["ssh"] = {"user": "ubuntu", "port": 2222}
+    config["nodePools"] = {
+        "servers": {
+            "role": "server",
+            "hosts": [{"name": f"lab-srv-{i}", "address": f"10.20.0.1{i}"} for i in (1, 2, 3)],
+        },
+        "h100": {
+            "role": "gpu",
+            "gpuModel": "H100-SXM5-80GB",
+            "gpusPerNode": 8,
+            "gpuMode": "container",
+            "migConfig": "all-1g.10gb",
+            "hosts": [{"name": "lab-h100-1", "address": "10.20.0.21"}],
+        },
+        "l40s-vm": {
+            "role": "gpu",
+            "gpuModel": "L40S",
+            "gpusPerNode": 4,
+            "gpuMode": "vm-passthrough",
+            "topology": {"reservedCpus": "0-3,64-67", "numaNodes": 2, "reservedMemoryPerNumaMib": 2048},
+            "labels": {"tier": "vm", "example.com/rack": "r7"},
+            "taints": ["gpucell.io/vm=true:NoSchedule"],
+            "ssh": {"user": "root", "port": 22},
+            "hosts": [
+                {"name": "lab-vm-1", "address": "10.20.0.31"},
+                {"name": "lab-vm-2", "address": "10.20.0.32"},
+            ],
+        },
+        "cpu": {"role": "cpu", "hosts": [{"name": "lab-cpu-1", "address": "10.20.0.41"}]},
+    }
+    return config
+
+
+def _computed(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    """What the real providers compute: the password's result and the kubeconfig command's stdout."""
+    if args.typ == "random:index/randomPassword:RandomPassword":
+        return {"result": TOKEN}
+    if args.typ == COMMAND and args.name.endswith("-kubeconfig"):
+        return {"stdout": K3S_YAML}
+    return {}
+
+
+def build(
+    config: dict[str, Any], *, preview: bool = False, computed: Any = _computed
+) -> tuple[PlanResult, K3sCluster]:
+    built: list[K3sCluster] = []
+
+    def program() -> None:
+        cluster = K3sCluster(
+            "lab", K3sClusterArgs(cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY))
+        )
+        built.append(cluster)
+        pulumi.export("kubeconfig", cluster.kubeconfig)
+        pulumi.export("kubeconfig_value", pulumi.Output.unsecret(cluster.kubeconfig))
+        pulumi.export("read_stdout", cluster.servers_ready.stdout)  # type: ignore[attr-defined]
+        pulumi.export("api_server_url", cluster.api_server_url)
+        pulumi.export("agents", [agent.urn for agent in cluster.agents])
+        pulumi.export("servers_ready", cluster.servers_ready.urn)
+
+    result = run_program(program, preview=preview, computed=computed)
+    return result, built[0]
+
+
+def node_config(cluster: K3sCluster, host: str) -> dict[str, Any]:
+    return yaml.safe_load(cluster.node_files[host].config_yaml)
+
+
+def commands(result: PlanResult) -> list[Registration]:
+    return result.of_type(COMMAND)
+
+
+def script_of(command_line: str) -> str:
+    argv = shlex.split(command_line)
+    assert argv[:2] == ["bash", "-c"], argv
+    assert len(argv) == 3
+    return argv[2]
+
+
+# -- config.yaml per role --------------------------------------------------------------------------
+SERVER_COMMON = {
+    "token-file": "/etc/rancher/k3s/token",
+    "tls-san": ["10.20.0.5", "k8s.lab.example"],
+    "cluster-cidr": "10.42.0.0/16",
+    "service-cidr": "10.43.0.0/16",
+    "cluster-dns": "10.43.0.10",
+    "flannel-backend": "none",
+    "disable-network-policy": True,
+    "disable-kube-proxy": True,
+    "disable": ["traefik", "servicelb"],
+    "write-kubeconfig-mode": "0600",
+}
+
+
+def test_first_server_initialises_etcd() -> None:
+    _, cluster = build(ha_config())
+    assert node_config(cluster, "lab-srv-1") == {
+        "node-name": "lab-srv-1",
+        "node-ip": "10.20.0.11",
+        "cluster-init": True,
+        "node-label": ["gpucell.io/pool=servers", "gpucell.io/role=server"],
+        **SERVER_COMMON,
+    }
+    # The mode is a string in the file (an unquoted 0600 would be read as an integer).
+    assert "write-kubeconfig-mode: '0600'" in cluster.node_files["lab-srv-1"].config_yaml
+
+
+def test_other_servers_join_through_the_api_endpoint() -> None:
+    _, cluster = build(ha_config())
+    for index, host in ((2, "lab-srv-2"), (3, "lab-srv-3")):
+        assert node_config(cluster, host) == {
+            "node-name": host,
+            "node-ip": f"10.20.0.1{index}",
+            "server": "https://10.20.0.5:6443",
+            "node-label": ["gpucell.io/pool=servers", "gpucell.io/role=server"],
+            **SERVER_COMMON,
+        }
+
+
+def test_config_key_order_is_stable() -> None:
+    _, cluster = build(ha_config())
+    keys = [
+        line.split(":")[0]
+        for line in cluster.node_files["lab-srv-2"].config_yaml.splitlines()
+        if not line.startswith(("-", " "))
+    ]
+    assert keys == [
+        "node-name",
+        "node-ip",
+        "server",
+        "token-file",
+        "node-label",
+        "tls-san",
+        "cluster-cidr",
+        "service-cidr",
+        "cluster-dns",
+        "flannel-backend",
+        "disable-network-policy",
+        "disable-kube-proxy",
+        "disable",
+        "write-kubeconfig-mode",
+    ]
+
+
+def test_gpu_agent_with_mig_label() -> None:
+    _, cluster = build(ha_config())
+    assert node_config(cluster, "lab-h100-1") == {
+        "node-name": "lab-h100-1",
+        "node-ip": "10.20.0.21",
+        "server": "https://10.20.0.5:6443",
+        "token-file": "/etc/rancher/k3s/token",
+        "node-label": [
+            "gpucell.io/pool=h100",
+            "gpucell.io/role=gpu",
+            "nvidia.com/gpu.workload.config=container",
+            "nvidia.com/mig.config=all-1g.10gb",
+        ],
+    }
+
+
+def test_vm_agent_with_topology_labels_and_taints() -> None:
+    _, cluster = build(ha_config())
+    assert node_config(cluster, "lab-vm-2") == {
+        "node-name": "lab-vm-2",
+        "node-ip": "10.20.0.32",
+        "server": "https://10.20.0.5:6443",
+        "token-file": "/etc/rancher/k3s/token",
+        "node-label": [
+            "gpucell.io/pool=l40s-vm",
+            "gpucell.io/role=gpu",
+            "nvidia.com/gpu.workload.config=vm-passthrough",
+            "example.com/rack=r7",
+            "tier=vm",
+        ],
+        "node-taint": ["gpucell.io/vm=true:NoSchedule"],
+        "kubelet-arg": [
+            "cpu-manager-policy=static",
+            "reserved-cpus=0-3,64-67",
+            "memory-manager-policy=Static",
+            "reserved-memory=0:memory=2048Mi;1:memory=2048Mi",
+            "system-reserved=memory=3596Mi",
+            "eviction-hard=memory.available<500Mi",
+            "topology-manager-policy=single-numa-node",
+            "topology-manager-scope=pod",
+        ],
+    }
+
+
+def test_cpu_agent() -> None:
+    _, cluster = build(ha_config())
+    assert node_config(cluster, "lab-cpu-1") == {
+        "node-name": "lab-cpu-1",
+        "node-ip": "10.20.0.41",
+        "server": "https://10.20.0.5:6443",
+        "token-file": "/etc/rancher/k3s/token",
+        "node-label": ["gpucell.io/pool=cpu", "gpucell.io/role=cpu"],
+    }
+
+
+def test_longhorn_disables_local_storage() -> None:
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn"}
+    _, cluster = build(config)
+    assert node_config(cluster, "lab-srv-1")["disable"] == ["traefik", "servicelb", "local-storage"]
+
+
+def test_single_server_defaults_to_its_own_address() -> None:
+    result, cluster = build(minimal_cell_config())
+    config = node_config(cluster, "lab-srv-1")
+    assert config["tls-san"] == ["10.20.0.11"]
+    assert "https-listen-port" not in config
+    assert node_config(cluster, "lab-gpu-1")["server"] == "https://10.20.0.11:6443"
+    assert result.outputs["api_server_url"] == "https://10.20.0.11:6443"
+
+
+def test_single_server_on_another_port_listens_there() -> None:
+    config = minimal_cell_config()
+    config["network"]["apiPort"] = 7443
+    result, cluster = build(
+        config,
+        computed=lambda a: {"stdout": K3S_YAML.replace("6443", "7443")} if a.name == "lab-kubeconfig" else {},
+    )
+    assert node_config(cluster, "lab-srv-1")["https-listen-port"] == 7443
+    assert node_config(cluster, "lab-cpu-1")["server"] == "https://10.20.0.11:7443"
+    assert "server: https://10.20.0.11:7443\n" in result.outputs["kubeconfig_value"]
+
+
+def test_vgpu_nodes_are_labelled_with_their_vgpu_type() -> None:
+    config = minimal_cell_config()
+    config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02"}}
+    config["nodePools"]["l40s-vgpu"] = {
+        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 8, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-12Q",
+        "hosts": [{"name": "lab-vgpu-1", "address": "10.20.0.41"}],
+    }
+    _, cluster = build(config)
+    labels = node_config(cluster, "lab-vgpu-1")["node-label"]
+    assert "nvidia.com/vgpu.config=L40S-12Q" in labels
+    assert "nvidia.com/gpu.workload.config=vm-vgpu" in labels
+
+
+# -- ordering --------------------------------------------------------------------------------------
+def test_servers_join_one_after_another_and_agents_after_the_first_server() -> None:
+    result, _ = build(ha_config())
+    urn = {r.name: r.urn for r in commands(result)}
+    node_urns = {u for n, u in urn.items() if n != "lab-kubeconfig"}
+
+    def node_deps(name: str) -> set[str]:
+        return set(result.named(name).dependencies) & node_urns
+
+    assert node_deps("lab-lab-srv-1") == set()
+    assert node_deps("lab-lab-srv-2") == {urn["lab-lab-srv-1"]}
+    assert node_deps("lab-lab-srv-3") == {urn["lab-lab-srv-2"]}
+    agents = ["lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2", "lab-lab-cpu-1"]
+    for agent in agents:
+        assert node_deps(agent) == {urn["lab-lab-srv-1"]}, agent
+    assert result.outputs["agents"] == [urn[a] for a in agents]
+    assert set(result.named("lab-kubeconfig").dependencies) == {
+        urn["lab-lab-srv-1"],
+        urn["lab-lab-srv-2"],
+        urn["lab-lab-srv-3"],
+    }
+    assert result.outputs["servers_ready"] == urn["lab-kubeconfig"]
+
+
+def test_children_names_and_parent() -> None:
+    result, _ = build(minimal_cell_config())
+    component = result.named("lab")
+    assert component.type == "gpucell:index:K3sCluster"
+    assert sorted(r.name for r in result.children(component)) == [
+        "lab-kubeconfig",
+        "lab-lab-cpu-1",
+        "lab-lab-gpu-1",
+        "lab-lab-srv-1",
+        "lab-token",
+    ]
+
+
+def test_component_depends_on_reaches_every_command() -> None:
+    def program() -> None:
+        before = pulumi.CustomResource("test:index:Thing", "before")
+        K3sCluster(
+            "lab",
+            K3sClusterArgs(cell=cell(minimal_cell_config()), ssh_private_key=SSH_KEY),
+            opts=pulumi.ResourceOptions(depends_on=[before]),
+        )
+
+    result = run_program(program)
+    before = result.named("before").urn
+    for command in commands(result):
+        assert before in command.dependencies, command.name
+
+
+# -- the token -------------------------------------------------------------------------------------
+def test_token_is_a_random_password_delivered_on_stdin_only() -> None:
+    result, _ = build(ha_config())
+    token = result.named("lab-token")
+    assert token.type == "random:index/randomPassword:RandomPassword"
+    assert token.inputs["length"] == 64
+    assert token.inputs["special"] is False
+    nodes = [c for c in commands(result) if c.name != "lab-kubeconfig"]
+    assert len(nodes) == 7
+    for command in nodes:
+        assert "stdin" in command.secret_paths, command.name
+        assert command.inputs["stdin"] == SECRET
+        assert command.raw_inputs["stdin"] == TOKEN
+        assert token.urn in command.dependencies
+    assert "stdin" not in result.named("lab-kubeconfig").raw_inputs
+
+
+def test_token_text_appears_nowhere_but_secret_stdin() -> None:
+    result, cluster = build(ha_config())
+    for registration in result.resources:
+        assert TOKEN not in json.dumps(registration.inputs), registration.name
+        assert "environment" not in registration.inputs
+    for host, files in cluster.node_files.items():
+        assert TOKEN not in files.config_yaml, host
+        assert TOKEN not in files.install_script, host
+    # And where the value does reach (unwrapped), it is only ever the secret stdin.
+    for registration in result.resources:
+        leaked = [k for k, v in registration.raw_inputs.items() if TOKEN in json.dumps(v)]
+        assert leaked in ([], ["stdin"]), registration.name
+        assert not leaked or "stdin" in registration.secret_paths
+
+
+# -- commands --------------------------------------------------------------------------------------
+def test_node_commands_install_on_create_and_update_and_uninstall_on_delete() -> None:
+    result, cluster = build(ha_config())
+    server, agent = result.named("lab-lab-srv-2"), result.named("lab-lab-vm-1")
+    for command, host in ((server, "lab-srv-2"), (agent, "lab-vm-1")):
+        assert command.inputs["create"] == command.inputs["update"]
+        assert script_of(command.inputs["create"]) == cluster.node_files[host].install_script
+        # Triggers force replacement (create new, then delete old = uninstall): node commands have none.
+        assert "triggers" not in command.inputs
+        assert command.inputs["addPreviousOutputInEnv"] is False
+        assert command.inputs["logging"] == "stdoutAndStderr"
+    assert "/usr/local/bin/k3s-uninstall.sh" in script_of(server.inputs["delete"])
+    assert "/usr/local/bin/k3s-agent-uninstall.sh" in script_of(agent.inputs["delete"])
+    assert 'INSTALL_K3S_EXEC="$K3S_EXEC"' in cluster.node_files["lab-vm-1"].install_script
+    assert "readonly K3S_EXEC=server\n" in cluster.node_files["lab-srv-2"].install_script
+    assert "readonly K3S_EXEC=agent\n" in cluster.node_files["lab-vm-1"].install_script
+    assert "readonly K3S_VERSION=v1.34.2+k3s1\n" in cluster.node_files["lab-vm-1"].install_script
+
+
+def test_script_embeds_the_exact_config_in_a_quoted_heredoc() -> None:
+    _, cluster = build(ha_config())
+    files = cluster.node_files["lab-h100-1"]
+    assert f"<<'GPUCELL_K3S_CONFIG'\n{files.config_yaml}GPUCELL_K3S_CONFIG\n" in files.install_script
+
+
+def test_version_change_changes_the_command_and_nothing_forces_replacement() -> None:
+    before, _ = build(minimal_cell_config())
+    config = minimal_cell_config()
+    config["versions"] = {"k3s": "v1.34.3+k3s1"}
+    after, _ = build(config)
+    for name in ("lab-lab-srv-1", "lab-lab-gpu-1"):
+        assert before.named(name).inputs["create"] != after.named(name).inputs["create"]
+        assert "v1.34.3+k3s1" in after.named(name).inputs["update"]
+    # Not read again: an unknown kubeconfig in the preview would plan a provider replacement.
+    assert before.named("lab-kubeconfig").raw_inputs == after.named("lab-kubeconfig").raw_inputs
+
+
+def test_ssh_address_change_alone_changes_only_the_connection_and_node_ip() -> None:
+    config = minimal_cell_config()
+    before, b = build(config)
+    config["nodePools"]["cpu"]["hosts"][0]["address"] = "10.20.0.99"
+    after, a = build(config)
+    old, new = before.named("lab-lab-cpu-1"), after.named("lab-lab-cpu-1")
+    assert old.raw_inputs["connection"]["host"] == "10.20.0.31"
+    assert new.raw_inputs["connection"]["host"] == "10.20.0.99"
+    assert "triggers" not in new.inputs  # so the engine plans an update (rerun the script), never a replace
+    assert old.inputs["delete"] == new.inputs["delete"]
+    assert node_config(a, "lab-cpu-1") == {**node_config(b, "lab-cpu-1"), "node-ip": "10.20.0.99"}
+    # Other nodes are untouched.
+    assert before.named("lab-lab-gpu-1").raw_inputs == after.named("lab-lab-gpu-1").raw_inputs
+
+
+def test_connections_use_pool_ssh_or_cell_ssh_and_the_secret_key() -> None:
+    result, _ = build(ha_config())
+    server, vm = result.named("lab-lab-srv-1"), result.named("lab-lab-vm-1")
+    assert "connection" in server.secret_paths
+    assert server.raw_inputs["connection"] == {
+        "host": "10.20.0.11",
+        "port": 2222,
+        "user": "ubuntu",
+        "privateKey": SSH_KEY,
+        "dialErrorLimit": 10,
+        "perDialTimeout": 15,
+    }
+    assert vm.raw_inputs["connection"]["user"] == "root"
+    assert vm.raw_inputs["connection"]["port"] == 22
+    assert result.named("lab-kubeconfig").raw_inputs["connection"]["host"] == "10.20.0.11"
+
+
+# -- kubeconfig ------------------------------------------------------------------------------------
+def test_kubeconfig_is_read_from_the_first_server_rewritten_and_secret() -> None:
+    result, _ = build(ha_config())
+    read = result.named("lab-kubeconfig")
+    assert script_of(read.inputs["create"]).endswith("as_root cat /etc/rancher/k3s/k3s.yaml\n")
+    assert read.inputs["logging"] == "none"
+    assert read.inputs["addPreviousOutputInEnv"] is False
+    assert result.outputs["kubeconfig"] == SECRET
+    assert result.outputs["read_stdout"] == SECRET  # additional_secret_outputs=["stdout"]
+    assert result.outputs["kubeconfig_value"] == K3S_YAML.replace(
+        "server: https://127.0.0.1:6443", "server: https://10.20.0.5:6443"
+    )
+
+
+def test_kubeconfig_read_has_no_triggers_and_ignores_server_changes() -> None:
+    before, _ = build(ha_config())
+    config = ha_config()
+    config["network"]["tlsSans"] = ["k8s2.lab.example"]
+    after, _ = build(config)
+    assert before.named("lab-lab-srv-1").inputs["create"] != after.named("lab-lab-srv-1").inputs["create"]
+    assert "triggers" not in after.named("lab-kubeconfig").inputs
+    assert before.named("lab-kubeconfig").raw_inputs == after.named("lab-kubeconfig").raw_inputs
+
+
+def test_kubeconfig_without_stdout_is_empty() -> None:
+    result, _ = build(minimal_cell_config(), computed=lambda _args: {})
+    assert result.outputs["kubeconfig"] == SECRET
+    assert result.outputs["kubeconfig_value"] == ""
+
+
+def test_preview_runs_with_unknown_outputs() -> None:
+    result, cluster = build(ha_config(), preview=True, computed=None)
+    assert result.outputs["kubeconfig_value"] == UNKNOWN
+    assert result.outputs["api_server_url"] == "https://10.20.0.5:6443"
+    assert len(commands(result)) == 8
+    assert set(cluster.node_files) == {
+        "lab-srv-1",
+        "lab-srv-2",
+        "lab-srv-3",
+        "lab-h100-1",
+        "lab-vm-1",
+        "lab-vm-2",
+        "lab-cpu-1",
+    }
+
+
+# -- the scripts themselves ------------------------------------------------------------------------
+def test_shellcheck_passes_on_every_generated_script(tmp_path: Path) -> None:
+    result, _ = build(ha_config())
+    paths = []
+    for command in commands(result):
+        for key in ("create", "update", "delete"):
+            if key in command.inputs:
+                path = tmp_path / f"{command.name}-{key}.sh"
+                path.write_text(script_of(command.inputs[key]))
+                paths.append(str(path))
+    assert len(paths) == 7 * 3 + 1
+    run = subprocess.run(
+        [str(SHELLCHECK), "--shell=bash", *paths], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
+    """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer), sudo, systemctl."""
+    root, bin_dir = tmp_path / "root", tmp_path / "bin"
+    root.mkdir()
+    bin_dir.mkdir()
+    k3s_bin = root / "k3s"
+    script = script.replace("/etc/rancher/k3s", str(root / "etc")).replace("/usr/local/bin/k3s", str(k3s_bin))
+    installer = (
+        f'echo "$INSTALL_K3S_VERSION $INSTALL_K3S_EXEC" >> {root}/installs\n'
+        f'printf \'#!/usr/bin/env bash\\n[ "$1" = --version ] && echo "k3s version %s (abc)"\\nexit 0\\n\' '
+        f'"$INSTALL_K3S_VERSION" > {k3s_bin}\nchmod +x {k3s_bin}\n'
+    )
+    (tmp_path / "installer.sh").write_text(installer)
+    _stub(
+        bin_dir,
+        "curl",
+        f'while [ $# -gt 0 ]; do [ "$1" = -o ] && cp {tmp_path}/installer.sh "$2"; shift; done\n',
+    )
+    _stub(bin_dir, "sudo", '[ "$1" = -n ] && shift\nexec "$@"\n')
+    _stub(bin_dir, "systemctl", "exit 0\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return root, env, script
+
+
+def _run(script: str, env: dict[str, str], stdin: str = TOKEN) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", script], input=stdin, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-1"].install_script)
+
+    first = _run(script, env)
+    assert first.returncode == 0, first.stderr
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"
+    token = root / "etc" / "token"
+    assert token.read_text() == TOKEN
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    assert TOKEN not in first.stdout + first.stderr
+    config_text = (root / "etc" / "config.yaml").read_text()
+    assert config_text == cluster.node_files["lab-srv-1"].config_yaml.replace(
+        "/etc/rancher/k3s", str(root / "etc")
+    )
+
+    again = _run(script, env)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stdout
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"  # no reinstall, no restart
+
+    changed = _run(script.replace("- gpucell.io/role=server\n", "- gpucell.io/role=server\n- extra=1\n"), env)
+    assert changed.returncode == 0, changed.stderr
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\nv1.34.2+k3s1 server\n"
+
+
+def test_install_script_fails_without_a_token(tmp_path: Path) -> None:
+    _, cluster = build(minimal_cell_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-cpu-1"].install_script)
+    run = _run(script, env, stdin="")
+    assert run.returncode == 1
+    assert "no cluster token on stdin" in run.stderr
+    assert not (root / "installs").exists()

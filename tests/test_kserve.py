@@ -1,0 +1,217 @@
+"""KServe after cert-manager: three charts in order, raw deployment mode per version, user overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.cert_manager import CertManager, CertManagerArgs, cert_manager_values
+from components.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
+from components.spec import CellSpec
+from stacks.mock_engine import PlanResult, run_program
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+RESOURCES_VALUES = UPSTREAM / "kserve" / "kserve-resources" / "values.yaml"
+RUNTIMES_VALUES = UPSTREAM / "kserve" / "kserve-runtime-configs" / "values.yaml"
+CERT_MANAGER_VALUES = UPSTREAM / "cert-manager" / "values.yaml"
+
+
+def _plan(spec: CellSpec) -> PlanResult:
+    """cert-manager, then KServe depending on it, as RegionalCell wires them."""
+
+    def program() -> None:
+        cert_manager = CertManager("fra1-cert-manager", CertManagerArgs(spec))
+        after_cert_manager = pulumi.ResourceOptions(depends_on=[cert_manager])
+        kserve = KServe("fra1-kserve", KServeArgs(spec), opts=after_cert_manager)
+        pulumi.export("kserveNamespace", kserve.namespace)
+        pulumi.export("certManagerNamespace", cert_manager.namespace)
+
+    return run_program(program)
+
+
+def _config(**sections: Any) -> dict[str, Any]:
+    config = minimal_cell_config()
+    config.update(sections)
+    return config
+
+
+def _at(values: dict[str, Any], path: str) -> Any:
+    node: Any = values
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
+def _leaf_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            yield from _leaf_paths(value, (*prefix, key))
+        else:
+            yield (*prefix, key)
+
+
+def _missing_paths(values: dict[str, Any], upstream: dict[str, Any]) -> list[str]:
+    """Dotted key paths of ``values`` that the upstream chart's values do not have."""
+    missing = []
+    for path in _leaf_paths(values):
+        node: Any = upstream
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                missing.append(".".join(path))
+                break
+            node = node[key]
+    return missing
+
+
+# -- cert-manager --------------------------------------------------------------------------------
+def test_cert_manager_release() -> None:
+    plan = _plan(cell(minimal_cell_config()))
+    component = plan.named("fra1-cert-manager")
+    release = plan.named("fra1-cert-manager-cert-manager")
+    assert component.type == "gpucell:index:CertManager"
+    assert release.type == RELEASE
+    assert release.parent == component.urn
+    assert release.inputs["chart"] == "cert-manager"
+    assert release.inputs["repositoryOpts"] == {"repo": "https://charts.jetstack.io"}
+    assert release.inputs["version"] == "v1.21.1"
+    assert release.inputs["namespace"] == "cert-manager"
+    # Helm must wait (webhook Deployment ready, startupapicheck hook done) before KServe starts.
+    assert release.inputs["skipAwait"] is False
+    assert release.inputs["values"]["crds"] == {"enabled": True, "keep": True}
+    assert "installCRDs" not in release.inputs["values"]
+    assert plan.outputs["certManagerNamespace"] == "cert-manager"
+
+
+def test_cert_manager_key_paths_exist_and_crds_key_is_the_current_one() -> None:
+    upstream = yaml.safe_load(CERT_MANAGER_VALUES.read_text())
+    assert _missing_paths(cert_manager_values(cell(minimal_cell_config())), upstream) == []
+    assert upstream["crds"]["enabled"] is False  # the default we flip
+    assert _missing_paths({"crds": {"install": True}}, upstream) == ["crds.install"]
+
+
+def test_cert_manager_user_values_deep_merge() -> None:
+    plan = _plan(cell(_config(certManager={"values": {"crds": {"keep": False}, "replicaCount": 2}})))
+    values = plan.named("fra1-cert-manager-cert-manager").inputs["values"]
+    assert values["crds"] == {"enabled": True, "keep": False}
+    assert values["replicaCount"] == 2
+
+
+# -- KServe chain --------------------------------------------------------------------------------
+def test_kserve_charts_versions_and_parents() -> None:
+    plan = _plan(cell(minimal_cell_config()))
+    component = plan.named("fra1-kserve")
+    assert component.type == "gpucell:index:KServe"
+    children = plan.children(component)
+    assert [c.name for c in children] == ["fra1-kserve-crd", "fra1-kserve-resources", "fra1-kserve-runtimes"]
+    assert [c.inputs["chart"] for c in children] == [
+        "oci://ghcr.io/kserve/charts/kserve-crd",
+        "oci://ghcr.io/kserve/charts/kserve-resources",
+        "oci://ghcr.io/kserve/charts/kserve-runtime-configs",
+    ]
+    names = ["kserve-crd", "kserve-resources", "kserve-runtime-configs"]
+    assert [c.inputs["name"] for c in children] == names
+    for child in children:
+        assert child.type == RELEASE
+        assert child.inputs["version"] == "v0.20.0"
+        assert child.inputs["namespace"] == "kserve"
+        assert "repositoryOpts" not in child.inputs  # OCI references carry their registry
+    assert plan.outputs["kserveNamespace"] == "kserve"
+
+
+def test_kserve_chain_edges_and_cert_manager_edge() -> None:
+    plan = _plan(cell(minimal_cell_config()))
+    cert_manager_release = plan.named("fra1-cert-manager-cert-manager").urn
+    crd = plan.named("fra1-kserve-crd")
+    resources = plan.named("fra1-kserve-resources")
+    runtimes = plan.named("fra1-kserve-runtimes")
+    assert plan.children(plan.named("fra1-kserve"))[0] is crd
+    assert cert_manager_release in crd.dependencies
+    assert crd.urn in resources.dependencies
+    assert resources.urn in runtimes.dependencies
+    assert cert_manager_release in resources.dependencies
+    assert cert_manager_release in runtimes.dependencies
+    # The edges point one way only.
+    assert resources.urn not in crd.dependencies
+    assert runtimes.urn not in resources.dependencies
+
+
+def test_raw_mode_values_on_the_pinned_version() -> None:
+    plan = _plan(cell(minimal_cell_config()))
+    values = plan.named("fra1-kserve-resources").inputs["values"]
+    assert _at(values, "kserve.controller.deploymentMode") == "Standard"
+    assert _at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False
+    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is True
+    assert _at(values, "kserve.certManager.enabled") is True
+    runtimes = plan.named("fra1-kserve-runtimes").inputs["values"]
+    assert runtimes == {"kserve": {"servingruntime": {"enabled": True}}}
+    assert plan.named("fra1-kserve-crd").inputs["values"] == {}
+
+
+@pytest.mark.parametrize(
+    ("version", "mode"),
+    [("v0.20.0", "Standard"), ("v0.17.1", "Standard"), ("v0.16.0", "Standard"), ("v0.15.2", "RawDeployment")],
+)
+def test_default_deployment_mode_per_kserve_version(version: str, mode: str) -> None:
+    spec = cell(_config(versions={"kserve": version}))
+    plan = _plan(spec)
+    values = plan.named("fra1-kserve-resources").inputs["values"]
+    assert _at(values, "kserve.controller.deploymentMode") == mode
+    assert plan.named("fra1-kserve-resources").inputs["version"] == version
+
+
+def test_charts_before_the_split_are_kserve_crd_and_kserve() -> None:
+    plan = _plan(cell(_config(versions={"kserve": "v0.16.0"})))
+    children = plan.children(plan.named("fra1-kserve"))
+    assert [c.inputs["chart"] for c in children] == [
+        "oci://ghcr.io/kserve/charts/kserve-crd",
+        "oci://ghcr.io/kserve/charts/kserve",
+    ]
+    resources = plan.named("fra1-kserve-resources")
+    assert resources.inputs["name"] == "kserve"
+    assert children[0].urn in resources.dependencies
+    # The all-in-one chart has no certManager switch (it always renders the Certificate).
+    assert "certManager" not in resources.inputs["values"]["kserve"]
+
+
+@pytest.mark.parametrize(("version", "mode"), [("v0.20.0", "Knative"), ("v0.15.2", "Serverless")])
+def test_knative_mode_keeps_the_chart_gateway_defaults(version: str, mode: str) -> None:
+    spec = cell(_config(versions={"kserve": version}, kserve={"deploymentMode": mode}))
+    controller = _at(kserve_resources_values(spec), "kserve.controller")
+    assert controller == {"deploymentMode": mode}
+
+
+def test_kserve_key_paths_exist_in_the_pinned_charts() -> None:
+    spec = cell(minimal_cell_config())
+    resources_upstream = yaml.safe_load(RESOURCES_VALUES.read_text())
+    runtimes_upstream = yaml.safe_load(RUNTIMES_VALUES.read_text())
+    resources = kserve_resources_values(spec)
+    assert len(list(_leaf_paths(resources))) == 4
+    assert _missing_paths(resources, resources_upstream) == []
+    assert _missing_paths(kserve_runtime_values(spec), runtimes_upstream) == []
+    # What we flip away from the chart defaults.
+    assert _at(resources_upstream, "kserve.controller.deploymentMode") == "Knative"
+    assert _at(runtimes_upstream, "kserve.servingruntime.enabled") is False
+
+
+def test_kserve_user_values_reach_resources_only_and_deep_merge() -> None:
+    override = {"kserve": {"controller": {"resources": {"limits": {"memory": "1Gi"}}}}}
+    plan = _plan(cell(_config(kserve={"values": override})))
+    values = plan.named("fra1-kserve-resources").inputs["values"]
+    assert _at(values, "kserve.controller.resources.limits.memory") == "1Gi"
+    assert _at(values, "kserve.controller.deploymentMode") == "Standard"
+    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is True
+    runtimes = plan.named("fra1-kserve-runtimes").inputs["values"]
+    assert runtimes == {"kserve": {"servingruntime": {"enabled": True}}}
+
+
+def test_kserve_user_values_can_turn_ingress_back_on() -> None:
+    override = {"kserve": {"controller": {"gateway": {"disableIngressCreation": False}}}}
+    plan = _plan(cell(_config(kserve={"values": override})))
+    values = plan.named("fra1-kserve-resources").inputs["values"]
+    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is False
+    assert _at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False
