@@ -65,8 +65,12 @@ class RegionalCell(CellComponent):
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
-        self.gpu_operator = GpuOperator(f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium))
-        self.cert_manager = CertManager(f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium))
+        self.gpu_operator = GpuOperator(
+            f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
+        )
+        self.cert_manager = CertManager(
+            f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
+        )
         self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
 
         self.kubeconfig = self.k3s.kubeconfig

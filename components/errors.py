@@ -108,7 +108,7 @@ def _enum_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[en
     return annotation if isinstance(annotation, type) and issubclass(annotation, enum.Enum) else None
 
 
-def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: dict) -> str:  # noqa: PLR0911
+def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: dict) -> str:
     loc: tuple[PathPart, ...] = tuple(err["loc"])
     kind = err["type"]
     value = err.get("input")

@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="write manifests, Helm values and node files under DIR/<region>/")
     plan.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON to FILE")
     plan.add_argument("--preview", action="store_true",
-                      help="leave provider-computed values unknown, as the first `pulumi preview` of a region sees them")
+                      help="leave provider-computed values unknown, as a region's first `pulumi preview` sees them")
     plan.add_argument("--project-dir", type=Path, default=Path.cwd(), metavar="DIR",
                       help="directory holding Pulumi.yaml (default: the current directory)")
     return parser
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return EXIT_CONFIG
-    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, exit 1
+    except Exception as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK

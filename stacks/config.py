@@ -32,7 +32,9 @@ def _regions_object(config: pulumi.Config) -> Any:
     except pulumi.config.ConfigTypeError as exc:
         raise ConfigError.at(("regions",), f"is not a YAML/JSON object ({exc})") from None
     if regions is None:
-        raise ConfigError.at(("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)")
+        raise ConfigError.at(
+            ("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)"
+        )
     return regions
 
 

@@ -25,8 +25,8 @@ SECRET = "[secret]"
 UNKNOWN = "[unknown]"
 """What a value unknown at preview time is replaced by."""
 
-_SECRET_SIG = rpc._special_secret_sig  # noqa: SLF001 - the wire marker of a secret value
-_SIG_KEY = rpc._special_sig_key  # noqa: SLF001
+_SECRET_SIG = rpc._special_secret_sig
+_SIG_KEY = rpc._special_sig_key
 
 
 @dataclass

@@ -131,7 +131,7 @@ def render_tree(plan: Plan, regions: list[str]) -> str:
     lines = [f"stack {plan.stack}: {len(regions)} region(s)"]
     grand_total = 0
     for region in regions:
-        resources = [r for r in plan.region_resources(region) if r.custom]
+        resources = [r for r in plan.region_resources(region) if not r.type.startswith(_COMPONENT_PREFIX)]
         grand_total += len(resources)
         lines += ["", f"region {region}: {len(resources)} resources"]
         _tree_lines(plan.result, plan.region_root(region), "", lines)
@@ -143,11 +143,11 @@ def render_tree(plan: Plan, regions: list[str]) -> str:
 
 
 def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[str]) -> None:
-    custom = Counter(c.type for c in result.children(node) if c.custom)
-    counts = ", ".join(f"{n} {t}" for t, n in sorted(custom.items()))
+    own = Counter(c.type for c in result.children(node) if not c.type.startswith(_COMPONENT_PREFIX))
+    counts = ", ".join(f"{n} {t}" for t, n in sorted(own.items()))
     out.append(f"  {indent}{_short_type(node.type)} {node.name}" + (f"  [{counts}]" if counts else ""))
     for child in result.children(node):
-        if not child.custom:
+        if child.type.startswith(_COMPONENT_PREFIX):
             _tree_lines(result, child, indent + "  ", out)
 
 
@@ -202,7 +202,8 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
                      header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=False))
             elif "apiVersion" in r.inputs and "kind" in r.inputs:
                 meta = r.inputs.get("metadata") or {}
-                stem = "_".join(_safe(p) for p in (r.inputs["kind"], meta.get("namespace", ""), meta.get("name", r.name)) if p)
+                parts = (r.inputs["kind"], meta.get("namespace", ""), meta.get("name", r.name))
+                stem = "_".join(_safe(p) for p in parts if p)
                 emit(base / "manifests" / f"{stem}.yaml", yaml.safe_dump(r.inputs, sort_keys=False))
         for host, files in plan.cells[region].k3s.node_files.items():
             emit(base / "nodes" / host / "config.yaml", files.config_yaml)

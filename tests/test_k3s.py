@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import pytest
 import yaml
 
-from components.errors import ConfigError
 from components.k3s import K3sCluster, K3sClusterArgs
 from stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config

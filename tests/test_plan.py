@@ -26,6 +26,7 @@ KUBECONFIG = (
     "    server: https://127.0.0.1:6443\n  name: default\nusers:\n- name: default\n  user:\n"
     "    client-key-data: KUBECONFIG-SENTINEL-KEY\n"
 )
+RELEASE = "kubernetes:helm.sh/v3:Release"
 SENTINELS = (TOKEN, "KUBECONFIG-SENTINEL", placeholder("sshPrivateKey"))
 
 
@@ -87,7 +88,7 @@ def test_provider_is_fed_by_the_secret_kubeconfig(prod_plan: Plan) -> None:
 
 def test_cilium_installs_after_the_servers_answer(prod_plan: Plan) -> None:
     kubeconfig = prod_plan.result.named("fra1-k3s-kubeconfig")
-    release = next(r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-cilium"))
+    release = next(r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-cilium"))
     assert kubeconfig.urn in release.dependencies
 
 
@@ -102,8 +103,8 @@ def test_everything_in_cluster_comes_after_cilium(prod_plan: Plan) -> None:
 
 
 def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
-    cert = next(r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-cert-manager"))
-    kserve = [r for r in prod_plan.result.of_type("kubernetes:helm.sh/v3:Release") if r.name.startswith("fra1-kserve")]
+    cert = next(r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-cert-manager"))
+    kserve = [r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-kserve")]
     assert kserve
     assert all(cert.urn in r.dependencies or any(
         cert.urn in prod_plan.result.by_urn(d).dependencies for d in r.dependencies) for r in kserve)
@@ -192,7 +193,8 @@ def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.Captur
     code = cli.main(["plan", "prod", "--project-dir", str(REPO), "--out", str(out), "--json", str(json_file)])
     printed = capsys.readouterr().out
     assert code == 0
-    assert "region fra1:" in printed and "region iad1:" in printed
+    assert "region fra1:" in printed
+    assert "region iad1:" in printed
     assert "K3sCluster fra1-k3s" in printed
     assert "total:" in printed
     assert (out / "iad1" / "nodes" / "iad1-srv-3" / "config.yaml").is_file()

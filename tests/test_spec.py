@@ -53,7 +53,8 @@ def test_unknown_key_lists_accepted_keys(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("podCidr", "10.20.0.0/16", "regions.fra1.network.podCidr: '10.20.0.0/16' overlaps network.nodeCidr 10.20.0.0/24"),
+        ("podCidr", "10.20.0.0/16",
+         "regions.fra1.network.podCidr: '10.20.0.0/16' overlaps network.nodeCidr 10.20.0.0/24"),
         ("serviceCidr", "10.42.128.0/17",
          "regions.fra1.network.serviceCidr: '10.42.128.0/17' overlaps network.podCidr 10.42.0.0/16"),
         ("clusterDns", "10.99.0.10",
@@ -177,7 +178,9 @@ def test_vgpu_profile_must_fit_model(cell_config: dict[str, Any]) -> None:
 
 def test_gpu_fields_on_cpu_pool(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["cpu"]["gpuModel"] = "L4"
-    assert errors_of(cell_config) == ["regions.fra1.nodePools.cpu.gpuModel: is only valid on gpu pools (this pool's role is cpu)"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.gpuModel: 'L4' is only valid on gpu pools (this pool's role is cpu)"
+    ]
 
 
 def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
@@ -188,7 +191,8 @@ def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
 def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3"}
     assert errors_of(cell_config) == [
-        "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools (this pool is container)"
+        "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools "
+        "(this pool is container)"
     ]
 
 
@@ -268,7 +272,9 @@ def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any
 
 def test_topology_kubelet_args() -> None:
     config = minimal_cell_config()
-    config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096})
+    config["nodePools"]["h100-vm"] = gpu_pool(
+        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096}
+    )
     topology = cell(config).node_pools["h100-vm"].topology
     assert topology is not None
     assert topology.kubelet_args() == [
@@ -306,4 +312,20 @@ def test_pool_label_may_not_override_a_managed_label(cell_config: dict[str, Any]
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.cpu.labels.gpucell.io/pool: is set by gpucell from the pool spec; remove it "
         "from the pool's labels"
+    ]
+
+
+def test_storage_values_need_longhorn(cell_config: dict[str, Any]) -> None:
+    cell_config["storage"] = {"backend": "local-path", "values": {"persistence": {}}}
+    assert errors_of(cell_config) == [
+        "regions.fra1.storage.values: only applies to the longhorn backend (local-path is built into k3s and has "
+        "no chart values)"
+    ]
+
+
+def test_longhorn_replicas_need_as_many_nodes(cell_config: dict[str, Any]) -> None:
+    cell_config["storage"] = {"backend": "longhorn", "replicas": 4}
+    assert errors_of(cell_config) == [
+        "regions.fra1.storage.replicas: 4 replicas need as many nodes, the region has 3; Longhorn keeps each "
+        "replica of a volume on a different node"
     ]

@@ -44,12 +44,21 @@ class StorageBackend(StrEnum):
 
 
 class StorageSpec(ChartSpec):
-    """The cell's storage layer and its one default StorageClass."""
+    """The cell's storage layer and its one default StorageClass. ``values`` go to the Longhorn chart."""
 
     backend: StorageBackend = StorageBackend.LOCAL_PATH
     """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
     replicas: int = Field(default=3, ge=1, le=10)
-    """Longhorn: replicas per volume (count). Defaults to 3."""
+    """Longhorn: replicas per volume (count), each on a different node. Defaults to 3."""
+
+    @model_validator(mode="after")
+    def _values_need_a_chart(self) -> StorageSpec:
+        if self.backend is StorageBackend.LOCAL_PATH and self.values:
+            raise SpecError(
+                ("values",),
+                "only applies to the longhorn backend (local-path is built into k3s and has no chart values)",
+            )
+        return self
 
 
 class MigStrategy(StrEnum):
@@ -86,7 +95,8 @@ class KServeSpec(ChartSpec):
 
     deployment_mode: DeploymentMode | None = None
     """Default ``deploymentMode`` of InferenceServices. Defaults to raw Kubernetes Deployments (``Standard`` since
-    KServe v0.16, ``RawDeployment`` before). ``Knative``/``Serverless`` needs Knative, which gpucell does not install."""
+    KServe v0.16, ``RawDeployment`` before). ``Knative``/``Serverless`` needs Knative, which gpucell does not
+    install."""
 
 
 class CellSpec(SpecModel):
@@ -129,6 +139,7 @@ class CellSpec(SpecModel):
         self._check_api_endpoint()
         self._check_gpu_operator()
         self._check_kserve_mode()
+        self._check_storage_replicas()
         return self
 
     # -- views ---------------------------------------------------------------------------------------------------
@@ -194,11 +205,14 @@ class CellSpec(SpecModel):
                 self._check_one_mode(pool_name, other[0], host, where)
             if host.name in seen_name:
                 first = seen_name[host.name]
-                raise SpecError((*where, "name"), f"{host.name!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]")
+                raise SpecError(
+                    (*where, "name"), f"{host.name!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+                )
             if host.address in seen_address:
                 first = seen_address[host.address]
                 raise SpecError(
-                    (*where, "address"), f"{str(host.address)!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+                    (*where, "address"),
+                    f"{str(host.address)!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
                 )
             if host.address not in self.network.node_cidr:
                 raise SpecError(
@@ -257,6 +271,15 @@ class CellSpec(SpecModel):
                         f"{pool.mig_config!r} mixes MIG profiles, which gpuOperator.migStrategy single cannot "
                         "advertise; use a uniform all-<profile> layout or migStrategy mixed",
                     )
+
+    def _check_storage_replicas(self) -> None:
+        nodes = sum(len(p.hosts) for p in self.node_pools.values())
+        if self.storage.backend is StorageBackend.LONGHORN and self.storage.replicas > nodes:
+            raise SpecError(
+                ("storage", "replicas"),
+                f"{self.storage.replicas} replicas need as many nodes, the region has {nodes}; Longhorn keeps "
+                "each replica of a volume on a different node",
+            )
 
     def _check_kserve_mode(self) -> None:
         mode = self.kserve.deployment_mode

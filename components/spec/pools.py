@@ -156,8 +156,10 @@ class NodePool(SpecModel):
 
     def _no_gpu_fields(self) -> None:
         for key in _GPU_KEYS:
-            if getattr(self, _snake(key)) is not None:
-                raise SpecError((key,), f"is only valid on gpu pools (this pool's role is {self.role})")
+            value = getattr(self, _snake(key))
+            if value is not None:
+                shown = repr(value) if isinstance(value, str | int) else "set"
+                raise SpecError((key,), f"{shown} is only valid on gpu pools (this pool's role is {self.role})")
 
     def _check_mig(self, model: GpuModel) -> None:
         if self.mig_config is None:

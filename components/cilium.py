@@ -1,0 +1,109 @@
+"""Cilium: the cell's CNI, kube-proxy replacement and network policy engine, with Hubble for flow visibility.
+
+One Helm release (``cilium`` from https://helm.cilium.io) in ``kube-system``. k3s runs with ``flannel-backend:
+none``, ``disable-network-policy`` and ``disable-kube-proxy`` (see :mod:`components._k3s_scripts`), so until
+this release is ready no node is Ready and no Service ClusterIP is routed. Key paths and types are checked
+against the chart's ``values.yaml`` and ``values.schema.json`` at the pinned version (cilium/charts
+``cilium-1.20.0.tgz``).
+
+Sources: Cilium "Installation Using K3s" (pod CIDR handed to cluster-pool IPAM) and "Kubernetes Without
+kube-proxy" (``k8sServiceHost``/``k8sServicePort``; socket-LB must skip pod namespaces for KubeVirt,
+cilium/cilium PR #17847, fixing #14563).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+
+from components._chart import ChartSource, helm_release
+from components._component import CellComponent
+from components.spec import CellSpec
+
+__all__ = ["CHART", "NAMESPACE", "RELEASE_NAME", "Cilium", "CiliumArgs", "cilium_values"]
+
+CHART = ChartSource("cilium", "https://helm.cilium.io/")
+"""Cilium's Helm repository and chart name."""
+NAMESPACE = "kube-system"
+"""Namespace of the release (Cilium's documented install namespace)."""
+RELEASE_NAME = "cilium"
+"""Helm release name in the cell's cluster (fixed: each cell is its own cluster)."""
+
+
+@dataclass(frozen=True)
+class CiliumArgs:
+    """Inputs of :class:`Cilium`."""
+
+    cell: CellSpec
+    """The cell; ``versions.cilium``, ``network`` (API endpoint, pod CIDR), the server count and
+    ``cilium.values`` are used."""
+
+
+def cilium_values(cell: CellSpec) -> dict[str, Any]:
+    """The chart values gpucell owns (``cilium.values`` is merged over them later).
+
+    - ``kubeProxyReplacement: true`` with ``k8sServiceHost``/``k8sServicePort`` = ``cell.api_endpoint`` and
+      ``network.apiPort``: k3s runs without kube-proxy, so the agent must reach the API server directly rather
+      than through the ``kubernetes`` Service it is about to implement.
+    - ``ipam.mode: cluster-pool`` carving ``network.podCidrMaskSize`` ranges out of ``network.podCidr`` (the
+      same CIDR as k3s ``cluster-cidr``); the chart's default pool ``10.0.0.0/8`` would overlap most node
+      networks.
+    - ``hubble.enabled`` and ``hubble.relay.enabled``: cluster-wide flow visibility (``hubble observe``).
+    - ``operator.replicas``: 1 on a single-server cell, else 2. The chart's default of 2 carries a required
+      anti-affinity per node, which leaves one replica Pending (and Helm waiting) on a one-node lab.
+    - ``socketLB.hostNamespaceOnly: true``: with kube-proxy replacement, socket-LB translates Service
+      addresses at ``connect()`` inside pod namespaces; a KubeVirt guest's packets never pass a socket in the
+      virt-launcher pod, so Services would be unreachable from VMs unless socket-LB is limited to the host
+      namespace and pod traffic is translated at the pod's interface instead (Cilium kube-proxy-free guide,
+      cilium/cilium PR #17847). ``values.yaml`` documents this key commented out (its default is false).
+    - ``rollOutCiliumPods`` and ``operator.rollOutPods``: the agents and operator read ``cilium-config`` only
+      at start, so without a rollout a ``pulumi up`` that changes a value would leave them on the old one.
+    """
+    net = cell.network
+    return {
+        "kubeProxyReplacement": True,
+        "k8sServiceHost": cell.api_endpoint,
+        "k8sServicePort": net.api_port,
+        "ipam": {
+            "mode": "cluster-pool",
+            "operator": {
+                "clusterPoolIPv4PodCIDRList": [str(net.pod_cidr)],
+                "clusterPoolIPv4MaskSize": net.pod_cidr_mask_size,
+            },
+        },
+        "hubble": {"enabled": True, "relay": {"enabled": True}},
+        "operator": {"replicas": 1 if len(cell.servers) == 1 else 2, "rollOutPods": True},
+        "rollOutCiliumPods": True,
+        "socketLB": {"hostNamespaceOnly": True},
+    }
+
+
+class Cilium(CellComponent):
+    """Cilium for one cell. Depend on this component to run after pod networking and Services work.
+
+    Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-cilium"`` (Helm release ``cilium`` in
+    ``kube-system``, chart version ``cell.versions.cilium``). Helm waits for the agent DaemonSet, the operator
+    and Hubble Relay to be ready, which needs every node's CNI to be up.
+    """
+
+    release_name: pulumi.Output[str]
+    """Helm release name of Cilium in the cell's cluster (``cilium``)."""
+
+    def __init__(self, name: str, args: CiliumArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("Cilium", name, opts)
+        cell = args.cell
+        self.release: Release = helm_release(
+            f"{name}-cilium",
+            source=CHART,
+            version=cell.versions.cilium,
+            namespace=NAMESPACE,
+            values=cilium_values(cell),
+            overrides=cell.cilium.values,
+            opts=self.child(),
+            release_name=RELEASE_NAME,
+        )
+        self.release_name = self.release.name.apply(lambda n: n or RELEASE_NAME)
+        self.register_outputs({"releaseName": self.release_name})

@@ -1,0 +1,185 @@
+"""KubeVirt: VMs as Kubernetes objects, configured for the cell's GPU pools.
+
+The operator comes from the pinned release's manifest
+(``https://github.com/kubevirt/kubevirt/releases/download/<version>/kubevirt-operator.yaml``; it creates the
+``kubevirt`` namespace, the CRDs and the operator Deployment). All configuration lives in the ``KubeVirt``
+custom resource; its shape is checked against ``v1.KubeVirt`` in KubeVirt v1.9.0
+``api/openapi-spec/swagger.json``.
+
+Feature gates at v1.9 (``pkg/virt-config/featuregate``): ``GPU`` (GA since kubevirt/kubevirt#12943) and
+``NUMA`` (GA since #12232) are deprecated and always on, so they are not set; ``HostDevices`` and
+``CPUManager`` are still Alpha gates; ``DisableMDEVConfiguration`` is deprecated since v1.8 (#16220) in favour
+of ``spec.configuration.mediatedDevicesConfiguration.enabled``, which is what we set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.yaml.v2 import ConfigFile
+
+from components._component import CellComponent
+from components.spec import CellSpec, GpuMode
+
+__all__ = [
+    "CPU_MANAGER_GATE",
+    "CR_NAME",
+    "HOST_DEVICES_GATE",
+    "NAMESPACE",
+    "WAIT_FOR_AVAILABLE",
+    "KubeVirt",
+    "KubeVirtArgs",
+    "feature_gates",
+    "kubevirt_spec",
+    "operator_manifest_url",
+    "permitted_host_devices",
+    "release_tag",
+]
+
+NAMESPACE = "kubevirt"
+"""Namespace the operator manifest creates and the ``KubeVirt`` CR lives in."""
+CR_NAME = "kubevirt"
+"""Name of the ``KubeVirt`` CR (the operator manages exactly one)."""
+HOST_DEVICES_GATE = "HostDevices"
+"""Alpha gate for PCI and mediated host devices in VMs (``legacy/host_devices.go``)."""
+CPU_MANAGER_GATE = "CPUManager"
+"""Alpha gate that lets virt-handler label nodes ``cpumanager=true`` when the kubelet runs the static CPU
+manager; VMs with ``dedicatedCpuPlacement`` are scheduled only onto such nodes (``legacy/cpu_manager.go``,
+``pkg/virt-handler/heartbeat``)."""
+WAIT_FOR_AVAILABLE = {"pulumi.com/waitFor": "condition=Available"}
+"""Annotation making Pulumi wait until the operator reports the CR Available (pulumi-kubernetes v4.18+)."""
+
+
+@dataclass(frozen=True)
+class KubeVirtArgs:
+    """Inputs of :class:`KubeVirt`."""
+
+    cell: CellSpec
+    """The cell; ``versions.kubevirt`` and the GPU pools (mode, model, vGPU profile, topology) are used."""
+
+
+def release_tag(version: str) -> str:
+    """The GitHub release tag of a pinned version: ``1.9.0`` and ``v1.9.0`` both give ``v1.9.0``."""
+    return version if version.startswith("v") else f"v{version}"
+
+
+def operator_manifest_url(cell: CellSpec) -> str:
+    """URL of the operator manifest of ``versions.kubevirt``."""
+    tag = release_tag(cell.versions.kubevirt)
+    return f"https://github.com/kubevirt/kubevirt/releases/download/{tag}/kubevirt-operator.yaml"
+
+
+def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
+    """``spec.configuration.permittedHostDevices``: the GPUs VMs may have, in pool order, empty lists omitted.
+
+    - ``pciHostDevices``: one entry per GPU model of the ``vm-passthrough`` pools (``pciVendorSelector``
+      ``10DE:<device>``, ``resourceName`` the sandbox device plugin's ``nvidia.com/<PCI_NAME>``).
+    - ``mediatedDevices``: one entry per vGPU type of the ``vm-vgpu`` pools (``mdevNameSelector`` the mdev
+      type name ``NVIDIA L40S-24Q``, ``resourceName`` ``nvidia.com/NVIDIA_L40S-24Q``).
+
+    Every entry has ``externalResourceProvider: true``: the GPU Operator's sandbox device plugin advertises
+    these resources, so KubeVirt must not start its own device plugin for them (and must not delete the
+    mdevs). Entries are unique by ``resourceName``.
+    """
+    pci: dict[str, dict[str, Any]] = {}
+    for pool in cell.gpu_pools(GpuMode.VM_PASSTHROUGH).values():
+        model = pool.model
+        pci.setdefault(
+            model.passthrough_resource,
+            {
+                "pciVendorSelector": model.pci_selector,
+                "resourceName": model.passthrough_resource,
+                "externalResourceProvider": True,
+            },
+        )
+    mdev: dict[str, dict[str, Any]] = {}
+    for pool in cell.gpu_pools(GpuMode.VM_VGPU).values():
+        model, profile = pool.model, pool.vgpu_profile
+        assert profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
+        mdev.setdefault(
+            model.vgpu_resource(profile),
+            {
+                "mdevNameSelector": model.vgpu_mdev_name(profile),
+                "resourceName": model.vgpu_resource(profile),
+                "externalResourceProvider": True,
+            },
+        )
+    devices: dict[str, list[dict[str, Any]]] = {}
+    if pci:
+        devices["pciHostDevices"] = list(pci.values())
+    if mdev:
+        devices["mediatedDevices"] = list(mdev.values())
+    return devices
+
+
+def feature_gates(cell: CellSpec) -> list[str]:
+    """``developerConfiguration.featureGates`` for KubeVirt v1.9, in a stable order.
+
+    - ``HostDevices`` when any pool hands GPUs to VMs (``vm-passthrough`` or ``vm-vgpu``).
+    - ``CPUManager`` when any pool has a ``topology`` profile: those nodes run the kubelet's static CPU
+      manager for VMs with dedicated CPUs, and only the gate makes virt-handler label them
+      ``cpumanager=true``.
+
+    Not set: ``GPU`` and ``NUMA`` (GA, deprecated gates), ``DisableMDEVConfiguration`` (deprecated; see
+    :func:`kubevirt_spec`).
+    """
+    gates: list[str] = []
+    if cell.gpu_pools(GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU):
+        gates.append(HOST_DEVICES_GATE)
+    if any(pool.topology is not None for pool in cell.node_pools.values()):
+        gates.append(CPU_MANAGER_GATE)
+    return gates
+
+
+def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
+    """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
+
+    ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
+    ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when a ``vm-vgpu`` pool
+    exists, ``configuration.mediatedDevicesConfiguration.enabled: false``: the GPU Operator's vGPU device
+    manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
+
+    Left at KubeVirt's defaults on purpose: ``workloadUpdateStrategy`` (no automatic VM updates on a KubeVirt
+    upgrade; GPU VMs cannot live-migrate, so the only other method, ``Evict``, would stop tenants' VMs) and
+    ``imagePullPolicy`` (``IfNotPresent`` for the release's pinned images).
+    """
+    configuration: dict[str, Any] = {}
+    gates = feature_gates(cell)
+    if gates:
+        configuration["developerConfiguration"] = {"featureGates": gates}
+    devices = permitted_host_devices(cell)
+    if devices:
+        configuration["permittedHostDevices"] = devices
+    if cell.gpu_pools(GpuMode.VM_VGPU):
+        configuration["mediatedDevicesConfiguration"] = {"enabled": False}
+    return {"configuration": configuration} if configuration else {}
+
+
+class KubeVirt(CellComponent):
+    """KubeVirt for one cell. Depend on :attr:`cr` (or this component) to run after KubeVirt is Available.
+
+    Children: ``f"{name}-operator"`` (``kubernetes:yaml/v2:ConfigFile`` of the release's operator manifest)
+    and ``f"{name}-kubevirt"`` (the ``kubevirt.io/v1`` ``KubeVirt`` CR ``kubevirt`` in namespace ``kubevirt``,
+    depending on the operator and annotated ``pulumi.com/waitFor: condition=Available``).
+    """
+
+    namespace: pulumi.Output[str]
+    """Namespace of KubeVirt (``kubevirt``); resolves once the ``KubeVirt`` CR is registered."""
+
+    def __init__(self, name: str, args: KubeVirtArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("KubeVirt", name, opts)
+        cell = args.cell
+        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child())
+        self.cr = CustomResource(
+            f"{name}-kubevirt",
+            api_version="kubevirt.io/v1",
+            kind="KubeVirt",
+            metadata={"name": CR_NAME, "namespace": NAMESPACE, "annotations": dict(WAIT_FOR_AVAILABLE)},
+            spec=kubevirt_spec(cell),
+            opts=self.child(depends_on=[self.operator]),
+        )
+        self.namespace = self.cr.urn.apply(lambda _: NAMESPACE)
+        self.register_outputs({"namespace": self.namespace})

@@ -1,0 +1,136 @@
+"""Storage: the cell's one default StorageClass, where PVCs and so VM disks live.
+
+Two backends (``storage.backend``):
+
+- ``local-path``: k3s's bundled local-path-provisioner and its StorageClass ``local-path`` (node-local
+  directories, ``WaitForFirstConsumer``; lab use). k3s itself marks the class default and re-applies its
+  ``local-storage.yaml`` manifest on every server start (k3s-io/k3s#3441, #4083), so the default survives
+  restarts and upgrades. We register a server-side-apply patch asserting the same annotation: it shares
+  ownership of the field with k3s (same value, so no conflict), fails loudly if the class is missing, and
+  gives consumers a resource to wait on.
+- ``longhorn``: the Longhorn Helm chart (https://charts.longhorn.io) in ``longhorn-system``, whose class
+  ``longhorn`` is default. k3s is started with ``disable: [local-storage]`` on a Longhorn cell (see
+  :mod:`components._k3s_scripts`); patching ``local-path`` to non-default instead would be undone by k3s on
+  its next restart, leaving two defaults. Key paths checked against the chart's ``values.yaml``
+  (longhorn/longhorn v1.12.1 ``chart/values.yaml``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi_kubernetes.helm.v3 import Release
+from pulumi_kubernetes.storage.v1 import StorageClassPatch
+
+from components._chart import ChartSource, helm_release
+from components._component import CellComponent
+from components.spec import CellSpec, StorageBackend
+
+__all__ = [
+    "DEFAULT_CLASS_ANNOTATION",
+    "LOCAL_PATH_CLASS",
+    "LONGHORN_CHART",
+    "LONGHORN_CLASS",
+    "LONGHORN_NAMESPACE",
+    "Storage",
+    "StorageArgs",
+    "longhorn_values",
+]
+
+LONGHORN_CHART = ChartSource("longhorn", "https://charts.longhorn.io")
+"""Longhorn's Helm repository and chart name."""
+LONGHORN_NAMESPACE = "longhorn-system"
+"""Namespace of Longhorn (the chart's documented namespace)."""
+LONGHORN_CLASS = "longhorn"
+"""Name of the chart's default StorageClass."""
+LOCAL_PATH_CLASS = "local-path"
+"""Name of k3s's bundled local-path StorageClass."""
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+"""The annotation that makes a StorageClass the cluster default (Kubernetes "Change the default
+StorageClass")."""
+
+
+@dataclass(frozen=True)
+class StorageArgs:
+    """Inputs of :class:`Storage`."""
+
+    cell: CellSpec
+    """The cell; ``storage`` (backend, replicas, values) and ``versions.longhorn`` are used."""
+
+
+def longhorn_values(cell: CellSpec) -> dict[str, Any]:
+    """The Longhorn chart values gpucell owns (``storage.values`` is merged over them later).
+
+    - ``persistence.defaultClass: true``: the chart's class ``longhorn`` is the cluster default.
+    - ``persistence.defaultClassReplicaCount``: ``storage.replicas`` (integer) for volumes of that class.
+    - ``defaultSettings.defaultReplicaCount``: the same count for volumes made outside the class (UI, API).
+      Since Longhorn 1.10 this setting holds one value per data engine, as a JSON object of strings (the
+      ``values.yaml`` default is ``{"v1":"3","v2":"3"}``), and the chart fails unless it is a string.
+    """
+    replicas = cell.storage.replicas
+    per_engine = json.dumps({"v1": str(replicas), "v2": str(replicas)}, separators=(",", ":"))
+    return {
+        "persistence": {"defaultClass": True, "defaultClassReplicaCount": replicas},
+        "defaultSettings": {
+            "defaultReplicaCount": per_engine,
+        },
+    }
+
+
+class Storage(CellComponent):
+    """The storage layer of one cell and its single default StorageClass.
+
+    Children, ``local-path``: a ``kubernetes:storage.k8s.io/v1:StorageClassPatch`` named
+    ``f"{name}-local-path-default"``. ``longhorn``: a ``kubernetes:helm.sh/v3:Release`` named
+    ``f"{name}-longhorn"`` (Helm release ``longhorn``, chart version ``cell.versions.longhorn``); Helm waits
+    for the manager, driver deployer and UI workloads.
+
+    Python attributes: ``ready`` (the resources consumers such as CDI depend on before using the class),
+    ``access_modes`` and ``volume_mode`` (the PVC shape VM disks should use on this backend):
+
+    - local-path: ``ReadWriteOnce`` + ``Filesystem``; the provisioner makes host directories, so only
+      filesystem volumes on one node.
+    - Longhorn: ``ReadWriteOnce`` + ``Block``. Longhorn serves raw block volumes (``volumeMode: Block``, its
+      "Block Volume" example); a VM disk on a block PVC skips the filesystem and disk-image layers a
+      ``Filesystem`` PVC adds, and CDI reserves no filesystem overhead for it. ``ReadWriteMany`` is only
+      needed for live migration, which GPU passthrough and vGPU VMs cannot do.
+    """
+
+    storage_class_name: pulumi.Output[str]
+    """The cell's default StorageClass: ``local-path`` or ``longhorn``; resolves once the storage is ready."""
+
+    def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        cell = args.cell
+        super().__init__("Storage", name, opts)
+        self.release: Release | None = None
+        self.ready: list[pulumi.Resource]
+        self.access_modes: list[str] = ["ReadWriteOnce"]
+        self.volume_mode: str
+        if cell.storage.backend is StorageBackend.LONGHORN:
+            class_name = LONGHORN_CLASS
+            self.volume_mode = "Block"
+            self.release = helm_release(
+                f"{name}-longhorn",
+                source=LONGHORN_CHART,
+                version=cell.versions.longhorn,
+                namespace=LONGHORN_NAMESPACE,
+                values=longhorn_values(cell),
+                overrides=cell.storage.values,
+                opts=self.child(),
+            )
+            self.ready = [self.release]
+        else:
+            class_name = LOCAL_PATH_CLASS
+            self.volume_mode = "Filesystem"
+            default_class = StorageClassPatch(
+                f"{name}-local-path-default",
+                metadata={"name": LOCAL_PATH_CLASS, "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+                opts=self.child(),
+            )
+            self.ready = [default_class]
+        # Derived from the ready resources' URNs so that whatever uses the class name also waits for them.
+        self.storage_class_name = pulumi.Output.all(*(r.urn for r in self.ready)).apply(lambda _: class_name)
+        self.register_outputs({"storageClassName": self.storage_class_name})

@@ -1,0 +1,171 @@
+"""CDI: operator manifest, the CDI CR (scratch class, gates, upload proxy), StorageProfile patch, ordering."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from typing import Any
+
+import jsonschema
+import pulumi
+import pytest
+from pulumi_kubernetes.core.v1 import ConfigMap
+
+from components.cdi import Cdi, CdiArgs
+from components.spec import CellSpec
+from components.storage import Storage, StorageArgs
+from stacks.mock_engine import PlanResult, Registration, run_program
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
+
+CR = "kubernetes:cdi.kubevirt.io/v1beta1:CDI"
+PROFILE = "kubernetes:cdi.kubevirt.io/v1beta1:StorageProfilePatch"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+
+
+@cache
+def strict_validator(definition: str) -> jsonschema.Draft4Validator:
+    """A validator for ``definition`` of CDI v1.66's swagger in which every object rejects unknown keys."""
+    swagger = json.loads((UPSTREAM / "cdi" / "swagger.json").read_text())
+    definitions = copy.deepcopy(swagger["definitions"])
+    for schema in definitions.values():
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+    return jsonschema.Draft4Validator({"$ref": f"#/definitions/{definition}", "definitions": definitions})
+
+
+def longhorn_config() -> dict[str, Any]:
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 2}
+    return config
+
+
+def install(spec: CellSpec, *, after: bool = False, upload_proxy_url: str | None = None) -> PlanResult:
+    def program() -> None:
+        deps = [ConfigMap("cilium-ready")] if after else []
+        storage = Storage("fra1-storage", StorageArgs(spec))
+        Cdi("fra1", CdiArgs(spec, storage, upload_proxy_url), opts=pulumi.ResourceOptions(depends_on=deps))
+        pulumi.export("ready", [r.urn for r in storage.ready])
+
+    return run_program(program)
+
+
+def the(plan: PlanResult, type_token: str) -> Registration:
+    (registration,) = plan.of_type(type_token)
+    return registration
+
+
+def test_operator_comes_from_the_pinned_release_manifest() -> None:
+    operator = the(install(cell(minimal_cell_config())), CONFIG_FILE)
+    assert operator.name == "fra1-operator"
+    assert operator.inputs["file"] == (
+        "https://github.com/kubevirt/containerized-data-importer/releases/download/v1.66.0/cdi-operator.yaml"
+    )
+
+
+def test_cr_is_the_cluster_scoped_cdi_and_waits_for_available() -> None:
+    plan = install(cell(minimal_cell_config()))
+    cr = the(plan, CR)
+    assert cr.name == "fra1-cdi"
+    assert cr.inputs["metadata"] == {
+        "name": "cdi", "annotations": {"pulumi.com/waitFor": "condition=Available"}
+    }
+    assert cr.parent == the(plan, "gpucell:index:Cdi").urn
+
+
+@pytest.mark.parametrize(
+    ("config", "scratch"),
+    [(minimal_cell_config(), "local-path"), (longhorn_config(), "longhorn")],
+    ids=["local-path", "longhorn"],
+)
+def test_cr_config_uses_the_cells_class_for_scratch_space(config: dict[str, Any], scratch: str) -> None:
+    spec = the(install(cell(config)), CR).inputs["spec"]
+    assert spec["config"] == {
+        "scratchSpaceStorageClass": scratch, "featureGates": ["HonorWaitForFirstConsumer"]
+    }
+    assert spec["imagePullPolicy"] == "IfNotPresent"
+    assert spec["infra"] == {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    }
+    assert spec["workload"] == {"nodeSelector": {"kubernetes.io/os": "linux"}}
+
+
+def test_upload_proxy_url_is_set_only_when_given() -> None:
+    url = "https://cdi-upload.fra1.example.net"
+    spec = the(install(cell(minimal_cell_config()), upload_proxy_url=url), CR).inputs["spec"]
+    assert spec["config"]["uploadProxyURLOverride"] == url
+    default = the(install(cell(minimal_cell_config())), CR).inputs["spec"]
+    assert "uploadProxyURLOverride" not in default["config"]
+
+
+def test_upload_proxy_url_must_be_https() -> None:
+    spec = cell(minimal_cell_config())
+
+    def program() -> None:
+        storage = Storage("fra1-storage", StorageArgs(spec))
+        with pytest.raises(ValueError, match=r"'http://upload.example.net' must be an https:// URL"):
+            CdiArgs(spec, storage, "http://upload.example.net")
+
+    run_program(program)
+
+
+@pytest.mark.parametrize("config", [minimal_cell_config(), longhorn_config()], ids=["local-path", "longhorn"])
+def test_cr_depends_on_its_operator_and_on_the_storage(config: dict[str, Any]) -> None:
+    plan = install(cell(config))
+    cr = the(plan, CR)
+    (ready,) = plan.outputs["ready"]
+    assert plan.named("fra1-operator").urn in cr.dependencies
+    assert ready in cr.dependencies
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "claim"),
+    [
+        (minimal_cell_config(), "local-path", {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}),
+        (longhorn_config(), "longhorn", {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}),
+    ],
+    ids=["local-path", "longhorn"],
+)
+def test_storage_profile_patch_fits_vm_disks_to_the_backend(config: dict[str, Any], name: str,
+                                                            claim: dict[str, Any]) -> None:
+    plan = install(cell(config))
+    profile = the(plan, PROFILE)
+    assert profile.name == "fra1-storage-profile"
+    assert profile.inputs["apiVersion"] == "cdi.kubevirt.io/v1beta1"
+    assert profile.inputs["kind"] == "StorageProfile"
+    assert profile.inputs["metadata"] == {"name": name, "annotations": {"pulumi.com/patchForce": "true"}}
+    assert profile.inputs["spec"] == {"claimPropertySets": [claim]}
+    assert the(plan, CR).urn in profile.dependencies
+
+
+def test_claim_property_set_uses_valid_pvc_access_and_volume_modes() -> None:
+    # StorageProfile is not in CDI's swagger; its ClaimPropertySet fields have the PVC spec's types and enums.
+    pvc_spec = strict_validator("v1.PersistentVolumeClaimSpec")
+    for config in (minimal_cell_config(), longhorn_config()):
+        (claim,) = the(install(cell(config)), PROFILE).inputs["spec"]["claimPropertySets"]
+        assert set(claim) == {"accessModes", "volumeMode"}  # CDI requires both or neither
+        pvc_spec.validate(claim)
+    with pytest.raises(jsonschema.ValidationError):
+        pvc_spec.validate({"accessModes": ["ReadWriteOnce"], "volumeMode": "Raw"})
+
+
+def test_children_wait_for_the_components_dependencies() -> None:
+    plan = install(cell(minimal_cell_config()), after=True)
+    children = plan.children(the(plan, "gpucell:index:Cdi"))
+    assert sorted(c.name for c in children) == ["fra1-cdi", "fra1-operator", "fra1-storage-profile"]
+    for child in children:
+        assert plan.named("cilium-ready").urn in child.dependencies
+
+
+@pytest.mark.parametrize("upload_proxy_url", [None, "https://cdi-upload.fra1.example.net"])
+def test_cr_matches_the_cdi_v1_66_swagger(upload_proxy_url: str | None) -> None:
+    cr = the(install(cell(longhorn_config()), upload_proxy_url=upload_proxy_url), CR)
+    strict_validator("v1beta1.CDI").validate(cr.inputs)
+
+
+def test_swagger_check_rejects_unknown_fields() -> None:
+    cr = copy.deepcopy(the(install(cell(minimal_cell_config())), CR).inputs)
+    cr["spec"]["config"]["uploadProxyUrlOverride"] = "https://wrong.case.example.net"
+    with pytest.raises(jsonschema.ValidationError, match="uploadProxyUrlOverride"):
+        strict_validator("v1beta1.CDI").validate(cr)

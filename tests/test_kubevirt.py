@@ -1,0 +1,174 @@
+"""KubeVirt: operator manifest, the KubeVirt CR's gates and permitted GPUs, its swagger shape and ordering."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from typing import Any
+
+import jsonschema
+import pulumi
+import pytest
+from pulumi_kubernetes.core.v1 import ConfigMap
+
+from components.kubevirt import KubeVirt, KubeVirtArgs, release_tag
+from components.spec import CellSpec
+from stacks.mock_engine import PlanResult, Registration, run_program
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
+
+CR = "kubernetes:kubevirt.io/v1:KubeVirt"
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+
+
+@cache
+def strict_validator(swagger_file: str, definition: str) -> jsonschema.Draft4Validator:
+    """A validator for ``definition`` of a swagger file in which every object rejects unknown keys."""
+    swagger = json.loads((UPSTREAM / swagger_file).read_text())
+    definitions = copy.deepcopy(swagger["definitions"])
+    for schema in definitions.values():
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema["additionalProperties"] = False
+    return jsonschema.Draft4Validator({"$ref": f"#/definitions/{definition}", "definitions": definitions})
+
+
+def validate_kubevirt(cr: Registration) -> None:
+    strict_validator("kubevirt/swagger.json", "v1.KubeVirt").validate(cr.inputs)
+
+
+def gpu_pool(model: str, mode: str, hosts: list[tuple[str, str]], **fields: Any) -> dict[str, Any]:
+    return {
+        "role": "gpu", "gpuModel": model, "gpusPerNode": 8, "gpuMode": mode,
+        "hosts": [{"name": n, "address": a} for n, a in hosts], **fields,
+    }
+
+
+def vm_cell_config() -> dict[str, Any]:
+    """Two H100 passthrough pools (one with a topology profile), an A100 passthrough and an L40S vGPU pool."""
+    config = minimal_cell_config()
+    pools = config["nodePools"]
+    pools["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")],
+                                topology={"reservedCpus": "0-3"})
+    pools["h100-vm-b"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-2", "10.20.0.42")])
+    pools["a100-vm"] = gpu_pool("A100-SXM4-80GB", "vm-passthrough", [("a100-1", "10.20.0.51")])
+    pools["l40s-vgpu"] = gpu_pool("L40S", "vm-vgpu", [("l40s-v-1", "10.20.0.61")], vgpuProfile="L40S-24Q")
+    image = {"repository": "registry.example.com/nvidia", "version": "580.95.02"}
+    config["gpuOperator"] = {"vgpuDriverImage": image}
+    return config
+
+
+def install(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, Registration]:
+    def program() -> None:
+        deps = [ConfigMap("cilium-ready")] if after else []
+        kubevirt = KubeVirt("fra1", KubeVirtArgs(spec), opts=pulumi.ResourceOptions(depends_on=deps))
+        pulumi.export("namespace", kubevirt.namespace)
+
+    plan = run_program(program)
+    (cr,) = plan.of_type(CR)
+    return plan, cr
+
+
+def test_operator_comes_from_the_pinned_release_manifest() -> None:
+    plan, _ = install(cell(minimal_cell_config()))
+    (operator,) = plan.of_type(CONFIG_FILE)
+    assert operator.name == "fra1-operator"
+    assert operator.inputs["file"] == (
+        "https://github.com/kubevirt/kubevirt/releases/download/v1.9.0/kubevirt-operator.yaml"
+    )
+
+
+def test_a_version_without_v_still_names_the_release_tag() -> None:
+    config = minimal_cell_config()
+    config["versions"] = {"kubevirt": "1.8.2"}
+    plan, _ = install(cell(config))
+    assert plan.of_type(CONFIG_FILE)[0].inputs["file"].endswith("/download/v1.8.2/kubevirt-operator.yaml")
+    assert release_tag("v1.9.0") == "v1.9.0"
+
+
+def test_cr_is_the_one_kubevirt_in_its_namespace_and_waits_for_available() -> None:
+    plan, cr = install(cell(minimal_cell_config()))
+    assert cr.name == "fra1-kubevirt"
+    assert cr.inputs["apiVersion"] == "kubevirt.io/v1"
+    assert cr.inputs["metadata"] == {
+        "name": "kubevirt",
+        "namespace": "kubevirt",
+        "annotations": {"pulumi.com/waitFor": "condition=Available"},
+    }
+    assert plan.outputs["namespace"] == "kubevirt"
+    (component,) = plan.of_type("gpucell:index:KubeVirt")
+    assert cr.parent == component.urn
+
+
+def test_cr_depends_on_the_operator() -> None:
+    plan, cr = install(cell(minimal_cell_config()))
+    assert plan.named("fra1-operator").urn in cr.dependencies
+
+
+def test_children_wait_for_the_components_dependencies() -> None:
+    plan, _ = install(cell(minimal_cell_config()), after=True)
+    (component,) = plan.of_type("gpucell:index:KubeVirt")
+    children = plan.children(component)
+    assert sorted(c.name for c in children) == ["fra1-kubevirt", "fra1-operator"]
+    for child in children:
+        assert plan.named("cilium-ready").urn in child.dependencies
+
+
+def test_container_only_cell_configures_nothing() -> None:
+    _, cr = install(cell(minimal_cell_config()))
+    assert cr.inputs["spec"] == {}
+
+
+def test_passthrough_pools_permit_each_model_once_from_the_sandbox_device_plugin() -> None:
+    _, cr = install(cell(vm_cell_config()))
+    devices = cr.inputs["spec"]["configuration"]["permittedHostDevices"]
+    assert devices["pciHostDevices"] == [
+        {"pciVendorSelector": "10DE:2330", "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
+         "externalResourceProvider": True},
+        {"pciVendorSelector": "10DE:20B2", "resourceName": "nvidia.com/GA100_A100_SXM4_80GB",
+         "externalResourceProvider": True},
+    ]
+
+
+def test_vgpu_pool_permits_its_mdev_type_and_stops_kubevirt_managing_mdevs() -> None:
+    _, cr = install(cell(vm_cell_config()))
+    configuration = cr.inputs["spec"]["configuration"]
+    assert configuration["permittedHostDevices"]["mediatedDevices"] == [
+        {"mdevNameSelector": "NVIDIA L40S-24Q", "resourceName": "nvidia.com/NVIDIA_L40S-24Q",
+         "externalResourceProvider": True},
+    ]
+    assert configuration["mediatedDevicesConfiguration"] == {"enabled": False}
+    assert "DisableMDEVConfiguration" not in configuration["developerConfiguration"]["featureGates"]
+
+
+def test_gates_are_host_devices_and_cpu_manager_never_deprecated_ones() -> None:
+    _, cr = install(cell(vm_cell_config()))
+    gates = cr.inputs["spec"]["configuration"]["developerConfiguration"]["featureGates"]
+    assert gates == ["HostDevices", "CPUManager"]
+
+
+def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")])
+    _, cr = install(cell(config))
+    configuration = cr.inputs["spec"]["configuration"]
+    assert set(configuration) == {"developerConfiguration", "permittedHostDevices"}
+    assert set(configuration["permittedHostDevices"]) == {"pciHostDevices"}
+    assert configuration["developerConfiguration"] == {"featureGates": ["HostDevices"]}
+
+
+@pytest.mark.parametrize("config", [minimal_cell_config(), vm_cell_config()], ids=["container", "vm"])
+def test_cr_matches_the_kubevirt_v1_9_swagger(config: dict[str, Any]) -> None:
+    _, cr = install(cell(config))
+    validate_kubevirt(cr)
+
+
+def test_swagger_check_rejects_unknown_and_misplaced_fields() -> None:
+    _, cr = install(cell(vm_cell_config()))
+    misplaced = copy.deepcopy(cr.inputs)
+    misplaced["spec"]["configuration"]["featureGates"] = ["HostDevices"]
+    with pytest.raises(jsonschema.ValidationError, match="featureGates"):
+        strict_validator("kubevirt/swagger.json", "v1.KubeVirt").validate(misplaced)
+    missing = copy.deepcopy(cr.inputs)
+    del missing["spec"]["configuration"]["permittedHostDevices"]["pciHostDevices"][0]["resourceName"]
+    with pytest.raises(jsonschema.ValidationError, match="resourceName"):
+        strict_validator("kubevirt/swagger.json", "v1.KubeVirt").validate(missing)
