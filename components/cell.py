@@ -53,6 +53,8 @@ class RegionalCell(CellComponent):
     def __init__(self, name: str, args: RegionalCellArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("RegionalCell", name, opts)
         cell = args.cell
+        self.spec = cell
+        """The region's validated spec."""
         self.k3s = K3sCluster(f"{name}-k3s", K3sClusterArgs(cell, args.ssh_private_key), opts=self.child())
         self.provider = Provider(
             f"{name}-k8s",

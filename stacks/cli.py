@@ -1,4 +1,8 @@
-"""``gpucell``: the command line. ``gpucell plan STACK`` prints (and optionally writes) the offline plan."""
+"""``gpucell``: the command line.
+
+- ``gpucell plan STACK`` prints (and optionally writes, and checks) the offline plan;
+- ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,8 @@ import sys
 from pathlib import Path
 
 from components.errors import ConfigError
-from stacks.plan import make_plan, render_tree, write_json, write_out
+from stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
+from stacks.plan import check, make_plan, render_tree, write_json, write_out
 
 __all__ = ["main"]
 
@@ -15,7 +20,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpucell", description="Plan gpucell regional cells offline.")
+    parser = argparse.ArgumentParser(prog="gpucell", description="Plan and check gpucell regional cells offline.")
     commands = parser.add_subparsers(dest="command", required=True)
     plan = commands.add_parser(
         "plan",
@@ -30,32 +35,77 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON to FILE")
     plan.add_argument("--preview", action="store_true",
                       help="leave provider-computed values unknown, as a region's first `pulumi preview` sees them")
-    plan.add_argument("--project-dir", type=Path, default=Path.cwd(), metavar="DIR",
-                      help="directory holding Pulumi.yaml (default: the current directory)")
+    plan.add_argument("--check", action="store_true",
+                      help="check every object, chart value, script and node config against upstream; exit 1 on "
+                      "any problem")
+    plan.add_argument("--schemas", type=Path, default=None, metavar="DIR",
+                      help=f"upstream schemas for --check (default: {default_cache_dir()})")
+    _project_dir(plan)
+
+    schemas = commands.add_parser("schemas", help="manage the upstream schemas --check reads")
+    schemas_commands = schemas.add_subparsers(dest="schemas_command", required=True)
+    fetch_cmd = schemas_commands.add_parser(
+        "fetch", help="download the schemas and chart values for the versions STACK pins",
+    )
+    fetch_cmd.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml for the pinned versions")
+    fetch_cmd.add_argument("--dest", type=Path, default=None, metavar="DIR",
+                           help=f"where to write them (default: {default_cache_dir()})")
+    fetch_cmd.add_argument("--base-url", default=DEFAULT_BASE_URL,
+                           help=f"where upstream files are served as BASE/<repo>/<tag>/<path> (default: {DEFAULT_BASE_URL})")
+    _project_dir(fetch_cmd)
     return parser
 
 
+def _project_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project-dir", type=Path, default=Path.cwd(), metavar="DIR",
+                        help="directory holding Pulumi.yaml (default: the current directory)")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
+    regions = [args.region] if args.region else list(plan.cells)
+    print(render_tree(plan, regions))
+    if args.out:
+        files = write_out(plan, regions, args.out)
+        print(f"wrote {len(files)} files under {args.out}")
+    if args.json:
+        write_json(plan, regions, args.json)
+        print(f"wrote {args.json}")
+    if not args.check:
+        return EXIT_OK
+    report = check(plan, regions, args.schemas or default_cache_dir())
+    print()
+    for notice in report.notices:
+        print(notice)
+    for problem in report.problems:
+        print(problem)
+    print(f"check: {report.summary()}")
+    return EXIT_FAILED if report.problems else EXIT_OK
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    plan = make_plan(args.project_dir, args.stack)
+    dest = args.dest or default_cache_dir()
+    notes = fetch({region: cell.spec for region, cell in plan.cells.items()}, dest, args.base_url)
+    for note in notes:
+        print(f"note: {note}")
+    print(f"fetched upstream schemas for stack {args.stack} into {dest}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI. Exit codes: 0 success, 2 configuration error (one line per problem), 1 anything else."""
+    """Run the CLI. Exit codes: 0 success, 2 configuration error (one line per problem), 1 anything else
+    (including ``plan --check`` finding problems)."""
     args = _parser().parse_args(argv)
     try:
-        plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
-        regions = [args.region] if args.region else list(plan.cells)
-        print(render_tree(plan, regions))
-        if args.out:
-            files = write_out(plan, regions, args.out)
-            print(f"wrote {len(files)} files under {args.out}")
-        if args.json:
-            write_json(plan, regions, args.json)
-            print(f"wrote {args.json}")
+        return _plan(args) if args.command == "plan" else _fetch(args)
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return EXIT_CONFIG
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, exit 1
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return EXIT_OK
 
 
 if __name__ == "__main__":

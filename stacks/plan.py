@@ -18,10 +18,12 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from components.cell import RegionalCell
 from components.errors import ConfigError
+from stacks.conformance import Report, check_region
+from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import PlanResult, Registration, run_program
 from stacks.program import build_cells
 
-__all__ = ["Plan", "StackFiles", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
+__all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
 
 _COMPONENT_PREFIX = "gpucell:index:"
 
@@ -170,6 +172,25 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
         ],
         "outputs": {k: v for k, v in plan.result.outputs.items() if k in regions},
     }
+
+
+def check(plan: Plan, regions: list[str], schemas: Path) -> Report:
+    """Run the conformance checkers over ``regions`` with the upstream files in ``schemas``.
+
+    Raises ``ConfigError`` (key ``--schemas``) when the directory is missing.
+    """
+    if not schemas.is_dir():
+        raise ConfigError.at(
+            ("--schemas",),
+            f"{str(schemas)!r} is not a directory; run `gpucell schemas fetch {plan.stack}` or pass --schemas DIR",
+        )
+    store = SchemaStore(schemas)
+    report = Report()
+    for region in regions:
+        cell = plan.cells[region]
+        configs = {host: files.config_yaml for host, files in cell.k3s.node_files.items()}
+        report.extend(check_region(region, plan.region_resources(region), cell.spec, store, configs))
+    return report
 
 
 def write_json(plan: Plan, regions: list[str], path: Path) -> None:

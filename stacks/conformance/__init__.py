@@ -1,0 +1,162 @@
+"""Conformance: what a plan registers, checked offline the way the API server, Helm and the nodes would.
+
+:func:`check_region` runs every checker over one region's registrations and node files:
+
+- ``kubernetes``: core kinds against kubernetes-validate's strict schemas at the cell's Kubernetes minor;
+- ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
+  schema directory, plus the webhook rules of :mod:`stacks.conformance.admission`;
+- ``helm-values``: every value path against the pinned chart (:mod:`stacks.conformance.helm_values`);
+- ``script``: shellcheck over every command pulumi-command will run;
+- ``node-config``: each node's k3s config file against the k3s options of its role;
+- ``security``: checkov over the rendered objects.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.spec import CellSpec
+from stacks.conformance.admission import admission_violations
+from stacks.conformance.helm_values import CHART_FILES, values_problems
+from stacks.conformance.k3s_options import SUPPORTED_MINORS
+from stacks.conformance.node_files import config_problems, shellcheck
+from stacks.conformance.objects import ObjectChecker
+from stacks.conformance.problems import Notice, Problem, Subject
+from stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
+from stacks.conformance.security import run_checkov
+from stacks.mock_engine import Registration
+
+__all__ = ["CHECKERS", "Report", "check_region"]
+
+CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config", "security")
+_RELEASE = "kubernetes:helm.sh/v3:Release"
+_COMMAND = "command:remote:Command"
+
+
+@dataclass
+class Report:
+    """Problems (fail) and notices (inform) of one or more regions."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    checkov_skipped: int = 0
+
+    def extend(self, other: Report) -> None:
+        """Add another region's findings."""
+        self.problems += other.problems
+        self.notices += [n for n in other.notices if n not in self.notices]
+        self.checkov_skipped += other.checkov_skipped
+
+    def summary(self) -> str:
+        """``N problems (kubernetes 0, ...)``."""
+        counts = Counter(p.checker for p in self.problems)
+        per = ", ".join(f"{c} {counts.get(c, 0)}" for c in CHECKERS)
+        return (f"{len(self.problems)} problem(s) ({per}); {self.checkov_skipped} checkov check(s) skipped "
+                "by annotation")
+
+
+def _object_subject(region: str, obj: dict[str, Any]) -> Subject:
+    meta = obj.get("metadata") or {}
+    return Subject(region, str(obj.get("kind", "?")), meta.get("namespace", ""), meta.get("name", "?"))
+
+
+def _objects(registrations: list[Registration]) -> list[tuple[dict[str, Any], bool]]:
+    """Rendered Kubernetes objects and whether each is a patch (partial by design)."""
+    return [
+        (r.inputs, r.type.endswith("Patch"))
+        for r in registrations
+        if r.type.startswith("kubernetes:") and "apiVersion" in r.inputs and "kind" in r.inputs
+    ]
+
+
+def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec,
+                   store: SchemaStore, report: Report) -> None:
+    checker = ObjectChecker(store, cell.versions.kubernetes_minor)
+    versions = cell.versions.model_dump()
+    for obj, partial in objects:
+        subject = _object_subject(region, obj)
+        source = checker.source_of(obj.get("apiVersion", ""), obj.get("kind", ""))
+        kind = "kubernetes" if source == "kubernetes" else "custom-resource"
+        if source in UPSTREAM_FILES:
+            notice = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
+            if notice:
+                report.notices.append(Notice(notice))
+        for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
+            report.problems.append(Problem(subject, violation.path, violation.message, kind))
+
+
+def _check_releases(region: str, registrations: list[Registration], cell: CellSpec,
+                    store: SchemaStore, report: Report) -> None:
+    versions = cell.versions.model_dump()
+    for release in (r for r in registrations if r.type == _RELEASE):
+        chart = str(release.inputs.get("chart", "")).rsplit("/", 1)[-1]
+        subject = Subject(region, "HelmValues", release.inputs.get("namespace", ""), release.inputs.get("name", chart))
+        values = release.inputs.get("values") or {}
+        files = CHART_FILES.get(chart)
+        if files is None:
+            if values:
+                report.problems.append(Problem(subject, "-", f"no default values of chart {chart} to check "
+                                               "the values we set against", "helm-values"))
+            continue
+        if not store.has(files.values):
+            report.problems.append(Problem(subject, "-", f"{files.values} is missing from {store.root}", "helm-values"))
+            continue
+        notice = store.version_notice(files.values, versions[files.component])
+        if notice:
+            report.notices.append(Notice(notice))
+        version = str(release.inputs.get("version", ""))
+        for path, message in values_problems(store, chart, version, values):
+            report.problems.append(Problem(subject, path, message, "helm-values"))
+
+
+def _script_of(command_line: str) -> str:
+    argv = shlex.split(command_line)
+    return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
+
+
+def _check_node_files(region: str, registrations: list[Registration], cell: CellSpec,
+                      node_configs: dict[str, str], report: Report) -> None:
+    scripts: dict[tuple[str, str], str] = {}
+    for command in (r for r in registrations if r.type == _COMMAND):
+        for step in ("create", "update", "delete"):
+            if isinstance(command.inputs.get(step), str):
+                scripts[(command.name, step)] = _script_of(command.inputs[step])
+    findings = shellcheck({f"{name}:{step}": text for (name, step), text in scripts.items()})
+    for key, problems in findings.items():
+        name, step = key.rsplit(":", 1)
+        for where, message in problems:
+            report.problems.append(Problem(Subject(region, "NodeScript", "-", name), f"{step} {where}", message, "script"))
+    servers = {host.name for _, host in cell.servers}
+    if cell.versions.kubernetes_minor not in SUPPORTED_MINORS:
+        report.notices.append(Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
+                                     f"{cell.versions.k3s} checked against them"))
+    for host, text in node_configs.items():
+        for key, message in config_problems(text, server=host in servers):
+            report.problems.append(Problem(Subject(region, "NodeConfig", "-", host), key, message, "node-config"))
+
+
+def _check_security(region: str, objects: list[tuple[dict[str, Any], bool]], report: Report) -> None:
+    whole = [obj for obj, partial in objects if not partial]
+    findings, skipped = run_checkov(whole)
+    report.checkov_skipped += skipped
+    for finding in findings:
+        subject = _object_subject(region, whole[finding.index])
+        report.problems.append(Problem(subject, finding.check_id, finding.check_name, "security"))
+
+
+def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
+                 node_configs: dict[str, str] | None = None) -> Report:
+    """Run every checker over one region. ``node_configs`` maps host -> k3s config text.
+
+    Raises ``FileNotFoundError`` when shellcheck or checkov is missing (the message says how to get them).
+    """
+    report = Report()
+    objects = _objects(registrations)
+    _check_objects(region, objects, cell, store, report)
+    _check_releases(region, registrations, cell, store, report)
+    _check_node_files(region, registrations, cell, node_configs or {}, report)
+    _check_security(region, objects, report)
+    return report

@@ -1,0 +1,246 @@
+"""Rendered Kubernetes objects against the API server's schemas, strictly (unknown fields are errors).
+
+- Core kinds (``v1``, ``apps/v1``, ``*.k8s.io``...) use the schemas the ``kubernetes-validate`` package ships,
+  at the cell's Kubernetes minor, in their ``-strict`` form.
+- Custom resources use the upstream files in the schema directory: KubeVirt's and CDI's ``swagger.json``
+  definitions (``v1.VirtualMachine``), and the ``openAPIV3Schema`` of the CRDs that KServe, Cilium and the GPU
+  Operator ship.
+
+Before checking, an object gets what the API server applies first: nulls dropped and schema defaults filled
+(so ``required`` sees defaulted fields). Patches (``...Patch`` resources) are partial by design, so ``required``
+is not enforced on them.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jsonschema
+import referencing
+import yaml
+from kubernetes_validate import utils as kv
+
+from stacks.conformance.schemas import SchemaStore
+
+__all__ = ["ObjectChecker", "Violation", "strict_schema"]
+
+_SWAGGER = {"kubevirt.io": "kubevirt/swagger.json", "cdi.kubevirt.io": "cdi/swagger.json"}
+_CRD_FILES = (
+    "kserve/serving.kserve.io_inferenceservices.yaml",
+    "kserve/serving.kserve.io_servingruntimes.yaml",
+    "kserve/serving.kserve.io_clusterservingruntimes.yaml",
+    "cilium/ciliumnetworkpolicies.yaml",
+    "cilium/ciliumclusterwidenetworkpolicies.yaml",
+    "gpu-operator/nvidia.com_clusterpolicies.yaml",
+    "gpu-operator/nvidia.com_nvidiadrivers.yaml",
+)
+_STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "claimPropertySets": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["accessModes", "volumeMode"],
+                        "properties": {
+                            "accessModes": {"type": "array", "items": {"enum": [
+                                "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}},
+                            "volumeMode": {"enum": ["Filesystem", "Block"]},
+                        },
+                    },
+                },
+                "cloneStrategy": {"enum": ["copy", "snapshot", "csi-clone"]},
+                "dataImportCronSourceFormat": {"enum": ["pvc", "snapshot"]},
+                "snapshotClass": {"type": "string"},
+            },
+        },
+    },
+}
+"""CDI's ``swagger.json`` has no StorageProfile definition; this is its ``StorageProfileSpec`` Go type
+(kubevirt/containerized-data-importer ``staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/
+v1beta1/types.go``), written out by hand."""
+_HAND_SCHEMAS = {("cdi.kubevirt.io/v1beta1", "StorageProfile"): _STORAGE_PROFILE_SCHEMA}
+_CORE_GROUP = re.compile(r"^([a-z]+/)?v\d+((alpha|beta)\d+)?$|^[a-z.]*k8s\.io/")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One schema error: dotted path into the object and the validator's message."""
+
+    path: str
+    message: str
+
+
+def _dotted(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "-"
+
+
+def strict_schema(schema: Any) -> Any:
+    """A copy of ``schema`` in which objects reject unknown keys, as server-side field validation does.
+
+    Objects that declare ``properties`` get ``additionalProperties: false`` unless they say otherwise or carry
+    ``x-kubernetes-preserve-unknown-fields``; ``int-or-string`` fields accept both.
+    """
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_schema(v) for k, v in schema.items()}
+    if out.get("format") == "int-or-string" or out.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.pop("format", None)
+        out["type"] = ["integer", "string"]
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+class _Defaulter:
+    """Fill schema defaults into an instance, following ``$ref`` into the schema's ``definitions``."""
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.definitions = root.get("definitions", {})
+
+    def resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
+        seen = 0
+        while "$ref" in schema and seen < 32:
+            schema = self.definitions.get(schema["$ref"].rsplit("/", 1)[-1], {})
+            seen += 1
+        return schema
+
+    def apply(self, instance: Any, schema: dict[str, Any]) -> Any:
+        schema = self.resolve(schema)
+        if isinstance(instance, dict):
+            for key, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                if key not in instance and "default" in sub:
+                    instance[key] = copy.deepcopy(sub["default"])
+                if key in instance:
+                    instance[key] = self.apply(instance[key], sub)
+        elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
+            return [self.apply(item, schema["items"]) for item in instance]
+        return instance
+
+
+class ObjectChecker:
+    """Validate rendered objects; one instance per schema directory and Kubernetes minor."""
+
+    def __init__(self, store: SchemaStore, kubernetes_minor: str) -> None:
+        self.store = store
+        self.kubernetes_minor = kubernetes_minor
+
+    # -- schema lookup -------------------------------------------------------------------------------------------
+    def source_of(self, api_version: str, kind: str) -> str | None:
+        """The schema file for a custom resource (relative path), ``"kubernetes"`` for core kinds, or ``None``."""
+        group = api_version.split("/", 1)[0] if "/" in api_version else ""
+        if _CORE_GROUP.match(api_version):
+            return "kubernetes"
+        if (api_version, kind) in _HAND_SCHEMAS:
+            return "by hand"
+        if group in _SWAGGER:
+            return _SWAGGER[group]
+        return self._crd_index().get((api_version, kind), (None, None))[0]
+
+    @cache  # noqa: B019 - one checker per plan; the index is built once
+    def _crd_index(self) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
+        index: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        for rel in _CRD_FILES:
+            if not self.store.has(rel):
+                continue
+            for document in yaml.safe_load_all(self.store.text(rel)):
+                if not document or document.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = document["spec"]
+                for version in spec["versions"]:
+                    key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                    index[key] = (rel, version["schema"]["openAPIV3Schema"])
+        return index
+
+    @cache  # noqa: B019
+    def _custom_validator(self, api_version: str, kind: str) -> tuple[jsonschema.Validator, dict[str, Any]]:
+        source = self.source_of(api_version, kind)
+        if source == "by hand":
+            root = strict_schema(_HAND_SCHEMAS[(api_version, kind)])
+            return jsonschema.Draft4Validator(root), root
+        if source in _SWAGGER.values():
+            assert source is not None
+            swagger = self.store.load(source)
+            definition = f"{api_version.rsplit('/', 1)[-1]}.{kind}"
+            if definition not in swagger["definitions"]:
+                raise LookupError(f"{source} has no definition {definition}")
+            root = {"$ref": f"#/definitions/{definition}", "definitions": strict_schema(swagger["definitions"])}
+        else:
+            root = strict_schema(self._crd_index()[(api_version, kind)][1])
+        return jsonschema.Draft4Validator(root), root
+
+    @cache  # noqa: B019
+    def _core_validator(self, api_version: str, kind: str) -> jsonschema.Validator:
+        versions = [v for v in kv.all_versions() if kv.major_minor(v) <= self.kubernetes_minor]
+        if not versions:
+            raise LookupError(f"kubernetes-validate has no schemas for Kubernetes {self.kubernetes_minor}")
+        schema_dir = f"v{versions[-1]}-local-strict"
+        group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+        try:
+            schema = kv.schema_contents(f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json",
+                                        self.kubernetes_minor)
+        except FileNotFoundError:
+            raise LookupError(f"{api_version} {kind} is not a Kubernetes {self.kubernetes_minor} kind") from None
+        definitions = kv.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json",
+                                         self.kubernetes_minor)
+        registry: referencing.Registry = referencing.Resource.from_contents(definitions) @ (
+            referencing.Resource.from_contents(schema) @ referencing.Registry()
+        )
+        return jsonschema.Draft202012Validator(schema, registry=registry)
+
+    # -- checking ------------------------------------------------------------------------------------------------
+    def check(self, obj: dict[str, Any], *, partial: bool = False) -> Iterator[Violation]:
+        """Schema violations of ``obj``; ``partial`` for patches (``required`` not enforced).
+
+        Yields one ``Violation("-", ...)`` when no schema is known for the object's apiVersion and kind.
+        """
+        api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+        source = self.source_of(api_version, kind)
+        if source is None:
+            yield Violation("-", f"no upstream schema for {api_version} {kind} in {self.store.root}")
+            return
+        instance = _drop_nulls(copy.deepcopy(obj))
+        try:
+            if source == "kubernetes":
+                validator: jsonschema.Validator = self._core_validator(api_version, kind)
+            else:
+                validator, root = self._custom_validator(api_version, kind)
+                instance = _Defaulter(root).apply(instance, root)
+        except LookupError as exc:
+            yield Violation("-", str(exc))
+            return
+        for error in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+            if partial and error.validator == "required":
+                continue
+            yield Violation(_dotted(error.absolute_path), error.message)

@@ -1,0 +1,191 @@
+"""Where upstream schemas and chart values come from, which version each file is, and fetching them.
+
+A schema directory holds files at fixed relative paths (``kubevirt/swagger.json``, ``cilium/values.yaml``...)
+plus, to say which release each file belongs to, either a ``versions.json`` (``{"kubevirt/swagger.json":
+"v1.9.0"}``, written by :func:`fetch`) or a ``SOURCES.md`` table whose ``tag`` column starts with the version
+(the layout of this repository's ``shared/upstream``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.spec import CellSpec
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "UPSTREAM_FILES",
+    "SchemaStore",
+    "UpstreamFile",
+    "default_cache_dir",
+    "fetch",
+    "same_version",
+]
+
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
+"""Where :func:`fetch` downloads from: ``<base>/<repo>/<tag>/<path>`` (GitHub's raw file host)."""
+
+
+@dataclass(frozen=True)
+class UpstreamFile:
+    """One upstream file: its repository, its path there, and the ``Versions`` field that picks the tag."""
+
+    repo: str
+    path: str
+    component: str
+    """Field of :class:`components.spec.Versions` whose pinned value is the release (``kubevirt``, ``cilium``...)."""
+
+    def tag(self, version: str) -> str:
+        """The git tag of ``version``: every project here tags releases ``vX.Y.Z``."""
+        return version if version.startswith("v") else f"v{version}"
+
+    def url(self, version: str, base_url: str = DEFAULT_BASE_URL) -> str:
+        """Download address of this file at ``version``."""
+        return f"{base_url.rstrip('/')}/{self.repo}/{self.tag(version)}/{self.path}"
+
+
+UPSTREAM_FILES: dict[str, UpstreamFile] = {
+    "kubevirt/swagger.json": UpstreamFile("kubevirt/kubevirt", "api/openapi-spec/swagger.json", "kubevirt"),
+    "cdi/swagger.json": UpstreamFile("kubevirt/containerized-data-importer", "api/openapi-spec/swagger.json", "cdi"),
+    **{
+        f"kserve/serving.kserve.io_{plural}.yaml": UpstreamFile(
+            "kserve/kserve", f"config/crd/full/serving.kserve.io_{plural}.yaml", "kserve"
+        )
+        for plural in ("inferenceservices", "servingruntimes", "clusterservingruntimes")
+    },
+    **{
+        f"kserve/{chart}/values.yaml": UpstreamFile("kserve/kserve", f"charts/{chart}/values.yaml", "kserve")
+        for chart in ("kserve-resources", "kserve-runtime-configs")
+    },
+    "cilium/values.yaml": UpstreamFile("cilium/cilium", "install/kubernetes/cilium/values.yaml", "cilium"),
+    "cilium/values.schema.json": UpstreamFile("cilium/cilium", "install/kubernetes/cilium/values.schema.json", "cilium"),
+    **{
+        f"cilium/{plural}.yaml": UpstreamFile(
+            "cilium/cilium", f"pkg/k8s/apis/cilium.io/client/crds/v2/{plural}.yaml", "cilium"
+        )
+        for plural in ("ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies")
+    },
+    "gpu-operator/values.yaml": UpstreamFile("NVIDIA/gpu-operator", "deployments/gpu-operator/values.yaml", "gpu_operator"),
+    **{
+        f"gpu-operator/nvidia.com_{plural}.yaml": UpstreamFile(
+            "NVIDIA/gpu-operator", f"deployments/gpu-operator/crds/nvidia.com_{plural}.yaml", "gpu_operator"
+        )
+        for plural in ("clusterpolicies", "nvidiadrivers")
+    },
+    "gpu-operator/state-mig-manager/0400_configmap.yaml": UpstreamFile(
+        "NVIDIA/gpu-operator", "assets/state-mig-manager/0400_configmap.yaml", "gpu_operator"
+    ),
+    "cert-manager/values.yaml": UpstreamFile(
+        "cert-manager/cert-manager", "deploy/charts/cert-manager/values.yaml", "cert_manager"
+    ),
+    "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
+}
+"""Relative path in a schema directory -> where it comes from upstream."""
+
+_VERSION = re.compile(r"v?\d+\.\d+\.\d+")
+
+
+def same_version(a: str, b: str) -> bool:
+    """``v1.9.0`` and ``1.9.0`` name the same release."""
+    return a.lstrip("v") == b.lstrip("v")
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/gpucell/schemas``, or ``~/.cache/gpucell/schemas``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpucell" / "schemas"
+
+
+class SchemaStore:
+    """Read-only access to a schema directory, with the release each file belongs to."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._cache: dict[str, Any] = {}
+
+    @cached_property
+    def versions(self) -> dict[str, str | None]:
+        """Relative path -> release (``v1.9.0``), or ``None`` where the directory does not say."""
+        manifest = self.root / "versions.json"
+        if manifest.is_file():
+            return json.loads(manifest.read_text())
+        sources = self.root / "SOURCES.md"
+        found: dict[str, str | None] = {}
+        if sources.is_file():
+            for line in sources.read_text().splitlines():
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) >= 5 and cells[1].startswith("`") and cells[1].endswith("`"):
+                    match = _VERSION.search(cells[4])
+                    found[cells[1].strip("`")] = match.group(0) if match and "NOT a release" not in cells[4] else None
+        return found
+
+    def has(self, rel: str) -> bool:
+        """True when the directory holds ``rel``."""
+        return (self.root / rel).is_file()
+
+    def load(self, rel: str) -> Any:
+        """Parsed content of ``rel`` (JSON or YAML), cached. Raises ``FileNotFoundError`` when absent."""
+        if rel not in self._cache:
+            text = (self.root / rel).read_text()
+            self._cache[rel] = json.loads(text) if rel.endswith(".json") else yaml.safe_load(text)
+        return self._cache[rel]
+
+    def text(self, rel: str) -> str:
+        """Raw text of ``rel``."""
+        return (self.root / rel).read_text()
+
+    def version_notice(self, rel: str, pinned: str) -> str | None:
+        """A sentence when ``rel`` is not of the ``pinned`` release (or does not say), else ``None``."""
+        have = self.versions.get(rel)
+        if have is None:
+            return f"{rel} does not state its release; checked against it as if it were {pinned}"
+        if not same_version(have, pinned):
+            return f"{rel} is from {have} but {pinned} is pinned; checked against {have}"
+        return None
+
+
+def pinned_versions(cells: dict[str, CellSpec]) -> tuple[dict[str, str], list[str]]:
+    """Component -> version to fetch (the first region's), and a sentence per region that pins another."""
+    chosen: dict[str, str] = {}
+    notes: list[str] = []
+    for region, cell in cells.items():
+        for component, version in cell.versions.model_dump().items():
+            if component not in chosen:
+                chosen[component] = version
+            elif not same_version(chosen[component], version):
+                notes.append(f"region {region} pins {component} {version}; fetched {chosen[component]}")
+    return chosen, notes
+
+
+def fetch(cells: dict[str, CellSpec], dest: Path, base_url: str = DEFAULT_BASE_URL, timeout: float = 60) -> list[str]:
+    """Download every file of :data:`UPSTREAM_FILES` at the versions ``cells`` pin into ``dest``.
+
+    Writes ``dest/versions.json``. Returns notes (regions that pin other versions). Raises ``OSError`` naming
+    the URL when a download fails (HTTP error, no network).
+    """
+    versions, notes = pinned_versions(cells)
+    manifest: dict[str, str] = {}
+    for rel, source in UPSTREAM_FILES.items():
+        version = versions[source.component]
+        url = source.url(version, base_url)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - https or a test server
+                body = response.read()
+        except (urllib.error.URLError, TimeoutError) as exc:
+            raise OSError(f"could not download {url}: {exc}") from None
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body)
+        manifest[rel] = source.tag(version)
+    (dest / "versions.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return notes
