@@ -14,10 +14,18 @@ Upstream sources of the values:
   ``k3s``/``k3s-agent`` systemd units and ``/usr/local/bin/k3s-uninstall.sh`` / ``k3s-agent-uninstall.sh``.
 - Cilium replacing flannel, kube-proxy and the network policy controller:
   https://docs.cilium.io/en/stable/installation/k3s/
+- the kubelet's CPU and memory manager checkpoints (``/var/lib/kubelet/cpu_manager_state`` and
+  ``memory_manager_state``; k3s leaves the kubelet's ``root-dir`` at its default unless rootless, see k3s-io/k3s
+  ``pkg/agent/config/config.go``) and how to change a policy (drain, stop the kubelet, remove the state file,
+  start it): https://kubernetes.io/docs/tasks/administer-cluster/cpu-management-policies/ ("Changing the CPU
+  Manager Policy") and .../memory-manager/.
+- k3s removes a server's etcd member when its Node object is deleted (the ``managed-etcd-controller``'s
+  ``OnRemove`` handler in k3s-io/k3s ``pkg/etcd``); a *forced* delete skips that finalizer.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -30,6 +38,7 @@ __all__ = [
     "CONFIG_PATH",
     "K3S_LOCAL_PORT",
     "KUBECONFIG_PATH",
+    "KUBELET_DIR",
     "TOKEN_PATH",
     "api_server_url",
     "install_script",
@@ -49,13 +58,16 @@ TOKEN_PATH = "/etc/rancher/k3s/token"
 """Root-only file holding the cluster token (``token-file``)."""
 KUBECONFIG_PATH = "/etc/rancher/k3s/k3s.yaml"
 """The admin kubeconfig every k3s server writes (mode set by ``write-kubeconfig-mode``)."""
+KUBELET_DIR = "/var/lib/kubelet"
+"""The kubelet's ``root-dir`` under (rootful) k3s; holds ``cpu_manager_state`` and ``memory_manager_state``."""
+KUBELET_STATE_FILES = ("cpu_manager_state", "memory_manager_state")
+"""Checkpoints the kubelet validates against its CPU / memory manager policy at start (it refuses to start on a
+mismatch)."""
 K3S_LOCAL_PORT = 6443
 """k3s's default ``https-listen-port``; the admin kubeconfig points at ``https://127.0.0.1:<this>``."""
 READY_TIMEOUT_SECONDS = 300
 """How long a server's script waits for the API server's ``/readyz`` after (re)starting k3s, seconds."""
 _HEREDOC = "GPUCELL_K3S_CONFIG"
-
-
 
 # -- addresses -------------------------------------------------------------------------------------
 def _host_port(host: str, port: int) -> str:
@@ -195,6 +207,13 @@ readonly CONFIG_DIR=/etc/rancher/k3s
 readonly CONFIG_FILE={config_path}
 readonly TOKEN_FILE={token_path}
 readonly INSTALLER_URL=https://get.k3s.io
+readonly KUBELET_DIR={kubelet_dir}
+
+# The kubelet-arg entries of the k3s config on stdin, one a line and sorted; nothing when it has none.
+kubelet_args() {{
+  awk '/^kubelet-arg:/ {{ in_list = 1; next }} in_list && /^[- ]/ {{ print; next }} {{ in_list = 0 }}' \\
+    | LC_ALL=C sort
+}}
 
 as_root install -d -m 0755 "$CONFIG_DIR"
 
@@ -231,9 +250,29 @@ if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_sum" = "$want_sum" ] \\
   exit 0
 fi
 
+# Fetched before anything is stopped, so that a download failure leaves the node as it was.
+curl -sfL --retry 3 "$INSTALLER_URL" -o "$work/install.sh"
+
+# A different kubelet-arg set (a changed topology profile) must not meet the kubelet's old checkpoints: the
+# kubelet refuses to start when its CPU or memory manager policy differs from the one in its state file. As the
+# Kubernetes docs prescribe: stop the kubelet (the whole k3s service), remove the state files, and start it with
+# the new options (the installer below restarts the service). Unchanged args leave the state files alone.
+want_kubelet_args="$(kubelet_args <"$work/config.yaml")"
+have_kubelet_args=""
+if as_root test -f "$CONFIG_FILE"; then
+  have_kubelet_args="$(as_root cat "$CONFIG_FILE" | kubelet_args)"
+fi
+if [ "$want_kubelet_args" != "$have_kubelet_args" ]; then
+  # Stopped even when failed or restarting (systemd would restart it with the old config and old checkpoint).
+  if as_root systemctl cat "$K3S_SERVICE" >/dev/null 2>&1; then
+    as_root systemctl stop "$K3S_SERVICE"
+  fi
+  as_root rm -f {state_files}
+  echo "gpucell: kubelet-arg changed; removed the kubelet's CPU and memory manager state"
+fi
+
 # (Re)install: the installer writes the systemd unit and restarts the service, which rereads the config.
 as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
-curl -sfL --retry 3 "$INSTALLER_URL" -o "$work/install.sh"
 as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" sh "$work/install.sh" </dev/null
 echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
 """
@@ -250,6 +289,24 @@ for _ in $(seq 1 {attempts}); do
 done
 echo "gpucell: API server not ready after {timeout} s" >&2
 exit 1
+"""
+
+_LEAVE_ETCD = """\
+readonly K3S_BIN=/usr/local/bin/k3s
+readonly NODE_NAME={node_name}
+
+# Leave etcd before going away: deleting this server's Node object (with its own admin kubeconfig) makes k3s
+# remove its etcd member, so the remaining servers keep their quorum. Never --force, which skips the finalizer
+# that does it. Tolerated failure (API already down, node already gone): the uninstall below must still run.
+if [ -x "$K3S_BIN" ]; then
+  if as_root "$K3S_BIN" kubectl --kubeconfig {kubeconfig} --request-timeout=30s \\
+    delete node "$NODE_NAME" --wait=false; then
+    echo "gpucell: deleted node $NODE_NAME; k3s removes its etcd member"
+  else
+    echo "gpucell: could not delete node $NODE_NAME; check the etcd member list on the other servers" >&2
+  fi
+fi
+
 """
 
 _UNINSTALL_BODY = """\
@@ -280,6 +337,13 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str)
     are mode 0600, owned by root. A server's script then
     waits up to :data:`READY_TIMEOUT_SECONDS` for ``/readyz``. Raises nothing; the script exits non-zero on
     any failure.
+
+    When the node's ``kubelet-arg`` entries (as a sorted set) differ from those of the installed config - a
+    topology profile added, changed or removed - the script stops the k3s service and removes
+    ``/var/lib/kubelet/cpu_manager_state`` and ``memory_manager_state`` before writing the new config and
+    restarting, since the kubelet will not start with a policy other than its checkpoint's. It does not drain
+    the node: drain it first (``kubectl drain``) when it runs pods with exclusive CPUs or pinned memory, as the
+    Kubernetes docs ask.
     """
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
@@ -291,6 +355,8 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str)
         token_path=TOKEN_PATH,
         heredoc=_HEREDOC,
         config=config_yaml,
+        kubelet_dir=KUBELET_DIR,
+        state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
     )
     script = _PREAMBLE.format(title=title) + "\n" + body
     if server:
@@ -298,17 +364,30 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str)
     return script
 
 
-def uninstall_script(role: NodeRole) -> str:
+def uninstall_script(role: NodeRole, node_name: str) -> str:
     """The bash script run on delete: k3s's own ``k3s-uninstall.sh`` (servers) or ``k3s-agent-uninstall.sh``.
+
+    On a server it first runs ``k3s kubectl --kubeconfig /etc/rancher/k3s/k3s.yaml delete node <node_name>
+    --wait=false`` so that k3s removes the server's etcd member (tolerating failure, e.g. an API that is
+    already down). The member is removed asynchronously, by whichever server runs k3s's etcd controller, so
+    remove servers **one at a time** (one ``pulumi up`` per removed server, checking that ``kubectl get nodes``
+    no longer lists it) and keep an odd number of them: two servers removed in one run can leave a dead
+    member in etcd and cost the quorum.
+
+    An agent is only uninstalled: its Node object stays (``NotReady``) until an administrator deletes it
+    (``kubectl drain`` and ``kubectl delete node <name>``). The agent cannot do it itself: it holds only the
+    kubelet's credentials (``system:node:<name>``), and the Kubernetes node RBAC rules (``NodeRules`` in
+    kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``) allow create/get/list/watch/
+    update/patch on nodes, not delete.
 
     Succeeds when k3s is already gone, so a half-installed node can still be deleted.
     """
-    path = f"/usr/local/bin/{_service(role)}-uninstall.sh"
-    return (
-        _PREAMBLE.format(title=f"gpucell: uninstall {_service(role)}")
-        + "\n"
-        + _UNINSTALL_BODY.format(path=path)
-    )
+    service = _service(role)
+    path = f"/usr/local/bin/{service}-uninstall.sh"
+    body = _UNINSTALL_BODY.format(path=path)
+    if role is NodeRole.SERVER:
+        body = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH) + body
+    return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
 
 
 def kubeconfig_script() -> str:
@@ -330,11 +409,26 @@ def remote(script: str) -> str:
 
 
 def rewrite_kubeconfig(kubeconfig: str | None, cell: CellSpec) -> str:
-    """``kubeconfig`` with the server ``https://127.0.0.1:<listen port>`` replaced by :func:`api_server_url`.
+    """``kubeconfig`` with each ``server: https://127.0.0.1:<listen port>`` line pointed at :func:`api_server_url`.
 
-    ``None`` (no output yet) becomes ``""``.
+    ``kubeconfig`` is the admin kubeconfig k3s wrote on the first server (see :func:`kubeconfig_script`).
+    Raises ``ValueError`` naming that server and the expected line when ``kubeconfig`` is ``None``, empty or
+    blank, or when no such ``server:`` line was found: handing pulumi-kubernetes an empty or unrewritten
+    kubeconfig would make it fall back to the ambient ``~/.kube/config`` (or talk to 127.0.0.1), i.e. deploy
+    to whatever cluster the operator's machine points at.
     """
-    if not kubeconfig:
-        return ""
     local = f"https://127.0.0.1:{listen_port(cell)}"
-    return kubeconfig.replace(local, api_server_url(cell))
+    url = api_server_url(cell)
+    _, first = cell.servers[0]
+    source = f"{KUBECONFIG_PATH} of the first server {first.name} ({first.address})"
+    if kubeconfig is None or not kubeconfig.strip():
+        raise ValueError(f"the admin kubeconfig read from {source} is empty; expected one with 'server: {local}'")
+    line = re.compile(rf"^([ \t]*server:[ \t]*){re.escape(local)}[ \t]*$", re.MULTILINE)
+    rewritten, count = line.subn(lambda match: match.group(1) + url, kubeconfig)
+    if count == 0:
+        servers = re.findall(r"^[ \t]*server:[ \t]*(\S*)", kubeconfig, re.MULTILINE)
+        raise ValueError(
+            f"the admin kubeconfig read from {source} has no 'server: {local}' line to point at {url}; "
+            f"its servers are {servers}"
+        )
+    return rewritten

@@ -51,17 +51,9 @@ class CdiArgs:
     """Inputs of :class:`Cdi`."""
 
     cell: CellSpec
-    """The cell; ``versions.cdi`` is used."""
+    """The cell; ``versions.cdi`` and ``cdi.upload_proxy_url`` are used."""
     storage: Storage
     """The cell's storage layer: its class is CDI's scratch space; the CDI CR waits for ``storage.ready``."""
-    upload_proxy_url: str | None = None
-    """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload``
-    (``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
-    --uploadproxy-url`` works through a port-forward. Raises ``ValueError`` when not ``https://``."""
-
-    def __post_init__(self) -> None:
-        if self.upload_proxy_url is not None and not self.upload_proxy_url.startswith("https://"):
-            raise ValueError(f"upload_proxy_url {self.upload_proxy_url!r} must be an https:// URL")
 
 
 def operator_manifest_url(cell: CellSpec) -> str:
@@ -125,7 +117,7 @@ class Cdi(CellComponent):
             api_version=API_VERSION,
             kind="CDI",
             metadata={"name": CR_NAME, "annotations": dict(WAIT_FOR_AVAILABLE)},
-            spec=cdi_spec(storage.storage_class_name, args.upload_proxy_url),
+            spec=cdi_spec(storage.storage_class_name, args.cell.cdi.upload_proxy_url),
             opts=self.child(depends_on=[self.operator, *storage.ready]),
         )
         self.storage_profile = CustomResourcePatch(

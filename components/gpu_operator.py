@@ -35,6 +35,7 @@ __all__ = [
     "GpuOperatorArgs",
     "gpu_operator_values",
     "k3s_containerd_template",
+    "merge_env",
     "toolkit_env",
 ]
 
@@ -164,6 +165,29 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     }
 
 
+def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """``toolkit.env`` with the user's entries merged in *by name*, every value a string.
+
+    A plain deep merge would replace our list whole and drop the k3s socket and config path; here the user's
+    entry wins for a name we set, new names are appended, and ``True``/``1`` become ``"true"``/``"1"`` (the
+    ClusterPolicy CRD types env values as strings).
+    """
+    merged = {entry["name"]: entry["value"] for entry in ours}
+    for entry in theirs:
+        value = entry.get("value", "")
+        merged[str(entry["name"])] = str(value).lower() if isinstance(value, bool) else str(value)
+    return [{"name": name, "value": value} for name, value in merged.items()]
+
+
+def _overrides(cell: CellSpec) -> dict[str, Any]:
+    """The user's ``gpuOperator.values`` with ``toolkit.env`` already merged by name (see :func:`merge_env`)."""
+    overrides = dict(cell.gpu_operator.values)
+    toolkit = overrides.get("toolkit")
+    if isinstance(toolkit, dict) and isinstance(toolkit.get("env"), list):
+        overrides["toolkit"] = {**toolkit, "env": merge_env(toolkit_env(cell), toolkit["env"])}
+    return overrides
+
+
 class GpuOperator(CellComponent):
     """The NVIDIA GPU Operator of one cell: drivers, toolkit, device plugins, MIG, vGPU, VFIO and DCGM.
 
@@ -184,7 +208,7 @@ class GpuOperator(CellComponent):
             version=cell.versions.gpu_operator,
             namespace=NAMESPACE,
             values=gpu_operator_values(cell),
-            overrides=cell.gpu_operator.values,
+            overrides=_overrides(cell),
             release_name=RELEASE_NAME,
             opts=self.child(),
         )

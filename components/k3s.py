@@ -1,7 +1,10 @@
 """K3sCluster: k3s with embedded etcd on a cell's hosts, installed over SSH with pulumi-command.
 
 Order: the first server initialises etcd (``cluster-init``); the other servers join one after another, each
-after the previous one answers; agents (GPU and CPU pools) join in parallel once the first server answers.
+after the previous one answers; agents (GPU and CPU pools) join in parallel once the *last* server answers.
+Pulumi orders updates along the same edges, so an upgrade (a new ``versions.k3s``) also goes server by server
+and reaches the agents only after every server runs the new version: the Kubernetes version-skew policy
+forbids a kubelet newer than any API server (https://kubernetes.io/releases/version-skew-policy/).
 Each node's options live in ``/etc/rancher/k3s/config.yaml`` (see :mod:`components._k3s_scripts`); the cluster
 token reaches nodes only on the command's stdin.
 
@@ -21,7 +24,13 @@ pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/co
   IP; it is never uninstalled.)
 - Deleting a node (removing the host from its pool, or destroying the cell) runs ``delete``: the k3s uninstall
   script. Pulumi deletes in reverse dependency order, so agents go before servers and later servers before the
-  first one.
+  first one. A server first deletes its own Node object so that k3s removes its etcd member; that happens
+  asynchronously, so remove servers one at a time (one ``pulumi up`` each) to keep the etcd quorum. A removed
+  agent's Node object stays, ``NotReady``, until an administrator deletes it (see
+  :func:`components._k3s_scripts.uninstall_script` for why the agent cannot).
+- Changing a pool's topology profile (its ``kubelet-arg`` set) makes the install script stop k3s and remove
+  the kubelet's CPU/memory manager state files before restarting (see
+  :func:`components._k3s_scripts.install_script`); drain such a node first.
 
 The kubeconfig command reads the file once, when it is created, and has no triggers either: its inputs do not
 change when servers are reinstalled. Re-reading it would make its ``stdout`` unknown in the preview, and
@@ -81,17 +90,26 @@ class K3sCluster(CellComponent):
     Children: ``<name>-token`` (``random.RandomPassword``), ``<name>-<host>`` per node (``command.remote.
     Command``: install on create/update, uninstall on delete) and ``<name>-kubeconfig`` (reads the admin
     kubeconfig on the first server after every server is installed).
+
+    Order: servers in a chain (each after the previous one), then every agent after the last server, so that
+    no kubelet is ever newer than an API server, on first install and on upgrades. Scale servers down one at
+    a time; removed agents leave their Node object behind (see the module docstring).
+
+    The kubeconfig is checked when it is read (not in a preview, where it is unknown): an empty one, or one
+    without ``server: https://127.0.0.1:<listen port>``, fails the update with ``ValueError``
+    (:func:`components._k3s_scripts.rewrite_kubeconfig`) rather than let pulumi-kubernetes fall back to the
+    ambient ``~/.kube/config``.
     """
 
     kubeconfig: pulumi.Output[str]
-    """Admin kubeconfig (secret), server rewritten to :attr:`api_server_url`; "" until it has been read."""
+    """Admin kubeconfig (secret), server rewritten to :attr:`api_server_url`; unknown in a preview."""
     api_server_url: pulumi.Output[str]
     """``https://<apiEndpoint>:<apiPort>``."""
 
     servers_ready: pulumi.Resource
     """Depend on this to run after every server's API answers (the kubeconfig read runs after them all)."""
     agents: list[pulumi.Resource]
-    """The agent install commands (GPU and CPU pools), in pool and host order."""
+    """The agent install commands (GPU and CPU pools), in pool and host order; each after the last server."""
     node_files: dict[str, NodeFiles]
     """Host name -> files rendered for it (for the offline plan's ``--out``)."""
 
@@ -111,8 +129,10 @@ class K3sCluster(CellComponent):
             after = [servers[-1]] if servers else []
             servers.append(self._node(name, pool_name, host, first=index == 0, after=after))
 
+        # After the last server, which is after all the others: agents never run a newer kubelet than any API
+        # server (version-skew policy), neither when first installed nor on an upgrade.
         self.agents = [
-            self._node(name, pool_name, host, first=False, after=[servers[0]])
+            self._node(name, pool_name, host, first=False, after=[servers[-1]])
             for pool_name, pool in cell.node_pools.items()
             if pool.role is not NodeRole.SERVER
             for host in pool.hosts
@@ -135,7 +155,7 @@ class K3sCluster(CellComponent):
         self.kubeconfig = pulumi.Output.secret(
             read.stdout.apply(lambda text: scripts.rewrite_kubeconfig(text, cell))
         )
-        self.register_outputs({"kubeconfig": self.kubeconfig, "api_server_url": self.api_server_url})
+        self.register_outputs({"kubeconfig": self.kubeconfig, "apiServerUrl": self.api_server_url})
 
     def _connection(self, pool_name: str, host: Host) -> ConnectionArgs:
         ssh = self._cell.ssh_for(pool_name)
@@ -161,7 +181,7 @@ class K3sCluster(CellComponent):
             connection=self._connection(pool_name, host),
             create=command,
             update=command,
-            delete=scripts.remote(scripts.uninstall_script(pool.role)),
+            delete=scripts.remote(scripts.uninstall_script(pool.role, host.name)),
             stdin=self._stdin,
             # No triggers: they force replacement, i.e. an uninstall (see the module docstring).
             # The scripts never print the token (it goes stdin -> file), so the installer's output is logged

@@ -1,4 +1,4 @@
-"""KServe: model endpoints as InferenceServices, in raw Kubernetes Deployments unless Knative is asked for.
+"""KServe: model endpoints as InferenceServices, in raw Kubernetes Deployments (no Knative).
 
 Three OCI Helm charts from ``oci://ghcr.io/kserve/charts`` at ``cell.versions.kserve``, in namespace
 ``kserve``, each after the previous one is ready:
@@ -26,12 +26,12 @@ from pulumi_kubernetes.helm.v3 import Release
 
 from components._chart import ChartSource, helm_release
 from components._component import CellComponent
-from components.spec import CellSpec, DeploymentMode
+from components.spec import CellSpec
+from components.spec.versions import kserve_has_split_charts
 
 __all__ = [
     "CHART_REGISTRY",
     "NAMESPACE",
-    "SPLIT_CHARTS_SINCE",
     "KServe",
     "KServeArgs",
     "KServeCharts",
@@ -44,9 +44,6 @@ CHART_REGISTRY = "oci://ghcr.io/kserve/charts"
 """OCI registry path of KServe's Helm charts."""
 NAMESPACE = "kserve"
 """Namespace of the KServe controller (fixed: each cell is its own cluster)."""
-SPLIT_CHARTS_SINCE = (0, 17)
-"""First KServe release whose controller chart is ``kserve-resources`` with runtimes in their own chart."""
-_KNATIVE_MODES = (DeploymentMode.KNATIVE, DeploymentMode.SERVERLESS)
 
 
 @dataclass(frozen=True)
@@ -69,14 +66,9 @@ class KServeCharts:
     """The runtime-configs chart; ``None`` before v0.17, where the controller chart carries the runtimes."""
 
 
-def _release(version: str) -> tuple[int, int]:
-    major, minor = version.lstrip("v").split(".")[:2]
-    return int(major), int(minor)
-
-
 def kserve_charts(version: str) -> KServeCharts:
     """The OCI charts of KServe ``version`` (``v0.20.0``). Raises ``ValueError`` on a malformed version."""
-    if _release(version) >= SPLIT_CHARTS_SINCE:
+    if kserve_has_split_charts(version):
         return KServeCharts(
             crd=ChartSource(f"{CHART_REGISTRY}/kserve-crd"),
             resources=ChartSource(f"{CHART_REGISTRY}/kserve-resources"),
@@ -93,24 +85,20 @@ def kserve_resources_values(cell: CellSpec) -> dict[str, Any]:
     """Values gpucell owns in the controller chart (``kserve.values`` is merged over them later).
 
     - ``kserve.controller.deploymentMode``: ``cell.deployment_mode`` (``Standard`` since v0.16,
-      ``RawDeployment`` before; ``Knative``/``Serverless`` only when the cell asks for it).
-    - Raw modes: ``gateway.ingressGateway.enableGatewayApi: false`` (a cell installs neither the Gateway API
+      ``RawDeployment`` before; the spec rejects the Knative modes, as gpucell installs no Knative).
+    - ``gateway.ingressGateway.enableGatewayApi: false`` (a cell installs neither the Gateway API
       CRDs nor a gateway controller, so HTTPRoutes could not be created) and ``gateway.disableIngressCreation:
       true`` (a cell runs no ingress controller and no Istio: an ``istio``-class Ingress per InferenceService
-      would never be served). Endpoints are the predictors' cluster Services. Knative modes keep the chart's
-      Knative/Istio gateway defaults, which that mode needs.
+      would never be served). Endpoints are the predictors' cluster Services.
     - ``kserve.certManager.enabled: true`` (v0.17+ charts): the webhook serving certificate comes from
       cert-manager, hence the ordering after :class:`~components.cert_manager.CertManager`.
     """
-    mode = cell.deployment_mode
-    controller: dict[str, Any] = {"deploymentMode": mode.value}
-    if mode not in _KNATIVE_MODES:
-        controller["gateway"] = {
-            "disableIngressCreation": True,
-            "ingressGateway": {"enableGatewayApi": False},
-        }
+    controller: dict[str, Any] = {
+        "deploymentMode": cell.deployment_mode.value,
+        "gateway": {"disableIngressCreation": True, "ingressGateway": {"enableGatewayApi": False}},
+    }
     kserve: dict[str, Any] = {"controller": controller}
-    if _release(cell.versions.kserve) >= SPLIT_CHARTS_SINCE:
+    if kserve_has_split_charts(cell.versions.kserve):
         # The key appeared with the split charts; the older all-in-one chart always renders the Certificate.
         kserve["certManager"] = {"enabled": True}
     return {"kserve": kserve}

@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     fetch_cmd.add_argument("--dest", type=Path, default=None, metavar="DIR",
                            help=f"where to write them (default: {default_cache_dir()})")
     fetch_cmd.add_argument("--base-url", default=DEFAULT_BASE_URL,
-                           help=f"where upstream files are served as BASE/<repo>/<tag>/<path> (default: {DEFAULT_BASE_URL})")
+                           help="where upstream files are served as BASE/<repo>/<tag>/<path> "
+                           f"(default: {DEFAULT_BASE_URL})")
     _project_dir(fetch_cmd)
     return parser
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return EXIT_CONFIG
-    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, exit 1
+    except Exception as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
 

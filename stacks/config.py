@@ -38,6 +38,28 @@ def _regions_object(config: pulumi.Config) -> Any:
     return regions
 
 
+def _config_keys() -> set[str]:
+    """Every config key the engine handed the program (``project:key``)."""
+    return set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
+
+
+def _is_secret(full_key: str) -> bool:
+    return pulumi.runtime.config.is_config_secret(full_key) or (
+        full_key in pulumi.runtime.config.get_config_secret_keys_env()
+    )
+
+
+def _check_top_level_keys(secret_keys: set[str]) -> None:
+    """Reject ``gpucell:*`` keys the program does not read: a typo there would otherwise be ignored."""
+    accepted = {"regions", *secret_keys}
+    for full_key in sorted(_config_keys()):
+        namespace, _, key = full_key.partition(":")
+        if namespace == PROJECT and key not in accepted:
+            raise ConfigError.at(
+                (key,), f"unknown key in the {PROJECT} namespace; accepted keys are {', '.join(sorted(accepted))}"
+            )
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
@@ -52,6 +74,10 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     keys: dict[str, pulumi.Output[str]] = {}
     for region, cell in spec.regions.items():
         key_name = cell.ssh.private_key_config_key
+        if key_name == "regions":
+            raise ConfigError.at(
+                ("regions", region, "ssh", "privateKeyConfigKey"), "'regions' names the region config, not a secret"
+            )
         secret = config.get_secret(key_name)
         if secret is None:
             raise ConfigError.at(
@@ -59,5 +85,12 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 f"secret is missing (region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey); "
                 f"set it with `pulumi config set --secret {key_name} < ~/.ssh/id_ed25519`",
             )
+        if not _is_secret(f"{PROJECT}:{key_name}"):
+            raise ConfigError.at(
+                (key_name,),
+                "is stored in plain text in the stack file; store the private key encrypted with "
+                f"`pulumi config set --secret {key_name} < ~/.ssh/id_ed25519`",
+            )
         keys[region] = secret
+    _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()})
     return StackConfig(spec=spec, ssh_private_keys=keys)

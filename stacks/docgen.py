@@ -19,6 +19,36 @@ from components.spec import CellSpec, StackSpec
 __all__ = ["render"]
 
 _EXAMPLES: dict[str, str] = {
+    "versions.k3s": "`v1.34.2+k3s1`",
+    "versions.cilium": "`1.20.0`",
+    "versions.kubevirt": "`v1.9.0`",
+    "versions.gpuOperator": "`v26.7.0`",
+    "versions.kserve": "`v0.20.0`",
+    "network.podCidr": "`10.111.0.0/16`",
+    "network.serviceCidr": "`10.112.0.0/16`",
+    "network.clusterDns": "`10.112.0.10`",
+    "network.podCidrMaskSize": "`24`",
+    "ssh.user": "`ubuntu`",
+    "ssh.port": "`22`",
+    "ssh.privateKeyConfigKey": "`sshPrivateKeyFra1`",
+    "nodePools.*.role": "`gpu`",
+    "nodePools.*.hosts[].name": "`fra1-h100-1`",
+    "nodePools.*.hosts[].address": "`10.110.0.21`",
+    "nodePools.*.ssh.user": "`admin`",
+    "nodePools.*.gpuMode": "`vm-passthrough`",
+    "nodePools.*.topology.numaNodes": "`2`",
+    "nodePools.*.topology.reservedMemoryPerNumaMib": "`4096`",
+    "storage.backend": "`longhorn`",
+    "storage.replicas": "`3`",
+    "storage.values": "`{defaultSettings: {storageOverProvisioningPercentage: '150'}}`",
+    "certManager.values": "`{prometheus: {enabled: false}}`",
+    "gpuOperator.migStrategy": "`mixed`",
+    "gpuOperator.dcgmExporter": "`true`",
+    "gpuOperator.values": "`{driver: {version: 580.95.05}}`",
+    "gpuOperator.vgpuDriverImage.image": "`vgpu-manager`",
+    "kserve.deploymentMode": "`Standard`",
+    "kserve.values": "`{kserve: {controller: {gateway: {domain: models.example.net}}}}`",
+    "cdi.uploadProxyUrl": "`https://cdi-upload.fra1.example.net`",
     "regions": "`fra1: {...}`",
     "network.nodeCidr": "`10.110.0.0/22`",
     "network.apiEndpoint": "`10.110.0.10` or `api.fra1.example.net`",
@@ -38,10 +68,26 @@ _EXAMPLES: dict[str, str] = {
 }
 
 
+_UNITS: dict[str, str] = {
+    "network.podCidrMaskSize": "prefix bits",
+    "network.apiPort": "TCP port",
+    "ssh.port": "TCP port",
+    "nodePools.*.ssh.port": "TCP port",
+    "nodePools.*.gpusPerNode": "GPUs per host",
+    "nodePools.*.topology.numaNodes": "count",
+    "nodePools.*.topology.reservedMemoryPerNumaMib": "MiB",
+    "storage.replicas": "replicas per volume",
+}
+
+
 def _type_name(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in args if a is not type(None))
+    if annotation is Any:
+        return "any"
     if origin is list:
         return f"list of {_type_name(args[0])}"
     if origin is dict:
@@ -65,6 +111,8 @@ def _default(field: FieldInfo) -> str:
         return "see below"
     if isinstance(value, enum.Enum):
         return f"`{value.value}`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
     if value in ({}, []):
         return "empty"
     return f"`{value}`"
@@ -98,7 +146,10 @@ def _rows(model: type[pydantic.BaseModel], prefix: str) -> list[str]:
         origin = typing.get_origin(_strip_optional(field.annotation))
         description = " ".join((field.description or "").split()).replace("|", "\\|").replace("``", "`")
         example = _EXAMPLES.get(path, "")
-        rows.append(f"| `{path}` | {_type_name(field.annotation)} | {_default(field)} | {description} | {example} |")
+        unit = _UNITS.get(path, "")
+        rows.append(
+            f"| `{path}` | {_type_name(field.annotation)} | {unit} | {_default(field)} | {description} | {example} |"
+        )
         if nested is not None:
             suffix = {dict: ".*.", list: "[]."}.get(origin, ".")  # type: ignore[call-overload]
             rows += _rows(nested, f"{path}{suffix}")
@@ -120,8 +171,8 @@ def render() -> str:
         "Units are in the key name or description: MiB, GiB, counts. A mistake stops the run with one line",
         "naming the key path, the bad value and what is accepted.",
         "",
-        "| key | type | default | meaning | example |",
-        "|---|---|---|---|---|",
+        "| key | type | unit | default | meaning | example |",
+        "|---|---|---|---|---|---|",
     ]
     assert StackSpec.model_fields["regions"]  # the one top-level key; its values are CellSpec
     return "\n".join([*header, *_rows(CellSpec, "")]) + "\n"

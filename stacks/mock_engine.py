@@ -90,6 +90,8 @@ def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool) -> Any:
     if _is_secret(value):
         secret_paths.append(path)
         inner = value["value"]
+        if isinstance(inner, pulumi.output.Unknown):
+            return UNKNOWN  # a preview shows that the value is not known yet, secret or not
         return _scrub(inner, path, [], reveal) if reveal else SECRET
     if isinstance(value, pulumi.output.Unknown):
         return UNKNOWN
@@ -185,6 +187,10 @@ def run_program(
     for a registration (what a real provider would compute, e.g. a command's ``stdout``).
     Exceptions raised by ``program`` propagate unchanged.
     """
+    # A program that failed leaves its pending output tasks in the process-wide settings; set_mocks does not
+    # clear them, and they would fail the next run.
+    pulumi.runtime.settings.SETTINGS.outputs.clear()
+    pulumi.runtime.settings.SETTINGS.rpc_manager.clear()
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in (config or {}).items()},
         secret_keys or [],
@@ -210,4 +216,4 @@ async def _run_in_stack(program: Callable[[], Any], into: dict[str, Any]) -> Non
         output = pulumi.Output.from_input(value)
         known, secret = await output.is_known(), await output.is_secret()
         resolved = await output.future(with_unknowns=True)
-        into[key] = SECRET if secret else (_scrub(resolved, key, [], reveal=True) if known else UNKNOWN)
+        into[key] = UNKNOWN if not known else SECRET if secret else _scrub(resolved, key, [], reveal=True)

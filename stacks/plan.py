@@ -7,17 +7,21 @@ and every secret is shown as ``"[secret]"`` in the printed tree, the JSON and th
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
+from components._k3s_scripts import listen_port
 from components.cell import RegionalCell
 from components.errors import ConfigError
+from components.spec import StackSpec
 from stacks.conformance import Report, check_region
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import PlanResult, Registration, run_program
@@ -26,6 +30,7 @@ from stacks.program import build_cells
 __all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
 
 _COMPONENT_PREFIX = "gpucell:index:"
+_OUT_DIRS = ("manifests", "helm", "nodes")
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,28 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     return StackFiles(project=project, stack=stack, config=config, secret_keys=secret_keys)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects duplicate mapping keys, as the Pulumi CLI's YAML parser does.
+
+    PyYAML keeps the last of two equal keys, which would silently drop a copy-pasted pool.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        with path.open() as stream:
+            data = yaml.load(stream, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ConfigError.at((path.name,), f"is not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(data, dict):
@@ -111,6 +135,8 @@ def make_plan(
     """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}
+    if computed is None and not preview:  # in a preview, what providers compute is unknown
+        computed = _placeholder_outputs(files)
 
     def program() -> None:
         cells.update(build_cells())
@@ -122,6 +148,46 @@ def make_plan(
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
     return Plan(stack=stack, result=result, cells=cells)
+
+
+PLACEHOLDER_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: PLACEHOLDER
+    server: https://127.0.0.1:{port}
+  name: default
+contexts:
+- context: {{cluster: default, user: default}}
+  name: default
+current-context: default
+users:
+- name: default
+  user: {{client-certificate-data: PLACEHOLDER, client-key-data: PLACEHOLDER}}
+"""
+
+
+def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict[str, Any]]:
+    """What the plan's mock engine returns for outputs only a real provider computes.
+
+    The kubeconfig a k3s server prints, with the listen port that server really uses (so the program's
+    check that it rewrote the ``server:`` line holds); nothing else is needed.
+    """
+    ports: dict[str, int] = {}
+    try:
+        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+    except pydantic.ValidationError:
+        spec = None  # the program reports the config error itself
+    for cell in spec.regions.values() if spec else ():
+        ports[str(cell.servers[0][1].address)] = listen_port(cell)
+
+    def outputs(args: MockResourceArgs) -> dict[str, Any]:
+        if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
+            host = (args.inputs.get("connection") or {}).get("host", "")
+            return {"stdout": PLACEHOLDER_KUBECONFIG.format(port=ports.get(host, 6443))}
+        return {}
+
+    return outputs
 
 
 def _short_type(type_token: str) -> str:
@@ -148,14 +214,14 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
     own = Counter(c.type for c in result.children(node) if not c.type.startswith(_COMPONENT_PREFIX))
     counts = ", ".join(f"{n} {t}" for t, n in sorted(own.items()))
     out.append(f"  {indent}{_short_type(node.type)} {node.name}" + (f"  [{counts}]" if counts else ""))
-    for child in result.children(node):
+    for child in sorted(result.children(node), key=lambda c: c.name):
         if child.type.startswith(_COMPONENT_PREFIX):
             _tree_lines(result, child, indent + "  ", out)
 
 
 def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
     """The plan as ``{"stack", "resources": [...], "outputs"}``; secrets are ``"[secret]"``."""
-    resources = [r for region in regions for r in plan.region_resources(region)]
+    resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
         "stack": plan.stack,
         "resources": [
@@ -170,7 +236,7 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
             }
             for r in resources
         ],
-        "outputs": {k: v for k, v in plan.result.outputs.items() if k in regions},
+        "outputs": {k: v for k, v in plan.result.outputs.items() if k in regions or k[:-len("Kubeconfig")] in regions},
     }
 
 
@@ -215,17 +281,30 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
 
     for region in regions:
         base = out_dir / region
-        for r in plan.region_resources(region):
+        for ours in _OUT_DIRS:  # what an earlier run wrote for a renamed host or object must not linger
+            shutil.rmtree(base / ours, ignore_errors=True)
+        remote: list[str] = []
+        for r in sorted(plan.region_resources(region), key=lambda r: r.urn):
             if r.type == "kubernetes:helm.sh/v3:Release":
                 header = (f"# chart {r.inputs.get('chart')} {r.inputs.get('version')} "
                           f"from {(r.inputs.get('repositoryOpts') or {}).get('repo', 'OCI')}\n")
                 emit(base / "helm" / f"{_safe(r.inputs.get('name', r.name))}.values.yaml",
-                     header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=False))
+                     header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=True))
+            elif r.type == "kubernetes:yaml/v2:ConfigFile":
+                remote.append(f"{r.name}: {r.inputs.get('file')}")
             elif "apiVersion" in r.inputs and "kind" in r.inputs:
                 meta = r.inputs.get("metadata") or {}
                 parts = (r.inputs["kind"], meta.get("namespace", ""), meta.get("name", r.name))
                 stem = "_".join(_safe(p) for p in parts if p)
-                emit(base / "manifests" / f"{stem}.yaml", yaml.safe_dump(r.inputs, sort_keys=False))
+                if r.type.endswith("Patch"):
+                    stem, header = f"{stem}.patch", "# a server-side-apply patch of an object the cluster already has\n"
+                else:
+                    header = ""
+                emit(base / "manifests" / f"{stem}.yaml", header + yaml.safe_dump(r.inputs, sort_keys=True))
+        if remote:
+            emit(base / "manifests" / "remote-manifests.txt",
+                 "# applied from upstream release URLs at deploy time (not expanded offline)\n"
+                 + "\n".join(sorted(remote)) + "\n")
         for host, files in plan.cells[region].k3s.node_files.items():
             emit(base / "nodes" / host / "config.yaml", files.config_yaml)
             emit(base / "nodes" / host / "install.sh", files.install_script)

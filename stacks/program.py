@@ -15,17 +15,15 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     """Validate the whole stack config, then build one independent cell per region and export its outputs.
 
     Raises :class:`ConfigError` before registering anything when the config is wrong. Exports per region:
-    ``<region>.apiServerUrl``, ``<region>.kubeconfig`` (secret) and ``<region>.storageClassName``.
+    ``<region>`` (``{apiServerUrl, storageClassName}``) and ``<region>Kubeconfig`` (secret).
     """
     stack = load_stack_config(config)
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
         cell = RegionalCell(region, RegionalCellArgs(cell=spec, ssh_private_key=stack.ssh_private_keys[region]))
-        pulumi.export(region, {
-            "apiServerUrl": cell.api_server_url,
-            "kubeconfig": pulumi.Output.secret(cell.kubeconfig),
-            "storageClassName": cell.storage_class_name,
-        })
+        pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
+        # Its own output, so that the secret does not hide the plain values above.
+        pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
         cells[region] = cell
     return cells
 
@@ -35,4 +33,4 @@ def main() -> None:
     try:
         build_cells()
     except ConfigError as exc:
-        raise pulumi.RunError(f"invalid stack config:\n{exc}") from None
+        raise pulumi.RunError(str(exc)) from None

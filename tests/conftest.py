@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,18 @@ import pytest
 from components.spec import CellSpec
 
 REPO = Path(__file__).resolve().parent.parent
-UPSTREAM = REPO.parent / "shared" / "upstream"
+UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")
+"""Upstream schemas and chart values the tests check against: ``$GPUCELL_UPSTREAM``, else ``../shared/upstream``
+beside the clone (where CI puts it). Never copied into the repository."""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, with the way out, when the upstream files are not there (instead of 60 FileNotFoundErrors)."""
+    if not (UPSTREAM / "kubevirt" / "swagger.json").is_file():
+        raise pytest.UsageError(
+            f"upstream schemas not found in {UPSTREAM}: put the shared/ folder beside the clone, or point "
+            "GPUCELL_UPSTREAM at a directory filled by `gpucell schemas fetch dev --dest DIR`"
+        )
 
 
 def minimal_cell_config() -> dict[str, Any]:

@@ -9,11 +9,13 @@ from typing import Any
 
 import jsonschema
 import pulumi
+import pydantic
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
 from components.cdi import Cdi, CdiArgs
-from components.spec import CellSpec
+from components.errors import format_validation_error
+from components.spec import CdiSpec, CellSpec, StackSpec
 from components.storage import Storage, StorageArgs
 from stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
@@ -41,10 +43,13 @@ def longhorn_config() -> dict[str, Any]:
 
 
 def install(spec: CellSpec, *, after: bool = False, upload_proxy_url: str | None = None) -> PlanResult:
+    if upload_proxy_url is not None:
+        spec = spec.model_copy(update={"cdi": CdiSpec(upload_proxy_url=upload_proxy_url)})
+
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
         storage = Storage("fra1-storage", StorageArgs(spec))
-        Cdi("fra1", CdiArgs(spec, storage, upload_proxy_url), opts=pulumi.ResourceOptions(depends_on=deps))
+        Cdi("fra1", CdiArgs(spec, storage), opts=pulumi.ResourceOptions(depends_on=deps))
         pulumi.export("ready", [r.urn for r in storage.ready])
 
     return run_program(program)
@@ -100,14 +105,14 @@ def test_upload_proxy_url_is_set_only_when_given() -> None:
 
 
 def test_upload_proxy_url_must_be_https() -> None:
-    spec = cell(minimal_cell_config())
-
-    def program() -> None:
-        storage = Storage("fra1-storage", StorageArgs(spec))
-        with pytest.raises(ValueError, match=r"'http://upload.example.net' must be an https:// URL"):
-            CdiArgs(spec, storage, "http://upload.example.net")
-
-    run_program(program)
+    config = minimal_cell_config()
+    config["cdi"] = {"uploadProxyUrl": "http://upload.example.net"}
+    with pytest.raises(pydantic.ValidationError) as info:
+        StackSpec.model_validate({"regions": {"fra1": config}})
+    assert format_validation_error(StackSpec, info.value).lines == [
+        "regions.fra1.cdi.uploadProxyUrl: 'http://upload.example.net' is not an https:// URL (virtctl talks TLS "
+        "to the upload proxy)"
+    ]
 
 
 @pytest.mark.parametrize("config", [minimal_cell_config(), longhorn_config()], ids=["local-path", "longhorn"])

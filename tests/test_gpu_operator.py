@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pulumi
+import pydantic
 import pytest
 import yaml
 
+from components.errors import format_validation_error
 from components.gpu_operator import (
     CHART,
     NAMESPACE,
@@ -17,7 +19,7 @@ from components.gpu_operator import (
     gpu_operator_values,
     k3s_containerd_template,
 )
-from components.spec import CellSpec
+from components.spec import CellSpec, StackSpec
 from stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 
@@ -248,12 +250,29 @@ def test_user_values_override_deep_merges_over_ours() -> None:
     config["gpuOperator"]["values"] = {
         "driver": {"enabled": False},
         "dcgmExporter": {"serviceMonitor": {"enabled": False}},
-        "mig": {"strategy": "single"},
+        "toolkit": {"env": [{"name": "CONTAINERD_SET_AS_DEFAULT", "value": True},
+                            {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia-gpu"}]},
     }
     values = _values(cell(config))
     assert _at(values, "driver.enabled") is False
     assert _at(values, "dcgmExporter.serviceMonitor.enabled") is False
     assert _at(values, "dcgmExporter.enabled") is True  # ours, beside the override
-    assert _at(values, "mig.strategy") == "single"  # the user's value wins
+    assert _at(values, "mig.strategy") == "mixed"
     assert _at(values, "vfioManager.enabled") is True
-    assert _env(values)["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
+    env = _env(values)
+    # toolkit.env merges by name: ours stay, the user's win by name, new names are appended, all strings
+    assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
+    assert env["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
+    assert env["CONTAINERD_SET_AS_DEFAULT"] == "true"
+    assert all(isinstance(v, str) for v in env.values())
+
+
+def test_values_may_not_override_what_typed_keys_set() -> None:
+    config = _vm_and_mig_config()
+    config["gpuOperator"]["values"] = {"mig": {"strategy": "single"}}
+    with pytest.raises(pydantic.ValidationError) as info:
+        StackSpec.model_validate({"regions": {"fra1": config}})
+    assert format_validation_error(StackSpec, info.value).lines == [
+        "regions.fra1.gpuOperator.values.mig.strategy: is set by gpucell from gpuOperator.migStrategy; set "
+        "gpuOperator.migStrategy instead"
+    ]

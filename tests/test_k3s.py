@@ -8,13 +8,19 @@ import shlex
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
 import yaml
+from pulumi.runtime import settings as pulumi_settings
 
+from components import _k3s_scripts as scripts
 from components.k3s import K3sCluster, K3sClusterArgs
+from components.spec import NodeRole
 from stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
 
@@ -221,8 +227,8 @@ def test_vm_agent_with_topology_labels_and_taints() -> None:
             "memory-manager-policy=Static",
             "reserved-memory=0:memory=2048Mi;1:memory=2048Mi",
             "system-reserved=memory=3596Mi",
-            "eviction-hard=memory.available<500Mi",
-            "topology-manager-policy=single-numa-node",
+            "eviction-hard=memory.available<500Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%",
+            "topology-manager-policy=restricted",
             "topology-manager-scope=pod",
         ],
     }
@@ -281,7 +287,7 @@ def test_vgpu_nodes_are_labelled_with_their_vgpu_type() -> None:
 
 
 # -- ordering --------------------------------------------------------------------------------------
-def test_servers_join_one_after_another_and_agents_after_the_first_server() -> None:
+def test_servers_join_one_after_another_and_agents_after_the_last_server() -> None:
     result, _ = build(ha_config())
     urn = {r.name: r.urn for r in commands(result)}
     node_urns = {u for n, u in urn.items() if n != "lab-kubeconfig"}
@@ -293,8 +299,9 @@ def test_servers_join_one_after_another_and_agents_after_the_first_server() -> N
     assert node_deps("lab-lab-srv-2") == {urn["lab-lab-srv-1"]}
     assert node_deps("lab-lab-srv-3") == {urn["lab-lab-srv-2"]}
     agents = ["lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2", "lab-lab-cpu-1"]
+    # The last server is after all the others, so no kubelet gets ahead of an API server (version skew).
     for agent in agents:
-        assert node_deps(agent) == {urn["lab-lab-srv-1"]}, agent
+        assert node_deps(agent) == {urn["lab-lab-srv-3"]}, agent
     assert result.outputs["agents"] == [urn[a] for a in agents]
     assert set(result.named("lab-kubeconfig").dependencies) == {
         urn["lab-lab-srv-1"],
@@ -317,6 +324,27 @@ def test_children_names_and_parent() -> None:
     ]
 
 
+def test_single_server_agents_follow_it() -> None:
+    result, _ = build(minimal_cell_config())
+    server = result.named("lab-lab-srv-1").urn
+    for agent in ("lab-lab-gpu-1", "lab-lab-cpu-1"):
+        assert server in result.named(agent).dependencies, agent
+
+
+def test_registered_outputs_use_camel_case_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    registered: list[dict[str, Any]] = []
+    original = K3sCluster.register_outputs
+
+    def spy(self: K3sCluster, outputs: dict[str, Any]) -> None:
+        registered.append(outputs)
+        original(self, outputs)
+
+    monkeypatch.setattr(K3sCluster, "register_outputs", spy)
+    _, cluster = build(minimal_cell_config())
+    assert len(registered) == 1
+    assert registered[0] == {"kubeconfig": cluster.kubeconfig, "apiServerUrl": cluster.api_server_url}
+
+
 def test_component_depends_on_reaches_every_command() -> None:
     def program() -> None:
         before = pulumi.CustomResource("test:index:Thing", "before")
@@ -326,7 +354,7 @@ def test_component_depends_on_reaches_every_command() -> None:
             opts=pulumi.ResourceOptions(depends_on=[before]),
         )
 
-    result = run_program(program)
+    result = run_program(program, computed=_computed)
     before = result.named("before").urn
     for command in commands(result):
         assert before in command.dependencies, command.name
@@ -375,8 +403,10 @@ def test_node_commands_install_on_create_and_update_and_uninstall_on_delete() ->
         assert "triggers" not in command.inputs
         assert command.inputs["addPreviousOutputInEnv"] is False
         assert command.inputs["logging"] == "stdoutAndStderr"
-    assert "/usr/local/bin/k3s-uninstall.sh" in script_of(server.inputs["delete"])
-    assert "/usr/local/bin/k3s-agent-uninstall.sh" in script_of(agent.inputs["delete"])
+    assert script_of(server.inputs["delete"]) == scripts.uninstall_script(NodeRole.SERVER, "lab-srv-2")
+    assert script_of(agent.inputs["delete"]) == scripts.uninstall_script(NodeRole.GPU, "lab-vm-1")
+    assert "readonly UNINSTALL=/usr/local/bin/k3s-uninstall.sh\n" in script_of(server.inputs["delete"])
+    assert "readonly UNINSTALL=/usr/local/bin/k3s-agent-uninstall.sh\n" in script_of(agent.inputs["delete"])
     assert 'INSTALL_K3S_EXEC="$K3S_EXEC"' in cluster.node_files["lab-vm-1"].install_script
     assert "readonly K3S_EXEC=server\n" in cluster.node_files["lab-srv-2"].install_script
     assert "readonly K3S_EXEC=agent\n" in cluster.node_files["lab-vm-1"].install_script
@@ -457,10 +487,65 @@ def test_kubeconfig_read_has_no_triggers_and_ignores_server_changes() -> None:
     assert before.named("lab-kubeconfig").raw_inputs == after.named("lab-kubeconfig").raw_inputs
 
 
-def test_kubeconfig_without_stdout_is_empty() -> None:
-    result, _ = build(minimal_cell_config(), computed=lambda _args: {})
-    assert result.outputs["kubeconfig"] == SECRET
-    assert result.outputs["kubeconfig_value"] == ""
+@contextmanager
+def fails_with(match: str) -> Iterator[pytest.ExceptionInfo[ValueError]]:
+    """``pytest.raises(ValueError)`` around a program run that must fail.
+
+    Afterwards it drops the failed run's pending output tasks: Pulumi's mock settings do not reset
+    ``SETTINGS.outputs``, so the stored exception would otherwise fail the next test's run.
+    """
+    try:
+        with pytest.raises(ValueError, match=match) as raised:
+            yield raised
+    finally:
+        pulumi_settings.SETTINGS.outputs.clear()
+
+
+EMPTY_KUBECONFIG = (
+    r"the admin kubeconfig read from /etc/rancher/k3s/k3s\.yaml of the first server lab-srv-1 \(10\.20\.0\.11\) "
+    r"is empty; expected one with 'server: https://127\.0\.0\.1:6443'"
+)
+
+
+@pytest.mark.parametrize("stdout", ["", "\n  \n"])
+def test_empty_kubeconfig_fails_instead_of_falling_back_to_the_ambient_one(stdout: str) -> None:
+    def computed(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+        return {"stdout": stdout} if args.name == "lab-kubeconfig" else _computed(args)
+
+    with fails_with(EMPTY_KUBECONFIG):
+        build(ha_config(), computed=computed)
+
+
+def test_kubeconfig_missing_from_the_provider_state_fails() -> None:
+    # The mock gives the read command no stdout at all (None): the same error, never an empty kubeconfig.
+    with fails_with(EMPTY_KUBECONFIG):
+        build(minimal_cell_config(), computed=lambda args: {} if args.name == "lab-kubeconfig" else _computed(args))
+
+
+def test_kubeconfig_without_the_local_server_line_fails() -> None:
+    config = minimal_cell_config()
+    config["network"]["apiPort"] = 7443  # the server listens on 7443, but the kubeconfig says 6443
+    with fails_with("has no 'server: ") as raised:
+        build(config)
+    assert (
+        "the admin kubeconfig read from /etc/rancher/k3s/k3s.yaml of the first server lab-srv-1 (10.20.0.11) has "
+        "no 'server: https://127.0.0.1:7443' line to point at https://10.20.0.11:7443; "
+        "its servers are ['https://127.0.0.1:6443']"
+    ) in str(raised.value)
+
+
+def test_rewrite_kubeconfig_touches_only_server_lines() -> None:
+    spec = cell(ha_config())
+    text = "# was https://127.0.0.1:6443\n" + K3S_YAML
+    assert scripts.rewrite_kubeconfig(text, spec) == "# was https://127.0.0.1:6443\n" + K3S_YAML.replace(
+        "    server: https://127.0.0.1:6443\n", "    server: https://10.20.0.5:6443\n"
+    )
+    # The address alone elsewhere (not on a server line) is no kubeconfig to hand on.
+    with pytest.raises(ValueError, match=r"its servers are \['https://10\.9\.9\.9:6443'\]"):
+        scripts.rewrite_kubeconfig(text.replace("server: https://127.0.0.1", "server: https://10.9.9.9"), spec)
+    for empty in (None, "", " \n"):
+        with pytest.raises(ValueError, match="is empty"):
+            scripts.rewrite_kubeconfig(empty, spec)
 
 
 def test_preview_runs_with_unknown_outputs() -> None:
@@ -502,13 +587,27 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
+def _into(root: Path, script: str) -> str:
+    """``script`` with its fixed paths moved under ``root``."""
+    return (
+        script.replace("/etc/rancher/k3s", str(root / "etc"))
+        .replace("/usr/local/bin/k3s", str(root / "k3s"))
+        .replace("/var/lib/kubelet", str(root / "kubelet"))
+    )
+
+
 def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
-    """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer), sudo, systemctl."""
+    """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer), sudo, systemctl.
+
+    The fake installer records each run in ``root/installs``; ``systemctl cat`` succeeds once k3s is installed
+    and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
+    ``root/systemctl``.
+    """
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     root.mkdir()
     bin_dir.mkdir()
-    k3s_bin = root / "k3s"
-    script = script.replace("/etc/rancher/k3s", str(root / "etc")).replace("/usr/local/bin/k3s", str(k3s_bin))
+    k3s_bin, kubelet = root / "k3s", root / "kubelet"
+    script = _into(root, script)
     installer = (
         f'echo "$INSTALL_K3S_VERSION $INSTALL_K3S_EXEC" >> {root}/installs\n'
         f'printf \'#!/usr/bin/env bash\\n[ "$1" = --version ] && echo "k3s version %s (abc)"\\nexit 0\\n\' '
@@ -521,7 +620,14 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f'while [ $# -gt 0 ]; do [ "$1" = -o ] && cp {tmp_path}/installer.sh "$2"; shift; done\n',
     )
     _stub(bin_dir, "sudo", '[ "$1" = -n ] && shift\nexec "$@"\n')
-    _stub(bin_dir, "systemctl", "exit 0\n")
+    _stub(
+        bin_dir,
+        "systemctl",
+        f'case "$1" in\n'
+        f'  cat) exec test -x {k3s_bin} ;;\n'
+        f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
+        f"esac\nexit 0\n",
+    )
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     return root, env, script
 
@@ -553,9 +659,87 @@ def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path
     assert "nothing to do" in again.stdout
     assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"  # no reinstall, no restart
 
+    # Kubelet checkpoints exist on a running node; a config change that keeps kubelet-arg leaves them alone.
+    _kubelet_state(root)
     changed = _run(script.replace("- gpucell.io/role=server\n", "- gpucell.io/role=server\n- extra=1\n"), env)
     assert changed.returncode == 0, changed.stderr
     assert (root / "installs").read_text() == "v1.34.2+k3s1 server\nv1.34.2+k3s1 server\n"
+    assert sorted(p.name for p in (root / "kubelet").iterdir()) == list(STATE_FILES)
+    assert not (root / "systemctl").exists()  # never stopped
+
+
+STATE_FILES = ("cpu_manager_state", "memory_manager_state")
+
+
+def _kubelet_state(root: Path) -> None:
+    """What a running kubelet with CPU and memory managers leaves in its root dir."""
+    (root / "kubelet").mkdir(exist_ok=True)
+    for name in STATE_FILES:
+        (root / "kubelet" / name).write_text('{"policyName":"static"}')
+
+
+def test_install_script_resets_kubelet_state_only_when_kubelet_args_change(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-vm-1"].install_script)
+    state = root / "kubelet"
+    installs = root / "installs"
+
+    first = _run(script, env)  # fresh node: nothing to stop, nothing to remove
+    assert first.returncode == 0, first.stderr
+    assert installs.read_text().count("\n") == 1
+    assert not (root / "systemctl").exists()
+    _kubelet_state(root)
+
+    again = _run(script, env)
+    assert "nothing to do" in again.stdout
+    assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
+
+    # Other options change, or the same kubelet-arg set in another order: reinstall, checkpoints kept.
+    relabelled = script.replace("- tier=vm\n", "- tier=vm\n- extra=1\n")
+    reordered = relabelled.replace(
+        "- topology-manager-policy=restricted\n- topology-manager-scope=pod\n",
+        "- topology-manager-scope=pod\n- topology-manager-policy=restricted\n",
+    )
+    assert reordered != relabelled != script
+    for variant in (relabelled, reordered):
+        run = _run(variant, env)
+        assert run.returncode == 0, run.stderr
+        assert "kubelet-arg changed" not in run.stdout
+        assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
+    assert installs.read_text().count("\n") == 3
+    assert not (root / "systemctl").exists()
+
+    # A new policy: k3s is stopped while the checkpoints still exist, then they are gone, then k3s reinstalled.
+    repolicied = reordered.replace("- topology-manager-scope=pod\n", "- topology-manager-scope=container\n")
+    assert repolicied != reordered
+    changed = _run(repolicied, env)
+    assert changed.returncode == 0, changed.stderr
+    assert "kubelet-arg changed" in changed.stdout
+    assert (root / "systemctl").read_text() == "stop k3s-agent\ncpu_manager_state\nmemory_manager_state\n"
+    assert list(state.iterdir()) == []
+    assert installs.read_text().count("\n") == 4
+    assert "- topology-manager-scope=container\n" in (root / "etc" / "config.yaml").read_text()
+
+    # Idempotent: the new checkpoints survive a rerun.
+    _kubelet_state(root)
+    rerun = _run(repolicied, env)
+    assert "nothing to do" in rerun.stdout
+    assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
+    assert (root / "systemctl").read_text().count("stop") == 1
+
+
+def test_install_script_resets_kubelet_state_when_the_topology_profile_is_dropped(tmp_path: Path) -> None:
+    with_profile, without = ha_config(), ha_config()
+    del without["nodePools"]["l40s-vm"]["topology"]
+    _, a = build(with_profile)
+    _, b = build(without)
+    root, env, script = _sandbox(tmp_path, a.node_files["lab-vm-1"].install_script)
+    assert _run(script, env).returncode == 0
+    _kubelet_state(root)
+    run = _run(_into(root, b.node_files["lab-vm-1"].install_script), env)
+    assert run.returncode == 0, run.stderr
+    assert (root / "systemctl").read_text().startswith("stop k3s-agent\n")
+    assert list((root / "kubelet").iterdir()) == []
 
 
 def test_install_script_fails_without_a_token(tmp_path: Path) -> None:
@@ -565,3 +749,52 @@ def test_install_script_fails_without_a_token(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert "no cluster token on stdin" in run.stderr
     assert not (root / "installs").exists()
+
+
+def _delete_sandbox(tmp_path: Path, script: str, *, kubectl_rc: int, installed: bool = True) -> tuple[Path, str]:
+    """A server/agent delete script with k3s (answering ``kubectl`` with ``kubectl_rc``) and its uninstaller
+    stubbed; both append what they were asked to ``root/calls``."""
+    root, env, script = _sandbox(tmp_path, script)
+    if installed:
+        _stub(root, "k3s", f'echo "k3s $*" >> {root}/calls\nexit {kubectl_rc}\n')
+        for name in ("k3s-uninstall.sh", "k3s-agent-uninstall.sh"):
+            _stub(root, name, f'echo "{name}" >> {root}/calls\n')
+    run = _run(script, env, stdin="")
+    assert run.returncode == 0, run.stderr
+    return root, run.stdout + run.stderr
+
+
+def test_server_delete_leaves_etcd_before_uninstalling(tmp_path: Path) -> None:
+    result, _ = build(ha_config())
+    root, output = _delete_sandbox(tmp_path, script_of(result.named("lab-lab-srv-2").inputs["delete"]), kubectl_rc=0)
+    assert (root / "calls").read_text().splitlines() == [
+        f"k3s kubectl --kubeconfig {root}/etc/k3s.yaml --request-timeout=30s delete node lab-srv-2 --wait=false",
+        "k3s-uninstall.sh",
+    ]
+    assert "deleted node lab-srv-2" in output
+
+
+def test_server_delete_uninstalls_even_when_the_api_is_gone(tmp_path: Path) -> None:
+    result, _ = build(ha_config())
+    root, output = _delete_sandbox(tmp_path, script_of(result.named("lab-lab-srv-3").inputs["delete"]), kubectl_rc=1)
+    calls = (root / "calls").read_text().splitlines()
+    assert calls[0].endswith("delete node lab-srv-3 --wait=false")
+    assert calls[1:] == ["k3s-uninstall.sh"]
+    assert "could not delete node lab-srv-3" in output
+
+
+def test_delete_of_a_node_without_k3s_succeeds(tmp_path: Path) -> None:
+    result, _ = build(ha_config())
+    root, output = _delete_sandbox(
+        tmp_path, script_of(result.named("lab-lab-srv-1").inputs["delete"]), kubectl_rc=0, installed=False
+    )
+    assert not (root / "calls").exists()
+    assert "k3s is not installed here" in output
+
+
+def test_agent_delete_only_uninstalls(tmp_path: Path) -> None:
+    result, _ = build(ha_config())
+    delete = script_of(result.named("lab-lab-vm-1").inputs["delete"])
+    assert "kubectl" not in delete
+    root, _ = _delete_sandbox(tmp_path, delete, kubectl_rc=0)
+    assert (root / "calls").read_text() == "k3s-agent-uninstall.sh\n"

@@ -178,13 +178,6 @@ def test_charts_before_the_split_are_kserve_crd_and_kserve() -> None:
     assert "certManager" not in resources.inputs["values"]["kserve"]
 
 
-@pytest.mark.parametrize(("version", "mode"), [("v0.20.0", "Knative"), ("v0.15.2", "Serverless")])
-def test_knative_mode_keeps_the_chart_gateway_defaults(version: str, mode: str) -> None:
-    spec = cell(_config(versions={"kserve": version}, kserve={"deploymentMode": mode}))
-    controller = _at(kserve_resources_values(spec), "kserve.controller")
-    assert controller == {"deploymentMode": mode}
-
-
 def test_kserve_key_paths_exist_in_the_pinned_charts() -> None:
     spec = cell(minimal_cell_config())
     resources_upstream = yaml.safe_load(RESOURCES_VALUES.read_text())

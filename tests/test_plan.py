@@ -113,10 +113,12 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
 def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     document = to_json(prod_plan, ["fra1", "iad1"])
     assert document["stack"] == "prod"
-    first = document["resources"][0]
-    assert set(first) == {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"}
-    assert first["type"] == "gpucell:index:RegionalCell"
-    assert document["outputs"]["fra1"] == "[secret]" or document["outputs"]["fra1"]["kubeconfig"] == "[secret]"
+    assert all(set(r) == {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"}
+               for r in document["resources"])
+    assert [r["urn"] for r in document["resources"]] == sorted(r["urn"] for r in document["resources"])
+    assert {r["type"] for r in document["resources"] if r["name"] in ("fra1", "iad1")} == {"gpucell:index:RegionalCell"}
+    assert document["outputs"]["fra1"] == {"apiServerUrl": "https://10.110.0.10:6443", "storageClassName": "longhorn"}
+    assert document["outputs"]["fra1Kubeconfig"] == "[secret]"
     text = json.dumps(document)
     for sentinel in SENTINELS:
         assert sentinel not in text
@@ -137,11 +139,12 @@ def test_written_files_have_no_secret(prod_plan: Plan, tmp_path: Path) -> None:
     assert kubevirt["kind"] == "KubeVirt"
 
 
-def test_preview_with_unknown_kubeconfig_registers_everything() -> None:
-    known = make_plan(REPO, "prod")
+def test_preview_with_unknown_kubeconfig_registers_everything(prod_plan: Plan) -> None:
     unknown = make_plan(REPO, "prod", preview=True)
-    assert sorted(r.urn for r in unknown.result.resources) == sorted(r.urn for r in known.result.resources)
-    assert unknown.result.named("fra1-k8s").inputs["kubeconfig"] in ("[secret]", "[unknown]")
+    assert sorted(r.urn for r in unknown.result.resources) == sorted(r.urn for r in prod_plan.result.resources)
+    assert unknown.result.named("fra1-k8s").inputs["kubeconfig"] == "[unknown]"
+    assert prod_plan.result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
+    assert unknown.result.outputs["fra1Kubeconfig"] == "[unknown]"
 
 
 def test_bad_config_becomes_run_error_before_any_resource() -> None:
@@ -155,8 +158,7 @@ def test_bad_config_becomes_run_error_before_any_resource() -> None:
         registered.extend(r.name for r in run_program(program_main, config=config,
                                                       secret_keys=["gpucell:sshPrivateKey"]).resources)
     assert str(info.value) == (
-        "invalid stack config:\nregions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, "
-        "vm-passthrough, vm-vgpu"
+        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
     )
     assert registered == []
 
@@ -207,3 +209,61 @@ def test_console_script_runs_from_repo_root() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("stack dev: 1 region(s)")
+
+
+def _scratch_project(tmp_path: Path, edit: Any = None, text: str | None = None) -> Path:
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    if text is None:
+        stack = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+        if edit is not None:
+            edit(stack["config"])
+        text = yaml.safe_dump(stack)
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    return tmp_path
+
+
+def _plan_errors(project: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main(["plan", "dev", "--project-dir", str(project)])
+    return code, capsys.readouterr().err
+
+
+def test_plain_text_ssh_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def plain(config: dict[str, Any]) -> None:
+        config["gpucell:sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----"
+
+    assert _plan_errors(_scratch_project(tmp_path, plain), capsys) == (2, (
+        "sshPrivateKey: is stored in plain text in the stack file; store the private key encrypted with "
+        "`pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`\n"
+    ))
+
+
+def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def typo(config: dict[str, Any]) -> None:
+        config["gpucell:region"] = {}
+
+    assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
+        2, "region: unknown key in the gpucell namespace; accepted keys are regions, sshPrivateKey\n"
+    )
+
+
+def test_duplicate_yaml_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "Pulumi.dev.yaml").read_text().replace(
+        "        cpu:\n", "        cpu:\n          role: cpu\n          hosts: []\n        cpu:\n", 1
+    )
+    code, err = _plan_errors(_scratch_project(tmp_path, text=text), capsys)
+    assert code == 2
+    assert err.startswith("Pulumi.dev.yaml: is not valid YAML: ")
+    assert "duplicate key 'cpu'" in err
+    assert f"{tmp_path / 'Pulumi.dev.yaml'}" in err
+
+
+def test_out_dir_is_rewritten_not_accumulated(prod_plan: Plan, tmp_path: Path) -> None:
+    stale = tmp_path / "fra1" / "nodes" / "renamed-host" / "config.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    files = write_out(prod_plan, ["fra1"], tmp_path)
+    assert not stale.exists()
+    names = {p.relative_to(tmp_path).as_posix() for p in files}
+    assert "fra1/manifests/StorageProfile_longhorn.patch.yaml" in names
+    remote = (tmp_path / "fra1" / "manifests" / "remote-manifests.txt").read_text()
+    assert "https://github.com/kubevirt/kubevirt/releases/download/v1.9.0/kubevirt-operator.yaml" in remote

@@ -283,8 +283,8 @@ def test_topology_kubelet_args() -> None:
         "memory-manager-policy=Static",
         "reserved-memory=0:memory=4096Mi;1:memory=4096Mi",
         "system-reserved=memory=7692Mi",
-        "eviction-hard=memory.available<500Mi",
-        "topology-manager-policy=single-numa-node",
+        "eviction-hard=memory.available<500Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%",
+        "topology-manager-policy=restricted",
         "topology-manager-scope=pod",
     ]
 
@@ -329,3 +329,89 @@ def test_longhorn_replicas_need_as_many_nodes(cell_config: dict[str, Any]) -> No
         "regions.fra1.storage.replicas: 4 replicas need as many nodes, the region has 3; Longhorn keeps each "
         "replica of a volume on a different node"
     ]
+
+
+@pytest.mark.parametrize(("version", "mode", "raw"), [("v0.20.0", "Knative", "Standard"),
+                                                      ("v0.15.2", "Serverless", "RawDeployment")])
+def test_knative_modes_are_rejected(cell_config: dict[str, Any], version: str, mode: str, raw: str) -> None:
+    cell_config["versions"] = {"kserve": version}
+    cell_config["kserve"] = {"deploymentMode": mode}
+    assert errors_of(cell_config) == [
+        f"regions.fra1.kserve.deploymentMode: '{mode}' needs Knative Serving, which gpucell does not install; "
+        f"use {raw}"
+    ]
+
+
+@pytest.mark.parametrize("endpoint", ["", "https://api:6443", "api.fra1.example.net:6443", "API.example"])
+def test_api_endpoint_is_a_bare_address_or_name(cell_config: dict[str, Any], endpoint: str) -> None:
+    cell_config["network"]["apiEndpoint"] = endpoint
+    assert errors_of(cell_config) == [
+        f"regions.fra1.network.apiEndpoint: {endpoint!r} is neither an IP address nor a DNS name; give a bare "
+        "address or name such as 10.0.0.10 or api.fra1.example.net (no https://, no :port)"
+    ]
+
+
+def test_tls_sans_are_addresses_or_names(cell_config: dict[str, Any]) -> None:
+    cell_config["network"]["tlsSans"] = ["api.example.net", "*bad*"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.network.tlsSans[1]: '*bad*' is neither an IP address nor a DNS name; give a bare address "
+        "or name such as 10.0.0.10 or api.fra1.example.net (no https://, no :port)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels.bad key: 'bad key' is not a label key; use "
+         "[dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"),
+        ({"example.com/rack": "r 7"}, "regions.fra1.nodePools.cpu.labels.example.com/rack: 'r 7' is not a label "
+         "value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"),
+    ],
+)
+def test_labels_use_kubernetes_syntax(cell_config: dict[str, Any], labels: dict[str, str], message: str) -> None:
+    cell_config["nodePools"]["cpu"]["labels"] = labels
+    assert errors_of(cell_config) == [message]
+
+
+def test_taints_use_kubernetes_syntax(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["cpu"]["taints"] = ["dedicated=vm:NoSchedule", "NoSchedule"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.cpu.taints[1]: 'NoSchedule' is not a taint; use "
+        "key[=value]:NoSchedule|PreferNoSchedule|NoExecute"
+    ]
+    cell_config["nodePools"]["cpu"]["taints"] = ["dedicated=vm:NoSchedule"]
+    assert cell(cell_config).node_pools["cpu"].taints == ["dedicated=vm:NoSchedule"]
+
+
+@pytest.mark.parametrize("value", [True, "eight", 8.5])
+def test_counts_are_strict_integers(cell_config: dict[str, Any], value: object) -> None:
+    cell_config["nodePools"]["l40s"]["gpusPerNode"] = value
+    assert errors_of(cell_config) == [
+        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is invalid: Input should be a valid integer"
+    ]
+
+
+def test_cluster_dns_is_a_host_address(cell_config: dict[str, Any]) -> None:
+    cell_config["network"]["clusterDns"] = "10.43.0.0"
+    assert errors_of(cell_config) == [
+        "regions.fra1.network.clusterDns: '10.43.0.0' is the network or broadcast address of 10.43.0.0/16; use a "
+        "host address such as the .10"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("cilium", {"k8sServiceHost": "10.0.0.1"},
+         "regions.fra1.cilium.values.k8sServiceHost: is set by gpucell from network.apiEndpoint; set "
+         "network.apiEndpoint instead"),
+        ("kserve", {"kserve": {"controller": {"deploymentMode": "Knative"}}},
+         "regions.fra1.kserve.values.kserve.controller.deploymentMode: is set by gpucell from "
+         "kserve.deploymentMode; set kserve.deploymentMode instead"),
+    ],
+)
+def test_values_may_not_override_typed_keys(
+    cell_config: dict[str, Any], section: str, values: dict[str, Any], message: str
+) -> None:
+    cell_config[section] = {"values": values}
+    assert errors_of(cell_config) == [message]

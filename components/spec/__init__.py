@@ -1,8 +1,10 @@
 """Typed, validated specs of a cell: what a stack config says, checked before anything is deployed."""
 
 from components.spec.cell import (
+    CdiSpec,
     CellSpec,
     ChartSpec,
+    CiliumSpec,
     GpuOperatorSpec,
     ImageSpec,
     KServeSpec,
@@ -16,8 +18,10 @@ from components.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
 from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
+    "CdiSpec",
     "CellSpec",
     "ChartSpec",
+    "CiliumSpec",
     "DeploymentMode",
     "GpuMode",
     "GpuOperatorSpec",

@@ -6,19 +6,21 @@ import itertools
 from collections.abc import Iterator
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.spec._base import SpecModel
-from components.spec.network import Host, Network, Ssh, check_dns_label
+from components.spec.network import Host, Network, Ssh, check_names
 from components.spec.pools import GpuMode, NodePool, NodeRole
 from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
+    "CdiSpec",
     "CellSpec",
     "ChartSpec",
+    "CiliumSpec",
     "GpuOperatorSpec",
     "ImageSpec",
     "KServeSpec",
@@ -30,10 +32,38 @@ __all__ = [
 
 
 class ChartSpec(SpecModel):
-    """A Helm chart we install: the typed values live in its component; ``values`` is deep-merged last."""
+    """A Helm chart we install: the typed values live in its component; ``values`` is deep-merged last.
+
+    ``values`` may not set a chart value gpucell derives from a typed key (``owned_values``): an override
+    there would silently undo a rule the typed key is checked against.
+    """
+
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {}
+    """Chart value path -> the config key (relative to the region) that sets it."""
 
     values: dict[str, Any] = {}
     """Chart values merged over what gpucell renders (maps merge key by key, anything else replaces)."""
+
+    @model_validator(mode="after")
+    def _no_owned_values(self) -> ChartSpec:
+        for path, key in self.owned_values.items():
+            node: Any = self.values
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                raise SpecError(("values", *path), f"is set by gpucell from {key}; set {key} instead")
+        return self
+
+
+class CiliumSpec(ChartSpec):
+    """Cilium chart overrides. The address plan comes from ``network``."""
+
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("k8sServiceHost",): "network.apiEndpoint",
+        ("k8sServicePort",): "network.apiPort",
+        ("ipam", "operator", "clusterPoolIPv4PodCIDRList"): "network.podCidr",
+        ("ipam", "operator", "clusterPoolIPv4MaskSize"): "network.podCidrMaskSize",
+    }
 
 
 class StorageBackend(StrEnum):
@@ -46,18 +76,28 @@ class StorageBackend(StrEnum):
 class StorageSpec(ChartSpec):
     """The cell's storage layer and its one default StorageClass. ``values`` go to the Longhorn chart."""
 
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("persistence", "defaultClassReplicaCount"): "storage.replicas",
+        ("defaultSettings", "defaultReplicaCount"): "storage.replicas",
+    }
+
     backend: StorageBackend = StorageBackend.LOCAL_PATH
     """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
-    replicas: int = Field(default=3, ge=1, le=10)
+    replicas: StrictInt = Field(default=3, ge=1, le=10)
     """Longhorn: replicas per volume (count), each on a different node. Defaults to 3."""
 
     @model_validator(mode="after")
     def _values_need_a_chart(self) -> StorageSpec:
-        if self.backend is StorageBackend.LOCAL_PATH and self.values:
-            raise SpecError(
-                ("values",),
-                "only applies to the longhorn backend (local-path is built into k3s and has no chart values)",
-            )
+        if self.backend is StorageBackend.LOCAL_PATH:
+            if self.values:
+                raise SpecError(
+                    ("values",),
+                    "only applies to the longhorn backend (local-path is built into k3s and has no chart values)",
+                )
+            if "replicas" in self.model_fields_set:
+                raise SpecError(
+                    ("replicas",), f"{self.replicas} only applies to the longhorn backend (local-path keeps one copy)"
+                )
         return self
 
 
@@ -82,6 +122,14 @@ class ImageSpec(SpecModel):
 class GpuOperatorSpec(ChartSpec):
     """NVIDIA GPU Operator settings that are not derived from the node pools."""
 
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("mig", "strategy"): "gpuOperator.migStrategy",
+        ("vgpuManager", "repository"): "gpuOperator.vgpuDriverImage",
+        ("vgpuManager", "image"): "gpuOperator.vgpuDriverImage",
+        ("vgpuManager", "version"): "gpuOperator.vgpuDriverImage",
+        ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
+    }
+
     mig_strategy: MigStrategy | None = None
     """``single`` or ``mixed``. Defaults to ``mixed`` when any pool uses MIG (any layout works), else ``single``."""
     vgpu_driver_image: ImageSpec | None = None
@@ -93,10 +141,30 @@ class GpuOperatorSpec(ChartSpec):
 class KServeSpec(ChartSpec):
     """KServe settings; ``values`` is merged into the ``kserve-resources`` chart."""
 
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("kserve", "controller", "deploymentMode"): "kserve.deploymentMode",
+    }
+
     deployment_mode: DeploymentMode | None = None
-    """Default ``deploymentMode`` of InferenceServices. Defaults to raw Kubernetes Deployments (``Standard`` since
-    KServe v0.16, ``RawDeployment`` before). ``Knative``/``Serverless`` needs Knative, which gpucell does not
-    install."""
+    """Default ``deploymentMode`` of InferenceServices: raw Kubernetes Deployments, ``Standard`` since KServe
+    v0.16 (``RawDeployment`` before), which is also the default. ``Knative``/``Serverless`` are rejected: they
+    need Knative Serving and a networking layer, which gpucell does not install."""
+
+
+class CdiSpec(SpecModel):
+    """CDI settings that are not derived from the storage layer."""
+
+    upload_proxy_url: str | None = None
+    """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload`` (CDI
+    ``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
+    image-upload --uploadproxy-url`` works through a port-forward."""
+
+    @field_validator("upload_proxy_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("https://") or len(value) <= len("https://")):
+            raise ValueError("is not an https:// URL (virtctl talks TLS to the upload proxy)")
+        return value
 
 
 class CellSpec(SpecModel):
@@ -112,7 +180,7 @@ class CellSpec(SpecModel):
     """Pool name (DNS-1123 label) -> pool."""
     storage: StorageSpec = StorageSpec()
     """Storage layer."""
-    cilium: ChartSpec = ChartSpec()
+    cilium: CiliumSpec = CiliumSpec()
     """Cilium chart overrides."""
     cert_manager: ChartSpec = ChartSpec()
     """cert-manager chart overrides."""
@@ -120,16 +188,10 @@ class CellSpec(SpecModel):
     """GPU Operator settings."""
     kserve: KServeSpec = KServeSpec()
     """KServe settings."""
+    cdi: CdiSpec = CdiSpec()
+    """CDI settings."""
 
-    @field_validator("node_pools")
-    @classmethod
-    def _pool_names(cls, pools: dict[str, NodePool]) -> dict[str, NodePool]:
-        for name in pools:
-            try:
-                check_dns_label(name)
-            except ValueError as exc:
-                raise SpecError((name,), f"{name!r} {exc}") from None
-        return pools
+    _pool_names = field_validator("node_pools")(check_names)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> CellSpec:
@@ -164,7 +226,9 @@ class CellSpec(SpecModel):
     @property
     def api_endpoint(self) -> str:
         """Where the API server is reached: ``network.apiEndpoint`` or the single server's address."""
-        return self.network.api_endpoint or str(self.servers[0][1].address)
+        if self.network.api_endpoint is not None:
+            return self.network.api_endpoint
+        return str(self.servers[0][1].address)
 
     @property
     def effective_mig_strategy(self) -> MigStrategy:
@@ -242,6 +306,12 @@ class CellSpec(SpecModel):
             raise SpecError(
                 ("network", "clusterDns"), f"{str(net.cluster_dns)!r} is outside network.serviceCidr {net.service_cidr}"
             )
+        if net.cluster_dns in (net.service_cidr.network_address, net.service_cidr.broadcast_address):
+            raise SpecError(
+                ("network", "clusterDns"),
+                f"{str(net.cluster_dns)!r} is the network or broadcast address of {net.service_cidr}; "
+                "use a host address such as the .10",
+            )
         if net.pod_cidr_mask_size <= net.pod_cidr.prefixlen:
             raise SpecError(
                 ("network", "podCidrMaskSize"),
@@ -290,6 +360,11 @@ class CellSpec(SpecModel):
                 f"{mode.value!r} is not a deployment mode of KServe {self.versions.kserve}; "
                 f"accepted: {', '.join(m.value for m in accepted)}",
             )
+        if mode is not None and mode is not accepted[0]:
+            raise SpecError(
+                ("kserve", "deploymentMode"),
+                f"{mode.value!r} needs Knative Serving, which gpucell does not install; use {accepted[0].value}",
+            )
 
 
 class StackSpec(SpecModel):
@@ -298,12 +373,4 @@ class StackSpec(SpecModel):
     regions: dict[str, CellSpec] = Field(min_length=1)
     """Region name (DNS-1123 label, used in every resource name of the cell) -> cell spec."""
 
-    @field_validator("regions")
-    @classmethod
-    def _region_names(cls, regions: dict[str, CellSpec]) -> dict[str, CellSpec]:
-        for name in regions:
-            try:
-                check_dns_label(name)
-            except ValueError as exc:
-                raise SpecError((name,), f"{name!r} {exc}") from None
-        return regions
+    _region_names = field_validator("regions")(check_names)

@@ -3,21 +3,55 @@
 from __future__ import annotations
 
 import re
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Network, ip_address
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictInt, field_validator
 
+from components.errors import SpecError
 from components.spec._base import SpecModel
 
-__all__ = ["DNS_LABEL", "Host", "Network", "Ssh", "SshOverride", "check_dns_label"]
+__all__ = [
+    "DNS_LABEL",
+    "Host",
+    "Network",
+    "Ssh",
+    "SshOverride",
+    "check_dns_label",
+    "check_host_name",
+    "check_names",
+]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
 
 
 def check_dns_label(value: str) -> str:
     """Raise ``ValueError`` unless ``value`` is an RFC 1123 label (what Kubernetes accepts as a node or object name)."""
     if not DNS_LABEL.match(value):
         raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
+    return value
+
+
+def check_names(names: dict[str, object]) -> dict[str, object]:
+    """Raise :class:`SpecError` at the first key of ``names`` that is not a DNS-1123 label."""
+    for name in names:
+        try:
+            check_dns_label(name)
+        except ValueError as exc:
+            raise SpecError((name,), f"{name!r} {exc}") from None
+    return names
+
+
+def check_host_name(value: str) -> str:
+    """Raise ``ValueError`` unless ``value`` is an IP address or a DNS name (no scheme, no port, no path)."""
+    try:
+        ip_address(value)
+    except ValueError:
+        if not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(
+                "is neither an IP address nor a DNS name; give a bare address or name such as 10.0.0.10 or "
+                "api.fra1.example.net (no https://, no :port)"
+            ) from None
     return value
 
 
@@ -40,7 +74,7 @@ class Ssh(SpecModel):
 
     user: str = "root"
     """Login user; needs root or password-less sudo. Defaults to ``root``."""
-    port: int = Field(default=22, ge=1, le=65535)
+    port: StrictInt = Field(default=22, ge=1, le=65535)
     """TCP port. Defaults to 22."""
     private_key_config_key: str = "sshPrivateKey"
     """Name of the *secret* stack config key holding the PEM/OpenSSH private key. Defaults to ``sshPrivateKey``."""
@@ -51,7 +85,7 @@ class SshOverride(SpecModel):
 
     user: str | None = None
     """Login user for this pool's hosts. Defaults to the region's ``ssh.user``."""
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: StrictInt | None = Field(default=None, ge=1, le=65535)
     """TCP port for this pool's hosts. Defaults to the region's ``ssh.port``."""
 
     def over(self, base: Ssh) -> Ssh:
@@ -66,7 +100,7 @@ class Network(SpecModel):
     """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
     pod_cidr: IPv4Network = IPv4Network("10.42.0.0/16")
     """Pod network handed to Cilium's cluster-pool IPAM and k3s ``cluster-cidr``. Defaults to ``10.42.0.0/16``."""
-    pod_cidr_mask_size: int = Field(default=24, ge=16, le=28)
+    pod_cidr_mask_size: StrictInt = Field(default=24, ge=16, le=28)
     """Prefix length of each node's pod range carved from ``podCidr``. Defaults to 24 (254 pods per node)."""
     service_cidr: IPv4Network = IPv4Network("10.43.0.0/16")
     """ClusterIP range (k3s ``service-cidr``). Defaults to ``10.43.0.0/16``."""
@@ -75,7 +109,22 @@ class Network(SpecModel):
     api_endpoint: str | None = None
     """Address or DNS name clients and agents use for the API server (a VIP or load balancer for HA servers).
     Required with more than one server; defaults to the single server's address otherwise."""
-    api_port: int = Field(default=6443, ge=1, le=65535)
+    api_port: StrictInt = Field(default=6443, ge=1, le=65535)
     """API server port behind ``apiEndpoint``. Defaults to 6443."""
     tls_sans: list[str] = []
     """Extra names and addresses in the API server certificate (k3s ``tls-san``); ``apiEndpoint`` is always added."""
+
+    @field_validator("api_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else check_host_name(value)
+
+    @field_validator("tls_sans")
+    @classmethod
+    def _sans(cls, values: list[str]) -> list[str]:
+        for index, value in enumerate(values):
+            try:
+                check_host_name(value)
+            except ValueError as exc:
+                raise SpecError((index,), f"{value!r} {exc}") from None
+        return values

@@ -5,16 +5,20 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.gpu_catalog import CATALOG, GpuModel
 from components.spec._base import SpecModel
 from components.spec.network import Host, SshOverride
 
-__all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyProfile"]
+__all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
 
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+_TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
 POOL_LABEL = "gpucell.io/pool"
 ROLE_LABEL = "gpucell.io/role"
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
@@ -50,6 +54,19 @@ class GpuMode(StrEnum):
         return self is not GpuMode.CONTAINER
 
 
+class TopologyManagerPolicy(StrEnum):
+    """Kubelet ``topology-manager-policy`` values a topology profile may use."""
+
+    RESTRICTED = "restricted"
+    SINGLE_NUMA_NODE = "single-numa-node"
+    BEST_EFFORT = "best-effort"
+
+
+EVICTION_HARD_DEFAULTS = ("nodefs.available<10%", "imagefs.available<15%", "nodefs.inodesFree<5%")
+"""The kubelet's other hard-eviction defaults: setting ``eviction-hard`` replaces the whole default set, so the
+ones we do not change are repeated (Kubernetes "Node-pressure Eviction", default hard thresholds)."""
+
+
 class TopologyProfile(SpecModel):
     """Kubelet settings for NUMA-aligned VMs: static CPU manager, Static memory manager, single-NUMA-node topology.
 
@@ -59,10 +76,13 @@ class TopologyProfile(SpecModel):
 
     reserved_cpus: str
     """CPUs kept for the OS and kubelet (kubelet ``reserved-cpus``), a cpuset such as ``0-3,64-67``."""
-    numa_nodes: int = Field(default=2, ge=1, le=16)
+    numa_nodes: StrictInt = Field(default=2, ge=1, le=16)
     """NUMA nodes per host; memory is reserved on each. Defaults to 2."""
-    reserved_memory_per_numa_mib: int = Field(default=2048, ge=256)
+    reserved_memory_per_numa_mib: StrictInt = Field(default=2048, ge=256)
     """MiB reserved on each NUMA node (kubelet ``reserved-memory``). Defaults to 2048."""
+    topology_manager_policy: TopologyManagerPolicy = TopologyManagerPolicy.RESTRICTED
+    """``restricted`` (default) admits a pod or VM only on its narrowest NUMA set, so a whole-node 8-GPU VM
+    spanning both sockets still fits; ``single-numa-node`` admits only what fits one NUMA node."""
 
     @field_validator("reserved_cpus")
     @classmethod
@@ -95,8 +115,8 @@ class TopologyProfile(SpecModel):
             "memory-manager-policy=Static",
             f"reserved-memory={reserved}",
             f"system-reserved=memory={self.reserved_memory_mib - EVICTION_HARD_MEMORY_MIB}Mi",
-            f"eviction-hard=memory.available<{EVICTION_HARD_MEMORY_MIB}Mi",
-            "topology-manager-policy=single-numa-node",
+            f"eviction-hard={','.join((f'memory.available<{EVICTION_HARD_MEMORY_MIB}Mi', *EVICTION_HARD_DEFAULTS))}",
+            f"topology-manager-policy={self.topology_manager_policy}",
             "topology-manager-scope=pod",
         ]
 
@@ -115,7 +135,7 @@ class NodePool(SpecModel):
     """Overrides the region's ``ssh`` user or port for this pool."""
     gpu_model: str | None = None
     """GPU pools: a key of the GPU catalog (``H100-SXM5-80GB``, ``L40S``...)."""
-    gpus_per_node: int | None = Field(default=None, ge=1, le=16)
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1, le=16)
     """GPU pools: GPUs in each host (count)."""
     gpu_mode: GpuMode | None = None
     """GPU pools: ``container``, ``vm-passthrough`` or ``vm-vgpu``; one mode per node."""
@@ -132,11 +152,24 @@ class NodePool(SpecModel):
 
     @field_validator("labels")
     @classmethod
-    def _no_managed_labels(cls, labels: dict[str, str]) -> dict[str, str]:
-        for key in labels:
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
             if key in MANAGED_LABELS:
                 raise SpecError((key,), "is set by gpucell from the pool spec; remove it from the pool's labels")
+            _check_label(key, value)
         return labels
+
+    @field_validator("taints")
+    @classmethod
+    def _taints(cls, taints: list[str]) -> list[str]:
+        for index, taint in enumerate(taints):
+            match = _TAINT.match(taint)
+            if match is None:
+                raise SpecError(
+                    (index,), f"{taint!r} is not a taint; use key[=value]:NoSchedule|PreferNoSchedule|NoExecute"
+                )
+            _check_label(match["key"], match["value"] or "", where=(index,))
+        return taints
 
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:
@@ -219,6 +252,19 @@ class NodePool(SpecModel):
         if self.mig_config is None:
             return {}
         return dict(self.model.mig_configs[self.mig_config])
+
+
+def _check_label(key: str, value: str, where: tuple[str | int, ...] | None = None) -> None:
+    """Kubernetes label syntax: ``[prefix/]name`` keys, values of at most 63 name characters."""
+    path = where if where is not None else (key,)
+    if not _LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+        raise SpecError(
+            path, f"{key!r} is not a label key; use [dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"
+        )
+    if not _LABEL_VALUE.match(value):
+        raise SpecError(
+            path, f"{value!r} is not a label value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"
+        )
 
 
 def _snake(key: str) -> str:

@@ -14,7 +14,14 @@ from pydantic import Field, field_validator
 
 from components.spec._base import SpecModel
 
-__all__ = ["DeploymentMode", "Versions", "kserve_deployment_modes"]
+__all__ = [
+    "KSERVE_SPLIT_CHARTS_SINCE",
+    "DeploymentMode",
+    "Versions",
+    "kserve_deployment_modes",
+    "kserve_has_split_charts",
+    "release",
+]
 
 _SEMVER = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 _K3S = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.\d+\+k3s\d+$")
@@ -29,9 +36,22 @@ class DeploymentMode(StrEnum):
     SERVERLESS = "Serverless"
 
 
-def _release(version: str) -> tuple[int, int]:
+KSERVE_RENAMED_MODES_SINCE = (0, 16)
+"""KServe v0.16 renamed ``RawDeployment`` to ``Standard`` and ``Serverless`` to ``Knative`` (kserve/kserve#4608)."""
+KSERVE_SPLIT_CHARTS_SINCE = (0, 17)
+"""KServe v0.17 split the all-in-one ``kserve`` chart into ``kserve-resources`` and ``kserve-runtime-configs``
+(kserve/kserve#5089; the v0.17 upgrade guide)."""
+
+
+def release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a pinned version: ``release("v0.20.0") == (0, 20)``."""
     major, minor = version.lstrip("v").split(".")[:2]
     return int(major), int(minor)
+
+
+def kserve_has_split_charts(kserve_version: str) -> bool:
+    """True when KServe ``kserve_version`` ships ``kserve-resources`` + ``kserve-runtime-configs`` charts."""
+    return release(kserve_version) >= KSERVE_SPLIT_CHARTS_SINCE
 
 
 def kserve_deployment_modes(kserve_version: str) -> tuple[DeploymentMode, ...]:
@@ -40,7 +60,7 @@ def kserve_deployment_modes(kserve_version: str) -> tuple[DeploymentMode, ...]:
     KServe v0.16 renamed ``RawDeployment`` to ``Standard`` and ``Serverless`` to ``Knative`` (kserve/kserve#4608);
     the old names are only up-converted with a deprecation warning, so a new cell must use the new ones.
     """
-    if _release(kserve_version) >= (0, 16):
+    if release(kserve_version) >= KSERVE_RENAMED_MODES_SINCE:
         return (DeploymentMode.STANDARD, DeploymentMode.KNATIVE)
     return (DeploymentMode.RAW_DEPLOYMENT, DeploymentMode.SERVERLESS)
 

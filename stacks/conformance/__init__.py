@@ -128,7 +128,8 @@ def _check_node_files(region: str, registrations: list[Registration], cell: Cell
     for key, problems in findings.items():
         name, step = key.rsplit(":", 1)
         for where, message in problems:
-            report.problems.append(Problem(Subject(region, "NodeScript", "-", name), f"{step} {where}", message, "script"))
+            subject = Subject(region, "NodeScript", "-", name)
+            report.problems.append(Problem(subject, f"{step} {where}", message, "script"))
     servers = {host.name for _, host in cell.servers}
     if cell.versions.kubernetes_minor not in SUPPORTED_MINORS:
         report.notices.append(Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "

@@ -116,7 +116,8 @@ def values_problems(store: SchemaStore, chart: str, version: str, values: dict[s
         if found:
             ours = _value_at(values, path)
             if isinstance(default, dict) and default and not isinstance(ours, dict):
-                problems.append((".".join(path), f"is a map in {chart} {version} values.yaml, not a {type(ours).__name__}"))
+                kind = type(ours).__name__
+                problems.append((".".join(path), f"is a map in {chart} {version} values.yaml, not a {kind}"))
             continue
         if path in commented or (schema is not None and _schema_declares(schema, path)):
             continue

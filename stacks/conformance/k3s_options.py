@@ -56,9 +56,9 @@ SERVER_OPTIONS: frozenset[str] = _COMMON | frozenset(
         "disable", "disable-scheduler", "disable-cloud-controller", "disable-kube-proxy", "disable-network-policy",
         "disable-helm-controller", "disable-apiserver", "disable-controller-manager", "disable-etcd",
         "disable-agent", "kube-apiserver-arg", "kube-scheduler-arg", "kube-controller-manager-arg",
-        "kube-cloud-controller-manager-arg", "etcd-arg", "secrets-encryption", "secrets-encryption-provider",
+        "kube-cloud-controller-manager-arg", "secrets-encryption", "secrets-encryption-provider",
         "enable-pprof", "default-local-storage-path", "embedded-registry", "supervisor-metrics",
-        "kine-tls", "helm-job-image", "cluster-domain", "node-name",
+        "kine-tls", "helm-job-image", "node-name",
     }
 )
 """Keys valid in a server's config file."""

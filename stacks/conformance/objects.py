@@ -138,8 +138,8 @@ class _Defaulter:
     def apply(self, instance: Any, schema: dict[str, Any]) -> Any:
         schema = self.resolve(schema)
         if isinstance(instance, dict):
-            for key, sub in (schema.get("properties") or {}).items():
-                sub = self.resolve(sub)
+            for key, declared in (schema.get("properties") or {}).items():
+                sub = self.resolve(declared)
                 if key not in instance and "default" in sub:
                     instance[key] = copy.deepcopy(sub["default"])
                 if key in instance:

@@ -68,14 +68,18 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         for chart in ("kserve-resources", "kserve-runtime-configs")
     },
     "cilium/values.yaml": UpstreamFile("cilium/cilium", "install/kubernetes/cilium/values.yaml", "cilium"),
-    "cilium/values.schema.json": UpstreamFile("cilium/cilium", "install/kubernetes/cilium/values.schema.json", "cilium"),
+    "cilium/values.schema.json": UpstreamFile(
+        "cilium/cilium", "install/kubernetes/cilium/values.schema.json", "cilium"
+    ),
     **{
         f"cilium/{plural}.yaml": UpstreamFile(
             "cilium/cilium", f"pkg/k8s/apis/cilium.io/client/crds/v2/{plural}.yaml", "cilium"
         )
         for plural in ("ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies")
     },
-    "gpu-operator/values.yaml": UpstreamFile("NVIDIA/gpu-operator", "deployments/gpu-operator/values.yaml", "gpu_operator"),
+    "gpu-operator/values.yaml": UpstreamFile(
+        "NVIDIA/gpu-operator", "deployments/gpu-operator/values.yaml", "gpu_operator"
+    ),
     **{
         f"gpu-operator/nvidia.com_{plural}.yaml": UpstreamFile(
             "NVIDIA/gpu-operator", f"deployments/gpu-operator/crds/nvidia.com_{plural}.yaml", "gpu_operator"
@@ -179,7 +183,7 @@ def fetch(cells: dict[str, CellSpec], dest: Path, base_url: str = DEFAULT_BASE_U
         version = versions[source.component]
         url = source.url(version, base_url)
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - https or a test server
+            with urllib.request.urlopen(url, timeout=timeout) as response:
                 body = response.read()
         except (urllib.error.URLError, TimeoutError) as exc:
             raise OSError(f"could not download {url}: {exc}") from None
