@@ -22,7 +22,7 @@ from components._k3s_scripts import listen_port
 from components.cell import RegionalCell
 from components.errors import ConfigError
 from components.spec import StackSpec
-from stacks.conformance import Report, check_region
+from stacks.conformance import RegionInput, Report, check_regions
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import PlanResult, Registration, run_program
 from stacks.program import build_cells
@@ -250,13 +250,16 @@ def check(plan: Plan, regions: list[str], schemas: Path) -> Report:
             ("--schemas",),
             f"{str(schemas)!r} is not a directory; run `gpucell schemas fetch {plan.stack}` or pass --schemas DIR",
         )
-    store = SchemaStore(schemas)
-    report = Report()
-    for region in regions:
-        cell = plan.cells[region]
-        configs = {host: files.config_yaml for host, files in cell.k3s.node_files.items()}
-        report.extend(check_region(region, plan.region_resources(region), cell.spec, store, configs))
-    return report
+    return check_regions(
+        [
+            RegionInput(
+                region, plan.region_resources(region), plan.cells[region].spec,
+                {host: files.config_yaml for host, files in plan.cells[region].k3s.node_files.items()},
+            )
+            for region in regions
+        ],
+        SchemaStore(schemas),
+    )
 
 
 def write_json(plan: Plan, regions: list[str], path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,13 +24,13 @@ from stacks.conformance.admission import admission_violations
 from stacks.conformance.helm_values import CHART_FILES, values_problems
 from stacks.conformance.k3s_options import SUPPORTED_MINORS
 from stacks.conformance.node_files import config_problems, shellcheck
-from stacks.conformance.objects import ObjectChecker
+from stacks.conformance.objects import checker_for
 from stacks.conformance.problems import Notice, Problem, Subject
 from stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from stacks.conformance.security import run_checkov
 from stacks.mock_engine import Registration
 
-__all__ = ["CHECKERS", "Report", "check_region"]
+__all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
 
 CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config", "security")
 _RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -74,7 +75,7 @@ def _objects(registrations: list[Registration]) -> list[tuple[dict[str, Any], bo
 
 def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec,
                    store: SchemaStore, report: Report) -> None:
-    checker = ObjectChecker(store, cell.versions.kubernetes_minor)
+    checker = checker_for(store.root, cell.versions.kubernetes_minor)
     versions = cell.versions.model_dump()
     for obj, partial in objects:
         subject = _object_subject(region, obj)
@@ -82,7 +83,7 @@ def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell
         kind = "kubernetes" if source == "kubernetes" else "custom-resource"
         if source in UPSTREAM_FILES:
             notice = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
-            if notice:
+            if notice and Notice(notice) not in report.notices:
                 report.notices.append(Notice(notice))
         for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
@@ -117,47 +118,83 @@ def _script_of(command_line: str) -> str:
     return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
 
 
-def _check_node_files(region: str, registrations: list[Registration], cell: CellSpec,
-                      node_configs: dict[str, str], report: Report) -> None:
-    scripts: dict[tuple[str, str], str] = {}
-    for command in (r for r in registrations if r.type == _COMMAND):
-        for step in ("create", "update", "delete"):
-            if isinstance(command.inputs.get(step), str):
-                scripts[(command.name, step)] = _script_of(command.inputs[step])
-    findings = shellcheck({f"{name}:{step}": text for (name, step), text in scripts.items()})
+@dataclass(frozen=True)
+class RegionInput:
+    """One region to check: what its program registered, its spec, and each host's k3s config text."""
+
+    region: str
+    registrations: list[Registration]
+    cell: CellSpec
+    node_configs: dict[str, str] = field(default_factory=dict)
+
+
+def _script_of(command_line: str) -> str:
+    argv = shlex.split(command_line)
+    return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
+
+
+def _check_scripts(regions: list[RegionInput], report: Report) -> None:
+    """shellcheck once over every create/update/delete command of every region."""
+    scripts: dict[str, tuple[Subject, str, str]] = {}
+    for item in regions:
+        for command in (r for r in item.registrations if r.type == _COMMAND):
+            for step in ("create", "update", "delete"):
+                if isinstance(command.inputs.get(step), str):
+                    subject = Subject(item.region, "NodeScript", "-", command.name)
+                    scripts[f"{command.urn}:{step}"] = (subject, step, _script_of(command.inputs[step]))
+    findings = shellcheck({key: text for key, (_, _, text) in scripts.items()})
     for key, problems in findings.items():
-        name, step = key.rsplit(":", 1)
+        subject, step, _ = scripts[key]
         for where, message in problems:
-            subject = Subject(region, "NodeScript", "-", name)
             report.problems.append(Problem(subject, f"{step} {where}", message, "script"))
+
+
+def _check_node_configs(item: RegionInput, report: Report) -> None:
+    cell = item.cell
     servers = {host.name for _, host in cell.servers}
     if cell.versions.kubernetes_minor not in SUPPORTED_MINORS:
-        report.notices.append(Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
-                                     f"{cell.versions.k3s} checked against them"))
-    for host, text in node_configs.items():
+        notice = Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
+                        f"{cell.versions.k3s} checked against them")
+        if notice not in report.notices:
+            report.notices.append(notice)
+    for host, text in item.node_configs.items():
         for key, message in config_problems(text, server=host in servers):
-            report.problems.append(Problem(Subject(region, "NodeConfig", "-", host), key, message, "node-config"))
+            report.problems.append(Problem(Subject(item.region, "NodeConfig", "-", host), key, message, "node-config"))
 
 
-def _check_security(region: str, objects: list[tuple[dict[str, Any], bool]], report: Report) -> None:
-    whole = [obj for obj, partial in objects if not partial]
-    findings, skipped = run_checkov(whole)
+def _check_security(objects: list[tuple[str, dict[str, Any]]], report: Report) -> None:
+    """checkov once over every whole object of every region (``(region, object)`` pairs)."""
+    findings, skipped = run_checkov([obj for _, obj in objects])
     report.checkov_skipped += skipped
     for finding in findings:
-        subject = _object_subject(region, whole[finding.index])
-        report.problems.append(Problem(subject, finding.check_id, finding.check_name, "security"))
+        region, obj = objects[finding.index]
+        report.problems.append(Problem(_object_subject(region, obj), finding.check_id, finding.check_name, "security"))
 
 
-def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
-                 node_configs: dict[str, str] | None = None) -> Report:
-    """Run every checker over one region. ``node_configs`` maps host -> k3s config text.
+def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Collection[str] = CHECKERS) -> Report:
+    """Run ``checkers`` (default: all of :data:`CHECKERS`) over ``regions``; shellcheck and checkov run once.
 
     Raises ``FileNotFoundError`` when shellcheck or checkov is missing (the message says how to get them).
     """
     report = Report()
-    objects = _objects(registrations)
-    _check_objects(region, objects, cell, store, report)
-    _check_releases(region, registrations, cell, store, report)
-    _check_node_files(region, registrations, cell, node_configs or {}, report)
-    _check_security(region, objects, report)
+    whole: list[tuple[str, dict[str, Any]]] = []
+    for item in regions:
+        objects = _objects(item.registrations)
+        if {"kubernetes", "custom-resource"} & set(checkers):
+            _check_objects(item.region, objects, item.cell, store, report)
+        if "helm-values" in checkers:
+            _check_releases(item.region, item.registrations, item.cell, store, report)
+        if "node-config" in checkers:
+            _check_node_configs(item, report)
+        whole += [(item.region, obj) for obj, partial in objects if not partial]
+    if "script" in checkers:
+        _check_scripts(regions, report)
+    if "security" in checkers:
+        _check_security(whole, report)
     return report
+
+
+def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
+                 node_configs: dict[str, str] | None = None, *, checkers: Collection[str] = CHECKERS) -> Report:
+    """:func:`check_regions` for one region. ``node_configs`` maps host -> k3s config text."""
+    return check_regions([RegionInput(region, registrations, cell, node_configs or {})], store, checkers)

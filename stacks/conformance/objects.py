@@ -14,20 +14,21 @@ is not enforced on them.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import referencing
-import yaml
 from kubernetes_validate import utils as kv
 
 from stacks.conformance.schemas import SchemaStore
 
-__all__ = ["ObjectChecker", "Violation", "strict_schema"]
+__all__ = ["ObjectChecker", "Violation", "checker_for", "strict_schema"]
 
 _SWAGGER = {"kubevirt.io": "kubevirt/swagger.json", "cdi.kubevirt.io": "cdi/swagger.json"}
 _CRD_FILES = (
@@ -174,7 +175,8 @@ class ObjectChecker:
         for rel in _CRD_FILES:
             if not self.store.has(rel):
                 continue
-            for document in yaml.safe_load_all(self.store.text(rel)):
+            loaded = self.store.load(rel)
+            for document in loaded if isinstance(loaded, list) else [loaded]:
                 if not document or document.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = document["spec"]
@@ -244,3 +246,10 @@ class ObjectChecker:
             if partial and error.validator == "required":
                 continue
             yield Violation(_dotted(error.absolute_path), error.message)
+
+
+@functools.lru_cache(maxsize=8)
+def checker_for(root: Path, kubernetes_minor: str) -> ObjectChecker:
+    """One :class:`ObjectChecker` per schema directory and Kubernetes minor per process: the strict schemas and
+    validators it builds (the KubeVirt swagger alone has ~900 definitions) are reused across regions and runs."""
+    return ObjectChecker(SchemaStore(root), kubernetes_minor)

@@ -8,6 +8,7 @@ plus, to say which release each file belongs to, either a ``versions.json`` (``{
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -110,12 +111,24 @@ def default_cache_dir() -> Path:
     return Path(base) / "gpucell" / "schemas"
 
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the KServe CRD is 2 MB of YAML
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path, mtime_ns: int) -> Any:
+    """Parse a schema file once per process (keyed by modification time, so a re-fetch is seen)."""
+    text = path.read_text()
+    if path.suffix == ".json":
+        return json.loads(text)
+    documents = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
+    return documents[0] if len(documents) == 1 else documents
+
+
 class SchemaStore:
     """Read-only access to a schema directory, with the release each file belongs to."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._cache: dict[str, Any] = {}
 
     @cached_property
     def versions(self) -> dict[str, str | None]:
@@ -138,11 +151,12 @@ class SchemaStore:
         return (self.root / rel).is_file()
 
     def load(self, rel: str) -> Any:
-        """Parsed content of ``rel`` (JSON or YAML), cached. Raises ``FileNotFoundError`` when absent."""
-        if rel not in self._cache:
-            text = (self.root / rel).read_text()
-            self._cache[rel] = json.loads(text) if rel.endswith(".json") else yaml.safe_load(text)
-        return self._cache[rel]
+        """Parsed content of ``rel`` (JSON, or YAML: a list when it holds several documents), cached per process.
+
+        Raises ``FileNotFoundError`` when absent. Callers must not modify what it returns.
+        """
+        path = (self.root / rel).resolve()
+        return _parsed(path, path.stat().st_mtime_ns)
 
     def text(self, rel: str) -> str:
         """Raw text of ``rel``."""

@@ -1,0 +1,295 @@
+"""`gpucell plan --check`: the dev and prod plans conform, and each checker catches what it exists for."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.helm.v3 import Release
+
+from components.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
+from stacks import cli
+from stacks.conformance import CHECKERS, Report, check_region
+from stacks.conformance.helm_values import commented_keys, leaf_paths
+from stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
+from stacks.mock_engine import Registration, run_program
+from stacks.plan import Plan, check, make_plan
+from tests.conftest import REPO, UPSTREAM, cell, minimal_cell_config
+
+STORE = SchemaStore(UPSTREAM)
+
+
+@functools.cache
+def planned(stack: str) -> Plan:
+    return make_plan(REPO, stack)
+
+
+def lines(report: Report) -> list[str]:
+    return [str(p) for p in report.problems]
+
+
+def register(*objects: dict[str, Any], extra: Any = None) -> list[Registration]:
+    """Register Kubernetes objects (and whatever ``extra`` registers) as a plan would."""
+
+    def program() -> None:
+        for index, obj in enumerate(objects):
+            CustomResource(f"obj-{index}", **obj)
+        if extra is not None:
+            extra()
+
+    return run_program(program).resources
+
+
+SCHEMA_CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config")
+"""Every checker but checkov (seconds per run): the cases aimed at checkov ask for it."""
+
+
+def check_objects(*objects: dict[str, Any], extra: Any = None, checkers: tuple[str, ...] = SCHEMA_CHECKERS) -> Report:
+    return check_region("lab", register(*objects, extra=extra), cell(minimal_cell_config()), STORE, checkers=checkers)
+
+
+# -- the stacks conform -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_stack_plans_pass_every_check(stack: str) -> None:
+    plan = planned(stack)
+    report = check(plan, list(plan.cells), UPSTREAM)
+    assert lines(report) == []
+    assert report.notices == []
+
+
+def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.rstrip().endswith(
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "security 0); 0 checkov check(s) skipped by annotation"
+    )
+
+
+def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    text = (REPO / "Pulumi.dev.yaml").read_text().replace(
+        "      storage:\n", "      cilium:\n        values: {hubble: {relay: {replicaz: 2}}}\n      storage:\n", 1
+    )
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    code = cli.main(["plan", "dev", "--project-dir", str(tmp_path), "--check", "--schemas", str(UPSTREAM)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert ("lab1/HelmValues/kube-system/cilium: hubble.relay.replicaz: is not a value of chart cilium 1.20.0 "
+            "(renamed or removed upstream?)") in out.splitlines()
+
+
+def test_cli_check_without_schemas_says_how_to_get_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope"
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(missing)])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"--schemas: {str(missing)!r} is not a directory; run `gpucell schemas fetch dev` or pass --schemas DIR\n"
+    )
+
+
+# -- one negative case per checker --------------------------------------------------------------------------------
+def vm(**domain_extra: Any) -> dict[str, Any]:
+    return {
+        "api_version": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "gpu-vm", "namespace": "tenant-a"},
+        "spec": {
+            "runStrategy": "Always",
+            "template": {"spec": {"domain": {"devices": {}, "memory": {"guest": "16Gi"}, **domain_extra}}},
+        },
+    }
+
+
+def test_virtual_machine_with_a_misspelled_field() -> None:
+    assert lines(check_objects(vm(cpus={"cores": 4}))) == [
+        "lab/VirtualMachine/tenant-a/gpu-vm: spec.template.spec.domain: Additional properties are not allowed "
+        "('cpus' was unexpected)"
+    ]
+    assert lines(check_objects(vm(cpu={"cores": 4}))) == []
+
+
+def test_data_volume_without_a_size() -> None:
+    data_volume = {
+        "api_version": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "root-disk", "namespace": "tenant-a"},
+        "spec": {"source": {"registry": {"url": "docker://quay.io/containerdisks/ubuntu:24.04"}}, "storage": {}},
+    }
+    assert lines(check_objects(data_volume)) == [
+        "lab/DataVolume/tenant-a/root-disk: spec.storage.resources.requests.storage: is required: CDI cannot size "
+        "this DataVolume (only PVC or snapshot clones may omit it)"
+    ]
+    data_volume["spec"]["storage"] = {"resources": {"requests": {"storage": "50Gi"}}}
+    assert lines(check_objects(data_volume)) == []
+
+
+def test_inference_service_with_an_unknown_key() -> None:
+    isvc = {
+        "api_version": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llama", "namespace": "tenant-a"},
+        "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}, "storageUri": "hf://x/y"},
+                               "minReplica": 1}},
+    }
+    assert lines(check_objects(isvc)) == [
+        "lab/InferenceService/tenant-a/llama: spec.predictor: Additional properties are not allowed ('minReplica' "
+        "was unexpected)"
+    ]
+
+
+def test_core_kind_with_an_unknown_field() -> None:
+    namespace = {"api_version": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a", "lables": {}}}
+    assert lines(check_objects(namespace)) == [
+        "lab/Namespace/-/tenant-a: metadata: Additional properties are not allowed ('lables' was unexpected)"
+    ]
+
+
+def cilium_release(values: dict[str, Any]) -> Any:
+    return lambda: Release("cilium", chart="cilium", version="1.20.0", namespace="kube-system", name="cilium",
+                           values=values)
+
+
+def test_cilium_value_path_that_1_20_does_not_have() -> None:
+    report = check_objects(extra=cilium_release({"kubeProxyReplacement": True, "hostServices": {"enabled": True}}))
+    assert lines(report) == [
+        "lab/HelmValues/kube-system/cilium: hostServices.enabled: is not a value of chart cilium 1.20.0 (renamed or "
+        "removed upstream?)"
+    ]
+
+
+def test_cilium_value_of_the_wrong_type() -> None:
+    report = check_objects(extra=cilium_release({"operator": {"replicas": "two"}}))
+    assert lines(report) == [
+        "lab/HelmValues/kube-system/cilium: operator.replicas: 'two' is not of type 'integer' (chart cilium 1.20.0 "
+        "values.schema.json)"
+    ]
+
+
+def test_script_with_an_unquoted_variable() -> None:
+    def command() -> None:
+        Command("lab-srv-1", connection={"host": "10.0.0.1"}, create="bash -c 'rm -rf $TARGET/cache'")
+
+    assert lines(check_objects(extra=command)) == [
+        "lab/NodeScript/-/lab-srv-1: create line 1: SC2086: Double quote to prevent globbing and word splitting."
+    ]
+
+
+def test_notebook_running_as_root() -> None:
+    notebook = {
+        "api_version": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "notebook", "namespace": "tenant-a"},
+        "spec": {
+            "serviceName": "notebook",
+            "selector": {"matchLabels": {"app": "notebook"}},
+            "template": {
+                "metadata": {"labels": {"app": "notebook"}},
+                "spec": {"securityContext": {"runAsUser": 0},
+                         "containers": [{"name": "jupyter", "image": "quay.io/jupyter/base-notebook:2025-01-01"}]},
+            },
+        },
+    }
+    report = check_objects(notebook, checkers=CHECKERS)
+    assert "lab/StatefulSet/tenant-a/notebook: CKV_K8S_23: Minimize the admission of root containers" in lines(report)
+    assert {p.checker for p in report.problems} == {"security"}
+
+
+def test_skips_are_annotations_on_the_object_and_are_counted() -> None:
+    pod = {
+        "api_version": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "t", "annotations": {"checkov.io/skip1": "CKV_K8S_23=test reason"}},
+        "spec": {"securityContext": {"runAsUser": 0}, "containers": [{"name": "c", "image": "busybox:1.37"}]},
+    }
+    report = check_objects(pod, checkers=CHECKERS)
+    assert "CKV_K8S_23" not in " ".join(lines(report))
+    assert report.checkov_skipped == 1
+
+
+def test_k3s_config_with_an_unknown_option() -> None:
+    spec = cell(minimal_cell_config())
+    configs = {"lab-srv-1": "cluster-init: true\nflannel-backend: none\n", "lab-cpu-1": "cluster-cidr: 10.0.0.0/8\n"}
+    report = check_region("lab", [], spec, STORE, configs)
+    assert lines(report) == [
+        "lab/NodeConfig/-/lab-cpu-1: cluster-cidr: is not a k3s agent option (see docs.k3s.io/cli/agent)"
+    ]
+
+
+def test_schema_of_another_version_is_said(tmp_path: Path) -> None:
+    shutil.copytree(UPSTREAM / "kubevirt", tmp_path / "kubevirt")
+    (tmp_path / "versions.json").write_text(json.dumps({"kubevirt/swagger.json": "v1.8.0"}))
+    report = check_region("lab", register(vm()), cell(minimal_cell_config()), SchemaStore(tmp_path))
+    assert [str(n) for n in report.notices] == [
+        "note: kubevirt/swagger.json is from v1.8.0 but v1.9.0 is pinned; checked against v1.8.0"
+    ]
+
+
+def test_commented_defaults_are_scoped_to_their_parent() -> None:
+    text = "socketLB:\n  enabled: false\n  # hostNamespaceOnly: false\ncni:\n  # chainingMode: none\n"
+    assert commented_keys(text) == {("socketLB", "hostNamespaceOnly"), ("cni", "chainingMode")}
+    assert list(leaf_paths({"a": {"b": 1, "c": []}, "d": {}})) == [("a", "b"), ("a", "c"), ("d",)]
+
+
+# -- gpucell schemas fetch ----------------------------------------------------------------------------------------
+@pytest.fixture
+def upstream_server() -> Iterator[str]:
+    """A local HTTP server that answers like GitHub's raw host, from the shared upstream files."""
+    routes = {f"/{source.repo}/{source.tag(version)}/{source.path}": UPSTREAM / rel
+              for rel, source in UPSTREAM_FILES.items()
+              for version in [STORE.versions.get(rel) or cell(minimal_cell_config()).versions.model_dump()[
+                  source.component]]}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = routes.get(self.path)
+            if path is None:
+                self.send_error(404)
+                return
+            body = path.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fetch_downloads_every_file_for_the_pinned_versions(upstream_server: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "schemas"
+    code = cli.main(["schemas", "fetch", "dev", "--project-dir", str(REPO), "--dest", str(dest),
+                     "--base-url", upstream_server])
+    assert code == 0, capsys.readouterr().err
+    for rel in UPSTREAM_FILES:
+        assert (dest / rel).read_bytes() == (UPSTREAM / rel).read_bytes()
+    versions = json.loads((dest / "versions.json").read_text())
+    assert versions["kubevirt/swagger.json"] == "v1.9.0"
+    assert versions["cilium/values.yaml"] == "v1.20.0"
+    plan = planned("dev")
+    assert lines(check(plan, ["lab1"], dest)) == []
+
+
+def test_fetch_names_the_url_that_failed(upstream_server: str, tmp_path: Path) -> None:
+    spec = cell({**minimal_cell_config(), "versions": {"kubevirt": "v9.9.9"}})
+    with pytest.raises(OSError, match=r"could not download .*/kubevirt/kubevirt/v9.9.9/api/openapi-spec/swagger.json"):
+        fetch({"lab": spec}, tmp_path, upstream_server)
+
