@@ -10,11 +10,17 @@ from typing import Any
 import pytest
 
 from components.spec import CellSpec
+from stacks.conformance.objects import Violation, checker_for
+from stacks.conformance.schemas import SchemaStore
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")
 """Upstream schemas and chart values the tests check against: ``$GPUCELL_UPSTREAM``, else ``../shared/upstream``
 beside the clone (where CI puts it). Never copied into the repository."""
+STORE = SchemaStore(UPSTREAM)
+"""The upstream files as ``gpucell plan --check`` reads them (for ``values_problems`` and default values)."""
+KUBERNETES_MINOR = "1.34"
+"""The Kubernetes minor the rendered objects are checked at (the default k3s pin's)."""
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -55,3 +61,16 @@ def cell_config() -> dict[str, Any]:
 def cell(config: dict[str, Any]) -> CellSpec:
     """Validate a region config into a :class:`CellSpec`."""
     return CellSpec.model_validate(config)
+
+
+def violations(obj: dict[str, Any], *, partial: bool = False) -> list[Violation]:
+    """Schema violations of a rendered object (``partial`` for patches), as ``gpucell plan --check`` finds them."""
+    return list(checker_for(UPSTREAM, KUBERNETES_MINOR).check(obj, partial=partial))
+
+
+def at(values: dict[str, Any], path: str) -> Any:
+    """The value at dotted ``path`` of nested (Helm) values."""
+    node: Any = values
+    for key in path.split("."):
+        node = node[key]
+    return node

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
-import json
-from collections.abc import Iterator
 from typing import Any
 
-import jsonschema
 import pulumi
 import pytest
-import yaml
 from pulumi_kubernetes.core.v1 import ConfigMap
 
 from components._chart import deep_merge
 from components.cilium import Cilium, CiliumArgs, cilium_values
 from components.spec import CellSpec
+from stacks.conformance.helm_values import commented_keys, values_problems
 from stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
-
-VALUES_YAML = UPSTREAM / "cilium" / "values.yaml"
-SCHEMA = UPSTREAM / "cilium" / "values.schema.json"
-COMMENTED_DEFAULTS = {("socketLB", "hostNamespaceOnly")}
-"""Keys values.yaml documents only as a commented-out default (the chart reads them with ``hasKey``)."""
+from tests.conftest import STORE, cell, minimal_cell_config
 
 
 def ha_config() -> dict[str, Any]:
@@ -45,14 +36,6 @@ def install(spec: CellSpec) -> tuple[PlanResult, Registration]:
     plan = run_program(program)
     (release,) = plan.of_type("kubernetes:helm.sh/v3:Release")
     return plan, release
-
-
-def leaf_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            yield from leaf_paths(value, (*prefix, key))
-        else:
-            yield (*prefix, key)
 
 
 def test_release_installs_the_pinned_chart_in_kube_system() -> None:
@@ -118,46 +101,25 @@ def test_children_wait_for_the_components_dependencies() -> None:
     assert plan.named("servers-ready").urn in release.dependencies
 
 
-def commented_default(text: str, parent: str, key: str) -> bool:
-    """True when top-level ``parent``'s block in values.yaml has a commented ``# key:`` default line."""
-    lines = text.split(f"\n{parent}:\n", 1)[1].splitlines()
-    block = itertools.takewhile(lambda line: not line or line.startswith(" "), lines)
-    return any(line.strip().startswith(f"# {key}:") for line in block)
-
-
-def test_commented_default_lookup_is_scoped_to_the_parent_block() -> None:
-    text = VALUES_YAML.read_text()
-    assert commented_default(text, "socketLB", "hostNamespaceOnly")
-    assert not commented_default(text, "socketLB", "noSuchKey")
-    assert not commented_default(text, "cni", "hostNamespaceOnly")
+def test_socket_lb_host_namespace_only_is_a_commented_default_of_its_own_block() -> None:
+    # The chart reads it with `hasKey`, so values.yaml documents it only as `  # hostNamespaceOnly: false`.
+    assert "hostNamespaceOnly" not in STORE.load("cilium/values.yaml")["socketLB"]
+    documented = commented_keys(STORE.text("cilium/values.yaml"))
+    assert ("socketLB", "hostNamespaceOnly") in documented
+    assert ("socketLB", "noSuchKey") not in documented
+    assert ("cni", "hostNamespaceOnly") not in documented
 
 
 @pytest.mark.parametrize("config", [minimal_cell_config(), ha_config()], ids=["single", "ha"])
-def test_every_key_we_set_exists_in_the_charts_values_yaml(config: dict[str, Any]) -> None:
-    defaults = yaml.safe_load(VALUES_YAML.read_text())
-    text = VALUES_YAML.read_text()
-    for path in leaf_paths(cilium_values(cell(config))):
-        if path in COMMENTED_DEFAULTS:
-            assert commented_default(text, *path), f"{'.'.join(path)} is not documented in cilium values.yaml"
-            continue
-        node: Any = defaults
-        for key in path:
-            assert isinstance(node, dict), f"{'.'.join(path)}: a parent is not a map in cilium values.yaml"
-            assert key in node, f"{'.'.join(path)} is not a key of cilium values.yaml"
-            node = node[key]
+def test_our_values_fit_the_charts_values_yaml_and_schema(config: dict[str, Any]) -> None:
+    spec = cell(config)
+    assert values_problems(STORE, "cilium", spec.versions.cilium, cilium_values(spec)) == []
 
 
-def test_our_values_validate_against_the_charts_schema() -> None:
-    schema = json.loads(SCHEMA.read_text())
-    defaults = yaml.safe_load(VALUES_YAML.read_text())
-    for config in (minimal_cell_config(), ha_config()):
-        ours = cilium_values(cell(config))
-        jsonschema.validate(ours, schema)
-        jsonschema.validate(deep_merge(defaults, ours), schema)  # what `helm install` checks
-
-
-def test_schema_check_catches_a_wrong_type() -> None:
-    schema = json.loads(SCHEMA.read_text())
-    bad = deep_merge(cilium_values(cell(minimal_cell_config())), {"operator": {"replicas": "two"}})
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad, schema)
+def test_chart_check_catches_an_unknown_key_and_a_wrong_type() -> None:
+    spec = cell(minimal_cell_config())
+    bad = deep_merge(cilium_values(spec), {"socketLB": {"noSuchKey": True}, "operator": {"replicas": "two"}})
+    assert values_problems(STORE, "cilium", spec.versions.cilium, bad) == [
+        ("socketLB.noSuchKey", "is not a value of chart cilium 1.20.0 (renamed or removed upstream?)"),
+        ("operator.replicas", "'two' is not of type 'integer' (chart cilium 1.20.0 values.schema.json)"),
+    ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pulumi
@@ -20,11 +19,11 @@ from components.gpu_operator import (
     k3s_containerd_template,
 )
 from components.spec import CellSpec, StackSpec
+from stacks.conformance.helm_values import leaf_paths, values_problems
 from stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import STORE, UPSTREAM, at, cell, minimal_cell_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-CHART_VALUES = UPSTREAM / "gpu-operator" / "values.yaml"
 MIG_CONFIGMAP = UPSTREAM / "gpu-operator" / "state-mig-manager" / "0400_configmap.yaml"
 VGPU_IMAGE = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
 
@@ -63,35 +62,6 @@ def _values(spec: CellSpec) -> dict[str, Any]:
     return _plan(spec)[1].inputs["values"]
 
 
-def _at(values: dict[str, Any], path: str) -> Any:
-    node: Any = values
-    for key in path.split("."):
-        node = node[key]
-    return node
-
-
-def _leaf_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """Key paths of every non-map value (lists count as leaves, as Helm replaces them whole)."""
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            yield from _leaf_paths(value, (*prefix, key))
-        else:
-            yield (*prefix, key)
-
-
-def _missing_paths(paths: list[tuple[str, ...]], upstream: dict[str, Any]) -> list[str]:
-    """The dotted paths that do not exist as keys in ``upstream``."""
-    missing = []
-    for path in paths:
-        node: Any = upstream
-        for key in path:
-            if not isinstance(node, dict) or key not in node:
-                missing.append(".".join(path))
-                break
-            node = node[key]
-    return missing
-
-
 def _env(values: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e["value"] for e in values["toolkit"]["env"]}
 
@@ -113,36 +83,36 @@ def test_release_chart_namespace_parent_and_output() -> None:
 
 def test_container_only_cell_turns_the_vm_operands_off() -> None:
     values = _values(cell(minimal_cell_config()))
-    assert _at(values, "sandboxWorkloads.enabled") is False
-    assert _at(values, "sandboxWorkloads.defaultWorkload") == "container"
-    assert _at(values, "vfioManager.enabled") is False
-    assert _at(values, "sandboxDevicePlugin.enabled") is False
+    assert at(values, "sandboxWorkloads.enabled") is False
+    assert at(values, "sandboxWorkloads.defaultWorkload") == "container"
+    assert at(values, "vfioManager.enabled") is False
+    assert at(values, "sandboxDevicePlugin.enabled") is False
     assert values["vgpuManager"] == {"enabled": False}
-    assert _at(values, "vgpuDeviceManager.enabled") is False
-    assert _at(values, "migManager.enabled") is False
-    assert _at(values, "mig.strategy") == "single"
-    assert _at(values, "dcgmExporter.enabled") is True
-    assert _at(values, "ccManager.enabled") is False
+    assert at(values, "vgpuDeviceManager.enabled") is False
+    assert at(values, "migManager.enabled") is False
+    assert at(values, "mig.strategy") == "single"
+    assert at(values, "dcgmExporter.enabled") is True
+    assert at(values, "ccManager.enabled") is False
 
 
 def test_vm_and_mig_pools_turn_their_operands_on() -> None:
     values = _values(cell(_vm_and_mig_config()))
-    assert _at(values, "sandboxWorkloads.enabled") is True
-    assert _at(values, "sandboxWorkloads.mode") == "kubevirt"
+    assert at(values, "sandboxWorkloads.enabled") is True
+    assert at(values, "sandboxWorkloads.mode") == "kubevirt"
     # Nodes take their mode from the nvidia.com/gpu.workload.config label; unlabeled ones stay containers.
-    assert _at(values, "sandboxWorkloads.defaultWorkload") == "container"
-    assert _at(values, "vfioManager.enabled") is True
-    assert _at(values, "sandboxDevicePlugin.enabled") is True
+    assert at(values, "sandboxWorkloads.defaultWorkload") == "container"
+    assert at(values, "vfioManager.enabled") is True
+    assert at(values, "sandboxDevicePlugin.enabled") is True
     assert values["vgpuManager"] == {
         "enabled": True,
         "repository": "registry.example.com/nvidia",
         "image": "vgpu-manager",
         "version": "580.95.02-ubuntu24.04",
     }
-    assert _at(values, "vgpuDeviceManager.enabled") is True
-    assert _at(values, "migManager.enabled") is True
-    assert _at(values, "migManager.config.default") == "all-disabled"
-    assert _at(values, "mig.strategy") == "mixed"
+    assert at(values, "vgpuDeviceManager.enabled") is True
+    assert at(values, "migManager.enabled") is True
+    assert at(values, "migManager.config.default") == "all-disabled"
+    assert at(values, "mig.strategy") == "mixed"
 
 
 def test_passthrough_without_vgpu_keeps_the_vgpu_operands_off() -> None:
@@ -150,11 +120,11 @@ def test_passthrough_without_vgpu_keeps_the_vgpu_operands_off() -> None:
     del config["nodePools"]["l40s-vgpu"]
     del config["gpuOperator"]
     values = _values(cell(config))
-    assert _at(values, "sandboxWorkloads.enabled") is True
-    assert _at(values, "vfioManager.enabled") is True
-    assert _at(values, "sandboxDevicePlugin.enabled") is True
+    assert at(values, "sandboxWorkloads.enabled") is True
+    assert at(values, "vfioManager.enabled") is True
+    assert at(values, "sandboxDevicePlugin.enabled") is True
     assert values["vgpuManager"] == {"enabled": False}
-    assert _at(values, "vgpuDeviceManager.enabled") is False
+    assert at(values, "vgpuDeviceManager.enabled") is False
 
 
 def test_vgpu_without_passthrough_needs_the_sandbox_plugin_but_not_vfio() -> None:
@@ -162,9 +132,9 @@ def test_vgpu_without_passthrough_needs_the_sandbox_plugin_but_not_vfio() -> Non
     config = _vm_and_mig_config()
     del config["nodePools"]["h100-vm"]
     values = _values(cell(config))
-    assert _at(values, "sandboxDevicePlugin.enabled") is True
-    assert _at(values, "vfioManager.enabled") is False
-    assert _at(values, "vgpuManager.enabled") is True
+    assert at(values, "sandboxDevicePlugin.enabled") is True
+    assert at(values, "vfioManager.enabled") is False
+    assert at(values, "vgpuManager.enabled") is True
 
 
 @pytest.mark.parametrize(
@@ -174,13 +144,13 @@ def test_mig_strategy(strategy: str | None, expected: str) -> None:
     config = _vm_and_mig_config()
     if strategy is not None:
         config["gpuOperator"]["migStrategy"] = strategy
-    assert _at(_values(cell(config)), "mig.strategy") == expected
+    assert at(_values(cell(config)), "mig.strategy") == expected
 
 
 def test_dcgm_exporter_follows_the_spec() -> None:
     config = minimal_cell_config()
     config["gpuOperator"] = {"dcgmExporter": False}
-    assert _at(_values(cell(config)), "dcgmExporter.enabled") is False
+    assert at(_values(cell(config)), "dcgmExporter.enabled") is False
 
 
 def test_mig_layouts_in_use_ship_with_the_operator() -> None:
@@ -192,7 +162,7 @@ def test_mig_layouts_in_use_ship_with_the_operator() -> None:
     assert in_use == {"all-1g.10gb"}
     assert in_use <= set(shipped)
     assert "all-disabled" in shipped
-    assert _at(gpu_operator_values(spec), "migManager.config") == {"default": "all-disabled"}
+    assert at(gpu_operator_values(spec), "migManager.config") == {"default": "all-disabled"}
 
 
 def test_toolkit_env_points_at_k3s_containerd_with_string_values() -> None:
@@ -233,15 +203,18 @@ def test_containerd_template_rejects_a_malformed_minor() -> None:
 
 @pytest.mark.parametrize("config_factory", [minimal_cell_config, _vm_and_mig_config])
 def test_every_key_path_we_set_exists_in_the_pinned_chart(config_factory: Any) -> None:
-    upstream = yaml.safe_load(CHART_VALUES.read_text())
-    values = gpu_operator_values(cell(config_factory()))
-    paths = list(_leaf_paths(values))
+    spec = cell(config_factory())
+    values = gpu_operator_values(spec)
+    paths = list(leaf_paths(values))
     assert ("toolkit", "env") in paths
     assert ("vgpuManager", "enabled") in paths
-    assert _missing_paths(paths, upstream) == []
+    assert values_problems(STORE, "gpu-operator", spec.versions.gpu_operator, values) == []
     # The checker does catch a missing key: operator.defaultRuntime is gone from the pinned chart, so we
     # do not set it.
-    assert _missing_paths([("operator", "defaultRuntime")], upstream) == ["operator.defaultRuntime"]
+    removed = {"operator": {"defaultRuntime": "containerd"}}
+    assert values_problems(STORE, "gpu-operator", spec.versions.gpu_operator, removed) == [
+        ("operator.defaultRuntime", "is not a value of chart gpu-operator v26.7.0 (renamed or removed upstream?)")
+    ]
     assert "operator" not in values
 
 
@@ -254,11 +227,11 @@ def test_user_values_override_deep_merges_over_ours() -> None:
                             {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia-gpu"}]},
     }
     values = _values(cell(config))
-    assert _at(values, "driver.enabled") is False
-    assert _at(values, "dcgmExporter.serviceMonitor.enabled") is False
-    assert _at(values, "dcgmExporter.enabled") is True  # ours, beside the override
-    assert _at(values, "mig.strategy") == "mixed"
-    assert _at(values, "vfioManager.enabled") is True
+    assert at(values, "driver.enabled") is False
+    assert at(values, "dcgmExporter.serviceMonitor.enabled") is False
+    assert at(values, "dcgmExporter.enabled") is True  # ours, beside the override
+    assert at(values, "mig.strategy") == "mixed"
+    assert at(values, "vfioManager.enabled") is True
     env = _env(values)
     # toolkit.env merges by name: ours stay, the user's win by name, new names are appended, all strings
     assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from components.cert_manager import CertManager, CertManagerArgs, cert_manager_values
 from components.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
 from components.spec import CellSpec
+from stacks.conformance.helm_values import leaf_paths, values_problems
 from stacks.mock_engine import PlanResult, run_program
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import STORE, at, cell, minimal_cell_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-RESOURCES_VALUES = UPSTREAM / "kserve" / "kserve-resources" / "values.yaml"
-RUNTIMES_VALUES = UPSTREAM / "kserve" / "kserve-runtime-configs" / "values.yaml"
-CERT_MANAGER_VALUES = UPSTREAM / "cert-manager" / "values.yaml"
 
 
 def _plan(spec: CellSpec) -> PlanResult:
@@ -38,34 +34,6 @@ def _config(**sections: Any) -> dict[str, Any]:
     config = minimal_cell_config()
     config.update(sections)
     return config
-
-
-def _at(values: dict[str, Any], path: str) -> Any:
-    node: Any = values
-    for key in path.split("."):
-        node = node[key]
-    return node
-
-
-def _leaf_paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            yield from _leaf_paths(value, (*prefix, key))
-        else:
-            yield (*prefix, key)
-
-
-def _missing_paths(values: dict[str, Any], upstream: dict[str, Any]) -> list[str]:
-    """Dotted key paths of ``values`` that the upstream chart's values do not have."""
-    missing = []
-    for path in _leaf_paths(values):
-        node: Any = upstream
-        for key in path:
-            if not isinstance(node, dict) or key not in node:
-                missing.append(".".join(path))
-                break
-            node = node[key]
-    return missing
 
 
 # -- cert-manager --------------------------------------------------------------------------------
@@ -88,10 +56,13 @@ def test_cert_manager_release() -> None:
 
 
 def test_cert_manager_key_paths_exist_and_crds_key_is_the_current_one() -> None:
-    upstream = yaml.safe_load(CERT_MANAGER_VALUES.read_text())
-    assert _missing_paths(cert_manager_values(cell(minimal_cell_config())), upstream) == []
-    assert upstream["crds"]["enabled"] is False  # the default we flip
-    assert _missing_paths({"crds": {"install": True}}, upstream) == ["crds.install"]
+    spec = cell(minimal_cell_config())
+    version = spec.versions.cert_manager
+    assert values_problems(STORE, "cert-manager", version, cert_manager_values(spec)) == []
+    assert STORE.load("cert-manager/values.yaml")["crds"]["enabled"] is False  # the default we flip
+    assert values_problems(STORE, "cert-manager", version, {"crds": {"install": True}}) == [
+        ("crds.install", "is not a value of chart cert-manager v1.21.1 (renamed or removed upstream?)")
+    ]
 
 
 def test_cert_manager_user_values_deep_merge() -> None:
@@ -143,10 +114,10 @@ def test_kserve_chain_edges_and_cert_manager_edge() -> None:
 def test_raw_mode_values_on_the_pinned_version() -> None:
     plan = _plan(cell(minimal_cell_config()))
     values = plan.named("fra1-kserve-resources").inputs["values"]
-    assert _at(values, "kserve.controller.deploymentMode") == "Standard"
-    assert _at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False
-    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is True
-    assert _at(values, "kserve.certManager.enabled") is True
+    assert at(values, "kserve.controller.deploymentMode") == "Standard"
+    assert at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False
+    assert at(values, "kserve.controller.gateway.disableIngressCreation") is True
+    assert at(values, "kserve.certManager.enabled") is True
     runtimes = plan.named("fra1-kserve-runtimes").inputs["values"]
     assert runtimes == {"kserve": {"servingruntime": {"enabled": True}}}
     assert plan.named("fra1-kserve-crd").inputs["values"] == {}
@@ -160,7 +131,7 @@ def test_default_deployment_mode_per_kserve_version(version: str, mode: str) -> 
     spec = cell(_config(versions={"kserve": version}))
     plan = _plan(spec)
     values = plan.named("fra1-kserve-resources").inputs["values"]
-    assert _at(values, "kserve.controller.deploymentMode") == mode
+    assert at(values, "kserve.controller.deploymentMode") == mode
     assert plan.named("fra1-kserve-resources").inputs["version"] == version
 
 
@@ -180,24 +151,23 @@ def test_charts_before_the_split_are_kserve_crd_and_kserve() -> None:
 
 def test_kserve_key_paths_exist_in_the_pinned_charts() -> None:
     spec = cell(minimal_cell_config())
-    resources_upstream = yaml.safe_load(RESOURCES_VALUES.read_text())
-    runtimes_upstream = yaml.safe_load(RUNTIMES_VALUES.read_text())
+    version = spec.versions.kserve
     resources = kserve_resources_values(spec)
-    assert len(list(_leaf_paths(resources))) == 4
-    assert _missing_paths(resources, resources_upstream) == []
-    assert _missing_paths(kserve_runtime_values(spec), runtimes_upstream) == []
+    assert len(list(leaf_paths(resources))) == 4
+    assert values_problems(STORE, "kserve-resources", version, resources) == []
+    assert values_problems(STORE, "kserve-runtime-configs", version, kserve_runtime_values(spec)) == []
     # What we flip away from the chart defaults.
-    assert _at(resources_upstream, "kserve.controller.deploymentMode") == "Knative"
-    assert _at(runtimes_upstream, "kserve.servingruntime.enabled") is False
+    assert at(STORE.load("kserve/kserve-resources/values.yaml"), "kserve.controller.deploymentMode") == "Knative"
+    assert at(STORE.load("kserve/kserve-runtime-configs/values.yaml"), "kserve.servingruntime.enabled") is False
 
 
 def test_kserve_user_values_reach_resources_only_and_deep_merge() -> None:
     override = {"kserve": {"controller": {"resources": {"limits": {"memory": "1Gi"}}}}}
     plan = _plan(cell(_config(kserve={"values": override})))
     values = plan.named("fra1-kserve-resources").inputs["values"]
-    assert _at(values, "kserve.controller.resources.limits.memory") == "1Gi"
-    assert _at(values, "kserve.controller.deploymentMode") == "Standard"
-    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is True
+    assert at(values, "kserve.controller.resources.limits.memory") == "1Gi"
+    assert at(values, "kserve.controller.deploymentMode") == "Standard"
+    assert at(values, "kserve.controller.gateway.disableIngressCreation") is True
     runtimes = plan.named("fra1-kserve-runtimes").inputs["values"]
     assert runtimes == {"kserve": {"servingruntime": {"enabled": True}}}
 
@@ -206,5 +176,5 @@ def test_kserve_user_values_can_turn_ingress_back_on() -> None:
     override = {"kserve": {"controller": {"gateway": {"disableIngressCreation": False}}}}
     plan = _plan(cell(_config(kserve={"values": override})))
     values = plan.named("fra1-kserve-resources").inputs["values"]
-    assert _at(values, "kserve.controller.gateway.disableIngressCreation") is False
-    assert _at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False
+    assert at(values, "kserve.controller.gateway.disableIngressCreation") is False
+    assert at(values, "kserve.controller.gateway.ingressGateway.enableGatewayApi") is False

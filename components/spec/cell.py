@@ -12,8 +12,10 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.spec._base import SpecModel
+from components.spec.admission import check_tenants
 from components.spec.network import Host, Network, Ssh, check_names
 from components.spec.pools import GpuMode, NodePool, NodeRole
+from components.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
 from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
@@ -190,8 +192,22 @@ class CellSpec(SpecModel):
     """KServe settings."""
     cdi: CdiSpec = CdiSpec()
     """CDI settings."""
+    tenants: dict[str, TenantSpec] = {}
+    """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
+    allow_gpu_overcommit: bool = False
+    """Let the tenants' GPU quotas add up to more than the region has. Defaults to false."""
 
     _pool_names = field_validator("node_pools")(check_names)
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, tenants: dict[str, TenantSpec]) -> dict[str, TenantSpec]:
+        check_names(tenants)
+        for name in tenants:
+            if len(TENANT_NAMESPACE_PREFIX + name) > 63:
+                raise SpecError((name,), f"{name!r} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
+                                "would exceed 63 characters")
+        return tenants
 
     @model_validator(mode="after")
     def _cross_checks(self) -> CellSpec:
@@ -202,6 +218,7 @@ class CellSpec(SpecModel):
         self._check_gpu_operator()
         self._check_kserve_mode()
         self._check_storage_replicas()
+        check_tenants(self)
         return self
 
     # -- views ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""A region's GPU inventory: which extended resources its pools advertise, how many per node and in total.
+
+What a node advertises follows from its pool's mode (the GPU Operator's ``nvidia.com/gpu.workload.config``):
+
+- ``container`` without MIG: ``nvidia.com/gpu``, one per GPU (NVIDIA k8s-device-plugin);
+- ``container`` with a MIG layout: ``nvidia.com/mig-<profile>`` per instance under the ``mixed`` strategy, or
+  ``nvidia.com/gpu`` per instance under ``single`` (uniform layouts only);
+- ``vm-passthrough``: the sandbox device plugin's ``nvidia.com/<PCI device name>``, one per GPU;
+- ``vm-vgpu``: ``nvidia.com/NVIDIA_<vGPU type>``, as many per GPU as the type's framebuffer allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from components.gpu_catalog import mig_resource_name
+from components.spec.pools import GpuMode, NodePool, NodeRole
+
+__all__ = ["WHOLE_GPU", "GpuOffer", "OfferKind", "capacity", "gpu_offers"]
+
+WHOLE_GPU = "nvidia.com/gpu"
+"""The device plugin's resource for a whole GPU (or a MIG instance under the ``single`` strategy)."""
+
+
+class OfferKind(StrEnum):
+    """How a resource is carved out of the hardware."""
+
+    GPU = "gpu"
+    MIG = "mig"
+    PASSTHROUGH = "passthrough"
+    VGPU = "vgpu"
+
+
+@dataclass(frozen=True)
+class GpuOffer:
+    """One pool's supply of one extended resource."""
+
+    resource: str
+    """Extended resource name, e.g. ``nvidia.com/mig-1g.18gb``."""
+    pool: str
+    mode: GpuMode
+    model: str
+    """GPU catalog model behind it."""
+    kind: OfferKind
+    per_node: int
+    """Units on each node of the pool (count)."""
+    nodes: int
+    """Hosts in the pool (count)."""
+    mig_profile: str | None = None
+    """The MIG profile, for MIG offers (also under ``single``, where the resource is ``nvidia.com/gpu``)."""
+
+    @property
+    def total(self) -> int:
+        """Units across the pool (count)."""
+        return self.per_node * self.nodes
+
+
+def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffer]:
+    """Every (pool, resource) the GPU pools advertise, in pool order. ``mig_strategy`` is ``single`` or ``mixed``."""
+    offers: list[GpuOffer] = []
+    for name, pool in pools.items():
+        if pool.role is not NodeRole.GPU:
+            continue
+        gpus, nodes, model = pool.gpus_per_node or 0, len(pool.hosts), pool.model
+        if pool.mode is GpuMode.VM_PASSTHROUGH:
+            offers.append(GpuOffer(model.passthrough_resource, name, pool.mode, model.name, OfferKind.PASSTHROUGH,
+                                   gpus, nodes))
+        elif pool.mode is GpuMode.VM_VGPU:
+            assert pool.vgpu_profile is not None  # the spec requires it on vm-vgpu pools
+            offers.append(GpuOffer(model.vgpu_resource(pool.vgpu_profile), name, pool.mode, model.name,
+                                   OfferKind.VGPU, gpus * model.vgpus_per_gpu(pool.vgpu_profile), nodes))
+        elif pool.mig_layout:
+            for profile, per_gpu in pool.mig_layout.items():
+                resource = WHOLE_GPU if mig_strategy == "single" else mig_resource_name(profile)
+                offers.append(GpuOffer(resource, name, pool.mode, model.name, OfferKind.MIG, gpus * per_gpu, nodes,
+                                       mig_profile=profile))
+        else:
+            offers.append(GpuOffer(WHOLE_GPU, name, pool.mode, model.name, OfferKind.GPU, gpus, nodes))
+    return offers
+
+
+def capacity(offers: list[GpuOffer]) -> dict[str, int]:
+    """Resource name -> units across the region (count)."""
+    totals: dict[str, int] = {}
+    for offer in offers:
+        totals[offer.resource] = totals.get(offer.resource, 0) + offer.total
+    return totals

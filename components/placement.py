@@ -1,0 +1,142 @@
+"""Where a workload can run and which GPU resource it asks for, decided from the region's inventory.
+
+Used twice, so the two can never disagree: by the admission rules (a workload that fits nowhere is a config
+error) and by the renderers (the node selector and the resource requests of the rendered object).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from components.gpu_catalog import CATALOG
+from components.inventory import WHOLE_GPU, GpuOffer, OfferKind
+from components.spec.pools import GpuMode, NodePool, NodeRole
+from components.spec.workloads import GpuRequest, GpuVirtualMachineSpec
+
+__all__ = ["Placement", "PlacementError", "place_container", "place_vm"]
+
+
+class PlacementError(Exception):
+    """A workload fits no pool. ``rel_path`` is the key below the workload (``("gpuModel",)``)."""
+
+    def __init__(self, rel_path: Sequence[str], message: str) -> None:
+        super().__init__(message)
+        self.rel_path = tuple(rel_path)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The pools a workload may land on and the GPU resource it requests."""
+
+    pools: tuple[str, ...]
+    """Candidate pools (the rendered node affinity); empty means anywhere."""
+    resource: str | None = None
+    """Extended resource requested, or ``None`` without GPUs."""
+    count: int = 0
+    """Units of ``resource`` per pod or VM (count)."""
+
+
+def _names(offers: Sequence[GpuOffer]) -> str:
+    return ", ".join(sorted({o.pool for o in offers}))
+
+
+def _fit(offers: Sequence[GpuOffer], count: int, what: str) -> tuple[GpuOffer, ...]:
+    fitting = tuple(o for o in offers if o.per_node >= count)
+    if not fitting:
+        best = max(offers, key=lambda o: o.per_node)
+        raise PlacementError(
+            ("gpus",), f"{count} {what} do not fit one node: pool {best.pool} has {best.per_node} per node"
+        )
+    return fitting
+
+
+def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool],
+             offers: Sequence[GpuOffer]) -> Placement:
+    """Placement of a VM: passthrough or vGPU pools of its model, or CPU pools for a CPU-only VM."""
+    needs_topology = vm.dedicated_cpus or vm.hugepages is not None or vm.numa_passthrough
+    if vm.pool is not None and vm.pool not in pools:
+        raise PlacementError(("pool",), f"{vm.pool!r} is not a node pool of the region; pools: {', '.join(pools)}")
+    if vm.gpu_model is None:
+        candidates = [vm.pool] if vm.pool else [n for n, p in pools.items() if p.role is NodeRole.CPU]
+        return _with_topology(candidates, pools, needs_topology)
+    if vm.gpu_model not in CATALOG:
+        raise PlacementError(("gpuModel",), f"{vm.gpu_model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
+    kind = OfferKind.VGPU if vm.vgpu_profile else OfferKind.PASSTHROUGH
+    mode = GpuMode.VM_VGPU if vm.vgpu_profile else GpuMode.VM_PASSTHROUGH
+    of_model = [o for o in offers if o.model == vm.gpu_model]
+    matching = [o for o in of_model if o.kind is kind and (vm.vgpu_profile is None or
+                                                          o.resource.endswith(f"_{vm.vgpu_profile}"))]
+    if vm.pool is not None:
+        matching = [o for o in matching if o.pool == vm.pool]
+    if not matching:
+        raise PlacementError(("gpuModel",), _no_vm_pool(vm, mode, of_model))
+    matching = [o for o in matching if not needs_topology or pools[o.pool].topology is not None]
+    if not matching:
+        raise PlacementError(("dedicatedCpus",), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
+                             f"topology profile; no {mode.value} pool with {vm.gpu_model} has one")
+    fitting = _fit(matching, vm.gpus, "vGPUs" if vm.vgpu_profile else f"{vm.gpu_model} GPUs")
+    return Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
+
+
+def _no_vm_pool(vm: GpuVirtualMachineSpec, mode: GpuMode, of_model: Sequence[GpuOffer]) -> str:
+    wanted = f"{mode.value} pool with {vm.gpu_model}" + (f" ({vm.vgpu_profile})" if vm.vgpu_profile else "")
+    where = f" in pool {vm.pool}" if vm.pool else ""
+    if of_model:
+        modes = ", ".join(sorted({f"{o.pool} ({o.mode.value})" for o in of_model}))
+        return f"no {wanted}{where}; {vm.gpu_model} is only in {modes}: a GPU VM needs a VM-mode pool"
+    return f"the region has no {wanted}{where}"
+
+
+def _with_topology(candidates: list[str], pools: Mapping[str, NodePool], needs_topology: bool) -> Placement:
+    if needs_topology:
+        candidates = [c for c in candidates if pools[c].topology is not None]
+        if not candidates:
+            raise PlacementError(("dedicatedCpus",), "dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
+                                 "topology profile, and none of the candidate pools has one")
+    return Placement(tuple(candidates))
+
+
+def place_container(gpu: GpuRequest | None, offers: Sequence[GpuOffer], mig_strategy: str, what: str) -> Placement:
+    """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile.
+
+    ``what`` names the workload kind in messages (``a GPU notebook``).
+    """
+    if gpu is None:
+        return Placement(())
+    if gpu.model is not None and gpu.model not in CATALOG:
+        raise PlacementError(("gpu", "model"), f"{gpu.model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
+    of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]
+    vm_pools = [o for o in of_model if o.mode is not GpuMode.CONTAINER]
+    container = [o for o in of_model if o.mode is GpuMode.CONTAINER]
+    if not container:
+        if vm_pools:
+            raise PlacementError(("gpu",), f"{what} needs a container-mode pool; "
+                                 f"{_names(vm_pools)} run{'s' if len(vm_pools) == 1 else ''} VMs")
+        raise PlacementError(("gpu",), f"the region has no container-mode GPU pool{_model(gpu)}")
+    if gpu.mig_profile is not None:
+        return _place_mig(gpu, container, mig_strategy)
+    whole = [o for o in container if o.kind is OfferKind.GPU]
+    if not whole:
+        raise PlacementError(("gpu",), f"no container-mode pool{_model(gpu)} has whole GPUs (all are MIG-partitioned: "
+                             f"{_names(container)}); ask for a migProfile")
+    fitting = _fit(whole, gpu.count, "GPUs")
+    return Placement(tuple(o.pool for o in fitting), WHOLE_GPU, gpu.count)
+
+
+def _model(gpu: GpuRequest) -> str:
+    return f" with {gpu.model}" if gpu.model else ""
+
+
+def _place_mig(gpu: GpuRequest, container: Sequence[GpuOffer], mig_strategy: str) -> Placement:
+    if mig_strategy == "single":
+        raise PlacementError(("gpu", "migProfile"), f"{gpu.mig_profile!r}: under gpuOperator.migStrategy single MIG "
+                             "instances are advertised as nvidia.com/gpu; ask for whole GPUs or use migStrategy mixed")
+    slices = [o for o in container if o.kind is OfferKind.MIG and o.mig_profile == gpu.mig_profile]
+    if not slices:
+        offered = sorted({o.mig_profile for o in container if o.mig_profile})
+        raise PlacementError(("gpu", "migProfile"), f"{gpu.mig_profile!r} is offered by no node's MIG layout"
+                             f"{_model(gpu)}; offered: {', '.join(offered) or 'none'}")
+    fitting = _fit(slices, gpu.count, f"{gpu.mig_profile} instances")
+    return Placement(tuple(o.pool for o in fitting), fitting[0].resource, gpu.count)

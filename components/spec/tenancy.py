@@ -1,0 +1,141 @@
+"""Tenants: who they are (groups), what they may use (quota, egress) and what they run (workloads)."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from ipaddress import IPv4Network
+
+from pydantic import Field, StrictInt, field_validator, model_validator
+
+from components.errors import SpecError
+from components.spec._base import SpecModel
+from components.spec.network import check_host_name, check_names
+from components.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
+
+__all__ = ["EgressClass", "TenantGroups", "TenantLimits", "TenantQuota", "TenantSpec", "namespace_of"]
+
+_RESOURCE = re.compile(r"^nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]*$")
+TENANT_NAMESPACE_PREFIX = "tenant-"
+
+
+def namespace_of(tenant: str) -> str:
+    """The tenant's namespace: ``tenant-<name>`` (the prefix keeps tenants clear of platform namespaces)."""
+    return f"{TENANT_NAMESPACE_PREFIX}{tenant}"
+
+
+class EgressClass(StrEnum):
+    """Where a tenant's pods and VMs may connect, beyond DNS and their own namespace."""
+
+    NONE = "none"
+    CLUSTER = "cluster"
+    INTERNET = "internet"
+    CUSTOM = "custom"
+
+
+class TenantGroups(SpecModel):
+    """Identity-provider groups bound to the tenant's roles (Kubernetes ``admin``/``edit``/``view``, which KubeVirt's
+    and KServe's roles aggregate into)."""
+
+    admins: list[str] = []
+    """Groups with ``admin`` in the namespace (manage RBAC inside it too)."""
+    members: list[str] = []
+    """Groups with ``edit``: create and run workloads."""
+    viewers: list[str] = []
+    """Groups with ``view``: read-only."""
+
+
+class TenantQuota(SpecModel):
+    """The tenant namespace's ResourceQuota."""
+
+    cpu_millicores: StrictInt = Field(ge=0)
+    """CPU requests and limits across the tenant, millicores."""
+    memory_gib: StrictInt = Field(ge=0)
+    """Memory requests and limits across the tenant, GiB."""
+    storage_gib: StrictInt = Field(ge=0)
+    """PVC storage requests across the tenant, GiB."""
+    gpus: dict[str, StrictInt] = {}
+    """GPU resource name -> units (``nvidia.com/gpu``, ``nvidia.com/mig-1g.18gb``,
+    ``nvidia.com/GH100_H100_SXM5_80GB``, ``nvidia.com/NVIDIA_L40S-12Q``). Every other GPU resource of the region
+    gets 0."""
+    pods: StrictInt = Field(default=100, ge=0)
+    """Pods (each VM runs in one), count. Defaults to 100."""
+    persistent_volume_claims: StrictInt = Field(default=50, ge=0)
+    """PVCs, count. Defaults to 50."""
+    services: StrictInt = Field(default=20, ge=0)
+    """Services, count. Defaults to 20."""
+    load_balancers: StrictInt = Field(default=0, ge=0)
+    """Services of type LoadBalancer, count. Defaults to 0."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _resource_names(cls, gpus: dict[str, int]) -> dict[str, int]:
+        for name, count in gpus.items():
+            if not _RESOURCE.match(name):
+                raise SpecError((name,), f"{name!r} is not an NVIDIA extended resource name (nvidia.com/...)")
+            if count < 0:
+                raise SpecError((name,), f"{count} is negative")
+        return gpus
+
+
+class TenantLimits(SpecModel):
+    """The tenant namespace's LimitRange: what a container gets when it does not say."""
+
+    default_cpu_millicores: StrictInt = Field(default=500, ge=10)
+    """Default CPU limit (and request), millicores. Defaults to 500."""
+    default_memory_mib: StrictInt = Field(default=1024, ge=16)
+    """Default memory limit (and request), MiB. Defaults to 1024."""
+
+
+class TenantSpec(SpecModel):
+    """One tenant of a region: a namespace with quota, RBAC, default-deny networking and its workloads."""
+
+    groups: TenantGroups = TenantGroups()
+    """Groups bound to the tenant's roles."""
+    quota: TenantQuota
+    """ResourceQuota of the namespace."""
+    limits: TenantLimits = TenantLimits()
+    """LimitRange defaults."""
+    egress: EgressClass = EgressClass.NONE
+    """``none`` (DNS and the tenant only), ``cluster`` (plus platform services), ``internet`` (plus the world) or
+    ``custom`` (plus ``egressCidrs``/``egressFqdns``). Defaults to ``none``."""
+    egress_cidrs: list[IPv4Network] = []
+    """``custom`` egress: networks the tenant may reach."""
+    egress_fqdns: list[str] = []
+    """``custom`` egress: DNS names the tenant may reach (Cilium ``toFQDNs``, ``*.`` wildcards allowed)."""
+    virtual_machines: dict[str, GpuVirtualMachineSpec] = {}
+    """VM name -> VM."""
+    notebooks: dict[str, NotebookSpec] = {}
+    """Notebook name -> notebook."""
+    model_endpoints: dict[str, ModelEndpointSpec] = {}
+    """Endpoint name -> InferenceService."""
+
+    _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_names)
+
+    @field_validator("egress_fqdns")
+    @classmethod
+    def _fqdns(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            try:
+                check_host_name(name.removeprefix("*."))
+            except ValueError:
+                raise SpecError((index,), f"{name!r} is not a DNS name (a leading *. is allowed)") from None
+        return names
+
+    @model_validator(mode="after")
+    def _egress_and_names(self) -> TenantSpec:
+        custom = self.egress is EgressClass.CUSTOM
+        if custom and not (self.egress_cidrs or self.egress_fqdns):
+            raise SpecError(("egress",), "'custom' needs egressCidrs or egressFqdns")
+        if not custom and (self.egress_cidrs or self.egress_fqdns):
+            key = "egressCidrs" if self.egress_cidrs else "egressFqdns"
+            raise SpecError((key,), f"only applies with egress: custom (egress is {self.egress.value})")
+        seen: dict[str, str] = {}
+        for kind, names in (("virtualMachines", self.virtual_machines), ("notebooks", self.notebooks),
+                            ("modelEndpoints", self.model_endpoints)):
+            for name in names:
+                if name in seen:
+                    raise SpecError((kind, name), f"{name!r} is already the name of {seen[name]}.{name} in this "
+                                    "tenant; workload names share the namespace")
+                seen[name] = kind
+        return self

@@ -1,0 +1,311 @@
+"""Typed tenant workloads: GPU virtual machines, notebooks and model endpoints, as a stack config declares them.
+
+These are *specs*: plan-time values only. Placement and capacity rules that need the region's GPU inventory live
+in :mod:`components.spec.admission`; the objects they render live in ``components/workloads/``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field, StrictInt, field_validator, model_validator
+
+from components.errors import SpecError
+from components.spec._base import SpecModel
+
+__all__ = [
+    "AccessMode",
+    "CpuTopology",
+    "DiskSource",
+    "EvictionStrategy",
+    "Exposure",
+    "GpuRequest",
+    "GpuVirtualMachineSpec",
+    "ModelEndpointSpec",
+    "NotebookSpec",
+    "RunStrategy",
+    "ScaleMetric",
+    "ServiceType",
+    "SshService",
+    "VmDisk",
+]
+
+
+class RunStrategy(StrEnum):
+    """KubeVirt ``spec.runStrategy`` (kubevirt.io/v1 VirtualMachineSpec)."""
+
+    ALWAYS = "Always"
+    RERUN_ON_FAILURE = "RerunOnFailure"
+    MANUAL = "Manual"
+    HALTED = "Halted"
+    ONCE = "Once"
+
+
+class EvictionStrategy(StrEnum):
+    """KubeVirt ``evictionStrategy``: what a node drain does to the VM."""
+
+    NONE = "None"
+    LIVE_MIGRATE = "LiveMigrate"
+    LIVE_MIGRATE_IF_POSSIBLE = "LiveMigrateIfPossible"
+    EXTERNAL = "External"
+
+
+class AccessMode(StrEnum):
+    """PersistentVolumeClaim access modes."""
+
+    RWO = "ReadWriteOnce"
+    RWX = "ReadWriteMany"
+    RWOP = "ReadWriteOncePod"
+
+
+class ServiceType(StrEnum):
+    """Kubernetes Service types a workload may be exposed through."""
+
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+
+
+class ScaleMetric(StrEnum):
+    """What a KServe raw-deployment (HPA) autoscaler scales on."""
+
+    CPU = "cpu"
+    MEMORY = "memory"
+
+
+class DiskSource(SpecModel):
+    """Where a VM disk's content comes from: exactly one of ``registry``, ``http`` or ``pvc`` (a CDI source)."""
+
+    registry: str | None = None
+    """Container-disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
+    http: str | None = None
+    """``https://`` URL of a qcow2/raw image."""
+    pvc: str | None = None
+    """``namespace/name`` of a PVC to clone (same tenant, or a shared image namespace)."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DiskSource:
+        given = [k for k, v in (("registry", self.registry), ("http", self.http), ("pvc", self.pvc)) if v]
+        if len(given) != 1:
+            raise SpecError((), f"give exactly one of registry, http, pvc (got {', '.join(given) or 'none'})")
+        if self.registry and not self.registry.startswith("docker://"):
+            raise SpecError(("registry",), f"{self.registry!r} must start with docker:// (CDI registry source)")
+        if self.http and not self.http.startswith(("https://", "http://")):
+            raise SpecError(("http",), f"{self.http!r} is not an http(s):// URL")
+        if self.pvc and self.pvc.count("/") != 1:
+            raise SpecError(("pvc",), f"{self.pvc!r} is not namespace/name")
+        return self
+
+
+class VmDisk(SpecModel):
+    """A VM disk as a CDI ``dataVolumeTemplates`` entry."""
+
+    source: DiskSource
+    """Content of the disk."""
+    size_gib: StrictInt = Field(ge=1, le=65536)
+    """Size, GiB."""
+    storage_class: str | None = None
+    """StorageClass; defaults to the cell's default class."""
+    access_mode: AccessMode = AccessMode.RWO
+    """PVC access mode. Defaults to ``ReadWriteOnce`` (a GPU VM cannot live-migrate anyway)."""
+
+
+class CpuTopology(SpecModel):
+    """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
+
+    cores: StrictInt = Field(default=2, ge=1, le=512)
+    """Cores per socket. Defaults to 2."""
+    sockets: StrictInt = Field(default=1, ge=1, le=16)
+    """Sockets. Defaults to 1."""
+    threads: StrictInt = Field(default=1, ge=1, le=2)
+    """Threads per core. Defaults to 1."""
+
+    @property
+    def vcpus(self) -> int:
+        """vCPUs the guest sees (count)."""
+        return self.cores * self.sockets * self.threads
+
+
+class SshService(SpecModel):
+    """A Service in front of the VM's port 22."""
+
+    type: ServiceType = ServiceType.CLUSTER_IP
+    """Service type. Defaults to ``ClusterIP``."""
+
+
+class GpuVirtualMachineSpec(SpecModel):
+    """A tenant's VM: a KubeVirt VirtualMachine with CDI disks and, optionally, whole GPUs or vGPUs."""
+
+    gpu_model: str | None = None
+    """GPU catalog model for passthrough or vGPU (``H100-SXM5-80GB``); none for a CPU-only VM."""
+    gpus: StrictInt = Field(default=0, ge=0, le=16)
+    """Whole GPUs (passthrough) or vGPUs (with ``vgpuProfile``), count. Defaults to 0."""
+    vgpu_profile: str | None = None
+    """vGPU type (``L40S-12Q``): the VM gets ``gpus`` vGPUs of it from a vm-vgpu pool."""
+    pool: str | None = None
+    """Node pool to place the VM on; defaults to any pool of the right mode and model."""
+    cpu: CpuTopology = CpuTopology()
+    """Guest CPU topology."""
+    memory_gib: StrictInt = Field(ge=1, le=4096)
+    """Guest memory, GiB."""
+    dedicated_cpus: bool = False
+    """Pin vCPUs to dedicated host CPUs (``dedicatedCpuPlacement``); needs a pool with a topology profile."""
+    hugepages: str | None = None
+    """Back guest memory with hugepages of this size, ``1Gi`` or ``2Mi``; needs a pool with a topology profile."""
+    numa_passthrough: bool = False
+    """Mirror the host NUMA topology into the guest (``numa.guestMappingPassthrough``); needs dedicated CPUs and
+    hugepages."""
+    root_disk: VmDisk
+    """The boot disk."""
+    data_disks: list[VmDisk] = []
+    """Extra disks, attached in order."""
+    ssh_keys: list[str] = []
+    """SSH public keys for the default cloud user, put in cloud-init user data (a Secret)."""
+    user: str = "cloud-user"
+    """Default cloud user name. Defaults to ``cloud-user``."""
+    run_strategy: RunStrategy = RunStrategy.ALWAYS
+    """``spec.runStrategy``. Defaults to ``Always``."""
+    eviction_strategy: EvictionStrategy | None = None
+    """``evictionStrategy``; defaults to ``None`` with GPUs or ReadWriteOnce disks (cannot live-migrate), else
+    ``LiveMigrateIfPossible``."""
+    ssh_service: SshService | None = None
+    """A Service for SSH (port 22); none by default."""
+
+    @field_validator("hugepages")
+    @classmethod
+    def _page_size(cls, value: str | None) -> str | None:
+        if value is not None and value not in ("1Gi", "2Mi"):
+            raise ValueError("is not a hugepage size; use 1Gi or 2Mi")
+        return value
+
+    @field_validator("ssh_keys")
+    @classmethod
+    def _public_keys(cls, keys: list[str]) -> list[str]:
+        for index, key in enumerate(keys):
+            if not key.startswith(("ssh-", "ecdsa-", "sk-")) or "PRIVATE KEY" in key:
+                raise SpecError((index,), "is not an SSH public key (ssh-ed25519 AAAA..., ssh-rsa AAAA...)")
+        return keys
+
+    @model_validator(mode="after")
+    def _gpu_fields(self) -> GpuVirtualMachineSpec:
+        if self.gpus and self.gpu_model is None:
+            raise SpecError(("gpuModel",), f"is required with gpus: {self.gpus}")
+        if self.gpu_model is not None and not self.gpus:
+            raise SpecError(("gpus",), f"must be at least 1 with gpuModel {self.gpu_model!r}")
+        if self.vgpu_profile is not None and not self.gpus:
+            raise SpecError(("gpus",), f"must be at least 1 with vgpuProfile {self.vgpu_profile!r}")
+        if self.numa_passthrough and not (self.dedicated_cpus and self.hugepages):
+            raise SpecError(("numaPassthrough",), "needs dedicatedCpus: true and hugepages (KubeVirt guest NUMA)")
+        if self.eviction_strategy in (EvictionStrategy.LIVE_MIGRATE, EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE):
+            if self.gpus:
+                raise SpecError(("evictionStrategy",), f"{self.eviction_strategy.value!r}: a VM with GPUs cannot "
+                                "live-migrate; use None or External")
+            rwo = [i for i, d in enumerate(self.disks) if d.access_mode is not AccessMode.RWX]
+            if rwo:
+                raise SpecError(("evictionStrategy",), f"{self.eviction_strategy.value!r}: live migration needs "
+                                f"ReadWriteMany disks, disk {rwo[0]} is not; use None or External")
+        return self
+
+    @property
+    def disks(self) -> list[VmDisk]:
+        """Root disk, then data disks."""
+        return [self.root_disk, *self.data_disks]
+
+    @property
+    def effective_eviction_strategy(self) -> EvictionStrategy:
+        """The strategy rendered: the declared one, or ``None`` for VMs that cannot live-migrate."""
+        if self.eviction_strategy is not None:
+            return self.eviction_strategy
+        if self.gpus or any(d.access_mode is not AccessMode.RWX for d in self.disks):
+            return EvictionStrategy.NONE
+        return EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE
+
+
+class GpuRequest(SpecModel):
+    """GPUs for a container workload: whole GPUs (optionally of one model) or MIG slices of one profile."""
+
+    count: StrictInt = Field(default=1, ge=1, le=16)
+    """Whole GPUs, or MIG instances with ``migProfile`` (count). Defaults to 1."""
+    model: str | None = None
+    """GPU catalog model the pod must land on (``L40S``); defaults to any container-mode GPU."""
+    mig_profile: str | None = None
+    """MIG profile (``1g.18gb``): the pod gets ``count`` instances of it (``nvidia.com/mig-<profile>``)."""
+
+
+class Exposure(SpecModel):
+    """How a notebook is reachable from outside the tenant: an Ingress, and who may connect."""
+
+    host: str
+    """DNS name of the Ingress rule, ``nb-alice.acme.fra1.example.net``."""
+    ingress_class: str
+    """``ingressClassName`` of the cell's ingress controller."""
+    tls_secret: str | None = None
+    """Secret holding the TLS certificate for ``host``; none serves plain HTTP."""
+    allow_from_cidrs: list[str] = []
+    """Client networks the notebook accepts (Cilium ingress rule), e.g. the VPN range. Empty: only the ingress
+    controller's namespace."""
+
+
+class NotebookSpec(SpecModel):
+    """A Jupyter notebook server: a StatefulSet with a home PVC, a Service and an access token."""
+
+    image: str = "quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24"
+    """Jupyter image (docker-stacks layout: UID 1000, home ``/home/jovyan``)."""
+    gpu: GpuRequest | None = None
+    """GPUs for the notebook; none for a CPU notebook."""
+    cpu_millicores: StrictInt = Field(default=2000, ge=100)
+    """CPU request and limit, millicores. Defaults to 2000."""
+    memory_gib: StrictInt = Field(default=8, ge=1)
+    """Memory request and limit, GiB. Defaults to 8."""
+    home_gib: StrictInt = Field(default=50, ge=1)
+    """Home directory PVC size, GiB. Defaults to 50."""
+    storage_class: str | None = None
+    """StorageClass of the home PVC; defaults to the cell's default class."""
+    read_only_root: bool = True
+    """Run with a read-only root filesystem (``/tmp`` and the home stay writable). Defaults to true."""
+    expose: Exposure | None = None
+    """An Ingress for the notebook; none keeps it cluster-internal (use ``kubectl port-forward``)."""
+
+
+class ModelEndpointSpec(SpecModel):
+    """An autoscaled model endpoint: a KServe InferenceService (raw deployment mode)."""
+
+    model_format: str | None = None
+    """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
+    runtime: str | None = None
+    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...)."""
+    storage_uri: str
+    """Where the model is: ``hf://meta-llama/Llama-3.1-8B-Instruct``, ``s3://bucket/path``, ``pvc://name/path``."""
+    args: list[str] = []
+    """Extra arguments for the model server (``--max-model-len=8192``)."""
+    gpu: GpuRequest | None = None
+    """GPUs per replica; none for a CPU endpoint."""
+    cpu_millicores: StrictInt = Field(default=4000, ge=100)
+    """CPU per replica, millicores. Defaults to 4000."""
+    memory_gib: StrictInt = Field(default=32, ge=1)
+    """Memory per replica, GiB. Defaults to 32."""
+    min_replicas: StrictInt = Field(default=1, ge=0, le=100)
+    """Replicas kept running (0 is only possible with Knative, which gpucell does not install). Defaults to 1."""
+    max_replicas: StrictInt = Field(default=1, ge=1, le=100)
+    """Upper bound for the autoscaler. Defaults to 1."""
+    scale_metric: ScaleMetric = ScaleMetric.CPU
+    """Autoscaler metric in raw mode (HPA): ``cpu`` or ``memory``. Defaults to ``cpu``."""
+    scale_target: StrictInt = Field(default=70, ge=1, le=100)
+    """Target utilization of ``scaleMetric``, percent. Defaults to 70."""
+    credentials_config_key: str | None = None
+    """Secret stack config key holding the storage credentials (a Hugging Face token for ``hf://``, or
+    ``AWS_ACCESS_KEY_ID:AWS_SECRET_ACCESS_KEY`` for ``s3://``); mounted through a Secret and ServiceAccount."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelEndpointSpec:
+        if (self.model_format is None) == (self.runtime is None):
+            raise SpecError(("modelFormat",), "give exactly one of modelFormat or runtime")
+        if self.min_replicas == 0:
+            raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
+        if self.max_replicas < self.min_replicas:
+            raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
+        scheme = self.storage_uri.split("://", 1)[0]
+        if "://" not in self.storage_uri or scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
+            raise SpecError(("storageUri",), f"{self.storage_uri!r} is not a KServe storage URI "
+                            "(hf://, s3://, gs://, pvc://, https://, oci://)")
+        return self
