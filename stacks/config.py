@@ -22,8 +22,11 @@ class StackConfig:
     """A validated stack: the regions' specs and each region's SSH private key (a secret Output)."""
 
     spec: StackSpec
+    """The validated regions."""
     ssh_private_keys: dict[str, pulumi.Output[str]]
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
+    credentials: dict[str, pulumi.Output[str]]
+    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint names."""
 
 
 def _regions_object(config: pulumi.Config) -> Any:
@@ -60,6 +63,19 @@ def _check_top_level_keys(secret_keys: set[str]) -> None:
             )
 
 
+def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> pulumi.Output[str]:
+    """The secret config value ``key``; a :class:`ConfigError` when it is missing or stored in plain text."""
+    if key == "regions":
+        raise ConfigError.at((key,), f"names the region config, not a secret ({used_by})")
+    secret = config.get_secret(key)
+    if secret is None:
+        raise ConfigError.at((key,), f"secret is missing ({used_by}); set it with `pulumi config set --secret {how}`")
+    if not _is_secret(f"{PROJECT}:{key}"):
+        raise ConfigError.at((key,), f"is stored in plain text in the stack file; store it encrypted with "
+                             f"`pulumi config set --secret {how}`")
+    return secret
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
@@ -72,25 +88,22 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     except pydantic.ValidationError as exc:
         raise format_validation_error(StackSpec, exc) from None
     keys: dict[str, pulumi.Output[str]] = {}
+    credentials: dict[str, pulumi.Output[str]] = {}
     for region, cell in spec.regions.items():
         key_name = cell.ssh.private_key_config_key
-        if key_name == "regions":
-            raise ConfigError.at(
-                ("regions", region, "ssh", "privateKeyConfigKey"), "'regions' names the region config, not a secret"
-            )
-        secret = config.get_secret(key_name)
-        if secret is None:
-            raise ConfigError.at(
-                (key_name,),
-                f"secret is missing (region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey); "
-                f"set it with `pulumi config set --secret {key_name} < ~/.ssh/id_ed25519`",
-            )
-        if not _is_secret(f"{PROJECT}:{key_name}"):
-            raise ConfigError.at(
-                (key_name,),
-                "is stored in plain text in the stack file; store the private key encrypted with "
-                f"`pulumi config set --secret {key_name} < ~/.ssh/id_ed25519`",
-            )
-        keys[region] = secret
-    _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()})
-    return StackConfig(spec=spec, ssh_private_keys=keys)
+        keys[region] = _require_secret(
+            config, key_name,
+            f"region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey",
+            f"{key_name} < ~/.ssh/id_ed25519",
+        )
+        for tenant_name, tenant in cell.tenants.items():
+            for name, endpoint in tenant.model_endpoints.items():
+                key = endpoint.credentials_config_key
+                if key is not None and key not in credentials:
+                    credentials[key] = _require_secret(
+                        config, key,
+                        f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}.credentialsConfigKey names it",
+                        f"{key} -- <token>",
+                    )
+    _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()} | set(credentials))
+    return StackConfig(spec=spec, ssh_private_keys=keys, credentials=credentials)

@@ -21,7 +21,9 @@ from pulumi.runtime.mocks import MockResourceArgs
 from components._k3s_scripts import listen_port
 from components.cell import RegionalCell
 from components.errors import ConfigError
-from components.spec import StackSpec
+from components.inventory import capacity, gpu_offers
+from components.spec import CellSpec, StackSpec
+from components.spec.admission import placements
 from stacks.conformance import RegionInput, Report, check_regions
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import PlanResult, Registration, run_program
@@ -203,6 +205,7 @@ def render_tree(plan: Plan, regions: list[str]) -> str:
         grand_total += len(resources)
         lines += ["", f"region {region}: {len(resources)} resources"]
         _tree_lines(plan.result, plan.region_root(region), "", lines)
+        lines += render_capacity(plan.cells[region].spec)
         lines.append("  by type:")
         for type_token, count in sorted(Counter(r.type for r in resources).items()):
             lines.append(f"    {count:4d}  {type_token}")
@@ -217,6 +220,27 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
     for child in sorted(result.children(node), key=lambda c: c.name):
         if child.type.startswith(_COMPONENT_PREFIX):
             _tree_lines(result, child, indent + "  ", out)
+
+
+def render_capacity(spec: CellSpec) -> list[str]:
+    """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource."""
+    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
+    reserved: Counter[str] = Counter()
+    used: Counter[str] = Counter()
+    for tenant in spec.tenants.values():
+        reserved.update(tenant.quota.gpus)
+        for _, placement, units in placements(spec, tenant):
+            if placement.resource is not None:
+                used[placement.resource] += units
+    lines = [f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
+             f"{'reserved':>8s} {'used':>6s}"]
+    for resource, total in sorted(capacity(offers).items()):
+        mine = [o for o in offers if o.resource == resource]
+        modes = ",".join(sorted({o.mode.value for o in mine}))
+        models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))
+        lines.append(f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved[resource]:8d} "
+                     f"{used[resource]:6d}")
+    return lines
 
 
 def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:

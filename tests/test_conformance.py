@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.helm.v3 import Release
 
@@ -77,10 +78,9 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
 
 def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copy(REPO / "Pulumi.yaml", tmp_path)
-    text = (REPO / "Pulumi.dev.yaml").read_text().replace(
-        "      storage:\n", "      cilium:\n        values: {hubble: {relay: {replicaz: 2}}}\n      storage:\n", 1
-    )
-    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    stack = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    stack["config"]["gpucell:regions"]["lab1"]["cilium"] = {"values": {"hubble": {"relay": {"replicaz": 2}}}}
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
     code = cli.main(["plan", "dev", "--project-dir", str(tmp_path), "--check", "--schemas", str(UPSTREAM)])
     out = capsys.readouterr().out
     assert code == 1

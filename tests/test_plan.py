@@ -232,7 +232,7 @@ def test_plain_text_ssh_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFi
         config["gpucell:sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----"
 
     assert _plan_errors(_scratch_project(tmp_path, plain), capsys) == (2, (
-        "sshPrivateKey: is stored in plain text in the stack file; store the private key encrypted with "
+        "sshPrivateKey: is stored in plain text in the stack file; store it encrypted with "
         "`pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`\n"
     ))
 
@@ -242,7 +242,7 @@ def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.Captur
         config["gpucell:region"] = {}
 
     assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
-        2, "region: unknown key in the gpucell namespace; accepted keys are regions, sshPrivateKey\n"
+        2, "region: unknown key in the gpucell namespace; accepted keys are hfTokenResearch, regions, sshPrivateKey\n"
     )
 
 

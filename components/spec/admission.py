@@ -67,6 +67,14 @@ def check_tenants(cell: CellSpec) -> None:
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
                 raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
+        load_balancers = [n for n, v in tenant.virtual_machines.items()
+                          if v.ssh_service is not None and v.ssh_service.type == "LoadBalancer"]
+        if len(load_balancers) > tenant.quota.load_balancers:
+            raise SpecError(
+                (*base, "virtualMachines", load_balancers[-1], "sshService", "type"),
+                f"'LoadBalancer': the tenant would have {len(load_balancers)} LoadBalancer Services, "
+                f"quota.loadBalancers allows {tenant.quota.load_balancers}",
+            )
         used: dict[str, int] = {}
         try:
             for (kind, name), placement, units in placements(cell, tenant):

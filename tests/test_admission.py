@@ -1,0 +1,224 @@
+"""Plan-time admission of tenants and workloads: each rule's exact message, and what fits."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+
+from components.errors import format_validation_error
+from components.inventory import capacity, gpu_offers
+from components.placement import place_container, place_vm
+from components.spec import CellSpec, GpuRequest, StackSpec
+from tests.conftest import REPO
+
+PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
+DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100}
+QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096,
+         "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8, "nvidia.com/mig-1g.18gb": 8, "nvidia.com/gpu": 8,
+                  "nvidia.com/NVIDIA_L40S-12Q": 4}}
+
+
+def region(**tenants: dict[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(PROD_FRA1)
+    config["tenants"] = {name: {"quota": copy.deepcopy(QUOTA), **body} for name, body in tenants.items()}
+    return config
+
+
+def errors(config: dict[str, Any]) -> list[str]:
+    try:
+        StackSpec.model_validate({"regions": {"fra1": config}})
+    except pydantic.ValidationError as exc:
+        return format_validation_error(StackSpec, exc).lines
+    return []
+
+
+def vm(**fields: Any) -> dict[str, Any]:
+    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "rootDisk": DISK, **fields}
+
+
+A = "regions.fra1.tenants.acme"
+
+
+def test_every_kind_fits_the_prod_region() -> None:
+    config = region(acme={
+        "virtualMachines": {"train": vm(dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True),
+                            "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32),
+                            "bastion": {"memoryGib": 4, "rootDisk": DISK}},
+        "notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}},
+        "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://org/model",
+                                   "gpu": {"model": "H200-SXM-141GB", "count": 2}, "maxReplicas": 3}},
+    })
+    assert errors(config) == []
+
+
+def test_inventory_of_the_prod_region() -> None:
+    spec = CellSpec.model_validate(PROD_FRA1)
+    totals = capacity(gpu_offers(spec.node_pools, spec.effective_mig_strategy.value))
+    assert totals == {
+        "nvidia.com/GH100_H100_SXM5_80GB": 32,   # 4 hosts x 8
+        "nvidia.com/mig-1g.18gb": 32,            # 2 hosts x 8 GPUs x 2 (all-balanced)
+        "nvidia.com/mig-2g.35gb": 16,
+        "nvidia.com/mig-3g.71gb": 16,
+        "nvidia.com/gpu": 16,                    # the plain H200 pool
+        "nvidia.com/NVIDIA_L40S-12Q": 64,        # 2 hosts x 8 GPUs x 4 (48 GB / 12 GB)
+    }
+
+
+def test_vm_model_the_region_lacks() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(gpuModel="B200")}})) == [
+        f"{A}.virtualMachines.x.gpuModel: the region has no vm-passthrough pool with B200"
+    ]
+
+
+def test_vm_on_a_container_mode_model() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(gpuModel="H200-SXM-141GB", gpus=1)}})) == [
+        f"{A}.virtualMachines.x.gpuModel: no vm-passthrough pool with H200-SXM-141GB; H200-SXM-141GB is only in "
+        "h200 (container), h200-mig (container): a GPU VM needs a VM-mode pool"
+    ]
+
+
+def test_vm_with_more_gpus_than_a_node_holds() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(gpus=9)}})) == [
+        f"{A}.virtualMachines.x.gpus: 9 H100-SXM5-80GB GPUs do not fit one node: pool h100-vm has 8 per node"
+    ]
+
+
+def test_dedicated_cpus_need_a_topology_pool() -> None:
+    config = region(acme={"virtualMachines": {"x": vm(dedicatedCpus=True)}})
+    del config["nodePools"]["h100-vm"]["topology"]
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.dedicatedCpus: dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
+        "topology profile; no vm-passthrough pool with H100-SXM5-80GB has one"
+    ]
+
+
+def test_mig_profile_no_layout_offers() -> None:
+    assert errors(region(acme={"notebooks": {"nb": {"gpu": {"migProfile": "1g.10gb"}}}})) == [
+        f"{A}.notebooks.nb.gpu.migProfile: '1g.10gb' is offered by no node's MIG layout; offered: 1g.18gb, 2g.35gb, "
+        "3g.71gb"
+    ]
+
+
+def test_mig_request_under_the_single_strategy() -> None:
+    config = region(acme={"notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}}})
+    config["nodePools"]["h200-mig"]["migConfig"] = "all-1g.18gb"
+    config["gpuOperator"]["migStrategy"] = "single"
+    config["tenants"]["acme"]["quota"]["gpus"] = {"nvidia.com/gpu": 8}
+    assert errors(config) == [
+        f"{A}.notebooks.nb.gpu.migProfile: '1g.18gb': under gpuOperator.migStrategy single MIG instances are "
+        "advertised as nvidia.com/gpu; ask for whole GPUs or use migStrategy mixed"
+    ]
+
+
+def test_gpu_notebook_on_a_vm_mode_pool() -> None:
+    assert errors(region(acme={"notebooks": {"nb": {"gpu": {"model": "H100-SXM5-80GB"}}}})) == [
+        f"{A}.notebooks.nb.gpu: a GPU notebook needs a container-mode pool; h100-vm runs VMs"
+    ]
+
+
+def test_gpu_endpoint_on_a_vm_mode_pool() -> None:
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m", "gpu": {"model": "L40S"}}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.gpu: a GPU model endpoint needs a container-mode pool; l40s-vgpu runs VMs"
+    ]
+
+
+def test_live_migration_with_gpus_or_rwo_disks() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(evictionStrategy="LiveMigrate")}})) == [
+        f"{A}.virtualMachines.x.evictionStrategy: 'LiveMigrate': a VM with GPUs cannot live-migrate; use None or "
+        "External"
+    ]
+    cpu_vm = {"memoryGib": 4, "rootDisk": DISK, "evictionStrategy": "LiveMigrateIfPossible"}
+    assert errors(region(acme={"virtualMachines": {"x": cpu_vm}})) == [
+        f"{A}.virtualMachines.x.evictionStrategy: 'LiveMigrateIfPossible': live migration needs ReadWriteMany "
+        "disks, disk 0 is not; use None or External"
+    ]
+
+
+def test_quotas_beyond_capacity_unless_overcommit_is_allowed() -> None:
+    big = {"gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 24}}
+    config = region(acme={"quota": {**QUOTA, **big}}, beta={"quota": {**QUOTA, **big}})
+    assert errors(config) == [
+        "regions.fra1.tenants.beta.quota.gpus.nvidia.com/GH100_H100_SXM5_80GB: tenants reserve 48 "
+        "nvidia.com/GH100_H100_SXM5_80GB in all, the region has 32; lower the quotas or set allowGpuOvercommit: true"
+    ]
+    config["allowGpuOvercommit"] = True
+    assert errors(config) == []
+
+
+def test_quota_for_a_resource_the_region_lacks() -> None:
+    config = region(acme={"quota": {**QUOTA, "gpus": {"nvidia.com/mig-1g.10gb": 2}}})
+    assert errors(config) == [
+        f"{A}.quota.gpus.nvidia.com/mig-1g.10gb: is offered by no pool of the region; offered: "
+        "nvidia.com/GH100_H100_SXM5_80GB, nvidia.com/NVIDIA_L40S-12Q, nvidia.com/gpu, nvidia.com/mig-1g.18gb, "
+        "nvidia.com/mig-2g.35gb, nvidia.com/mig-3g.71gb"
+    ]
+
+
+def test_workloads_beyond_the_tenant_quota() -> None:
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m", "gpu": {"migProfile": "1g.18gb"},
+                "maxReplicas": 5}
+    config = region(acme={"notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb", "count": 4}}},
+                          "modelEndpoints": {"llm": endpoint}})
+    assert errors(config) == [
+        f"{A}.modelEndpoints.llm: needs 5 nvidia.com/mig-1g.18gb (9 with the tenant's other workloads), tenant "
+        "quota.gpus allows 8"
+    ]
+
+
+@pytest.mark.parametrize(("tenant", "message"), [
+    ("Acme", "regions.fra1.tenants.Acme: 'Acme' is not a DNS-1123 label (lower-case letters, digits and '-', at "
+             "most 63 characters)"),
+    ("a" * 57, f"regions.fra1.tenants.{'a' * 57}: '{'a' * 57}' is too long: the namespace tenant-{'a' * 57} would "
+               "exceed 63 characters"),
+])
+def test_tenant_names(tenant: str, message: str) -> None:
+    assert errors(region(**{tenant: {}})) == [message]
+
+
+def test_workload_names_are_labels_and_unique_within_a_tenant() -> None:
+    assert errors(region(acme={"notebooks": {"My_NB": {}}})) == [
+        f"{A}.notebooks.My_NB: 'My_NB' is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 "
+        "characters)"
+    ]
+    assert errors(region(acme={"notebooks": {"x": {}}, "virtualMachines": {"x": {"memoryGib": 4,
+                                                                                 "rootDisk": DISK}}})) == [
+        f"{A}.notebooks.x: 'x' is already the name of virtualMachines.x in this tenant; workload names share the "
+        "namespace"
+    ]
+
+
+def test_custom_egress_needs_destinations() -> None:
+    assert errors(region(acme={"egress": "custom"})) == [f"{A}.egress: 'custom' needs egressCidrs or egressFqdns"]
+    assert errors(region(acme={"egressFqdns": ["pypi.org"]})) == [
+        f"{A}.egressFqdns: only applies with egress: custom (egress is none)"
+    ]
+
+
+def test_endpoint_shape_rules() -> None:
+    endpoint = {"storageUri": "hf://o/m"}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.modelFormat: give exactly one of modelFormat or runtime"
+    ]
+    endpoint = {"modelFormat": "huggingface", "storageUri": "ftp://o/m"}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.storageUri: 'ftp://o/m' is not a KServe storage URI (hf://, s3://, gs://, pvc://, "
+        "https://, oci://)"
+    ]
+
+
+def test_placement_feeds_the_renderers() -> None:
+    spec = CellSpec.model_validate(PROD_FRA1)
+    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
+    from components.spec import GpuVirtualMachineSpec
+
+    placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers)
+    assert (placed.pools, placed.resource, placed.count) == (("h100-vm",), "nvidia.com/GH100_H100_SXM5_80GB", 8)
+    mig = place_container(GpuRequest(mig_profile="2g.35gb", count=2), offers, "mixed", "a GPU notebook")
+    assert (mig.pools, mig.resource, mig.count) == (("h200-mig",), "nvidia.com/mig-2g.35gb", 2)
+    whole = place_container(GpuRequest(count=8), offers, "mixed", "a GPU notebook")
+    assert (whole.pools, whole.resource) == (("h200",), "nvidia.com/gpu")
