@@ -267,3 +267,23 @@ def test_out_dir_is_rewritten_not_accumulated(prod_plan: Plan, tmp_path: Path) -
     assert "fra1/manifests/StorageProfile_longhorn.patch.yaml" in names
     remote = (tmp_path / "fra1" / "manifests" / "remote-manifests.txt").read_text()
     assert "https://github.com/kubevirt/kubevirt/releases/download/v1.9.0/kubevirt-operator.yaml" in remote
+
+
+def test_plan_prints_the_gpu_capacity_view(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1"]) == 0
+    rows = {line.split()[0]: line.split()[-3:] for line in capsys.readouterr().out.splitlines()
+            if line.strip().startswith("nvidia.com/")}
+    # capacity, reserved by the tenants' quotas, used by their declared workloads
+    assert rows["nvidia.com/GH100_H100_SXM5_80GB"] == ["32", "24", "12"]
+    assert rows["nvidia.com/mig-3g.71gb"] == ["16", "4", "4"]
+    assert rows["nvidia.com/NVIDIA_L40S-12Q"] == ["64", "24", "1"]
+
+
+def test_missing_endpoint_credentials_are_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def drop(config: dict[str, Any]) -> None:
+        del config["gpucell:hfTokenResearch"]
+
+    assert _plan_errors(_scratch_project(tmp_path, drop), capsys) == (2, (
+        "hfTokenResearch: secret is missing (regions.lab1.tenants.research.modelEndpoints.qwen.credentialsConfigKey "
+        "names it); set it with `pulumi config set --secret hfTokenResearch -- <token>`\n"
+    ))
