@@ -7,8 +7,10 @@ inputs still marked. The offline plan and the tests both run programs through :f
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +49,21 @@ class Registration:
     secret_paths: list[str] = field(default_factory=list)
     """Dotted paths of the inputs that were secret."""
 
+    def masked_inputs(self) -> dict[str, Any]:
+        """Inputs in their real shape with every string under a secret path replaced by ``"[secret]"``.
+
+        What schema checks read: a Secret's ``stringData`` stays a map (``inputs`` has the string ``"[secret]"``
+        there), yet no secret text can reach a message.
+        """
+        masked = copy.deepcopy(self.raw_inputs)
+        for path in self.secret_paths:
+            parts = [int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", path) if p]
+            parent: Any = masked
+            for part in parts[:-1]:
+                parent = parent[part]
+            parent[parts[-1]] = _mask(parent[parts[-1]])
+        return masked
+
 
 @dataclass
 class PlanResult:
@@ -79,6 +96,14 @@ class PlanResult:
         for child in self.children(root):
             yield child
             yield from self.descendants(child)
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v) for v in value]
+    return SECRET if isinstance(value, str) else value
 
 
 def _is_secret(value: Any) -> bool:

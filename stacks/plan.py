@@ -327,7 +327,8 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
                     stem, header = f"{stem}.patch", "# a server-side-apply patch of an object the cluster already has\n"
                 else:
                     header = ""
-                emit(base / "manifests" / f"{stem}.yaml", header + yaml.safe_dump(r.inputs, sort_keys=True))
+                # masked: a Secret keeps its shape, every secret string is "[secret]"
+                emit(base / "manifests" / f"{stem}.yaml", header + yaml.safe_dump(r.masked_inputs(), sort_keys=True))
         if remote:
             emit(base / "manifests" / "remote-manifests.txt",
                  "# applied from upstream release URLs at deploy time (not expanded offline)\n"

@@ -24,7 +24,8 @@ QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096,
 
 def region(**tenants: dict[str, Any]) -> dict[str, Any]:
     config = copy.deepcopy(PROD_FRA1)
-    config["tenants"] = {name: {"quota": copy.deepcopy(QUOTA), **body} for name, body in tenants.items()}
+    config["tenants"] = {name: {"quota": copy.deepcopy(QUOTA), "egress": "internet", **body}
+                         for name, body in tenants.items()}
     return config
 
 
@@ -181,9 +182,9 @@ def test_tenant_names(tenant: str, message: str) -> None:
 
 
 def test_workload_names_are_labels_and_unique_within_a_tenant() -> None:
-    assert errors(region(acme={"notebooks": {"My_NB": {}}})) == [
-        f"{A}.notebooks.My_NB: 'My_NB' is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 "
-        "characters)"
+    assert errors(region(acme={"notebooks": {"1nb": {}}})) == [
+        f"{A}.notebooks.1nb: '1nb' is not a DNS-1035 label (starts with a lower-case letter; lower-case letters, "
+        "digits and '-'; at most 63 characters): workloads get Services of that name"
     ]
     assert errors(region(acme={"notebooks": {"x": {}}, "virtualMachines": {"x": {"memoryGib": 4,
                                                                                  "rootDisk": DISK}}})) == [
@@ -194,7 +195,7 @@ def test_workload_names_are_labels_and_unique_within_a_tenant() -> None:
 
 def test_custom_egress_needs_destinations() -> None:
     assert errors(region(acme={"egress": "custom"})) == [f"{A}.egress: 'custom' needs egressCidrs or egressFqdns"]
-    assert errors(region(acme={"egressFqdns": ["pypi.org"]})) == [
+    assert errors(region(acme={"egress": "none", "egressFqdns": ["pypi.org"]})) == [
         f"{A}.egressFqdns: only applies with egress: custom (egress is none)"
     ]
 
@@ -222,3 +223,19 @@ def test_placement_feeds_the_renderers() -> None:
     assert (mig.pools, mig.resource, mig.count) == (("h200-mig",), "nvidia.com/mig-2g.35gb", 2)
     whole = place_container(GpuRequest(count=8), offers, "mixed", "a GPU notebook")
     assert (whole.pools, whole.resource) == (("h200",), "nvidia.com/gpu")
+
+
+@pytest.mark.parametrize("egress", ["none", "cluster"])
+def test_downloads_need_egress(egress: str) -> None:
+    assert errors(region(acme={"egress": egress, "virtualMachines": {"x": vm(gpus=1)}})) == [
+        f"{A}.virtualMachines.x.rootDisk.source: CDI imports docker://quay.io/containerdisks/ubuntu:24.04 from the "
+        f"tenant's namespace, but its egress is '{egress}'; use egress internet, or custom with those hosts in "
+        "egressFqdns"
+    ]
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m"}
+    assert errors(region(acme={"egress": egress, "modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.storageUri: KServe downloads hf://o/m from the tenant's namespace, but its egress is "
+        f"'{egress}'; use egress internet, or custom with those hosts in egressFqdns"
+    ]
+    pvc_disk = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu"}, "sizeGib": 20}}
+    assert errors(region(acme={"egress": egress, "virtualMachines": {"x": pvc_disk}})) == []

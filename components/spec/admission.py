@@ -52,6 +52,27 @@ def _offered(offers: list[GpuOffer]) -> str:
     return ", ".join(sorted({o.resource for o in offers})) or "none"
 
 
+_REMOTE_MODEL_SCHEMES = ("hf://", "s3://", "gs://", "https://", "oci://")
+
+
+def _needs_egress(tenant: TenantSpec) -> tuple[tuple[str, ...], str] | None:
+    """The first workload that downloads from outside the cell, as (path, what), or ``None``.
+
+    CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
+    namespace, under the tenant's network policies.
+    """
+    for name, vm in tenant.virtual_machines.items():
+        for index, disk in enumerate(vm.disks):
+            source = disk.source.registry or disk.source.http
+            if source:
+                key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
+                return ("virtualMachines", name, key, "source"), f"CDI imports {source}"
+    for name, endpoint in tenant.model_endpoints.items():
+        if endpoint.storage_uri.startswith(_REMOTE_MODEL_SCHEMES):
+            return ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}"
+    return None
+
+
 def check_tenants(cell: CellSpec) -> None:
     """Raise :class:`SpecError` at the first workload or quota that does not fit (paths below the region)."""
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
@@ -90,3 +111,11 @@ def check_tenants(cell: CellSpec) -> None:
                     )
         except SpecError as exc:
             raise SpecError((*base, *exc.rel_path), exc.message) from None
+        download = _needs_egress(tenant)
+        if download is not None and tenant.egress.value in ("none", "cluster"):
+            path, what = download
+            raise SpecError(
+                (*base, *path),
+                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
+                "or custom with those hosts in egressFqdns",
+            )

@@ -19,6 +19,7 @@ __all__ = [
     "check_dns_label",
     "check_host_name",
     "check_names",
+    "check_service_names",
 ]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -39,6 +40,19 @@ def check_names(names: dict[str, object]) -> dict[str, object]:
             check_dns_label(name)
         except ValueError as exc:
             raise SpecError((name,), f"{name!r} {exc}") from None
+    return names
+
+
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def check_service_names(names: dict[str, object]) -> dict[str, object]:
+    """Raise :class:`SpecError` at the first key that is not a DNS-1035 label: workloads get Services named after
+    them, and a Service name must start with a letter."""
+    for name in names:
+        if not _DNS_1035.match(name):
+            raise SpecError((name,), f"{name!r} is not a DNS-1035 label (starts with a lower-case letter; lower-case "
+                            "letters, digits and '-'; at most 63 characters): workloads get Services of that name")
     return names
 
 

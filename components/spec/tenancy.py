@@ -10,7 +10,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.spec._base import SpecModel
-from components.spec.network import check_host_name, check_names
+from components.spec.network import check_host_name, check_service_names
 from components.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = ["EgressClass", "TenantGroups", "TenantLimits", "TenantQuota", "TenantSpec", "namespace_of"]
@@ -110,7 +110,7 @@ class TenantSpec(SpecModel):
     model_endpoints: dict[str, ModelEndpointSpec] = {}
     """Endpoint name -> InferenceService."""
 
-    _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_names)
+    _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
 
     @field_validator("egress_fqdns")
     @classmethod

@@ -67,7 +67,7 @@ def _object_subject(region: str, obj: dict[str, Any]) -> Subject:
 def _objects(registrations: list[Registration]) -> list[tuple[dict[str, Any], bool]]:
     """Rendered Kubernetes objects and whether each is a patch (partial by design)."""
     return [
-        (r.inputs, r.type.endswith("Patch"))
+        (r.masked_inputs(), r.type.endswith("Patch"))
         for r in registrations
         if r.type.startswith("kubernetes:") and "apiVersion" in r.inputs and "kind" in r.inputs
     ]

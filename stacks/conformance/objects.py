@@ -91,23 +91,29 @@ def _dotted(parts: Any) -> str:
     return out or "-"
 
 
-def strict_schema(schema: Any) -> Any:
+_BRANCHES = ("anyOf", "oneOf", "allOf", "not")
+
+
+def strict_schema(schema: Any, *, branch: bool = False) -> Any:
     """A copy of ``schema`` in which objects reject unknown keys, as server-side field validation does.
 
     Objects that declare ``properties`` get ``additionalProperties: false`` unless they say otherwise or carry
-    ``x-kubernetes-preserve-unknown-fields``; ``int-or-string`` fields accept both.
+    ``x-kubernetes-preserve-unknown-fields``; ``int-or-string`` fields accept both. The branches of ``anyOf``/
+    ``oneOf``/``allOf`` are partial constraints on the enclosing object (Cilium: "``ingress`` is required"), so
+    they stay open themselves; what they nest is made strict as usual.
     """
     if isinstance(schema, list):
-        return [strict_schema(s) for s in schema]
+        return [strict_schema(s, branch=branch) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: strict_schema(v) for k, v in schema.items()}
+    out = {k: strict_schema(v, branch=k in _BRANCHES) for k, v in schema.items()}
     if out.get("format") == "int-or-string" or out.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out.pop("format", None)
         out["type"] = ["integer", "string"]
     if (
-        "properties" in out
+        not branch
+        and "properties" in out
         and "additionalProperties" not in out
         and not out.get("x-kubernetes-preserve-unknown-fields")
     ):

@@ -1,0 +1,429 @@
+"""Tenant: PSA labels, quota per GPU resource, limit defaults, RBAC, Cilium policies, wiring, conformance."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockResourceArgs
+
+from components.cell import RegionalCell, RegionalCellArgs
+from components.spec import CellSpec
+from components.spec.tenancy import TenantSpec
+from components.tenancy import (
+    PodSecurityLevel,
+    Tenant,
+    TenantArgs,
+    gpu_resources,
+    limit_range_manifest,
+    namespace_labels,
+    network_policy_manifests,
+    pod_security_level,
+    quota_hard,
+    rbac_manifests,
+)
+from stacks.conformance import check_region
+from stacks.conformance.schemas import SchemaStore
+from stacks.mock_engine import PlanResult, Registration, run_program
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
+
+CNP = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+QUOTA = "kubernetes:core/v1:ResourceQuota"
+LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
+ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
+GPU_RESOURCES = [
+    "nvidia.com/GH100_H100_SXM5_80GB",
+    "nvidia.com/NVIDIA_L40S-24Q",
+    "nvidia.com/gpu",
+    "nvidia.com/mig-1g.10gb",
+]
+VM = {"memoryGib": 4, "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"},
+                                   "sizeGib": 20}}
+
+
+def computed(args: MockResourceArgs) -> dict[str, Any]:
+    """The kubeconfig the first k3s server prints (the cell's provider is built from it)."""
+    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
+        return {"stdout": KUBECONFIG}
+    return {}
+
+
+def tenant_config(**fields: Any) -> dict[str, Any]:
+    """A tenant with 16 CPUs, 64 GiB, 500 GiB, two L40S GPUs and 8 MIG slices; ``fields`` override."""
+    config = {
+        "groups": {"admins": ["acme-admins"], "members": ["acme-devs", "acme-ml"], "viewers": ["acme-audit"]},
+        "quota": {"cpuMillicores": 16000, "memoryGib": 64, "storageGib": 500,
+                  "gpus": {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 8}},
+    }
+    config.update(fields)
+    return config
+
+
+def region_config(tenants: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The minimal region plus vm-passthrough, vm-vgpu and MIG pools, with ``tenants``."""
+    config = minimal_cell_config()
+    pools = config["nodePools"]
+    h100 = {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8}
+    pools["h100-vm"] = {**h100, "gpuMode": "vm-passthrough",
+                        "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}]}
+    pools["l40s-vgpu"] = {"role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "vm-vgpu",
+                          "vgpuProfile": "L40S-24Q",
+                          "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}]}
+    pools["h100-mig"] = {**h100, "gpuMode": "container", "migConfig": "all-1g.10gb",
+                         "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}]}
+    config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia",
+                                                 "version": "580.95.02-ubuntu24.04"}}
+    config["tenants"] = tenants
+    config["allowGpuOvercommit"] = True  # several tenants share the two L40S; capacity is not what is tested
+    return config
+
+
+def region(**tenants: dict[str, Any]) -> CellSpec:
+    return cell(region_config(tenants))
+
+
+def plan_tenants(spec: CellSpec) -> PlanResult:
+    """A RegionalCell ``lab`` and a Tenant ``lab-<tenant>`` for each tenant of ``spec``."""
+
+    def program() -> None:
+        regional = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+        for tenant in spec.tenants:
+            component = Tenant(f"lab-{tenant}", TenantArgs(tenant, spec.tenants[tenant], regional))
+            pulumi.export(f"{tenant}-namespace", component.namespace)
+            pulumi.export(f"{tenant}-ready", [r.urn for r in component.ready])
+
+    return run_program(program, computed=computed)
+
+
+def tenant_objects(plan: PlanResult, tenant: str) -> list[Registration]:
+    (root,) = [r for r in plan.of_type("gpucell:index:Tenant") if r.name == f"lab-{tenant}"]
+    return list(plan.descendants(root))
+
+
+# -- namespace and Pod Security Admission --------------------------------------------------------------------
+
+
+def test_tenant_without_vms_enforces_restricted_pinned_to_the_kubernetes_minor() -> None:
+    spec = region(acme=tenant_config())
+    assert namespace_labels("acme", spec.tenants["acme"], spec.versions.kubernetes_minor) == {
+        "app.kubernetes.io/managed-by": "gpucell",
+        "gpucell.io/tenant": "acme",
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "v1.34",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "pod-security.kubernetes.io/warn-version": "v1.34",
+        "pod-security.kubernetes.io/audit": "restricted",
+        "pod-security.kubernetes.io/audit-version": "v1.34",
+    }
+
+
+def test_tenant_with_a_vm_enforces_baseline_and_still_warns_and_audits_restricted() -> None:
+    spec = region(acme=tenant_config(virtualMachines={"box": VM}))
+    tenant = spec.tenants["acme"]
+    assert pod_security_level(tenant) is PodSecurityLevel.BASELINE
+    labels = namespace_labels("acme", tenant, "1.34")
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+
+
+def test_psa_versions_follow_the_cells_kubernetes_minor() -> None:
+    labels = namespace_labels("acme", TenantSpec.model_validate(tenant_config()), "1.33")
+    versions = {k: v for k, v in labels.items() if k.endswith("-version")}
+    assert versions == dict.fromkeys(
+        ("pod-security.kubernetes.io/enforce-version", "pod-security.kubernetes.io/warn-version",
+         "pod-security.kubernetes.io/audit-version"), "v1.33")
+
+
+# -- quota and limit defaults --------------------------------------------------------------------------------
+
+
+def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones() -> None:
+    spec = region(acme=tenant_config())
+    tenant = spec.tenants["acme"]
+    assert gpu_resources(tenant, spec) == GPU_RESOURCES
+    assert quota_hard(tenant, spec) == {
+        "requests.cpu": "16000m",
+        "limits.cpu": "16000m",
+        "requests.memory": "64Gi",
+        "limits.memory": "64Gi",
+        "requests.storage": "500Gi",
+        "pods": "100",
+        "persistentvolumeclaims": "50",
+        "services": "20",
+        "services.loadbalancers": "0",
+        "requests.nvidia.com/GH100_H100_SXM5_80GB": "0",
+        "requests.nvidia.com/NVIDIA_L40S-24Q": "0",
+        "requests.nvidia.com/gpu": "2",
+        "requests.nvidia.com/mig-1g.10gb": "8",
+    }
+
+
+def test_quota_counts_come_from_the_spec() -> None:
+    spec = region(acme=tenant_config(quota={"cpuMillicores": 500, "memoryGib": 1, "storageGib": 10, "pods": 7,
+                                             "persistentVolumeClaims": 3, "services": 2, "loadBalancers": 1,
+                                             "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8}}))
+    hard = quota_hard(spec.tenants["acme"], spec)
+    assert {k: hard[k] for k in ("pods", "persistentvolumeclaims", "services", "services.loadbalancers")} == {
+        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.loadbalancers": "1"}
+    assert hard["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
+    assert hard["requests.nvidia.com/gpu"] == "0"
+
+
+def test_limit_range_defaults_every_container_from_the_spec() -> None:
+    limits = {"defaultCpuMillicores": 250, "defaultMemoryMib": 512}
+    tenant = TenantSpec.model_validate(tenant_config(limits=limits))
+    manifest = limit_range_manifest("acme", tenant)
+    assert manifest["metadata"]["namespace"] == "tenant-acme"
+    assert manifest["spec"] == {"limits": [{
+        "type": "Container",
+        "default": {"cpu": "250m", "memory": "512Mi"},
+        "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+    }]}
+
+
+# -- RBAC ----------------------------------------------------------------------------------------------------
+
+
+def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rbac_manifests(
+        "acme", TenantSpec.model_validate(tenant_config()))}
+    group = "rbac.authorization.k8s.io"
+
+    def subjects(*names: str) -> list[dict[str, str]]:
+        return [{"kind": "Group", "apiGroup": group, "name": n} for n in names]
+
+    for name, role, members in (("tenant-admins", "admin", ["acme-admins"]),
+                                ("tenant-members", "edit", ["acme-devs", "acme-ml"]),
+                                ("tenant-viewers", "view", ["acme-audit"])):
+        binding = objects["RoleBinding", name]
+        assert binding["metadata"]["namespace"] == "tenant-acme"
+        assert binding["roleRef"] == {"apiGroup": group, "kind": "ClusterRole", "name": role}
+        assert binding["subjects"] == subjects(*members)
+    assert objects["RoleBinding", "tenant-kserve-edit"]["subjects"] == subjects("acme-admins", "acme-devs",
+                                                                                  "acme-ml")
+    assert objects["RoleBinding", "tenant-kserve-edit"]["roleRef"] == {
+        "apiGroup": group, "kind": "Role", "name": "tenant-kserve-edit"}
+    assert objects["Role", "tenant-kserve-edit"]["rules"][0] == {
+        "apiGroups": ["serving.kserve.io"],
+        "resources": ["inferenceservices", "servingruntimes", "inferencegraphs", "trainedmodels"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    }
+    assert objects["Role", "tenant-kserve-view"]["rules"][0]["verbs"] == ["get", "list", "watch"]
+    assert objects["RoleBinding", "tenant-kserve-view"]["subjects"] == subjects("acme-audit")
+
+
+def test_a_role_without_groups_gets_no_binding() -> None:
+    objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={"members": ["devs"]})))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("RoleBinding", "tenant-members"),
+        ("Role", "tenant-kserve-edit"),
+        ("RoleBinding", "tenant-kserve-edit"),
+    ]
+    assert rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={}))) == []
+
+
+# -- Cilium policies -----------------------------------------------------------------------------------------
+
+
+def policies(**fields: Any) -> dict[str, dict[str, Any]]:
+    tenant = TenantSpec.model_validate(tenant_config(**fields))
+    objects = network_policy_manifests("acme", tenant)
+    assert {o["metadata"]["namespace"] for o in objects} == {"tenant-acme"}
+    assert all(o["spec"]["endpointSelector"] == {} for o in objects)
+    return {o["metadata"]["name"]: o["spec"] for o in objects}
+
+
+def without_description(spec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k != "description"}
+
+
+def test_default_deny_selects_every_endpoint_in_both_directions_and_allows_nothing() -> None:
+    spec = policies()["tenant-default-deny"]
+    assert without_description(spec) == {
+        "endpointSelector": {},
+        "enableDefaultDeny": {"ingress": True, "egress": True},
+        "ingress": [{}],
+        "egress": [{}],
+    }
+
+
+def test_dns_goes_to_kube_dns_through_the_dns_proxy() -> None:
+    assert without_description(policies()["tenant-allow-dns"]) == {"endpointSelector": {}, "egress": [{
+        "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system",
+                                         "k8s:k8s-app": "kube-dns"}}],
+        "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                     "rules": {"dns": [{"matchPattern": "*"}]}}],
+    }]}
+
+
+def test_traffic_within_the_tenant_is_allowed_both_ways() -> None:
+    own = [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "tenant-acme"}}]
+    assert without_description(policies()["tenant-allow-intra-tenant"]) == {
+        "endpointSelector": {}, "ingress": [{"fromEndpoints": own}], "egress": [{"toEndpoints": own}]}
+
+
+PLATFORM = "k8s:io.cilium.k8s.namespace.labels.gpucell.io/platform-services"
+BASE = ["tenant-default-deny", "tenant-allow-dns", "tenant-allow-intra-tenant"]
+CLUSTER_EGRESS = [
+    {"toEntities": ["kube-apiserver"]},
+    {"toEndpoints": [{"matchLabels": {PLATFORM: "true"}}]},
+]
+
+
+def test_egress_none_adds_no_policy() -> None:
+    assert list(policies(egress="none")) == BASE
+
+
+def test_egress_cluster_reaches_the_api_server_and_labelled_platform_namespaces_only() -> None:
+    rendered = policies(egress="cluster")
+    assert list(rendered) == [*BASE, "tenant-allow-egress-cluster"]
+    assert rendered["tenant-allow-egress-cluster"]["egress"] == CLUSTER_EGRESS
+    assert "ingress" not in rendered["tenant-allow-egress-cluster"]
+
+
+def test_egress_internet_adds_the_world_on_top_of_cluster() -> None:
+    rendered = policies(egress="internet")
+    assert list(rendered) == [*BASE, "tenant-allow-egress-cluster", "tenant-allow-egress-internet"]
+    assert rendered["tenant-allow-egress-cluster"]["egress"] == CLUSTER_EGRESS
+    assert rendered["tenant-allow-egress-internet"]["egress"] == [{"toEntities": ["world"]}]
+
+
+def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:
+    rendered = policies(egress="custom", egressCidrs=["203.0.113.0/24", "198.51.100.7/32"],
+                        egressFqdns=["huggingface.co", "*.hf.co"])
+    assert list(rendered) == [*BASE, "tenant-allow-egress-cidrs", "tenant-allow-egress-fqdns"]
+    assert rendered["tenant-allow-egress-cidrs"]["egress"] == [
+        {"toCIDR": ["203.0.113.0/24", "198.51.100.7/32"]}]
+    assert rendered["tenant-allow-egress-fqdns"]["egress"] == [
+        {"toFQDNs": [{"matchName": "huggingface.co"}, {"matchPattern": "*.hf.co"}]}]
+
+
+def test_egress_custom_with_fqdns_only_renders_no_cidr_policy() -> None:
+    rendered = policies(egress="custom", egressFqdns=["pypi.org"])
+    assert list(rendered)[3:] == ["tenant-allow-egress-fqdns"]
+
+
+# -- the component -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_tenants() -> tuple[CellSpec, PlanResult]:
+    spec = region(acme=tenant_config(virtualMachines={"box": VM}, egress="internet"),
+                  globex=tenant_config(egress="custom", egressCidrs=["203.0.113.0/24"], groups={}))
+    return spec, plan_tenants(spec)
+
+
+Plan = tuple[CellSpec, PlanResult]
+
+
+def test_children_use_the_cells_provider_and_the_tenant_as_parent(two_tenants: Plan) -> None:
+    _, plan = two_tenants
+    (root,) = [r for r in plan.of_type("gpucell:index:Tenant") if r.name == "lab-acme"]
+    children = plan.children(root)
+    assert children == tenant_objects(plan, "acme")  # every object is a direct child of the Tenant
+    assert {c.type for c in children} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    assert {c.provider for c in children} == {"lab-k8s"}  # the cell's provider, not passed by the caller
+
+
+def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan) -> None:
+    _, plan = two_tenants
+    children = {r.urn: r for r in tenant_objects(plan, "acme")}
+    ready = plan.outputs["acme-ready"]
+    assert set(ready) == set(children)
+    assert [children[urn].name for urn in ready] == [
+        "lab-acme-namespace", "lab-acme-quota", "lab-acme-limits",
+        "lab-acme-admins", "lab-acme-members", "lab-acme-viewers",
+        "lab-acme-kserve-edit-role", "lab-acme-kserve-edit",
+        "lab-acme-kserve-view-role", "lab-acme-kserve-view",
+        "lab-acme-default-deny", "lab-acme-allow-dns", "lab-acme-allow-intra-tenant",
+        "lab-acme-allow-egress-cluster", "lab-acme-allow-egress-internet",
+    ]
+    assert plan.outputs["acme-namespace"] == "tenant-acme"
+
+
+def test_namespaced_objects_come_after_the_namespace_and_policies_after_cilium(two_tenants: Plan) -> None:
+    _, plan = two_tenants
+    namespace = plan.named("lab-acme-namespace")
+    cilium_release = plan.named("lab-cilium-cilium")  # depending on the Cilium component means on its Release
+    assert cilium_release.parent == plan.named("lab-cilium").urn
+    for reg in tenant_objects(plan, "acme"):
+        if reg is namespace:
+            assert reg.dependencies == []
+            continue
+        assert namespace.urn in reg.dependencies, reg.name
+        assert (cilium_release.urn in reg.dependencies) == (reg.type == CNP), reg.name
+
+
+def test_rendered_namespace_quota_and_policy_reach_the_registrations(two_tenants: Plan) -> None:
+    spec, plan = two_tenants
+    namespace = plan.named("lab-acme-namespace")
+    assert namespace.inputs["metadata"]["name"] == "tenant-acme"
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert plan.named("lab-globex-namespace").inputs["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "restricted"
+    assert plan.named("lab-acme-quota").inputs["spec"]["hard"] == quota_hard(spec.tenants["acme"], spec)
+    cidrs = plan.named("lab-globex-allow-egress-cidrs")
+    assert cidrs.inputs["spec"]["egress"] == [{"toCIDR": ["203.0.113.0/24"]}]
+    assert cidrs.inputs["metadata"]["namespace"] == "tenant-globex"
+
+
+def test_two_tenants_in_one_region_do_not_collide(two_tenants: Plan) -> None:
+    _, plan = two_tenants
+    acme, globex = tenant_objects(plan, "acme"), tenant_objects(plan, "globex")
+    assert not {r.name for r in acme} & {r.name for r in globex}
+    assert len({r.name for r in plan.resources}) == len(plan.resources)
+
+    def identity(reg: Registration) -> tuple[str, str, str]:
+        meta = reg.inputs["metadata"]
+        return reg.type, meta.get("namespace", ""), meta["name"]
+
+    assert not {identity(r) for r in acme} & {identity(r) for r in globex}
+    assert {r.inputs["metadata"].get("namespace") for r in globex} == {None, "tenant-globex"}
+    assert not [r for r in globex if r.type in (ROLE, ROLE_BINDING)]  # globex has no groups
+
+
+@pytest.fixture(scope="module")
+def every_kind() -> tuple[CellSpec, list[Registration]]:
+    """Every egress class, a VM tenant and RBAC, rendered in one program."""
+    tenants = {
+        "none": tenant_config(),
+        "vms": tenant_config(virtualMachines={"box": VM}, egress="cluster"),
+        "web": tenant_config(egress="internet"),
+        "lists": tenant_config(egress="custom", egressCidrs=["203.0.113.0/24"],
+                               egressFqdns=["huggingface.co", "*.hf.co"]),
+    }
+    spec = cell(region_config(tenants))
+    plan = plan_tenants(spec)
+    rendered = [r for name in tenants for r in tenant_objects(plan, name)]
+    assert {r.type for r in rendered} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    return spec, rendered
+
+
+Rendered = tuple[CellSpec, list[Registration]]
+
+
+def test_every_rendered_object_passes_the_conformance_checks(every_kind: Rendered) -> None:
+    """Strict upstream schemas (core kinds and the cilium.io/v2 CRD) and checkov, with zero problems."""
+    spec, rendered = every_kind
+    assert len([r for r in rendered if r.type == CNP]) == 4 * 3 + 1 + 2 + 2  # base, cluster, internet, custom
+    report = check_region("lab", rendered, spec, SchemaStore(UPSTREAM))
+    assert report.problems == []
+    assert report.checkov_skipped == 0
+
+
+def test_the_crd_refuses_a_default_deny_without_rule_sections(every_kind: Rendered) -> None:
+    """Why ``tenant-default-deny`` carries ``ingress: [{}]``/``egress: [{}]`` beside ``enableDefaultDeny``."""
+    spec, rendered = every_kind
+    (deny,) = [r for r in rendered if r.name == "lab-none-default-deny"]
+    inputs = copy.deepcopy(deny.raw_inputs)
+    del inputs["spec"]["ingress"], inputs["spec"]["egress"]
+    broken = replace(deny, inputs=inputs, raw_inputs=inputs)
+    report = check_region("lab", [broken], spec, SchemaStore(UPSTREAM), checkers=("custom-resource",))
+    assert [(p.subject.name, p.path) for p in report.problems] == [("tenant-default-deny", "spec")]
