@@ -47,9 +47,17 @@ class StackFiles:
     """Keys whose values were ``secure:`` (their placeholders stay secret in the program)."""
 
 
+PLACEHOLDER_PREFIX = "PLACEHOLDER-SECRET"
+"""Every stand-in for an encrypted value starts with this: tests prove it never reaches a plan or a file."""
+
+
 def placeholder(key: str) -> str:
-    """The stand-in for an encrypted config value; distinctive so tests can prove it never leaks."""
-    return f"PLACEHOLDER-SECRET-{key}"
+    """The stand-in for the encrypted config value ``key``.
+
+    Shaped to pass the format checks real values get (``"<id>:<secret>"`` S3 credentials), so the plan runs
+    the same code a deployment does.
+    """
+    return f"{PLACEHOLDER_PREFIX}-{key}:{PLACEHOLDER_PREFIX}-{key}"
 
 
 def read_stack_files(project_dir: Path, stack: str) -> StackFiles:

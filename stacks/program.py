@@ -6,7 +6,11 @@ import pulumi
 
 from components.cell import RegionalCell, RegionalCellArgs
 from components.errors import ConfigError
-from stacks.config import load_stack_config
+from components.tenancy import Tenant, TenantArgs
+from components.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
+from components.workloads.notebook import Notebook, NotebookArgs
+from components.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
+from stacks.config import StackConfig, load_stack_config
 
 __all__ = ["build_cells", "main"]
 
@@ -25,7 +29,28 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
         cells[region] = cell
+        build_tenants(region, cell, stack)
     return cells
+
+
+def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[Tenant]:
+    """The region's tenants (children of the cell) and their workloads (children of their tenant)."""
+    tenants: list[Tenant] = []
+    for tenant_name, spec in cell.spec.tenants.items():
+        tenant = Tenant(f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell),
+                        opts=pulumi.ResourceOptions(parent=cell))
+        under = pulumi.ResourceOptions(parent=tenant)
+        prefix = f"{region}-{tenant_name}"
+        for name, vm in spec.virtual_machines.items():
+            GpuVirtualMachine(f"{prefix}-{name}", GpuVirtualMachineArgs(name, vm, tenant), opts=under)
+        for name, notebook in spec.notebooks.items():
+            Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
+        for name, endpoint in spec.model_endpoints.items():
+            key = endpoint.credentials_config_key
+            credentials = stack.credentials[key] if key is not None else None
+            ModelEndpoint(f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials), opts=under)
+        tenants.append(tenant)
+    return tenants
 
 
 def main() -> None:

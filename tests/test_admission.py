@@ -203,7 +203,7 @@ def test_custom_egress_needs_destinations() -> None:
 def test_endpoint_shape_rules() -> None:
     endpoint = {"storageUri": "hf://o/m"}
     assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
-        f"{A}.modelEndpoints.llm.modelFormat: give exactly one of modelFormat or runtime"
+        f"{A}.modelEndpoints.llm.modelFormat: give modelFormat, runtime or both"
     ]
     endpoint = {"modelFormat": "huggingface", "storageUri": "ftp://o/m"}
     assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [

@@ -63,7 +63,10 @@ def test_stack_plans_pass_every_check(stack: str) -> None:
     plan = planned(stack)
     report = check(plan, list(plan.cells), UPSTREAM)
     assert lines(report) == []
-    assert report.notices == []
+    # the Cilium CRDs in the schema directory are from main between 1.20 pre-releases, and the check says so
+    assert [str(n) for n in report.notices] == [
+        "note: cilium/ciliumnetworkpolicies.yaml does not state its release; checked against it as if it were 1.20.0"
+    ]
 
 
 def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,7 +75,7 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
     assert code == 0
     assert out.rstrip().endswith(
         "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
-        "security 0); 0 checkov check(s) skipped by annotation"
+        "security 0); 3 checkov check(s) skipped by annotation"
     )
 
 

@@ -16,7 +16,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from stacks import cli
 from stacks.mock_engine import run_program
-from stacks.plan import Plan, make_plan, placeholder, to_json, write_out
+from stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
 from stacks.program import main as program_main
 from tests.conftest import REPO
 
@@ -27,7 +27,7 @@ KUBECONFIG = (
     "    client-key-data: KUBECONFIG-SENTINEL-KEY\n"
 )
 RELEASE = "kubernetes:helm.sh/v3:Release"
-SENTINELS = (TOKEN, "KUBECONFIG-SENTINEL", placeholder("sshPrivateKey"))
+SENTINELS = (TOKEN, "KUBECONFIG-SENTINEL", PLACEHOLDER_PREFIX)
 
 
 def computed(args: MockResourceArgs) -> dict[str, Any]:
@@ -54,8 +54,13 @@ def test_dev_plan_has_one_cell_with_every_component(dev_plan: Plan) -> None:
     root = dev_plan.region_root("lab1")
     components = {r.type.removeprefix("gpucell:index:") for r in dev_plan.result.children(root) if not r.custom}
     assert components == {
-        "K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe"
+        "K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe", "Tenant"
     }
+    tenant = dev_plan.result.named("lab1-research")
+    workloads = {(r.type.removeprefix("gpucell:index:"), r.name) for r in dev_plan.result.children(tenant)
+                 if not r.custom}
+    assert workloads == {("GpuVirtualMachine", "lab1-research-bastion"), ("Notebook", "lab1-research-alice"),
+                         ("ModelEndpoint", "lab1-research-qwen")}
 
 
 def test_prod_plan_has_two_independent_cells(prod_plan: Plan) -> None:
@@ -287,3 +292,18 @@ def test_missing_endpoint_credentials_are_a_config_error(tmp_path: Path, capsys:
         "hfTokenResearch: secret is missing (regions.lab1.tenants.research.modelEndpoints.qwen.credentialsConfigKey "
         "names it); set it with `pulumi config set --secret hfTokenResearch -- <token>`\n"
     ))
+
+
+def test_prod_plan_lists_every_kind(prod_plan: Plan) -> None:
+    types = {r.type for r in prod_plan.result.resources}
+    for kind in ("gpucell:index:Tenant", "gpucell:index:GpuVirtualMachine", "gpucell:index:Notebook",
+                 "gpucell:index:ModelEndpoint", "kubernetes:kubevirt.io/v1:VirtualMachine",
+                 "kubernetes:serving.kserve.io/v1beta1:InferenceService", "kubernetes:apps/v1:StatefulSet",
+                 "kubernetes:cilium.io/v2:CiliumNetworkPolicy", "kubernetes:core/v1:ResourceQuota"):
+        assert kind in types, kind
+    train = prod_plan.result.named("fra1-acme-train-01-vm")
+    gpus = train.inputs["spec"]["template"]["spec"]["domain"]["devices"]["gpus"]
+    assert [g["deviceName"] for g in gpus] == ["nvidia.com/GH100_H100_SXM5_80GB"] * 8
+    llama = prod_plan.result.named("fra1-acme-llama-8b-isvc")
+    limits = llama.inputs["spec"]["predictor"]["model"]["resources"]["limits"]
+    assert limits["nvidia.com/mig-3g.71gb"] == 1

@@ -43,7 +43,8 @@ GPU_RESOURCES = [
     "nvidia.com/gpu",
     "nvidia.com/mig-1g.10gb",
 ]
-VM = {"memoryGib": 4, "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"},
+# A PVC clone source: a registry or http import would need egress (admission rejects it under none/cluster).
+VM = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
                                    "sizeGib": 20}}
 
 

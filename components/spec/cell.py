@@ -12,7 +12,6 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.spec._base import SpecModel
-from components.spec.admission import check_tenants
 from components.spec.network import Host, Network, Ssh, check_names
 from components.spec.pools import GpuMode, NodePool, NodeRole
 from components.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -218,6 +217,9 @@ class CellSpec(SpecModel):
         self._check_gpu_operator()
         self._check_kserve_mode()
         self._check_storage_replicas()
+        # Imported here: admission needs the inventory, which needs components.spec.pools (import cycle).
+        from components.spec.admission import check_tenants  # noqa: PLC0415
+
         check_tenants(self)
         return self
 

@@ -14,6 +14,8 @@ from components.errors import SpecError
 from components.spec._base import SpecModel
 
 __all__ = [
+    "BUILTIN_RUNTIME_FORMATS",
+    "CREDENTIAL_SCHEMES",
     "AccessMode",
     "CpuTopology",
     "DiskSource",
@@ -29,6 +31,25 @@ __all__ = [
     "SshService",
     "VmDisk",
 ]
+
+
+BUILTIN_RUNTIME_FORMATS: dict[str, str] = {
+    "kserve-huggingfaceserver": "huggingface",
+    "kserve-huggingfaceserver-multinode": "huggingface",
+    "kserve-lgbserver": "lightgbm",
+    "kserve-paddleserver": "paddle",
+    "kserve-pmmlserver": "pmml",
+    "kserve-sklearnserver": "sklearn",
+    "kserve-tensorflow-serving": "tensorflow",
+    "kserve-torchserve": "pytorch",
+    "kserve-tritonserver": "triton",
+    "kserve-xgbserver": "xgboost",
+}
+"""ClusterServingRuntimes of KServe's ``kserve-runtime-configs`` chart -> a model format each supports
+(``supportedModelFormats``). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
+(``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
+CREDENTIAL_SCHEMES = ("hf", "s3")
+"""Storage URI schemes whose credentials gpucell mounts (KServe storage-initializer: ``HF_TOKEN``, AWS keys)."""
 
 
 class RunStrategy(StrEnum):
@@ -295,11 +316,18 @@ class ModelEndpointSpec(SpecModel):
     credentials_config_key: str | None = None
     """Secret stack config key holding the storage credentials (a Hugging Face token for ``hf://``, or
     ``AWS_ACCESS_KEY_ID:AWS_SECRET_ACCESS_KEY`` for ``s3://``); mounted through a Secret and ServiceAccount."""
+    s3_endpoint: str | None = None
+    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
+    s3_region: str | None = None
+    """``s3://`` only: the bucket's region (``eu-central-1``)."""
 
     @model_validator(mode="after")
     def _shape(self) -> ModelEndpointSpec:
-        if (self.model_format is None) == (self.runtime is None):
-            raise SpecError(("modelFormat",), "give exactly one of modelFormat or runtime")
+        if self.model_format is None and self.runtime is None:
+            raise SpecError(("modelFormat",), "give modelFormat, runtime or both")
+        if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
+            raise SpecError(("modelFormat",), f"is required with runtime {self.runtime!r}, which is not a built-in "
+                            f"KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
         if self.min_replicas == 0:
             raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
         if self.max_replicas < self.min_replicas:
@@ -308,4 +336,10 @@ class ModelEndpointSpec(SpecModel):
         if "://" not in self.storage_uri or scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
             raise SpecError(("storageUri",), f"{self.storage_uri!r} is not a KServe storage URI "
                             "(hf://, s3://, gs://, pvc://, https://, oci://)")
+        if self.credentials_config_key is not None and scheme not in CREDENTIAL_SCHEMES:
+            raise SpecError(("credentialsConfigKey",), f"{scheme}:// storage takes no credentials here (only "
+                            f"{', '.join(s + '://' for s in CREDENTIAL_SCHEMES)})")
+        for key, value in (("s3Endpoint", self.s3_endpoint), ("s3Region", self.s3_region)):
+            if value is not None and scheme != "s3":
+                raise SpecError((key,), f"only applies to s3:// storage (storageUri is {scheme}://)")
         return self

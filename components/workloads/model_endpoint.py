@@ -1,0 +1,353 @@
+"""ModelEndpoint: a tenant's autoscaled model server, a KServe ``InferenceService`` in raw deployment mode.
+
+What is rendered, in the tenant's namespace (``tenant-<tenant>``):
+
+- a ``serving.kserve.io/v1beta1`` ``InferenceService`` named after the endpoint (checked against the v0.20.0
+  CRD ``config/crd/full/serving.kserve.io_inferenceservices.yaml``). In raw mode the KServe controller turns
+  it into a Deployment, a Service ``<endpoint>-predictor`` (port 80) and a HorizontalPodAutoscaler;
+- with credentials: a ``Secret`` ``<endpoint>-storage`` holding them and a ``ServiceAccount``
+  ``<endpoint>-storage`` listing that Secret in ``secrets``, which the predictor runs as.
+
+Credentials never appear in plain values. KServe's credential builder (``pkg/credentials/
+service_account_credentials.go``, ``mountSecretCredential``) walks the predictor ServiceAccount's ``secrets``
+and, by the keys each Secret holds, gives the storage-initializer container env vars *referencing* the Secret:
+
+- ``s3://``: a Secret with the key the ``inferenceservice-config`` names ``s3SecretAccessKeyName`` -> env
+  ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` from the Secret's keys (``pkg/credentials/s3/s3_secret.go``
+  ``BuildSecretEnvs``). The pinned ``kserve-resources`` chart sets both key names to ``AWS_ACCESS_KEY_ID`` and
+  ``AWS_SECRET_ACCESS_KEY`` (values ``kserve.storage.s3.accessKeyIdName``/``secretAccessKeyName``), so those
+  are the keys rendered. The credential is ``"<access key id>:<secret access key>"``.
+- ``hf://``: a Secret with key ``HF_TOKEN`` -> env ``HF_TOKEN`` (``pkg/credentials/hf/hf_secret.go``). The
+  model container gets ``HF_TOKEN`` from the same Secret too, for runtimes that fetch from the Hub themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
+
+from components._component import CellComponent
+from components.inventory import gpu_offers
+from components.placement import Placement, place_container
+from components.spec.cell import CellSpec
+from components.spec.tenancy import namespace_of
+from components.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
+from components.workloads.notebook import NVIDIA_RUNTIME_CLASS, pod_affinity
+from components.workloads.virtual_machine import tolerations, workload_labels
+
+if TYPE_CHECKING:
+    from components.tenancy import Tenant
+
+__all__ = [
+    "BUILTIN_RUNTIME_FORMATS",
+    "CREDENTIAL_KEYS",
+    "DEPLOYMENT_MODE_ANNOTATION",
+    "HF_TOKEN_KEY",
+    "ModelEndpoint",
+    "ModelEndpointArgs",
+    "credentials_secret_data",
+    "credentials_secret_name",
+    "endpoint_placement",
+    "inference_service_manifest",
+    "model_format",
+    "service_account_manifest",
+    "storage_scheme",
+]
+
+DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+"""Per-InferenceService deployment mode; set to the cell's raw mode (``Standard`` since v0.16)."""
+HF_TOKEN_KEY = "HF_TOKEN"
+"""Key of a Hugging Face token in a credentials Secret (KServe ``hf.HFTokenKey``)."""
+CREDENTIAL_KEYS: dict[str, tuple[str, ...]] = {
+    "s3": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+    "hf": (HF_TOKEN_KEY,),
+}
+"""Storage URI scheme -> keys of its credentials Secret; other schemes take no credentials here."""
+_COMPONENT = "model-endpoint"
+_WAIT_TIMEOUT = "30m"
+
+
+@dataclass(frozen=True)
+class ModelEndpointArgs:
+    """Inputs of :class:`ModelEndpoint`."""
+
+    name: str
+    """The workload name: ``metadata.name`` of the InferenceService (DNS-1123 label, unique in the tenant)."""
+    spec: ModelEndpointSpec
+    """What the tenant declared."""
+    tenant: Tenant
+    """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
+    (placement, deployment mode) and the KServe and GPU Operator releases to wait for."""
+    credentials: pulumi.Input[str] | None = None
+    """The secret named by ``spec.credentialsConfigKey``: a Hugging Face token for ``hf://``, or
+    ``"<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>"`` for ``s3://``. Treated as a Pulumi secret."""
+
+
+def storage_scheme(storage_uri: str) -> str:
+    """The scheme of a KServe storage URI: ``"hf"`` for ``hf://org/model``."""
+    return storage_uri.split("://", 1)[0]
+
+
+def credentials_secret_name(endpoint: str) -> str:
+    """Name of the credentials Secret and of the ServiceAccount listing it: ``<endpoint>-storage``."""
+    return f"{endpoint}-storage"
+
+
+def credentials_secret_data(scheme: str, credentials: str, *, where: str = "") -> dict[str, str]:
+    """The credentials Secret's ``stringData`` for storage ``scheme`` (keys per :data:`CREDENTIAL_KEYS`).
+
+    ``s3``: ``"<id>:<secret>"`` split at the first colon (AWS access key IDs have none). ``hf``: the token.
+    Raises ``ValueError`` for an ``s3`` value without a colon or a scheme that takes no credentials; the
+    message starts with ``where`` (``"model endpoint 'x' (credentialsConfigKey 'k'): "``) and never includes
+    the credential.
+    """
+    if scheme == "s3":
+        key_id, sep, secret = credentials.partition(":")
+        if not (sep and key_id and secret):
+            raise ValueError(f"{where}s3 credentials must be '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'")
+        return {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+    if scheme == "hf":
+        return {HF_TOKEN_KEY: credentials.strip()}
+    schemes = ", ".join(CREDENTIAL_KEYS)
+    raise ValueError(f"{where}{scheme}:// storage takes no credentials here (only {schemes})")
+
+
+def model_format(spec: ModelEndpointSpec) -> str:
+    """The ``modelFormat.name`` rendered: the declared one, or the format of a built-in ``runtime``.
+
+    Raises ``ValueError`` for a runtime outside :data:`BUILTIN_RUNTIME_FORMATS` without a ``modelFormat``.
+    """
+    if spec.model_format is not None:
+        return spec.model_format
+    assert spec.runtime is not None  # the spec requires one of the two
+    if spec.runtime not in BUILTIN_RUNTIME_FORMATS:
+        raise ValueError(
+            f"runtime {spec.runtime!r} is not a built-in KServe runtime, so its model format is "
+            f"unknown; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}"
+        )
+    return BUILTIN_RUNTIME_FORMATS[spec.runtime]
+
+
+def endpoint_placement(spec: ModelEndpointSpec, cell: CellSpec) -> Placement:
+    """Pools and GPU resource of each replica: :func:`components.placement.place_container` over the region's
+    inventory, the call plan-time admission makes (so it never raises for an admitted spec)."""
+    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+    return place_container(spec.gpu, offers, cell.effective_mig_strategy.value, "a GPU model endpoint")
+
+
+def _metadata(tenant: str, endpoint: str, name: str) -> dict[str, Any]:
+    labels = {**workload_labels(tenant, endpoint), "app.kubernetes.io/component": _COMPONENT}
+    return {"name": name, "namespace": namespace_of(tenant), "labels": labels}
+
+
+def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
+    """The ``ServiceAccount`` ``<endpoint>-storage``: ``secrets`` lists the credentials Secret (what KServe's
+    credential builder reads); ``automountServiceAccountToken: false`` (the model needs no API access)."""
+    name = credentials_secret_name(endpoint)
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(tenant, endpoint, name),
+        "automountServiceAccountToken": False,
+        "secrets": [{"name": name}],
+    }
+
+
+def inference_service_manifest(
+    tenant: str, name: str, spec: ModelEndpointSpec, cell: CellSpec, *, credentials: bool = False
+) -> dict[str, Any]:
+    """The ``serving.kserve.io/v1beta1`` ``InferenceService`` of ``spec`` in the tenant namespace, as a dict.
+
+    - Annotations: ``serving.kserve.io/deploymentMode`` = ``cell.deployment_mode`` (raw Deployments),
+      ``serving.kserve.io/autoscalerClass: hpa``, and ``pulumi.com/waitFor: condition=Ready`` so that
+      ``pulumi up`` reports an endpoint whose model does not load.
+    - ``predictor.model``: ``modelFormat.name`` (:func:`model_format`), ``runtime`` when declared,
+      ``storageUri``, ``args``; requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory``
+      ``"<memoryGib>Gi"`` and the placement's GPU resource x count; container security context
+      ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``runAsNonRoot``, seccomp
+      ``RuntimeDefault`` (merged over the runtime's own, which keeps e.g. Triton's ``runAsUser: 1000``). A
+      read-only root is not set: the model servers write caches outside any volume.
+    - ``predictor.minReplicas``/``maxReplicas``, ``scaleMetric``/``scaleTarget``: in raw mode, without
+      ``autoScaling``, the controller's HPA reconciler turns these into one ``Resource`` metric with
+      ``Utilization`` target ``scaleTarget`` percent (``reconcilers/hpa/hpa_reconciler.go``
+      ``getHPAMetrics``); documented in KServe's "Autoscaling with Kubernetes HPA".
+    - Pod: ``automountServiceAccountToken: false``; ``securityContext`` ``runAsNonRoot`` and seccomp
+      ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
+      ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
+    - GPUs: ``runtimeClassName: nvidia``, required node affinity to the placement's pools, tolerations for
+      their taints, and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/``maxUnavailable: 1``: a
+      surge replica would need a GPU beyond what admission (``gpus x maxReplicas``) and the quota reserve.
+    - With ``credentials`` and an ``hf://`` URI: env ``HF_TOKEN`` from the credentials Secret.
+
+    Raises ``ValueError`` for an unknown runtime without ``modelFormat`` and
+    :class:`components.placement.PlacementError` for a spec admission would have refused.
+    """
+    placement = endpoint_placement(spec, cell)
+    amounts: dict[str, Any] = {"cpu": f"{spec.cpu_millicores}m", "memory": f"{spec.memory_gib}Gi"}
+    if placement.resource is not None:
+        amounts[placement.resource] = placement.count
+    model: dict[str, Any] = {"modelFormat": {"name": model_format(spec)}}
+    if spec.runtime is not None:
+        model["runtime"] = spec.runtime
+    model["storageUri"] = spec.storage_uri
+    if spec.args:
+        model["args"] = list(spec.args)
+    if credentials and storage_scheme(spec.storage_uri) == "hf":
+        secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
+        model["env"] = [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}}]
+    model["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    model["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    predictor: dict[str, Any] = {
+        "minReplicas": spec.min_replicas,
+        "maxReplicas": spec.max_replicas,
+        "scaleMetric": spec.scale_metric.value,
+        "scaleTarget": spec.scale_target,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "model": model,
+    }
+    if credentials:
+        predictor["serviceAccountName"] = credentials_secret_name(name)
+    if placement.resource is not None:
+        predictor["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+        predictor["deploymentStrategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
+    affinity = pod_affinity(placement)
+    if affinity is not None:
+        predictor["affinity"] = affinity
+    tolerated = tolerations(cell.node_pools, placement.pools)
+    if tolerated:
+        predictor["tolerations"] = tolerated
+    metadata = _metadata(tenant, name, name)
+    metadata["annotations"] = {
+        DEPLOYMENT_MODE_ANNOTATION: cell.deployment_mode.value,
+        "serving.kserve.io/autoscalerClass": "hpa",
+        "pulumi.com/waitFor": "condition=Ready",
+    }
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": metadata,
+        "spec": {"predictor": predictor},
+    }
+
+
+class ModelEndpoint(CellComponent):
+    """A tenant's model endpoint (``gpucell:index:ModelEndpoint``) in its cell, with the cell's provider.
+
+    Children (``name`` is the component name, e.g. ``fra1-acme-llama-8b``):
+
+    - with credentials: ``f"{name}-credentials"`` (the ``Secret``, a Pulumi secret) and
+      ``f"{name}-service-account"`` (:func:`service_account_manifest`);
+    - ``f"{name}-isvc"``: the ``InferenceService`` (:func:`inference_service_manifest`), after both. Pulumi
+      waits up to 30 minutes for it to become Ready (model download and load).
+
+    Every child depends on ``tenant.ready``; the InferenceService also on KServe's runtimes Release (or the
+    controller Release for KServe before v0.17, whose chart carries the runtimes) and, with GPUs, on the GPU
+    Operator's Release.
+
+    Raises ``ValueError`` when ``spec.credentialsConfigKey`` is set but no ``credentials`` are given, when
+    credentials come with a storage URI other than ``hf://``/``s3://``, and (at deployment, inside the
+    Secret's value) for ``s3`` credentials without a colon.
+    """
+
+    namespace: pulumi.Output[str]
+    """The tenant namespace the endpoint lives in (``tenant-<tenant>``)."""
+    url: pulumi.Output[str]
+    """In-cluster URL of the predictor: ``http://<endpoint>-predictor.<namespace>.svc`` (KServe's raw-mode
+    Service, port 80)."""
+
+    def __init__(
+        self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        tenant = args.tenant
+        cell = tenant.cell
+        endpoint, spec = args.name, args.spec
+        scheme = storage_scheme(spec.storage_uri)
+        if spec.credentials_config_key is not None and args.credentials is None:
+            raise ValueError(
+                f"model endpoint {endpoint!r}: credentialsConfigKey {spec.credentials_config_key!r} "
+                "is set but no credentials were passed"
+            )
+        if args.credentials is not None and scheme not in CREDENTIAL_KEYS:
+            raise ValueError(
+                f"model endpoint {endpoint!r}: {scheme}:// storage takes no credentials here "
+                f"(only {', '.join(f'{s}://' for s in CREDENTIAL_KEYS)})"
+            )
+        with_credentials = args.credentials is not None
+        manifest = inference_service_manifest(
+            tenant.name, endpoint, spec, cell.spec, credentials=with_credentials
+        )
+        # Everything that can raise is above: a bad spec registers nothing.
+        opts = pulumi.ResourceOptions.merge(
+            pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts
+        )
+        super().__init__("ModelEndpoint", name, opts)
+        self.placement = endpoint_placement(spec, cell.spec)
+        """Pools the replicas may run on and the GPU resource each requests."""
+        after: list[pulumi.Resource] = list(tenant.ready)
+        kserve: pulumi.Resource = (
+            cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
+        )
+        gpu_after = [cell.gpu_operator.release] if self.placement.resource is not None else []
+
+        self.credentials: Secret | None = None
+        """The credentials ``Secret``, when credentials are given."""
+        self.service_account: ServiceAccount | None = None
+        """The ``ServiceAccount`` listing the credentials Secret, when credentials are given."""
+        storage: list[pulumi.Resource] = []
+        if args.credentials is not None:
+            where = f"model endpoint {endpoint!r} (credentialsConfigKey {spec.credentials_config_key!r}): "
+            # Checked inside apply: only the deployment knows the value (the message never includes it).
+            data = pulumi.Output.secret(args.credentials).apply(
+                lambda value: credentials_secret_data(scheme, value, where=where)
+            )
+            metadata = _metadata(tenant.name, endpoint, credentials_secret_name(endpoint))
+            s3 = {"serving.kserve.io/s3-endpoint": spec.s3_endpoint, "serving.kserve.io/s3-region": spec.s3_region}
+            if any(s3.values()):  # KServe's storage initializer reads these annotations of the Secret
+                metadata["annotations"] = {k: v for k, v in s3.items() if v is not None}
+            self.credentials = Secret(
+                f"{name}-credentials",
+                metadata=metadata,
+                type="Opaque",
+                string_data=data,
+                opts=self.child(depends_on=after),
+            )
+            account = service_account_manifest(tenant.name, endpoint)
+            self.service_account = ServiceAccount(
+                f"{name}-service-account",
+                metadata=account["metadata"],
+                automount_service_account_token=account["automountServiceAccountToken"],
+                secrets=account["secrets"],
+                opts=self.child(depends_on=[*after, self.credentials]),
+            )
+            storage = [self.credentials, self.service_account]
+        self.inference_service = CustomResource(
+            f"{name}-isvc",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=self.child(
+                depends_on=[*after, kserve, *gpu_after, *storage],
+                custom_timeouts=pulumi.CustomTimeouts(create=_WAIT_TIMEOUT, update=_WAIT_TIMEOUT),
+            ),
+        )
+        """The ``InferenceService``."""
+        namespace = namespace_of(tenant.name)
+        address = f"http://{endpoint}-predictor.{namespace}.svc"
+        self.namespace = self.inference_service.urn.apply(lambda _: namespace)
+        self.url = self.inference_service.urn.apply(lambda _: address)
+        self.register_outputs({"namespace": self.namespace, "url": self.url})

@@ -1,0 +1,477 @@
+"""Notebook: a tenant's Jupyter server as a one-replica StatefulSet with a home PVC, a Service and a token.
+
+What is rendered, in the tenant's namespace (``tenant-<tenant>``), every object named after the workload
+unless said otherwise:
+
+- a ``Secret`` ``<notebook>-token`` with the access token (key ``token``) from a ``random.RandomPassword``;
+- an ``apps/v1`` ``StatefulSet`` (1 replica) running the Jupyter image, with the home directory on a PVC from
+  ``volumeClaimTemplates`` (``home-<notebook>-0``, kept when the StatefulSet is deleted);
+- a ``ClusterIP`` ``Service`` on port 8888;
+- with ``expose``: a ``networking.k8s.io/v1`` ``Ingress`` for ``expose.host`` and a ``cilium.io/v2``
+  ``CiliumNetworkPolicy`` ``<notebook>-ingress`` that lets the ingress controller (and ``allowFromCidrs``)
+  reach port 8888, which the tenant's default-deny policies would drop.
+
+The image follows the Jupyter Docker Stacks layout (jupyter/docker-stacks ``docker-stacks-foundation`` and
+``base-notebook`` Dockerfiles): user ``jovyan`` with UID 1000 and primary group ``users`` (GID 100), home
+``/home/jovyan``, ``/opt/conda`` group-writable by GID 100, entrypoint ``tini -g -- start.sh`` and command
+``start-notebook.py`` (``jupyter lab``), listening on ``JUPYTER_PORT`` 8888 on all interfaces
+(``/etc/jupyter/jupyter_server_config.py``). The image's own entrypoint and command are kept.
+
+The token reaches Jupyter Server as a *file*: the Secret is mounted read-only and ``JUPYTER_TOKEN_FILE`` names
+it (jupyter_server ``IdentityProvider.token``: "The token can be read from the file referenced by
+JUPYTER_TOKEN_FILE or set directly with the JUPYTER_TOKEN environment variable"). A file keeps the token out
+of the environment every kernel and terminal inherits (checkov CKV_K8S_35: secrets as files, not env vars).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+import pulumi_random
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.apps.v1 import StatefulSet
+from pulumi_kubernetes.core.v1 import Secret, Service
+from pulumi_kubernetes.networking.v1 import Ingress
+
+from components._component import CellComponent
+from components.inventory import gpu_offers
+from components.placement import Placement, place_container
+from components.spec.cell import CellSpec
+from components.spec.pools import POOL_LABEL
+from components.spec.tenancy import namespace_of
+from components.spec.workloads import NotebookSpec
+from components.workloads.virtual_machine import tolerations, workload_labels
+
+if TYPE_CHECKING:
+    from components.tenancy import Tenant
+
+__all__ = [
+    "HOME",
+    "INGRESS_CLASS_NAMESPACE_LABEL",
+    "JUPYTER_GID",
+    "JUPYTER_PORT",
+    "JUPYTER_UID",
+    "NVIDIA_RUNTIME_CLASS",
+    "TOKEN_KEY",
+    "TOKEN_MOUNT",
+    "Notebook",
+    "NotebookArgs",
+    "ingress_manifest",
+    "ingress_policy_manifest",
+    "notebook_placement",
+    "pod_affinity",
+    "service_manifest",
+    "statefulset_manifest",
+    "token_secret_name",
+]
+
+JUPYTER_PORT = 8888
+"""Port Jupyter Server listens on (docker-stacks ``ENV JUPYTER_PORT=8888``) and the Service's port."""
+JUPYTER_UID = 1000
+"""UID of ``jovyan`` (docker-stacks ``NB_UID``)."""
+JUPYTER_GID = 100
+"""GID of ``users``, ``jovyan``'s primary group (docker-stacks ``NB_GID``); home and ``/opt/conda`` are
+group-writable by it, and the home PVC gets it as ``fsGroup``."""
+HOME = "/home/jovyan"
+"""Home directory of ``jovyan``, where the home PVC is mounted."""
+TOKEN_KEY = "token"
+"""Key of the access token in the token Secret."""
+TOKEN_MOUNT = "/etc/gpucell/jupyter"
+"""Directory the token Secret is mounted at (read-only); ``JUPYTER_TOKEN_FILE`` is ``<this>/token``."""
+NVIDIA_RUNTIME_CLASS = "nvidia"
+"""RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
+the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""
+INGRESS_CLASS_NAMESPACE_LABEL = "gpucell.io/ingress-class"
+"""Namespace label naming the ingress class whose controller runs there (``gpucell.io/ingress-class: nginx``
+on the controller's namespace): the notebook's policy admits pods of namespaces labelled with its
+``expose.ingressClass``."""
+_HOME_VOLUME = "home"
+_CONTAINER = "notebook"
+_COMPONENT = "notebook"
+_TMP_LIMIT = "10Gi"
+_STATEFULSET_TIMEOUT = "30m"
+
+
+@dataclass(frozen=True)
+class NotebookArgs:
+    """Inputs of :class:`Notebook`."""
+
+    name: str
+    """The workload name: ``metadata.name`` of the StatefulSet and Service (a DNS-1123 label, unique in the
+    tenant)."""
+    spec: NotebookSpec
+    """What the tenant declared."""
+    tenant: Tenant
+    """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
+    (placement) and the GPU Operator to wait for."""
+
+
+def token_secret_name(notebook: str) -> str:
+    """Name of the token Secret: ``<notebook>-token``."""
+    return f"{notebook}-token"
+
+
+def notebook_placement(spec: NotebookSpec, cell: CellSpec) -> Placement:
+    """Pools and GPU resource of the notebook pod: :func:`components.placement.place_container` over the
+    region's inventory, the call plan-time admission makes (so it never raises for an admitted spec)."""
+    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+    return place_container(spec.gpu, offers, cell.effective_mig_strategy.value, "a GPU notebook")
+
+
+def pod_affinity(placement: Placement) -> dict[str, Any] | None:
+    """Required node affinity ``gpucell.io/pool In <pools>``, or ``None`` when any node will do."""
+    if not placement.pools:
+        return None
+    expressions = [{"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}]
+    terms = [{"matchExpressions": expressions}]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def _labels(tenant: str, notebook: str) -> dict[str, str]:
+    return {**workload_labels(tenant, notebook), "app.kubernetes.io/component": _COMPONENT}
+
+
+def _selector(notebook: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": notebook, "app.kubernetes.io/component": _COMPONENT}
+
+
+def _metadata(tenant: str, notebook: str, name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace_of(tenant), "labels": _labels(tenant, notebook)}
+
+
+def _checkov_skips(spec: NotebookSpec) -> dict[str, str]:
+    """``checkov.io/skipN`` annotations: one per check that cannot hold here, with the reason."""
+    reasons = [
+        "CKV_K8S_40=docker-stacks images own /home/jovyan and /opt/conda as UID 1000 (NB_UID) and resolve "
+        "only it in /etc/passwd, which a read-only root cannot extend for another UID",
+        "CKV2_K8S_6=tenant isolation is CiliumNetworkPolicies (default deny per tenant namespace), not "
+        "NetworkPolicies",
+    ]
+    if "@sha256:" not in spec.image:
+        reasons.append(
+            "CKV_K8S_43=notebook images are declared by tag (docker-stacks publishes dated tags); "
+            "imagePullPolicy Always re-resolves it on every start"
+        )
+    if not spec.read_only_root:
+        reasons.append(
+            "CKV_K8S_22=the notebook declares readOnlyRoot: false (writable /opt/conda for installs)"
+        )
+    return {f"checkov.io/skip{i}": reason for i, reason in enumerate(reasons, start=1)}
+
+
+def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
+    amounts: dict[str, Any] = {"cpu": f"{spec.cpu_millicores}m", "memory": f"{spec.memory_gib}Gi"}
+    if placement.resource is not None:
+        amounts[placement.resource] = placement.count
+    probe = {"httpGet": {"path": "/api", "port": "http"}}
+    mounts = [
+        {"name": _HOME_VOLUME, "mountPath": HOME},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "shm", "mountPath": "/dev/shm"},
+        {"name": "token", "mountPath": TOKEN_MOUNT, "readOnly": True},
+    ]
+    return {
+        "name": _CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "Always",
+        "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{TOKEN_MOUNT}/{TOKEN_KEY}"}],
+        "ports": [{"name": "http", "containerPort": JUPYTER_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        # /api answers without a token ({"version": ...}); docker-stacks' own healthcheck polls it too.
+        "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 60},
+        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "livenessProbe": {**probe, "periodSeconds": 30, "timeoutSeconds": 5, "failureThreshold": 5},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": spec.read_only_root,
+            "runAsNonRoot": True,
+            "runAsUser": JUPYTER_UID,
+            "runAsGroup": JUPYTER_GID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": mounts,
+    }
+
+
+def statefulset_manifest(tenant: str, name: str, spec: NotebookSpec, cell: CellSpec) -> dict[str, Any]:
+    """The ``apps/v1`` ``StatefulSet`` of notebook ``name`` in ``tenant``'s namespace, as a dict.
+
+    - One replica of container ``notebook``: ``spec.image`` (``imagePullPolicy: Always``), port ``http`` 8888,
+      ``JUPYTER_TOKEN_FILE`` -> the token Secret mounted read-only at :data:`TOKEN_MOUNT` (mode 0440, readable
+      through GID 100); requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory`` ``"<memoryGib>Gi"`` and
+      the placement's GPU resource (``nvidia.com/gpu`` or ``nvidia.com/mig-<profile>``) x count.
+    - Probes on ``GET /api`` (unauthenticated in Jupyter Server): startup (up to 5 min), readiness, liveness.
+    - Restricted security context: pod ``runAsNonRoot``, ``runAsUser`` 1000, ``runAsGroup``/``fsGroup`` 100
+      (``fsGroupChangePolicy: OnRootMismatch``), ``seccompProfile: RuntimeDefault``; container
+      ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``readOnlyRootFilesystem:
+      spec.readOnlyRoot``. Writable paths: the home PVC, ``/tmp`` (emptyDir, 10 GiB) and ``/dev/shm``
+      (memory emptyDir, half the memory limit, counted against it: PyTorch DataLoader workers share tensors
+      there and the runtime's default is 64 MiB). Jupyter writes nothing else: its runtime, data and config
+      directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
+    - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
+    - GPUs: ``runtimeClassName: nvidia``; required node affinity to the placement's pools (none for a CPU
+      notebook: any node), tolerations for those pools' taints.
+    - Home: ``volumeClaimTemplates`` ``home`` (ReadWriteOnce, ``"<homeGib>Gi"``, ``storageClassName`` only
+      when declared, else the cell's default class); ``persistentVolumeClaimRetentionPolicy`` Retain/Retain so
+      deleting the notebook keeps the home.
+    - Annotations ``checkov.io/skipN`` with the reason for each check that cannot hold (UID 1000 is the
+      image's; tenant isolation is Cilium; a tag rather than a digest; a declared writable root).
+
+    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    """
+    placement = notebook_placement(spec, cell)
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": JUPYTER_UID,
+            "runAsGroup": JUPYTER_GID,
+            "fsGroup": JUPYTER_GID,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(spec, placement)],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"sizeLimit": _TMP_LIMIT}},
+            {
+                "name": "shm",
+                "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, spec.memory_gib // 2)}Gi"},
+            },
+            {
+                "name": "token",
+                "secret": {
+                    "secretName": token_secret_name(name),
+                    "defaultMode": 0o440,
+                    "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
+                },
+            },
+        ],
+    }
+    if placement.resource is not None:
+        pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    affinity = pod_affinity(placement)
+    if affinity is not None:
+        pod["affinity"] = affinity
+    tolerated = tolerations(cell.node_pools, placement.pools)
+    if tolerated:
+        pod["tolerations"] = tolerated
+    claim: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{spec.home_gib}Gi"}},
+    }
+    if spec.storage_class is not None:
+        claim["storageClassName"] = spec.storage_class
+    labels = _labels(tenant, name)
+    metadata = _metadata(tenant, name, name)
+    metadata["annotations"] = _checkov_skips(spec)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata,
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": _selector(name)},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+            "volumeClaimTemplates": [
+                {"metadata": {"name": _HOME_VOLUME, "labels": labels}, "spec": claim},
+            ],
+        },
+    }
+
+
+def service_manifest(tenant: str, name: str) -> dict[str, Any]:
+    """The ``ClusterIP`` ``Service`` named after the notebook: port ``http`` 8888 -> the pod's ``http``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(tenant, name, name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": _selector(name),
+            "ports": [{"name": "http", "protocol": "TCP", "port": JUPYTER_PORT, "targetPort": "http"}],
+        },
+    }
+
+
+def ingress_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[str, Any] | None:
+    """The ``networking.k8s.io/v1`` ``Ingress`` named after the notebook, or ``None`` without ``expose``.
+
+    ``ingressClassName`` ``expose.ingressClass``; one rule for ``expose.host``, path ``/`` (``Prefix``) to the
+    Service's port 8888; ``tls`` for the host with ``expose.tlsSecret`` when given (plain HTTP otherwise).
+    """
+    expose = spec.expose
+    if expose is None:
+        return None
+    backend = {"service": {"name": name, "port": {"number": JUPYTER_PORT}}}
+    ingress_spec: dict[str, Any] = {
+        "ingressClassName": expose.ingress_class,
+        "rules": [
+            {
+                "host": expose.host,
+                "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]},
+            }
+        ],
+    }
+    if expose.tls_secret is not None:
+        ingress_spec["tls"] = [{"hosts": [expose.host], "secretName": expose.tls_secret}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": _metadata(tenant, name, name),
+        "spec": ingress_spec,
+    }
+
+
+def ingress_policy_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[str, Any] | None:
+    """The ``cilium.io/v2`` ``CiliumNetworkPolicy`` ``<notebook>-ingress`` of an exposed notebook, else None.
+
+    It selects the notebook's pod and admits TCP 8888 from:
+
+    - the ingress controller. Cilium's own Ingress and Gateway API implementation proxies with the reserved
+      ``ingress`` identity (entity ``ingress``); any other controller runs as ordinary pods, which are
+      selected by their namespace carrying :data:`INGRESS_CLASS_NAMESPACE_LABEL` ``= expose.ingressClass`` (a
+      k3s cell runs no controller of its own: Traefik is disabled, so the platform engineer labels the
+      namespace of the one they install);
+    - ``expose.allowFromCidrs`` (``fromCIDRSet``): clients that reach the pod directly. Behind a proxying
+      controller the pod sees the controller's address: those clients are for the controller to restrict.
+
+    Everything else stays denied by the tenant's default-deny policies.
+    """
+    expose = spec.expose
+    if expose is None:
+        return None
+    port = [{"ports": [{"port": str(JUPYTER_PORT), "protocol": "TCP"}]}]
+    namespace_label = f"k8s:io.cilium.k8s.namespace.labels.{INGRESS_CLASS_NAMESPACE_LABEL}"
+    rules: list[dict[str, Any]] = [
+        {"fromEntities": ["ingress"], "toPorts": port},
+        {"fromEndpoints": [{"matchLabels": {namespace_label: expose.ingress_class}}], "toPorts": port},
+    ]
+    if expose.allow_from_cidrs:
+        rules.append({"fromCIDRSet": [{"cidr": cidr} for cidr in expose.allow_from_cidrs], "toPorts": port})
+    return {
+        "apiVersion": "cilium.io/v2",
+        "kind": "CiliumNetworkPolicy",
+        "metadata": _metadata(tenant, name, f"{name}-ingress"),
+        "spec": {"endpointSelector": {"matchLabels": _selector(name)}, "ingress": rules},
+    }
+
+
+class Notebook(CellComponent):
+    """A tenant's Jupyter notebook (``gpucell:index:Notebook``) in its cell, with the cell's provider.
+
+    Children (``name`` is the component name, e.g. ``fra1-acme-nb-alice``):
+
+    - ``f"{name}-token"``: ``random:RandomPassword`` (48 letters and digits: it goes into ``?token=`` URLs)
+      and ``f"{name}-token-secret"``: the ``Secret`` holding it (a Pulumi secret);
+    - ``f"{name}-statefulset"`` (:func:`statefulset_manifest`), after the Secret, and ``f"{name}-service"``;
+    - with ``expose``: ``f"{name}-ingress"`` and ``f"{name}-ingress-policy"``
+      (:func:`ingress_policy_manifest`).
+
+    Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
+    waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass). Pulumi waits up to
+    30 minutes for the pod to become ready: GPU notebook images are several GB.
+    """
+
+    namespace: pulumi.Output[str]
+    """The tenant namespace the notebook lives in (``tenant-<tenant>``)."""
+    service_name: pulumi.Output[str]
+    """Name of the notebook's ``ClusterIP`` Service (port 8888)."""
+    url: pulumi.Output[str]
+    """``https://<host>/`` (``http://`` without a TLS secret) when exposed, else the in-cluster
+    ``http://<notebook>.<namespace>.svc:8888/``."""
+    token: pulumi.Output[str]
+    """The access token (secret)."""
+
+    def __init__(self, name: str, args: NotebookArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        tenant = args.tenant
+        cell = tenant.cell
+        notebook, spec = args.name, args.spec
+        manifest = statefulset_manifest(tenant.name, notebook, spec, cell.spec)
+        opts = pulumi.ResourceOptions.merge(
+            pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts
+        )
+        super().__init__("Notebook", name, opts)
+        after: list[pulumi.Resource] = list(tenant.ready)
+        self.placement = notebook_placement(spec, cell.spec)
+        """Pools the notebook may run on and the GPU resource it requests."""
+        gpu_after = [cell.gpu_operator.release] if self.placement.resource is not None else []
+
+        self.password = pulumi_random.RandomPassword(
+            f"{name}-token", length=48, special=False, opts=self.child(depends_on=after)
+        )
+        """The random token."""
+        self.token_secret = Secret(
+            f"{name}-token-secret",
+            metadata=_metadata(tenant.name, notebook, token_secret_name(notebook)),
+            type="Opaque",
+            string_data={TOKEN_KEY: pulumi.Output.secret(self.password.result)},
+            opts=self.child(depends_on=after),
+        )
+        """The ``Secret`` with the token."""
+        service = service_manifest(tenant.name, notebook)
+        self.service = Service(
+            f"{name}-service",
+            metadata=service["metadata"],
+            spec=service["spec"],
+            opts=self.child(depends_on=after),
+        )
+        """The ``ClusterIP`` Service."""
+        self.statefulset = StatefulSet(
+            f"{name}-statefulset",
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=self.child(
+                depends_on=[*after, *gpu_after, self.token_secret, self.service],
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT
+                ),
+            ),
+        )
+        """The ``StatefulSet``."""
+        self.ingress: Ingress | None = None
+        """The ``Ingress``, when exposed."""
+        self.ingress_policy: CustomResource | None = None
+        """The ``CiliumNetworkPolicy`` admitting the ingress controller, when exposed."""
+        ingress = ingress_manifest(tenant.name, notebook, spec)
+        policy = ingress_policy_manifest(tenant.name, notebook, spec)
+        if ingress is not None and policy is not None:
+            self.ingress = Ingress(
+                f"{name}-ingress",
+                metadata=ingress["metadata"],
+                spec=ingress["spec"],
+                opts=self.child(depends_on=[*after, self.service]),
+            )
+            self.ingress_policy = CustomResource(
+                f"{name}-ingress-policy",
+                api_version=policy["apiVersion"],
+                kind=policy["kind"],
+                metadata=policy["metadata"],
+                spec=policy["spec"],
+                opts=self.child(depends_on=after),
+            )
+
+        namespace = namespace_of(tenant.name)
+        if spec.expose is not None:
+            scheme = "https" if spec.expose.tls_secret is not None else "http"
+            address = f"{scheme}://{spec.expose.host}/"
+        else:
+            address = f"http://{notebook}.{namespace}.svc:{JUPYTER_PORT}/"
+        self.namespace = self.statefulset.metadata.apply(lambda _: namespace)
+        self.service_name = self.service.metadata.apply(lambda _: notebook)
+        self.url = self.statefulset.metadata.apply(lambda _: address)
+        self.token = pulumi.Output.secret(self.password.result)
+        self.register_outputs(
+            {
+                "namespace": self.namespace,
+                "serviceName": self.service_name,
+                "url": self.url,
+                "token": self.token,
+            }
+        )
