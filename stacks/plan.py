@@ -181,7 +181,8 @@ def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict
     """What the plan's mock engine returns for outputs only a real provider computes.
 
     The kubeconfig a k3s server prints, with the listen port that server really uses (so the program's
-    check that it rewrote the ``server:`` line holds); nothing else is needed.
+    check that it rewrote the ``server:`` line holds), and generated passwords (the k3s token, notebook
+    tokens), so that what is built from them keeps its shape in the plan.
     """
     ports: dict[str, int] = {}
     try:
@@ -195,6 +196,8 @@ def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict
         if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
             host = (args.inputs.get("connection") or {}).get("host", "")
             return {"stdout": PLACEHOLDER_KUBECONFIG.format(port=ports.get(host, 6443))}
+        if args.typ == "random:index/randomPassword:RandomPassword":
+            return {"result": f"{PLACEHOLDER_PREFIX}-{args.name}"}  # secret: the provider declares it so
         return {}
 
     return outputs

@@ -239,3 +239,16 @@ def test_downloads_need_egress(egress: str) -> None:
     ]
     pvc_disk = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu"}, "sizeGib": 20}}
     assert errors(region(acme={"egress": egress, "virtualMachines": {"x": pvc_disk}})) == []
+
+
+def test_s3_settings_need_s3_and_credentials() -> None:
+    endpoint = {"modelFormat": "sklearn", "storageUri": "hf://o/m", "s3Endpoint": "minio.example.net"}
+    assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == [
+        f"{A}.modelEndpoints.m.s3Endpoint: only applies to s3:// storage (storageUri is hf://)"
+    ]
+    endpoint["storageUri"] = "s3://models/m"
+    assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == [
+        f"{A}.modelEndpoints.m.s3Endpoint: needs credentialsConfigKey: KServe reads it from the credentials Secret"
+    ]
+    endpoint["credentialsConfigKey"] = "s3Creds"
+    assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == []

@@ -307,3 +307,9 @@ def test_prod_plan_lists_every_kind(prod_plan: Plan) -> None:
     llama = prod_plan.result.named("fra1-acme-llama-8b-isvc")
     limits = llama.inputs["spec"]["predictor"]["model"]["resources"]["limits"]
     assert limits["nvidia.com/mig-3g.71gb"] == 1
+
+
+def test_written_secrets_keep_their_shape(prod_plan: Plan, tmp_path: Path) -> None:
+    write_out(make_plan(REPO, "prod"), ["fra1"], tmp_path)
+    token = yaml.safe_load((tmp_path / "fra1/manifests/Secret_tenant-acme_nb-alice-token.yaml").read_text())
+    assert token["stringData"] == {"token": "[secret]"}

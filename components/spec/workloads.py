@@ -342,4 +342,6 @@ class ModelEndpointSpec(SpecModel):
         for key, value in (("s3Endpoint", self.s3_endpoint), ("s3Region", self.s3_region)):
             if value is not None and scheme != "s3":
                 raise SpecError((key,), f"only applies to s3:// storage (storageUri is {scheme}://)")
+            if value is not None and self.credentials_config_key is None:
+                raise SpecError((key,), "needs credentialsConfigKey: KServe reads it from the credentials Secret")
         return self
