@@ -238,7 +238,9 @@ def test_downloads_need_egress(egress: str) -> None:
         f"'{egress}'; use egress internet, or custom with those hosts in egressFqdns"
     ]
     pvc_disk = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu"}, "sizeGib": 20}}
-    assert errors(region(acme={"egress": egress, "virtualMachines": {"x": pvc_disk}})) == []
+    config = region(acme={"egress": egress, "virtualMachines": {"x": pvc_disk}})
+    config["imageNamespaces"] = ["images"]
+    assert errors(config) == []
 
 
 def test_s3_settings_need_s3_and_credentials() -> None:
@@ -252,3 +254,113 @@ def test_s3_settings_need_s3_and_credentials() -> None:
     ]
     endpoint["credentialsConfigKey"] = "s3Creds"
     assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == []
+
+
+def test_vgpu_profile_typo_and_unoffered_profile() -> None:
+    desk = vm(gpuModel="L40S", vgpuProfile="L40S-13Q", gpus=1, memoryGib=32)
+    assert errors(region(acme={"virtualMachines": {"d": desk}})) == [
+        f"{A}.virtualMachines.d.vgpuProfile: 'L40S-13Q' is not a vGPU profile of L40S; accepted: L40S-1Q, L40S-2Q, "
+        "L40S-3Q, L40S-4Q, L40S-6Q, L40S-8Q, L40S-12Q, L40S-16Q, L40S-24Q, L40S-48Q"
+    ]
+    desk["vgpuProfile"] = "L40S-24Q"
+    assert errors(region(acme={"virtualMachines": {"d": desk}})) == [
+        f"{A}.virtualMachines.d.vgpuProfile: no vm-vgpu pool with L40S (L40S-24Q); L40S is only in l40s-vgpu "
+        "(vm-vgpu, nvidia.com/NVIDIA_L40S-12Q)"
+    ]
+
+
+def test_vms_stay_off_server_pools() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": {"memoryGib": 4, "rootDisk": DISK, "pool": "servers"}}})) == [
+        f"{A}.virtualMachines.x.pool: 'servers' is a server pool; VMs run on gpu or cpu pools: h100-vm, h200-mig, "
+        "h200, l40s-vgpu, cpu"
+    ]
+
+
+def test_too_many_container_gpus_points_at_the_count() -> None:
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m", "gpu": {"count": 9}}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.gpu.count: 9 GPUs do not fit one node: pool h200 has 8 per node"
+    ]
+
+
+def test_hugepages_without_topology_points_at_hugepages() -> None:
+    config = region(acme={"virtualMachines": {"x": vm(hugepages="1Gi")}})
+    del config["nodePools"]["h100-vm"]["topology"]
+    assert errors(config)[0].startswith(f"{A}.virtualMachines.x.hugepages: dedicated CPUs, hugepages")
+
+
+def test_pvc_clones_stay_within_the_tenant_or_image_namespaces() -> None:
+    stolen = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-globex/db-disk"}, "sizeGib": 20}}
+    config = region(acme={"virtualMachines": {"x": stolen}}, globex={})
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.rootDisk.source.pvc: 'tenant-globex/db-disk' clones from namespace 'tenant-globex'; "
+        "a tenant may clone from its own namespace tenant-acme or from imageNamespaces (none)"
+    ]
+    own = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-acme/golden"}, "sizeGib": 20}}
+    assert errors(region(acme={"virtualMachines": {"x": own}})) == []
+
+
+def test_load_balancer_services_are_refused() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(sshService={"type": "LoadBalancer"})}})) == [
+        f"{A}.virtualMachines.x.sshService.type: 'LoadBalancer': the cell runs no load-balancer implementation (k3s "
+        "servicelb is off and Cilium LB-IPAM is not configured), the Service would never get an address; use "
+        "NodePort or ClusterIP"
+    ]
+
+
+def test_endpoint_credentials_may_not_be_the_ssh_key() -> None:
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m", "credentialsConfigKey": "sshPrivateKey"}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.credentialsConfigKey: 'sshPrivateKey' is the region's SSH key (or its config); "
+        "name a secret that holds only this endpoint's storage credentials"
+    ]
+
+
+def test_declared_workloads_fit_the_cpu_memory_and_storage_quota() -> None:
+    config = region(acme={"virtualMachines": {"train": vm(memoryGib=2048)}})
+    assert errors(config) == [
+        f"{A}.virtualMachines.train: brings the tenant's declared memory to 2048 GiB, quota.memoryGib allows 1024"
+    ]
+    endpoint = {"modelFormat": "sklearn", "storageUri": "s3://b/m", "cpuMillicores": 60000, "maxReplicas": 2}
+    assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == [
+        f"{A}.modelEndpoints.m: brings the tenant's declared CPU to 120000 millicores, quota.cpuMillicores allows "
+        "100000"
+    ]
+
+
+def test_notebook_exposure_fields_are_checked() -> None:
+    for expose, message in (
+        ({"host": "https://nb", "ingressClass": "nginx"}, "expose.host: 'https://nb' is neither an IP address nor a "
+         "DNS name; give a bare address or name such as 10.0.0.10 or api.fra1.example.net (no https://, no :port)"),
+        ({"host": "nb.example.net", "ingressClass": "Nginx Class"}, "expose.ingressClass: 'Nginx Class' is not a "
+         "DNS-1123 label (lower-case letters, digits and '-')"),
+        ({"host": "nb.example.net", "ingressClass": "nginx", "allowFromCidrs": ["vpn"]},
+         "expose.allowFromCidrs[0]: 'vpn' is invalid: Input is not a valid IPv4 network"),
+    ):
+        assert errors(region(acme={"notebooks": {"nb": {"expose": expose}}})) == [f"{A}.notebooks.nb.{message}"]
+
+
+def test_storage_uri_needs_a_location() -> None:
+    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://"}
+    assert errors(region(acme={"modelEndpoints": {"llm": endpoint}})) == [
+        f"{A}.modelEndpoints.llm.storageUri: 'hf://' has no location after hf:// (or one with spaces); e.g. "
+        "hf://org/model, s3://bucket/path"
+    ]
+
+
+def test_fqdn_wildcards() -> None:
+    ok = region(acme={"egress": "custom", "egressFqdns": ["**.hf.co", "*.huggingface.co"]})
+    assert errors(ok) == []
+    assert errors(region(acme={"egress": "custom", "egressFqdns": ["hf co"]})) == [
+        f"{A}.egressFqdns[0]: 'hf co' is not a DNS name (a leading *. or **. wildcard is allowed: Cilium's *. matches "
+        "one label, **. any number)"
+    ]
+
+
+def test_the_nvidia_runtime_class_cannot_be_renamed() -> None:
+    config = copy.deepcopy(PROD_FRA1)
+    config["gpuOperator"]["values"] = {"toolkit": {"env": [{"name": "CONTAINERD_RUNTIME_CLASS", "value": "gpu"}]}}
+    assert errors(config) == [
+        "regions.fra1.gpuOperator.values.toolkit.env[0].name: 'CONTAINERD_RUNTIME_CLASS' renames the NVIDIA runtime "
+        "handler, which gpucell's GPU workloads use as RuntimeClass nvidia; remove it"
+    ]

@@ -296,3 +296,24 @@ def test_fetch_names_the_url_that_failed(upstream_server: str, tmp_path: Path) -
     with pytest.raises(OSError, match=r"could not download .*/kubevirt/kubevirt/v9.9.9/api/openapi-spec/swagger.json"):
         fetch({"lab": spec}, tmp_path, upstream_server)
 
+
+
+def test_cidr_formats_are_enforced_like_the_api_server() -> None:
+    policy = {
+        "api_version": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+        "metadata": {"name": "p", "namespace": "tenant-a"},
+        "spec": {"endpointSelector": {}, "egress": [{"toCIDR": ["vpn"]}]},
+    }
+    assert lines(check_objects(policy)) == [
+        "lab/CiliumNetworkPolicy/tenant-a/p: spec.egress[0].toCIDR[0]: 'vpn' is not a 'cidr'"
+    ]
+    policy["spec"]["egress"] = [{"toCIDR": ["10.0.0.0/8"]}]
+    assert lines(check_objects(policy)) == []
+
+
+def test_core_schemas_of_another_minor_are_said() -> None:
+    spec = cell({**minimal_cell_config(), "versions": {"k3s": "v1.40.1+k3s1"}})
+    namespace = {"api_version": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a"}}
+    report = check_region("lab", register(namespace), spec, STORE, checkers=SCHEMA_CHECKERS)
+    assert "note: kubernetes-validate has no schemas for Kubernetes 1.40; core kinds checked against 1.37" in [
+        str(n) for n in report.notices]

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from components.errors import SpecError
 from components.inventory import GpuOffer, capacity, gpu_offers
 from components.placement import Placement, PlacementError, place_container, place_vm
+from components.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
     from components.spec.cell import CellSpec
-    from components.spec.tenancy import TenantSpec
+    from components.spec.tenancy import TenantSpec  # noqa: TC004 - namespace_of is imported above
 
 __all__ = ["check_tenants", "placements"]
 
@@ -73,6 +74,64 @@ def _needs_egress(tenant: TenantSpec) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
+def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+    base = ("tenants", tenant_name)
+    own = namespace_of(tenant_name)
+    for name, vm in tenant.virtual_machines.items():
+        if vm.ssh_service is not None and vm.ssh_service.type == "LoadBalancer":
+            raise SpecError(
+                (*base, "virtualMachines", name, "sshService", "type"),
+                "'LoadBalancer': the cell runs no load-balancer implementation (k3s servicelb is off and Cilium "
+                "LB-IPAM is not configured), the Service would never get an address; use NodePort or ClusterIP",
+            )
+        for index, disk in enumerate(vm.disks):
+            if disk.source.pvc is not None:
+                namespace = disk.source.pvc.split("/", 1)[0]
+                if namespace != own and namespace not in cell.image_namespaces:
+                    key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
+                    raise SpecError(
+                        (*base, "virtualMachines", name, key, "source", "pvc"),
+                        f"{disk.source.pvc!r} clones from namespace {namespace!r}; a tenant may clone from its own "
+                        f"namespace {own} or from imageNamespaces ({', '.join(cell.image_namespaces) or 'none'})",
+                    )
+    for name, endpoint in tenant.model_endpoints.items():
+        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:
+            raise SpecError(
+                (*base, "modelEndpoints", name, "credentialsConfigKey"),
+                f"{endpoint.credentials_config_key!r} is the region's SSH key (or its config); name a secret that "
+                "holds only this endpoint's storage credentials",
+            )
+
+
+def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
+    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota."""
+    cpu = memory = storage = 0
+    for name, vm in tenant.virtual_machines.items():
+        cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
+        storage += sum(d.size_gib for d in vm.disks)
+        _within(tenant_name, tenant, ("virtualMachines", name), cpu, memory, storage)
+    for name, notebook in tenant.notebooks.items():
+        cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib
+        storage += notebook.home_gib
+        _within(tenant_name, tenant, ("notebooks", name), cpu, memory, storage)
+    for name, endpoint in tenant.model_endpoints.items():
+        cpu += endpoint.cpu_millicores * endpoint.max_replicas
+        memory += endpoint.memory_gib * endpoint.max_replicas
+        _within(tenant_name, tenant, ("modelEndpoints", name), cpu, memory, storage)
+
+
+def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], cpu: int, memory: int,
+            storage: int) -> None:
+    quota = tenant.quota
+    for what, used, allowed, unit in (("CPU", cpu, quota.cpu_millicores, "millicores"),
+                                      ("memory", memory, quota.memory_gib, "GiB"),
+                                      ("storage", storage, quota.storage_gib, "GiB")):
+        if used > allowed:
+            key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
+            raise SpecError(("tenants", tenant_name, *where),
+                            f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}")
+
+
 def check_tenants(cell: CellSpec) -> None:
     """Raise :class:`SpecError` at the first workload or quota that does not fit (paths below the region)."""
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
@@ -88,14 +147,8 @@ def check_tenants(cell: CellSpec) -> None:
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
                 raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
-        load_balancers = [n for n, v in tenant.virtual_machines.items()
-                          if v.ssh_service is not None and v.ssh_service.type == "LoadBalancer"]
-        if len(load_balancers) > tenant.quota.load_balancers:
-            raise SpecError(
-                (*base, "virtualMachines", load_balancers[-1], "sshService", "type"),
-                f"'LoadBalancer': the tenant would have {len(load_balancers)} LoadBalancer Services, "
-                f"quota.loadBalancers allows {tenant.quota.load_balancers}",
-            )
+        _check_services_and_sources(cell, tenant_name, tenant)
+        _check_resource_quota(tenant_name, tenant)
         used: dict[str, int] = {}
         try:
             for (kind, name), placement, units in placements(cell, tenant):

@@ -129,7 +129,18 @@ class GpuOperatorSpec(ChartSpec):
         ("vgpuManager", "image"): "gpuOperator.vgpuDriverImage",
         ("vgpuManager", "version"): "gpuOperator.vgpuDriverImage",
         ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
+        # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
+        ("operator", "runtimeClass"): "nothing (gpucell's GPU workloads use the RuntimeClass nvidia)",
     }
+
+    @model_validator(mode="after")
+    def _runtime_class_kept(self) -> GpuOperatorSpec:
+        env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
+        for index, entry in enumerate(env):
+            if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
+                raise SpecError(("values", "toolkit", "env", index, "name"), f"{entry['name']!r} renames the NVIDIA "
+                                "runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; remove it")
+        return self
 
     mig_strategy: MigStrategy | None = None
     """``single`` or ``mixed``. Defaults to ``mixed`` when any pool uses MIG (any layout works), else ``single``."""
@@ -195,6 +206,9 @@ class CellSpec(SpecModel):
     """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
     allow_gpu_overcommit: bool = False
     """Let the tenants' GPU quotas add up to more than the region has. Defaults to false."""
+    image_namespaces: list[str] = []
+    """Namespaces holding golden VM images every tenant may clone (``rootDisk.source.pvc: <ns>/<name>``); a tenant
+    may always clone from its own namespace. Defaults to none."""
 
     _pool_names = field_validator("node_pools")(check_names)
 

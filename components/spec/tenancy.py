@@ -64,8 +64,8 @@ class TenantQuota(SpecModel):
     """PVCs, count. Defaults to 50."""
     services: StrictInt = Field(default=20, ge=0)
     """Services, count. Defaults to 20."""
-    load_balancers: StrictInt = Field(default=0, ge=0)
-    """Services of type LoadBalancer, count. Defaults to 0."""
+    load_balancers: StrictInt = Field(default=0, ge=0, le=0)
+    """Services of type LoadBalancer, count: 0, as a cell runs no load-balancer implementation yet."""
 
     @field_validator("gpus")
     @classmethod
@@ -117,9 +117,10 @@ class TenantSpec(SpecModel):
     def _fqdns(cls, names: list[str]) -> list[str]:
         for index, name in enumerate(names):
             try:
-                check_host_name(name.removeprefix("*."))
+                check_host_name(name.removeprefix("**.").removeprefix("*."))
             except ValueError:
-                raise SpecError((index,), f"{name!r} is not a DNS name (a leading *. is allowed)") from None
+                raise SpecError((index,), f"{name!r} is not a DNS name (a leading *. or **. wildcard is allowed: "
+                                "Cilium's *. matches one label, **. any number)") from None
         return names
 
     @model_validator(mode="after")

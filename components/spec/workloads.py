@@ -7,11 +7,13 @@ in :mod:`components.spec.admission`; the objects they render live in ``component
 from __future__ import annotations
 
 from enum import StrEnum
+from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from components.errors import SpecError
 from components.spec._base import SpecModel
+from components.spec.network import DNS_LABEL, check_host_name
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -113,8 +115,8 @@ class DiskSource(SpecModel):
             raise SpecError(("registry",), f"{self.registry!r} must start with docker:// (CDI registry source)")
         if self.http and not self.http.startswith(("https://", "http://")):
             raise SpecError(("http",), f"{self.http!r} is not an http(s):// URL")
-        if self.pvc and self.pvc.count("/") != 1:
-            raise SpecError(("pvc",), f"{self.pvc!r} is not namespace/name")
+        if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.match(p) for p in self.pvc.split("/"))):
+            raise SpecError(("pvc",), f"{self.pvc!r} is not namespace/name (two DNS-1123 labels)")
         return self
 
 
@@ -259,12 +261,27 @@ class Exposure(SpecModel):
     host: str
     """DNS name of the Ingress rule, ``nb-alice.acme.fra1.example.net``."""
     ingress_class: str
-    """``ingressClassName`` of the cell's ingress controller."""
+    """``ingressClassName`` of the cell's ingress controller (a DNS-1123 label)."""
     tls_secret: str | None = None
-    """Secret holding the TLS certificate for ``host``; none serves plain HTTP."""
-    allow_from_cidrs: list[str] = []
+    """Secret holding the TLS certificate for ``host`` (a DNS-1123 label); none serves plain HTTP."""
+    allow_from_cidrs: list[IPv4Network] = []
     """Client networks the notebook accepts (Cilium ingress rule), e.g. the VPN range. Empty: only the ingress
     controller's namespace."""
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        check_host_name(value)
+        if "." not in value or value.replace(".", "").isdigit():
+            raise ValueError("is not a DNS name such as nb-alice.acme.example.net")
+        return value
+
+    @field_validator("ingress_class", "tls_secret")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is not None and not DNS_LABEL.match(value):
+            raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-')")
+        return value
 
 
 class NotebookSpec(SpecModel):
@@ -332,8 +349,11 @@ class ModelEndpointSpec(SpecModel):
             raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
-        scheme = self.storage_uri.split("://", 1)[0]
-        if "://" not in self.storage_uri or scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
+        scheme, _, path = self.storage_uri.partition("://")
+        if not path.strip("/") or any(c.isspace() for c in path) or path.startswith("/"):
+            raise SpecError(("storageUri",), f"{self.storage_uri!r} has no location after {scheme}:// (or one with "
+                            "spaces); e.g. hf://org/model, s3://bucket/path")
+        if scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
             raise SpecError(("storageUri",), f"{self.storage_uri!r} is not a KServe storage URI "
                             "(hf://, s3://, gs://, pvc://, https://, oci://)")
         if self.credentials_config_key is not None and scheme not in CREDENTIAL_SCHEMES:

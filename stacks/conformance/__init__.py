@@ -19,6 +19,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes_validate.utils import major_minor as kv_minor
+
 from components.spec import CellSpec
 from stacks.conformance.admission import admission_violations
 from stacks.conformance.helm_values import CHART_FILES, values_problems
@@ -77,6 +79,12 @@ def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell
                    store: SchemaStore, report: Report) -> None:
     checker = checker_for(store.root, cell.versions.kubernetes_minor)
     versions = cell.versions.model_dump()
+    core = checker.core_schema_version
+    if core is not None and kv_minor(core) != cell.versions.kubernetes_minor:
+        notice = Notice(f"kubernetes-validate has no schemas for Kubernetes {cell.versions.kubernetes_minor}; core "
+                        f"kinds checked against {kv_minor(core)}")
+        if notice not in report.notices:
+            report.notices.append(notice)
     for obj, partial in objects:
         subject = _object_subject(region, obj)
         source = checker.source_of(obj.get("apiVersion", ""), obj.get("kind", ""))
@@ -108,7 +116,8 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
         notice = store.version_notice(files.values, versions[files.component])
         if notice:
             report.notices.append(Notice(notice))
-        version = str(release.inputs.get("version", ""))
+        # messages name the chart version actually checked against (the notice above says when it differs)
+        version = store.versions.get(files.values) or str(release.inputs.get("version", ""))
         for path, message in values_problems(store, chart, version, values):
             report.problems.append(Problem(subject, path, message, "helm-values"))
 
@@ -126,11 +135,6 @@ class RegionInput:
     registrations: list[Registration]
     cell: CellSpec
     node_configs: dict[str, str] = field(default_factory=dict)
-
-
-def _script_of(command_line: str) -> str:
-    argv = shlex.split(command_line)
-    return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
 
 
 def _check_scripts(regions: list[RegionInput], report: Report) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import ipaddress
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,6 +93,15 @@ def _dotted(parts: Any) -> str:
 
 
 _BRANCHES = ("anyOf", "oneOf", "allOf", "not")
+_FORMATS = jsonschema.FormatChecker(formats=())
+"""The string formats the API server enforces that CRDs we check use (Cilium's ``cidr``)."""
+
+
+@_FORMATS.checks("cidr", raises=ValueError)
+def _is_cidr(value: object) -> bool:
+    if isinstance(value, str):
+        ipaddress.ip_network(value, strict=False)
+    return True
 
 
 def strict_schema(schema: Any, *, branch: bool = False) -> Any:
@@ -163,6 +173,14 @@ class ObjectChecker:
         self.store = store
         self.kubernetes_minor = kubernetes_minor
 
+    @property
+    def core_schema_version(self) -> str | None:
+        """The kubernetes-validate schema release used for ``kubernetes_minor``: the newest one not newer than it
+        (``None`` when it ships none that old)."""
+        wanted = _minor_tuple(self.kubernetes_minor)
+        older = [v for v in kv.all_versions() if _minor_tuple(kv.major_minor(v)) <= wanted]
+        return max(older, key=lambda v: _minor_tuple(kv.major_minor(v))) if older else None
+
     # -- schema lookup -------------------------------------------------------------------------------------------
     def source_of(self, api_version: str, kind: str) -> str | None:
         """The schema file for a custom resource (relative path), ``"kubernetes"`` for core kinds, or ``None``."""
@@ -196,7 +214,7 @@ class ObjectChecker:
         source = self.source_of(api_version, kind)
         if source == "by hand":
             root = strict_schema(_HAND_SCHEMAS[(api_version, kind)])
-            return jsonschema.Draft4Validator(root), root
+            return jsonschema.Draft4Validator(root, format_checker=_FORMATS), root
         if source in _SWAGGER.values():
             assert source is not None
             swagger = self.store.load(source)
@@ -206,14 +224,14 @@ class ObjectChecker:
             root = {"$ref": f"#/definitions/{definition}", "definitions": strict_schema(swagger["definitions"])}
         else:
             root = strict_schema(self._crd_index()[(api_version, kind)][1])
-        return jsonschema.Draft4Validator(root), root
+        return jsonschema.Draft4Validator(root, format_checker=_FORMATS), root
 
     @cache  # noqa: B019
     def _core_validator(self, api_version: str, kind: str) -> jsonschema.Validator:
-        versions = [v for v in kv.all_versions() if kv.major_minor(v) <= self.kubernetes_minor]
-        if not versions:
+        version = self.core_schema_version
+        if version is None:
             raise LookupError(f"kubernetes-validate has no schemas for Kubernetes {self.kubernetes_minor}")
-        schema_dir = f"v{versions[-1]}-local-strict"
+        schema_dir = f"v{version}-local-strict"
         group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
         try:
             schema = kv.schema_contents(f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json",
@@ -252,6 +270,11 @@ class ObjectChecker:
             if partial and error.validator == "required":
                 continue
             yield Violation(_dotted(error.absolute_path), error.message)
+
+
+def _minor_tuple(minor: str) -> tuple[int, int]:
+    major, number = minor.split(".")[:2]
+    return int(major), int(number)
 
 
 @functools.lru_cache(maxsize=8)
