@@ -16,7 +16,7 @@ from components.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
     from components.spec.cell import CellSpec
-    from components.spec.tenancy import TenantSpec  # noqa: TC004 - namespace_of is imported above
+    from components.spec.tenancy import TenantSpec
 
 __all__ = ["check_tenants", "placements"]
 
@@ -109,18 +109,18 @@ def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
     for name, vm in tenant.virtual_machines.items():
         cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
         storage += sum(d.size_gib for d in vm.disks)
-        _within(tenant_name, tenant, ("virtualMachines", name), cpu, memory, storage)
+        _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
         cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib
         storage += notebook.home_gib
-        _within(tenant_name, tenant, ("notebooks", name), cpu, memory, storage)
+        _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
     for name, endpoint in tenant.model_endpoints.items():
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += endpoint.memory_gib * endpoint.max_replicas
-        _within(tenant_name, tenant, ("modelEndpoints", name), cpu, memory, storage)
+        _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 
-def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], cpu: int, memory: int,
+def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int,
             storage: int) -> None:
     quota = tenant.quota
     for what, used, allowed, unit in (("CPU", cpu, quota.cpu_millicores, "millicores"),
