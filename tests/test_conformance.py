@@ -317,3 +317,20 @@ def test_core_schemas_of_another_minor_are_said() -> None:
     report = check_region("lab", register(namespace), spec, STORE, checkers=SCHEMA_CHECKERS)
     assert "note: kubernetes-validate has no schemas for Kubernetes 1.40; core kinds checked against 1.37" in [
         str(n) for n in report.notices]
+
+
+def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
+    """The repository paths `schemas fetch` downloads are the ones SOURCES.md records for the shared copies."""
+    recorded: dict[str, tuple[str, str]] = {}
+    for line in (UPSTREAM / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 5 and cells[1].startswith("`"):
+            recorded[cells[1].strip("`")] = (cells[2], cells[3].strip("`"))
+    checked = 0
+    for rel, source in UPSTREAM_FILES.items():
+        repo, path = recorded[rel]
+        if "→" in path or repo.startswith("metio/"):
+            continue  # Cilium: copied from the packed chart or a CRD mirror; we fetch the same files from cilium/cilium
+        assert (source.repo, source.path) == (repo, path), rel
+        checked += 1
+    assert checked == 13
