@@ -97,13 +97,21 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from components._component import CellComponent
 from components.inventory import capacity, gpu_offers
 from components.spec.tenancy import EgressClass, TenantSpec, namespace_of
+from components.workloads._common import (
+    MANAGED_BY,
+    TENANT_LABEL,
+    cilium_network_policy,
+    common_labels,
+    custom_resource,
+    in_cell,
+    object_meta,
+)
 
 if TYPE_CHECKING:
     from components.cell import RegionalCell
@@ -133,10 +141,6 @@ __all__ = [
     "resource_quota_manifest",
 ]
 
-TENANT_LABEL = "gpucell.io/tenant"
-"""Label naming the tenant on the namespace and on every object rendered for it."""
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
-"""Label every gpucell object carries."""
 POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
 """Prefix of the Pod Security Admission namespace labels (``enforce``, ``enforce-version``, ``warn``...)."""
 PLATFORM_SERVICES_LABEL = "gpucell.io/platform-services"
@@ -179,11 +183,6 @@ class TenantArgs:
     """The region: its provider, its spec (GPU inventory, Kubernetes minor) and its Cilium (policy CRDs)."""
 
 
-def common_labels(tenant: str) -> dict[str, str]:
-    """Labels on every object of ``tenant``: ``app.kubernetes.io/managed-by`` and ``gpucell.io/tenant``."""
-    return {**MANAGED_BY, TENANT_LABEL: tenant}
-
-
 def pod_security_level(spec: TenantSpec) -> PodSecurityLevel:
     """What the tenant namespace enforces: ``baseline`` with VMs, else ``restricted`` (see the module doc)."""
     return PodSecurityLevel.BASELINE if spec.virtual_machines else PodSecurityLevel.RESTRICTED
@@ -218,10 +217,6 @@ def namespace_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> dict[st
             "labels": namespace_labels(tenant, spec, cell.versions.kubernetes_minor),
         },
     }
-
-
-def _meta(tenant: str, name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace_of(tenant), "labels": common_labels(tenant)}
 
 
 def gpu_resources(spec: TenantSpec, cell: CellSpec) -> list[str]:
@@ -266,7 +261,7 @@ def resource_quota_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> di
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": _meta(tenant, "tenant-quota"),
+        "metadata": object_meta(tenant, "tenant-quota"),
         "spec": {"hard": quota_hard(spec, cell)},
     }
 
@@ -282,7 +277,7 @@ def limit_range_manifest(tenant: str, spec: TenantSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
-        "metadata": _meta(tenant, "tenant-defaults"),
+        "metadata": object_meta(tenant, "tenant-defaults"),
         "spec": {"limits": [
             {"type": "Container", "default": dict(default), "defaultRequest": dict(default)},
         ]},
@@ -297,7 +292,7 @@ def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "RoleBinding",
-        "metadata": _meta(tenant, name),
+        "metadata": object_meta(tenant, name),
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": role_kind, "name": role},
         "subjects": _groups(groups),
     }
@@ -307,7 +302,7 @@ def _kserve_role(tenant: str, name: str, verbs: list[str]) -> dict[str, Any]:
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "Role",
-        "metadata": _meta(tenant, name),
+        "metadata": object_meta(tenant, name),
         "rules": [
             {"apiGroups": ["serving.kserve.io"], "resources": list(KSERVE_RESOURCES), "verbs": list(verbs)},
             {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices/status"], "verbs": ["get"]},
@@ -339,13 +334,9 @@ def rbac_manifests(tenant: str, spec: TenantSpec) -> list[dict[str, Any]]:
     return out
 
 
-def _policy(tenant: str, name: str, description: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "cilium.io/v2",
-        "kind": "CiliumNetworkPolicy",
-        "metadata": _meta(tenant, name),
-        "spec": {"description": description, "endpointSelector": {}, **spec},
-    }
+def _policy(tenant: str, name: str, description: str, rules: dict[str, Any]) -> dict[str, Any]:
+    """A policy of the tenant selecting every endpoint of its namespace."""
+    return cilium_network_policy(object_meta(tenant, name), rules, description=description)
 
 
 def _egress_cluster() -> list[dict[str, Any]]:
@@ -429,9 +420,7 @@ class Tenant(CellComponent):
     """The tenant namespace (``tenant-<name>``), known once the Namespace is registered."""
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        provider = pulumi.ResourceOptions(providers={"kubernetes": args.cell.provider})
-        opts = pulumi.ResourceOptions.merge(provider, opts)
-        super().__init__("Tenant", name, opts)
+        super().__init__("Tenant", name, in_cell(args.cell, opts))
         cell, spec, tenant = args.cell.spec, args.spec, args.name
         self.name = tenant
         """Tenant key (``acme``)."""
@@ -460,8 +449,7 @@ class Tenant(CellComponent):
                                              subjects=obj["subjects"], opts=inside))
         after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium])
         self.policies = [
-            CustomResource(_child_name(name, obj), api_version=obj["apiVersion"], kind=obj["kind"],
-                           metadata=obj["metadata"], spec=obj["spec"], opts=after_cilium)
+            custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec)
         ]
         self.ready: list[pulumi.Resource] = [

@@ -224,7 +224,7 @@ def test_user_values_override_deep_merges_over_ours() -> None:
         "driver": {"enabled": False},
         "dcgmExporter": {"serviceMonitor": {"enabled": False}},
         "toolkit": {"env": [{"name": "CONTAINERD_SET_AS_DEFAULT", "value": True},
-                            {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia-gpu"}]},
+                            {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"}]},
     }
     values = _values(cell(config))
     assert at(values, "driver.enabled") is False
@@ -235,7 +235,7 @@ def test_user_values_override_deep_merges_over_ours() -> None:
     env = _env(values)
     # toolkit.env merges by name: ours stay, the user's win by name, new names are appended, all strings
     assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
-    assert env["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
+    assert env["CONTAINERD_RUNTIME_CLASS"] == "nvidia"
     assert env["CONTAINERD_SET_AS_DEFAULT"] == "true"
     assert all(isinstance(v, str) for v in env.values())
 

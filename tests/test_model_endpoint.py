@@ -15,6 +15,7 @@ from components.cell import RegionalCell, RegionalCellArgs
 from components.spec import CellSpec
 from components.spec.workloads import ModelEndpointSpec
 from components.tenancy import Tenant, TenantArgs
+from components.workloads._common import container_placement
 from components.workloads.model_endpoint import (
     BUILTIN_RUNTIME_FORMATS,
     ModelEndpoint,
@@ -118,10 +119,13 @@ def endpoint(name: str) -> ModelEndpointSpec:
     return region().tenants["acme"].model_endpoints[name]
 
 
-def rendered(name: str, *, credentials: bool | None = None) -> dict[str, Any]:
-    spec = endpoint(name)
+def rendered(name: str, *, credentials: bool | None = None, kserve: str | None = None) -> dict[str, Any]:
+    """The InferenceService of endpoint ``name`` (in a region with KServe ``kserve``), placed as the component
+    places it; with credentials when it declares a ``credentialsConfigKey`` unless ``credentials`` says."""
+    spec, cell_spec = endpoint(name), region(kserve)
     with_credentials = spec.credentials_config_key is not None if credentials is None else credentials
-    return inference_service_manifest("acme", name, spec, region(), credentials=with_credentials)
+    placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
+    return inference_service_manifest("acme", name, spec, cell_spec, placement, credentials=with_credentials)
 
 
 def predictor(name: str, **kwargs: Any) -> dict[str, Any]:
@@ -173,8 +177,11 @@ def test_cpu_endpoint_scales_on_cpu_between_its_replica_bounds_without_gpu_setti
     assert (spec["scaleMetric"], spec["scaleTarget"]) == ("cpu", 60)
     amounts = {"cpu": "2000m", "memory": "8Gi"}
     assert spec["model"]["resources"] == {"requests": amounts, "limits": amounts}
-    for gpu_only in ("runtimeClassName", "affinity", "tolerations", "deploymentStrategy"):
+    for gpu_only in ("runtimeClassName", "tolerations", "deploymentStrategy"):
         assert gpu_only not in spec, gpu_only
+    # CPU replicas go to the cpu pools, off the GPU nodes
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}]
 
 
 def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> None:
@@ -210,7 +217,7 @@ def test_annotations_pick_raw_mode_hpa_and_wait_for_ready() -> None:
         "serving.kserve.io/autoscalerClass": "hpa",
         "pulumi.com/waitFor": "condition=Ready",
     }
-    old = inference_service_manifest("acme", "fraud", endpoint("fraud"), region("v0.15.2"))
+    old = rendered("fraud", credentials=False, kserve="v0.15.2")
     assert old["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "RawDeployment"
 
 

@@ -14,6 +14,7 @@ from components.cell import RegionalCell, RegionalCellArgs
 from components.spec import CellSpec
 from components.spec.workloads import NotebookSpec
 from components.tenancy import Tenant, TenantArgs
+from components.workloads._common import container_placement
 from components.workloads.notebook import (
     Notebook,
     NotebookArgs,
@@ -92,7 +93,10 @@ def notebook(name: str) -> NotebookSpec:
 
 
 def rendered(name: str) -> dict[str, Any]:
-    return statefulset_manifest("acme", name, notebook(name), region())
+    """The StatefulSet of notebook ``name``, placed as the component places it."""
+    spec, cell_spec = notebook(name), region()
+    placement = container_placement(spec.gpu, cell_spec, "a GPU notebook")
+    return statefulset_manifest("acme", name, spec, cell_spec, placement)
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -142,12 +146,15 @@ def test_mig_notebook_asks_for_the_mig_resource_on_the_mig_pool_and_tolerates_it
     ]
 
 
-def test_cpu_notebook_has_no_gpu_no_nvidia_runtime_and_no_affinity() -> None:
+def test_cpu_notebook_has_no_gpu_no_nvidia_runtime_and_lands_on_cpu_pools() -> None:
     spec = pod("nb-cpu")
     amounts = {"cpu": "500m", "memory": "1Gi"}
     assert container("nb-cpu")["resources"] == {"requests": amounts, "limits": amounts}
     assert "runtimeClassName" not in spec
-    assert "affinity" not in spec
+    # off the GPU nodes: a CPU notebook must not take CPUs from NUMA-pinned GPU VMs
+    terms = [{"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}]
+    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}}
     assert "tolerations" not in spec
 
 
@@ -384,7 +391,7 @@ def test_children_are_named_after_the_component(plan: PlanResult) -> None:
 def test_registered_objects_are_the_rendered_manifests(plan: PlanResult) -> None:
     for name in NOTEBOOKS:
         (statefulset,) = child(plan, name, STATEFULSET)
-        expected = statefulset_manifest("acme", name, notebook(name), region())
+        expected = rendered(name)
         assert {k: statefulset.inputs[k] for k in ("metadata", "spec")} == {
             k: expected[k] for k in ("metadata", "spec")
         }

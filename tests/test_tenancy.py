@@ -69,6 +69,7 @@ def tenant_config(**fields: Any) -> dict[str, Any]:
 def region_config(tenants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The minimal region plus vm-passthrough, vm-vgpu and MIG pools, with ``tenants``."""
     config = minimal_cell_config()
+    config["imageNamespaces"] = ["images"]
     pools = config["nodePools"]
     h100 = {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8}
     pools["h100-vm"] = {**h100, "gpuMode": "vm-passthrough",
@@ -168,11 +169,11 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
 
 def test_quota_counts_come_from_the_spec() -> None:
     spec = region(acme=tenant_config(quota={"cpuMillicores": 500, "memoryGib": 1, "storageGib": 10, "pods": 7,
-                                             "persistentVolumeClaims": 3, "services": 2, "loadBalancers": 1,
+                                             "persistentVolumeClaims": 3, "services": 2,
                                              "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8}}))
     hard = quota_hard(spec.tenants["acme"], spec)
     assert {k: hard[k] for k in ("pods", "persistentvolumeclaims", "services", "services.loadbalancers")} == {
-        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.loadbalancers": "1"}
+        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.loadbalancers": "0"}
     assert hard["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
     assert hard["requests.nvidia.com/gpu"] == "0"
 

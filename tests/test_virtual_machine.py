@@ -18,6 +18,7 @@ from components.spec.tenancy import TenantSpec
 from components.spec.workloads import GpuVirtualMachineSpec
 from components.tenancy import Tenant, TenantArgs
 from components.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
+from components.workloads._common import vm_placement
 from components.workloads.virtual_machine import (
     cloud_config,
     ssh_service_manifest,
@@ -109,6 +110,13 @@ def deploy(**vms: GpuVirtualMachineSpec) -> PlanResult:
     return run_program(program, computed=computed)
 
 
+def rendered(name: str, vm: GpuVirtualMachineSpec, cell_spec: CellSpec | None = None) -> dict[str, Any]:
+    """The VirtualMachine ``name`` of tenant ``acme`` in ``cell_spec`` (default :func:`region`), placed as the
+    component places it."""
+    cell_spec = region() if cell_spec is None else cell_spec
+    return virtual_machine_manifest("acme", name, vm, cell_spec, vm_placement(name, vm, cell_spec))
+
+
 def template_spec(manifest: dict[str, Any]) -> dict[str, Any]:
     return manifest["spec"]["template"]["spec"]
 
@@ -117,7 +125,7 @@ def template_spec(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa() -> None:
-    manifest = virtual_machine_manifest("acme", "train", PASSTHROUGH, region())
+    manifest = rendered("train", PASSTHROUGH)
     assert manifest["apiVersion"] == "kubevirt.io/v1"
     assert manifest["kind"] == "VirtualMachine"
     assert manifest["metadata"] == {"name": "train", "namespace": "tenant-acme", "labels": LABELS}
@@ -144,7 +152,7 @@ def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa(
 
 
 def test_passthrough_vm_is_pinned_to_its_pool_and_mode_and_tolerates_the_pool_taints() -> None:
-    spec = template_spec(virtual_machine_manifest("acme", "train", PASSTHROUGH, region()))
+    spec = template_spec(rendered("train", PASSTHROUGH))
     assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "gpucell.io/pool", "operator": "In", "values": ["h100-vm"]},
@@ -158,7 +166,7 @@ def test_passthrough_vm_is_pinned_to_its_pool_and_mode_and_tolerates_the_pool_ta
 
 
 def test_vgpu_vm_asks_for_the_vgpu_resource_on_the_vgpu_pool() -> None:
-    manifest = virtual_machine_manifest("acme", "viz", VGPU, region())
+    manifest = rendered("viz", VGPU)
     spec = template_spec(manifest)
     assert spec["domain"]["devices"]["gpus"] == [{"name": "gpu0", "deviceName": L40S_24Q}]
     assert spec["domain"]["cpu"] == {"cores": 2, "sockets": 1, "threads": 1}
@@ -178,12 +186,12 @@ def test_gpu_device_names_are_what_the_kubevirt_cr_permits() -> None:
     pci = {d["resourceName"] for d in permitted["pciHostDevices"]}
     mdev = {d["resourceName"] for d in permitted["mediatedDevices"]}
     for vm, allowed in ((PASSTHROUGH, pci), (VGPU, mdev)):
-        devices = template_spec(virtual_machine_manifest("acme", "vm", vm, cell_spec))["domain"]["devices"]
+        devices = template_spec(rendered("vm", vm, cell_spec))["domain"]["devices"]
         assert {g["deviceName"] for g in devices["gpus"]} <= allowed
 
 
 def test_cpu_only_vm_lands_on_the_cpu_pool_without_gpus_or_pinning() -> None:
-    manifest = virtual_machine_manifest("acme", "bastion", CPU_ONLY, region())
+    manifest = rendered("bastion", CPU_ONLY)
     spec = template_spec(manifest)
     assert manifest["spec"]["runStrategy"] == "Halted"
     assert "gpus" not in spec["domain"]["devices"]
@@ -200,7 +208,7 @@ def test_cpu_only_vm_lands_on_the_cpu_pool_without_gpus_or_pinning() -> None:
 
 
 def test_data_volume_templates_one_per_disk_root_first() -> None:
-    manifest = virtual_machine_manifest("acme", "train", PASSTHROUGH, region())
+    manifest = rendered("train", PASSTHROUGH)
     assert manifest["spec"]["dataVolumeTemplates"] == [
         {
             "metadata": {"name": "train-root", "labels": LABELS},
@@ -229,7 +237,7 @@ def test_data_volume_templates_one_per_disk_root_first() -> None:
 
 
 def test_pvc_source_is_cloned_from_namespace_and_name() -> None:
-    manifest = virtual_machine_manifest("acme", "bastion", CPU_ONLY, region())
+    manifest = rendered("bastion", CPU_ONLY)
     (template,) = manifest["spec"]["dataVolumeTemplates"]
     assert template["spec"] == {
         "source": {"pvc": {"namespace": "images", "name": "ubuntu-24-04"}},
@@ -241,7 +249,7 @@ def test_eviction_strategy_is_none_for_gpus_and_rwo_disks_and_live_migrates_othe
     cell_spec = region()
 
     def eviction(vm: GpuVirtualMachineSpec) -> str:
-        return template_spec(virtual_machine_manifest("acme", "vm", vm, cell_spec))["evictionStrategy"]
+        return template_spec(rendered("vm", vm, cell_spec))["evictionStrategy"]
 
     assert eviction(PASSTHROUGH) == "None"
     assert eviction(VGPU) == "None"
@@ -251,7 +259,7 @@ def test_eviction_strategy_is_none_for_gpus_and_rwo_disks_and_live_migrates_othe
 
 
 def test_vm_reads_its_cloud_init_from_the_secret() -> None:
-    volumes = template_spec(virtual_machine_manifest("acme", "train", PASSTHROUGH, region()))["volumes"]
+    volumes = template_spec(rendered("train", PASSTHROUGH))["volumes"]
     assert volumes[-1] == {
         "name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": "train-cloud-init"}},
     }
@@ -303,8 +311,8 @@ def test_children_are_named_after_the_component(plan: PlanResult) -> None:
 
 def test_registered_vm_is_the_rendered_manifest(plan: PlanResult) -> None:
     (vm,) = child(plan, "train", VM)
-    rendered = virtual_machine_manifest("acme", "train", PASSTHROUGH, region())
-    assert {k: vm.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")} == rendered
+    expected = rendered("train", PASSTHROUGH)
+    assert {k: vm.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")} == expected
     assert plan.outputs["train-namespace"] == "tenant-acme"
     assert plan.outputs["train-name"] == "train"
 

@@ -27,17 +27,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 
 from components._component import CellComponent
-from components.inventory import gpu_offers
-from components.placement import Placement, place_container
+from components.placement import Placement
 from components.spec.cell import CellSpec
 from components.spec.tenancy import namespace_of
 from components.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
-from components.workloads.notebook import NVIDIA_RUNTIME_CLASS, pod_affinity
-from components.workloads.virtual_machine import tolerations, workload_labels
+from components.workloads._common import (
+    NVIDIA_RUNTIME_CLASS,
+    container_placement,
+    container_resources,
+    custom_resource,
+    in_cell,
+    object_meta,
+    opaque_secret,
+    scheduling,
+)
 
 if TYPE_CHECKING:
     from components.tenancy import Tenant
@@ -51,7 +57,6 @@ __all__ = [
     "ModelEndpointArgs",
     "credentials_secret_data",
     "credentials_secret_name",
-    "endpoint_placement",
     "inference_service_manifest",
     "model_format",
     "service_account_manifest",
@@ -132,18 +137,6 @@ def model_format(spec: ModelEndpointSpec) -> str:
     return BUILTIN_RUNTIME_FORMATS[spec.runtime]
 
 
-def endpoint_placement(spec: ModelEndpointSpec, cell: CellSpec) -> Placement:
-    """Pools and GPU resource of each replica: :func:`components.placement.place_container` over the region's
-    inventory, the call plan-time admission makes (so it never raises for an admitted spec)."""
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-    return place_container(spec.gpu, offers, cell.effective_mig_strategy.value, "a GPU model endpoint")
-
-
-def _metadata(tenant: str, endpoint: str, name: str) -> dict[str, Any]:
-    labels = {**workload_labels(tenant, endpoint), "app.kubernetes.io/component": _COMPONENT}
-    return {"name": name, "namespace": namespace_of(tenant), "labels": labels}
-
-
 def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
     """The ``ServiceAccount`` ``<endpoint>-storage``: ``secrets`` lists the credentials Secret (what KServe's
     credential builder reads); ``automountServiceAccountToken: false`` (the model needs no API access)."""
@@ -151,14 +144,20 @@ def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _metadata(tenant, endpoint, name),
+        "metadata": object_meta(tenant, name, workload=endpoint, component=_COMPONENT),
         "automountServiceAccountToken": False,
         "secrets": [{"name": name}],
     }
 
 
 def inference_service_manifest(
-    tenant: str, name: str, spec: ModelEndpointSpec, cell: CellSpec, *, credentials: bool = False
+    tenant: str,
+    name: str,
+    spec: ModelEndpointSpec,
+    cell: CellSpec,
+    placement: Placement,
+    *,
+    credentials: bool = False,
 ) -> dict[str, Any]:
     """The ``serving.kserve.io/v1beta1`` ``InferenceService`` of ``spec`` in the tenant namespace, as a dict.
 
@@ -178,18 +177,15 @@ def inference_service_manifest(
     - Pod: ``automountServiceAccountToken: false``; ``securityContext`` ``runAsNonRoot`` and seccomp
       ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
       ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
-    - GPUs: ``runtimeClassName: nvidia``, required node affinity to the placement's pools, tolerations for
-      their taints, and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/``maxUnavailable: 1``: a
-      surge replica would need a GPU beyond what admission (``gpus x maxReplicas``) and the quota reserve.
+    - GPUs (``placement``: :func:`components.workloads._common.container_placement` of ``spec.gpu`` in
+      ``cell``): ``runtimeClassName: nvidia``, required node affinity to the placement's pools, tolerations
+      for their taints (from ``cell``), and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/
+      ``maxUnavailable: 1``: a surge replica would need a GPU beyond what admission (``gpus x maxReplicas``)
+      and the quota reserve.
     - With ``credentials`` and an ``hf://`` URI: env ``HF_TOKEN`` from the credentials Secret.
 
-    Raises ``ValueError`` for an unknown runtime without ``modelFormat`` and
-    :class:`components.placement.PlacementError` for a spec admission would have refused.
+    Raises ``ValueError`` for an unknown runtime without ``modelFormat``.
     """
-    placement = endpoint_placement(spec, cell)
-    amounts: dict[str, Any] = {"cpu": f"{spec.cpu_millicores}m", "memory": f"{spec.memory_gib}Gi"}
-    if placement.resource is not None:
-        amounts[placement.resource] = placement.count
     model: dict[str, Any] = {"modelFormat": {"name": model_format(spec)}}
     if spec.runtime is not None:
         model["runtime"] = spec.runtime
@@ -199,7 +195,7 @@ def inference_service_manifest(
     if credentials and storage_scheme(spec.storage_uri) == "hf":
         secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
         model["env"] = [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}}]
-    model["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib, placement)
     model["securityContext"] = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -224,13 +220,8 @@ def inference_service_manifest(
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
         }
-    affinity = pod_affinity(placement)
-    if affinity is not None:
-        predictor["affinity"] = affinity
-    tolerated = tolerations(cell.node_pools, placement.pools)
-    if tolerated:
-        predictor["tolerations"] = tolerated
-    metadata = _metadata(tenant, name, name)
+    predictor.update(scheduling(placement, cell.node_pools))
+    metadata = object_meta(tenant, name, workload=name, component=_COMPONENT)
     metadata["annotations"] = {
         DEPLOYMENT_MODE_ANNOTATION: cell.deployment_mode.value,
         "serving.kserve.io/autoscalerClass": "hpa",
@@ -287,21 +278,19 @@ class ModelEndpoint(CellComponent):
                 f"(only {', '.join(f'{s}://' for s in CREDENTIAL_KEYS)})"
             )
         with_credentials = args.credentials is not None
+        placement = container_placement(spec.gpu, cell.spec, "a GPU model endpoint")
         manifest = inference_service_manifest(
-            tenant.name, endpoint, spec, cell.spec, credentials=with_credentials
+            tenant.name, endpoint, spec, cell.spec, placement, credentials=with_credentials
         )
         # Everything that can raise is above: a bad spec registers nothing.
-        opts = pulumi.ResourceOptions.merge(
-            pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts
-        )
-        super().__init__("ModelEndpoint", name, opts)
-        self.placement = endpoint_placement(spec, cell.spec)
+        super().__init__("ModelEndpoint", name, in_cell(cell, opts))
+        self.placement = placement
         """Pools the replicas may run on and the GPU resource each requests."""
         after: list[pulumi.Resource] = list(tenant.ready)
         kserve: pulumi.Resource = (
             cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
         )
-        gpu_after = [cell.gpu_operator.release] if self.placement.resource is not None else []
+        gpu_after = [cell.gpu_operator.release] if placement.resource is not None else []
 
         self.credentials: Secret | None = None
         """The credentials ``Secret``, when credentials are given."""
@@ -314,16 +303,14 @@ class ModelEndpoint(CellComponent):
             data = pulumi.Output.secret(args.credentials).apply(
                 lambda value: credentials_secret_data(scheme, value, where=where)
             )
-            metadata = _metadata(tenant.name, endpoint, credentials_secret_name(endpoint))
+            metadata = object_meta(
+                tenant.name, credentials_secret_name(endpoint), workload=endpoint, component=_COMPONENT
+            )
             s3 = {"serving.kserve.io/s3-endpoint": spec.s3_endpoint, "serving.kserve.io/s3-region": spec.s3_region}
             if any(s3.values()):  # KServe's storage initializer reads these annotations of the Secret
                 metadata["annotations"] = {k: v for k, v in s3.items() if v is not None}
-            self.credentials = Secret(
-                f"{name}-credentials",
-                metadata=metadata,
-                type="Opaque",
-                string_data=data,
-                opts=self.child(depends_on=after),
+            self.credentials = opaque_secret(
+                f"{name}-credentials", metadata, data, self.child(depends_on=after)
             )
             account = service_account_manifest(tenant.name, endpoint)
             self.service_account = ServiceAccount(
@@ -334,13 +321,10 @@ class ModelEndpoint(CellComponent):
                 opts=self.child(depends_on=[*after, self.credentials]),
             )
             storage = [self.credentials, self.service_account]
-        self.inference_service = CustomResource(
+        self.inference_service = custom_resource(
             f"{name}-isvc",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=self.child(
+            manifest,
+            self.child(
                 depends_on=[*after, kserve, *gpu_after, *storage],
                 custom_timeouts=pulumi.CustomTimeouts(create=_WAIT_TIMEOUT, update=_WAIT_TIMEOUT),
             ),

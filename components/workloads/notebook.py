@@ -32,17 +32,26 @@ import pulumi
 import pulumi_random
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import StatefulSet
-from pulumi_kubernetes.core.v1 import Secret, Service
+from pulumi_kubernetes.core.v1 import Service
 from pulumi_kubernetes.networking.v1 import Ingress
 
 from components._component import CellComponent
-from components.inventory import gpu_offers
-from components.placement import Placement, place_container
+from components.placement import Placement
 from components.spec.cell import CellSpec
-from components.spec.pools import POOL_LABEL
 from components.spec.tenancy import namespace_of
 from components.spec.workloads import NotebookSpec
-from components.workloads.virtual_machine import tolerations, workload_labels
+from components.workloads._common import (
+    NVIDIA_RUNTIME_CLASS,
+    cilium_network_policy,
+    container_placement,
+    container_resources,
+    custom_resource,
+    in_cell,
+    object_meta,
+    opaque_secret,
+    scheduling,
+    workload_labels,
+)
 
 if TYPE_CHECKING:
     from components.tenancy import Tenant
@@ -53,15 +62,12 @@ __all__ = [
     "JUPYTER_GID",
     "JUPYTER_PORT",
     "JUPYTER_UID",
-    "NVIDIA_RUNTIME_CLASS",
     "TOKEN_KEY",
     "TOKEN_MOUNT",
     "Notebook",
     "NotebookArgs",
     "ingress_manifest",
     "ingress_policy_manifest",
-    "notebook_placement",
-    "pod_affinity",
     "service_manifest",
     "statefulset_manifest",
     "token_secret_name",
@@ -80,9 +86,6 @@ TOKEN_KEY = "token"
 """Key of the access token in the token Secret."""
 TOKEN_MOUNT = "/etc/gpucell/jupyter"
 """Directory the token Secret is mounted at (read-only); ``JUPYTER_TOKEN_FILE`` is ``<this>/token``."""
-NVIDIA_RUNTIME_CLASS = "nvidia"
-"""RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
-the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""
 INGRESS_CLASS_NAMESPACE_LABEL = "gpucell.io/ingress-class"
 """Namespace label naming the ingress class whose controller runs there (``gpucell.io/ingress-class: nginx``
 on the controller's namespace): the notebook's policy admits pods of namespaces labelled with its
@@ -113,32 +116,8 @@ def token_secret_name(notebook: str) -> str:
     return f"{notebook}-token"
 
 
-def notebook_placement(spec: NotebookSpec, cell: CellSpec) -> Placement:
-    """Pools and GPU resource of the notebook pod: :func:`components.placement.place_container` over the
-    region's inventory, the call plan-time admission makes (so it never raises for an admitted spec)."""
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-    return place_container(spec.gpu, offers, cell.effective_mig_strategy.value, "a GPU notebook")
-
-
-def pod_affinity(placement: Placement) -> dict[str, Any] | None:
-    """Required node affinity ``gpucell.io/pool In <pools>``, or ``None`` when any node will do."""
-    if not placement.pools:
-        return None
-    expressions = [{"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}]
-    terms = [{"matchExpressions": expressions}]
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
-
-
-def _labels(tenant: str, notebook: str) -> dict[str, str]:
-    return {**workload_labels(tenant, notebook), "app.kubernetes.io/component": _COMPONENT}
-
-
 def _selector(notebook: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": notebook, "app.kubernetes.io/component": _COMPONENT}
-
-
-def _metadata(tenant: str, notebook: str, name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace_of(tenant), "labels": _labels(tenant, notebook)}
 
 
 def _checkov_skips(spec: NotebookSpec) -> dict[str, str]:
@@ -162,9 +141,6 @@ def _checkov_skips(spec: NotebookSpec) -> dict[str, str]:
 
 
 def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
-    amounts: dict[str, Any] = {"cpu": f"{spec.cpu_millicores}m", "memory": f"{spec.memory_gib}Gi"}
-    if placement.resource is not None:
-        amounts[placement.resource] = placement.count
     probe = {"httpGet": {"path": "/api", "port": "http"}}
     mounts = [
         {"name": _HOME_VOLUME, "mountPath": HOME},
@@ -178,7 +154,7 @@ def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
         "imagePullPolicy": "Always",
         "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{TOKEN_MOUNT}/{TOKEN_KEY}"}],
         "ports": [{"name": "http", "containerPort": JUPYTER_PORT, "protocol": "TCP"}],
-        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "resources": container_resources(spec.cpu_millicores, spec.memory_gib, placement),
         # /api answers without a token ({"version": ...}); docker-stacks' own healthcheck polls it too.
         "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 60},
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
@@ -197,7 +173,9 @@ def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
     }
 
 
-def statefulset_manifest(tenant: str, name: str, spec: NotebookSpec, cell: CellSpec) -> dict[str, Any]:
+def statefulset_manifest(
+    tenant: str, name: str, spec: NotebookSpec, cell: CellSpec, placement: Placement
+) -> dict[str, Any]:
     """The ``apps/v1`` ``StatefulSet`` of notebook ``name`` in ``tenant``'s namespace, as a dict.
 
     - One replica of container ``notebook``: ``spec.image`` (``imagePullPolicy: Always``), port ``http`` 8888,
@@ -213,17 +191,15 @@ def statefulset_manifest(tenant: str, name: str, spec: NotebookSpec, cell: CellS
       there and the runtime's default is 64 MiB). Jupyter writes nothing else: its runtime, data and config
       directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
-    - GPUs: ``runtimeClassName: nvidia``; required node affinity to the placement's pools (none for a CPU
-      notebook: any node), tolerations for those pools' taints.
+    - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
+      (:func:`components.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; none for a CPU
+      notebook: any node), tolerations for those pools' taints (from ``cell``).
     - Home: ``volumeClaimTemplates`` ``home`` (ReadWriteOnce, ``"<homeGib>Gi"``, ``storageClassName`` only
       when declared, else the cell's default class); ``persistentVolumeClaimRetentionPolicy`` Retain/Retain so
       deleting the notebook keeps the home.
     - Annotations ``checkov.io/skipN`` with the reason for each check that cannot hold (UID 1000 is the
       image's; tenant isolation is Cilium; a tag rather than a digest; a declared writable root).
-
-    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
     """
-    placement = notebook_placement(spec, cell)
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -254,20 +230,15 @@ def statefulset_manifest(tenant: str, name: str, spec: NotebookSpec, cell: CellS
     }
     if placement.resource is not None:
         pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
-    affinity = pod_affinity(placement)
-    if affinity is not None:
-        pod["affinity"] = affinity
-    tolerated = tolerations(cell.node_pools, placement.pools)
-    if tolerated:
-        pod["tolerations"] = tolerated
+    pod.update(scheduling(placement, cell.node_pools))
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": f"{spec.home_gib}Gi"}},
     }
     if spec.storage_class is not None:
         claim["storageClassName"] = spec.storage_class
-    labels = _labels(tenant, name)
-    metadata = _metadata(tenant, name, name)
+    labels = workload_labels(tenant, name, _COMPONENT)
+    metadata = object_meta(tenant, name, workload=name, component=_COMPONENT)
     metadata["annotations"] = _checkov_skips(spec)
     return {
         "apiVersion": "apps/v1",
@@ -291,7 +262,7 @@ def service_manifest(tenant: str, name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(tenant, name, name),
+        "metadata": object_meta(tenant, name, workload=name, component=_COMPONENT),
         "spec": {
             "type": "ClusterIP",
             "selector": _selector(name),
@@ -324,7 +295,7 @@ def ingress_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[str, An
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": _metadata(tenant, name, name),
+        "metadata": object_meta(tenant, name, workload=name, component=_COMPONENT),
         "spec": ingress_spec,
     }
 
@@ -354,13 +325,10 @@ def ingress_policy_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[
         {"fromEndpoints": [{"matchLabels": {namespace_label: expose.ingress_class}}], "toPorts": port},
     ]
     if expose.allow_from_cidrs:
-        rules.append({"fromCIDRSet": [{"cidr": cidr} for cidr in expose.allow_from_cidrs], "toPorts": port})
-    return {
-        "apiVersion": "cilium.io/v2",
-        "kind": "CiliumNetworkPolicy",
-        "metadata": _metadata(tenant, name, f"{name}-ingress"),
-        "spec": {"endpointSelector": {"matchLabels": _selector(name)}, "ingress": rules},
-    }
+        cidrs = [{"cidr": str(cidr)} for cidr in expose.allow_from_cidrs]
+        rules.append({"fromCIDRSet": cidrs, "toPorts": port})
+    meta = object_meta(tenant, f"{name}-ingress", workload=name, component=_COMPONENT)
+    return cilium_network_policy(meta, {"ingress": rules}, match_labels=_selector(name))
 
 
 class Notebook(CellComponent):
@@ -393,26 +361,23 @@ class Notebook(CellComponent):
         tenant = args.tenant
         cell = tenant.cell
         notebook, spec = args.name, args.spec
-        manifest = statefulset_manifest(tenant.name, notebook, spec, cell.spec)
-        opts = pulumi.ResourceOptions.merge(
-            pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts
-        )
-        super().__init__("Notebook", name, opts)
+        placement = container_placement(spec.gpu, cell.spec, "a GPU notebook")
+        manifest = statefulset_manifest(tenant.name, notebook, spec, cell.spec, placement)
+        super().__init__("Notebook", name, in_cell(cell, opts))
         after: list[pulumi.Resource] = list(tenant.ready)
-        self.placement = notebook_placement(spec, cell.spec)
+        self.placement = placement
         """Pools the notebook may run on and the GPU resource it requests."""
-        gpu_after = [cell.gpu_operator.release] if self.placement.resource is not None else []
+        gpu_after = [cell.gpu_operator.release] if placement.resource is not None else []
 
         self.password = pulumi_random.RandomPassword(
             f"{name}-token", length=48, special=False, opts=self.child(depends_on=after)
         )
         """The random token."""
-        self.token_secret = Secret(
+        self.token_secret = opaque_secret(
             f"{name}-token-secret",
-            metadata=_metadata(tenant.name, notebook, token_secret_name(notebook)),
-            type="Opaque",
-            string_data={TOKEN_KEY: pulumi.Output.secret(self.password.result)},
-            opts=self.child(depends_on=after),
+            object_meta(tenant.name, token_secret_name(notebook), workload=notebook, component=_COMPONENT),
+            {TOKEN_KEY: self.password.result},
+            self.child(depends_on=after),
         )
         """The ``Secret`` with the token."""
         service = service_manifest(tenant.name, notebook)
@@ -448,13 +413,8 @@ class Notebook(CellComponent):
                 spec=ingress["spec"],
                 opts=self.child(depends_on=[*after, self.service]),
             )
-            self.ingress_policy = CustomResource(
-                f"{name}-ingress-policy",
-                api_version=policy["apiVersion"],
-                kind=policy["kind"],
-                metadata=policy["metadata"],
-                spec=policy["spec"],
-                opts=self.child(depends_on=after),
+            self.ingress_policy = custom_resource(
+                f"{name}-ingress-policy", policy, self.child(depends_on=after)
             )
 
         namespace = namespace_of(tenant.name)

@@ -24,15 +24,23 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
-from pulumi_kubernetes.core.v1 import Secret, Service
+from pulumi_kubernetes.core.v1 import Service
 
 from components._component import CellComponent
-from components.inventory import gpu_offers
-from components.placement import Placement, place_vm
+from components.placement import Placement
 from components.spec.cell import CellSpec
-from components.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
 from components.spec.tenancy import namespace_of
 from components.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
+from components.workloads._common import (
+    cilium_network_policy,
+    custom_resource,
+    in_cell,
+    object_meta,
+    opaque_secret,
+    scheduling,
+    vm_placement,
+    workload_labels,
+)
 
 if TYPE_CHECKING:
     from components.tenancy import Tenant
@@ -49,10 +57,7 @@ __all__ = [
     "data_volume_template",
     "ssh_policy_manifest",
     "ssh_service_manifest",
-    "tolerations",
     "virtual_machine_manifest",
-    "vm_placement",
-    "workload_labels",
 ]
 
 CLOUD_INIT_KEY = "userdata"
@@ -62,7 +67,6 @@ SSH_PORT = 22
 WORKLOAD_SELECTOR_LABEL = "gpucell.io/workload"
 """Label on the VM's pod template (so on its virt-launcher pod) that the SSH Service and policy select on.
 Only the template carries it: CDI importer pods never match."""
-_MANAGED_BY = "gpucell"
 _ROOT = "root"
 _CLOUD_INIT_DISK = "cloudinitdisk"
 _POD_NETWORK = "default"
@@ -81,15 +85,6 @@ class GpuVirtualMachineArgs:
     (placement) and the KubeVirt and CDI operators to wait for."""
 
 
-def workload_labels(tenant: str, name: str) -> dict[str, str]:
-    """The labels every object of a workload carries (``app.kubernetes.io/name``, ``managed-by``, tenant)."""
-    return {
-        "app.kubernetes.io/name": name,
-        "app.kubernetes.io/managed-by": _MANAGED_BY,
-        "gpucell.io/tenant": tenant,
-    }
-
-
 def data_volume_name(vm: str, index: int) -> str:
     """Name of disk ``index``'s DataVolume (and PVC): ``<vm>-root``, then ``<vm>-data0``, ``<vm>-data1``..."""
     return f"{vm}-{_disk_name(index)}"
@@ -102,13 +97,6 @@ def cloud_init_secret_name(vm: str) -> str:
 
 def _disk_name(index: int) -> str:
     return _ROOT if index == 0 else f"data{index - 1}"
-
-
-def vm_placement(name: str, spec: GpuVirtualMachineSpec, cell: CellSpec) -> Placement:
-    """Where the VM may run and the GPU resource it asks for: :func:`components.placement.place_vm` over the
-    region's inventory, the same call plan-time admission makes (so it never raises for an admitted spec)."""
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-    return place_vm(name, spec, cell.node_pools, offers)
 
 
 def data_volume_template(vm: str, index: int, disk: VmDisk, labels: dict[str, str]) -> dict[str, Any]:
@@ -157,36 +145,6 @@ def cloud_config(spec: GpuVirtualMachineSpec) -> str:
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=4096)
 
 
-def tolerations(pools: dict[str, NodePool], names: tuple[str, ...]) -> list[dict[str, str]]:
-    """Tolerations for every taint of the pools ``names`` (``key=value:Effect`` -> ``Equal``, ``key:Effect``
-    -> ``Exists``), in pool order without duplicates; empty when the pools have no taints."""
-    out: list[dict[str, str]] = []
-    for name in names:
-        for taint in pools[name].taints:
-            key_value, effect = taint.rsplit(":", 1)
-            key, sep, value = key_value.partition("=")
-            toleration = (
-                {"key": key, "operator": "Equal", "value": value, "effect": effect}
-                if sep
-                else {"key": key, "operator": "Exists", "effect": effect}
-            )
-            if toleration not in out:
-                out.append(toleration)
-    return out
-
-
-def _affinity(gpus: int, placement: Placement, pools: dict[str, NodePool]) -> dict[str, Any]:
-    """Required node affinity: the placement's pools, and for GPU VMs the pools' GPU Operator mode too."""
-    expressions: list[dict[str, Any]] = [
-        {"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}
-    ]
-    if gpus:
-        modes = sorted({pools[p].mode.value for p in placement.pools})
-        expressions.append({"key": WORKLOAD_LABEL, "operator": "In", "values": modes})
-    terms = [{"matchExpressions": expressions}]
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
-
-
 def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]:
     cpu: dict[str, Any] = {"cores": spec.cpu.cores, "sockets": spec.cpu.sockets, "threads": spec.cpu.threads}
     if spec.dedicated_cpus:
@@ -225,12 +183,8 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
     }
 
 
-def _metadata(tenant: str, workload: str, name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace_of(tenant), "labels": workload_labels(tenant, workload)}
-
-
 def virtual_machine_manifest(
-    tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: CellSpec
+    tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: CellSpec, placement: Placement
 ) -> dict[str, Any]:
     """The ``kubevirt.io/v1`` ``VirtualMachine`` of ``spec`` in ``tenant``'s namespace, as a dict.
 
@@ -246,13 +200,10 @@ def virtual_machine_manifest(
       ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
-    - Placement (:func:`vm_placement`): required node affinity ``gpucell.io/pool In <pools>`` (plus
-      ``nvidia.com/gpu.workload.config In <mode>`` for GPU VMs), omitted when any node will do; tolerations
-      for the pools' taints.
-
-    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    - Placement (``placement``: :func:`components.workloads._common.vm_placement` of the VM in ``cell``):
+      required node affinity ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>``
+      for GPU VMs), omitted when any node will do; tolerations for the pools' taints (from ``cell``).
     """
-    placement = vm_placement(name, spec, cell)
     labels = workload_labels(tenant, name)
     volumes: list[dict[str, Any]] = [
         {"name": _disk_name(i), "dataVolume": {"name": data_volume_name(name, i)}}
@@ -265,16 +216,12 @@ def virtual_machine_manifest(
         "networks": [{"name": _POD_NETWORK, "pod": {}}],
         "volumes": volumes,
         "evictionStrategy": spec.effective_eviction_strategy.value,
+        **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(spec.gpus)),
     }
-    if placement.pools:
-        template_spec["affinity"] = _affinity(spec.gpus, placement, cell.node_pools)
-    tolerated = tolerations(cell.node_pools, placement.pools)
-    if tolerated:
-        template_spec["tolerations"] = tolerated
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": _metadata(tenant, name, name),
+        "metadata": object_meta(tenant, name, workload=name),
         "spec": {
             "runStrategy": spec.run_strategy.value,
             "dataVolumeTemplates": [
@@ -313,7 +260,7 @@ def ssh_service_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) ->
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(tenant, name, name),
+        "metadata": object_meta(tenant, name, workload=name),
         "spec": service_spec,
     }
 
@@ -325,20 +272,12 @@ def ssh_policy_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) -> 
     """
     if spec.ssh_service is None or spec.ssh_service.type is ServiceType.CLUSTER_IP:
         return None
-    return {
-        "apiVersion": "cilium.io/v2",
-        "kind": "CiliumNetworkPolicy",
-        "metadata": _metadata(tenant, name, f"{name}-ssh"),
-        "spec": {
-            "endpointSelector": {"matchLabels": {WORKLOAD_SELECTOR_LABEL: name}},
-            "ingress": [
-                {
-                    "fromEntities": ["world"],
-                    "toPorts": [{"ports": [{"port": str(SSH_PORT), "protocol": "TCP"}]}],
-                }
-            ],
-        },
-    }
+    world = {"fromEntities": ["world"], "toPorts": [{"ports": [{"port": str(SSH_PORT), "protocol": "TCP"}]}]}
+    return cilium_network_policy(
+        object_meta(tenant, f"{name}-ssh", workload=name),
+        {"ingress": [world]},
+        match_labels={WORKLOAD_SELECTOR_LABEL: name},
+    )
 
 
 class GpuVirtualMachine(CellComponent):
@@ -365,35 +304,25 @@ class GpuVirtualMachine(CellComponent):
     ) -> None:
         tenant = args.tenant
         cell = tenant.cell
-        in_cell = pulumi.ResourceOptions(providers={"kubernetes": cell.provider})
-        opts = pulumi.ResourceOptions.merge(in_cell, opts)
-        super().__init__("GpuVirtualMachine", name, opts)
+        super().__init__("GpuVirtualMachine", name, in_cell(cell, opts))
         vm, spec = args.name, args.spec
         after: list[pulumi.Resource] = [
             *tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile
         ]
         # Render everything first: a spec that cannot render raises before any resource is registered.
-        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec)
-        service = ssh_service_manifest(tenant.name, vm, spec)
-        policy = ssh_policy_manifest(tenant.name, vm, spec)
         self.placement = vm_placement(vm, spec, cell.spec)
         """Pools the VM may run on and the GPU resource it requests."""
-        self.cloud_init = Secret(
+        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement)
+        service = ssh_service_manifest(tenant.name, vm, spec)
+        policy = ssh_policy_manifest(tenant.name, vm, spec)
+        self.cloud_init = opaque_secret(
             f"{name}-cloud-init",
-            metadata=_metadata(tenant.name, vm, cloud_init_secret_name(vm)),
-            type="Opaque",
-            string_data={CLOUD_INIT_KEY: pulumi.Output.secret(cloud_config(spec))},
-            opts=self.child(depends_on=after),
+            object_meta(tenant.name, cloud_init_secret_name(vm), workload=vm),
+            {CLOUD_INIT_KEY: cloud_config(spec)},
+            self.child(depends_on=after),
         )
         """The cloud-init user data Secret."""
-        self.vm = CustomResource(
-            f"{name}-vm",
-            api_version=manifest["apiVersion"],
-            kind=manifest["kind"],
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=self.child(depends_on=[*after, self.cloud_init]),
-        )
+        self.vm = custom_resource(f"{name}-vm", manifest, self.child(depends_on=[*after, self.cloud_init]))
         """The ``VirtualMachine``."""
         self.ssh_service: Service | None = None
         """The SSH ``Service``, when declared."""
@@ -407,14 +336,7 @@ class GpuVirtualMachine(CellComponent):
                 opts=self.child(depends_on=after),
             )
         if policy is not None:
-            self.ssh_policy = CustomResource(
-                f"{name}-ssh-policy",
-                api_version=policy["apiVersion"],
-                kind=policy["kind"],
-                metadata=policy["metadata"],
-                spec=policy["spec"],
-                opts=self.child(depends_on=after),
-            )
+            self.ssh_policy = custom_resource(f"{name}-ssh-policy", policy, self.child(depends_on=after))
         self.namespace = self.vm.urn.apply(lambda _: namespace_of(tenant.name))
         self.vm_name = self.vm.urn.apply(lambda _: vm)
         self.register_outputs({"namespace": self.namespace, "vmName": self.vm_name})

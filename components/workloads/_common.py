@@ -1,0 +1,228 @@
+"""What tenant objects render and register alike: labels and metadata, placement, scheduling, container
+resources, the ``CiliumNetworkPolicy`` shape, and the Pulumi registration of rendered objects.
+
+Used by the workload modules (:mod:`components.workloads.virtual_machine`, ``notebook``, ``model_endpoint``)
+and by :mod:`components.tenancy` (labels, metadata, policy shape), so that every object of a tenant carries
+the same labels and every policy has the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core.v1 import Secret
+
+from components.inventory import gpu_offers
+from components.placement import Placement, place_container, place_vm
+from components.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, NodeRole
+from components.spec.tenancy import namespace_of
+
+if TYPE_CHECKING:
+    from components.cell import RegionalCell
+    from components.inventory import GpuOffer
+    from components.spec.cell import CellSpec
+    from components.spec.workloads import GpuRequest, GpuVirtualMachineSpec
+
+__all__ = [
+    "MANAGED_BY",
+    "NVIDIA_RUNTIME_CLASS",
+    "TENANT_LABEL",
+    "cilium_network_policy",
+    "common_labels",
+    "container_placement",
+    "container_resources",
+    "custom_resource",
+    "in_cell",
+    "node_affinity",
+    "object_meta",
+    "opaque_secret",
+    "scheduling",
+    "tolerations",
+    "vm_placement",
+    "workload_labels",
+]
+
+TENANT_LABEL = "gpucell.io/tenant"
+"""Label naming the tenant on the namespace and on every object rendered for it."""
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
+"""Label every gpucell object carries."""
+NVIDIA_RUNTIME_CLASS = "nvidia"
+"""RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
+the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""
+_NAME_LABEL = "app.kubernetes.io/name"
+_COMPONENT_LABEL = "app.kubernetes.io/component"
+
+
+# -- labels and metadata -------------------------------------------------------------------------------------
+
+
+def common_labels(tenant: str) -> dict[str, str]:
+    """Labels on every object of ``tenant``: ``app.kubernetes.io/managed-by`` and ``gpucell.io/tenant``."""
+    return {**MANAGED_BY, TENANT_LABEL: tenant}
+
+
+def workload_labels(tenant: str, workload: str, component: str | None = None) -> dict[str, str]:
+    """The labels every object of a workload carries: ``app.kubernetes.io/name`` (the workload name), then
+    :func:`common_labels`, then ``app.kubernetes.io/component`` when ``component`` is given (``notebook``)."""
+    labels = {_NAME_LABEL: workload, **common_labels(tenant)}
+    if component is not None:
+        labels[_COMPONENT_LABEL] = component
+    return labels
+
+
+def object_meta(
+    tenant: str, name: str, *, workload: str | None = None, component: str | None = None
+) -> dict[str, Any]:
+    """The ``metadata`` (``ObjectMeta``) of object ``name`` in ``tenant``'s namespace (``tenant-<tenant>``),
+    labelled with :func:`workload_labels` of ``workload`` (and ``component``) for a workload's object, else
+    with :func:`common_labels` (the tenant's own objects: quota, limits, RBAC, policies)."""
+    labels = common_labels(tenant) if workload is None else workload_labels(tenant, workload, component)
+    return {"name": name, "namespace": namespace_of(tenant), "labels": labels}
+
+
+# -- placement and scheduling --------------------------------------------------------------------------------
+
+
+def vm_placement(name: str, spec: GpuVirtualMachineSpec, cell: CellSpec) -> Placement:
+    """Where VM ``name`` may run and the GPU resource it asks for: :func:`components.placement.place_vm` over
+    the region's inventory, the same call plan-time admission makes (so it never raises for an admitted spec).
+
+    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    """
+    return place_vm(name, spec, cell.node_pools, _offers(cell))
+
+
+def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Placement:
+    """Pools and GPU resource of a notebook or endpoint pod (``gpu`` is its ``gpu`` request, ``None`` without
+    GPUs): :func:`components.placement.place_container` over the region's inventory, the call plan-time
+    admission makes (so it never raises for an admitted spec). ``what`` names the workload kind in errors
+    (``"a GPU notebook"``, ``"a GPU model endpoint"``).
+
+    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    """
+    return place_container(gpu, _offers(cell), cell.effective_mig_strategy.value, what, cpu_pools(cell))
+
+
+def cpu_pools(cell: CellSpec) -> tuple[str, ...]:
+    """The region's cpu-role pools: where pods without GPUs go (off the NUMA-pinned GPU nodes)."""
+    return tuple(name for name, pool in cell.node_pools.items() if pool.role is NodeRole.CPU)
+
+
+def _offers(cell: CellSpec) -> list[GpuOffer]:
+    return gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+
+
+def node_affinity(placement: Placement, modes: Sequence[str] = ()) -> dict[str, Any] | None:
+    """Required node affinity ``gpucell.io/pool In <placement.pools>``, plus
+    ``nvidia.com/gpu.workload.config In <modes>`` when ``modes`` are given; ``None`` when any node will do
+    (no pools)."""
+    if not placement.pools:
+        return None
+    expressions: list[dict[str, Any]] = [
+        {"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}
+    ]
+    if modes:
+        expressions.append({"key": WORKLOAD_LABEL, "operator": "In", "values": list(modes)})
+    terms = [{"matchExpressions": expressions}]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def tolerations(pools: Mapping[str, NodePool], names: Sequence[str]) -> list[dict[str, str]]:
+    """Tolerations for every taint of the pools ``names`` (``key=value:Effect`` -> ``Equal``, ``key:Effect``
+    -> ``Exists``), in pool order without duplicates; empty when the pools have no taints."""
+    out: list[dict[str, str]] = []
+    for name in names:
+        for taint in pools[name].taints:
+            key_value, effect = taint.rsplit(":", 1)
+            key, sep, value = key_value.partition("=")
+            toleration = (
+                {"key": key, "operator": "Equal", "value": value, "effect": effect}
+                if sep
+                else {"key": key, "operator": "Exists", "effect": effect}
+            )
+            if toleration not in out:
+                out.append(toleration)
+    return out
+
+
+def scheduling(
+    placement: Placement, pools: Mapping[str, NodePool], *, pin_gpu_mode: bool = False
+) -> dict[str, Any]:
+    """The scheduling fields of a pod spec (or VM template spec) for ``placement``, to merge into it:
+    ``affinity`` (:func:`node_affinity`; with ``pin_gpu_mode``, also the pools' GPU Operator modes) and
+    ``tolerations`` (:func:`tolerations` of the placement's pools), each only when not empty."""
+    out: dict[str, Any] = {}
+    modes = sorted({pools[p].mode.value for p in placement.pools}) if pin_gpu_mode else []
+    affinity = node_affinity(placement, modes)
+    if affinity is not None:
+        out["affinity"] = affinity
+    tolerated = tolerations(pools, placement.pools)
+    if tolerated:
+        out["tolerations"] = tolerated
+    return out
+
+
+def container_resources(cpu_millicores: int, memory_gib: int, placement: Placement) -> dict[str, Any]:
+    """A container's ``resources``: requests = limits of ``cpu`` ``"<cpuMillicores>m"``, ``memory``
+    ``"<memoryGib>Gi"`` and the placement's GPU resource x count (``nvidia.com/gpu``, ``nvidia.com/mig-...``).
+    Limits are explicit because the tenant quota counts ``limits.*``."""
+    amounts: dict[str, Any] = {"cpu": f"{cpu_millicores}m", "memory": f"{memory_gib}Gi"}
+    if placement.resource is not None:
+        amounts[placement.resource] = placement.count
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+# -- manifests and their registration ------------------------------------------------------------------------
+
+
+def cilium_network_policy(
+    meta: dict[str, Any],
+    rules: Mapping[str, Any],
+    *,
+    match_labels: Mapping[str, str] | None = None,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """A ``cilium.io/v2`` ``CiliumNetworkPolicy`` with metadata ``meta``. Its ``spec``: ``description`` when
+    given, ``endpointSelector`` (``matchLabels`` ``match_labels``, or ``{}``: every endpoint of the
+    namespace), then ``rules`` (``ingress``, ``egress``, ``enableDefaultDeny``...)."""
+    spec: dict[str, Any] = {} if description is None else {"description": description}
+    spec["endpointSelector"] = {} if match_labels is None else {"matchLabels": dict(match_labels)}
+    spec.update(rules)
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy", "metadata": meta, "spec": spec}
+
+
+def custom_resource(
+    resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
+) -> CustomResource:
+    """Register a rendered ``{apiVersion, kind, metadata, spec}`` manifest, exactly as rendered, as an
+    ``apiextensions.CustomResource`` named ``resource_name``."""
+    return CustomResource(
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )
+
+
+def opaque_secret(
+    resource_name: str,
+    meta: dict[str, Any],
+    string_data: pulumi.Input[Mapping[str, pulumi.Input[str]]],
+    opts: pulumi.ResourceOptions,
+) -> Secret:
+    """Register an ``Opaque`` ``Secret`` (metadata ``meta``) whose ``stringData`` is a Pulumi secret, so that
+    its values are masked in the plan and encrypted in the state whatever the caller passed."""
+    return Secret(
+        resource_name, metadata=meta, type="Opaque", string_data=pulumi.Output.secret(string_data), opts=opts
+    )
+
+
+def in_cell(cell: RegionalCell, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    """``opts`` with the cell's Kubernetes provider, which the component's children inherit: a tenant's
+    objects always deploy into the cell of their region."""
+    return pulumi.ResourceOptions.merge(pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts)
