@@ -12,6 +12,7 @@ import pytest
 from components.spec import CellSpec
 from stacks.conformance.objects import Violation, checker_for
 from stacks.conformance.schemas import SchemaStore
+from stacks.mock_engine import PlanResult, Registration
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")
@@ -74,3 +75,13 @@ def at(values: dict[str, Any], path: str) -> Any:
     for key in path.split("."):
         node = node[key]
     return node
+
+
+def workload(plan: PlanResult, name: str) -> Registration:
+    """The component of workload ``name`` of tenant ``acme`` in region ``lab`` (the workload tests' layout)."""
+    return plan.named(f"lab-acme-{name}")
+
+
+def workload_children(plan: PlanResult, name: str, type_token: str) -> list[Registration]:
+    """The children of type ``type_token`` of workload ``name`` (see :func:`workload`)."""
+    return [r for r in plan.children(workload(plan, name)) if r.type == type_token]

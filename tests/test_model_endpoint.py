@@ -27,8 +27,10 @@ from components.workloads.model_endpoint import (
 )
 from stacks.conformance import check_region
 from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import SECRET, PlanResult, Registration, run_program
+from stacks.mock_engine import SECRET, PlanResult, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import workload as component
+from tests.conftest import workload_children as child
 
 ISVC = "kubernetes:serving.kserve.io/v1beta1:InferenceService"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
@@ -304,14 +306,6 @@ def deploy(spec: CellSpec, credentials: dict[str, str] | None = None) -> PlanRes
 @pytest.fixture(scope="module")
 def plan() -> PlanResult:
     return deploy(region())
-
-
-def component(plan: PlanResult, name: str) -> Registration:
-    return plan.named(f"lab-acme-{name}")
-
-
-def child(plan: PlanResult, name: str, type_token: str) -> list[Registration]:
-    return [r for r in plan.children(component(plan, name)) if r.type == type_token]
 
 
 def test_children_are_named_after_the_component(plan: PlanResult) -> None:

@@ -25,8 +25,10 @@ from components.workloads.notebook import (
 )
 from stacks.conformance import check_region
 from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import SECRET, PlanResult, Registration, run_program
+from stacks.mock_engine import SECRET, PlanResult, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import workload as component
+from tests.conftest import workload_children as child
 
 STATEFULSET = "kubernetes:apps/v1:StatefulSet"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
@@ -359,14 +361,6 @@ def deploy() -> PlanResult:
 @pytest.fixture(scope="module")
 def plan() -> PlanResult:
     return deploy()
-
-
-def component(plan: PlanResult, name: str) -> Registration:
-    return plan.named(f"lab-acme-{name}")
-
-
-def child(plan: PlanResult, name: str, type_token: str) -> list[Registration]:
-    return [r for r in plan.children(component(plan, name)) if r.type == type_token]
 
 
 def test_children_are_named_after_the_component(plan: PlanResult) -> None:

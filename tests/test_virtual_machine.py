@@ -28,6 +28,8 @@ from stacks.conformance import check_region
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import SECRET, PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import workload as component
+from tests.conftest import workload_children as child
 
 VM = "kubernetes:kubevirt.io/v1:VirtualMachine"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
@@ -289,14 +291,6 @@ def test_a_service_needs_a_name_starting_with_a_letter() -> None:
 @pytest.fixture(scope="module")
 def plan() -> PlanResult:
     return deploy(train=PASSTHROUGH, viz=VGPU, bastion=CPU_ONLY)
-
-
-def component(plan: PlanResult, vm: str) -> Registration:
-    return plan.named(f"lab-acme-{vm}")
-
-
-def child(plan: PlanResult, vm: str, type_token: str) -> list[Registration]:
-    return [r for r in plan.children(component(plan, vm)) if r.type == type_token]
 
 
 def test_children_are_named_after_the_component(plan: PlanResult) -> None:
