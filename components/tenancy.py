@@ -390,7 +390,7 @@ def network_policy_manifests(tenant: str, spec: TenantSpec) -> list[dict[str, An
         "tenant-allow-egress-cidrs": ("Egress class custom: the tenant's egressCidrs",
                                       [{"toCIDR": [str(net) for net in spec.egress_cidrs]}]),
         "tenant-allow-egress-fqdns": ("Egress class custom: the tenant's egressFqdns", [{"toFQDNs": [
-            {"matchPattern": fqdn} if fqdn.startswith("*.") else {"matchName": fqdn}
+            {"matchPattern": fqdn} if fqdn.startswith(("*.", "**.")) else {"matchName": fqdn}
             for fqdn in spec.egress_fqdns
         ]}]),
     }

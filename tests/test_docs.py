@@ -1,7 +1,20 @@
-"""The docs that are derived from code stay in step with it; the README keeps its two commands."""
+"""The docs that are derived from code stay in step with it; the README keeps its two commands; the tenant config
+snippets of docs/workloads.md validate and its error lines are the ones the tests assert."""
 
 from __future__ import annotations
 
+import ast
+import copy
+import re
+import textwrap
+from typing import Any
+
+import pydantic
+import pytest
+import yaml
+
+from components.errors import format_validation_error
+from components.spec import StackSpec
 from stacks import docgen
 from tests.conftest import REPO
 
@@ -26,3 +39,136 @@ def test_readme_starts_with_the_two_commands_ci_runs() -> None:
     assert plan_command == "python3 dev.py plan dev"
     assert test_command == "python3 dev.py test"
     assert test_command in (REPO / ".ci" / "run").read_text()
+
+
+# -- docs/workloads.md: the tenant config snippets validate, the error lines are the ones the tests assert -------
+
+WORKLOADS_DOC = (REPO / "docs" / "workloads.md").read_text()
+PROD_REGIONS: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+SNIPPET_HEADER = re.compile(
+    r"# (?P<source>[^\n]+?), under gpucell:regions\.(?P<region>[a-z0-9-]+)\.(?P<path>tenants(?:\.[a-z0-9-]+)*)"
+)
+"""First line of a tenant config snippet: ``# Pulumi.prod.yaml, under gpucell:regions.fra1.tenants.acme`` (then
+the snippet is part of that file) or ``# <anything else>, under ...`` (an example that must still validate)."""
+TENANT_KEYS = {"groups", "quota", "egressCidrs", "egressFqdns", "virtualMachines", "notebooks", "modelEndpoints"}
+"""Keys that mark a mapping as tenant config (TenantSpec keys that rendered Kubernetes objects do not use)."""
+
+
+def fenced(language: str) -> list[str]:
+    """The bodies of the ```<language> blocks of docs/workloads.md (indented list-item fences included)."""
+    return [textwrap.dedent(body) for _indent, body in re.findall(
+        rf"^( *)```{language}\n(.*?)^\1```", WORKLOADS_DOC, re.MULTILINE | re.DOTALL)]
+
+
+def tenant_snippets() -> list[tuple[re.Match[str], Any]]:
+    return [(header, yaml.safe_load(block)) for block in fenced("yaml")
+            if (header := SNIPPET_HEADER.match(block)) is not None]
+
+
+SNIPPETS = tenant_snippets()
+SNIPPET_IDS = [f"{h['region']}.{h['path']}:{','.join(snippet)}" for h, snippet in SNIPPETS]
+
+
+def test_the_tenant_snippets_are_found() -> None:
+    paths = {header["path"] for header, _ in SNIPPETS}
+    assert "tenants" in paths, "no whole-tenant snippet (# Pulumi.prod.yaml, under gpucell:regions.fra1.tenants)"
+    for kind in ("virtualMachines", "notebooks", "modelEndpoints"):
+        assert any(kind in snippet for _, snippet in SNIPPETS), f"no marked snippet declares {kind}"
+
+
+def test_every_yaml_block_that_is_tenant_config_is_marked() -> None:
+    for block in fenced("yaml"):
+        if SNIPPET_HEADER.match(block):
+            continue
+        for document in yaml.safe_load_all(block):
+            if not isinstance(document, dict):
+                continue
+            nested = [v for v in document.values() if isinstance(v, dict)]
+            assert not any(TENANT_KEYS & m.keys() for m in (document, *nested)), (
+                f"tenant config without a '# ..., under gpucell:regions.<region>.tenants...' first line:\n{block}"
+            )
+
+
+@pytest.mark.parametrize(("header", "snippet"), SNIPPETS, ids=SNIPPET_IDS)
+def test_tenant_snippet_validates_in_its_prod_region(header: re.Match[str], snippet: dict[str, Any]) -> None:
+    region = copy.deepcopy(PROD_REGIONS[header["region"]])
+    node = region
+    for key in header["path"].split("."):
+        node = node.setdefault(key, {})
+    node.update(copy.deepcopy(snippet))
+    problems: list[str] = []
+    try:
+        StackSpec.model_validate({"regions": {header["region"]: region}})
+    except pydantic.ValidationError as exc:
+        problems = format_validation_error(StackSpec, exc).lines
+    assert not problems, "\n".join(problems)
+
+
+def is_part_of(snippet: Any, actual: Any, where: str) -> None:
+    """Assert ``snippet`` is ``actual`` with mapping keys left out (the doc trims with ``# ...``)."""
+    if isinstance(snippet, dict) and isinstance(actual, dict):
+        for key, value in snippet.items():
+            assert key in actual, f"{where}.{key} is not in Pulumi.prod.yaml"
+            is_part_of(value, actual[key], f"{where}.{key}")
+    else:
+        assert snippet == actual, f"{where}: the doc says {snippet!r}, Pulumi.prod.yaml {actual!r}"
+
+
+@pytest.mark.parametrize(
+    ("header", "snippet"),
+    [pytest.param(h, snippet, id=i) for (h, snippet), i in zip(SNIPPETS, SNIPPET_IDS, strict=True)
+     if h["source"] == "Pulumi.prod.yaml"],
+)
+def test_snippets_taken_from_prod_match_it(header: re.Match[str], snippet: dict[str, Any]) -> None:
+    actual: Any = PROD_REGIONS[header["region"]]
+    for key in header["path"].split("."):
+        actual = actual[key]
+    is_part_of(snippet, actual, f"regions.{header['region']}.{header['path']}")
+
+
+def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
+    """The strings of tests/test_admission.py and tests/test_spec.py (adjacent literals joined, as Python does):
+    plain ones as they are, f-strings as patterns in which a module constant (``A``) is its value and any other
+    value (a parameter, a loop variable) is one of the files' strings or a token without spaces."""
+    plain: set[str] = set()
+    patterns: list[re.Pattern[str]] = []
+    for name in ("test_admission.py", "test_spec.py"):
+        tree = ast.parse((REPO / "tests" / name).read_text())
+        constants = {target.id: node.value.value for node in tree.body
+                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                     and isinstance(node.value.value, str)
+                     for target in node.targets if isinstance(target, ast.Name)}
+        strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str) and node.value}
+        plain |= strings
+        hole = "(?:" + "|".join(map(re.escape, sorted(strings, key=len, reverse=True))) + r"|\S+)"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            parts = []
+            for part in node.values:
+                if isinstance(part, ast.Constant):
+                    parts.append(re.escape(str(part.value)))
+                elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) \
+                        and part.value.id in constants:
+                    parts.append(re.escape(constants[part.value.id]))
+                else:
+                    parts.append(hole)
+            patterns.append(re.compile("".join(parts)))
+    return plain, patterns
+
+
+def test_error_lines_are_the_ones_the_tests_assert() -> None:
+    text_lines = [line for block in fenced("text") for line in block.splitlines() if line.strip()]
+    assert len(text_lines) >= 20, "the Rules section keeps its error lines in ```text blocks"
+    not_errors = [line for line in text_lines if not line.startswith("regions.")]
+    assert not not_errors, "```text lines that are not error lines (regions.<region>...: message):\n" + "\n".join(
+        not_errors)
+    error_lines = {line.strip() for line in WORKLOADS_DOC.splitlines() if line.strip().startswith("regions.")}
+    plain, patterns = asserted_messages()
+    unasserted = [line for line in sorted(error_lines)
+                  if line not in plain and not any(p.fullmatch(line) for p in patterns)]
+    assert not unasserted, (
+        "docs/workloads.md shows error lines that tests/test_admission.py and tests/test_spec.py do not assert:\n"
+        + "\n".join(unasserted)
+    )

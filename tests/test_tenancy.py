@@ -429,3 +429,9 @@ def test_the_crd_refuses_a_default_deny_without_rule_sections(every_kind: Render
     broken = replace(deny, inputs=inputs, raw_inputs=inputs)
     report = check_region("lab", [broken], spec, SchemaStore(UPSTREAM), checkers=("custom-resource",))
     assert [(p.subject.name, p.path) for p in report.problems] == [("tenant-default-deny", "spec")]
+
+
+def test_multi_label_fqdn_wildcards_become_match_patterns() -> None:
+    rendered = policies(egress="custom", egressFqdns=["**.hf.co", "*.huggingface.co", "pypi.org"])
+    assert rendered["tenant-allow-egress-fqdns"]["egress"] == [{"toFQDNs": [
+        {"matchPattern": "**.hf.co"}, {"matchPattern": "*.huggingface.co"}, {"matchName": "pypi.org"}]}]

@@ -130,7 +130,7 @@ class GpuOperatorSpec(ChartSpec):
         ("vgpuManager", "version"): "gpuOperator.vgpuDriverImage",
         ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
         # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
-        ("operator", "runtimeClass"): "nothing (gpucell's GPU workloads use the RuntimeClass nvidia)",
+        ("operator", "runtimeClass"): "its GPU workloads' runtimeClassName (nvidia; not configurable)",
     }
 
     @model_validator(mode="after")

@@ -192,8 +192,9 @@ def statefulset_manifest(
       directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
     - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
-      (:func:`components.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; none for a CPU
-      notebook: any node), tolerations for those pools' taints (from ``cell``).
+      (:func:`components.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
+      notebook the region's cpu-role pools, or any node when there are none), tolerations for those pools'
+      taints (from ``cell``).
     - Home: ``volumeClaimTemplates`` ``home`` (ReadWriteOnce, ``"<homeGib>Gi"``, ``storageClassName`` only
       when declared, else the cell's default class); ``persistentVolumeClaimRetentionPolicy`` Retain/Retain so
       deleting the notebook keeps the home.
