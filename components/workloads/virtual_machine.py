@@ -7,8 +7,9 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
 - a ``v1`` ``Secret`` ``<vm>-cloud-init`` holding the NoCloud user data (key ``userdata``, the key KubeVirt
   reads from a ``cloudInitNoCloud.secretRef`` Secret, as in the KubeVirt user guide "Startup Scripts");
 - with ``sshService``: a ``Service`` named after the VM (port 22), and for ``NodePort`` (``LoadBalancer`` is
-  refused at plan time until the cell has a load-balancer implementation) a ``CiliumNetworkPolicy`` ``<vm>-ssh`` letting the outside world (Cilium entity ``world``) reach port 22 of
-  this VM only: the tenant's default-deny policies would drop it otherwise.
+  refused at plan time until the cell has a load-balancer implementation) a ``CiliumNetworkPolicy``
+  ``<vm>-ssh`` letting the outside world (Cilium entity ``world``) reach port 22 of this VM only: the tenant's
+  default-deny policies would drop it otherwise.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the GPU Operator's sandbox
 device plugin advertises, for passthrough and vGPU alike: that is what the GPU Operator's "GPU Operator with
