@@ -85,3 +85,16 @@ def workload(plan: PlanResult, name: str) -> Registration:
 def workload_children(plan: PlanResult, name: str, type_token: str) -> list[Registration]:
     """The children of type ``type_token`` of workload ``name`` (see :func:`workload`)."""
     return [r for r in plan.children(workload(plan, name)) if r.type == type_token]
+
+
+def tainted_mig_pool() -> dict[str, Any]:
+    """A container-mode H200 pool in MIG ``all-balanced`` with a ``nvidia.com/gpu`` taint (host 10.20.0.51)."""
+    return {
+        "role": "gpu",
+        "gpuModel": "H200-SXM-141GB",
+        "gpusPerNode": 8,
+        "gpuMode": "container",
+        "migConfig": "all-balanced",
+        "hosts": [{"name": "h200-1", "address": "10.20.0.51"}],
+        "taints": ["nvidia.com/gpu=present:NoSchedule"],
+    }

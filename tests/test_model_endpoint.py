@@ -28,7 +28,7 @@ from components.workloads.model_endpoint import (
 from stacks.conformance import check_region
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import SECRET, PlanResult, run_program
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -95,15 +95,7 @@ def region(kserve: str | None = None) -> CellSpec:
     tenant ``acme`` with the :data:`ENDPOINTS` (so admission checks them too); ``kserve`` pins another
     KServe."""
     config = minimal_cell_config()
-    config["nodePools"]["h200-mig"] = {
-        "role": "gpu",
-        "gpuModel": "H200-SXM-141GB",
-        "gpusPerNode": 8,
-        "gpuMode": "container",
-        "migConfig": "all-balanced",
-        "hosts": [{"name": "h200-1", "address": "10.20.0.51"}],
-        "taints": ["nvidia.com/gpu=present:NoSchedule"],
-    }
+    config["nodePools"]["h200-mig"] = tainted_mig_pool()
     if kserve is not None:
         config["versions"] = {"kserve": kserve}
     quota = {

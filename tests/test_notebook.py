@@ -26,7 +26,7 @@ from components.workloads.notebook import (
 from stacks.conformance import check_region
 from stacks.conformance.schemas import SchemaStore
 from stacks.mock_engine import SECRET, PlanResult, run_program
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -71,15 +71,7 @@ def region() -> CellSpec:
     """The minimal region (2x L40S, container mode) plus a tainted H200 pool in MIG ``all-balanced``, and
     tenant ``acme`` with the :data:`NOTEBOOKS` (so admission checks them too)."""
     config = minimal_cell_config()
-    config["nodePools"]["h200-mig"] = {
-        "role": "gpu",
-        "gpuModel": "H200-SXM-141GB",
-        "gpusPerNode": 8,
-        "gpuMode": "container",
-        "migConfig": "all-balanced",
-        "hosts": [{"name": "h200-1", "address": "10.20.0.51"}],
-        "taints": ["nvidia.com/gpu=present:NoSchedule"],
-    }
+    config["nodePools"]["h200-mig"] = tainted_mig_pool()
     quota = {
         "cpuMillicores": 64000,
         "memoryGib": 256,
