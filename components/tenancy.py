@@ -97,10 +97,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import pulumi
+import pydantic
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from components._component import CellComponent
+from components.errors import format_validation_error
 from components.inventory import capacity, gpu_offers
 from components.spec.tenancy import EgressClass, TenantSpec, namespace_of
 from components.workloads._common import (
@@ -405,6 +407,22 @@ def _child_name(component: str, obj: dict[str, Any]) -> str:
     return f"{component}-{obj['metadata']['name'].removeprefix('tenant-')}"
 
 
+def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
+    """Run the region's admission rules on ``spec`` as tenant ``tenant`` of ``cell``.
+
+    Stack config is admitted when it is validated; a tenant built from Python with a spec the cell does not
+    already hold gets the same checks here (placement, quotas against the region and its other tenants, egress).
+    Raises :class:`components.errors.ConfigError` with ``tenants.<tenant>...`` key paths.
+    """
+    if cell.tenants.get(tenant) == spec:
+        return
+    fields = {key: getattr(cell, key) for key in type(cell).model_fields}
+    try:
+        type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})
+    except pydantic.ValidationError as exc:
+        raise format_validation_error(type(cell), exc) from None
+
+
 class Tenant(CellComponent):
     """One tenant in one region: namespace, quota, limit defaults, RBAC and Cilium policies.
 
@@ -420,6 +438,7 @@ class Tenant(CellComponent):
     """The tenant namespace (``tenant-<name>``), known once the Namespace is registered."""
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        admit(args.name, args.spec, args.cell.spec)  # before anything is registered
         super().__init__("Tenant", name, in_cell(args.cell, opts))
         cell, spec, tenant = args.cell.spec, args.spec, args.name
         self.name = tenant

@@ -11,12 +11,14 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
 from components.cell import RegionalCell, RegionalCellArgs
+from components.errors import ConfigError
 from components.spec import CellSpec
 from components.spec.tenancy import TenantSpec
 from components.tenancy import (
     PodSecurityLevel,
     Tenant,
     TenantArgs,
+    admit,
     gpu_resources,
     limit_range_manifest,
     namespace_labels,
@@ -435,3 +437,28 @@ def test_multi_label_fqdn_wildcards_become_match_patterns() -> None:
     rendered = policies(egress="custom", egressFqdns=["**.hf.co", "*.huggingface.co", "pypi.org"])
     assert rendered["tenant-allow-egress-fqdns"]["egress"] == [{"toFQDNs": [
         {"matchPattern": "**.hf.co"}, {"matchPattern": "*.huggingface.co"}, {"matchName": "pypi.org"}]}]
+
+
+def test_a_tenant_built_from_python_is_admitted_like_stack_config() -> None:
+    """A TenantSpec the cell does not hold gets the region's admission rules before anything is registered."""
+    spec = region()  # no tenants in the cell's own spec
+    greedy = TenantSpec.model_validate({"quota": {"cpuMillicores": 1000, "memoryGib": 4, "storageGib": 10,
+                                                  "gpus": {"nvidia.com/mig-7g.80gb": 1}}})
+    registered: list[str] = []
+
+    def program() -> None:
+        regional = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+        registered.extend(["cell"])
+        Tenant("lab-acme", TenantArgs("acme", greedy, regional))
+        registered.append("tenant")
+
+    with pytest.raises(ConfigError) as info:
+        run_program(program, computed=computed)
+    assert len(info.value.lines) == 1
+    assert info.value.lines[0].startswith(
+        "tenants.acme.quota.gpus.nvidia.com/mig-7g.80gb: is offered by no pool of the region; offered: "
+    )
+    assert registered == ["cell"]
+    fitting = greedy.model_copy(update={"quota": greedy.quota.model_copy(
+        update={"gpus": {"nvidia.com/mig-1g.10gb": 1}})})
+    admit("acme", fitting, spec)  # no error
