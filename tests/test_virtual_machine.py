@@ -49,6 +49,7 @@ def region() -> CellSpec:
     """The minimal region plus an 8-GPU H100 passthrough pool with a topology profile and a taint, and an L40S
     vGPU pool."""
     config = minimal_cell_config()
+    config["imageNamespaces"] = ["images"]  # the golden images the test VMs clone from
     pools = config["nodePools"]
     pools["h100-vm"] = {
         "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
@@ -88,6 +89,7 @@ CPU_ONLY = vm_spec(
 ACME = TenantSpec.model_validate({
     "quota": {"cpuMillicores": 200_000, "memoryGib": 4096, "storageGib": 10_000,
               "gpus": {H100: 8, L40S_24Q: 1}},
+    "egress": "internet",  # CDI imports the registry and http disks from the tenant namespace
     "virtualMachines": {"train": PASSTHROUGH, "viz": VGPU, "bastion": CPU_ONLY},
 })
 
