@@ -242,11 +242,6 @@ class NodePool(SpecModel):
         return self.gpu_mode
 
     @property
-    def gpu_count(self) -> int:
-        """GPUs across all hosts of the pool (0 for non-GPU pools)."""
-        return (self.gpus_per_node or 0) * len(self.hosts)
-
-    @property
     def mig_layout(self) -> dict[str, int]:
         """MIG profile -> instances per GPU under this pool's ``migConfig`` (empty without MIG)."""
         if self.mig_config is None:

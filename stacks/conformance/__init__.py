@@ -47,12 +47,6 @@ class Report:
     notices: list[Notice] = field(default_factory=list)
     checkov_skipped: int = 0
 
-    def extend(self, other: Report) -> None:
-        """Add another region's findings."""
-        self.problems += other.problems
-        self.notices += [n for n in other.notices if n not in self.notices]
-        self.checkov_skipped += other.checkov_skipped
-
     def summary(self) -> str:
         """``N problems (kubernetes 0, ...)``."""
         counts = Counter(p.checker for p in self.problems)
