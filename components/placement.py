@@ -14,7 +14,7 @@ from components.inventory import WHOLE_GPU, GpuOffer, OfferKind
 from components.spec.pools import GpuMode, NodePool, NodeRole
 from components.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
-__all__ = ["Placement", "PlacementError", "place_container", "place_vm"]
+__all__ = ["Placement", "PlacementError", "cpu_pools", "place_container", "place_vm"]
 
 
 class PlacementError(Exception):
@@ -68,7 +68,7 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
         why = "is a server pool" if vm.pool in pools else "is not a node pool of the region"
         raise PlacementError(("pool",), f"{vm.pool!r} {why}; VMs run on gpu or cpu pools: {', '.join(workers)}")
     if vm.gpu_model is None:
-        candidates = [vm.pool] if vm.pool else [n for n, p in pools.items() if p.role is NodeRole.CPU]
+        candidates = [vm.pool] if vm.pool else cpu_pools(pools)
         return _with_topology(candidates, pools, needs_topology, _topology_key(vm))
     if vm.gpu_model not in CATALOG:
         raise PlacementError(("gpuModel",), f"{vm.gpu_model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
@@ -117,16 +117,20 @@ def _with_topology(candidates: list[str], pools: Mapping[str, NodePool], needs_t
     return Placement(tuple(candidates))
 
 
-def place_container(gpu: GpuRequest | None, offers: Sequence[GpuOffer], mig_strategy: str, what: str,
-                    cpu_pools: Sequence[str] = ()) -> Placement:
+def cpu_pools(pools: Mapping[str, NodePool]) -> list[str]:
+    """The cpu-role pools, in config order: where workloads without GPUs go (off the NUMA-pinned GPU nodes)."""
+    return [name for name, pool in pools.items() if pool.role is NodeRole.CPU]
+
+
+def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer],
+                    mig_strategy: str, what: str) -> Placement:
     """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile.
 
-    ``what`` names the workload kind in messages (``a GPU notebook``). Without GPUs the pod goes to
-    ``cpu_pools`` (the region's cpu-role pools), so it takes no CPU from NUMA-pinned GPU nodes; anywhere when
-    there are none.
+    ``what`` names the workload kind in messages (``a GPU notebook``). Without GPUs the pod goes to the region's
+    :func:`cpu_pools`, so it takes no CPU from NUMA-pinned GPU nodes; anywhere when there are none.
     """
     if gpu is None:
-        return Placement(tuple(cpu_pools))
+        return Placement(tuple(cpu_pools(pools)))
     if gpu.model is not None and gpu.model not in CATALOG:
         raise PlacementError(("gpu", "model"), f"{gpu.model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]

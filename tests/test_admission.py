@@ -219,9 +219,10 @@ def test_placement_feeds_the_renderers() -> None:
 
     placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers)
     assert (placed.pools, placed.resource, placed.count) == (("h100-vm",), "nvidia.com/GH100_H100_SXM5_80GB", 8)
-    mig = place_container(GpuRequest(mig_profile="2g.35gb", count=2), offers, "mixed", "a GPU notebook")
+    mig = place_container(GpuRequest(mig_profile="2g.35gb", count=2), spec.node_pools, offers, "mixed",
+                          "a GPU notebook")
     assert (mig.pools, mig.resource, mig.count) == (("h200-mig",), "nvidia.com/mig-2g.35gb", 2)
-    whole = place_container(GpuRequest(count=8), offers, "mixed", "a GPU notebook")
+    whole = place_container(GpuRequest(count=8), spec.node_pools, offers, "mixed", "a GPU notebook")
     assert (whole.pools, whole.resource) == (("h200",), "nvidia.com/gpu")
 
 

@@ -28,18 +28,17 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     """
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     strategy = cell.effective_mig_strategy.value
-    cpu_pools = tuple(n for n, p in cell.node_pools.items() if p.role.value == "cpu")
     for name, vm in tenant.virtual_machines.items():
         placement = _placed(("virtualMachines", name), lambda vm=vm, name=name: place_vm(name, vm, cell.node_pools,
                                                                                            offers))
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(("notebooks", name), lambda nb=notebook: place_container(
-            nb.gpu, offers, strategy, "a GPU notebook", cpu_pools))
+            nb.gpu, cell.node_pools, offers, strategy, "a GPU notebook"))
         yield ("notebooks", name), placement, placement.count
     for name, endpoint in tenant.model_endpoints.items():
         placement = _placed(("modelEndpoints", name), lambda ep=endpoint: place_container(
-            ep.gpu, offers, strategy, "a GPU model endpoint", cpu_pools))
+            ep.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"))
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
 
 

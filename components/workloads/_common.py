@@ -17,7 +17,7 @@ from pulumi_kubernetes.core.v1 import Secret
 
 from components.inventory import gpu_offers
 from components.placement import Placement, place_container, place_vm
-from components.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, NodeRole
+from components.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
 from components.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
@@ -103,12 +103,7 @@ def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Pl
 
     Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
     """
-    return place_container(gpu, _offers(cell), cell.effective_mig_strategy.value, what, cpu_pools(cell))
-
-
-def cpu_pools(cell: CellSpec) -> tuple[str, ...]:
-    """The region's cpu-role pools: where pods without GPUs go (off the NUMA-pinned GPU nodes)."""
-    return tuple(name for name, pool in cell.node_pools.items() if pool.role is NodeRole.CPU)
+    return place_container(gpu, cell.node_pools, _offers(cell), cell.effective_mig_strategy.value, what)
 
 
 def _offers(cell: CellSpec) -> list[GpuOffer]:
