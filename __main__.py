@@ -1,5 +1,5 @@
 """Pulumi entry point: `pulumi up -s <stack>` builds one regional cell per region in the stack config."""
 
-from stacks.program import main
+from gpucell.stacks.program import main
 
 main()

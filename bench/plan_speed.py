@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from stacks.plan import check, make_plan
+from gpucell.stacks.plan import check, make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,8 +1,8 @@
 """gpucell components: a regional GPU cell and its tenants' workloads as Pulumi ComponentResources.
 
-    from components import RegionalCell, Tenant, GpuVirtualMachine, Notebook, ModelEndpoint
+    from gpucell import RegionalCell, Tenant, GpuVirtualMachine, Notebook, ModelEndpoint
 
-Names are imported on first use (PEP 562), so ``import components.spec`` stays free of Pulumi provider SDKs.
+Names are imported on first use (PEP 562), so ``import gpucell.spec`` stays free of Pulumi provider SDKs.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ __all__ = [
 ]
 
 _HOMES = {
-    "RegionalCell": "components.cell",
-    "RegionalCellArgs": "components.cell",
-    "Tenant": "components.tenancy",
-    "TenantArgs": "components.tenancy",
-    "GpuVirtualMachine": "components.workloads.virtual_machine",
-    "GpuVirtualMachineArgs": "components.workloads.virtual_machine",
-    "Notebook": "components.workloads.notebook",
-    "NotebookArgs": "components.workloads.notebook",
-    "ModelEndpoint": "components.workloads.model_endpoint",
-    "ModelEndpointArgs": "components.workloads.model_endpoint",
+    "RegionalCell": "gpucell.cell",
+    "RegionalCellArgs": "gpucell.cell",
+    "Tenant": "gpucell.tenancy",
+    "TenantArgs": "gpucell.tenancy",
+    "GpuVirtualMachine": "gpucell.workloads.virtual_machine",
+    "GpuVirtualMachineArgs": "gpucell.workloads.virtual_machine",
+    "Notebook": "gpucell.workloads.notebook",
+    "NotebookArgs": "gpucell.workloads.notebook",
+    "ModelEndpoint": "gpucell.workloads.model_endpoint",
+    "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
 }
 
 

@@ -2,7 +2,7 @@
 
 Nothing here touches Pulumi: every function is a pure ``spec -> str`` so the offline plan can write the files
 (``node_files``) and the tests can shellcheck them. No function ever receives the cluster token: it reaches
-nodes only on the command's stdin (see :mod:`components.k3s`).
+nodes only on the command's stdin (see :mod:`gpucell.k3s`).
 
 Upstream sources of the values:
 - k3s options, as config-file keys: https://docs.k3s.io/cli/server and https://docs.k3s.io/cli/agent
@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from components.spec import CellSpec, Host, NodePool, NodeRole, StorageBackend
-from components.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
+from gpucell.spec import CellSpec, Host, NodePool, NodeRole, StorageBackend
+from gpucell.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
     "CONFIG_PATH",

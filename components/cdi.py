@@ -17,10 +17,10 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource, CustomResourcePatch
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
-from components._component import CellComponent
-from components.kubevirt import WAIT_FOR_AVAILABLE, release_tag
-from components.spec import CellSpec
-from components.storage import Storage
+from gpucell._component import CellComponent
+from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
+from gpucell.spec import CellSpec
+from gpucell.storage import Storage
 
 __all__ = [
     "API_VERSION",

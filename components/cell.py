@@ -7,16 +7,16 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
-from components._component import CellComponent
-from components.cdi import Cdi, CdiArgs
-from components.cert_manager import CertManager, CertManagerArgs
-from components.cilium import Cilium, CiliumArgs
-from components.gpu_operator import GpuOperator, GpuOperatorArgs
-from components.k3s import K3sCluster, K3sClusterArgs
-from components.kserve import KServe, KServeArgs
-from components.kubevirt import KubeVirt, KubeVirtArgs
-from components.spec import CellSpec
-from components.storage import Storage, StorageArgs
+from gpucell._component import CellComponent
+from gpucell.cdi import Cdi, CdiArgs
+from gpucell.cert_manager import CertManager, CertManagerArgs
+from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.kserve import KServe, KServeArgs
+from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+from gpucell.spec import CellSpec
+from gpucell.storage import Storage, StorageArgs
 
 __all__ = ["RegionalCell", "RegionalCellArgs"]
 

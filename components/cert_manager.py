@@ -13,9 +13,9 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from components._chart import ChartSource, helm_release
-from components._component import CellComponent
-from components.spec import CellSpec
+from gpucell._chart import ChartSource, helm_release
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec
 
 __all__ = ["CHART", "NAMESPACE", "CertManager", "CertManagerArgs", "cert_manager_values"]
 

@@ -19,9 +19,9 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from components._chart import ChartSource, helm_release
-from components._component import CellComponent
-from components.spec import CellSpec, GpuMode
+from gpucell._chart import ChartSource, helm_release
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec, GpuMode
 
 __all__ = [
     "CHART",

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from components.gpu_catalog import mig_resource_name
-from components.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.gpu_catalog import mig_resource_name
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 __all__ = ["WHOLE_GPU", "GpuOffer", "OfferKind", "capacity", "gpu_offers"]
 

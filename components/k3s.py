@@ -5,7 +5,7 @@ after the previous one answers; agents (GPU and CPU pools) join in parallel once
 Pulumi orders updates along the same edges, so an upgrade (a new ``versions.k3s``) also goes server by server
 and reaches the agents only after every server runs the new version: the Kubernetes version-skew policy
 forbids a kubelet newer than any API server (https://kubernetes.io/releases/version-skew-policy/).
-Each node's options live in ``/etc/rancher/k3s/config.yaml`` (see :mod:`components._k3s_scripts`); the cluster
+Each node's options live in ``/etc/rancher/k3s/config.yaml`` (see :mod:`gpucell._k3s_scripts`); the cluster
 token reaches nodes only on the command's stdin.
 
 Re-run semantics (checked against pulumi-command 1.2.1: the Python SDK adds
@@ -27,10 +27,10 @@ pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/co
   first one. A server first deletes its own Node object so that k3s removes its etcd member; that happens
   asynchronously, so remove servers one at a time (one ``pulumi up`` each) to keep the etcd quorum. A removed
   agent's Node object stays, ``NotReady``, until an administrator deletes it (see
-  :func:`components._k3s_scripts.uninstall_script` for why the agent cannot).
+  :func:`gpucell._k3s_scripts.uninstall_script` for why the agent cannot).
 - Changing a pool's topology profile (its ``kubelet-arg`` set) makes the install script stop k3s and remove
   the kubelet's CPU/memory manager state files before restarting (see
-  :func:`components._k3s_scripts.install_script`); drain such a node first.
+  :func:`gpucell._k3s_scripts.install_script`); drain such a node first.
 
 The kubeconfig command reads the file once, when it is created, and has no triggers either: its inputs do not
 change when servers are reinstalled. Re-reading it would make its ``stdout`` unknown in the preview, and
@@ -48,9 +48,9 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_random import RandomPassword
 
-from components import _k3s_scripts as scripts
-from components._component import CellComponent
-from components.spec import CellSpec, Host, NodeRole
+from gpucell import _k3s_scripts as scripts
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec, Host, NodeRole
 
 with warnings.catch_warnings():
     # pulumi_command.remote's __init__ imports its deprecated CopyFile module, which warns at import time;
@@ -97,7 +97,7 @@ class K3sCluster(CellComponent):
 
     The kubeconfig is checked when it is read (not in a preview, where it is unknown): an empty one, or one
     without ``server: https://127.0.0.1:<listen port>``, fails the update with ``ValueError``
-    (:func:`components._k3s_scripts.rewrite_kubeconfig`) rather than let pulumi-kubernetes fall back to the
+    (:func:`gpucell._k3s_scripts.rewrite_kubeconfig`) rather than let pulumi-kubernetes fall back to the
     ambient ``~/.kube/config``.
     """
 

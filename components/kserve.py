@@ -24,10 +24,10 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from components._chart import ChartSource, helm_release
-from components._component import CellComponent
-from components.spec import CellSpec
-from components.spec.versions import kserve_has_split_charts
+from gpucell._chart import ChartSource, helm_release
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec
+from gpucell.spec.versions import kserve_has_split_charts
 
 __all__ = [
     "CHART_REGISTRY",
@@ -91,7 +91,7 @@ def kserve_resources_values(cell: CellSpec) -> dict[str, Any]:
       true`` (a cell runs no ingress controller and no Istio: an ``istio``-class Ingress per InferenceService
       would never be served). Endpoints are the predictors' cluster Services.
     - ``kserve.certManager.enabled: true`` (v0.17+ charts): the webhook serving certificate comes from
-      cert-manager, hence the ordering after :class:`~components.cert_manager.CertManager`.
+      cert-manager, hence the ordering after :class:`~gpucell.cert_manager.CertManager`.
     """
     controller: dict[str, Any] = {
         "deploymentMode": cell.deployment_mode.value,

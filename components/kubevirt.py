@@ -21,8 +21,8 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
-from components._component import CellComponent
-from components.spec import CellSpec, GpuMode
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec, GpuMode
 
 __all__ = [
     "CPU_MANAGER_GATE",

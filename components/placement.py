@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from components.gpu_catalog import CATALOG
-from components.inventory import WHOLE_GPU, GpuOffer, OfferKind
-from components.spec.pools import GpuMode, NodePool, NodeRole
-from components.spec.workloads import GpuRequest, GpuVirtualMachineSpec
+from gpucell.gpu_catalog import CATALOG
+from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
 __all__ = ["Placement", "PlacementError", "cpu_pools", "place_container", "place_vm"]
 

@@ -10,7 +10,7 @@ Two backends (``storage.backend``):
   gives consumers a resource to wait on.
 - ``longhorn``: the Longhorn Helm chart (https://charts.longhorn.io) in ``longhorn-system``, whose class
   ``longhorn`` is default. k3s is started with ``disable: [local-storage]`` on a Longhorn cell (see
-  :mod:`components._k3s_scripts`); patching ``local-path`` to non-default instead would be undone by k3s on
+  :mod:`gpucell._k3s_scripts`); patching ``local-path`` to non-default instead would be undone by k3s on
   its next restart, leaving two defaults. Key paths checked against the chart's ``values.yaml``
   (longhorn/longhorn v1.12.1 ``chart/values.yaml``).
 """
@@ -25,9 +25,9 @@ import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.storage.v1 import StorageClassPatch
 
-from components._chart import ChartSource, helm_release
-from components._component import CellComponent
-from components.spec import CellSpec, StorageBackend
+from gpucell._chart import ChartSource, helm_release
+from gpucell._component import CellComponent
+from gpucell.spec import CellSpec, StorageBackend
 
 __all__ = [
     "DEFAULT_CLASS_ANNOTATION",

@@ -1,7 +1,7 @@
 """Tenant: one tenant's slice of a regional cell, fenced in by quota, RBAC and default-deny networking.
 
 What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
-:func:`components.spec.tenancy.namespace_of`):
+:func:`gpucell.spec.tenancy.namespace_of`):
 
 - the ``Namespace``, with Pod Security Admission labels (below);
 - a ``ResourceQuota`` ``tenant-quota``: CPU, memory, storage, object counts and every GPU resource of the
@@ -24,7 +24,7 @@ v1.9, read through the source index; the v1.9.0 tag itself was not in it):
 
 - The launcher runs non-root: ``NonRoot`` is a GA gate and ``Root`` an Alpha opt-in
   (``pkg/virt-config/featuregate/legacy/non_root.go``, ``root.go``); the cell's ``KubeVirt`` CR enables only
-  ``HostDevices`` and ``CPUManager`` (:func:`components.kubevirt.feature_gates`). For a non-root VMI,
+  ``HostDevices`` and ``CPUManager`` (:func:`gpucell.kubevirt.feature_gates`). For a non-root VMI,
   ``pkg/virt-controller/services/template.go`` (``computePodSecurityContext``) sets ``runAsUser`` and
   ``runAsGroup`` 107, ``runAsNonRoot: true``, ``fsGroup: 107``; ``rendercontainer.go`` (``securityContext``)
   sets ``allowPrivilegeEscalation: false`` and the compute container drops ``ALL`` and adds only
@@ -81,7 +81,7 @@ to expose itself. Allow policies then add up:
   with other ``to*`` peers.
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
-``kube-system``, also serves Hubble Relay (enabled by :mod:`components.cilium`), which would let a tenant read
+``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
 every other tenant's flows. Namespace labels cannot be set by a tenant (``admin`` in a namespace does not
 include updating the Namespace object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
@@ -101,11 +101,11 @@ import pydantic
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
-from components._component import CellComponent
-from components.errors import format_validation_error
-from components.inventory import capacity, gpu_offers
-from components.spec.tenancy import EgressClass, TenantSpec, namespace_of
-from components.workloads._common import (
+from gpucell._component import CellComponent
+from gpucell.errors import format_validation_error
+from gpucell.inventory import capacity, gpu_offers
+from gpucell.spec.tenancy import EgressClass, TenantSpec, namespace_of
+from gpucell.workloads._common import (
     MANAGED_BY,
     TENANT_LABEL,
     cilium_network_policy,
@@ -116,8 +116,8 @@ from components.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from components.cell import RegionalCell
-    from components.spec.cell import CellSpec
+    from gpucell.cell import RegionalCell
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "BUILTIN_ROLES",
@@ -412,7 +412,7 @@ def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
 
     Stack config is admitted when it is validated; a tenant built from Python with a spec the cell does not
     already hold gets the same checks here (placement, quotas against the region and its other tenants, egress).
-    Raises :class:`components.errors.ConfigError` with ``tenants.<tenant>...`` key paths.
+    Raises :class:`gpucell.errors.ConfigError` with ``tenants.<tenant>...`` key paths.
     """
     if cell.tenants.get(tenant) == spec:
         return

@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from components.errors import ConfigError
-from stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
-from stacks.plan import check, make_plan, render_tree, write_json, write_out
+from gpucell.errors import ConfigError
+from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
+from gpucell.stacks.plan import check, make_plan, render_tree, write_json, write_out
 
 __all__ = ["main"]
 

@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pydantic
 
-from components.errors import ConfigError, format_validation_error
-from components.spec import StackSpec
+from gpucell.errors import ConfigError, format_validation_error
+from gpucell.spec import StackSpec
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
 

@@ -1,6 +1,6 @@
 """Generate ``docs/config.md`` from the spec models, so the reference never drifts from what is validated.
 
-Run ``python -m stacks.docgen > docs/config.md``; a test fails when the committed file is stale.
+Run ``python -m gpucell.stacks.docgen > docs/config.md``; a test fails when the committed file is stale.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from components.spec import CellSpec, StackSpec
+from gpucell.spec import CellSpec, StackSpec
 
 __all__ = ["render"]
 
@@ -161,7 +161,7 @@ def render() -> str:
     header = [
         "# Stack config reference",
         "",
-        "Generated from the spec models by `python -m stacks.docgen > docs/config.md`; do not edit by hand.",
+        "Generated from the spec models by `python -m gpucell.stacks.docgen > docs/config.md`; do not edit by hand.",
         "",
         "All keys live in the `gpucell` namespace of `Pulumi.<stack>.yaml`. `gpucell:regions` maps a region name",
         "(a DNS-1123 label) to the region's cell; every key below is relative to `gpucell:regions.<region>`.",

@@ -18,16 +18,16 @@ import pydantic
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components._k3s_scripts import listen_port
-from components.cell import RegionalCell
-from components.errors import ConfigError
-from components.inventory import capacity, gpu_offers
-from components.spec import CellSpec, StackSpec
-from components.spec.admission import placements
-from stacks.conformance import RegionInput, Report, check_regions
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import PlanResult, Registration, run_program
-from stacks.program import build_cells
+from gpucell._k3s_scripts import listen_port
+from gpucell.cell import RegionalCell
+from gpucell.errors import ConfigError
+from gpucell.inventory import capacity, gpu_offers
+from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec.admission import placements
+from gpucell.stacks.conformance import RegionInput, Report, check_regions
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.stacks.program import build_cells
 
 __all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
 
@@ -141,7 +141,7 @@ def make_plan(
 ) -> Plan:
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
-    ``computed`` supplies outputs a real provider would compute (see :func:`stacks.mock_engine.run_program`).
+    ``computed`` supplies outputs a real provider would compute (see :func:`gpucell.stacks.mock_engine.run_program`).
     """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}

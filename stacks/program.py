@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pulumi
 
-from components.cell import RegionalCell, RegionalCellArgs
-from components.errors import ConfigError
-from components.tenancy import Tenant, TenantArgs
-from components.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
-from components.workloads.notebook import Notebook, NotebookArgs
-from components.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
-from stacks.config import StackConfig, load_stack_config
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.errors import ConfigError
+from gpucell.stacks.config import StackConfig, load_stack_config
+from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
+from gpucell.workloads.notebook import Notebook, NotebookArgs
+from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = ["build_cells", "main"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from components.spec import CellSpec
-from stacks.conformance.objects import Violation, checker_for
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import PlanResult, Registration
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.objects import Violation, checker_for
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import PlanResult, Registration
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")

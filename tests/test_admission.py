@@ -9,10 +9,10 @@ import pydantic
 import pytest
 import yaml
 
-from components.errors import format_validation_error
-from components.inventory import capacity, gpu_offers
-from components.placement import place_container, place_vm
-from components.spec import CellSpec, GpuRequest, StackSpec
+from gpucell.errors import format_validation_error
+from gpucell.inventory import capacity, gpu_offers
+from gpucell.placement import place_container, place_vm
+from gpucell.spec import CellSpec, GpuRequest, StackSpec
 from tests.conftest import REPO
 
 PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
@@ -215,7 +215,7 @@ def test_endpoint_shape_rules() -> None:
 def test_placement_feeds_the_renderers() -> None:
     spec = CellSpec.model_validate(PROD_FRA1)
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
-    from components.spec import GpuVirtualMachineSpec
+    from gpucell.spec import GpuVirtualMachineSpec
 
     placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers)
     assert (placed.pools, placed.resource, placed.count) == (("h100-vm",), "nvidia.com/GH100_H100_SXM5_80GB", 8)

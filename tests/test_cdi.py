@@ -10,12 +10,12 @@ import pydantic
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from components.cdi import Cdi, CdiArgs
-from components.errors import format_validation_error
-from components.spec import CdiSpec, CellSpec, StackSpec
-from components.storage import Storage, StorageArgs
-from stacks.conformance.objects import Violation
-from stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.cdi import Cdi, CdiArgs
+from gpucell.errors import format_validation_error
+from gpucell.spec import CdiSpec, CellSpec, StackSpec
+from gpucell.stacks.conformance.objects import Violation
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.storage import Storage, StorageArgs
 from tests.conftest import cell, minimal_cell_config, violations
 
 CR = "kubernetes:cdi.kubevirt.io/v1beta1:CDI"

@@ -8,11 +8,11 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from components._chart import deep_merge
-from components.cilium import Cilium, CiliumArgs, cilium_values
-from components.spec import CellSpec
-from stacks.conformance.helm_values import commented_keys, values_problems
-from stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell._chart import deep_merge
+from gpucell.cilium import Cilium, CiliumArgs, cilium_values
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.helm_values import commented_keys, values_problems
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import STORE, cell, minimal_cell_config
 
 

@@ -16,13 +16,13 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.helm.v3 import Release
 
-from components.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
-from stacks import cli
-from stacks.conformance import CHECKERS, Report, check_region
-from stacks.conformance.helm_values import commented_keys, leaf_paths
-from stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
-from stacks.mock_engine import Registration, run_program
-from stacks.plan import Plan, check, make_plan
+from gpucell.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
+from gpucell.stacks import cli
+from gpucell.stacks.conformance import CHECKERS, Report, check_region
+from gpucell.stacks.conformance.helm_values import commented_keys, leaf_paths
+from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
+from gpucell.stacks.mock_engine import Registration, run_program
+from gpucell.stacks.plan import Plan, check, make_plan
 from tests.conftest import REPO, UPSTREAM, cell, minimal_cell_config
 
 STORE = SchemaStore(UPSTREAM)

@@ -13,15 +13,15 @@ import pydantic
 import pytest
 import yaml
 
-from components.errors import format_validation_error
-from components.spec import StackSpec
-from stacks import docgen
+from gpucell.errors import format_validation_error
+from gpucell.spec import StackSpec
+from gpucell.stacks import docgen
 from tests.conftest import REPO
 
 
 def test_config_reference_is_current() -> None:
     assert (REPO / "docs" / "config.md").read_text() == docgen.render(), (
-        "docs/config.md is stale: run `python -m stacks.docgen > docs/config.md`"
+        "docs/config.md is stale: run `python -m gpucell.stacks.docgen > docs/config.md`"
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.gpu_catalog import CATALOG, GpuModel, mig_resource_name
+from gpucell.gpu_catalog import CATALOG, GpuModel, mig_resource_name
 from tests.conftest import UPSTREAM
 
 MIG_CONFIGMAP = UPSTREAM / "gpu-operator" / "state-mig-manager" / "0400_configmap.yaml"

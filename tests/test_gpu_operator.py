@@ -9,8 +9,8 @@ import pydantic
 import pytest
 import yaml
 
-from components.errors import format_validation_error
-from components.gpu_operator import (
+from gpucell.errors import format_validation_error
+from gpucell.gpu_operator import (
     CHART,
     NAMESPACE,
     GpuOperator,
@@ -18,9 +18,9 @@ from components.gpu_operator import (
     gpu_operator_values,
     k3s_containerd_template,
 )
-from components.spec import CellSpec, StackSpec
-from stacks.conformance.helm_values import leaf_paths, values_problems
-from stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.spec import CellSpec, StackSpec
+from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import STORE, UPSTREAM, at, cell, minimal_cell_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from pulumi.runtime import settings as pulumi_settings
 
-from components import _k3s_scripts as scripts
-from components.k3s import K3sCluster, K3sClusterArgs
-from components.spec import NodeRole
-from stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
+from gpucell import _k3s_scripts as scripts
+from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.spec import NodeRole
+from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
 
 COMMAND = "command:remote:Command"

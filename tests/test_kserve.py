@@ -7,11 +7,11 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.cert_manager import CertManager, CertManagerArgs, cert_manager_values
-from components.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
-from components.spec import CellSpec
-from stacks.conformance.helm_values import leaf_paths, values_problems
-from stacks.mock_engine import PlanResult, run_program
+from gpucell.cert_manager import CertManager, CertManagerArgs, cert_manager_values
+from gpucell.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
+from gpucell.stacks.mock_engine import PlanResult, run_program
 from tests.conftest import STORE, at, cell, minimal_cell_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -9,10 +9,10 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from components.kubevirt import KubeVirt, KubeVirtArgs, release_tag
-from components.spec import CellSpec
-from stacks.conformance.objects import Violation
-from stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.kubevirt import KubeVirt, KubeVirtArgs, release_tag
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.objects import Violation
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config, violations
 
 CR = "kubernetes:kubevirt.io/v1:KubeVirt"

@@ -11,12 +11,15 @@ import pydantic
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components.cell import RegionalCell, RegionalCellArgs
-from components.spec import CellSpec
-from components.spec.workloads import ModelEndpointSpec
-from components.tenancy import Tenant, TenantArgs
-from components.workloads._common import container_placement
-from components.workloads.model_endpoint import (
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.spec import CellSpec
+from gpucell.spec.workloads import ModelEndpointSpec
+from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
+from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.workloads._common import container_placement
+from gpucell.workloads.model_endpoint import (
     BUILTIN_RUNTIME_FORMATS,
     ModelEndpoint,
     ModelEndpointArgs,
@@ -25,9 +28,6 @@ from components.workloads.model_endpoint import (
     model_format,
     service_account_manifest,
 )
-from stacks.conformance import check_region
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import SECRET, PlanResult, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
@@ -274,7 +274,7 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
 
 
 def deploy(spec: CellSpec, credentials: dict[str, str] | None = None) -> PlanResult:
-    """A cell, the real tenant ``acme`` and its endpoints under it, as ``stacks.program`` builds them; each
+    """A cell, the real tenant ``acme`` and its endpoints under it, as ``gpucell.stacks.program`` builds them; each
     endpoint's credentials are a secret Output (from ``credentials``, default :data:`CREDENTIALS`)."""
     given = CREDENTIALS if credentials is None else credentials
 

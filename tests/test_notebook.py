@@ -10,12 +10,15 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components.cell import RegionalCell, RegionalCellArgs
-from components.spec import CellSpec
-from components.spec.workloads import NotebookSpec
-from components.tenancy import Tenant, TenantArgs
-from components.workloads._common import container_placement
-from components.workloads.notebook import (
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.spec import CellSpec
+from gpucell.spec.workloads import NotebookSpec
+from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
+from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.workloads._common import container_placement
+from gpucell.workloads.notebook import (
     Notebook,
     NotebookArgs,
     ingress_manifest,
@@ -23,9 +26,6 @@ from components.workloads.notebook import (
     service_manifest,
     statefulset_manifest,
 )
-from stacks.conformance import check_region
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import SECRET, PlanResult, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
@@ -330,7 +330,7 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
 
 def deploy() -> PlanResult:
     """A cell, the real tenant ``acme`` and one Notebook per entry of :data:`NOTEBOOKS` under it, as
-    ``stacks.program`` builds them."""
+    ``gpucell.stacks.program`` builds them."""
 
     def program() -> None:
         spec = region()

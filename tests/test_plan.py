@@ -14,10 +14,10 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from stacks import cli
-from stacks.mock_engine import run_program
-from stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
-from stacks.program import main as program_main
+from gpucell.stacks import cli
+from gpucell.stacks.mock_engine import run_program
+from gpucell.stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
+from gpucell.stacks.program import main as program_main
 from tests.conftest import REPO
 
 TOKEN = "TOKEN-SENTINEL-7f3a"
@@ -210,7 +210,8 @@ def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.Captur
 
 def test_console_script_runs_from_repo_root() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "stacks.cli", "plan", "dev"], cwd=REPO, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"], cwd=REPO, capture_output=True, text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("stack dev: 1 region(s)")

@@ -7,8 +7,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from components.errors import ConfigError, format_validation_error
-from components.spec import CellSpec, GpuMode, MigStrategy, StackSpec
+from gpucell.errors import ConfigError, format_validation_error
+from gpucell.spec import CellSpec, GpuMode, MigStrategy, StackSpec
 from tests.conftest import cell, minimal_cell_config
 
 

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from components import _k3s_scripts as k3s
-from components.spec import CellSpec, NodeRole
-from components.storage import Storage, StorageArgs, longhorn_values
-from stacks.mock_engine import PlanResult, run_program
+from gpucell import _k3s_scripts as k3s
+from gpucell.spec import CellSpec, NodeRole
+from gpucell.stacks.mock_engine import PlanResult, run_program
+from gpucell.storage import Storage, StorageArgs, longhorn_values
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 
 LONGHORN_VALUES = UPSTREAM / "longhorn" / "values.yaml"

@@ -10,11 +10,14 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components.cell import RegionalCell, RegionalCellArgs
-from components.errors import ConfigError
-from components.spec import CellSpec
-from components.spec.tenancy import TenantSpec
-from components.tenancy import (
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.errors import ConfigError
+from gpucell.spec import CellSpec
+from gpucell.spec.tenancy import TenantSpec
+from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.tenancy import (
     PodSecurityLevel,
     Tenant,
     TenantArgs,
@@ -27,9 +30,6 @@ from components.tenancy import (
     quota_hard,
     rbac_manifests,
 )
-from stacks.conformance import check_region
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 
 CNP = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"

@@ -11,22 +11,22 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from components.cell import RegionalCell, RegionalCellArgs
-from components.kubevirt import permitted_host_devices
-from components.spec import CellSpec
-from components.spec.tenancy import TenantSpec
-from components.spec.workloads import GpuVirtualMachineSpec
-from components.tenancy import Tenant, TenantArgs
-from components.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
-from components.workloads._common import vm_placement
-from components.workloads.virtual_machine import (
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.kubevirt import permitted_host_devices
+from gpucell.spec import CellSpec
+from gpucell.spec.tenancy import TenantSpec
+from gpucell.spec.workloads import GpuVirtualMachineSpec
+from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.mock_engine import SECRET, PlanResult, Registration, run_program
+from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
+from gpucell.workloads._common import vm_placement
+from gpucell.workloads.virtual_machine import (
     cloud_config,
     ssh_service_manifest,
     virtual_machine_manifest,
 )
-from stacks.conformance import check_region
-from stacks.conformance.schemas import SchemaStore
-from stacks.mock_engine import SECRET, PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child

@@ -1,6 +1,6 @@
 """Typed, validated specs of a cell: what a stack config says, checked before anything is deployed."""
 
-from components.spec.cell import (
+from gpucell.spec.cell import (
     CdiSpec,
     CellSpec,
     ChartSpec,
@@ -13,9 +13,9 @@ from components.spec.cell import (
     StorageBackend,
     StorageSpec,
 )
-from components.spec.network import Host, Network, Ssh, SshOverride
-from components.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
-from components.spec.tenancy import (
+from gpucell.spec.network import Host, Network, Ssh, SshOverride
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
+from gpucell.spec.tenancy import (
     EgressClass,
     TenantGroups,
     TenantLimits,
@@ -23,8 +23,8 @@ from components.spec.tenancy import (
     TenantSpec,
     namespace_of,
 )
-from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
-from components.spec.workloads import (
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+from gpucell.spec.workloads import (
     AccessMode,
     CpuTopology,
     DiskSource,

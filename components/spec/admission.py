@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from components.errors import SpecError
-from components.inventory import GpuOffer, capacity, gpu_offers
-from components.placement import Placement, PlacementError, place_container, place_vm
-from components.spec.tenancy import namespace_of
+from gpucell.errors import SpecError
+from gpucell.inventory import GpuOffer, capacity, gpu_offers
+from gpucell.placement import Placement, PlacementError, place_container, place_vm
+from gpucell.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
-    from components.spec.cell import CellSpec
-    from components.spec.tenancy import TenantSpec
+    from gpucell.spec.cell import CellSpec
+    from gpucell.spec.tenancy import TenantSpec
 
 __all__ = ["check_tenants", "placements"]
 

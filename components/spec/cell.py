@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from components.errors import SpecError
-from components.spec._base import SpecModel
-from components.spec.network import Host, Network, Ssh, check_names
-from components.spec.pools import GpuMode, NodePool, NodeRole
-from components.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
-from components.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+from gpucell.errors import SpecError
+from gpucell.spec._base import SpecModel
+from gpucell.spec.network import Host, Network, Ssh, check_names
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
     "CdiSpec",
@@ -231,8 +231,8 @@ class CellSpec(SpecModel):
         self._check_gpu_operator()
         self._check_kserve_mode()
         self._check_storage_replicas()
-        # Imported here: admission needs the inventory, which needs components.spec.pools (import cycle).
-        from components.spec.admission import check_tenants  # noqa: PLC0415
+        # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
+        from gpucell.spec.admission import check_tenants  # noqa: PLC0415
 
         check_tenants(self)
         return self

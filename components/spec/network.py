@@ -7,8 +7,8 @@ from ipaddress import IPv4Address, IPv4Network, ip_address
 
 from pydantic import Field, StrictInt, field_validator
 
-from components.errors import SpecError
-from components.spec._base import SpecModel
+from gpucell.errors import SpecError
+from gpucell.spec._base import SpecModel
 
 __all__ = [
     "DNS_LABEL",

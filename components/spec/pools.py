@@ -7,10 +7,10 @@ from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from components.errors import SpecError
-from components.gpu_catalog import CATALOG, GpuModel
-from components.spec._base import SpecModel
-from components.spec.network import Host, SshOverride
+from gpucell.errors import SpecError
+from gpucell.gpu_catalog import CATALOG, GpuModel
+from gpucell.spec._base import SpecModel
+from gpucell.spec.network import Host, SshOverride
 
 __all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
 

@@ -8,10 +8,10 @@ from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from components.errors import SpecError
-from components.spec._base import SpecModel
-from components.spec.network import check_host_name, check_service_names
-from components.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
+from gpucell.errors import SpecError
+from gpucell.spec._base import SpecModel
+from gpucell.spec.network import check_host_name, check_service_names
+from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = ["EgressClass", "TenantGroups", "TenantLimits", "TenantQuota", "TenantSpec", "namespace_of"]
 

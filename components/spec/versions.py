@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
-from components.spec._base import SpecModel
+from gpucell.spec._base import SpecModel
 
 __all__ = [
     "KSERVE_SPLIT_CHARTS_SINCE",

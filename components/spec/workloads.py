@@ -1,7 +1,7 @@
 """Typed tenant workloads: GPU virtual machines, notebooks and model endpoints, as a stack config declares them.
 
 These are *specs*: plan-time values only. Placement and capacity rules that need the region's GPU inventory live
-in :mod:`components.spec.admission`; the objects they render live in ``components/workloads/``.
+in :mod:`gpucell.spec.admission`; the objects they render live in ``components/workloads/``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from components.errors import SpecError
-from components.spec._base import SpecModel
-from components.spec.network import DNS_LABEL, check_host_name
+from gpucell.errors import SpecError
+from gpucell.spec._base import SpecModel
+from gpucell.spec.network import DNS_LABEL, check_host_name
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",

@@ -1,8 +1,8 @@
 """What tenant objects render and register alike: labels and metadata, placement, scheduling, container
 resources, the ``CiliumNetworkPolicy`` shape, and the Pulumi registration of rendered objects.
 
-Used by the workload modules (:mod:`components.workloads.virtual_machine`, ``notebook``, ``model_endpoint``)
-and by :mod:`components.tenancy` (labels, metadata, policy shape), so that every object of a tenant carries
+Used by the workload modules (:mod:`gpucell.workloads.virtual_machine`, ``notebook``, ``model_endpoint``)
+and by :mod:`gpucell.tenancy` (labels, metadata, policy shape), so that every object of a tenant carries
 the same labels and every policy has the same shape.
 """
 
@@ -15,16 +15,16 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret
 
-from components.inventory import gpu_offers
-from components.placement import Placement, place_container, place_vm
-from components.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
-from components.spec.tenancy import namespace_of
+from gpucell.inventory import gpu_offers
+from gpucell.placement import Placement, place_container, place_vm
+from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
+from gpucell.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
-    from components.cell import RegionalCell
-    from components.inventory import GpuOffer
-    from components.spec.cell import CellSpec
-    from components.spec.workloads import GpuRequest, GpuVirtualMachineSpec
+    from gpucell.cell import RegionalCell
+    from gpucell.inventory import GpuOffer
+    from gpucell.spec.cell import CellSpec
+    from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
 __all__ = [
     "MANAGED_BY",
@@ -87,21 +87,21 @@ def object_meta(
 
 
 def vm_placement(name: str, spec: GpuVirtualMachineSpec, cell: CellSpec) -> Placement:
-    """Where VM ``name`` may run and the GPU resource it asks for: :func:`components.placement.place_vm` over
+    """Where VM ``name`` may run and the GPU resource it asks for: :func:`gpucell.placement.place_vm` over
     the region's inventory, the same call plan-time admission makes (so it never raises for an admitted spec).
 
-    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
     return place_vm(name, spec, cell.node_pools, _offers(cell))
 
 
 def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Placement:
     """Pools and GPU resource of a notebook or endpoint pod (``gpu`` is its ``gpu`` request, ``None`` without
-    GPUs): :func:`components.placement.place_container` over the region's inventory, the call plan-time
+    GPUs): :func:`gpucell.placement.place_container` over the region's inventory, the call plan-time
     admission makes (so it never raises for an admitted spec). ``what`` names the workload kind in errors
     (``"a GPU notebook"``, ``"a GPU model endpoint"``).
 
-    Raises :class:`components.placement.PlacementError` for a spec that admission would have refused.
+    Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
     return place_container(gpu, cell.node_pools, _offers(cell), cell.effective_mig_strategy.value, what)
 

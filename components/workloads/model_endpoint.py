@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 
-from components._component import CellComponent
-from components.placement import Placement
-from components.spec.cell import CellSpec
-from components.spec.tenancy import namespace_of
-from components.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
-from components.workloads._common import (
+from gpucell._component import CellComponent
+from gpucell.placement import Placement
+from gpucell.spec.cell import CellSpec
+from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
+from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     container_placement,
     container_resources,
@@ -46,7 +46,7 @@ from components.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from components.tenancy import Tenant
+    from gpucell.tenancy import Tenant
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -177,7 +177,7 @@ def inference_service_manifest(
     - Pod: ``automountServiceAccountToken: false``; ``securityContext`` ``runAsNonRoot`` and seccomp
       ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
       ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
-    - GPUs (``placement``: :func:`components.workloads._common.container_placement` of ``spec.gpu`` in
+    - GPUs (``placement``: :func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in
       ``cell``): ``runtimeClassName: nvidia``, required node affinity to the placement's pools, tolerations
       for their taints (from ``cell``), and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/
       ``maxUnavailable: 1``: a surge replica would need a GPU beyond what admission (``gpus x maxReplicas``)

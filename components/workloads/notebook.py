@@ -35,12 +35,12 @@ from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import Service
 from pulumi_kubernetes.networking.v1 import Ingress
 
-from components._component import CellComponent
-from components.placement import Placement
-from components.spec.cell import CellSpec
-from components.spec.tenancy import namespace_of
-from components.spec.workloads import NotebookSpec
-from components.workloads._common import (
+from gpucell._component import CellComponent
+from gpucell.placement import Placement
+from gpucell.spec.cell import CellSpec
+from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.workloads import NotebookSpec
+from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
     container_placement,
@@ -54,7 +54,7 @@ from components.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from components.tenancy import Tenant
+    from gpucell.tenancy import Tenant
 
 __all__ = [
     "HOME",
@@ -192,7 +192,7 @@ def statefulset_manifest(
       directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
     - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
-      (:func:`components.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
+      (:func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
       notebook the region's cpu-role pools, or any node when there are none), tolerations for those pools'
       taints (from ``cell``).
     - Home: ``volumeClaimTemplates`` ``home`` (ReadWriteOnce, ``"<homeGib>Gi"``, ``storageClassName`` only

@@ -14,7 +14,7 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the GPU Operator's sandbox
 device plugin advertises, for passthrough and vGPU alike: that is what the GPU Operator's "GPU Operator with
 KubeVirt" page ("Create a virtual machine with GPU") shows, and the resource is the one the ``KubeVirt`` CR
-permits (:func:`components.kubevirt.permitted_host_devices`).
+permits (:func:`gpucell.kubevirt.permitted_host_devices`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Service
 
-from components._component import CellComponent
-from components.placement import Placement
-from components.spec.cell import CellSpec
-from components.spec.tenancy import namespace_of
-from components.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
-from components.workloads._common import (
+from gpucell._component import CellComponent
+from gpucell.placement import Placement
+from gpucell.spec.cell import CellSpec
+from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
+from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
     in_cell,
@@ -44,7 +44,7 @@ from components.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from components.tenancy import Tenant
+    from gpucell.tenancy import Tenant
 
 __all__ = [
     "CLOUD_INIT_KEY",
@@ -201,7 +201,7 @@ def virtual_machine_manifest(
       ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
-    - Placement (``placement``: :func:`components.workloads._common.vm_placement` of the VM in ``cell``):
+    - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM in ``cell``):
       required node affinity ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>``
       for GPU VMs), omitted when any node will do; tolerations for the pools' taints (from ``cell``).
     """

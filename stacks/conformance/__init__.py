@@ -4,8 +4,8 @@
 
 - ``kubernetes``: core kinds against kubernetes-validate's strict schemas at the cell's Kubernetes minor;
 - ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
-  schema directory, plus the webhook rules of :mod:`stacks.conformance.admission`;
-- ``helm-values``: every value path against the pinned chart (:mod:`stacks.conformance.helm_values`);
+  schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission`;
+- ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
 - ``script``: shellcheck over every command pulumi-command will run;
 - ``node-config``: each node's k3s config file against the k3s options of its role;
 - ``security``: checkov over the rendered objects.
@@ -21,16 +21,16 @@ from typing import Any
 
 from kubernetes_validate.utils import major_minor as kv_minor
 
-from components.spec import CellSpec
-from stacks.conformance.admission import admission_violations
-from stacks.conformance.helm_values import CHART_FILES, values_problems
-from stacks.conformance.k3s_options import SUPPORTED_MINORS
-from stacks.conformance.node_files import config_problems, shellcheck
-from stacks.conformance.objects import checker_for
-from stacks.conformance.problems import Notice, Problem, Subject
-from stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
-from stacks.conformance.security import run_checkov
-from stacks.mock_engine import Registration
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.admission import admission_violations
+from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
+from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
+from gpucell.stacks.conformance.node_files import config_problems, shellcheck
+from gpucell.stacks.conformance.objects import checker_for
+from gpucell.stacks.conformance.problems import Notice, Problem, Subject
+from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
+from gpucell.stacks.conformance.security import run_checkov
+from gpucell.stacks.mock_engine import Registration
 
 __all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
 

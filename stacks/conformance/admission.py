@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from stacks.conformance.objects import Violation
+from gpucell.stacks.conformance.objects import Violation
 
 __all__ = ["admission_violations"]
 

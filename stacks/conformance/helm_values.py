@@ -16,8 +16,8 @@ from typing import Any
 
 import jsonschema
 
-from components._chart import deep_merge
-from stacks.conformance.schemas import SchemaStore
+from gpucell._chart import deep_merge
+from gpucell.stacks.conformance.schemas import SchemaStore
 
 __all__ = ["CHART_FILES", "ChartFiles", "commented_keys", "leaf_paths", "values_problems"]
 
@@ -28,7 +28,7 @@ class ChartFiles:
 
     values: str
     component: str
-    """Field of :class:`components.spec.Versions` that pins the chart."""
+    """Field of :class:`gpucell.spec.Versions` that pins the chart."""
     schema: str | None = None
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from stacks.conformance.k3s_options import AGENT_OPTIONS, SERVER_OPTIONS
+from gpucell.stacks.conformance.k3s_options import AGENT_OPTIONS, SERVER_OPTIONS
 
 __all__ = ["config_problems", "shellcheck", "shellcheck_binary"]
 

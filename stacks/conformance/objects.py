@@ -27,7 +27,7 @@ import jsonschema
 import referencing
 from kubernetes_validate import utils as kv
 
-from stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.conformance.schemas import SchemaStore
 
 __all__ = ["ObjectChecker", "Violation", "checker_for", "strict_schema"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from components.spec import CellSpec
+from gpucell.spec import CellSpec
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -44,7 +44,7 @@ class UpstreamFile:
     repo: str
     path: str
     component: str
-    """Field of :class:`components.spec.Versions` whose pinned value is the release (``kubevirt``, ``cilium``...)."""
+    """Field of :class:`gpucell.spec.Versions` whose pinned value is the release (``kubevirt``, ``cilium``...)."""
 
     def tag(self, version: str) -> str:
         """The git tag of ``version``: every project here tags releases ``vX.Y.Z``."""
