@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from gpucell.errors import ConfigError
+from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
-from gpucell.stacks.plan import check, make_plan, render_tree, write_json, write_out
+from gpucell.stacks.plan import check, check_schema_dir, make_plan, render_tree, write_json, write_out
 
 __all__ = ["main"]
 
@@ -63,6 +64,9 @@ def _project_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    schemas = args.schemas or default_cache_dir()
+    if args.check:
+        check_schema_dir(schemas, args.stack)  # before the plan: a wrong --schemas fails at once
     plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
     regions = [args.region] if args.region else list(plan.cells)
     print(render_tree(plan, regions))
@@ -74,7 +78,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"wrote {args.json}")
     if not args.check:
         return EXIT_OK
-    report = check(plan, regions, args.schemas or default_cache_dir())
+    report = check(plan, regions, schemas)
     print()
     for notice in report.notices:
         print(notice)
@@ -104,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return EXIT_CONFIG
+    except MissingToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except Exception as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED

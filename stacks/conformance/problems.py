@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Notice", "Problem", "Subject"]
+__all__ = ["MissingToolError", "Notice", "Problem", "Subject"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,7 @@ class Notice:
 
     def __str__(self) -> str:
         return f"note: {self.message}"
+
+
+class MissingToolError(FileNotFoundError):
+    """A program or library ``--check`` needs is not installed; the message says how to get it (one line)."""

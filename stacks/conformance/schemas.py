@@ -150,6 +150,10 @@ class SchemaStore:
         """True when the directory holds ``rel``."""
         return (self.root / rel).is_file()
 
+    def missing(self) -> list[str]:
+        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order."""
+        return [rel for rel in UPSTREAM_FILES if not self.has(rel)]
+
     def load(self, rel: str) -> Any:
         """Parsed content of ``rel`` (JSON, or YAML: a list when it holds several documents), cached per process.
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from gpucell.stacks.conformance.problems import MissingToolError
+
 __all__ = ["CheckovFinding", "checkov_binary", "run_checkov"]
 
 CHECKOV_VERSION = "3.3.30"
@@ -34,13 +36,16 @@ class CheckovFinding:
 
 
 def checkov_binary() -> str:
-    """``$GPUCELL_CHECKOV`` or ``checkov`` on ``PATH``. Raises ``FileNotFoundError`` saying how to get it."""
+    """``$GPUCELL_CHECKOV`` or ``checkov`` on ``PATH``.
+
+    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` saying how to get it.
+    """
     configured = os.environ.get("GPUCELL_CHECKOV")
     found = configured if configured and Path(configured).exists() else shutil.which("checkov")
     if found is None:
-        raise FileNotFoundError(
+        raise MissingToolError(
             f"checkov not found: `pipx install checkov=={CHECKOV_VERSION}` or set GPUCELL_CHECKOV to its path "
-            "(`python3 dev.py test` sets up .venv-checkov)"
+            "(`python3 dev.py plan STACK --check` and `python3 dev.py test` set up .venv-checkov)"
         )
     return found
 

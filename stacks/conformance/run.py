@@ -1,0 +1,199 @@
+"""Conformance: what a plan registers, checked offline the way the API server, Helm and the nodes would.
+
+:func:`check_region` runs every checker over one region's registrations and node files:
+
+- ``kubernetes``: core kinds against kubernetes-validate's strict schemas at the cell's Kubernetes minor;
+- ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
+  schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission`;
+- ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
+- ``script``: shellcheck over every command pulumi-command will run;
+- ``node-config``: each node's k3s config file against the k3s options of its role;
+- ``security``: checkov over the rendered objects.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_validate.utils import major_minor as kv_minor
+
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.admission import admission_violations
+from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
+from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
+from gpucell.stacks.conformance.node_files import config_problems, shellcheck
+from gpucell.stacks.conformance.objects import checker_for
+from gpucell.stacks.conformance.problems import Notice, Problem, Subject
+from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
+from gpucell.stacks.conformance.security import run_checkov
+from gpucell.stacks.mock_engine import Registration
+
+__all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
+
+CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config", "security")
+_RELEASE = "kubernetes:helm.sh/v3:Release"
+_COMMAND = "command:remote:Command"
+
+
+@dataclass
+class Report:
+    """Problems (fail) and notices (inform) of one or more regions."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    checkov_skipped: int = 0
+
+    def summary(self) -> str:
+        """``N problems (kubernetes 0, ...)``."""
+        counts = Counter(p.checker for p in self.problems)
+        per = ", ".join(f"{c} {counts.get(c, 0)}" for c in CHECKERS)
+        return (f"{len(self.problems)} problem(s) ({per}); {self.checkov_skipped} checkov check(s) skipped "
+                "by annotation")
+
+
+def _object_subject(region: str, obj: dict[str, Any]) -> Subject:
+    meta = obj.get("metadata") or {}
+    return Subject(region, str(obj.get("kind", "?")), meta.get("namespace", ""), meta.get("name", "?"))
+
+
+def _objects(registrations: list[Registration]) -> list[tuple[dict[str, Any], bool]]:
+    """Rendered Kubernetes objects and whether each is a patch (partial by design)."""
+    return [
+        (r.masked_inputs(), r.type.endswith("Patch"))
+        for r in registrations
+        if r.type.startswith("kubernetes:") and "apiVersion" in r.inputs and "kind" in r.inputs
+    ]
+
+
+def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec,
+                   store: SchemaStore, report: Report) -> None:
+    checker = checker_for(store.root, cell.versions.kubernetes_minor)
+    versions = cell.versions.model_dump()
+    core = checker.core_schema_version
+    if core is not None and kv_minor(core) != cell.versions.kubernetes_minor:
+        notice = Notice(f"kubernetes-validate has no schemas for Kubernetes {cell.versions.kubernetes_minor}; core "
+                        f"kinds checked against {kv_minor(core)}")
+        if notice not in report.notices:
+            report.notices.append(notice)
+    for obj, partial in objects:
+        subject = _object_subject(region, obj)
+        source = checker.source_of(obj.get("apiVersion", ""), obj.get("kind", ""))
+        kind = "kubernetes" if source == "kubernetes" else "custom-resource"
+        if source in UPSTREAM_FILES:
+            notice = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
+            if notice and Notice(notice) not in report.notices:
+                report.notices.append(Notice(notice))
+        for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
+            report.problems.append(Problem(subject, violation.path, violation.message, kind))
+
+
+def _check_releases(region: str, registrations: list[Registration], cell: CellSpec,
+                    store: SchemaStore, report: Report) -> None:
+    versions = cell.versions.model_dump()
+    for release in (r for r in registrations if r.type == _RELEASE):
+        chart = str(release.inputs.get("chart", "")).rsplit("/", 1)[-1]
+        subject = Subject(region, "HelmValues", release.inputs.get("namespace", ""), release.inputs.get("name", chart))
+        values = release.inputs.get("values") or {}
+        files = CHART_FILES.get(chart)
+        if files is None:
+            if values:
+                report.problems.append(Problem(subject, "-", f"no default values of chart {chart} to check "
+                                               "the values we set against", "helm-values"))
+            continue
+        if not store.has(files.values):
+            report.problems.append(Problem(subject, "-", f"{files.values} is missing from {store.root}", "helm-values"))
+            continue
+        notice = store.version_notice(files.values, versions[files.component])
+        if notice:
+            report.notices.append(Notice(notice))
+        # messages name the chart version actually checked against (the notice above says when it differs)
+        version = store.versions.get(files.values) or str(release.inputs.get("version", ""))
+        for path, message in values_problems(store, chart, version, values):
+            report.problems.append(Problem(subject, path, message, "helm-values"))
+
+
+def _script_of(command_line: str) -> str:
+    argv = shlex.split(command_line)
+    return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
+
+
+@dataclass(frozen=True)
+class RegionInput:
+    """One region to check: what its program registered, its spec, and each host's k3s config text."""
+
+    region: str
+    registrations: list[Registration]
+    cell: CellSpec
+    node_configs: dict[str, str] = field(default_factory=dict)
+
+
+def _check_scripts(regions: list[RegionInput], report: Report) -> None:
+    """shellcheck once over every create/update/delete command of every region."""
+    scripts: dict[str, tuple[Subject, str, str]] = {}
+    for item in regions:
+        for command in (r for r in item.registrations if r.type == _COMMAND):
+            for step in ("create", "update", "delete"):
+                if isinstance(command.inputs.get(step), str):
+                    subject = Subject(item.region, "NodeScript", "-", command.name)
+                    scripts[f"{command.urn}:{step}"] = (subject, step, _script_of(command.inputs[step]))
+    findings = shellcheck({key: text for key, (_, _, text) in scripts.items()})
+    for key, problems in findings.items():
+        subject, step, _ = scripts[key]
+        for where, message in problems:
+            report.problems.append(Problem(subject, f"{step} {where}", message, "script"))
+
+
+def _check_node_configs(item: RegionInput, report: Report) -> None:
+    cell = item.cell
+    servers = {host.name for _, host in cell.servers}
+    if cell.versions.kubernetes_minor not in SUPPORTED_MINORS:
+        notice = Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
+                        f"{cell.versions.k3s} checked against them")
+        if notice not in report.notices:
+            report.notices.append(notice)
+    for host, text in item.node_configs.items():
+        for key, message in config_problems(text, server=host in servers):
+            report.problems.append(Problem(Subject(item.region, "NodeConfig", "-", host), key, message, "node-config"))
+
+
+def _check_security(objects: list[tuple[str, dict[str, Any]]], report: Report) -> None:
+    """checkov once over every whole object of every region (``(region, object)`` pairs)."""
+    findings, skipped = run_checkov([obj for _, obj in objects])
+    report.checkov_skipped += skipped
+    for finding in findings:
+        region, obj = objects[finding.index]
+        report.problems.append(Problem(_object_subject(region, obj), finding.check_id, finding.check_name, "security"))
+
+
+def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Collection[str] = CHECKERS) -> Report:
+    """Run ``checkers`` (default: all of :data:`CHECKERS`) over ``regions``; shellcheck and checkov run once.
+
+    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` when shellcheck or checkov is missing (the
+    message says how to get them).
+    """
+    report = Report()
+    whole: list[tuple[str, dict[str, Any]]] = []
+    for item in regions:
+        objects = _objects(item.registrations)
+        if {"kubernetes", "custom-resource"} & set(checkers):
+            _check_objects(item.region, objects, item.cell, store, report)
+        if "helm-values" in checkers:
+            _check_releases(item.region, item.registrations, item.cell, store, report)
+        if "node-config" in checkers:
+            _check_node_configs(item, report)
+        whole += [(item.region, obj) for obj, partial in objects if not partial]
+    if "script" in checkers:
+        _check_scripts(regions, report)
+    if "security" in checkers:
+        _check_security(whole, report)
+    return report
+
+
+def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
+                 node_configs: dict[str, str] | None = None, *, checkers: Collection[str] = CHECKERS) -> Report:
+    """:func:`check_regions` for one region. ``node_configs`` maps host -> k3s config text."""
+    return check_regions([RegionInput(region, registrations, cell, node_configs or {})], store, checkers)
