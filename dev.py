@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Set up the project's environments on demand, then run gpucell or the tests. Needs only python3 (3.11+).
 
-    python3 dev.py plan dev        # = gpucell plan dev, in .venv (created and installed when needed)
-    python3 dev.py test [ARGS]     # = pytest ARGS, with the test extras and the checkov tool environment
+    python3 dev.py plan dev              # = gpucell plan dev, in .venv (created and installed when needed)
+    python3 dev.py plan prod --check     # the same, with the check extra and the checkov tool environment
+    python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras and the checkov tool environment
 
 Two environments, because checkov pins ``packaging<24`` while pulumi needs ``packaging>=26``:
 ``.venv`` (the project, pinned by constraints.txt) and ``.venv-checkov`` (checkov alone, pinned by
-tools/checkov-requirements.txt). Each is reinstalled only when the files that pin it change.
+tools/checkov-requirements.txt). ``.venv`` remembers which extras it holds: it is reinstalled only when the
+files that pin it change or a command needs an extra it lacks, never when switching between commands (a plan
+after the tests finds everything it needs).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -22,43 +26,81 @@ ROOT = Path(__file__).resolve().parent
 PROJECT_VENV = ROOT / ".venv"
 CHECKOV_VENV = ROOT / ".venv-checkov"
 CHECKOV_REQUIREMENTS = ROOT / "tools" / "checkov-requirements.txt"
+PROJECT_PINS = (ROOT / "pyproject.toml", ROOT / "constraints.txt")
+STAMP = ".installed.json"
 
 
 def _bin(env: Path, name: str) -> Path:
     return env / ("Scripts" if os.name == "nt" else "bin") / name
 
 
-def _ensure(env: Path, pip_args: list[str], pinned_by: list[Path]) -> None:
-    """Create ``env`` if needed and ``pip install pip_args`` unless nothing that pins it changed since."""
-    digest = hashlib.sha256(" ".join(pip_args).encode())
-    for path in pinned_by:
+def _digest(paths: tuple[Path, ...]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
         digest.update(path.read_bytes())
-    stamp = env / ".installed"
-    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
-        return
+    return digest.hexdigest()
+
+
+def _installed(env: Path, digest: str) -> set[str] | None:
+    """The extras ``env`` holds when it was installed from the current pins, else ``None``."""
+    stamp = env / STAMP
+    if not stamp.is_file() or not _bin(env, "python").exists():
+        return None
+    try:
+        recorded = json.loads(stamp.read_text())
+    except json.JSONDecodeError:
+        return None
+    return set(recorded["extras"]) if recorded.get("digest") == digest else None
+
+
+def _create(env: Path) -> None:
     if not _bin(env, "python").exists():
         venv.create(env, with_pip=True)
-    subprocess.run([str(_bin(env, "python")), "-m", "pip", "install", "-q", *pip_args], cwd=ROOT, check=True)
-    stamp.write_text(digest.hexdigest())
 
 
-def _project(extras: str) -> None:
-    _ensure(PROJECT_VENV, ["-c", "constraints.txt", "-e", f".{extras}"],
-            [ROOT / "pyproject.toml", ROOT / "constraints.txt"])
+def _pip(env: Path, args: list[str]) -> None:
+    subprocess.run([str(_bin(env, "python")), "-m", "pip", "install", "-q", *args], cwd=ROOT, check=True)
+
+
+def ensure_project(extras: set[str]) -> None:
+    """``.venv`` with gpucell installed editable and at least ``extras`` (``check``, ``test``)."""
+    digest = _digest(PROJECT_PINS)
+    have = _installed(PROJECT_VENV, digest)
+    if have is not None and extras <= have:
+        return
+    want = extras | (have or set())
+    _create(PROJECT_VENV)
+    suffix = f"[{','.join(sorted(want))}]" if want else ""
+    _pip(PROJECT_VENV, ["-c", "constraints.txt", "-e", f".{suffix}"])
+    (PROJECT_VENV / STAMP).write_text(json.dumps({"digest": digest, "extras": sorted(want)}) + "\n")
+
+
+def ensure_checkov() -> Path:
+    """``.venv-checkov`` with the pinned checkov; returns the checkov program."""
+    digest = _digest((CHECKOV_REQUIREMENTS,))
+    if _installed(CHECKOV_VENV, digest) is None:
+        _create(CHECKOV_VENV)
+        _pip(CHECKOV_VENV, ["-r", str(CHECKOV_REQUIREMENTS)])
+        (CHECKOV_VENV / STAMP).write_text(json.dumps({"digest": digest, "extras": []}) + "\n")
+    return _bin(CHECKOV_VENV, "checkov")
 
 
 def main(argv: list[str]) -> int:
     """``test [pytest args]`` runs the suite; anything else is handed to the ``gpucell`` command."""
-    if argv[:1] == ["test"]:
-        _project("[test]")
-        _ensure(CHECKOV_VENV, ["-r", str(CHECKOV_REQUIREMENTS)], [CHECKOV_REQUIREMENTS])
-        env = {**os.environ, "GPUCELL_CHECKOV": str(_bin(CHECKOV_VENV, "checkov"))}
-        return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env).returncode
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    _project("")
-    return subprocess.run([str(_bin(PROJECT_VENV, "gpucell")), *argv], cwd=ROOT).returncode
+    env = dict(os.environ)
+    if argv[0] == "test":
+        ensure_project({"test"})
+        env["GPUCELL_CHECKOV"] = str(ensure_checkov())
+        env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
+        return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env).returncode
+    checking = argv[0] == "plan" and "--check" in argv
+    ensure_project({"check"} if checking else set())
+    if checking and "GPUCELL_CHECKOV" not in env:
+        env["GPUCELL_CHECKOV"] = str(ensure_checkov())
+    return subprocess.run([str(_bin(PROJECT_VENV, "gpucell")), *argv], cwd=ROOT, env=env).returncode
 
 
 if __name__ == "__main__":

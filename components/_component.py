@@ -29,8 +29,11 @@ class CellComponent(pulumi.ComponentResource):
 
 
 def _as_list(value: object) -> list[pulumi.Resource]:
+    """``ResourceOptions.depends_on`` as a list: ``None``, one resource, or a sequence of them."""
     if value is None:
         return []
     if isinstance(value, pulumi.Resource):
         return [value]
-    return list(value)  # type: ignore[call-overload]
+    if isinstance(value, Sequence):
+        return [r for r in value if isinstance(r, pulumi.Resource)]
+    raise TypeError(f"depends_on must be resources, not {type(value).__name__} (an Output is not supported here)")

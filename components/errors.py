@@ -13,6 +13,7 @@ import typing
 from collections.abc import Iterable, Sequence
 
 import pydantic
+import pydantic_core
 
 __all__ = ["ConfigError", "SpecError", "format_validation_error", "join_path"]
 
@@ -108,7 +109,7 @@ def _enum_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[en
     return annotation if isinstance(annotation, type) and issubclass(annotation, enum.Enum) else None
 
 
-def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: dict) -> str:
+def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: pydantic_core.ErrorDetails) -> str:
     loc: tuple[PathPart, ...] = tuple(err["loc"])
     kind = err["type"]
     value = err.get("input")

@@ -122,7 +122,7 @@ class K3sCluster(CellComponent):
 
         token = RandomPassword(f"{name}-token", length=TOKEN_LENGTH, special=False, opts=self.child())
         # stdin is the token's only way to a node; secret so that state and plans never show it.
-        self._stdin = pulumi.Output.secret(token.result)
+        self._stdin: pulumi.Output[str] = pulumi.Output.secret(token.result)
 
         servers: list[Command] = []
         for index, (pool_name, host) in enumerate(cell.servers):

@@ -476,5 +476,7 @@ class Tenant(CellComponent):
         ]
         """What a workload must come after: namespace, quota, limit range, RBAC and network policies."""
 
-        self.namespace = self.namespace_resource.metadata.apply(lambda meta: meta.name)
+        # The name is known (tenant-<name>); derived from the URN so that users of it wait for the Namespace.
+        namespace_name = self.namespace_name
+        self.namespace = self.namespace_resource.urn.apply(lambda _: namespace_name)
         self.register_outputs({"namespace": self.namespace})

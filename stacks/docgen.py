@@ -151,7 +151,7 @@ def _rows(model: type[pydantic.BaseModel], prefix: str) -> list[str]:
             f"| `{path}` | {_type_name(field.annotation)} | {unit} | {_default(field)} | {description} | {example} |"
         )
         if nested is not None:
-            suffix = {dict: ".*.", list: "[]."}.get(origin, ".")  # type: ignore[call-overload]
+            suffix = {dict: ".*.", list: "[]."}.get(origin, ".")
             rows += _rows(nested, f"{path}{suffix}")
     return rows
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks, rpc
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -139,7 +140,7 @@ class _RecordingMonitor(mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
         if request.type == "pulumi:pulumi:Stack":
-            response = super().RegisterResource(request)
+            response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
             self.root_urn = response.urn
             return response
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -154,10 +155,10 @@ class _RecordingMonitor(mocks.MockMonitor):
         for key in request.additionalSecretOutputs:
             if key in state and not _is_secret(state[key]):
                 state[key] = rpc.wrap_rpc_secret(state[key])
-        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_, state)
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_ or "", state)
         self._record(urn, request, inputs)
         obj = _sync_await(rpc.serialize_properties(state, {}))
-        return mocks.resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=obj)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj)
 
     def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
         secret_paths: list[str] = []

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 import re
+import shutil
+import subprocess
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -32,13 +36,26 @@ def test_config_reference_lists_every_key_in_camel_case() -> None:
         assert key in text
 
 
-def test_readme_starts_with_the_two_commands_ci_runs() -> None:
+def test_readme_starts_with_the_two_commands_plan_first() -> None:
     lines = (REPO / "README.md").read_text().splitlines()
     fence = lines.index("```sh")
-    plan_command, test_command = lines[fence + 1], lines[fence + 2]
-    assert plan_command == "python3 dev.py plan dev"
-    assert test_command == "python3 dev.py test"
-    assert test_command in (REPO / ".ci" / "run").read_text()
+    assert lines[fence + 1:fence + 4] == ["python3 dev.py plan dev", "python3 dev.py test", "```"]
+
+
+def test_ci_runs_the_readme_commands_in_order(tmp_path: Path) -> None:
+    """``.ci/run`` for real under bash, with ``python3`` stubbed to record what it is asked to run."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    log = tmp_path / "calls.log"
+    (stubs / "python3").write_text(f'#!/usr/bin/env bash\necho "$PWD $*" >> {log}\n')
+    (stubs / "python3").chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env={**os.environ, "PATH": f"{stubs}:/usr/bin:/bin"},
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [f"{tmp_path} dev.py plan dev", f"{tmp_path} dev.py test"]
 
 
 # -- docs/workloads.md: the tenant config snippets validate, the error lines are the ones the tests assert -------

@@ -6,7 +6,8 @@ profile no layout offers) or be refused by a ResourceQuota is a config error her
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from gpucell.errors import SpecError
@@ -29,22 +30,21 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     strategy = cell.effective_mig_strategy.value
     for name, vm in tenant.virtual_machines.items():
-        placement = _placed(("virtualMachines", name), lambda vm=vm, name=name: place_vm(name, vm, cell.node_pools,
-                                                                                           offers))
+        placement = _placed(("virtualMachines", name), functools.partial(place_vm, name, vm, cell.node_pools, offers))
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
-        placement = _placed(("notebooks", name), lambda nb=notebook: place_container(
-            nb.gpu, cell.node_pools, offers, strategy, "a GPU notebook"))
+        placement = _placed(("notebooks", name), functools.partial(
+            place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook"))
         yield ("notebooks", name), placement, placement.count
     for name, endpoint in tenant.model_endpoints.items():
-        placement = _placed(("modelEndpoints", name), lambda ep=endpoint: place_container(
-            ep.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"))
+        placement = _placed(("modelEndpoints", name), functools.partial(
+            place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"))
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
 
 
-def _placed(where: tuple[str, str], place: object) -> Placement:
+def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:
     try:
-        return place()  # type: ignore[operator]
+        return place()
     except PlacementError as exc:
         raise SpecError((*where, *exc.rel_path), exc.message) from None
 

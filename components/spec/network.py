@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network, ip_address
+from typing import TypeVar
 
 from pydantic import Field, StrictInt, field_validator
 
@@ -33,7 +35,10 @@ def check_dns_label(value: str) -> str:
     return value
 
 
-def check_names(names: dict[str, object]) -> dict[str, object]:
+_Names = TypeVar("_Names", bound=Mapping[str, object])
+
+
+def check_names(names: _Names) -> _Names:
     """Raise :class:`SpecError` at the first key of ``names`` that is not a DNS-1123 label."""
     for name in names:
         try:
@@ -46,7 +51,7 @@ def check_names(names: dict[str, object]) -> dict[str, object]:
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-def check_service_names(names: dict[str, object]) -> dict[str, object]:
+def check_service_names(names: _Names) -> _Names:
     """Raise :class:`SpecError` at the first key that is not a DNS-1035 label: workloads get Services named after
     them, and a Service name must start with a letter."""
     for name in names:

@@ -9,7 +9,7 @@ the same labels and every policy has the same shape.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
@@ -21,6 +21,8 @@ from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
 from gpucell.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
+    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+
     from gpucell.cell import RegionalCell
     from gpucell.inventory import GpuOffer
     from gpucell.spec.cell import CellSpec
@@ -212,9 +214,9 @@ def opaque_secret(
 ) -> Secret:
     """Register an ``Opaque`` ``Secret`` (metadata ``meta``) whose ``stringData`` is a Pulumi secret, so that
     its values are masked in the plan and encrypted in the state whatever the caller passed."""
-    return Secret(
-        resource_name, metadata=meta, type="Opaque", string_data=pulumi.Output.secret(string_data), opts=opts
-    )
+    secret = cast("pulumi.Output[Mapping[str, str]]", pulumi.Output.secret(string_data))
+    return Secret(resource_name, metadata=cast("ObjectMetaArgsDict", meta), type="Opaque", string_data=secret,
+                  opts=opts)
 
 
 def in_cell(cell: RegionalCell, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:

@@ -127,8 +127,8 @@ def values_problems(store: SchemaStore, chart: str, version: str, values: dict[s
     if schema is not None:
         merged = deep_merge(defaults, values)
         for error in sorted(jsonschema.Draft7Validator(schema).iter_errors(merged), key=lambda e: e.json_path):
-            path = ".".join(str(p) for p in error.absolute_path) or "-"
-            problems.append((path, f"{error.message} (chart {chart} {version} values.schema.json)"))
+            where = ".".join(str(p) for p in error.absolute_path) or "-"
+            problems.append((where, f"{error.message} (chart {chart} {version} values.schema.json)"))
     return problems
 
 

@@ -84,9 +84,9 @@ def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell
         source = checker.source_of(obj.get("apiVersion", ""), obj.get("kind", ""))
         kind = "kubernetes" if source == "kubernetes" else "custom-resource"
         if source in UPSTREAM_FILES:
-            notice = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
-            if notice and Notice(notice) not in report.notices:
-                report.notices.append(Notice(notice))
+            sentence = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
+            if sentence and Notice(sentence) not in report.notices:
+                report.notices.append(Notice(sentence))
         for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
 

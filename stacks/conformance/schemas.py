@@ -135,7 +135,8 @@ class SchemaStore:
         """Relative path -> release (``v1.9.0``), or ``None`` where the directory does not say."""
         manifest = self.root / "versions.json"
         if manifest.is_file():
-            return json.loads(manifest.read_text())
+            recorded: dict[str, str | None] = json.loads(manifest.read_text())
+            return recorded
         sources = self.root / "SOURCES.md"
         found: dict[str, str | None] = {}
         if sources.is_file():
