@@ -97,12 +97,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-import pydantic
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
-from gpucell.errors import format_validation_error
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec.tenancy import EgressClass, TenantSpec, namespace_of
 from gpucell.workloads._common import (
@@ -417,10 +415,7 @@ def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
     if cell.tenants.get(tenant) == spec:
         return
     fields = {key: getattr(cell, key) for key in type(cell).model_fields}
-    try:
-        type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})
-    except pydantic.ValidationError as exc:
-        raise format_validation_error(type(cell), exc) from None
+    type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
 
 
 class Tenant(CellComponent):

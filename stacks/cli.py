@@ -85,7 +85,9 @@ def _plan(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(problem)
     print(f"check: {report.summary()}")
-    return EXIT_FAILED if report.problems else EXIT_OK
+    for why in report.not_run.values():
+        print(f"error: {why}", file=sys.stderr)
+    return EXIT_FAILED if report.failed else EXIT_OK
 
 
 def _fetch(args: argparse.Namespace) -> int:

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pydantic
 
-from gpucell.errors import ConfigError, format_validation_error
+from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
@@ -83,10 +82,7 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     cross-field rule, missing SSH key secret).
     """
     config = config or pulumi.Config(PROJECT)
-    try:
-        spec = StackSpec.model_validate({"regions": _regions_object(config)})
-    except pydantic.ValidationError as exc:
-        raise format_validation_error(StackSpec, exc) from None
+    spec = StackSpec.model_validate({"regions": _regions_object(config)})  # raises ConfigError
     keys: dict[str, pulumi.Output[str]] = {}
     credentials: dict[str, pulumi.Output[str]] = {}
     for region, cell in spec.regions.items():

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pydantic
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
@@ -190,7 +189,7 @@ def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict
     ports: dict[str, int] = {}
     try:
         spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
-    except pydantic.ValidationError:
+    except ConfigError:
         spec = None  # the program reports the config error itself
     for cell in spec.regions.values() if spec else ():
         ports[str(cell.servers[0][1].address)] = listen_port(cell)

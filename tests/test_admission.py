@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pydantic
 import pytest
 import yaml
 
-from gpucell.errors import format_validation_error
+from gpucell.errors import ConfigError
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.placement import place_container, place_vm
 from gpucell.spec import CellSpec, GpuRequest, StackSpec
@@ -32,8 +31,8 @@ def region(**tenants: dict[str, Any]) -> dict[str, Any]:
 def errors(config: dict[str, Any]) -> list[str]:
     try:
         StackSpec.model_validate({"regions": {"fra1": config}})
-    except pydantic.ValidationError as exc:
-        return format_validation_error(StackSpec, exc).lines
+    except ConfigError as exc:
+        return exc.lines
     return []
 
 

@@ -6,12 +6,11 @@ import copy
 from typing import Any
 
 import pulumi
-import pydantic
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
 from gpucell.cdi import Cdi, CdiArgs
-from gpucell.errors import format_validation_error
+from gpucell.errors import ConfigError
 from gpucell.spec import CdiSpec, CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
@@ -94,9 +93,9 @@ def test_upload_proxy_url_is_set_only_when_given() -> None:
 def test_upload_proxy_url_must_be_https() -> None:
     config = minimal_cell_config()
     config["cdi"] = {"uploadProxyUrl": "http://upload.example.net"}
-    with pytest.raises(pydantic.ValidationError) as info:
+    with pytest.raises(ConfigError) as info:
         StackSpec.model_validate({"regions": {"fra1": config}})
-    assert format_validation_error(StackSpec, info.value).lines == [
+    assert info.value.lines == [
         "regions.fra1.cdi.uploadProxyUrl: 'http://upload.example.net' is not an https:// URL (virtctl talks TLS "
         "to the upload proxy)"
     ]

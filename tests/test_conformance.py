@@ -95,6 +95,24 @@ def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixt
             "(renamed or removed upstream?)") in out.splitlines()
 
 
+def test_cli_check_without_checkov_reports_every_other_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUCELL_CHECKOV", str(tmp_path / "no-checkov"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.out.rstrip().endswith(
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "security not run); 0 checkov check(s) skipped by annotation"
+    )
+    assert captured.err == (
+        "error: checkov not found: `pipx install checkov==3.3.30` or set GPUCELL_CHECKOV to its path (`python3 "
+        "dev.py plan STACK --check` and `python3 dev.py test` set up .venv-checkov)\n"
+    )
+
+
 def test_cli_check_without_schemas_says_how_to_get_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nope"
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(missing)])

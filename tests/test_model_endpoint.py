@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 import pulumi
-import pydantic
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.workloads import ModelEndpointSpec
 from gpucell.stacks.conformance.run import check_region
@@ -191,7 +191,7 @@ def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> Non
 
 
 def test_a_custom_runtime_needs_a_model_format() -> None:
-    with pytest.raises(pydantic.ValidationError, match=r"is required with runtime 'acme-vllm', which is not a "
+    with pytest.raises(ConfigError, match=r"^modelFormat: is required with runtime 'acme-vllm', which is not a "
                        r"built-in KServe runtime; built-in: kserve-huggingfaceserver, "):
         ModelEndpointSpec.model_validate({"runtime": "acme-vllm", "storageUri": "pvc://models/llama"})
     both = ModelEndpointSpec.model_validate(

@@ -7,7 +7,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from gpucell.errors import ConfigError, format_validation_error
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, GpuMode, MigStrategy, StackSpec
 from tests.conftest import cell, minimal_cell_config
 
@@ -15,8 +15,8 @@ from tests.conftest import cell, minimal_cell_config
 def errors_of(region: dict[str, Any], name: str = "fra1") -> list[str]:
     try:
         StackSpec.model_validate({"regions": {name: region}})
-    except pydantic.ValidationError as exc:
-        return format_validation_error(StackSpec, exc).lines
+    except ConfigError as exc:
+        return exc.lines
     pytest.fail("config was accepted")
 
 

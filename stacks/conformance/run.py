@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
 from gpucell.stacks.conformance.node_files import config_problems, shellcheck
 from gpucell.stacks.conformance.objects import checker_for
-from gpucell.stacks.conformance.problems import Notice, Problem, Subject
+from gpucell.stacks.conformance.problems import MissingToolError, Notice, Problem, Subject
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.conformance.security import run_checkov
 from gpucell.stacks.mock_engine import Registration
@@ -46,11 +46,18 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     checkov_skipped: int = 0
+    not_run: dict[str, str] = field(default_factory=dict)
+    """Checker -> why it could not run (its program is missing); the other checkers' verdicts still stand."""
+
+    @property
+    def failed(self) -> bool:
+        """True when a checker found a problem or could not run."""
+        return bool(self.problems or self.not_run)
 
     def summary(self) -> str:
-        """``N problems (kubernetes 0, ...)``."""
+        """``N problems (kubernetes 0, ...)``; a checker that could not run shows ``not run``."""
         counts = Counter(p.checker for p in self.problems)
-        per = ", ".join(f"{c} {counts.get(c, 0)}" for c in CHECKERS)
+        per = ", ".join(f"{c} {'not run' if c in self.not_run else counts.get(c, 0)}" for c in CHECKERS)
         return (f"{len(self.problems)} problem(s) ({per}); {self.checkov_skipped} checkov check(s) skipped "
                 "by annotation")
 
@@ -172,8 +179,8 @@ def _check_security(objects: list[tuple[str, dict[str, Any]]], report: Report) -
 def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Collection[str] = CHECKERS) -> Report:
     """Run ``checkers`` (default: all of :data:`CHECKERS`) over ``regions``; shellcheck and checkov run once.
 
-    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` when shellcheck or checkov is missing (the
-    message says how to get them).
+    When shellcheck or checkov is missing, the other checkers still run and :attr:`Report.not_run` says how to
+    get the missing program.
     """
     report = Report()
     whole: list[tuple[str, dict[str, Any]]] = []
@@ -187,10 +194,17 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
             _check_node_configs(item, report)
         whole += [(item.region, obj) for obj, partial in objects if not partial]
     if "script" in checkers:
-        _check_scripts(regions, report)
+        _unless_missing("script", report, lambda: _check_scripts(regions, report))
     if "security" in checkers:
-        _check_security(whole, report)
+        _unless_missing("security", report, lambda: _check_security(whole, report))
     return report
+
+
+def _unless_missing(checker: str, report: Report, run: Callable[[], None]) -> None:
+    try:
+        run()
+    except MissingToolError as exc:
+        report.not_run[checker] = str(exc)
 
 
 def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
