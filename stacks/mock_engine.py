@@ -21,7 +21,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-__all__ = ["SECRET", "UNKNOWN", "PlanResult", "Registration", "run_program"]
+__all__ = ["SECRET", "UNKNOWN", "PlanResult", "Registration", "resource_options", "run_program"]
 
 SECRET = "[secret]"
 """What every secret value is replaced by in recorded inputs and outputs."""
@@ -49,6 +49,10 @@ class Registration:
     """Inputs with secrets unwrapped: for tests that must check a secret's *value* reached the right place."""
     secret_paths: list[str] = field(default_factory=list)
     """Dotted paths of the inputs that were secret."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The resource options the engine received that differ from Pulumi's defaults (see :func:`resource_options`):
+    ``protect``, ``retainOnDelete``, ``ignoreChanges``, ``replaceOnChanges``, ``deleteBeforeReplace``,
+    ``aliases``, ``customTimeouts``, ``deletedWith``, ``additionalSecretOutputs``."""
 
     def masked_inputs(self) -> dict[str, Any]:
         """Inputs in their real shape with every string under a secret path replaced by ``"[secret]"``.
@@ -97,6 +101,49 @@ class PlanResult:
         for child in self.children(root):
             yield child
             yield from self.descendants(child)
+
+
+def resource_options(request: Any) -> dict[str, Any]:
+    """The lifecycle options of a ``RegisterResourceRequest`` that differ from Pulumi's defaults, by their
+    ``ResourceOptions`` names in camelCase, in a fixed order.
+
+    ``aliases`` lists each alias as the engine got it: a URN string, or ``{"name", "type", "parentUrn", "project",
+    "stack", "noParent"}`` with only the parts the alias sets. ``customTimeouts`` holds the set ones of
+    ``create``/``update``/``delete`` (Go duration strings such as ``"30m"``).
+    """
+    options: dict[str, Any] = {}
+    if request.protect:
+        options["protect"] = True
+    if request.retainOnDelete:
+        options["retainOnDelete"] = True
+    if request.deleteBeforeReplace:
+        options["deleteBeforeReplace"] = True
+    for key, values in (("ignoreChanges", request.ignoreChanges), ("replaceOnChanges", request.replaceOnChanges),
+                        ("additionalSecretOutputs", request.additionalSecretOutputs)):
+        if values:
+            options[key] = sorted(set(values))
+    aliases = [*request.aliasURNs, *(_alias(a) for a in request.aliases)]
+    if aliases:
+        options["aliases"] = aliases
+    timeouts = {k: getattr(request.customTimeouts, k) for k in ("create", "update", "delete")
+                if request.HasField("customTimeouts") and getattr(request.customTimeouts, k)}
+    if timeouts:
+        options["customTimeouts"] = timeouts
+    if request.deletedWith:
+        options["deletedWith"] = request.deletedWith
+    return options
+
+
+def _alias(alias: Any) -> str | dict[str, Any]:
+    if alias.HasField("urn"):
+        return str(alias.urn)
+    spec = alias.spec
+    out: dict[str, Any] = {k: getattr(spec, k) for k in ("name", "type", "project", "stack") if getattr(spec, k)}
+    if spec.HasField("parentUrn") and spec.parentUrn:
+        out["parentUrn"] = spec.parentUrn
+    if spec.HasField("noParent") and spec.noParent:
+        out["noParent"] = True
+    return out
 
 
 def _mask(value: Any) -> Any:
@@ -175,6 +222,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 inputs=shown,
                 raw_inputs=_scrub(inputs, "", [], reveal=True),
                 secret_paths=secret_paths,
+                options=resource_options(request),
             )
         )
 

@@ -257,7 +257,12 @@ def render_capacity(spec: CellSpec) -> list[str]:
 
 
 def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
-    """The plan as ``{"stack", "resources": [...], "outputs"}``; secrets are ``"[secret]"``."""
+    """The plan as ``{"stack", "resources": [...], "outputs"}``; secrets are ``"[secret]"``.
+
+    Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
+    resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
+    and ``inputs``.
+    """
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
         "stack": plan.stack,
@@ -269,6 +274,7 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
                 "parent": r.parent,
                 "provider": r.provider,
                 "dependencies": r.dependencies,
+                "options": r.options,
                 "inputs": r.inputs,
             }
             for r in resources

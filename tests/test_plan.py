@@ -118,7 +118,7 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
 def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     document = to_json(prod_plan, ["fra1", "iad1"])
     assert document["stack"] == "prod"
-    assert all(set(r) == {"urn", "type", "name", "parent", "provider", "dependencies", "inputs"}
+    assert all(set(r) == {"urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"}
                for r in document["resources"])
     assert [r["urn"] for r in document["resources"]] == sorted(r["urn"] for r in document["resources"])
     assert {r["type"] for r in document["resources"] if r["name"] in ("fra1", "iad1")} == {"gpucell:index:RegionalCell"}
@@ -314,3 +314,35 @@ def test_written_secrets_keep_their_shape(prod_plan: Plan, tmp_path: Path) -> No
     write_out(make_plan(REPO, "prod"), ["fra1"], tmp_path)
     token = yaml.safe_load((tmp_path / "fra1/manifests/Secret_tenant-acme_nb-alice-token.yaml").read_text())
     assert token["stringData"] == {"token": "[secret]"}
+
+
+def test_resource_options_are_recorded_and_in_the_json() -> None:
+    """Lifecycle options reach the plan as the engine would get them: non-default ones only."""
+    from pulumi_random import RandomPassword
+
+    def program() -> None:
+        first = RandomPassword("first", length=8)
+        RandomPassword("second", length=8, opts=pulumi.ResourceOptions(
+            protect=True, retain_on_delete=True, ignore_changes=["length"], replace_on_changes=["special"],
+            delete_before_replace=True, aliases=[pulumi.Alias(name="old-second")],
+            custom_timeouts=pulumi.CustomTimeouts(create="30m", delete="5m"), deleted_with=first,
+        ))
+
+    result = run_program(program)
+    assert result.named("first").options == {"additionalSecretOutputs": ["bcryptHash", "result"]}
+    second = result.named("second")
+    assert second.options == {
+        "protect": True, "retainOnDelete": True, "deleteBeforeReplace": True, "ignoreChanges": ["length"],
+        "replaceOnChanges": ["special"], "additionalSecretOutputs": ["bcryptHash", "result"],
+        "aliases": [{"name": "old-second"}], "customTimeouts": {"create": "30m", "delete": "5m"},
+        "deletedWith": result.named("first").urn,
+    }
+
+
+def test_plan_json_carries_options(dev_plan: Plan) -> None:
+    resources = {r["name"]: r for r in to_json(dev_plan, ["lab1"])["resources"]}
+    # pulumi-command's SDK adds replaceOnChanges on triggers and a secret connection to every command
+    command = {"additionalSecretOutputs": ["connection"], "replaceOnChanges": ["triggers[*]"]}
+    assert resources["lab1-k3s-kubeconfig"]["options"] == {**command, "additionalSecretOutputs": ["connection",
+                                                                                                  "stdout"]}
+    assert resources["lab1-k3s-lab1-srv-1"]["options"] == command
