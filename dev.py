@@ -95,12 +95,12 @@ def main(argv: list[str]) -> int:
         ensure_project({"test"})
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
         env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
-        return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env).returncode
+        return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env, check=False).returncode
     checking = argv[0] == "plan" and "--check" in argv
     ensure_project({"check"} if checking else set())
     if checking and "GPUCELL_CHECKOV" not in env:
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
-    return subprocess.run([str(_bin(PROJECT_VENV, "gpucell")), *argv], cwd=ROOT, env=env).returncode
+    return subprocess.run([str(_bin(PROJECT_VENV, "gpucell")), *argv], cwd=ROOT, env=env, check=False).returncode
 
 
 if __name__ == "__main__":

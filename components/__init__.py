@@ -1,43 +1,236 @@
-"""gpucell components: a regional GPU cell and its tenants' workloads as Pulumi ComponentResources.
+"""gpucell: a regional cell of a GPU cloud, and its tenants' workloads, as Pulumi ComponentResources.
 
-    from gpucell import RegionalCell, Tenant, GpuVirtualMachine, Notebook, ModelEndpoint
+    from gpucell import CellSpec, RegionalCell, RegionalCellArgs, Tenant, TenantArgs
 
-Names are imported on first use (PEP 562), so ``import gpucell.spec`` stays free of Pulumi provider SDKs.
+- the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
+  :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`CertManager`,
+  :class:`KServe`), each ``(name, args, opts)`` with its ``*Args``;
+- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`;
+- the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
+  :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
+- :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
+
+Names are imported on first use (PEP 562), so ``import gpucell`` (and ``import gpucell.spec``) stays free of the
+Pulumi provider SDKs until a component is used.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucell.cdi import Cdi, CdiArgs
+    from gpucell.cell import RegionalCell, RegionalCellArgs
+    from gpucell.cert_manager import CertManager, CertManagerArgs
+    from gpucell.cilium import Cilium, CiliumArgs
+    from gpucell.errors import ConfigError
+    from gpucell.gpu_catalog import CATALOG, GpuModel
+    from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+    from gpucell.k3s import K3sCluster, K3sClusterArgs
+    from gpucell.kserve import KServe, KServeArgs
+    from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+    from gpucell.spec import (
+        AccessMode,
+        CdiSpec,
+        CellSpec,
+        ChartSpec,
+        CiliumSpec,
+        CpuTopology,
+        DeploymentMode,
+        DiskSource,
+        EgressClass,
+        EvictionStrategy,
+        Exposure,
+        GpuMode,
+        GpuOperatorSpec,
+        GpuRequest,
+        GpuVirtualMachineSpec,
+        Host,
+        ImageSpec,
+        KServeSpec,
+        MigStrategy,
+        ModelEndpointSpec,
+        Network,
+        NodePool,
+        NodeRole,
+        NotebookSpec,
+        RunStrategy,
+        ScaleMetric,
+        ServiceType,
+        Ssh,
+        SshOverride,
+        SshService,
+        StackSpec,
+        StorageBackend,
+        StorageSpec,
+        TenantGroups,
+        TenantLimits,
+        TenantQuota,
+        TenantSpec,
+        TopologyProfile,
+        Versions,
+        VmDisk,
+    )
+    from gpucell.storage import Storage, StorageArgs
+    from gpucell.tenancy import Tenant, TenantArgs
+    from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
+    from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
+    "CATALOG",
+    "AccessMode",
+    "Cdi",
+    "CdiArgs",
+    "CdiSpec",
+    "CellSpec",
+    "CertManager",
+    "CertManagerArgs",
+    "ChartSpec",
+    "Cilium",
+    "CiliumArgs",
+    "CiliumSpec",
+    "ConfigError",
+    "CpuTopology",
+    "DeploymentMode",
+    "DiskSource",
+    "EgressClass",
+    "EvictionStrategy",
+    "Exposure",
+    "GpuMode",
+    "GpuModel",
+    "GpuOperator",
+    "GpuOperatorArgs",
+    "GpuOperatorSpec",
+    "GpuRequest",
     "GpuVirtualMachine",
     "GpuVirtualMachineArgs",
+    "GpuVirtualMachineSpec",
+    "Host",
+    "ImageSpec",
+    "K3sCluster",
+    "K3sClusterArgs",
+    "KServe",
+    "KServeArgs",
+    "KServeSpec",
+    "KubeVirt",
+    "KubeVirtArgs",
+    "MigStrategy",
     "ModelEndpoint",
     "ModelEndpointArgs",
+    "ModelEndpointSpec",
+    "Network",
+    "NodePool",
+    "NodeRole",
     "Notebook",
     "NotebookArgs",
+    "NotebookSpec",
     "RegionalCell",
     "RegionalCellArgs",
+    "RunStrategy",
+    "ScaleMetric",
+    "ServiceType",
+    "Ssh",
+    "SshOverride",
+    "SshService",
+    "StackSpec",
+    "Storage",
+    "StorageArgs",
+    "StorageBackend",
+    "StorageSpec",
     "Tenant",
     "TenantArgs",
+    "TenantGroups",
+    "TenantLimits",
+    "TenantQuota",
+    "TenantSpec",
+    "TopologyProfile",
+    "Versions",
+    "VmDisk",
 ]
 
-_HOMES = {
-    "RegionalCell": "gpucell.cell",
-    "RegionalCellArgs": "gpucell.cell",
-    "Tenant": "gpucell.tenancy",
-    "TenantArgs": "gpucell.tenancy",
+_HOMES: dict[str, str] = {
+    "AccessMode": "gpucell.spec",
+    "CATALOG": "gpucell.gpu_catalog",
+    "Cdi": "gpucell.cdi",
+    "CdiArgs": "gpucell.cdi",
+    "CdiSpec": "gpucell.spec",
+    "CellSpec": "gpucell.spec",
+    "CertManager": "gpucell.cert_manager",
+    "CertManagerArgs": "gpucell.cert_manager",
+    "ChartSpec": "gpucell.spec",
+    "Cilium": "gpucell.cilium",
+    "CiliumArgs": "gpucell.cilium",
+    "CiliumSpec": "gpucell.spec",
+    "ConfigError": "gpucell.errors",
+    "CpuTopology": "gpucell.spec",
+    "DeploymentMode": "gpucell.spec",
+    "DiskSource": "gpucell.spec",
+    "EgressClass": "gpucell.spec",
+    "EvictionStrategy": "gpucell.spec",
+    "Exposure": "gpucell.spec",
+    "GpuMode": "gpucell.spec",
+    "GpuModel": "gpucell.gpu_catalog",
+    "GpuOperator": "gpucell.gpu_operator",
+    "GpuOperatorArgs": "gpucell.gpu_operator",
+    "GpuOperatorSpec": "gpucell.spec",
+    "GpuRequest": "gpucell.spec",
     "GpuVirtualMachine": "gpucell.workloads.virtual_machine",
     "GpuVirtualMachineArgs": "gpucell.workloads.virtual_machine",
-    "Notebook": "gpucell.workloads.notebook",
-    "NotebookArgs": "gpucell.workloads.notebook",
+    "GpuVirtualMachineSpec": "gpucell.spec",
+    "Host": "gpucell.spec",
+    "ImageSpec": "gpucell.spec",
+    "K3sCluster": "gpucell.k3s",
+    "K3sClusterArgs": "gpucell.k3s",
+    "KServe": "gpucell.kserve",
+    "KServeArgs": "gpucell.kserve",
+    "KServeSpec": "gpucell.spec",
+    "KubeVirt": "gpucell.kubevirt",
+    "KubeVirtArgs": "gpucell.kubevirt",
+    "MigStrategy": "gpucell.spec",
     "ModelEndpoint": "gpucell.workloads.model_endpoint",
     "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
+    "ModelEndpointSpec": "gpucell.spec",
+    "Network": "gpucell.spec",
+    "NodePool": "gpucell.spec",
+    "NodeRole": "gpucell.spec",
+    "Notebook": "gpucell.workloads.notebook",
+    "NotebookArgs": "gpucell.workloads.notebook",
+    "NotebookSpec": "gpucell.spec",
+    "RegionalCell": "gpucell.cell",
+    "RegionalCellArgs": "gpucell.cell",
+    "RunStrategy": "gpucell.spec",
+    "ScaleMetric": "gpucell.spec",
+    "ServiceType": "gpucell.spec",
+    "Ssh": "gpucell.spec",
+    "SshOverride": "gpucell.spec",
+    "SshService": "gpucell.spec",
+    "StackSpec": "gpucell.spec",
+    "Storage": "gpucell.storage",
+    "StorageArgs": "gpucell.storage",
+    "StorageBackend": "gpucell.spec",
+    "StorageSpec": "gpucell.spec",
+    "Tenant": "gpucell.tenancy",
+    "TenantArgs": "gpucell.tenancy",
+    "TenantGroups": "gpucell.spec",
+    "TenantLimits": "gpucell.spec",
+    "TenantQuota": "gpucell.spec",
+    "TenantSpec": "gpucell.spec",
+    "TopologyProfile": "gpucell.spec",
+    "Versions": "gpucell.spec",
+    "VmDisk": "gpucell.spec",
 }
+"""Public name -> the module that defines it."""
 
 
 def __getattr__(name: str) -> Any:
     if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'components' has no attribute {name!r}")
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'gpucell' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,6 +14,8 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from gpucell.gpu_catalog import CATALOG, mig_resource_name
+from gpucell.inventory import WHOLE_GPU
 from gpucell.spec import CellSpec, StackSpec
 
 __all__ = ["render"]
@@ -175,7 +177,48 @@ def render() -> str:
         "|---|---|---|---|---|---|",
     ]
     assert StackSpec.model_fields["regions"]  # the one top-level key; its values are CellSpec
-    return "\n".join([*header, *_rows(CellSpec, "")]) + "\n"
+    return "\n".join([*header, *_rows(CellSpec, ""), *gpu_catalog_section()]) + "\n"
+
+
+def _codes(names: typing.Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
+def gpu_catalog_section() -> list[str]:
+    """The GPU models ``nodePools.*.gpuModel`` accepts and the extended resources each mode advertises: the names
+    tenant quotas (``tenants.*.quota.gpus``) and the capacity view use."""
+    lines = [
+        "",
+        "## GPU models",
+        "",
+        "`nodePools.*.gpuModel` (and `gpuModel` of VMs, notebooks and endpoints) takes these names. `migConfig` and",
+        "`vgpuProfile` take the values listed for the model.",
+        "",
+        "| gpuModel | PCI device | memory (GiB) | migConfig | vgpuProfile |",
+        "|---|---|---|---|---|",
+    ]
+    for model in CATALOG.values():
+        lines.append(f"| `{model.name}` | `{model.pci_selector}` {model.pci_device_name} | {model.memory_gib} | "
+                     f"{_codes(model.mig_configs)} | {_codes(model.vgpu_profiles)} |")
+    lines += [
+        "",
+        "## GPU resources for quotas",
+        "",
+        "`tenants.*.quota.gpus` is keyed by the extended resource a pool's nodes advertise, which follows from the",
+        "pool's `gpuMode` (and `migConfig` / `vgpuProfile`). `gpucell plan` prints each region's resources with",
+        "their capacity.",
+        "",
+        "| gpuModel | container | container with MIG (`migStrategy: mixed`) | vm-passthrough | vm-vgpu |",
+        "|---|---|---|---|---|",
+    ]
+    for model in CATALOG.values():
+        profiles = sorted({p for layout in model.mig_configs.values() for p in layout})
+        lines.append(
+            f"| `{model.name}` | `{WHOLE_GPU}` | {_codes(mig_resource_name(p) for p in profiles)} | "
+            f"`{model.passthrough_resource}` | {_codes(model.vgpu_resource(p) for p in model.vgpu_profiles)} |"
+        )
+    lines += ["", "Under `migStrategy: single` a MIG instance is advertised as `nvidia.com/gpu`."]
+    return lines
 
 
 if __name__ == "__main__":

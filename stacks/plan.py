@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell._k3s_scripts import listen_port
 from gpucell.cell import RegionalCell
 from gpucell.errors import ConfigError
 from gpucell.inventory import capacity, gpu_offers
@@ -27,6 +26,7 @@ from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
+from gpucell.testing import provider_outputs
 
 if TYPE_CHECKING:
     from gpucell.stacks.conformance.run import Report
@@ -162,47 +162,18 @@ def make_plan(
     return Plan(stack=stack, result=result, cells=cells)
 
 
-PLACEHOLDER_KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- cluster:
-    certificate-authority-data: PLACEHOLDER
-    server: https://127.0.0.1:{port}
-  name: default
-contexts:
-- context: {{cluster: default, user: default}}
-  name: default
-current-context: default
-users:
-- name: default
-  user: {{client-certificate-data: PLACEHOLDER, client-key-data: PLACEHOLDER}}
-"""
-
-
 def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict[str, Any]]:
     """What the plan's mock engine returns for outputs only a real provider computes.
 
-    The kubeconfig a k3s server prints, with the listen port that server really uses (so the program's
-    check that it rewrote the ``server:`` line holds), and generated passwords (the k3s token, notebook
-    tokens), so that what is built from them keeps its shape in the plan.
+    The kubeconfig a k3s server prints, with the listen port that server really uses (so the program's check
+    that it rewrote the ``server:`` line holds), and generated passwords (the k3s token, notebook tokens), so
+    that what is built from them keeps its shape in the plan: :func:`gpucell.testing.provider_outputs`.
     """
-    ports: dict[str, int] = {}
     try:
         spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
     except ConfigError:
         spec = None  # the program reports the config error itself
-    for cell in spec.regions.values() if spec else ():
-        ports[str(cell.servers[0][1].address)] = listen_port(cell)
-
-    def outputs(args: MockResourceArgs) -> dict[str, Any]:
-        if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
-            host = (args.inputs.get("connection") or {}).get("host", "")
-            return {"stdout": PLACEHOLDER_KUBECONFIG.format(port=ports.get(host, 6443))}
-        if args.typ == "random:index/randomPassword:RandomPassword":
-            return {"result": f"{PLACEHOLDER_PREFIX}-{args.name}"}  # secret: the provider declares it so
-        return {}
-
-    return outputs
+    return provider_outputs(spec.regions.values() if spec else (), password=f"{PLACEHOLDER_PREFIX}-password")
 
 
 def _short_type(type_token: str) -> str:

@@ -1,0 +1,159 @@
+"""A test kit for Pulumi programs built on gpucell: mocks that answer the way the real providers would.
+
+Pulumi's documented unit-test mechanism (``pulumi.runtime.set_mocks``) echoes inputs back as outputs, which is
+not enough for a cell: :class:`~gpucell.k3s.K3sCluster` reads the admin kubeconfig from the first server (a
+``command:remote:Command``'s ``stdout``) and checks it before handing it to the Kubernetes provider, and
+passwords come from ``random`` resources. :class:`CellMocks` supplies what those providers compute:
+
+- ``<name>-kubeconfig`` commands: a kubeconfig as k3s writes it (``server: https://127.0.0.1:<listen port>``, a
+  block-style line the cell rewrites to its API endpoint);
+- ``random:index/randomPassword:RandomPassword``: a fixed ``result`` (declared secret by the provider SDK);
+- everything else: its inputs, as Pulumi's own mocks do.
+
+With Pulumi's own idiom::
+
+    import pulumi
+    from gpucell.testing import CellMocks
+
+    pulumi.runtime.set_mocks(CellMocks(), preview=False)
+
+    @pulumi.runtime.test
+    def test_cell_exports_its_api_url():
+        cell = RegionalCell("fra1", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("key")))
+        return cell.api_server_url.apply(lambda url: ...)
+
+or, to assert on everything a program registers (types, parents, inputs, options, dependencies, secrets)::
+
+    from gpucell.testing import run_program
+
+    result = run_program(build_my_cells)
+    assert result.named("fra1-k8s").inputs["clusterIdentifier"] == ...
+
+Both run in-process: no Pulumi CLI, no cluster, no network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pulumi
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
+
+from gpucell._k3s_scripts import listen_port
+from gpucell.spec import CellSpec
+from gpucell.stacks import mock_engine
+from gpucell.stacks.mock_engine import PlanResult, Registration
+
+__all__ = [
+    "FAKE_PASSWORD",
+    "CellMocks",
+    "PlanResult",
+    "Registration",
+    "fake_kubeconfig",
+    "provider_outputs",
+    "run_program",
+]
+
+FAKE_PASSWORD = "FAKE-PASSWORD"
+"""The ``result`` of every ``RandomPassword`` under :class:`CellMocks` (the k3s token, notebook tokens)."""
+
+_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: RkFLRS1DQQ==
+    server: https://127.0.0.1:{port}
+  name: default
+contexts:
+- context:
+    cluster: default
+    user: default
+  name: default
+current-context: default
+users:
+- name: default
+  user:
+    client-certificate-data: RkFLRS1DRVJU
+    client-key-data: RkFLRS1LRVk=
+"""
+
+
+def fake_kubeconfig(port: int = 6443) -> str:
+    """A kubeconfig shaped like the one k3s writes to ``/etc/rancher/k3s/k3s.yaml`` (server on 127.0.0.1:``port``).
+
+    The certificate fields hold base64 placeholders, not real keys.
+    """
+    return _KUBECONFIG.format(port=port)
+
+
+def provider_outputs(
+    cells: Iterable[CellSpec] = (), *, password: str = FAKE_PASSWORD
+) -> Callable[[MockResourceArgs], dict[str, Any]]:
+    """What real providers compute for a cell's resources, as ``args -> extra state`` for the mock engine.
+
+    ``cells`` tells which port each first server listens on (:func:`gpucell._k3s_scripts.listen_port`): a single
+    server without ``network.apiEndpoint`` listens on ``network.apiPort``; without ``cells`` every kubeconfig says
+    6443, right for every cell but a single-server one with another ``apiPort``.
+    """
+    ports = {str(cell.servers[0][1].address): listen_port(cell) for cell in cells}
+
+    def outputs(args: MockResourceArgs) -> dict[str, Any]:
+        if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
+            host = (args.inputs.get("connection") or {}).get("host", "")
+            return {"stdout": fake_kubeconfig(ports.get(host, 6443))}
+        if args.typ == "random:index/randomPassword:RandomPassword":
+            return {"result": password}
+        return {}
+
+    return outputs
+
+
+class CellMocks(pulumi.runtime.Mocks):
+    """Pulumi mocks for programs using gpucell components: inputs echoed back, plus :func:`provider_outputs`.
+
+    ``cells`` and ``password`` as in :func:`provider_outputs`; ``calls`` maps an invoke token to its result
+    (default: ``{}`` for every invoke).
+    """
+
+    def __init__(
+        self,
+        cells: Iterable[CellSpec] = (),
+        *,
+        password: str = FAKE_PASSWORD,
+        calls: Mapping[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self._outputs = provider_outputs(cells, password=password)
+        self._calls = dict(calls or {})
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """``(<name>-id, inputs + computed outputs)``."""
+        return f"{args.name}-id", {**args.inputs, **self._outputs(args)}
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        """The configured result of ``args.token``, else ``{}``."""
+        return dict(self._calls.get(args.token, {})), None
+
+
+def run_program(
+    program: Callable[[], Any],
+    *,
+    cells: Iterable[CellSpec] = (),
+    config: Mapping[str, Any] | None = None,
+    secret_keys: list[str] | None = None,
+    preview: bool = False,
+    project: str = "test",
+    stack: str = "test",
+) -> PlanResult:
+    """Run ``program`` under fresh mocks with :func:`provider_outputs` and return everything it registered.
+
+    ``config`` maps full keys (``myproject:key``) to values and ``secret_keys`` lists the secret ones, as the
+    Pulumi CLI hands them to a program. With ``preview=True`` what providers compute stays unknown, as in a first
+    ``pulumi preview``. The result's :class:`Registration` entries carry type, name, parent, provider,
+    dependencies, options and inputs (secrets shown as ``"[secret]"``). Exceptions raised by ``program``
+    propagate.
+    """
+    return mock_engine.run_program(
+        program, project=project, stack=stack, config=config, secret_keys=secret_keys, preview=preview,
+        computed=None if preview else provider_outputs(cells),
+    )

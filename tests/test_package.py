@@ -1,0 +1,183 @@
+"""The installed package: one import package `gpucell`, its public names, the test kit, and a consumer's project.
+
+The slow test builds the wheel, installs it into a fresh virtual environment (no test extras), runs the README's
+plan command there and the consumer example's own tests (docs/examples/consumer), which has a `components`
+package of its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+import gpucell
+from gpucell import CellSpec, ConfigError, NodePool, RegionalCell, RegionalCellArgs
+from gpucell.testing import FAKE_PASSWORD, CellMocks, fake_kubeconfig, run_program
+from tests.conftest import REPO, minimal_cell_config
+
+PLATFORM_COMPONENTS = ("K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe")
+WORKLOADS = ("RegionalCell", "Tenant", "GpuVirtualMachine", "Notebook", "ModelEndpoint")
+
+
+# -- the public names ---------------------------------------------------------------------------------------------
+def test_all_is_sorted_and_every_name_imports_from_its_home() -> None:
+    # sorted as ruff's RUF022 keeps it: constants, then classes, then functions
+    assert gpucell.__all__ == sorted(set(gpucell.__all__), key=lambda name: (not name.isupper(), name))
+    for name in gpucell.__all__:
+        home = importlib.import_module(gpucell._HOMES[name])
+        assert getattr(gpucell, name) is getattr(home, name), name
+    assert set(gpucell.__all__) <= set(dir(gpucell))
+
+
+def test_components_their_args_specs_and_config_error_are_public() -> None:
+    expected = {*PLATFORM_COMPONENTS, *WORKLOADS, "ConfigError", "CellSpec", "TenantSpec", "NodePool",
+                "GpuVirtualMachineSpec", "NotebookSpec", "ModelEndpointSpec", "StackSpec", "CATALOG"}
+    expected |= {f"{name}Args" for name in (*PLATFORM_COMPONENTS, *WORKLOADS)}
+    assert expected <= set(gpucell.__all__)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="module 'gpucell' has no attribute 'Nope'"):
+        gpucell.Nope  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_import_gpucell_loads_no_provider_sdk() -> None:
+    code = "import gpucell, gpucell.spec, sys; print(sorted(m for m in sys.modules if m.startswith('pulumi')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+# -- specs built from Python fail like stack config does ----------------------------------------------------------
+def test_model_validate_raises_config_error_with_key_paths() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["l40s"]["gpuMode"] = "passthrough"
+    with pytest.raises(ConfigError) as info:
+        CellSpec.model_validate(config)
+    assert info.value.lines == [
+        "nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+    ]
+
+
+def test_constructor_raises_config_error_with_key_paths() -> None:
+    with pytest.raises(ConfigError) as info:
+        NodePool(role="gpu", hosts=[{"name": "g1", "address": "10.20.0.21"}], gpu_model="L40S",  # type: ignore[list-item]
+                 gpus_per_node=2, gpu_mode="container", mig_config="all-1g.10gb")  # type: ignore[arg-type]
+    assert info.value.lines == [
+        "migConfig: 'all-1g.10gb' is not a MIG config of L40S; accepted: none: the model has no MIG"
+    ]
+
+
+def test_a_nested_mistake_keeps_its_full_path() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["cpu"]["hosts"][0]["name"] = "Not_A_Label"
+    with pytest.raises(ConfigError) as info:
+        CellSpec(**config)
+    assert info.value.lines == [
+        "nodePools.cpu.hosts[0].name: 'Not_A_Label' is not a DNS-1123 label (lower-case letters, digits and '-', "
+        "at most 63 characters)"
+    ]
+
+
+# -- the test kit -------------------------------------------------------------------------------------------------
+def test_run_program_gives_a_cell_its_kubeconfig_and_passwords() -> None:
+    spec = CellSpec.model_validate(minimal_cell_config())
+
+    def program() -> None:
+        RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+
+    result = run_program(program, cells=[spec])
+    provider = result.named("lab-k8s")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+    assert "server: https://10.20.0.11:6443" in provider.raw_inputs["kubeconfig"]
+    assert result.named("lab-k3s-lab-srv-1").raw_inputs["stdin"] == FAKE_PASSWORD
+
+
+def test_fake_kubeconfig_is_what_k3s_writes() -> None:
+    text = fake_kubeconfig(7443)
+    assert "\n    server: https://127.0.0.1:7443\n" in text
+    assert "current-context: default" in text
+
+
+def _with_cell_mocks() -> Any:
+    pulumi.runtime.set_mocks(CellMocks(), preview=False)
+    spec = CellSpec.model_validate(minimal_cell_config())
+    return RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+
+
+@pulumi.runtime.test
+def test_cell_mocks_work_with_pulumis_own_test_idiom() -> Any:
+    cell = _with_cell_mocks()
+
+    def check(args: list[Any]) -> None:
+        url, kubeconfig = args
+        assert url == "https://10.20.0.11:6443"
+        assert "server: https://10.20.0.11:6443" in kubeconfig
+
+    return pulumi.Output.all(cell.api_server_url, cell.kubeconfig).apply(check)
+
+
+# -- the wheel, in a fresh environment, and a consumer's project ---------------------------------------------------
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+                   check=True, capture_output=True, text=True)
+    return next(out.glob("gpucell-*.whl"))
+
+
+def test_the_wheel_holds_one_import_package_with_py_typed(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {"gpucell", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert "gpucell/py.typed" in names
+    assert {"gpucell/stacks/cli.py", "gpucell/testing.py", "gpucell/spec/cell.py"} <= set(names)
+    entry_points = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/entry_points.txt")
+    assert b"gpucell = gpucell.stacks.cli:main" in entry_points
+
+
+@pytest.fixture(scope="module")
+def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment with the wheel (no extras) and pytest, pinned by constraints.txt."""
+    env = tmp_path_factory.mktemp("env") / "venv"
+    venv.create(env, with_pip=True)
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"),
+                    str(wheel), "pytest"], check=True, capture_output=True, text=True)
+    return env
+
+
+def test_a_plain_install_plans_and_says_what_check_needs(fresh_env: Path) -> None:
+    gpucell_cli = str(fresh_env / "bin" / "gpucell")
+    plan = subprocess.run([gpucell_cli, "plan", "dev", "--project-dir", str(REPO)],
+                          capture_output=True, text=True, check=False)
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.startswith("stack dev: 1 region(s)\n")
+    checked = subprocess.run([gpucell_cli, "plan", "dev", "--project-dir", str(REPO), "--check",
+                              "--schemas", str(REPO.parent / "shared" / "upstream")],
+                             capture_output=True, text=True, check=False)
+    assert checked.returncode == 1
+    assert checked.stderr.endswith("error: gpucell plan --check needs the Python package kubernetes-validate: "
+                                   "pip install 'gpucell[check]'\n")
+
+
+def test_nothing_but_gpucell_lands_at_the_top_of_site_packages(fresh_env: Path) -> None:
+    site = next((fresh_env / "lib").glob("python3*/site-packages"))
+    record = next(site.glob("gpucell-*.dist-info")) / "RECORD"
+    tops = {line.split(",")[0].split("/")[0] for line in record.read_text().splitlines()}
+    assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"gpucell"}
+
+
+def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
+    project = tmp_path / "consumer"
+    shutil.copytree(REPO / "docs" / "examples" / "consumer", project)
+    done = subprocess.run([str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=project, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 passed" in done.stdout
