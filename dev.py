@@ -4,6 +4,7 @@
     python3 dev.py plan dev              # = gpucell plan dev, in .venv (created and installed when needed)
     python3 dev.py plan prod --check     # the same, with the check extra and the checkov tool environment
     python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras and the checkov tool environment
+    python3 dev.py bench [ARGS]          # = the fleet-scale benchmark, bench/fleet.py ARGS
 
 Two environments, because checkov pins ``packaging<24`` while pulumi needs ``packaging>=26``:
 ``.venv`` (the project, pinned by constraints.txt) and ``.venv-checkov`` (checkov alone, pinned by
@@ -96,6 +97,10 @@ def main(argv: list[str]) -> int:
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
         env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
         return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env, check=False).returncode
+    if argv[0] == "bench":
+        ensure_project(set())
+        bench = [str(_bin(PROJECT_VENV, "python")), str(ROOT / "bench" / "fleet.py"), *argv[1:]]
+        return subprocess.run(bench, cwd=ROOT, env=env, check=False).returncode
     checking = argv[0] == "plan" and "--check" in argv
     ensure_project({"check"} if checking else set())
     if checking and "GPUCELL_CHECKOV" not in env:

@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pulumi
@@ -72,35 +73,59 @@ class Registration:
 
 @dataclass
 class PlanResult:
-    """Everything one program run registered, in registration order, and the stack outputs."""
+    """Everything one program run registered, in registration order, and the stack outputs.
+
+    Lookups by URN, name and parent go through indexes built on first use (a plan of thousands of resources is
+    walked many times when it is printed and written), so ``resources`` must not change afterwards.
+    """
 
     resources: list[Registration]
     outputs: dict[str, Any]
+
+    @cached_property
+    def _by_urn(self) -> dict[str, Registration]:
+        return {r.urn: r for r in self.resources}
+
+    @cached_property
+    def _by_name(self) -> dict[str, list[Registration]]:
+        index: dict[str, list[Registration]] = {}
+        for r in self.resources:
+            index.setdefault(r.name, []).append(r)
+        return index
+
+    @cached_property
+    def _children(self) -> dict[str, list[Registration]]:
+        index: dict[str, list[Registration]] = {}
+        for r in self.resources:
+            index.setdefault(r.parent, []).append(r)
+        return index
 
     def of_type(self, type_token: str) -> list[Registration]:
         """Registrations whose Pulumi type token is ``type_token``."""
         return [r for r in self.resources if r.type == type_token]
 
     def named(self, name: str) -> Registration:
-        """The one registration called ``name``. Raises ``KeyError`` when there is none."""
-        for r in self.resources:
-            if r.name == name:
-                return r
-        raise KeyError(f"no resource named {name!r}; have {[r.name for r in self.resources]}")
+        """The first registration called ``name``. Raises ``KeyError`` when there is none."""
+        found = self._by_name.get(name)
+        if not found:
+            raise KeyError(f"no resource named {name!r}; have {[r.name for r in self.resources]}")
+        return found[0]
 
     def by_urn(self, urn: str) -> Registration:
-        """The registration with ``urn``."""
-        return next(r for r in self.resources if r.urn == urn)
+        """The registration with ``urn``. Raises ``KeyError`` when there is none."""
+        return self._by_urn[urn]
 
     def children(self, parent: Registration) -> list[Registration]:
-        """Direct children of ``parent``."""
-        return [r for r in self.resources if r.parent == parent.urn]
+        """Direct children of ``parent``, in registration order."""
+        return list(self._children.get(parent.urn, ()))
 
     def descendants(self, root: Registration) -> Iterator[Registration]:
-        """Every registration below ``root`` in the component tree."""
-        for child in self.children(root):
-            yield child
-            yield from self.descendants(child)
+        """Every registration below ``root`` in the component tree, depth first (no recursion limit)."""
+        stack = list(reversed(self._children.get(root.urn, ())))
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(self._children.get(node.urn, ())))
 
 
 def resource_options(request: Any) -> dict[str, Any]:

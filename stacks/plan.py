@@ -84,10 +84,12 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     return StackFiles(project=project, stack=stack, config=config, secret_keys=secret_keys)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects duplicate mapping keys, as the Pulumi CLI's YAML parser does.
+class _UniqueKeyLoader(yaml.CSafeLoader):
+    """A safe loader that rejects duplicate mapping keys, as the Pulumi CLI's YAML parser does.
 
-    PyYAML keeps the last of two equal keys, which would silently drop a copy-pasted pool.
+    PyYAML keeps the last of two equal keys, which would silently drop a copy-pasted pool. libyaml parses (a fleet's
+    stack file is megabytes: the pure-Python parser took a twentieth of a whole plan); construction stays PyYAML's
+    safe constructor.
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -180,16 +182,54 @@ def _short_type(type_token: str) -> str:
     return type_token.removeprefix(_COMPONENT_PREFIX)
 
 
+@dataclass(frozen=True)
+class GraphShape:
+    """How a deployment of some registrations can be parallelised by the engine."""
+
+    depth: int
+    """Resources on the longest chain of dependencies (explicit ``dependsOn``, parent and provider), count."""
+    width: int
+    """Most resources at one depth of that graph: what the engine could create at once, count."""
+
+
+def graph_shape(registrations: list[Registration]) -> GraphShape:
+    """The :class:`GraphShape` of ``registrations`` (in any order); edges to resources outside them are ignored.
+
+    Linear in resources and edges: each resource's depth is computed once, without recursion.
+    """
+    providers = {r.name: r.urn for r in registrations if r.type.startswith("pulumi:providers:")}
+    after = {r.urn: [u for u in (*r.dependencies, r.parent, providers.get(r.provider, "")) if u]
+             for r in registrations}
+    level: dict[str, int] = {}
+    for start in after:
+        stack = [start]
+        while stack:
+            urn = stack[-1]
+            pending = [u for u in after[urn] if u in after and u not in level]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            level[urn] = 1 + max((level[u] for u in after[urn] if u in after), default=0)
+    widths = Counter(level.values())
+    return GraphShape(depth=max(widths, default=0), width=max(widths.values(), default=0))
+
+
 def render_tree(plan: Plan, regions: list[str]) -> str:
-    """The component tree of each region with custom-resource counts by type, and totals."""
+    """The component tree of each region with custom-resource counts by type, its GPU capacity and graph shape,
+    and totals."""
     lines = [f"stack {plan.stack}: {len(regions)} region(s)"]
     grand_total = 0
     for region in regions:
-        resources = [r for r in plan.region_resources(region) if not r.type.startswith(_COMPONENT_PREFIX)]
+        everything = plan.region_resources(region)
+        resources = [r for r in everything if not r.type.startswith(_COMPONENT_PREFIX)]
         grand_total += len(resources)
         lines += ["", f"region {region}: {len(resources)} resources"]
         _tree_lines(plan.result, plan.region_root(region), "", lines)
         lines += render_capacity(plan.cells[region].spec)
+        shape = graph_shape(everything)
+        lines.append(f"  graph: depth {shape.depth}, width {shape.width} (longest dependency chain; most resources "
+                     "the engine can create at once)")
         lines.append("  by type:")
         for type_token, count in sorted(Counter(r.type for r in resources).items()):
             lines.append(f"    {count:4d}  {type_token}")
@@ -302,10 +342,26 @@ def check(plan: Plan, regions: list[str], schemas: Path, checkers: Collection[st
     )
 
 
+def json_text(document: dict[str, Any]) -> str:
+    """``document`` (:func:`to_json`) as JSON text with one resource per line, keys sorted.
+
+    One line per resource keeps the file readable and line-diffable without indenting every value: Python's JSON
+    encoder is written in C only for compact output, and indenting a fleet's plan took most of the time spent
+    writing it.
+    """
+    def compact(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+    resources = ",\n".join(compact(resource) for resource in document["resources"])
+    rest = {key: value for key, value in document.items() if key != "resources"}
+    head = "".join(f"{json.dumps(key)}: {compact(value)},\n" for key, value in sorted(rest.items()))
+    return "{" + head + '"resources": [\n' + resources + "\n]}\n"
+
+
 def write_json(plan: Plan, regions: list[str], path: Path) -> None:
-    """Write :func:`to_json` to ``path`` (parent folders created)."""
+    """Write :func:`to_json` to ``path`` as :func:`json_text` (parent folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(to_json(plan, regions), indent=2, sort_keys=True) + "\n")
+    path.write_text(json_text(to_json(plan, regions)))
 
 
 def _safe(name: str) -> str:

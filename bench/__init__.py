@@ -1,0 +1,1 @@
+"""Benchmarks, run by hand: `python3 dev.py bench` (see bench/fleet.py)."""

@@ -1,0 +1,45 @@
+"""Plans grow linearly with the fleet: the dependency graph keeps its depth, lookups stay indexed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.synthetic import Size, stack_config, write_stack
+from gpucell.stacks.plan import GraphShape, graph_shape, make_plan, render_tree
+
+
+def shape(tmp_path: Path, size: Size) -> tuple[GraphShape, int]:
+    write_stack(tmp_path, "s", size)
+    plan = make_plan(tmp_path, "s")
+    return graph_shape(plan.region_resources("r0")), len(plan.result.resources)
+
+
+@pytest.mark.parametrize(("base", "bigger"), [(Size(1, 8, 10), Size(1, 24, 10)), (Size(1, 16, 10), Size(1, 16, 40))])
+def test_graph_depth_does_not_grow_with_nodes_or_workloads(tmp_path: Path, base: Size, bigger: Size) -> None:
+    before, before_count = shape(tmp_path / "base", base)
+    after, after_count = shape(tmp_path / "grown", bigger)
+    assert after_count > before_count
+    assert after.depth == before.depth
+
+
+def test_synthetic_stacks_pass_admission_with_every_kind_of_workload() -> None:
+    regions = stack_config(Size(2, 8, 20))["gpucell:regions"]
+    assert list(regions) == ["r0", "r1"]
+    sections = {section for tenant in regions["r0"]["tenants"].values() for section in tenant
+                if section in ("virtualMachines", "notebooks", "modelEndpoints")}
+    assert sections == {"virtualMachines", "notebooks", "modelEndpoints"}
+
+
+def test_a_size_that_does_not_fit_is_refused() -> None:
+    with pytest.raises(ValueError, match="7 nodes leave 4 workers; a synthetic region needs at least 8 nodes"):
+        stack_config(Size(1, 7, 10))
+
+
+def test_the_tree_states_the_graph_shape(tmp_path: Path) -> None:
+    write_stack(tmp_path, "s", Size(1, 8, 10))
+    plan = make_plan(tmp_path, "s")
+    expected = graph_shape(plan.region_resources("r0"))
+    assert (f"  graph: depth {expected.depth}, width {expected.width} (longest dependency chain; most resources "
+            "the engine can create at once)") in render_tree(plan, ["r0"]).splitlines()
