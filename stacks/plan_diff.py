@@ -257,6 +257,10 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[InputChange]:
     (``containers[name=kserve]``), other lists index by index when their lengths agree and whole otherwise."""
     if old == new:
         return []
+    if old is MISSING and isinstance(new, Mapping) and new:
+        old = {}
+    if new is MISSING and isinstance(old, Mapping) and old:
+        new = {}
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         out: list[InputChange] = []
         for key in sorted(set(old) | set(new), key=str):
