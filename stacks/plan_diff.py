@@ -244,17 +244,28 @@ def _join(path: str, key: str) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
-def _named(items: list[Any]) -> dict[str, Any] | None:
-    """Items keyed by their ``name`` when every item is a map with a distinct string ``name``."""
-    if not items or not all(isinstance(i, Mapping) and isinstance(i.get("name"), str) for i in items):
+def _item_name(item: Any) -> str | None:
+    """A list item's ``name``, or its ``metadata.name`` (templates of Kubernetes objects)."""
+    if not isinstance(item, Mapping):
         return None
-    keyed = {i["name"]: i for i in items}
-    return keyed if len(keyed) == len(items) else None
+    name = item.get("name")
+    if name is None and isinstance(item.get("metadata"), Mapping):
+        name = item["metadata"].get("name")
+    return name if isinstance(name, str) else None
+
+
+def _named(items: list[Any]) -> dict[str, Any] | None:
+    """Items keyed by their name when every item is a map with a distinct string ``name`` (or ``metadata.name``)."""
+    names = [_item_name(i) for i in items]
+    if not items or any(n is None for n in names) or len(set(names)) != len(names):
+        return None
+    return {str(n): i for n, i in zip(names, items, strict=True)}
 
 
 def diff_values(old: Any, new: Any, path: str = "") -> list[InputChange]:
-    """Leaf-level differences between ``old`` and ``new``: maps key by key, lists of named maps by ``name``
-    (``containers[name=kserve]``), other lists index by index when their lengths agree and whole otherwise."""
+    """Leaf-level differences between ``old`` and ``new``: maps key by key, lists of named maps by ``name`` or
+    ``metadata.name`` (``containers[name=kserve]``), other lists index by index when their lengths agree and whole
+    otherwise."""
     if old == new:
         return []
     if old is MISSING and isinstance(new, Mapping) and new:
