@@ -29,7 +29,7 @@ from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
 
-__all__ = ["BaseTree", "EMPTY_PLAN", "plan_head", "stacks_in"]
+__all__ = ["EMPTY_PLAN", "BaseTree", "plan_head", "stacks_in"]
 
 EMPTY_PLAN: dict[str, Any] = {"stack": "", "resources": [], "outputs": {}, "acknowledge": []}
 """The plan of a stack that does not exist (a stack file added or removed by the change)."""

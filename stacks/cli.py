@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from gpucell.errors import ConfigError
+from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
-from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.plan import check, check_schema_dir, make_plan, render_tree, write_json, write_out
 from gpucell.stacks.review import Review, exit_code, render, review
 from gpucell.stacks.schema import SCHEMA_FILE, render_schema

@@ -419,7 +419,7 @@ def _deleted(resource: Mapping[str, Any]) -> ResourceDiff:
     return result
 
 
-def _pair_nodes(created: dict[str, Mapping[str, Any]], deleted: dict[str, Mapping[str, Any]]) -> list[ResourceDiff]:
+def _pair_nodes(created: dict[str, dict[str, Any]], deleted: dict[str, dict[str, Any]]) -> list[ResourceDiff]:
     """Node commands deleted and created for the same ``node-ip``: the node's identity (its name) changes."""
     pairs: list[ResourceDiff] = []
     by_ip = {ip: urn for urn, r in created.items() if r["type"] == COMMAND_TYPE and (ip := _node_ip(r))}

@@ -194,7 +194,7 @@ def test_acknowledgements_match_by_kind_region_and_subject() -> None:
     one = judge(changes, [ack(change="gpuMode", region="lab", subject="lab-gpu-1")], ["lab"])
     assert [c.subject for c in one.refused] == ["lab-gpu-2"]
     both = judge(changes, [ack(change="gpuMode", region="lab")], ["lab"])
-    assert both.refused == [] and both.stale == [] and len(both.acknowledged) == 2
+    assert (both.refused, both.stale, len(both.acknowledged)) == ([], [], 2)
 
 
 def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:

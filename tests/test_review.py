@@ -300,3 +300,34 @@ def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixtur
     assert cli.main(["diff", "--base", "no-such-ref", "--project-dir", str(repo)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("--base: 'no-such-ref' cannot be read from ")
+
+
+# -- docs/reviewing-changes.md -------------------------------------------------------------------------------------
+def sample_change(text: str) -> str:
+    """The docs' sample: a container L40S host added (new pool), the first L40S pool switched to vm-passthrough,
+    the tenant's GPU quota raised."""
+    old_pool = "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+    assert old_pool in text
+    assert "gpus: {nvidia.com/gpu: 3}" in text
+    new_pool = ("          gpuMode: vm-passthrough\n          hosts:\n"
+                "          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+                "        l40s-ct:\n          role: gpu\n          gpuModel: L40S\n          gpusPerNode: 4\n"
+                "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-2, address: 10.20.0.22}\n")
+    return text.replace(old_pool, new_pool).replace("gpus: {nvidia.com/gpu: 3}",
+                                                    "gpus: {nvidia.com/gpu: 4, nvidia.com/AD102GL_L40S: 2}")
+
+
+def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev_json: dict[str, Any]) -> None:
+    doc = (REPO / "docs" / "reviewing-changes.md").read_text()
+    shown = doc.split("<!-- sample-comment -->\n````markdown\n", 1)[1].split("````\n<!-- /sample-comment -->", 1)[0]
+    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)))])
+
+
+def test_the_docs_table_lists_every_change_with_its_effect() -> None:
+    from gpucell.disruption import EFFECTS, Change
+
+    doc = (REPO / "docs" / "reviewing-changes.md").read_text()
+    for change in Change:
+        effect = EFFECTS[change]
+        assert f"| `{change.value}` |" in doc, change
+        assert f"{effect[0].upper()}{effect[1:]}. |" in doc, change
