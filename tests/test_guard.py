@@ -177,3 +177,14 @@ def test_dev_stack_pod_cidr_change_is_refused_under_a_mocked_previous_deployment
         make_plan(tmp_path, "dev", computed=computed)
     assert info.value.lines == [POD_CIDR_REFUSAL.replace("regions.lab.", "regions.lab1.")
                                 .replace("region: lab,", "region: lab1,")]
+
+
+def test_acknowledge_is_not_a_secret_key_name() -> None:
+    config = minimal_cell_config()
+    config["ssh"] = {"privateKeyConfigKey": "acknowledge"}
+    with pytest.raises(ConfigError) as info:
+        run({"lab": config}, Deployment(None))
+    assert info.value.lines == [
+        "acknowledge: names a gpucell config key, not a secret (region lab uses it for SSH, see "
+        "regions.lab.ssh.privateKeyConfigKey)"
+    ]
