@@ -1,19 +1,27 @@
 """``gpucell``: the command line.
 
 - ``gpucell plan STACK`` prints (and optionally writes, and checks) the offline plan;
-- ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins.
+- ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins;
+- ``gpucell diff`` reviews the change between two plans (see :mod:`gpucell.stacks.review`);
+- ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from gpucell.errors import ConfigError
+from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
 from gpucell.stacks.plan import check, check_schema_dir, make_plan, render_tree, write_json, write_out
+from gpucell.stacks.review import Review, exit_code, render, review
+from gpucell.stacks.schema import SCHEMA_FILE, render_schema
 
 __all__ = ["main"]
 
@@ -55,7 +63,45 @@ def _parser() -> argparse.ArgumentParser:
                            help="where upstream files are served as BASE/<repo>/<tag>/<path> "
                            f"(default: {DEFAULT_BASE_URL})")
     _project_dir(fetch_cmd)
+    _diff_parser(commands)
     return parser
+
+
+def _diff_parser(commands: Any) -> None:
+    diff = commands.add_parser(
+        "diff",
+        help="review the change between two plans as Markdown (PR comment, job summary)",
+        description="gpucell diff BASE.json HEAD.json compares two `gpucell plan --json` files; gpucell diff --base "
+        "REF [STACK ...] plans each stack at the git ref REF and in the working tree and compares them. Disruptive "
+        "changes come first, with the gpucell:acknowledge entry each needs. Exit codes: 0 no changes, 3 changes, "
+        "4 disruptive changes, 1 error.",
+    )
+    diff.add_argument("args", nargs="*", metavar="BASE.json HEAD.json | STACK",
+                      help="two plan files, or with --base the stacks to compare (default: every stack file at REF "
+                      "and in the working tree)")
+    diff.add_argument("--base", metavar="REF", help="the git ref to compare the working tree against")
+    diff.add_argument("--base-code", choices=("ref", "worktree"), default="ref",
+                      help="plan REF's stack files with REF's code (default) or with the working tree's code")
+    diff.add_argument("--out", type=Path, metavar="FILE", help="also write the Markdown to FILE")
+    _project_dir(diff)
+
+    schema = commands.add_parser(
+        "schema", help="write the editor JSON Schema of Pulumi.<stack>.yaml (generated from the spec models)",
+    )
+    schema.add_argument("--out", type=Path, metavar="FILE",
+                        help=f"write it to FILE (the repository ships it as {SCHEMA_FILE}); default: stdout")
+
+
+def _schema(args: argparse.Namespace) -> int:
+    """``gpucell schema``: print or write the stack file's JSON Schema."""
+    text = render_schema()
+    if args.out is None:
+        print(text, end="")
+        return EXIT_OK
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
+    return EXIT_OK
 
 
 def _project_dir(parser: argparse.ArgumentParser) -> None:
@@ -100,16 +146,56 @@ def _fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _load_plan(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError.at((str(path),), f"is not a plan file: {exc}") from None
+    if not isinstance(data, dict) or "resources" not in data:
+        raise ConfigError.at((str(path),), "is not a `gpucell plan --json` file (no resources)")
+    return data
+
+
+def _reviews(args: argparse.Namespace) -> list[Review]:
+    if args.base is None:
+        if len(args.args) != 2:
+            raise ConfigError.at(("gpucell diff",), "takes BASE.json HEAD.json, or --base REF [STACK ...]")
+        base, head = (_load_plan(Path(p)) for p in args.args)
+        return [review(base, head)]
+    with tempfile.TemporaryDirectory(prefix="gpucell-diff-") as work:
+        tree = BaseTree(args.project_dir, args.base, Path(work), own_code=args.base_code == "ref")
+        stacks = args.args or sorted(set(tree.stacks()) | set(stacks_in(args.project_dir)))
+        reviews = []
+        for stack in stacks:
+            base, fingerprints, notes = tree.plan(stack)
+            reviews.append(review(base, plan_head(args.project_dir, stack), stack=stack,
+                                  base_fingerprints=fingerprints, notes=notes))
+        return reviews
+
+
+def _diff(args: argparse.Namespace) -> int:
+    """``gpucell diff``: print (and write) the review; exit 0/3/4 by what it found."""
+    reviews = _reviews(args)
+    markdown = render(reviews)
+    print(markdown, end="")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(markdown)
+    return exit_code(reviews)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Exit codes: 0 success, 2 configuration error (one line per problem), 1 anything else
-    (including ``plan --check`` finding problems)."""
+    (including ``plan --check`` finding problems). ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive
+    changes, 1 any error (configuration errors included)."""
     args = _parser().parse_args(argv)
+    commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema}
     try:
-        return _plan(args) if args.command == "plan" else _fetch(args)
+        return commands[args.command](args)
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_FAILED if args.command == "diff" else EXIT_CONFIG
     except MissingToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 
+from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 
@@ -26,6 +27,9 @@ class StackConfig:
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
     credentials: dict[str, pulumi.Output[str]]
     """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint names."""
+    acknowledgements: list[Acknowledgement] = field(default_factory=list)
+    """``gpucell:acknowledge``: the disruptive changes the next ``pulumi up`` may apply (see
+    :mod:`gpucell.stacks.guard`)."""
 
 
 def _regions_object(config: pulumi.Config) -> Any:
@@ -53,7 +57,7 @@ def _is_secret(full_key: str) -> bool:
 
 def _check_top_level_keys(secret_keys: set[str]) -> None:
     """Reject ``gpucell:*`` keys the program does not read: a typo there would otherwise be ignored."""
-    accepted = {"regions", *secret_keys}
+    accepted = {"regions", "acknowledge", *secret_keys}
     for full_key in sorted(_config_keys()):
         namespace, _, key = full_key.partition(":")
         if namespace == PROJECT and key not in accepted:
@@ -64,8 +68,8 @@ def _check_top_level_keys(secret_keys: set[str]) -> None:
 
 def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> pulumi.Output[str]:
     """The secret config value ``key``; a :class:`ConfigError` when it is missing or stored in plain text."""
-    if key == "regions":
-        raise ConfigError.at((key,), f"names the region config, not a secret ({used_by})")
+    if key in ("regions", "acknowledge"):
+        raise ConfigError.at((key,), f"names a gpucell config key, not a secret ({used_by})")
     secret = config.get_secret(key)
     if secret is None:
         raise ConfigError.at((key,), f"secret is missing ({used_by}); set it with `pulumi config set --secret {how}`")
@@ -75,11 +79,30 @@ def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> 
     return secret
 
 
+def _acknowledgements(config: pulumi.Config, regions: list[str]) -> list[Acknowledgement]:
+    """``gpucell:acknowledge``, validated; every region it names (but for ``regionRemoved``) must be in the stack."""
+    try:
+        raw = config.get_object("acknowledge")
+    except pulumi.config.ConfigTypeError as exc:
+        raise ConfigError.at(("acknowledge",), f"is not a YAML/JSON list ({exc})") from None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError.at(("acknowledge",), "must be a list of {change, region, reason} entries, e.g. "
+                             '[{change: podCidr, region: fra1, reason: "maintenance window CHG-1234"}]')
+    acknowledgements = StackAcknowledgements.model_validate({"acknowledge": raw}).acknowledge
+    for index, entry in enumerate(acknowledgements):
+        if entry.change is not Change.REGION_REMOVED and entry.region not in regions:
+            raise ConfigError.at(("acknowledge", index, "region"),
+                                 f"{entry.region!r} is not a region of this stack; regions: {', '.join(regions)}")
+    return acknowledgements
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
     Raises :class:`ConfigError` with one ``key.path: message`` line per problem (unknown key, bad value,
-    cross-field rule, missing SSH key secret).
+    cross-field rule, missing SSH key secret, malformed ``gpucell:acknowledge``).
     """
     config = config or pulumi.Config(PROJECT)
     spec = StackSpec.model_validate({"regions": _regions_object(config)})  # raises ConfigError
@@ -101,5 +124,6 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                         f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}.credentialsConfigKey names it",
                         f"{key} -- <token>",
                     )
+    acknowledgements = _acknowledgements(config, list(spec.regions))
     _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()} | set(credentials))
-    return StackConfig(spec=spec, ssh_private_keys=keys, credentials=credentials)
+    return StackConfig(spec=spec, ssh_private_keys=keys, credentials=credentials, acknowledgements=acknowledgements)

@@ -14,6 +14,7 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from gpucell.disruption import Acknowledgement
 from gpucell.gpu_catalog import CATALOG, mig_resource_name
 from gpucell.inventory import WHOLE_GPU
 from gpucell.spec import CellSpec, StackSpec
@@ -67,6 +68,10 @@ _EXAMPLES: dict[str, str] = {
     "gpuOperator.vgpuDriverImage.repository": "`registry.example.com/nvidia`",
     "gpuOperator.vgpuDriverImage.version": "`580.95.02-ubuntu24.04`",
     "cilium.values": "`{hubble: {ui: {enabled: true}}}`",
+    "acknowledge[].change": "`podCidr`",
+    "acknowledge[].region": "`fra1`",
+    "acknowledge[].subject": "`fra1-h100-3`",
+    "acknowledge[].reason": "`maintenance window CHG-1234`",
 }
 
 
@@ -177,7 +182,8 @@ def render() -> str:
         "|---|---|---|---|---|---|",
     ]
     assert StackSpec.model_fields["regions"]  # the one top-level key; its values are CellSpec
-    return "\n".join([*header, *_rows(CellSpec, ""), *gpu_catalog_section()]) + "\n"
+    return "\n".join([*header, *_rows(CellSpec, ""), *gpu_catalog_section(), *_ACKNOWLEDGE,
+                      *_rows(Acknowledgement, "acknowledge[]."), *_EDITORS]) + "\n"
 
 
 def _codes(names: typing.Iterable[str]) -> str:
@@ -219,6 +225,60 @@ def gpu_catalog_section() -> list[str]:
         )
     lines += ["", "Under `migStrategy: single` a MIG instance is advertised as `nvidia.com/gpu`."]
     return lines
+
+
+_ACKNOWLEDGE = [
+    "",
+    "## `gpucell:acknowledge`",
+    "",
+    "A list of the disruptive changes the next `pulumi up` may apply; `pulumi up` refuses any other disruptive",
+    "change against the last deployment, and an entry that matches nothing is an error (remove it after the run",
+    "that applied it). The kinds of change and what each does to running workloads: docs/reviewing-changes.md.",
+    "",
+    "```yaml",
+    "  gpucell:acknowledge:",
+    "  - {change: gpuMode, region: fra1, subject: fra1-h100-3, reason: \"drained for CHG-1234\"}",
+    "```",
+    "",
+    "| key | type | unit | default | meaning | example |",
+    "|---|---|---|---|---|---|",
+]
+
+_EDITORS = [
+    "",
+    "## Editor support: the JSON Schema of stack files",
+    "",
+    "`schema/gpucell-stack.schema.json` is the JSON Schema (2020-12) of `Pulumi.<stack>.yaml`, generated from the",
+    "same models (`gpucell schema --out schema/gpucell-stack.schema.json`; a test fails when it is stale). With it",
+    "an editor completes keys, shows each key's description, and flags unknown keys, wrong enum values, numbers",
+    "out of range and secrets stored in plain text while you type. Cross-field rules (a MIG layout the GPU model",
+    "lacks, quotas that exceed the region) are checked by `gpucell plan` only.",
+    "",
+    "**VS Code** (Red Hat's YAML extension, `redhat.vscode-yaml`): map the stack files to the schema in the",
+    "workspace's `.vscode/settings.json`:",
+    "",
+    "```json",
+    "{",
+    "  \"yaml.schemas\": {",
+    "    \"./schema/gpucell-stack.schema.json\": \"Pulumi.*.yaml\"",
+    "  }",
+    "}",
+    "```",
+    "",
+    "or name the schema in a stack file's first line (a modeline the extension reads; the path is relative to the",
+    "file):",
+    "",
+    "```yaml",
+    "# yaml-language-server: $schema=./schema/gpucell-stack.schema.json",
+    "```",
+    "",
+    "Leave `Pulumi.yaml` (the project file) out of the mapping: it has its own shape.",
+    "",
+    "**JetBrains IDEs** (IntelliJ IDEA, PyCharm, GoLand...): *Settings > Languages & Frameworks > Schemas and DTDs >",
+    "JSON Schema Mappings*, add a mapping, set *Schema file or URL* to `schema/gpucell-stack.schema.json` (the",
+    "version is read from its `$schema`) and add a *File path pattern* `Pulumi.*.yaml`. Projects can share the",
+    "mapping by committing `.idea/jsonSchemas.xml`.",
+]
 
 
 if __name__ == "__main__":

@@ -22,12 +22,14 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-__all__ = ["SECRET", "UNKNOWN", "PlanResult", "Registration", "resource_options", "run_program"]
+__all__ = ["ORGANIZATION", "SECRET", "UNKNOWN", "PlanResult", "Registration", "resource_options", "run_program"]
 
 SECRET = "[secret]"
 """What every secret value is replaced by in recorded inputs and outputs."""
 UNKNOWN = "[unknown]"
 """What a value unknown at preview time is replaced by."""
+ORGANIZATION = "organization"
+"""``pulumi.get_organization()`` under the mocks: what the Pulumi CLI passes on a DIY backend."""
 
 _SECRET_SIG = rpc._special_secret_sig
 _SIG_KEY = rpc._special_sig_key
@@ -298,7 +300,7 @@ def run_program(
     outputs: dict[str, Any] = {}
     mocks.set_mocks(
         monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor,
-        logger=logging.getLogger("gpucell.plan"),
+        logger=logging.getLogger("gpucell.plan"), organization=ORGANIZATION,
     )
     try:
         _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))

@@ -10,7 +10,7 @@ import json
 import shutil
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.guard import FINGERPRINT_SUFFIX
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs
@@ -35,6 +36,7 @@ __all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "rend
 
 _COMPONENT_PREFIX = "gpucell:index:"
 _OUT_DIRS = ("manifests", "helm", "nodes")
+_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class Plan:
     stack: str
     result: PlanResult
     cells: dict[str, RegionalCell]
+    acknowledge: list[Any] = field(default_factory=list)
+    """``gpucell:acknowledge`` as the stack file has it (validated by the program)."""
 
     def region_root(self, region: str) -> Registration:
         """The RegionalCell registration of ``region``."""
@@ -161,7 +165,8 @@ def make_plan(
     )
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
-    return Plan(stack=stack, result=result, cells=cells)
+    acknowledge = files.config.get(f"{files.project}:acknowledge") or []
+    return Plan(stack=stack, result=result, cells=cells, acknowledge=list(acknowledge))
 
 
 def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict[str, Any]]:
@@ -268,11 +273,13 @@ def render_capacity(spec: CellSpec) -> list[str]:
 
 
 def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
-    """The plan as ``{"stack", "resources": [...], "outputs"}``; secrets are ``"[secret]"``.
+    """The plan as ``{"stack", "resources": [...], "outputs", "acknowledge"}``; secrets are ``"[secret]"``.
 
     Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
     resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
-    and ``inputs``.
+    and ``inputs``. ``outputs`` holds the regions' stack outputs (``<region>``, ``<region>Kubeconfig``,
+    ``<region>Fingerprint``); ``acknowledge`` the stack's ``gpucell:acknowledge`` entries (what ``gpucell diff``
+    matches disruptive changes against).
     """
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
@@ -290,7 +297,10 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
             }
             for r in resources
         ],
-        "outputs": {k: v for k, v in plan.result.outputs.items() if k in regions or k[:-len("Kubeconfig")] in regions},
+        "outputs": {k: v for k, v in plan.result.outputs.items()
+                    if k in regions or any(k == f"{region}{suffix}" for region in regions
+                                           for suffix in _REGION_OUTPUT_SUFFIXES)},
+        "acknowledge": plan.acknowledge,
     }
 
 

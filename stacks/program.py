@@ -5,8 +5,10 @@ from __future__ import annotations
 import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
 from gpucell.stacks.config import StackConfig, load_stack_config
+from gpucell.stacks.guard import check_against, deployed_fingerprints, fingerprint_output, read_last_deployment
 from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
@@ -16,18 +18,23 @@ __all__ = ["build_cells", "main"]
 
 
 def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
-    """Validate the whole stack config, then build one independent cell per region and export its outputs.
+    """Validate the whole stack config, refuse unacknowledged disruptive changes, then build one independent cell
+    per region and export its outputs.
 
-    Raises :class:`ConfigError` before registering anything when the config is wrong. Exports per region:
-    ``<region>`` (``{apiServerUrl, storageClassName}``) and ``<region>Kubeconfig`` (secret).
+    Raises :class:`ConfigError` before registering anything when the config is wrong or a disruptive change
+    against the last deployment is not acknowledged (:func:`gpucell.stacks.guard.check_against`). Exports per
+    region: ``<region>`` (``{apiServerUrl, storageClassName}``), ``<region>Kubeconfig`` (secret) and
+    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`).
     """
     stack = load_stack_config(config)
+    check_against(stack, deployed_fingerprints(read_last_deployment()))
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
         cell = RegionalCell(region, RegionalCellArgs(cell=spec, ssh_private_key=stack.ssh_private_keys[region]))
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
+        pulumi.export(fingerprint_output(region), fingerprint(spec))
         cells[region] = cell
         build_tenants(region, cell, stack)
     return cells

@@ -248,7 +248,8 @@ def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.Captur
         config["gpucell:region"] = {}
 
     assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
-        2, "region: unknown key in the gpucell namespace; accepted keys are hfTokenResearch, regions, sshPrivateKey\n"
+        2, "region: unknown key in the gpucell namespace; accepted keys are acknowledge, hfTokenResearch, regions, "
+            "sshPrivateKey\n"
     )
 
 

@@ -1,0 +1,492 @@
+"""Disruptive changes: which settings of a live cell disrupt its running workloads, and the rule that finds them.
+
+A cell's *fingerprint* is a plain JSON object holding exactly those settings (:func:`fingerprint`): the pod and
+service address plan, cluster DNS, Cilium's datapath, every node's role and GPU configuration, the storage classes
+of its volumes and the versions whose jump is not a routine upgrade. The program exports it per region (stack
+output ``<region>Fingerprint``) and reads the last deployed one back on the next ``pulumi up`` (see
+:mod:`gpucell.stacks.guard`); ``gpucell diff`` compares the fingerprints of two plans. Both use :func:`compare`, so
+a reviewer sees in the pull request exactly the changes ``pulumi up`` will refuse without an acknowledgement
+(:class:`Acknowledgement`, stack config ``gpucell:acknowledge``).
+
+Why each setting is disruptive (what happens to running workloads) is :data:`EFFECTS`; the sources:
+
+- Cilium IPAM: "Don't change the IPAM mode of an existing cluster. Changing the IPAM mode in a live environment may
+  cause persistent disruption of connectivity for existing workloads" (docs.cilium.io, network/concepts/ipam).
+- A Service's ``spec.clusterIP`` cannot be changed in place (pulumi-kubernetes replaces the object,
+  ``provider/pkg/provider/diff.go``), and the cluster DNS address is the ``kube-dns`` Service's ClusterIP and every
+  pod's ``resolv.conf`` nameserver (kubelet ``clusterDNS``, k3s ``cluster-dns``).
+- GPU Operator reconfiguration (``nvidia.com/gpu.workload.config``, ``nvidia.com/mig.config``,
+  ``nvidia.com/vgpu.config``): the operand set of a node changes and mig-manager / vgpu-device-manager pause the
+  GPU clients of the node; GPU VMs cannot live-migrate (GPU Operator v26.7.0 ``controllers/state_manager.go``,
+  mig-parted v0.15.0 ``pkg/mig/reconfigure``, KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``).
+- k3s servers are etcd members (k3s docs "High Availability Embedded etcd"); Kubernetes supports upgrading the
+  control plane one minor version at a time (kubernetes.io/releases/version-skew-policy).
+- A StatefulSet's ``volumeClaimTemplates`` and a PVC's ``storageClassName`` are immutable (pulumi-kubernetes
+  ``diff.go``); KubeVirt creates a VM's DataVolume from its template only when it is missing (KubeVirt
+  ``pkg/virt-controller/watch/vm/vm.go`` ``handleDataVolumes``) and CDI rejects any DataVolume spec update
+  ("Cannot update DataVolume Spec", CDI ``pkg/apiserver/webhooks/datavolume-validate.go``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from gpucell._chart import deep_merge
+from gpucell.cilium import cilium_values
+from gpucell.spec import CellSpec, NodeRole, StorageBackend
+from gpucell.spec._base import SpecModel
+from gpucell.spec.tenancy import namespace_of
+
+__all__ = [
+    "EFFECTS",
+    "FINGERPRINT_VERSION",
+    "ROUTING_VALUES",
+    "Acknowledgement",
+    "Change",
+    "DisruptiveChange",
+    "Judgement",
+    "StackAcknowledgements",
+    "compare",
+    "fingerprint",
+    "judge",
+    "release_line",
+    "removed_regions",
+]
+
+FINGERPRINT_VERSION = 1
+"""Version of the fingerprint's shape; :func:`compare` reads older shapes key by key."""
+ROUTING_VALUES = ("routingMode", "tunnelProtocol", "autoDirectNodeRoutes", "ipv4NativeRoutingCIDR")
+"""Cilium chart values that choose how pod traffic crosses nodes (cilium ``values.yaml`` 1.20.0)."""
+_K3S_MINOR = re.compile(r"^v(\d+)\.(\d+)\.")
+
+
+class Change(StrEnum):
+    """The kinds of disruptive change; the value is what ``gpucell:acknowledge[].change`` names."""
+
+    POD_CIDR = "podCidr"
+    POD_CIDR_MASK_SIZE = "podCidrMaskSize"
+    SERVICE_CIDR = "serviceCidr"
+    CLUSTER_DNS = "clusterDns"
+    KUBE_PROXY_REPLACEMENT = "kubeProxyReplacement"
+    CILIUM_ROUTING = "ciliumRouting"
+    CILIUM_IPAM = "ciliumIpam"
+    GPU_MODE = "gpuMode"
+    MIG_CONFIG = "migConfig"
+    VGPU_PROFILE = "vgpuProfile"
+    NODE_ROLE = "nodeRole"
+    SERVER_REMOVED = "serverRemoved"
+    NODE_REMOVED = "nodeRemoved"
+    STORAGE_CLASS = "storageClass"
+    K3S_MINOR = "k3sMinor"
+    CHART_MAJOR = "chartMajor"
+    REGION_REMOVED = "regionRemoved"
+
+
+EFFECTS: dict[Change, str] = {
+    Change.POD_CIDR: (
+        "every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate "
+        "the pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network "
+        "policies and firewalls written for the old range"
+    ),
+    Change.POD_CIDR_MASK_SIZE: (
+        "changes the size of the pod range Cilium's cluster-pool IPAM gives each node; ranges already given keep "
+        "their old size, so nodes disagree until every node is drained and its CiliumNode recreated"
+    ),
+    Change.SERVICE_CIDR: (
+        "every Service keeps its ClusterIP from the old range (a ClusterIP cannot change in place) while new "
+        "Services get addresses from the new one, and the cluster DNS address moves with it; plan to recreate "
+        "every Service and restart every pod"
+    ),
+    Change.CLUSTER_DNS: (
+        "running pods keep the old nameserver in /etc/resolv.conf and lose name resolution once the kube-dns "
+        "Service moves (its ClusterIP cannot change in place); every pod must be restarted"
+    ),
+    Change.KUBE_PROXY_REPLACEMENT: (
+        "Service load-balancing moves between kube-proxy and Cilium's eBPF datapath while every Cilium agent "
+        "restarts; connections through Services are dropped, and without either, Services stop working"
+    ),
+    Change.CILIUM_ROUTING: (
+        "pod traffic between nodes changes path (tunnel or native routing) while every Cilium agent restarts; "
+        "cross-node connections of running pods and VMs are reset, and native routing needs routes to every "
+        "node's pod range in the node network"
+    ),
+    Change.CILIUM_IPAM: (
+        "Cilium's docs: changing the IPAM mode of a live cluster may cause persistent disruption of connectivity "
+        "for existing workloads; the supported path is a new cluster"
+    ),
+    Change.GPU_MODE: (
+        "the GPU Operator replaces the node's GPU stack (driver and device plugin, vfio-pci, or the vGPU "
+        "manager): its GPU pods and GPU VMs must be stopped first (VMs with GPUs cannot live-migrate), and the GPU "
+        "resources it advertises change name, so workloads asking for the old ones no longer fit there"
+    ),
+    Change.MIG_CONFIG: (
+        "mig-manager repartitions the node's GPUs: it pauses the device plugin and fails while GPU pods still hold "
+        "a GPU, so the node's GPU workloads must be drained first; the MIG resources it advertises change"
+    ),
+    Change.VGPU_PROFILE: (
+        "the vGPU device manager recreates the node's vGPUs as the new type: VMs using the old type must be "
+        "stopped first, and the vGPU resource the node advertises changes name"
+    ),
+    Change.NODE_ROLE: (
+        "the host's k3s role or pool changes: gpucell reinstalls k3s on it with the other role's config "
+        "(server/agent) or relabels it, and workloads placed by the old pool must be drained first"
+    ),
+    Change.SERVER_REMOVED: (
+        "the server leaves etcd (k3s uninstalled after its Node is deleted); remove one server per pulumi up "
+        "and keep an odd number, or the cluster can lose its etcd quorum and its API"
+    ),
+    Change.NODE_REMOVED: (
+        "k3s is uninstalled from the host: its pods are killed and its VMs stop (GPU VMs cannot live-migrate); "
+        "drain it first (kubectl drain) so workloads move while the node still runs"
+    ),
+    Change.STORAGE_CLASS: (
+        "existing volumes keep their StorageClass and data: a PVC's class is immutable, KubeVirt does not "
+        "recreate an existing VM disk from its template and CDI refuses DataVolume spec updates; the new class "
+        "applies only to volumes created afterwards, or after the volume is deleted on purpose (data lost)"
+    ),
+    Change.K3S_MINOR: (
+        "Kubernetes upgrades the control plane one minor version at a time and does not support downgrades; "
+        "jumping further can leave the API server unable to read what etcd holds; upgrade minor by minor"
+    ),
+    Change.CHART_MAJOR: (
+        "a new major chart version may rename values, change CRDs and restart or replace the component's "
+        "workloads; read the chart's upgrade notes before applying it"
+    ),
+    Change.REGION_REMOVED: (
+        "the whole cell is destroyed: every workload of the region stops and k3s is uninstalled from every node "
+        "(protected resources stop the run)"
+    ),
+}
+"""What each kind of change does to running workloads: the text the diff and the refusal show."""
+
+
+@dataclass(frozen=True)
+class DisruptiveChange:
+    """One disruptive change of one region between two fingerprints."""
+
+    change: Change
+    """Its kind."""
+    region: str
+    """The region it happens in."""
+    subject: str | None
+    """What it applies to: a host (node changes), ``<namespace>/<claim>`` or ``default`` (storageClass), a chart
+    (chartMajor); ``None`` for region-wide changes."""
+    key: str
+    """The config key path that changed, e.g. ``regions.lab1.network.podCidr``."""
+    old: str
+    """The deployed value, as text."""
+    new: str
+    """The planned value, as text (``removed`` for removals)."""
+
+    @property
+    def effect(self) -> str:
+        """What it does to running workloads (:data:`EFFECTS`)."""
+        return EFFECTS[self.change]
+
+    def acknowledgement(self) -> str:
+        """The ``gpucell:acknowledge`` entry that accepts it, in YAML flow style."""
+        subject = f", subject: {self.subject}" if self.subject is not None else ""
+        return f'{{change: {self.change.value}, region: {self.region}{subject}, reason: "..."}}'
+
+    def summary(self) -> str:
+        """``<old> -> <new>`` (or what was removed) in one phrase."""
+        if self.change in (Change.SERVER_REMOVED, Change.NODE_REMOVED, Change.REGION_REMOVED):
+            return f"{self.old} removed"
+        target = f"{self.subject}: " if self.subject is not None else ""
+        return f"{target}{self.old} -> {self.new}"
+
+    def refusal(self) -> str:
+        """The one-line error ``pulumi up`` stops with while the change is not acknowledged."""
+        return (f"{self.key}: {self.summary()} is a disruptive change ({self.change.value}: {self.effect}); "
+                f"to apply it, add {self.acknowledgement()} to gpucell:acknowledge")
+
+
+class Acknowledgement(SpecModel):
+    """One entry of ``gpucell:acknowledge``: a disruptive change the next ``pulumi up`` may apply.
+
+    It matches the changes of its ``change`` kind in ``region`` (only the one of ``subject`` when set). An entry that
+    matches nothing in a region with a known previous deployment is an error, so remove it after the ``pulumi up``
+    that applied the change.
+    """
+
+    change: Change
+    """The kind of change (``podCidr``, ``gpuMode``, ... see docs/reviewing-changes.md)."""
+    region: str
+    """The region it applies to."""
+    subject: str | None = None
+    """Only the change of this host (node changes), ``<namespace>/<claim>`` or ``default`` (storageClass) or chart
+    (chartMajor). Defaults to every change of that kind in the region."""
+    reason: str = Field(min_length=1)
+    """Why it is safe now (maintenance window, ticket): for the reviewer and the stack's history."""
+
+    @field_validator("reason")
+    @classmethod
+    def _says_why(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is blank; say why the disruption is acceptable (maintenance window, ticket)")
+        return value
+
+    def matches(self, change: DisruptiveChange) -> bool:
+        """True when this entry acknowledges ``change``."""
+        return (self.change is change.change and self.region == change.region
+                and self.subject in (None, change.subject))
+
+    def shown(self) -> str:
+        """The entry in YAML flow style, without its reason."""
+        subject = f", subject: {self.subject}" if self.subject is not None else ""
+        return f"{{change: {self.change.value}, region: {self.region}{subject}}}"
+
+
+# -- the fingerprint ---------------------------------------------------------------------------------------------
+def fingerprint(cell: CellSpec) -> dict[str, Any]:
+    """The disruptive settings of ``cell`` as plain JSON (only str, int, bool, None, lists and string-keyed maps).
+
+    Shape (version :data:`FINGERPRINT_VERSION`)::
+
+        {"version": 1,
+         "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns"},
+         "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
+         "nodes": {<host>: {"pool", "role", "gpuMode", "migConfig", "vgpuProfile"}},
+         "storage": {"defaultClass", "volumes": {"<namespace>/<claim>": {"storageClass", "key"}}},
+         "versions": {"k3s", "charts": {<versions key>: <version>}}}
+
+    Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
+    ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
+    default class; ``key`` is the config key (below the region) that names the volume's class.
+    """
+    values = deep_merge(cilium_values(cell), cell.cilium.values)
+    return {
+        "version": FINGERPRINT_VERSION,
+        "network": {
+            "podCidr": str(cell.network.pod_cidr),
+            "podCidrMaskSize": cell.network.pod_cidr_mask_size,
+            "serviceCidr": str(cell.network.service_cidr),
+            "clusterDns": str(cell.network.cluster_dns),
+        },
+        "cilium": {
+            # The chart takes "true"/"false" strings and booleans alike (values.yaml default: "false").
+            "kubeProxyReplacement": str(values.get("kubeProxyReplacement", "false")).lower(),
+            "routing": {key: values[key] for key in ROUTING_VALUES if key in values},
+            "ipamMode": (values.get("ipam") or {}).get("mode"),
+        },
+        "nodes": {
+            host.name: {
+                "pool": pool_name,
+                "role": pool.role.value,
+                "gpuMode": pool.gpu_mode.value if pool.gpu_mode is not None else None,
+                "migConfig": pool.mig_config,
+                "vgpuProfile": pool.vgpu_profile,
+            }
+            for pool_name, pool in cell.node_pools.items()
+            for host in pool.hosts
+        },
+        "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
+        "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
+    }
+
+
+def _default_class(cell: CellSpec) -> str:
+    # The class names of gpucell.storage; not imported to keep this module free of pulumi_kubernetes resources.
+    return "longhorn" if cell.storage.backend is StorageBackend.LONGHORN else "local-path"
+
+
+def _volumes(cell: CellSpec) -> dict[str, dict[str, Any]]:
+    """Every persistent volume gpucell renders: VM disks (DataVolume ``<vm>-root``, ``<vm>-data<N>``) and notebook
+    homes (the StatefulSet's claim ``home-<notebook>-0``)."""
+    volumes: dict[str, dict[str, Any]] = {}
+    for tenant_name, tenant in cell.tenants.items():
+        namespace = namespace_of(tenant_name)
+        for vm_name, vm in tenant.virtual_machines.items():
+            for index, disk in enumerate(vm.disks):
+                claim = f"{vm_name}-root" if index == 0 else f"{vm_name}-data{index - 1}"
+                where = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
+                volumes[f"{namespace}/{claim}"] = {
+                    "storageClass": disk.storage_class,
+                    "key": f"tenants.{tenant_name}.virtualMachines.{vm_name}.{where}.storageClass",
+                }
+        for notebook_name, notebook in tenant.notebooks.items():
+            volumes[f"{namespace}/home-{notebook_name}-0"] = {
+                "storageClass": notebook.storage_class,
+                "key": f"tenants.{tenant_name}.notebooks.{notebook_name}.storageClass",
+            }
+    return volumes
+
+
+def _charts(cell: CellSpec) -> dict[str, str]:
+    """The Helm charts the cell installs, by their ``versions`` key."""
+    versions = cell.versions
+    charts = {"cilium": versions.cilium, "certManager": versions.cert_manager,
+              "gpuOperator": versions.gpu_operator, "kserve": versions.kserve}
+    if cell.storage.backend is StorageBackend.LONGHORN:
+        charts["longhorn"] = versions.longhorn
+    return charts
+
+
+# -- the rule ----------------------------------------------------------------------------------------------------
+def release_line(version: str) -> tuple[int, ...]:
+    """The part of a version whose change is a major change: ``(major,)``, or ``(0, minor)`` for ``0.x`` releases
+    (semver: anything may change in 0.x). ``release_line("v1.20.3") == (1,)``, ``release_line("v0.20.0") == (0, 20)``.
+    """
+    parts = [int(p) for p in re.findall(r"\d+", version)[:2]] or [0]
+    return (0, parts[1]) if parts[0] == 0 and len(parts) > 1 else (parts[0],)
+
+
+def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) -> list[DisruptiveChange]:
+    """The disruptive changes from fingerprint ``old`` (deployed) to ``new`` (planned) of ``region``, in a fixed order.
+
+    ``old`` is ``None`` on the region's first deploy: nothing is disruptive then. Missing keys in ``old`` (an
+    older fingerprint shape) count as unchanged.
+    """
+    if old is None:
+        return []
+    base = f"regions.{region}"
+    return [*_network(old, new, region, base), *_cilium(old, new, region, base), *_nodes(old, new, region, base),
+            *_storage(old, new, region, base), *_versions(old, new, region, base)]
+
+
+def removed_regions(deployed: Iterable[str], planned: Iterable[str]) -> list[DisruptiveChange]:
+    """A :data:`Change.REGION_REMOVED` for every region deployed but no longer planned."""
+    planned_set = set(planned)
+    return [DisruptiveChange(Change.REGION_REMOVED, region, None, f"regions.{region}", f"region {region}", "removed")
+            for region in sorted(set(deployed) - planned_set)]
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_text(v)}" for k, v in sorted(value.items())) or "chart defaults"
+    return str(value)
+
+
+def _network(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    before, after = old.get("network") or {}, new.get("network") or {}
+    kinds = (("podCidr", Change.POD_CIDR), ("podCidrMaskSize", Change.POD_CIDR_MASK_SIZE),
+             ("serviceCidr", Change.SERVICE_CIDR), ("clusterDns", Change.CLUSTER_DNS))
+    return [DisruptiveChange(kind, region, None, f"{base}.network.{key}", _text(before[key]), _text(after.get(key)))
+            for key, kind in kinds if key in before and before[key] != after.get(key)]
+
+
+def _cilium(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    before, after = old.get("cilium") or {}, new.get("cilium") or {}
+    values = f"{base}.cilium.values"
+    kinds = (("kubeProxyReplacement", Change.KUBE_PROXY_REPLACEMENT, f"{values}.kubeProxyReplacement"),
+             ("routing", Change.CILIUM_ROUTING, f"{values}.routingMode"),
+             ("ipamMode", Change.CILIUM_IPAM, f"{values}.ipam.mode"))
+    return [DisruptiveChange(kind, region, None, key, _text(before[name]), _text(after.get(name)))
+            for name, kind, key in kinds if name in before and before[name] != after.get(name)]
+
+
+def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    before, after = old.get("nodes") or {}, new.get("nodes") or {}
+    changes: list[DisruptiveChange] = []
+    for host, was in before.items():
+        now = after.get(host)
+        if now is None:
+            kind = Change.SERVER_REMOVED if was.get("role") == NodeRole.SERVER.value else Change.NODE_REMOVED
+            changes.append(DisruptiveChange(kind, region, host, f"{base}.nodePools.{was.get('pool')}.hosts",
+                                            f"{was.get('role')} {host}", "removed"))
+            continue
+        key = f"{base}.nodePools.{now.get('pool')}"
+        if (was.get("role"), was.get("pool")) != (now.get("role"), now.get("pool")):
+            changes.append(DisruptiveChange(Change.NODE_ROLE, region, host, f"{key}.hosts",
+                                            f"{was.get('pool')} ({was.get('role')})",
+                                            f"{now.get('pool')} ({now.get('role')})"))
+        for name, kind in (("gpuMode", Change.GPU_MODE), ("migConfig", Change.MIG_CONFIG),
+                           ("vgpuProfile", Change.VGPU_PROFILE)):
+            if was.get(name) != now.get(name) and (was.get(name) is not None or now.get(name) is not None):
+                changes.append(DisruptiveChange(kind, region, host, f"{key}.{name}", _text(was.get(name)),
+                                                _text(now.get(name))))
+    return changes
+
+
+def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    before, after = old.get("storage") or {}, new.get("storage") or {}
+    changes: list[DisruptiveChange] = []
+    if "defaultClass" in before and before["defaultClass"] != after.get("defaultClass"):
+        changes.append(DisruptiveChange(Change.STORAGE_CLASS, region, "default", f"{base}.storage.backend",
+                                        _text(before["defaultClass"]), _text(after.get("defaultClass"))))
+    old_volumes, new_volumes = before.get("volumes") or {}, after.get("volumes") or {}
+    for claim, was in sorted(old_volumes.items()):
+        now = new_volumes.get(claim)
+        if now is not None and was.get("storageClass") != now.get("storageClass"):
+            default = f"default ({_text(after.get('defaultClass'))})"
+            changes.append(DisruptiveChange(
+                Change.STORAGE_CLASS, region, claim, f"{base}.{now.get('key')}",
+                _text(was.get("storageClass")) if was.get("storageClass") else default,
+                _text(now.get("storageClass")) if now.get("storageClass") else default,
+            ))
+    return changes
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    match = _K3S_MINOR.match(version)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _versions(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    before, after = old.get("versions") or {}, new.get("versions") or {}
+    changes: list[DisruptiveChange] = []
+    was, now = _minor(str(before.get("k3s", ""))), _minor(str(after.get("k3s", "")))
+    if was is not None and now is not None and (now < was or now[0] != was[0] or now[1] - was[1] > 1):
+        changes.append(DisruptiveChange(Change.K3S_MINOR, region, None, f"{base}.versions.k3s",
+                                        str(before["k3s"]), str(after["k3s"])))
+    old_charts, new_charts = before.get("charts") or {}, after.get("charts") or {}
+    for chart, version in sorted(old_charts.items()):
+        planned = new_charts.get(chart)
+        if planned is not None and release_line(str(version)) != release_line(str(planned)):
+            changes.append(DisruptiveChange(Change.CHART_MAJOR, region, chart, f"{base}.versions.{chart}",
+                                            str(version), str(planned)))
+    return changes
+
+
+# -- acknowledgements --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Judgement:
+    """Disruptive changes sorted by whether the stack config acknowledges them."""
+
+    refused: list[DisruptiveChange]
+    """Changes no acknowledgement matches: ``pulumi up`` stops on them."""
+    acknowledged: list[tuple[DisruptiveChange, Acknowledgement]]
+    """Changes with the first acknowledgement that matches them."""
+    stale: list[tuple[int, Acknowledgement]]
+    """(index in ``gpucell:acknowledge``, entry) of acknowledgements that match nothing in a judged region."""
+
+
+def judge(changes: list[DisruptiveChange], acknowledgements: list[Acknowledgement],
+          judged_regions: Iterable[str]) -> Judgement:
+    """Match ``changes`` against ``acknowledgements``.
+
+    ``judged_regions`` are the regions whose deployed state is known (a fingerprint was read back, or the region
+    was removed): only there can an acknowledgement be stale. On a first deploy and in the offline plan, where
+    nothing deployed is known, acknowledgements are kept for later.
+    """
+    judged = set(judged_regions)
+    refused: list[DisruptiveChange] = []
+    acknowledged: list[tuple[DisruptiveChange, Acknowledgement]] = []
+    used: set[int] = set()
+    for change in changes:
+        match = next(((i, a) for i, a in enumerate(acknowledgements) if a.matches(change)), None)
+        if match is None:
+            refused.append(change)
+        else:
+            acknowledged.append((change, match[1]))
+            used.update(i for i, a in enumerate(acknowledgements) if a.matches(change))
+    stale = [(i, a) for i, a in enumerate(acknowledgements) if i not in used and a.region in judged]
+    return Judgement(refused=refused, acknowledged=acknowledged, stale=stale)
+
+
+class StackAcknowledgements(SpecModel):
+    """The ``gpucell:acknowledge`` stack config key, as a model so that errors read ``acknowledge[0].change``."""
+
+    acknowledge: list[Acknowledgement] = []
+    """Disruptive changes the next ``pulumi up`` may apply, e.g.
+    ``[{change: podCidr, region: fra1, reason: "maintenance window CHG-1234"}]``."""

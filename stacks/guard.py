@@ -1,0 +1,94 @@
+"""The guard in ``pulumi up``: disruptive changes against the last deployment are refused unless acknowledged.
+
+Each cell exports its fingerprint (:func:`gpucell.disruption.fingerprint`) as the stack output
+``<region>Fingerprint``. Before registering anything, the program reads the outputs of this very stack's last
+deployment through a ``pulumi.StackReference`` to ``<organization>/<project>/<stack>`` (the engine's builtin
+``readStackReference`` returns the stack's root outputs, an empty map when the stack was never deployed: pulumi/
+pulumi ``pkg/resource/deploy/builtins.go`` and ``pkg/backend/backend.go`` ``GetStackOutputs``). It compares each
+region's deployed fingerprint with the planned one (:func:`gpucell.disruption.compare`) and stops with one line per
+change that no ``gpucell:acknowledge`` entry matches, and one per entry that matches nothing in a region whose
+deployed state it read. A region without a deployed fingerprint (first deploy, or a deployment by a gpucell
+without this guard) is not judged.
+
+The read blocks the program until the engine answers (as Pulumi's synchronous ``invoke`` does), so a refusal
+happens before a single resource is registered, in ``pulumi preview`` as in ``pulumi up``. The offline plan's mock
+engine answers the read with no outputs: ``gpucell plan`` plans as a first deploy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from pulumi.runtime.sync_await import _sync_await
+
+from gpucell.disruption import Judgement, compare, fingerprint, judge, removed_regions
+from gpucell.errors import ConfigError
+from gpucell.stacks.config import StackConfig
+
+__all__ = [
+    "FINGERPRINT_SUFFIX",
+    "LAST_DEPLOYMENT",
+    "check_against",
+    "deployed_fingerprints",
+    "fingerprint_output",
+    "read_last_deployment",
+    "stack_reference_name",
+]
+
+FINGERPRINT_SUFFIX = "Fingerprint"
+"""Stack output ``<region>Fingerprint`` holds the region's fingerprint."""
+LAST_DEPLOYMENT = "gpucell-last-deployment"
+"""Resource name of the ``StackReference`` that reads this stack's last deployment."""
+
+
+def fingerprint_output(region: str) -> str:
+    """The stack output that holds ``region``'s fingerprint (region names are lower case, so it never collides)."""
+    return f"{region}{FINGERPRINT_SUFFIX}"
+
+
+def stack_reference_name() -> str:
+    """``<organization>/<project>/<stack>`` of the running program (organization ``organization`` on a DIY
+    backend)."""
+    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+
+
+def read_last_deployment() -> dict[str, Any]:
+    """The stack outputs of this stack's last deployment, ``{}`` when there is none (or, in a preview, when the
+    engine cannot tell). Registers a ``pulumi:pulumi:StackReference`` read named :data:`LAST_DEPLOYMENT`."""
+    reference = pulumi.StackReference(LAST_DEPLOYMENT, stack_name=stack_reference_name())
+    outputs = _sync_await(reference.outputs.future())
+    return dict(outputs) if isinstance(outputs, Mapping) else {}
+
+
+def deployed_fingerprints(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Region -> deployed fingerprint, from stack outputs (outputs other than ``<region>Fingerprint`` ignored)."""
+    return {
+        key.removesuffix(FINGERPRINT_SUFFIX): dict(value)
+        for key, value in outputs.items()
+        if key.endswith(FINGERPRINT_SUFFIX) and isinstance(value, Mapping)
+    }
+
+
+def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]]) -> Judgement:
+    """Judge the planned cells of ``stack`` against the ``deployed`` fingerprints.
+
+    Raises :class:`ConfigError` with, for each unacknowledged disruptive change, its
+    :meth:`~gpucell.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
+    ``acknowledge[<i>]: {change: ..., region: ...} matches no disruptive change against the last deployment of
+    <region>; remove it``. Returns the judgement when nothing is refused.
+    """
+    planned = {region: fingerprint(spec) for region, spec in stack.spec.regions.items()}
+    changes = [change for region, new in planned.items() for change in compare(deployed.get(region), new, region)]
+    changes += removed_regions(deployed, planned)
+    judgement = judge(changes, stack.acknowledgements, judged_regions=deployed)
+    lines = [change.refusal() for change in judgement.refused]
+    lines += [
+        f"acknowledge[{index}]: {entry.shown()} matches no disruptive change against the last deployment of "
+        f"{entry.region}; remove it (it was applied, or the change it names is no longer planned)"
+        for index, entry in judgement.stale
+    ]
+    if lines:
+        raise ConfigError(lines)
+    return judgement

@@ -1,0 +1,483 @@
+"""What changes between two offline plans, resource by resource, as ``pulumi up`` would carry it out.
+
+Reads two ``gpucell plan --json`` documents generically: resources are matched by URN (and by the ``aliases``
+option), inputs are compared path by path, resource options come from ``options``. Nothing here knows gpucell's
+components, so resources other issues add (node patches, reconfiguration commands) are diffed the same way.
+
+Replacements follow the providers' own rules:
+
+- Kubernetes objects: ``metadata.name``/``metadata.namespace`` and the per-kind immutable fields pulumi-kubernetes
+  replaces on (:data:`K8S_FORCE_NEW`, from pulumi/pulumi-kubernetes ``provider/pkg/provider/diff.go``); a Helm
+  release on ``name``/``namespace`` (``helm_release.go``). A named object is deleted before it is created again.
+- any resource: a change under one of its ``replaceOnChanges`` option paths (pulumi-command's ``triggers[*]``);
+- a k3s node whose name changes (same ``node-ip``, another ``node-name``): the old node is uninstalled and the host
+  joins again under the new name.
+
+Changes that cannot reach the live object as it is are marked *immutable* (:data:`K8S_IMMUTABLE`): a VM's
+``dataVolumeTemplates`` source or class (KubeVirt creates a DataVolume only when it is missing), a DataVolume's spec
+(CDI's webhook refuses updates).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "K8S_FORCE_NEW",
+    "K8S_IMMUTABLE",
+    "MISSING",
+    "InputChange",
+    "PlanDiff",
+    "ResourceDiff",
+    "TextDiff",
+    "diff_plans",
+    "diff_values",
+    "index_plan",
+    "unwrap_script",
+]
+
+COMPONENT_PREFIX = "gpucell:index:"
+REGION_TYPE = f"{COMPONENT_PREFIX}RegionalCell"
+COMMAND_TYPE = "command:remote:Command"
+RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
+SECRET = "[secret]"
+
+
+class _Missing:
+    """The value of a path on the side where it does not exist."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+"""Stands for "absent" in an :class:`InputChange`."""
+
+_SELECTOR = ("spec.selector",)
+K8S_FORCE_NEW: dict[str, tuple[str, ...]] = {
+    "PersistentVolumeClaim": ("spec.accessModes", "spec.selector", "spec.storageClassName", "spec.volumeName"),
+    "StatefulSet": ("spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector", "spec.serviceName",
+                    "spec.volumeClaimTemplates"),
+    "Deployment": _SELECTOR,
+    "DaemonSet": _SELECTOR,
+    "Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
+    "Service": ("spec.clusterIP",),
+    "Secret": ("type", "stringData", "data"),
+    "ConfigMap": ("binaryData", "data"),
+    "ResourceQuota": ("spec.scopes",),
+    "RoleBinding": ("roleRef",),
+    "ClusterRoleBinding": ("roleRef",),
+    "StorageClass": ("parameters", "provisioner"),
+}
+"""Kind -> input paths whose change makes pulumi-kubernetes replace the object (besides ``metadata.name`` and
+``metadata.namespace``), from ``forceNew`` in pulumi/pulumi-kubernetes ``provider/pkg/provider/diff.go``; Secrets and
+ConfigMaps count as immutable because gpucell's providers keep ``enableSecretMutable``/``enableConfigMapMutable``
+off."""
+
+K8S_IMMUTABLE: dict[str, tuple[tuple[str, str], ...]] = {
+    "VirtualMachine": (
+        ("spec.dataVolumeTemplates[*].spec.source",
+         "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
+         "missing"),
+        ("spec.dataVolumeTemplates[*].spec.storage.storageClassName",
+         "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
+         "missing"),
+    ),
+    "DataVolume": (("spec", "refused by CDI's webhook: a DataVolume's spec cannot be updated"),),
+}
+"""Kind -> (path, why) of changes the live object will not take although Pulumi updates it: KubeVirt
+``pkg/virt-controller/watch/vm/vm.go`` (``handleDataVolumes`` creates missing DataVolumes only), CDI
+``pkg/apiserver/webhooks/datavolume-validate.go`` ("Cannot update DataVolume Spec")."""
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_HEREDOC = re.compile(r'cat >"?[^"\n]*?([\w.-]+)"? <<\'(\w+)\'\n(.*?)^\2$', re.DOTALL | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class InputChange:
+    """One input path whose value differs; ``old`` or ``new`` is :data:`MISSING` where the path is absent."""
+
+    path: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class TextDiff:
+    """A unified diff of one text (a node's ``config.yaml``, its ``install.sh``, a multi-line input)."""
+
+    name: str
+    diff: str
+
+
+@dataclass
+class ResourceDiff:
+    """What happens to one resource."""
+
+    action: str
+    """``create``, ``delete``, ``update`` or ``replace``."""
+    urn: str
+    type: str
+    name: str
+    region: str
+    label: str
+    """What a reviewer calls it: ``Namespace tenant-acme``, ``Helm release cilium``, ``node fra1-gpu-1``."""
+    changes: list[InputChange] = field(default_factory=list)
+    texts: list[TextDiff] = field(default_factory=list)
+    replaced_by: list[str] = field(default_factory=list)
+    """Why it is replaced (each a short phrase)."""
+    immutable: list[str] = field(default_factory=list)
+    """Changes the live object will not take (path: why)."""
+    notes: list[str] = field(default_factory=list)
+    protected: bool = False
+    """Deleted or replaced while ``protect`` is set: ``pulumi up`` stops on it."""
+
+
+@dataclass
+class PlanDiff:
+    """All resource changes between two plans, by region (regions in head order, then removed ones)."""
+
+    regions: dict[str, list[ResourceDiff]]
+
+    @property
+    def changed(self) -> bool:
+        """True when any resource changes."""
+        return any(self.regions.values())
+
+
+# -- reading a plan ------------------------------------------------------------------------------------------------
+def index_plan(plan: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """URN -> resource of a plan JSON document, with each resource's ``region`` added (the ``RegionalCell`` above
+    it; ``""`` for resources outside any cell)."""
+    by_urn = {r["urn"]: dict(r) for r in plan.get("resources", [])}
+    for resource in by_urn.values():
+        resource["region"] = _region(resource, by_urn)
+    return by_urn
+
+
+def _region(resource: Mapping[str, Any], by_urn: Mapping[str, Mapping[str, Any]]) -> str:
+    node: Mapping[str, Any] | None = resource
+    while node is not None:
+        if node.get("type") == REGION_TYPE:
+            return str(node.get("name"))
+        node = by_urn.get(str(node.get("parent") or ""))
+    return ""
+
+
+def unwrap_script(value: Any) -> str | None:
+    """The script of a ``bash -c '<script>'`` command line (how gpucell runs scripts over SSH), else ``None``."""
+    if not isinstance(value, str) or not value.startswith("bash -c "):
+        return None
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return None
+    return words[2] if len(words) == 3 and words[:2] == ["bash", "-c"] else None
+
+
+def _kind(resource: Mapping[str, Any]) -> str | None:
+    inputs = resource.get("inputs") or {}
+    kind = inputs.get("kind") if resource.get("type", "").startswith("kubernetes:") else None
+    return kind if isinstance(kind, str) else None
+
+
+def _node_files(resource: Mapping[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """(node name, {file name: text}) of a node command: its install script with each quoted heredoc taken out
+    as its own file (``config.yaml``), and its uninstall script."""
+    inputs = resource.get("inputs") or {}
+    files: dict[str, str] = {}
+    node = None
+    install = unwrap_script(inputs.get("create"))
+    if install is not None:
+        for match in _HEREDOC.finditer(install):
+            files[match.group(1)] = match.group(3)
+            found = re.search(r"^node-name:\s*(\S+)", match.group(3), re.MULTILINE)
+            node = node or (found.group(1) if found else None)
+        files["install.sh"] = _HEREDOC.sub(lambda m: f"# ... {m.group(1)} (shown on its own) ...\n", install)
+    update = unwrap_script(inputs.get("update"))
+    if update is not None and update != install:
+        files["update.sh"] = update
+    delete = unwrap_script(inputs.get("delete"))
+    if delete is not None:
+        files["uninstall.sh" if install is not None else "delete.sh"] = delete
+    return node, files
+
+
+def _node_ip(resource: Mapping[str, Any]) -> str | None:
+    _, files = _node_files(resource)
+    found = re.search(r"^node-ip:\s*(\S+)", files.get("config.yaml", ""), re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def label(resource: Mapping[str, Any]) -> str:
+    """A reviewer's name for a resource."""
+    inputs = resource.get("inputs") or {}
+    kind = _kind(resource)
+    rtype = str(resource.get("type", ""))
+    if kind is not None:
+        meta = inputs.get("metadata") or {}
+        where = "/".join(str(p) for p in (meta.get("namespace"), meta.get("name")) if p)
+        patch = " (patch)" if rtype.endswith("Patch") else ""
+        return f"{kind} {where or resource.get('name')}{patch}"
+    if rtype == RELEASE_TYPE:
+        return f"Helm release {inputs.get('name', resource.get('name'))} ({inputs.get('namespace', '')})"
+    if rtype == COMMAND_TYPE:
+        node, _ = _node_files(resource)
+        return f"node {node}" if node else f"command {resource.get('name')}"
+    if rtype == "kubernetes:yaml/v2:ConfigFile":
+        return f"manifest {inputs.get('file', resource.get('name'))}"
+    if rtype.startswith("pulumi:providers:"):
+        return f"provider {resource.get('name')} ({rtype.rsplit(':', 1)[-1]})"
+    return f"{rtype.rsplit(':', 1)[-1]} {resource.get('name')}"
+
+
+# -- comparing values --------------------------------------------------------------------------------------------
+def _join(path: str, key: str) -> str:
+    if _IDENTIFIER.match(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key)}]"
+
+
+def _item_name(item: Any) -> str | None:
+    """A list item's ``name``, or its ``metadata.name`` (templates of Kubernetes objects)."""
+    if not isinstance(item, Mapping):
+        return None
+    name = item.get("name")
+    if name is None and isinstance(item.get("metadata"), Mapping):
+        name = item["metadata"].get("name")
+    return name if isinstance(name, str) else None
+
+
+def _named(items: list[Any]) -> dict[str, Any] | None:
+    """Items keyed by their name when every item is a map with a distinct string ``name`` (or ``metadata.name``)."""
+    names = [_item_name(i) for i in items]
+    if not items or any(n is None for n in names) or len(set(names)) != len(names):
+        return None
+    return {str(n): i for n, i in zip(names, items, strict=True)}
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[InputChange]:
+    """Leaf-level differences between ``old`` and ``new``: maps key by key, lists of named maps by ``name`` or
+    ``metadata.name`` (``containers[name=kserve]``), other lists index by index when their lengths agree and whole
+    otherwise."""
+    if old == new:
+        return []
+    if old is MISSING and isinstance(new, Mapping) and new:
+        old = {}
+    if new is MISSING and isinstance(old, Mapping) and old:
+        new = {}
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[InputChange] = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += diff_values(old.get(key, MISSING), new.get(key, MISSING), _join(path, str(key)))
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        old_named, new_named = _named(old), _named(new)
+        if old_named is not None and new_named is not None:
+            out = []
+            for name in [*old_named, *(n for n in new_named if n not in old_named)]:
+                out += diff_values(old_named.get(name, MISSING), new_named.get(name, MISSING), f"{path}[name={name}]")
+            return out
+        if len(old) == len(new):
+            return [c for i, (a, b) in enumerate(zip(old, new, strict=True)) for c in diff_values(a, b, f"{path}[{i}]")]
+    return [InputChange(path, old, new)]
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    """A regex matching ``path`` (``[*]`` = any list item) and everything below it."""
+    escaped = re.escape(path).replace(r"\[\*\]", r"\[[^\]]*\]")
+    return re.compile(rf"^{escaped}(?=$|[.\[])")
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> str | None:
+    return next((p for p in prefixes if _pattern(p).match(path)), None)
+
+
+
+
+# -- one resource ------------------------------------------------------------------------------------------------
+def _split_texts(changes: list[InputChange]) -> tuple[list[InputChange], list[TextDiff]]:
+    """Multi-line strings become unified diffs; every other change stays a value change."""
+    kept: list[InputChange] = []
+    texts: list[TextDiff] = []
+    for change in changes:
+        old, new = change.old, change.new
+        multiline = any(isinstance(v, str) and "\n" in v for v in (old, new))
+        if multiline and SECRET not in (old, new):
+            texts.append(TextDiff(change.path, unified(
+                old if isinstance(old, str) else "", new if isinstance(new, str) else "", change.path)))
+        else:
+            kept.append(change)
+    return kept, texts
+
+
+def unified(old: str, new: str, name: str) -> str:
+    """A unified diff of two texts, labelled ``a/<name>`` and ``b/<name>``, three lines of context."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 f"a/{name}", f"b/{name}", n=3)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _command_texts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[TextDiff]:
+    node, old_files = _node_files(old)
+    new_node, new_files = _node_files(new)
+    prefix = f"nodes/{new_node or node}/" if (new_node or node) else ""
+    return [TextDiff(f"{prefix}{name}", unified(old_files.get(name, ""), new_files.get(name, ""), f"{prefix}{name}"))
+            for name in [*new_files, *(n for n in old_files if n not in new_files)]
+            if old_files.get(name) != new_files.get(name)]
+
+
+def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | None:
+    """The update or replacement of one resource present in both plans, or ``None`` when nothing changes."""
+    changes = diff_values(old.get("inputs") or {}, new.get("inputs") or {})
+    option_changes = diff_values(old.get("options") or {}, new.get("options") or {}, "options")
+    if not changes and not option_changes:
+        return None
+    result = ResourceDiff("update", new["urn"], new["type"], new["name"], new.get("region", ""), label(new))
+    if new["type"] == COMMAND_TYPE and any(unwrap_script(v) is not None for v in (new.get("inputs") or {}).values()):
+        scripts = {"create", "update", "delete"}
+        result.texts = _command_texts(old, new)
+        changes = [c for c in changes if c.path not in scripts]
+    changes, texts = _split_texts(changes)
+    result.changes = changes + option_changes
+    result.texts += texts
+    _replacements(old, new, result)
+    return result
+
+
+def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: ResourceDiff) -> None:
+    paths = [c.path for c in result.changes] + [t.name for t in result.texts]
+    kind, rtype = _kind(new), str(new.get("type"))
+    force: tuple[str, ...] = ()
+    if kind is not None:
+        force = ("metadata.name", "metadata.namespace", *K8S_FORCE_NEW.get(kind, ()))
+    elif rtype == RELEASE_TYPE:
+        force = ("name", "namespace")
+    elif rtype.startswith("pulumi:providers:kubernetes"):
+        force = ("clusterIdentifier",)
+    replace_on = tuple((new.get("options") or {}).get("replaceOnChanges", []))
+    for path in paths:
+        hit = _under(path, force) or _under(path, replace_on)
+        if hit is not None:
+            result.replaced_by.append(f"`{path}` changed ({hit} cannot change in place)")
+        for prefix, why in K8S_IMMUTABLE.get(kind or "", ()):
+            if _pattern(prefix).match(path):
+                result.immutable.append(f"`{path}`: {why}")
+    if result.replaced_by:
+        result.action = "replace"
+        if kind is not None:
+            result.notes.append("deleted, then created again under the same name: it is gone in between")
+        if rtype.startswith("pulumi:providers:kubernetes"):
+            result.notes.append("a new provider replaces every Kubernetes resource of the cell that uses it")
+        result.protected = bool((old.get("options") or {}).get("protect"))
+
+
+# -- the whole plan ----------------------------------------------------------------------------------------------
+def _alias_urns(resource: Mapping[str, Any], stack: str, project: str, by_urn: Mapping[str, Any]) -> Iterator[str]:
+    """The URNs the resource's ``aliases`` option names (URN strings, or specs with name/type/parent)."""
+    for alias in (resource.get("options") or {}).get("aliases", []):
+        if isinstance(alias, str):
+            yield alias
+            continue
+        name = alias.get("name", resource["name"])
+        rtype = alias.get("type", resource["type"])
+        parent_urn = "" if alias.get("noParent") else alias.get("parentUrn", resource.get("parent") or "")
+        parent = by_urn.get(parent_urn)
+        chain = ""
+        if parent is not None and parent.get("type") != "pulumi:pulumi:Stack":
+            parent_chain = parent["urn"].split("::")[2]
+            chain = f"{parent_chain}$"
+        yield f"urn:pulumi:{alias.get('stack', stack)}::{alias.get('project', project)}::{chain}{rtype}::{name}"
+
+
+def _created(resource: Mapping[str, Any]) -> ResourceDiff:
+    result = ResourceDiff("create", resource["urn"], resource["type"], resource["name"], resource.get("region", ""),
+                          label(resource))
+    if resource["type"] == COMMAND_TYPE:
+        result.texts = [t for t in _command_texts({}, resource) if t.name.endswith("config.yaml")]
+    if (resource.get("options") or {}).get("protect"):
+        result.notes.append("protected (`protect`): deleting it later needs an explicit unprotect")
+    return result
+
+
+def _deleted(resource: Mapping[str, Any]) -> ResourceDiff:
+    result = ResourceDiff("delete", resource["urn"], resource["type"], resource["name"], resource.get("region", ""),
+                          label(resource))
+    options = resource.get("options") or {}
+    if options.get("protect"):
+        result.protected = True
+    if options.get("retainOnDelete"):
+        result.notes.append("`retainOnDelete`: Pulumi forgets it, the object stays in the cluster")
+    if resource["type"] == COMMAND_TYPE and unwrap_script((resource.get("inputs") or {}).get("delete")):
+        result.notes.append("runs its delete script (for a node: the k3s uninstall)")
+    return result
+
+
+def _pair_nodes(created: dict[str, dict[str, Any]], deleted: dict[str, dict[str, Any]]) -> list[ResourceDiff]:
+    """Node commands deleted and created for the same ``node-ip``: the node's identity (its name) changes."""
+    pairs: list[ResourceDiff] = []
+    by_ip = {ip: urn for urn, r in created.items() if r["type"] == COMMAND_TYPE and (ip := _node_ip(r))}
+    for urn, old in list(deleted.items()):
+        ip = _node_ip(old) if old["type"] == COMMAND_TYPE else None
+        new_urn = by_ip.get(ip) if ip else None
+        if new_urn is None or new_urn not in created:
+            continue
+        new = created.pop(new_urn)
+        del deleted[urn]
+        old_node, _ = _node_files(old)
+        new_node, _ = _node_files(new)
+        result = ResourceDiff("replace", new["urn"], new["type"], new["name"], new.get("region", ""), label(new))
+        result.replaced_by.append(f"node identity: `node-name` {old_node} → {new_node} on {ip}")
+        result.notes.append(f"k3s is uninstalled as {old_node} ({old['name']}) and installed again as {new_node}")
+        result.texts = _command_texts(old, new)
+        result.protected = bool((old.get("options") or {}).get("protect"))
+        pairs.append(result)
+    return pairs
+
+
+def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
+    """Every resource change from plan ``base`` to plan ``head`` (two ``gpucell plan --json`` documents).
+
+    Component resources (``gpucell:index:*``) carry no inputs and are left out; their children show what changes.
+    """
+    old, new = index_plan(base), index_plan(head)
+    stack = str(head.get("stack") or base.get("stack") or "")
+    project = next((urn.split("::")[1] for urn in [*new, *old]), "gpucell")
+    renamed: dict[str, str] = {}
+    for urn, resource in new.items():
+        if urn not in old:
+            alias = next((a for a in _alias_urns(resource, stack, project, new) if a in old and a not in new), None)
+            if alias is not None:
+                renamed[urn] = alias
+    created = {u: r for u, r in new.items() if u not in old and u not in renamed and _diffable(r)}
+    deleted = {u: r for u, r in old.items()
+               if u not in new and u not in renamed.values() and _diffable(r)}
+    diffs: list[ResourceDiff] = _pair_nodes(created, deleted)
+    for urn, resource in new.items():
+        if not _diffable(resource) or urn in created:
+            continue
+        before = old.get(renamed.get(urn, urn))
+        if before is None:
+            continue
+        found = _compare(before, resource)
+        if urn in renamed:
+            found = found or ResourceDiff("update", urn, resource["type"], resource["name"],
+                                          resource.get("region", ""), label(resource))
+            found.notes.append(f"moved from `{renamed[urn]}` (alias: no replacement)")
+        if found is not None:
+            diffs.append(found)
+    diffs += [_created(r) for r in created.values()] + [_deleted(r) for r in deleted.values()]
+    regions: dict[str, list[ResourceDiff]] = {}
+    for region in dict.fromkeys([*(r["region"] for r in new.values()), *(r["region"] for r in old.values())]):
+        regions[region] = sorted((d for d in diffs if d.region == region), key=lambda d: (d.label, d.urn))
+    return PlanDiff(regions={k: v for k, v in regions.items() if v or k})
+
+
+def _diffable(resource: Mapping[str, Any]) -> bool:
+    return not str(resource.get("type", "")).startswith(COMPONENT_PREFIX)

@@ -1,0 +1,206 @@
+"""``gpucell diff``: two plans of a stack as a review, in Markdown fit for a pull-request comment and a job summary.
+
+The review leads with the disruptive changes (the same rule ``pulumi up`` applies, :mod:`gpucell.stacks.guard`,
+between the base plan's fingerprints, taken as deployed, and the head plan's), each with what it does to running
+workloads and the ``gpucell:acknowledge`` entry it needs, then lists per region every resource to create, update,
+replace or delete: input paths old → new (long values folded, secrets ``[secret]``), Helm values as value paths,
+node files (``config.yaml``, ``install.sh``) as unified diffs, replacements and protected deletions marked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpucell.disruption import DisruptiveChange, Judgement, StackAcknowledgements, compare, judge, removed_regions
+from gpucell.errors import ConfigError
+from gpucell.stacks.guard import deployed_fingerprints
+from gpucell.stacks.plan_diff import MISSING, SECRET, InputChange, PlanDiff, ResourceDiff, diff_plans
+
+__all__ = [
+    "COMMENT_MARKER",
+    "EXIT_CHANGES",
+    "EXIT_DISRUPTIVE",
+    "EXIT_NO_CHANGES",
+    "Review",
+    "exit_code",
+    "render",
+    "review",
+]
+
+EXIT_NO_CHANGES, EXIT_CHANGES, EXIT_DISRUPTIVE = 0, 3, 4
+COMMENT_MARKER = "<!-- gpucell-diff -->"
+"""First line of the Markdown: the workflow finds its earlier comment by it and updates it in place."""
+FOLD_AT = 80
+"""Characters of a value shown before it is folded."""
+_ORDER = {"delete": 0, "replace": 1, "update": 2, "create": 3}
+_ICONS = {"create": "🟢 create", "update": "🟡 update", "replace": "🔴 replace", "delete": "🔴 delete"}
+
+
+@dataclass
+class Review:
+    """One stack's review."""
+
+    stack: str
+    plan_diff: PlanDiff
+    disruptive: list[DisruptiveChange]
+    judgement: Judgement
+    notes: list[str] = field(default_factory=list)
+    """Lines shown under the heading (how the plans were made, fallbacks taken)."""
+
+    @property
+    def changed(self) -> bool:
+        """True when anything changes."""
+        return self.plan_diff.changed or bool(self.disruptive)
+
+
+def _fingerprints(plan: Mapping[str, Any], side: str) -> dict[str, dict[str, Any]]:
+    """Region -> fingerprint of a plan; a :class:`ConfigError` when a region of the plan has none."""
+    found = deployed_fingerprints(plan.get("outputs") or {})
+    regions = {r.get("name") for r in plan.get("resources", []) if r.get("type") == "gpucell:index:RegionalCell"}
+    missing = sorted(str(r) for r in regions if r not in found)
+    if missing:
+        raise ConfigError.at((side,), f"has no fingerprint for region(s) {', '.join(missing)}: it was planned by a "
+                             "gpucell without `gpucell diff`; plan it again with this version")
+    return found
+
+
+def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | None = None,
+           base_fingerprints: Mapping[str, dict[str, Any]] | None = None, notes: list[str] | None = None) -> Review:
+    """Review the change from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents).
+
+    ``base_fingerprints`` replaces the base plan's own (for a base planned by an older gpucell). The head's
+    ``acknowledge`` entries are matched as ``pulumi up`` would, with the base taken as the deployed state.
+    Raises :class:`ConfigError` when a plan lacks fingerprints or the head's acknowledgements are malformed.
+    """
+    old = dict(base_fingerprints) if base_fingerprints is not None else _fingerprints(base, "BASE")
+    new = _fingerprints(head, "HEAD")
+    changes = [c for region, fingerprint in new.items() for c in compare(old.get(region), fingerprint, region)]
+    changes += removed_regions(old, new)
+    acknowledgements = StackAcknowledgements.model_validate({"acknowledge": head.get("acknowledge") or []})
+    judgement = judge(changes, acknowledgements.acknowledge, judged_regions=old)
+    return Review(stack=stack or str(head.get("stack") or base.get("stack") or "?"), plan_diff=diff_plans(base, head),
+                  disruptive=changes, judgement=judgement, notes=list(notes or []))
+
+
+def exit_code(reviews: list[Review]) -> int:
+    """4 when any disruptive change, else 3 when anything changes, else 0."""
+    if any(r.disruptive for r in reviews):
+        return EXIT_DISRUPTIVE
+    return EXIT_CHANGES if any(r.changed for r in reviews) else EXIT_NO_CHANGES
+
+
+# -- Markdown ----------------------------------------------------------------------------------------------------
+def _cell(text: str) -> str:
+    """Text made safe for a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    ticks = "``" if "`" in text else "`"
+    return f"{ticks}{_cell(text)}{ticks}"
+
+
+def show(value: Any) -> str:
+    """A value as a reviewer reads it: code-formatted, secrets ``[secret]``, folded past :data:`FOLD_AT` chars."""
+    if value is MISSING:
+        return "*(absent)*"
+    if value == SECRET:
+        return "`[secret]`"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    if len(text) > FOLD_AT:
+        text = f"{text[:FOLD_AT - 20]}… ({len(text)} chars)"
+    return _code(text)
+
+
+def _change_line(change: InputChange) -> str:
+    return f"{_code(change.path)}: {show(change.old)} → {show(change.new)}"
+
+
+def _counts(diffs: list[ResourceDiff]) -> str:
+    return " · ".join(f"{sum(d.action == a for d in diffs)} to {a}" for a in ("create", "update", "replace", "delete"))
+
+
+def _disruptive_section(item: Review) -> list[str]:
+    if not item.disruptive:
+        return []
+    acknowledged = {id(c): a for c, a in item.judgement.acknowledged}
+    lines = [f"### ⚠️ Disruptive changes ({len(item.disruptive)})", ""]
+    for number, change in enumerate(item.disruptive, 1):
+        lines.append(f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.key)} "
+                     f"{_code(change.old)} → {_code(change.new)}" if change.new != "removed" else
+                     f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.old)} removed "
+                     f"({_code(change.key)})")
+        lines.append(f"   - {change.effect[0].upper()}{change.effect[1:]}.")
+        entry = acknowledged.get(id(change))
+        if entry is not None:
+            lines.append(f"   - ✅ Acknowledged: {_cell(entry.reason)}")
+        else:
+            lines.append(f"   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has "
+                         f"`{change.acknowledgement()}`.")
+    lines.append("")
+    return lines
+
+
+def _stale_section(item: Review) -> list[str]:
+    if not item.judgement.stale:
+        return []
+    lines = ["### Acknowledgements that match nothing", ""]
+    lines += [f"- `acknowledge[{i}]` {_code(entry.shown())}: no such disruptive change against the base; "
+              "`pulumi up` stops on it, remove it" for i, entry in item.judgement.stale]
+    return [*lines, ""]
+
+
+def _resource_row(diff: ResourceDiff) -> str:
+    what: list[str] = []
+    if diff.protected:
+        what.append("⛔ **protected**: `pulumi up` stops here until it is unprotected on purpose "
+                    "(`pulumi state unprotect`)")
+    what += [f"**replaced**: {reason}" for reason in diff.replaced_by]
+    what += [f"⚠️ **immutable** {why}" for why in diff.immutable]
+    what += [_change_line(c) for c in diff.changes]
+    what += [f"{_code(t.name)}: see the diff below" for t in diff.texts if diff.action != "create"]
+    what += [_cell(n) for n in diff.notes]
+    action = _ICONS[diff.action] + (" ⛔" if diff.protected else "")
+    return f"| {action} | {_cell(diff.label)} | {'<br>'.join(what)} |"
+
+
+def _region_section(region: str, diffs: list[ResourceDiff]) -> list[str]:
+    title = f"`{region}`" if region else "outside any region"
+    lines = [f"### Region {title}: {_counts(diffs)}", ""]
+    if not diffs:
+        return [*lines, "No changes.", ""]
+    lines += ["| action | resource | what changes |", "|---|---|---|"]
+    ordered = sorted(diffs, key=lambda d: (_ORDER[d.action], d.label))
+    lines += [_resource_row(d) for d in ordered]
+    lines.append("")
+    for diff in ordered:
+        for text in diff.texts:
+            lines += [f"<details><summary>{text.name} ({diff.action} {diff.label})</summary>", "", "```diff",
+                      text.diff.rstrip("\n"), "```", "", "</details>", ""]
+    return lines
+
+
+def render(reviews: list[Review]) -> str:
+    """The Markdown of one or more stack reviews, starting with :data:`COMMENT_MARKER`."""
+    lines = [COMMENT_MARKER]
+    for item in reviews:
+        diffs = [d for ds in item.plan_diff.regions.values() for d in ds]
+        refused = len(item.judgement.refused)
+        if item.disruptive:
+            status = (f"**⚠️ {len(item.disruptive)} disruptive change(s)**"
+                      + (f", {refused} not acknowledged" if refused else ", all acknowledged"))
+        elif diffs:
+            status = "no disruptive change"
+        else:
+            status = "no changes"
+        lines += [f"## gpucell diff: stack `{item.stack}`", "",
+                  f"{status} · {len(diffs)} resource(s) change: {_counts(diffs)}", ""]
+        lines += [f"> {note}" for note in item.notes] + ([""] if item.notes else [])
+        lines += _disruptive_section(item) + _stale_section(item)
+        for region, region_diffs in item.plan_diff.regions.items():
+            if region_diffs:
+                lines += _region_section(region, region_diffs)
+    return "\n".join(lines).rstrip("\n") + "\n"

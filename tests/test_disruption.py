@@ -1,0 +1,221 @@
+"""Fingerprints of a cell's disruptive settings, the rule that compares two of them, and acknowledgements."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpucell.disruption import (
+    Acknowledgement,
+    Change,
+    StackAcknowledgements,
+    compare,
+    fingerprint,
+    judge,
+    release_line,
+    removed_regions,
+)
+from gpucell.errors import ConfigError
+from tests.conftest import cell, minimal_cell_config
+
+
+def fp(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    return fingerprint(cell(config or minimal_cell_config()))
+
+
+def changed(edit: Any) -> list[str]:
+    """Refusal lines for ``edit`` applied to the minimal cell (deployed = unedited)."""
+    config = minimal_cell_config()
+    edit(config)
+    return [c.refusal() for c in compare(fp(), fp(config), "lab")]
+
+
+def test_fingerprint_of_the_minimal_cell() -> None:
+    assert fp() == {
+        "version": 1,
+        "network": {"podCidr": "10.42.0.0/16", "podCidrMaskSize": 24, "serviceCidr": "10.43.0.0/16",
+                    "clusterDns": "10.43.0.10"},
+        "cilium": {"kubeProxyReplacement": "true", "routing": {}, "ipamMode": "cluster-pool"},
+        "nodes": {
+            "lab-srv-1": {"pool": "servers", "role": "server", "gpuMode": None, "migConfig": None,
+                          "vgpuProfile": None},
+            "lab-gpu-1": {"pool": "l40s", "role": "gpu", "gpuMode": "container", "migConfig": None,
+                          "vgpuProfile": None},
+            "lab-cpu-1": {"pool": "cpu", "role": "cpu", "gpuMode": None, "migConfig": None, "vgpuProfile": None},
+        },
+        "storage": {"defaultClass": "local-path", "volumes": {}},
+        "versions": {"k3s": "v1.34.2+k3s1",
+                     "charts": {"cilium": "1.20.0", "certManager": "v1.21.1", "gpuOperator": "v26.7.0",
+                                "kserve": "v0.20.0"}},
+    }
+
+
+def test_nothing_is_disruptive_on_a_first_deploy_or_without_change() -> None:
+    assert compare(None, fp(), "lab") == []
+    assert compare(fp(), fp(), "lab") == []
+
+
+def test_pod_cidr_change_is_refused_with_the_key_and_the_acknowledgement() -> None:
+    lines = changed(lambda c: c["network"].update(podCidr="10.52.0.0/16"))
+    assert lines == [
+        "regions.lab.network.podCidr: 10.42.0.0/16 -> 10.52.0.0/16 is a disruptive change (podCidr: every pod and "
+        "VM keeps its address from the old range until it is recreated, and gpucell does not migrate the pod "
+        "ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and "
+        "firewalls written for the old range); to apply it, add {change: podCidr, region: lab, reason: \"...\"} to "
+        "gpucell:acknowledge"
+    ]
+
+
+def kinds(edit: Any) -> list[tuple[str, str | None, str, str, str]]:
+    config = minimal_cell_config()
+    edit(config)
+    return [(c.change.value, c.subject, c.key, c.old, c.new) for c in compare(fp(), fp(config), "lab")]
+
+
+def test_network_and_cilium_datapath_changes() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["network"].update(serviceCidr="10.53.0.0/16", clusterDns="10.53.0.10", podCidrMaskSize=25)
+        c["cilium"] = {"values": {"kubeProxyReplacement": False, "routingMode": "native",
+                                  "ipv4NativeRoutingCIDR": "10.42.0.0/16", "ipam": {"mode": "kubernetes"}}}
+
+    assert kinds(edit) == [
+        ("podCidrMaskSize", None, "regions.lab.network.podCidrMaskSize", "24", "25"),
+        ("serviceCidr", None, "regions.lab.network.serviceCidr", "10.43.0.0/16", "10.53.0.0/16"),
+        ("clusterDns", None, "regions.lab.network.clusterDns", "10.43.0.10", "10.53.0.10"),
+        ("kubeProxyReplacement", None, "regions.lab.cilium.values.kubeProxyReplacement", "true", "false"),
+        ("ciliumRouting", None, "regions.lab.cilium.values.routingMode", "chart defaults",
+         "ipv4NativeRoutingCIDR=10.42.0.0/16, routingMode=native"),
+        ("ciliumIpam", None, "regions.lab.cilium.values.ipam.mode", "cluster-pool", "kubernetes"),
+    ]
+
+
+def test_kube_proxy_replacement_as_a_string_is_no_change() -> None:
+    assert kinds(lambda c: c.update(cilium={"values": {"kubeProxyReplacement": "true"}})) == []
+
+
+def test_gpu_mode_mig_and_vgpu_changes_per_node() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["nodePools"]["l40s"].update(gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
+        c["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "1"}}
+
+    assert kinds(edit) == [
+        ("gpuMode", "lab-gpu-1", "regions.lab.nodePools.l40s.gpuMode", "container", "vm-vgpu"),
+        ("vgpuProfile", "lab-gpu-1", "regions.lab.nodePools.l40s.vgpuProfile", "none", "L40S-12Q"),
+    ]
+
+
+def test_mig_layout_change() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["l40s"].update(gpuModel="H100-SXM5-80GB", migConfig="all-1g.10gb")
+    after = copy.deepcopy(config)
+    after["nodePools"]["l40s"]["migConfig"] = "all-balanced"
+    assert [(c.change, c.old, c.new) for c in compare(fp(config), fp(after), "lab")] == [
+        (Change.MIG_CONFIG, "all-1g.10gb", "all-balanced")
+    ]
+
+
+def test_removing_a_server_or_a_worker_and_moving_a_host() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["servers"]["hosts"] += [{"name": "lab-srv-2", "address": "10.20.0.12"},
+                                                {"name": "lab-srv-3", "address": "10.20.0.13"}]
+    config["nodePools"]["cpu"]["hosts"].append({"name": "lab-cpu-2", "address": "10.20.0.32"})
+    config["network"]["apiEndpoint"] = "10.20.0.10"
+    after = copy.deepcopy(config)
+    after["nodePools"]["servers"]["hosts"][2] = {"name": "lab-srv-4", "address": "10.20.0.14"}
+    after["nodePools"]["l40s"]["hosts"] = [{"name": "lab-cpu-1", "address": "10.20.0.31"}]
+    after["nodePools"]["cpu"]["hosts"] = [{"name": "lab-gpu-1", "address": "10.20.0.21"}]
+    lines = [(c.change.value, c.subject, c.key, c.summary()) for c in compare(fp(config), fp(after), "lab")]
+    assert lines == [
+        ("serverRemoved", "lab-srv-3", "regions.lab.nodePools.servers.hosts", "server lab-srv-3 removed"),
+        ("nodeRole", "lab-gpu-1", "regions.lab.nodePools.cpu.hosts", "lab-gpu-1: l40s (gpu) -> cpu (cpu)"),
+        ("gpuMode", "lab-gpu-1", "regions.lab.nodePools.cpu.gpuMode", "lab-gpu-1: container -> none"),
+        ("nodeRole", "lab-cpu-1", "regions.lab.nodePools.l40s.hosts", "lab-cpu-1: cpu (cpu) -> l40s (gpu)"),
+        ("gpuMode", "lab-cpu-1", "regions.lab.nodePools.l40s.gpuMode", "lab-cpu-1: none -> container"),
+        ("nodeRemoved", "lab-cpu-2", "regions.lab.nodePools.cpu.hosts", "cpu lab-cpu-2 removed"),
+    ]
+
+
+def test_storage_class_of_existing_volumes(cell_config: dict[str, Any]) -> None:
+    cell_config["tenants"] = {"acme": {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 500},
+                                       "notebooks": {"nb": {"cpuMillicores": 1000, "memoryGib": 4, "homeGib": 10}}}}
+    after = copy.deepcopy(cell_config)
+    after["tenants"]["acme"]["notebooks"]["nb"]["storageClass"] = "fast"
+    after["storage"] = {"backend": "longhorn", "replicas": 3}
+    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in
+            compare(fp(cell_config), fp(after), "lab")] == [
+        ("storageClass", "default", "regions.lab.storage.backend", "local-path", "longhorn"),
+        ("storageClass", "tenant-acme/home-nb-0", "regions.lab.tenants.acme.notebooks.nb.storageClass",
+         "default (longhorn)", "fast"),
+    ]
+
+
+@pytest.mark.parametrize(("old", "new", "disruptive"), [
+    ("v1.34.2+k3s1", "v1.35.0+k3s1", False),
+    ("v1.34.2+k3s1", "v1.34.5+k3s2", False),
+    ("v1.34.2+k3s1", "v1.36.1+k3s1", True),
+    ("v1.34.2+k3s1", "v1.33.9+k3s1", True),
+])
+def test_k3s_minor_jump(old: str, new: str, disruptive: bool) -> None:
+    before, after = minimal_cell_config(), minimal_cell_config()
+    before["versions"], after["versions"] = {"k3s": old}, {"k3s": new}
+    found = [(c.change, c.old, c.new) for c in compare(fp(before), fp(after), "lab")]
+    assert found == ([(Change.K3S_MINOR, old, new)] if disruptive else [])
+
+
+def test_chart_major_bumps_count_minor_releases_of_0x() -> None:
+    assert release_line("1.20.0") == (1,)
+    assert release_line("v0.20.0") == (0, 20)
+    assert release_line("v26.7.0") == (26,)
+    assert kinds(lambda c: c.update(versions={"cilium": "2.0.0", "kserve": "v0.21.0", "certManager": "v1.22.0"})) == [
+        ("chartMajor", "cilium", "regions.lab.versions.cilium", "1.20.0", "2.0.0"),
+        ("chartMajor", "kserve", "regions.lab.versions.kserve", "v0.20.0", "v0.21.0"),
+    ]
+
+
+def test_removed_region() -> None:
+    [change] = removed_regions(["fra1", "iad1"], ["iad1"])
+    assert change.refusal().startswith("regions.fra1: region fra1 removed is a disruptive change (regionRemoved: "
+                                       "the whole cell is destroyed")
+    assert change.acknowledgement() == '{change: regionRemoved, region: fra1, reason: "..."}'
+
+
+def ack(**entry: Any) -> Acknowledgement:
+    return StackAcknowledgements.model_validate({"acknowledge": [{"reason": "CHG-1", **entry}]}).acknowledge[0]
+
+
+def test_acknowledgements_match_by_kind_region_and_subject() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["l40s"]["hosts"].append({"name": "lab-gpu-2", "address": "10.20.0.22"})
+    after = copy.deepcopy(config)
+    after["nodePools"]["l40s"]["gpuMode"] = "vm-passthrough"
+    changes = compare(fp(config), fp(after), "lab")
+    one = judge(changes, [ack(change="gpuMode", region="lab", subject="lab-gpu-1")], ["lab"])
+    assert [c.subject for c in one.refused] == ["lab-gpu-2"]
+    both = judge(changes, [ack(change="gpuMode", region="lab")], ["lab"])
+    assert (both.refused, both.stale, len(both.acknowledged)) == ([], [], 2)
+
+
+def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
+    entries = [ack(change="podCidr", region="lab"), ack(change="podCidr", region="new")]
+    judged = judge([], entries, ["lab"])
+    assert judged.stale == [(0, entries[0])]
+    assert judge([], entries, []).stale == []
+
+
+@pytest.mark.parametrize(("entry", "line"), [
+    ({"change": "podCIDR", "region": "lab", "reason": "x"},
+     "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
+     "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverRemoved, "
+     "nodeRemoved, storageClass, k3sMinor, chartMajor, regionRemoved"),
+    ({"change": "podCidr", "region": "lab", "reason": "  "},
+     "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)"),
+    ({"change": "podCidr", "region": "lab"}, "acknowledge[0].reason: required key is missing"),
+    ({"change": "podCidr", "region": "lab", "reason": "x", "node": "a"},
+     "acknowledge[0].node: unknown key; accepted keys are change, region, subject, reason"),
+])
+def test_malformed_acknowledgements(entry: dict[str, Any], line: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        StackAcknowledgements.model_validate({"acknowledge": [entry]})
+    assert info.value.lines == [line]

@@ -1,0 +1,333 @@
+"""``gpucell diff``: the review of two plans (exact Markdown), replacement rules, exit codes, and ``--base REF``."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucell.stacks import cli
+from gpucell.stacks.plan import make_plan, to_json
+from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values
+from gpucell.stacks.review import render, review, show
+from tests.conftest import REPO
+
+POD_CIDR_REVIEW = """<!-- gpucell-diff -->
+## gpucell diff: stack `dev`
+
+**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 2 resource(s) change: 0 to create · 2 to update · 0 to replace \
+· 0 to delete
+
+### ⚠️ Disruptive changes (1)
+
+1. **`podCidr`** in `lab1`: `regions.lab1.network.podCidr` `10.42.0.0/16` → `10.52.0.0/16`
+   - Every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate the \
+pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and firewalls \
+written for the old range.
+   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
+reason: "..."}`.
+
+### Region `lab1`: 0 to create · 2 to update · 0 to replace · 0 to delete
+
+| action | resource | what changes |
+|---|---|---|
+| 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: \
+`10.42.0.0/16` → `10.52.0.0/16` |
+| 🟡 update | node lab1-srv-1 | `nodes/lab1-srv-1/config.yaml`: see the diff below |
+
+<details><summary>nodes/lab1-srv-1/config.yaml (update node lab1-srv-1)</summary>
+
+```diff
+--- a/nodes/lab1-srv-1/config.yaml
++++ b/nodes/lab1-srv-1/config.yaml
+@@ -8,7 +8,7 @@
+ tls-san:
+ - 10.20.0.11
+ - api.lab1.gpucell.internal
+-cluster-cidr: 10.42.0.0/16
++cluster-cidr: 10.52.0.0/16
+ service-cidr: 10.43.0.0/16
+ cluster-dns: 10.43.0.10
+ flannel-backend: none
+```
+
+</details>
+"""
+
+
+def project(tmp_path: Path, name: str, edit: Any = None) -> Path:
+    """A project directory with the dev stack file, edited by ``edit(text) -> text``."""
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", folder)
+    text = (REPO / "Pulumi.dev.yaml").read_text()
+    (folder / "Pulumi.dev.yaml").write_text(edit(text) if edit else text)
+    return folder
+
+
+def plan_json(folder: Path) -> dict[str, Any]:
+    plan = make_plan(folder, "dev")
+    return to_json(plan, list(plan.cells))
+
+
+@pytest.fixture(scope="module")
+def dev_json() -> dict[str, Any]:
+    plan = make_plan(REPO, "dev")
+    return to_json(plan, list(plan.cells))
+
+
+def pod_cidr(text: str) -> str:
+    assert "podCidr: 10.42.0.0/16" in text
+    return text.replace("podCidr: 10.42.0.0/16", "podCidr: 10.52.0.0/16")
+
+
+def test_dev_pod_cidr_change_is_flagged_disruptive(tmp_path: Path, dev_json: dict[str, Any],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(dev_json))
+    head.write_text(json.dumps(plan_json(project(tmp_path, "head", pod_cidr))))
+    assert cli.main(["diff", str(base), str(head), "--out", str(tmp_path / "review.md")]) == 4
+    assert capsys.readouterr().out == POD_CIDR_REVIEW
+    assert (tmp_path / "review.md").read_text() == POD_CIDR_REVIEW
+
+
+def test_no_change_exits_0_and_a_plain_change_3(tmp_path: Path, dev_json: dict[str, Any]) -> None:
+    same = review(dev_json, dev_json)
+    assert render([same]) == "<!-- gpucell-diff -->\n## gpucell diff: stack `dev`\n\nno changes · 0 resource(s) " \
+        "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n"
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(dev_json))
+    assert cli.main(["diff", str(base), str(base)]) == 0
+    quota = plan_json(project(tmp_path, "quota", lambda t: t.replace("memoryGib: 256", "memoryGib: 384")))
+    head = tmp_path / "head.json"
+    head.write_text(json.dumps(quota))
+    assert cli.main(["diff", str(base), str(head)]) == 3
+    markdown = render([review(dev_json, quota)])
+    assert "no disruptive change · 1 resource(s) change: 0 to create · 1 to update" in markdown
+    assert ("| 🟡 update | ResourceQuota tenant-research/tenant-quota | `spec.hard[\"limits.memory\"]`: `256Gi` → "
+            "`384Gi`<br>`spec.hard[\"requests.memory\"]`: `256Gi` → `384Gi` |") in markdown
+
+
+def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_path: Path) -> None:
+    head = plan_json(project(tmp_path, "head", pod_cidr))
+    head["acknowledge"] = [{"change": "podCidr", "region": "lab1", "reason": "maintenance window CHG-1234"},
+                           {"change": "gpuMode", "region": "lab1", "reason": "left over"}]
+    item = review(dev_json, head)
+    markdown = render([item])
+    assert "**⚠️ 1 disruptive change(s)**, all acknowledged" in markdown
+    assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
+    assert ("- `acknowledge[1]` `{change: gpuMode, region: lab1}`: no such disruptive change against the base; "
+            "`pulumi up` stops on it, remove it") in markdown
+
+
+def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[str, Any],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    old = copy.deepcopy(dev_json)
+    del old["outputs"]["lab1Fingerprint"]
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(old))
+    head.write_text(json.dumps(dev_json))
+    assert cli.main(["diff", str(base), str(head)]) == 1
+    assert capsys.readouterr().err == (
+        "BASE: has no fingerprint for region(s) lab1: it was planned by a gpucell without `gpucell diff`; plan it "
+        "again with this version\n")
+    assert cli.main(["diff", str(base)]) == 1
+    assert capsys.readouterr().err == "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]\n"
+
+
+# -- resource rules on small plans --------------------------------------------------------------------------------
+STACK_URN = "urn:pulumi:dev::gpucell::"
+CELL = f"{STACK_URN}gpucell:index:RegionalCell::lab"
+
+
+def res(rtype: str, name: str, inputs: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"urn": f"{STACK_URN}gpucell:index:RegionalCell${rtype}::{name}", "type": rtype, "name": name,
+            "parent": CELL, "provider": "", "dependencies": [], "options": options or {}, "inputs": inputs}
+
+
+def plan(*resources: dict[str, Any]) -> dict[str, Any]:
+    cell = {"urn": CELL, "type": "gpucell:index:RegionalCell", "name": "lab", "parent": "", "provider": "",
+            "dependencies": [], "options": {}, "inputs": {}}
+    return {"stack": "dev", "resources": [cell, *resources], "outputs": {"labFingerprint": {}}, "acknowledge": []}
+
+
+def pvc(name: str, storage_class: str, **options: Any) -> dict[str, Any]:
+    return res("kubernetes:core/v1:PersistentVolumeClaim", name, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "tenant-acme"},
+        "spec": {"storageClassName": storage_class, "resources": {"requests": {"storage": "10Gi"}}}}, options)
+
+
+def only(base: dict[str, Any], head: dict[str, Any]) -> Any:
+    [found] = diff_plans(base, head).regions["lab"]
+    return found
+
+
+def test_immutable_kubernetes_fields_replace_and_protected_ones_stop() -> None:
+    found = only(plan(pvc("data", "local-path", protect=True)), plan(pvc("data", "longhorn", protect=True)))
+    assert (found.action, found.replaced_by, found.protected) == (
+        "replace", ["`spec.storageClassName` changed (spec.storageClassName cannot change in place)"], True)
+    assert found.notes == ["deleted, then created again under the same name: it is gone in between"]
+    row = render([review(plan(pvc("data", "local-path", protect=True)), plan(pvc("data", "longhorn", protect=True)))])
+    assert ("| 🔴 replace ⛔ | PersistentVolumeClaim tenant-acme/data | ⛔ **protected**: `pulumi up` stops here "
+            "until it is unprotected on purpose (`pulumi state unprotect`)<br>**replaced**: `spec.storageClassName` "
+            "changed (spec.storageClassName cannot change in place)<br>`spec.storageClassName`: `local-path` → "
+            "`longhorn`<br>deleted, then created again under the same name: it is gone in between |") in row
+
+
+def test_protected_and_retained_deletions() -> None:
+    diffs = diff_plans(plan(pvc("a", "x", protect=True), pvc("b", "x", retainOnDelete=True)), plan()).regions["lab"]
+    assert [(d.action, d.label, d.protected, d.notes) for d in diffs] == [
+        ("delete", "PersistentVolumeClaim tenant-acme/a", True, []),
+        ("delete", "PersistentVolumeClaim tenant-acme/b", False,
+         ["`retainOnDelete`: Pulumi forgets it, the object stays in the cluster"]),
+    ]
+
+
+def test_replace_on_changes_option_and_metadata_name() -> None:
+    command = res("command:remote:Command", "c", {"create": "true", "triggers": ["a"]},
+                  {"replaceOnChanges": ["triggers[*]"]})
+    changed = copy.deepcopy(command)
+    changed["inputs"]["triggers"] = ["b"]
+    assert only(plan(command), plan(changed)).replaced_by == [
+        "`triggers[0]` changed (triggers[*] cannot change in place)"]
+    renamed = pvc("data", "x")
+    renamed["inputs"]["metadata"]["name"] = "data2"
+    assert only(plan(pvc("data", "x")), plan(renamed)).replaced_by == [
+        "`metadata.name` changed (metadata.name cannot change in place)"]
+
+
+def test_vm_disk_template_changes_are_marked_immutable() -> None:
+    def vm(url: str) -> dict[str, Any]:
+        return res("kubernetes:kubevirt.io/v1:VirtualMachine", "vm", {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm", "namespace": "t"},
+            "spec": {"dataVolumeTemplates": [{"metadata": {"name": "vm-root"},
+                                              "spec": {"source": {"http": {"url": url}}}}]}})
+
+    found = only(plan(vm("https://a/1.img")), plan(vm("https://a/2.img")))
+    assert (found.action, found.immutable) == ("update", [
+        "`spec.dataVolumeTemplates[name=vm-root].spec.source.http.url`: not applied to an existing disk: KubeVirt "
+        "creates a VM's DataVolume from its template only when it is missing"])
+
+
+def test_alias_is_a_move_not_a_replacement() -> None:
+    old = pvc("old-name", "x")
+    new = pvc("new-name", "x")
+    new["inputs"]["metadata"]["name"] = "old-name"
+    new["options"] = {"aliases": [{"name": "old-name"}]}
+    found = only(plan(old), plan(new))
+    assert (found.action, found.notes) == ("update", [f"moved from `{old['urn']}` (alias: no replacement)"])
+
+
+def node(name: str, host: str, ip: str) -> dict[str, Any]:
+    script = (f"#!/usr/bin/env bash\ncat >\"$work/config.yaml\" <<'EOF_CONFIG'\nnode-name: {host}\nnode-ip: {ip}\n"
+              "EOF_CONFIG\necho done\n")
+    line = f"bash -c {shlex.quote(script)}"
+    return res("command:remote:Command", name, {"create": line, "update": line,
+                                                "delete": "bash -c 'k3s-uninstall.sh'"})
+
+
+def test_node_renamed_on_the_same_address_is_a_replacement() -> None:
+    found = only(plan(node("lab-k3s-a", "a", "10.0.0.1")), plan(node("lab-k3s-b", "b", "10.0.0.1")))
+    assert (found.action, found.label, found.replaced_by, found.notes) == (
+        "replace", "node b", ["node identity: `node-name` a → b on 10.0.0.1"],
+        ["k3s is uninstalled as a (lab-k3s-a) and installed again as b"])
+    assert [t.name for t in found.texts] == ["nodes/b/config.yaml"]
+    assert "-node-name: a\n+node-name: b\n" in found.texts[0].diff
+
+
+def test_values_are_folded_and_secrets_stay_secret() -> None:
+    assert show("x" * 100) == f"`{'x' * 60}… (100 chars)`"
+    assert show("[secret]") == "`[secret]`"
+    assert show(MISSING) == "*(absent)*"
+    assert show("a|b") == "`a\\|b`"
+    assert diff_values({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                       {"env": [{"name": "B", "value": "3"}, {"name": "A", "value": "1"}]})[0].path == \
+        "env[name=B].value"
+
+
+# -- --base REF ---------------------------------------------------------------------------------------------------
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repository holding this project's tracked files as its one commit."""
+    folder = tmp_path_factory.mktemp("repo")
+    for name in git(REPO, "ls-files").splitlines():
+        if (REPO / name).is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / name, folder / name)
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base")
+    return folder
+
+
+def test_base_ref_plans_the_refs_files_with_its_own_code(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    original = (repo / "Pulumi.dev.yaml").read_text()
+    try:
+        (repo / "Pulumi.dev.yaml").write_text(pod_cidr(original))
+        code = cli.main(["diff", "--base", "HEAD", "dev", "--project-dir", str(repo)])
+        out = capsys.readouterr().out
+        assert code == 4
+        assert out == POD_CIDR_REVIEW.replace(
+            "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n\n###",
+            "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n\n###").replace(
+            "· 0 to delete\n\n### ⚠️", "· 0 to delete\n\n> base: stack files and code at `HEAD`\n\n### ⚠️")
+        assert cli.main(["diff", "--base", "HEAD", "dev", "--base-code", "worktree", "--project-dir", str(repo)]) == 4
+        assert "> base: `Pulumi.dev.yaml` at `HEAD` planned with the working tree's code\n" in capsys.readouterr().out
+    finally:
+        (repo / "Pulumi.dev.yaml").write_text(original)
+
+
+def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "Pulumi.lab.yaml").write_text((repo / "Pulumi.dev.yaml").read_text())
+    try:
+        assert cli.main(["diff", "--base", "HEAD", "lab", "--project-dir", str(repo)]) == 3
+        out = capsys.readouterr().out
+        assert "> `Pulumi.lab.yaml` does not exist at `HEAD`: every resource is new\n" in out
+        assert "no disruptive change · 43 resource(s) change: 43 to create · 0 to update" in out
+    finally:
+        (repo / "Pulumi.lab.yaml").unlink()
+    assert cli.main(["diff", "--base", "no-such-ref", "--project-dir", str(repo)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("--base: 'no-such-ref' cannot be read from ")
+
+
+# -- docs/reviewing-changes.md -------------------------------------------------------------------------------------
+def sample_change(text: str) -> str:
+    """The docs' sample: a container L40S host added (new pool), the first L40S pool switched to vm-passthrough,
+    the tenant's GPU quota raised."""
+    old_pool = "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+    assert old_pool in text
+    assert "gpus: {nvidia.com/gpu: 3}" in text
+    new_pool = ("          gpuMode: vm-passthrough\n          hosts:\n"
+                "          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+                "        l40s-ct:\n          role: gpu\n          gpuModel: L40S\n          gpusPerNode: 4\n"
+                "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-2, address: 10.20.0.22}\n")
+    return text.replace(old_pool, new_pool).replace("gpus: {nvidia.com/gpu: 3}",
+                                                    "gpus: {nvidia.com/gpu: 4, nvidia.com/AD102GL_L40S: 2}")
+
+
+def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev_json: dict[str, Any]) -> None:
+    doc = (REPO / "docs" / "reviewing-changes.md").read_text()
+    shown = doc.split("<!-- sample-comment -->\n````markdown\n", 1)[1].split("````\n<!-- /sample-comment -->", 1)[0]
+    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)))])
+
+
+def test_the_docs_table_lists_every_change_with_its_effect() -> None:
+    from gpucell.disruption import EFFECTS, Change
+
+    doc = (REPO / "docs" / "reviewing-changes.md").read_text()
+    for change in Change:
+        effect = EFFECTS[change]
+        assert f"| `{change.value}` |" in doc, change
+        assert f"{effect[0].upper()}{effect[1:]}. |" in doc, change

