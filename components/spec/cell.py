@@ -11,7 +11,9 @@ from typing import Any, ClassVar
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError
+from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
+from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.network import Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -231,6 +233,7 @@ class CellSpec(SpecModel):
         self._check_gpu_operator()
         self._check_kserve_mode()
         self._check_storage_replicas()
+        check_hardware(self)
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
         from gpucell.spec.admission import check_tenants  # noqa: PLC0415
 
@@ -245,6 +248,11 @@ class CellSpec(SpecModel):
     def gpu_pools(self, *modes: GpuMode) -> dict[str, NodePool]:
         """GPU pools, optionally only those in ``modes``."""
         return {n: p for n, p in self.pools(NodeRole.GPU).items() if not modes or p.mode in modes}
+
+    def vgpu_pools(self, framework: VgpuFramework) -> dict[str, NodePool]:
+        """The ``vm-vgpu`` pools whose boards expose vGPUs through ``framework`` with the region's vGPU driver
+        (:func:`gpucell.spec.hardware.pool_vgpu_framework`), in config order."""
+        return {n: p for n, p in self.gpu_pools(GpuMode.VM_VGPU).items() if pool_vgpu_framework(self, p) is framework}
 
     @property
     def servers(self) -> list[tuple[str, Host]]:

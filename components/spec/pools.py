@@ -11,8 +11,9 @@ from gpucell.errors import SpecError
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import Host, SshOverride
+from gpucell.vgpu_sriov import DISABLED_OPERANDS
 
-__all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
+__all__ = ["HUGEPAGE_SIZES", "GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
 
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -27,10 +28,13 @@ MIG_LABEL = "nvidia.com/mig.config"
 """GPU Operator MIG manager: the node's ``mig-parted`` layout name."""
 VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
-MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
+MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, *DISABLED_OPERANDS)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 EVICTION_HARD_MEMORY_MIB = 500
 """``eviction-hard`` ``memory.available`` threshold on topology-profile nodes, MiB."""
+HUGEPAGE_SIZES = {"1Gi": 1024, "2Mi": 2}
+"""The hugepage sizes a VM may ask for (KubeVirt ``memory.hugepages.pageSize`` on x86_64: "valid values are 1Gi and
+2Mi", ``v1.Hugepages`` in the v1.9.0 swagger) -> MiB per page."""
 
 
 class NodeRole(StrEnum):
@@ -68,7 +72,15 @@ ones we do not change are repeated (Kubernetes "Node-pressure Eviction", default
 
 
 class TopologyProfile(SpecModel):
-    """Kubelet settings for NUMA-aligned VMs: static CPU manager, Static memory manager, single-NUMA-node topology.
+    """Kubelet settings for NUMA-aligned VMs (static CPU manager, Static memory manager, topology manager), and what
+    the hosts have: memory and hugepages per NUMA node.
+
+    The hugepages are reserved by the host's kernel, not by gpucell: on the kernel command line, per NUMA node
+    (``hugepagesz=1G hugepages=0:960,1:960``, torvalds/linux ``Documentation/admin-guide/mm/hugetlbpage.rst``:
+    boot-time reservation is "the most reliable method" for 1 GiB pages). The node's install script checks that
+    the kernel reports exactly the declared memory and pages (:mod:`gpucell._host_setup`) and admission checks
+    every VM's hugepage memory against them (kubelet advertises ``hugepages-1Gi``/``hugepages-2Mi`` only as
+    reserved, "Kubernetes nodes must pre-allocate huge pages", Kubernetes "Manage HugePages").
 
     Source: Kubernetes "Control CPU/Memory/Topology Management Policies on the Node"; KubeVirt "Dedicated CPU
     resources" and "NUMA" user guide pages.
@@ -83,6 +95,14 @@ class TopologyProfile(SpecModel):
     topology_manager_policy: TopologyManagerPolicy = TopologyManagerPolicy.RESTRICTED
     """``restricted`` (default) admits a pod or VM only on its narrowest NUMA set, so a whole-node 8-GPU VM
     spanning both sockets still fits; ``single-numa-node`` admits only what fits one NUMA node."""
+    memory_per_numa_gib: StrictInt = Field(ge=1, le=65536)
+    """Memory of each NUMA node as the kernel reports it (``MemTotal`` of
+    ``/sys/devices/system/node/node<N>/meminfo``), GiB rounded down; the install script checks it."""
+    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages1GiPerNuma")
+    """1 GiB hugepages the kernel reserves on each NUMA node (count); the install script checks the kernel's
+    ``nr_hugepages``. Defaults to 0."""
+    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages2MiPerNuma")
+    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0."""
 
     @field_validator("reserved_cpus")
     @classmethod
@@ -99,7 +119,30 @@ class TopologyProfile(SpecModel):
                 f"{self.reserved_memory_per_numa_mib} MiB x {self.numa_nodes} NUMA nodes must exceed the "
                 f"{EVICTION_HARD_MEMORY_MIB} MiB hard-eviction threshold",
             )
+        if self.regular_memory_per_numa_mib < 0:
+            key = "hugepages1GiPerNuma" if self.hugepages_1gi_per_numa else "hugepages2MiPerNuma"
+            raise SpecError(
+                (key,),
+                f"{self.hugepages_1gi_per_numa} x 1Gi and {self.hugepages_2mi_per_numa} x 2Mi hugepages plus "
+                f"reservedMemoryPerNumaMib {self.reserved_memory_per_numa_mib} exceed memoryPerNumaGib "
+                f"{self.memory_per_numa_gib} per NUMA node",
+            )
         return self
+
+    def hugepages_per_numa(self, size: str) -> int:
+        """Hugepages of ``size`` (``1Gi`` or ``2Mi``) reserved on each NUMA node (count)."""
+        return {"1Gi": self.hugepages_1gi_per_numa, "2Mi": self.hugepages_2mi_per_numa}[size]
+
+    def hugepages_mib_per_numa(self, size: str) -> int:
+        """MiB of ``size`` hugepages reserved on each NUMA node."""
+        return self.hugepages_per_numa(size) * HUGEPAGE_SIZES[size]
+
+    @property
+    def regular_memory_per_numa_mib(self) -> int:
+        """MiB of each NUMA node left for ordinary (non-hugepage) allocations after the hugepages and the kubelet's
+        ``reserved-memory``; the kubelet subtracts reserved hugepages from allocatable ``memory``."""
+        hugepages = sum(self.hugepages_mib_per_numa(size) for size in HUGEPAGE_SIZES)
+        return self.memory_per_numa_gib * 1024 - hugepages - self.reserved_memory_per_numa_mib
 
     @property
     def reserved_memory_mib(self) -> int:
