@@ -46,7 +46,8 @@ for gpucell_dir in "$gpucell_nodes"/node[0-9]*; do
   fi
 done
 if [ "$gpucell_found" -ne {numa} ]; then
-  echo "gpucell: pool {pool} declares {numa} NUMA nodes (topology.numaNodes), this host has $gpucell_found ($gpucell_nodes)" >&2
+  echo "gpucell: pool {pool} declares {numa} NUMA nodes (topology.numaNodes)," \
+    "this host has $gpucell_found ($gpucell_nodes)" >&2
   exit 1
 fi
 for gpucell_node in $(seq 0 {last}); do
@@ -54,7 +55,8 @@ for gpucell_node in $(seq 0 {last}); do
   gpucell_kb=$(awk '$3 == "MemTotal:" {{ print $4 }}' "$gpucell_dir/meminfo" 2>/dev/null || true)
   gpucell_gib=$(( ${{gpucell_kb:-0}} / 1048576 ))
   if [ "$gpucell_gib" -lt {memory} ]; then
-    echo "gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal), less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
+    echo "gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal)," \
+      "less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
     exit 1
   fi
 {pages}done
@@ -63,7 +65,8 @@ echo "gpucell: host memory of pool {pool} as declared: {numa} NUMA nodes x {memo
 
 _PAGES = """  gpucell_pages=$(cat "$gpucell_dir/hugepages/hugepages-{kb}kB/nr_hugepages" 2>/dev/null || echo 0)
   if [ "$gpucell_pages" -ne {count} ]; then
-    echo "gpucell: NUMA node $gpucell_node has $gpucell_pages {size} hugepages, pool {pool} declares topology.{key} {count}; reserve them on the kernel command line ({cmdline}) and reboot" >&2
+    echo "gpucell: NUMA node $gpucell_node has $gpucell_pages {size} hugepages, pool {pool} declares" \
+      "topology.{key} {count}; reserve them on the kernel command line ({cmdline}) and reboot" >&2
     exit 1
   fi
 """
@@ -73,8 +76,11 @@ _KERNEL = """
 gpucell_release=$(cat "${{GPUCELL_PROCFS_ROOT:-/proc}}/sys/kernel/osrelease")
 gpucell_major=$(echo "$gpucell_release" | cut -d . -f 1)
 gpucell_minor=$(echo "$gpucell_release" | cut -d . -f 2 | tr -cd '0-9')
-if [ "$gpucell_major" -lt {major} ] || {{ [ "$gpucell_major" -eq {major} ] && [ "${{gpucell_minor:-0}}" -lt {minor} ]; }}; then
-  echo "gpucell: kernel $gpucell_release is older than {major}.{minor}: pool {pool} runs {model} vGPUs as SR-IOV virtual functions (vGPU driver branch {branch}), which need Linux {major}.{minor} or later; boot a newer kernel or use a vGPU driver older than branch 550" >&2
+if [ "$gpucell_major" -lt {major} ] \
+  || {{ [ "$gpucell_major" -eq {major} ] && [ "${{gpucell_minor:-0}}" -lt {minor} ]; }}; then
+  echo "gpucell: kernel $gpucell_release is older than {major}.{minor}: pool {pool} runs {model} vGPUs as SR-IOV" \
+    "virtual functions (vGPU driver branch {branch}), which need Linux {major}.{minor} or later; boot a newer kernel" \
+    "or use a vGPU driver older than branch 550" >&2
   exit 1
 fi
 """
@@ -105,7 +111,7 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
                       key=_PAGE_KEY[size], cmdline=_cmdline(topology))
         for size in _PAGE_KB
     )
-    reserved = [f"{topology.hugepages_per_numa(size)} x {size}" for size in _PAGE_KB if topology.hugepages_per_numa(size)]
+    reserved = [f"{count} x {size}" for size in _PAGE_KB if (count := topology.hugepages_per_numa(size))]
     summary = f", hugepages {' and '.join(reserved)} per node" if reserved else ""
     return _MEMORY.format(pool=pool_name, numa=topology.numa_nodes, last=topology.numa_nodes - 1,
                           memory=topology.memory_per_numa_gib, pages=pages, summary=summary)
@@ -126,7 +132,9 @@ def host_setup(cell: CellSpec, pool_name: str, pool: NodePool) -> str:
     if pool.gpu_mode is GpuMode.VM_VGPU and pool_name in cell.vgpu_pools(VgpuFramework.SRIOV):
         image = cell.gpu_operator.vgpu_driver_image
         branch = driver_branch(image.version) if image is not None else None
-        assert branch is not None and pool.vgpu_profile is not None  # the spec requires both on vm-vgpu pools
+        # The spec requires a versioned driver image and a vGPU profile with vm-vgpu pools.
+        assert branch is not None
+        assert pool.vgpu_profile is not None
         parts.append(kernel_check(pool_name, pool.model.name, branch))
         parts.append(vgpu_sriov.install_fragment(pool.model, pool.vgpu_profile))
     return "".join(parts)

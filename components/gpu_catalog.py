@@ -304,7 +304,7 @@ _MODELS = (
         pci_device_id="2330",
         pci_device_name="GH100 [H100 SXM5 80GB]",
         architecture=GpuArchitecture.HOPPER,
-        # NVIDIA/cloud-native-docs gpu-operator/manifests/output/mig-node-labels.json ("nvidia.com/gpu.memory": "81559").
+        # NVIDIA/cloud-native-docs gpu-operator/manifests/output/mig-node-labels.json (gpu.memory "81559").
         framebuffer_mib=81559,
         mig_configs=_mig(
             {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},

@@ -49,8 +49,8 @@ import pulumi
 from pulumi_random import RandomPassword
 
 from gpucell import _k3s_scripts as scripts
-from gpucell._host_setup import host_setup
 from gpucell._component import CellComponent
+from gpucell._host_setup import host_setup
 from gpucell.spec import CellSpec, Host, NodeRole
 
 with warnings.catch_warnings():

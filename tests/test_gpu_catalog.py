@@ -143,7 +143,8 @@ def test_vf_selector_only_where_observed() -> None:
 
 @pytest.mark.parametrize(
     ("chip", "resource", "selector"),
-    [("GH100", "nvidia.com/GH100_H100_NVSWITCH", "10DE:22A3"), ("GA100", "nvidia.com/GA100_A100_NVSWITCH", "10DE:1AF1")],
+    [("GH100", "nvidia.com/GH100_H100_NVSWITCH", "10DE:22A3"),
+     ("GA100", "nvidia.com/GA100_A100_NVSWITCH", "10DE:1AF1")],
 )
 def test_nvswitch_names(chip: str, resource: str, selector: str) -> None:
     assert NVSWITCHES[chip].passthrough_resource == resource
@@ -152,7 +153,10 @@ def test_nvswitch_names(chip: str, resource: str, selector: str) -> None:
 
 def test_hgx_boards() -> None:
     h100, h200, a100, b200 = (CATALOG[n].hgx for n in ("H100-SXM5-80GB", "H200-SXM-141GB", "A100-SXM4-80GB", "B200"))
-    assert h100 is not None and h200 is not None and a100 is not None and b200 is not None
+    assert h100 is not None
+    assert h200 is not None
+    assert a100 is not None
+    assert b200 is not None
     assert (h100.gpus, h100.nvswitch, h100.nvswitches) == (8, NVSWITCHES["GH100"], 4)
     assert h200 == h100
     assert (a100.nvswitch, a100.nvswitches) == (NVSWITCHES["GA100"], 6)

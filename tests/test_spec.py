@@ -426,7 +426,9 @@ VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.0
 
 def test_topology_declares_host_memory(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3"})
-    assert errors_of(cell_config) == ["regions.fra1.nodePools.h100-vm.topology.memoryPerNumaGib: required key is missing"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.memoryPerNumaGib: required key is missing"
+    ]
 
 
 def test_topology_hugepages_must_fit_the_numa_node(cell_config: dict[str, Any]) -> None:

@@ -43,6 +43,8 @@ class ChartSpec(SpecModel):
 
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {}
     """Chart value path -> the config key (relative to the region) that sets it."""
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {}
+    """Chart value path -> why gpucell fixes it (no config key sets it)."""
 
     values: dict[str, Any] = {}
     """Chart values merged over what gpucell renders (maps merge key by key, anything else replaces)."""
@@ -55,6 +57,12 @@ class ChartSpec(SpecModel):
                 node = node.get(part) if isinstance(node, dict) else None
             if node is not None:
                 raise SpecError(("values", *path), f"is set by gpucell from {key}; set {key} instead")
+        for path, reason in self.fixed_values.items():
+            node = self.values
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                raise SpecError(("values", *path), f"is fixed by gpucell: {reason}; remove it")
         return self
 
 
@@ -82,6 +90,9 @@ class StorageSpec(ChartSpec):
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("persistence", "defaultClassReplicaCount"): "storage.replicas",
         ("defaultSettings", "defaultReplicaCount"): "storage.replicas",
+        ("longhornManager", "tolerations"): "nodePools.<pool>.taints",
+        ("longhornDriver", "tolerations"): "nodePools.<pool>.taints",
+        ("defaultSettings", "taintToleration"): "nodePools.<pool>.taints",
     }
 
     backend: StorageBackend = StorageBackend.LOCAL_PATH
@@ -133,6 +144,11 @@ class GpuOperatorSpec(ChartSpec):
         ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
         # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
         ("operator", "runtimeClass"): "its GPU workloads' runtimeClassName (nvidia; not configurable)",
+        ("daemonsets", "tolerations"): "nodePools.<pool>.taints",
+        ("node-feature-discovery", "worker", "tolerations"): "nodePools.<pool>.taints",
+    }
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("operator", "upgradeCRD"): "the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602)",
     }
 
     @model_validator(mode="after")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
@@ -13,7 +14,15 @@ from gpucell.spec._base import SpecModel
 from gpucell.spec.network import Host, SshOverride
 from gpucell.vgpu_sriov import DISABLED_OPERANDS
 
-__all__ = ["HUGEPAGE_SIZES", "GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
+__all__ = [
+    "HUGEPAGE_SIZES",
+    "GpuMode",
+    "NodePool",
+    "NodeRole",
+    "TopologyManagerPolicy",
+    "TopologyProfile",
+    "taint_tolerations",
+]
 
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -35,6 +44,23 @@ EVICTION_HARD_MEMORY_MIB = 500
 HUGEPAGE_SIZES = {"1Gi": 1024, "2Mi": 2}
 """The hugepage sizes a VM may ask for (KubeVirt ``memory.hugepages.pageSize`` on x86_64: "valid values are 1Gi and
 2Mi", ``v1.Hugepages`` in the v1.9.0 swagger) -> MiB per page."""
+
+
+def taint_tolerations(taints: Iterable[str]) -> list[dict[str, str]]:
+    """Tolerations for node taints (``key=value:Effect`` -> ``Equal``, ``key:Effect`` -> ``Exists``), in order,
+    without duplicates: ``[{"key": "gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}]``."""
+    out: list[dict[str, str]] = []
+    for taint in taints:
+        key_value, effect = taint.rsplit(":", 1)
+        key, sep, value = key_value.partition("=")
+        toleration = (
+            {"key": key, "operator": "Equal", "value": value, "effect": effect}
+            if sep
+            else {"key": key, "operator": "Exists", "effect": effect}
+        )
+        if toleration not in out:
+            out.append(toleration)
+    return out
 
 
 class NodeRole(StrEnum):
