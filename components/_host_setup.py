@@ -46,8 +46,8 @@ for gpucell_dir in "$gpucell_nodes"/node[0-9]*; do
   fi
 done
 if [ "$gpucell_found" -ne {numa} ]; then
-  echo "gpucell: pool {pool} declares {numa} NUMA nodes (topology.numaNodes)," \
-    "this host has $gpucell_found ($gpucell_nodes)" >&2
+  gpucell_msg="gpucell: pool {pool} declares {numa} NUMA nodes (topology.numaNodes),"
+  echo "$gpucell_msg this host has $gpucell_found ($gpucell_nodes)" >&2
   exit 1
 fi
 for gpucell_node in $(seq 0 {last}); do
@@ -55,8 +55,8 @@ for gpucell_node in $(seq 0 {last}); do
   gpucell_kb=$(awk '$3 == "MemTotal:" {{ print $4 }}' "$gpucell_dir/meminfo" 2>/dev/null || true)
   gpucell_gib=$(( ${{gpucell_kb:-0}} / 1048576 ))
   if [ "$gpucell_gib" -lt {memory} ]; then
-    echo "gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal)," \
-      "less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
+    gpucell_msg="gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal),"
+    echo "$gpucell_msg less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
     exit 1
   fi
 {pages}done
@@ -65,8 +65,9 @@ echo "gpucell: host memory of pool {pool} as declared: {numa} NUMA nodes x {memo
 
 _PAGES = """  gpucell_pages=$(cat "$gpucell_dir/hugepages/hugepages-{kb}kB/nr_hugepages" 2>/dev/null || echo 0)
   if [ "$gpucell_pages" -ne {count} ]; then
-    echo "gpucell: NUMA node $gpucell_node has $gpucell_pages {size} hugepages, pool {pool} declares" \
-      "topology.{key} {count}; reserve them on the kernel command line ({cmdline}) and reboot" >&2
+    gpucell_msg="gpucell: NUMA node $gpucell_node has $gpucell_pages {size} hugepages, pool {pool} declares"
+    gpucell_msg+=" topology.{key} {count}; reserve them on the kernel command line ({cmdline}) and reboot"
+    echo "$gpucell_msg" >&2
     exit 1
   fi
 """
@@ -78,9 +79,9 @@ gpucell_major=$(echo "$gpucell_release" | cut -d . -f 1)
 gpucell_minor=$(echo "$gpucell_release" | cut -d . -f 2 | tr -cd '0-9')
 if [ "$gpucell_major" -lt {major} ] \
   || {{ [ "$gpucell_major" -eq {major} ] && [ "${{gpucell_minor:-0}}" -lt {minor} ]; }}; then
-  echo "gpucell: kernel $gpucell_release is older than {major}.{minor}: pool {pool} runs {model} vGPUs as SR-IOV" \
-    "virtual functions (vGPU driver branch {branch}), which need Linux {major}.{minor} or later; boot a newer kernel" \
-    "or use a vGPU driver older than branch 550" >&2
+  gpucell_msg="gpucell: kernel $gpucell_release is older than {major}.{minor}: pool {pool} runs {model} vGPUs as"
+  gpucell_msg+=" SR-IOV virtual functions (vGPU driver branch {branch}), which need Linux {major}.{minor} or later;"
+  echo "$gpucell_msg boot a newer kernel or use a vGPU driver older than branch 550" >&2
   exit 1
 fi
 """
