@@ -36,7 +36,7 @@ MIN_SRIOV_VGPU_KERNEL = (6, 8)
 as the safe choice."""
 
 _MEMORY = """
-# Host memory of pool {pool} (topology profile): what the kernel reports must be what admission budgets VMs on.
+# Host CPUs and memory of pool {pool} (topology profile): the kernel must report what admission budgets VMs on.
 gpucell_sysfs="${{GPUCELL_SYSFS_ROOT:-/sys}}"
 gpucell_nodes="$gpucell_sysfs/devices/system/node"
 gpucell_found=0
@@ -54,13 +54,20 @@ for gpucell_node in $(seq 0 {last}); do
   gpucell_dir="$gpucell_nodes/node$gpucell_node"
   gpucell_kb=$(awk '$3 == "MemTotal:" {{ print $4 }}' "$gpucell_dir/meminfo" 2>/dev/null || true)
   gpucell_gib=$(( ${{gpucell_kb:-0}} / 1048576 ))
+  gpucell_cpus=$(awk -F , '{{ n = 0; for (i = 1; i <= NF; i++) {{ split($i, r, "-");
+    n += (r[2] == "" ? 1 : r[2] - r[1] + 1) }} print n }}' "$gpucell_dir/cpulist" 2>/dev/null || true)
+  if [ "${{gpucell_cpus:-0}}" -ne {cpus} ]; then
+    gpucell_msg="gpucell: NUMA node $gpucell_node has ${{gpucell_cpus:-0}} CPUs (cpulist),"
+    echo "$gpucell_msg pool {pool} declares topology.cpusPerNuma {cpus}" >&2
+    exit 1
+  fi
   if [ "$gpucell_gib" -lt {memory} ]; then
     gpucell_msg="gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal),"
     echo "$gpucell_msg less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
     exit 1
   fi
 {pages}done
-echo "gpucell: host memory of pool {pool} as declared: {numa} NUMA nodes x {memory} GiB{summary}"
+echo "gpucell: host of pool {pool} as declared: {numa} NUMA nodes x {cpus} CPUs and {memory} GiB{summary}"
 """
 
 _PAGES = """  gpucell_pages=$(cat "$gpucell_dir/hugepages/hugepages-{kb}kB/nr_hugepages" 2>/dev/null || echo 0)
@@ -103,7 +110,8 @@ def _cmdline(topology: TopologyProfile) -> str:
 
 
 def memory_check(pool_name: str, topology: TopologyProfile) -> str:
-    """Bash checking that the host has ``topology.numaNodes`` NUMA nodes, each with at least ``memoryPerNumaGib``
+    """Bash checking that the host has ``topology.numaNodes`` NUMA nodes, each with ``cpusPerNuma`` logical CPUs
+    (``cpulist``), at least ``memoryPerNumaGib``
     GiB of ``MemTotal`` (rounded down) and exactly the declared 1 GiB and 2 MiB hugepages (``nr_hugepages``; more
     would take memory the admission counts as ordinary); exits 1 with one ``gpucell: ...`` line on stderr at the
     first difference."""
@@ -115,6 +123,7 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
     reserved = [f"{count} x {size}" for size in _PAGE_KB if (count := topology.hugepages_per_numa(size))]
     summary = f", hugepages {' and '.join(reserved)} per node" if reserved else ""
     return _MEMORY.format(pool=pool_name, numa=topology.numa_nodes, last=topology.numa_nodes - 1,
+                          cpus=topology.cpus_per_numa,
                           memory=topology.memory_per_numa_gib, pages=pages, summary=summary)
 
 

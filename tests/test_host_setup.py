@@ -20,8 +20,8 @@ from tests.test_k3s import _sandbox, _stub, build, stub_numa
 
 PREAMBLE = "#!/usr/bin/env bash\nset -euo pipefail\nas_root() { \"$@\"; }\n"
 VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
-TOPOLOGY = {"reservedCpus": "0-3", "numaNodes": 2, "memoryPerNumaGib": 1024, "reservedMemoryPerNumaMib": 4096,
-            "hugepages1GiPerNuma": 960}
+TOPOLOGY = {"reservedCpus": "0-3", "numaNodes": 2, "cpusPerNuma": 112, "memoryPerNumaGib": 1024,
+            "reservedMemoryPerNumaMib": 4096, "hugepages1GiPerNuma": 960}
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -56,31 +56,33 @@ def memory_fragment() -> str:
 
 # -- host memory and hugepages -------------------------------------------------------------------------------
 def test_memory_check_passes_on_the_declared_host(tmp_path: Path) -> None:
-    stub_numa(tmp_path, nodes=2, mem_gib=1024, pages_1g=960)
+    stub_numa(tmp_path, nodes=2, cpus=112, mem_gib=1024, pages_1g=960)
     done = run(memory_fragment(), GPUCELL_SYSFS_ROOT=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (
-        "gpucell: host memory of pool h100-vm as declared: 2 NUMA nodes x 1024 GiB, hugepages 960 x 1Gi per node\n"
-    )
+    assert done.stdout == ("gpucell: host of pool h100-vm as declared: 2 NUMA nodes x 112 CPUs and 1024 GiB, "
+                           "hugepages 960 x 1Gi per node\n")
+    assert (tmp_path / "devices/system/node/node1/cpulist").read_text() == "56-111,168-223\n"
 
 
 @pytest.mark.parametrize(
     ("host", "message"),
     [
-        ({"nodes": 1, "mem_gib": 2048, "pages_1g": 960},
+        ({"nodes": 1, "cpus": 224, "mem_gib": 2048, "pages_1g": 960},
          "gpucell: pool h100-vm declares 2 NUMA nodes (topology.numaNodes), this host has 1 ({root}/devices/system/"
          "node)"),
-        ({"nodes": 2, "mem_gib": 1000, "pages_1g": 960},
+        ({"nodes": 2, "cpus": 96, "mem_gib": 1024, "pages_1g": 960},
+         "gpucell: NUMA node 0 has 96 CPUs (cpulist), pool h100-vm declares topology.cpusPerNuma 112"),
+        ({"nodes": 2, "cpus": 112, "mem_gib": 1000, "pages_1g": 960},
          "gpucell: NUMA node 0 has 1000 GiB of memory (MemTotal), less than pool h100-vm declares "
          "(topology.memoryPerNumaGib 1024)"),
-        ({"nodes": 2, "mem_gib": 1024, "pages_1g": 0},
+        ({"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 0},
          "gpucell: NUMA node 0 has 0 1Gi hugepages, pool h100-vm declares topology.hugepages1GiPerNuma 960; reserve "
          "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot"),
-        ({"nodes": 2, "mem_gib": 1024, "pages_1g": 960, "pages_2m": 512},
+        ({"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 960, "pages_2m": 512},
          "gpucell: NUMA node 0 has 512 2Mi hugepages, pool h100-vm declares topology.hugepages2MiPerNuma 0; reserve "
          "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot"),
     ],
-    ids=["numa-nodes", "memory", "1gi-pages-missing", "2mi-pages-extra"],
+    ids=["numa-nodes", "cpus", "memory", "1gi-pages-missing", "2mi-pages-extra"],
 )
 def test_memory_check_stops_with_what_the_kernel_reports(tmp_path: Path, host: dict[str, int], message: str) -> None:
     stub_numa(tmp_path, **host)
@@ -95,7 +97,7 @@ def test_the_install_script_checks_the_host_before_touching_it(tmp_path: Path) -
     before the token, the config or the installer."""
     _, cluster = build(region())
     root, env, script = _sandbox(tmp_path, cluster.node_files["lab-h100-1"].install_script)
-    stub_numa(tmp_path / "sys", nodes=2, mem_gib=1024, pages_1g=0)
+    stub_numa(tmp_path / "sys", nodes=2, cpus=112, mem_gib=1024, pages_1g=0)
     done = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 1

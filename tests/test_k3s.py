@@ -67,7 +67,7 @@ def ha_config() -> dict[str, Any]:
             "gpusPerNode": 4,
             "gpuMode": "vm-passthrough",
             "topology": {"reservedCpus": "0-3,64-67", "numaNodes": 2, "reservedMemoryPerNumaMib": 2048,
-                         "memoryPerNumaGib": 256, "hugepages1GiPerNuma": 192},
+                         "cpusPerNuma": 64, "memoryPerNumaGib": 256, "hugepages1GiPerNuma": 192},
             "labels": {"tier": "vm", "example.com/rack": "r7"},
             "taints": ["gpucell.io/vm=true:NoSchedule"],
             "ssh": {"user": "root", "port": 22},
@@ -645,16 +645,19 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f"esac\nexit 0\n",
     )
     sysfs = tmp_path / "sys"
-    stub_numa(sysfs, nodes=2, mem_gib=256, pages_1g=192)
+    stub_numa(sysfs, nodes=2, cpus=64, mem_gib=256, pages_1g=192)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUCELL_SYSFS_ROOT": str(sysfs)}
     return root, env, script
 
 
-def stub_numa(sysfs: Path, *, nodes: int, mem_gib: int, pages_1g: int = 0, pages_2m: int = 0) -> None:
-    """``/sys/devices/system/node/node<N>/{meminfo, hugepages/...}`` as a kernel with those NUMA nodes writes them
-    (a little over ``mem_gib``: MemTotal is never a round number)."""
+def stub_numa(sysfs: Path, *, nodes: int, cpus: int, mem_gib: int, pages_1g: int = 0, pages_2m: int = 0) -> None:
+    """``/sys/devices/system/node/node<N>/{cpulist, meminfo, hugepages/...}`` as a kernel with those NUMA nodes writes
+    them: ``cpus`` per node as two thread ranges (``0-31,64-95``), MemTotal a little over ``mem_gib``."""
     for node in range(nodes):
         base = sysfs / "devices" / "system" / "node" / f"node{node}"
+        base.mkdir(parents=True, exist_ok=True)
+        half, first = cpus // 2, node * (cpus // 2)
+        (base / "cpulist").write_text(f"{first}-{first + half - 1},{first + nodes * half}-{first + nodes * half + half - 1}\n")
         (base / "hugepages" / "hugepages-1048576kB").mkdir(parents=True, exist_ok=True)
         (base / "hugepages" / "hugepages-2048kB").mkdir(parents=True, exist_ok=True)
         (base / "meminfo").write_text(

@@ -32,7 +32,7 @@ def vm_cell_config() -> dict[str, Any]:
     config = minimal_cell_config()
     pools = config["nodePools"]
     pools["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")],
-                                topology={"reservedCpus": "0-3", "memoryPerNumaGib": 1024})
+                                topology={"reservedCpus": "0-3", "cpusPerNuma": 64, "memoryPerNumaGib": 1024})
     pools["h100-vm-b"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-2", "10.20.0.42")])
     pools["a100-vm"] = gpu_pool("A100-SXM4-80GB", "vm-passthrough", [("a100-1", "10.20.0.51")])
     pools["l40s-vgpu"] = gpu_pool("L40S", "vm-vgpu", [("l40s-v-1", "10.20.0.61")], vgpuProfile="L40S-24Q")

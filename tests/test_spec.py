@@ -191,7 +191,7 @@ def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
 
 
 def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
-    cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3", "memoryPerNumaGib": 256}
+    cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3", "cpusPerNuma": 32, "memoryPerNumaGib": 256}
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools "
         "(this pool is container)"
@@ -264,7 +264,8 @@ def test_names_must_be_dns_labels(cell_config: dict[str, Any]) -> None:
 
 def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400, "memoryPerNumaGib": 512}
+        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400, "cpusPerNuma": 32,
+                  "memoryPerNumaGib": 512}
     )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.reservedMemoryPerNumaMib: 400 MiB x 1 NUMA nodes must exceed the "
@@ -275,7 +276,8 @@ def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any
 def test_topology_kubelet_args() -> None:
     config = minimal_cell_config()
     config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096, "memoryPerNumaGib": 1024}
+        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096, "cpusPerNuma": 112,
+                  "memoryPerNumaGib": 1024}
     )
     topology = cell(config).node_pools["h100-vm"].topology
     assert topology is not None
@@ -425,15 +427,28 @@ VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.0
 
 
 def test_topology_declares_host_memory(cell_config: dict[str, Any]) -> None:
-    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3"})
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3", "cpusPerNuma": 112})
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.memoryPerNumaGib: required key is missing"
     ]
 
 
+def test_topology_reserved_cpus_exist_and_count(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
+        "reservedCpus": "0-3,112-115", "cpusPerNuma": 56, "memoryPerNumaGib": 1024})
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.reservedCpus: '0-3,112-115' names CPU 115, the host has 112 (2 NUMA "
+        "nodes x cpusPerNuma 56)"
+    ]
+    cell_config["nodePools"]["h100-vm"]["topology"]["cpusPerNuma"] = 112
+    topology = cell(cell_config).node_pools["h100-vm"].topology
+    assert topology is not None
+    assert (topology.cpus, topology.allocatable_cpus) == (224, 216)
+
+
 def test_topology_hugepages_must_fit_the_numa_node(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
-        "reservedCpus": "0-3", "memoryPerNumaGib": 1024, "reservedMemoryPerNumaMib": 4096,
+        "reservedCpus": "0-3", "cpusPerNuma": 112, "memoryPerNumaGib": 1024, "reservedMemoryPerNumaMib": 4096,
         "hugepages1GiPerNuma": 1020, "hugepages2MiPerNuma": 512,
     })
     assert errors_of(cell_config) == [

@@ -121,6 +121,9 @@ class TopologyProfile(SpecModel):
     topology_manager_policy: TopologyManagerPolicy = TopologyManagerPolicy.RESTRICTED
     """``restricted`` (default) admits a pod or VM only on its narrowest NUMA set, so a whole-node 8-GPU VM
     spanning both sockets still fits; ``single-numa-node`` admits only what fits one NUMA node."""
+    cpus_per_numa: StrictInt = Field(ge=1, le=4096)
+    """Logical CPUs of each NUMA node (hardware threads, as ``/sys/devices/system/node/node<N>/cpulist`` lists them);
+    the install script checks it. Admission uses it to tell how many NUMA nodes a VM's dedicated vCPUs span."""
     memory_per_numa_gib: StrictInt = Field(ge=1, le=65536)
     """Memory of each NUMA node as the kernel reports it (``MemTotal`` of
     ``/sys/devices/system/node/node<N>/meminfo``), GiB rounded down; the install script checks it."""
@@ -145,6 +148,10 @@ class TopologyProfile(SpecModel):
                 f"{self.reserved_memory_per_numa_mib} MiB x {self.numa_nodes} NUMA nodes must exceed the "
                 f"{EVICTION_HARD_MEMORY_MIB} MiB hard-eviction threshold",
             )
+        highest = max(int(part) for part in re.split(r"[,-]", self.reserved_cpus))
+        if highest >= self.cpus:
+            raise SpecError(("reservedCpus",), f"{self.reserved_cpus!r} names CPU {highest}, the host has "
+                            f"{self.cpus} ({self.numa_nodes} NUMA nodes x cpusPerNuma {self.cpus_per_numa})")
         if self.regular_memory_per_numa_mib < 0:
             key = "hugepages1GiPerNuma" if self.hugepages_1gi_per_numa else "hugepages2MiPerNuma"
             raise SpecError(
@@ -154,6 +161,20 @@ class TopologyProfile(SpecModel):
                 f"{self.memory_per_numa_gib} per NUMA node",
             )
         return self
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs of a host (count)."""
+        return self.cpus_per_numa * self.numa_nodes
+
+    @property
+    def allocatable_cpus(self) -> int:
+        """Logical CPUs of a host left for dedicated placement after ``reservedCpus`` (count)."""
+        reserved = 0
+        for part in self.reserved_cpus.split(","):
+            first, _, last = part.partition("-")
+            reserved += int(last or first) - int(first) + 1
+        return self.cpus - reserved
 
     def hugepages_per_numa(self, size: str) -> int:
         """Hugepages of ``size`` (``1Gi`` or ``2Mi``) reserved on each NUMA node (count)."""
