@@ -192,7 +192,8 @@ def host_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool) -> t
 def _numa_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool,
                   need_mib: int) -> tuple[tuple[str, ...], str] | None:
     topology = pool.topology
-    assert topology is not None and vm.hugepages is not None  # checked by host_refusal
+    assert topology is not None
+    assert vm.hugepages is not None
     single = topology.topology_manager_policy is TopologyManagerPolicy.SINGLE_NUMA_NODE
     nodes = 1 if single else min(topology.numa_nodes, math.ceil(vm.cpu.vcpus / topology.cpus_per_numa))
     share, per_numa = math.ceil(need_mib / nodes), topology.hugepages_mib_per_numa(vm.hugepages)

@@ -657,7 +657,8 @@ def stub_numa(sysfs: Path, *, nodes: int, cpus: int, mem_gib: int, pages_1g: int
         base = sysfs / "devices" / "system" / "node" / f"node{node}"
         base.mkdir(parents=True, exist_ok=True)
         half, first = cpus // 2, node * (cpus // 2)
-        (base / "cpulist").write_text(f"{first}-{first + half - 1},{first + nodes * half}-{first + nodes * half + half - 1}\n")
+        sibling = first + nodes * half  # the second hardware thread of the node's cores
+        (base / "cpulist").write_text(f"{first}-{first + half - 1},{sibling}-{sibling + half - 1}\n")
         (base / "hugepages" / "hugepages-1048576kB").mkdir(parents=True, exist_ok=True)
         (base / "hugepages" / "hugepages-2048kB").mkdir(parents=True, exist_ok=True)
         (base / "meminfo").write_text(
