@@ -455,3 +455,12 @@ def test_nvswitches_of_hgx_pools_are_offered_apart_from_gpus() -> None:
     assert nvswitch_quota({"nvidia.com/GH100_H100_SXM5_80GB": 17, "nvidia.com/GH100_H200_SXM_141GB": 8}, pools) == {
         "nvidia.com/GH100_H100_NVSWITCH": 12
     }
+
+
+def test_dev_shm_of_a_multi_gpu_endpoint_counts_against_the_memory_quota() -> None:
+    tp = {"modelFormat": "huggingface", "storageUri": "hf://org/model", "gpu": {"model": "H200-SXM-141GB", "count": 4},
+          "memoryGib": 1020}
+    assert errors(region(acme={"modelEndpoints": {"tp": tp}})) == []  # 1020 + 4 GiB of /dev/shm = 1024
+    assert errors(region(acme={"modelEndpoints": {"tp": {**tp, "memoryGib": 1021}}})) == [
+        f"{A}.modelEndpoints.tp: brings the tenant's declared memory to 1025 GiB, quota.memoryGib allows 1024"
+    ]

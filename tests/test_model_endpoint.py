@@ -13,7 +13,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
-from gpucell.spec.workloads import ModelEndpointSpec
+from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
@@ -127,6 +127,29 @@ def predictor(name: str, **kwargs: Any) -> dict[str, Any]:
 
 
 # -- the rendered InferenceService, by value -----------------------------------------------------------------
+def test_tensor_parallel_endpoint_gets_a_memory_backed_dev_shm_counted_in_its_memory() -> None:
+    """kserve/kserve#3791: NCCL across the pod's GPUs fails in the runtime's 64 MiB /dev/shm."""
+    spec = ModelEndpointSpec.model_validate({
+        "modelFormat": "huggingface", "storageUri": "hf://meta-llama/Llama-3.1-70B-Instruct",
+        "args": ["--tensor-parallel-size=2"], "gpu": {"count": 2}, "memoryGib": 64,
+    })
+    cell_spec = region()
+    placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
+    tp = inference_service_manifest("acme", "tp", spec, cell_spec, placement)["spec"]["predictor"]
+    assert tp["volumes"] == [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    assert tp["model"]["volumeMounts"] == [{"name": "devshm", "mountPath": "/dev/shm"}]
+    amounts = {"cpu": "4000m", "memory": "66Gi", "nvidia.com/gpu": 2}
+    assert tp["model"]["resources"] == {"requests": amounts, "limits": amounts}
+    assert "volumes" not in predictor("embedder")  # one GPU: the runtime's own /dev/shm does
+    assert "volumeMounts" not in predictor("embedder")["model"]
+
+
+@pytest.mark.parametrize(("count", "shm"), [(1, 0), (2, 2), (4, 4), (8, 8), (16, 8)])
+def test_dev_shm_grows_with_the_gpus_within_bounds(count: int, shm: int) -> None:
+    assert multi_gpu_shm_gib(GpuRequest(count=count)) == shm
+    assert multi_gpu_shm_gib(None) == 0
+
+
 def test_mig_endpoint_asks_for_the_mig_resource_per_replica_on_the_mig_pool() -> None:
     spec = predictor("llama")
     amounts = {"cpu": "8000m", "memory": "64Gi", "nvidia.com/mig-3g.71gb": 1}

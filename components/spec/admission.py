@@ -14,6 +14,7 @@ from gpucell.errors import SpecError
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.workloads import multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -104,19 +105,20 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
 
 
 def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
-    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota."""
+    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
+    of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
         cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
         storage += sum(d.size_gib for d in vm.disks)
         _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
-        cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib
+        cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib + multi_gpu_shm_gib(notebook.gpu)
         storage += notebook.home_gib
         _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
     for name, endpoint in tenant.model_endpoints.items():
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
-        memory += endpoint.memory_gib * endpoint.max_replicas
+        memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "ServiceType",
     "SshService",
     "VmDisk",
+    "multi_gpu_shm_gib",
 ]
 
 
@@ -52,6 +53,33 @@ BUILTIN_RUNTIME_FORMATS: dict[str, str] = {
 (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
 """Storage URI schemes whose credentials gpucell mounts (KServe storage-initializer: ``HF_TOKEN``, AWS keys)."""
+
+
+MULTI_GPU_SHM_GIB_PER_GPU = 1
+"""``/dev/shm`` per GPU of a multi-GPU container, GiB (at least :data:`MULTI_GPU_SHM_MIN_GIB`, at most
+:data:`MULTI_GPU_SHM_MAX_GIB`). Sized after upstream's own choices: vLLM's Kubernetes guide mounts a 2 GiB memory
+``emptyDir`` at ``/dev/shm`` "for tensor parallel inference" (vllm-project/vllm ``docs/deployment/k8s.md``), KServe
+v0.20.0 gives its multi-node Hugging Face runtime 3 GiB and its data-parallel LLM presets 8 GiB
+(``charts/kserve-runtime-configs/values.yaml`` ``shm.sizeLimit``; ``files/llmisvcconfigs/resources.yaml``)."""
+MULTI_GPU_SHM_MIN_GIB = 2
+MULTI_GPU_SHM_MAX_GIB = 8
+
+
+def multi_gpu_shm_gib(gpu: GpuRequest | None) -> int:
+    """GiB of memory-backed ``/dev/shm`` a notebook or model endpoint container gets *on top of* its ``memoryGib``
+    for ``gpu``: 0 below two GPUs (or MIG instances), else 1 GiB per GPU within 2..8 GiB.
+
+    NCCL, which tensor parallelism across a pod's GPUs uses, keeps its intra-node buffers in ``/dev/shm``, and the
+    container runtime's default is 64 MiB: kserve/kserve#3791, a Hugging Face endpoint with more than one GPU
+    failing in NCCL ("Error while creating shared memory segment /dev/shm/nccl-..."). A memory ``emptyDir`` is
+    charged to the pod's memory limit ("The maximum usage on memory medium EmptyDir would be the minimum value
+    between the SizeLimit ... and the sum of memory limits of all containers", Kubernetes ``EmptyDirVolumeSource``),
+    so the container's memory request and limit, and with them the tenant's memory quota, grow by the same amount.
+    """
+    count = gpu.count if gpu is not None else 0
+    if count < 2:
+        return 0
+    return min(MULTI_GPU_SHM_MAX_GIB, max(MULTI_GPU_SHM_MIN_GIB, count * MULTI_GPU_SHM_GIB_PER_GPU))
 
 
 class RunStrategy(StrEnum):

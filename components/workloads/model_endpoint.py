@@ -33,7 +33,7 @@ from gpucell._component import CellComponent
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
+from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     container_placement,
@@ -52,6 +52,7 @@ __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
     "CREDENTIAL_KEYS",
     "DEPLOYMENT_MODE_ANNOTATION",
+    "DEVSHM_VOLUME",
     "HF_TOKEN_KEY",
     "ModelEndpoint",
     "ModelEndpointArgs",
@@ -72,6 +73,10 @@ CREDENTIAL_KEYS: dict[str, tuple[str, ...]] = {
     "hf": (HF_TOKEN_KEY,),
 }
 """Storage URI scheme -> keys of its credentials Secret; other schemes take no credentials here."""
+DEVSHM_VOLUME = "devshm"
+"""Name of the ``/dev/shm`` volume: the name KServe v0.20.0's huggingfaceserver and vllmserver runtimes give theirs
+(``charts/kserve-runtime-configs/files/runtimes/resources.yaml``), so KServe's strategic merge of the predictor over
+the runtime (``MergePodSpec``: volumes by name, mounts by path) gives the one volume our ``sizeLimit``."""
 _COMPONENT = "model-endpoint"
 _WAIT_TIMEOUT = "30m"
 
@@ -170,6 +175,9 @@ def inference_service_manifest(
       ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``runAsNonRoot``, seccomp
       ``RuntimeDefault`` (merged over the runtime's own, which keeps e.g. Triton's ``runAsUser: 1000``). A
       read-only root is not set: the model servers write caches outside any volume.
+    - Two or more GPUs per replica (tensor parallelism): ``predictor.volumes`` ``devshm`` (``emptyDir`` ``medium:
+      Memory``, ``sizeLimit`` :func:`gpucell.spec.workloads.multi_gpu_shm_gib`) mounted at ``/dev/shm``, and that
+      many GiB added to the memory request and limit (kserve/kserve#3791: NCCL fails in the runtime's 64 MiB).
     - ``predictor.minReplicas``/``maxReplicas``, ``scaleMetric``/``scaleTarget``: in raw mode, without
       ``autoScaling``, the controller's HPA reconciler turns these into one ``Resource`` metric with
       ``Utilization`` target ``scaleTarget`` percent (``reconcilers/hpa/hpa_reconciler.go``
@@ -195,7 +203,10 @@ def inference_service_manifest(
     if credentials and storage_scheme(spec.storage_uri) == "hf":
         secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
         model["env"] = [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}}]
-    model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib, placement)
+    shm = multi_gpu_shm_gib(spec.gpu)
+    model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib + shm, placement)
+    if shm:
+        model["volumeMounts"] = [{"name": DEVSHM_VOLUME, "mountPath": "/dev/shm"}]
     model["securityContext"] = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -212,6 +223,8 @@ def inference_service_manifest(
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "model": model,
     }
+    if shm:
+        predictor["volumes"] = [{"name": DEVSHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
     if credentials:
         predictor["serviceAccountName"] = credentials_secret_name(name)
     if placement.resource is not None:
