@@ -464,3 +464,60 @@ def test_dev_shm_of_a_multi_gpu_endpoint_counts_against_the_memory_quota() -> No
     assert errors(region(acme={"modelEndpoints": {"tp": {**tp, "memoryGib": 1021}}})) == [
         f"{A}.modelEndpoints.tp: brings the tenant's declared memory to 1025 GiB, quota.memoryGib allows 1024"
     ]
+
+
+# -- downloads under custom egress ---------------------------------------------------------------------------
+def prod_acme_with(fqdns: list[str], cidrs: list[str] | None = None) -> dict[str, Any]:
+    config = copy.deepcopy(PROD_FRA1)
+    acme = config["tenants"]["acme"]
+    acme["egressFqdns"] = fqdns
+    if cidrs is not None:
+        acme["egressCidrs"] = cidrs
+    return config
+
+
+PROD_FQDNS: list[str] = PROD_FRA1["tenants"]["acme"]["egressFqdns"]
+
+
+def test_custom_egress_without_the_image_registry() -> None:
+    """kubevirt/containerized-data-importer#3497: the importer would hang on quay.io."""
+    without = [f for f in PROD_FQDNS if f != "quay.io"]
+    assert errors(prod_acme_with(without)) == [
+        f"{A}.virtualMachines.train-01.rootDisk.source: CDI imports docker://quay.io/containerdisks/ubuntu:24.04 "
+        "from quay.io, which the tenant's custom egress does not allow; add it to tenants.acme.egressFqdns"
+    ]
+    without_cdn = [f for f in PROD_FQDNS if f != "*.quay.io"]
+    assert errors(prod_acme_with(without_cdn)) == [
+        f"{A}.virtualMachines.train-01.rootDisk.source: CDI imports docker://quay.io/containerdisks/ubuntu:24.04 "
+        "from cdn.quay.io, which the tenant's custom egress does not allow; add it (or a wildcard such as "
+        "'**.quay.io') to tenants.acme.egressFqdns"
+    ]
+    assert errors(prod_acme_with(PROD_FQDNS)) == []
+
+
+def test_custom_egress_without_the_hugging_face_download_hosts() -> None:
+    without = [f for f in PROD_FQDNS if f != "**.hf.co"]
+    assert errors(prod_acme_with(without)) == [
+        f"{A}.modelEndpoints.llama-8b.storageUri: KServe downloads hf://meta-llama/Llama-3.1-8B-Instruct from "
+        "cdn-lfs.hf.co, which the tenant's custom egress does not allow; add it (or a wildcard such as '**.hf.co') "
+        "to tenants.acme.egressFqdns"
+    ]
+
+
+def test_custom_egress_for_an_address_and_an_s3_endpoint() -> None:
+    config = prod_acme_with(PROD_FQDNS)
+    disk = config["tenants"]["acme"]["virtualMachines"]["train-01"]["dataDisks"][0]
+    disk["source"] = {"http": "http://10.201.0.7/scratch.qcow2"}
+    assert errors(config) == [
+        f"{A}.virtualMachines.train-01.dataDisks[0].source: CDI imports http://10.201.0.7/scratch.qcow2 from "
+        "10.201.0.7, which the tenant's custom egress does not allow; add a network holding it to "
+        "tenants.acme.egressCidrs"
+    ]
+    disk["source"] = {"http": "http://10.200.3.7/scratch.qcow2"}  # in egressCidrs 10.200.0.0/16
+    endpoint = config["tenants"]["acme"]["modelEndpoints"]["llama-8b"]
+    endpoint.update(storageUri="s3://models/llama", s3Endpoint="minio.storage.acme.example")
+    assert errors(config) == [
+        f"{A}.modelEndpoints.llama-8b.storageUri: KServe downloads s3://models/llama from minio.storage.acme.example, "
+        "which the tenant's custom egress does not allow; add it (or a wildcard such as '**.acme.example') to "
+        "tenants.acme.egressFqdns"
+    ]

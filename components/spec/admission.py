@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
 from gpucell.errors import SpecError
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
@@ -54,25 +55,47 @@ def _offered(offers: list[GpuOffer]) -> str:
     return ", ".join(sorted({o.resource for o in offers})) or "none"
 
 
-_REMOTE_MODEL_SCHEMES = ("hf://", "s3://", "gs://", "https://", "oci://")
-
-
-def _needs_egress(tenant: TenantSpec) -> tuple[tuple[str, ...], str] | None:
-    """The first workload that downloads from outside the cell, as (path, what), or ``None``.
+def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], str, tuple[str, ...]]]:
+    """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
-    namespace, under the tenant's network policies.
+    namespace, under the tenant's network policies (:mod:`gpucell.download_hosts`).
     """
     for name, vm in tenant.virtual_machines.items():
         for index, disk in enumerate(vm.disks):
             source = disk.source.registry or disk.source.http
             if source:
                 key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
-                return ("virtualMachines", name, key, "source"), f"CDI imports {source}"
+                hosts = disk_source_hosts(disk.source.registry, disk.source.http)
+                yield ("virtualMachines", name, key, "source"), f"CDI imports {source}", hosts
     for name, endpoint in tenant.model_endpoints.items():
-        if endpoint.storage_uri.startswith(_REMOTE_MODEL_SCHEMES):
-            return ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}"
-    return None
+        hosts = storage_uri_hosts(endpoint.storage_uri, endpoint.s3_endpoint, endpoint.s3_region)
+        if hosts:
+            yield ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}", hosts
+
+
+def _check_egress(tenant_name: str, tenant: TenantSpec) -> None:
+    """Downloads need egress: refused under ``none``/``cluster``; under ``custom`` every host must be allowed."""
+    base = ("tenants", tenant_name)
+    for path, what, hosts in _downloads(tenant):
+        if tenant.egress.value in ("none", "cluster"):
+            raise SpecError(
+                (*base, *path),
+                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
+                "or custom with those hosts in egressFqdns",
+            )
+        if tenant.egress.value != "custom":
+            continue
+        host = refused_host(hosts, tenant.egress_fqdns, tenant.egress_cidrs)
+        if host is None:
+            continue
+        if any(c.isalpha() for c in host):
+            labels = host.split(".")
+            wildcard = f" (or a wildcard such as '**.{'.'.join(labels[-2:])}')" if len(labels) > 2 else ""
+            fix = f"add it{wildcard} to tenants.{tenant_name}.egressFqdns"
+        else:
+            fix = f"add a network holding it to tenants.{tenant_name}.egressCidrs"
+        raise SpecError((*base, *path), f"{what} from {host}, which the tenant's custom egress does not allow; {fix}")
 
 
 def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
@@ -166,11 +189,4 @@ def check_tenants(cell: CellSpec) -> None:
                     )
         except SpecError as exc:
             raise SpecError((*base, *exc.rel_path), exc.message) from None
-        download = _needs_egress(tenant)
-        if download is not None and tenant.egress.value in ("none", "cluster"):
-            path, what = download
-            raise SpecError(
-                (*base, *path),
-                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
-                "or custom with those hosts in egressFqdns",
-            )
+        _check_egress(tenant_name, tenant)
