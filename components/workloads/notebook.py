@@ -197,8 +197,9 @@ def statefulset_manifest(
       spec.readOnlyRoot``. Writable paths: the home PVC, ``/tmp`` (emptyDir, 10 GiB) and ``/dev/shm``
       (memory emptyDir, half the memory limit, counted against it: PyTorch DataLoader workers share tensors
       there and the runtime's default is 64 MiB; with two or more GPUs, NCCL's
-      :func:`gpucell.spec.workloads.multi_gpu_shm_gib` more, added to the memory request and limit too). Jupyter writes nothing else: its runtime, data and config
-      directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
+      :func:`gpucell.spec.workloads.multi_gpu_shm_gib` more, added to the memory request and limit too). Jupyter
+      writes nothing else: its runtime, data and config directories are under ``~/.local`` and ``~/.jupyter``,
+      caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
     - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
       (:func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
