@@ -521,3 +521,71 @@ def test_custom_egress_for_an_address_and_an_s3_endpoint() -> None:
         "which the tenant's custom egress does not allow; add it (or a wildcard such as '**.acme.example') to "
         "tenants.acme.egressFqdns"
     ]
+
+
+# -- KServe runtimes -----------------------------------------------------------------------------------------
+def endpoint(**fields: Any) -> dict[str, Any]:
+    return {"storageUri": "pvc://models/m", **fields}
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        ({"runtime": "kserve-vllm", "modelFormat": "vLLM"},
+         f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs; "
+         "installed: kserve-autogluonserver, kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, "
+         "kserve-lgbserver, kserve-mlserver, kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, "
+         "kserve-sklearnserver, kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, "
+         "kserve-vllmserver, kserve-xgbserver"),
+        ({"runtime": "kserve-huggingfaceserver-multinode"},
+         f"{A}.modelEndpoints.e.runtime: 'kserve-huggingfaceserver-multinode' serves one model across nodes "
+         "(predictor.workerSpec), which gpucell does not render; use kserve-huggingfaceserver with tensor "
+         "parallelism within one node"),
+        ({"runtime": "kserve-sklearnserver", "modelFormat": "xgboost"},
+         f"{A}.modelEndpoints.e.modelFormat: 'xgboost' is not a model format of kserve-sklearnserver; it serves "
+         "sklearn"),
+        ({"modelFormat": "onnx"},
+         f"{A}.modelEndpoints.e.modelFormat: 'onnx': no ClusterServingRuntime of KServe v0.20.0 is auto-selected "
+         "for it under protocol v1 (formats: autogluon, huggingface, lightgbm, paddle, pmml, pytorch, sklearn, "
+         "tensorflow, vLLM, xgboost); name a runtime that serves it"),
+        ({"runtime": "kserve-vllmserver"},
+         f"{A}.modelEndpoints.e.runtimeVersion: is required with kserve-vllmserver, whose image is "
+         "vllm/vllm-openai:latest: pin a release tag of vllm/vllm-openai"),
+        ({"modelFormat": "sklearn", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+         f"{A}.modelEndpoints.e.gpu: kserve-sklearnserver runs kserve/sklearnserver:v0.20.0, a CPU build; a GPU "
+         "endpoint needs a GPU build of that image in runtimeVersion, or no gpu"),
+        ({"modelFormat": "tensorflow", "runtimeVersion": "2.6.2", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+         f"{A}.modelEndpoints.e.runtimeVersion: '2.6.2' is a CPU build of tensorflow/serving; a GPU endpoint needs "
+         "its -gpu build, e.g. 2.6.2-gpu (or leave runtimeVersion out)"),
+    ],
+    ids=["unknown-runtime", "multinode", "format-of-runtime", "format-nobody-serves", "floating-tag", "cpu-image",
+         "tensorflow-cpu-tag"],
+)
+def test_runtimes_and_formats_are_the_pinned_kserves(fields: dict[str, Any], line: str) -> None:
+    assert errors(region(acme={"modelEndpoints": {"e": endpoint(**fields)}})) == [line]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"modelFormat": "tensorflow", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-tritonserver", "modelFormat": "onnx", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-torchserve", "runtimeVersion": "0.9.0-gpu", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-mlserver", "modelFormat": "mlflow"},
+     {"runtime": "kserve-tritonserver", "modelFormat": "tensorflow"}],
+    ids=["tensorflow-gpu", "onnx-triton", "vllm-pinned", "torchserve-gpu-build", "mlflow-mlserver", "triton-tf"],
+)
+def test_runtimes_that_serve_as_declared(fields: dict[str, Any]) -> None:
+    assert errors(region(acme={"modelEndpoints": {"e": endpoint(**fields)}})) == []
+
+
+def test_endpoints_on_a_kserve_without_a_runtime_table() -> None:
+    config = region(acme={"modelEndpoints": {"e": endpoint(modelFormat="sklearn")}})
+    config["versions"] = {"kserve": "v0.21.0"}
+    assert errors(config) == [
+        "regions.fra1.versions.kserve: 'v0.21.0': gpucell checks model endpoints against the ClusterServingRuntimes "
+        "KServe installs, which it knows for v0.20 only; pin such a release, or add this one's runtimes to "
+        "gpucell.kserve_runtimes"
+    ]
+    del config["tenants"]
+    assert errors(config) == []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
 from gpucell.errors import SpecError
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
+from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import multi_gpu_shm_gib
@@ -127,6 +128,26 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
             )
 
 
+def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+    """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
+    (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
+    if not tenant.model_endpoints:
+        return
+    version = cell.versions.kserve
+    runtimes = runtimes_of(version)
+    if runtimes is None:
+        known = ", ".join(f"v{major}.{minor}" for major, minor in RUNTIMES)
+        raise SpecError(("versions", "kserve"), f"{version!r}: gpucell checks model endpoints against the "
+                        f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
+                        "or add this one's runtimes to gpucell.kserve_runtimes")
+    for name, endpoint in tenant.model_endpoints.items():
+        try:
+            resolve_runtime(runtimes, version, runtime=endpoint.runtime, model_format=endpoint.model_format,
+                            runtime_version=endpoint.runtime_version, gpus=endpoint.gpu is not None)
+        except RuntimeRefusedError as exc:
+            raise SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message) from None
+
+
 def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
     """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
     of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
@@ -173,6 +194,7 @@ def check_tenants(cell: CellSpec) -> None:
                 raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
         _check_services_and_sources(cell, tenant_name, tenant)
+        _check_runtimes(cell, tenant_name, tenant)
         _check_resource_quota(tenant_name, tenant)
         used: dict[str, int] = {}
         try:

@@ -6,12 +6,14 @@ in :mod:`gpucell.spec.admission`; the objects they render live in ``components/w
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError
+from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import DNS_LABEL, check_host_name
 
@@ -37,20 +39,13 @@ __all__ = [
 
 
 BUILTIN_RUNTIME_FORMATS: dict[str, str] = {
-    "kserve-huggingfaceserver": "huggingface",
-    "kserve-huggingfaceserver-multinode": "huggingface",
-    "kserve-lgbserver": "lightgbm",
-    "kserve-paddleserver": "paddle",
-    "kserve-pmmlserver": "pmml",
-    "kserve-sklearnserver": "sklearn",
-    "kserve-tensorflow-serving": "tensorflow",
-    "kserve-torchserve": "pytorch",
-    "kserve-tritonserver": "triton",
-    "kserve-xgbserver": "xgboost",
+    name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()
 }
-"""ClusterServingRuntimes of KServe's ``kserve-runtime-configs`` chart -> a model format each supports
-(``supportedModelFormats``). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
+"""ClusterServingRuntimes of KServe v0.20's ``kserve-runtime-configs`` chart -> a model format each supports
+(:mod:`gpucell.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
 (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+"""The OCI distribution spec's tag grammar."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
 """Storage URI schemes whose credentials gpucell mounts (KServe storage-initializer: ``HF_TOKEN``, AWS keys)."""
 
@@ -339,7 +334,11 @@ class ModelEndpointSpec(SpecModel):
     model_format: str | None = None
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
-    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...)."""
+    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...); one the pinned KServe
+    installs (:mod:`gpucell.kserve_runtimes`)."""
+    runtime_version: str | None = None
+    """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
+    a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""
     storage_uri: str
     """Where the model is: ``hf://meta-llama/Llama-3.1-8B-Instruct``, ``s3://bucket/path``, ``pvc://name/path``."""
     args: list[str] = []
@@ -365,6 +364,14 @@ class ModelEndpointSpec(SpecModel):
     """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
     s3_region: str | None = None
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
+
+    @field_validator("runtime_version")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None and not _IMAGE_TAG.match(value):
+            raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; not starting with "
+                             "'.' or '-')")
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> ModelEndpointSpec:

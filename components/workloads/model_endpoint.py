@@ -30,6 +30,7 @@ import pulumi
 from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 
 from gpucell._component import CellComponent
+from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
@@ -58,6 +59,7 @@ __all__ = [
     "ModelEndpointArgs",
     "credentials_secret_data",
     "credentials_secret_name",
+    "endpoint_runtime",
     "inference_service_manifest",
     "model_format",
     "service_account_manifest",
@@ -142,6 +144,19 @@ def model_format(spec: ModelEndpointSpec) -> str:
     return BUILTIN_RUNTIME_FORMATS[spec.runtime]
 
 
+def endpoint_runtime(spec: ModelEndpointSpec, cell: CellSpec) -> EndpointRuntime | None:
+    """The runtime serving ``spec`` in ``cell`` and its image tag (:func:`gpucell.kserve_runtimes.resolve_runtime`),
+    ``None`` for a KServe release gpucell has no runtime table for (admission refuses endpoints there).
+
+    Raises :class:`gpucell.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
+    """
+    runtimes = runtimes_of(cell.versions.kserve)
+    if runtimes is None:
+        return None
+    return resolve_runtime(runtimes, cell.versions.kserve, runtime=spec.runtime, model_format=spec.model_format,
+                           runtime_version=spec.runtime_version, gpus=spec.gpu is not None)
+
+
 def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
     """The ``ServiceAccount`` ``<endpoint>-storage``: ``secrets`` lists the credentials Secret (what KServe's
     credential builder reads); ``automountServiceAccountToken: false`` (the model needs no API access)."""
@@ -169,9 +184,11 @@ def inference_service_manifest(
     - Annotations: ``serving.kserve.io/deploymentMode`` = ``cell.deployment_mode`` (raw Deployments),
       ``serving.kserve.io/autoscalerClass: hpa``, and ``pulumi.com/waitFor: condition=Ready`` so that
       ``pulumi up`` reports an endpoint whose model does not load.
-    - ``predictor.model``: ``modelFormat.name`` (:func:`model_format`), ``runtime`` when declared,
-      ``storageUri``, ``args``; requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory``
-      ``"<memoryGib>Gi"`` and the placement's GPU resource x count; container security context
+    - ``predictor.model``: ``modelFormat.name`` (:func:`model_format`), ``runtime`` when declared (or when gpucell
+      picked a GPU build of the auto-selected runtime, which it then names), ``runtimeVersion`` when declared or a
+      GPU endpoint on TensorFlow Serving (``2.6.2-gpu``, :func:`endpoint_runtime`), ``storageUri``, ``args``;
+      requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory`` ``"<memoryGib>Gi"`` and the placement's GPU
+      resource x count; container security context
       ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``runAsNonRoot``, seccomp
       ``RuntimeDefault`` (merged over the runtime's own, which keeps e.g. Triton's ``runAsUser: 1000``). A
       read-only root is not set: the model servers write caches outside any volume.
@@ -195,8 +212,13 @@ def inference_service_manifest(
     Raises ``ValueError`` for an unknown runtime without ``modelFormat``.
     """
     model: dict[str, Any] = {"modelFormat": {"name": model_format(spec)}}
+    runtime = endpoint_runtime(spec, cell)
     if spec.runtime is not None:
         model["runtime"] = spec.runtime
+    elif runtime is not None and runtime.name_runtime:
+        model["runtime"] = runtime.runtime.name
+    if runtime is not None and runtime.runtime_version is not None:
+        model["runtimeVersion"] = runtime.runtime_version
     model["storageUri"] = spec.storage_uri
     if spec.args:
         model["args"] = list(spec.args)
