@@ -238,7 +238,10 @@ class NodePool(SpecModel):
     labels: dict[str, str] = {}
     """Extra node labels set at registration."""
     taints: list[str] = []
-    """Extra node taints at registration, ``key=value:Effect``."""
+    """Extra node taints at registration, ``key=value:Effect``. Workloads placed on the pool and the platform
+    components that must run there (GPU Operator operands, NFD, virt-handler, CDI importers, Longhorn) tolerate
+    them. On a Longhorn cell, taint a pool before it holds volumes: Longhorn applies a changed toleration only once
+    every volume is detached."""
 
     @field_validator("labels")
     @classmethod

@@ -335,7 +335,7 @@ class ModelEndpointSpec(SpecModel):
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
     """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...); one the pinned KServe
-    installs (:mod:`gpucell.kserve_runtimes`)."""
+    installs (see ``gpucell.kserve_runtimes``)."""
     runtime_version: str | None = None
     """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
     a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""
