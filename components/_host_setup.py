@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gpucell import vgpu_sriov
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec.hardware import driver_branch
-from gpucell.spec.pools import GpuMode, NodePool
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 if TYPE_CHECKING:
     from gpucell.spec import CellSpec
@@ -135,7 +135,9 @@ def kernel_check(pool_name: str, model: str, branch: int) -> str:
 
 def host_setup(cell: CellSpec, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; on SR-IOV vGPU pools
-    :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`. Empty for other pools."""
+    :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`, on other GPU pools
+    :func:`gpucell.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server and cpu
+    pools without a topology profile."""
     parts: list[str] = []
     if pool.topology is not None:
         parts.append(memory_check(pool_name, pool.topology))
@@ -147,4 +149,6 @@ def host_setup(cell: CellSpec, pool_name: str, pool: NodePool) -> str:
         assert pool.vgpu_profile is not None
         parts.append(kernel_check(pool_name, pool.model.name, branch))
         parts.append(vgpu_sriov.install_fragment(pool.model, pool.vgpu_profile))
+    elif pool.role is NodeRole.GPU:
+        parts.append(vgpu_sriov.removal_fragment())
     return "".join(parts)

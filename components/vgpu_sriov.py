@@ -41,6 +41,7 @@ __all__ = [
     "node_labels",
     "permitted_vf_device",
     "reconciler_script",
+    "removal_fragment",
     "systemd_unit",
 ]
 
@@ -290,3 +291,21 @@ def install_fragment(model: GpuModel, profile: str) -> str:
         unit_path=UNIT_PATH,
         unit_name=UNIT_NAME,
     )
+
+
+_REMOVE = """
+# No SR-IOV vGPU on this node (any more): the VF-typing service goes, if an earlier pool left it here.
+if as_root test -e {unit_path}; then
+  as_root systemctl disable --now {unit_name} >/dev/null 2>&1 || true
+  as_root rm -f {unit_path} {path}
+  as_root systemctl daemon-reload
+  echo "gpucell: removed {unit_name}"
+fi
+"""
+
+
+def removal_fragment() -> str:
+    """Bash for the install script of a GPU node outside SR-IOV vGPU pools: stop, disable and remove the VF-typing
+    service and its script when an earlier pool installed them (a host moved to another pool, or a pool's mode or
+    driver changed). Does nothing where they are absent."""
+    return _REMOVE.format(unit_path=UNIT_PATH, unit_name=UNIT_NAME, path=RECONCILER_PATH)

@@ -126,8 +126,12 @@ def test_only_topology_and_sriov_pools_get_a_host_fragment() -> None:
     spec = cell(region())
     pools = spec.node_pools
     assert host_setup(spec, "cpu", pools["cpu"]) == ""
-    assert host_setup(spec, "t4-vgpu", pools["t4-vgpu"]) == ""  # mdev: the GPU Operator does everything
-    assert host_setup(spec, "h100-vm", pools["h100-vm"]) == memory_check("h100-vm", pools["h100-vm"].topology)  # type: ignore[arg-type]
+    # mdev: the GPU Operator does everything; the VF-typing service goes if an earlier pool left it
+    assert host_setup(spec, "t4-vgpu", pools["t4-vgpu"]) == vgpu_sriov.removal_fragment()
+    topology = pools["h100-vm"].topology
+    assert topology is not None
+    assert host_setup(spec, "h100-vm", pools["h100-vm"]) == memory_check("h100-vm", topology) + (
+        vgpu_sriov.removal_fragment())
     sriov = host_setup(spec, "l40s-vgpu", pools["l40s-vgpu"])
     assert sriov == kernel_check("l40s-vgpu", "L40S", 580) + vgpu_sriov.install_fragment(CATALOG["L40S"], "L40S-12Q")
 
@@ -231,6 +235,24 @@ def test_reconciler_and_unit_install_once_and_restart_on_change(tmp_path: Path) 
         "enable gpucell-vgpu-types.service", "start gpucell-vgpu-types.service"
     ]
     assert (root / "installs").exists()
+
+
+def test_a_host_leaving_an_sriov_pool_loses_the_service(tmp_path: Path) -> None:
+    _, cluster = build(region())
+    script = cluster.node_files["lab-t4-1"].install_script
+    unit, reconciler = tmp_path / "unit.service", tmp_path / "sbin-reconciler"
+    script = script.replace(vgpu_sriov.UNIT_PATH, str(unit)).replace(vgpu_sriov.RECONCILER_PATH, str(reconciler))
+    _, env, script = _sandbox(tmp_path, script)
+    _stub(tmp_path / "bin", "systemctl", f'echo "$*" >> {tmp_path}/systemctl.log\n[ "$1" = cat ] && exit 1\nexit 0\n')
+    unit.write_text("[Unit]\n")
+    reconciler.write_text("#!/usr/bin/env bash\n")
+    done = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not unit.exists()
+    assert not reconciler.exists()
+    assert (tmp_path / "systemctl.log").read_text().splitlines()[:2] == [
+        "disable --now gpucell-vgpu-types.service", "daemon-reload"]
+    assert "gpucell: removed gpucell-vgpu-types.service" in done.stdout
 
 
 def test_host_scripts_pass_shellcheck() -> None:
