@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.cilium import cilium_values
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import gpu_operator_values
 from gpucell.spec import CellSpec, StackSpec
@@ -17,7 +18,7 @@ from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
 from gpucell.storage import longhorn_values
 from gpucell.vgpu_sriov import RECONCILER_PATH
-from tests.conftest import REPO
+from tests.conftest import REPO, UPSTREAM
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
 
@@ -107,3 +108,13 @@ def test_custom_egress_without_the_image_source_and_an_oversized_hugepage_vm_are
         "docker://quay.io/containerdisks/ubuntu:24.04 from quay.io, which the tenant's custom egress does not "
         "allow; add it to tenants.acme.egressFqdns"
     ]
+
+
+def test_cilium_agent_and_envoy_already_tolerate_every_taint() -> None:
+    """Cilium 1.20.0's chart: agent and envoy ``tolerations: [{operator: Exists}]``; gpucell leaves them so."""
+    chart = yaml.safe_load((UPSTREAM / "cilium" / "values.yaml").read_text())
+    assert chart["tolerations"] == [{"operator": "Exists"}]
+    assert chart["envoy"]["tolerations"] == [{"operator": "Exists"}]
+    values = cilium_values(CellSpec.model_validate(PROD["fra1"]))
+    assert "tolerations" not in values
+    assert "tolerations" not in values.get("envoy", {})
