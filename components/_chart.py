@@ -50,13 +50,16 @@ def helm_release(
     overrides: Mapping[str, Any],
     opts: pulumi.ResourceOptions,
     release_name: str | None = None,
+    disable_openapi_validation: bool = False,
 ) -> Release:
     """Register a Helm release (``kubernetes:helm.sh/v3:Release``) that waits until its workloads are ready.
 
     ``values`` are the ones the component renders; ``overrides`` (the user's ``values`` key) are deep-merged
     last. ``release_name`` is the Helm release name in the cluster (defaults to the chart name); each cell is its
     own cluster, so fixed release names never collide across regions. Helm Release rather than ``helm.v4.Chart``:
-    see ``docs/decisions/0002-helm-release-for-charts.md``.
+    see ``docs/decisions/0002-helm-release-for-charts.md``. ``disable_openapi_validation`` is Helm's
+    ``--disable-openapi-validation`` (for charts whose pre-upgrade hook updates their CRDs, so the new manifests
+    must not be validated against the old CRDs).
     """
     return Release(
         resource_name,
@@ -72,6 +75,7 @@ def helm_release(
             cleanup_on_fail=True,
             skip_await=False,
             timeout=HELM_TIMEOUT_SECONDS,
+            disable_openapi_validation=disable_openapi_validation or None,
         ),
         opts=opts,
     )

@@ -31,7 +31,9 @@ from typing import Any
 
 import yaml
 
-from gpucell.spec import CellSpec, Host, NodePool, NodeRole, StorageBackend
+from gpucell import vgpu_sriov
+from gpucell.gpu_catalog import VgpuFramework
+from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
 from gpucell.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
@@ -90,7 +92,9 @@ def listen_port(cell: CellSpec) -> int:
 
 
 # -- config.yaml -----------------------------------------------------------------------------------
-def managed_labels(pool_name: str, pool: NodePool) -> dict[str, str]:
+def managed_labels(
+    pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework | None = None
+) -> dict[str, str]:
     """The node labels gpucell sets on a pool's nodes, before the pool's own ``labels``.
 
     ``gpucell.io/pool`` and ``gpucell.io/role`` on every node (``node-role.kubernetes.io/*`` cannot be
@@ -100,19 +104,28 @@ def managed_labels(pool_name: str, pool: NodePool) -> dict[str, str]:
     and ``nvidia.com/vgpu.config=<vgpuProfile>`` on vm-vgpu nodes (read by the GPU Operator's vGPU device
     manager, whose default config names one layout per vGPU type, e.g. ``L40S-12Q``). The spec rejects pool
     ``labels`` that use these keys (``MANAGED_LABELS``).
+
+    A ``vm-vgpu`` pool whose boards expose SR-IOV vGPUs (``vgpu_framework`` ``sriov``, see
+    :func:`gpucell.spec.hardware.pool_vgpu_framework`) gets no ``nvidia.com/vgpu.config`` but
+    :func:`gpucell.vgpu_sriov.node_labels`: the GPU Operator's mdev-only operands off on those nodes.
     """
     labels = {POOL_LABEL: pool_name, ROLE_LABEL: pool.role.value}
     if pool.role is NodeRole.GPU:
         labels[WORKLOAD_LABEL] = pool.mode.value
         if pool.mig_config is not None:
             labels[MIG_LABEL] = pool.mig_config
-        if pool.vgpu_profile is not None:
+        if pool.vgpu_profile is not None and vgpu_framework is VgpuFramework.SRIOV:
+            labels.update(vgpu_sriov.node_labels())
+        elif pool.vgpu_profile is not None:
             labels[VGPU_LABEL] = pool.vgpu_profile
     return labels
 
 
-def _node_labels(pool_name: str, pool: NodePool) -> list[str]:
-    labels = managed_labels(pool_name, pool)
+def _node_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> list[str]:
+    framework = None
+    if pool.role is NodeRole.GPU and pool.mode is GpuMode.VM_VGPU:
+        framework = VgpuFramework.SRIOV if pool_name in cell.vgpu_pools(VgpuFramework.SRIOV) else VgpuFramework.MDEV
+    labels = managed_labels(pool_name, pool, framework)
     return [f"{k}={v}" for k, v in labels.items()] + [f"{k}={pool.labels[k]}" for k in sorted(pool.labels)]
 
 
@@ -140,7 +153,7 @@ def node_config(
     else:
         config["server"] = api_server_url(cell)
     config["token-file"] = TOKEN_PATH
-    config["node-label"] = _node_labels(pool_name, pool)
+    config["node-label"] = _node_labels(cell, pool_name, pool)
     if pool.taints:
         config["node-taint"] = list(pool.taints)
     if pool.topology is not None:
@@ -327,7 +340,7 @@ def _service(role: NodeRole) -> str:
     return "k3s" if role is NodeRole.SERVER else "k3s-agent"
 
 
-def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str) -> str:
+def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str, *, host_setup: str = "") -> str:
     """The bash script that installs or reconciles k3s on one node (create and update run the same one).
 
     Reads the cluster token from stdin into ``/etc/rancher/k3s/token`` (0600, root), writes ``config_yaml`` to
@@ -344,6 +357,10 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str)
     restarting, since the kubelet will not start with a policy other than its checkpoint's. It does not drain
     the node: drain it first (``kubectl drain``) when it runs pods with exclusive CPUs or pinned memory, as the
     Kubernetes docs ask.
+
+    ``host_setup`` (:func:`gpucell._host_setup.host_setup` of the node's pool) runs first, before anything is
+    written: checks of the host's memory, hugepages and kernel that stop the script with the reason, and host
+    services such as the SR-IOV vGPU typing service.
     """
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
@@ -358,7 +375,7 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str)
         kubelet_dir=KUBELET_DIR,
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
     )
-    script = _PREAMBLE.format(title=title) + "\n" + body
+    script = _PREAMBLE.format(title=title) + host_setup + "\n" + body
     if server:
         script += _WAIT_READY.format(attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
     return script

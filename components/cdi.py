@@ -19,6 +19,7 @@ from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
 from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
+from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec import CellSpec
 from gpucell.storage import Storage
 
@@ -62,7 +63,11 @@ def operator_manifest_url(cell: CellSpec) -> str:
     return f"https://github.com/kubevirt/containerized-data-importer/releases/download/{tag}/cdi-operator.yaml"
 
 
-def cdi_spec(scratch_class: pulumi.Input[str], upload_proxy_url: str | None = None) -> dict[str, Any]:
+def cdi_spec(
+    scratch_class: pulumi.Input[str],
+    upload_proxy_url: str | None = None,
+    workload_tolerations: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """The ``spec`` of the ``CDI`` CR.
 
     - ``config.scratchSpaceStorageClass``: the cell's default class. CDI needs scratch space (always a
@@ -72,6 +77,10 @@ def cdi_spec(scratch_class: pulumi.Input[str], upload_proxy_url: str | None = No
     - ``config.uploadProxyURLOverride``: only when ``upload_proxy_url`` is given.
     - ``imagePullPolicy: IfNotPresent``, and ``infra``/``workload`` as in the release's ``cdi-cr.yaml``: Linux
       nodes, and the control plane tolerating ``CriticalAddonsOnly`` (a taint k3s HA servers often carry).
+    - ``workload.tolerations``: ``workload_tolerations`` when given (the taints of the pools VMs run on,
+      :func:`gpucell.platform_tolerations.vm_pool_tolerations`): CDI's importer, uploader and cloner pods are
+      placed by ``spec.workload`` (``api.NodePlacement`` in the CDI v1.66.0 swagger, "Restrict on which nodes CDI
+      workload pods will be scheduled"), and with ``WaitForFirstConsumer`` an importer runs on the VM's node.
     """
     config: dict[str, Any] = {"scratchSpaceStorageClass": scratch_class, "featureGates": list(FEATURE_GATES)}
     if upload_proxy_url is not None:
@@ -84,7 +93,8 @@ def cdi_spec(scratch_class: pulumi.Input[str], upload_proxy_url: str | None = No
             "nodeSelector": linux,
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
         },
-        "workload": {"nodeSelector": dict(linux)},
+        "workload": {"nodeSelector": dict(linux), **({"tolerations": workload_tolerations}
+                                                       if workload_tolerations else {})},
     }
 
 
@@ -117,7 +127,7 @@ class Cdi(CellComponent):
             api_version=API_VERSION,
             kind="CDI",
             metadata={"name": CR_NAME, "annotations": dict(WAIT_FOR_AVAILABLE)},
-            spec=cdi_spec(storage.storage_class_name, args.cell.cdi.upload_proxy_url),
+            spec=cdi_spec(storage.storage_class_name, args.cell.cdi.upload_proxy_url, vm_pool_tolerations(cell)),
             opts=self.child(depends_on=[self.operator, *storage.ready]),
         )
         self.storage_profile = CustomResourcePatch(

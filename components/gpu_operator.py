@@ -21,15 +21,20 @@ from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.gpu_catalog import VgpuFramework
+from gpucell.platform_tolerations import gpu_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
 
 __all__ = [
+    "BIND_NVSWITCHES",
     "CHART",
+    "DAEMONSET_TOLERATIONS",
     "K3S_CONTAINERD_CONFIG",
     "K3S_CONTAINERD_DIR",
     "K3S_CONTAINERD_SOCKET",
     "MIG_DEFAULT_CONFIG",
     "NAMESPACE",
+    "NFD_WORKER_TOLERATIONS",
     "RELEASE_NAME",
     "GpuOperator",
     "GpuOperatorArgs",
@@ -57,6 +62,21 @@ K3S_CONTAINERD2_MINOR = (1, 31)
 
 MIG_DEFAULT_CONFIG = "all-disabled"
 """``migManager.config.default``: the layout of a node that has no ``nvidia.com/mig.config`` label."""
+DAEMONSET_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+"""The chart's default ``daemonsets.tolerations`` (v26.7.0 ``values.yaml``), kept first: a list value replaces the
+chart's whole list."""
+NFD_WORKER_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+"""The chart's default ``node-feature-discovery.worker.tolerations`` (v26.7.0 ``values.yaml``), kept first."""
+BIND_NVSWITCHES = {"name": "BIND_NVSWITCHES", "value": "true"}
+"""``vfioManager.env`` entry making ``vfio-manage bind --all`` bind the NVSwitches to ``vfio-pci`` too (NVIDIA/
+k8s-driver-manager v0.12.0 ``cmd/vfio-manage/bind.go``: flag ``bind-nvswitches``, env ``BIND_NVSWITCHES``, "Also
+bind NVSwitches to vfio-pci (default: false)"; the operator v26.7.0 never sets it). The sandbox device plugin then
+advertises them (:attr:`gpucell.gpu_catalog.NvSwitch.passthrough_resource`)."""
 
 
 @dataclass(frozen=True)
@@ -120,12 +140,15 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
 
     - ``sandboxWorkloads``: enabled when any pool runs VMs; ``mode`` ``kubevirt``; ``defaultWorkload``
       ``container``.
-    - ``vfioManager``: only with a ``vm-passthrough`` pool (binds those GPUs to ``vfio-pci``).
-    - ``sandboxDevicePlugin`` (``kubevirt-gpu-device-plugin``): with any VM pool, because it advertises both
-      passthrough GPUs and vGPU mediated devices (the operator schedules it on ``vm-passthrough`` *and*
-      ``vm-vgpu`` nodes).
-    - ``vgpuManager`` (image from ``gpuOperator.vgpuDriverImage``) and ``vgpuDeviceManager``: only with a
-      ``vm-vgpu`` pool.
+    - ``vfioManager``: only with a ``vm-passthrough`` pool (binds those GPUs to ``vfio-pci``); with
+      :data:`BIND_NVSWITCHES` in its ``env`` when such a pool holds SXM GPUs on HGX boards with a catalogued
+      NVSwitch, so whole-board VMs can have the board's NVSwitches.
+    - ``sandboxDevicePlugin`` (``kubevirt-gpu-device-plugin``): with a ``vm-passthrough`` or an mdev ``vm-vgpu``
+      pool; it advertises ``vfio-pci`` functions and mediated devices, not SR-IOV vGPUs.
+    - ``vgpuManager`` (image from ``gpuOperator.vgpuDriverImage``): with any ``vm-vgpu`` pool (it loads the vGPU
+      host driver, which enables the SR-IOV VFs on Ada and newer boards). ``vgpuDeviceManager``: only with an mdev
+      ``vm-vgpu`` pool (NVIDIA/vgpu-device-manager v0.5.0 creates mdevs only; on SR-IOV nodes gpucell also turns it
+      off by node label, :mod:`gpucell.vgpu_sriov`).
     - ``ccManager``: off. The pinned chart enables it with ``defaultMode: "on"``, which would switch
       CC-capable GPUs (H100, H200, B200) on VM nodes into confidential-computing mode, where only confidential
       guests can use them; gpucell runs ordinary KubeVirt VMs.
@@ -135,12 +158,23 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
       GPU catalog accepts is one the operator's own ``default-mig-parted-config`` ships.
     - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``.
     - ``toolkit.env``: :func:`toolkit_env`.
+    - ``daemonsets.tolerations`` (every operand DaemonSet) and ``node-feature-discovery.worker.tolerations``: the
+      chart's defaults (:data:`DAEMONSET_TOLERATIONS`, :data:`NFD_WORKER_TOLERATIONS`) plus the taints of every
+      GPU pool (:func:`gpucell.platform_tolerations.gpu_pool_tolerations`), so a tainted GPU pool keeps its driver,
+      device plugin and node labels.
+    - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
+      operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
+      every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
+      on a CRD the upgrade did not add). The chart's comment and NVIDIA's upgrade guide require
+      ``--disable-openapi-validation`` with it, which :class:`GpuOperator` sets on the release. The hook does not
+      upgrade the DRA ComputeDomain CRDs, which gpucell does not install.
 
     ``operator.defaultRuntime`` is not set: the pinned chart has no such key (the runtime is detected).
     """
-    passthrough = bool(cell.gpu_pools(GpuMode.VM_PASSTHROUGH))
+    passthrough_pools = cell.gpu_pools(GpuMode.VM_PASSTHROUGH)
     vgpu = bool(cell.gpu_pools(GpuMode.VM_VGPU))
-    runs_vms = passthrough or vgpu
+    mdev = bool(cell.vgpu_pools(VgpuFramework.MDEV))
+    runs_vms = bool(passthrough_pools) or vgpu
     uses_mig = any(pool.mig_config for pool in cell.gpu_pools().values())
     image = cell.gpu_operator.vgpu_driver_image
     vgpu_manager: dict[str, Any] = {"enabled": False}
@@ -151,18 +185,32 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
             "image": image.image,
             "version": image.version,
         }
+    vfio_manager: dict[str, Any] = {"enabled": bool(passthrough_pools)}
+    if any(p.model.hgx is not None and p.model.hgx.nvswitch is not None for p in passthrough_pools.values()):
+        vfio_manager["env"] = [dict(BIND_NVSWITCHES)]
+    tolerations = gpu_pool_tolerations(cell)
     return {
+        "operator": {"upgradeCRD": True},
+        "daemonsets": {"tolerations": _with(DAEMONSET_TOLERATIONS, tolerations)},
+        "node-feature-discovery": {"worker": {"tolerations": _with(NFD_WORKER_TOLERATIONS, tolerations)}},
         "sandboxWorkloads": {"enabled": runs_vms, "mode": "kubevirt", "defaultWorkload": "container"},
-        "vfioManager": {"enabled": passthrough},
-        "sandboxDevicePlugin": {"enabled": runs_vms},
+        "vfioManager": vfio_manager,
+        "sandboxDevicePlugin": {"enabled": bool(passthrough_pools) or mdev},
         "vgpuManager": vgpu_manager,
-        "vgpuDeviceManager": {"enabled": vgpu},
+        "vgpuDeviceManager": {"enabled": mdev},
         "ccManager": {"enabled": False},
         "mig": {"strategy": cell.effective_mig_strategy.value},
         "migManager": {"enabled": uses_mig, "config": {"default": MIG_DEFAULT_CONFIG}},
         "dcgmExporter": {"enabled": cell.gpu_operator.dcgm_exporter},
         "toolkit": {"env": toolkit_env(cell)},
     }
+
+
+def _with(defaults: tuple[dict[str, str], ...], extra: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chart's default list followed by ``extra`` entries it does not already hold."""
+    out = [dict(entry) for entry in defaults]
+    out += [entry for entry in extra if entry not in out]
+    return out
 
 
 def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -180,11 +228,14 @@ def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[
 
 
 def _overrides(cell: CellSpec) -> dict[str, Any]:
-    """The user's ``gpuOperator.values`` with ``toolkit.env`` already merged by name (see :func:`merge_env`)."""
+    """The user's ``gpuOperator.values`` with ``toolkit.env`` and ``vfioManager.env`` already merged by name into
+    ours (see :func:`merge_env`)."""
     overrides = dict(cell.gpu_operator.values)
-    toolkit = overrides.get("toolkit")
-    if isinstance(toolkit, dict) and isinstance(toolkit.get("env"), list):
-        overrides["toolkit"] = {**toolkit, "env": merge_env(toolkit_env(cell), toolkit["env"])}
+    ours = gpu_operator_values(cell)
+    for section in ("toolkit", "vfioManager"):
+        theirs = overrides.get(section)
+        if isinstance(theirs, dict) and isinstance(theirs.get("env"), list):
+            overrides[section] = {**theirs, "env": merge_env(ours[section].get("env", []), theirs["env"])}
     return overrides
 
 
@@ -192,7 +243,8 @@ class GpuOperator(CellComponent):
     """The NVIDIA GPU Operator of one cell: drivers, toolkit, device plugins, MIG, vGPU, VFIO and DCGM.
 
     Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-gpu-operator"`` (Helm release
-    ``gpu-operator`` in namespace ``gpu-operator``, chart version ``cell.versions.gpu_operator``). Helm
+    ``gpu-operator`` in namespace ``gpu-operator``, chart version ``cell.versions.gpu_operator``,
+    ``disableOpenapiValidation: true`` for the CRD upgrade hook, see :func:`gpu_operator_values`). Helm
     waits for the operator Deployment; the operands then roll out per node as the nodes' labels say.
     """
 
@@ -210,6 +262,7 @@ class GpuOperator(CellComponent):
             values=gpu_operator_values(cell),
             overrides=_overrides(cell),
             release_name=RELEASE_NAME,
+            disable_openapi_validation=True,
             opts=self.child(),
         )
         self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)

@@ -6,7 +6,11 @@ What a node advertises follows from its pool's mode (the GPU Operator's ``nvidia
 - ``container`` with a MIG layout: ``nvidia.com/mig-<profile>`` per instance under the ``mixed`` strategy, or
   ``nvidia.com/gpu`` per instance under ``single`` (uniform layouts only);
 - ``vm-passthrough``: the sandbox device plugin's ``nvidia.com/<PCI device name>``, one per GPU;
-- ``vm-vgpu``: ``nvidia.com/NVIDIA_<vGPU type>``, as many per GPU as the type's framebuffer allows.
+- ``vm-vgpu``: ``nvidia.com/NVIDIA_<vGPU type>``, as many per GPU as the GPU Operator's vGPU config allows
+  (``L40S-12Q``: 4), whether the sandbox device plugin advertises them as mdevs or KubeVirt as SR-IOV VFs.
+
+``vm-passthrough`` pools of HGX boards also advertise the boards' NVSwitches (:func:`nvswitch_offers`); they are
+not GPUs, so they are kept apart: no tenant quota names them, a whole-board VM takes them with its GPUs.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from enum import StrEnum
 from gpucell.gpu_catalog import mig_resource_name
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
-__all__ = ["WHOLE_GPU", "GpuOffer", "OfferKind", "capacity", "gpu_offers"]
+__all__ = ["WHOLE_GPU", "GpuOffer", "OfferKind", "capacity", "gpu_offers", "nvswitch_offers", "nvswitch_quota"]
 
 WHOLE_GPU = "nvidia.com/gpu"
 """The device plugin's resource for a whole GPU (or a MIG instance under the ``single`` strategy)."""
@@ -31,6 +35,7 @@ class OfferKind(StrEnum):
     MIG = "mig"
     PASSTHROUGH = "passthrough"
     VGPU = "vgpu"
+    NVSWITCH = "nvswitch"
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,37 @@ def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffe
         else:
             offers.append(GpuOffer(WHOLE_GPU, name, pool.mode, model.name, OfferKind.GPU, gpus, nodes))
     return offers
+
+
+def nvswitch_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
+    """The NVSwitches the ``vm-passthrough`` pools of HGX models advertise once bound to ``vfio-pci``, in pool order
+    (``model`` is the GPU model of the board; ``per_node`` the board's NVSwitch count)."""
+    offers: list[GpuOffer] = []
+    for name, pool in pools.items():
+        if pool.role is not NodeRole.GPU or pool.mode is not GpuMode.VM_PASSTHROUGH:
+            continue
+        board = pool.model.hgx
+        if board is not None and board.nvswitch is not None:
+            offers.append(GpuOffer(board.nvswitch.passthrough_resource, name, pool.mode, pool.model.name,
+                                   OfferKind.NVSWITCH, board.nvswitches, len(pool.hosts)))
+    return offers
+
+
+def nvswitch_quota(gpu_quota: Mapping[str, int], pools: Mapping[str, NodePool]) -> dict[str, int]:
+    """NVSwitch resource -> units a tenant may hold: for each HGX model, its NVSwitches per board times the whole
+    boards the tenant's quota of that model's passthrough GPUs covers (16 H100s: 2 boards, 8 NVSwitches)."""
+    quota: dict[str, int] = {}
+    seen: set[str] = set()
+    for pool in pools.values():
+        if pool.role is not NodeRole.GPU or pool.mode is not GpuMode.VM_PASSTHROUGH or pool.model.name in seen:
+            continue
+        seen.add(pool.model.name)
+        board = pool.model.hgx
+        if board is not None and board.nvswitch is not None:
+            boards = gpu_quota.get(pool.model.passthrough_resource, 0) // board.gpus
+            resource = board.nvswitch.passthrough_resource
+            quota[resource] = quota.get(resource, 0) + boards * board.nvswitches
+    return quota
 
 
 def capacity(offers: list[GpuOffer]) -> dict[str, int]:

@@ -50,6 +50,7 @@ from pulumi_random import RandomPassword
 
 from gpucell import _k3s_scripts as scripts
 from gpucell._component import CellComponent
+from gpucell._host_setup import host_setup
 from gpucell.spec import CellSpec, Host, NodeRole
 
 with warnings.catch_warnings():
@@ -173,7 +174,9 @@ class K3sCluster(CellComponent):
         config_yaml = scripts.render_config(
             scripts.node_config(cell, pool_name, pool, host, first_server=first)
         )
-        install = scripts.install_script(cell, pool.role, host, config_yaml)
+        install = scripts.install_script(
+            cell, pool.role, host, config_yaml, host_setup=host_setup(cell, pool_name, pool)
+        )
         self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install)
         command = scripts.remote(install)
         return Command(

@@ -21,7 +21,10 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
+from gpucell import vgpu_sriov
 from gpucell._component import CellComponent
+from gpucell.gpu_catalog import VgpuFramework
+from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
 
 __all__ = [
@@ -73,36 +76,45 @@ def operator_manifest_url(cell: CellSpec) -> str:
 
 
 def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
-    """``spec.configuration.permittedHostDevices``: the GPUs VMs may have, in pool order, empty lists omitted.
+    """``spec.configuration.permittedHostDevices``: the devices VMs may have, in pool order, empty lists omitted.
 
-    - ``pciHostDevices``: one entry per GPU model of the ``vm-passthrough`` pools (``pciVendorSelector``
-      ``10DE:<device>``, ``resourceName`` the sandbox device plugin's ``nvidia.com/<PCI_NAME>``).
-    - ``mediatedDevices``: one entry per vGPU type of the ``vm-vgpu`` pools (``mdevNameSelector`` the mdev
-      type name ``NVIDIA L40S-24Q``, ``resourceName`` ``nvidia.com/NVIDIA_L40S-24Q``).
+    - ``pciHostDevices``, per model of the ``vm-passthrough`` pools: the GPU (``pciVendorSelector`` ``10DE:<device>``,
+      ``resourceName`` the sandbox device plugin's ``nvidia.com/<PCI_NAME>``, ``externalResourceProvider: true``)
+      and, for SXM models on HGX boards with a catalogued NVSwitch, the board's NVSwitch
+      (``10DE:22A3`` -> ``nvidia.com/GH100_H100_NVSWITCH``, also advertised by the sandbox device plugin once the
+      vfio-manager binds NVSwitches, :func:`gpucell.gpu_operator.gpu_operator_values`).
+    - ``pciHostDevices`` per SR-IOV vGPU model (:func:`gpucell.vgpu_sriov.permitted_vf_device`): the VFs'
+      ``vendor:device`` and ``nvidia.com/NVIDIA_<type>``, *without* ``externalResourceProvider``: KubeVirt's own
+      device plugin advertises typed VFs (kubevirt/kubevirt#16890), the sandbox device plugin does not.
+    - ``mediatedDevices`` per vGPU type of the mdev ``vm-vgpu`` pools (``mdevNameSelector`` the mdev type name
+      ``NVIDIA T4-8Q``, ``resourceName`` ``nvidia.com/NVIDIA_T4-8Q``, ``externalResourceProvider: true``: the
+      sandbox device plugin advertises them, and KubeVirt must not delete the mdevs).
 
-    Every entry has ``externalResourceProvider: true``: the GPU Operator's sandbox device plugin advertises
-    these resources, so KubeVirt must not start its own device plugin for them (and must not delete the
-    mdevs). Entries are unique by ``resourceName``.
+    Entries are unique by ``resourceName``.
     """
     pci: dict[str, dict[str, Any]] = {}
     for pool in cell.gpu_pools(GpuMode.VM_PASSTHROUGH).values():
         model = pool.model
-        pci.setdefault(
-            model.passthrough_resource,
-            {
-                "pciVendorSelector": model.pci_selector,
-                "resourceName": model.passthrough_resource,
-                "externalResourceProvider": True,
-            },
-        )
+        functions = [(model.pci_selector, model.passthrough_resource)]
+        if model.hgx is not None and model.hgx.nvswitch is not None:
+            functions.append((model.hgx.nvswitch.pci_selector, model.hgx.nvswitch.passthrough_resource))
+        for selector, resource in functions:
+            pci.setdefault(
+                resource,
+                {"pciVendorSelector": selector, "resourceName": resource, "externalResourceProvider": True},
+            )
+    for pool in cell.vgpu_pools(VgpuFramework.SRIOV).values():
+        assert pool.vgpu_profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
+        entry = vgpu_sriov.permitted_vf_device(pool.model, pool.vgpu_profile)
+        pci.setdefault(entry["resourceName"], entry)
     mdev: dict[str, dict[str, Any]] = {}
-    for pool in cell.gpu_pools(GpuMode.VM_VGPU).values():
+    for pool in cell.vgpu_pools(VgpuFramework.MDEV).values():
         model, profile = pool.model, pool.vgpu_profile
         assert profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
         mdev.setdefault(
             model.vgpu_resource(profile),
             {
-                "mdevNameSelector": model.vgpu_mdev_name(profile),
+                "mdevNameSelector": model.vgpu_type_name(profile),
                 "resourceName": model.vgpu_resource(profile),
                 "externalResourceProvider": True,
             },
@@ -138,9 +150,14 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
 
     ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
-    ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when a ``vm-vgpu`` pool
+    ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when an mdev ``vm-vgpu`` pool
     exists, ``configuration.mediatedDevicesConfiguration.enabled: false``: the GPU Operator's vGPU device
     manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
+
+    ``workloads.nodePlacement.tolerations``: the taints of the pools VMs run on
+    (:func:`gpucell.platform_tolerations.vm_pool_tolerations`), so virt-handler (a DaemonSet placed by
+    ``spec.workloads``, ``pkg/virt-operator/resource/apply/apps.go`` at v1.9.0; "additional tolerations other than
+    default ones", ``v1.NodePlacement`` in the swagger) runs on tainted VM nodes.
 
     Left at KubeVirt's defaults on purpose: ``workloadUpdateStrategy`` (no automatic VM updates on a KubeVirt
     upgrade; GPU VMs cannot live-migrate, so the only other method, ``Evict``, would stop tenants' VMs) and
@@ -153,9 +170,13 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     devices = permitted_host_devices(cell)
     if devices:
         configuration["permittedHostDevices"] = devices
-    if cell.gpu_pools(GpuMode.VM_VGPU):
+    if cell.vgpu_pools(VgpuFramework.MDEV):
         configuration["mediatedDevicesConfiguration"] = {"enabled": False}
-    return {"configuration": configuration} if configuration else {}
+    spec: dict[str, Any] = {"configuration": configuration} if configuration else {}
+    tolerations = vm_pool_tolerations(cell)
+    if tolerations:
+        spec["workloads"] = {"nodePlacement": {"tolerations": tolerations}}
+    return spec
 
 
 class KubeVirt(CellComponent):

@@ -6,15 +6,16 @@ error) and by the renderers (the node selector and the resource requests of the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpucell.gpu_catalog import CATALOG
+from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind
-from gpucell.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy
 from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
-__all__ = ["Placement", "PlacementError", "cpu_pools", "place_container", "place_vm"]
+__all__ = ["Placement", "PlacementError", "cpu_pools", "host_refusal", "place_container", "place_vm"]
 
 
 class PlacementError(Exception):
@@ -36,6 +37,12 @@ class Placement:
     """Extended resource requested, or ``None`` without GPUs."""
     count: int = 0
     """Units of ``resource`` per pod or VM (count)."""
+    nvswitch_resource: str | None = None
+    """A whole-HGX-board VM: the board's NVSwitch resource (``nvidia.com/GH100_H100_NVSWITCH``), else ``None``."""
+    nvswitch_count: int = 0
+    """NVSwitches a whole-board VM gets (count)."""
+    nvlink_disabled: bool = False
+    """True for a VM with part of an HGX board and no NVSwitch: its guest driver must run with NVLink off."""
 
 
 def _names(offers: Sequence[GpuOffer]) -> str:
@@ -69,7 +76,12 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
         raise PlacementError(("pool",), f"{vm.pool!r} {why}; VMs run on gpu or cpu pools: {', '.join(workers)}")
     if vm.gpu_model is None:
         candidates = [vm.pool] if vm.pool else cpu_pools(pools)
-        return _with_topology(candidates, pools, needs_topology, _topology_key(vm))
+        placement = _with_topology(candidates, pools, needs_topology, _topology_key(vm))
+        refusals = {name: host_refusal(vm, name, pools[name]) for name in placement.pools}
+        fits = tuple(name for name, refusal in refusals.items() if refusal is None)
+        if placement.pools and not fits:
+            raise PlacementError(*next(r for r in refusals.values() if r is not None))
+        return Placement(fits)
     if vm.gpu_model not in CATALOG:
         raise PlacementError(("gpuModel",), f"{vm.gpu_model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
     profiles = CATALOG[vm.gpu_model].vgpu_profiles
@@ -91,7 +103,114 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
         raise PlacementError((_topology_key(vm),), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
                              f"a topology profile; no {mode.value} pool with {vm.gpu_model} has one")
     fitting = _fit(matching, vm.gpus, "vGPUs" if vm.vgpu_profile else f"{vm.gpu_model} GPUs", ("gpus",))
-    return Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
+    fitting = tuple(_host_fits(vm, fitting, pools))
+    placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
+    return _with_fabric(placement, CATALOG[vm.gpu_model], kind)
+
+
+def _with_fabric(placement: Placement, model: GpuModel, kind: OfferKind) -> Placement:
+    """A passthrough VM's share of an HGX board: all of it with the NVSwitches, or part of it with NVLink off.
+
+    The spec makes every passthrough pool of an HGX model hold whole boards (``gpusPerNode`` = the board's GPUs).
+    """
+    board = model.hgx
+    if board is None or kind is not OfferKind.PASSTHROUGH:
+        return placement
+    if placement.count < board.gpus:
+        return Placement(placement.pools, placement.resource, placement.count, nvlink_disabled=True)
+    if board.nvswitch is None:
+        raise PlacementError(("gpus",), f"{placement.count} {model.name} GPUs are a whole HGX board, whose NVLink "
+                             "switches gpucell cannot pass through (no PCI identity catalogued for them); give at "
+                             f"most {board.gpus - 1} GPUs (the guest runs with NVLink off) or use a container-mode "
+                             "pool")
+    return Placement(placement.pools, placement.resource, placement.count,
+                     nvswitch_resource=board.nvswitch.passthrough_resource, nvswitch_count=board.nvswitches)
+
+
+def _host_fits(vm: GpuVirtualMachineSpec, offers: Sequence[GpuOffer], pools: Mapping[str, NodePool]
+               ) -> list[GpuOffer]:
+    """The offers on pools whose hosts hold the VM's memory (and dedicated vCPUs); raises with the first refusal."""
+    fitting, refusals = [], []
+    for offer in offers:
+        refusal = host_refusal(vm, offer.pool, pools[offer.pool])
+        if refusal is None:
+            fitting.append(offer)
+        else:
+            refusals.append(refusal)
+    if not fitting:
+        raise PlacementError(*refusals[0])
+    return fitting
+
+
+def host_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool) -> tuple[tuple[str, ...], str] | None:
+    """Why one host of ``pool`` cannot hold ``vm``, as ``(key path below the VM, message)``, or ``None``.
+
+    Only pools with a topology profile declare their hosts (CPUs, memory and hugepages per NUMA node); others are not
+    checked. The rules, in order:
+
+    - dedicated vCPUs must fit the host's CPUs outside ``reservedCpus``;
+    - with ``hugepages``: the VM's memory in pages of that size must fit what one host reserves (kubelet admits
+      hugepages only up to the node's ``hugepages-<size>`` capacity, which cannot be overcommitted);
+    - with ``numaPassthrough`` too: KubeVirt v1.9 binds guest memory (``numatune`` ``strict``) evenly to the host
+      NUMA nodes that hold the VM's pinned vCPUs (``numaMapping``, ``pkg/virt-launcher/virtwrap/converter/vcpu``:
+      ``Memory: domain.Memory.Value / uint64(len(numamap))``). The vCPUs may land on as few as ceil(vCPUs /
+      ``cpusPerNuma``) nodes (one under ``single-numa-node``), each of which must then hold its share in hugepages,
+      else QEMU fails with "unable to map backing store for guest RAM" (kubevirt/kubevirt#14854);
+    - without ``hugepages``: the memory must fit the host's ordinary memory left beside its hugepages and the
+      kubelet's reservation.
+    """
+    topology = pool.topology
+    if topology is None:
+        return None
+    if vm.dedicated_cpus and vm.cpu.vcpus > topology.allocatable_cpus:
+        return ("cpu",), (f"{vm.cpu.vcpus} dedicated vCPUs do not fit one node of pool {pool_name}: {topology.cpus} "
+                          f"CPUs, {topology.cpus - topology.allocatable_cpus} of them reservedCpus")
+    need_mib = vm.memory_gib * 1024
+    if vm.hugepages is None:
+        regular = topology.regular_memory_per_numa_mib * topology.numa_nodes
+        if need_mib > regular:
+            return ("memoryGib",), (f"{vm.memory_gib} GiB of ordinary memory do not fit one node of pool {pool_name}, "
+                                    f"which leaves {_gib(regular)} GiB beside its hugepages and reserved memory; back "
+                                    "the VM with hugepages (hugepages: 1Gi)")
+        return None
+    size = vm.hugepages
+    per_numa = topology.hugepages_mib_per_numa(size)
+    count = topology.hugepages_per_numa(size)
+    if per_numa == 0:
+        return ("hugepages",), (f"{size!r}: pool {pool_name} reserves no {size} hugepages "
+                                f"(topology.hugepages{size}PerNuma is 0)")
+    per_node = per_numa * topology.numa_nodes
+    if need_mib > per_node:
+        return ("memoryGib",), (f"{vm.memory_gib} GiB of {size} hugepages do not fit one node of pool {pool_name}, "
+                                f"which reserves {_gib(per_node)} GiB of them ({count} per NUMA node x "
+                                f"{topology.numa_nodes})")
+    if vm.numa_passthrough:
+        return _numa_refusal(vm, pool_name, pool, need_mib)
+    return None
+
+
+def _numa_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool,
+                  need_mib: int) -> tuple[tuple[str, ...], str] | None:
+    topology = pool.topology
+    assert topology is not None
+    assert vm.hugepages is not None
+    single = topology.topology_manager_policy is TopologyManagerPolicy.SINGLE_NUMA_NODE
+    nodes = 1 if single else min(topology.numa_nodes, math.ceil(vm.cpu.vcpus / topology.cpus_per_numa))
+    share, per_numa = math.ceil(need_mib / nodes), topology.hugepages_mib_per_numa(vm.hugepages)
+    if share <= per_numa:
+        return None
+    why = ("its topologyManagerPolicy single-numa-node keeps a VM on one NUMA node" if single else
+           f"{vm.cpu.vcpus} vCPUs fit on {nodes} of its NUMA nodes ({topology.cpus_per_numa} CPUs each)")
+    return ("numaPassthrough",), (
+        f"{vm.memory_gib} GiB of {vm.hugepages} hugepages: KubeVirt binds guest memory evenly to the NUMA nodes "
+        f"holding the VM's vCPUs, and on pool {pool_name} {why}, leaving {_gib(share)} GiB per NUMA node where "
+        f"{_gib(per_numa)} GiB are reserved; lower memoryGib or give the VM more vCPUs"
+    )
+
+
+def _gib(mib: int) -> str:
+    """MiB as GiB, without a fraction when whole: ``1024`` -> ``1``, ``1536`` -> ``1.5``."""
+    return f"{mib / 1024:g}"
 
 
 def _no_vm_pool(vm: GpuVirtualMachineSpec, mode: GpuMode, of_model: Sequence[GpuOffer]) -> str:

@@ -27,6 +27,7 @@ from pulumi_kubernetes.storage.v1 import StorageClassPatch
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.platform_tolerations import longhorn_taint_toleration, worker_pool_tolerations
 from gpucell.spec import CellSpec, StorageBackend
 
 __all__ = [
@@ -69,15 +70,27 @@ def longhorn_values(cell: CellSpec) -> dict[str, Any]:
     - ``defaultSettings.defaultReplicaCount``: the same count for volumes made outside the class (UI, API).
       Since Longhorn 1.10 this setting holds one value per data engine, as a JSON object of strings (the
       ``values.yaml`` default is ``{"v1":"3","v2":"3"}``), and the chart fails unless it is a string.
+    - With tainted gpu or cpu pools (:func:`gpucell.platform_tolerations.worker_pool_tolerations`):
+      ``longhornManager.tolerations`` and ``longhornDriver.tolerations`` (the chart uses a component's list instead
+      of ``global.tolerations``, ``chart/templates/daemonset-sa.yaml`` and ``deployment-driver.yaml``) and
+      ``defaultSettings.taintToleration`` for the components Longhorn deploys itself (instance managers, CSI
+      plugin, engine images), in ``kubectl taint`` syntax. Longhorn applies a *changed* ``taint-toleration`` only
+      when every volume is detached ("the request will be rejected" otherwise, longhorn/longhorn
+      ``docs/taint-toleration.md``): taint pools before they hold volumes, or detach them first.
     """
     replicas = cell.storage.replicas
     per_engine = json.dumps({"v1": str(replicas), "v2": str(replicas)}, separators=(",", ":"))
-    return {
+    settings: dict[str, Any] = {"defaultReplicaCount": per_engine}
+    values: dict[str, Any] = {
         "persistence": {"defaultClass": True, "defaultClassReplicaCount": replicas},
-        "defaultSettings": {
-            "defaultReplicaCount": per_engine,
-        },
+        "defaultSettings": settings,
     }
+    tolerations = worker_pool_tolerations(cell)
+    if tolerations:
+        values["longhornManager"] = {"tolerations": tolerations}
+        values["longhornDriver"] = {"tolerations": [dict(t) for t in tolerations]}
+        settings["taintToleration"] = longhorn_taint_toleration(tolerations)
+    return values
 
 
 class Storage(CellComponent):

@@ -101,7 +101,7 @@ from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
-from gpucell.inventory import capacity, gpu_offers
+from gpucell.inventory import capacity, gpu_offers, nvswitch_quota
 from gpucell.spec.tenancy import EgressClass, TenantSpec, namespace_of
 from gpucell.workloads._common import (
     MANAGED_BY,
@@ -232,6 +232,8 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     ``requests.storage`` in GiB; counts of pods, PVCs, Services and LoadBalancer Services; and
     ``requests.<resource>`` for every GPU resource of :func:`gpu_resources`, the quota's units or ``"0"``: a
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
+    HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
+    whole boards as the quota's passthrough GPUs of that model cover (:func:`gpucell.inventory.nvswitch_quota`).
     Extended resources only take the ``requests.`` prefix in a quota (Kubernetes "Resource Quotas").
     """
     quota = spec.quota
@@ -248,6 +250,8 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     }
     for resource in gpu_resources(spec, cell):
         hard[f"requests.{resource}"] = str(quota.gpus.get(resource, 0))
+    for resource, units in nvswitch_quota(quota.gpus, cell.node_pools).items():
+        hard[f"requests.{resource}"] = str(units)
     return hard
 
 

@@ -41,6 +41,10 @@ _EXAMPLES: dict[str, str] = {
     "nodePools.*.gpuMode": "`vm-passthrough`",
     "nodePools.*.topology.numaNodes": "`2`",
     "nodePools.*.topology.reservedMemoryPerNumaMib": "`4096`",
+    "nodePools.*.topology.cpusPerNuma": "`112`",
+    "tenants.*.modelEndpoints.*.runtimeVersion": "`v0.11.0` (vLLM), `2.6.2-gpu` (TensorFlow Serving)",
+    "nodePools.*.topology.memoryPerNumaGib": "`1000`",
+    "nodePools.*.topology.hugepages1GiPerNuma": "`960`",
     "storage.backend": "`longhorn`",
     "storage.replicas": "`3`",
     "storage.values": "`{defaultSettings: {storageOverProvisioningPercentage: '150'}}`",
@@ -83,6 +87,10 @@ _UNITS: dict[str, str] = {
     "nodePools.*.gpusPerNode": "GPUs per host",
     "nodePools.*.topology.numaNodes": "count",
     "nodePools.*.topology.reservedMemoryPerNumaMib": "MiB",
+    "nodePools.*.topology.cpusPerNuma": "logical CPUs",
+    "nodePools.*.topology.memoryPerNumaGib": "GiB",
+    "nodePools.*.topology.hugepages1GiPerNuma": "pages",
+    "nodePools.*.topology.hugepages2MiPerNuma": "pages",
     "storage.replicas": "replicas per volume",
 }
 

@@ -19,7 +19,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell
 from gpucell.errors import ConfigError
-from gpucell.inventory import capacity, gpu_offers
+from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -252,18 +252,22 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
 
 
 def render_capacity(spec: CellSpec) -> list[str]:
-    """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource."""
-    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
+    """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource;
+    HGX NVSwitches last, reserved as the quotas' whole boards imply (:func:`gpucell.inventory.nvswitch_quota`)."""
+    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
     for tenant in spec.tenants.values():
         reserved.update(tenant.quota.gpus)
+        reserved.update(nvswitch_quota(tenant.quota.gpus, spec.node_pools))
         for _, placement, units in placements(spec, tenant):
             if placement.resource is not None:
                 used[placement.resource] += units
+            if placement.nvswitch_resource is not None:
+                used[placement.nvswitch_resource] += placement.nvswitch_count
     lines = [f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
              f"{'reserved':>8s} {'used':>6s}"]
-    for resource, total in sorted(capacity(offers).items()):
+    for resource, total in sorted(capacity(offers).items(), key=lambda item: (item[0].endswith("_NVSWITCH"), item[0])):
         mine = [o for o in offers if o.resource == resource]
         modes = ",".join(sorted({o.mode.value for o in mine}))
         models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))

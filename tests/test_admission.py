@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpucell.errors import ConfigError
-from gpucell.inventory import capacity, gpu_offers
+from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.placement import place_container, place_vm
 from gpucell.spec import CellSpec, GpuRequest, StackSpec
 from tests.conftest import REPO
@@ -37,7 +37,8 @@ def errors(config: dict[str, Any]) -> list[str]:
 
 
 def vm(**fields: Any) -> dict[str, Any]:
-    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "rootDisk": DISK, **fields}
+    """An 8-GPU H100 VM of 512 GiB: in 1 GiB hugepages, as the prod H100 hosts keep little ordinary memory."""
+    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "hugepages": "1Gi", "rootDisk": DISK, **fields}
 
 
 A = "regions.fra1.tenants.acme"
@@ -46,7 +47,7 @@ A = "regions.fra1.tenants.acme"
 def test_every_kind_fits_the_prod_region() -> None:
     config = region(acme={
         "virtualMachines": {"train": vm(dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True),
-                            "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32),
+                            "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32, hugepages=None),
                             "bastion": {"memoryGib": 4, "rootDisk": DISK}},
         "notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}},
         "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://org/model",
@@ -257,10 +258,11 @@ def test_s3_settings_need_s3_and_credentials() -> None:
 
 
 def test_vgpu_profile_typo_and_unoffered_profile() -> None:
-    desk = vm(gpuModel="L40S", vgpuProfile="L40S-13Q", gpus=1, memoryGib=32)
+    desk = vm(gpuModel="L40S", vgpuProfile="L40S-13Q", gpus=1, memoryGib=32, hugepages=None)
     assert errors(region(acme={"virtualMachines": {"d": desk}})) == [
         f"{A}.virtualMachines.d.vgpuProfile: 'L40S-13Q' is not a vGPU profile of L40S; accepted: L40S-1Q, L40S-2Q, "
-        "L40S-3Q, L40S-4Q, L40S-6Q, L40S-8Q, L40S-12Q, L40S-16Q, L40S-24Q, L40S-48Q"
+        "L40S-3Q, L40S-4C, L40S-4Q, L40S-6C, L40S-6Q, L40S-8C, L40S-8Q, L40S-12C, L40S-12Q, L40S-16C, L40S-16Q, "
+        "L40S-24C, L40S-24Q, L40S-48C, L40S-48Q"
     ]
     desk["vgpuProfile"] = "L40S-24Q"
     assert errors(region(acme={"virtualMachines": {"d": desk}})) == [
@@ -364,3 +366,226 @@ def test_the_nvidia_runtime_class_cannot_be_renamed() -> None:
         "regions.fra1.gpuOperator.values.toolkit.env[0].name: 'CONTAINERD_RUNTIME_CLASS' renames the NVIDIA runtime "
         "handler, which gpucell's GPU workloads use as RuntimeClass nvidia; remove it"
     ]
+
+
+# -- hosts: CPUs, memory and hugepages; HGX boards -------------------------------------------------------------
+NUMA_VM = {"dedicatedCpus": True, "numaPassthrough": True, "cpu": {"cores": 64, "sockets": 2}}
+BIG = {**QUOTA, "cpuMillicores": 400_000, "memoryGib": 4096}
+"""A quota large enough for one big VM, so the host rules speak first."""
+
+
+def big(**vm_fields: Any) -> dict[str, Any]:
+    return {"quota": copy.deepcopy(BIG), "virtualMachines": {"x": vm(**vm_fields)}}
+
+
+def test_prod_hosts_hold_an_eight_gpu_vm_of_1536_gib_in_hugepages() -> None:
+    assert errors(region(acme=big(memoryGib=1536, **NUMA_VM))) == []
+
+
+def test_hugepage_vm_larger_than_a_node_reserves() -> None:
+    assert errors(region(acme=big(memoryGib=2560, **NUMA_VM))) == [
+        f"{A}.virtualMachines.x.memoryGib: 2560 GiB of 1Gi hugepages do not fit one node of pool h100-vm, which "
+        "reserves 1920 GiB of them (960 per NUMA node x 2)"
+    ]
+
+
+def test_numa_passthrough_memory_follows_the_vcpus() -> None:
+    """96 vCPUs fit one 112-CPU NUMA node, so KubeVirt would bind all 1536 GiB there (kubevirt/kubevirt#14854)."""
+    config = region(acme=big(memoryGib=1536, **{**NUMA_VM, "cpu": {"cores": 48, "sockets": 2}}))
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.numaPassthrough: 1536 GiB of 1Gi hugepages: KubeVirt binds guest memory evenly to "
+        "the NUMA nodes holding the VM's vCPUs, and on pool h100-vm 96 vCPUs fit on 1 of its NUMA nodes (112 CPUs "
+        "each), leaving 1536 GiB per NUMA node where 960 GiB are reserved; lower memoryGib or give the VM more vCPUs"
+    ]
+    config["nodePools"]["h100-vm"]["topology"]["topologyManagerPolicy"] = "single-numa-node"
+    config["tenants"]["acme"]["virtualMachines"]["x"]["cpu"] = {"cores": 64, "sockets": 2}
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.numaPassthrough: 1536 GiB of 1Gi hugepages: KubeVirt binds guest memory evenly to "
+        "the NUMA nodes holding the VM's vCPUs, and on pool h100-vm its topologyManagerPolicy single-numa-node "
+        "keeps a VM on one NUMA node, leaving 1536 GiB per NUMA node where 960 GiB are reserved; lower memoryGib or "
+        "give the VM more vCPUs"
+    ]
+
+
+def test_hugepage_size_the_hosts_do_not_reserve() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(hugepages="2Mi")}})) == [
+        f"{A}.virtualMachines.x.hugepages: '2Mi': pool h100-vm reserves no 2Mi hugepages "
+        "(topology.hugepages2MiPerNuma is 0)"
+    ]
+
+
+def test_ordinary_memory_left_beside_the_hugepages() -> None:
+    assert errors(region(acme={"virtualMachines": {"x": vm(hugepages=None)}})) == [
+        f"{A}.virtualMachines.x.memoryGib: 512 GiB of ordinary memory do not fit one node of pool h100-vm, which "
+        "leaves 72 GiB beside its hugepages and reserved memory; back the VM with hugepages (hugepages: 1Gi)"
+    ]
+    assert errors(region(acme={"virtualMachines": {"x": vm(hugepages=None, memoryGib=64)}})) == []
+
+
+def test_dedicated_vcpus_beyond_the_hosts_cpus() -> None:
+    assert errors(region(acme=big(dedicatedCpus=True, cpu={"cores": 120, "sockets": 2}))) == [
+        f"{A}.virtualMachines.x.cpu: 240 dedicated vCPUs do not fit one node of pool h100-vm: 224 CPUs, 8 of them "
+        "reservedCpus"
+    ]
+
+
+def test_whole_hgx_board_without_a_catalogued_nvswitch() -> None:
+    config = region(acme={"virtualMachines": {"x": vm(gpuModel="B200", hugepages=None, memoryGib=64)}})
+    config["nodePools"]["b200-vm"] = {"role": "gpu", "gpuModel": "B200", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+                                      "hosts": [{"name": "fra1-b200-1", "address": "10.110.0.91"}]}
+    config["tenants"]["acme"]["quota"]["gpus"]["nvidia.com/GB100_B200"] = 8
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.gpus: 8 B200 GPUs are a whole HGX board, whose NVLink switches gpucell cannot pass "
+        "through (no PCI identity catalogued for them); give at most 7 GPUs (the guest runs with NVLink off) or use "
+        "a container-mode pool"
+    ]
+    config["tenants"]["acme"]["virtualMachines"]["x"]["gpus"] = 7
+    assert errors(config) == []
+
+
+def test_nvswitches_of_hgx_pools_are_offered_apart_from_gpus() -> None:
+    spec = CellSpec.model_validate(PROD_FRA1)
+    (offer,) = nvswitch_offers(spec.node_pools)
+    assert (offer.resource, offer.pool, offer.per_node, offer.total) == ("nvidia.com/GH100_H100_NVSWITCH", "h100-vm", 4,
+                                                                         16)
+    assert "nvidia.com/GH100_H100_NVSWITCH" not in capacity(gpu_offers(spec.node_pools, "mixed"))
+    pools = dict(spec.node_pools)
+    pools["h200-vm"] = pools["h100-vm"].model_copy(update={"gpu_model": "H200-SXM-141GB"})
+    # H100 and H200 boards share the gen-3 NVSwitch: the quota adds up per model, not per pool
+    assert nvswitch_quota({"nvidia.com/GH100_H100_SXM5_80GB": 17, "nvidia.com/GH100_H200_SXM_141GB": 8}, pools) == {
+        "nvidia.com/GH100_H100_NVSWITCH": 12
+    }
+
+
+def test_dev_shm_of_a_multi_gpu_endpoint_counts_against_the_memory_quota() -> None:
+    tp = {"modelFormat": "huggingface", "storageUri": "hf://org/model", "gpu": {"model": "H200-SXM-141GB", "count": 4},
+          "memoryGib": 1020}
+    assert errors(region(acme={"modelEndpoints": {"tp": tp}})) == []  # 1020 + 4 GiB of /dev/shm = 1024
+    assert errors(region(acme={"modelEndpoints": {"tp": {**tp, "memoryGib": 1021}}})) == [
+        f"{A}.modelEndpoints.tp: brings the tenant's declared memory to 1025 GiB, quota.memoryGib allows 1024"
+    ]
+
+
+# -- downloads under custom egress ---------------------------------------------------------------------------
+def prod_acme_with(fqdns: list[str], cidrs: list[str] | None = None) -> dict[str, Any]:
+    config = copy.deepcopy(PROD_FRA1)
+    acme = config["tenants"]["acme"]
+    acme["egressFqdns"] = fqdns
+    if cidrs is not None:
+        acme["egressCidrs"] = cidrs
+    return config
+
+
+PROD_FQDNS: list[str] = PROD_FRA1["tenants"]["acme"]["egressFqdns"]
+
+
+def test_custom_egress_without_the_image_registry() -> None:
+    """kubevirt/containerized-data-importer#3497: the importer would hang on quay.io."""
+    without = [f for f in PROD_FQDNS if f != "quay.io"]
+    assert errors(prod_acme_with(without)) == [
+        f"{A}.virtualMachines.train-01.rootDisk.source: CDI imports docker://quay.io/containerdisks/ubuntu:24.04 "
+        "from quay.io, which the tenant's custom egress does not allow; add it to tenants.acme.egressFqdns"
+    ]
+    without_cdn = [f for f in PROD_FQDNS if f != "*.quay.io"]
+    assert errors(prod_acme_with(without_cdn)) == [
+        f"{A}.virtualMachines.train-01.rootDisk.source: CDI imports docker://quay.io/containerdisks/ubuntu:24.04 "
+        "from cdn.quay.io, which the tenant's custom egress does not allow; add it (or a wildcard such as "
+        "'**.quay.io') to tenants.acme.egressFqdns"
+    ]
+    assert errors(prod_acme_with(PROD_FQDNS)) == []
+
+
+def test_custom_egress_without_the_hugging_face_download_hosts() -> None:
+    without = [f for f in PROD_FQDNS if f != "**.hf.co"]
+    assert errors(prod_acme_with(without)) == [
+        f"{A}.modelEndpoints.llama-8b.storageUri: KServe downloads hf://meta-llama/Llama-3.1-8B-Instruct from "
+        "cdn-lfs.hf.co, which the tenant's custom egress does not allow; add it (or a wildcard such as '**.hf.co') "
+        "to tenants.acme.egressFqdns"
+    ]
+
+
+def test_custom_egress_for_an_address_and_an_s3_endpoint() -> None:
+    config = prod_acme_with(PROD_FQDNS)
+    disk = config["tenants"]["acme"]["virtualMachines"]["train-01"]["dataDisks"][0]
+    disk["source"] = {"http": "http://10.201.0.7/scratch.qcow2"}
+    assert errors(config) == [
+        f"{A}.virtualMachines.train-01.dataDisks[0].source: CDI imports http://10.201.0.7/scratch.qcow2 from "
+        "10.201.0.7, which the tenant's custom egress does not allow; add a network holding it to "
+        "tenants.acme.egressCidrs"
+    ]
+    disk["source"] = {"http": "http://10.200.3.7/scratch.qcow2"}  # in egressCidrs 10.200.0.0/16
+    endpoint = config["tenants"]["acme"]["modelEndpoints"]["llama-8b"]
+    endpoint.update(storageUri="s3://models/llama", s3Endpoint="minio.storage.acme.example")
+    assert errors(config) == [
+        f"{A}.modelEndpoints.llama-8b.storageUri: KServe downloads s3://models/llama from minio.storage.acme.example, "
+        "which the tenant's custom egress does not allow; add it (or a wildcard such as '**.acme.example') to "
+        "tenants.acme.egressFqdns"
+    ]
+
+
+# -- KServe runtimes -----------------------------------------------------------------------------------------
+def endpoint(**fields: Any) -> dict[str, Any]:
+    return {"storageUri": "pvc://models/m", **fields}
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        ({"runtime": "kserve-vllm", "modelFormat": "vLLM"},
+         f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs; "
+         "installed: kserve-autogluonserver, kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, "
+         "kserve-lgbserver, kserve-mlserver, kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, "
+         "kserve-sklearnserver, kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, "
+         "kserve-vllmserver, kserve-xgbserver"),
+        ({"runtime": "kserve-huggingfaceserver-multinode"},
+         f"{A}.modelEndpoints.e.runtime: 'kserve-huggingfaceserver-multinode' serves one model across nodes "
+         "(predictor.workerSpec), which gpucell does not render; use kserve-huggingfaceserver with tensor "
+         "parallelism within one node"),
+        ({"runtime": "kserve-sklearnserver", "modelFormat": "xgboost"},
+         f"{A}.modelEndpoints.e.modelFormat: 'xgboost' is not a model format of kserve-sklearnserver; it serves "
+         "sklearn"),
+        ({"modelFormat": "onnx"},
+         f"{A}.modelEndpoints.e.modelFormat: 'onnx': no ClusterServingRuntime of KServe v0.20.0 is auto-selected "
+         "for it under protocol v1 (formats: autogluon, huggingface, lightgbm, paddle, pmml, pytorch, sklearn, "
+         "tensorflow, vLLM, xgboost); name a runtime that serves it"),
+        ({"runtime": "kserve-vllmserver"},
+         f"{A}.modelEndpoints.e.runtimeVersion: is required with kserve-vllmserver, whose image is "
+         "vllm/vllm-openai:latest: pin a release tag of vllm/vllm-openai"),
+        ({"modelFormat": "sklearn", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+         f"{A}.modelEndpoints.e.gpu: kserve-sklearnserver runs kserve/sklearnserver:v0.20.0, a CPU build; a GPU "
+         "endpoint needs a GPU build of that image in runtimeVersion, or no gpu"),
+        ({"modelFormat": "tensorflow", "runtimeVersion": "2.6.2", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+         f"{A}.modelEndpoints.e.runtimeVersion: '2.6.2' is a CPU build of tensorflow/serving; a GPU endpoint needs "
+         "its -gpu build, e.g. 2.6.2-gpu (or leave runtimeVersion out)"),
+    ],
+    ids=["unknown-runtime", "multinode", "format-of-runtime", "format-nobody-serves", "floating-tag", "cpu-image",
+         "tensorflow-cpu-tag"],
+)
+def test_runtimes_and_formats_are_the_pinned_kserves(fields: dict[str, Any], line: str) -> None:
+    assert errors(region(acme={"modelEndpoints": {"e": endpoint(**fields)}})) == [line]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"modelFormat": "tensorflow", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-tritonserver", "modelFormat": "onnx", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-torchserve", "runtimeVersion": "0.9.0-gpu", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+     {"runtime": "kserve-mlserver", "modelFormat": "mlflow"},
+     {"runtime": "kserve-tritonserver", "modelFormat": "tensorflow"}],
+    ids=["tensorflow-gpu", "onnx-triton", "vllm-pinned", "torchserve-gpu-build", "mlflow-mlserver", "triton-tf"],
+)
+def test_runtimes_that_serve_as_declared(fields: dict[str, Any]) -> None:
+    assert errors(region(acme={"modelEndpoints": {"e": endpoint(**fields)}})) == []
+
+
+def test_endpoints_on_a_kserve_without_a_runtime_table() -> None:
+    config = region(acme={"modelEndpoints": {"e": endpoint(modelFormat="sklearn")}})
+    config["versions"] = {"kserve": "v0.21.0"}
+    assert errors(config) == [
+        "regions.fra1.versions.kserve: 'v0.21.0': gpucell checks model endpoints against the ClusterServingRuntimes "
+        "KServe installs, which it knows for v0.20 only; pin such a release, or add this one's runtimes to "
+        "gpucell.kserve_runtimes"
+    ]
+    del config["tenants"]
+    assert errors(config) == []

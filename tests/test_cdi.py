@@ -164,3 +164,17 @@ def test_swagger_check_rejects_unknown_fields() -> None:
     assert violations(cr) == [
         Violation("spec.config", "Additional properties are not allowed ('uploadProxyUrlOverride' was unexpected)")
     ]
+
+
+def test_tainted_vm_pools_keep_cdi_importers_schedulable() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["cpu"]["taints"] = ["gpucell.io/vm=true:NoSchedule"]
+    config["nodePools"]["l40s"]["taints"] = ["container-only:NoSchedule"]  # container mode: no VM disks there
+    cr = the(install(cell(config)), CR)
+    assert cr.inputs["spec"]["workload"] == {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "gpucell.io/vm", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+    }
+    assert violations(cr.inputs) == []
+    untainted = the(install(cell(minimal_cell_config())), CR)
+    assert untainted.inputs["spec"]["workload"] == {"nodeSelector": {"kubernetes.io/os": "linux"}}

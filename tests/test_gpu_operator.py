@@ -11,7 +11,9 @@ import yaml
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import (
     CHART,
+    DAEMONSET_TOLERATIONS,
     NAMESPACE,
+    NFD_WORKER_TOLERATIONS,
     GpuOperator,
     GpuOperatorArgs,
     gpu_operator_values,
@@ -28,7 +30,8 @@ VGPU_IMAGE = {"repository": "registry.example.com/nvidia", "version": "580.95.02
 
 
 def _vm_and_mig_config() -> dict[str, Any]:
-    """The minimal region plus a vm-passthrough, a vm-vgpu and a MIG container pool."""
+    """The minimal region plus a vm-passthrough (HGX H100), an SR-IOV vm-vgpu (L40S on the branch-580 driver), an
+    mdev vm-vgpu (T4) and a MIG container pool."""
     config = minimal_cell_config()
     pools = config["nodePools"]
     pools["h100-vm"] = {
@@ -38,6 +41,10 @@ def _vm_and_mig_config() -> dict[str, Any]:
     pools["l40s-vgpu"] = {
         "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-24Q",
         "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}],
+    }
+    pools["t4-vgpu"] = {
+        "role": "gpu", "gpuModel": "T4", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "T4-8Q",
+        "hosts": [{"name": "lab-gpu-5", "address": "10.20.0.25"}],
     }
     pools["h100-mig"] = {
         "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "container",
@@ -117,6 +124,7 @@ def test_vm_and_mig_pools_turn_their_operands_on() -> None:
 def test_passthrough_without_vgpu_keeps_the_vgpu_operands_off() -> None:
     config = _vm_and_mig_config()
     del config["nodePools"]["l40s-vgpu"]
+    del config["nodePools"]["t4-vgpu"]
     del config["gpuOperator"]
     values = _values(cell(config))
     assert at(values, "sandboxWorkloads.enabled") is True
@@ -126,14 +134,90 @@ def test_passthrough_without_vgpu_keeps_the_vgpu_operands_off() -> None:
     assert at(values, "vgpuDeviceManager.enabled") is False
 
 
-def test_vgpu_without_passthrough_needs_the_sandbox_plugin_but_not_vfio() -> None:
+def test_mdev_vgpu_without_passthrough_needs_the_sandbox_plugin_but_not_vfio() -> None:
     # The kubevirt-gpu-device-plugin advertises vGPU mediated devices too (operator gpuStateLabels, vm-vgpu).
     config = _vm_and_mig_config()
     del config["nodePools"]["h100-vm"]
+    del config["nodePools"]["l40s-vgpu"]
     values = _values(cell(config))
     assert at(values, "sandboxDevicePlugin.enabled") is True
     assert at(values, "vfioManager.enabled") is False
     assert at(values, "vgpuManager.enabled") is True
+    assert at(values, "vgpuDeviceManager.enabled") is True
+
+
+def test_sriov_vgpu_alone_needs_the_vgpu_manager_and_no_mdev_operand() -> None:
+    # vgpu-device-manager v0.5.0 and kubevirt-gpu-device-plugin v1.6.0 handle mdevs only; KubeVirt advertises VFs.
+    config = _vm_and_mig_config()
+    del config["nodePools"]["h100-vm"]
+    del config["nodePools"]["t4-vgpu"]
+    values = _values(cell(config))
+    assert at(values, "sandboxWorkloads.enabled") is True
+    assert at(values, "vgpuManager.enabled") is True
+    assert at(values, "vgpuDeviceManager.enabled") is False
+    assert at(values, "sandboxDevicePlugin.enabled") is False
+    assert at(values, "vfioManager.enabled") is False
+
+
+def test_hgx_passthrough_binds_the_nvswitches() -> None:
+    values = _values(cell(_vm_and_mig_config()))
+    assert values["vfioManager"] == {"enabled": True, "env": [{"name": "BIND_NVSWITCHES", "value": "true"}]}
+    config = minimal_cell_config()
+    config["nodePools"]["b200-vm"] = {
+        "role": "gpu", "gpuModel": "B200", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+        "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}],
+    }
+    assert _values(cell(config))["vfioManager"] == {"enabled": True}  # no NVSwitch catalogued for HGX B200
+
+
+def test_vfio_manager_env_merges_by_name() -> None:
+    config = _vm_and_mig_config()
+    config["gpuOperator"]["values"] = {"vfioManager": {"env": [{"name": "DRIVER_UNLOAD_TIMEOUT", "value": 600}]}}
+    assert _values(cell(config))["vfioManager"]["env"] == [
+        {"name": "BIND_NVSWITCHES", "value": "true"}, {"name": "DRIVER_UNLOAD_TIMEOUT", "value": "600"},
+    ]
+
+
+def test_tainted_gpu_pools_keep_every_operand_and_nfd() -> None:
+    config = _vm_and_mig_config()
+    config["nodePools"]["h100-mig"]["taints"] = [
+        "nvidia.com/gpu=present:NoSchedule", "gpucell.io/tenant=acme:NoExecute"
+    ]
+    config["nodePools"]["l40s"]["taints"] = ["nvidia.com/gpu:NoSchedule"]  # the chart's own default: not repeated
+    config["nodePools"]["cpu"]["taints"] = ["cpu-only:NoSchedule"]  # no GPU operand runs there
+    values = _values(cell(config))
+    extra = [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "gpucell.io/tenant", "operator": "Equal", "value": "acme", "effect": "NoExecute"},
+    ]
+    assert at(values, "daemonsets.tolerations") == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *extra,
+    ]
+    assert at(values, "node-feature-discovery.worker.tolerations") == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *extra,
+    ]
+
+
+def test_tolerations_keep_the_chart_defaults_first() -> None:
+    chart = yaml.safe_load((UPSTREAM / "gpu-operator" / "values.yaml").read_text())
+    assert list(DAEMONSET_TOLERATIONS) == chart["daemonsets"]["tolerations"]
+    assert list(NFD_WORKER_TOLERATIONS) == chart["node-feature-discovery"]["worker"]["tolerations"]
+    values = _values(cell(minimal_cell_config()))
+    assert at(values, "daemonsets.tolerations") == chart["daemonsets"]["tolerations"]
+
+
+def test_crds_follow_chart_upgrades() -> None:
+    """The chart's pre-upgrade hook applies the new CRDs (operator.upgradeCRD), which needs Helm's
+    --disable-openapi-validation (NVIDIA's upgrade guide; NVIDIA/gpu-operator#602)."""
+    config = minimal_cell_config()
+    config["versions"] = {"gpuOperator": "v26.3.3"}
+    _, release = _plan(cell(config))
+    assert at(release.inputs["values"], "operator.upgradeCRD") is True
+    assert release.inputs["disableOpenapiValidation"] is True
+    assert release.inputs["version"] == "v26.3.3"
+    chart = yaml.safe_load((UPSTREAM / "gpu-operator" / "values.yaml").read_text())
+    assert chart["operator"]["upgradeCRD"] is True  # the chart's default: kept explicit so it cannot drift off
 
 
 @pytest.mark.parametrize(
@@ -214,7 +298,7 @@ def test_every_key_path_we_set_exists_in_the_pinned_chart(config_factory: Any) -
     assert values_problems(STORE, "gpu-operator", spec.versions.gpu_operator, removed) == [
         ("operator.defaultRuntime", "is not a value of chart gpu-operator v26.7.0 (renamed or removed upstream?)")
     ]
-    assert "operator" not in values
+    assert values["operator"] == {"upgradeCRD": True}
 
 
 def test_user_values_override_deep_merges_over_ours() -> None:
@@ -248,3 +332,20 @@ def test_values_may_not_override_what_typed_keys_set() -> None:
         "regions.fra1.gpuOperator.values.mig.strategy: is set by gpucell from gpuOperator.migStrategy; set "
         "gpuOperator.migStrategy instead"
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        ({"operator": {"upgradeCRD": False}}, "regions.fra1.gpuOperator.values.operator.upgradeCRD: is fixed by "
+         "gpucell: the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602); remove it"),
+        ({"daemonsets": {"tolerations": []}}, "regions.fra1.gpuOperator.values.daemonsets.tolerations: is set by "
+         "gpucell from nodePools.<pool>.taints; set nodePools.<pool>.taints instead"),
+    ],
+)
+def test_values_may_not_turn_off_crd_upgrades_or_tolerations(values: dict[str, Any], line: str) -> None:
+    config = minimal_cell_config()
+    config["gpuOperator"] = {"values": values}
+    with pytest.raises(ConfigError) as info:
+        StackSpec.model_validate({"regions": {"fra1": config}})
+    assert info.value.lines == [line]

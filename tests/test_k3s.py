@@ -66,7 +66,8 @@ def ha_config() -> dict[str, Any]:
             "gpuModel": "L40S",
             "gpusPerNode": 4,
             "gpuMode": "vm-passthrough",
-            "topology": {"reservedCpus": "0-3,64-67", "numaNodes": 2, "reservedMemoryPerNumaMib": 2048},
+            "topology": {"reservedCpus": "0-3,64-67", "numaNodes": 2, "reservedMemoryPerNumaMib": 2048,
+                         "cpusPerNuma": 64, "memoryPerNumaGib": 256, "hugepages1GiPerNuma": 192},
             "labels": {"tier": "vm", "example.com/rack": "r7"},
             "taints": ["gpucell.io/vm=true:NoSchedule"],
             "ssh": {"user": "root", "port": 22},
@@ -273,17 +274,32 @@ def test_single_server_on_another_port_listens_there() -> None:
     assert "server: https://10.20.0.11:7443\n" in result.outputs["kubeconfig_value"]
 
 
-def test_vgpu_nodes_are_labelled_with_their_vgpu_type() -> None:
+def test_vgpu_nodes_are_labelled_for_their_vgpu_framework() -> None:
+    """mdev boards (T4): the vGPU device manager's nvidia.com/vgpu.config. SR-IOV boards (L40S on branch 580): the
+    operator's mdev-only operands off by its own state labels, and no vgpu.config nothing would read."""
     config = minimal_cell_config()
     config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02"}}
     config["nodePools"]["l40s-vgpu"] = {
         "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 8, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-12Q",
         "hosts": [{"name": "lab-vgpu-1", "address": "10.20.0.41"}],
     }
+    config["nodePools"]["t4-vgpu"] = {
+        "role": "gpu", "gpuModel": "T4", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "T4-8Q",
+        "hosts": [{"name": "lab-vgpu-2", "address": "10.20.0.42"}],
+    }
     _, cluster = build(config)
-    labels = node_config(cluster, "lab-vgpu-1")["node-label"]
-    assert "nvidia.com/vgpu.config=L40S-12Q" in labels
-    assert "nvidia.com/gpu.workload.config=vm-vgpu" in labels
+    assert node_config(cluster, "lab-vgpu-1")["node-label"] == [
+        "gpucell.io/pool=l40s-vgpu",
+        "gpucell.io/role=gpu",
+        "nvidia.com/gpu.workload.config=vm-vgpu",
+        "nvidia.com/gpu.deploy.vgpu-device-manager=false",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin=false",
+        "nvidia.com/gpu.deploy.sandbox-validator=false",
+    ]
+    assert node_config(cluster, "lab-vgpu-2")["node-label"] == [
+        "gpucell.io/pool=t4-vgpu", "gpucell.io/role=gpu", "nvidia.com/gpu.workload.config=vm-vgpu",
+        "nvidia.com/vgpu.config=T4-8Q",
+    ]
 
 
 # -- ordering --------------------------------------------------------------------------------------
@@ -628,8 +644,28 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
         f"esac\nexit 0\n",
     )
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    sysfs = tmp_path / "sys"
+    stub_numa(sysfs, nodes=2, cpus=64, mem_gib=256, pages_1g=192)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUCELL_SYSFS_ROOT": str(sysfs)}
     return root, env, script
+
+
+def stub_numa(sysfs: Path, *, nodes: int, cpus: int, mem_gib: int, pages_1g: int = 0, pages_2m: int = 0) -> None:
+    """``/sys/devices/system/node/node<N>/{cpulist, meminfo, hugepages/...}`` as a kernel with those NUMA nodes writes
+    them: ``cpus`` per node as two thread ranges (``0-31,64-95``), MemTotal a little over ``mem_gib``."""
+    for node in range(nodes):
+        base = sysfs / "devices" / "system" / "node" / f"node{node}"
+        base.mkdir(parents=True, exist_ok=True)
+        half, first = cpus // 2, node * (cpus // 2)
+        sibling = first + nodes * half  # the second hardware thread of the node's cores
+        (base / "cpulist").write_text(f"{first}-{first + half - 1},{sibling}-{sibling + half - 1}\n")
+        (base / "hugepages" / "hugepages-1048576kB").mkdir(parents=True, exist_ok=True)
+        (base / "hugepages" / "hugepages-2048kB").mkdir(parents=True, exist_ok=True)
+        (base / "meminfo").write_text(
+            f"Node {node} MemTotal:       {mem_gib * 1048576 + 5120} kB\nNode {node} MemFree:        1024 kB\n"
+        )
+        (base / "hugepages" / "hugepages-1048576kB" / "nr_hugepages").write_text(f"{pages_1g}\n")
+        (base / "hugepages" / "hugepages-2048kB" / "nr_hugepages").write_text(f"{pages_2m}\n")
 
 
 def _run(script: str, env: dict[str, str], stdin: str = TOKEN) -> subprocess.CompletedProcess[str]:

@@ -27,14 +27,16 @@ def gpu_pool(model: str, mode: str, hosts: list[tuple[str, str]], **fields: Any)
 
 
 def vm_cell_config() -> dict[str, Any]:
-    """Two H100 passthrough pools (one with a topology profile), an A100 passthrough and an L40S vGPU pool."""
+    """Two H100 passthrough pools (one with a topology profile), an A100 passthrough, an L40S vGPU pool (SR-IOV
+    with the branch-580 driver) and a T4 vGPU pool (mdev: Turing has no SR-IOV)."""
     config = minimal_cell_config()
     pools = config["nodePools"]
     pools["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")],
-                                topology={"reservedCpus": "0-3"})
+                                topology={"reservedCpus": "0-3", "cpusPerNuma": 64, "memoryPerNumaGib": 1024})
     pools["h100-vm-b"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-2", "10.20.0.42")])
     pools["a100-vm"] = gpu_pool("A100-SXM4-80GB", "vm-passthrough", [("a100-1", "10.20.0.51")])
     pools["l40s-vgpu"] = gpu_pool("L40S", "vm-vgpu", [("l40s-v-1", "10.20.0.61")], vgpuProfile="L40S-24Q")
+    pools["t4-vgpu"] = gpu_pool("T4", "vm-vgpu", [("t4-v-1", "10.20.0.71")], gpusPerNode=4, vgpuProfile="T4-8Q")
     image = {"repository": "registry.example.com/nvidia", "version": "580.95.02"}
     config["gpuOperator"] = {"vgpuDriverImage": image}
     return config
@@ -101,26 +103,64 @@ def test_container_only_cell_configures_nothing() -> None:
     assert cr.inputs["spec"] == {}
 
 
-def test_passthrough_pools_permit_each_model_once_from_the_sandbox_device_plugin() -> None:
+def test_passthrough_pools_permit_each_model_and_its_nvswitch_once_from_the_sandbox_device_plugin() -> None:
     _, cr = install(cell(vm_cell_config()))
     devices = cr.inputs["spec"]["configuration"]["permittedHostDevices"]
     assert devices["pciHostDevices"] == [
         {"pciVendorSelector": "10DE:2330", "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
          "externalResourceProvider": True},
+        {"pciVendorSelector": "10DE:22A3", "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
+         "externalResourceProvider": True},
         {"pciVendorSelector": "10DE:20B2", "resourceName": "nvidia.com/GA100_A100_SXM4_80GB",
          "externalResourceProvider": True},
+        {"pciVendorSelector": "10DE:1AF1", "resourceName": "nvidia.com/GA100_A100_NVSWITCH",
+         "externalResourceProvider": True},
+        # SR-IOV vGPU VFs: advertised by virt-handler itself (kubevirt/kubevirt#16890), so no external provider.
+        {"pciVendorSelector": "10DE:26B9", "resourceName": "nvidia.com/NVIDIA_L40S-24Q"},
     ]
 
 
-def test_vgpu_pool_permits_its_mdev_type_and_stops_kubevirt_managing_mdevs() -> None:
+def test_b200_passthrough_permits_no_nvswitch() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["b200-vm"] = gpu_pool("B200", "vm-passthrough", [("b200-1", "10.20.0.41")])
+    _, cr = install(cell(config))
+    assert cr.inputs["spec"]["configuration"]["permittedHostDevices"]["pciHostDevices"] == [
+        {"pciVendorSelector": "10DE:2901", "resourceName": "nvidia.com/GB100_B200", "externalResourceProvider": True},
+    ]
+
+
+def test_mdev_vgpu_pool_permits_its_mdev_type_and_stops_kubevirt_managing_mdevs() -> None:
     _, cr = install(cell(vm_cell_config()))
     configuration = cr.inputs["spec"]["configuration"]
     assert configuration["permittedHostDevices"]["mediatedDevices"] == [
-        {"mdevNameSelector": "NVIDIA L40S-24Q", "resourceName": "nvidia.com/NVIDIA_L40S-24Q",
+        {"mdevNameSelector": "NVIDIA T4-8Q", "resourceName": "nvidia.com/NVIDIA_T4-8Q",
          "externalResourceProvider": True},
     ]
     assert configuration["mediatedDevicesConfiguration"] == {"enabled": False}
     assert "DisableMDEVConfiguration" not in configuration["developerConfiguration"]["featureGates"]
+
+
+def test_sriov_vgpu_only_renders_no_mdev_at_all() -> None:
+    config = vm_cell_config()
+    del config["nodePools"]["t4-vgpu"]
+    _, cr = install(cell(config))
+    configuration = cr.inputs["spec"]["configuration"]
+    assert "mediatedDevices" not in configuration["permittedHostDevices"]
+    assert "mediatedDevicesConfiguration" not in configuration
+
+
+def test_tainted_vm_pools_keep_virt_handler() -> None:
+    config = vm_cell_config()
+    config["nodePools"]["h100-vm"]["taints"] = ["gpucell.io/gpu=h100:NoSchedule"]
+    config["nodePools"]["cpu"]["taints"] = ["dedicated:NoExecute"]
+    config["nodePools"]["l40s"]["taints"] = ["container-only:NoSchedule"]  # container mode: no VMs there
+    _, cr = install(cell(config))
+    assert cr.inputs["spec"]["workloads"] == {"nodePlacement": {"tolerations": [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
+        {"key": "gpucell.io/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
+    ]}}
+    assert violations(cr.inputs) == []
+
 
 
 def test_gates_are_host_devices_and_cpu_manager_never_deprecated_ones() -> None:
@@ -133,6 +173,7 @@ def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None
     config = minimal_cell_config()
     config["nodePools"]["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")])
     _, cr = install(cell(config))
+    assert set(cr.inputs["spec"]) == {"configuration"}
     configuration = cr.inputs["spec"]["configuration"]
     assert set(configuration) == {"developerConfiguration", "permittedHostDevices"}
     assert set(configuration["permittedHostDevices"]) == {"pciHostDevices"}

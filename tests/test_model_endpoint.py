@@ -13,7 +13,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
-from gpucell.spec.workloads import ModelEndpointSpec
+from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
@@ -90,6 +90,13 @@ RESTRICTED_CONTAINER = {
 }
 
 
+def pinned_back(kserve: str) -> CellSpec:
+    """:func:`region` with KServe ``kserve`` pinned *after* validation: admission refuses endpoints on a KServe
+    without a runtime table (:mod:`gpucell.kserve_runtimes`), and these tests look only at its chart layout."""
+    spec = region()
+    return spec.model_copy(update={"versions": spec.versions.model_copy(update={"kserve": kserve})})
+
+
 def region(kserve: str | None = None) -> CellSpec:
     """The minimal region (2x L40S, container mode) plus a tainted H200 pool in MIG ``all-balanced``, and
     tenant ``acme`` with the :data:`ENDPOINTS` (so admission checks them too); ``kserve`` pins another
@@ -116,7 +123,7 @@ def endpoint(name: str) -> ModelEndpointSpec:
 def rendered(name: str, *, credentials: bool | None = None, kserve: str | None = None) -> dict[str, Any]:
     """The InferenceService of endpoint ``name`` (in a region with KServe ``kserve``), placed as the component
     places it; with credentials when it declares a ``credentialsConfigKey`` unless ``credentials`` says."""
-    spec, cell_spec = endpoint(name), region(kserve)
+    spec, cell_spec = endpoint(name), (region() if kserve is None else pinned_back(kserve))
     with_credentials = spec.credentials_config_key is not None if credentials is None else credentials
     placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
     return inference_service_manifest("acme", name, spec, cell_spec, placement, credentials=with_credentials)
@@ -127,6 +134,60 @@ def predictor(name: str, **kwargs: Any) -> dict[str, Any]:
 
 
 # -- the rendered InferenceService, by value -----------------------------------------------------------------
+def test_tensor_parallel_endpoint_gets_a_memory_backed_dev_shm_counted_in_its_memory() -> None:
+    """kserve/kserve#3791: NCCL across the pod's GPUs fails in the runtime's 64 MiB /dev/shm."""
+    spec = ModelEndpointSpec.model_validate({
+        "modelFormat": "huggingface", "storageUri": "hf://meta-llama/Llama-3.1-70B-Instruct",
+        "args": ["--tensor-parallel-size=2"], "gpu": {"count": 2}, "memoryGib": 64,
+    })
+    cell_spec = region()
+    placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
+    tp = inference_service_manifest("acme", "tp", spec, cell_spec, placement)["spec"]["predictor"]
+    assert tp["volumes"] == [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}]
+    assert tp["model"]["volumeMounts"] == [{"name": "devshm", "mountPath": "/dev/shm"}]
+    amounts = {"cpu": "4000m", "memory": "66Gi", "nvidia.com/gpu": 2}
+    assert tp["model"]["resources"] == {"requests": amounts, "limits": amounts}
+    assert "volumes" not in predictor("embedder")  # one GPU: the runtime's own /dev/shm does
+    assert "volumeMounts" not in predictor("embedder")["model"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "model"),
+    [
+        ({"modelFormat": "tensorflow"},  # TensorFlow Serving's GPU build, pinned to the auto-selected runtime
+         {"modelFormat": {"name": "tensorflow"}, "runtime": "kserve-tensorflow-serving",
+          "runtimeVersion": "2.6.2-gpu"}),
+        ({"modelFormat": "tensorflow", "runtime": "kserve-tensorflow-serving", "runtimeVersion": "2.19.0-gpu"},
+         {"modelFormat": {"name": "tensorflow"}, "runtime": "kserve-tensorflow-serving",
+          "runtimeVersion": "2.19.0-gpu"}),
+        ({"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"},
+         {"modelFormat": {"name": "vLLM"}, "runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"}),
+        ({"modelFormat": "huggingface"}, {"modelFormat": {"name": "huggingface"}}),  # a CUDA image as it is
+    ],
+    ids=["tensorflow-auto", "tensorflow-declared", "vllm-pinned", "huggingface"],
+)
+def test_gpu_endpoints_get_a_gpu_image(declared: dict[str, Any], model: dict[str, Any]) -> None:
+    spec = ModelEndpointSpec.model_validate({"storageUri": "pvc://models/m", "gpu": {"count": 1}, **declared})
+    cell_spec = region()
+    placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
+    rendered_model = inference_service_manifest("acme", "m", spec, cell_spec, placement)["spec"]["predictor"]["model"]
+    assert {k: rendered_model[k] for k in ("modelFormat", "runtime", "runtimeVersion") if k in rendered_model} == model
+
+
+def test_cpu_tensorflow_endpoint_keeps_the_runtimes_own_tag() -> None:
+    spec = ModelEndpointSpec.model_validate({"storageUri": "pvc://models/m", "modelFormat": "tensorflow"})
+    model = inference_service_manifest("acme", "m", spec, region(), container_placement(None, region(), "x"))
+    assert set(model["spec"]["predictor"]["model"]) >= {"modelFormat", "storageUri"}
+    assert "runtimeVersion" not in model["spec"]["predictor"]["model"]
+    assert "runtime" not in model["spec"]["predictor"]["model"]
+
+
+@pytest.mark.parametrize(("count", "shm"), [(1, 0), (2, 2), (4, 4), (8, 8), (16, 8)])
+def test_dev_shm_grows_with_the_gpus_within_bounds(count: int, shm: int) -> None:
+    assert multi_gpu_shm_gib(GpuRequest(count=count)) == shm
+    assert multi_gpu_shm_gib(None) == 0
+
+
 def test_mig_endpoint_asks_for_the_mig_resource_per_replica_on_the_mig_pool() -> None:
     spec = predictor("llama")
     amounts = {"cpu": "8000m", "memory": "64Gi", "nvidia.com/mig-3g.71gb": 1}
@@ -192,7 +253,7 @@ def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> Non
 
 def test_a_custom_runtime_needs_a_model_format() -> None:
     with pytest.raises(ConfigError, match=r"^modelFormat: is required with runtime 'acme-vllm', which is not a "
-                       r"built-in KServe runtime; built-in: kserve-huggingfaceserver, "):
+                       r"built-in KServe runtime; built-in: kserve-autogluonserver, kserve-huggingfaceserver, "):
         ModelEndpointSpec.model_validate({"runtime": "acme-vllm", "storageUri": "pvc://models/llama"})
     both = ModelEndpointSpec.model_validate(
         {"runtime": "acme-vllm", "modelFormat": "vllm", "storageUri": "pvc://models/llama"}
@@ -365,7 +426,7 @@ def test_every_child_waits_for_the_tenant_and_the_isvc_for_kserve_gpus_and_its_c
 
 
 def test_before_kserve_0_17_the_isvc_waits_for_the_controller_release_that_carries_the_runtimes() -> None:
-    old = deploy(region("v0.15.2"))
+    old = deploy(pinned_back("v0.15.2"))
     (isvc,) = [r for r in old.children(old.named("lab-acme-fraud")) if r.type == ISVC]
     assert old.named("lab-kserve-resources").urn in isvc.dependencies
     assert isvc.inputs["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "RawDeployment"

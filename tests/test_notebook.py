@@ -105,7 +105,8 @@ def container(name: str) -> dict[str, Any]:
 # -- the rendered StatefulSet, by value ----------------------------------------------------------------------
 def test_gpu_notebook_gets_whole_gpus_the_nvidia_runtime_and_its_pool() -> None:
     spec = pod("nb-gpu")
-    amounts = {"cpu": "4000m", "memory": "32Gi", "nvidia.com/gpu": 2}
+    # 32 GiB declared + 2 GiB of /dev/shm for NCCL across its two GPUs (counted against the memory limit)
+    amounts = {"cpu": "4000m", "memory": "34Gi", "nvidia.com/gpu": 2}
     assert container("nb-gpu")["resources"] == {"requests": amounts, "limits": amounts}
     assert spec["runtimeClassName"] == "nvidia"
     assert spec["affinity"] == {
@@ -124,9 +125,11 @@ def test_mig_notebook_asks_for_the_mig_resource_on_the_mig_pool_and_tolerates_it
     spec = pod("nb-mig")
     assert container("nb-mig")["resources"]["limits"] == {
         "cpu": "2000m",
-        "memory": "8Gi",
+        "memory": "10Gi",  # 8 + 2 GiB of /dev/shm: two MIG instances are two CUDA devices for NCCL too
         "nvidia.com/mig-1g.18gb": 2,
     }
+    shm = next(v for v in spec["volumes"] if v["name"] == "shm")
+    assert shm == {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "6Gi"}}
     assert container("nb-mig")["resources"]["requests"] == container("nb-mig")["resources"]["limits"]
     assert spec["runtimeClassName"] == "nvidia"
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -186,7 +189,7 @@ def test_writable_paths_are_home_tmp_and_shm_and_the_token_is_a_read_only_file()
     ]
     assert pod("nb-gpu")["volumes"] == [
         {"name": "tmp", "emptyDir": {"sizeLimit": "10Gi"}},
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "18Gi"}},
         {
             "name": "token",
             "secret": {

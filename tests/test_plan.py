@@ -283,7 +283,12 @@ def test_plan_prints_the_gpu_capacity_view(capsys: pytest.CaptureFixture[str]) -
     # capacity, reserved by the tenants' quotas, used by their declared workloads
     assert rows["nvidia.com/GH100_H100_SXM5_80GB"] == ["32", "24", "12"]
     assert rows["nvidia.com/mig-3g.71gb"] == ["16", "4", "4"]
+    # 2 hosts x 8 L40S x 4 L40S-12Q (the operator's vGPU config), as SR-IOV VFs KubeVirt advertises
     assert rows["nvidia.com/NVIDIA_L40S-12Q"] == ["64", "24", "1"]
+    # 8 + 4 H200s: nb-bob's one and llama-70b's four
+    assert rows["nvidia.com/gpu"] == ["16", "12", "5"]
+    # 4 hosts x 4 NVSwitches; acme's 16 and globex's 8 H100s reserve 3 whole boards; train-01 holds one
+    assert rows["nvidia.com/GH100_H100_NVSWITCH"] == ["16", "12", "4"]
 
 
 def test_missing_endpoint_credentials_are_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from gpucell.errors import ConfigError
+from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec import CellSpec, GpuMode, MigStrategy, StackSpec
 from tests.conftest import cell, minimal_cell_config
 
@@ -172,7 +173,8 @@ def test_vgpu_profile_must_fit_model(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="A100-4C")
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.l40s-vgpu.vgpuProfile: 'A100-4C' is not a vGPU profile of L40S; accepted: "
-        "L40S-1Q, L40S-2Q, L40S-3Q, L40S-4Q, L40S-6Q, L40S-8Q, L40S-12Q, L40S-16Q, L40S-24Q, L40S-48Q"
+        "L40S-1Q, L40S-2Q, L40S-3Q, L40S-4C, L40S-4Q, L40S-6C, L40S-6Q, L40S-8C, L40S-8Q, L40S-12C, L40S-12Q, "
+        "L40S-16C, L40S-16Q, L40S-24C, L40S-24Q, L40S-48C, L40S-48Q"
     ]
 
 
@@ -189,7 +191,7 @@ def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
 
 
 def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
-    cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3"}
+    cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3", "cpusPerNuma": 32, "memoryPerNumaGib": 256}
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools "
         "(this pool is container)"
@@ -262,7 +264,8 @@ def test_names_must_be_dns_labels(cell_config: dict[str, Any]) -> None:
 
 def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400}
+        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400, "cpusPerNuma": 32,
+                  "memoryPerNumaGib": 512}
     )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.reservedMemoryPerNumaMib: 400 MiB x 1 NUMA nodes must exceed the "
@@ -273,7 +276,8 @@ def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any
 def test_topology_kubelet_args() -> None:
     config = minimal_cell_config()
     config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096}
+        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096, "cpusPerNuma": 112,
+                  "memoryPerNumaGib": 1024}
     )
     topology = cell(config).node_pools["h100-vm"].topology
     assert topology is not None
@@ -415,3 +419,132 @@ def test_values_may_not_override_typed_keys(
 ) -> None:
     cell_config[section] = {"values": values}
     assert errors_of(cell_config) == [message]
+
+
+# -- hardware: host memory, vGPU frameworks, HGX boards, Longhorn taints ------------------------------------------
+
+VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+
+
+def test_topology_declares_host_memory(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={"reservedCpus": "0-3", "cpusPerNuma": 112})
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.memoryPerNumaGib: required key is missing"
+    ]
+
+
+def test_topology_reserved_cpus_exist_and_count(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
+        "reservedCpus": "0-3,112-115", "cpusPerNuma": 56, "memoryPerNumaGib": 1024})
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.reservedCpus: '0-3,112-115' names CPU 115, the host has 112 (2 NUMA "
+        "nodes x cpusPerNuma 56)"
+    ]
+    cell_config["nodePools"]["h100-vm"]["topology"]["cpusPerNuma"] = 112
+    topology = cell(cell_config).node_pools["h100-vm"].topology
+    assert topology is not None
+    assert (topology.cpus, topology.allocatable_cpus) == (224, 216)
+
+
+def test_topology_hugepages_must_fit_the_numa_node(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
+        "reservedCpus": "0-3", "cpusPerNuma": 112, "memoryPerNumaGib": 1024, "reservedMemoryPerNumaMib": 4096,
+        "hugepages1GiPerNuma": 1020, "hugepages2MiPerNuma": 512,
+    })
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.topology.hugepages1GiPerNuma: 1020 x 1Gi and 512 x 2Mi hugepages plus "
+        "reservedMemoryPerNumaMib 4096 exceed memoryPerNumaGib 1024 per NUMA node"
+    ]
+    cell_config["nodePools"]["h100-vm"]["topology"]["hugepages1GiPerNuma"] = 1018
+    topology = cell(cell_config).node_pools["h100-vm"].topology
+    assert topology is not None
+    assert topology.regular_memory_per_numa_mib == 1024 * 1024 - 1018 * 1024 - 1024 - 4096
+    assert (topology.hugepages_per_numa("1Gi"), topology.hugepages_mib_per_numa("2Mi")) == (1018, 1024)
+
+
+def test_vgpu_driver_tag_must_carry_the_driver_version(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
+    cell_config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "latest"}}
+    assert errors_of(cell_config) == [
+        "regions.fra1.gpuOperator.vgpuDriverImage.version: 'latest' does not start with the vGPU host driver "
+        "version (e.g. 580.95.02-ubuntu24.04): gpucell reads the driver branch from it to tell mediated-device "
+        "vGPUs from SR-IOV ones; tag the image so"
+    ]
+
+
+def test_sriov_vgpu_needs_a_catalogued_vf_id(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l4-vgpu"] = gpu_pool(gpuModel="L4", gpuMode="vm-vgpu", vgpuProfile="L4-12Q")
+    cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l4-vgpu.gpuModel: 'L4': with vGPU driver branch 580 its vGPUs are SR-IOV virtual "
+        "functions, and the PCI id those report is not catalogued (KubeVirt permits VFs by vendor:device id); run "
+        "L4 in vm-passthrough or container mode"
+    ]
+    cell_config["gpuOperator"]["vgpuDriverImage"] = {**VGPU_DRIVER, "version": "535.216.01"}  # vGPU 16: mdev
+    assert cell(cell_config).vgpu_pools(VgpuFramework.MDEV) == {"l4-vgpu": cell(cell_config).node_pools["l4-vgpu"]}
+
+
+def test_sriov_vgpu_one_type_per_model(cell_config: dict[str, Any]) -> None:
+    cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
+    cell_config["nodePools"]["l40s-a"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
+    cell_config["nodePools"]["l40s-b"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-24Q",
+                                                  hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}])
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s-b.vgpuProfile: 'L40S-24Q': pool l40s-a already runs L40S SR-IOV vGPUs as "
+        "L40S-12Q, and KubeVirt advertises every VF of one PCI id (10DE:26B9) under one resource; use one "
+        "vgpuProfile per GPU model"
+    ]
+    cell_config["nodePools"]["l40s-b"]["vgpuProfile"] = "L40S-12Q"
+    assert list(cell(cell_config).vgpu_pools(VgpuFramework.SRIOV)) == ["l40s-a", "l40s-b"]
+
+
+def test_sriov_vgpu_and_passthrough_of_one_model(cell_config: dict[str, Any]) -> None:
+    cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
+    cell_config["nodePools"]["l40s-pt"] = gpu_pool(gpuModel="L40S")
+    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-12Q",
+                                                     hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}])
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s-vgpu.gpuModel: 'L40S': pool l40s-pt passes L40S through whole (10DE:26B9 on "
+        "vfio-pci), which KubeVirt's device plugin for this pool's VFs would also advertise as "
+        "nvidia.com/NVIDIA_L40S-12Q; give L40S one VM mode per region"
+    ]
+
+
+def test_mdev_vgpu_on_turing_with_a_current_driver(cell_config: dict[str, Any]) -> None:
+    cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
+    cell_config["nodePools"]["t4-vgpu"] = gpu_pool(gpuModel="T4", gpusPerNode=4, gpuMode="vm-vgpu",
+                                                   vgpuProfile="T4-4Q")
+    spec = cell(cell_config)
+    assert list(spec.vgpu_pools(VgpuFramework.MDEV)) == ["t4-vgpu"]
+    assert spec.vgpu_pools(VgpuFramework.SRIOV) == {}
+
+
+def test_hgx_passthrough_pools_hold_whole_boards(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(gpusPerNode=4)
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.h100-vm.gpusPerNode: 4 H100-SXM5-80GB GPUs per node: gpucell models SXM GPUs on "
+        "8-GPU HGX boards, whose NVLinks run through NVSwitches; vm-passthrough pools of H100-SXM5-80GB need "
+        "gpusPerNode 8 (other baseboards: use container mode)"
+    ]
+    cell_config["nodePools"]["h100-vm"]["gpuMode"] = "container"
+    assert cell(cell_config).node_pools["h100-vm"].gpus_per_node == 4
+
+
+def test_longhorn_taint_keys_outside_kubernetes_io(cell_config: dict[str, Any]) -> None:
+    cell_config["storage"] = {"backend": "longhorn", "replicas": 1}
+    cell_config["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule", "node-role.kubernetes.io/gpu:NoSchedule"]
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s.taints[1]: 'node-role.kubernetes.io/gpu:NoSchedule': Longhorn's "
+        "taint-toleration setting refuses keys containing kubernetes.io, so its instance managers and CSI plugin "
+        "could not run on this pool; use a key such as gpucell.io/gpu"
+    ]
+    cell_config["storage"] = {"backend": "local-path"}
+    assert cell(cell_config).node_pools["l40s"].taints[1] == "node-role.kubernetes.io/gpu:NoSchedule"
+
+
+def test_pool_labels_may_not_turn_operands_back_on(cell_config: dict[str, Any]) -> None:
+    cell_config["nodePools"]["l40s"]["labels"] = {"nvidia.com/gpu.deploy.sandbox-validator": "true"}
+    assert errors_of(cell_config) == [
+        "regions.fra1.nodePools.l40s.labels.nvidia.com/gpu.deploy.sandbox-validator: is set by gpucell from the "
+        "pool spec; remove it from the pool's labels"
+    ]

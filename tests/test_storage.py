@@ -11,6 +11,7 @@ import yaml
 from pulumi_kubernetes.core.v1 import ConfigMap
 
 from gpucell import _k3s_scripts as k3s
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.storage import Storage, StorageArgs, longhorn_values
@@ -133,7 +134,10 @@ def test_user_values_are_deep_merged_into_the_longhorn_release() -> None:
 
 def test_every_longhorn_key_we_set_exists_in_the_charts_values_yaml() -> None:
     defaults = yaml.safe_load(LONGHORN_VALUES.read_text())
-    ours = longhorn_values(cell(longhorn_config()))
+    config = longhorn_config()
+    config["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule"]
+    ours = longhorn_values(cell(config))
+    assert set(ours) == {"persistence", "defaultSettings", "longhornManager", "longhornDriver"}
     for section, keys in ours.items():
         assert section in defaults
         for key in keys:
@@ -158,3 +162,42 @@ def test_using_the_class_name_waits_for_the_storage(config: dict[str, Any]) -> N
     plan, _ = build(cell(config))
     (ready,) = plan.outputs["ready"]
     assert plan.named("consumer").dependencies == [ready]
+
+
+# -- tainted pools -------------------------------------------------------------------------------------------
+def test_tainted_worker_pools_keep_longhorn_on_them() -> None:
+    """longhorn/longhorn#5306: a tainted node without tolerations gets no Longhorn driver or instance manager."""
+    config = longhorn_config()
+    config["nodePools"]["l40s"]["taints"] = ["nvidia.com/gpu=present:NoSchedule", "gpucell.io/dedicated:NoExecute"]
+    config["nodePools"]["cpu"]["taints"] = ["gpucell.io/dedicated:NoExecute"]
+    config["nodePools"]["servers"]["taints"] = ["CriticalAddonsOnly=true:NoExecute"]  # no tenant pod runs there
+    plan, _ = build(cell(config))
+    values = plan.of_type(RELEASE)[0].inputs["values"]
+    tolerations = [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "gpucell.io/dedicated", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    assert values["longhornManager"] == {"tolerations": tolerations}
+    assert values["longhornDriver"] == {"tolerations": tolerations}
+    assert values["defaultSettings"]["taintToleration"] == (
+        "nvidia.com/gpu=present:NoSchedule;gpucell.io/dedicated:NoExecute"
+    )
+    defaults = yaml.safe_load(LONGHORN_VALUES.read_text())
+    assert defaults["longhornManager"]["tolerations"] == []
+    assert defaults["defaultSettings"]["taintToleration"] is None
+
+
+def test_untainted_cell_sets_no_longhorn_tolerations() -> None:
+    values = longhorn_values(cell(longhorn_config()))
+    assert set(values) == {"persistence", "defaultSettings"}
+    assert "taintToleration" not in values["defaultSettings"]
+
+
+def test_longhorn_tolerations_are_owned_by_the_pools() -> None:
+    config = longhorn_config(values={"defaultSettings": {"taintToleration": "x:NoSchedule"}})
+    with pytest.raises(ConfigError) as info:
+        cell(config)
+    assert info.value.lines == [
+        "storage.values.defaultSettings.taintToleration: is set by gpucell from nodePools.<pool>.taints; set "
+        "nodePools.<pool>.taints instead"
+    ]

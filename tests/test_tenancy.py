@@ -166,6 +166,8 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
         "requests.nvidia.com/NVIDIA_L40S-24Q": "0",
         "requests.nvidia.com/gpu": "2",
         "requests.nvidia.com/mig-1g.10gb": "8",
+        # derived: the NVSwitches of the whole HGX boards the passthrough GPU quota covers (none here)
+        "requests.nvidia.com/GH100_H100_NVSWITCH": "0",
     }
 
 
@@ -178,6 +180,7 @@ def test_quota_counts_come_from_the_spec() -> None:
         "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.loadbalancers": "0"}
     assert hard["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
     assert hard["requests.nvidia.com/gpu"] == "0"
+    assert hard["requests.nvidia.com/GH100_H100_NVSWITCH"] == "4"  # one whole board: its 4 NVSwitches
 
 
 def test_limit_range_defaults_every_container_from_the_spec() -> None:

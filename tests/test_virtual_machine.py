@@ -46,14 +46,15 @@ KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0
 
 
 def region() -> CellSpec:
-    """The minimal region plus an 8-GPU H100 passthrough pool with a topology profile and a taint, and an L40S
-    vGPU pool."""
+    """The minimal region plus an 8-GPU HGX H100 passthrough pool with a topology profile (2 x 112 CPUs, 2 x 960
+    1 GiB hugepages) and a taint, and an L40S vGPU pool (SR-IOV with the branch-580 driver)."""
     config = minimal_cell_config()
     config["imageNamespaces"] = ["images"]  # the golden images the test VMs clone from
     pools = config["nodePools"]
     pools["h100-vm"] = {
         "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
-        "hosts": [{"name": "h100-1", "address": "10.20.0.41"}], "topology": {"reservedCpus": "0-3"},
+        "hosts": [{"name": "h100-1", "address": "10.20.0.41"}],
+        "topology": {"reservedCpus": "0-3", "cpusPerNuma": 112, "memoryPerNumaGib": 1000, "hugepages1GiPerNuma": 960},
         "taints": ["gpucell.io/dedicated=vm:NoSchedule", "gpucell.io/maintenance:NoExecute"],
     }
     pools["l40s-vgpu"] = {
@@ -75,7 +76,7 @@ def vm_spec(**fields: Any) -> GpuVirtualMachineSpec:
 
 
 PASSTHROUGH = vm_spec(
-    gpuModel="H100-SXM5-80GB", gpus=8, cpu={"cores": 48, "sockets": 2, "threads": 1}, memoryGib=1536,
+    gpuModel="H100-SXM5-80GB", gpus=8, cpu={"cores": 64, "sockets": 2, "threads": 1}, memoryGib=1536,
     dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True, user="alice",
     dataDisks=[{"source": {"http": "https://images.example.net/scratch.qcow2"}, "sizeGib": 2000,
                 "storageClass": "local-nvme"}],
@@ -137,15 +138,18 @@ def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa(
     assert manifest["spec"]["template"]["metadata"] == {"labels": {**LABELS, "gpucell.io/workload": "train"}}
     domain = template_spec(manifest)["domain"]
     assert domain["cpu"] == {
-        "cores": 48, "sockets": 2, "threads": 1, "dedicatedCpuPlacement": True,
+        "cores": 64, "sockets": 2, "threads": 1, "dedicatedCpuPlacement": True,
         "numa": {"guestMappingPassthrough": {}},
     }
     assert domain["memory"] == {"guest": "1536Gi", "hugepages": {"pageSize": "1Gi"}}
     # limits = requests: the tenant quota counts limits, and KubeVirt would default the memory limit to 2x
-    assert domain["resources"] == {"requests": {"cpu": "96", "memory": "1536Gi"},
-                                   "limits": {"cpu": "96", "memory": "1536Gi"}}
+    assert domain["resources"] == {"requests": {"cpu": "128", "memory": "1536Gi"},
+                                   "limits": {"cpu": "128", "memory": "1536Gi"}}
     assert domain["devices"]["gpus"] == [{"name": f"gpu{i}", "deviceName": H100} for i in range(8)]
-    assert "hostDevices" not in domain["devices"]
+    # The whole HGX board: its four NVSwitches too (the guest runs Fabric Manager)
+    assert domain["devices"]["hostDevices"] == [
+        {"name": f"nvswitch{i}", "deviceName": "nvidia.com/GH100_H100_NVSWITCH"} for i in range(4)
+    ]
     assert domain["devices"]["disks"] == [
         {"name": "root", "disk": {"bus": "virtio"}, "bootOrder": 1},
         {"name": "data0", "disk": {"bus": "virtio"}},
@@ -188,10 +192,36 @@ def test_gpu_device_names_are_what_the_kubevirt_cr_permits() -> None:
     cell_spec = region()
     permitted = permitted_host_devices(cell_spec)
     pci = {d["resourceName"] for d in permitted["pciHostDevices"]}
-    mdev = {d["resourceName"] for d in permitted["mediatedDevices"]}
-    for vm, allowed in ((PASSTHROUGH, pci), (VGPU, mdev)):
+    assert "mediatedDevices" not in permitted  # the L40S vGPUs are SR-IOV VFs, permitted as PCI devices
+    for vm in (PASSTHROUGH, VGPU):
         devices = template_spec(rendered("vm", vm, cell_spec))["domain"]["devices"]
-        assert {g["deviceName"] for g in devices["gpus"]} <= allowed
+        names = {g["deviceName"] for g in devices["gpus"]} | {h["deviceName"] for h in devices.get("hostDevices", [])}
+        assert names <= pci
+
+
+def test_part_of_an_hgx_board_runs_with_nvlink_off() -> None:
+    half = vm_spec(gpuModel="H100-SXM5-80GB", gpus=4, memoryGib=256, hugepages="1Gi")
+    placement = vm_placement("half", half, region())
+    assert (placement.nvlink_disabled, placement.nvswitch_resource, placement.nvswitch_count) == (True, None, 0)
+    assert "hostDevices" not in template_spec(rendered("half", half))["domain"]["devices"]
+    config = yaml.safe_load(cloud_config(half, nvlink_disabled=True).removeprefix("#cloud-config\n"))
+    assert config["write_files"] == [{
+        "path": "/etc/modprobe.d/gpucell-nvlink.conf", "permissions": "0644",
+        "content": "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
+                   "driver waits forever for the NVLink fabric.\noptions nvidia NVreg_NvLinkDisable=1\n",
+    }]
+    whole = vm_placement("train", PASSTHROUGH, region())
+    assert (whole.nvlink_disabled, whole.nvswitch_count) == (False, 4)
+    assert "write_files" not in yaml.safe_load(cloud_config(PASSTHROUGH).removeprefix("#cloud-config\n"))
+
+
+def test_the_cloud_init_secret_of_a_partial_board_vm_disables_nvlink() -> None:
+    half = vm_spec(gpuModel="H100-SXM5-80GB", gpus=2, memoryGib=64, hugepages="1Gi")
+    plan = deploy(half=half, train=PASSTHROUGH)
+    for name, expected in (("half", True), ("train", False)):
+        secret = plan.named(f"lab-acme-{name}-cloud-init")
+        user_data = secret.raw_inputs["stringData"]["userdata"]
+        assert ("options nvidia NVreg_NvLinkDisable=1" in user_data) is expected
 
 
 def test_cpu_only_vm_lands_on_the_cpu_pool_without_gpus_or_pinning() -> None:

@@ -10,10 +10,13 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
 from gpucell.errors import SpecError
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
+from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.workloads import multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -53,25 +56,47 @@ def _offered(offers: list[GpuOffer]) -> str:
     return ", ".join(sorted({o.resource for o in offers})) or "none"
 
 
-_REMOTE_MODEL_SCHEMES = ("hf://", "s3://", "gs://", "https://", "oci://")
-
-
-def _needs_egress(tenant: TenantSpec) -> tuple[tuple[str, ...], str] | None:
-    """The first workload that downloads from outside the cell, as (path, what), or ``None``.
+def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], str, tuple[str, ...]]]:
+    """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
-    namespace, under the tenant's network policies.
+    namespace, under the tenant's network policies (:mod:`gpucell.download_hosts`).
     """
     for name, vm in tenant.virtual_machines.items():
         for index, disk in enumerate(vm.disks):
             source = disk.source.registry or disk.source.http
             if source:
                 key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
-                return ("virtualMachines", name, key, "source"), f"CDI imports {source}"
+                hosts = disk_source_hosts(disk.source.registry, disk.source.http)
+                yield ("virtualMachines", name, key, "source"), f"CDI imports {source}", hosts
     for name, endpoint in tenant.model_endpoints.items():
-        if endpoint.storage_uri.startswith(_REMOTE_MODEL_SCHEMES):
-            return ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}"
-    return None
+        hosts = storage_uri_hosts(endpoint.storage_uri, endpoint.s3_endpoint, endpoint.s3_region)
+        if hosts:
+            yield ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}", hosts
+
+
+def _check_egress(tenant_name: str, tenant: TenantSpec) -> None:
+    """Downloads need egress: refused under ``none``/``cluster``; under ``custom`` every host must be allowed."""
+    base = ("tenants", tenant_name)
+    for path, what, hosts in _downloads(tenant):
+        if tenant.egress.value in ("none", "cluster"):
+            raise SpecError(
+                (*base, *path),
+                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
+                "or custom with those hosts in egressFqdns",
+            )
+        if tenant.egress.value != "custom":
+            continue
+        host = refused_host(hosts, tenant.egress_fqdns, tenant.egress_cidrs)
+        if host is None:
+            continue
+        if any(c.isalpha() for c in host):
+            labels = host.split(".")
+            wildcard = f" (or a wildcard such as '**.{'.'.join(labels[-2:])}')" if len(labels) > 2 else ""
+            fix = f"add it{wildcard} to tenants.{tenant_name}.egressFqdns"
+        else:
+            fix = f"add a network holding it to tenants.{tenant_name}.egressCidrs"
+        raise SpecError((*base, *path), f"{what} from {host}, which the tenant's custom egress does not allow; {fix}")
 
 
 def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
@@ -103,20 +128,41 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
             )
 
 
+def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+    """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
+    (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
+    if not tenant.model_endpoints:
+        return
+    version = cell.versions.kserve
+    runtimes = runtimes_of(version)
+    if runtimes is None:
+        known = ", ".join(f"v{major}.{minor}" for major, minor in RUNTIMES)
+        raise SpecError(("versions", "kserve"), f"{version!r}: gpucell checks model endpoints against the "
+                        f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
+                        "or add this one's runtimes to gpucell.kserve_runtimes")
+    for name, endpoint in tenant.model_endpoints.items():
+        try:
+            resolve_runtime(runtimes, version, runtime=endpoint.runtime, model_format=endpoint.model_format,
+                            runtime_version=endpoint.runtime_version, gpus=endpoint.gpu is not None)
+        except RuntimeRefusedError as exc:
+            raise SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message) from None
+
+
 def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
-    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota."""
+    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
+    of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
         cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
         storage += sum(d.size_gib for d in vm.disks)
         _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
-        cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib
+        cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib + multi_gpu_shm_gib(notebook.gpu)
         storage += notebook.home_gib
         _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
     for name, endpoint in tenant.model_endpoints.items():
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
-        memory += endpoint.memory_gib * endpoint.max_replicas
+        memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 
@@ -148,6 +194,7 @@ def check_tenants(cell: CellSpec) -> None:
                 raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
         _check_services_and_sources(cell, tenant_name, tenant)
+        _check_runtimes(cell, tenant_name, tenant)
         _check_resource_quota(tenant_name, tenant)
         used: dict[str, int] = {}
         try:
@@ -164,11 +211,4 @@ def check_tenants(cell: CellSpec) -> None:
                     )
         except SpecError as exc:
             raise SpecError((*base, *exc.rel_path), exc.message) from None
-        download = _needs_egress(tenant)
-        if download is not None and tenant.egress.value in ("none", "cluster"):
-            path, what = download
-            raise SpecError(
-                (*base, *path),
-                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
-                "or custom with those hosts in egressFqdns",
-            )
+        _check_egress(tenant_name, tenant)

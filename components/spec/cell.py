@@ -11,7 +11,9 @@ from typing import Any, ClassVar
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError
+from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
+from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.network import Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -41,6 +43,8 @@ class ChartSpec(SpecModel):
 
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {}
     """Chart value path -> the config key (relative to the region) that sets it."""
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {}
+    """Chart value path -> why gpucell fixes it (no config key sets it)."""
 
     values: dict[str, Any] = {}
     """Chart values merged over what gpucell renders (maps merge key by key, anything else replaces)."""
@@ -53,6 +57,12 @@ class ChartSpec(SpecModel):
                 node = node.get(part) if isinstance(node, dict) else None
             if node is not None:
                 raise SpecError(("values", *path), f"is set by gpucell from {key}; set {key} instead")
+        for path, reason in self.fixed_values.items():
+            node = self.values
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None:
+                raise SpecError(("values", *path), f"is fixed by gpucell: {reason}; remove it")
         return self
 
 
@@ -80,6 +90,9 @@ class StorageSpec(ChartSpec):
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("persistence", "defaultClassReplicaCount"): "storage.replicas",
         ("defaultSettings", "defaultReplicaCount"): "storage.replicas",
+        ("longhornManager", "tolerations"): "nodePools.<pool>.taints",
+        ("longhornDriver", "tolerations"): "nodePools.<pool>.taints",
+        ("defaultSettings", "taintToleration"): "nodePools.<pool>.taints",
     }
 
     backend: StorageBackend = StorageBackend.LOCAL_PATH
@@ -131,6 +144,11 @@ class GpuOperatorSpec(ChartSpec):
         ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
         # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
         ("operator", "runtimeClass"): "its GPU workloads' runtimeClassName (nvidia; not configurable)",
+        ("daemonsets", "tolerations"): "nodePools.<pool>.taints",
+        ("node-feature-discovery", "worker", "tolerations"): "nodePools.<pool>.taints",
+    }
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("operator", "upgradeCRD"): "the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602)",
     }
 
     @model_validator(mode="after")
@@ -231,6 +249,7 @@ class CellSpec(SpecModel):
         self._check_gpu_operator()
         self._check_kserve_mode()
         self._check_storage_replicas()
+        check_hardware(self)
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
         from gpucell.spec.admission import check_tenants  # noqa: PLC0415
 
@@ -245,6 +264,11 @@ class CellSpec(SpecModel):
     def gpu_pools(self, *modes: GpuMode) -> dict[str, NodePool]:
         """GPU pools, optionally only those in ``modes``."""
         return {n: p for n, p in self.pools(NodeRole.GPU).items() if not modes or p.mode in modes}
+
+    def vgpu_pools(self, framework: VgpuFramework) -> dict[str, NodePool]:
+        """The ``vm-vgpu`` pools whose boards expose vGPUs through ``framework`` with the region's vGPU driver
+        (:func:`gpucell.spec.hardware.pool_vgpu_framework`), in config order."""
+        return {n: p for n, p in self.gpu_pools(GpuMode.VM_VGPU).items() if pool_vgpu_framework(self, p) is framework}
 
     @property
     def servers(self) -> list[tuple[str, Host]]:

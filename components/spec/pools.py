@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
@@ -11,8 +12,17 @@ from gpucell.errors import SpecError
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import Host, SshOverride
+from gpucell.vgpu_sriov import DISABLED_OPERANDS
 
-__all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
+__all__ = [
+    "HUGEPAGE_SIZES",
+    "GpuMode",
+    "NodePool",
+    "NodeRole",
+    "TopologyManagerPolicy",
+    "TopologyProfile",
+    "taint_tolerations",
+]
 
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -27,10 +37,30 @@ MIG_LABEL = "nvidia.com/mig.config"
 """GPU Operator MIG manager: the node's ``mig-parted`` layout name."""
 VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
-MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
+MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, *DISABLED_OPERANDS)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 EVICTION_HARD_MEMORY_MIB = 500
 """``eviction-hard`` ``memory.available`` threshold on topology-profile nodes, MiB."""
+HUGEPAGE_SIZES = {"1Gi": 1024, "2Mi": 2}
+"""The hugepage sizes a VM may ask for (KubeVirt ``memory.hugepages.pageSize`` on x86_64: "valid values are 1Gi and
+2Mi", ``v1.Hugepages`` in the v1.9.0 swagger) -> MiB per page."""
+
+
+def taint_tolerations(taints: Iterable[str]) -> list[dict[str, str]]:
+    """Tolerations for node taints (``key=value:Effect`` -> ``Equal``, ``key:Effect`` -> ``Exists``), in order,
+    without duplicates: ``[{"key": "gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}]``."""
+    out: list[dict[str, str]] = []
+    for taint in taints:
+        key_value, effect = taint.rsplit(":", 1)
+        key, sep, value = key_value.partition("=")
+        toleration = (
+            {"key": key, "operator": "Equal", "value": value, "effect": effect}
+            if sep
+            else {"key": key, "operator": "Exists", "effect": effect}
+        )
+        if toleration not in out:
+            out.append(toleration)
+    return out
 
 
 class NodeRole(StrEnum):
@@ -68,7 +98,15 @@ ones we do not change are repeated (Kubernetes "Node-pressure Eviction", default
 
 
 class TopologyProfile(SpecModel):
-    """Kubelet settings for NUMA-aligned VMs: static CPU manager, Static memory manager, single-NUMA-node topology.
+    """Kubelet settings for NUMA-aligned VMs (static CPU manager, Static memory manager, topology manager), and what
+    the hosts have: memory and hugepages per NUMA node.
+
+    The hugepages are reserved by the host's kernel, not by gpucell: on the kernel command line, per NUMA node
+    (``hugepagesz=1G hugepages=0:960,1:960``, torvalds/linux ``Documentation/admin-guide/mm/hugetlbpage.rst``:
+    boot-time reservation is "the most reliable method" for 1 GiB pages). The node's install script checks that
+    the kernel reports exactly the declared memory and pages (:mod:`gpucell._host_setup`) and admission checks
+    every VM's hugepage memory against them (kubelet advertises ``hugepages-1Gi``/``hugepages-2Mi`` only as
+    reserved, "Kubernetes nodes must pre-allocate huge pages", Kubernetes "Manage HugePages").
 
     Source: Kubernetes "Control CPU/Memory/Topology Management Policies on the Node"; KubeVirt "Dedicated CPU
     resources" and "NUMA" user guide pages.
@@ -83,6 +121,17 @@ class TopologyProfile(SpecModel):
     topology_manager_policy: TopologyManagerPolicy = TopologyManagerPolicy.RESTRICTED
     """``restricted`` (default) admits a pod or VM only on its narrowest NUMA set, so a whole-node 8-GPU VM
     spanning both sockets still fits; ``single-numa-node`` admits only what fits one NUMA node."""
+    cpus_per_numa: StrictInt = Field(ge=1, le=4096)
+    """Logical CPUs of each NUMA node (hardware threads, as ``/sys/devices/system/node/node<N>/cpulist`` lists them);
+    the install script checks it. Admission uses it to tell how many NUMA nodes a VM's dedicated vCPUs span."""
+    memory_per_numa_gib: StrictInt = Field(ge=1, le=65536)
+    """Memory of each NUMA node as the kernel reports it (``MemTotal`` of
+    ``/sys/devices/system/node/node<N>/meminfo``), GiB rounded down; the install script checks it."""
+    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages1GiPerNuma")
+    """1 GiB hugepages the kernel reserves on each NUMA node (count); the install script checks the kernel's
+    ``nr_hugepages``. Defaults to 0."""
+    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages2MiPerNuma")
+    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0."""
 
     @field_validator("reserved_cpus")
     @classmethod
@@ -99,7 +148,48 @@ class TopologyProfile(SpecModel):
                 f"{self.reserved_memory_per_numa_mib} MiB x {self.numa_nodes} NUMA nodes must exceed the "
                 f"{EVICTION_HARD_MEMORY_MIB} MiB hard-eviction threshold",
             )
+        highest = max(int(part) for part in re.split(r"[,-]", self.reserved_cpus))
+        if highest >= self.cpus:
+            raise SpecError(("reservedCpus",), f"{self.reserved_cpus!r} names CPU {highest}, the host has "
+                            f"{self.cpus} ({self.numa_nodes} NUMA nodes x cpusPerNuma {self.cpus_per_numa})")
+        if self.regular_memory_per_numa_mib < 0:
+            key = "hugepages1GiPerNuma" if self.hugepages_1gi_per_numa else "hugepages2MiPerNuma"
+            raise SpecError(
+                (key,),
+                f"{self.hugepages_1gi_per_numa} x 1Gi and {self.hugepages_2mi_per_numa} x 2Mi hugepages plus "
+                f"reservedMemoryPerNumaMib {self.reserved_memory_per_numa_mib} exceed memoryPerNumaGib "
+                f"{self.memory_per_numa_gib} per NUMA node",
+            )
         return self
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs of a host (count)."""
+        return self.cpus_per_numa * self.numa_nodes
+
+    @property
+    def allocatable_cpus(self) -> int:
+        """Logical CPUs of a host left for dedicated placement after ``reservedCpus`` (count)."""
+        reserved = 0
+        for part in self.reserved_cpus.split(","):
+            first, _, last = part.partition("-")
+            reserved += int(last or first) - int(first) + 1
+        return self.cpus - reserved
+
+    def hugepages_per_numa(self, size: str) -> int:
+        """Hugepages of ``size`` (``1Gi`` or ``2Mi``) reserved on each NUMA node (count)."""
+        return {"1Gi": self.hugepages_1gi_per_numa, "2Mi": self.hugepages_2mi_per_numa}[size]
+
+    def hugepages_mib_per_numa(self, size: str) -> int:
+        """MiB of ``size`` hugepages reserved on each NUMA node."""
+        return self.hugepages_per_numa(size) * HUGEPAGE_SIZES[size]
+
+    @property
+    def regular_memory_per_numa_mib(self) -> int:
+        """MiB of each NUMA node left for ordinary (non-hugepage) allocations after the hugepages and the kubelet's
+        ``reserved-memory``; the kubelet subtracts reserved hugepages from allocatable ``memory``."""
+        hugepages = sum(self.hugepages_mib_per_numa(size) for size in HUGEPAGE_SIZES)
+        return self.memory_per_numa_gib * 1024 - hugepages - self.reserved_memory_per_numa_mib
 
     @property
     def reserved_memory_mib(self) -> int:
@@ -148,7 +238,10 @@ class NodePool(SpecModel):
     labels: dict[str, str] = {}
     """Extra node labels set at registration."""
     taints: list[str] = []
-    """Extra node taints at registration, ``key=value:Effect``."""
+    """Extra node taints at registration, ``key=value:Effect``. Workloads placed on the pool and the platform
+    components that must run there (GPU Operator operands, NFD, virt-handler, CDI importers, Longhorn) tolerate
+    them. On a Longhorn cell, taint a pool before it holds volumes: Longhorn applies a changed toleration only once
+    every volume is detached."""
 
     @field_validator("labels")
     @classmethod

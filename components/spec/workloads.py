@@ -6,12 +6,14 @@ in :mod:`gpucell.spec.admission`; the objects they render live in ``components/w
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError
+from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import DNS_LABEL, check_host_name
 
@@ -32,26 +34,47 @@ __all__ = [
     "ServiceType",
     "SshService",
     "VmDisk",
+    "multi_gpu_shm_gib",
 ]
 
 
 BUILTIN_RUNTIME_FORMATS: dict[str, str] = {
-    "kserve-huggingfaceserver": "huggingface",
-    "kserve-huggingfaceserver-multinode": "huggingface",
-    "kserve-lgbserver": "lightgbm",
-    "kserve-paddleserver": "paddle",
-    "kserve-pmmlserver": "pmml",
-    "kserve-sklearnserver": "sklearn",
-    "kserve-tensorflow-serving": "tensorflow",
-    "kserve-torchserve": "pytorch",
-    "kserve-tritonserver": "triton",
-    "kserve-xgbserver": "xgboost",
+    name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()
 }
-"""ClusterServingRuntimes of KServe's ``kserve-runtime-configs`` chart -> a model format each supports
-(``supportedModelFormats``). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
+"""ClusterServingRuntimes of KServe v0.20's ``kserve-runtime-configs`` chart -> a model format each supports
+(:mod:`gpucell.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
 (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+"""The OCI distribution spec's tag grammar."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
 """Storage URI schemes whose credentials gpucell mounts (KServe storage-initializer: ``HF_TOKEN``, AWS keys)."""
+
+
+MULTI_GPU_SHM_GIB_PER_GPU = 1
+"""``/dev/shm`` per GPU of a multi-GPU container, GiB (at least :data:`MULTI_GPU_SHM_MIN_GIB`, at most
+:data:`MULTI_GPU_SHM_MAX_GIB`). Sized after upstream's own choices: vLLM's Kubernetes guide mounts a 2 GiB memory
+``emptyDir`` at ``/dev/shm`` "for tensor parallel inference" (vllm-project/vllm ``docs/deployment/k8s.md``), KServe
+v0.20.0 gives its multi-node Hugging Face runtime 3 GiB and its data-parallel LLM presets 8 GiB
+(``charts/kserve-runtime-configs/values.yaml`` ``shm.sizeLimit``; ``files/llmisvcconfigs/resources.yaml``)."""
+MULTI_GPU_SHM_MIN_GIB = 2
+MULTI_GPU_SHM_MAX_GIB = 8
+
+
+def multi_gpu_shm_gib(gpu: GpuRequest | None) -> int:
+    """GiB of memory-backed ``/dev/shm`` a notebook or model endpoint container gets *on top of* its ``memoryGib``
+    for ``gpu``: 0 below two GPUs (or MIG instances), else 1 GiB per GPU within 2..8 GiB.
+
+    NCCL, which tensor parallelism across a pod's GPUs uses, keeps its intra-node buffers in ``/dev/shm``, and the
+    container runtime's default is 64 MiB: kserve/kserve#3791, a Hugging Face endpoint with more than one GPU
+    failing in NCCL ("Error while creating shared memory segment /dev/shm/nccl-..."). A memory ``emptyDir`` is
+    charged to the pod's memory limit ("The maximum usage on memory medium EmptyDir would be the minimum value
+    between the SizeLimit ... and the sum of memory limits of all containers", Kubernetes ``EmptyDirVolumeSource``),
+    so the container's memory request and limit, and with them the tenant's memory quota, grow by the same amount.
+    """
+    count = gpu.count if gpu is not None else 0
+    if count < 2:
+        return 0
+    return min(MULTI_GPU_SHM_MAX_GIB, max(MULTI_GPU_SHM_MIN_GIB, count * MULTI_GPU_SHM_GIB_PER_GPU))
 
 
 class RunStrategy(StrEnum):
@@ -311,7 +334,11 @@ class ModelEndpointSpec(SpecModel):
     model_format: str | None = None
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
-    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...)."""
+    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...); one the pinned KServe
+    installs (see ``gpucell.kserve_runtimes``)."""
+    runtime_version: str | None = None
+    """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
+    a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""
     storage_uri: str
     """Where the model is: ``hf://meta-llama/Llama-3.1-8B-Instruct``, ``s3://bucket/path``, ``pvc://name/path``."""
     args: list[str] = []
@@ -337,6 +364,14 @@ class ModelEndpointSpec(SpecModel):
     """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
     s3_region: str | None = None
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
+
+    @field_validator("runtime_version")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None and not _IMAGE_TAG.match(value):
+            raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; not starting with "
+                             "'.' or '-')")
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> ModelEndpointSpec:

@@ -17,7 +17,7 @@ from pulumi_kubernetes.core.v1 import Secret
 
 from gpucell.inventory import gpu_offers
 from gpucell.placement import Placement, place_container, place_vm
-from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool
+from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, taint_tolerations
 from gpucell.spec.tenancy import namespace_of
 
 if TYPE_CHECKING:
@@ -129,20 +129,9 @@ def node_affinity(placement: Placement, modes: Sequence[str] = ()) -> dict[str, 
 
 def tolerations(pools: Mapping[str, NodePool], names: Sequence[str]) -> list[dict[str, str]]:
     """Tolerations for every taint of the pools ``names`` (``key=value:Effect`` -> ``Equal``, ``key:Effect``
-    -> ``Exists``), in pool order without duplicates; empty when the pools have no taints."""
-    out: list[dict[str, str]] = []
-    for name in names:
-        for taint in pools[name].taints:
-            key_value, effect = taint.rsplit(":", 1)
-            key, sep, value = key_value.partition("=")
-            toleration = (
-                {"key": key, "operator": "Equal", "value": value, "effect": effect}
-                if sep
-                else {"key": key, "operator": "Exists", "effect": effect}
-            )
-            if toleration not in out:
-                out.append(toleration)
-    return out
+    -> ``Exists``; :func:`gpucell.spec.pools.taint_tolerations`), in pool order without duplicates; empty when the
+    pools have no taints."""
+    return taint_tolerations(taint for name in names for taint in pools[name].taints)
 
 
 def scheduling(

@@ -30,10 +30,11 @@ import pulumi
 from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 
 from gpucell._component import CellComponent
+from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec
+from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     container_placement,
@@ -52,11 +53,13 @@ __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
     "CREDENTIAL_KEYS",
     "DEPLOYMENT_MODE_ANNOTATION",
+    "DEVSHM_VOLUME",
     "HF_TOKEN_KEY",
     "ModelEndpoint",
     "ModelEndpointArgs",
     "credentials_secret_data",
     "credentials_secret_name",
+    "endpoint_runtime",
     "inference_service_manifest",
     "model_format",
     "service_account_manifest",
@@ -72,6 +75,10 @@ CREDENTIAL_KEYS: dict[str, tuple[str, ...]] = {
     "hf": (HF_TOKEN_KEY,),
 }
 """Storage URI scheme -> keys of its credentials Secret; other schemes take no credentials here."""
+DEVSHM_VOLUME = "devshm"
+"""Name of the ``/dev/shm`` volume: the name KServe v0.20.0's huggingfaceserver and vllmserver runtimes give theirs
+(``charts/kserve-runtime-configs/files/runtimes/resources.yaml``), so KServe's strategic merge of the predictor over
+the runtime (``MergePodSpec``: volumes by name, mounts by path) gives the one volume our ``sizeLimit``."""
 _COMPONENT = "model-endpoint"
 _WAIT_TIMEOUT = "30m"
 
@@ -137,6 +144,19 @@ def model_format(spec: ModelEndpointSpec) -> str:
     return BUILTIN_RUNTIME_FORMATS[spec.runtime]
 
 
+def endpoint_runtime(spec: ModelEndpointSpec, cell: CellSpec) -> EndpointRuntime | None:
+    """The runtime serving ``spec`` in ``cell`` and its image tag (:func:`gpucell.kserve_runtimes.resolve_runtime`),
+    ``None`` for a KServe release gpucell has no runtime table for (admission refuses endpoints there).
+
+    Raises :class:`gpucell.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
+    """
+    runtimes = runtimes_of(cell.versions.kserve)
+    if runtimes is None:
+        return None
+    return resolve_runtime(runtimes, cell.versions.kserve, runtime=spec.runtime, model_format=spec.model_format,
+                           runtime_version=spec.runtime_version, gpus=spec.gpu is not None)
+
+
 def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
     """The ``ServiceAccount`` ``<endpoint>-storage``: ``secrets`` lists the credentials Secret (what KServe's
     credential builder reads); ``automountServiceAccountToken: false`` (the model needs no API access)."""
@@ -164,12 +184,17 @@ def inference_service_manifest(
     - Annotations: ``serving.kserve.io/deploymentMode`` = ``cell.deployment_mode`` (raw Deployments),
       ``serving.kserve.io/autoscalerClass: hpa``, and ``pulumi.com/waitFor: condition=Ready`` so that
       ``pulumi up`` reports an endpoint whose model does not load.
-    - ``predictor.model``: ``modelFormat.name`` (:func:`model_format`), ``runtime`` when declared,
-      ``storageUri``, ``args``; requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory``
-      ``"<memoryGib>Gi"`` and the placement's GPU resource x count; container security context
+    - ``predictor.model``: ``modelFormat.name`` (:func:`model_format`), ``runtime`` when declared (or when gpucell
+      picked a GPU build of the auto-selected runtime, which it then names), ``runtimeVersion`` when declared or a
+      GPU endpoint on TensorFlow Serving (``2.6.2-gpu``, :func:`endpoint_runtime`), ``storageUri``, ``args``;
+      requests = limits: ``cpu`` ``"<cpuMillicores>m"``, ``memory`` ``"<memoryGib>Gi"`` and the placement's GPU
+      resource x count; container security context
       ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``runAsNonRoot``, seccomp
       ``RuntimeDefault`` (merged over the runtime's own, which keeps e.g. Triton's ``runAsUser: 1000``). A
       read-only root is not set: the model servers write caches outside any volume.
+    - Two or more GPUs per replica (tensor parallelism): ``predictor.volumes`` ``devshm`` (``emptyDir`` ``medium:
+      Memory``, ``sizeLimit`` :func:`gpucell.spec.workloads.multi_gpu_shm_gib`) mounted at ``/dev/shm``, and that
+      many GiB added to the memory request and limit (kserve/kserve#3791: NCCL fails in the runtime's 64 MiB).
     - ``predictor.minReplicas``/``maxReplicas``, ``scaleMetric``/``scaleTarget``: in raw mode, without
       ``autoScaling``, the controller's HPA reconciler turns these into one ``Resource`` metric with
       ``Utilization`` target ``scaleTarget`` percent (``reconcilers/hpa/hpa_reconciler.go``
@@ -187,15 +212,23 @@ def inference_service_manifest(
     Raises ``ValueError`` for an unknown runtime without ``modelFormat``.
     """
     model: dict[str, Any] = {"modelFormat": {"name": model_format(spec)}}
+    runtime = endpoint_runtime(spec, cell)
     if spec.runtime is not None:
         model["runtime"] = spec.runtime
+    elif runtime is not None and runtime.name_runtime:
+        model["runtime"] = runtime.runtime.name
+    if runtime is not None and runtime.runtime_version is not None:
+        model["runtimeVersion"] = runtime.runtime_version
     model["storageUri"] = spec.storage_uri
     if spec.args:
         model["args"] = list(spec.args)
     if credentials and storage_scheme(spec.storage_uri) == "hf":
         secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
         model["env"] = [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}}]
-    model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib, placement)
+    shm = multi_gpu_shm_gib(spec.gpu)
+    model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib + shm, placement)
+    if shm:
+        model["volumeMounts"] = [{"name": DEVSHM_VOLUME, "mountPath": "/dev/shm"}]
     model["securityContext"] = {
         "allowPrivilegeEscalation": False,
         "privileged": False,
@@ -212,6 +245,8 @@ def inference_service_manifest(
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "model": model,
     }
+    if shm:
+        predictor["volumes"] = [{"name": DEVSHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
     if credentials:
         predictor["serviceAccountName"] = credentials_secret_name(name)
     if placement.resource is not None:

@@ -39,7 +39,7 @@ from gpucell._component import CellComponent
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.workloads import NotebookSpec
+from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -154,7 +154,9 @@ def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
         "imagePullPolicy": "Always",
         "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{TOKEN_MOUNT}/{TOKEN_KEY}"}],
         "ports": [{"name": "http", "containerPort": JUPYTER_PORT, "protocol": "TCP"}],
-        "resources": container_resources(spec.cpu_millicores, spec.memory_gib, placement),
+        "resources": container_resources(
+            spec.cpu_millicores, spec.memory_gib + multi_gpu_shm_gib(spec.gpu), placement
+        ),
         # /api answers without a token ({"version": ...}); docker-stacks' own healthcheck polls it too.
         "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 60},
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
@@ -173,6 +175,12 @@ def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
     }
 
 
+def _shm_gib(spec: NotebookSpec) -> int:
+    """``/dev/shm`` of a notebook, GiB: half its ``memoryGib`` (at least 1), plus
+    :func:`gpucell.spec.workloads.multi_gpu_shm_gib` with two or more GPUs (added to its memory limit too)."""
+    return max(1, spec.memory_gib // 2) + multi_gpu_shm_gib(spec.gpu)
+
+
 def statefulset_manifest(
     tenant: str, name: str, spec: NotebookSpec, cell: CellSpec, placement: Placement
 ) -> dict[str, Any]:
@@ -188,8 +196,10 @@ def statefulset_manifest(
       ``allowPrivilegeEscalation: false``, ``capabilities.drop: [ALL]``, ``readOnlyRootFilesystem:
       spec.readOnlyRoot``. Writable paths: the home PVC, ``/tmp`` (emptyDir, 10 GiB) and ``/dev/shm``
       (memory emptyDir, half the memory limit, counted against it: PyTorch DataLoader workers share tensors
-      there and the runtime's default is 64 MiB). Jupyter writes nothing else: its runtime, data and config
-      directories are under ``~/.local`` and ``~/.jupyter``, caches under ``~/.cache``.
+      there and the runtime's default is 64 MiB; with two or more GPUs, NCCL's
+      :func:`gpucell.spec.workloads.multi_gpu_shm_gib` more, added to the memory request and limit too). Jupyter
+      writes nothing else: its runtime, data and config directories are under ``~/.local`` and ``~/.jupyter``,
+      caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
     - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
       (:func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
@@ -217,7 +227,7 @@ def statefulset_manifest(
             {"name": "tmp", "emptyDir": {"sizeLimit": _TMP_LIMIT}},
             {
                 "name": "shm",
-                "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, spec.memory_gib // 2)}Gi"},
+                "emptyDir": {"medium": "Memory", "sizeLimit": f"{_shm_gib(spec)}Gi"},
             },
             {
                 "name": "token",

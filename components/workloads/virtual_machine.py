@@ -11,10 +11,19 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   ``<vm>-ssh`` letting the outside world (Cilium entity ``world``) reach port 22 of this VM only: the tenant's
   default-deny policies would drop it otherwise.
 
-GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the GPU Operator's sandbox
-device plugin advertises, for passthrough and vGPU alike: that is what the GPU Operator's "GPU Operator with
-KubeVirt" page ("Create a virtual machine with GPU") shows, and the resource is the one the ``KubeVirt`` CR
-permits (:func:`gpucell.kubevirt.permitted_host_devices`).
+GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
+(:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
+Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU") shows, and KubeVirt v1.9 builds
+host devices for ``gpus`` from both its PCI and its mdev pools (``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/
+hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI plugin works the same way.
+
+SXM GPUs on HGX boards (:class:`gpucell.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
+NVSwitches as ``devices.hostDevices`` (``nvswitch0``..), whose guest must run NVIDIA Fabric Manager before CUDA
+works (NVIDIA Fabric Manager User Guide, "Full Passthrough Virtualization Model"); a VM with part of the board gets
+no NVSwitch, so its cloud-init writes ``options nvidia NVreg_NvLinkDisable=1`` to
+``/etc/modprobe.d/gpucell-nvlink.conf``: without it the guest driver waits forever for the NVLink fabric ("Fabric
+State: In Progress", CUDA "system not yet initialized"; cozystack/cozystack ``packages/apps/kubernetes/templates/
+helmreleases/gpu-operator.yaml`` does the same for per-GPU SXM passthrough).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOUD_INIT_KEY",
+    "NVLINK_DISABLE_OPTION",
+    "NVLINK_MODPROBE_PATH",
     "SSH_PORT",
     "WORKLOAD_SELECTOR_LABEL",
     "GpuVirtualMachine",
@@ -68,6 +79,11 @@ SSH_PORT = 22
 WORKLOAD_SELECTOR_LABEL = "gpucell.io/workload"
 """Label on the VM's pod template (so on its virt-launcher pod) that the SSH Service and policy select on.
 Only the template carries it: CDI importer pods never match."""
+NVLINK_MODPROBE_PATH = "/etc/modprobe.d/gpucell-nvlink.conf"
+"""Where a partial-board VM's cloud-init puts the ``nvidia`` module option turning NVLink off."""
+NVLINK_DISABLE_OPTION = "options nvidia NVreg_NvLinkDisable=1"
+"""The modprobe line; ``NVreg_NvLinkDisable=1`` flips the fabric state to N/A so CUDA initialises without NVSwitches
+(cozystack/cozystack ``docs/changelogs/v1.5.0.md``, PR #2780)."""
 _ROOT = "root"
 _CLOUD_INIT_DISK = "cloudinitdisk"
 _POD_NETWORK = "default"
@@ -130,10 +146,16 @@ def data_volume_template(vm: str, index: int, disk: VmDisk, labels: dict[str, st
     }
 
 
-def cloud_config(spec: GpuVirtualMachineSpec) -> str:
+def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False) -> str:
     """The ``#cloud-config`` user data: one user (``spec.user``) with the SSH public keys, passwordless
     sudo and a locked password; password and root SSH logins off (cloud-init ``users``,
     ``ssh_authorized_keys``, ``ssh_pwauth``, ``disable_root``).
+
+    With ``nvlink_disabled`` (a VM with part of an HGX board, :attr:`gpucell.placement.Placement.nvlink_disabled`):
+    ``write_files`` puts :data:`NVLINK_DISABLE_OPTION` into :data:`NVLINK_MODPROBE_PATH` before the NVIDIA driver
+    first loads. A guest image whose initramfs already loads ``nvidia`` needs ``update-initramfs -u`` and a reboot;
+    a guest running the GPU Operator's driver container reads module options from its ``driver.kernelModuleConfig``
+    ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``) instead.
     """
     user = {
         "name": spec.user,
@@ -142,7 +164,13 @@ def cloud_config(spec: GpuVirtualMachineSpec) -> str:
         "sudo": "ALL=(ALL) NOPASSWD:ALL",
         "ssh_authorized_keys": list(spec.ssh_keys),
     }
-    config = {"users": [user], "ssh_pwauth": False, "disable_root": True}
+    config: dict[str, Any] = {"users": [user], "ssh_pwauth": False, "disable_root": True}
+    if nvlink_disabled:
+        note = ("# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
+                "driver waits forever for the NVLink fabric.\n")
+        config["write_files"] = [
+            {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": note + NVLINK_DISABLE_OPTION + "\n"}
+        ]
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=4096)
 
 
@@ -171,6 +199,11 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
     if placement.resource is not None:
         resource = placement.resource
         devices["gpus"] = [{"name": f"gpu{i}", "deviceName": resource} for i in range(placement.count)]
+    if placement.nvswitch_resource is not None:
+        switch = placement.nvswitch_resource
+        devices["hostDevices"] = [
+            {"name": f"nvswitch{i}", "deviceName": switch} for i in range(placement.nvswitch_count)
+        ]
     return {
         "cpu": cpu,
         "memory": memory,
@@ -198,7 +231,9 @@ def virtual_machine_manifest(
       ``resources`` requests = limits (vCPUs, ``"<memoryGib>Gi"``: the quota counts limits, and KubeVirt would
       otherwise default the memory limit to twice the request); ``memory.hugepages.pageSize`` with ``hugepages``.
     - GPUs: ``devices.gpus`` ``gpu0``..``gpuN-1``, each ``deviceName`` the placement's resource (passthrough:
-      ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``).
+      ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``); a whole HGX board also
+      ``devices.hostDevices`` ``nvswitch0``.. with the board's NVSwitch resource (the ``HostDevices`` gate is on
+      whenever a VM pool exists).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
     - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM in ``cell``):
@@ -319,7 +354,7 @@ class GpuVirtualMachine(CellComponent):
         self.cloud_init = opaque_secret(
             f"{name}-cloud-init",
             object_meta(tenant.name, cloud_init_secret_name(vm), workload=vm),
-            {CLOUD_INIT_KEY: cloud_config(spec)},
+            {CLOUD_INIT_KEY: cloud_config(spec, nvlink_disabled=self.placement.nvlink_disabled)},
             self.child(depends_on=after),
         )
         """The cloud-init user data Secret."""

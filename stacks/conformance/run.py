@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -128,6 +129,15 @@ def _script_of(command_line: str) -> str:
     return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
 
 
+_EMBEDDED = re.compile(r"<<'(?P<end>GPUCELL_\w+)'\n(?P<body>#!/usr/bin/env bash\n.*?)^(?P=end)$", re.M | re.S)
+
+
+def embedded_scripts(script: str) -> dict[str, str]:
+    """Bash scripts a node script installs on the host from a quoted ``GPUCELL_*`` heredoc (the SR-IOV vGPU
+    reconciler): heredoc delimiter -> script. shellcheck reads heredocs as data, so they are checked on their own."""
+    return {match["end"]: match["body"] for match in _EMBEDDED.finditer(script)}
+
+
 @dataclass(frozen=True)
 class RegionInput:
     """One region to check: what its program registered, its spec, and each host's k3s config text."""
@@ -146,7 +156,10 @@ def _check_scripts(regions: list[RegionInput], report: Report) -> None:
             for step in ("create", "update", "delete"):
                 if isinstance(command.inputs.get(step), str):
                     subject = Subject(item.region, "NodeScript", "-", command.name)
-                    scripts[f"{command.urn}:{step}"] = (subject, step, _script_of(command.inputs[step]))
+                    text = _script_of(command.inputs[step])
+                    scripts[f"{command.urn}:{step}"] = (subject, step, text)
+                    for end, body in embedded_scripts(text).items():
+                        scripts[f"{command.urn}:{step}:{end}"] = (subject, f"{step} {end}", body)
     findings = shellcheck({key: text for key, (_, _, text) in scripts.items()})
     for key, problems in findings.items():
         subject, step, _ = scripts[key]
