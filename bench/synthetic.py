@@ -72,7 +72,8 @@ def _pools(region: int, nodes: int) -> dict[str, Any]:
     def members(prefix: str, count: int) -> list[dict[str, str]]:
         return [{"name": f"r{region}-{prefix}-{i}", "address": next(addresses)} for i in range(count)]
 
-    topology = {"reservedCpus": "0-3,112-115", "numaNodes": 2, "reservedMemoryPerNumaMib": 4096}
+    topology = {"reservedCpus": "0-3,112-115", "numaNodes": 2, "cpusPerNuma": 112, "memoryPerNumaGib": 1000,
+                "reservedMemoryPerNumaMib": 4096}
     return {
         "servers": {"role": "server", "hosts": members("srv", 3)},
         "h100-vm": {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
@@ -163,7 +164,7 @@ def region_config(region: int, nodes: int, workloads: int) -> dict[str, Any]:
         "network": {"nodeCidr": f"10.{100 + region}.0.0/16", "apiEndpoint": f"10.{100 + region}.255.250"},
         "ssh": {"user": "ubuntu"},
         "storage": {"backend": "longhorn", "replicas": 3},
-        "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia", "version": "580.95.02"}},
+        "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia", "version": "580.95.02-ubuntu24.04"}},
         "nodePools": _pools(region, nodes),
         "tenants": _tenants(workloads),
     }

@@ -98,7 +98,8 @@ def test_kube_proxy_replacement_as_a_string_is_no_change() -> None:
 def test_gpu_mode_mig_and_vgpu_changes_per_node() -> None:
     def edit(c: dict[str, Any]) -> None:
         c["nodePools"]["l40s"].update(gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
-        c["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "1"}}
+        c["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia",
+                                                "version": "580.95.02-ubuntu24.04"}}
 
     assert kinds(edit) == [
         ("gpuMode", "lab-gpu-1", "regions.lab.nodePools.l40s.gpuMode", "container", "vm-vgpu"),
