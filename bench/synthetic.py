@@ -164,7 +164,8 @@ def region_config(region: int, nodes: int, workloads: int) -> dict[str, Any]:
         "network": {"nodeCidr": f"10.{100 + region}.0.0/16", "apiEndpoint": f"10.{100 + region}.255.250"},
         "ssh": {"user": "ubuntu"},
         "storage": {"backend": "longhorn", "replicas": 3},
-        "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia", "version": "580.95.02-ubuntu24.04"}},
+        "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia",
+                                            "version": "580.95.02-ubuntu24.04"}},
         "nodePools": _pools(region, nodes),
         "tenants": _tenants(workloads),
     }
