@@ -14,6 +14,7 @@ of ``spec.configuration.mediatedDevicesConfiguration.enabled``, which is what we
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "CR_NAME",
     "HOST_DEVICES_GATE",
     "NAMESPACE",
+    "SECCOMP_CONFIGURATION",
     "WAIT_FOR_AVAILABLE",
     "KubeVirt",
     "KubeVirtArgs",
@@ -134,10 +136,20 @@ def feature_gates(cell: CellSpec) -> list[str]:
     return gates
 
 
+SECCOMP_CONFIGURATION = {"virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
+"""``configuration.seccompConfiguration``: every virt-launcher pod gets pod-level ``seccompProfile:
+RuntimeDefault`` (v1.9.0 ``pkg/virt-controller/services/template.go``), which Pod Security ``restricted``
+requires; without it the launcher has no profile ("Defaults to none"). ``RuntimeDefault`` rather than KubeVirt's
+own ``localhostProfile: kubevirt/kubevirt.json``: the runtime's profile needs no file on the node (virt-handler
+writes KubeVirt's), and what KubeVirt's adds, ``userfaultfd``, serves only post-copy live migration, which gpucell
+does not enable."""
+
+
 def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
 
-    ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
+    ``configuration.seccompConfiguration`` (:data:`SECCOMP_CONFIGURATION`, always: tenant namespaces enforce
+    ``restricted``), ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
     ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when a ``vm-vgpu`` pool
     exists, ``configuration.mediatedDevicesConfiguration.enabled: false``: the GPU Operator's vGPU device
     manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
@@ -146,7 +158,7 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     upgrade; GPU VMs cannot live-migrate, so the only other method, ``Evict``, would stop tenants' VMs) and
     ``imagePullPolicy`` (``IfNotPresent`` for the release's pinned images).
     """
-    configuration: dict[str, Any] = {}
+    configuration: dict[str, Any] = {"seccompConfiguration": copy.deepcopy(SECCOMP_CONFIGURATION)}
     gates = feature_gates(cell)
     if gates:
         configuration["developerConfiguration"] = {"featureGates": gates}
@@ -155,7 +167,7 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
         configuration["permittedHostDevices"] = devices
     if cell.gpu_pools(GpuMode.VM_VGPU):
         configuration["mediatedDevicesConfiguration"] = {"enabled": False}
-    return {"configuration": configuration} if configuration else {}
+    return {"configuration": configuration}
 
 
 class KubeVirt(CellComponent):

@@ -362,7 +362,7 @@ def test_tls_sans_are_addresses_or_names(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("labels", "message"),
     [
-        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels.bad key: 'bad key' is not a label key; use "
+        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels['bad key']: 'bad key' is not a label key; use "
          "[dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"),
         ({"example.com/rack": "r 7"}, "regions.fra1.nodePools.cpu.labels.example.com/rack: 'r 7' is not a label "
          "value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"),

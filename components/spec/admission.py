@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
-from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.tenancy import EgressClass, namespace_of
+from gpucell.spec.workloads import ServiceType
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -74,66 +76,114 @@ def _needs_egress(tenant: TenantSpec) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
-def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
+    node_ports = 0
     for name, vm in tenant.virtual_machines.items():
-        if vm.ssh_service is not None and vm.ssh_service.type == "LoadBalancer":
-            raise SpecError(
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
+            yield SpecError(
                 (*base, "virtualMachines", name, "sshService", "type"),
                 "'LoadBalancer': the cell runs no load-balancer implementation (k3s servicelb is off and Cilium "
                 "LB-IPAM is not configured), the Service would never get an address; use NodePort or ClusterIP",
             )
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.NODE_PORT:
+            node_ports += 1
+            if node_ports > tenant.quota.node_ports:
+                yield SpecError(
+                    (*base, "virtualMachines", name, "sshService", "type"),
+                    f"'NodePort' brings the tenant's node ports to {node_ports}, quota.nodePorts allows "
+                    f"{tenant.quota.node_ports}; raise quota.nodePorts (each NodePort opens a port on every node)",
+                )
         for index, disk in enumerate(vm.disks):
             if disk.source.pvc is not None:
                 namespace = disk.source.pvc.split("/", 1)[0]
                 if namespace != own and namespace not in cell.image_namespaces:
                     key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
-                    raise SpecError(
+                    yield SpecError(
                         (*base, "virtualMachines", name, key, "source", "pvc"),
-                        f"{disk.source.pvc!r} clones from namespace {namespace!r}; a tenant may clone from its own "
-                        f"namespace {own} or from imageNamespaces ({', '.join(cell.image_namespaces) or 'none'})",
+                        f"{shown(disk.source.pvc)} clones from namespace {shown(namespace)}; a tenant may clone from "
+                        f"its own namespace {own} or from imageNamespaces ({', '.join(cell.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
         if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:
-            raise SpecError(
+            yield SpecError(
                 (*base, "modelEndpoints", name, "credentialsConfigKey"),
-                f"{endpoint.credentials_config_key!r} is the region's SSH key (or its config); name a secret that "
-                "holds only this endpoint's storage credentials",
+                f"{shown(endpoint.credentials_config_key)} is the region's SSH key (or its config); name a secret "
+                "that holds only this endpoint's storage credentials",
             )
 
 
-def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
+def _check_egress_cidrs(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+    """``egressCidrs`` reach outside the cell only: never its node, pod or service networks, nor the API endpoint
+    (``custom`` does not include the ``cluster`` class, which is the one that reaches the API)."""
+    net = cell.network
+    ranges = [("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr)]
+    api = net.api_address
+    if api is not None and not any(api in r for _, r in ranges):
+        ranges.append(("apiEndpoint", IPv4Network(api)))
+    for index, cidr in enumerate(tenant.egress_cidrs):
+        for key, cell_range in ranges:
+            if cidr.overlaps(cell_range):
+                yield SpecError(
+                    ("tenants", tenant_name, "egressCidrs", index),
+                    f"{shown(str(cidr))} overlaps network.{key} {cell_range}: egressCidrs reach outside the cell; "
+                    "use egress cluster for the cell's own services",
+                )
+                break
+
+
+def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
         cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
         storage += sum(d.size_gib for d in vm.disks)
-        _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
         cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib
         storage += notebook.home_gib
-        _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
     for name, endpoint in tenant.model_endpoints.items():
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += endpoint.memory_gib * endpoint.max_replicas
-        _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 
 def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int,
-            storage: int) -> None:
+            storage: int) -> Iterator[SpecError]:
     quota = tenant.quota
     for what, used, allowed, unit in (("CPU", cpu, quota.cpu_millicores, "millicores"),
                                       ("memory", memory, quota.memory_gib, "GiB"),
                                       ("storage", storage, quota.storage_gib, "GiB")):
         if used > allowed:
             key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
-            raise SpecError(("tenants", tenant_name, *where),
+            yield SpecError(("tenants", tenant_name, *where),
                             f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}")
+            return  # one line per workload: the first resource it overruns
 
 
-def check_tenants(cell: CellSpec) -> None:
-    """Raise :class:`SpecError` at the first workload or quota that does not fit (paths below the region)."""
+def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+    """Every workload fits somewhere, and the tenant's GPU workloads fit its ``quota.gpus``."""
+    used: dict[str, int] = {}
+    try:
+        for (kind, name), placement, units in placements(cell, tenant):
+            if placement.resource is None:
+                continue
+            used[placement.resource] = used.get(placement.resource, 0) + units
+            allowed = tenant.quota.gpus.get(placement.resource, 0)
+            if used[placement.resource] > allowed:
+                yield SpecError(
+                    ("tenants", tenant_name, kind, name),
+                    f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
+                    f"workloads), tenant quota.gpus allows {allowed}",
+                )
+    except SpecError as exc:
+        yield SpecError(("tenants", tenant_name, *exc.rel_path), exc.message)
+
+
+def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
+    """Every workload or quota that does not fit, as :class:`SpecError` (paths below the region)."""
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     totals = capacity(offers)
     reserved: dict[str, int] = {}
@@ -142,33 +192,21 @@ def check_tenants(cell: CellSpec) -> None:
         for resource, count in tenant.quota.gpus.items():
             where = (*base, "quota", "gpus", resource)
             if resource not in totals:
-                raise SpecError(where, f"is offered by no pool of the region; offered: {_offered(offers)}")
+                yield SpecError(where, f"is offered by no pool of the region; offered: {_offered(offers)}")
+                continue
             reserved[resource] = reserved.get(resource, 0) + count
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
-                raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
+                yield SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
-        _check_services_and_sources(cell, tenant_name, tenant)
-        _check_resource_quota(tenant_name, tenant)
-        used: dict[str, int] = {}
-        try:
-            for (kind, name), placement, units in placements(cell, tenant):
-                if placement.resource is None:
-                    continue
-                used[placement.resource] = used.get(placement.resource, 0) + units
-                allowed = tenant.quota.gpus.get(placement.resource, 0)
-                if used[placement.resource] > allowed:
-                    raise SpecError(
-                        (kind, name),
-                        f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
-                        f"workloads), tenant quota.gpus allows {allowed}",
-                    )
-        except SpecError as exc:
-            raise SpecError((*base, *exc.rel_path), exc.message) from None
+        yield from _check_services_and_sources(cell, tenant_name, tenant)
+        yield from _check_egress_cidrs(cell, tenant_name, tenant)
+        yield from _check_resource_quota(tenant_name, tenant)
+        yield from _check_gpu_quota(cell, tenant_name, tenant)
         download = _needs_egress(tenant)
-        if download is not None and tenant.egress.value in ("none", "cluster"):
+        if download is not None and tenant.egress in (EgressClass.NONE, EgressClass.CLUSTER):
             path, what = download
-            raise SpecError(
+            yield SpecError(
                 (*base, *path),
-                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
-                "or custom with those hosts in egressFqdns",
+                f"{what} from the tenant's namespace, but its egress is {shown(tenant.egress.value)}; use egress "
+                "internet, or custom with those hosts in egressFqdns",
             )
