@@ -331,7 +331,8 @@ fi
 for i in "${{!MANAGED[@]}}"; do
   as_root install -D -m "${{MODES[$i]}}" "${{STAGED[$i]}}" "${{MANAGED[$i]}}"
 done
-{after_files}as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" sh "$work/install.sh" </dev/null
+{after_files}as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" \\
+  sh "$work/install.sh" </dev/null
 echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
 """
 

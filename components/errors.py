@@ -138,6 +138,21 @@ def _enum_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[en
     return annotation if isinstance(annotation, type) and issubclass(annotation, enum.Enum) else None
 
 
+_TYPE_ERRORS = {
+    "model_type": "is not a mapping of keys",
+    "dict_type": "is not a mapping of keys",
+    "model_attributes_type": "is not a mapping of keys",
+    "list_type": "is not a list",
+    "string_type": "is not a string; quote it if it is text",
+    "int_type": "is not a whole number",
+    "int_parsing": "is not a whole number",
+    "int_from_float": "is not a whole number",
+    "bool_type": "is not true or false",
+    "bool_parsing": "is not true or false",
+}
+"""pydantic's type errors, in words that name no Python class (``instance of CellSpec``)."""
+
+
 def _where(root: type[pydantic.BaseModel], parts: Sequence[PathPart]) -> str:
     """The key path of a problem; the model's own name when the problem is the model built from Python itself."""
     return join_path(parts) if parts else root.__name__
@@ -167,6 +182,8 @@ def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: pydan
         return f"{where}: required key is missing"
     if isinstance(cause, ValueError):
         return f"{where}: {_describe(value)} {cause}"
+    if kind in _TYPE_ERRORS:
+        return f"{where}: {_describe(value)} {_TYPE_ERRORS[kind]}"
     return f"{where}: {_describe(value)} is invalid: {err['msg']}"
 
 

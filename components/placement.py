@@ -72,7 +72,8 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
         candidates = [vm.pool] if vm.pool else cpu_pools(pools)
         return _with_topology(candidates, pools, needs_topology, _topology_key(vm))
     if vm.gpu_model not in CATALOG:
-        raise PlacementError(("gpuModel",), f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(("gpuModel",),
+                             f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}")
     profiles = CATALOG[vm.gpu_model].vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
         raise PlacementError(("vgpuProfile",), f"{shown(vm.vgpu_profile)} is not a vGPU profile of {vm.gpu_model}; "
@@ -133,7 +134,8 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
     if gpu is None:
         return Placement(tuple(cpu_pools(pools)))
     if gpu.model is not None and gpu.model not in CATALOG:
-        raise PlacementError(("gpu", "model"), f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(("gpu", "model"),
+                             f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}")
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]
     vm_pools = [o for o in of_model if o.mode is not GpuMode.CONTAINER]
     container = [o for o in of_model if o.mode is GpuMode.CONTAINER]
@@ -158,8 +160,9 @@ def _model(gpu: GpuRequest) -> str:
 
 def _place_mig(gpu: GpuRequest, container: Sequence[GpuOffer], mig_strategy: str) -> Placement:
     if mig_strategy == "single" and any(o.kind is OfferKind.MIG for o in container):
-        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)}: under gpuOperator.migStrategy single MIG "
-                             "instances are advertised as nvidia.com/gpu; ask for whole GPUs or use migStrategy mixed")
+        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)}: under gpuOperator.migStrategy "
+                             "single MIG instances are advertised as nvidia.com/gpu; ask for whole GPUs or use "
+                             "migStrategy mixed")
     slices = [o for o in container if o.kind is OfferKind.MIG and o.mig_profile == gpu.mig_profile]
     if not slices:
         offered = sorted({o.mig_profile for o in container if o.mig_profile})

@@ -100,8 +100,9 @@ Platform services are an explicit label rather than a namespace list because the
 every other tenant's flows. Namespace labels cannot be set by a tenant (``admin`` in a namespace does not
 include updating the Namespace object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
-label, and CIDR rules only match addresses outside the cluster (Cilium's default ``policyCIDRMatchMode``). Ingress from outside the tenant (an
-ingress controller, a NodePort, an SSH LoadBalancer) is what each workload declares and renders itself.
+label, and CIDR rules only match addresses outside the cluster (Cilium's default ``policyCIDRMatchMode``).
+Ingress from outside the tenant (an ingress controller, a NodePort, an SSH LoadBalancer) is what each workload
+declares and renders itself.
 """
 
 from __future__ import annotations
@@ -298,7 +299,7 @@ def _groups(groups: Sequence[str], oidc: OidcSpec | None) -> list[dict[str, str]
     return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": oidc.group(g) if oidc else g} for g in groups]
 
 
-def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str],
+def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str], *,
              oidc: OidcSpec | None) -> dict[str, Any]:
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
@@ -337,14 +338,14 @@ def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) 
     for key, role in BUILTIN_ROLES:
         members: list[str] = getattr(groups, key)
         if members:
-            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members, oidc))
+            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members, oidc=oidc))
     for name, verbs, members in (
         ("tenant-kserve-edit", _WRITE, [*groups.admins, *groups.members]),
         ("tenant-kserve-view", _READ, list(groups.viewers)),
     ):
         if members:
             out.append(_kserve_role(tenant, name, verbs))
-            out.append(_binding(tenant, name, "Role", name, members, oidc))
+            out.append(_binding(tenant, name, "Role", name, members, oidc=oidc))
     return out
 
 

@@ -157,7 +157,8 @@ def test_an_installer_with_another_checksum_is_never_run(tmp_path: Path) -> None
     (tmp_path / "installer.sh").write_text("echo tampered\n")  # what the URL serves now
     run = _run(script, env)
     assert run.returncode == 1
-    assert "not the pinned" in run.stderr and "set k3s.installerSha256" in run.stderr
+    assert "not the pinned" in run.stderr
+    assert "set k3s.installerSha256" in run.stderr
     assert not (root / "installs").exists()
     assert not (root / "etc" / "config.yaml").exists()  # nothing was changed
 

@@ -387,7 +387,7 @@ def test_taints_use_kubernetes_syntax(cell_config: dict[str, Any]) -> None:
 def test_counts_are_strict_integers(cell_config: dict[str, Any], value: object) -> None:
     cell_config["nodePools"]["l40s"]["gpusPerNode"] = value
     assert errors_of(cell_config) == [
-        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is invalid: Input should be a valid integer"
+        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is not a whole number"
     ]
 
 

@@ -103,7 +103,8 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
                     yield SpecError(
                         (*base, "virtualMachines", name, key, "source", "pvc"),
                         f"{shown(disk.source.pvc)} clones from namespace {shown(namespace)}; a tenant may clone from "
-                        f"its own namespace {own} or from imageNamespaces ({', '.join(cell.image_namespaces) or 'none'})",
+                        f"its own namespace {own} or from imageNamespaces "
+                        f"({', '.join(cell.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
         if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:

@@ -155,8 +155,9 @@ class GpuOperatorSpec(ChartSpec):
         env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
         for index, entry in enumerate(env):
             if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
-                raise SpecError(("values", "toolkit", "env", index, "name"), f"{shown(entry['name'])} renames the NVIDIA "
-                                "runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; remove it")
+                raise SpecError(("values", "toolkit", "env", index, "name"), f"{shown(entry['name'])} renames the "
+                                "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
+                                "remove it")
         return self
 
     mig_strategy: MigStrategy | None = None
@@ -204,7 +205,7 @@ class CellSpec(SpecModel):
 
     versions: Versions = Versions()
     """Pinned releases of k3s and every add-on."""
-    k3s: K3sSpec = K3sSpec()
+    k3s: K3sSpec = Field(default=K3sSpec(), alias="k3s")
     """k3s hardening (the CIS profile by default) and its pinned installer."""
     oidc: OidcSpec | None = None
     """The OpenID Connect issuer tenants sign in with; none leaves the API server with k3s's own authenticators

@@ -60,8 +60,9 @@ def check_service_names(names: _Names) -> _Names:
     them, and a Service name must start with a letter."""
     for name in names:
         if not _DNS_1035.fullmatch(name):
-            raise SpecError((name,), f"{shown(name)} is not a DNS-1035 label (starts with a lower-case letter; lower-case "
-                            "letters, digits and '-'; at most 63 characters): workloads get Services of that name")
+            raise SpecError((name,), f"{shown(name)} is not a DNS-1035 label (starts with a lower-case letter; "
+                            "lower-case letters, digits and '-'; at most 63 characters): workloads get Services of "
+                            "that name")
     return names
 
 

@@ -225,7 +225,8 @@ class NodePool(SpecModel):
         if self.vgpu_profile not in model.vgpu_profiles:
             accepted = ", ".join(model.vgpu_profiles) or "none: no vGPU profiles catalogued for this model"
             raise SpecError(
-                ("vgpuProfile",), f"{shown(self.vgpu_profile)} is not a vGPU profile of {model.name}; accepted: {accepted}"
+                ("vgpuProfile",),
+                f"{shown(self.vgpu_profile)} is not a vGPU profile of {model.name}; accepted: {accepted}",
             )
 
     @field_validator("gpu_model")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
@@ -143,10 +142,13 @@ class DiskSource(SpecModel):
             return None
         if not value.startswith("docker://"):
             raise ValueError("must start with docker:// (CDI registry source)")
+        reference = value.removeprefix("docker://")
+        if not reference:
+            raise ValueError("has nothing after docker://; e.g. docker://quay.io/containerdisks/ubuntu:24.04")
         try:
-            check_image_reference(value.removeprefix("docker://"))
+            check_image_reference(reference)
         except ValueError as exc:
-            raise ValueError(f"after docker:// {exc}") from None
+            raise ValueError(f"names no image: after docker:// it {exc.args[0].removeprefix('is ')}") from None
         return value
 
     @field_validator("http")
@@ -474,11 +476,11 @@ class ModelEndpointSpec(SpecModel):
         host, sep, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
         try:
             check_host_name(host)
+            if sep and not (port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError("port")
         except ValueError:
             raise ValueError("is not a host name or address with an optional :port (no https://, no path; e.g. "
                              "minio.storage.example.net:9000)") from None
-        if sep and not (port.isdigit() and 0 < int(port) < 65536):
-            raise ValueError("has no valid port after ':'")
         return value
 
     @field_validator("s3_region")
@@ -493,16 +495,16 @@ class ModelEndpointSpec(SpecModel):
         if self.model_format is None and self.runtime is None:
             raise SpecError(("modelFormat",), "give modelFormat, runtime or both")
         if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
-            raise SpecError(("modelFormat",), f"is required with runtime {shown(self.runtime)}, which is not a built-in "
-                            f"KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
+            raise SpecError(("modelFormat",), f"is required with runtime {shown(self.runtime)}, which is not a "
+                            f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
         if self.min_replicas == 0:
             raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
         scheme, _, path = self.storage_uri.partition("://")
         if not path.strip("/") or any(c.isspace() for c in path) or path.startswith("/"):
-            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} has no location after {scheme}:// (or one with "
-                            "spaces); e.g. hf://org/model, s3://bucket/path")
+            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} has no location after {scheme}:// (or "
+                            "one with spaces); e.g. hf://org/model, s3://bucket/path")
         if scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
             raise SpecError(("storageUri",), f"{shown(self.storage_uri)} is not a KServe storage URI "
                             "(hf://, s3://, gs://, pvc://, https://, oci://)")
