@@ -49,8 +49,11 @@ def test_every_prod_server_carries_the_cis_options_and_every_node_the_kubelet_on
             assert files.files[SYSCTL].endswith("vm.panic_on_oom=0\nvm.overcommit_memory=1\nkernel.panic=10\n"
                                                 "kernel.panic_on_oops=1\n"), host
             if "-srv-" in host:
-                assert {k: config[k] for k in CIS_SERVER} == CIS_SERVER, host
-                assert set(files.files) == {SYSCTL, PSA, AUDIT}, host
+                assert {k: config[k] for k in CIS_SERVER} == {
+                    **CIS_SERVER,  # and prod's OIDC sign-in
+                    "kube-apiserver-arg": [*CIS_SERVER["kube-apiserver-arg"], f"authentication-config={AUTHN}"],
+                }, host
+                assert set(files.files) == {SYSCTL, PSA, AUDIT, AUTHN}, host  # prod signs tenants in with OIDC
             else:
                 assert not set(CIS_SERVER) & set(config), host
                 assert set(files.files) == {SYSCTL}, host
