@@ -65,6 +65,15 @@ _EXAMPLES: dict[str, str] = {
     "gpuOperator.vgpuDriverImage.repository": "`registry.example.com/nvidia`",
     "gpuOperator.vgpuDriverImage.version": "`580.95.02-ubuntu24.04`",
     "cilium.values": "`{hubble: {ui: {enabled: true}}}`",
+    "k3s.profile": "`none` (labs only)",
+    "k3s.secretsEncryption": "`false` (a cell created without it)",
+    "k3s.installerSha256": "64 hex digits from `sha256sum`",
+    "oidc.issuerUrl": "`https://login.example.net/realms/gpucell`",
+    "oidc.clientId": "`kubernetes`",
+    "oidc.usernameClaim": "`email`",
+    "oidc.groupsPrefix": "`idp:`",
+    "tenants.*.quota.nodePorts": "`1`",
+    "tenants.*.virtualMachines.*.sshService.allowFromCidrs": "`[198.51.100.0/24]`",
 }
 
 
