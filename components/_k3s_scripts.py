@@ -9,7 +9,8 @@ Upstream sources of the values:
   (``token-file``, ``cluster-init``, ``flannel-backend``, ``disable-kube-proxy``,
   ``disable-network-policy``...);
   config file location and list syntax: https://docs.k3s.io/installation/configuration#configuration-file
-- the installer (https://get.k3s.io, k3s-io/k3s ``install.sh``): ``INSTALL_K3S_VERSION``, ``INSTALL_K3S_EXEC``
+- the installer (k3s-io/k3s ``install.sh`` at the release's tag, checked against a pinned sha256, see
+  :mod:`gpucell.spec.k3s`): ``INSTALL_K3S_VERSION``, ``INSTALL_K3S_EXEC``
   (``server``/``agent``; ``agent`` needs no ``K3S_URL`` when the config file names the server), the
   ``k3s``/``k3s-agent`` systemd units and ``/usr/local/bin/k3s-uninstall.sh`` / ``k3s-agent-uninstall.sh``.
 - Cilium replacing flannel, kube-proxy and the network policy controller:
