@@ -13,7 +13,13 @@ from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.network import check_host_name, check_service_names
-from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
+from gpucell.spec.workloads import (
+    MAX_POD_CPU_MILLICORES,
+    MAX_POD_MEMORY_GIB,
+    GpuVirtualMachineSpec,
+    ModelEndpointSpec,
+    NotebookSpec,
+)
 
 __all__ = [
     "LINK_LOCAL",
@@ -118,9 +124,9 @@ class TenantQuota(SpecModel):
 class TenantLimits(SpecModel):
     """The tenant namespace's LimitRange: what a container gets when it does not say."""
 
-    default_cpu_millicores: StrictInt = Field(default=500, ge=10)
+    default_cpu_millicores: StrictInt = Field(default=500, ge=10, le=MAX_POD_CPU_MILLICORES)
     """Default CPU limit (and request), millicores. Defaults to 500."""
-    default_memory_mib: StrictInt = Field(default=1024, ge=16)
+    default_memory_mib: StrictInt = Field(default=1024, ge=16, le=MAX_POD_MEMORY_GIB * 1024)
     """Default memory limit (and request), MiB. Defaults to 1024."""
 
 

@@ -236,7 +236,7 @@ class GpuVirtualMachineSpec(SpecModel):
     """Node pool to place the VM on; defaults to any pool of the right mode and model."""
     cpu: CpuTopology = CpuTopology()
     """Guest CPU topology."""
-    memory_gib: StrictInt = Field(ge=1, le=MAX_POD_MEMORY_GIB)
+    memory_gib: StrictInt = Field(ge=1, le=4096)
     """Guest memory, GiB."""
     dedicated_cpus: bool = False
     """Pin vCPUs to dedicated host CPUs (``dedicatedCpuPlacement``); needs a pool with a topology profile."""
