@@ -348,6 +348,13 @@ def test_cross_field_rules_are_reported_beside_field_errors() -> None:
     ]
 
 
+def test_rules_across_regions_run_on_the_regions_that_validated() -> None:
+    lines = errors(lambda regions: regions.__setitem__("fra2", copy.deepcopy(regions["fra1"])),
+                   put(("iad1", "nodePools", "cpu", "role"), "cpux"))
+    assert lines[0] == "regions.iad1.nodePools.cpu.role: 'cpux' is not one of server, gpu, cpu"
+    assert len(lines) == 1 + 16  # and every host fra2 shares with fra1
+
+
 def test_several_cross_field_problems_are_all_reported() -> None:
     lines = errors(put((*FRA1, "nodePools", "cpu", "hosts", 0, "address"), "10.110.0.0"),
                    put((*FRA1, "network", "apiEndpoint"), "10.110.0.81"),
