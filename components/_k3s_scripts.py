@@ -9,7 +9,8 @@ Upstream sources of the values:
   (``token-file``, ``cluster-init``, ``flannel-backend``, ``disable-kube-proxy``,
   ``disable-network-policy``...);
   config file location and list syntax: https://docs.k3s.io/installation/configuration#configuration-file
-- the installer (https://get.k3s.io, k3s-io/k3s ``install.sh``): ``INSTALL_K3S_VERSION``, ``INSTALL_K3S_EXEC``
+- the installer (k3s-io/k3s ``install.sh`` at the release's tag, checked against a pinned sha256, see
+  :mod:`gpucell.spec.k3s`): ``INSTALL_K3S_VERSION``, ``INSTALL_K3S_EXEC``
   (``server``/``agent``; ``agent`` needs no ``K3S_URL`` when the config file names the server), the
   ``k3s``/``k3s-agent`` systemd units and ``/usr/local/bin/k3s-uninstall.sh`` / ``k3s-agent-uninstall.sh``.
 - Cilium replacing flannel, kube-proxy and the network policy controller:
@@ -27,13 +28,18 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from gpucell import vgpu_sriov
 from gpucell.gpu_catalog import VgpuFramework
+from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
+from gpucell.k3s_hardening import agent_options as hardening_options
+from gpucell.k3s_hardening import server_options as hardening_server_options
 from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
+from gpucell.spec.k3s import installer_url
 from gpucell.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
@@ -70,6 +76,16 @@ K3S_LOCAL_PORT = 6443
 READY_TIMEOUT_SECONDS = 300
 """How long a server's script waits for the API server's ``/readyz`` after (re)starting k3s, seconds."""
 _HEREDOC = "GPUCELL_K3S_CONFIG"
+DATA_DIR = "/var/lib/rancher/k3s"
+"""k3s's data directory (``data-dir`` default for a root install)."""
+ETCD_DIR = f"{DATA_DIR}/server/db/etcd"
+"""Embedded etcd's data: present once a server has initialised or joined the cluster."""
+ENCRYPTION_CONFIG = f"{DATA_DIR}/server/cred/encryption-config.json"
+"""Written by k3s at a server's first start with ``secrets-encryption`` (docs.k3s.io/cli/secrets-encrypt)."""
+KUBELET_STATE_ARGS = ("cpu-manager-", "memory-manager-", "reserved-cpus=", "reserved-memory=", "kube-reserved=",
+                      "system-reserved=")
+"""``kubelet-arg`` entries the CPU and memory manager checkpoints are validated against at kubelet start: a
+change of any of them resets the checkpoints; other kubelet arguments (the CIS profile's) do not."""
 
 # -- addresses -------------------------------------------------------------------------------------
 def _host_port(host: str, port: int) -> str:
@@ -135,14 +151,17 @@ def node_config(
     """The k3s options of one node as an ordered mapping (rendered by :func:`render_config`).
 
     Every node: ``node-name``, ``node-ip``, ``token-file``, ``node-label`` (see :func:`managed_labels`, then
-    the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``taints``, when any) and ``kubelet-arg``
-    (``pool.topology.kubelet_args()``, when the pool has a topology profile).
+    the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``taints``, when any), ``kubelet-arg``
+    (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
+    ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
     The first server gets ``cluster-init: true`` (it initialises embedded etcd); every other node gets
     ``server: <api_server_url>``. Servers also get the cluster-wide options: ``tls-san`` (apiEndpoint plus
     ``network.tlsSans``), pod/service CIDRs and cluster DNS, no flannel / network policy controller /
     kube-proxy (Cilium replaces all three), ``disable`` traefik and servicelb (plus local-storage with
-    Longhorn), ``https-listen-port`` when it is not 6443 (see :func:`listen_port`) and
-    ``write-kubeconfig-mode: "0600"``. ``first_server`` must be False for agents.
+    Longhorn), ``https-listen-port`` when it is not 6443 (see :func:`listen_port`),
+    ``write-kubeconfig-mode: "0600"``, then ``secrets-encryption`` and the CIS profile's and sign-in's API server
+    and controller-manager arguments (:func:`gpucell.k3s_hardening.server_options`). ``first_server`` must be
+    False for agents.
     """
     is_server = pool.role is NodeRole.SERVER
     if first_server and not is_server:
@@ -156,10 +175,15 @@ def node_config(
     config["node-label"] = _node_labels(cell, pool_name, pool)
     if pool.taints:
         config["node-taint"] = list(pool.taints)
-    if pool.topology is not None:
-        config["kubelet-arg"] = pool.topology.kubelet_args()
+    hardening = hardening_options(cell)
+    kubelet_args = [*(pool.topology.kubelet_args() if pool.topology is not None else []),
+                    *hardening.pop("kubelet-arg", [])]
+    if kubelet_args:
+        config["kubelet-arg"] = kubelet_args
+    config.update(hardening)
     if is_server:
         config.update(_server_options(cell))
+        config.update(hardening_server_options(cell))
     return config
 
 
@@ -187,9 +211,14 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
 
 def render_config(config: dict[str, Any]) -> str:
     """``config.yaml`` text: block-style YAML in the mapping's own (stable) key order."""
-    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return _heredoc_safe(yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True))
+
+
+def _heredoc_safe(text: str) -> str:
+    """``text``, which the install script embeds in a quoted heredoc; raises ``ValueError`` when a line of it
+    would end the heredoc early."""
     if any(line.strip() == _HEREDOC for line in text.splitlines()):
-        raise ValueError(f"a k3s config line equals the script's heredoc delimiter {_HEREDOC!r}")
+        raise ValueError(f"a line of a node file equals the script's heredoc delimiter {_HEREDOC!r}")
     return text
 
 
@@ -219,13 +248,17 @@ readonly K3S_BIN=/usr/local/bin/k3s
 readonly CONFIG_DIR=/etc/rancher/k3s
 readonly CONFIG_FILE={config_path}
 readonly TOKEN_FILE={token_path}
-readonly INSTALLER_URL=https://get.k3s.io
+readonly INSTALLER_URL={installer_url}
+readonly INSTALLER_SHA256={installer_sha256}
 readonly KUBELET_DIR={kubelet_dir}
 
-# The kubelet-arg entries of the k3s config on stdin, one a line and sorted; nothing when it has none.
+# The kubelet-arg entries of the k3s config on stdin that the kubelet's CPU and memory manager checkpoints
+# depend on, one a line and sorted; nothing when it has none.
 kubelet_args() {{
-  awk '/^kubelet-arg:/ {{ in_list = 1; next }} in_list && /^[- ]/ {{ print; next }} {{ in_list = 0 }}' \\
-    | LC_ALL=C sort
+  awk '/^kubelet-arg:/ {{ in_list = 1; next }}
+    in_list && /^- ({state_args})/ {{ print; next }}
+    in_list && /^[- ]/ {{ next }}
+    {{ in_list = 0 }}' | LC_ALL=C sort
 }}
 
 as_root install -d -m 0755 "$CONFIG_DIR"
@@ -239,19 +272,34 @@ if ! as_root test -s "$TOKEN_FILE"; then
   echo "gpucell: no cluster token on stdin" >&2
   exit 1
 fi
-
+{encryption_guard}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# What k3s reads, staged first: its config, then the files of the CIS profile and of sign-in.
 cat >"$work/config.yaml" <<'{heredoc}'
 {config}{heredoc}
+{staged_files}
+readonly MANAGED=("$CONFIG_FILE"{managed})
+readonly STAGED=("$work/config.yaml"{staged})
+readonly MODES=(0600{modes})
 
-# Idempotence: the pinned version, running with this exact config, is left alone (no restart).
-want_sum="$(sha256sum "$work/config.yaml" | cut -d ' ' -f 1)"
-have_sum=""
-if as_root test -f "$CONFIG_FILE"; then
-  have_sum="$(as_root sha256sum "$CONFIG_FILE" | cut -d ' ' -f 1)"
-fi
+# sha256 over every managed file, each after its path: "staged" reads this run's, "installed" the node's.
+files_sum() {{
+  local i
+  for i in "${{!MANAGED[@]}}"; do
+    printf '%s\\n' "${{MANAGED[$i]}}"
+    if [ "$1" = staged ]; then
+      cat "${{STAGED[$i]}}"
+    else
+      as_root cat "${{MANAGED[$i]}}" 2>/dev/null || echo "(missing)"
+    fi
+  done | sha256sum | cut -d ' ' -f 1
+}}
+
+# Idempotence: the pinned version, running with these exact files, is left alone (no restart).
+want_sum="$(files_sum staged)"
+have_sum="$(files_sum installed)"
 have_version=""
 if [ -x "$K3S_BIN" ]; then
   # "k3s version v1.34.2+k3s1 (abcdef12)"; a binary that cannot run counts as not installed.
@@ -263,13 +311,21 @@ if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_sum" = "$want_sum" ] \\
   exit 0
 fi
 
-# Fetched before anything is stopped, so that a download failure leaves the node as it was.
+# The installer of this release, from the release's tag (not a moving URL), run only when it is the reviewed
+# one. Fetched before anything is stopped, so that a download or checksum failure leaves the node as it was.
 curl -sfL --retry 3 "$INSTALLER_URL" -o "$work/install.sh"
+have_installer="$(sha256sum "$work/install.sh" | cut -d ' ' -f 1)"
+if [ "$have_installer" != "$INSTALLER_SHA256" ]; then
+  echo "gpucell: $INSTALLER_URL has sha256 $have_installer, not the pinned $INSTALLER_SHA256; nothing was" \\
+    "changed. Review that script; if it is the one you want, set k3s.installerSha256 to its checksum" >&2
+  exit 1
+fi
 
-# A different kubelet-arg set (a changed topology profile) must not meet the kubelet's old checkpoints: the
-# kubelet refuses to start when its CPU or memory manager policy differs from the one in its state file. As the
-# Kubernetes docs prescribe: stop the kubelet (the whole k3s service), remove the state files, and start it with
-# the new options (the installer below restarts the service). Unchanged args leave the state files alone.
+# A different set of the kubelet-arg entries its checkpoints depend on (a changed topology profile) must not
+# meet the kubelet's old checkpoints: the kubelet refuses to start when its CPU or memory manager policy differs
+# from the one in its state file. As the Kubernetes docs prescribe: stop the kubelet (the whole k3s service),
+# remove the state files, and start it with the new options (the installer below restarts the service).
+# Other changes (labels, the CIS profile's kubelet arguments) leave the state files alone.
 want_kubelet_args="$(kubelet_args <"$work/config.yaml")"
 have_kubelet_args=""
 if as_root test -f "$CONFIG_FILE"; then
@@ -284,10 +340,33 @@ if [ "$want_kubelet_args" != "$have_kubelet_args" ]; then
   echo "gpucell: kubelet-arg changed; removed the kubelet's CPU and memory manager state"
 fi
 
-# (Re)install: the installer writes the systemd unit and restarts the service, which rereads the config.
-as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
-as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" sh "$work/install.sh" </dev/null
+# (Re)install: the files first (k3s reads them at start), then the installer writes the systemd unit and
+# restarts the service.
+for i in "${{!MANAGED[@]}}"; do
+  as_root install -D -m "${{MODES[$i]}}" "${{STAGED[$i]}}" "${{MANAGED[$i]}}"
+done
+{after_files}as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" \\
+  sh "$work/install.sh" </dev/null
 echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
+"""
+
+_ENCRYPTION_GUARD = """
+# k3s cannot turn secrets encryption on or off in a running cluster ("Starting K3s without encryption and
+# enabling it at a later time is currently not supported", docs.k3s.io/cli/secrets-encrypt): a server whose
+# datastore exists keeps what it was initialised with, and a config that changes it is refused before anything
+# is touched.
+readonly WANT_SECRETS_ENCRYPTION={want}
+if as_root test -d {etcd_dir}; then
+  have_secrets_encryption=false
+  if as_root test -f {encryption_config}; then
+    have_secrets_encryption=true
+  fi
+  if [ "$have_secrets_encryption" != "$WANT_SECRETS_ENCRYPTION" ]; then
+    echo "gpucell: this server's cluster runs with secrets-encryption $have_secrets_encryption, which k3s cannot" \\
+      "change on a running cluster; set k3s.secretsEncryption to $have_secrets_encryption (nothing was changed)" >&2
+    exit 1
+  fi
+fi
 """
 
 _WAIT_READY = """\
@@ -340,23 +419,34 @@ def _service(role: NodeRole) -> str:
     return "k3s" if role is NodeRole.SERVER else "k3s-agent"
 
 
-def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str, *, host_setup: str = "") -> str:
+def install_script(
+    cell: CellSpec, role: NodeRole, host: Host, config_yaml: str, files: Sequence[NodeFile] = (), *,
+    host_setup: str = "",
+) -> str:
     """The bash script that installs or reconciles k3s on one node (create and update run the same one).
 
-    Reads the cluster token from stdin into ``/etc/rancher/k3s/token`` (0600, root), writes ``config_yaml`` to
-    ``/etc/rancher/k3s/config.yaml`` and runs the official installer with ``INSTALL_K3S_VERSION`` and
-    ``INSTALL_K3S_EXEC=server|agent`` - unless the installed version is the pinned one, the config's sha256 is
-    unchanged and the service is active, in which case it exits 0 without restarting. Token and config files
-    are mode 0600, owned by root. A server's script then
-    waits up to :data:`READY_TIMEOUT_SECONDS` for ``/readyz``. Raises nothing; the script exits non-zero on
-    any failure.
+    Reads the cluster token from stdin into ``/etc/rancher/k3s/token`` (0600, root), stages ``config_yaml`` (for
+    ``/etc/rancher/k3s/config.yaml``) and ``files`` (the CIS profile's and sign-in's,
+    :func:`gpucell.k3s_hardening.node_files`), and, unless the installed version is the pinned one, every staged
+    file equals the node's (sha256) and the service is active (then it exits 0 without restarting), fetches the
+    release's ``install.sh`` from its tag (:func:`gpucell.spec.k3s.installer_url`), refuses it when its sha256 is
+    not the pinned one (``k3s.installerSha256`` or :data:`gpucell.spec.k3s.INSTALLER_SHA256`), writes the files
+    (root-owned; config and token 0600), applies the sysctl file when there is one, and runs the installer with
+    ``INSTALL_K3S_VERSION`` and ``INSTALL_K3S_EXEC=server|agent``. A server's script then waits up to
+    :data:`READY_TIMEOUT_SECONDS` for ``/readyz``.
 
-    When the node's ``kubelet-arg`` entries (as a sorted set) differ from those of the installed config - a
-    topology profile added, changed or removed - the script stops the k3s service and removes
+    On a server whose embedded etcd exists, a ``secrets-encryption`` setting other than the one the cluster was
+    initialised with (told by ``server/cred/encryption-config.json``) is refused before anything changes: k3s
+    cannot switch it on a running cluster.
+
+    When the node's ``kubelet-arg`` entries that the CPU and memory manager checkpoints depend on
+    (:data:`KUBELET_STATE_ARGS`, compared as a sorted set) differ from the installed config's - a topology
+    profile added, changed or removed - the script stops the k3s service and removes
     ``/var/lib/kubelet/cpu_manager_state`` and ``memory_manager_state`` before writing the new config and
     restarting, since the kubelet will not start with a policy other than its checkpoint's. It does not drain
     the node: drain it first (``kubectl drain``) when it runs pods with exclusive CPUs or pinned memory, as the
-    Kubernetes docs ask.
+    Kubernetes docs ask. Raises ``KeyError`` when ``versions.k3s`` has no pinned installer checksum (the spec
+    refuses such a cell). The script exits non-zero on any failure.
 
     ``host_setup`` (:func:`gpucell._host_setup.host_setup` of the node's pool) runs first, before anything is
     written: checks of the host's memory, hugepages and kernel that stop the script with the reason, and host
@@ -364,16 +454,38 @@ def install_script(cell: CellSpec, role: NodeRole, host: Host, config_yaml: str,
     """
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
+    staged = "".join(
+        f'cat >"$work/file-{index}" <<\'{_HEREDOC}\'\n{_heredoc_safe(file.content)}{_HEREDOC}\n'
+        for index, file in enumerate(files, start=1)
+    )
+    guard = ""
+    if server:
+        guard = _ENCRYPTION_GUARD.format(want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DIR,
+                                         encryption_config=ENCRYPTION_CONFIG)
+    after_files = ""
+    if server and cell.k3s.cis:
+        after_files += f"as_root install -d -m 0700 {AUDIT_LOG_DIR}  # the audit log's directory\n"
+    if any(file.path == SYSCTL_PATH for file in files):
+        after_files += f"as_root sysctl -p {SYSCTL_PATH} >/dev/null  # before the kubelet checks them\n"
     body = _INSTALL_BODY.format(
         version=shlex.quote(cell.versions.k3s),
         role="server" if server else "agent",
         service=_service(role),
         config_path=CONFIG_PATH,
         token_path=TOKEN_PATH,
+        installer_url=shlex.quote(installer_url(cell.versions.k3s)),
+        installer_sha256=cell.k3s.installer_checksum(cell.versions.k3s),
         heredoc=_HEREDOC,
         config=config_yaml,
         kubelet_dir=KUBELET_DIR,
+        state_args="|".join(KUBELET_STATE_ARGS),
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
+        encryption_guard=guard,
+        staged_files=staged,
+        managed="".join(f" {shlex.quote(file.path)}" for file in files),
+        staged="".join(f' "$work/file-{index}"' for index in range(1, len(files) + 1)),
+        modes="".join(f" {file.mode}" for file in files),
+        after_files=after_files,
     )
     script = _PREAMBLE.format(title=title) + host_setup + "\n" + body
     if server:

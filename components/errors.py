@@ -8,6 +8,7 @@ the engine shows without a Python traceback.
 from __future__ import annotations
 
 import enum
+import re
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -15,17 +16,39 @@ from collections.abc import Iterable, Sequence
 import pydantic
 import pydantic_core
 
-__all__ = ["ConfigError", "SpecError", "format_validation_error", "join_path"]
+__all__ = ["ConfigError", "SpecError", "format_validation_error", "join_path", "shown"]
 
 PathPart = str | int
 
+SHOWN_LIMIT = 60
+"""Characters of a bad value an error line shows before shortening it with ``...``."""
+_PLAIN_KEY = re.compile(r"[^\s\[\]\"'\\]+")
+"""A key shown as is in a key path; any other key (empty, with spaces, quotes or brackets) is shown quoted."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
+    """A value as an error line shows it: strings quoted (``repr``, so a newline shows as ``\\n``), anything else
+    as ``str``, one line, shortened to ``limit`` characters with ``...``."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    if len(text) > limit:
+        text = text[: limit - 3] + ("...'" if isinstance(value, str) else "...")
+    return text
+
 
 def join_path(parts: Iterable[PathPart]) -> str:
-    """Join key-path parts the way ``pulumi config set --path`` writes them: ``a.b[0].c``."""
+    """Join key-path parts the way ``pulumi config set --path`` writes them: ``a.b[0].c``.
+
+    A key that is empty or holds spaces, quotes or brackets is shown quoted (``nodePools[''].hosts``), shortened
+    like a value (:func:`shown`), so a line never ends up with an empty or multi-line key path.
+    """
     out = ""
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(part) or len(part) > SHOWN_LIMIT:
+            out += f"[{shown(part)}]"
         else:
             out += f".{part}" if out else str(part)
     return out
@@ -46,20 +69,26 @@ class SpecError(ValueError):
 
 
 class ConfigError(Exception):
-    """The stack config is wrong. ``lines`` holds one ``key.path: message`` line per problem."""
+    """The stack config is wrong. ``lines`` holds one ``key.path: message`` line per problem.
+
+    Each line is one line: a control character that slipped into a message (a value shown without
+    :func:`shown`) is escaped, and duplicate lines are dropped.
+    """
 
     def __init__(self, lines: Sequence[str]) -> None:
-        self.lines = list(lines)
+        self.lines = list(dict.fromkeys(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line) for line in lines))
         super().__init__("\n".join(self.lines))
 
     @classmethod
     def at(cls, path: Sequence[PathPart], message: str) -> ConfigError:
-        """One problem at ``path``: ``ConfigError.at(("regions", "fra1"), "...")``."""
+        """One problem at ``path``: ``ConfigError.at(("regions", "fra1"), "...")``. ``path`` may not be empty."""
+        if not path:
+            raise ValueError("a config error needs a key path")
         return cls([f"{join_path(path)}: {message}"])
 
 
 def _describe(value: object) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
+    return shown(value)
 
 
 def _model_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[pydantic.BaseModel] | None:
@@ -109,6 +138,26 @@ def _enum_at(root: type[pydantic.BaseModel], loc: Sequence[PathPart]) -> type[en
     return annotation if isinstance(annotation, type) and issubclass(annotation, enum.Enum) else None
 
 
+_TYPE_ERRORS = {
+    "model_type": "is not a mapping of keys",
+    "dict_type": "is not a mapping of keys",
+    "model_attributes_type": "is not a mapping of keys",
+    "list_type": "is not a list",
+    "string_type": "is not a string; quote it if it is text",
+    "int_type": "is not a whole number",
+    "int_parsing": "is not a whole number",
+    "int_from_float": "is not a whole number",
+    "bool_type": "is not true or false",
+    "bool_parsing": "is not true or false",
+}
+"""pydantic's type errors, in words that name no Python class (``instance of CellSpec``)."""
+
+
+def _where(root: type[pydantic.BaseModel], parts: Sequence[PathPart]) -> str:
+    """The key path of a problem; the model's own name when the problem is the model built from Python itself."""
+    return join_path(parts) if parts else root.__name__
+
+
 def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: pydantic_core.ErrorDetails) -> str:
     loc: tuple[PathPart, ...] = tuple(err["loc"])
     kind = err["type"]
@@ -116,8 +165,11 @@ def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: pydan
     ctx = err.get("ctx") or {}
     cause = ctx.get("error")
     if isinstance(cause, SpecError):
-        return f"{join_path((*prefix, *loc, *cause.rel_path))}: {cause.message}"
-    where = join_path((*prefix, *loc))
+        return f"{_where(root, (*prefix, *loc, *cause.rel_path))}: {cause.message}"
+    if loc and loc[-1] == "[key]":
+        # pydantic's marker for a map key that failed validation (a number or date where a name belongs)
+        return f"{_where(root, (*prefix, *loc[:-1]))}: key {_describe(value)} is not a string; quote it"
+    where = _where(root, (*prefix, *loc))
     if kind == "enum":
         enum_type = _enum_at(root, loc)
         accepted = ", ".join(str(m.value) for m in enum_type) if enum_type else ctx.get("expected", "")
@@ -130,6 +182,8 @@ def _line(root: type[pydantic.BaseModel], prefix: Sequence[PathPart], err: pydan
         return f"{where}: required key is missing"
     if isinstance(cause, ValueError):
         return f"{where}: {_describe(value)} {cause}"
+    if kind in _TYPE_ERRORS:
+        return f"{where}: {_describe(value)} {_TYPE_ERRORS[kind]}"
     return f"{where}: {_describe(value)} is invalid: {err['msg']}"
 
 

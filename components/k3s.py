@@ -43,7 +43,7 @@ client certificate expires after a year), ``pulumi up --replace <urn of <name>-k
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_random import RandomPassword
@@ -51,6 +51,7 @@ from pulumi_random import RandomPassword
 from gpucell import _k3s_scripts as scripts
 from gpucell._component import CellComponent
 from gpucell._host_setup import host_setup
+from gpucell.k3s_hardening import node_files
 from gpucell.spec import CellSpec, Host, NodeRole
 
 with warnings.catch_warnings():
@@ -77,12 +78,15 @@ class K3sClusterArgs:
 
 @dataclass(frozen=True)
 class NodeFiles:
-    """What one node receives, as text; neither file contains the cluster token."""
+    """What one node receives, as text; none of it contains the cluster token."""
 
     config_yaml: str
     """Content of ``/etc/rancher/k3s/config.yaml``."""
     install_script: str
     """The bash script run over SSH on create and update."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Path -> content of the other files the script writes (the CIS profile's and sign-in's, see
+    :func:`gpucell.k3s_hardening.node_files`)."""
 
 
 class K3sCluster(CellComponent):
@@ -174,10 +178,12 @@ class K3sCluster(CellComponent):
         config_yaml = scripts.render_config(
             scripts.node_config(cell, pool_name, pool, host, first_server=first)
         )
+        files = node_files(cell, server=pool.role is NodeRole.SERVER)
         install = scripts.install_script(
-            cell, pool.role, host, config_yaml, host_setup=host_setup(cell, pool_name, pool)
+            cell, pool.role, host, config_yaml, files, host_setup=host_setup(cell, pool_name, pool)
         )
-        self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install)
+        self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install,
+                                               files={file.path: file.content for file in files})
         command = scripts.remote(install)
         return Command(
             f"{name}-{host.name}",

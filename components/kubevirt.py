@@ -14,6 +14,7 @@ of ``spec.configuration.mediatedDevicesConfiguration.enabled``, which is what we
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "CR_NAME",
     "HOST_DEVICES_GATE",
     "NAMESPACE",
+    "SECCOMP_CONFIGURATION",
     "WAIT_FOR_AVAILABLE",
     "KubeVirt",
     "KubeVirtArgs",
@@ -146,10 +148,20 @@ def feature_gates(cell: CellSpec) -> list[str]:
     return gates
 
 
+SECCOMP_CONFIGURATION = {"virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
+"""``configuration.seccompConfiguration``: every virt-launcher pod gets pod-level ``seccompProfile:
+RuntimeDefault`` (v1.9.0 ``pkg/virt-controller/services/template.go``), which Pod Security ``restricted``
+requires; without it the launcher has no profile ("Defaults to none"). ``RuntimeDefault`` rather than KubeVirt's
+own ``localhostProfile: kubevirt/kubevirt.json``: the runtime's profile needs no file on the node (virt-handler
+writes KubeVirt's), and what KubeVirt's adds, ``userfaultfd``, serves only post-copy live migration, which gpucell
+does not enable."""
+
+
 def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
 
-    ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
+    ``configuration.seccompConfiguration`` (:data:`SECCOMP_CONFIGURATION`, always: tenant namespaces enforce
+    ``restricted``), ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
     ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when an mdev ``vm-vgpu`` pool
     exists, ``configuration.mediatedDevicesConfiguration.enabled: false``: the GPU Operator's vGPU device
     manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
@@ -163,7 +175,7 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     upgrade; GPU VMs cannot live-migrate, so the only other method, ``Evict``, would stop tenants' VMs) and
     ``imagePullPolicy`` (``IfNotPresent`` for the release's pinned images).
     """
-    configuration: dict[str, Any] = {}
+    configuration: dict[str, Any] = {"seccompConfiguration": copy.deepcopy(SECCOMP_CONFIGURATION)}
     gates = feature_gates(cell)
     if gates:
         configuration["developerConfiguration"] = {"featureGates": gates}
@@ -172,7 +184,7 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
         configuration["permittedHostDevices"] = devices
     if cell.vgpu_pools(VgpuFramework.MDEV):
         configuration["mediatedDevicesConfiguration"] = {"enabled": False}
-    spec: dict[str, Any] = {"configuration": configuration} if configuration else {}
+    spec: dict[str, Any] = {"configuration": configuration}
     tolerations = vm_pool_tolerations(cell)
     if tolerations:
         spec["workloads"] = {"nodePlacement": {"tolerations": tolerations}}

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpucell.errors import shown
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy
@@ -73,7 +74,7 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
     workers = [n for n, p in pools.items() if p.role is not NodeRole.SERVER]
     if vm.pool is not None and vm.pool not in workers:
         why = "is a server pool" if vm.pool in pools else "is not a node pool of the region"
-        raise PlacementError(("pool",), f"{vm.pool!r} {why}; VMs run on gpu or cpu pools: {', '.join(workers)}")
+        raise PlacementError(("pool",), f"{shown(vm.pool)} {why}; VMs run on gpu or cpu pools: {', '.join(workers)}")
     if vm.gpu_model is None:
         candidates = [vm.pool] if vm.pool else cpu_pools(pools)
         placement = _with_topology(candidates, pools, needs_topology, _topology_key(vm))
@@ -83,10 +84,11 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
             raise PlacementError(*next(r for r in refusals.values() if r is not None))
         return Placement(fits)
     if vm.gpu_model not in CATALOG:
-        raise PlacementError(("gpuModel",), f"{vm.gpu_model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(("gpuModel",),
+                             f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}")
     profiles = CATALOG[vm.gpu_model].vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
-        raise PlacementError(("vgpuProfile",), f"{vm.vgpu_profile!r} is not a vGPU profile of {vm.gpu_model}; "
+        raise PlacementError(("vgpuProfile",), f"{shown(vm.vgpu_profile)} is not a vGPU profile of {vm.gpu_model}; "
                              f"accepted: {', '.join(profiles) or 'none: no vGPU profiles catalogued'}")
     kind = OfferKind.VGPU if vm.vgpu_profile else OfferKind.PASSTHROUGH
     mode = GpuMode.VM_VGPU if vm.vgpu_profile else GpuMode.VM_PASSTHROUGH
@@ -251,7 +253,8 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
     if gpu is None:
         return Placement(tuple(cpu_pools(pools)))
     if gpu.model is not None and gpu.model not in CATALOG:
-        raise PlacementError(("gpu", "model"), f"{gpu.model!r} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(("gpu", "model"),
+                             f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}")
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]
     vm_pools = [o for o in of_model if o.mode is not GpuMode.CONTAINER]
     container = [o for o in of_model if o.mode is GpuMode.CONTAINER]
@@ -276,12 +279,13 @@ def _model(gpu: GpuRequest) -> str:
 
 def _place_mig(gpu: GpuRequest, container: Sequence[GpuOffer], mig_strategy: str) -> Placement:
     if mig_strategy == "single" and any(o.kind is OfferKind.MIG for o in container):
-        raise PlacementError(("gpu", "migProfile"), f"{gpu.mig_profile!r}: under gpuOperator.migStrategy single MIG "
-                             "instances are advertised as nvidia.com/gpu; ask for whole GPUs or use migStrategy mixed")
+        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)}: under gpuOperator.migStrategy "
+                             "single MIG instances are advertised as nvidia.com/gpu; ask for whole GPUs or use "
+                             "migStrategy mixed")
     slices = [o for o in container if o.kind is OfferKind.MIG and o.mig_profile == gpu.mig_profile]
     if not slices:
         offered = sorted({o.mig_profile for o in container if o.mig_profile})
-        raise PlacementError(("gpu", "migProfile"), f"{gpu.mig_profile!r} is offered by no node's MIG layout"
+        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)} is offered by no node's MIG layout"
                              f"{_model(gpu)}; offered: {', '.join(offered) or 'none'}")
     fitting = _fit(slices, gpu.count, f"{gpu.mig_profile} instances", ("gpu", "count"))
     return Placement(tuple(o.pool for o in fitting), fitting[0].resource, gpu.count)

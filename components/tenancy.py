@@ -8,50 +8,57 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   region by name (:func:`quota_hard`);
 - a ``LimitRange`` ``tenant-defaults``: what a container gets when it does not say
   (:func:`limit_range_manifest`);
-- ``RoleBinding`` objects from the tenant's groups to the built-in ``admin``/``edit``/``view`` ClusterRoles,
+- ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC ``groupsPrefix``) to the
+  built-in ``admin``/``edit``/``view`` ClusterRoles,
   and namespaced ``Role`` objects for KServe, whose chart does not aggregate into those
   (:func:`rbac_manifests`);
 - ``CiliumNetworkPolicy`` objects, one per purpose so that a reviewer reads each on its own:
-  ``tenant-default-deny``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and the egress class's
+  ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
+  the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
 
-Pod Security Admission: the strictest level the tenant's workloads run under
----------------------------------------------------------------------------
-``warn`` and ``audit`` are always ``restricted``; ``enforce`` is ``restricted`` for tenants without VMs and
-``baseline`` for tenants with VMs. Every mode is pinned to the cell's Kubernetes minor (``v1.34``) so that a
-k3s upgrade does not silently change what is enforced. The evidence, from kubevirt/kubevirt (``main`` near
-v1.9, read through the source index; the v1.9.0 tag itself was not in it):
+Pod Security Admission: ``restricted`` for every tenant, VMs included
+---------------------------------------------------------------------
+``enforce``, ``warn`` and ``audit`` are ``restricted`` for every tenant namespace, each pinned to the cell's
+Kubernetes minor (``v1.34``) so that a k3s upgrade does not silently change what is enforced. VMs pass because
+the cell's ``KubeVirt`` CR sets ``configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile.
+runtimeDefaultProfile: true`` (:func:`gpucell.kubevirt.kubevirt_spec`). The evidence, read with ``git show
+v1.9.0:<path>`` in kubevirt/kubevirt (tag v1.9.0, 79d34c1762169e5b0370ec491cef5ca12e6b504c):
 
-- The launcher runs non-root: ``NonRoot`` is a GA gate and ``Root`` an Alpha opt-in
-  (``pkg/virt-config/featuregate/legacy/non_root.go``, ``root.go``); the cell's ``KubeVirt`` CR enables only
-  ``HostDevices`` and ``CPUManager`` (:func:`gpucell.kubevirt.feature_gates`). For a non-root VMI,
-  ``pkg/virt-controller/services/template.go`` (``computePodSecurityContext``) sets ``runAsUser`` and
-  ``runAsGroup`` 107, ``runAsNonRoot: true``, ``fsGroup: 107``; ``rendercontainer.go`` (``securityContext``)
-  sets ``allowPrivilegeEscalation: false`` and the compute container drops ``ALL`` and adds only
-  ``NET_BIND_SERVICE`` (``requiredCapabilities``). ``SYS_NICE`` is added **only for a root launcher**
-  (``if !vmitrait.IsNonRoot(vmi)``), so dedicated CPUs, hugepages and NUMA passthrough need no capability
-  beyond baseline: CPU pinning is done by the kubelet's static CPU manager and virt-handler, not by the pod.
-- Volumes are ``emptyDir`` (hugepages as ``emptyDir`` with medium ``HugePages``), PVCs, Secrets, ConfigMaps
-  and downward API (``rendervolumes.go``); ``hostPath`` appears only for ``hostDisk`` volumes, which gpucell
-  never renders. GPUs arrive through the device plugin (extended resources), not as host mounts.
-- What fails ``restricted`` is seccomp: the pod's ``seccompProfile`` comes only from the ``KubeVirt`` CR's
-  ``configuration.seccompConfiguration.virtualMachineInstanceProfile`` ("Defaults to none" in v1.9.0
-  ``swagger.json``), and no container sets one, so ``restricted`` rejects the launcher pod ("seccompProfile
-  ... must set securityContext.seccompProfile.type to RuntimeDefault or Localhost"). ``baseline`` only forbids
-  an explicit ``Unconfined``. Hotplug attachment pods for block volumes also run as root (pod
-  ``runAsUser: 0``, ``RenderHotplugAttachmentTriggerPodTemplate``), which ``baseline`` allows and
-  ``restricted`` does not.
-- So ``baseline`` is the strictest level a gpucell VM runs under today. The way to ``restricted`` for VM
-  tenants is to set that seccomp profile in the ``KubeVirt`` CR (kubevirt/kubevirt#8649 "Run VMs as
-  'restricted' PSA pods", #8917 "Seccomp"); until the cell does, tenants with VMs enforce ``baseline`` and
-  still get ``restricted`` warnings and audit entries.
-- KubeVirt's ``PSA`` gate (GA in ``legacy/psa.go``) once made virt-controller relabel a VM's namespace
-  ``enforce: privileged`` (kubevirt/kubevirt#8436, ``pkg/psa/psa.go`` ``EscalateNamespace``). The VMI and
-  migration controllers read for this (``pkg/virt-controller/watch/vmi/vmi.go``,
-  ``pkg/virt-controller/watch/migration/migration.go``) hold no namespace store and never call it. If a later
-  release did, Pulumi would show the label drift at the next ``pulumi preview``.
+- ``pkg/virt-controller/services/template.go``: the launcher pod's ``seccompProfile`` comes only from
+  ``seccompConfiguration`` (``RuntimeDefault`` for ``runtimeDefaultProfile``, ``Localhost`` for
+  ``localhostProfile``) and is set at pod level by ``computePodSecurityContext``, covering every container.
+  Without it the pod has no profile and ``restricted`` rejects it ("Defaults to none", ``swagger.json``).
+- The launcher runs non-root: the VMI mutator marks every VMI non-root unless the ``Root`` gate (Alpha, never
+  enabled by gpucell, see :func:`gpucell.kubevirt.feature_gates`) is on (``vmi-mutator.go`` ``markAsNonroot``,
+  ``RuntimeUser = 107``). ``computePodSecurityContext`` then sets ``runAsUser``/``runAsGroup`` 107,
+  ``runAsNonRoot: true``, ``fsGroup: 107``.
+- Containers (``rendercontainer.go`` ``securityContext``): non-root, ``allowPrivilegeEscalation: false``; the
+  compute container drops ``ALL`` and adds only ``NET_BIND_SERVICE`` (``requiredCapabilities``; ``SYS_NICE``
+  only for a root launcher), which ``restricted`` allows. The container-disk, hook-sidecar, virtiofs and
+  guest-console-log containers are non-root with ``ALL`` dropped. None is privileged or uses host namespaces,
+  host ports or sysctls. CPU pinning is done by the kubelet's static CPU manager and virt-handler, not the pod.
+- Volumes (``rendervolumes.go``): ``emptyDir`` (hugepages as medium ``HugePages``), PVCs, Secrets, ConfigMaps,
+  downward API and ``image`` volumes (container disks; allowed by ``restricted`` since Kubernetes 1.33,
+  kubernetes/kubernetes#130394). ``hostPath`` appears only for ``hostDisk`` volumes (the Alpha ``HostDisk``
+  gate), which gpucell never enables. GPUs arrive through the device plugin as extended resources.
+- What ``restricted`` still rejects, honestly: the trigger pod KubeVirt starts to hotplug a **block-mode** PVC
+  into a running VM sets pod ``runAsUser: 0`` (``RenderHotplugAttachmentTriggerPodTemplate``, called from
+  ``pkg/virt-controller/watch/vmi/volume-hotplug.go``), so ``virtctl addvolume`` of a block volume fails in a
+  tenant namespace (filesystem-mode volumes and every disk gpucell renders are unaffected). So would a
+  ``selinuxLauncherType`` outside ``container_t``/``container_kvm_t`` and the ``Root`` gate; gpucell sets neither.
+- CDI's importer, uploader and cloner pods in the tenant namespace are restricted by CDI itself
+  (``SetRestrictedSecurityContext`` in kubevirt/containerized-data-importer v1.66.0
+  ``pkg/controller/common/util.go``).
+- KubeVirt's ``PSA`` gate (GA) once made virt-controller relabel a VM's namespace ``enforce: privileged``
+  (kubevirt/kubevirt#8436); no code at v1.9.0 labels namespaces (the only ``pod-security.kubernetes.io`` label
+  in the tree is the ``kubevirt`` namespace's own, in the release manifest). Should a release do it, Pulumi shows
+  the label drift at the next ``pulumi preview``.
 
-Tenants without VMs run notebooks and KServe predictors, which their renderers make ``restricted`` (pod
+The cell-wide default (the k3s CIS profile's ``PodSecurityConfiguration``, :mod:`gpucell.k3s_hardening`) is
+``restricted`` too, so a namespace a tenant's admin cannot create anyway would not be looser either.
+
+Notebooks and KServe predictors are rendered ``restricted`` by their modules (pod
 ``seccompProfile: RuntimeDefault``, non-root, no privilege escalation, capabilities dropped). KServe's
 storage-initializer container is ``runAsNonRoot``, drops ``ALL`` and forbids escalation by default
 (``storageInitializer.containerSecurityContext`` in the kserve-resources v0.20.0 values); the pod-level
@@ -68,25 +75,34 @@ and one empty rule per direction (``ingress: [{}]``, ``egress: [{}]``, as in Cil
 ``examples/policies/l3/egress-default-deny``): a rule without peers or ports allows nothing, and the CRD
 refuses a policy with none of ``ingress``/``ingressDeny``/``egress``/``egressDeny``. It uses no
 ``ingressDeny``/``egressDeny``, because deny rules win over every allow, including the ones a workload adds
-to expose itself. Allow policies then add up:
+to expose itself. The one deny is ``tenant-deny-link-local``: ``egressDeny`` to ``169.254.0.0/16``, where
+clouds and bare-metal stacks serve instance metadata (``169.254.169.254``), so no allow can ever reach it
+(Cilium: "Any rule inserted here will be denied regardless of the allowed egress rules"). Allow policies then
+add up:
 
 - ``tenant-allow-dns``: UDP and TCP 53 to ``kube-dns`` in ``kube-system``, with ``rules.dns`` ``matchPattern:
   "*"`` so that the DNS proxy sees every lookup and ``toFQDNs`` rules can match;
 - ``tenant-allow-intra-tenant``: ingress from and egress to endpoints of the tenant namespace;
 - the egress class: ``none`` adds nothing; ``cluster`` adds the Kubernetes API server (entity
-  ``kube-apiserver``; every request is still authenticated and authorised by RBAC) and endpoints in
-  namespaces labelled ``gpucell.io/platform-services: "true"``; ``internet`` adds what ``cluster`` does plus
-  the entity ``world`` (outside the cluster only); ``custom`` adds ``toCIDR`` ``egressCidrs`` and ``toFQDNs``
-  ``egressFqdns`` (``*.`` names as ``matchPattern``), as two policies because ``toFQDNs`` cannot share a rule
-  with other ``to*`` peers.
+  ``kube-apiserver``, and the API endpoint's address on the API port when ``apiEndpoint`` is an address; every
+  request is still authenticated and authorised by RBAC) and endpoints in namespaces labelled
+  ``gpucell.io/platform-services: "true"``; ``internet`` adds what ``cluster`` does plus ``0.0.0.0/0``
+  *except* link-local ``169.254.0.0/16`` and the cell's node, pod and service CIDRs (``toCIDRSet`` with
+  ``except``). Cilium's ``world`` entity is "identical to allowing to CIDR 0.0.0.0/0": it includes the
+  metadata address, the API VIP and every non-node host on the node network (BMCs, switches, storage), which is
+  why ``internet`` is not ``toEntities: [world]``. ``custom`` adds ``toCIDRSet`` ``egressCidrs`` (refused at plan
+  time when they overlap link-local, the cell's networks or the API endpoint) and ``toFQDNs`` ``egressFqdns``
+  (``*.`` names as ``matchPattern``), as two policies because ``toFQDNs`` cannot share a rule with other ``to*``
+  peers. IPv6 is out of scope: the cell is IPv4-only.
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
 ``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
 every other tenant's flows. Namespace labels cannot be set by a tenant (``admin`` in a namespace does not
 include updating the Namespace object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
-label, and ``world``/``toCIDR`` only match addresses outside the cluster. Ingress from outside the tenant (an
-ingress controller, a NodePort, an SSH LoadBalancer) is what each workload declares and renders itself.
+label, and CIDR rules only match addresses outside the cluster (Cilium's default ``policyCIDRMatchMode``).
+Ingress from outside the tenant (an ingress controller, a NodePort, an SSH LoadBalancer) is what each workload
+declares and renders itself.
 """
 
 from __future__ import annotations
@@ -102,7 +118,8 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
 from gpucell.inventory import capacity, gpu_offers, nvswitch_quota
-from gpucell.spec.tenancy import EgressClass, TenantSpec, namespace_of
+from gpucell.spec.identity import OidcSpec
+from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
 from gpucell.workloads._common import (
     MANAGED_BY,
     TENANT_LABEL,
@@ -125,17 +142,18 @@ __all__ = [
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
     "TENANT_LABEL",
+    "TENANT_POD_SECURITY",
     "PodSecurityLevel",
     "Tenant",
     "TenantArgs",
     "common_labels",
     "egress_policy_names",
     "gpu_resources",
+    "internet_exceptions",
     "limit_range_manifest",
     "namespace_labels",
     "namespace_manifest",
     "network_policy_manifests",
-    "pod_security_level",
     "quota_hard",
     "rbac_manifests",
     "resource_quota_manifest",
@@ -183,26 +201,17 @@ class TenantArgs:
     """The region: its provider, its spec (GPU inventory, Kubernetes minor) and its Cilium (policy CRDs)."""
 
 
-def pod_security_level(spec: TenantSpec) -> PodSecurityLevel:
-    """What the tenant namespace enforces: ``baseline`` with VMs, else ``restricted`` (see the module doc)."""
-    return PodSecurityLevel.BASELINE if spec.virtual_machines else PodSecurityLevel.RESTRICTED
+TENANT_POD_SECURITY = PodSecurityLevel.RESTRICTED
+"""What every tenant namespace enforces, warns about and audits, VMs included (see the module doc)."""
 
 
-def namespace_labels(tenant: str, spec: TenantSpec, kubernetes_minor: str) -> dict[str, str]:
-    """Labels of the tenant namespace: common labels and the PSA modes, each pinned to ``v<minor>``.
-
-    ``kubernetes_minor`` is ``MAJOR.MINOR`` (``1.34``); ``enforce`` is :func:`pod_security_level`, ``warn``
-    and ``audit`` are always ``restricted``.
-    """
+def namespace_labels(tenant: str, kubernetes_minor: str) -> dict[str, str]:
+    """Labels of the tenant namespace: common labels and the PSA modes ``enforce``, ``warn`` and ``audit``, each
+    :data:`TENANT_POD_SECURITY` (``restricted``) pinned to ``v<kubernetes_minor>`` (``v1.34``)."""
     version = f"v{kubernetes_minor}"
     labels = common_labels(tenant)
-    modes = {
-        "enforce": pod_security_level(spec),
-        "warn": PodSecurityLevel.RESTRICTED,
-        "audit": PodSecurityLevel.RESTRICTED,
-    }
-    for mode, level in modes.items():
-        labels[f"{POD_SECURITY_PREFIX}{mode}"] = level.value
+    for mode in ("enforce", "warn", "audit"):
+        labels[f"{POD_SECURITY_PREFIX}{mode}"] = TENANT_POD_SECURITY.value
         labels[f"{POD_SECURITY_PREFIX}{mode}-version"] = version
     return labels
 
@@ -214,7 +223,7 @@ def namespace_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> dict[st
         "kind": "Namespace",
         "metadata": {
             "name": namespace_of(tenant),
-            "labels": namespace_labels(tenant, spec, cell.versions.kubernetes_minor),
+            "labels": namespace_labels(tenant, cell.versions.kubernetes_minor),
         },
     }
 
@@ -229,7 +238,8 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     """``spec.hard`` of the tenant's ResourceQuota; every quantity a string.
 
     CPU as millicores (``"16000m"``) and memory as GiB (``"64Gi"``), each for requests and limits;
-    ``requests.storage`` in GiB; counts of pods, PVCs, Services and LoadBalancer Services; and
+    ``requests.storage`` in GiB; counts of pods, PVCs, Services, node ports (``services.nodeports``: every port of
+    a NodePort Service, Kubernetes ``pkg/quota/v1/evaluator/core/services.go``) and LoadBalancer Services; and
     ``requests.<resource>`` for every GPU resource of :func:`gpu_resources`, the quota's units or ``"0"``: a
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
@@ -246,6 +256,7 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
         "pods": str(quota.pods),
         "persistentvolumeclaims": str(quota.persistent_volume_claims),
         "services": str(quota.services),
+        "services.nodeports": str(quota.node_ports),
         "services.loadbalancers": str(quota.load_balancers),
     }
     for resource in gpu_resources(spec, cell):
@@ -288,17 +299,18 @@ def limit_range_manifest(tenant: str, spec: TenantSpec) -> dict[str, Any]:
     }
 
 
-def _groups(groups: Sequence[str]) -> list[dict[str, str]]:
-    return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": group} for group in groups]
+def _groups(groups: Sequence[str], oidc: OidcSpec | None) -> list[dict[str, str]]:
+    return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": oidc.group(g) if oidc else g} for g in groups]
 
 
-def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str]) -> dict[str, Any]:
+def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str], *,
+             oidc: OidcSpec | None) -> dict[str, Any]:
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "RoleBinding",
         "metadata": object_meta(tenant, name),
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": role_kind, "name": role},
-        "subjects": _groups(groups),
+        "subjects": _groups(groups, oidc),
     }
 
 
@@ -314,27 +326,30 @@ def _kserve_role(tenant: str, name: str, verbs: list[str]) -> dict[str, Any]:
     }
 
 
-def rbac_manifests(tenant: str, spec: TenantSpec) -> list[dict[str, Any]]:
+def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) -> list[dict[str, Any]]:
     """Roles and RoleBindings of the tenant; a binding without groups (and its Role) is left out.
 
     - ``tenant-admins``/``tenant-members``/``tenant-viewers``: RoleBindings to the ClusterRoles ``admin``/
       ``edit``/``view`` (:data:`BUILTIN_ROLES`), subjects ``kind: Group``.
     - ``tenant-kserve-edit`` (admins and members) and ``tenant-kserve-view`` (viewers): a Role on
       :data:`KSERVE_RESOURCES` and its RoleBinding of the same name.
+
+    With ``oidc`` (the cell's identity provider), each group is the name the API server gives the token's group:
+    ``<groupsPrefix><group>`` (``oidc:acme-ml``), so only tokens of that issuer match.
     """
     groups = spec.groups
     out: list[dict[str, Any]] = []
     for key, role in BUILTIN_ROLES:
         members: list[str] = getattr(groups, key)
         if members:
-            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members))
+            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members, oidc=oidc))
     for name, verbs, members in (
         ("tenant-kserve-edit", _WRITE, [*groups.admins, *groups.members]),
         ("tenant-kserve-view", _READ, list(groups.viewers)),
     ):
         if members:
             out.append(_kserve_role(tenant, name, verbs))
-            out.append(_binding(tenant, name, "Role", name, members))
+            out.append(_binding(tenant, name, "Role", name, members, oidc=oidc))
     return out
 
 
@@ -343,9 +358,23 @@ def _policy(tenant: str, name: str, description: str, rules: dict[str, Any]) -> 
     return cilium_network_policy(object_meta(tenant, name), rules, description=description)
 
 
-def _egress_cluster() -> list[dict[str, Any]]:
+def _egress_cluster(cell: CellSpec) -> list[dict[str, Any]]:
     platform = {f"k8s:io.cilium.k8s.namespace.labels.{PLATFORM_SERVICES_LABEL}": "true"}
-    return [{"toEntities": ["kube-apiserver"]}, {"toEndpoints": [{"matchLabels": platform}]}]
+    rules: list[dict[str, Any]] = [{"toEntities": ["kube-apiserver"]}]
+    api = cell.network.api_address
+    if api is not None:  # the VIP or load balancer address, on the API port only
+        rules.append({"toCIDRSet": [{"cidr": f"{api}/32"}],
+                      "toPorts": [{"ports": [{"port": str(cell.network.api_port), "protocol": "TCP"}]}]})
+    return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
+
+
+def internet_exceptions(cell: CellSpec) -> list[str]:
+    """What ``internet`` egress leaves out of ``0.0.0.0/0``: link-local (instance metadata) and the cell's node,
+    pod and service CIDRs (the node network holds the API VIP, BMCs and storage; in-cluster pods and nodes are
+    Cilium identities, never CIDR matches, so listing their networks only keeps addresses Cilium does not know
+    about out too)."""
+    net = cell.network
+    return [str(LINK_LOCAL), str(net.node_cidr), str(net.pod_cidr), str(net.service_cidr)]
 
 
 def egress_policy_names(spec: TenantSpec) -> list[str]:
@@ -362,16 +391,20 @@ def egress_policy_names(spec: TenantSpec) -> list[str]:
                                              ("tenant-allow-egress-fqdns", spec.egress_fqdns)) if given]
 
 
-def network_policy_manifests(tenant: str, spec: TenantSpec) -> list[dict[str, Any]]:
+def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> list[dict[str, Any]]:
     """The tenant's ``cilium.io/v2`` ``CiliumNetworkPolicy`` objects, in order (semantics in the module doc).
 
-    ``tenant-default-deny``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant``, then
-    :func:`egress_policy_names` of the egress class. Every policy selects all endpoints of the namespace.
+    ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant``,
+    then :func:`egress_policy_names` of the egress class. Every policy selects all endpoints of the namespace;
+    ``cell`` gives the networks ``internet`` leaves out and the API endpoint ``cluster`` reaches.
     """
     own = {"matchLabels": {NAMESPACE_KEY: namespace_of(tenant)}}
     policies = [
         _policy(tenant, "tenant-default-deny", "Default deny: nothing in or out unless a policy allows it",
                 {"enableDefaultDeny": {"ingress": True, "egress": True}, "ingress": [{}], "egress": [{}]}),
+        _policy(tenant, "tenant-deny-link-local",
+                "Never link-local addresses (instance metadata at 169.254.169.254), whatever another policy allows",
+                {"egressDeny": [{"toCIDRSet": [{"cidr": str(LINK_LOCAL)}]}]}),
         _policy(tenant, "tenant-allow-dns", "DNS to kube-dns, through the DNS proxy so toFQDNs rules match", {
             "egress": [{
                 "toEndpoints": [{"matchLabels": dict(DNS_SELECTOR)}],
@@ -387,12 +420,14 @@ def network_policy_manifests(tenant: str, spec: TenantSpec) -> list[dict[str, An
     bodies: dict[str, tuple[str, list[dict[str, Any]]]] = {
         "tenant-allow-egress-cluster": (
             f"Egress class cluster: the Kubernetes API and namespaces labelled {PLATFORM_SERVICES_LABEL}",
-            _egress_cluster(),
+            _egress_cluster(cell),
         ),
-        "tenant-allow-egress-internet": ("Egress class internet: anywhere outside the cluster",
-                                         [{"toEntities": ["world"]}]),
+        "tenant-allow-egress-internet": (
+            "Egress class internet: outside the cell, never link-local or the cell's node, pod and service networks",
+            [{"toCIDRSet": [{"cidr": "0.0.0.0/0", "except": internet_exceptions(cell)}]}],
+        ),
         "tenant-allow-egress-cidrs": ("Egress class custom: the tenant's egressCidrs",
-                                      [{"toCIDR": [str(net) for net in spec.egress_cidrs]}]),
+                                      [{"toCIDRSet": [{"cidr": str(net)} for net in spec.egress_cidrs]}]),
         "tenant-allow-egress-fqdns": ("Egress class custom: the tenant's egressFqdns", [{"toFQDNs": [
             {"matchPattern": fqdn} if fqdn.startswith(("*.", "**.")) else {"matchName": fqdn}
             for fqdn in spec.egress_fqdns
@@ -429,7 +464,8 @@ class Tenant(CellComponent):
     ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
     ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
     ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the cell's Kubernetes provider
-    (merged into ``opts``); every namespaced child depends on the namespace, and the Cilium policies also on
+    (merged into ``opts``); the namespace depends on the cell's ``KubeVirt`` CR (its seccomp profile lets VM
+    launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies also on
     the cell's Cilium (which installs their CRD). Workloads depend on :attr:`ready`.
     """
 
@@ -448,7 +484,10 @@ class Tenant(CellComponent):
         """The region the tenant lives in."""
 
         ns = namespace_manifest(tenant, spec, cell)
-        self.namespace_resource = Namespace(f"{name}-namespace", metadata=ns["metadata"], opts=self.child())
+        # After the KubeVirt CR: the namespace enforces restricted, which VM launcher pods pass only once the CR
+        # gives them a seccomp profile (on a live cell too, where this orders the label change after the CR's).
+        self.namespace_resource = Namespace(f"{name}-namespace", metadata=ns["metadata"],
+                                            opts=self.child(depends_on=[args.cell.kubevirt.cr]))
         inside = self.child(depends_on=[self.namespace_resource])
         quota = resource_quota_manifest(tenant, spec, cell)
         self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"],
@@ -457,7 +496,7 @@ class Tenant(CellComponent):
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"],
                                       opts=inside)
         self.rbac: list[pulumi.CustomResource] = []
-        for obj in rbac_manifests(tenant, spec):
+        for obj in rbac_manifests(tenant, spec, cell.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
                 self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"],
@@ -468,7 +507,7 @@ class Tenant(CellComponent):
         after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium])
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)
-            for obj in network_policy_manifests(tenant, spec)
+            for obj in network_policy_manifests(tenant, spec, cell)
         ]
         self.ready: list[pulumi.Resource] = [
             self.namespace_resource, self.quota, self.limit_range, *self.rbac, *self.policies,

@@ -159,7 +159,7 @@ def _load_plan(path: Path) -> dict[str, Any]:
 def _reviews(args: argparse.Namespace) -> list[Review]:
     if args.base is None:
         if len(args.args) != 2:
-            raise ConfigError.at(("gpucell diff",), "takes BASE.json HEAD.json, or --base REF [STACK ...]")
+            raise ConfigError(["gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]"])
         base, head = (_load_plan(Path(p)) for p in args.args)
         return [review(base, head)]
     with tempfile.TemporaryDirectory(prefix="gpucell-diff-") as work:

@@ -10,6 +10,7 @@ import pulumi
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
+from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
 
@@ -98,32 +99,63 @@ def _acknowledgements(config: pulumi.Config, regions: list[str]) -> list[Acknowl
     return acknowledgements
 
 
+def _credentials_problem(key: str, scheme: str, used_by: str) -> str | None:
+    """A line when the secret ``key`` holds no valid credentials for ``scheme``; it never shows the value.
+
+    Checked here, before anything is registered, so that ``pulumi up`` stops with this line instead of failing
+    inside the Secret's ``apply`` (the value is known to the program: Pulumi hands config to it decrypted).
+    """
+    value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+    if value is None:
+        return None
+    try:
+        credentials_secret_data(scheme, value)
+    except ValueError as exc:
+        example = "'<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'" if scheme == "s3" else "<token>"
+        return (f"{key}: {exc} ({used_by} reads it for {scheme}:// storage); set it with "
+                f"`pulumi config set --secret {key} -- {example}`")
+    return None
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
     Raises :class:`ConfigError` with one ``key.path: message`` line per problem (unknown key, bad value,
-    cross-field rule, missing SSH key secret, malformed ``gpucell:acknowledge``).
+    cross-field rule, missing SSH key or credentials secret, credentials that are not what their storage needs,
+    malformed ``gpucell:acknowledge``).
     """
     config = config or pulumi.Config(PROJECT)
     spec = StackSpec.model_validate({"regions": _regions_object(config)})  # raises ConfigError
     keys: dict[str, pulumi.Output[str]] = {}
     credentials: dict[str, pulumi.Output[str]] = {}
+    problems: list[str] = []
     for region, cell in spec.regions.items():
         key_name = cell.ssh.private_key_config_key
-        keys[region] = _require_secret(
-            config, key_name,
-            f"region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey",
-            f"{key_name} < ~/.ssh/id_ed25519",
-        )
+        try:
+            keys[region] = _require_secret(
+                config, key_name,
+                f"region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey",
+                f"{key_name} < ~/.ssh/id_ed25519",
+            )
+        except ConfigError as exc:
+            problems += exc.lines
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key
-                if key is not None and key not in credentials:
-                    credentials[key] = _require_secret(
-                        config, key,
-                        f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}.credentialsConfigKey names it",
-                        f"{key} -- <token>",
-                    )
+                if key is None or key in credentials:
+                    continue
+                used_by = f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}"
+                try:
+                    credentials[key] = _require_secret(config, key, f"{used_by}.credentialsConfigKey names it",
+                                                       f"{key} -- <token>")
+                except ConfigError as exc:
+                    problems += exc.lines
+                    continue
+                problem = _credentials_problem(key, storage_scheme(endpoint.storage_uri), used_by)
+                if problem is not None:
+                    problems.append(problem)
+    if problems:
+        raise ConfigError(problems)
     acknowledgements = _acknowledgements(config, list(spec.regions))
     _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()} | set(credentials))
     return StackConfig(spec=spec, ssh_private_keys=keys, credentials=credentials, acknowledgements=acknowledgements)

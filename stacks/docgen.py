@@ -76,6 +76,15 @@ _EXAMPLES: dict[str, str] = {
     "acknowledge[].region": "`fra1`",
     "acknowledge[].subject": "`fra1-h100-3`",
     "acknowledge[].reason": "`maintenance window CHG-1234`",
+    "k3s.profile": "`none` (labs only)",
+    "k3s.secretsEncryption": "`false` (a cell created without it)",
+    "k3s.installerSha256": "64 hex digits from `sha256sum`",
+    "oidc.issuerUrl": "`https://login.example.net/realms/gpucell`",
+    "oidc.clientId": "`kubernetes`",
+    "oidc.usernameClaim": "`email`",
+    "oidc.groupsPrefix": "`idp:`",
+    "tenants.*.quota.nodePorts": "`1`",
+    "tenants.*.virtualMachines.*.sshService.allowFromCidrs": "`[198.51.100.0/24]`",
 }
 
 

@@ -6,7 +6,9 @@ and every secret is shown as ``"[secret]"`` in the printed tree, the JSON and th
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import shutil
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -18,7 +20,7 @@ import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell
-from gpucell.errors import ConfigError
+from gpucell.errors import ConfigError, join_path, shown
 from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
@@ -73,7 +75,17 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     project = _load_yaml(project_file).get("name")
     if not isinstance(project, str):
         raise ConfigError.at(("Pulumi.yaml", "name"), "is missing; it names the project (gpucell)")
-    raw = _load_yaml(stack_file).get("config") or {}
+    raw = _load_yaml(stack_file).get("config")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError.at((stack_file.name, "config"), f"is a YAML {_yaml_kind(raw)}; it must be a mapping of "
+                             "config keys (gpucell:regions, gpucell:sshPrivateKey...)")
+    problems = [line for key in raw for line in _key_problems(key, (stack_file.name, "config"))]
+    problems += [line for key, value in raw.items() if isinstance(key, str)
+                 for line in _json_problems(value, (_short_key(key, project),))]
+    if problems:
+        raise ConfigError(problems)
     config: dict[str, Any] = {}
     secret_keys: list[str] = []
     for key, value in raw.items():
@@ -84,6 +96,55 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
         else:
             config[full_key] = value
     return StackFiles(project=project, stack=stack, config=config, secret_keys=secret_keys)
+
+
+def _short_key(key: str, project: str) -> str:
+    """A config key as error lines name it: ``regions`` for ``gpucell:regions``, other namespaces in full."""
+    return key.removeprefix(f"{project}:")
+
+
+_YAML_KINDS: dict[type, str] = {
+    list: "list", int: "number", float: "number", bool: "boolean", str: "string", bytes: "!!binary value",
+    set: "!!set", datetime.date: "date", datetime.datetime: "timestamp",
+}
+
+
+def _yaml_kind(value: object) -> str:
+    return next((name for kind, name in reversed(_YAML_KINDS.items()) if isinstance(value, kind)), "value")
+
+
+def _key_problems(key: object, where: tuple[str | int, ...]) -> list[str]:
+    """A mapping key the Pulumi CLI reads as text but YAML typed otherwise (``2025-01-01:``, ``80:``, ``on:``)."""
+    if isinstance(key, str):
+        return []
+    return [f"{join_path(where)}: key {shown(key)} is a YAML {_yaml_kind(key)}, not a string; quote it "
+            f"({shown(str(key))})"]
+
+
+def _json_problems(value: object, where: tuple[str | int, ...]) -> list[str]:
+    """Values YAML types but JSON (and so Pulumi config) cannot carry, each as a line naming its key path.
+
+    The Pulumi CLI reads an unquoted date as text and hands the program JSON, which has no dates, sets or bytes;
+    PyYAML would give the plan a ``date``, ``set`` or ``bytes`` instead, and the two runs would disagree.
+    """
+    if isinstance(value, dict):
+        out = [line for key in value for line in _key_problems(key, where)]
+        for key, item in value.items():
+            out += _json_problems(item, (*where, key if isinstance(key, str) else str(key)))
+        return out
+    if isinstance(value, list):
+        return [line for index, item in enumerate(value) for line in _json_problems(item, (*where, index))]
+    if isinstance(value, datetime.date):
+        return [f"{join_path(where)}: {shown(value)} is a YAML {_yaml_kind(value)}, which Pulumi config reads as "
+                f"text; quote it ({shown(str(value))})"]
+    if isinstance(value, set):
+        return [f"{join_path(where)}: is a YAML !!set, which JSON config cannot carry; write a list"]
+    if isinstance(value, bytes):
+        return [f"{join_path(where)}: is YAML !!binary, which JSON config cannot carry; write the text as a "
+                "plain string"]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{join_path(where)}: {shown(value)} is not a number JSON config can carry; write a plain number"]
+    return []
 
 
 class _UniqueKeyLoader(yaml.CSafeLoader):
@@ -384,7 +445,8 @@ def _safe(name: str) -> str:
 
 def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
     """Write, per region: one YAML per Kubernetes object, one values file per Helm release, and each node's
-    k3s config and install script, under ``out_dir/<region>/``. Returns the files written."""
+    k3s config and install script (and the files the script writes, under ``files/<absolute path>``), under
+    ``out_dir/<region>/``. Returns the files written."""
     written: list[Path] = []
 
     def emit(path: Path, text: str) -> None:
@@ -422,4 +484,6 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
         for host, files in plan.cells[region].k3s.node_files.items():
             emit(base / "nodes" / host / "config.yaml", files.config_yaml)
             emit(base / "nodes" / host / "install.sh", files.install_script)
+            for path, content in files.files.items():  # psa.yaml, audit.yaml, 90-kubelet.conf...
+                emit(base / "nodes" / host / "files" / path.lstrip("/"), content)
     return written

@@ -320,8 +320,10 @@ def test_endpoint_credentials_may_not_be_the_ssh_key() -> None:
 
 def test_declared_workloads_fit_the_cpu_memory_and_storage_quota() -> None:
     config = region(acme={"virtualMachines": {"train": vm(memoryGib=2048)}})
-    assert errors(config) == [
-        f"{A}.virtualMachines.train: brings the tenant's declared memory to 2048 GiB, quota.memoryGib allows 1024"
+    assert errors(config) == [  # both problems in one run: the quota, and the host's hugepage budget
+        f"{A}.virtualMachines.train: brings the tenant's declared memory to 2048 GiB, quota.memoryGib allows 1024",
+        f"{A}.virtualMachines.train.memoryGib: 2048 GiB of 1Gi hugepages do not fit one node of pool h100-vm, which "
+        "reserves 1920 GiB of them (960 per NUMA node x 2)",
     ]
     endpoint = {"modelFormat": "sklearn", "storageUri": "s3://b/m", "cpuMillicores": 60000, "maxReplicas": 2}
     assert errors(region(acme={"modelEndpoints": {"m": endpoint}})) == [
@@ -507,13 +509,13 @@ def test_custom_egress_without_the_hugging_face_download_hosts() -> None:
 def test_custom_egress_for_an_address_and_an_s3_endpoint() -> None:
     config = prod_acme_with(PROD_FQDNS)
     disk = config["tenants"]["acme"]["virtualMachines"]["train-01"]["dataDisks"][0]
-    disk["source"] = {"http": "http://10.201.0.7/scratch.qcow2"}
+    disk["source"] = {"http": "http://10.201.0.7/scratch.qcow2", "allowPlainHttp": True}
     assert errors(config) == [
         f"{A}.virtualMachines.train-01.dataDisks[0].source: CDI imports http://10.201.0.7/scratch.qcow2 from "
         "10.201.0.7, which the tenant's custom egress does not allow; add a network holding it to "
         "tenants.acme.egressCidrs"
     ]
-    disk["source"] = {"http": "http://10.200.3.7/scratch.qcow2"}  # in egressCidrs 10.200.0.0/16
+    disk["source"] = {"http": "http://10.200.3.7/scratch.qcow2", "allowPlainHttp": True}  # in egressCidrs 10.200.0.0/16
     endpoint = config["tenants"]["acme"]["modelEndpoints"]["llama-8b"]
     endpoint.update(storageUri="s3://models/llama", s3Endpoint="minio.storage.acme.example")
     assert errors(config) == [

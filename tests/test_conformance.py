@@ -335,7 +335,7 @@ def test_cidr_formats_are_enforced_like_the_api_server() -> None:
 
 
 def test_core_schemas_of_another_minor_are_said() -> None:
-    spec = cell({**minimal_cell_config(), "versions": {"k3s": "v1.40.1+k3s1"}})
+    spec = cell({**minimal_cell_config(), "versions": {"k3s": "v1.40.1+k3s1"}, "k3s": {"installerSha256": "0" * 64}})
     namespace = {"api_version": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a"}}
     report = check_region("lab", register(namespace), spec, STORE, checkers=SCHEMA_CHECKERS)
     assert "note: kubernetes-validate has no schemas for Kubernetes 1.40; core kinds checked against 1.37" in [

@@ -96,9 +96,12 @@ def test_custom_egress_without_the_image_source_and_an_oversized_hugepage_vm_are
     acme["virtualMachines"]["train-01"]["memoryGib"] = 2560
     with pytest.raises(ConfigError) as refused:
         StackSpec.model_validate({"regions": {"fra1": config}})
-    assert refused.value.lines == [
+    assert refused.value.lines == [  # both in one run
         "regions.fra1.tenants.acme.virtualMachines.train-01.memoryGib: 2560 GiB of 1Gi hugepages do not fit one "
-        "node of pool h100-vm, which reserves 1920 GiB of them (960 per NUMA node x 2)"
+        "node of pool h100-vm, which reserves 1920 GiB of them (960 per NUMA node x 2)",
+        "regions.fra1.tenants.acme.virtualMachines.train-01.rootDisk.source: CDI imports "
+        "docker://quay.io/containerdisks/ubuntu:24.04 from quay.io, which the tenant's custom egress does not "
+        "allow; add it to tenants.acme.egressFqdns",
     ]
     acme["virtualMachines"]["train-01"]["memoryGib"] = 1536
     with pytest.raises(ConfigError) as refused:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -21,6 +22,7 @@ from pulumi.runtime import settings as pulumi_settings
 from gpucell import _k3s_scripts as scripts
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.spec import NodeRole
+from gpucell.spec.k3s import INSTALLER_SHA256
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
 
@@ -127,6 +129,29 @@ def script_of(command_line: str) -> str:
 
 
 # -- config.yaml per role --------------------------------------------------------------------------
+CIS_KUBELET_ARGS = [
+    "streaming-connection-idle-timeout=5m",  # CIS 4.2.5
+    "tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,"
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,"
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",  # CIS 4.2.12
+]
+CIS_AGENT = {"kubelet-arg": CIS_KUBELET_ARGS, "protect-kernel-defaults": True}
+"""What the CIS profile adds to every node's config (the k3s CIS Hardening Guide, v1.29 and newer)."""
+CIS_SERVER = {
+    "secrets-encryption": True,  # CIS 1.2.27, 1.2.28
+    "kube-apiserver-arg": [
+        "enable-admission-plugins=NodeRestriction,EventRateLimit,DenyServiceExternalIPs",  # 1.2.9, 1.2.3
+        "admission-control-config-file=/var/lib/rancher/k3s/server/psa.yaml",  # 5.2.1
+        "audit-log-path=/var/lib/rancher/k3s/server/logs/audit.log",  # 1.2.16
+        "audit-policy-file=/var/lib/rancher/k3s/server/audit.yaml",  # 3.2.1
+        "audit-log-maxage=30",  # 1.2.17
+        "audit-log-maxbackup=10",  # 1.2.18
+        "audit-log-maxsize=100",  # 1.2.19
+        "service-account-extend-token-expiration=false",  # 1.2.30
+    ],
+    "kube-controller-manager-arg": ["terminated-pod-gc-threshold=100"],  # 1.3.1
+}
+"""What the CIS profile adds to a server's config."""
 SERVER_COMMON = {
     "token-file": "/etc/rancher/k3s/token",
     "tls-san": ["10.20.0.5", "k8s.lab.example"],
@@ -138,6 +163,8 @@ SERVER_COMMON = {
     "disable-kube-proxy": True,
     "disable": ["traefik", "servicelb"],
     "write-kubeconfig-mode": "0600",
+    **CIS_AGENT,
+    **CIS_SERVER,
 }
 
 
@@ -179,6 +206,8 @@ def test_config_key_order_is_stable() -> None:
         "server",
         "token-file",
         "node-label",
+        "kubelet-arg",
+        "protect-kernel-defaults",
         "tls-san",
         "cluster-cidr",
         "service-cidr",
@@ -188,6 +217,9 @@ def test_config_key_order_is_stable() -> None:
         "disable-kube-proxy",
         "disable",
         "write-kubeconfig-mode",
+        "secrets-encryption",
+        "kube-apiserver-arg",
+        "kube-controller-manager-arg",
     ]
 
 
@@ -204,6 +236,7 @@ def test_gpu_agent_with_mig_label() -> None:
             "nvidia.com/gpu.workload.config=container",
             "nvidia.com/mig.config=all-1g.10gb",
         ],
+        **CIS_AGENT,
     }
 
 
@@ -231,7 +264,9 @@ def test_vm_agent_with_topology_labels_and_taints() -> None:
             "eviction-hard=memory.available<500Mi,nodefs.available<10%,imagefs.available<15%,nodefs.inodesFree<5%",
             "topology-manager-policy=restricted",
             "topology-manager-scope=pod",
+            *CIS_KUBELET_ARGS,  # after the pool's own
         ],
+        "protect-kernel-defaults": True,
     }
 
 
@@ -243,6 +278,7 @@ def test_cpu_agent() -> None:
         "server": "https://10.20.0.5:6443",
         "token-file": "/etc/rancher/k3s/token",
         "node-label": ["gpucell.io/pool=cpu", "gpucell.io/role=cpu"],
+        **CIS_AGENT,
     }
 
 
@@ -439,6 +475,7 @@ def test_version_change_changes_the_command_and_nothing_forces_replacement() -> 
     before, _ = build(minimal_cell_config())
     config = minimal_cell_config()
     config["versions"] = {"k3s": "v1.34.3+k3s1"}
+    config["k3s"] = {"installerSha256": "ab" * 32}  # a release gpucell has no reviewed checksum for
     after, _ = build(config)
     for name in ("lab-lab-srv-1", "lab-lab-gpu-1"):
         assert before.named(name).inputs["create"] != after.named(name).inputs["create"]
@@ -604,16 +641,25 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
 
 
 def _into(root: Path, script: str) -> str:
-    """``script`` with its fixed paths moved under ``root``."""
-    return (
+    """``script`` with its fixed paths moved under ``root``; in a sandbox (:func:`_sandbox`), the pinned installer
+    checksum is the fake installer's."""
+    script = (
         script.replace("/etc/rancher/k3s", str(root / "etc"))
         .replace("/usr/local/bin/k3s", str(root / "k3s"))
         .replace("/var/lib/kubelet", str(root / "kubelet"))
+        .replace("/var/lib/rancher/k3s", str(root / "data"))
+        .replace("/etc/sysctl.d", str(root / "sysctl.d"))
     )
+    fake = root.parent / "installer.sh"
+    if fake.exists():
+        script = script.replace(f"INSTALLER_SHA256={INSTALLER_SHA256['v1.34.2+k3s1']}",
+                                f"INSTALLER_SHA256={hashlib.sha256(fake.read_bytes()).hexdigest()}")
+    return script
 
 
 def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
-    """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer), sudo, systemctl.
+    """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer whose sha256 the script
+    pins), sudo, systemctl and sysctl (recording its calls in ``root/sysctl``).
 
     The fake installer records each run in ``root/installs``; ``systemctl cat`` succeeds once k3s is installed
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
@@ -623,13 +669,14 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     root.mkdir()
     bin_dir.mkdir()
     k3s_bin, kubelet = root / "k3s", root / "kubelet"
-    script = _into(root, script)
     installer = (
         f'echo "$INSTALL_K3S_VERSION $INSTALL_K3S_EXEC" >> {root}/installs\n'
         f'printf \'#!/usr/bin/env bash\\n[ "$1" = --version ] && echo "k3s version %s (abc)"\\nexit 0\\n\' '
         f'"$INSTALL_K3S_VERSION" > {k3s_bin}\nchmod +x {k3s_bin}\n'
     )
     (tmp_path / "installer.sh").write_text(installer)
+    script = _into(root, script)
+    _stub(bin_dir, "sysctl", f'echo "sysctl $*" >> {root}/sysctl\n')
     _stub(
         bin_dir,
         "curl",
@@ -686,9 +733,8 @@ def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert TOKEN not in first.stdout + first.stderr
     config_text = (root / "etc" / "config.yaml").read_text()
-    assert config_text == cluster.node_files["lab-srv-1"].config_yaml.replace(
-        "/etc/rancher/k3s", str(root / "etc")
-    )
+    assert config_text == _into(root, cluster.node_files["lab-srv-1"].config_yaml)
+    assert stat.S_IMODE((root / "etc" / "config.yaml").stat().st_mode) == 0o600
 
     again = _run(script, env)
     assert again.returncode == 0, again.stderr
@@ -745,16 +791,28 @@ def test_install_script_resets_kubelet_state_only_when_kubelet_args_change(tmp_p
     assert installs.read_text().count("\n") == 3
     assert not (root / "systemctl").exists()
 
-    # A new policy: k3s is stopped while the checkpoints still exist, then they are gone, then k3s reinstalled.
-    repolicied = reordered.replace("- topology-manager-scope=pod\n", "- topology-manager-scope=container\n")
+    # Kubelet arguments the checkpoints do not depend on (the topology manager's, the CIS profile's) change:
+    # reinstall, checkpoints kept.
+    rescoped = reordered.replace("- topology-manager-scope=pod\n", "- topology-manager-scope=container\n")
+    uncis = rescoped.replace("- streaming-connection-idle-timeout=5m\n", "")
+    for variant in (rescoped, uncis):
+        assert variant != reordered
+        run = _run(variant, env)
+        assert "kubelet-arg changed" not in run.stdout, run.stderr
+    assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
+    assert not (root / "systemctl").exists()
+
+    # New reserved CPUs: k3s is stopped while the checkpoints still exist, then they are gone, then k3s
+    # reinstalled.
+    repolicied = uncis.replace("- reserved-cpus=0-3,64-67\n", "- reserved-cpus=0-5,64-67\n")
     assert repolicied != reordered
     changed = _run(repolicied, env)
     assert changed.returncode == 0, changed.stderr
     assert "kubelet-arg changed" in changed.stdout
     assert (root / "systemctl").read_text() == "stop k3s-agent\ncpu_manager_state\nmemory_manager_state\n"
     assert list(state.iterdir()) == []
-    assert installs.read_text().count("\n") == 4
-    assert "- topology-manager-scope=container\n" in (root / "etc" / "config.yaml").read_text()
+    assert installs.read_text().count("\n") == 6
+    assert "- reserved-cpus=0-5,64-67\n" in (root / "etc" / "config.yaml").read_text()
 
     # Idempotent: the new checkpoints survive a rerun.
     _kubelet_state(root)

@@ -98,9 +98,11 @@ def test_children_wait_for_the_components_dependencies() -> None:
         assert plan.named("cilium-ready").urn in child.dependencies
 
 
-def test_container_only_cell_configures_nothing() -> None:
+def test_container_only_cell_configures_only_the_launchers_seccomp_profile() -> None:
+    """Every cell, with VMs or not: launcher pods get RuntimeDefault, so tenant namespaces can enforce restricted."""
     _, cr = install(cell(minimal_cell_config()))
-    assert cr.inputs["spec"] == {}
+    assert cr.inputs["spec"] == {"configuration": {"seccompConfiguration": {
+        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}}}
 
 
 def test_passthrough_pools_permit_each_model_and_its_nvswitch_once_from_the_sandbox_device_plugin() -> None:
@@ -175,7 +177,7 @@ def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None
     _, cr = install(cell(config))
     assert set(cr.inputs["spec"]) == {"configuration"}
     configuration = cr.inputs["spec"]["configuration"]
-    assert set(configuration) == {"developerConfiguration", "permittedHostDevices"}
+    assert set(configuration) == {"seccompConfiguration", "developerConfiguration", "permittedHostDevices"}
     assert set(configuration["permittedHostDevices"]) == {"pciHostDevices"}
     assert configuration["developerConfiguration"] == {"featureGates": ["HostDevices"]}
 

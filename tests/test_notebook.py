@@ -285,7 +285,8 @@ def test_ingress_routes_the_host_to_the_service_with_tls() -> None:
         ],
         "tls": [{"hosts": ["nb-gpu.acme.lab.example.net"], "secretName": "nb-gpu-tls"}],
     }
-    plain = NotebookSpec.model_validate({"expose": {"host": "nb.example.net", "ingressClass": "cilium"}})
+    plain = NotebookSpec.model_validate(  # plain HTTP only when asked for explicitly
+        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "allowPlainHttp": True}})
     plain_ingress = ingress_manifest("acme", "nb", plain)
     assert plain_ingress is not None
     assert "tls" not in plain_ingress["spec"]
@@ -312,7 +313,8 @@ def test_policy_admits_the_ingress_controller_and_the_declared_networks_on_8888_
             {"fromCIDRSet": [{"cidr": "10.8.0.0/16"}], "toPorts": port},
         ],
     }
-    no_cidrs = NotebookSpec.model_validate({"expose": {"host": "nb.example.net", "ingressClass": "cilium"}})
+    no_cidrs = NotebookSpec.model_validate(
+        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "tlsSecret": "nb-tls"}})
     only_controller = ingress_policy_manifest("acme", "nb", no_cidrs)
     assert only_controller is not None
     assert [next(iter(rule)) for rule in only_controller["spec"]["ingress"]] == [

@@ -366,7 +366,7 @@ def test_tls_sans_are_addresses_or_names(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("labels", "message"),
     [
-        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels.bad key: 'bad key' is not a label key; use "
+        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels['bad key']: 'bad key' is not a label key; use "
          "[dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"),
         ({"example.com/rack": "r 7"}, "regions.fra1.nodePools.cpu.labels.example.com/rack: 'r 7' is not a label "
          "value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"),
@@ -391,7 +391,7 @@ def test_taints_use_kubernetes_syntax(cell_config: dict[str, Any]) -> None:
 def test_counts_are_strict_integers(cell_config: dict[str, Any], value: object) -> None:
     cell_config["nodePools"]["l40s"]["gpusPerNode"] = value
     assert errors_of(cell_config) == [
-        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is invalid: Input should be a valid integer"
+        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is not a whole number"
     ]
 
 

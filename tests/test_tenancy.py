@@ -12,12 +12,15 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
+from gpucell.kubevirt import kubevirt_spec
 from gpucell.spec import CellSpec
+from gpucell.spec.identity import OidcSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.tenancy import (
+    TENANT_POD_SECURITY,
     PodSecurityLevel,
     Tenant,
     TenantArgs,
@@ -26,7 +29,6 @@ from gpucell.tenancy import (
     limit_range_manifest,
     namespace_labels,
     network_policy_manifests,
-    pod_security_level,
     quota_hard,
     rbac_manifests,
 )
@@ -113,32 +115,38 @@ def tenant_objects(plan: PlanResult, tenant: str) -> list[Registration]:
 # -- namespace and Pod Security Admission --------------------------------------------------------------------
 
 
-def test_tenant_without_vms_enforces_restricted_pinned_to_the_kubernetes_minor() -> None:
+RESTRICTED_LABELS = {
+    "app.kubernetes.io/managed-by": "gpucell",
+    "gpucell.io/tenant": "acme",
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "v1.34",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/warn-version": "v1.34",
+    "pod-security.kubernetes.io/audit": "restricted",
+    "pod-security.kubernetes.io/audit-version": "v1.34",
+}
+
+
+def test_every_tenant_enforces_restricted_pinned_to_the_kubernetes_minor() -> None:
     spec = region(acme=tenant_config())
-    assert namespace_labels("acme", spec.tenants["acme"], spec.versions.kubernetes_minor) == {
-        "app.kubernetes.io/managed-by": "gpucell",
-        "gpucell.io/tenant": "acme",
-        "pod-security.kubernetes.io/enforce": "restricted",
-        "pod-security.kubernetes.io/enforce-version": "v1.34",
-        "pod-security.kubernetes.io/warn": "restricted",
-        "pod-security.kubernetes.io/warn-version": "v1.34",
-        "pod-security.kubernetes.io/audit": "restricted",
-        "pod-security.kubernetes.io/audit-version": "v1.34",
-    }
+    assert TENANT_POD_SECURITY is PodSecurityLevel.RESTRICTED
+    assert namespace_labels("acme", spec.versions.kubernetes_minor) == RESTRICTED_LABELS
 
 
-def test_tenant_with_a_vm_enforces_baseline_and_still_warns_and_audits_restricted() -> None:
+def test_a_tenant_with_vms_enforces_restricted_because_launchers_get_a_seccomp_profile() -> None:
+    """The KubeVirt CR gives every virt-launcher pod RuntimeDefault; without it restricted would reject them."""
     spec = region(acme=tenant_config(virtualMachines={"box": VM}))
-    tenant = spec.tenants["acme"]
-    assert pod_security_level(tenant) is PodSecurityLevel.BASELINE
-    labels = namespace_labels("acme", tenant, "1.34")
-    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
-    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
-    assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+    plan = plan_tenants(spec)
+    namespace = plan.named("lab-acme-namespace")
+    assert namespace.inputs["metadata"]["labels"] == RESTRICTED_LABELS
+    assert kubevirt_spec(spec)["configuration"]["seccompConfiguration"] == {
+        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
+    # ... and the label waits for the CR that sets it (so a VM restarted in between is not rejected)
+    assert plan.named("lab-kubevirt-kubevirt").urn in namespace.dependencies
 
 
 def test_psa_versions_follow_the_cells_kubernetes_minor() -> None:
-    labels = namespace_labels("acme", TenantSpec.model_validate(tenant_config()), "1.33")
+    labels = namespace_labels("acme", "1.33")
     versions = {k: v for k, v in labels.items() if k.endswith("-version")}
     assert versions == dict.fromkeys(
         ("pod-security.kubernetes.io/enforce-version", "pod-security.kubernetes.io/warn-version",
@@ -161,6 +169,7 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
         "pods": "100",
         "persistentvolumeclaims": "50",
         "services": "20",
+        "services.nodeports": "0",
         "services.loadbalancers": "0",
         "requests.nvidia.com/GH100_H100_SXM5_80GB": "0",
         "requests.nvidia.com/NVIDIA_L40S-24Q": "0",
@@ -173,11 +182,13 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
 
 def test_quota_counts_come_from_the_spec() -> None:
     spec = region(acme=tenant_config(quota={"cpuMillicores": 500, "memoryGib": 1, "storageGib": 10, "pods": 7,
-                                             "persistentVolumeClaims": 3, "services": 2,
+                                             "persistentVolumeClaims": 3, "services": 2, "nodePorts": 3,
                                              "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8}}))
     hard = quota_hard(spec.tenants["acme"], spec)
-    assert {k: hard[k] for k in ("pods", "persistentvolumeclaims", "services", "services.loadbalancers")} == {
-        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.loadbalancers": "0"}
+    counts = ("pods", "persistentvolumeclaims", "services", "services.nodeports", "services.loadbalancers")
+    assert {k: hard[k] for k in counts} == {
+        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.nodeports": "3",
+        "services.loadbalancers": "0"}
     assert hard["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
     assert hard["requests.nvidia.com/gpu"] == "0"
     assert hard["requests.nvidia.com/GH100_H100_NVSWITCH"] == "4"  # one whole board: its 4 NVSwitches
@@ -226,6 +237,16 @@ def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
     assert objects["RoleBinding", "tenant-kserve-view"]["subjects"] == subjects("acme-audit")
 
 
+def test_with_oidc_bindings_name_the_prefixed_groups_a_token_carries() -> None:
+    oidc = OidcSpec.model_validate({"issuerUrl": "https://idp.example.net/realms/gpucell", "clientId": "kubernetes",
+                                    "groupsPrefix": "idp:"})
+    objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config()), oidc)
+    names = {o["metadata"]["name"]: [s["name"] for s in o.get("subjects", [])] for o in objects
+             if o["kind"] == "RoleBinding"}
+    assert names["tenant-members"] == ["idp:acme-devs", "idp:acme-ml"]
+    assert names["tenant-kserve-edit"] == ["idp:acme-admins", "idp:acme-devs", "idp:acme-ml"]
+
+
 def test_a_role_without_groups_gets_no_binding() -> None:
     objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={"members": ["devs"]})))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
@@ -241,7 +262,7 @@ def test_a_role_without_groups_gets_no_binding() -> None:
 
 def policies(**fields: Any) -> dict[str, dict[str, Any]]:
     tenant = TenantSpec.model_validate(tenant_config(**fields))
-    objects = network_policy_manifests("acme", tenant)
+    objects = network_policy_manifests("acme", tenant, region())
     assert {o["metadata"]["namespace"] for o in objects} == {"tenant-acme"}
     assert all(o["spec"]["endpointSelector"] == {} for o in objects)
     return {o["metadata"]["name"]: o["spec"] for o in objects}
@@ -261,6 +282,12 @@ def test_default_deny_selects_every_endpoint_in_both_directions_and_allows_nothi
     }
 
 
+def test_link_local_metadata_is_denied_to_every_tenant_whatever_else_allows() -> None:
+    for egress in ("none", "cluster", "internet"):
+        assert without_description(policies(egress=egress)["tenant-deny-link-local"]) == {
+            "endpointSelector": {}, "egressDeny": [{"toCIDRSet": [{"cidr": "169.254.0.0/16"}]}]}
+
+
 def test_dns_goes_to_kube_dns_through_the_dns_proxy() -> None:
     assert without_description(policies()["tenant-allow-dns"]) == {"endpointSelector": {}, "egress": [{
         "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system",
@@ -277,11 +304,16 @@ def test_traffic_within_the_tenant_is_allowed_both_ways() -> None:
 
 
 PLATFORM = "k8s:io.cilium.k8s.namespace.labels.gpucell.io/platform-services"
-BASE = ["tenant-default-deny", "tenant-allow-dns", "tenant-allow-intra-tenant"]
+BASE = ["tenant-default-deny", "tenant-deny-link-local", "tenant-allow-dns", "tenant-allow-intra-tenant"]
 CLUSTER_EGRESS = [
     {"toEntities": ["kube-apiserver"]},
     {"toEndpoints": [{"matchLabels": {PLATFORM: "true"}}]},
 ]
+INTERNET_EGRESS = [{"toCIDRSet": [{
+    "cidr": "0.0.0.0/0",
+    # metadata, then the region's node, pod and service networks (minimal_cell_config's defaults)
+    "except": ["169.254.0.0/16", "10.20.0.0/24", "10.42.0.0/16", "10.43.0.0/16"],
+}]}]
 
 
 def test_egress_none_adds_no_policy() -> None:
@@ -295,11 +327,26 @@ def test_egress_cluster_reaches_the_api_server_and_labelled_platform_namespaces_
     assert "ingress" not in rendered["tenant-allow-egress-cluster"]
 
 
-def test_egress_internet_adds_the_world_on_top_of_cluster() -> None:
+def test_egress_internet_is_outside_the_cell_but_never_metadata_or_the_cells_networks() -> None:
     rendered = policies(egress="internet")
     assert list(rendered) == [*BASE, "tenant-allow-egress-cluster", "tenant-allow-egress-internet"]
     assert rendered["tenant-allow-egress-cluster"]["egress"] == CLUSTER_EGRESS
-    assert rendered["tenant-allow-egress-internet"]["egress"] == [{"toEntities": ["world"]}]
+    assert rendered["tenant-allow-egress-internet"]["egress"] == INTERNET_EGRESS
+    assert "toEntities" not in str(rendered["tenant-allow-egress-internet"])  # world would include 169.254.169.254
+
+
+def test_egress_cluster_reaches_an_api_vip_on_the_api_port_only() -> None:
+    config = region_config({})
+    config["network"]["apiEndpoint"] = "10.20.0.5"
+    tenant = TenantSpec.model_validate(tenant_config(egress="internet"))
+    rendered = {o["metadata"]["name"]: o["spec"] for o in network_policy_manifests("acme", tenant, cell(config))}
+    assert rendered["tenant-allow-egress-cluster"]["egress"] == [
+        CLUSTER_EGRESS[0],
+        {"toCIDRSet": [{"cidr": "10.20.0.5/32"}], "toPorts": [{"ports": [{"port": "6443", "protocol": "TCP"}]}]},
+        CLUSTER_EGRESS[1],
+    ]
+    # the VIP is in the node network, which internet egress leaves out: the API is reached on its port only
+    assert "10.20.0.0/24" in rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"]
 
 
 def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:
@@ -307,14 +354,14 @@ def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:
                         egressFqdns=["huggingface.co", "*.hf.co"])
     assert list(rendered) == [*BASE, "tenant-allow-egress-cidrs", "tenant-allow-egress-fqdns"]
     assert rendered["tenant-allow-egress-cidrs"]["egress"] == [
-        {"toCIDR": ["203.0.113.0/24", "198.51.100.7/32"]}]
+        {"toCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}]}]
     assert rendered["tenant-allow-egress-fqdns"]["egress"] == [
         {"toFQDNs": [{"matchName": "huggingface.co"}, {"matchPattern": "*.hf.co"}]}]
 
 
 def test_egress_custom_with_fqdns_only_renders_no_cidr_policy() -> None:
     rendered = policies(egress="custom", egressFqdns=["pypi.org"])
-    assert list(rendered)[3:] == ["tenant-allow-egress-fqdns"]
+    assert list(rendered)[len(BASE):] == ["tenant-allow-egress-fqdns"]
 
 
 # -- the component -------------------------------------------------------------------------------------------
@@ -349,7 +396,7 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
         "lab-acme-admins", "lab-acme-members", "lab-acme-viewers",
         "lab-acme-kserve-edit-role", "lab-acme-kserve-edit",
         "lab-acme-kserve-view-role", "lab-acme-kserve-view",
-        "lab-acme-default-deny", "lab-acme-allow-dns", "lab-acme-allow-intra-tenant",
+        "lab-acme-default-deny", "lab-acme-deny-link-local", "lab-acme-allow-dns", "lab-acme-allow-intra-tenant",
         "lab-acme-allow-egress-cluster", "lab-acme-allow-egress-internet",
     ]
     assert plan.outputs["acme-namespace"] == "tenant-acme"
@@ -362,7 +409,7 @@ def test_namespaced_objects_come_after_the_namespace_and_policies_after_cilium(t
     assert cilium_release.parent == plan.named("lab-cilium").urn
     for reg in tenant_objects(plan, "acme"):
         if reg is namespace:
-            assert reg.dependencies == []
+            assert reg.dependencies == [plan.named("lab-kubevirt-kubevirt").urn]
             continue
         assert namespace.urn in reg.dependencies, reg.name
         assert (cilium_release.urn in reg.dependencies) == (reg.type == CNP), reg.name
@@ -372,12 +419,12 @@ def test_rendered_namespace_quota_and_policy_reach_the_registrations(two_tenants
     spec, plan = two_tenants
     namespace = plan.named("lab-acme-namespace")
     assert namespace.inputs["metadata"]["name"] == "tenant-acme"
-    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
-    assert plan.named("lab-globex-namespace").inputs["metadata"]["labels"][
-        "pod-security.kubernetes.io/enforce"] == "restricted"
+    for tenant in ("acme", "globex"):  # acme runs a VM, globex does not: both restricted
+        assert plan.named(f"lab-{tenant}-namespace").inputs["metadata"]["labels"][
+            "pod-security.kubernetes.io/enforce"] == "restricted"
     assert plan.named("lab-acme-quota").inputs["spec"]["hard"] == quota_hard(spec.tenants["acme"], spec)
     cidrs = plan.named("lab-globex-allow-egress-cidrs")
-    assert cidrs.inputs["spec"]["egress"] == [{"toCIDR": ["203.0.113.0/24"]}]
+    assert cidrs.inputs["spec"]["egress"] == [{"toCIDRSet": [{"cidr": "203.0.113.0/24"}]}]
     assert cidrs.inputs["metadata"]["namespace"] == "tenant-globex"
 
 
@@ -419,7 +466,7 @@ Rendered = tuple[CellSpec, list[Registration]]
 def test_every_rendered_object_passes_the_conformance_checks(every_kind: Rendered) -> None:
     """Strict upstream schemas (core kinds and the cilium.io/v2 CRD), with zero problems."""
     spec, rendered = every_kind
-    assert len([r for r in rendered if r.type == CNP]) == 4 * 3 + 1 + 2 + 2  # base, cluster, internet, custom
+    assert len([r for r in rendered if r.type == CNP]) == 4 * 4 + 1 + 2 + 2  # base, cluster, internet, custom
     report = check_region("lab", rendered, spec, SchemaStore(UPSTREAM), checkers=SCHEMA_CHECKERS)
     assert report.problems == []
 

@@ -80,7 +80,7 @@ PASSTHROUGH = vm_spec(
     dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True, user="alice",
     dataDisks=[{"source": {"http": "https://images.example.net/scratch.qcow2"}, "sizeGib": 2000,
                 "storageClass": "local-nvme"}],
-    sshService={"type": "NodePort"},
+    sshService={"type": "NodePort", "allowFromCidrs": ["203.0.113.0/24", "198.51.100.7/32"]},
 )
 VGPU = vm_spec(gpuModel="L40S", gpus=1, vgpuProfile="L40S-24Q", sshService={"type": "ClusterIP"})
 CPU_ONLY = vm_spec(
@@ -89,7 +89,7 @@ CPU_ONLY = vm_spec(
 )
 ACME = TenantSpec.model_validate({
     "quota": {"cpuMillicores": 200_000, "memoryGib": 4096, "storageGib": 10_000,
-              "gpus": {H100: 8, L40S_24Q: 1}},
+              "gpus": {H100: 8, L40S_24Q: 1}, "nodePorts": 1},
     "egress": "internet",  # CDI imports the registry and http disks from the tenant namespace
     "virtualMachines": {"train": PASSTHROUGH, "viz": VGPU, "bastion": CPU_ONLY},
 })
@@ -355,7 +355,7 @@ def test_cloud_init_secret_holds_the_user_data_as_a_secret(plan: PlanResult) -> 
     assert KEY in secret.raw_inputs["stringData"]["userdata"]
 
 
-def test_node_port_ssh_service_and_its_world_policy(plan: PlanResult) -> None:
+def test_node_port_ssh_service_admits_only_its_client_networks(plan: PlanResult) -> None:
     (service,) = child(plan, "train", SERVICE)
     assert service.inputs["metadata"] == {"name": "train", "namespace": "tenant-acme", "labels": LABELS}
     assert service.inputs["spec"] == {
@@ -368,7 +368,10 @@ def test_node_port_ssh_service_and_its_world_policy(plan: PlanResult) -> None:
     assert policy.inputs["metadata"] == {"name": "train-ssh", "namespace": "tenant-acme", "labels": LABELS}
     assert policy.inputs["spec"] == {
         "endpointSelector": {"matchLabels": {"gpucell.io/workload": "train"}},
-        "ingress": [{"fromEntities": ["world"], "toPorts": [{"ports": [{"port": "22", "protocol": "TCP"}]}]}],
+        "ingress": [{
+            "fromCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}],
+            "toPorts": [{"ports": [{"port": "22", "protocol": "TCP"}]}],
+        }],
     }
 
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING
 
 from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.inventory import GpuOffer, capacity, gpu_offers
 from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
-from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.workloads import multi_gpu_shm_gib
+from gpucell.spec.tenancy import EgressClass, namespace_of
+from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -56,7 +57,12 @@ def _offered(offers: list[GpuOffer]) -> str:
     return ", ".join(sorted({o.resource for o in offers})) or "none"
 
 
-def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], str, tuple[str, ...]]]:
+def _disk_key(index: int) -> tuple[str | int, ...]:
+    """The key path of a VM's disk ``index`` (0 is the root disk): ``rootDisk`` or ``dataDisks[<i>]``."""
+    return ("rootDisk",) if index == 0 else ("dataDisks", index - 1)
+
+
+def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str, tuple[str, ...]]]:
     """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
@@ -66,26 +72,26 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], str, tuple
         for index, disk in enumerate(vm.disks):
             source = disk.source.registry or disk.source.http
             if source:
-                key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
                 hosts = disk_source_hosts(disk.source.registry, disk.source.http)
-                yield ("virtualMachines", name, key, "source"), f"CDI imports {source}", hosts
+                yield ("virtualMachines", name, *_disk_key(index), "source"), f"CDI imports {source}", hosts
     for name, endpoint in tenant.model_endpoints.items():
         hosts = storage_uri_hosts(endpoint.storage_uri, endpoint.s3_endpoint, endpoint.s3_region)
         if hosts:
             yield ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}", hosts
 
 
-def _check_egress(tenant_name: str, tenant: TenantSpec) -> None:
+def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Downloads need egress: refused under ``none``/``cluster``; under ``custom`` every host must be allowed."""
     base = ("tenants", tenant_name)
     for path, what, hosts in _downloads(tenant):
-        if tenant.egress.value in ("none", "cluster"):
-            raise SpecError(
+        if tenant.egress in (EgressClass.NONE, EgressClass.CLUSTER):
+            yield SpecError(
                 (*base, *path),
-                f"{what} from the tenant's namespace, but its egress is {tenant.egress.value!r}; use egress internet, "
-                "or custom with those hosts in egressFqdns",
+                f"{what} from the tenant's namespace, but its egress is {shown(tenant.egress.value)}; use egress "
+                "internet, or custom with those hosts in egressFqdns",
             )
-        if tenant.egress.value != "custom":
+            return  # one line: the class refuses every download alike
+        if tenant.egress is not EgressClass.CUSTOM:
             continue
         host = refused_host(hosts, tenant.egress_fqdns, tenant.egress_cidrs)
         if host is None:
@@ -96,39 +102,49 @@ def _check_egress(tenant_name: str, tenant: TenantSpec) -> None:
             fix = f"add it{wildcard} to tenants.{tenant_name}.egressFqdns"
         else:
             fix = f"add a network holding it to tenants.{tenant_name}.egressCidrs"
-        raise SpecError((*base, *path), f"{what} from {host}, which the tenant's custom egress does not allow; {fix}")
+        yield SpecError((*base, *path), f"{what} from {host}, which the tenant's custom egress does not allow; {fix}")
+        return  # one line per tenant: the first download its egress refuses
 
 
-def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
+    node_ports = 0
     for name, vm in tenant.virtual_machines.items():
-        if vm.ssh_service is not None and vm.ssh_service.type == "LoadBalancer":
-            raise SpecError(
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
+            yield SpecError(
                 (*base, "virtualMachines", name, "sshService", "type"),
                 "'LoadBalancer': the cell runs no load-balancer implementation (k3s servicelb is off and Cilium "
                 "LB-IPAM is not configured), the Service would never get an address; use NodePort or ClusterIP",
             )
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.NODE_PORT:
+            node_ports += 1
+            if node_ports > tenant.quota.node_ports:
+                yield SpecError(
+                    (*base, "virtualMachines", name, "sshService", "type"),
+                    f"'NodePort' brings the tenant's node ports to {node_ports}, quota.nodePorts allows "
+                    f"{tenant.quota.node_ports}; raise quota.nodePorts (each NodePort opens a port on every node)",
+                )
         for index, disk in enumerate(vm.disks):
             if disk.source.pvc is not None:
                 namespace = disk.source.pvc.split("/", 1)[0]
                 if namespace != own and namespace not in cell.image_namespaces:
-                    key = "rootDisk" if index == 0 else f"dataDisks[{index - 1}]"
-                    raise SpecError(
-                        (*base, "virtualMachines", name, key, "source", "pvc"),
-                        f"{disk.source.pvc!r} clones from namespace {namespace!r}; a tenant may clone from its own "
-                        f"namespace {own} or from imageNamespaces ({', '.join(cell.image_namespaces) or 'none'})",
+                    yield SpecError(
+                        (*base, "virtualMachines", name, *_disk_key(index), "source", "pvc"),
+                        f"{shown(disk.source.pvc)} clones from namespace {shown(namespace)}; a tenant may clone from "
+                        f"its own namespace {own} or from imageNamespaces "
+                        f"({', '.join(cell.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
         if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:
-            raise SpecError(
+            yield SpecError(
                 (*base, "modelEndpoints", name, "credentialsConfigKey"),
-                f"{endpoint.credentials_config_key!r} is the region's SSH key (or its config); name a secret that "
-                "holds only this endpoint's storage credentials",
+                f"{shown(endpoint.credentials_config_key)} is the region's SSH key (or its config); name a secret "
+                "that holds only this endpoint's storage credentials",
             )
 
 
-def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> None:
+def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
     (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
     if not tenant.model_endpoints:
@@ -137,49 +153,89 @@ def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Non
     runtimes = runtimes_of(version)
     if runtimes is None:
         known = ", ".join(f"v{major}.{minor}" for major, minor in RUNTIMES)
-        raise SpecError(("versions", "kserve"), f"{version!r}: gpucell checks model endpoints against the "
+        yield SpecError(("versions", "kserve"), f"{shown(version)}: gpucell checks model endpoints against the "
                         f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
                         "or add this one's runtimes to gpucell.kserve_runtimes")
+        return
     for name, endpoint in tenant.model_endpoints.items():
         try:
             resolve_runtime(runtimes, version, runtime=endpoint.runtime, model_format=endpoint.model_format,
                             runtime_version=endpoint.runtime_version, gpus=endpoint.gpu is not None)
         except RuntimeRefusedError as exc:
-            raise SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message) from None
+            yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)
 
 
-def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> None:
+def _check_egress_cidrs(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+    """``egressCidrs`` reach outside the cell only: never its node, pod or service networks, nor the API endpoint
+    (``custom`` does not include the ``cluster`` class, which is the one that reaches the API)."""
+    net = cell.network
+    ranges = [("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr)]
+    api = net.api_address
+    if api is not None and not any(api in r for _, r in ranges):
+        ranges.append(("apiEndpoint", IPv4Network(api)))
+    for index, cidr in enumerate(tenant.egress_cidrs):
+        for key, cell_range in ranges:
+            if cidr.overlaps(cell_range):
+                yield SpecError(
+                    ("tenants", tenant_name, "egressCidrs", index),
+                    f"{shown(str(cidr))} overlaps network.{key} {cell_range}: egressCidrs reach outside the cell; "
+                    "use egress cluster for the cell's own services",
+                )
+                break
+
+
+def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
     of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
         cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
         storage += sum(d.size_gib for d in vm.disks)
-        _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
         cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib + multi_gpu_shm_gib(notebook.gpu)
         storage += notebook.home_gib
-        _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
     for name, endpoint in tenant.model_endpoints.items():
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
-        _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
+        yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 
 def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int,
-            storage: int) -> None:
+            storage: int) -> Iterator[SpecError]:
     quota = tenant.quota
     for what, used, allowed, unit in (("CPU", cpu, quota.cpu_millicores, "millicores"),
                                       ("memory", memory, quota.memory_gib, "GiB"),
                                       ("storage", storage, quota.storage_gib, "GiB")):
         if used > allowed:
             key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
-            raise SpecError(("tenants", tenant_name, *where),
+            yield SpecError(("tenants", tenant_name, *where),
                             f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}")
+            return  # one line per workload: the first resource it overruns
 
 
-def check_tenants(cell: CellSpec) -> None:
-    """Raise :class:`SpecError` at the first workload or quota that does not fit (paths below the region)."""
+def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+    """Every workload fits somewhere, and the tenant's GPU workloads fit its ``quota.gpus``."""
+    used: dict[str, int] = {}
+    try:
+        for (kind, name), placement, units in placements(cell, tenant):
+            if placement.resource is None:
+                continue
+            used[placement.resource] = used.get(placement.resource, 0) + units
+            allowed = tenant.quota.gpus.get(placement.resource, 0)
+            if used[placement.resource] > allowed:
+                yield SpecError(
+                    ("tenants", tenant_name, kind, name),
+                    f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
+                    f"workloads), tenant quota.gpus allows {allowed}",
+                )
+    except SpecError as exc:
+        yield SpecError(("tenants", tenant_name, *exc.rel_path), exc.message)
+
+
+def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
+    """Every workload or quota that does not fit, as :class:`SpecError` (paths below the region)."""
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     totals = capacity(offers)
     reserved: dict[str, int] = {}
@@ -188,27 +244,15 @@ def check_tenants(cell: CellSpec) -> None:
         for resource, count in tenant.quota.gpus.items():
             where = (*base, "quota", "gpus", resource)
             if resource not in totals:
-                raise SpecError(where, f"is offered by no pool of the region; offered: {_offered(offers)}")
+                yield SpecError(where, f"is offered by no pool of the region; offered: {_offered(offers)}")
+                continue
             reserved[resource] = reserved.get(resource, 0) + count
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
-                raise SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
+                yield SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
-        _check_services_and_sources(cell, tenant_name, tenant)
-        _check_runtimes(cell, tenant_name, tenant)
-        _check_resource_quota(tenant_name, tenant)
-        used: dict[str, int] = {}
-        try:
-            for (kind, name), placement, units in placements(cell, tenant):
-                if placement.resource is None:
-                    continue
-                used[placement.resource] = used.get(placement.resource, 0) + units
-                allowed = tenant.quota.gpus.get(placement.resource, 0)
-                if used[placement.resource] > allowed:
-                    raise SpecError(
-                        (kind, name),
-                        f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
-                        f"workloads), tenant quota.gpus allows {allowed}",
-                    )
-        except SpecError as exc:
-            raise SpecError((*base, *exc.rel_path), exc.message) from None
-        _check_egress(tenant_name, tenant)
+        yield from _check_services_and_sources(cell, tenant_name, tenant)
+        yield from _check_egress_cidrs(cell, tenant_name, tenant)
+        yield from _check_resource_quota(tenant_name, tenant)
+        yield from _check_runtimes(cell, tenant_name, tenant)
+        yield from _check_gpu_quota(cell, tenant_name, tenant)
+        yield from _check_egress(tenant_name, tenant)

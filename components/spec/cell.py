@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from enum import StrEnum
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address
 from typing import Any, ClassVar
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
+from gpucell.spec._rules import Rule, validate_with_rules
+from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
-from gpucell.spec.network import Host, Network, Ssh, check_names
+from gpucell.spec.identity import OidcSpec, check_tenant_groups
+from gpucell.spec.k3s import K3sSpec, check_k3s
+from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
-from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, TenantSpec
-from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
 
 __all__ = [
     "CdiSpec",
@@ -132,6 +135,20 @@ class ImageSpec(SpecModel):
     version: str
     """Tag, e.g. ``580.95.02-ubuntu24.04``."""
 
+    @field_validator("repository", "image")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if len(value) > 255 or not IMAGE_REPOSITORY.fullmatch(value):
+            raise ValueError("is not an image repository path ([registry[:port]/]path, lower-case, no tag)")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _tag(cls, value: str) -> str:
+        if not IMAGE_TAG.fullmatch(value):
+            raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; no leading . or -)")
+        return value
+
 
 class GpuOperatorSpec(ChartSpec):
     """NVIDIA GPU Operator settings that are not derived from the node pools."""
@@ -156,8 +173,9 @@ class GpuOperatorSpec(ChartSpec):
         env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
         for index, entry in enumerate(env):
             if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
-                raise SpecError(("values", "toolkit", "env", index, "name"), f"{entry['name']!r} renames the NVIDIA "
-                                "runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; remove it")
+                raise SpecError(("values", "toolkit", "env", index, "name"), f"{shown(entry['name'])} renames the "
+                                "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
+                                "remove it")
         return self
 
     mig_strategy: MigStrategy | None = None
@@ -192,9 +210,12 @@ class CdiSpec(SpecModel):
     @field_validator("upload_proxy_url")
     @classmethod
     def _https(cls, value: str | None) -> str | None:
-        if value is not None and (not value.startswith("https://") or len(value) <= len("https://")):
-            raise ValueError("is not an https:// URL (virtctl talks TLS to the upload proxy)")
-        return value
+        if value is None:
+            return None
+        try:
+            return check_url(value, ("https",))
+        except ValueError:
+            raise ValueError("is not an https:// URL with a host (virtctl talks TLS to the upload proxy)") from None
 
 
 class CellSpec(SpecModel):
@@ -202,6 +223,11 @@ class CellSpec(SpecModel):
 
     versions: Versions = Versions()
     """Pinned releases of k3s and every add-on."""
+    k3s: K3sSpec = Field(default=K3sSpec(), alias="k3s")
+    """k3s hardening (the CIS profile by default) and its pinned installer."""
+    oidc: OidcSpec | None = None
+    """The OpenID Connect issuer tenants sign in with; none leaves the API server with k3s's own authenticators
+    (client certificates and tokens), and tenant groups must then come from another authenticator."""
     network: Network
     """Address plan and API endpoint."""
     ssh: Ssh = Ssh()
@@ -226,9 +252,24 @@ class CellSpec(SpecModel):
     """Let the tenants' GPU quotas add up to more than the region has. Defaults to false."""
     image_namespaces: list[str] = []
     """Namespaces holding golden VM images every tenant may clone (``rootDisk.source.pvc: <ns>/<name>``); a tenant
-    may always clone from its own namespace. Defaults to none."""
+    may always clone from its own namespace. Neither a tenant's namespace (``tenant-*``) nor a system or platform
+    namespace. Defaults to none."""
 
     _pool_names = field_validator("node_pools")(check_names)
+
+    @field_validator("image_namespaces")
+    @classmethod
+    def _image_namespaces(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if not DNS_LABEL.fullmatch(name):
+                raise SpecError((index,), f"{shown(name)} is not a namespace name (a DNS-1123 label)")
+            if name.startswith(TENANT_NAMESPACE_PREFIX):
+                raise SpecError((index,), f"{shown(name)} is a tenant's namespace ({TENANT_NAMESPACE_PREFIX}*): every "
+                                "tenant could clone that tenant's disks; put shared images in a namespace of their own")
+            if name in SYSTEM_NAMESPACES:
+                raise SpecError((index,), f"{shown(name)} is a system or platform namespace; put shared images in a "
+                                "namespace of their own")
+        return names
 
     @field_validator("tenants")
     @classmethod
@@ -236,25 +277,14 @@ class CellSpec(SpecModel):
         check_names(tenants)
         for name in tenants:
             if len(TENANT_NAMESPACE_PREFIX + name) > 63:
-                raise SpecError((name,), f"{name!r} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
+                raise SpecError((name,), f"{shown(name)} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
                                 "would exceed 63 characters")
         return tenants
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> CellSpec:
-        self._check_server_count()
-        self._check_hosts()
-        self._check_cidrs()
-        self._check_api_endpoint()
-        self._check_gpu_operator()
-        self._check_kserve_mode()
-        self._check_storage_replicas()
-        check_hardware(self)
-        # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
-        from gpucell.spec.admission import check_tenants  # noqa: PLC0415
-
-        check_tenants(self)
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _cross_checks(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> CellSpec:
+        return validate_with_rules(cls, data, handler, _CELL_RULES)
 
     # -- views ---------------------------------------------------------------------------------------------------
     def pools(self, role: NodeRole) -> dict[str, NodePool]:
@@ -305,87 +335,87 @@ class CellSpec(SpecModel):
             for index, host in enumerate(pool.hosts):
                 yield pool_name, index, host
 
-    # -- rules ---------------------------------------------------------------------------------------------------
-    def _check_server_count(self) -> None:
+    # -- rules (each yields every problem it finds; see _CELL_RULES) -------------------------------------------
+    def _check_hardware(self) -> Iterator[SpecError]:
+        """The first pool whose hardware setup cannot work (:func:`gpucell.spec.hardware.check_hardware`)."""
+        try:
+            check_hardware(self)
+        except SpecError as problem:
+            yield problem
+
+    def _check_server_count(self) -> Iterator[SpecError]:
         count = len(self.servers)
         if count == 0:
-            raise SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
-        if count != 1 and count % 2 == 0:
-            raise SpecError(
+            yield SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
+        elif count != 1 and count % 2 == 0:
+            yield SpecError(
                 ("nodePools",),
                 f"{count} servers: embedded etcd needs 1 or an odd number >= 3 of servers (3, 5, 7) to keep quorum",
             )
 
-    def _check_hosts(self) -> None:
+    def _check_hosts(self) -> Iterator[SpecError]:
         seen_name: dict[str, tuple[str, int]] = {}
         seen_address: dict[IPv4Address, tuple[str, int]] = {}
+        node_cidr = self.network.node_cidr
         for pool_name, index, host in self._all_hosts():
             where = ("nodePools", pool_name, "hosts", index)
             other = seen_name.get(host.name) or seen_address.get(host.address)
-            if other is not None:
-                self._check_one_mode(pool_name, other[0], host, where)
+            conflict = list(self._check_one_mode(pool_name, other[0], host, where)) if other else []
+            if conflict:  # the one line about a host listed in two pools of different modes
+                yield from conflict
+                continue
             if host.name in seen_name:
                 first = seen_name[host.name]
-                raise SpecError(
-                    (*where, "name"), f"{host.name!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+                yield SpecError(
+                    (*where, "name"), f"{shown(host.name)} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
                 )
-            if host.address in seen_address:
+            if host.address in seen_address and seen_address[host.address] != seen_name.get(host.name):
                 first = seen_address[host.address]
-                raise SpecError(
+                yield SpecError(
                     (*where, "address"),
-                    f"{str(host.address)!r} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
+                    f"{shown(str(host.address))} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
                 )
-            if host.address not in self.network.node_cidr:
-                raise SpecError(
-                    (*where, "address"), f"{str(host.address)!r} is outside network.nodeCidr {self.network.node_cidr}"
+            if host.address not in node_cidr:
+                yield SpecError(
+                    (*where, "address"), f"{shown(str(host.address))} is outside network.nodeCidr {node_cidr}"
                 )
-            seen_name[host.name] = (pool_name, index)
-            seen_address[host.address] = (pool_name, index)
+            elif node_cidr.prefixlen < 31 and host.address in (node_cidr.network_address, node_cidr.broadcast_address):
+                yield SpecError(
+                    (*where, "address"),
+                    f"{shown(str(host.address))} is the network or broadcast address of network.nodeCidr {node_cidr}",
+                )
+            seen_name.setdefault(host.name, (pool_name, index))
+            seen_address.setdefault(host.address, (pool_name, index))
 
-    def _check_one_mode(self, pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]) -> None:
+    def _check_one_mode(self, pool_name: str, other_pool: str, host: Host,
+                        where: tuple[Any, ...]) -> Iterator[SpecError]:
         mine, theirs = self.node_pools[pool_name], self.node_pools[other_pool]
         if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
-            raise SpecError(
+            yield SpecError(
                 where,
-                f"host {host.name!r} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} ({mine.gpu_mode}); "
-                "a node runs exactly one GPU mode",
+                f"host {shown(host.name)} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} "
+                f"({mine.gpu_mode}); a node runs exactly one GPU mode",
             )
 
-    def _check_cidrs(self) -> None:
-        net = self.network
-        ranges: list[tuple[str, IPv4Network]] = [
-            ("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr)
-        ]
-        for (key_a, a), (key_b, b) in itertools.combinations(ranges, 2):
-            if a.overlaps(b):
-                raise SpecError(("network", key_b), f"{str(b)!r} overlaps network.{key_a} {a}")
-        if net.cluster_dns not in net.service_cidr:
-            raise SpecError(
-                ("network", "clusterDns"), f"{str(net.cluster_dns)!r} is outside network.serviceCidr {net.service_cidr}"
-            )
-        if net.cluster_dns in (net.service_cidr.network_address, net.service_cidr.broadcast_address):
-            raise SpecError(
-                ("network", "clusterDns"),
-                f"{str(net.cluster_dns)!r} is the network or broadcast address of {net.service_cidr}; "
-                "use a host address such as the .10",
-            )
-        if net.pod_cidr_mask_size <= net.pod_cidr.prefixlen:
-            raise SpecError(
-                ("network", "podCidrMaskSize"),
-                f"{net.pod_cidr_mask_size} must be longer than network.podCidr's /{net.pod_cidr.prefixlen}",
-            )
-
-    def _check_api_endpoint(self) -> None:
+    def _check_api_endpoint(self) -> Iterator[SpecError]:
         if self.network.api_endpoint is None and len(self.servers) > 1:
-            raise SpecError(
+            yield SpecError(
                 ("network", "apiEndpoint"),
                 f"is required with {len(self.servers)} servers: a VIP or load-balanced name in front of all of them",
             )
+        address = self.network.api_address
+        for pool_name, index, host in self._all_hosts():
+            if address == host.address and self.node_pools[pool_name].role is not NodeRole.SERVER:
+                yield SpecError(
+                    ("network", "apiEndpoint"),
+                    f"{shown(str(address))} is the address of agent {host.name} (nodePools.{pool_name}.hosts[{index}]),"
+                    " which runs no API server; use a server's address or a VIP in front of the servers",
+                )
 
-    def _check_gpu_operator(self) -> None:
+    def _check_gpu_operator(self) -> Iterator[SpecError]:
         vgpu_pools = self.gpu_pools(GpuMode.VM_VGPU)
         if vgpu_pools and self.gpu_operator.vgpu_driver_image is None:
-            raise SpecError(
+            yield SpecError(
                 ("gpuOperator", "vgpuDriverImage"),
                 f"is required because pool {next(iter(vgpu_pools))} runs vm-vgpu; "
                 "give the repository and version of your NVIDIA vGPU Manager image",
@@ -393,35 +423,67 @@ class CellSpec(SpecModel):
         if self.gpu_operator.mig_strategy is MigStrategy.SINGLE:
             for name, pool in self.gpu_pools().items():
                 if len(pool.mig_layout) > 1:
-                    raise SpecError(
+                    yield SpecError(
                         ("nodePools", name, "migConfig"),
-                        f"{pool.mig_config!r} mixes MIG profiles, which gpuOperator.migStrategy single cannot "
+                        f"{shown(pool.mig_config)} mixes MIG profiles, which gpuOperator.migStrategy single cannot "
                         "advertise; use a uniform all-<profile> layout or migStrategy mixed",
                     )
 
-    def _check_storage_replicas(self) -> None:
+    def _check_storage_replicas(self) -> Iterator[SpecError]:
         nodes = sum(len(p.hosts) for p in self.node_pools.values())
         if self.storage.backend is StorageBackend.LONGHORN and self.storage.replicas > nodes:
-            raise SpecError(
+            yield SpecError(
                 ("storage", "replicas"),
                 f"{self.storage.replicas} replicas need as many nodes, the region has {nodes}; Longhorn keeps "
                 "each replica of a volume on a different node",
             )
 
-    def _check_kserve_mode(self) -> None:
+    def _check_kserve_mode(self) -> Iterator[SpecError]:
         mode = self.kserve.deployment_mode
         accepted = kserve_deployment_modes(self.versions.kserve)
         if mode is not None and mode not in accepted:
-            raise SpecError(
+            yield SpecError(
                 ("kserve", "deploymentMode"),
-                f"{mode.value!r} is not a deployment mode of KServe {self.versions.kserve}; "
+                f"{shown(mode.value)} is not a deployment mode of KServe {self.versions.kserve}; "
                 f"accepted: {', '.join(m.value for m in accepted)}",
             )
-        if mode is not None and mode is not accepted[0]:
-            raise SpecError(
+        elif mode is not None and mode is not accepted[0]:
+            yield SpecError(
                 ("kserve", "deploymentMode"),
-                f"{mode.value!r} needs Knative Serving, which gpucell does not install; use {accepted[0].value}",
+                f"{shown(mode.value)} needs Knative Serving, which gpucell does not install; use {accepted[0].value}",
             )
+
+    def _check_k3s(self) -> Iterator[SpecError]:
+        yield from check_k3s(self.k3s, self.versions.k3s)
+
+    def _check_sign_in(self) -> Iterator[SpecError]:
+        if self.oidc is not None and release(self.versions.k3s.lstrip("v")) < (1, 30):
+            yield SpecError(("oidc",), f"needs Kubernetes 1.30 or later (structured authentication configuration); "
+                            f"versions.k3s is {self.versions.k3s}")
+        yield from check_tenant_groups(self.oidc, self.tenants)
+
+    def _check_tenants(self) -> Iterator[SpecError]:
+        # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
+        from gpucell.spec.admission import check_tenants  # noqa: PLC0415
+
+        yield from check_tenants(self)
+
+
+_CELL_RULES = (
+    Rule("servers", ("node_pools",), CellSpec._check_server_count),
+    Rule("hosts", ("node_pools", "network"), CellSpec._check_hosts),
+    Rule("apiEndpoint", ("network", "node_pools"), CellSpec._check_api_endpoint, after=("servers",)),
+    Rule("gpuOperator", ("node_pools", "gpu_operator"), CellSpec._check_gpu_operator),
+    Rule("hardware", ("node_pools", "gpu_operator", "storage"), CellSpec._check_hardware, after=("gpuOperator",)),
+    Rule("kserve", ("kserve", "versions"), CellSpec._check_kserve_mode),
+    Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
+    Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
+    Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
+    Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
+         after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "signIn")),
+)
+"""CellSpec's cross-field rules, in order (see :mod:`gpucell.spec._rules`). Tenant admission reads the whole cell
+and runs only once the pools, hosts and API endpoint it relies on are sound."""
 
 
 class StackSpec(SpecModel):
@@ -431,3 +493,51 @@ class StackSpec(SpecModel):
     """Region name (DNS-1123 label, used in every resource name of the cell) -> cell spec."""
 
     _region_names = field_validator("regions")(check_names)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _across_regions(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> StackSpec:
+        return validate_with_rules(cls, data, handler, _STACK_RULES)
+
+    def _check_machines(self) -> Iterator[SpecError]:
+        """Pulumi reaches every host from one place: the same address and SSH port in two regions is one machine,
+        and two cells would install k3s on it over each other."""
+        seen: dict[tuple[IPv4Address, int], str] = {}
+        for region, cell in self.regions.items():
+            for pool_name, index, host in cell._all_hosts():
+                machine = (host.address, cell.ssh_for(pool_name).port)
+                first = seen.setdefault(machine, f"regions.{region}.nodePools.{pool_name}.hosts[{index}]")
+                if not first.startswith(f"regions.{region}."):
+                    yield SpecError(
+                        ("regions", region, "nodePools", pool_name, "hosts", index, "address"),
+                        f"{shown(str(host.address))} (SSH port {machine[1]}) is already a host of {first}; one "
+                        "machine can be a node of one cell only",
+                    )
+
+    def _check_credentials(self) -> Iterator[SpecError]:
+        """A credentials key's value becomes a Secret in its tenant's namespace, readable by that tenant: two
+        tenants naming one key would read each other's credentials, and an SSH key would hand a tenant the nodes."""
+        ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
+        owner: dict[str, tuple[str, str]] = {}
+        for region, cell in self.regions.items():
+            for tenant_name, tenant in cell.tenants.items():
+                for name, endpoint in tenant.model_endpoints.items():
+                    key = endpoint.credentials_config_key
+                    if key is None:
+                        continue
+                    where = ("regions", region, "tenants", tenant_name, "modelEndpoints", name, "credentialsConfigKey")
+                    first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
+                    if key in ssh_keys:
+                        yield SpecError(where, f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
+                                        "a secret that holds only this endpoint's storage credentials")
+                    elif first[0] != tenant_name:
+                        yield SpecError(where, f"{shown(key)} is already the credentials key of tenant {first[0]} "
+                                        f"({first[1]}); each tenant needs its own, its Secret is readable in the "
+                                        "tenant's namespace")
+
+
+_STACK_RULES = (
+    Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
+    Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
+)
+"""StackSpec's rules across regions; they run on the regions that validated."""

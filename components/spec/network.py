@@ -2,35 +2,39 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from ipaddress import IPv4Address, IPv4Network, ip_address
 from typing import TypeVar
 
-from pydantic import Field, StrictInt, field_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
+from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_config_key, check_login_name, unicast_problem
 
 __all__ = [
     "DNS_LABEL",
+    "DNS_SUBDOMAIN",
     "Host",
     "Network",
     "Ssh",
     "SshOverride",
+    "as_address",
     "check_dns_label",
     "check_host_name",
     "check_names",
     "check_service_names",
 ]
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 def check_dns_label(value: str) -> str:
     """Raise ``ValueError`` unless ``value`` is an RFC 1123 label (what Kubernetes accepts as a node or object name)."""
-    if not DNS_LABEL.match(value):
+    if not DNS_LABEL.fullmatch(value):
         raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
     return value
 
@@ -44,20 +48,21 @@ def check_names(names: _Names) -> _Names:
         try:
             check_dns_label(name)
         except ValueError as exc:
-            raise SpecError((name,), f"{name!r} {exc}") from None
+            raise SpecError((name,), f"{shown(name)} {exc}") from None
     return names
 
 
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def check_service_names(names: _Names) -> _Names:
     """Raise :class:`SpecError` at the first key that is not a DNS-1035 label: workloads get Services named after
     them, and a Service name must start with a letter."""
     for name in names:
-        if not _DNS_1035.match(name):
-            raise SpecError((name,), f"{name!r} is not a DNS-1035 label (starts with a lower-case letter; lower-case "
-                            "letters, digits and '-'; at most 63 characters): workloads get Services of that name")
+        if not _DNS_1035.fullmatch(name):
+            raise SpecError((name,), f"{shown(name)} is not a DNS-1035 label (starts with a lower-case letter; "
+                            "lower-case letters, digits and '-'; at most 63 characters): workloads get Services of "
+                            "that name")
     return names
 
 
@@ -66,7 +71,7 @@ def check_host_name(value: str) -> str:
     try:
         ip_address(value)
     except ValueError:
-        if not _DNS_SUBDOMAIN.match(value):
+        if not DNS_SUBDOMAIN.fullmatch(value):
             raise ValueError(
                 "is neither an IP address nor a DNS name; give a bare address or name such as 10.0.0.10 or "
                 "api.fra1.example.net (no https://, no :port)"
@@ -79,13 +84,21 @@ class Host(SpecModel):
 
     name: str
     """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
-    address: IPv4Address
-    """IPv4 address on the node network, used for SSH and as the node IP; unique in the region."""
+    address: Ipv4Address
+    """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
 
     @field_validator("name")
     @classmethod
     def _dns_label(cls, value: str) -> str:
         return check_dns_label(value)
+
+    @field_validator("address")
+    @classmethod
+    def _unicast(cls, value: IPv4Address) -> IPv4Address:
+        problem = unicast_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; a node needs a unicast host address")
+        return value
 
 
 class Ssh(SpecModel):
@@ -98,6 +111,16 @@ class Ssh(SpecModel):
     private_key_config_key: str = "sshPrivateKey"
     """Name of the *secret* stack config key holding the PEM/OpenSSH private key. Defaults to ``sshPrivateKey``."""
 
+    @field_validator("user")
+    @classmethod
+    def _login(cls, value: str) -> str:
+        return check_login_name(value)
+
+    @field_validator("private_key_config_key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return check_config_key(value)
+
 
 class SshOverride(SpecModel):
     """A pool's departures from the region's ``ssh`` settings; the private key is always the region's."""
@@ -107,6 +130,11 @@ class SshOverride(SpecModel):
     port: StrictInt | None = Field(default=None, ge=1, le=65535)
     """TCP port for this pool's hosts. Defaults to the region's ``ssh.port``."""
 
+    @field_validator("user")
+    @classmethod
+    def _login(cls, value: str | None) -> str | None:
+        return None if value is None else check_login_name(value)
+
     def over(self, base: Ssh) -> Ssh:
         """``base`` with this override's fields applied."""
         return base.model_copy(update={k: v for k, v in (("user", self.user), ("port", self.port)) if v is not None})
@@ -115,19 +143,20 @@ class SshOverride(SpecModel):
 class Network(SpecModel):
     """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
 
-    node_cidr: IPv4Network
+    node_cidr: Ipv4Cidr
     """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
-    pod_cidr: IPv4Network = IPv4Network("10.42.0.0/16")
+    pod_cidr: Ipv4Cidr = IPv4Network("10.42.0.0/16")
     """Pod network handed to Cilium's cluster-pool IPAM and k3s ``cluster-cidr``. Defaults to ``10.42.0.0/16``."""
     pod_cidr_mask_size: StrictInt = Field(default=24, ge=16, le=28)
     """Prefix length of each node's pod range carved from ``podCidr``. Defaults to 24 (254 pods per node)."""
-    service_cidr: IPv4Network = IPv4Network("10.43.0.0/16")
+    service_cidr: Ipv4Cidr = IPv4Network("10.43.0.0/16")
     """ClusterIP range (k3s ``service-cidr``). Defaults to ``10.43.0.0/16``."""
-    cluster_dns: IPv4Address = IPv4Address("10.43.0.10")
+    cluster_dns: Ipv4Address = IPv4Address("10.43.0.10")
     """CoreDNS service IP (k3s ``cluster-dns``); inside ``serviceCidr``. Defaults to ``10.43.0.10``."""
     api_endpoint: str | None = None
     """Address or DNS name clients and agents use for the API server (a VIP or load balancer for HA servers).
-    Required with more than one server; defaults to the single server's address otherwise."""
+    Required with more than one server; defaults to the single server's address otherwise. An address must be
+    a unicast host address outside the pod and service CIDRs, and not an agent's own address."""
     api_port: StrictInt = Field(default=6443, ge=1, le=65535)
     """API server port behind ``apiEndpoint``. Defaults to 6443."""
     tls_sans: list[str] = []
@@ -136,7 +165,14 @@ class Network(SpecModel):
     @field_validator("api_endpoint")
     @classmethod
     def _endpoint(cls, value: str | None) -> str | None:
-        return None if value is None else check_host_name(value)
+        if value is None:
+            return None
+        check_host_name(value)
+        address = as_address(value)
+        problem = None if address is None else unicast_problem(address)
+        if problem is not None:
+            raise ValueError(f"{problem}; the API endpoint must be a unicast address (a VIP or load balancer)")
+        return value
 
     @field_validator("tls_sans")
     @classmethod
@@ -145,5 +181,53 @@ class Network(SpecModel):
             try:
                 check_host_name(value)
             except ValueError as exc:
-                raise SpecError((index,), f"{value!r} {exc}") from None
+                raise SpecError((index,), f"{shown(value)} {exc}") from None
         return values
+
+    @property
+    def api_address(self) -> IPv4Address | None:
+        """``apiEndpoint`` as an address, or ``None`` when it is a DNS name or not set."""
+        return None if self.api_endpoint is None else as_address(self.api_endpoint)
+
+    @model_validator(mode="after")
+    def _address_plan(self) -> Network:
+        ranges: list[tuple[str, IPv4Network]] = [
+            ("nodeCidr", self.node_cidr), ("podCidr", self.pod_cidr), ("serviceCidr", self.service_cidr)
+        ]
+        for (key_a, a), (key_b, b) in itertools.combinations(ranges, 2):
+            if a.overlaps(b):
+                raise SpecError((key_b,), f"{shown(str(b))} overlaps network.{key_a} {a}")
+        if self.cluster_dns not in self.service_cidr:
+            raise SpecError(
+                ("clusterDns",), f"{shown(str(self.cluster_dns))} is outside network.serviceCidr {self.service_cidr}"
+            )
+        if self.cluster_dns in (self.service_cidr.network_address, self.service_cidr.broadcast_address):
+            raise SpecError(
+                ("clusterDns",),
+                f"{shown(str(self.cluster_dns))} is the network or broadcast address of {self.service_cidr}; "
+                "use a host address such as the .10",
+            )
+        if self.pod_cidr_mask_size <= self.pod_cidr.prefixlen:
+            raise SpecError(
+                ("podCidrMaskSize",),
+                f"{self.pod_cidr_mask_size} must be longer than network.podCidr's /{self.pod_cidr.prefixlen}",
+            )
+        address = self.api_address
+        if address is not None:
+            for key, net in (("podCidr", self.pod_cidr), ("serviceCidr", self.service_cidr)):
+                if address in net:
+                    raise SpecError(("apiEndpoint",), f"{shown(str(address))} is inside network.{key} {net}; "
+                                    "the API endpoint must be reachable from the nodes before any pod runs")
+            if address in self.node_cidr and self.node_cidr.prefixlen < 31 and address in (
+                    self.node_cidr.network_address, self.node_cidr.broadcast_address):
+                raise SpecError(("apiEndpoint",), f"{shown(str(address))} is the network or broadcast address of "
+                                f"network.nodeCidr {self.node_cidr}")
+        return self
+
+
+def as_address(value: str) -> IPv4Address | None:
+    """``value`` as an IPv4 address, or ``None`` when it is a DNS name."""
+    try:
+        return IPv4Address(value)
+    except ValueError:
+        return None

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import Host, SshOverride
@@ -24,11 +24,11 @@ __all__ = [
     "taint_tolerations",
 ]
 
-_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
-_TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
+_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}")
+_LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
+_TAINT = re.compile(r"(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)")
 POOL_LABEL = "gpucell.io/pool"
 ROLE_LABEL = "gpucell.io/role"
 WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
@@ -39,6 +39,8 @@ VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
 MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, *DISABLED_OPERANDS)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
+MAX_CPU_ID = 8191
+"""Highest CPU number a cpuset may name: Linux builds for x86_64 and arm64 cap ``NR_CPUS`` at 8192."""
 EVICTION_HARD_MEMORY_MIB = 500
 """``eviction-hard`` ``memory.available`` threshold on topology-profile nodes, MiB."""
 HUGEPAGE_SIZES = {"1Gi": 1024, "2Mi": 2}
@@ -116,7 +118,7 @@ class TopologyProfile(SpecModel):
     """CPUs kept for the OS and kubelet (kubelet ``reserved-cpus``), a cpuset such as ``0-3,64-67``."""
     numa_nodes: StrictInt = Field(default=2, ge=1, le=16)
     """NUMA nodes per host; memory is reserved on each. Defaults to 2."""
-    reserved_memory_per_numa_mib: StrictInt = Field(default=2048, ge=256)
+    reserved_memory_per_numa_mib: StrictInt = Field(default=2048, ge=256, le=1_048_576)
     """MiB reserved on each NUMA node (kubelet ``reserved-memory``). Defaults to 2048."""
     topology_manager_policy: TopologyManagerPolicy = TopologyManagerPolicy.RESTRICTED
     """``restricted`` (default) admits a pod or VM only on its narrowest NUMA set, so a whole-node 8-GPU VM
@@ -136,8 +138,14 @@ class TopologyProfile(SpecModel):
     @field_validator("reserved_cpus")
     @classmethod
     def _cpuset(cls, value: str) -> str:
-        if not _CPUSET.match(value):
+        if not _CPUSET.fullmatch(value):
             raise ValueError("is not a cpuset; use a list of CPUs and ranges such as 0-3,64-67")
+        for part in value.split(","):
+            first, _, last = part.partition("-")
+            if int(last or first) < int(first):
+                raise ValueError(f"has the range {part} running backwards; write it as {last}-{first}")
+            if int(last or first) > MAX_CPU_ID:
+                raise ValueError(f"names CPU {int(last or first)}; Linux numbers CPUs 0-{MAX_CPU_ID}")
         return value
 
     @model_validator(mode="after")
@@ -256,10 +264,10 @@ class NodePool(SpecModel):
     @classmethod
     def _taints(cls, taints: list[str]) -> list[str]:
         for index, taint in enumerate(taints):
-            match = _TAINT.match(taint)
+            match = _TAINT.fullmatch(taint)
             if match is None:
                 raise SpecError(
-                    (index,), f"{taint!r} is not a taint; use key[=value]:NoSchedule|PreferNoSchedule|NoExecute"
+                    (index,), f"{shown(taint)} is not a taint; use key[=value]:NoSchedule|PreferNoSchedule|NoExecute"
                 )
             _check_label(match["key"], match["value"] or "", where=(index,))
         return taints
@@ -292,12 +300,12 @@ class NodePool(SpecModel):
             return
         if self.mode is not GpuMode.CONTAINER:
             raise SpecError(
-                ("migConfig",), f"{self.mig_config!r} needs a container-mode pool; this pool is {self.mode}"
+                ("migConfig",), f"{shown(self.mig_config)} needs a container-mode pool; this pool is {self.mode}"
             )
         if self.mig_config not in model.mig_configs:
             accepted = ", ".join(model.mig_configs) or "none: the model has no MIG"
             raise SpecError(
-                ("migConfig",), f"{self.mig_config!r} is not a MIG config of {model.name}; accepted: {accepted}"
+                ("migConfig",), f"{shown(self.mig_config)} is not a MIG config of {model.name}; accepted: {accepted}"
             )
 
     def _check_vgpu(self, model: GpuModel) -> None:
@@ -310,7 +318,8 @@ class NodePool(SpecModel):
         if self.vgpu_profile not in model.vgpu_profiles:
             accepted = ", ".join(model.vgpu_profiles) or "none: no vGPU profiles catalogued for this model"
             raise SpecError(
-                ("vgpuProfile",), f"{self.vgpu_profile!r} is not a vGPU profile of {model.name}; accepted: {accepted}"
+                ("vgpuProfile",),
+                f"{shown(self.vgpu_profile)} is not a vGPU profile of {model.name}; accepted: {accepted}",
             )
 
     @field_validator("gpu_model")
@@ -345,13 +354,13 @@ class NodePool(SpecModel):
 def _check_label(key: str, value: str, where: tuple[str | int, ...] | None = None) -> None:
     """Kubernetes label syntax: ``[prefix/]name`` keys, values of at most 63 name characters."""
     path = where if where is not None else (key,)
-    if not _LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+    if not _LABEL_KEY.fullmatch(key) or len(key.rsplit("/", 1)[-1]) > 63:
         raise SpecError(
-            path, f"{key!r} is not a label key; use [dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"
+            path, f"{shown(key)} is not a label key; use [dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"
         )
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         raise SpecError(
-            path, f"{value!r} is not a label value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"
+            path, f"{shown(value)} is not a label value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"
         )
 
 

@@ -8,15 +8,40 @@ from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
+from gpucell.spec._values import Ipv4Cidr, check_single_line
+from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.network import check_host_name, check_service_names
-from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
+from gpucell.spec.workloads import (
+    MAX_POD_CPU_MILLICORES,
+    MAX_POD_MEMORY_GIB,
+    GpuVirtualMachineSpec,
+    ModelEndpointSpec,
+    NotebookSpec,
+)
 
-__all__ = ["EgressClass", "TenantGroups", "TenantLimits", "TenantQuota", "TenantSpec", "namespace_of"]
+__all__ = [
+    "LINK_LOCAL",
+    "SYSTEM_NAMESPACES",
+    "EgressClass",
+    "TenantGroups",
+    "TenantLimits",
+    "TenantQuota",
+    "TenantSpec",
+    "namespace_of",
+]
 
-_RESOURCE = re.compile(r"^nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]*$")
+_RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 TENANT_NAMESPACE_PREFIX = "tenant-"
+SYSTEM_NAMESPACES = frozenset({
+    "default", "kube-system", "kube-public", "kube-node-lease",
+    # the platform namespaces gpucell installs into (a test keeps this in step with the components)
+    "kubevirt", "cdi", "gpu-operator", "longhorn-system", "cert-manager", "kserve",
+})
+"""Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
+LINK_LOCAL = IPv4Network("169.254.0.0/16")
+"""Link-local addresses, where clouds and some bare-metal stacks serve instance metadata (169.254.169.254)."""
 
 
 def namespace_of(tenant: str) -> str:
@@ -44,6 +69,20 @@ class TenantGroups(SpecModel):
     viewers: list[str] = []
     """Groups with ``view``: read-only."""
 
+    @field_validator("admins", "members", "viewers")
+    @classmethod
+    def _groups(cls, groups: list[str]) -> list[str]:
+        for index, group in enumerate(groups):
+            try:
+                check_single_line(group, "text")
+            except ValueError as exc:
+                raise SpecError((index,), f"{shown(group)} {exc}") from None
+            if group.startswith(RESERVED_PREFIX):
+                raise SpecError((index,), f"{shown(group)} is a Kubernetes group ({RESERVED_PREFIX}*: every "
+                                "authenticated user, cluster admins, service accounts); bind a group of the "
+                                "tenant's own")
+        return groups
+
 
 class TenantQuota(SpecModel):
     """The tenant namespace's ResourceQuota."""
@@ -64,6 +103,10 @@ class TenantQuota(SpecModel):
     """PVCs, count. Defaults to 50."""
     services: StrictInt = Field(default=20, ge=0)
     """Services, count. Defaults to 20."""
+    node_ports: StrictInt = Field(default=0, ge=0, le=2768)
+    """Node ports (``services.nodeports``: each port of a NodePort Service), count: a NodePort opens a port on every
+    node. Defaults to 0; a VM's ``sshService: {type: NodePort}`` needs 1. At most 2768, the size of the
+    default NodePort range 30000-32767."""
     load_balancers: StrictInt = Field(default=0, ge=0, le=0)
     """Services of type LoadBalancer, count: 0, as a cell runs no load-balancer implementation yet."""
 
@@ -71,8 +114,8 @@ class TenantQuota(SpecModel):
     @classmethod
     def _resource_names(cls, gpus: dict[str, int]) -> dict[str, int]:
         for name, count in gpus.items():
-            if not _RESOURCE.match(name):
-                raise SpecError((name,), f"{name!r} is not an NVIDIA extended resource name (nvidia.com/...)")
+            if not _RESOURCE.fullmatch(name):
+                raise SpecError((name,), f"{shown(name)} is not an NVIDIA extended resource name (nvidia.com/...)")
             if count < 0:
                 raise SpecError((name,), f"{count} is negative")
         return gpus
@@ -81,9 +124,9 @@ class TenantQuota(SpecModel):
 class TenantLimits(SpecModel):
     """The tenant namespace's LimitRange: what a container gets when it does not say."""
 
-    default_cpu_millicores: StrictInt = Field(default=500, ge=10)
+    default_cpu_millicores: StrictInt = Field(default=500, ge=10, le=MAX_POD_CPU_MILLICORES)
     """Default CPU limit (and request), millicores. Defaults to 500."""
-    default_memory_mib: StrictInt = Field(default=1024, ge=16)
+    default_memory_mib: StrictInt = Field(default=1024, ge=16, le=MAX_POD_MEMORY_GIB * 1024)
     """Default memory limit (and request), MiB. Defaults to 1024."""
 
 
@@ -99,8 +142,10 @@ class TenantSpec(SpecModel):
     egress: EgressClass = EgressClass.NONE
     """``none`` (DNS and the tenant only), ``cluster`` (plus platform services), ``internet`` (plus the world) or
     ``custom`` (plus ``egressCidrs``/``egressFqdns``). Defaults to ``none``."""
-    egress_cidrs: list[IPv4Network] = []
-    """``custom`` egress: networks the tenant may reach."""
+    egress_cidrs: list[Ipv4Cidr] = []
+    """``custom`` egress: networks outside the cell the tenant may reach; never ``0.0.0.0/0`` (that is ``internet``),
+    link-local ``169.254.0.0/16`` (instance metadata), the cell's node, pod or service CIDRs, or the API
+    endpoint."""
     egress_fqdns: list[str] = []
     """``custom`` egress: DNS names the tenant may reach (Cilium ``toFQDNs``, ``*.`` wildcards allowed)."""
     virtual_machines: dict[str, GpuVirtualMachineSpec] = {}
@@ -112,6 +157,18 @@ class TenantSpec(SpecModel):
 
     _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
 
+    @field_validator("egress_cidrs")
+    @classmethod
+    def _cidrs(cls, networks: list[IPv4Network]) -> list[IPv4Network]:
+        for index, net in enumerate(networks):
+            if net.prefixlen == 0:
+                raise SpecError((index,), f"{shown(str(net))} is the whole internet; use egress: internet, which "
+                                "keeps the cell's own networks and instance metadata out")
+            if net.overlaps(LINK_LOCAL):
+                raise SpecError((index,), f"{shown(str(net))} overlaps link-local {LINK_LOCAL}, where instance "
+                                "metadata (169.254.169.254) is served")
+        return networks
+
     @field_validator("egress_fqdns")
     @classmethod
     def _fqdns(cls, names: list[str]) -> list[str]:
@@ -119,7 +176,7 @@ class TenantSpec(SpecModel):
             try:
                 check_host_name(name.removeprefix("**.").removeprefix("*."))
             except ValueError:
-                raise SpecError((index,), f"{name!r} is not a DNS name (a leading *. or **. wildcard is allowed: "
+                raise SpecError((index,), f"{shown(name)} is not a DNS name (a leading *. or **. wildcard is allowed: "
                                 "Cilium's *. matches one label, **. any number)") from None
         return names
 
@@ -136,7 +193,7 @@ class TenantSpec(SpecModel):
                             ("modelEndpoints", self.model_endpoints)):
             for name in names:
                 if name in seen:
-                    raise SpecError((kind, name), f"{name!r} is already the name of {seen[name]}.{name} in this "
+                    raise SpecError((kind, name), f"{shown(name)} is already the name of {seen[name]}.{name} in this "
                                     "tenant; workload names share the namespace")
                 seen[name] = kind
         return self

@@ -23,8 +23,8 @@ __all__ = [
     "release",
 ]
 
-_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
-_K3S = re.compile(r"^v(?P<major>\d+)\.(?P<minor>\d+)\.\d+\+k3s\d+$")
+_SEMVER = re.compile(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
+_K3S = re.compile(r"v(?P<major>\d+)\.(?P<minor>\d+)\.\d+\+k3s\d+")
 
 
 class DeploymentMode(StrEnum):
@@ -66,7 +66,7 @@ def kserve_deployment_modes(kserve_version: str) -> tuple[DeploymentMode, ...]:
 
 
 def _pinned(value: str) -> str:
-    if not _SEMVER.match(value):
+    if not _SEMVER.fullmatch(value):
         raise ValueError("is not a pinned release; use an exact version such as v1.2.3 (no latest, stable or ranges)")
     return value
 
@@ -99,13 +99,13 @@ class Versions(SpecModel):
     @field_validator("k3s")
     @classmethod
     def _exact_k3s(cls, value: str) -> str:
-        if not _K3S.match(value):
+        if not _K3S.fullmatch(value):
             raise ValueError("is not a pinned k3s release; use the form v1.34.2+k3s1 (no latest, stable or channels)")
         return value
 
     @property
     def kubernetes_minor(self) -> str:
         """Kubernetes ``MAJOR.MINOR`` of the pinned k3s (``1.34``)."""
-        match = _K3S.match(self.k3s)
+        match = _K3S.fullmatch(self.k3s)
         assert match is not None  # validated above
         return f"{match['major']}.{match['minor']}"

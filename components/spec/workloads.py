@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from ipaddress import IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from gpucell.errors import SpecError
+from gpucell.errors import SpecError, shown
 from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
-from gpucell.spec.network import DNS_LABEL, check_host_name
+from gpucell.spec._values import (
+    Ipv4Cidr,
+    check_config_key,
+    check_image_reference,
+    check_login_name,
+    check_single_line,
+    check_url,
+)
+from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -48,6 +55,25 @@ _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 """The OCI distribution spec's tag grammar."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
 """Storage URI schemes whose credentials gpucell mounts (KServe storage-initializer: ``HF_TOKEN``, AWS keys)."""
+MAX_POD_CPU_MILLICORES = 1_024_000
+"""Upper bound of one pod's CPU, millicores: 1024 cores, more than any single host gpucell runs on has."""
+MAX_POD_MEMORY_GIB = 65_536
+"""Upper bound of one pod's memory or one volume, GiB (64 TiB, more than any single host has)."""
+_MODEL_FORMAT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+"""A KServe ``modelFormat`` name: the runtimes' own names mix case (``vLLM`` in kserve-runtime-configs v0.20.0)."""
+"""KServe model format names (``huggingface``, ``sklearn``, ``tensorflow``, ``onnx``...): ``supportedModelFormats``
+names of the ServingRuntimes, lower-case."""
+_SSH_PUBLIC_KEY = re.compile(
+    r"(ssh-[a-z0-9-]+|ecdsa-sha2-nistp(256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]*)?"
+)
+"""One OpenSSH ``authorized_keys`` key: ``type base64 [comment]``, on one line."""
+_S3_REGION = re.compile(r"[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?")
+
+
+def _storage_class(value: str | None) -> str | None:
+    if value is not None and not DNS_SUBDOMAIN.fullmatch(value):
+        raise ValueError("is not a StorageClass name (a DNS-1123 subdomain: lower-case letters, digits, '-', '.')")
+    return value
 
 
 MULTI_GPU_SHM_GIB_PER_GPU = 1
@@ -125,21 +151,46 @@ class DiskSource(SpecModel):
     registry: str | None = None
     """Container-disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
     http: str | None = None
-    """``https://`` URL of a qcow2/raw image."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
     pvc: str | None = None
     """``namespace/name`` of a PVC to clone (same tenant, or a shared image namespace)."""
+    allow_plain_http: bool = False
+    """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
+    replace it. Defaults to false."""
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith("docker://"):
+            raise ValueError("must start with docker:// (CDI registry source)")
+        reference = value.removeprefix("docker://")
+        if not reference:
+            raise ValueError("has nothing after docker://; e.g. docker://quay.io/containerdisks/ubuntu:24.04")
+        try:
+            check_image_reference(reference)
+        except ValueError as exc:
+            raise ValueError(f"names no image: after docker:// it {exc.args[0].removeprefix('is ')}") from None
+        return value
+
+    @field_validator("http")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value, ("https", "http"))
 
     @model_validator(mode="after")
     def _exactly_one(self) -> DiskSource:
         given = [k for k, v in (("registry", self.registry), ("http", self.http), ("pvc", self.pvc)) if v]
         if len(given) != 1:
             raise SpecError((), f"give exactly one of registry, http, pvc (got {', '.join(given) or 'none'})")
-        if self.registry and not self.registry.startswith("docker://"):
-            raise SpecError(("registry",), f"{self.registry!r} must start with docker:// (CDI registry source)")
-        if self.http and not self.http.startswith(("https://", "http://")):
-            raise SpecError(("http",), f"{self.http!r} is not an http(s):// URL")
-        if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.match(p) for p in self.pvc.split("/"))):
-            raise SpecError(("pvc",), f"{self.pvc!r} is not namespace/name (two DNS-1123 labels)")
+        if self.http and self.http.startswith("http://") and not self.allow_plain_http:
+            raise SpecError(("http",), f"{shown(self.http)} is plain HTTP: anyone on the path can replace the "
+                            "image; use https:// or set allowPlainHttp: true")
+        if self.allow_plain_http and not (self.http or "").startswith("http://"):
+            raise SpecError(("allowPlainHttp",), "only applies to an http:// source")
+        if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.fullmatch(p) for p in self.pvc.split("/"))):
+            raise SpecError(("pvc",), f"{shown(self.pvc)} is not namespace/name (two DNS-1123 labels)")
         return self
 
 
@@ -148,12 +199,14 @@ class VmDisk(SpecModel):
 
     source: DiskSource
     """Content of the disk."""
-    size_gib: StrictInt = Field(ge=1, le=65536)
+    size_gib: StrictInt = Field(ge=1, le=MAX_POD_MEMORY_GIB)
     """Size, GiB."""
     storage_class: str | None = None
     """StorageClass; defaults to the cell's default class."""
     access_mode: AccessMode = AccessMode.RWO
     """PVC access mode. Defaults to ``ReadWriteOnce`` (a GPU VM cannot live-migrate anyway)."""
+
+    _class = field_validator("storage_class")(_storage_class)
 
 
 class CpuTopology(SpecModel):
@@ -177,6 +230,20 @@ class SshService(SpecModel):
 
     type: ServiceType = ServiceType.CLUSTER_IP
     """Service type. Defaults to ``ClusterIP``."""
+    allow_from_cidrs: list[Ipv4Cidr] = []
+    """``NodePort``: client networks allowed to reach the VM's SSH port (Cilium ingress rule on the VM's pod),
+    required; ``0.0.0.0/0`` opens it to the world explicitly. The Service keeps client addresses
+    (``externalTrafficPolicy: Local``)."""
+
+    @model_validator(mode="after")
+    def _sources(self) -> SshService:
+        if self.type is ServiceType.NODE_PORT and not self.allow_from_cidrs:
+            raise SpecError(("allowFromCidrs",), "is required with type NodePort: list the client networks (VPN, "
+                            "office) that may reach SSH, or 0.0.0.0/0 to open it to the world")
+        if self.type is ServiceType.CLUSTER_IP and self.allow_from_cidrs:
+            raise SpecError(("allowFromCidrs",), "only applies to type NodePort (a ClusterIP Service is reachable "
+                            "from inside the tenant only)")
+        return self
 
 
 class GpuVirtualMachineSpec(SpecModel):
@@ -206,9 +273,11 @@ class GpuVirtualMachineSpec(SpecModel):
     data_disks: list[VmDisk] = []
     """Extra disks, attached in order."""
     ssh_keys: list[str] = []
-    """SSH public keys for the default cloud user, put in cloud-init user data (a Secret)."""
+    """SSH public keys for the default cloud user, put in cloud-init user data (a Secret); one key per entry, one
+    line each (``ssh-ed25519 AAAA... comment``)."""
     user: str = "cloud-user"
-    """Default cloud user name. Defaults to ``cloud-user``."""
+    """Default cloud user name (a login name, not ``root``: cloud-init disables root logins). Defaults to
+    ``cloud-user``."""
     run_strategy: RunStrategy = RunStrategy.ALWAYS
     """``spec.runStrategy``. Defaults to ``Always``."""
     eviction_strategy: EvictionStrategy | None = None
@@ -228,27 +297,36 @@ class GpuVirtualMachineSpec(SpecModel):
     @classmethod
     def _public_keys(cls, keys: list[str]) -> list[str]:
         for index, key in enumerate(keys):
-            if not key.startswith(("ssh-", "ecdsa-", "sk-")) or "PRIVATE KEY" in key:
-                raise SpecError((index,), "is not an SSH public key (ssh-ed25519 AAAA..., ssh-rsa AAAA...)")
+            if "PRIVATE KEY" in key or not _SSH_PUBLIC_KEY.fullmatch(key):
+                raise SpecError((index,), "is not one SSH public key on one line (ssh-ed25519 AAAA... comment, "
+                                "ssh-rsa AAAA...)")
         return keys
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        check_login_name(value)
+        if value == "root":
+            raise ValueError("is root, whose SSH login cloud-init disables (disable_root); use e.g. ubuntu")
+        return value
 
     @model_validator(mode="after")
     def _gpu_fields(self) -> GpuVirtualMachineSpec:
         if self.gpus and self.gpu_model is None:
             raise SpecError(("gpuModel",), f"is required with gpus: {self.gpus}")
         if self.gpu_model is not None and not self.gpus:
-            raise SpecError(("gpus",), f"must be at least 1 with gpuModel {self.gpu_model!r}")
+            raise SpecError(("gpus",), f"must be at least 1 with gpuModel {shown(self.gpu_model)}")
         if self.vgpu_profile is not None and not self.gpus:
-            raise SpecError(("gpus",), f"must be at least 1 with vgpuProfile {self.vgpu_profile!r}")
+            raise SpecError(("gpus",), f"must be at least 1 with vgpuProfile {shown(self.vgpu_profile)}")
         if self.numa_passthrough and not (self.dedicated_cpus and self.hugepages):
             raise SpecError(("numaPassthrough",), "needs dedicatedCpus: true and hugepages (KubeVirt guest NUMA)")
         if self.eviction_strategy in (EvictionStrategy.LIVE_MIGRATE, EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE):
             if self.gpus:
-                raise SpecError(("evictionStrategy",), f"{self.eviction_strategy.value!r}: a VM with GPUs cannot "
+                raise SpecError(("evictionStrategy",), f"{shown(self.eviction_strategy.value)}: a VM with GPUs cannot "
                                 "live-migrate; use None or External")
             rwo = [i for i, d in enumerate(self.disks) if d.access_mode is not AccessMode.RWX]
             if rwo:
-                raise SpecError(("evictionStrategy",), f"{self.eviction_strategy.value!r}: live migration needs "
+                raise SpecError(("evictionStrategy",), f"{shown(self.eviction_strategy.value)}: live migration needs "
                                 f"ReadWriteMany disks, disk {rwo[0]} is not; use None or External")
         return self
 
@@ -286,10 +364,22 @@ class Exposure(SpecModel):
     ingress_class: str
     """``ingressClassName`` of the cell's ingress controller (a DNS-1123 label)."""
     tls_secret: str | None = None
-    """Secret holding the TLS certificate for ``host`` (a DNS-1123 label); none serves plain HTTP."""
-    allow_from_cidrs: list[IPv4Network] = []
+    """Secret holding the TLS certificate for ``host`` (a DNS-1123 label); none serves plain HTTP, which needs
+    ``allowPlainHttp``."""
+    allow_from_cidrs: list[Ipv4Cidr] = []
     """Client networks the notebook accepts (Cilium ingress rule), e.g. the VPN range. Empty: only the ingress
     controller's namespace."""
+    allow_plain_http: bool = False
+    """Serve the notebook without TLS: its token and every cell travel in clear text. Defaults to false."""
+
+    @model_validator(mode="after")
+    def _tls(self) -> Exposure:
+        if self.tls_secret is None and not self.allow_plain_http:
+            raise SpecError(("tlsSecret",), "is required: without it the notebook's token and code travel in clear "
+                            "text; name the TLS Secret for host, or set allowPlainHttp: true")
+        if self.tls_secret is not None and self.allow_plain_http:
+            raise SpecError(("allowPlainHttp",), "only applies without tlsSecret")
+        return self
 
     @field_validator("host")
     @classmethod
@@ -302,7 +392,7 @@ class Exposure(SpecModel):
     @field_validator("ingress_class", "tls_secret")
     @classmethod
     def _label(cls, value: str | None) -> str | None:
-        if value is not None and not DNS_LABEL.match(value):
+        if value is not None and not DNS_LABEL.fullmatch(value):
             raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-')")
         return value
 
@@ -314,11 +404,11 @@ class NotebookSpec(SpecModel):
     """Jupyter image (docker-stacks layout: UID 1000, home ``/home/jovyan``)."""
     gpu: GpuRequest | None = None
     """GPUs for the notebook; none for a CPU notebook."""
-    cpu_millicores: StrictInt = Field(default=2000, ge=100)
+    cpu_millicores: StrictInt = Field(default=2000, ge=100, le=MAX_POD_CPU_MILLICORES)
     """CPU request and limit, millicores. Defaults to 2000."""
-    memory_gib: StrictInt = Field(default=8, ge=1)
+    memory_gib: StrictInt = Field(default=8, ge=1, le=MAX_POD_MEMORY_GIB)
     """Memory request and limit, GiB. Defaults to 8."""
-    home_gib: StrictInt = Field(default=50, ge=1)
+    home_gib: StrictInt = Field(default=50, ge=1, le=MAX_POD_MEMORY_GIB)
     """Home directory PVC size, GiB. Defaults to 50."""
     storage_class: str | None = None
     """StorageClass of the home PVC; defaults to the cell's default class."""
@@ -326,6 +416,13 @@ class NotebookSpec(SpecModel):
     """Run with a read-only root filesystem (``/tmp`` and the home stay writable). Defaults to true."""
     expose: Exposure | None = None
     """An Ingress for the notebook; none keeps it cluster-internal (use ``kubectl port-forward``)."""
+
+    _class = field_validator("storage_class")(_storage_class)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image_reference(value)
 
 
 class ModelEndpointSpec(SpecModel):
@@ -345,9 +442,9 @@ class ModelEndpointSpec(SpecModel):
     """Extra arguments for the model server (``--max-model-len=8192``)."""
     gpu: GpuRequest | None = None
     """GPUs per replica; none for a CPU endpoint."""
-    cpu_millicores: StrictInt = Field(default=4000, ge=100)
+    cpu_millicores: StrictInt = Field(default=4000, ge=100, le=MAX_POD_CPU_MILLICORES)
     """CPU per replica, millicores. Defaults to 4000."""
-    memory_gib: StrictInt = Field(default=32, ge=1)
+    memory_gib: StrictInt = Field(default=32, ge=1, le=MAX_POD_MEMORY_GIB)
     """Memory per replica, GiB. Defaults to 32."""
     min_replicas: StrictInt = Field(default=1, ge=0, le=100)
     """Replicas kept running (0 is only possible with Knative, which gpucell does not install). Defaults to 1."""
@@ -368,9 +465,64 @@ class ModelEndpointSpec(SpecModel):
     @field_validator("runtime_version")
     @classmethod
     def _tag(cls, value: str | None) -> str | None:
-        if value is not None and not _IMAGE_TAG.match(value):
+        if value is not None and not _IMAGE_TAG.fullmatch(value):
             raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; not starting with "
                              "'.' or '-')")
+        return value
+
+    @field_validator("model_format")
+    @classmethod
+    def _format(cls, value: str | None) -> str | None:
+        if value is not None and not _MODEL_FORMAT.fullmatch(value):
+            raise ValueError("is not a KServe model format name (letters, digits, '.', '_', '-'; e.g. huggingface, "
+                             "vLLM, onnx)")
+        return value
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, value: str | None) -> str | None:
+        if value is not None and not DNS_SUBDOMAIN.fullmatch(value):
+            raise ValueError("is not a ClusterServingRuntime name (a DNS-1123 subdomain)")
+        return value
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _uri(cls, value: str) -> str:
+        return check_single_line(value, "URI")
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, args: list[str]) -> list[str]:
+        for index, arg in enumerate(args):
+            if any(ord(c) < 32 and c not in "\t" for c in arg):
+                raise SpecError((index,), f"{shown(arg)} holds a newline or control character")
+        return args
+
+    @field_validator("credentials_config_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return None if value is None else check_config_key(value)
+
+    @field_validator("s3_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
+        try:
+            check_host_name(host)
+            if sep and not (port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError("port")
+        except ValueError:
+            raise ValueError("is not a host name or address with an optional :port (no https://, no path; e.g. "
+                             "minio.storage.example.net:9000)") from None
+        return value
+
+    @field_validator("s3_region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        if value is not None and not _S3_REGION.fullmatch(value):
+            raise ValueError("is not an S3 region name (e.g. eu-central-1)")
         return value
 
     @model_validator(mode="after")
@@ -378,18 +530,18 @@ class ModelEndpointSpec(SpecModel):
         if self.model_format is None and self.runtime is None:
             raise SpecError(("modelFormat",), "give modelFormat, runtime or both")
         if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
-            raise SpecError(("modelFormat",), f"is required with runtime {self.runtime!r}, which is not a built-in "
-                            f"KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
+            raise SpecError(("modelFormat",), f"is required with runtime {shown(self.runtime)}, which is not a "
+                            f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
         if self.min_replicas == 0:
             raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
         scheme, _, path = self.storage_uri.partition("://")
         if not path.strip("/") or any(c.isspace() for c in path) or path.startswith("/"):
-            raise SpecError(("storageUri",), f"{self.storage_uri!r} has no location after {scheme}:// (or one with "
-                            "spaces); e.g. hf://org/model, s3://bucket/path")
+            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} has no location after {scheme}:// (or "
+                            "one with spaces); e.g. hf://org/model, s3://bucket/path")
         if scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
-            raise SpecError(("storageUri",), f"{self.storage_uri!r} is not a KServe storage URI "
+            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} is not a KServe storage URI "
                             "(hf://, s3://, gs://, pvc://, https://, oci://)")
         if self.credentials_config_key is not None and scheme not in CREDENTIAL_SCHEMES:
             raise SpecError(("credentialsConfigKey",), f"{scheme}:// storage takes no credentials here (only "

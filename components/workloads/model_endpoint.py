@@ -113,7 +113,8 @@ def credentials_secret_data(scheme: str, credentials: str, *, where: str = "") -
     """The credentials Secret's ``stringData`` for storage ``scheme`` (keys per :data:`CREDENTIAL_KEYS`).
 
     ``s3``: ``"<id>:<secret>"`` split at the first colon (AWS access key IDs have none). ``hf``: the token.
-    Raises ``ValueError`` for an ``s3`` value without a colon or a scheme that takes no credentials; the
+    Raises ``ValueError`` for an ``s3`` value without a colon, an empty ``hf`` token or a scheme that takes no
+    credentials; the
     message starts with ``where`` (``"model endpoint 'x' (credentialsConfigKey 'k'): "``) and never includes
     the credential.
     """
@@ -123,6 +124,8 @@ def credentials_secret_data(scheme: str, credentials: str, *, where: str = "") -
             raise ValueError(f"{where}s3 credentials must be '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'")
         return {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
     if scheme == "hf":
+        if not credentials.strip():
+            raise ValueError(f"{where}the Hugging Face token is empty")
         return {HF_TOKEN_KEY: credentials.strip()}
     schemes = ", ".join(CREDENTIAL_KEYS)
     raise ValueError(f"{where}{scheme}:// storage takes no credentials here (only {schemes})")

@@ -8,8 +8,8 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   reads from a ``cloudInitNoCloud.secretRef`` Secret, as in the KubeVirt user guide "Startup Scripts");
 - with ``sshService``: a ``Service`` named after the VM (port 22), and for ``NodePort`` (``LoadBalancer`` is
   refused at plan time until the cell has a load-balancer implementation) a ``CiliumNetworkPolicy``
-  ``<vm>-ssh`` letting the outside world (Cilium entity ``world``) reach port 22 of this VM only: the tenant's
-  default-deny policies would drop it otherwise.
+  ``<vm>-ssh`` letting the clients of ``sshService.allowFromCidrs`` reach port 22 of this VM only: the tenant's
+  default-deny policies would drop it otherwise. The tenant's ``quota.nodePorts`` caps such Services.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
 (:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
@@ -302,16 +302,22 @@ def ssh_service_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) ->
 
 
 def ssh_policy_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) -> dict[str, Any] | None:
-    """A ``cilium.io/v2`` ``CiliumNetworkPolicy`` ``<vm>-ssh`` admitting ingress from the ``world`` entity to
-    TCP 22 of this VM's pod only, for a ``NodePort``/``LoadBalancer`` SSH Service; ``None`` otherwise (a
-    ``ClusterIP`` Service is reachable only from inside the tenant, which the tenant's policies allow).
+    """A ``cilium.io/v2`` ``CiliumNetworkPolicy`` ``<vm>-ssh`` admitting ingress from
+    ``sshService.allowFromCidrs`` (``fromCIDRSet``) to TCP 22 of this VM's pod only, for a ``NodePort`` SSH
+    Service; ``None`` otherwise (a ``ClusterIP`` Service is reachable only from inside the tenant, which the
+    tenant's policies allow).
+
+    CIDR rules match the client's address because the Service has ``externalTrafficPolicy: Local``: the node
+    that receives the connection runs the VM, so Cilium does not SNAT it to a node address (Cilium
+    "Kubernetes Without kube-proxy", SNAT vs DSR modes). ``0.0.0.0/0`` in ``allowFromCidrs`` is the ``world``.
     """
     if spec.ssh_service is None or spec.ssh_service.type is ServiceType.CLUSTER_IP:
         return None
-    world = {"fromEntities": ["world"], "toPorts": [{"ports": [{"port": str(SSH_PORT), "protocol": "TCP"}]}]}
+    sources = [{"cidr": str(net)} for net in spec.ssh_service.allow_from_cidrs]
+    rule = {"fromCIDRSet": sources, "toPorts": [{"ports": [{"port": str(SSH_PORT), "protocol": "TCP"}]}]}
     return cilium_network_policy(
         object_meta(tenant, f"{name}-ssh", workload=name),
-        {"ingress": [world]},
+        {"ingress": [rule]},
         match_labels={WORKLOAD_SELECTOR_LABEL: name},
     )
 
