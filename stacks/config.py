@@ -25,7 +25,12 @@ class StackConfig:
     ssh_private_keys: dict[str, pulumi.Output[str]]
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
     credentials: dict[str, pulumi.Output[str]]
-    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint names."""
+    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint or an etcd S3 target names."""
+
+    def etcd_s3_credentials(self, region: str) -> pulumi.Output[str] | None:
+        """The secret named by ``regions.<region>.etcd.snapshots.s3.credentialsConfigKey``, or ``None``."""
+        s3 = self.spec.regions[region].etcd.snapshots.s3
+        return None if s3 is None else self.credentials[s3.credentials_config_key]
 
 
 def _regions_object(config: pulumi.Config) -> Any:
@@ -92,6 +97,13 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
             f"region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey",
             f"{key_name} < ~/.ssh/id_ed25519",
         )
+        s3 = cell.etcd.snapshots.s3
+        if s3 is not None and s3.credentials_config_key not in credentials:
+            credentials[s3.credentials_config_key] = _require_secret(
+                config, s3.credentials_config_key,
+                f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey names it",
+                f"{s3.credentials_config_key} -- '<access key id>:<secret access key>'",
+            )
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

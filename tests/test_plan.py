@@ -92,9 +92,9 @@ def test_provider_is_fed_by_the_secret_kubeconfig(prod_plan: Plan) -> None:
 
 
 def test_cilium_installs_after_the_servers_answer(prod_plan: Plan) -> None:
-    kubeconfig = prod_plan.result.named("fra1-k3s-kubeconfig")
+    last_server = prod_plan.result.named("fra1-k3s-fra1-srv-3-settle")
     release = next(r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-cilium"))
-    assert kubeconfig.urn in release.dependencies
+    assert last_server.urn in release.dependencies
 
 
 def test_everything_in_cluster_comes_after_cilium(prod_plan: Plan) -> None:
@@ -343,6 +343,11 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
     resources = {r["name"]: r for r in to_json(dev_plan, ["lab1"])["resources"]}
     # pulumi-command's SDK adds replaceOnChanges on triggers and a secret connection to every command
     command = {"additionalSecretOutputs": ["connection"], "replaceOnChanges": ["triggers[*]"]}
-    assert resources["lab1-k3s-kubeconfig"]["options"] == {**command, "additionalSecretOutputs": ["connection",
-                                                                                                  "stdout"]}
-    assert resources["lab1-k3s-lab1-srv-1"]["options"] == command
+    assert resources["lab1-k3s-kubeconfig"]["options"] == {
+        **command, "additionalSecretOutputs": ["connection", "stdout"], "ignoreChanges": ["connection"]
+    }
+    # The single server is protected (the region's removalPolicy); with local-path the agents hold volumes too.
+    for name in ("lab1-k3s-lab1-srv-1", "lab1-k3s-lab1-gpu-1", "lab1-k3s-lab1-cpu-1"):
+        for suffix in ("", "-prepare", "-settle"):
+            assert resources[name + suffix]["options"] == {**command, "protect": True}, name + suffix
+        assert resources[name + "-labels"]["options"] == {"protect": True, "retainOnDelete": True}

@@ -10,6 +10,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from gpucell.errors import SpecError
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
+from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.network import Host, SshOverride
 
 __all__ = ["GpuMode", "NodePool", "NodeRole", "TopologyManagerPolicy", "TopologyProfile"]
@@ -25,6 +26,8 @@ WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
 """GPU Operator sandbox workloads: the node's mode (``container``, ``vm-passthrough``, ``vm-vgpu``)."""
 MIG_LABEL = "nvidia.com/mig.config"
 """GPU Operator MIG manager: the node's ``mig-parted`` layout name."""
+MIG_DISABLED = "all-disabled"
+"""The ``mig-parted`` layout with MIG off on every GPU (in the GPU Operator's ``default-mig-parted-config``)."""
 VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
 MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
@@ -146,9 +149,12 @@ class NodePool(SpecModel):
     topology: TopologyProfile | None = None
     """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
     labels: dict[str, str] = {}
-    """Extra node labels set at registration."""
+    """Extra node labels, set at registration and kept by gpucell through the API (field manager ``gpucell``)."""
     taints: list[str] = []
-    """Extra node taints at registration, ``key=value:Effect``."""
+    """The pool's node taints, ``key[=value]:Effect``: set at registration and kept by gpucell through the API
+    (gpucell owns each node's whole taint list, which Kubernetes applies as one value)."""
+    rollout: Rollout = Rollout()
+    """How the pool's nodes go through maintenance (k3s upgrades and restarts, GPU reconfigurations)."""
 
     @field_validator("labels")
     @classmethod
@@ -173,6 +179,9 @@ class NodePool(SpecModel):
 
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:
+        if self.role is NodeRole.SERVER and self.rollout.max_unavailable != 1:
+            raise SpecError(("rollout", "maxUnavailable"), f"{self.rollout.max_unavailable} on a server pool: servers "
+                            "(etcd members) go through maintenance one at a time; use 1")
         if self.role is not NodeRole.GPU:
             self._no_gpu_fields()
             return self
@@ -240,6 +249,28 @@ class NodePool(SpecModel):
         if self.gpu_mode is None:
             raise ValueError("not a gpu pool")
         return self.gpu_mode
+
+    @property
+    def mig_label(self) -> str | None:
+        """The ``nvidia.com/mig.config`` value of the pool's nodes: ``migConfig`` on container-mode pools whose GPU
+        supports MIG, ``all-disabled`` there without one (so that removing a layout turns MIG off again), else
+        ``None`` (no MIG manager runs on VM nodes or on GPUs without MIG)."""
+        if self.role is not NodeRole.GPU or self.mode is not GpuMode.CONTAINER or not self.model.supports_mig:
+            return None
+        return self.mig_config or MIG_DISABLED
+
+    @property
+    def taint_objects(self) -> list[dict[str, str]]:
+        """``taints`` as ``core/v1`` Taint objects: ``{"key", "value" (when given), "effect"}``, in config order."""
+        objects: list[dict[str, str]] = []
+        for taint in self.taints:
+            match = _TAINT.match(taint)
+            assert match is not None  # validated above
+            taint_object = {"key": match["key"]}
+            if match["value"] is not None:
+                taint_object["value"] = match["value"]
+            objects.append({**taint_object, "effect": match["effect"]})
+        return objects
 
     @property
     def mig_layout(self) -> dict[str, int]:
