@@ -19,6 +19,7 @@ import yaml
 from pulumi.runtime import settings as pulumi_settings
 
 from gpucell import _k3s_scripts as scripts
+from gpucell import _maintenance_scripts as maintenance
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.spec import NodeRole
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
@@ -933,3 +934,32 @@ def test_agent_delete_only_uninstalls(tmp_path: Path) -> None:
     assert "kubectl" not in delete
     root, _ = _delete_sandbox(tmp_path, delete, kubectl_rc=0)
     assert (root / "calls").read_text() == "k3s-agent-uninstall.sh\n"
+
+
+# -- removal ---------------------------------------------------------------------------------------
+def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
+    """Pulumi deletes dependents first: settle (drain), labels (forgotten), the install (uninstall), prepare
+    (delete the Node object)."""
+    result, cluster = build(ha_config())
+    for host, node in cluster.nodes.items():
+        prepare, install, labels, settle = (result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels",
+                                                                                      "-settle"))
+        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
+        assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
+        assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
+        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host)
+        # prepare and settle run on the control server, whatever node they are about.
+        assert prepare.raw_inputs["connection"]["host"] == settle.raw_inputs["connection"]["host"] == "10.20.0.11"
+        assert "stdin" not in settle.raw_inputs
+
+
+def test_even_server_count_plans_with_a_warning() -> None:
+    config = ha_config()
+    config["nodePools"]["servers"]["hosts"].pop()
+    result, cluster = build(config)
+    assert result.warnings == [
+        "2 servers: an even number of etcd members tolerates no more failures than 1 (0: quorum is 2 of 2); use it "
+        "only as a step to 1 or 3 servers"
+    ]
+    assert node_config(cluster, "lab-srv-1")["cluster-init"] is True
+    assert node_config(cluster, "lab-srv-2")["server"] == "https://10.20.0.5:6443"
