@@ -48,6 +48,7 @@ from gpucell._node_state import GPU_OPERATOR_NAMESPACE, NodeState
 __all__ = [
     "CONFIG_ANNOTATION",
     "KEEP_CORDONED_ANNOTATION",
+    "LABELS_ANNOTATION",
     "MAINTENANCE_ANNOTATION",
     "POLL_SECONDS",
     "forget_script",
@@ -63,6 +64,9 @@ KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
 """``"true"`` on a node that was already cordoned when gpucell's maintenance began: it stays cordoned after."""
 CONFIG_ANNOTATION = "gpucell.io/k3s-config"
 """The :func:`gpucell._k3s_scripts.restart_digest` the node last converged to."""
+LABELS_ANNOTATION = "gpucell.io/labels"
+"""The label keys gpucell kept on the node at the last settle, comma-separated: a key that leaves the pool's labels
+is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
 POLL_SECONDS = 5
 """Seconds between two looks at the node in every wait."""
 API_ATTEMPTS = 24
@@ -245,6 +249,29 @@ _SETTLE = """\
 readonly WANT_VERSION={version}
 readonly WANT_CONFIG={digest}
 readonly READY_ATTEMPTS={ready_attempts}
+readonly WANT_LABELS={want_labels}
+
+# Labels gpucell kept here before and no longer wants are removed: the NodePatch only gives up its own claim on
+# them, and k3s's registration may share it.
+prune_labels() {{
+  local had key
+  local -a keys
+  had="$(node_field '{{.metadata.annotations.{labels_path}}}')"
+  IFS=, read -ra keys <<<"$had"
+  for key in "${{keys[@]}}"; do
+    case ",$WANT_LABELS," in
+      *",$key,"*) ;;
+      *)
+        kc label node "$NODE" "$key-" >/dev/null
+        echo "gpucell: removed label $key from $NODE"
+        ;;
+    esac
+  done
+  if [ "$had" != "$WANT_LABELS" ]; then
+    kc annotate node "$NODE" --overwrite "{labels}=$WANT_LABELS" >/dev/null
+  fi
+}}
+
 {gpu_state_function}if [ ! -x "$K3S_BIN" ]; then
   echo "gpucell: k3s is not installed on this server; cannot settle $NODE" >&2
   exit 1
@@ -257,6 +284,7 @@ if ! node_exists; then
   echo "gpucell: $NODE is not registered; its k3s did not join the cell" >&2
   exit 1
 fi
+prune_labels
 if [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
   if [ "$(node_field '{{.metadata.annotations.{config_path}}}')" != "$WANT_CONFIG" ]; then
     kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
@@ -397,6 +425,8 @@ _ANNOTATIONS = {
     "config_path": jsonpath_key(CONFIG_ANNOTATION),
     "keep_cordoned": KEEP_CORDONED_ANNOTATION,
     "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
+    "labels": LABELS_ANNOTATION,
+    "labels_path": jsonpath_key(LABELS_ANNOTATION),
 }
 
 
@@ -440,7 +470,9 @@ def prepare_script(state: NodeState, version: str, digest: str) -> str:
 def settle_script(state: NodeState, version: str, digest: str) -> str:
     """Create/update of ``<node>-settle``: bring a node that prepare took out of service back.
 
-    Without ``gpucell.io/maintenance`` on the node it only records ``gpucell.io/k3s-config: <digest>`` and exits
+    First, in every case, it removes the labels listed in ``gpucell.io/labels`` (what gpucell kept at the last
+    settle) that ``state.labels`` no longer has, and records the current keys there. Without
+    ``gpucell.io/maintenance`` on the node it then only records ``gpucell.io/k3s-config: <digest>`` and exits
     0. Otherwise it waits (``READY`` x :data:`POLL_SECONDS`, 5 minutes) until the node is Ready on ``version``;
     on a GPU node also until, within ``state.rollout.gpu_state_timeout_minutes``, every label of
     ``state.state_labels`` is ``success``, ``status.allocatable`` has ``state.resources`` exactly, and the GPU
@@ -461,7 +493,7 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
         gpu_wait = _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE)
     body = _SETTLE.format(
         version=shlex.quote(version), digest=shlex.quote(digest), ready_attempts=_attempts(5),
-        gpu_state_function=gpu_state_function,
+        want_labels=shlex.quote(",".join(state.labels)), gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait, **_ANNOTATIONS,
     )
     return _header(f"gpucell: settle {state.name} after maintenance", state.name, _BASE) + body

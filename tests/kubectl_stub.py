@@ -9,6 +9,7 @@ was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
+``label``,
 ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete virtualmachineinstances.kubevirt.io`` and
 ``create --raw .../eviction``. JSONPath: members (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
@@ -61,8 +62,8 @@ def _run(state: dict[str, Any], args: list[str]) -> int:
         at = args.index("-n")
         namespace, args = args[at + 1], args[:at] + args[at + 2:]
     verb, rest = args[0], args[1:]
-    handler = {"get": _get, "annotate": _annotate, "cordon": _cordon, "uncordon": _cordon, "drain": _drain,
-               "delete": _delete, "create": _create}[verb]
+    handler = {"get": _get, "annotate": _annotate, "label": _label, "cordon": _cordon, "uncordon": _cordon,
+               "drain": _drain, "delete": _delete, "create": _create}[verb]
     return handler(state, rest, namespace, verb)
 
 
@@ -116,6 +117,17 @@ def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) ->
         else:
             key, value = arg.split("=", 1)
             annotations[key] = value
+    return 0
+
+
+def _label(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    labels = state["nodes"][rest[1]]["metadata"].setdefault("labels", {})
+    for arg in rest[2:]:
+        if arg.endswith("-"):
+            labels.pop(arg[:-1], None)
+        elif not arg.startswith("--"):
+            key, value = arg.split("=", 1)
+            labels[key] = value
     return 0
 
 

@@ -104,7 +104,7 @@ class Cluster:
     def calls(self, *verbs: str) -> list[str]:
         """The calls made, those starting with one of ``verbs`` when given (reads are left out by default)."""
         calls: list[str] = self.state.get("calls", [])
-        wanted = verbs or ("annotate", "cordon", "uncordon", "drain", "delete", "create", "-n")
+        wanted = verbs or ("annotate", "label", "cordon", "uncordon", "drain", "delete", "create", "-n")
         return [c for c in calls if c.startswith(wanted)]
 
     def run(self, script: str, *, k3s_installed: bool = True) -> subprocess.CompletedProcess[str]:
@@ -251,7 +251,7 @@ def test_a_node_cordoned_by_someone_else_stays_cordoned(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "gpucell: h200-1 was cordoned before its maintenance; it stays cordoned" in run.stdout
     assert done.node()["spec"]["unschedulable"] is True
-    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST}
+    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST, "gpucell.io/labels": LABEL_KEYS}
 
 
 def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> None:
@@ -276,14 +276,35 @@ def test_prepare_fails_when_the_api_does_not_answer(tmp_path: Path) -> None:
 
 
 # -- settle -----------------------------------------------------------------------------------------------------
+LABEL_KEYS = "gpucell.io/pool,gpucell.io/role,nvidia.com/gpu.workload.config,nvidia.com/mig.config"
+
+
 def test_settle_without_maintenance_only_records_the_config(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, [node()])
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
     assert run.stdout == "gpucell: h200-1 was not taken out of service; nothing to settle\n"
-    assert cluster.calls() == [f"annotate node h200-1 --overwrite gpucell.io/k3s-config={DIGEST}"]
+    assert cluster.calls() == [
+        f"annotate node h200-1 --overwrite gpucell.io/labels={LABEL_KEYS}",
+        f"annotate node h200-1 --overwrite gpucell.io/k3s-config={DIGEST}",
+    ]
     assert cluster.run(settle()).returncode == 0
-    assert len(cluster.calls()) == 1  # recorded once
+    assert len(cluster.calls()) == 2  # recorded once
+
+
+def test_settle_removes_the_labels_gpucell_no_longer_keeps(tmp_path: Path) -> None:
+    labels = {**mig_state().labels, "example.com/rack": "r7", "topology.kubernetes.io/zone": "a"}
+    annotations = {"gpucell.io/labels": LABEL_KEYS + ",example.com/rack", "gpucell.io/k3s-config": DIGEST}
+    cluster = Cluster(tmp_path, [node(labels=labels, annotations=annotations)])
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "gpucell: removed label example.com/rack from h200-1"
+    assert cluster.calls() == [
+        "label node h200-1 example.com/rack-",
+        f"annotate node h200-1 --overwrite gpucell.io/labels={LABEL_KEYS}",
+    ]
+    # Labels gpucell never set (the zone) stay.
+    assert cluster.node()["metadata"]["labels"] == {**mig_state().labels, "topology.kubernetes.io/zone": "a"}
 
 
 def test_settle_waits_for_the_gpu_operator_then_uncordons(tmp_path: Path) -> None:
@@ -297,7 +318,8 @@ def test_settle_waits_for_the_gpu_operator_then_uncordons(tmp_path: Path) -> Non
         "gpucell: h200-1 is back in service",
     ]
     assert cluster.node()["spec"]["unschedulable"] is False
-    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST}
+    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST,
+                                                         "gpucell.io/labels": LABEL_KEYS}
 
 
 @pytest.mark.parametrize(
