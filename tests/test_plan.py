@@ -351,3 +351,18 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
         for suffix in ("", "-prepare", "-settle"):
             assert resources[name + suffix]["options"] == {**command, "protect": True}, name + suffix
         assert resources[name + "-labels"]["options"] == {"protect": True, "retainOnDelete": True}
+
+
+def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan) -> None:
+    """The issue's "done when", read from the JSON a reviewer gets."""
+    resources = {r["name"]: r for r in to_json(prod_plan, ["fra1", "iad1"])["resources"]}
+    for region in ("fra1", "iad1"):
+        assert resources[f"{region}-k8s"]["inputs"]["clusterIdentifier"] == f"gpucell-{region}"
+        for tenant in ("acme", "globex"):
+            assert resources[f"{region}-{tenant}-namespace"]["options"] == {"protect": True}
+        for vm in ("acme-train-01", "acme-desk-01", "globex-sim-01"):
+            assert resources[f"{region}-{vm}-vm"]["options"] == {"protect": True}
+    gpu_hosts = [n.removesuffix("-labels") for n, r in resources.items()
+                 if r["type"] == "kubernetes:core/v1:NodePatch" and "nvidia.com/gpu.workload.config" in
+                 r["inputs"]["metadata"]["labels"]]
+    assert len(gpu_hosts) == 2 * 10  # h100-vm 4, h200-mig 2, h200 2, l40s-vgpu 2 per region
