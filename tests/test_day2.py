@@ -91,6 +91,11 @@ def baseline() -> PlanResult:
     return plan()
 
 
+@pytest.fixture(scope="module")
+def preview_baseline() -> PlanResult:
+    return plan(preview=True)
+
+
 def in_cluster(result: PlanResult, name: str) -> bool:
     registration = result.named(name)
     return registration.type.startswith("kubernetes:") or registration.type == "pulumi:providers:kubernetes"
@@ -123,10 +128,12 @@ def test_every_gpu_host_has_a_node_patch_with_its_workload_mode(baseline: PlanRe
                    for key in r.inputs["metadata"]["labels"])
 
 
-def test_the_provider_has_a_stable_cluster_identifier(baseline: PlanResult) -> None:
+def test_the_provider_has_a_stable_cluster_identifier(baseline: PlanResult, preview_baseline: PlanResult) -> None:
+    assert preview_baseline.named("fra1-k8s").inputs["clusterIdentifier"] == "gpucell-fra1"
     assert baseline.named("fra1-k8s").inputs["clusterIdentifier"] == "gpucell-fra1"
     assert baseline.named("iad1-k8s").inputs["clusterIdentifier"] == "gpucell-iad1"
-    assert plan(preview=True).named("fra1-k8s").inputs["clusterIdentifier"] == "gpucell-fra1"
+
+    assert baseline.named("fra1-k8s").options == {}  # no replaceOnChanges, no ignoreChanges: a plain provider
 
 
 def test_tenant_namespaces_and_vm_disks_are_protected(baseline: PlanResult) -> None:
@@ -170,8 +177,9 @@ def _change_port(config: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
 @pytest.mark.parametrize("change", [_rotate_key, _change_user, _change_port], ids=["key", "user", "port"])
-def test_ssh_changes_touch_only_the_ssh_commands(change: Callable[[dict[str, Any]], None], preview: bool) -> None:
-    before, after = plan(preview=preview), plan(change, preview=preview)
+def test_ssh_changes_touch_only_the_ssh_commands(change: Callable[[dict[str, Any]], None], preview: bool,
+                                                baseline: PlanResult, preview_baseline: PlanResult) -> None:
+    before, after = preview_baseline if preview else baseline, plan(change, preview=preview)
     difference = diff(before, after)
     assert not difference.added
     assert not difference.removed
