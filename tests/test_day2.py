@@ -132,7 +132,6 @@ def test_the_provider_has_a_stable_cluster_identifier(baseline: PlanResult, prev
     assert preview_baseline.named("fra1-k8s").inputs["clusterIdentifier"] == "gpucell-fra1"
     assert baseline.named("fra1-k8s").inputs["clusterIdentifier"] == "gpucell-fra1"
     assert baseline.named("iad1-k8s").inputs["clusterIdentifier"] == "gpucell-iad1"
-
     assert baseline.named("fra1-k8s").options == {}  # no replaceOnChanges, no ignoreChanges: a plain provider
 
 
