@@ -8,9 +8,9 @@ Each node gets two commands besides its install command (:mod:`gpucell.k3s`), bo
   configuration changes it cordons it and evicts just its GPU workloads. Delete runs :func:`forget_script`, the
   last step of a removal: delete the Node object once k3s is uninstalled.
 - ``<node>-settle``, after the install command and the node's NodePatch (the relabel). Create and update run
-  :func:`settle_script`: wait until the node is Ready on the pinned version and, on a GPU node, until the GPU
-  Operator reports the new state, then uncordon. Delete runs :func:`removal_drain_script`, the first step of a
-  removal: cordon and drain.
+  :func:`settle_script`: remove the labels gpucell no longer keeps; wait until the node is Ready on the pinned
+  version and, on a GPU node, until the GPU Operator reports the new state, then uncordon. Delete runs
+  :func:`removal_drain_script`, the first step of a removal: cordon and drain.
 
 The scripts decide by *looking at the node*, not at why Pulumi ran them: a run caused by a new SSH key, a
 retried failure or the first ``pulumi up`` after an upgrade of gpucell finds nothing to do and changes nothing.
