@@ -162,6 +162,7 @@ def region_config(region: int, nodes: int, workloads: int) -> dict[str, Any]:
     """One synthetic region (index ``region`` picks its addresses) with ``nodes`` hosts and ``workloads``."""
     return {
         "network": {"nodeCidr": f"10.{100 + region}.0.0/16", "apiEndpoint": f"10.{100 + region}.255.250"},
+        "etcd": {"initServer": f"r{region}-srv-0"},
         "ssh": {"user": "ubuntu"},
         "storage": {"backend": "longhorn", "replicas": 3},
         "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia",

@@ -26,6 +26,7 @@ Upstream sources of the values:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from collections.abc import Sequence
@@ -39,23 +40,30 @@ from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
 from gpucell.k3s_hardening import server_options as hardening_server_options
 from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
+from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
 from gpucell.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
     "CONFIG_PATH",
+    "ETCD_S3_SECRET",
     "K3S_LOCAL_PORT",
     "KUBECONFIG_PATH",
     "KUBELET_DIR",
+    "KUBELET_KUBECONFIG_PATH",
     "TOKEN_PATH",
     "api_server_url",
+    "etcd_snapshot_options",
     "install_script",
     "kubeconfig_script",
     "listen_port",
     "managed_labels",
     "node_config",
+    "pool_managed_labels",
+    "registration_only_options",
     "remote",
     "render_config",
+    "restart_digest",
     "rewrite_kubeconfig",
     "uninstall_script",
 ]
@@ -66,6 +74,14 @@ TOKEN_PATH = "/etc/rancher/k3s/token"
 """Root-only file holding the cluster token (``token-file``)."""
 KUBECONFIG_PATH = "/etc/rancher/k3s/k3s.yaml"
 """The admin kubeconfig every k3s server writes (mode set by ``write-kubeconfig-mode``)."""
+KUBELET_KUBECONFIG_PATH = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+"""The kubelet's kubeconfig on every k3s node (servers run an agent too): identity ``system:node:<name>``, which the
+Node authorizer lets read its own Node."""
+ETCD_DATA_DIR = "/var/lib/rancher/k3s/server/db/etcd"
+"""Embedded etcd's data directory on a server; present once the server initialised or joined etcd."""
+ETCD_S3_SECRET = "gpucell-etcd-s3"
+"""Name of the ``kube-system`` Secret (type ``etcd.k3s.cattle.io/s3-config-secret``) holding the snapshots' S3
+target and credentials."""
 KUBELET_DIR = "/var/lib/kubelet"
 """The kubelet's ``root-dir`` under (rootful) k3s; holds ``cpu_manager_state`` and ``memory_manager_state``."""
 KUBELET_STATE_FILES = ("cpu_manager_state", "memory_manager_state")
@@ -78,8 +94,6 @@ READY_TIMEOUT_SECONDS = 300
 _HEREDOC = "GPUCELL_K3S_CONFIG"
 DATA_DIR = "/var/lib/rancher/k3s"
 """k3s's data directory (``data-dir`` default for a root install)."""
-ETCD_DIR = f"{DATA_DIR}/server/db/etcd"
-"""Embedded etcd's data: present once a server has initialised or joined the cluster."""
 ENCRYPTION_CONFIG = f"{DATA_DIR}/server/cred/encryption-config.json"
 """Written by k3s at a server's first start with ``secrets-encryption`` (docs.k3s.io/cli/secrets-encrypt)."""
 KUBELET_STATE_ARGS = ("cpu-manager-", "memory-manager-", "reserved-cpus=", "reserved-memory=", "kube-reserved=",
@@ -115,11 +129,14 @@ def managed_labels(
 
     ``gpucell.io/pool`` and ``gpucell.io/role`` on every node (``node-role.kubernetes.io/*`` cannot be
     self-applied by a kubelet under the NodeRestriction admission plugin, so our own prefix is used);
-    ``nvidia.com/gpu.workload.config=<gpuMode>`` on GPU nodes (GPU Operator sandbox workloads) and
-    ``nvidia.com/mig.config=<migConfig>`` where a MIG layout is set (read by the GPU Operator's MIG manager)
-    and ``nvidia.com/vgpu.config=<vgpuProfile>`` on vm-vgpu nodes (read by the GPU Operator's vGPU device
+    ``nvidia.com/gpu.workload.config=<gpuMode>`` on GPU nodes (GPU Operator sandbox workloads),
+    ``nvidia.com/mig.config`` on container-mode nodes whose GPUs support MIG (``NodePool.mig_label``: the
+    ``migConfig`` layout, else ``all-disabled``; read by the GPU Operator's MIG manager) and
+    ``nvidia.com/vgpu.config=<vgpuProfile>`` on vm-vgpu nodes (read by the GPU Operator's vGPU device
     manager, whose default config names one layout per vGPU type, e.g. ``L40S-12Q``). The spec rejects pool
-    ``labels`` that use these keys (``MANAGED_LABELS``).
+    ``labels`` that use these keys (``MANAGED_LABELS``). Never ``nvidia.com/gpu.deploy.*``: the GPU Operator and
+    its MIG and vGPU managers rewrite those to pause operands (the SR-IOV exception below sets them once, as
+    node-labels at registration, to keep mdev-only operands off).
 
     A ``vm-vgpu`` pool whose boards expose SR-IOV vGPUs (``vgpu_framework`` ``sriov``, see
     :func:`gpucell.spec.hardware.pool_vgpu_framework`) gets no ``nvidia.com/vgpu.config`` but
@@ -128,8 +145,8 @@ def managed_labels(
     labels = {POOL_LABEL: pool_name, ROLE_LABEL: pool.role.value}
     if pool.role is NodeRole.GPU:
         labels[WORKLOAD_LABEL] = pool.mode.value
-        if pool.mig_config is not None:
-            labels[MIG_LABEL] = pool.mig_config
+        if pool.mig_label is not None:
+            labels[MIG_LABEL] = pool.mig_label
         if pool.vgpu_profile is not None and vgpu_framework is VgpuFramework.SRIOV:
             labels.update(vgpu_sriov.node_labels())
         elif pool.vgpu_profile is not None:
@@ -137,37 +154,40 @@ def managed_labels(
     return labels
 
 
-def _node_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> list[str]:
+def pool_managed_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> dict[str, str]:
+    """:func:`managed_labels` of a pool of ``cell``, with its vGPU framework taken from the cell (SR-IOV or mdev,
+    :meth:`~gpucell.spec.CellSpec.vgpu_pools`)."""
     framework = None
     if pool.role is NodeRole.GPU and pool.mode is GpuMode.VM_VGPU:
         framework = VgpuFramework.SRIOV if pool_name in cell.vgpu_pools(VgpuFramework.SRIOV) else VgpuFramework.MDEV
-    labels = managed_labels(pool_name, pool, framework)
+    return managed_labels(pool_name, pool, framework)
+
+
+def _node_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> list[str]:
+    labels = pool_managed_labels(cell, pool_name, pool)
     return [f"{k}={v}" for k, v in labels.items()] + [f"{k}={pool.labels[k]}" for k in sorted(pool.labels)]
 
 
-def node_config(
-    cell: CellSpec, pool_name: str, pool: NodePool, host: Host, *, first_server: bool
-) -> dict[str, Any]:
+def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> dict[str, Any]:
     """The k3s options of one node as an ordered mapping (rendered by :func:`render_config`).
 
     Every node: ``node-name``, ``node-ip``, ``token-file``, ``node-label`` (see :func:`managed_labels`, then
     the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``taints``, when any), ``kubelet-arg``
     (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
     ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
-    The first server gets ``cluster-init: true`` (it initialises embedded etcd); every other node gets
-    ``server: <api_server_url>``. Servers also get the cluster-wide options: ``tls-san`` (apiEndpoint plus
-    ``network.tlsSans``), pod/service CIDRs and cluster DNS, no flannel / network policy controller /
-    kube-proxy (Cilium replaces all three), ``disable`` traefik and servicelb (plus local-storage with
-    Longhorn), ``https-listen-port`` when it is not 6443 (see :func:`listen_port`),
-    ``write-kubeconfig-mode: "0600"``, then ``secrets-encryption`` and the CIS profile's and sign-in's API server
-    and controller-manager arguments (:func:`gpucell.k3s_hardening.server_options`). ``first_server`` must be
-    False for agents.
+    The init server (``CellSpec.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
+    true`` (it initialises embedded etcd); every other node gets ``server: <api_server_url>``, so removing any
+    server never changes another server's config, and a server added later joins the existing cluster.
+    Servers also get the cluster-wide options: ``tls-san`` (apiEndpoint plus ``network.tlsSans``), pod/service
+    CIDRs and cluster DNS, no flannel / network policy controller / kube-proxy (Cilium replaces all three),
+    ``disable`` traefik and servicelb (plus local-storage with Longhorn), ``https-listen-port`` when it is not
+    6443 (see :func:`listen_port`), ``write-kubeconfig-mode: "0600"``, the etcd snapshot options that differ
+    from k3s's defaults (:func:`etcd_snapshot_options`), then ``secrets-encryption`` and the CIS profile's and
+    sign-in's API server and controller-manager arguments (:func:`gpucell.k3s_hardening.server_options`).
     """
     is_server = pool.role is NodeRole.SERVER
-    if first_server and not is_server:
-        raise ValueError("only a server can be the first server")
     config: dict[str, Any] = {"node-name": host.name, "node-ip": str(host.address)}
-    if first_server:
+    if is_server and host.name == cell.init_server:
         config["cluster-init"] = True
     else:
         config["server"] = api_server_url(cell)
@@ -185,6 +205,53 @@ def node_config(
         config.update(_server_options(cell))
         config.update(hardening_server_options(cell))
     return config
+
+
+def etcd_snapshot_options(cell: CellSpec) -> dict[str, Any]:
+    """The k3s server options of ``etcd.snapshots`` that differ from k3s's defaults, in a stable order.
+
+    ``etcd-snapshot-schedule-cron`` and ``etcd-snapshot-retention`` when not ``0 */12 * * *`` and 5,
+    ``etcd-snapshot-compress: true`` when set; with ``s3``: ``etcd-s3: true`` and ``etcd-s3-config-secret:
+    <ETCD_S3_SECRET>`` and nothing else, because k3s ignores the Secret as soon as any other ``etcd-s3-*`` option
+    is set (k3s docs ``docs/cli/etcd-snapshot.md``, "S3 Configuration Secret Support"). The endpoint, bucket and
+    credentials live in that Secret only.
+    """
+    snapshots = cell.etcd.snapshots
+    options: dict[str, Any] = {}
+    if snapshots.schedule != DEFAULT_SNAPSHOT_SCHEDULE:
+        options["etcd-snapshot-schedule-cron"] = snapshots.schedule
+    if snapshots.retention != DEFAULT_SNAPSHOT_RETENTION:
+        options["etcd-snapshot-retention"] = snapshots.retention
+    if snapshots.compress:
+        options["etcd-snapshot-compress"] = True
+    if snapshots.s3 is not None:
+        options["etcd-s3"] = True
+        options["etcd-s3-config-secret"] = ETCD_S3_SECRET
+    return options
+
+
+def registration_only_options(role: NodeRole) -> tuple[str, ...]:
+    """Config keys whose change does not need a k3s restart on a running node of ``role``.
+
+    ``node-label`` and ``node-taint`` are applied only when the node registers ("Node Labels and Taints" in the
+    k3s advanced docs: they "only add labels and/or taints at registration time"); gpucell keeps them through
+    the API instead (a NodePatch per node). On a server that holds etcd data, the datastore options
+    ``cluster-init`` and ``server`` are ignored ("If an etcd datastore is found on disk ... the datastore
+    arguments (--cluster-init, --server, --datastore-endpoint, etc) are ignored", k3s docs
+    ``docs/datastore/ha-embedded.md``).
+    """
+    keys = ("node-label", "node-taint")
+    return (*keys, "cluster-init", "server") if role is NodeRole.SERVER else keys
+
+
+def restart_digest(cell: CellSpec, role: NodeRole, config: dict[str, Any], files: Sequence[NodeFile] = ()) -> str:
+    """16 hex digits identifying what a k3s restart of a node would apply: the pinned version, the node's config
+    without :func:`registration_only_options` and the other files k3s reads (``files``: the CIS profile's and
+    sign-in's). Equal digests mean the install script leaves k3s running."""
+    kept = {k: v for k, v in config.items() if k not in registration_only_options(role)}
+    text = f"{cell.versions.k3s}\n{role.value}\n{render_config(kept)}"
+    text += "".join(f"\n{file.path} {file.mode}\n{file.content}" for file in files)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _server_options(cell: CellSpec) -> dict[str, Any]:
@@ -206,6 +273,7 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
     if listen_port(cell) != K3S_LOCAL_PORT:
         options["https-listen-port"] = listen_port(cell)
     options["write-kubeconfig-mode"] = "0600"
+    options.update(etcd_snapshot_options(cell))
     return options
 
 
@@ -245,12 +313,16 @@ readonly K3S_VERSION={version}
 readonly K3S_EXEC={role}
 readonly K3S_SERVICE={service}
 readonly K3S_BIN=/usr/local/bin/k3s
+readonly NODE_NAME={node_name}
 readonly CONFIG_DIR=/etc/rancher/k3s
 readonly CONFIG_FILE={config_path}
 readonly TOKEN_FILE={token_path}
 readonly INSTALLER_URL={installer_url}
 readonly INSTALLER_SHA256={installer_sha256}
 readonly KUBELET_DIR={kubelet_dir}
+readonly NODE_KUBECONFIG={node_kubeconfig}
+readonly ETCD_DATA_DIR={etcd_data_dir}
+readonly API_URL={api_url}
 
 # The kubelet-arg entries of the k3s config on stdin that the kubelet's CPU and memory manager checkpoints
 # depend on, one a line and sorted; nothing when it has none.
@@ -261,7 +333,23 @@ kubelet_args() {{
     {{ in_list = 0 }}' | LC_ALL=C sort
 }}
 
-as_root install -d -m 0755 "$CONFIG_DIR"
+# The k3s config on stdin without the top-level options named in $1 (space-separated) and their list items.
+without_options() {{
+  awk -v skip="$1" 'BEGIN {{ n = split(skip, keys, " "); for (i = 1; i <= n; i++) drop[keys[i] ":"] = 1 }}
+    /^[^ -]/ {{ dropping = ($1 in drop) }}
+    !dropping {{ print }}'
+}}
+
+# This node as its kubelet sees it: "<Ready condition status> <kubelet version>"; nothing before it registered.
+node_status() {{
+  if as_root test -f "$NODE_KUBECONFIG"; then
+    as_root "$K3S_BIN" kubectl --kubeconfig "$NODE_KUBECONFIG" --request-timeout=10s get node "$NODE_NAME" \\
+      -o 'jsonpath={{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}' \\
+      2>/dev/null || true
+  fi
+}}
+
+{waits}as_root install -d -m 0755 "$CONFIG_DIR"
 
 # The cluster token arrives on stdin (a Pulumi secret) and goes straight into a root-only file: it is never
 # in this script, an argument, the environment or the output. This must stay the first command reading stdin.
@@ -284,7 +372,16 @@ readonly MANAGED=("$CONFIG_FILE"{managed})
 readonly STAGED=("$work/config.yaml"{staged})
 readonly MODES=(0600{modes})
 
-# sha256 over every managed file, each after its path: "staged" reads this run's, "installed" the node's.
+# Options k3s reads only when a node registers (node-label, node-taint; and on a server holding etcd data,
+# cluster-init and server): a change there is written for the record without a restart, while the API carries the
+# labels and taints.
+registration_only="node-label node-taint"
+if [ "$K3S_EXEC" = server ] && as_root test -d "$ETCD_DATA_DIR"; then
+  registration_only="$registration_only cluster-init server"
+fi
+
+# sha256 over every managed file, each after its path: "staged" reads this run's, "installed" the node's. With
+# "run", the k3s config leaves out the registration-only options: what a restart would apply.
 files_sum() {{
   local i
   for i in "${{!MANAGED[@]}}"; do
@@ -293,22 +390,45 @@ files_sum() {{
       cat "${{STAGED[$i]}}"
     else
       as_root cat "${{MANAGED[$i]}}" 2>/dev/null || echo "(missing)"
-    fi
+    fi | if [ "$i" = 0 ] && [ "${{2:-}}" = run ]; then without_options "$registration_only"; else cat; fi
   done | sha256sum | cut -d ' ' -f 1
 }}
 
-# Idempotence: the pinned version, running with these exact files, is left alone (no restart).
+# Idempotence: the pinned version, running with these files, is left alone (no restart).
 want_sum="$(files_sum staged)"
 have_sum="$(files_sum installed)"
+want_run_sum="$(files_sum staged run)"
+have_run_sum="$(files_sum installed run)"
 have_version=""
 if [ -x "$K3S_BIN" ]; then
   # "k3s version v1.34.2+k3s1 (abcdef12)"; a binary that cannot run counts as not installed.
   have_version="$("$K3S_BIN" --version 2>/dev/null | awk 'NR == 1 {{ print $3 }}')" || have_version=""
 fi
-if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_sum" = "$want_sum" ] \\
+if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_run_sum" = "$want_run_sum" ] \\
   && as_root systemctl is-active --quiet "$K3S_SERVICE"; then
-  echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
+  if [ "$have_sum" = "$want_sum" ]; then
+    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
+  else
+    as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
+    echo "gpucell: only options k3s reads at registration changed ($registration_only): config written," \\
+      "k3s not restarted"
+  fi
+  # Installed by an earlier run whose wait failed: the node must still come up on this version.
+  now="$(node_status)"
+  if [ -n "$now" ] && [ "${{now#* }}" != "$K3S_VERSION" ]; then
+    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${{now#* }}"
+    wait_node True
+  fi
   exit 0
+fi
+
+# A server told to initialise etcd, without etcd data of its own, must not start a second cluster beside a live
+# one (a reinstalled init server would): when the API endpoint already answers, refuse.
+if [ "$K3S_EXEC" = server ] && grep -qx 'cluster-init: true' "$work/config.yaml" \\
+  && ! as_root test -d "$ETCD_DATA_DIR" && curl -sfk --max-time 5 "$API_URL/cacerts" >/dev/null 2>&1; then
+  echo "gpucell: refusing to initialise a new etcd cluster on $NODE_NAME: $API_URL already answers, so the" \\
+    "cell exists. A server without etcd data must join it: set etcd.initServer to a running server." >&2
+  exit 1
 fi
 
 # The installer of this release, from the release's tag (not a moving URL), run only when it is the reviewed
@@ -320,6 +440,9 @@ if [ "$have_installer" != "$INSTALLER_SHA256" ]; then
     "changed. Review that script; if it is the one you want, set k3s.installerSha256 to its checksum" >&2
   exit 1
 fi
+
+# Ready before the restart: then it must be Ready again, on the new version, before this script succeeds.
+was="$(node_status)"
 
 # A different set of the kubelet-arg entries its checkpoints depend on (a changed topology profile) must not
 # meet the kubelet's old checkpoints: the kubelet refuses to start when its CPU or memory manager policy differs
@@ -348,6 +471,23 @@ done
 {after_files}as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" \\
   sh "$work/install.sh" </dev/null
 echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
+{tail}"""
+
+_WAIT_API = """\
+# A server is done when its API server answers; the next server and the agents join through it.
+wait_api() {{
+  local _
+  for _ in $(seq 1 {attempts}); do
+    if as_root "$K3S_BIN" kubectl get --raw=/readyz >/dev/null 2>&1; then
+      echo "gpucell: API server ready"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "gpucell: API server not ready after {timeout} s" >&2
+  exit 1
+}}
+
 """
 
 _ENCRYPTION_GUARD = """
@@ -369,31 +509,61 @@ if as_root test -d {etcd_dir}; then
 fi
 """
 
-_WAIT_READY = """\
-
-# A server is done when its API server answers; the next server and the agents join through it.
-for _ in $(seq 1 {attempts}); do
-  if as_root "$K3S_BIN" kubectl get --raw=/readyz >/dev/null 2>&1; then
-    echo "gpucell: API server ready"
-    exit 0
+_WAIT_NODE = """\
+# After a (re)start: a node that was Ready ($1 starts with True) is done when it is Ready again on the pinned
+# version; a new node when it registered (it becomes Ready once the CNI runs, which comes after the servers).
+wait_node() {{
+  local want what now _
+  if [ "${{1%% *}}" = True ]; then
+    want="True $K3S_VERSION"
+    what="Ready on $K3S_VERSION"
+  else
+    want=""
+    what="registered"
   fi
-  sleep 5
-done
-echo "gpucell: API server not ready after {timeout} s" >&2
-exit 1
+  now=""
+  for _ in $(seq 1 {attempts}); do
+    now="$(node_status)"
+    if {{ [ -n "$want" ] && [ "$now" = "$want" ]; }} || {{ [ -z "$want" ] && [ -n "$now" ]; }}; then
+      echo "gpucell: node $NODE_NAME $what"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "gpucell: node $NODE_NAME not $what after {timeout} s (its kubelet reports '$now');" \\
+    "see journalctl -u $K3S_SERVICE" >&2
+  exit 1
+}}
+
 """
 
 _LEAVE_ETCD = """\
 readonly K3S_BIN=/usr/local/bin/k3s
 readonly NODE_NAME={node_name}
 
+kc() {{
+  as_root "$K3S_BIN" kubectl --kubeconfig {kubeconfig} --request-timeout=30s "$@"
+}}
+
 # Leave etcd before going away: deleting this server's Node object (with its own admin kubeconfig) makes k3s
 # remove its etcd member, so the remaining servers keep their quorum. Never --force, which skips the finalizer
-# that does it. Tolerated failure (API already down, node already gone): the uninstall below must still run.
+# that does it. Waits (bounded) until the Node is gone, so that servers leave one after another. Tolerated
+# failure (API already down, node already gone): the uninstall below must still run.
 if [ -x "$K3S_BIN" ]; then
-  if as_root "$K3S_BIN" kubectl --kubeconfig {kubeconfig} --request-timeout=30s \\
-    delete node "$NODE_NAME" --wait=false; then
-    echo "gpucell: deleted node $NODE_NAME; k3s removes its etcd member"
+  if kc delete node "$NODE_NAME" --wait=false; then
+    echo "gpucell: deleted node $NODE_NAME; waiting for k3s to remove its etcd member"
+    gone=""
+    for _ in $(seq 1 {attempts}); do
+      if [ -z "$(kc get node "$NODE_NAME" --ignore-not-found -o name 2>/dev/null)" ]; then
+        gone=1
+        break
+      fi
+      sleep 5
+    done
+    if [ -z "$gone" ]; then
+      echo "gpucell: node $NODE_NAME still listed after {timeout} s; check the etcd member list on the other" \\
+        "servers" >&2
+    fi
   else
     echo "gpucell: could not delete node $NODE_NAME; check the etcd member list on the other servers" >&2
   fi
@@ -432,8 +602,16 @@ def install_script(
     release's ``install.sh`` from its tag (:func:`gpucell.spec.k3s.installer_url`), refuses it when its sha256 is
     not the pinned one (``k3s.installerSha256`` or :data:`gpucell.spec.k3s.INSTALLER_SHA256`), writes the files
     (root-owned; config and token 0600), applies the sysctl file when there is one, and runs the installer with
-    ``INSTALL_K3S_VERSION`` and ``INSTALL_K3S_EXEC=server|agent``. A server's script then waits up to
-    :data:`READY_TIMEOUT_SECONDS` for ``/readyz``.
+    ``INSTALL_K3S_VERSION`` and ``INSTALL_K3S_EXEC=server|agent``. When the files differ from the node's only in
+    options k3s reads at registration (:func:`registration_only_options`), the new config is written without a
+    restart.
+
+    After a (re)install a server waits up to :data:`READY_TIMEOUT_SECONDS` for ``/readyz``; then every node waits
+    as long for its Node object, through its own kubelet's kubeconfig: Ready on the pinned version when it was
+    Ready before the restart, registered when it is new (nodes become Ready only once Cilium runs, which is
+    installed after the servers). A server told to initialise etcd (``cluster-init``) that has no etcd data of
+    its own refuses to start when the API endpoint already answers (``/cacerts``): it would start a second
+    cluster.
 
     On a server whose embedded etcd exists, a ``secrets-encryption`` setting other than the one the cluster was
     initialised with (told by ``server/cred/encryption-config.json``) is refused before anything changes: k3s
@@ -443,9 +621,9 @@ def install_script(
     (:data:`KUBELET_STATE_ARGS`, compared as a sorted set) differ from the installed config's - a topology
     profile added, changed or removed - the script stops the k3s service and removes
     ``/var/lib/kubelet/cpu_manager_state`` and ``memory_manager_state`` before writing the new config and
-    restarting, since the kubelet will not start with a policy other than its checkpoint's. It does not drain
-    the node: drain it first (``kubectl drain``) when it runs pods with exclusive CPUs or pinned memory, as the
-    Kubernetes docs ask. Raises ``KeyError`` when ``versions.k3s`` has no pinned installer checksum (the spec
+    restarting, since the kubelet will not start with a policy other than its checkpoint's. Draining comes before
+    (the node's ``-prepare`` command, see :mod:`gpucell._maintenance_scripts`), as the Kubernetes docs ask.
+    Raises ``KeyError`` when ``versions.k3s`` has no pinned installer checksum (the spec
     refuses such a cell). The script exits non-zero on any failure.
 
     ``host_setup`` (:func:`gpucell._host_setup.host_setup` of the node's pool) runs first, before anything is
@@ -460,17 +638,20 @@ def install_script(
     )
     guard = ""
     if server:
-        guard = _ENCRYPTION_GUARD.format(want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DIR,
+        guard = _ENCRYPTION_GUARD.format(want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DATA_DIR,
                                          encryption_config=ENCRYPTION_CONFIG)
     after_files = ""
     if server and cell.k3s.cis:
         after_files += f"as_root install -d -m 0700 {AUDIT_LOG_DIR}  # the audit log's directory\n"
     if any(file.path == SYSCTL_PATH for file in files):
         after_files += f"as_root sysctl -p {SYSCTL_PATH} >/dev/null  # before the kubelet checks them\n"
+    timing = {"attempts": READY_TIMEOUT_SECONDS // 5, "timeout": READY_TIMEOUT_SECONDS}
+    waits = (_WAIT_API.format(**timing) if server else "") + _WAIT_NODE.format(**timing)
     body = _INSTALL_BODY.format(
         version=shlex.quote(cell.versions.k3s),
         role="server" if server else "agent",
         service=_service(role),
+        node_name=shlex.quote(host.name),
         config_path=CONFIG_PATH,
         token_path=TOKEN_PATH,
         installer_url=shlex.quote(installer_url(cell.versions.k3s)),
@@ -478,6 +659,9 @@ def install_script(
         heredoc=_HEREDOC,
         config=config_yaml,
         kubelet_dir=KUBELET_DIR,
+        node_kubeconfig=KUBELET_KUBECONFIG_PATH,
+        etcd_data_dir=ETCD_DATA_DIR,
+        api_url=shlex.quote(api_server_url(cell)),
         state_args="|".join(KUBELET_STATE_ARGS),
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
         encryption_guard=guard,
@@ -486,28 +670,24 @@ def install_script(
         staged="".join(f' "$work/file-{index}"' for index in range(1, len(files) + 1)),
         modes="".join(f" {file.mode}" for file in files),
         after_files=after_files,
+        waits=waits,
+        tail=("wait_api\n" if server else "") + 'wait_node "$was"\n',
     )
-    script = _PREAMBLE.format(title=title) + host_setup + "\n" + body
-    if server:
-        script += _WAIT_READY.format(attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
-    return script
+    return _PREAMBLE.format(title=title) + host_setup + "\n" + body
 
 
 def uninstall_script(role: NodeRole, node_name: str) -> str:
-    """The bash script run on delete: k3s's own ``k3s-uninstall.sh`` (servers) or ``k3s-agent-uninstall.sh``.
+    """The bash script run when the node's install command is deleted: k3s's own ``k3s-uninstall.sh`` (servers)
+    or ``k3s-agent-uninstall.sh``.
 
-    On a server it first runs ``k3s kubectl --kubeconfig /etc/rancher/k3s/k3s.yaml delete node <node_name>
-    --wait=false`` so that k3s removes the server's etcd member (tolerating failure, e.g. an API that is
-    already down). The member is removed asynchronously, by whichever server runs k3s's etcd controller, so
-    remove servers **one at a time** (one ``pulumi up`` per removed server, checking that ``kubectl get nodes``
-    no longer lists it) and keep an odd number of them: two servers removed in one run can leave a dead
-    member in etcd and cost the quorum.
-
-    An agent is only uninstalled: its Node object stays (``NotReady``) until an administrator deletes it
-    (``kubectl drain`` and ``kubectl delete node <name>``). The agent cannot do it itself: it holds only the
-    kubelet's credentials (``system:node:<name>``), and the Kubernetes node RBAC rules (``NodeRules`` in
-    kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``) allow create/get/list/watch/
-    update/patch on nodes, not delete.
+    By then the node is drained and cordoned (its ``-settle`` command's delete ran first, see
+    :mod:`gpucell._maintenance_scripts`). On a server the script first runs ``k3s kubectl --kubeconfig
+    /etc/rancher/k3s/k3s.yaml delete node <node_name> --wait=false`` so that k3s removes the server's etcd
+    member, and waits up to :data:`READY_TIMEOUT_SECONDS` for the Node to be gone (tolerating failure, e.g. an
+    API that is already down): servers leave etcd one after another, as their commands are chained. An agent is
+    only uninstalled: it cannot delete its own Node (the kubelet's ``system:node:<name>`` identity may not delete
+    nodes, ``NodeRules`` in kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``), so the
+    node's ``-prepare`` command deletes it afterwards, from a server.
 
     Succeeds when k3s is already gone, so a half-installed node can still be deleted.
     """
@@ -515,7 +695,9 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     path = f"/usr/local/bin/{service}-uninstall.sh"
     body = _UNINSTALL_BODY.format(path=path)
     if role is NodeRole.SERVER:
-        body = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH) + body
+        leave = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH,
+                                   attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
+        body = leave + body
     return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
 
 

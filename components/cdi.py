@@ -21,6 +21,7 @@ from gpucell._component import CellComponent
 from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
 from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec import CellSpec
+from gpucell.spec.lifecycle import removal_options
 from gpucell.storage import Storage
 
 __all__ = [
@@ -115,20 +116,23 @@ class Cdi(CellComponent):
     ``f"{name}-cdi"`` (the ``CDI`` CR ``cdi``, annotated ``pulumi.com/waitFor: condition=Available``,
     depending on the operator and on ``storage.ready``); ``f"{name}-storage-profile"`` (a
     ``kubernetes:cdi.kubevirt.io/v1beta1:StorageProfilePatch`` of the profile named after the storage class,
-    applied server-side after the CR is Available, since CDI's controller creates the profile itself).
+    applied server-side after the CR is Available, since CDI's controller creates the profile itself). The
+    operator manifest and the CR take the region's ``removalPolicy`` (``protect`` by default).
     """
 
     def __init__(self, name: str, args: CdiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("Cdi", name, opts)
         cell, storage = args.cell, args.storage
-        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child())
+        # Deleting the operator manifest deletes CDI's CRDs, and with them every DataVolume (VM disks).
+        lifecycle = removal_options(cell.removal_policy)
+        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child(**lifecycle))
         self.cr = CustomResource(
             f"{name}-cdi",
             api_version=API_VERSION,
             kind="CDI",
             metadata={"name": CR_NAME, "annotations": dict(WAIT_FOR_AVAILABLE)},
             spec=cdi_spec(storage.storage_class_name, args.cell.cdi.upload_proxy_url, vm_pool_tolerations(cell)),
-            opts=self.child(depends_on=[self.operator, *storage.ready]),
+            opts=self.child(depends_on=[self.operator, *storage.ready], **lifecycle),
         )
         self.storage_profile = CustomResourcePatch(
             f"{name}-storage-profile",

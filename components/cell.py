@@ -18,7 +18,18 @@ from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.spec import CellSpec
 from gpucell.storage import Storage, StorageArgs
 
-__all__ = ["RegionalCell", "RegionalCellArgs"]
+__all__ = ["RegionalCell", "RegionalCellArgs", "cluster_identifier"]
+
+
+def cluster_identifier(region: str) -> str:
+    """The ``clusterIdentifier`` of a region's Kubernetes provider: ``gpucell-<region>``.
+
+    pulumi-kubernetes (since 4.16.0, pulumi/pulumi-kubernetes#3068) replaces a provider - and so every resource it
+    manages - only when this value changes; with it set and unchanged, a changed or unknown kubeconfig is an update
+    (``DiffConfig`` in ``provider/pkg/provider/provider.go``). It names the region, never a connection detail, so
+    it stays the same for the cell's whole life.
+    """
+    return f"gpucell-{region}"
 
 
 @dataclass(frozen=True)
@@ -29,13 +40,16 @@ class RegionalCellArgs:
     """The validated region spec."""
     ssh_private_key: pulumi.Input[str]
     """SSH private key for every node of the region (a Pulumi secret)."""
+    etcd_s3_credentials: pulumi.Input[str] | None = None
+    """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
 
 
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator, KServe.
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
-    nothing in a cell can touch another region's cluster. Edges:
+    nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
+    keeps a new SSH key or a re-read kubeconfig from replacing anything. Edges:
 
     - Cilium after the servers answer (nodes cannot become Ready without a CNI);
     - everything in the cluster after Cilium;
@@ -55,14 +69,25 @@ class RegionalCell(CellComponent):
         cell = args.cell
         self.spec = cell
         """The region's validated spec."""
-        self.k3s = K3sCluster(f"{name}-k3s", K3sClusterArgs(cell, args.ssh_private_key), opts=self.child())
-        self.provider = Provider(
-            f"{name}-k8s",
-            kubeconfig=self.k3s.kubeconfig,
-            enable_server_side_apply=True,
-            delete_unreachable=False,
+
+        def provider(kubeconfig: pulumi.Output[str]) -> Provider:
+            # Built by K3sCluster as soon as the first server's kubeconfig is read (the nodes' patches need it),
+            # but a child of the cell, as it always was (its URN must not change).
+            return Provider(
+                f"{name}-k8s",
+                kubeconfig=kubeconfig,
+                cluster_identifier=cluster_identifier(name),
+                enable_server_side_apply=True,
+                delete_unreachable=False,
+                opts=self.child(),
+            )
+
+        self.k3s = K3sCluster(
+            f"{name}-k3s",
+            K3sClusterArgs(cell, args.ssh_private_key, provider=provider, etcd_s3_credentials=args.etcd_s3_credentials),
             opts=self.child(),
         )
+        self.provider = self.k3s.provider
         self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready))
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))

@@ -152,9 +152,11 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     - ``ccManager``: off. The pinned chart enables it with ``defaultMode: "on"``, which would switch
       CC-capable GPUs (H100, H200, B200) on VM nodes into confidential-computing mode, where only confidential
       guests can use them; gpucell runs ordinary KubeVirt VMs.
-    - ``mig.strategy``: ``cell.effective_mig_strategy``; ``migManager`` enabled when any pool sets
-      ``migConfig``. Its default layout stays ``all-disabled``: each node's layout comes from its
-      ``nvidia.com/mig.config`` label. No custom mig-parted ConfigMap is rendered, because every layout the
+    - ``mig.strategy``: ``cell.effective_mig_strategy``; ``migManager`` enabled when any container-mode pool's
+      GPU supports MIG (with or without ``migConfig``: gpucell labels those nodes ``all-disabled`` without one, and
+      only a running MIG manager turns MIG off again when a layout is removed). Its default layout stays
+      ``all-disabled``: each node's layout comes from its ``nvidia.com/mig.config`` label. No custom
+      mig-parted ConfigMap is rendered, because every layout the
       GPU catalog accepts is one the operator's own ``default-mig-parted-config`` ships.
     - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``.
     - ``toolkit.env``: :func:`toolkit_env`.
@@ -175,7 +177,7 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     vgpu = bool(cell.gpu_pools(GpuMode.VM_VGPU))
     mdev = bool(cell.vgpu_pools(VgpuFramework.MDEV))
     runs_vms = bool(passthrough_pools) or vgpu
-    uses_mig = any(pool.mig_config for pool in cell.gpu_pools().values())
+    uses_mig = any(pool.mig_label is not None for pool in cell.gpu_pools().values())
     image = cell.gpu_operator.vgpu_driver_image
     vgpu_manager: dict[str, Any] = {"enabled": False}
     if vgpu and image is not None:  # the spec requires the image whenever a vm-vgpu pool exists

@@ -1,58 +1,66 @@
-"""K3sCluster: k3s with embedded etcd on a cell's hosts, installed over SSH with pulumi-command.
+"""K3sCluster: k3s with embedded etcd on a cell's hosts, installed over SSH with pulumi-command, and each node kept
+converged through the API for the cell's whole life.
 
-Order: the first server initialises etcd (``cluster-init``); the other servers join one after another, each
-after the previous one answers; agents (GPU and CPU pools) join in parallel once the *last* server answers.
-Pulumi orders updates along the same edges, so an upgrade (a new ``versions.k3s``) also goes server by server
-and reaches the agents only after every server runs the new version: the Kubernetes version-skew policy
-forbids a kubelet newer than any API server (https://kubernetes.io/releases/version-skew-policy/).
-Each node's options live in ``/etc/rancher/k3s/config.yaml`` (see :mod:`gpucell._k3s_scripts`); the cluster
-token reaches nodes only on the command's stdin.
+Every node is a group of four resources, in this order (each after the one before):
 
-Re-run semantics (checked against pulumi-command 1.2.1: the Python SDK adds
-``replace_on_changes=["triggers[*]"]`` to every ``remote.Command``, and the provider's ``CommandInputs`` tag
-only ``triggers`` with ``replaceOnChanges`` - ``connection`` lost that tag in the 1.x rewrite, see
-pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/command.go``):
+1. ``<name>-<host>-prepare`` (``remote.Command`` on the control server, the first server in config order): takes
+   the node out of service when what it runs must change (see :mod:`gpucell._maintenance_scripts`);
+2. ``<name>-<host>`` (``remote.Command`` on the node): installs or reconciles k3s, then waits for the node
+   (:func:`gpucell._k3s_scripts.install_script`);
+3. ``<name>-<host>-labels`` (``core/v1`` ``NodePatch``, server-side apply, field manager ``gpucell``): the node's
+   labels (pool, role, GPU workload mode, MIG layout, vGPU type, the pool's own) and its whole taint list;
+4. ``<name>-<host>-settle`` (``remote.Command`` on the control server): waits for the node (and on GPU nodes for
+   the GPU Operator's report of the new state) and puts it back in service.
 
-- A *replacement* runs the new ``create`` and then the old ``delete``; for a node that would run
-  ``k3s-uninstall.sh`` (wiping etcd or the node's state) right after the reinstall. So node commands have **no
-  triggers**: nothing about a node forces replacement.
+Order between nodes: servers one after another (each group after the previous server's ``-settle``); then each
+agent pool in parallel, at most ``rollout.maxUnavailable`` of its nodes at a time (node *i* after node *i - n*'s
+``-settle``), every agent after the last server. So a k3s upgrade goes server by server and reaches the agents
+only after every server runs the new version, as the Kubernetes version-skew policy requires (no kubelet newer
+than an API server, https://kubernetes.io/releases/version-skew-policy/); a GPU reconfiguration goes node by node.
+
+Removing a node runs the groups' deletes in reverse: ``-settle`` drains it, ``-labels`` is only forgotten
+(``retainOnDelete``: relinquishing the labels first would make the GPU Operator redeploy operands on a leaving
+node), ``<host>`` uninstalls k3s (a server first deletes its own Node so that k3s removes its etcd member, and
+waits), ``-prepare`` deletes the Node object. Servers leave one at a time, since their groups are chained.
+
+Re-run semantics (checked against pulumi-command 1.2.1: the Python SDK adds ``replace_on_changes=["triggers[*]"]``
+to every ``remote.Command``, and the provider's ``CommandInputs`` tag only ``triggers`` with ``replaceOnChanges``;
+see pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/command.go``):
+
+- A *replacement* runs the new ``create`` and then the old ``delete``; for a node that would run the uninstall right
+  after the reinstall. So no command has triggers: nothing about a node forces replacement.
 - Any other input change is an *update*, which runs ``update`` - the same idempotent script as ``create``. The
-  k3s version and the node's whole config are literally in that script, so changing either changes ``create``/
-  ``update`` and the script (re)installs and restarts k3s. A change of the SSH address, user, port or key
-  alone is also an update; the script then finds the pinned version running the same config and exits 0
-  without restarting. (An address change also changes ``node-ip`` in the config, so k3s restarts with the new
-  IP; it is never uninstalled.)
-- Deleting a node (removing the host from its pool, or destroying the cell) runs ``delete``: the k3s uninstall
-  script. Pulumi deletes in reverse dependency order, so agents go before servers and later servers before the
-  first one. A server first deletes its own Node object so that k3s removes its etcd member; that happens
-  asynchronously, so remove servers one at a time (one ``pulumi up`` each) to keep the etcd quorum. A removed
-  agent's Node object stays, ``NotReady``, until an administrator deletes it (see
-  :func:`gpucell._k3s_scripts.uninstall_script` for why the agent cannot).
-- Changing a pool's topology profile (its ``kubelet-arg`` set) makes the install script stop k3s and remove
-  the kubelet's CPU/memory manager state files before restarting (see
-  :func:`gpucell._k3s_scripts.install_script`); drain such a node first.
+  scripts decide by looking at the node, so an update caused by a new SSH key, user or port (the ``connection``),
+  or by a change of the control server, finds nothing to do.
 
-The kubeconfig command reads the file once, when it is created, and has no triggers either: its inputs do not
-change when servers are reinstalled. Re-reading it would make its ``stdout`` unknown in the preview, and
-pulumi-kubernetes conservatively plans a provider replacement - so a replacement of every Kubernetes resource
-of the cell - for an unknown kubeconfig (``DiffConfig`` in pulumi/pulumi-kubernetes, added in PR #577). The
-CA and admin client certificate survive k3s upgrades and restarts; should the stored one ever be stale (the
-client certificate expires after a year), ``pulumi up --replace <urn of <name>-kubeconfig>`` reads it again.
+The kubeconfig command reads the file once, when it is created, and ignores changes of its ``connection``: re-
+reading would make its ``stdout`` unknown in the preview and every Kubernetes resource of the cell would show a
+change. The cell's provider also has a ``clusterIdentifier``, with which pulumi-kubernetes never replaces it for a
+changed kubeconfig. Should the stored kubeconfig ever be stale (the client certificate expires after a year),
+``pulumi up --replace <urn of <name>-kubeconfig>`` reads it again.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
+from pulumi_kubernetes.core.v1 import NodePatch, NodeSpecPatchArgs, Secret, TaintPatchArgs
+from pulumi_kubernetes.meta.v1 import ObjectMetaPatchArgs
+from pulumi_kubernetes.provider import Provider
 from pulumi_random import RandomPassword
 
 from gpucell import _k3s_scripts as scripts
+from gpucell import _maintenance_scripts as maintenance
 from gpucell._component import CellComponent
 from gpucell._host_setup import host_setup
+from gpucell._node_state import NodeState, node_state
 from gpucell.k3s_hardening import node_files
 from gpucell.spec import CellSpec, Host, NodeRole
+from gpucell.spec.lifecycle import removal_options
 
 with warnings.catch_warnings():
     # pulumi_command.remote's __init__ imports its deprecated CopyFile module, which warns at import time;
@@ -60,10 +68,27 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from pulumi_command.remote import Command, ConnectionArgs, Logging
 
-__all__ = ["K3sCluster", "K3sClusterArgs", "NodeFiles"]
+__all__ = [
+    "FIELD_MANAGER",
+    "K3sCluster",
+    "K3sClusterArgs",
+    "NodeFiles",
+    "NodeResources",
+    "ProviderFactory",
+    "etcd_s3_secret_data",
+    "even_server_warning",
+]
 
 TOKEN_LENGTH = 64
 """Characters of the generated cluster token (letters and digits)."""
+FIELD_MANAGER = "gpucell"
+"""Server-side apply field manager of the nodes' labels and taints."""
+NODE_PATCH_ANNOTATIONS = {"pulumi.com/patchFieldManager": FIELD_MANAGER, "pulumi.com/patchForce": "true"}
+"""pulumi-kubernetes: the field manager name, and force (gpucell is the source of the fields it applies: a label
+k3s set at registration, or a taint list a controller rewrote, is taken over instead of failing the update)."""
+
+ProviderFactory = Callable[[pulumi.Output[str]], Provider]
+"""Builds the cell's Kubernetes provider from the (secret) admin kubeconfig."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +96,14 @@ class K3sClusterArgs:
     """Inputs of :class:`K3sCluster`."""
 
     cell: CellSpec
-    """The region: its server and agent pools, network, versions and SSH defaults."""
+    """The region: its server and agent pools, network, versions, SSH defaults, etcd and removal policies."""
     ssh_private_key: pulumi.Input[str]
     """PEM/OpenSSH private key for every node's SSH user; pass a Pulumi secret (``config.require_secret``)."""
+    provider: ProviderFactory | None = None
+    """Builds the Kubernetes provider the nodes' patches use, once the kubeconfig is read. Defaults to a provider
+    child of the cluster, ``<name>-k8s``, with ``clusterIdentifier`` ``<name>``."""
+    etcd_s3_credentials: pulumi.Input[str] | None = None
+    """``<access key id>:<secret access key>`` of ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
 
 
 @dataclass(frozen=True)
@@ -89,16 +119,75 @@ class NodeFiles:
     :func:`gpucell.k3s_hardening.node_files`)."""
 
 
+@dataclass
+class NodeResources:
+    """The resources of one node, in the order they run."""
+
+    state: NodeState
+    """What the node should look like."""
+    prepare: Command
+    """Takes the node out of service when needed (on the control server); its delete deletes the Node."""
+    install: Command
+    """Installs k3s on the node; its delete uninstalls it."""
+    labels: NodePatch
+    """The node's labels and taints, through the API."""
+    settle: Command
+    """Waits for the node and puts it back in service (on the control server); its delete drains it."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The removal options every resource of the node has (:func:`gpucell.spec.lifecycle.removal_options`)."""
+
+
+def even_server_warning(count: int) -> str | None:
+    """The warning for ``count`` servers when it is even (etcd quorum is ``count // 2 + 1``), else ``None``."""
+    if count % 2:
+        return None
+    tolerated = (count - 1) // 2
+    return (
+        f"{count} servers: an even number of etcd members tolerates no more failures than {count - 1} "
+        f"({tolerated}: quorum is {count // 2 + 1} of {count}); use it only as a step to {count - 1} or "
+        f"{count + 1} servers"
+    )
+
+
+def etcd_s3_secret_data(cell: CellSpec, credentials: str) -> dict[str, str]:
+    """``stringData`` of the ``etcd.k3s.cattle.io/s3-config-secret`` Secret for ``etcd.snapshots.s3``.
+
+    Keys are the k3s flags without ``--`` (k3s docs ``docs/cli/etcd-snapshot.md``, "S3 Configuration Secret
+    Support"), every value a string. ``credentials`` is ``<access key id>:<secret access key>``; raises
+    ``ValueError`` (without the credential in the message) when it has no colon or an empty part.
+    """
+    s3 = cell.etcd.snapshots.s3
+    if s3 is None:
+        raise ValueError("etcd.snapshots.s3 is not set")
+    key_id, sep, secret = credentials.partition(":")
+    if not sep or not key_id or not secret:
+        raise ValueError(f"etcd.snapshots.s3.credentialsConfigKey {s3.credentials_config_key!r}: the secret is not "
+                         "'<access key id>:<secret access key>'")
+    data = {
+        "etcd-s3-endpoint": s3.endpoint,
+        "etcd-s3-bucket": s3.bucket,
+        "etcd-s3-region": s3.region,
+        "etcd-s3-access-key": key_id,
+        "etcd-s3-secret-key": secret,
+        "etcd-s3-insecure": str(s3.insecure).lower(),
+        "etcd-s3-skip-ssl-verify": str(s3.skip_ssl_verify).lower(),
+    }
+    if s3.folder is not None:
+        data["etcd-s3-folder"] = s3.folder
+    return data
+
+
 class K3sCluster(CellComponent):
     """A k3s cluster (embedded etcd, no flannel/kube-proxy/traefik/servicelb) on the hosts of ``args.cell``.
 
-    Children: ``<name>-token`` (``random.RandomPassword``), ``<name>-<host>`` per node (``command.remote.
-    Command``: install on create/update, uninstall on delete) and ``<name>-kubeconfig`` (reads the admin
-    kubeconfig on the first server after every server is installed).
+    Children: ``<name>-token`` (``random.RandomPassword``), per node the four resources of :class:`NodeResources`
+    (see the module docstring), ``<name>-kubeconfig`` (reads the admin kubeconfig on the first server once it is
+    installed) and, with ``etcd.snapshots.s3``, ``<name>-etcd-s3`` (the ``kube-system`` Secret k3s reads the S3
+    target from). Without a :attr:`K3sClusterArgs.provider` factory also ``<name>-k8s``.
 
-    Order: servers in a chain (each after the previous one), then every agent after the last server, so that
-    no kubelet is ever newer than an API server, on first install and on upgrades. Scale servers down one at
-    a time; removed agents leave their Node object behind (see the module docstring).
+    Removal policies: the token and every server take the region's ``removalPolicy`` unless a host sets its own;
+    agents take theirs (see :meth:`gpucell.spec.CellSpec.removal_policy_of`). An even number of servers is
+    accepted, with a warning (:func:`even_server_warning`).
 
     The kubeconfig is checked when it is read (not in a preview, where it is unknown): an empty one, or one
     without ``server: https://127.0.0.1:<listen port>``, fails the update with ``ValueError``
@@ -111,10 +200,14 @@ class K3sCluster(CellComponent):
     api_server_url: pulumi.Output[str]
     """``https://<apiEndpoint>:<apiPort>``."""
 
+    provider: Provider
+    """The Kubernetes provider the node patches use (the cell's)."""
     servers_ready: pulumi.Resource
-    """Depend on this to run after every server's API answers (the kubeconfig read runs after them all)."""
+    """Depend on this to run after every server is installed and back in service (the last server's settle)."""
     agents: list[pulumi.Resource]
-    """The agent install commands (GPU and CPU pools), in pool and host order; each after the last server."""
+    """The agent install commands (GPU and CPU pools), in pool and host order."""
+    nodes: dict[str, NodeResources]
+    """Host name -> its resources, servers first."""
     node_files: dict[str, NodeFiles]
     """Host name -> files rendered for it (for the offline plan's ``--out``)."""
 
@@ -122,46 +215,106 @@ class K3sCluster(CellComponent):
         super().__init__("K3sCluster", name, opts)
         cell = args.cell
         self._cell = cell
+        self._name = name
         self._connection_key = args.ssh_private_key
         self.node_files = {}
+        self.nodes = {}
+        self._states: dict[str, tuple[NodeState, str]] = {}
+        self._warn_about_servers()
 
-        token = RandomPassword(f"{name}-token", length=TOKEN_LENGTH, special=False, opts=self.child())
+        token = RandomPassword(f"{name}-token", length=TOKEN_LENGTH, special=False,
+                               opts=self.child(**removal_options(cell.removal_policy)))
         # stdin is the token's only way to a node; secret so that state and plans never show it.
         self._stdin: pulumi.Output[str] = pulumi.Output.secret(token.result)
+        control_pool, control_host = cell.servers[0]
+        self._control = self._connection(control_pool, control_host)
 
-        servers: list[Command] = []
+        after: list[pulumi.Resource] = []
         for index, (pool_name, host) in enumerate(cell.servers):
-            after = [servers[-1]] if servers else []
-            servers.append(self._node(name, pool_name, host, first=index == 0, after=after))
+            prepare, install = self._install(pool_name, host, after)
+            if index == 0:
+                self._read_kubeconfig(install, args.provider)
+            after = [self._finish(pool_name, host, prepare, install).settle]
+        self.servers_ready = after[0]
 
-        # After the last server, which is after all the others: agents never run a newer kubelet than any API
-        # server (version-skew policy), neither when first installed nor on an upgrade.
-        self.agents = [
-            self._node(name, pool_name, host, first=False, after=[servers[-1]])
-            for pool_name, pool in cell.node_pools.items()
-            if pool.role is not NodeRole.SERVER
-            for host in pool.hosts
-        ]
+        self.agents = []
+        for pool_name, pool in cell.node_pools.items():
+            if pool.role is NodeRole.SERVER:
+                continue
+            settles: list[pulumi.Resource] = []
+            window = pool.rollout.max_unavailable
+            for index, host in enumerate(pool.hosts):
+                previous = [settles[index - window]] if index >= window else [self.servers_ready]
+                prepare, install = self._install(pool_name, host, previous)
+                settles.append(self._finish(pool_name, host, prepare, install).settle)
+                self.agents.append(install)
 
-        first_pool, first_host = cell.servers[0]
+        self._etcd_s3_secret(args.etcd_s3_credentials)
+        self.api_server_url = pulumi.Output.from_input(scripts.api_server_url(cell))
+        self.register_outputs({"kubeconfig": self.kubeconfig, "apiServerUrl": self.api_server_url})
+
+    # -- the cluster ---------------------------------------------------------------------------------------------
+    def _warn_about_servers(self) -> None:
+        cell = self._cell
+        message = even_server_warning(len(cell.servers))
+        if message is not None:
+            pulumi.log.warn(message, resource=self)
+        init = cell.etcd.init_server
+        if init is not None and cell.init_server is None:
+            pulumi.log.warn(
+                f"etcd.initServer {init!r} is not a server of the region: every server joins through the API "
+                "endpoint (right after removing that server; a new cell needs it to name one of its servers)",
+                resource=self,
+            )
+
+    def _read_kubeconfig(self, first_install: Command, factory: ProviderFactory | None) -> None:
+        """Read the admin kubeconfig on the first server and build the provider from it."""
+        cell = self._cell
         read = Command(
-            f"{name}-kubeconfig",
-            connection=self._connection(first_pool, first_host),
+            f"{self._name}-kubeconfig",
+            connection=self._control,
             create=scripts.remote(scripts.kubeconfig_script()),
             # The kubeconfig holds the cluster's admin client key: never logged, stdout stored as a secret,
             # and not fed back into the next run's environment.
             logging=Logging.NONE,
             add_previous_output_in_env=False,
-            opts=self.child(depends_on=servers, additional_secret_outputs=["stdout"]),
+            # A new SSH key, user, port or first server must not re-read it: see the module docstring.
+            opts=self.child(depends_on=[first_install], additional_secret_outputs=["stdout"],
+                            ignore_changes=["connection"]),
         )
-        self.servers_ready = read
-
-        self.api_server_url = pulumi.Output.from_input(scripts.api_server_url(cell))
+        self.kubeconfig_read = read
+        """The command that read the kubeconfig (its ``stdout`` is a secret)."""
         self.kubeconfig = pulumi.Output.secret(
             read.stdout.apply(lambda text: scripts.rewrite_kubeconfig(text, cell))
         )
-        self.register_outputs({"kubeconfig": self.kubeconfig, "apiServerUrl": self.api_server_url})
+        if factory is not None:
+            self.provider = factory(self.kubeconfig)
+        else:
+            self.provider = Provider(f"{self._name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self._name,
+                                     enable_server_side_apply=True, delete_unreachable=False, opts=self.child())
 
+    def _etcd_s3_secret(self, credentials: pulumi.Input[str] | None) -> None:
+        """The Secret k3s reads the snapshots' S3 target from, when ``etcd.snapshots.s3`` is set."""
+        cell = self._cell
+        if cell.etcd.snapshots.s3 is None:
+            return
+        if credentials is None:
+            raise ValueError("etcd.snapshots.s3 is set but no credentials were given (K3sClusterArgs."
+                             "etcd_s3_credentials)")
+        data: pulumi.Output[dict[str, str]] = pulumi.Output.from_input(credentials).apply(
+            lambda value: etcd_s3_secret_data(cell, value)
+        )
+        secret_data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(data)
+        Secret(
+            f"{self._name}-etcd-s3",
+            metadata={"name": scripts.ETCD_S3_SECRET, "namespace": "kube-system",
+                      "labels": {"app.kubernetes.io/managed-by": "gpucell"}},
+            type="etcd.k3s.cattle.io/s3-config-secret",
+            string_data=secret_data,
+            opts=self.child(depends_on=[self.servers_ready], provider=self.provider),
+        )
+
+    # -- one node ------------------------------------------------------------------------------------------------
     def _connection(self, pool_name: str, host: Host) -> ConnectionArgs:
         ssh = self._cell.ssh_for(pool_name)
         return ConnectionArgs(
@@ -171,25 +324,40 @@ class K3sCluster(CellComponent):
             private_key=pulumi.Output.secret(self._connection_key),
         )
 
-    def _node(self, name: str, pool_name: str, host: Host, *, first: bool, after: list[Command]) -> Command:
-        """One node's install command; ``after`` are the commands it must wait for."""
+    def _install(self, pool_name: str, host: Host, after: list[pulumi.Resource]) -> tuple[Command, Command]:
+        """The node's ``-prepare`` (after ``after``) and install commands."""
         cell = self._cell
         pool = cell.node_pools[pool_name]
-        config_yaml = scripts.render_config(
-            scripts.node_config(cell, pool_name, pool, host, first_server=first)
-        )
+        config = scripts.node_config(cell, pool_name, pool, host)
+        config_yaml = scripts.render_config(config)
         files = node_files(cell, server=pool.role is NodeRole.SERVER)
-        install = scripts.install_script(
+        install_text = scripts.install_script(
             cell, pool.role, host, config_yaml, files, host_setup=host_setup(cell, pool_name, pool)
         )
-        self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install,
+        self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install_text,
                                                files={file.path: file.content for file in files})
-        command = scripts.remote(install)
-        return Command(
-            f"{name}-{host.name}",
+        state = node_state(cell, pool_name, pool, host.name)
+        digest = scripts.restart_digest(cell, pool.role, config, files)
+        self._states[host.name] = (state, digest)
+        options = removal_options(cell.removal_policy_of(pool_name, host))
+
+        prepare_text = scripts.remote(maintenance.prepare_script(state, cell.versions.k3s, digest))
+        prepare = Command(
+            f"{self._name}-{host.name}-prepare",
+            connection=self._control,
+            create=prepare_text,
+            update=prepare_text,
+            delete=scripts.remote(maintenance.forget_script(host.name)),
+            logging=Logging.STDOUT_AND_STDERR,
+            add_previous_output_in_env=False,
+            opts=self.child(depends_on=after, **options),
+        )
+        install_command = scripts.remote(install_text)
+        install = Command(
+            f"{self._name}-{host.name}",
             connection=self._connection(pool_name, host),
-            create=command,
-            update=command,
+            create=install_command,
+            update=install_command,
             delete=scripts.remote(scripts.uninstall_script(pool.role, host.name)),
             stdin=self._stdin,
             # No triggers: they force replacement, i.e. an uninstall (see the module docstring).
@@ -197,5 +365,35 @@ class K3sCluster(CellComponent):
             # for the operator.
             logging=Logging.STDOUT_AND_STDERR,
             add_previous_output_in_env=False,
-            opts=self.child(depends_on=after),
+            opts=self.child(depends_on=[prepare], **options),
         )
+        return prepare, install
+
+    def _finish(self, pool_name: str, host: Host, prepare: Command, install: Command) -> NodeResources:
+        """The node's NodePatch and ``-settle`` command, after its install command."""
+        cell = self._cell
+        state, digest = self._states[host.name]
+        options = removal_options(cell.removal_policy_of(pool_name, host))
+        labels = NodePatch(
+            f"{self._name}-{host.name}-labels",
+            metadata=ObjectMetaPatchArgs(name=host.name, labels=dict(state.labels),
+                                         annotations=dict(NODE_PATCH_ANNOTATIONS)),
+            spec=NodeSpecPatchArgs(taints=[TaintPatchArgs(**t) for t in state.taints]),
+            # Forgotten, not relinquished, when the node is removed (see the module docstring).
+            opts=self.child(depends_on=[install], provider=self.provider, **{**options, "retain_on_delete": True}),
+        )
+        settle_text = scripts.remote(maintenance.settle_script(state, cell.versions.k3s, digest))
+        settle = Command(
+            f"{self._name}-{host.name}-settle",
+            connection=self._control,
+            create=settle_text,
+            update=settle_text,
+            delete=scripts.remote(maintenance.removal_drain_script(state)),
+            logging=Logging.STDOUT_AND_STDERR,
+            add_previous_output_in_env=False,
+            opts=self.child(depends_on=[labels], **options),
+        )
+        resources = NodeResources(state=state, prepare=prepare, install=install, labels=labels, settle=settle,
+                                  options=options)
+        self.nodes[host.name] = resources
+        return resources

@@ -27,6 +27,7 @@ from gpucell._component import CellComponent
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
+from gpucell.spec.lifecycle import removal_options
 
 __all__ = [
     "CPU_MANAGER_GATE",
@@ -196,7 +197,9 @@ class KubeVirt(CellComponent):
 
     Children: ``f"{name}-operator"`` (``kubernetes:yaml/v2:ConfigFile`` of the release's operator manifest)
     and ``f"{name}-kubevirt"`` (the ``kubevirt.io/v1`` ``KubeVirt`` CR ``kubevirt`` in namespace ``kubevirt``,
-    depending on the operator and annotated ``pulumi.com/waitFor: condition=Available``).
+    depending on the operator and annotated ``pulumi.com/waitFor: condition=Available``). Both take the
+    region's ``removalPolicy`` (``protect`` by default); Pulumi children inherit ``protect`` from their parent,
+    which covers the manifest's objects (the CRDs among them).
     """
 
     namespace: pulumi.Output[str]
@@ -205,14 +208,17 @@ class KubeVirt(CellComponent):
     def __init__(self, name: str, args: KubeVirtArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("KubeVirt", name, opts)
         cell = args.cell
-        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child())
+        # Deleting the operator manifest deletes KubeVirt's CRDs, and with them every VM; deleting the CR
+        # uninstalls KubeVirt. Both take the region's removalPolicy (the manifest's objects inherit it).
+        lifecycle = removal_options(cell.removal_policy)
+        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child(**lifecycle))
         self.cr = CustomResource(
             f"{name}-kubevirt",
             api_version="kubevirt.io/v1",
             kind="KubeVirt",
             metadata={"name": CR_NAME, "namespace": NAMESPACE, "annotations": dict(WAIT_FOR_AVAILABLE)},
             spec=kubevirt_spec(cell),
-            opts=self.child(depends_on=[self.operator]),
+            opts=self.child(depends_on=[self.operator], **lifecycle),
         )
         self.namespace = self.cr.urn.apply(lambda _: NAMESPACE)
         self.register_outputs({"namespace": self.namespace})

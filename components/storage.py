@@ -29,6 +29,7 @@ from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.platform_tolerations import longhorn_taint_toleration, worker_pool_tolerations
 from gpucell.spec import CellSpec, StorageBackend
+from gpucell.spec.lifecycle import removal_options
 
 __all__ = [
     "DEFAULT_CLASS_ANNOTATION",
@@ -99,7 +100,8 @@ class Storage(CellComponent):
     Children, ``local-path``: a ``kubernetes:storage.k8s.io/v1:StorageClassPatch`` named
     ``f"{name}-local-path-default"``. ``longhorn``: a ``kubernetes:helm.sh/v3:Release`` named
     ``f"{name}-longhorn"`` (Helm release ``longhorn``, chart version ``cell.versions.longhorn``); Helm waits
-    for the manager, driver deployer and UI workloads.
+    for the manager, driver deployer and UI workloads. The release takes the region's ``removalPolicy``
+    (``protect`` by default).
 
     Python attributes: ``ready`` (the resources consumers such as CDI depend on before using the class),
     ``access_modes`` and ``volume_mode`` (the PVC shape VM disks should use on this backend):
@@ -132,7 +134,8 @@ class Storage(CellComponent):
                 namespace=LONGHORN_NAMESPACE,
                 values=longhorn_values(cell),
                 overrides=cell.storage.values,
-                opts=self.child(),
+                # Uninstalling Longhorn takes every volume (and so every VM disk) with it.
+                opts=self.child(**removal_options(cell.removal_policy)),
             )
             self.ready = [self.release]
         else:

@@ -119,6 +119,7 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 from gpucell._component import CellComponent
 from gpucell.inventory import capacity, gpu_offers, nvswitch_quota
 from gpucell.spec.identity import OidcSpec
+from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
 from gpucell.workloads._common import (
     MANAGED_BY,
@@ -466,7 +467,9 @@ class Tenant(CellComponent):
     ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the cell's Kubernetes provider
     (merged into ``opts``); the namespace depends on the cell's ``KubeVirt`` CR (its seccomp profile lets VM
     launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies also on
-    the cell's Cilium (which installs their CRD). Workloads depend on :attr:`ready`.
+    the cell's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes the
+    tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
+    before anything of it is deleted.
     """
 
     namespace: pulumi.Output[str]
@@ -482,13 +485,18 @@ class Tenant(CellComponent):
         """Namespace name (``tenant-acme``), as a plain string."""
         self.cell = args.cell
         """The region the tenant lives in."""
+        self.removal_policy = spec.removal_policy
+        """The tenant's ``removalPolicy``: its own children's, and the default of its VMs and notebooks."""
 
+        # The namespace holds every PVC of the tenant (VM disks, notebook homes): deleting it deletes them. The guard
+        # rails share its policy, so that a refused removal leaves the tenant fenced in as it was.
+        lifecycle = removal_options(spec.removal_policy)
         ns = namespace_manifest(tenant, spec, cell)
         # After the KubeVirt CR: the namespace enforces restricted, which VM launcher pods pass only once the CR
         # gives them a seccomp profile (on a live cell too, where this orders the label change after the CR's).
         self.namespace_resource = Namespace(f"{name}-namespace", metadata=ns["metadata"],
-                                            opts=self.child(depends_on=[args.cell.kubevirt.cr]))
-        inside = self.child(depends_on=[self.namespace_resource])
+                                            opts=self.child(depends_on=[args.cell.kubevirt.cr], **lifecycle))
+        inside = self.child(depends_on=[self.namespace_resource], **lifecycle)
         quota = resource_quota_manifest(tenant, spec, cell)
         self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"],
                                    opts=inside)
@@ -504,7 +512,7 @@ class Tenant(CellComponent):
             else:
                 self.rbac.append(RoleBinding(child, metadata=obj["metadata"], role_ref=obj["roleRef"],
                                              subjects=obj["subjects"], opts=inside))
-        after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium])
+        after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium], **lifecycle)
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec, cell)

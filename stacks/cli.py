@@ -116,6 +116,8 @@ def _plan(args: argparse.Namespace) -> int:
     plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
     regions = [args.region] if args.region else list(plan.cells)
     print(render_tree(plan, regions))
+    for warning in plan.result.warnings:
+        print(f"warning: {warning}")
     if args.out:
         files = write_out(plan, regions, args.out)
         print(f"wrote {len(files)} files under {args.out}")

@@ -27,10 +27,15 @@ class StackConfig:
     ssh_private_keys: dict[str, pulumi.Output[str]]
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
     credentials: dict[str, pulumi.Output[str]]
-    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint names."""
+    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint or an etcd S3 target names."""
     acknowledgements: list[Acknowledgement] = field(default_factory=list)
     """``gpucell:acknowledge``: the disruptive changes the next ``pulumi up`` may apply (see
     :mod:`gpucell.stacks.guard`)."""
+
+    def etcd_s3_credentials(self, region: str) -> pulumi.Output[str] | None:
+        """The secret named by ``regions.<region>.etcd.snapshots.s3.credentialsConfigKey``, or ``None``."""
+        s3 = self.spec.regions[region].etcd.snapshots.s3
+        return None if s3 is None else self.credentials[s3.credentials_config_key]
 
 
 def _regions_object(config: pulumi.Config) -> Any:
@@ -139,6 +144,16 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
             )
         except ConfigError as exc:
             problems += exc.lines
+        s3 = cell.etcd.snapshots.s3
+        if s3 is not None and s3.credentials_config_key not in credentials:
+            try:
+                credentials[s3.credentials_config_key] = _require_secret(
+                    config, s3.credentials_config_key,
+                    f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey names it",
+                    f"{s3.credentials_config_key} -- '<access key id>:<secret access key>'",
+                )
+            except ConfigError as exc:
+                problems += exc.lines
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

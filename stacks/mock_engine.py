@@ -83,6 +83,9 @@ class PlanResult:
 
     resources: list[Registration]
     outputs: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    """What the program logged at warning level or above (``pulumi.log.warn``), in order: what ``pulumi preview``
+    prints as warnings."""
 
     @cached_property
     def _by_urn(self) -> dict[str, Registration]:
@@ -298,15 +301,30 @@ def run_program(
     )
     monitor = _RecordingMonitor(_PlanMocks(computed))
     outputs: dict[str, Any] = {}
+    warnings = _WarningRecorder()
+    logger = logging.getLogger("gpucell.plan")
+    logger.addHandler(warnings)
     mocks.set_mocks(
-        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor,
-        logger=logging.getLogger("gpucell.plan"), organization=ORGANIZATION,
+        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor, logger=logger,
+        organization=ORGANIZATION,
     )
     try:
         _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))
     finally:
         pulumi.runtime.set_all_config({}, [])
-    return PlanResult(resources=monitor.registrations, outputs=outputs)
+        logger.removeHandler(warnings)
+    return PlanResult(resources=monitor.registrations, outputs=outputs, warnings=warnings.messages)
+
+
+class _WarningRecorder(logging.Handler):
+    """Keeps the messages the mock engine logs at warning level or above (``pulumi.log.warn``/``error``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 async def _run_in_stack(program: Callable[[], Any], into: dict[str, Any]) -> None:

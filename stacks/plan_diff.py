@@ -206,6 +206,8 @@ def _node_files(resource: Mapping[str, Any]) -> tuple[str | None, dict[str, str]
     delete = unwrap_script(inputs.get("delete"))
     if delete is not None:
         files["uninstall.sh" if install is not None else "delete.sh"] = delete
+    if node is None:  # not a node's install command (a maintenance step, the kubeconfig read): plain step names
+        files = {{"install.sh": "create.sh", "uninstall.sh": "delete.sh"}.get(k, k): v for k, v in files.items()}
     return node, files
 
 
@@ -327,7 +329,7 @@ def unified(old: str, new: str, name: str) -> str:
 def _command_texts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[TextDiff]:
     node, old_files = _node_files(old)
     new_node, new_files = _node_files(new)
-    prefix = f"nodes/{new_node or node}/" if (new_node or node) else ""
+    prefix = f"nodes/{new_node or node}/" if (new_node or node) else f"commands/{new.get('name') or old.get('name')}/"
     return [TextDiff(f"{prefix}{name}", unified(old_files.get(name, ""), new_files.get(name, ""), f"{prefix}{name}"))
             for name in [*new_files, *(n for n in old_files if n not in new_files)]
             if old_files.get(name) != new_files.get(name)]

@@ -25,6 +25,7 @@ def ha_config() -> dict[str, Any]:
     config["nodePools"]["servers"]["hosts"] = [
         {"name": f"lab-srv-{i}", "address": f"10.20.0.1{i}"} for i in (1, 2, 3)
     ]
+    config["etcd"] = {"initServer": "lab-srv-1"}
     return config
 
 

@@ -123,6 +123,7 @@ def test_removing_a_server_or_a_worker_and_moving_a_host() -> None:
                                                 {"name": "lab-srv-3", "address": "10.20.0.13"}]
     config["nodePools"]["cpu"]["hosts"].append({"name": "lab-cpu-2", "address": "10.20.0.32"})
     config["network"]["apiEndpoint"] = "10.20.0.10"
+    config["etcd"] = {"initServer": "lab-srv-1"}
     after = copy.deepcopy(config)
     after["nodePools"]["servers"]["hosts"][2] = {"name": "lab-srv-4", "address": "10.20.0.14"}
     after["nodePools"]["l40s"]["hosts"] = [{"name": "lab-cpu-1", "address": "10.20.0.31"}]

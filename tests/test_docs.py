@@ -189,3 +189,24 @@ def test_error_lines_are_the_ones_the_tests_assert() -> None:
         "docs/workloads.md shows error lines that tests/test_admission.py and tests/test_spec.py do not assert:\n"
         + "\n".join(unasserted)
     )
+
+
+# -- docs/operations.md: its config snippets validate, its warning is the one the program prints ---------------------
+OPERATIONS_DOC = (REPO / "docs" / "operations.md").read_text()
+
+
+def test_operations_config_snippets_validate_in_the_prod_region() -> None:
+    from gpucell._chart import deep_merge
+    from gpucell.spec import CellSpec
+
+    region = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
+    snippets = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", OPERATIONS_DOC, re.DOTALL)]
+    assert len(snippets) == 4
+    for snippet in snippets:
+        CellSpec.model_validate(deep_merge(region, snippet))  # raises ConfigError on drift
+
+
+def test_operations_shows_the_warning_the_program_prints() -> None:
+    from gpucell.k3s import even_server_warning
+
+    assert f"warning: {even_server_warning(2)}\n" in OPERATIONS_DOC

@@ -426,7 +426,9 @@ def test_yaml_values_json_cannot_carry_are_config_errors(tmp_path: Path, capsys:
 def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> None:
     prod = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
     config = {"gpucell:regions": prod["gpucell:regions"], "gpucell:sshPrivateKey": "key",
-              "gpucell:hfTokenAcme": "hf_token", "gpucell:s3CredentialsGlobex": "AKIAEXAMPLE-NO-COLON-SECRET"}
+              "gpucell:hfTokenAcme": "hf_token", "gpucell:s3CredentialsGlobex": "AKIAEXAMPLE-NO-COLON-SECRET",
+              "gpucell:etcdS3CredentialsFra1": "AKIAEXAMPLE:SECRET",
+              "gpucell:etcdS3CredentialsIad1": "AKIAEXAMPLE:SECRET"}
     registered: list[str] = []
     with pytest.raises(pulumi.RunError) as info:
         registered.extend(r.name for r in run_program(program_main, config=config, secret_keys=list(config)[1:])

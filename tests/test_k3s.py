@@ -20,6 +20,7 @@ import yaml
 from pulumi.runtime import settings as pulumi_settings
 
 from gpucell import _k3s_scripts as scripts
+from gpucell import _maintenance_scripts as maintenance
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.spec import NodeRole
 from gpucell.spec.k3s import INSTALLER_SHA256
@@ -50,6 +51,7 @@ def ha_config() -> dict[str, Any]:
     config = minimal_cell_config()
     config["network"].update({"apiEndpoint": "10.20.0.5", "tlsSans": ["k8s.lab.example", "10.20.0.5"]})
     config["ssh"] = {"user": "ubuntu", "port": 2222}
+    config["etcd"] = {"initServer": "lab-srv-1"}
     config["nodePools"] = {
         "servers": {
             "role": "server",
@@ -104,7 +106,7 @@ def build(
         built.append(cluster)
         pulumi.export("kubeconfig", cluster.kubeconfig)
         pulumi.export("kubeconfig_value", pulumi.Output.unsecret(cluster.kubeconfig))
-        pulumi.export("read_stdout", cluster.servers_ready.stdout)  # type: ignore[attr-defined]
+        pulumi.export("read_stdout", cluster.kubeconfig_read.stdout)
         pulumi.export("api_server_url", cluster.api_server_url)
         pulumi.export("agents", [agent.urn for agent in cluster.agents])
         pulumi.export("servers_ready", cluster.servers_ready.urn)
@@ -119,6 +121,12 @@ def node_config(cluster: K3sCluster, host: str) -> dict[str, Any]:
 
 def commands(result: PlanResult) -> list[Registration]:
     return result.of_type(COMMAND)
+
+
+def installs(result: PlanResult) -> list[Registration]:
+    """The node install commands (not the kubeconfig read, not the maintenance commands)."""
+    return [c for c in commands(result)
+            if c.name != "lab-kubeconfig" and not c.name.endswith(("-prepare", "-settle"))]
 
 
 def script_of(command_line: str) -> str:
@@ -339,48 +347,78 @@ def test_vgpu_nodes_are_labelled_for_their_vgpu_framework() -> None:
 
 
 # -- ordering --------------------------------------------------------------------------------------
-def test_servers_join_one_after_another_and_agents_after_the_last_server() -> None:
+def test_each_node_runs_prepare_install_labels_settle_in_that_order() -> None:
+    result, cluster = build(ha_config())
+    assert list(cluster.nodes) == [
+        "lab-srv-1", "lab-srv-2", "lab-srv-3", "lab-h100-1", "lab-vm-1", "lab-vm-2", "lab-cpu-1"
+    ]
+    for host in cluster.nodes:
+        prepare, install, labels, settle = (result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels",
+                                                                                      "-settle"))
+        assert prepare.urn in install.dependencies, host
+        assert install.urn in labels.dependencies, host
+        assert labels.urn in settle.dependencies, host
+        assert labels.type == "kubernetes:core/v1:NodePatch"
+        assert labels.provider == "lab-k8s"
+
+
+def test_servers_go_one_after_another_and_agents_after_the_last_server() -> None:
     result, _ = build(ha_config())
-    urn = {r.name: r.urn for r in commands(result)}
-    node_urns = {u for n, u in urn.items() if n != "lab-kubeconfig"}
+    urn = {r.name: r.urn for r in result.resources}
+    node_urns = {u for n, u in urn.items() if n.startswith("lab-lab-")}
 
     def node_deps(name: str) -> set[str]:
         return set(result.named(name).dependencies) & node_urns
 
-    assert node_deps("lab-lab-srv-1") == set()
-    assert node_deps("lab-lab-srv-2") == {urn["lab-lab-srv-1"]}
-    assert node_deps("lab-lab-srv-3") == {urn["lab-lab-srv-2"]}
-    agents = ["lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2", "lab-lab-cpu-1"]
-    # The last server is after all the others, so no kubelet gets ahead of an API server (version skew).
-    for agent in agents:
-        assert node_deps(agent) == {urn["lab-lab-srv-3"]}, agent
-    assert result.outputs["agents"] == [urn[a] for a in agents]
-    assert set(result.named("lab-kubeconfig").dependencies) == {
-        urn["lab-lab-srv-1"],
-        urn["lab-lab-srv-2"],
-        urn["lab-lab-srv-3"],
-    }
-    assert result.outputs["servers_ready"] == urn["lab-kubeconfig"]
+    assert node_deps("lab-lab-srv-1-prepare") == set()
+    assert node_deps("lab-lab-srv-2-prepare") == {urn["lab-lab-srv-1-settle"]}
+    assert node_deps("lab-lab-srv-3-prepare") == {urn["lab-lab-srv-2-settle"]}
+    # Every pool starts after the last server is back (version skew: no kubelet newer than an API server), then
+    # its nodes go one at a time (rollout.maxUnavailable 1): lab-vm-2 after lab-vm-1 is back.
+    for agent in ("lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-cpu-1"):
+        assert node_deps(f"{agent}-prepare") == {urn["lab-lab-srv-3-settle"]}, agent
+    assert node_deps("lab-lab-vm-2-prepare") == {urn["lab-lab-vm-1-settle"]}
+    assert result.outputs["agents"] == [urn[a] for a in ("lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2",
+                                                         "lab-lab-cpu-1")]
+    # The kubeconfig is read once the first server is installed; the provider (and so the node patches) after it.
+    assert set(result.named("lab-kubeconfig").dependencies) & node_urns == {urn["lab-lab-srv-1"]}
+    assert result.outputs["servers_ready"] == urn["lab-lab-srv-3-settle"]
+
+
+def test_max_unavailable_lets_that_many_nodes_of_a_pool_go_at_once() -> None:
+    config = ha_config()
+    config["nodePools"]["cpu"]["hosts"] = [{"name": f"lab-cpu-{i}", "address": f"10.20.0.4{i}"} for i in range(1, 6)]
+    config["nodePools"]["cpu"]["rollout"] = {"maxUnavailable": 2}
+    result, _ = build(config)
+    urn = {r.name: r.urn for r in result.resources}
+
+    def after(name: str) -> set[str]:
+        return {n for n, u in urn.items() if u in result.named(f"lab-{name}-prepare").dependencies
+                and n.startswith("lab-lab-")}
+
+    assert after("lab-cpu-1") == after("lab-cpu-2") == {"lab-lab-srv-3-settle"}
+    assert after("lab-cpu-3") == {"lab-lab-cpu-1-settle"}
+    assert after("lab-cpu-4") == {"lab-lab-cpu-2-settle"}
+    assert after("lab-cpu-5") == {"lab-lab-cpu-3-settle"}
 
 
 def test_children_names_and_parent() -> None:
     result, _ = build(minimal_cell_config())
     component = result.named("lab")
     assert component.type == "gpucell:index:K3sCluster"
-    assert sorted(r.name for r in result.children(component)) == [
-        "lab-kubeconfig",
-        "lab-lab-cpu-1",
-        "lab-lab-gpu-1",
-        "lab-lab-srv-1",
-        "lab-token",
-    ]
+    per_node = [f"lab-lab-{h}{s}" for h in ("cpu-1", "gpu-1", "srv-1") for s in ("", "-labels", "-prepare", "-settle")]
+    assert sorted(r.name for r in result.children(component)) == sorted(
+        ["lab-k8s", "lab-kubeconfig", "lab-token", *per_node]
+    )
+    # Without a provider factory the cluster builds its own, with a stable clusterIdentifier.
+    assert result.named("lab-k8s").inputs["clusterIdentifier"] == "lab"
 
 
 def test_single_server_agents_follow_it() -> None:
     result, _ = build(minimal_cell_config())
-    server = result.named("lab-lab-srv-1").urn
+    server = result.named("lab-lab-srv-1-settle").urn
     for agent in ("lab-lab-gpu-1", "lab-lab-cpu-1"):
-        assert server in result.named(agent).dependencies, agent
+        assert server in result.named(f"{agent}-prepare").dependencies, agent
 
 
 def test_registered_outputs_use_camel_case_keys(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -419,7 +457,7 @@ def test_token_is_a_random_password_delivered_on_stdin_only() -> None:
     assert token.type == "random:index/randomPassword:RandomPassword"
     assert token.inputs["length"] == 64
     assert token.inputs["special"] is False
-    nodes = [c for c in commands(result) if c.name != "lab-kubeconfig"]
+    nodes = installs(result)
     assert len(nodes) == 7
     for command in nodes:
         assert "stdin" in command.secret_paths, command.name
@@ -427,6 +465,9 @@ def test_token_is_a_random_password_delivered_on_stdin_only() -> None:
         assert command.raw_inputs["stdin"] == TOKEN
         assert token.urn in command.dependencies
     assert "stdin" not in result.named("lab-kubeconfig").raw_inputs
+    for command in commands(result):
+        if command not in nodes:
+            assert "stdin" not in command.raw_inputs, command.name
 
 
 def test_token_text_appears_nowhere_but_secret_stdin() -> None:
@@ -538,6 +579,8 @@ def test_kubeconfig_read_has_no_triggers_and_ignores_server_changes() -> None:
     assert before.named("lab-lab-srv-1").inputs["create"] != after.named("lab-lab-srv-1").inputs["create"]
     assert "triggers" not in after.named("lab-kubeconfig").inputs
     assert before.named("lab-kubeconfig").raw_inputs == after.named("lab-kubeconfig").raw_inputs
+    # A new SSH key, user, port or first server does not read it again either.
+    assert after.named("lab-kubeconfig").options["ignoreChanges"] == ["connection"]
 
 
 @contextmanager
@@ -605,7 +648,7 @@ def test_preview_runs_with_unknown_outputs() -> None:
     result, cluster = build(ha_config(), preview=True, computed=None)
     assert result.outputs["kubeconfig_value"] == UNKNOWN
     assert result.outputs["api_server_url"] == "https://10.20.0.5:6443"
-    assert len(commands(result)) == 8
+    assert len(commands(result)) == 1 + 7 * 3
     assert set(cluster.node_files) == {
         "lab-srv-1",
         "lab-srv-2",
@@ -627,7 +670,7 @@ def test_shellcheck_passes_on_every_generated_script(tmp_path: Path) -> None:
                 path = tmp_path / f"{command.name}-{key}.sh"
                 path.write_text(script_of(command.inputs[key]))
                 paths.append(str(path))
-    assert len(paths) == 7 * 3 + 1
+    assert len(paths) == 1 + 7 * 3 * 3  # the kubeconfig read; per node prepare, install, settle x 3 scripts
     run = subprocess.run(
         [str(SHELLCHECK), "--shell=bash", *paths], capture_output=True, text=True, check=False
     )
@@ -647,7 +690,7 @@ def _into(root: Path, script: str) -> str:
         script.replace("/etc/rancher/k3s", str(root / "etc"))
         .replace("/usr/local/bin/k3s", str(root / "k3s"))
         .replace("/var/lib/kubelet", str(root / "kubelet"))
-        .replace("/var/lib/rancher/k3s", str(root / "data"))
+        .replace("/var/lib/rancher/k3s", str(root / "rancher"))
         .replace("/etc/sysctl.d", str(root / "sysctl.d"))
     )
     fake = root.parent / "installer.sh"
@@ -659,9 +702,12 @@ def _into(root: Path, script: str) -> str:
 
 def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     """Point the script's fixed paths into tmp_path; stub curl (serving a fake installer whose sha256 the script
-    pins), sudo, systemctl and sysctl (recording its calls in ``root/sysctl``).
+    pins, refusing anything else as if no API answered), sudo, systemctl, sysctl (recording its calls in
+    ``root/sysctl``) and sleep.
 
-    The fake installer records each run in ``root/installs``; ``systemctl cat`` succeeds once k3s is installed
+    The fake installer records each run in ``root/installs`` and installs a k3s that answers ``--version`` and,
+    as ``kubectl``, reports the node ``True <version>`` (Ready, kubelet version), or ``root/node-status`` when
+    that file exists; it also writes the kubelet kubeconfig. ``systemctl cat`` succeeds once k3s is installed
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
     ``root/systemctl``.
     """
@@ -671,8 +717,14 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     k3s_bin, kubelet = root / "k3s", root / "kubelet"
     installer = (
         f'echo "$INSTALL_K3S_VERSION $INSTALL_K3S_EXEC" >> {root}/installs\n'
-        f'printf \'#!/usr/bin/env bash\\n[ "$1" = --version ] && echo "k3s version %s (abc)"\\nexit 0\\n\' '
-        f'"$INSTALL_K3S_VERSION" > {k3s_bin}\nchmod +x {k3s_bin}\n'
+        f"cat > {k3s_bin} <<STUB\n"
+        "#!/usr/bin/env bash\n"
+        '[ "\\$1" = --version ] && echo "k3s version $INSTALL_K3S_VERSION (abc)"\n'
+        f'if [ "\\$1" = kubectl ]; then cat {root}/node-status 2>/dev/null || echo "True $INSTALL_K3S_VERSION"; fi\n'
+        "exit 0\n"
+        "STUB\n"
+        f"chmod +x {k3s_bin}\n"
+        f"mkdir -p {root}/rancher/agent && touch {root}/rancher/agent/kubelet.kubeconfig\n"
     )
     (tmp_path / "installer.sh").write_text(installer)
     script = _into(root, script)
@@ -680,8 +732,10 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     _stub(
         bin_dir,
         "curl",
-        f'while [ $# -gt 0 ]; do [ "$1" = -o ] && cp {tmp_path}/installer.sh "$2"; shift; done\n',
+        f'served=""\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && cp {tmp_path}/installer.sh "$2" && served=1; shift; done\n'
+        f'[ -n "$served" ] || [ -e {root}/api-answers ] || exit 7\n',
     )
+    _stub(bin_dir, "sleep", "exit 0\n")
     _stub(bin_dir, "sudo", '[ "$1" = -n ] && shift\nexec "$@"\n')
     _stub(
         bin_dir,
@@ -741,13 +795,95 @@ def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path
     assert "nothing to do" in again.stdout
     assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"  # no reinstall, no restart
 
+    # A label (read only at registration) changes: the file is written, k3s is not restarted.
+    relabelled = script.replace("- gpucell.io/role=server\n", "- gpucell.io/role=server\n- extra=1\n")
+    labelled = _run(relabelled, env)
+    assert labelled.returncode == 0, labelled.stderr
+    assert "only options k3s reads at registration changed (node-label node-taint)" in labelled.stdout
+    assert "- extra=1\n" in (root / "etc" / "config.yaml").read_text()
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"
+
     # Kubelet checkpoints exist on a running node; a config change that keeps kubelet-arg leaves them alone.
     _kubelet_state(root)
-    changed = _run(script.replace("- gpucell.io/role=server\n", "- gpucell.io/role=server\n- extra=1\n"), env)
+    changed = _run(relabelled.replace("- k8s.lab.example\n", "- k8s2.lab.example\n"), env)
     assert changed.returncode == 0, changed.stderr
     assert (root / "installs").read_text() == "v1.34.2+k3s1 server\nv1.34.2+k3s1 server\n"
     assert sorted(p.name for p in (root / "kubelet").iterdir()) == list(STATE_FILES)
     assert not (root / "systemctl").exists()  # never stopped
+    assert changed.stdout.splitlines()[-2:] == ["gpucell: API server ready", "gpucell: node lab-srv-1 Ready on "
+                                                "v1.34.2+k3s1"]
+
+
+def test_a_server_with_etcd_data_does_not_restart_for_its_datastore_options(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-2"].install_script)
+    assert _run(script, env).returncode == 0
+    (root / "rancher" / "server" / "db" / "etcd").mkdir(parents=True)
+    (root / "rancher" / "server" / "cred").mkdir(parents=True)  # k3s wrote it at the first start (CIS profile)
+    (root / "rancher" / "server" / "cred" / "encryption-config.json").write_text("{}")
+    # lab-srv-2 named as the init server: cluster-init instead of server. k3s ignores both once etcd data exists.
+    flipped = script.replace("server: https://10.20.0.5:6443\n", "cluster-init: true\n")
+    assert flipped != script
+    run = _run(flipped, env)
+    assert run.returncode == 0, run.stderr
+    assert "(node-label node-taint cluster-init server): config written, k3s not restarted" in run.stdout
+    assert (root / "installs").read_text().count("\n") == 1
+
+
+def test_an_init_server_without_etcd_data_refuses_to_start_a_second_cluster(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-1"].install_script)
+    (root / "api-answers").touch()  # the API endpoint answers: the cell exists
+    run = _run(script, env)
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: refusing to initialise a new etcd cluster on lab-srv-1: https://10.20.0.5:6443 already answers, so "
+        "the cell exists. A server without etcd data must join it: set etcd.initServer to a running server.\n"
+    )
+    assert not (root / "installs").exists()
+    # A joining server is not concerned, nor the init server once it has its etcd data.
+    (tmp_path / "2").mkdir()
+    root2, env2, joining = _sandbox(tmp_path / "2", cluster.node_files["lab-srv-2"].install_script)
+    (root2 / "api-answers").touch()
+    assert _run(joining, env2).returncode == 0
+
+
+def test_a_node_that_was_ready_must_be_ready_again_on_the_new_version(tmp_path: Path) -> None:
+    old, new = ha_config(), ha_config()
+    new["versions"] = {"k3s": "v1.34.3+k3s1"}
+    new["k3s"] = {"installerSha256": INSTALLER_SHA256["v1.34.2+k3s1"]}  # the sandbox serves the same fake installer
+    _, a = build(old)
+    _, b = build(new)
+    root, env, script = _sandbox(tmp_path, a.node_files["lab-cpu-1"].install_script)
+    first = _run(script, env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.endswith("gpucell: node lab-cpu-1 registered\n")  # new: only registration is awaited
+    # The kubelet keeps reporting the old version: the upgrade fails after the bounded wait.
+    (root / "node-status").write_text("True v1.34.2+k3s1\n")
+    upgrade = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
+    assert upgrade.returncode == 1
+    assert upgrade.stderr == (
+        "gpucell: node lab-cpu-1 not Ready on v1.34.3+k3s1 after 300 s (its kubelet reports 'True v1.34.2+k3s1'); "
+        "see journalctl -u k3s-agent\n"
+    )
+    # Retried (the next pulumi up): nothing to install, but the node must still come up on the new version.
+    retried = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
+    assert retried.returncode == 1
+    assert "k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1" in retried.stdout
+    (root / "node-status").write_text("True v1.34.3+k3s1\n")
+    again = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == "gpucell: k3s v1.34.3+k3s1 already runs this config; nothing to do\n"
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"
+
+
+def test_a_new_node_only_has_to_register(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-cpu-1"].install_script)
+    (root / "node-status").write_text(" v1.34.2+k3s1\n")  # registered, no Ready condition yet (no CNI)
+    run = _run(script, env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.endswith("gpucell: node lab-cpu-1 registered\n")
 
 
 STATE_FILES = ("cpu_manager_state", "memory_manager_state")
@@ -776,7 +912,7 @@ def test_install_script_resets_kubelet_state_only_when_kubelet_args_change(tmp_p
     assert "nothing to do" in again.stdout
     assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
 
-    # Other options change, or the same kubelet-arg set in another order: reinstall, checkpoints kept.
+    # A label changes (no restart), or the same kubelet-arg set in another order (a restart): checkpoints kept.
     relabelled = script.replace("- tier=vm\n", "- tier=vm\n- extra=1\n")
     reordered = relabelled.replace(
         "- topology-manager-policy=restricted\n- topology-manager-scope=pod\n",
@@ -788,7 +924,7 @@ def test_install_script_resets_kubelet_state_only_when_kubelet_args_change(tmp_p
         assert run.returncode == 0, run.stderr
         assert "kubelet-arg changed" not in run.stdout
         assert sorted(p.name for p in state.iterdir()) == list(STATE_FILES)
-    assert installs.read_text().count("\n") == 3
+    assert installs.read_text().count("\n") == 2
     assert not (root / "systemctl").exists()
 
     # Kubelet arguments the checkpoints do not depend on (the topology manager's, the CIS profile's) change:
@@ -811,7 +947,7 @@ def test_install_script_resets_kubelet_state_only_when_kubelet_args_change(tmp_p
     assert "kubelet-arg changed" in changed.stdout
     assert (root / "systemctl").read_text() == "stop k3s-agent\ncpu_manager_state\nmemory_manager_state\n"
     assert list(state.iterdir()) == []
-    assert installs.read_text().count("\n") == 6
+    assert installs.read_text().count("\n") == 5  # first, reordered, rescoped, uncis, repolicied (labels: none)
     assert "- reserved-cpus=0-5,64-67\n" in (root / "etc" / "config.yaml").read_text()
 
     # Idempotent: the new checkpoints survive a rerun.
@@ -861,11 +997,13 @@ def _delete_sandbox(tmp_path: Path, script: str, *, kubectl_rc: int, installed: 
 def test_server_delete_leaves_etcd_before_uninstalling(tmp_path: Path) -> None:
     result, _ = build(ha_config())
     root, output = _delete_sandbox(tmp_path, script_of(result.named("lab-lab-srv-2").inputs["delete"]), kubectl_rc=0)
+    kubectl = f"k3s kubectl --kubeconfig {root}/etc/k3s.yaml --request-timeout=30s"
     assert (root / "calls").read_text().splitlines() == [
-        f"k3s kubectl --kubeconfig {root}/etc/k3s.yaml --request-timeout=30s delete node lab-srv-2 --wait=false",
+        f"{kubectl} delete node lab-srv-2 --wait=false",
+        f"{kubectl} get node lab-srv-2 --ignore-not-found -o name",  # gone: k3s removed its etcd member
         "k3s-uninstall.sh",
     ]
-    assert "deleted node lab-srv-2" in output
+    assert "deleted node lab-srv-2; waiting for k3s to remove its etcd member" in output
 
 
 def test_server_delete_uninstalls_even_when_the_api_is_gone(tmp_path: Path) -> None:
@@ -892,3 +1030,32 @@ def test_agent_delete_only_uninstalls(tmp_path: Path) -> None:
     assert "kubectl" not in delete
     root, _ = _delete_sandbox(tmp_path, delete, kubectl_rc=0)
     assert (root / "calls").read_text() == "k3s-agent-uninstall.sh\n"
+
+
+# -- removal ---------------------------------------------------------------------------------------
+def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
+    """Pulumi deletes dependents first: settle (drain), labels (forgotten), the install (uninstall), prepare
+    (delete the Node object)."""
+    result, cluster = build(ha_config())
+    for host, node in cluster.nodes.items():
+        prepare, install, labels, settle = (result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels",
+                                                                                      "-settle"))
+        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
+        assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
+        assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
+        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host)
+        # prepare and settle run on the control server, whatever node they are about.
+        assert prepare.raw_inputs["connection"]["host"] == settle.raw_inputs["connection"]["host"] == "10.20.0.11"
+        assert "stdin" not in settle.raw_inputs
+
+
+def test_even_server_count_plans_with_a_warning() -> None:
+    config = ha_config()
+    config["nodePools"]["servers"]["hosts"].pop()
+    result, cluster = build(config)
+    assert result.warnings == [
+        "2 servers: an even number of etcd members tolerates no more failures than 1 (0: quorum is 2 of 2); use it "
+        "only as a step to 1 or 3 servers"
+    ]
+    assert node_config(cluster, "lab-srv-1")["cluster-init"] is True
+    assert node_config(cluster, "lab-srv-2")["server"] == "https://10.20.0.5:6443"

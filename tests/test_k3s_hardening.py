@@ -180,24 +180,24 @@ def test_server_script_writes_the_cis_files_applies_the_sysctls_and_makes_the_au
     assert run.returncode == 0, run.stderr
     for path, content in files.files.items():
         written = root / ("sysctl.d/90-kubelet.conf" if path == SYSCTL else path.replace(
-            "/var/lib/rancher/k3s/", "data/"))
+            "/var/lib/rancher/k3s/", "rancher/"))
         assert written.read_text() == content, path
         assert stat.S_IMODE(written.stat().st_mode) == (0o644 if path == SYSCTL else 0o600), path
     assert (root / "sysctl").read_text() == f"sysctl -p {root}/sysctl.d/90-kubelet.conf\n"
-    assert stat.S_IMODE((root / "data" / "server" / "logs").stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "rancher" / "server" / "logs").stat().st_mode) == 0o700
     # A changed file alone (a new issuer) reinstalls, i.e. restarts k3s, which rereads it.
     assert "nothing to do" in _run(script, env).stdout
     moved = script.replace("https://idp.example.net/realms/gpucell", "https://idp.example.net/realms/other")
     assert "installed" in _run(moved, env).stdout
-    assert "realms/other" in (root / "data" / "server" / "authentication-config.yaml").read_text()
+    assert "realms/other" in (root / "rancher" / "server" / "authentication-config.yaml").read_text()
 
 
 def _etcd(root: Path, *, encrypted: bool) -> None:
     """What an initialised k3s server has on disk: its etcd, and with secrets-encryption its encryption config."""
-    (root / "data" / "server" / "db" / "etcd").mkdir(parents=True)
+    (root / "rancher" / "server" / "db" / "etcd").mkdir(parents=True)
     if encrypted:
-        (root / "data" / "server" / "cred").mkdir(parents=True)
-        (root / "data" / "server" / "cred" / "encryption-config.json").write_text("{}")
+        (root / "rancher" / "server" / "cred").mkdir(parents=True)
+        (root / "rancher" / "server" / "cred" / "encryption-config.json").write_text("{}")
 
 
 @pytest.mark.parametrize(("k3s", "encrypted", "have"), [({}, False, "false"), ({"secretsEncryption": False}, True,

@@ -92,9 +92,9 @@ def test_provider_is_fed_by_the_secret_kubeconfig(prod_plan: Plan) -> None:
 
 
 def test_cilium_installs_after_the_servers_answer(prod_plan: Plan) -> None:
-    kubeconfig = prod_plan.result.named("fra1-k3s-kubeconfig")
+    last_server = prod_plan.result.named("fra1-k3s-fra1-srv-3-settle")
     release = next(r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-cilium"))
-    assert kubeconfig.urn in release.dependencies
+    assert last_server.urn in release.dependencies
 
 
 def test_everything_in_cluster_comes_after_cilium(prod_plan: Plan) -> None:
@@ -349,6 +349,26 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
     resources = {r["name"]: r for r in to_json(dev_plan, ["lab1"])["resources"]}
     # pulumi-command's SDK adds replaceOnChanges on triggers and a secret connection to every command
     command = {"additionalSecretOutputs": ["connection"], "replaceOnChanges": ["triggers[*]"]}
-    assert resources["lab1-k3s-kubeconfig"]["options"] == {**command, "additionalSecretOutputs": ["connection",
-                                                                                                  "stdout"]}
-    assert resources["lab1-k3s-lab1-srv-1"]["options"] == command
+    assert resources["lab1-k3s-kubeconfig"]["options"] == {
+        **command, "additionalSecretOutputs": ["connection", "stdout"], "ignoreChanges": ["connection"]
+    }
+    # The single server is protected (the region's removalPolicy); with local-path the agents hold volumes too.
+    for name in ("lab1-k3s-lab1-srv-1", "lab1-k3s-lab1-gpu-1", "lab1-k3s-lab1-cpu-1"):
+        for suffix in ("", "-prepare", "-settle"):
+            assert resources[name + suffix]["options"] == {**command, "protect": True}, name + suffix
+        assert resources[name + "-labels"]["options"] == {"protect": True, "retainOnDelete": True}
+
+
+def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan) -> None:
+    """The issue's "done when", read from the JSON a reviewer gets."""
+    resources = {r["name"]: r for r in to_json(prod_plan, ["fra1", "iad1"])["resources"]}
+    for region in ("fra1", "iad1"):
+        assert resources[f"{region}-k8s"]["inputs"]["clusterIdentifier"] == f"gpucell-{region}"
+        for tenant in ("acme", "globex"):
+            assert resources[f"{region}-{tenant}-namespace"]["options"] == {"protect": True}
+        for vm in ("acme-train-01", "acme-desk-01", "globex-sim-01"):
+            assert resources[f"{region}-{vm}-vm"]["options"] == {"protect": True}
+    gpu_hosts = [n.removesuffix("-labels") for n, r in resources.items()
+                 if r["type"] == "kubernetes:core/v1:NodePatch" and "nvidia.com/gpu.workload.config" in
+                 r["inputs"]["metadata"]["labels"]]
+    assert len(gpu_hosts) == 2 * 10  # h100-vm 4, h200-mig 2, h200 2, l40s-vgpu 2 per region

@@ -21,19 +21,19 @@ from tests.conftest import REPO
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
 
-**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 3 resource(s) change: 0 to create · 3 to update · 0 to replace \
+**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 5 resource(s) change: 0 to create · 5 to update · 0 to replace \
 · 0 to delete
 
 ### ⚠️ Disruptive changes (1)
 
 1. **`podCidr`** in `lab1`: `regions.lab1.network.podCidr` `10.42.0.0/16` → `10.52.0.0/16`
    - Every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate the \
-pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and firewalls \
-written for the old range.
+pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and \
+firewalls written for the old range.
    - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
 reason: "..."}`.
 
-### Region `lab1`: 0 to create · 3 to update · 0 to replace · 0 to delete
+### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
@@ -41,7 +41,49 @@ reason: "..."}`.
 `spec.egress[0].toCIDRSet[0].except[2]`: `10.42.0.0/16` → `10.52.0.0/16` |
 | 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: \
 `10.42.0.0/16` → `10.52.0.0/16` |
+| 🟡 update | command lab1-k3s-lab1-srv-1-prepare | `commands/lab1-k3s-lab1-srv-1-prepare/create.sh`: see the diff \
+below |
+| 🟡 update | command lab1-k3s-lab1-srv-1-settle | `commands/lab1-k3s-lab1-srv-1-settle/create.sh`: see the diff \
+below |
 | 🟡 update | node lab1-srv-1 | `nodes/lab1-srv-1/config.yaml`: see the diff below |
+
+<details><summary>commands/lab1-k3s-lab1-srv-1-prepare/create.sh (update command \
+lab1-k3s-lab1-srv-1-prepare)</summary>
+
+```diff
+--- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
++++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
+@@ -110,7 +110,7 @@
+ }
+\x20
+ readonly WANT_VERSION=v1.34.2+k3s1
+-readonly WANT_CONFIG=bdb046d117408c78
++readonly WANT_CONFIG=c1d56498d99dfb89
+ readonly DRAIN_TIMEOUT=900
+ readonly DRAIN_ATTEMPTS=180
+\x20
+```
+
+</details>
+
+<details><summary>commands/lab1-k3s-lab1-srv-1-settle/create.sh (update command \
+lab1-k3s-lab1-srv-1-settle)</summary>
+
+```diff
+--- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
++++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
+@@ -44,7 +44,7 @@
+ }
+\x20
+ readonly WANT_VERSION=v1.34.2+k3s1
+-readonly WANT_CONFIG=bdb046d117408c78
++readonly WANT_CONFIG=c1d56498d99dfb89
+ readonly READY_ATTEMPTS=60
+ readonly WANT_LABELS=gpucell.io/pool,gpucell.io/role
+\x20
+```
+
+</details>
 
 <details><summary>nodes/lab1-srv-1/config.yaml (update node lab1-srv-1)</summary>
 

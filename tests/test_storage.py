@@ -49,7 +49,7 @@ def build(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, dict[str,
 
 def first_server_config(spec: CellSpec) -> dict[str, Any]:
     pool_name, pool = next(iter(spec.pools(NodeRole.SERVER).items()))
-    return k3s.node_config(spec, pool_name, pool, pool.hosts[0], first_server=True)
+    return k3s.node_config(spec, pool_name, pool, pool.hosts[0])
 
 
 # -- local-path ----------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from gpucell.spec.cell import (
     StorageBackend,
     StorageSpec,
 )
+from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
+from gpucell.spec.lifecycle import RemovalPolicy, Rollout
 from gpucell.spec.network import Host, Network, Ssh, SshOverride
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
 from gpucell.spec.tenancy import (
@@ -51,6 +53,9 @@ __all__ = [
     "DeploymentMode",
     "DiskSource",
     "EgressClass",
+    "EtcdS3",
+    "EtcdSnapshots",
+    "EtcdSpec",
     "EvictionStrategy",
     "Exposure",
     "GpuMode",
@@ -66,6 +71,8 @@ __all__ = [
     "NodePool",
     "NodeRole",
     "NotebookSpec",
+    "RemovalPolicy",
+    "Rollout",
     "RunStrategy",
     "ScaleMetric",
     "ServiceType",

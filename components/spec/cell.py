@@ -14,9 +14,11 @@ from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
+from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
+from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -254,6 +256,12 @@ class CellSpec(SpecModel):
     """Namespaces holding golden VM images every tenant may clone (``rootDisk.source.pvc: <ns>/<name>``); a tenant
     may always clone from its own namespace. Neither a tenant's namespace (``tenant-*``) nor a system or platform
     namespace. Defaults to none."""
+    etcd: EtcdSpec = EtcdSpec()
+    """Embedded etcd: the server that initialised it, and scheduled snapshots."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the region's stateful platform may do: its servers (and, with ``local-path``, its agents), the
+    cluster token, Longhorn, and the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM).
+    ``protect`` (default), ``retain`` or ``delete``; see ``docs/operations.md``."""
 
     _pool_names = field_validator("node_pools")(check_names)
 
@@ -311,6 +319,23 @@ class CellSpec(SpecModel):
         return override.over(self.ssh) if override else self.ssh
 
     @property
+    def init_server(self) -> str | None:
+        """The server given ``cluster-init``: ``etcd.initServer``, or the single server; ``None`` when that server
+        is no longer in the config (every server then joins through the API endpoint)."""
+        names = [host.name for _, host in self.servers]
+        init = self.etcd.init_server if self.etcd.init_server is not None else names[0]
+        return init if init in names else None
+
+    def removal_policy_of(self, pool_name: str, host: Host) -> RemovalPolicy:
+        """The effective ``removalPolicy`` of a host: its own, else the region's for servers and for agents of a
+        ``local-path`` region (their disks hold volumes), else ``delete``."""
+        if host.removal_policy is not None:
+            return host.removal_policy
+        stateful = (self.node_pools[pool_name].role is NodeRole.SERVER
+                    or self.storage.backend is StorageBackend.LOCAL_PATH)
+        return self.removal_policy if stateful else RemovalPolicy.DELETE
+
+    @property
     def api_endpoint(self) -> str:
         """Where the API server is reached: ``network.apiEndpoint`` or the single server's address."""
         if self.network.api_endpoint is not None:
@@ -344,13 +369,25 @@ class CellSpec(SpecModel):
             yield problem
 
     def _check_server_count(self) -> Iterator[SpecError]:
+        # An even count is accepted, as a step of scaling down one server per run (3 -> 2 -> 1); K3sCluster warns
+        # that it tolerates no more failures than one server fewer.
         count = len(self.servers)
         if count == 0:
             yield SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
-        elif count != 1 and count % 2 == 0:
+            return
+        init = self.etcd.init_server
+        if count > 1 and init is None:
             yield SpecError(
-                ("nodePools",),
-                f"{count} servers: embedded etcd needs 1 or an odd number >= 3 of servers (3, 5, 7) to keep quorum",
+                ("etcd", "initServer"),
+                f"is required with {count} servers: name the server that initialised etcd (usually the first, "
+                f"{self.servers[0][1].name}) and keep it when that server is removed, so that no other server is "
+                "ever given cluster-init",
+            )
+        pools = {h.name: n for n, p in self.node_pools.items() for h in p.hosts}
+        if init is not None and init in pools and self.node_pools[pools[init]].role is not NodeRole.SERVER:
+            yield SpecError(
+                ("etcd", "initServer"),
+                f"{shown(init)} is a {self.node_pools[pools[init]].role} node of pool {pools[init]}, not a server",
             )
 
     def _check_hosts(self) -> Iterator[SpecError]:
@@ -470,7 +507,7 @@ class CellSpec(SpecModel):
 
 
 _CELL_RULES = (
-    Rule("servers", ("node_pools",), CellSpec._check_server_count),
+    Rule("servers", ("node_pools", "etcd"), CellSpec._check_server_count),
     Rule("hosts", ("node_pools", "network"), CellSpec._check_hosts),
     Rule("apiEndpoint", ("network", "node_pools"), CellSpec._check_api_endpoint, after=("servers",)),
     Rule("gpuOperator", ("node_pools", "gpu_operator"), CellSpec._check_gpu_operator),

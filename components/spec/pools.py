@@ -11,6 +11,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
+from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.network import Host, SshOverride
 from gpucell.vgpu_sriov import DISABLED_OPERANDS
 
@@ -35,6 +36,8 @@ WORKLOAD_LABEL = "nvidia.com/gpu.workload.config"
 """GPU Operator sandbox workloads: the node's mode (``container``, ``vm-passthrough``, ``vm-vgpu``)."""
 MIG_LABEL = "nvidia.com/mig.config"
 """GPU Operator MIG manager: the node's ``mig-parted`` layout name."""
+MIG_DISABLED = "all-disabled"
+"""The ``mig-parted`` layout with MIG off on every GPU (in the GPU Operator's ``default-mig-parted-config``)."""
 VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
 MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, *DISABLED_OPERANDS)
@@ -244,12 +247,15 @@ class NodePool(SpecModel):
     topology: TopologyProfile | None = None
     """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
     labels: dict[str, str] = {}
-    """Extra node labels set at registration."""
+    """Extra node labels, set at registration and kept by gpucell through the API (field manager ``gpucell``)."""
     taints: list[str] = []
-    """Extra node taints at registration, ``key=value:Effect``. Workloads placed on the pool and the platform
-    components that must run there (GPU Operator operands, NFD, virt-handler, CDI importers, Longhorn) tolerate
-    them. On a Longhorn cell, taint a pool before it holds volumes: Longhorn applies a changed toleration only once
-    every volume is detached."""
+    """The pool's node taints, ``key[=value]:Effect``: set at registration and kept by gpucell through the API
+    (gpucell owns each node's whole taint list, which Kubernetes applies as one value). Workloads placed on the pool
+    and the platform components that must run there (GPU Operator operands, NFD, virt-handler, CDI importers,
+    Longhorn) tolerate them. On a Longhorn cell, taint a pool before it holds volumes: Longhorn applies a changed
+    toleration only once every volume is detached."""
+    rollout: Rollout = Rollout()
+    """How the pool's nodes go through maintenance (k3s upgrades and restarts, GPU reconfigurations)."""
 
     @field_validator("labels")
     @classmethod
@@ -274,6 +280,9 @@ class NodePool(SpecModel):
 
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:
+        if self.role is NodeRole.SERVER and self.rollout.max_unavailable != 1:
+            raise SpecError(("rollout", "maxUnavailable"), f"{self.rollout.max_unavailable} on a server pool: servers "
+                            "(etcd members) go through maintenance one at a time; use 1")
         if self.role is not NodeRole.GPU:
             self._no_gpu_fields()
             return self
@@ -342,6 +351,28 @@ class NodePool(SpecModel):
         if self.gpu_mode is None:
             raise ValueError("not a gpu pool")
         return self.gpu_mode
+
+    @property
+    def mig_label(self) -> str | None:
+        """The ``nvidia.com/mig.config`` value of the pool's nodes: ``migConfig`` on container-mode pools whose GPU
+        supports MIG, ``all-disabled`` there without one (so that removing a layout turns MIG off again), else
+        ``None`` (no MIG manager runs on VM nodes or on GPUs without MIG)."""
+        if self.role is not NodeRole.GPU or self.mode is not GpuMode.CONTAINER or not self.model.supports_mig:
+            return None
+        return self.mig_config or MIG_DISABLED
+
+    @property
+    def taint_objects(self) -> list[dict[str, str]]:
+        """``taints`` as ``core/v1`` Taint objects: ``{"key", "value" (when given), "effect"}``, in config order."""
+        objects: list[dict[str, str]] = []
+        for taint in self.taints:
+            match = _TAINT.match(taint)
+            assert match is not None  # validated above
+            taint_object = {"key": match["key"]}
+            if match["value"] is not None:
+                taint_object["value"] = match["value"]
+            objects.append({**taint_object, "effect": match["effect"]})
+        return objects
 
     @property
     def mig_layout(self) -> dict[str, int]:

@@ -12,6 +12,7 @@ from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.identity import RESERVED_PREFIX
+from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import check_host_name, check_service_names
 from gpucell.spec.workloads import (
     MAX_POD_CPU_MILLICORES,
@@ -154,6 +155,10 @@ class TenantSpec(SpecModel):
     """Notebook name -> notebook."""
     model_endpoints: dict[str, ModelEndpointSpec] = {}
     """Endpoint name -> InferenceService."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the tenant from the config may do to its namespace (and every PVC in it) and its guard rails
+    (quota, limits, RBAC, network policies): ``protect`` (default), ``retain`` or ``delete``. Also the default of
+    its VMs and notebooks."""
 
     _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
 

@@ -22,6 +22,7 @@ from gpucell.spec._values import (
     check_single_line,
     check_url,
 )
+from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
 
 __all__ = [
@@ -285,6 +286,9 @@ class GpuVirtualMachineSpec(SpecModel):
     ``LiveMigrateIfPossible``."""
     ssh_service: SshService | None = None
     """A Service for SSH (port 22); none by default."""
+    removal_policy: RemovalPolicy | None = None
+    """What removing the VM from the config may do to the VirtualMachine and so its disks (its
+    ``dataVolumeTemplates``, owned by it): ``protect``, ``retain`` or ``delete``. Defaults to the tenant's."""
 
     @field_validator("hugepages")
     @classmethod
@@ -416,6 +420,10 @@ class NotebookSpec(SpecModel):
     """Run with a read-only root filesystem (``/tmp`` and the home stay writable). Defaults to true."""
     expose: Exposure | None = None
     """An Ingress for the notebook; none keeps it cluster-internal (use ``kubectl port-forward``)."""
+    removal_policy: RemovalPolicy | None = None
+    """What removing the notebook from the config may do to its StatefulSet: ``protect``, ``retain`` or
+    ``delete``. Defaults to the tenant's. The home PVC outlives the StatefulSet in every case (it goes with the
+    tenant's namespace, or by hand)."""
 
     _class = field_validator("storage_class")(_storage_class)
 

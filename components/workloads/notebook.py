@@ -38,6 +38,7 @@ from pulumi_kubernetes.networking.v1 import Ingress
 from gpucell._component import CellComponent
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
+from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
@@ -354,7 +355,9 @@ class Notebook(CellComponent):
       (:func:`ingress_policy_manifest`).
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
-    waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass). Pulumi waits up to
+    waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass). The StatefulSet takes
+    the notebook's ``removalPolicy`` (by default the tenant's, ``protect``); its home PVC is kept in every case
+    (``persistentVolumeClaimRetentionPolicy`` Retain) and goes only with the tenant's namespace. Pulumi waits up to
     30 minutes for the pod to become ready: GPU notebook images are several GB.
     """
 
@@ -408,6 +411,7 @@ class Notebook(CellComponent):
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT
                 ),
+                **removal_options(spec.removal_policy or tenant.removal_policy),
             ),
         )
         """The ``StatefulSet``."""

@@ -39,6 +39,7 @@ from pulumi_kubernetes.core.v1 import Service
 from gpucell._component import CellComponent
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
+from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
 from gpucell.workloads._common import (
@@ -333,7 +334,8 @@ class GpuVirtualMachine(CellComponent):
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies), on the ``KubeVirt`` CR (Available,
     and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile patch (so DataVolumes get the
-    PVC shape the cell's storage needs).
+    PVC shape the cell's storage needs). The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default
+    the tenant's, ``protect``): it owns the VM's DataVolumes, so deleting it deletes the disks.
     """
 
     namespace: pulumi.Output[str]
@@ -364,7 +366,10 @@ class GpuVirtualMachine(CellComponent):
             self.child(depends_on=after),
         )
         """The cloud-init user data Secret."""
-        self.vm = custom_resource(f"{name}-vm", manifest, self.child(depends_on=[*after, self.cloud_init]))
+        # The VirtualMachine owns its disks (dataVolumeTemplates): deleting it deletes them.
+        lifecycle = removal_options(spec.removal_policy or tenant.removal_policy)
+        self.vm = custom_resource(f"{name}-vm", manifest,
+                                  self.child(depends_on=[*after, self.cloud_init], **lifecycle))
         """The ``VirtualMachine``."""
         self.ssh_service: Service | None = None
         """The SSH ``Service``, when declared."""

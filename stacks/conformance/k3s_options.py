@@ -49,7 +49,10 @@ SERVER_OPTIONS: frozenset[str] = _COMMON | frozenset(
         "datastore-certfile", "datastore-keyfile", "etcd-expose-metrics", "etcd-disable-snapshots",
         "etcd-snapshot-name", "etcd-snapshot-schedule-cron", "etcd-snapshot-retention", "etcd-snapshot-dir",
         "etcd-snapshot-compress", "etcd-s3", "etcd-s3-endpoint", "etcd-s3-bucket", "etcd-s3-folder",
-        "etcd-s3-region", "etcd-s3-access-key", "etcd-s3-secret-key", "etcd-arg",
+        "etcd-s3-region", "etcd-s3-access-key", "etcd-s3-secret-key", "etcd-arg", "etcd-s3-endpoint-ca",
+        "etcd-s3-skip-ssl-verify", "etcd-s3-insecure", "etcd-s3-timeout", "etcd-s3-proxy",
+        # since v1.30.4+k3s1, v1.29.8+k3s1 and v1.28.13+k3s1 (k3s docs docs/cli/etcd-snapshot.md)
+        "etcd-s3-config-secret",
         # tokens
         "agent-token", "agent-token-file",
         # components

@@ -32,16 +32,22 @@ def shellcheck_binary() -> str:
 
 
 def shellcheck(scripts: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
-    """Run shellcheck (bash dialect) over ``name -> script``; ``name -> [(\"line N\", \"SCxxxx: message\")]``."""
+    """Run shellcheck (bash dialect) over ``name -> script``; ``name -> [(\"line N\", \"SCxxxx: message\")]``.
+
+    Each distinct text is checked once (a command's create and update scripts are usually the same).
+    """
     findings: dict[str, list[tuple[str, str]]] = {name: [] for name in scripts}
     if not scripts:
         return findings
+    names_of: dict[str, list[str]] = {}
+    for name, text in scripts.items():
+        names_of.setdefault(text, []).append(name)
     with tempfile.TemporaryDirectory(prefix="gpucell-shellcheck-") as tmp:
-        paths: dict[str, str] = {}
-        for index, (name, text) in enumerate(scripts.items()):
+        paths: dict[str, list[str]] = {}
+        for index, (text, names) in enumerate(names_of.items()):
             path = Path(tmp) / f"script-{index}.sh"
             path.write_text(text)
-            paths[str(path)] = name
+            paths[str(path)] = names
         done = subprocess.run(
             [shellcheck_binary(), "--shell=bash", "--format=json1", *paths],
             capture_output=True, text=True, check=False,
@@ -49,9 +55,10 @@ def shellcheck(scripts: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
         if done.returncode not in (0, 1):
             raise RuntimeError(f"shellcheck failed: {done.stderr.strip()}")
         for comment in json.loads(done.stdout or "{}").get("comments", []):
-            findings[paths[comment["file"]]].append(
-                (f"line {comment['line']}", f"SC{comment['code']}: {comment['message']}")
-            )
+            for name in paths[comment["file"]]:
+                findings[name].append(
+                    (f"line {comment['line']}", f"SC{comment['code']}: {comment['message']}")
+                )
     return findings
 
 

@@ -1,0 +1,519 @@
+"""The scripts that take a node through maintenance and out of the cell, run with ``kubectl`` on a server.
+
+Each node gets two commands besides its install command (:mod:`gpucell.k3s`), both run over SSH on the cell's
+*control server* (the first server in config order) with ``k3s kubectl`` and the admin kubeconfig there:
+
+- ``<node>-prepare``, before the install command. Create and update run :func:`prepare_script`: when the node's
+  k3s will restart (a new version, a changed config) it cordons and drains the node; when only its GPU
+  configuration changes it cordons it and evicts just its GPU workloads. Delete runs :func:`forget_script`, the
+  last step of a removal: delete the Node object once k3s is uninstalled.
+- ``<node>-settle``, after the install command and the node's NodePatch (the relabel). Create and update run
+  :func:`settle_script`: remove the labels gpucell no longer keeps; wait until the node is Ready on the pinned
+  version and, on a GPU node, until the GPU Operator reports the new state, then uncordon. Delete runs
+  :func:`removal_drain_script`, the first step of a removal: cordon and drain.
+
+The scripts decide by *looking at the node*, not at why Pulumi ran them: a run caused by a new SSH key, a
+retried failure or the first ``pulumi up`` after an upgrade of gpucell finds nothing to do and changes nothing.
+What they compare:
+
+- the kubelet version (``status.nodeInfo.kubeletVersion``) with the pinned k3s version;
+- the annotation ``gpucell.io/k3s-config`` (the :func:`gpucell._k3s_scripts.restart_digest` recorded by the last
+  successful settle) with the digest of the new config: a node without it is taken as converged;
+- the GPU configuration labels (:attr:`gpucell._node_state.NodeState.gpu_config`) with the desired ones.
+
+Prepare records why it cordoned in ``gpucell.io/maintenance`` (and ``gpucell.io/keep-cordoned: "true"`` when the
+node was already cordoned by someone else, so settle leaves it cordoned); settle acts only when that annotation
+is there. Every wait is bounded (the pool's ``rollout``), and a failure leaves the node cordoned and says what is
+left; the next ``pulumi up`` resumes where it stopped.
+
+GPU workloads are pods whose containers have a limit on an ``nvidia.com/`` resource. Pods are evicted through the
+Eviction API, so PodDisruptionBudgets hold (a 429 is retried until the timeout). A GPU VM's virt-launcher pod is
+not evicted: its VirtualMachineInstance is deleted, which shuts the guest down gracefully, because a VM with GPUs
+cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
+VirtualMachine's ``runStrategy`` then decides: ``Always`` starts it again wherever it fits, ``RerunOnFailure``,
+``Manual`` and ``Halted`` leave it stopped until its owner starts it (``virtctl start``).
+
+Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubernetes.io "Safely Drain a Node",
+"API-initiated Eviction"); KubeVirt "Node maintenance" (user guide); the GPU Operator state labels in
+:mod:`gpucell._node_state`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
+from gpucell._node_state import GPU_OPERATOR_NAMESPACE, NodeState
+
+__all__ = [
+    "CONFIG_ANNOTATION",
+    "KEEP_CORDONED_ANNOTATION",
+    "LABELS_ANNOTATION",
+    "MAINTENANCE_ANNOTATION",
+    "POLL_SECONDS",
+    "forget_script",
+    "jsonpath_key",
+    "prepare_script",
+    "removal_drain_script",
+    "settle_script",
+]
+
+MAINTENANCE_ANNOTATION = "gpucell.io/maintenance"
+"""Set on a node that gpucell cordoned, to why (``k3s-upgrade``, ``k3s-restart``, ``gpu-reconfiguration``)."""
+KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
+"""``"true"`` on a node that was already cordoned when gpucell's maintenance began: it stays cordoned after."""
+CONFIG_ANNOTATION = "gpucell.io/k3s-config"
+"""The :func:`gpucell._k3s_scripts.restart_digest` the node last converged to."""
+LABELS_ANNOTATION = "gpucell.io/labels"
+"""The label keys gpucell kept on the node at the last settle, comma-separated: a key that leaves the pool's labels
+is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
+POLL_SECONDS = 5
+"""Seconds between two looks at the node in every wait."""
+API_ATTEMPTS = 24
+"""Looks at ``/readyz`` before the control server's API counts as down (x :data:`POLL_SECONDS`)."""
+
+
+def jsonpath_key(key: str) -> str:
+    """A label or annotation key as a kubectl JSONPath member: dots escaped (``nvidia\\.com/mig\\.config``)."""
+    return key.replace(".", "\\.")
+
+
+_VARIABLES = """\
+readonly K3S_BIN=/usr/local/bin/k3s
+readonly KUBECONFIG_FILE={kubeconfig}
+readonly NODE={node}
+readonly POLL_SECONDS={poll}
+
+"""
+
+# Shell functions, each rendered only into the scripts that call it (shellcheck flags unused ones).
+_FUNCTIONS = {
+    "kc": """\
+kc() {{
+  as_root "$K3S_BIN" kubectl --kubeconfig "$KUBECONFIG_FILE" --request-timeout=60s "$@"
+}}
+""",
+    "api_up": """\
+# The API server on this server answers (it may be restarting: waits up to {api_timeout} s).
+api_up() {{
+  local _
+  for _ in $(seq 1 {api_attempts}); do
+    if kc get --raw=/readyz >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep "$POLL_SECONDS"
+  done
+  return 1
+}}
+""",
+    "node_exists": """\
+node_exists() {{
+  [ -n "$(kc get node "$NODE" --ignore-not-found -o name)" ]
+}}
+""",
+    "node_field": """\
+# One JSONPath template evaluated on the Node, e.g. '{{.spec.unschedulable}}'.
+node_field() {{
+  kc get node "$NODE" -o "jsonpath=$1"
+}}
+""",
+    "gpu_pods": """\
+# "<namespace> <pod> <owner kind> <owner name>", tab-separated, of every unfinished pod on the node that has a
+# limit on an nvidia.com/ resource (a GPU, MIG slice, passthrough GPU or vGPU).
+gpu_pods() {{
+  local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
+  template+='{{.metadata.ownerReferences[0].kind}}{{"\\t"}}{{.metadata.ownerReferences[0].name}}{{"\\t"}}'
+  template+='{{.spec.containers[*].resources.limits}}{{"\\n"}}{{end}}'
+  kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" \\
+    -o "jsonpath=$template" | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
+}}
+""",
+    "stop_gpu_vms": """\
+# A GPU VM cannot live-migrate: delete its VirtualMachineInstance, which shuts the guest down gracefully. Its
+# VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped.
+stop_gpu_vms() {{
+  local ns pod kind owner
+  while IFS=$'\\t' read -r ns pod kind owner; do
+    if [ "$kind" = VirtualMachineInstance ]; then
+      echo "gpucell: stopping VM $ns/$owner on $NODE (pod $pod): a VM with GPUs cannot live-migrate"
+      kc -n "$ns" delete virtualmachineinstances.kubevirt.io "$owner" --ignore-not-found --wait=false >/dev/null
+    fi
+  done < <(gpu_pods)
+}}
+""",
+    "evict": """\
+# Evict one pod through the Eviction API: a PodDisruptionBudget that forbids it answers 429 (retried by callers).
+evict() {{
+  kc create --raw "/api/v1/namespaces/$1/pods/$2/eviction" -f - >/dev/null 2>&1 <<EVICTION
+{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"$2","namespace":"$1"}}}}
+EVICTION
+}}
+""",
+    "evict_gpu_pods": """\
+# Evict (or, for GPU VMs, stop) every GPU pod on the node, retrying until none is left or the drain timeout.
+evict_gpu_pods() {{
+  local pods ns pod kind owner _
+  stop_gpu_vms
+  for _ in $(seq 1 "$DRAIN_ATTEMPTS"); do
+    pods="$(gpu_pods)"
+    if [ -z "$pods" ]; then
+      echo "gpucell: no GPU workloads left on $NODE"
+      return 0
+    fi
+    while IFS=$'\\t' read -r ns pod kind owner; do
+      if [ "$kind" = VirtualMachineInstance ]; then
+        kc -n "$ns" delete virtualmachineinstances.kubevirt.io "$owner" --ignore-not-found --wait=false \\
+          >/dev/null 2>&1 || true
+      else
+        evict "$ns" "$pod" || true  # 429: a PodDisruptionBudget says not yet; retried
+      fi
+    done <<<"$pods"
+    sleep "$POLL_SECONDS"
+  done
+  echo "gpucell: GPU workloads still on $NODE after $DRAIN_TIMEOUT s (a PodDisruptionBudget may forbid evicting" \\
+    "them): $(gpu_pods | awk -F '\\t' '{{ printf "%s/%s ", $1, $2 }}')- $NODE stays cordoned; move or stop them," \\
+    "then run pulumi up again" >&2
+  return 1
+}}
+""",
+    "drain_node": """\
+# Drain the whole node (GPU VMs stopped first): kubectl drain evicts through the Eviction API.
+drain_node() {{
+  stop_gpu_vms
+  if ! kc drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout="${{DRAIN_TIMEOUT}}s"; then
+    echo "gpucell: could not drain $NODE within $DRAIN_TIMEOUT s (see kubectl's message above: a" \\
+      "PodDisruptionBudget, or a pod without a controller); $NODE stays cordoned; resolve it, then run" \\
+      "pulumi up again" >&2
+    return 1
+  fi
+}}
+""",
+}
+
+_PREPARE = """\
+readonly WANT_VERSION={version}
+readonly WANT_CONFIG={digest}
+readonly DRAIN_TIMEOUT={drain_timeout}
+readonly DRAIN_ATTEMPTS={drain_attempts}
+
+if [ ! -x "$K3S_BIN" ]; then
+  echo "gpucell: k3s is not installed on this server yet (a new cell): nothing to prepare on $NODE"
+  exit 0
+fi
+if ! api_up; then
+  echo "gpucell: the API server on this server does not answer; cannot prepare $NODE" >&2
+  exit 1
+fi
+if ! node_exists; then
+  echo "gpucell: $NODE is not registered yet: nothing to prepare"
+  exit 0
+fi
+
+# Why the node must leave service, from what it runs now; nothing when it already runs what is wanted.
+reasons="$(node_field '{{.metadata.annotations.{maintenance_path}}}')"
+have_version="$(node_field '{{.status.nodeInfo.kubeletVersion}}')"
+if [ "$have_version" != "$WANT_VERSION" ]; then
+  reasons="$reasons,k3s-upgrade"
+fi
+have_config="$(node_field '{{.metadata.annotations.{config_path}}}')"
+if [ -n "$have_config" ] && [ "$have_config" != "$WANT_CONFIG" ]; then
+  reasons="$reasons,k3s-restart"
+fi
+{gpu_checks}reasons="$(tr ',' '\\n' <<<"$reasons" | awk 'NF && !seen[$0]++' | paste -sd, -)"
+if [ -z "$reasons" ]; then
+  echo "gpucell: $NODE already runs k3s $WANT_VERSION with its config and GPU configuration; nothing to prepare"
+  exit 0
+fi
+
+echo "gpucell: taking $NODE out of service: $reasons"
+if [ "$(node_field '{{.spec.unschedulable}}')" = true ] \\
+  && [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
+  kc annotate node "$NODE" --overwrite "{keep_cordoned}=true" >/dev/null
+fi
+kc annotate node "$NODE" --overwrite "{maintenance}=$reasons" >/dev/null
+kc cordon "$NODE"
+case ",$reasons," in
+  *,k3s-upgrade,* | *,k3s-restart,*) drain_node ;;
+  *) evict_gpu_pods ;;
+esac
+echo "gpucell: $NODE is ready for maintenance"
+"""
+
+_GPU_CHECK = """\
+if [ "$(node_field '{{.metadata.labels.{key}}}')" != {value} ]; then
+  reasons="$reasons,gpu-reconfiguration"
+fi
+"""
+
+_SETTLE = """\
+readonly WANT_VERSION={version}
+readonly WANT_CONFIG={digest}
+readonly READY_ATTEMPTS={ready_attempts}
+readonly WANT_LABELS={want_labels}
+
+# Labels gpucell kept here before and no longer wants are removed: the NodePatch only gives up its own claim on
+# them, and k3s's registration may share it.
+prune_labels() {{
+  local had key
+  local -a keys
+  had="$(node_field '{{.metadata.annotations.{labels_path}}}')"
+  IFS=, read -ra keys <<<"$had"
+  for key in "${{keys[@]}}"; do
+    case ",$WANT_LABELS," in
+      *",$key,"*) ;;
+      *)
+        kc label node "$NODE" "$key-" >/dev/null
+        echo "gpucell: removed label $key from $NODE"
+        ;;
+    esac
+  done
+  if [ "$had" != "$WANT_LABELS" ]; then
+    kc annotate node "$NODE" --overwrite "{labels}=$WANT_LABELS" >/dev/null
+  fi
+}}
+
+{gpu_state_function}if [ ! -x "$K3S_BIN" ]; then
+  echo "gpucell: k3s is not installed on this server; cannot settle $NODE" >&2
+  exit 1
+fi
+if ! api_up; then
+  echo "gpucell: the API server on this server does not answer; cannot settle $NODE" >&2
+  exit 1
+fi
+if ! node_exists; then
+  echo "gpucell: $NODE is not registered; its k3s did not join the cell" >&2
+  exit 1
+fi
+prune_labels
+if [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
+  if [ "$(node_field '{{.metadata.annotations.{config_path}}}')" != "$WANT_CONFIG" ]; then
+    kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
+  fi
+  echo "gpucell: $NODE was not taken out of service; nothing to settle"
+  exit 0
+fi
+
+status=""
+for _ in $(seq 1 "$READY_ATTEMPTS"); do
+  status="$(node_field '{{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}')"
+  if [ "$status" = "True $WANT_VERSION" ]; then
+    break
+  fi
+  sleep "$POLL_SECONDS"
+done
+if [ "$status" != "True $WANT_VERSION" ]; then
+  echo "gpucell: $NODE is not Ready on $WANT_VERSION (it reports '$status'); it stays cordoned" >&2
+  exit 1
+fi
+{gpu_wait}kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
+if [ "$(node_field '{{.metadata.annotations.{keep_cordoned_path}}}')" = true ]; then
+  echo "gpucell: $NODE was cordoned before its maintenance; it stays cordoned"
+  kc annotate node "$NODE" "{maintenance}-" "{keep_cordoned}-" >/dev/null
+else
+  kc annotate node "$NODE" "{maintenance}-" >/dev/null
+  kc uncordon "$NODE"
+fi
+echo "gpucell: $NODE is back in service"
+"""
+
+_GPU_STATE_FUNCTION = """\
+readonly GPU_ATTEMPTS={gpu_attempts}
+readonly GPU_TIMEOUT={gpu_timeout}
+
+# What still keeps the node from its GPU state, one line each; nothing once the GPU Operator reports it.
+gpu_state_problems() {{
+  local value pods template
+{state_checks}{resource_checks}  template='{{range .items[*]}}{{.metadata.name}}{{"\\t"}}{{.status.phase}}{{"\\t"}}'
+  template+='{{.status.containerStatuses[*].ready}}{{"\\n"}}{{end}}'
+  pods="$(kc get pods -n {operator_ns} --field-selector "spec.nodeName=$NODE" -o "jsonpath=$template")"
+  if [ -z "$pods" ]; then
+    echo "no GPU Operator pod runs on $NODE yet"
+  fi
+  awk -F '\\t' 'NF && $2 != "Succeeded" && ($2 != "Running" || $3 == "" || $3 ~ /false/) {{
+    print "GPU Operator pod " $1 " is not ready (" $2 ")" }}' <<<"$pods"
+}}
+
+"""
+
+_GPU_WAIT = """\
+problems=""
+for _ in $(seq 1 "$GPU_ATTEMPTS"); do
+  problems="$(gpu_state_problems)"
+  if [ -z "$problems" ]; then
+    break
+  fi
+  if grep -q "is 'failed'" <<<"$problems"; then
+    break
+  fi
+  sleep "$POLL_SECONDS"
+done
+if [ -n "$problems" ]; then
+  echo "gpucell: $NODE did not reach its GPU state within $GPU_TIMEOUT s; it stays cordoned:" >&2
+  echo "$problems" >&2
+  echo "see kubectl describe node $NODE and the GPU Operator's pods there (kubectl -n {operator_ns} get pods" \\
+    "-o wide), then run pulumi up again" >&2
+  exit 1
+fi
+echo "gpucell: the GPU Operator reports $NODE in its new GPU state"
+"""
+
+_STATE_CHECK = """\
+  value="$(node_field '{{.metadata.labels.{key}}}')"
+  if [ "$value" != success ]; then
+    echo "{label} is '${{value:-unset}}', not 'success'"
+  fi
+"""
+
+_RESOURCE_CHECK = """\
+  value="$(node_field '{{.status.allocatable.{key}}}')"
+  if [ "$value" != {count} ]; then
+    echo "allocatable {resource} is '${{value:-0}}', expected {count}"
+  fi
+"""
+
+_REMOVAL_DRAIN = """\
+readonly DRAIN_TIMEOUT={drain_timeout}
+
+if [ ! -x "$K3S_BIN" ]; then
+  echo "gpucell: k3s is not installed on this server: nothing to drain for $NODE"
+  exit 0
+fi
+if ! api_up; then
+  echo "gpucell: the API server on this server does not answer; cannot drain $NODE before removing it" >&2
+  exit 1
+fi
+if ! node_exists; then
+  echo "gpucell: $NODE is not registered: nothing to drain"
+  exit 0
+fi
+kc cordon "$NODE"
+if [ "$(node_field '{{.status.conditions[?(@.type=="Ready")].status}}')" != True ]; then
+  echo "gpucell: $NODE is not Ready (its kubelet is gone): not draining; its pods go with its Node object"
+  exit 0
+fi
+drain_node
+echo "gpucell: $NODE is drained and cordoned for removal"
+"""
+
+_FORGET = """\
+if [ ! -x "$K3S_BIN" ]; then
+  echo "gpucell: k3s is not installed on this server: nothing to forget about $NODE"
+  exit 0
+fi
+if ! api_up; then
+  echo "gpucell: the API server on this server does not answer; cannot delete node $NODE" >&2
+  exit 1
+fi
+# k3s is uninstalled from the node by now, so its kubelet cannot register it again.
+kc delete node "$NODE" --ignore-not-found --wait=false
+for _ in $(seq 1 {attempts}); do
+  if ! node_exists; then
+    echo "gpucell: node $NODE removed from the cell"
+    exit 0
+  fi
+  sleep "$POLL_SECONDS"
+done
+echo "gpucell: node $NODE is still listed after {timeout} s; see kubectl get node $NODE -o yaml (finalizers)" >&2
+exit 1
+"""
+
+
+_ANNOTATIONS = {
+    "maintenance": MAINTENANCE_ANNOTATION,
+    "maintenance_path": jsonpath_key(MAINTENANCE_ANNOTATION),
+    "config": CONFIG_ANNOTATION,
+    "config_path": jsonpath_key(CONFIG_ANNOTATION),
+    "keep_cordoned": KEEP_CORDONED_ANNOTATION,
+    "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
+    "labels": LABELS_ANNOTATION,
+    "labels_path": jsonpath_key(LABELS_ANNOTATION),
+}
+
+
+def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
+    variables = _VARIABLES.format(kubeconfig=KUBECONFIG_PATH, node=shlex.quote(node), poll=POLL_SECONDS)
+    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS)
+             for name in functions]
+    return _PREAMBLE.format(title=title) + "\n" + variables + "\n".join(parts) + "\n"
+
+
+_BASE = ("kc", "api_up", "node_exists", "node_field")
+_DRAIN = ("gpu_pods", "stop_gpu_vms", "drain_node")
+
+
+def _attempts(minutes: int) -> int:
+    return max(1, minutes * 60 // POLL_SECONDS)
+
+
+def prepare_script(state: NodeState, version: str, digest: str) -> str:
+    """Create/update of ``<node>-prepare``: take the node out of service when what it runs must change.
+
+    Reasons, from the live Node: ``k3s-upgrade`` (kubelet version is not ``version``), ``k3s-restart`` (annotation
+    ``gpucell.io/k3s-config`` present and not ``digest``), ``gpu-reconfiguration`` (a label of
+    ``state.gpu_config`` differs), plus any left in ``gpucell.io/maintenance`` by an interrupted run. With none it
+    exits 0; also when k3s is not installed on the control server (a new cell) or the node is not registered (a
+    new node). Otherwise: record the reasons, cordon, and drain (k3s reasons) or evict only GPU workloads,
+    within ``state.rollout.drain_timeout_minutes``; exits 1 with the pods left when that runs out.
+    """
+    gpu_checks = "".join(
+        _GPU_CHECK.format(key=jsonpath_key(key), value=shlex.quote(value)) for key, value in state.gpu_config.items()
+    )
+    body = _PREPARE.format(
+        version=shlex.quote(version), digest=shlex.quote(digest),
+        drain_timeout=state.rollout.drain_timeout_minutes * 60,
+        drain_attempts=_attempts(state.rollout.drain_timeout_minutes), gpu_checks=gpu_checks, **_ANNOTATIONS,
+    )
+    functions = (*_BASE, *_DRAIN, "evict", "evict_gpu_pods")
+    return _header(f"gpucell: prepare {state.name} for maintenance", state.name, functions) + body
+
+
+def settle_script(state: NodeState, version: str, digest: str) -> str:
+    """Create/update of ``<node>-settle``: bring a node that prepare took out of service back.
+
+    First, in every case, it removes the labels listed in ``gpucell.io/labels`` (what gpucell kept at the last
+    settle) that ``state.labels`` no longer has, and records the current keys there. Without
+    ``gpucell.io/maintenance`` on the node it then only records ``gpucell.io/k3s-config: <digest>`` and exits
+    0. Otherwise it waits (``READY`` x :data:`POLL_SECONDS`, 5 minutes) until the node is Ready on ``version``;
+    on a GPU node also until, within ``state.rollout.gpu_state_timeout_minutes``, every label of
+    ``state.state_labels`` is ``success``, ``status.allocatable`` has ``state.resources`` exactly, and the GPU
+    Operator's pods on the node are ready (a state ``failed`` ends the wait at once). Then it records the digest,
+    removes ``gpucell.io/maintenance`` and uncordons (unless ``gpucell.io/keep-cordoned``). Exits 1 naming what
+    is missing, leaving the node cordoned.
+    """
+    gpu_state_function = gpu_wait = ""
+    if state.is_gpu:
+        gpu_state_function = _GPU_STATE_FUNCTION.format(
+            state_checks="".join(_STATE_CHECK.format(key=jsonpath_key(label), label=label)
+                                 for label in state.state_labels),
+            resource_checks="".join(_RESOURCE_CHECK.format(key=jsonpath_key(name), resource=name, count=count)
+                                    for name, count in state.resources.items()),
+            operator_ns=GPU_OPERATOR_NAMESPACE, gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
+            gpu_timeout=state.rollout.gpu_state_timeout_minutes * 60,
+        )
+        gpu_wait = _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE)
+    body = _SETTLE.format(
+        version=shlex.quote(version), digest=shlex.quote(digest), ready_attempts=_attempts(5),
+        want_labels=shlex.quote(",".join(state.labels)), gpu_state_function=gpu_state_function,
+        gpu_wait=gpu_wait, **_ANNOTATIONS,
+    )
+    return _header(f"gpucell: settle {state.name} after maintenance", state.name, _BASE) + body
+
+
+def removal_drain_script(state: NodeState) -> str:
+    """Delete of ``<node>-settle``, the first step of removing a node: cordon, stop its GPU VMs and drain it
+    (``kubectl drain --ignore-daemonsets --delete-emptydir-data``) within ``state.rollout.drain_timeout_minutes``.
+
+    Exits 0 without draining when the node is not registered, when it is not Ready (a dead kubelet cannot
+    confirm evictions; the pods go with the Node object) or when k3s is not on the control server; exits 1
+    when the API does not answer or the drain fails, which stops the removal before anything is uninstalled.
+    """
+    body = _REMOVAL_DRAIN.format(drain_timeout=state.rollout.drain_timeout_minutes * 60)
+    return _header(f"gpucell: drain {state.name} before removing it", state.name, (*_BASE, *_DRAIN)) + body
+
+
+def forget_script(node: str) -> str:
+    """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
+    from it by then, so it cannot register again) and wait up to 5 minutes for it to be gone. A server's Node is
+    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server."""
+    body = _FORGET.format(attempts=_attempts(5), timeout=300)
+    return _header(f"gpucell: delete node {node} from the cell", node, ("kc", "api_up", "node_exists")) + body

@@ -1,0 +1,97 @@
+"""What one node should look like once it converged: labels and taints through the API, and, on a GPU node, the
+state the GPU Operator must report for it.
+
+Pure ``spec -> value`` functions, shared by the NodePatch each node gets (:mod:`gpucell.k3s`) and the maintenance
+scripts that wait for a node (:mod:`gpucell._maintenance_scripts`).
+
+GPU Operator facts (NVIDIA/gpu-operator v26.7.0, and the managers it pins):
+
+- the workload mode is the label ``nvidia.com/gpu.workload.config`` (``controllers/state_manager.go``
+  ``gpuWorkloadConfigLabelKey``); the operator then sets the ``nvidia.com/gpu.deploy.<operand>`` labels itself
+  and the MIG and vGPU managers pause operands by rewriting them, so gpucell never manages those;
+- the MIG manager (k8s-mig-manager v0.15.0, ``pkg/mig/reconfigure``) applies ``nvidia.com/mig.config`` and
+  reports ``nvidia.com/mig.config.state`` = ``pending`` | ``rebooting`` | ``success`` | ``failed``;
+- the vGPU device manager (v0.5.0, ``cmd/nvidia-k8s-vgpu-dm``) applies ``nvidia.com/vgpu.config`` and reports
+  ``nvidia.com/vgpu.config.state`` = ``pending`` | ``success`` | ``failed``;
+- the resources a node advertises per mode are :func:`gpucell.inventory.gpu_offers`'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpucell._k3s_scripts import pool_managed_labels
+from gpucell.inventory import gpu_offers
+from gpucell.spec import CellSpec, NodePool, NodeRole
+from gpucell.spec.lifecycle import Rollout
+from gpucell.spec.pools import MIG_LABEL, VGPU_LABEL, WORKLOAD_LABEL
+
+__all__ = [
+    "GPU_OPERATOR_NAMESPACE",
+    "MIG_STATE_LABEL",
+    "VGPU_STATE_LABEL",
+    "NodeState",
+    "node_state",
+]
+
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+"""Set by the GPU Operator's MIG manager: ``success`` once the node's ``nvidia.com/mig.config`` is applied."""
+VGPU_STATE_LABEL = "nvidia.com/vgpu.config.state"
+"""Set by the GPU Operator's vGPU device manager: ``success`` once the node's ``nvidia.com/vgpu.config`` is
+applied."""
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+"""Where the GPU Operator's operands run (:data:`gpucell.gpu_operator.NAMESPACE`)."""
+_GPU_CONFIG_LABELS = (WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as gpucell wants it."""
+
+    name: str
+    """Node name."""
+    role: NodeRole
+    """Its pool's role."""
+    labels: dict[str, str]
+    """Every label gpucell keeps on the node: :func:`gpucell._k3s_scripts.pool_managed_labels`, then the pool's."""
+    taints: list[dict[str, str]]
+    """The node's whole taint list (``core/v1`` Taint objects), possibly empty."""
+    gpu_config: dict[str, str]
+    """The labels that select the node's GPU configuration (workload mode, MIG layout, vGPU type); a change of any
+    makes the node go through a GPU reconfiguration. Empty on non-GPU nodes."""
+    state_labels: tuple[str, ...]
+    """Labels the GPU Operator sets to ``success`` once the configuration is applied (MIG and/or vGPU state)."""
+    resources: dict[str, int]
+    """Extended resources the node must advertise in ``status.allocatable`` once converged: name -> count."""
+    rollout: Rollout
+    """How the node's pool goes through maintenance."""
+
+    @property
+    def is_gpu(self) -> bool:
+        """True on GPU nodes."""
+        return self.role is NodeRole.GPU
+
+
+def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -> NodeState:
+    """The :class:`NodeState` of host ``host_name`` of pool ``pool_name`` in ``cell``."""
+    labels = {**pool_managed_labels(cell, pool_name, pool), **{k: pool.labels[k] for k in sorted(pool.labels)}}
+    gpu_config = {k: labels[k] for k in _GPU_CONFIG_LABELS if k in labels}
+    state_labels: tuple[str, ...] = ()
+    resources: dict[str, int] = {}
+    if pool.role is NodeRole.GPU:
+        if MIG_LABEL in labels:
+            state_labels += (MIG_STATE_LABEL,)
+        if VGPU_LABEL in labels:  # mdev vGPU nodes; on SR-IOV ones the vGPU device manager is off
+            state_labels += (VGPU_STATE_LABEL,)
+        for offer in gpu_offers({pool_name: pool}, cell.effective_mig_strategy.value):
+            resources[offer.resource] = resources.get(offer.resource, 0) + offer.per_node
+    return NodeState(
+        name=host_name,
+        role=pool.role,
+        labels=labels,
+        taints=pool.taint_objects,
+        gpu_config=gpu_config,
+        state_labels=state_labels,
+        resources=resources,
+        rollout=pool.rollout,
+    )

@@ -1,0 +1,127 @@
+"""The cell's embedded etcd: which server initialised it, and its scheduled snapshots (local and S3-compatible).
+
+k3s options (config-file keys = flags without ``--``), k3s docs ``docs/cli/etcd-snapshot.md``:
+``etcd-snapshot-schedule-cron`` (default ``0 */12 * * *``), ``etcd-snapshot-retention`` (default 5),
+``etcd-snapshot-compress``, ``etcd-disable-snapshots``, ``etcd-s3`` and ``etcd-s3-config-secret`` ("Name of secret
+in the kube-system namespace used to configure S3, if etcd-s3 is enabled and no other etcd-s3 options are set";
+since v1.30.4+k3s1, v1.29.8+k3s1, v1.28.13+k3s1).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, StrictInt, field_validator
+
+from gpucell.spec._base import SpecModel
+from gpucell.spec.network import check_host_name
+
+__all__ = [
+    "DEFAULT_SNAPSHOT_RETENTION",
+    "DEFAULT_SNAPSHOT_SCHEDULE",
+    "EtcdS3",
+    "EtcdSnapshots",
+    "EtcdSpec",
+]
+
+DEFAULT_SNAPSHOT_SCHEDULE = "0 */12 * * *"
+"""k3s's default ``etcd-snapshot-schedule-cron`` (00:00 and 12:00 system time)."""
+DEFAULT_SNAPSHOT_RETENTION = 5
+"""k3s's default ``etcd-snapshot-retention`` (snapshots kept per node)."""
+_CRON_FIELD = r"[0-9A-Za-z*/,-]+"
+_CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class EtcdS3(SpecModel):
+    """An S3-compatible target for the snapshots, configured through a ``kube-system`` Secret (never config.yaml)."""
+
+    endpoint: str = "s3.amazonaws.com"
+    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``). Defaults to
+    ``s3.amazonaws.com``."""
+    bucket: str
+    """Bucket name (k3s ``etcd-s3-bucket``); it must exist."""
+    region: str = "us-east-1"
+    """Bucket region (k3s ``etcd-s3-region``). Defaults to ``us-east-1``."""
+    folder: str | None = None
+    """Folder (key prefix) in the bucket (k3s ``etcd-s3-folder``). Defaults to the bucket root."""
+    credentials_config_key: str
+    """Name of the *secret* stack config key holding ``<access key id>:<secret access key>``; set it with
+    ``pulumi config set --secret <key> -- 'AKIA...:...'``. It reaches the cluster only as a Secret."""
+    insecure: bool = False
+    """Talk plain HTTP to the endpoint (k3s ``etcd-s3-insecure``). Defaults to false."""
+    skip_ssl_verify: bool = False
+    """Accept any TLS certificate from the endpoint (k3s ``etcd-s3-skip-ssl-verify``). Defaults to false."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        host, _, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
+        if port and not port.isdigit():
+            raise ValueError("is not host[:port]; give the S3 endpoint without a scheme, e.g. minio.example:9000")
+        try:
+            check_host_name(host)
+        except ValueError:
+            raise ValueError("is not host[:port]; give the S3 endpoint without a scheme, e.g. minio.example:9000") \
+                from None
+        return value
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, value: str) -> str:
+        if not _BUCKET.match(value):
+            raise ValueError("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending alphanumeric)")
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if not _REGION.match(value):
+            raise ValueError("is not an S3 region name such as us-east-1")
+        return value
+
+    @field_validator("folder")
+    @classmethod
+    def _folder(cls, value: str | None) -> str | None:
+        if value is not None and not _FOLDER.match(value):
+            raise ValueError("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/')")
+        return value
+
+
+class EtcdSnapshots(SpecModel):
+    """Scheduled etcd snapshots, taken by every server into ``/var/lib/rancher/k3s/server/db/snapshots``.
+
+    Options equal to k3s's defaults are not written to the servers' config, so a cell that keeps them keeps its
+    config (and its servers are not restarted).
+    """
+
+    schedule: str = DEFAULT_SNAPSHOT_SCHEDULE
+    """Cron schedule, five fields, in the servers' time zone (k3s ``etcd-snapshot-schedule-cron``). Defaults to
+    ``0 */12 * * *``."""
+    retention: StrictInt = Field(default=DEFAULT_SNAPSHOT_RETENTION, ge=1, le=1000)
+    """Scheduled snapshots kept per server, and in S3 (k3s ``etcd-snapshot-retention``). Defaults to 5."""
+    compress: bool = False
+    """Zip each snapshot (k3s ``etcd-snapshot-compress``). Defaults to false."""
+    s3: EtcdS3 | None = None
+    """Also upload each snapshot to an S3-compatible bucket. Defaults to none (local snapshots only)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not _CRON.match(value):
+            raise ValueError("is not a five-field cron schedule such as '0 */6 * * *'")
+        return value
+
+
+class EtcdSpec(SpecModel):
+    """The region's embedded etcd (every server is a member)."""
+
+    init_server: str | None = None
+    """The server that initialised etcd (k3s ``cluster-init``) when the cell was created; every other server joins
+    through the API endpoint. Required with more than one server (a single server initialises etcd itself). Keep
+    naming it after that server is removed: then no remaining server is given ``cluster-init``, and a server added
+    later joins the existing cluster instead of starting a new one."""
+    snapshots: EtcdSnapshots = EtcdSnapshots()
+    """Scheduled snapshots. Defaults to k3s's: every 12 hours, 5 kept, local only."""

@@ -1,0 +1,256 @@
+"""A stand-in for ``k3s kubectl`` over a JSON file, for running the maintenance scripts for real in tests.
+
+Usage (as the body of a ``k3s`` executable): ``python kubectl_stub.py STATE.json kubectl [flags] VERB ...``.
+
+The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``,
+``pdb_blocked`` (pod names whose eviction answers 429) and ``drain_fails`` (kubectl drain's error text). Every
+call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
+was done, in order.
+
+Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
+name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
+``label``,
+``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete virtualmachineinstances.kubevirt.io`` and
+``create --raw .../eviction``. JSONPath: members (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
+``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+_GLOBAL_FLAGS = re.compile(r"^--(kubeconfig|request-timeout)(=.*)?$")
+
+
+def main(argv: list[str]) -> int:
+    state_path = Path(argv[0])
+    state = json.loads(state_path.read_text())
+    args = argv[2:] if argv[1:2] == ["kubectl"] else argv[1:]
+    args = _strip_globals(args)
+    state.setdefault("calls", []).append(" ".join(args))
+    try:
+        code = _run(state, args)
+    finally:
+        state_path.write_text(json.dumps(state, indent=1))
+    return code
+
+
+def _strip_globals(args: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if _GLOBAL_FLAGS.match(arg):
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _run(state: dict[str, Any], args: list[str]) -> int:
+    if state.get("api_down"):
+        print("The connection to the server 127.0.0.1:6443 was refused", file=sys.stderr)
+        return 1
+    namespace = None
+    if "-n" in args:
+        at = args.index("-n")
+        namespace, args = args[at + 1], args[:at] + args[at + 2:]
+    verb, rest = args[0], args[1:]
+    handler = {"get": _get, "annotate": _annotate, "label": _label, "cordon": _cordon, "uncordon": _cordon,
+               "drain": _drain, "delete": _delete, "create": _create}[verb]
+    return handler(state, rest, namespace, verb)
+
+
+def _option(rest: list[str], name: str) -> str | None:
+    for index, arg in enumerate(rest):
+        if arg == name and index + 1 < len(rest):
+            return rest[index + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) -> int:
+    if rest[0] == "--raw=/readyz":
+        print("ok")
+        return 0
+    output = _option(rest, "-o") or ""
+    if rest[0] == "node":
+        node = state["nodes"].get(rest[1])
+        if node is None:
+            if "--ignore-not-found" in rest:
+                return 0
+            print(f'Error from server (NotFound): nodes "{rest[1]}" not found', file=sys.stderr)
+            return 1
+        if output == "name":
+            print(f"node/{rest[1]}")
+            return 0
+        sys.stdout.write(render(output.removeprefix("jsonpath="), node))
+        return 0
+    if rest[0] == "pods":
+        terms = (_option(rest, "--field-selector") or "").split(",")
+        node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
+        pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
+        if "--all-namespaces" not in rest:
+            pods = [p for p in pods if p["metadata"]["namespace"] == namespace]
+        excluded = {t.split("!=", 1)[1] for t in terms if t.startswith("status.phase!=")}
+        pods = [p for p in pods if p["status"]["phase"] not in excluded]
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": pods}))
+        return 0
+    raise SystemExit(f"stub: unsupported get {rest}")
+
+
+def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    node = state["nodes"][rest[1]]
+    annotations = node["metadata"].setdefault("annotations", {})
+    for arg in rest[2:]:
+        if arg.startswith("--"):
+            continue
+        if arg.endswith("-"):
+            annotations.pop(arg[:-1], None)
+        else:
+            key, value = arg.split("=", 1)
+            annotations[key] = value
+    return 0
+
+
+def _label(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    labels = state["nodes"][rest[1]]["metadata"].setdefault("labels", {})
+    for arg in rest[2:]:
+        if arg.endswith("-"):
+            labels.pop(arg[:-1], None)
+        elif not arg.startswith("--"):
+            key, value = arg.split("=", 1)
+            labels[key] = value
+    return 0
+
+
+def _cordon(state: dict[str, Any], rest: list[str], _: str | None, verb: str) -> int:
+    state["nodes"][rest[0]].setdefault("spec", {})["unschedulable"] = verb == "cordon"
+    print(f"node/{rest[0]} {verb}ed")
+    return 0
+
+
+def _drain(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    if state.get("drain_fails"):
+        print(state["drain_fails"], file=sys.stderr)
+        return 1
+    state["pods"] = [p for p in state["pods"] if p["spec"].get("nodeName") != rest[0]
+                     or _owner(p)[0] == "DaemonSet"]
+    print(f"node/{rest[0]} drained")
+    return 0
+
+
+def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) -> int:
+    kind, name = rest[0], rest[1]
+    if kind == "node":
+        state["nodes"].pop(name, None)
+        return 0
+    if kind == "virtualmachineinstances.kubevirt.io":
+        state["pods"] = [p for p in state["pods"] if not (p["metadata"]["namespace"] == namespace
+                                                          and _owner(p) == ("VirtualMachineInstance", name))]
+        return 0
+    raise SystemExit(f"stub: unsupported delete {rest}")
+
+
+def _create(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    match = re.match(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$", _option(rest, "--raw") or "")
+    if match is None:
+        raise SystemExit(f"stub: unsupported create {rest}")
+    body = json.loads(sys.stdin.read())
+    assert body["kind"] == "Eviction", body
+    assert body["metadata"] == {"name": match[2], "namespace": match[1]}, body
+    if match[2] in state.get("pdb_blocked", []):
+        print("Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption "
+              "budget.", file=sys.stderr)
+        return 1
+    state["pods"] = [p for p in state["pods"] if (p["metadata"]["namespace"], p["metadata"]["name"]) != match.groups()]
+    return 0
+
+
+def _owner(pod: dict[str, Any]) -> tuple[str, str]:
+    owners = pod["metadata"].get("ownerReferences") or [{}]
+    return owners[0].get("kind", ""), owners[0].get("name", "")
+
+
+# -- JSONPath ---------------------------------------------------------------------------------------------------
+def render(template: str, data: Any) -> str:
+    """``template`` evaluated against ``data`` the way kubectl's ``-o jsonpath`` prints it."""
+    tokens = re.findall(r"\{((?:[^{}\"]|\"[^\"]*\")*)\}|([^{]+)", template)
+    out, _ = _render(tokens, 0, data)
+    return out
+
+
+def _render(tokens: list[tuple[str, str]], index: int, data: Any) -> tuple[str, int]:
+    out = ""
+    while index < len(tokens):
+        expression, literal = tokens[index]
+        if literal:
+            out += literal
+        elif expression.startswith("range "):
+            items = _values(expression.removeprefix("range "), data)
+            end = _matching_end(tokens, index)
+            for item in items:
+                chunk, _ = _render(tokens[index + 1:end], 0, item)
+                out += chunk
+            index = end
+        elif expression == "end":
+            return out, index
+        elif expression.startswith('"'):
+            out += json.loads(expression)
+        else:
+            out += " ".join(_text(v) for v in _values(expression, data))
+        index += 1
+    return out, index
+
+
+def _matching_end(tokens: list[tuple[str, str]], start: int) -> int:
+    depth = 0
+    for index in range(start, len(tokens)):
+        expression = tokens[index][0]
+        if expression.startswith("range "):
+            depth += 1
+        elif expression == "end":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise SystemExit("stub: range without end")
+
+
+def _values(path: str, data: Any) -> list[Any]:
+    values = [data]
+    for step in re.findall(r"\.((?:\\\.|[^.\[])+)|\[([^\]]*)\]", path):
+        member, index = step
+        next_values: list[Any] = []
+        for value in values:
+            if member:
+                key = member.replace("\\.", ".")
+                if isinstance(value, dict) and key in value:
+                    next_values.append(value[key])
+            elif index == "*":
+                next_values.extend(value if isinstance(value, list) else list(value.values()))
+            elif index.startswith("?("):
+                key, want = re.match(r'^\?\(@\.(\w+)=="([^"]*)"\)$', index).groups()  # type: ignore[union-attr]
+                next_values.extend(v for v in value if isinstance(v, dict) and v.get(key) == want)
+            elif isinstance(value, list) and int(index) < len(value):
+                next_values.append(value[int(index)])
+        values = next_values
+    return values
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

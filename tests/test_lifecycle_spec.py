@@ -1,0 +1,160 @@
+"""Lifecycle keys of the spec: removalPolicy, rollout, etcd (init server and snapshots), with their exact messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpucell.errors import ConfigError
+from gpucell.k3s import etcd_s3_secret_data, even_server_warning
+from gpucell.spec import CellSpec, RemovalPolicy, StackSpec
+from gpucell.spec.lifecycle import removal_options
+from tests.conftest import minimal_cell_config
+
+
+def errors_of(region: dict[str, Any]) -> list[str]:
+    try:
+        StackSpec.model_validate({"regions": {"fra1": region}})
+    except ConfigError as exc:
+        return exc.lines
+    pytest.fail("config was accepted")
+
+
+def ha(count: int = 3, **etcd: Any) -> dict[str, Any]:
+    config = minimal_cell_config()
+    config["network"]["apiEndpoint"] = "10.20.0.5"
+    config["nodePools"]["servers"]["hosts"] = [
+        {"name": f"srv-{i}", "address": f"10.20.0.1{i}"} for i in range(1, count + 1)
+    ]
+    if etcd:
+        config["etcd"] = etcd
+    return config
+
+
+# -- removalPolicy ---------------------------------------------------------------------------------------------
+def test_removal_options_map_to_pulumi_options() -> None:
+    assert removal_options(RemovalPolicy.PROTECT) == {"protect": True}
+    assert removal_options(RemovalPolicy.RETAIN) == {"protect": False, "retain_on_delete": True}
+    assert removal_options(RemovalPolicy.DELETE) == {"protect": False}
+
+
+@pytest.mark.parametrize(
+    ("path", "where"),
+    [
+        (("removalPolicy",), "regions.fra1.removalPolicy"),
+        (("nodePools", "cpu", "hosts", 0, "removalPolicy"), "regions.fra1.nodePools.cpu.hosts[0].removalPolicy"),
+    ],
+)
+def test_an_unknown_removal_policy_names_the_accepted_ones(path: tuple[Any, ...], where: str) -> None:
+    config = minimal_cell_config()
+    node: Any = config
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = "keep"
+    assert errors_of(config) == [f"{where}: 'keep' is not one of protect, retain, delete"]
+
+
+def test_host_policies_default_by_role_and_storage() -> None:
+    local = CellSpec.model_validate(minimal_cell_config())
+    for pool_name, pool in local.node_pools.items():
+        assert local.removal_policy_of(pool_name, pool.hosts[0]) is RemovalPolicy.PROTECT, pool_name  # volumes
+    longhorn_config = ha(initServer="srv-1")
+    longhorn_config["storage"] = {"backend": "longhorn"}
+    longhorn_config["nodePools"]["cpu"]["hosts"][0]["removalPolicy"] = "retain"
+    longhorn = CellSpec.model_validate(longhorn_config)
+    assert longhorn.removal_policy_of("servers", longhorn.node_pools["servers"].hosts[0]) is RemovalPolicy.PROTECT
+    assert longhorn.removal_policy_of("l40s", longhorn.node_pools["l40s"].hosts[0]) is RemovalPolicy.DELETE
+    assert longhorn.removal_policy_of("cpu", longhorn.node_pools["cpu"].hosts[0]) is RemovalPolicy.RETAIN
+
+
+# -- rollout ---------------------------------------------------------------------------------------------------
+def test_servers_go_through_maintenance_one_at_a_time() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["servers"]["rollout"] = {"maxUnavailable": 2}
+    assert errors_of(config) == [
+        "regions.fra1.nodePools.servers.rollout.maxUnavailable: 2 on a server pool: servers (etcd members) go "
+        "through maintenance one at a time; use 1"
+    ]
+
+
+def test_rollout_bounds() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["cpu"]["rollout"] = {"maxUnavailable": 0}
+    assert errors_of(config) == [
+        "regions.fra1.nodePools.cpu.rollout.maxUnavailable: 0 is invalid: Input should be greater than or equal to 1"
+    ]
+
+
+# -- etcd: the init server -------------------------------------------------------------------------------------
+def test_more_than_one_server_needs_the_init_server_named() -> None:
+    assert errors_of(ha()) == [
+        "regions.fra1.etcd.initServer: is required with 3 servers: name the server that initialised etcd (usually "
+        "the first, srv-1) and keep it when that server is removed, so that no other server is ever given "
+        "cluster-init"
+    ]
+
+
+def test_the_init_server_must_be_a_server() -> None:
+    config = minimal_cell_config()
+    config["etcd"] = {"initServer": "lab-gpu-1"}
+    assert errors_of(config) == ["regions.fra1.etcd.initServer: 'lab-gpu-1' is a gpu node of pool l40s, not a server"]
+
+
+def test_the_init_server_may_name_a_removed_server() -> None:
+    spec = CellSpec.model_validate(ha(2, initServer="srv-0"))
+    assert spec.init_server is None  # every server joins through the API endpoint
+    assert CellSpec.model_validate(ha(3, initServer="srv-2")).init_server == "srv-2"
+    assert CellSpec.model_validate(minimal_cell_config()).init_server == "lab-srv-1"
+
+
+def test_even_server_counts_warn() -> None:
+    assert even_server_warning(1) is None
+    assert even_server_warning(3) is None
+    assert even_server_warning(4) == (
+        "4 servers: an even number of etcd members tolerates no more failures than 3 (1: quorum is 3 of 4); use it "
+        "only as a step to 3 or 5 servers"
+    )
+
+
+# -- etcd: snapshots -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("snapshots", "line"),
+    [
+        ({"schedule": "hourly"},
+         "etcd.snapshots.schedule: 'hourly' is not a five-field cron schedule such as '0 */6 * * *'"),
+        ({"retention": 0},
+         "etcd.snapshots.retention: 0 is invalid: Input should be greater than or equal to 1"),
+        ({"s3": {"endpoint": "https://minio:9000", "bucket": "etcd", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.endpoint: 'https://minio:9000' is not host[:port]; give the S3 endpoint without a "
+         "scheme, e.g. minio.example:9000"),
+        ({"s3": {"bucket": "Etcd_Backups", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.bucket: 'Etcd_Backups' is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting "
+         "and ending alphanumeric)"),
+        ({"s3": {"bucket": "etcd"}}, "etcd.snapshots.s3.credentialsConfigKey: required key is missing"),
+        ({"s3": {"bucket": "etcd", "folder": "/abs", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.folder: '/abs' is not a folder name (letters, digits, '.', '_', '-' and '/', not "
+         "starting with '/')"),
+    ],
+    ids=["cron", "retention", "scheme", "bucket", "credentials", "folder"],
+)
+def test_snapshot_settings_are_checked(snapshots: dict[str, Any], line: str) -> None:
+    config = minimal_cell_config()
+    config["etcd"] = {"snapshots": snapshots}
+    assert errors_of(config) == [f"regions.fra1.{line}"]
+
+
+def test_the_s3_secret_data_and_a_malformed_credential() -> None:
+    config = minimal_cell_config()
+    config["etcd"] = {"snapshots": {"s3": {"endpoint": "minio.lab:9000", "bucket": "etcd", "insecure": True,
+                                           "credentialsConfigKey": "etcdS3"}}}
+    spec = CellSpec.model_validate(config)
+    assert etcd_s3_secret_data(spec, "AKIA:abc:def") == {
+        "etcd-s3-endpoint": "minio.lab:9000", "etcd-s3-bucket": "etcd", "etcd-s3-region": "us-east-1",
+        "etcd-s3-access-key": "AKIA", "etcd-s3-secret-key": "abc:def", "etcd-s3-insecure": "true",
+        "etcd-s3-skip-ssl-verify": "false",
+    }
+    with pytest.raises(ValueError, match=r"^etcd\.snapshots\.s3\.credentialsConfigKey 'etcdS3': the secret is not "
+                       r"'<access key id>:<secret access key>'$") as raised:
+        etcd_s3_secret_data(spec, "no-colon-SECRET")
+    assert "SECRET" not in str(raised.value)

@@ -1,0 +1,421 @@
+"""The maintenance scripts, run for real by bash against a stubbed ``k3s kubectl`` (tests/kubectl_stub.py).
+
+Each test sets up the cluster as the control server would see it (Nodes and Pods in a JSON file), runs one
+script and asserts the exit code, the message and what the script did to the cluster, call by call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucell import _maintenance_scripts as maintenance
+from gpucell._node_state import NodeState, node_state
+from gpucell.spec import CellSpec
+from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
+
+VERSION = "v1.34.2+k3s1"
+DIGEST = "0123456789abcdef"
+MIG_NODE = "h200-1"
+MIG_RESOURCES = {"nvidia.com/mig-1g.18gb": "16", "nvidia.com/mig-2g.35gb": "8", "nvidia.com/mig-3g.71gb": "8"}
+
+
+def mig_state(**rollout: int) -> NodeState:
+    config = minimal_cell_config()
+    config["nodePools"]["h200"] = {**tainted_mig_pool(), "rollout": rollout} if rollout else tainted_mig_pool()
+    spec = CellSpec.model_validate(config)
+    return node_state(spec, "h200", spec.node_pools["h200"], MIG_NODE)
+
+
+def cpu_state() -> NodeState:
+    spec = CellSpec.model_validate(minimal_cell_config())
+    return node_state(spec, "cpu", spec.node_pools["cpu"], "lab-cpu-1")
+
+
+def node(name: str = MIG_NODE, *, version: str = VERSION, labels: dict[str, str] | None = None,
+         annotations: dict[str, str] | None = None, ready: str = "True", unschedulable: bool = False,
+         allocatable: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node as the API returns it; by default the converged MIG node of :func:`mig_state`."""
+    if labels is None:
+        labels = {**mig_state().labels, "nvidia.com/mig.config.state": "success"}
+    return {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {
+            "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": ready}],
+            "nodeInfo": {"kubeletVersion": version},
+            "allocatable": {"cpu": "224", **(MIG_RESOURCES if allocatable is None else allocatable)},
+        },
+    }
+
+
+def pod(name: str, *, namespace: str = "tenant-acme", on: str = MIG_NODE, owner: tuple[str, str] = ("ReplicaSet",
+        "rs"), gpu: bool = True, phase: str = "Running", ready: bool = True) -> dict[str, Any]:
+    limits = {"cpu": "2", **({"nvidia.com/mig-1g.18gb": "1"} if gpu else {})}
+    return {
+        "metadata": {"namespace": namespace, "name": name,
+                     "ownerReferences": [{"kind": owner[0], "name": owner[1]}]},
+        "spec": {"nodeName": on, "containers": [{"name": "main", "resources": {"limits": limits}}]},
+        "status": {"phase": phase, "containerStatuses": [{"ready": ready}]},
+    }
+
+
+def operator_pods(*, ready: bool = True) -> list[dict[str, Any]]:
+    return [
+        pod("nvidia-device-plugin-daemonset-x", namespace="gpu-operator", owner=("DaemonSet", "dp"), gpu=False,
+            ready=ready),
+        pod("nvidia-cuda-validator-y", namespace="gpu-operator", owner=("", ""), gpu=False, phase="Succeeded"),
+    ]
+
+
+class Cluster:
+    """The stubbed cluster: its JSON state, and a runner for scripts that talk to it."""
+
+    def __init__(self, tmp_path: Path, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None,
+                 **switches: Any) -> None:
+        tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # several clusters may share a test's tmp_path
+        self.path = tmp_path / "cluster.json"
+        self.path.write_text(json.dumps({"nodes": {n["metadata"]["name"]: n for n in nodes}, "pods": pods or [],
+                                         **switches}))
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        self.k3s = self.bin / "k3s"
+        stub = REPO / "tests" / "kubectl_stub.py"
+        _executable(self.k3s, f'exec {sys.executable} -S -E {stub} {self.path} "$@"\n')  # -S: starts faster
+        _executable(self.bin / "sudo", '[ "$1" = -n ] && shift\nexec "$@"\n')
+        _executable(self.bin / "sleep", "exit 0\n")  # every wait runs at once
+        self.env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}"}
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads(self.path.read_text()))
+
+    def node(self, name: str = MIG_NODE) -> dict[str, Any]:
+        return dict(self.state["nodes"][name])
+
+    def calls(self, *verbs: str) -> list[str]:
+        """The calls made, those starting with one of ``verbs`` when given (reads are left out by default)."""
+        calls: list[str] = self.state.get("calls", [])
+        wanted = verbs or ("annotate", "label", "cordon", "uncordon", "drain", "delete", "create", "-n")
+        return [c for c in calls if c.startswith(wanted)]
+
+    def run(self, script: str, *, k3s_installed: bool = True) -> subprocess.CompletedProcess[str]:
+        k3s = str(self.k3s) if k3s_installed else str(self.bin / "no-k3s-here")
+        script = script.replace("readonly K3S_BIN=/usr/local/bin/k3s", f"readonly K3S_BIN={k3s}")
+        return subprocess.run(["bash", "-c", script], env=self.env, capture_output=True, text=True, check=False)
+
+
+def _executable(path: Path, body: str) -> None:
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def prepare(state: NodeState | None = None) -> str:
+    return maintenance.prepare_script(state or mig_state(), VERSION, DIGEST)
+
+
+def settle(state: NodeState | None = None) -> str:
+    return maintenance.settle_script(state or mig_state(), VERSION, DIGEST)
+
+
+EVICT = "create --raw /api/v1/namespaces/{}/pods/{}/eviction -f -"
+
+
+# -- prepare ----------------------------------------------------------------------------------------------------
+def test_prepare_on_a_new_cell_does_nothing(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [])
+    run = cluster.run(prepare(), k3s_installed=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: k3s is not installed on this server yet (a new cell): nothing to prepare on h200-1\n"
+    assert "calls" not in cluster.state
+
+
+def test_prepare_of_a_node_not_registered_yet_does_nothing(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: h200-1 is not registered yet: nothing to prepare\n"
+    assert cluster.calls() == []
+
+
+def test_prepare_of_a_converged_node_changes_nothing(tmp_path: Path) -> None:
+    # Also what a run caused by a new SSH key or a new control server finds: the node already runs what is wanted.
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/k3s-config": DIGEST})], [pod("training")])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ("gpucell: h200-1 already runs k3s v1.34.2+k3s1 with its config and GPU configuration; "
+                          "nothing to prepare\n")
+    assert cluster.calls() == []
+    # Without a recorded config (the first run after upgrading gpucell) the node counts as converged too.
+    first = Cluster(tmp_path, [node()])
+    assert first.run(prepare()).stdout.endswith("nothing to prepare\n")
+    assert first.calls() == []
+
+
+def test_a_gpu_reconfiguration_evicts_only_gpu_workloads_and_stops_gpu_vms(tmp_path: Path) -> None:
+    labels = {**mig_state().labels, "nvidia.com/mig.config": "all-1g.18gb"}  # the layout the node has now
+    pods = [
+        pod("training"),
+        pod("web", gpu=False),
+        pod("virt-launcher-vm1-abcde", owner=("VirtualMachineInstance", "vm1")),
+        pod("nvidia-dcgm-exporter-z", namespace="gpu-operator", owner=("DaemonSet", "dcgm"), gpu=False),
+        pod("done", phase="Succeeded"),
+    ]
+    cluster = Cluster(tmp_path, [node(labels=labels)], pods)
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "gpucell: taking h200-1 out of service: gpu-reconfiguration",
+        "node/h200-1 cordoned",
+        "gpucell: stopping VM tenant-acme/vm1 on h200-1 (pod virt-launcher-vm1-abcde): a VM with GPUs cannot "
+        "live-migrate",
+        "gpucell: no GPU workloads left on h200-1",
+        "gpucell: h200-1 is ready for maintenance",
+    ]
+    assert cluster.calls() == [
+        "annotate node h200-1 --overwrite gpucell.io/maintenance=gpu-reconfiguration",
+        "cordon h200-1",
+        "-n tenant-acme delete virtualmachineinstances.kubevirt.io vm1 --ignore-not-found --wait=false",
+        EVICT.format("tenant-acme", "training"),
+    ]
+    left = {p["metadata"]["name"] for p in cluster.state["pods"]}
+    assert left == {"web", "nvidia-dcgm-exporter-z", "done"}
+    assert cluster.node()["spec"]["unschedulable"] is True
+
+
+def test_a_pod_disruption_budget_holds_the_eviction_until_the_timeout(tmp_path: Path) -> None:
+    labels = {**mig_state().labels, "nvidia.com/mig.config": "all-1g.18gb"}
+    cluster = Cluster(tmp_path, [node(labels=labels)], [pod("serving-0"), pod("serving-1")],
+                      pdb_blocked=["serving-1"])
+    run = cluster.run(prepare(mig_state(drainTimeoutMinutes=1)))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: GPU workloads still on h200-1 after 60 s (a PodDisruptionBudget may forbid evicting them): "
+        "tenant-acme/serving-1 - h200-1 stays cordoned; move or stop them, then run pulumi up again\n"
+    )
+    evictions = cluster.calls("create")
+    assert evictions.count(EVICT.format("tenant-acme", "serving-1")) == 12  # retried every 5 s for 60 s
+    assert cluster.node()["spec"]["unschedulable"] is True
+    assert cluster.node()["metadata"]["annotations"]["gpucell.io/maintenance"] == "gpu-reconfiguration"
+
+    # The budget allows it later; the next pulumi up resumes (the reason is on the node) and finishes.
+    state = cluster.state
+    state["pdb_blocked"] = []
+    cluster.path.write_text(json.dumps(state))
+    again = cluster.run(prepare())
+    assert again.returncode == 0, again.stderr
+    assert "taking h200-1 out of service: gpu-reconfiguration" in again.stdout
+    assert cluster.state["pods"] == []
+
+
+def test_a_k3s_upgrade_drains_the_node_after_stopping_its_gpu_vms(tmp_path: Path) -> None:
+    pods = [pod("virt-launcher-vm1-abcde", owner=("VirtualMachineInstance", "vm1")), pod("web", gpu=False)]
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], pods)
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls() == [
+        "annotate node h200-1 --overwrite gpucell.io/maintenance=k3s-upgrade",
+        "cordon h200-1",
+        "-n tenant-acme delete virtualmachineinstances.kubevirt.io vm1 --ignore-not-found --wait=false",
+        "drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s",
+    ]
+    assert cluster.state["pods"] == []
+
+
+def test_a_changed_config_restarts_k3s_and_so_drains(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/k3s-config": "fedcba9876543210"})])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls("annotate", "drain") == [
+        "annotate node h200-1 --overwrite gpucell.io/maintenance=k3s-restart",
+        "drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s",
+    ]
+
+
+def test_a_node_cordoned_by_someone_else_stays_cordoned(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1", unschedulable=True)])
+    assert cluster.run(prepare()).returncode == 0
+    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/keep-cordoned": "true",
+                                                         "gpucell.io/maintenance": "k3s-upgrade"}
+    upgraded = node(unschedulable=True, annotations=cluster.node()["metadata"]["annotations"])
+    done = Cluster(tmp_path, [upgraded], operator_pods())
+    run = done.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert "gpucell: h200-1 was cordoned before its maintenance; it stays cordoned" in run.stdout
+    assert done.node()["spec"]["unschedulable"] is True
+    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST, "gpucell.io/labels": LABEL_KEYS}
+
+
+def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("web", gpu=False)],
+                      drain_fails="error: cannot delete Pods that declare no controller (use --force to override): "
+                                  "tenant-acme/web")
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr == (
+        "error: cannot delete Pods that declare no controller (use --force to override): tenant-acme/web\n"
+        "gpucell: could not drain h200-1 within 900 s (see kubectl's message above: a PodDisruptionBudget, or a pod "
+        "without a controller); h200-1 stays cordoned; resolve it, then run pulumi up again\n"
+    )
+    assert cluster.node()["spec"]["unschedulable"] is True
+
+
+def test_prepare_fails_when_the_api_does_not_answer(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node()], api_down=True)
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr == "gpucell: the API server on this server does not answer; cannot prepare h200-1\n"
+
+
+# -- settle -----------------------------------------------------------------------------------------------------
+LABEL_KEYS = "gpucell.io/pool,gpucell.io/role,nvidia.com/gpu.workload.config,nvidia.com/mig.config"
+
+
+def test_settle_without_maintenance_only_records_the_config(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node()])
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: h200-1 was not taken out of service; nothing to settle\n"
+    assert cluster.calls() == [
+        f"annotate node h200-1 --overwrite gpucell.io/labels={LABEL_KEYS}",
+        f"annotate node h200-1 --overwrite gpucell.io/k3s-config={DIGEST}",
+    ]
+    assert cluster.run(settle()).returncode == 0
+    assert len(cluster.calls()) == 2  # recorded once
+
+
+def test_settle_removes_the_labels_gpucell_no_longer_keeps(tmp_path: Path) -> None:
+    labels = {**mig_state().labels, "example.com/rack": "r7", "topology.kubernetes.io/zone": "a"}
+    annotations = {"gpucell.io/labels": LABEL_KEYS + ",example.com/rack", "gpucell.io/k3s-config": DIGEST}
+    cluster = Cluster(tmp_path, [node(labels=labels, annotations=annotations)])
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "gpucell: removed label example.com/rack from h200-1"
+    assert cluster.calls() == [
+        "label node h200-1 example.com/rack-",
+        f"annotate node h200-1 --overwrite gpucell.io/labels={LABEL_KEYS}",
+    ]
+    # Labels gpucell never set (the zone) stay.
+    assert cluster.node()["metadata"]["labels"] == {**mig_state().labels, "topology.kubernetes.io/zone": "a"}
+
+
+def test_settle_waits_for_the_gpu_operator_then_uncordons(tmp_path: Path) -> None:
+    reconfigured = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"})
+    cluster = Cluster(tmp_path, [reconfigured], operator_pods())
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "gpucell: the GPU Operator reports h200-1 in its new GPU state",
+        "node/h200-1 uncordoned",
+        "gpucell: h200-1 is back in service",
+    ]
+    assert cluster.node()["spec"]["unschedulable"] is False
+    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST,
+                                                         "gpucell.io/labels": LABEL_KEYS}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"labels": {**mig_state().labels, "nvidia.com/mig.config.state": "pending"}},
+         "nvidia.com/mig.config.state is 'pending', not 'success'"),
+        ({"allocatable": {**MIG_RESOURCES, "nvidia.com/mig-1g.18gb": "14"}},
+         "allocatable nvidia.com/mig-1g.18gb is '14', expected 16"),
+        ({"allocatable": {"nvidia.com/gpu": "8"}}, "allocatable nvidia.com/mig-3g.71gb is '0', expected 8"),
+    ],
+    ids=["state-pending", "one-gpu-short", "old-layout"],
+)
+def test_settle_times_out_naming_what_is_missing(tmp_path: Path, change: dict[str, Any], problem: str) -> None:
+    stuck = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"}, **change)
+    cluster = Cluster(tmp_path, [stuck], operator_pods())
+    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=1)))
+    assert run.returncode == 1
+    lines = run.stderr.splitlines()
+    assert lines[0] == "gpucell: h200-1 did not reach its GPU state within 60 s; it stays cordoned:"
+    assert problem in lines
+    assert lines[-1] == ("see kubectl describe node h200-1 and the GPU Operator's pods there (kubectl -n gpu-operator "
+                         "get pods -o wide), then run pulumi up again")
+    assert cluster.node()["spec"]["unschedulable"] is True
+    assert cluster.calls("uncordon") == []
+
+
+def test_a_failed_mig_state_ends_the_wait_at_once(tmp_path: Path) -> None:
+    failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+                  labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
+    cluster = Cluster(tmp_path, [failed], operator_pods(ready=False))
+    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=1)))
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[1:3] == [
+        "nvidia.com/mig.config.state is 'failed', not 'success'",
+        "GPU Operator pod nvidia-device-plugin-daemonset-x is not ready (Running)",
+    ]
+    reads = [c for c in cluster.state["calls"] if "mig\\.config\\.state" in c]
+    assert len(reads) == 1
+
+
+def test_settle_fails_when_the_node_is_not_ready_on_the_new_version(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1", annotations={"gpucell.io/maintenance": "k3s-upgrade"},
+                                      unschedulable=True)])
+    run = cluster.run(settle())
+    assert run.returncode == 1
+    assert run.stderr == ("gpucell: h200-1 is not Ready on v1.34.2+k3s1 (it reports 'True v1.33.6+k3s1'); it stays "
+                          "cordoned\n")
+
+
+def test_a_cpu_node_does_not_wait_for_the_gpu_operator(tmp_path: Path) -> None:
+    cpu = node("lab-cpu-1", labels=cpu_state().labels, allocatable={}, unschedulable=True,
+               annotations={"gpucell.io/maintenance": "k3s-upgrade"})
+    cluster = Cluster(tmp_path, [cpu])
+    script = settle(cpu_state())
+    assert "gpu_state_problems" not in script
+    run = cluster.run(script)
+    assert run.returncode == 0, run.stderr
+    assert cluster.node("lab-cpu-1")["spec"]["unschedulable"] is False
+
+
+# -- removal ----------------------------------------------------------------------------------------------------
+def test_removal_drains_a_ready_node(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node()], [pod("virt-launcher-vm1-x", owner=("VirtualMachineInstance", "vm1"))])
+    run = cluster.run(maintenance.removal_drain_script(mig_state()))
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls() == [
+        "cordon h200-1",
+        "-n tenant-acme delete virtualmachineinstances.kubevirt.io vm1 --ignore-not-found --wait=false",
+        "drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s",
+    ]
+    assert run.stdout.endswith("gpucell: h200-1 is drained and cordoned for removal\n")
+
+
+def test_removal_does_not_wait_on_a_dead_node(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(ready="Unknown")], [pod("training")])
+    run = cluster.run(maintenance.removal_drain_script(mig_state()))
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls() == ["cordon h200-1"]
+    assert "not Ready (its kubelet is gone): not draining" in run.stdout
+
+
+def test_removal_of_an_unregistered_node_and_the_last_step(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node()])
+    assert cluster.run(maintenance.removal_drain_script(cpu_state())).stdout == (
+        "gpucell: lab-cpu-1 is not registered: nothing to drain\n"
+    )
+    run = cluster.run(maintenance.forget_script(MIG_NODE))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: node h200-1 removed from the cell\n"
+    assert cluster.calls() == ["delete node h200-1 --ignore-not-found --wait=false"]
+    assert cluster.state["nodes"] == {}
+    assert cluster.run(maintenance.forget_script(MIG_NODE)).returncode == 0  # already gone: fine
+
+
+def test_forget_without_k3s_on_the_control_server_succeeds(tmp_path: Path) -> None:
+    run = Cluster(tmp_path, []).run(maintenance.forget_script(MIG_NODE), k3s_installed=False)
+    assert run.returncode == 0
+    assert run.stdout == "gpucell: k3s is not installed on this server: nothing to forget about h200-1\n"
