@@ -14,7 +14,7 @@ import pytest
 
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
-from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values
+from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values, force_new
 from gpucell.stacks.review import render, review, show
 from tests.conftest import REPO
 
@@ -331,6 +331,46 @@ def test_replace_on_changes_option_and_metadata_name() -> None:
     renamed["inputs"]["metadata"]["name"] = "data2"
     assert only(plan(pvc("data", "x")), plan(renamed)).replaced_by == [
         "`metadata.name` changed (metadata.name cannot change in place)"]
+
+
+def k8s(api_version: str, kind: str, spec: dict[str, Any], rtype: str | None = None) -> dict[str, Any]:
+    group, _, version = api_version.rpartition("/")
+    return res(rtype or f"kubernetes:{group or 'core'}/{version}:{kind}", "obj", {
+        "apiVersion": api_version, "kind": kind, "metadata": {"name": "obj", "namespace": "t"}, "spec": spec})
+
+
+@pytest.mark.parametrize(("api_version", "kind", "old", "new", "replaced"), [
+    # diff.go v4.32.0: a PVC forces on accessModes, selector, storageClassName, volumeName only
+    ("v1", "PersistentVolumeClaim", {"resources": {"requests": {"storage": "1Gi"}}},
+     {"resources": {"requests": {"storage": "2Gi"}}}, False),
+    ("v1", "PersistentVolumeClaim", {"accessModes": ["ReadWriteOnce"]}, {"accessModes": ["ReadWriteMany"]}, True),
+    ("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": "1"}}}, {"selector": {"matchLabels": {"a": "2"}}},
+     True),
+    ("v1", "Pod", {"containers": [{"name": "c", "image": "a"}]}, {"containers": [{"name": "c", "image": "b"}]},
+     True),
+    ("v1", "Pod", {"activeDeadlineSeconds": 1}, {"activeDeadlineSeconds": 2}, False),
+    ("v1", "PersistentVolume", {"nfs": {"path": "/a"}}, {"nfs": {"path": "/b"}}, True),
+    ("v1", "PersistentVolume", {"capacity": {"storage": "1Gi"}}, {"capacity": {"storage": "2Gi"}}, False),
+    ("policy/v1beta1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, True),
+    ("policy/v1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, False),  # not in upstream's list
+    ("example.com/v1", "Job", {"completions": 1}, {"completions": 2}, False),  # only batch Jobs
+    ("batch/v1", "Job", {"completions": 1}, {"completions": 2}, True),
+])
+def test_replacements_follow_pulumi_kubernetes_diff_go(api_version: str, kind: str, old: dict[str, Any],
+                                                       new: dict[str, Any], replaced: bool) -> None:
+    found = only(plan(k8s(api_version, kind, old)), plan(k8s(api_version, kind, new)))
+    assert (found.action == "replace") is replaced, found.replaced_by
+
+
+def test_a_patch_is_replaced_only_when_its_identity_changes() -> None:
+    def selector(value: str) -> dict[str, Any]:
+        return k8s("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": value}}},
+                   "kubernetes:apps/v1:DaemonSetPatch")
+
+    assert only(plan(selector("1")), plan(selector("2"))).action == "update"
+    assert force_new("apps/v1", "DaemonSet", patch=True) == ("metadata.name", "metadata.namespace")
+    assert force_new("v1", "Secret") == ("metadata.name", "metadata.namespace", "type", "stringData", "data")
+    assert force_new("v1", "ConfigMap") == ("metadata.name", "metadata.namespace", "binaryData", "data")
 
 
 def test_vm_disk_template_changes_are_marked_immutable() -> None:
