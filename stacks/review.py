@@ -79,8 +79,10 @@ def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | Non
     """Review the change from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents).
 
     ``base_fingerprints`` replaces the base plan's own (for a base planned by an older gpucell). The head's
-    ``acknowledge`` entries are matched as ``pulumi up`` would, with the base taken as the deployed state.
-    Raises :class:`ConfigError` when a plan lacks fingerprints or the head's acknowledgements are malformed.
+    ``acknowledge`` entries are matched as ``pulumi up`` would, with the base taken as the deployed state; one that
+    matches nothing is listed (and counts as a change) but is not called stale, since the base may not be deployed.
+    When either plan was made with ``--region`` (``regionFilter``), only the regions both hold are compared, with a
+    note. Raises :class:`ConfigError` when a plan lacks fingerprints or the head's acknowledgements are malformed.
     """
     notes = list(notes or [])
     keep = _compared_regions(base, head, notes)
