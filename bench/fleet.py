@@ -16,7 +16,8 @@ Each process times only its work (imports and reading the replay's input exclude
 seconds; the peak of traced Python memory comes from a separate tracemalloc pass, so the timed passes run untraced.
 The table prints medians, gpucell's time as a ratio of the replay and of the floor, and growth from size to size.
 Import times compare ``import gpucell.stacks.cli`` and ``import gpucell`` with importing only the SDK modules the
-CLI's modules import (found by reading their module-level imports).
+CLI's modules import (found by reading their module-level imports): each as measured, and minus a bare
+interpreter's start, never below 0 and marked when within the noise.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ FULL: tuple[tuple[str, Size], ...] = (
     ("10 regions", Size(10, 20, 10)),
 )
 QUICK: tuple[tuple[str, Size], ...] = (("S", Size(1, 10, 10)), ("M", Size(1, 50, 100)))
-GROWTH = (("M", "L-100w", "nodes 4x"), ("L-100w", "L", "workloads 10x"), ("M", "3 regions", "regions 3x"))
+GROWTH = (("S", "M", "nodes 5x, workloads 10x"), ("M", "L-100w", "nodes 4x"), ("L-100w", "L", "workloads 10x"),
+          ("M", "3 regions", "regions 3x"))
+"""(from, to, what grows) size pairs; the first is the one ``--quick`` measures."""
 _LIBRARIES = ("pulumi", "pulumi_kubernetes", "pulumi_command", "pulumi_random", "pydantic", "pydantic_core", "yaml")
 _SDK_MODULES_CODE = """
 import ast, sys, gpucell.stacks.cli
@@ -154,23 +157,58 @@ def _prepare(size: Size, root: Path) -> tuple[Path, Path]:
     return project, data
 
 
-def _imports(repeats: int) -> dict[str, float]:
-    def seconds(code: str) -> float:
+NOISE_FLOOR = 0.01
+"""Seconds below which the difference of two process starts is taken as noise, however alike the bare runs."""
+BARE = "python -c pass"
+"""The row of :func:`_imports` timing the interpreter alone (what every import row includes)."""
+
+
+def _imports(repeats: int) -> dict[str, list[float]]:
+    """Seconds of each run of a fresh interpreter doing nothing (:data:`BARE`) and importing each module set."""
+    def seconds(code: str) -> list[float]:
         samples = []
         for _ in range(repeats):
             started = time.perf_counter()
             subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
             samples.append(time.perf_counter() - started)
-        return statistics.median(samples)
+        return samples
 
     bare = seconds("pass")
     listed = subprocess.run([sys.executable, "-c", f"LIBRARIES = {_LIBRARIES!r}\n{_SDK_MODULES_CODE}"],
                             capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
     return {
-        "SDK modules the CLI uses": seconds("; ".join(f"import {m}" for m in listed)) - bare,
-        "gpucell.stacks.cli": seconds("import gpucell.stacks.cli") - bare,
-        "gpucell": seconds("import gpucell") - bare,
+        BARE: bare,
+        "SDK modules the CLI uses": seconds("; ".join(f"import {m}" for m in listed)),
+        "gpucell.stacks.cli": seconds("import gpucell.stacks.cli"),
+        "gpucell": seconds("import gpucell"),
     }
+
+
+def import_table(samples: dict[str, list[float]]) -> list[str]:
+    """The import rows: each row's median wall seconds as measured, and the import's own share, the median minus
+    :data:`BARE`'s median, never below 0.
+
+    A share within the noise (not above :data:`NOISE_FLOOR` nor the spread, max - min, of the bare interpreter's
+    samples) is marked ``*`` and a note says so; ``x SDK modules`` is then left empty rather than divided by noise.
+    """
+    bare = samples[BARE]
+    base = statistics.median(bare)
+    noise = max(max(bare) - min(bare), NOISE_FLOOR)
+    lines = ["| import | wall s (median) | minus bare interpreter s | x SDK modules |", "|---|---:|---:|---:|",
+             f"| `{BARE}` (bare interpreter) | {base:.3f} | | |"]
+    share = {name: statistics.median(runs) - base for name, runs in samples.items() if name != BARE}
+    sdk = share.get("SDK modules the CLI uses", 0.0)
+    noisy = False
+    for name, own in share.items():
+        below = own <= noise
+        noisy |= below
+        ratio = "" if below or sdk <= noise else f"{own / sdk:.2f}"
+        mark = " *" if below else ""
+        lines.append(f"| `{name}` | {statistics.median(samples[name]):.3f} | {max(own, 0.0):.3f}{mark} | {ratio} |")
+    if noisy:
+        lines += ["", f"\\* within the noise ({noise:.3f} s: the spread of the bare interpreter's {len(bare)} "
+                  f"run(s), at least {NOISE_FLOOR} s); more `--repeats` separate them."]
+    return lines
 
 
 # -- the report ----------------------------------------------------------------------------------------------------
@@ -195,7 +233,25 @@ def run(sizes: tuple[tuple[str, Size], ...], repeats: int) -> str:
     return _markdown(rows, imports, repeats)
 
 
-def _markdown(rows: dict[str, dict[str, Any]], imports: dict[str, float], repeats: int) -> str:
+def growth_table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The growth rows of the :data:`GROWTH` pairs both measured, or a sentence when the run measured none."""
+    pairs = [(before, after, what) for before, after, what in GROWTH if before in rows and after in rows]
+    if not pairs:
+        return ["No growth rows: this run measured no size pair of " + ", ".join(
+            f"{before} → {after}" for before, after, _ in GROWTH) + "."]
+    lines = ["| growth | from | to | resources | plan --json time | plan --json peak memory | replay time |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for before, after, what in pairs:
+        a, b = rows[before], rows[after]
+        ratio = {k: _median(b["samples"][k], "wall") / _median(a["samples"][k], "wall") for k in KINDS}
+        count = b["samples"]["plan --json"][0].resources / a["samples"]["plan --json"][0].resources
+        memory = b["peaks"]["plan --json"] / a["peaks"]["plan --json"]
+        lines.append(f"| {what} | {before} | {after} | {count:.2f}x | {ratio['plan --json']:.2f}x | "
+                     f"{memory:.2f}x | {ratio['replay']:.2f}x |")
+    return lines
+
+
+def _markdown(rows: dict[str, dict[str, Any]], imports: dict[str, list[float]], repeats: int) -> str:
     lines = [
         "| size | regions/nodes/workloads | resources | kind | wall s | CPU s | peak MiB | x replay | x floor |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
@@ -210,38 +266,45 @@ def _markdown(rows: dict[str, dict[str, Any]], imports: dict[str, float], repeat
                 f"{_median(samples[kind], 'cpu'):.2f} | {row['peaks'][kind]:.1f} | {wall / replay:.2f} | "
                 f"{wall / floor:.2f} |"
             )
-    lines += ["", "| growth | from | to | resources | plan --json time | plan --json peak memory | replay time |",
-              "|---|---|---|---:|---:|---:|---:|"]
-    for before, after, what in GROWTH:
-        if before in rows and after in rows:
-            a, b = rows[before], rows[after]
-            ratio = {k: _median(b["samples"][k], "wall") / _median(a["samples"][k], "wall") for k in KINDS}
-            count = b["samples"]["plan --json"][0].resources / a["samples"]["plan --json"][0].resources
-            memory = b["peaks"]["plan --json"] / a["peaks"]["plan --json"]
-            lines.append(f"| {what} | {before} | {after} | {count:.2f}x | {ratio['plan --json']:.2f}x | "
-                         f"{memory:.2f}x | {ratio['replay']:.2f}x |")
-    sdk = imports["SDK modules the CLI uses"]
-    lines += ["", "| import | seconds | x SDK modules |", "|---|---:|---:|"]
-    for name, seconds in imports.items():
-        lines.append(f"| `{name}` | {seconds:.3f} | {seconds / sdk:.2f} |")
+    lines += ["", *growth_table(rows), "", *import_table(imports)]
     lines += ["", f"Medians of {repeats} interleaved runs per kind; peak memory from one tracemalloc pass per kind.",
               f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
               f"{platform.system()} {platform.release()}."]
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1 (each kind and size runs that many times)")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    """The benchmark's command line."""
+    parsed = argparse.ArgumentParser(prog="dev.py bench", description=(__doc__ or "").splitlines()[0])
+    parsed.add_argument("--quick", action="store_true", help="only the two smallest sizes (a smoke run)")
+    parsed.add_argument("--repeats", type=_positive, default=3,
+                        help="interleaved runs per kind and size, at least 1 (default 3)")
+    parsed.add_argument("--write-doc", action="store_true",
+                        help="also write the table into docs/performance.md (between its markers); not with --quick")
+    return parsed
+
+
+def main(argv: list[str] | None = None) -> None:
     """Parse arguments and run the benchmark (or, with ``--child``, one measurement)."""
-    if sys.argv[1:2] == ["--child"]:
-        kind, project, stack, data, traced = sys.argv[2:7]
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        kind, project, stack, data, traced = argv[1:6]
         _child(kind, Path(project), stack, Path(data), traced == "1")
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only the two smallest sizes (a smoke run)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per kind and size (default 3)")
-    parser.add_argument("--write-doc", action="store_true",
-                        help="also write the table into docs/performance.md (between its markers)")
-    args = parser.parse_args()
+    command = parser()
+    args = command.parse_args(argv)
+    if args.quick and args.write_doc:  # the doc records a full run, never a smoke run
+        command.error("--write-doc records a full run: leave out --quick")
     report = run(QUICK if args.quick else FULL, args.repeats)
     print(report)
     if args.write_doc:

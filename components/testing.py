@@ -6,7 +6,8 @@ not enough for a cell: :class:`~gpucell.k3s.K3sCluster` reads the admin kubeconf
 passwords come from ``random`` resources. :class:`CellMocks` supplies what those providers compute:
 
 - ``<name>-kubeconfig`` commands: a kubeconfig as k3s writes it (``server: https://127.0.0.1:<listen port>``, a
-  block-style line the cell rewrites to its API endpoint);
+  block-style line the cell rewrites to its API endpoint), on the port the first server's ``config.yaml`` sets
+  (``https-listen-port``, e.g. a single server on another ``network.apiPort``), else k3s's default 6443;
 - ``random:index/randomPassword:RandomPassword``: a fixed ``result`` (declared secret by the provider SDK);
 - everything else: its inputs, as Pulumi's own mocks do.
 
@@ -22,18 +23,23 @@ With Pulumi's own idiom::
         cell = RegionalCell("fra1", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("key")))
         return cell.api_server_url.apply(lambda url: ...)
 
-or, to assert on everything a program registers (types, parents, inputs, options, dependencies, secrets)::
+or, to assert on everything a program registers (types, parents, inputs, options, dependencies, secrets), with
+the stack config the program reads as the Pulumi CLI hands it over (full keys ``<project>:<key>``, secret keys
+listed; the project is ``test`` unless ``project`` says otherwise)::
 
     from gpucell.testing import run_program
 
-    result = run_program(build_my_cells)
-    assert result.named("fra1-k8s").inputs["clusterIdentifier"] == ...
+    result = run_program(build_my_cells, project="my-platform",
+                         config={"my-platform:sshPrivateKey": "not-a-real-key"},
+                         secret_keys=["my-platform:sshPrivateKey"])
+    assert result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
 
 Both run in-process: no Pulumi CLI, no cluster, no network.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -87,21 +93,32 @@ def fake_kubeconfig(port: int = 6443) -> str:
     return _KUBECONFIG.format(port=port)
 
 
+_LISTEN_PORT = re.compile(r"^https-listen-port:[ \t]*(\d+)[ \t]*$", re.MULTILINE)
+"""The k3s option in a server's ``config.yaml`` (only written when the port is not 6443)."""
+
+
 def provider_outputs(
     cells: Iterable[CellSpec] = (), *, password: str = FAKE_PASSWORD
 ) -> Callable[[MockResourceArgs], dict[str, Any]]:
     """What real providers compute for a cell's resources, as ``args -> extra state`` for the mock engine.
 
-    ``cells`` tells which port each first server listens on (:func:`gpucell._k3s_scripts.listen_port`): a single
-    server without ``network.apiEndpoint`` listens on ``network.apiPort``; without ``cells`` every kubeconfig says
-    6443, right for every cell but a single-server one with another ``apiPort``.
+    The kubeconfig a first server prints names the port it listens on (:func:`gpucell._k3s_scripts.listen_port`:
+    a single server without ``network.apiEndpoint`` listens on ``network.apiPort``). That port is taken from the
+    ``https-listen-port`` of the ``config.yaml`` the server's install command writes (registered before the
+    kubeconfig read, which waits for every server), else from ``cells``, else k3s's default 6443. So ``cells`` is
+    only needed for a program that reads a kubeconfig without installing the server in the same run.
     """
     ports = {str(cell.servers[0][1].address): listen_port(cell) for cell in cells}
+    seen: dict[str, int] = {}
 
     def outputs(args: MockResourceArgs) -> dict[str, Any]:
-        if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
-            host = (args.inputs.get("connection") or {}).get("host", "")
-            return {"stdout": fake_kubeconfig(ports.get(host, 6443))}
+        if args.typ == "command:remote:Command":
+            host = str((args.inputs.get("connection") or {}).get("host", ""))
+            if args.name.endswith("-kubeconfig"):
+                return {"stdout": fake_kubeconfig(seen.get(host) or ports.get(host, 6443))}
+            found = _LISTEN_PORT.search(str(args.inputs.get("create") or ""))
+            if found is not None:
+                seen[host] = int(found.group(1))
         if args.typ == "random:index/randomPassword:RandomPassword":
             return {"result": password}
         return {}
@@ -112,8 +129,10 @@ def provider_outputs(
 class CellMocks(pulumi.runtime.Mocks):
     """Pulumi mocks for programs using gpucell components: inputs echoed back, plus :func:`provider_outputs`.
 
-    ``cells`` and ``password`` as in :func:`provider_outputs`; ``calls`` maps an invoke token to its result
-    (default: ``{}`` for every invoke).
+    ``CellMocks()`` fits any cell, a single server on another ``network.apiPort`` included (the port comes from
+    the server's install command). ``cells`` and ``password`` as in :func:`provider_outputs`; ``calls`` maps an
+    invoke token to its result (default: ``{}`` for every invoke). Config the program reads comes from
+    ``pulumi.runtime.set_all_config`` under Pulumi's own idiom (or use :func:`run_program`'s ``config``).
     """
 
     def __init__(

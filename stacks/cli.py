@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +19,16 @@ from gpucell.errors import ConfigError
 from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
-from gpucell.stacks.plan import check, check_schema_dir, make_plan, render_tree, write_json, write_out
+from gpucell.stacks.plan import (
+    check,
+    check_libraries,
+    check_schema_dir,
+    make_plan,
+    render_tree,
+    write_json,
+    write_out,
+)
+from gpucell.stacks.plan_file import load_plan, restack
 from gpucell.stacks.review import Review, exit_code, render, review
 from gpucell.stacks.schema import SCHEMA_FILE, render_schema
 
@@ -73,8 +82,8 @@ def _diff_parser(commands: Any) -> None:
         help="review the change between two plans as Markdown (PR comment, job summary)",
         description="gpucell diff BASE.json HEAD.json compares two `gpucell plan --json` files; gpucell diff --base "
         "REF [STACK ...] plans each stack at the git ref REF and in the working tree and compares them. Disruptive "
-        "changes come first, with the gpucell:acknowledge entry each needs. Exit codes: 0 no changes, 3 changes, "
-        "4 disruptive changes, 1 error.",
+        "changes come first, with the gpucell:acknowledge entry each needs. Exit codes: 0 no changes, 3 changes "
+        "(an acknowledgement that matches nothing counts), 4 disruptive changes, 1 error, 2 wrong command line.",
     )
     diff.add_argument("args", nargs="*", metavar="BASE.json HEAD.json | STACK",
                       help="two plan files, or with --base the stacks to compare (default: every stack file at REF "
@@ -83,6 +92,9 @@ def _diff_parser(commands: Any) -> None:
     diff.add_argument("--base-code", choices=("ref", "worktree"), default="ref",
                       help="plan REF's stack files with REF's code (default) or with the working tree's code")
     diff.add_argument("--out", type=Path, metavar="FILE", help="also write the Markdown to FILE")
+    diff.add_argument("--cross-stack", action="store_true",
+                      help="compare BASE.json and HEAD.json although they are plans of different stacks (URNs are "
+                      "matched with the stack name set aside)")
     _project_dir(diff)
 
     schema = commands.add_parser(
@@ -109,10 +121,26 @@ def _project_dir(parser: argparse.ArgumentParser) -> None:
                         help="directory holding Pulumi.yaml (default: the current directory)")
 
 
+def _writable(option: str, path: Path, *, directory: bool) -> list[str]:
+    """Why ``path`` cannot be written as the directory (``directory``) or file ``option`` names, else ``[]``."""
+    what = "a directory (it writes DIR/<region>/...)" if directory else "the path of a file to write"
+    if path.exists() and path.is_dir() != directory:
+        return [f"{option}: {str(path)!r} is {'a file' if directory else 'a directory'}; {option} takes {what}"]
+    blocker = next((p for p in path.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        return [f"{option}: {str(path)!r} cannot be created: {str(blocker)!r} is a file"]
+    return []
+
+
 def _plan(args: argparse.Namespace) -> int:
+    problems = [*(_writable("--out", args.out, directory=True) if args.out else []),
+                *(_writable("--json", args.json, directory=False) if args.json else [])]
+    if problems:  # before the plan: nothing is printed for a run that cannot write what it was asked to
+        raise ConfigError(problems)
     schemas = args.schemas or default_cache_dir()
-    if args.check:
-        check_schema_dir(schemas, args.stack)  # before the plan: a wrong --schemas fails at once
+    if args.check:  # before the plan, in this order: the libraries, then a wrong --schemas fail at once
+        check_libraries()
+        check_schema_dir(schemas, args.stack)
     plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
     regions = [args.region] if args.region else list(plan.cells)
     print(render_tree(plan, regions))
@@ -122,7 +150,7 @@ def _plan(args: argparse.Namespace) -> int:
         files = write_out(plan, regions, args.out)
         print(f"wrote {len(files)} files under {args.out}")
     if args.json:
-        write_json(plan, regions, args.json)
+        write_json(plan, regions, args.json, region_filter=args.region)
         print(f"wrote {args.json}")
     if not args.check:
         return EXIT_OK
@@ -148,27 +176,46 @@ def _fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _load_plan(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError.at((str(path),), f"is not a plan file: {exc}") from None
-    if not isinstance(data, dict) or "resources" not in data:
-        raise ConfigError.at((str(path),), "is not a `gpucell plan --json` file (no resources)")
-    return data
+def _looks_like_a_file(argument: str) -> bool:
+    return argument.endswith(".json") or "/" in argument or os.sep in argument
+
+
+def _file_reviews(args: argparse.Namespace) -> list[Review]:
+    """``gpucell diff BASE.json HEAD.json``."""
+    if len(args.args) != 2:
+        raise ConfigError(["gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]"])
+    base_path, head_path = (Path(p) for p in args.args)
+    base, head = load_plan(base_path), load_plan(head_path)
+    notes = []
+    base_stack, head_stack = base.get("stack"), head.get("stack")
+    if base_stack and head_stack and base_stack != head_stack:
+        if not args.cross_stack:
+            raise ConfigError([f"gpucell diff: {base_path} is a plan of stack {base_stack} and {head_path} of stack "
+                               f"{head_stack}; pass --cross-stack to compare plans of two stacks"])
+        base = restack(base, head_stack)
+        notes.append(f"stack `{base_stack}` (BASE) compared with stack `{head_stack}` (HEAD): resources matched by "
+                     "URN with the stack name set aside")
+    return [review(base, head, notes=notes)]
 
 
 def _reviews(args: argparse.Namespace) -> list[Review]:
     if args.base is None:
-        if len(args.args) != 2:
-            raise ConfigError(["gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]"])
-        base, head = (_load_plan(Path(p)) for p in args.args)
-        return [review(base, head)]
+        return _file_reviews(args)
     with tempfile.TemporaryDirectory(prefix="gpucell-diff-") as work:
         tree = BaseTree(args.project_dir, args.base, Path(work), own_code=args.base_code == "ref")
-        stacks = args.args or sorted(set(tree.stacks()) | set(stacks_in(args.project_dir)))
+        known = sorted(set(tree.stacks()) | set(stacks_in(args.project_dir)))
+        unknown = [stack for stack in args.args if stack not in known]
+        files = [argument for argument in unknown if _looks_like_a_file(argument)]
+        if files:
+            raise ConfigError([f"gpucell diff: {', '.join(files)}: with --base REF the arguments are stack names "
+                               f"(stacks: {', '.join(known) or 'none'}); to compare two plan files, leave out "
+                               "--base: gpucell diff BASE.json HEAD.json"])
+        if unknown:
+            raise ConfigError([f"gpucell diff: no stack {', '.join(unknown)}: neither {args.base!r} nor the working "
+                               f"tree ({args.project_dir}) has {', '.join(f'Pulumi.{s}.yaml' for s in unknown)}; "
+                               f"stacks: {', '.join(known) or 'none'}"])
         reviews = []
-        for stack in stacks:
+        for stack in args.args or known:
             base, fingerprints, notes = tree.plan(stack)
             reviews.append(review(base, plan_head(args.project_dir, stack), stack=stack,
                                   base_fingerprints=fingerprints, notes=notes))
@@ -177,6 +224,8 @@ def _reviews(args: argparse.Namespace) -> list[Review]:
 
 def _diff(args: argparse.Namespace) -> int:
     """``gpucell diff``: print (and write) the review; exit 0/3/4 by what it found."""
+    if args.out is not None and (problems := _writable("--out", args.out, directory=False)):
+        raise ConfigError(problems)
     reviews = _reviews(args)
     markdown = render(reviews)
     print(markdown, end="")
@@ -186,14 +235,28 @@ def _diff(args: argparse.Namespace) -> int:
     return exit_code(reviews)
 
 
+def _quiet_stdout() -> None:
+    """Send what is left of stdout to /dev/null: its reader is gone, and the final flush must not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (stdout replaced, e.g. in tests)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI. Exit codes: 0 success, 2 configuration error (one line per problem), 1 anything else
-    (including ``plan --check`` finding problems). ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive
-    changes, 1 any error (configuration errors included)."""
+    """Run the CLI. Exit codes: 0 success, 2 configuration error or wrong command line (one line per problem; for
+    the command line, argparse's usage), 1 anything else (including ``plan --check`` finding problems).
+    ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive changes, 1 any error (configuration errors included),
+    2 wrong command line (argparse). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
+    run quietly with exit 1, as other command-line tools stop when their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema}
     try:
         return commands[args.command](args)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_FAILED
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)

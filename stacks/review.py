@@ -17,7 +17,8 @@ from typing import Any
 from gpucell.disruption import DisruptiveChange, Judgement, StackAcknowledgements, compare, judge, removed_regions
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
-from gpucell.stacks.plan_diff import MISSING, SECRET, InputChange, PlanDiff, ResourceDiff, diff_plans
+from gpucell.stacks.plan_diff import MISSING, SECRET, InputChange, PlanDiff, ResourceDiff, diff_plans, index_plan
+from gpucell.stacks.plan_file import held_regions, region_filter
 
 __all__ = [
     "COMMENT_MARKER",
@@ -49,11 +50,17 @@ class Review:
     judgement: Judgement
     notes: list[str] = field(default_factory=list)
     """Lines shown under the heading (how the plans were made, fallbacks taken)."""
+    carried: frozenset[int] = frozenset()
+    """Indexes of the head's ``gpucell:acknowledge`` entries the base has too (carried over, maybe not deployed)."""
+    acknowledge_changed: bool = False
+    """The head's ``gpucell:acknowledge`` differs from the base's."""
 
     @property
     def changed(self) -> bool:
-        """True when anything changes."""
-        return self.plan_diff.changed or bool(self.disruptive)
+        """True when anything a reviewer must see changes: a resource, a disruptive change, an acknowledgement
+        that matches nothing, or ``gpucell:acknowledge`` itself."""
+        return (self.plan_diff.changed or bool(self.disruptive) or bool(self.judgement.stale)
+                or self.acknowledge_changed)
 
 
 def _fingerprints(plan: Mapping[str, Any], side: str) -> dict[str, dict[str, Any]]:
@@ -72,21 +79,55 @@ def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | Non
     """Review the change from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents).
 
     ``base_fingerprints`` replaces the base plan's own (for a base planned by an older gpucell). The head's
-    ``acknowledge`` entries are matched as ``pulumi up`` would, with the base taken as the deployed state.
-    Raises :class:`ConfigError` when a plan lacks fingerprints or the head's acknowledgements are malformed.
+    ``acknowledge`` entries are matched as ``pulumi up`` would, with the base taken as the deployed state; one that
+    matches nothing is listed (and counts as a change) but is not called stale, since the base may not be deployed.
+    When either plan was made with ``--region`` (``regionFilter``), only the regions both hold are compared, with a
+    note. Raises :class:`ConfigError` when a plan lacks fingerprints or the head's acknowledgements are malformed.
     """
+    notes = list(notes or [])
+    keep = _compared_regions(base, head, notes)
+    if keep is not None:
+        base, head = _only(base, keep), _only(head, keep)
     old = dict(base_fingerprints) if base_fingerprints is not None else _fingerprints(base, "BASE")
     new = _fingerprints(head, "HEAD")
+    if keep is not None:
+        old = {region: value for region, value in old.items() if region in keep}
     changes = [c for region, fingerprint in new.items() for c in compare(old.get(region), fingerprint, region)]
     changes += removed_regions(old, new)
-    acknowledgements = StackAcknowledgements.model_validate({"acknowledge": head.get("acknowledge") or []})
+    entries = list(head.get("acknowledge") or [])
+    acknowledgements = StackAcknowledgements.model_validate({"acknowledge": entries})
     judgement = judge(changes, acknowledgements.acknowledge, judged_regions=old)
+    before = list(base.get("acknowledge") or [])
     return Review(stack=stack or str(head.get("stack") or base.get("stack") or "?"), plan_diff=diff_plans(base, head),
-                  disruptive=changes, judgement=judgement, notes=list(notes or []))
+                  disruptive=changes, judgement=judgement, notes=notes,
+                  carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
+                  acknowledge_changed=entries != before)
+
+
+def _compared_regions(base: Mapping[str, Any], head: Mapping[str, Any], notes: list[str]) -> list[str] | None:
+    """The regions to compare when either plan was made with ``--region`` (those both hold, with a note saying
+    so), else ``None`` (every region: one missing from the head was removed)."""
+    partial = [(side, region_filter(plan)) for side, plan in (("BASE", base), ("HEAD", head))
+               if region_filter(plan) is not None]
+    if not partial:
+        return None
+    held = held_regions(base)
+    keep = [region for region in held_regions(head) if region in held]
+    made = " and ".join(f"{side} with `--region {region}`" for side, region in partial)
+    notes.append(f"{made}: only the region(s) both plans hold are compared ({', '.join(keep) or 'none'}); "
+                 "regions missing from one of them are not taken as removed")
+    return keep
+
+
+def _only(plan: Mapping[str, Any], regions: list[str]) -> dict[str, Any]:
+    """``plan`` with only the resources of ``regions``."""
+    by_urn = index_plan(plan)
+    return {**plan, "resources": [r for r in plan.get("resources", []) if by_urn[r["urn"]]["region"] in regions]}
 
 
 def exit_code(reviews: list[Review]) -> int:
-    """4 when any disruptive change, else 3 when anything changes, else 0."""
+    """4 when any disruptive change, else 3 when anything changes (:attr:`Review.changed`: an acknowledgement that
+    matches nothing counts), else 0."""
     if any(r.disruptive for r in reviews):
         return EXIT_DISRUPTIVE
     return EXIT_CHANGES if any(r.changed for r in reviews) else EXIT_NO_CHANGES
@@ -147,9 +188,13 @@ def _disruptive_section(item: Review) -> list[str]:
 def _stale_section(item: Review) -> list[str]:
     if not item.judgement.stale:
         return []
-    lines = ["### Acknowledgements that match nothing", ""]
-    lines += [f"- `acknowledge[{i}]` {_code(entry.shown())}: no such disruptive change against the base; "
-              "`pulumi up` stops on it, remove it" for i, entry in item.judgement.stale]
+    lines = ["### Acknowledgements that match no disruptive change", ""]
+    for index, entry in item.judgement.stale:
+        carried = (" It is in the base's `gpucell:acknowledge` too: remove it once the base is deployed."
+                   if index in item.carried else "")
+        lines.append(f"- `acknowledge[{index}]` {_code(entry.shown())}: matches no disruptive change between the two "
+                     "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state."
+                     + carried)
     return [*lines, ""]
 
 
@@ -192,10 +237,14 @@ def render(reviews: list[Review]) -> str:
         if item.disruptive:
             status = (f"**⚠️ {len(item.disruptive)} disruptive change(s)**"
                       + (f", {refused} not acknowledged" if refused else ", all acknowledged"))
-        elif diffs:
+        elif item.changed:
             status = "no disruptive change"
         else:
             status = "no changes"
+        if item.judgement.stale:
+            status += f" · {len(item.judgement.stale)} acknowledgement(s) match no disruptive change"
+        elif item.acknowledge_changed and not item.disruptive:
+            status += " · `gpucell:acknowledge` changes"
         lines += [f"## gpucell diff: stack `{item.stack}`", "",
                   f"{status} · {len(diffs)} resource(s) change: {_counts(diffs)}", ""]
         lines += [f"> {note}" for note in item.notes] + ([""] if item.notes else [])

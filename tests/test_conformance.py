@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import shutil
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,19 +100,49 @@ def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_cli_check_without_checkov_reports_every_other_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GPUCELL_CHECKOV", str(tmp_path / "no-checkov"))
+    monkeypatch.delenv("GPUCELL_CHECKOV", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
         "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
-        "security not run); 0 checkov check(s) skipped by annotation"
+        "security not run)"
     )
     assert captured.err == (
-        "error: checkov not found: `pipx install checkov==3.3.30` or set GPUCELL_CHECKOV to its path (`python3 "
-        "dev.py plan STACK --check` and `python3 dev.py test` set up .venv-checkov)\n"
+        "error: checkov not found on PATH: `pipx install checkov==3.3.30` or set GPUCELL_CHECKOV to its path "
+        "(`python3 dev.py plan STACK --check` and `python3 dev.py test` set up .venv-checkov)\n"
     )
+
+
+def test_cli_check_names_a_gpucell_checkov_that_points_at_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, checkov: str
+) -> None:
+    missing = tmp_path / "no-checkov"
+    monkeypatch.setenv("GPUCELL_CHECKOV", str(missing))
+    monkeypatch.setenv("PATH", f"{Path(checkov).parent}:{os.environ['PATH']}")  # a checkov on PATH is not taken
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.out.rstrip().endswith("security not run)")
+    assert captured.err == (
+        f"error: GPUCELL_CHECKOV points at {missing}, which does not exist; point it at a checkov program (`python3 "
+        "dev.py plan STACK --check` sets up .venv-checkov/bin/checkov) or unset it to use checkov from PATH\n"
+    )
+
+
+def test_cli_check_says_a_missing_library_first_before_schemas_and_planning(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as in an install without the check extra: kubernetes-validate cannot be imported
+    for name in [m for m in sys.modules if m.startswith(("gpucell.stacks.conformance.", "kubernetes_validate"))]:
+        if name not in ("gpucell.stacks.conformance.problems", "gpucell.stacks.conformance.schemas"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kubernetes_validate", None)
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", "/nonexistent"])
+    assert code == 1
+    assert capsys.readouterr() == ("", "error: gpucell plan --check needs the Python package kubernetes-validate: "
+                                       "pip install 'gpucell[check]'\n")
 
 
 def test_cli_check_without_schemas_says_how_to_get_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ package of its own.
 from __future__ import annotations
 
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,71 @@ def test_cell_mocks_work_with_pulumis_own_test_idiom() -> Any:
     return pulumi.Output.all(cell.api_server_url, cell.kubeconfig).apply(check)
 
 
+def _on_port(port: int) -> CellSpec:
+    config = minimal_cell_config()
+    config["network"]["apiPort"] = port
+    return CellSpec.model_validate(config)
+
+
+def test_run_program_without_cells_reads_the_port_a_single_server_listens_on() -> None:
+    spec = _on_port(7443)
+
+    def program() -> None:
+        RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+
+    result = run_program(program)
+    assert "https-listen-port: 7443\n" in result.named("lab-k3s-lab-srv-1").inputs["create"]
+    assert "server: https://10.20.0.11:7443\n" in result.named("lab-k8s").raw_inputs["kubeconfig"]
+
+
+@pulumi.runtime.test
+def test_cell_mocks_without_cells_fit_a_single_server_on_another_api_port() -> Any:
+    pulumi.runtime.set_mocks(CellMocks(), preview=False)
+    cell = RegionalCell("lab", RegionalCellArgs(cell=_on_port(7443), ssh_private_key=pulumi.Output.secret("k")))
+
+    def check(args: list[Any]) -> None:
+        url, kubeconfig = args
+        assert url == "https://10.20.0.11:7443"
+        assert "    server: https://10.20.0.11:7443\n" in kubeconfig
+
+    return pulumi.Output.all(cell.api_server_url, cell.kubeconfig).apply(check)
+
+
+README = (REPO / "README.md").read_text()
+REGION = {"network": {"nodeCidr": "10.60.0.0/24"}, "nodePools": {
+    "servers": {"role": "server", "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}]}}}
+
+
+def _test_kit_block() -> str:
+    section = README.split("Test your program with the kit in `gpucell.testing`", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_test_kit_example_runs_as_written() -> None:
+    """The README's example, run as printed: a program reading its SSH key secret from stack config."""
+    block = _test_kit_block()
+    assert 'config.require_secret("sshPrivateKey")' in block
+    assert "secret_keys=" in block
+    namespace: dict[str, Any] = {"region_config": REGION}
+    exec(compile(block, "README.md", "exec"), namespace)  # its own assert runs too
+    result = namespace["result"]
+    assert result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
+    assert result.named("fra1-k3s-kubeconfig").inputs["connection"] == "[secret]"  # the key from config
+
+
+def test_the_test_kit_docstring_asserts_on_inputs_the_plan_registers() -> None:
+    import gpucell.testing
+
+    doc = gpucell.testing.__doc__ or ""
+    named = re.findall(r'result\.named\("([^"]+)"\)\.inputs\["([^"]+)"\] == "([^"]+)"', doc + _test_kit_block())
+    assert named == [("fra1-k8s", "kubeconfig", "[secret]")] * 2
+    spec = CellSpec.model_validate(REGION)
+    result = run_program(lambda: RegionalCell("fra1", RegionalCellArgs(cell=spec,
+                                                                       ssh_private_key=pulumi.Output.secret("k"))))
+    for name, key, value in named:
+        assert result.named(name).inputs[key] == value
+
+
 # -- the wheel, in a fresh environment, and a consumer's project ---------------------------------------------------
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -145,11 +211,13 @@ def test_the_wheel_holds_one_import_package_with_py_typed(wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtual environment with the wheel (no extras) and pytest, pinned by constraints.txt."""
+    """A new virtual environment with the wheel (no extras) and what the consumer example's requirements-dev.txt
+    names for its tests, pinned by constraints.txt."""
     env = tmp_path_factory.mktemp("env") / "venv"
     venv.create(env, with_pip=True)
     subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"),
-                    str(wheel), "pytest"], check=True, capture_output=True, text=True)
+                    str(wheel), "-r", str(REPO / "docs" / "examples" / "consumer" / "requirements-dev.txt")],
+                   check=True, capture_output=True, text=True)
     return env
 
 
@@ -162,7 +230,7 @@ def test_a_plain_install_plans_and_says_what_check_needs(fresh_env: Path) -> Non
     checked = subprocess.run([gpucell_cli, "plan", "dev", "--project-dir", str(REPO), "--check",
                               "--schemas", str(REPO.parent / "shared" / "upstream")],
                              capture_output=True, text=True, check=False)
-    assert checked.returncode == 1
+    assert (checked.returncode, checked.stdout) == (1, "")  # said before planning
     assert checked.stderr.endswith("error: gpucell plan --check needs the Python package kubernetes-validate: "
                                    "pip install 'gpucell[check]'\n")
 
@@ -180,4 +248,4 @@ def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Pa
     done = subprocess.run([str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
                           cwd=project, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 passed" in done.stdout
+    assert "4 passed" in done.stdout

@@ -117,7 +117,8 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
 
 def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     document = to_json(prod_plan, ["fra1", "iad1"])
-    assert document["stack"] == "prod"
+    assert list(document) == ["stack", "regions", "regionFilter", "resources", "outputs", "acknowledge"]
+    assert (document["stack"], document["regions"], document["regionFilter"]) == ("prod", ["fra1", "iad1"], None)
     assert all(set(r) == {"urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"}
                for r in document["resources"])
     assert [r["urn"] for r in document["resources"]] == sorted(r["urn"] for r in document["resources"])
@@ -206,6 +207,33 @@ def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.Captur
     assert "total:" in printed
     assert (out / "iad1" / "nodes" / "iad1-srv-3" / "config.yaml").is_file()
     assert json.loads(json_file.read_text())["stack"] == "prod"
+
+
+def test_output_paths_of_the_wrong_kind_are_one_line_before_planning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a_file, a_dir = tmp_path / "file", tmp_path / "dir"
+    a_file.write_text("x")
+    a_dir.mkdir()
+    assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--out", str(a_file)]) == 2
+    assert capsys.readouterr() == ("", f"--out: {str(a_file)!r} is a file; --out takes a directory (it writes "
+                                       "DIR/<region>/...)\n")
+    assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--json", str(a_dir)]) == 2
+    assert capsys.readouterr() == ("", f"--json: {str(a_dir)!r} is a directory; --json takes the path of a file to "
+                                       "write\n")
+    assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--json", str(a_file / "plan.json")]) == 2
+    assert capsys.readouterr() == ("", f"--json: {str(a_file / 'plan.json')!r} cannot be created: {str(a_file)!r} "
+                                       "is a file\n")
+
+
+def test_a_reader_that_stops_early_ends_the_plan_quietly() -> None:
+    """``gpucell plan dev | head``: the reader is gone before the tree is printed."""
+    with subprocess.Popen([sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"], cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read()
+    assert (proc.returncode, err) == (1, b"")
 
 
 def test_console_script_runs_from_repo_root() -> None:

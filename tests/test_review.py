@@ -14,7 +14,7 @@ import pytest
 
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
-from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values
+from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values, force_new
 from gpucell.stacks.review import render, review, show
 from tests.conftest import REPO
 
@@ -166,8 +166,55 @@ def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_
     markdown = render([item])
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged" in markdown
     assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
-    assert ("- `acknowledge[1]` `{change: gpuMode, region: lab1}`: no such disruptive change against the base; "
-            "`pulumi up` stops on it, remove it") in markdown
+    assert "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · " \
+        "3 resource(s) change" in markdown
+    assert ("### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "
+            "lab1}`: matches no disruptive change between the two plans; `pulumi up` stops on it only if it also "
+            "matches nothing against the deployed state.\n") in markdown
+    assert "remove it" not in markdown  # the base may not be deployed yet
+
+
+def acknowledging(plan: dict[str, Any], *entries: dict[str, str]) -> dict[str, Any]:
+    return {**plan, "acknowledge": list(entries)}
+
+
+POD_CIDR_ACK = {"change": "podCidr", "region": "lab1", "reason": "CHG-1"}
+
+
+def test_an_acknowledgement_the_base_still_needs_is_carried_over_not_removed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """PR 1 (podCidr, acknowledged) is merged but not deployed; PR 2 changes a quota and keeps PR 1's entry."""
+    pr1 = acknowledging(plan_json(project(tmp_path, "pr1", pod_cidr)), POD_CIDR_ACK)
+    pr2 = acknowledging(plan_json(project(tmp_path, "pr2", lambda t: pod_cidr(t).replace(
+        "memoryGib: 256", "memoryGib: 512"))), POD_CIDR_ACK)
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(pr1))
+    head.write_text(json.dumps(pr2))
+    assert cli.main(["diff", str(base), str(head)]) == 3
+    out = capsys.readouterr().out
+    assert out.splitlines()[3] == ("no disruptive change · 1 acknowledgement(s) match no disruptive change · 1 "
+                                   "resource(s) change: 0 to create · 1 to update · 0 to replace · 0 to delete")
+    assert ("- `acknowledge[0]` `{change: podCidr, region: lab1}`: matches no disruptive change between the two "
+            "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state. It is in "
+            "the base's `gpucell:acknowledge` too: remove it once the base is deployed.\n") in out
+
+
+def test_a_stale_acknowledgement_alone_is_a_change_not_no_changes(
+        tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    head = acknowledging(dev_json, {"change": "gpuMode", "region": "lab1", "subject": "lab1-gpu-1", "reason": "x"})
+    base_file, head_file = tmp_path / "base.json", tmp_path / "head.json"
+    base_file.write_text(json.dumps(dev_json))
+    head_file.write_text(json.dumps(head))
+    assert cli.main(["diff", str(base_file), str(head_file)]) == 3
+    assert capsys.readouterr().out.splitlines()[3] == (
+        "no disruptive change · 1 acknowledgement(s) match no disruptive change · 0 resource(s) change: 0 to create "
+        "· 0 to update · 0 to replace · 0 to delete")
+    # taking an entry out again (after its pulumi up) is a change of the stack config too
+    removed = review(acknowledging(dev_json, POD_CIDR_ACK), dev_json)
+    assert (removed.changed, removed.judgement.stale) == (True, [])
+    assert render([removed]).splitlines()[3] == (
+        "no disruptive change · `gpucell:acknowledge` changes · 0 resource(s) change: 0 to create · 0 to update · "
+        "0 to replace · 0 to delete")
 
 
 def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[str, Any],
@@ -183,6 +230,87 @@ def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[st
         "again with this version\n")
     assert cli.main(["diff", str(base)]) == 1
     assert capsys.readouterr().err == "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]\n"
+
+
+NOT_A_PLAN = "not a `gpucell plan --json` file (each resource has urn, type, name and inputs)"
+
+
+@pytest.mark.parametrize(("document", "problem"), [
+    ([1], "is a JSON list, not an object"),
+    ({"stack": "dev"}, "has no resources"),
+    ({"resources": 5}, "resources is a JSON number, not a list"),
+    ({"resources": [1]}, "resources[0] is a JSON number, not an object"),
+    ({"resources": [{}]}, "resources[0] has no urn"),
+    ({"resources": [{"urn": "u", "type": "t", "name": "n"}]}, "resources[0] has no inputs"),
+    ({"resources": [{"urn": "u", "type": 3, "name": "n", "inputs": {}}]}, "resources[0].type is a JSON number, not a "
+     "string"),
+    ({"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": []}]}, "resources[0].inputs is a JSON list, not "
+     "an object"),
+    ({"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": {}, "options": None}]}, "resources[0].options "
+     "is a JSON null, not an object"),
+    ({"resources": [], "outputs": []}, "outputs is a JSON list, not an object"),
+    ({"resources": [], "acknowledge": {}}, "acknowledge is a JSON object, not a list"),
+])
+def test_a_file_of_another_shape_is_one_line_naming_it(tmp_path: Path, dev_json: dict[str, Any], document: Any,
+                                                       problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"
+    bad.write_text(json.dumps(document))
+    good.write_text(json.dumps(dev_json))
+    assert cli.main(["diff", str(bad), str(good)]) == 1
+    assert capsys.readouterr().err == f"{bad}: {problem}; {NOT_A_PLAN}\n"
+
+
+@pytest.fixture(scope="module")
+def prod_json() -> dict[str, Any]:
+    plan = make_plan(REPO, "prod")
+    return to_json(plan, list(plan.cells))
+
+
+def test_plans_of_two_stacks_need_cross_stack(tmp_path: Path, dev_json: dict[str, Any], prod_json: dict[str, Any],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    dev, prod = tmp_path / "dev.json", tmp_path / "prod.json"
+    dev.write_text(json.dumps(dev_json))
+    prod.write_text(json.dumps(prod_json))
+    assert cli.main(["diff", str(dev), str(prod)]) == 1
+    assert capsys.readouterr().err == (f"gpucell diff: {dev} is a plan of stack dev and {prod} of stack prod; pass "
+                                       "--cross-stack to compare plans of two stacks\n")
+    assert cli.main(["diff", str(prod), str(prod), "--cross-stack"]) == 0
+    capsys.readouterr()
+    # with the stack name set aside, the same plan under another stack's name matches resource by resource
+    renamed = copy.deepcopy(prod_json)
+    renamed["stack"] = "staging"
+    for resource in renamed["resources"]:
+        for key in ("urn", "parent"):
+            resource[key] = resource[key].replace("urn:pulumi:prod::", "urn:pulumi:staging::")
+        resource["dependencies"] = [d.replace("urn:pulumi:prod::", "urn:pulumi:staging::")
+                                    for d in resource["dependencies"]]
+    staging = tmp_path / "staging.json"
+    staging.write_text(json.dumps(renamed))
+    assert cli.main(["diff", str(staging), str(prod), "--cross-stack"]) == 0
+    assert capsys.readouterr().out.splitlines()[3:6] == [
+        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete", "",
+        "> stack `staging` (BASE) compared with stack `prod` (HEAD): resources matched by URN with the stack name "
+        "set aside"]
+
+
+def test_a_one_region_plan_is_compared_on_the_regions_both_hold(tmp_path: Path, prod_json: dict[str, Any],
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    full, fra1 = tmp_path / "full.json", tmp_path / "fra1.json"
+    full.write_text(json.dumps(prod_json))
+    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1", "--json", str(fra1)]) == 0
+    capsys.readouterr()
+    written = json.loads(fra1.read_text())
+    assert (written["regions"], written["regionFilter"]) == (["fra1"], "fra1")
+    assert (prod_json["regions"], prod_json["regionFilter"]) == (["fra1", "iad1"], None)
+    assert cli.main(["diff", str(full), str(fra1)]) == 0  # no regionRemoved iad1
+    assert capsys.readouterr().out.splitlines()[3:6] == [
+        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete", "",
+        "> HEAD with `--region fra1`: only the region(s) both plans hold are compared (fra1); regions missing from "
+        "one of them are not taken as removed"]
+    # two full plans: a region missing from the head is removed
+    without_iad1 = {**prod_json, "regions": ["fra1"], "resources": written["resources"],
+                    "outputs": written["outputs"]}
+    assert [c.change.value for c in review(prod_json, without_iad1).disruptive] == ["regionRemoved"]
 
 
 # -- resource rules on small plans --------------------------------------------------------------------------------
@@ -245,6 +373,46 @@ def test_replace_on_changes_option_and_metadata_name() -> None:
     renamed["inputs"]["metadata"]["name"] = "data2"
     assert only(plan(pvc("data", "x")), plan(renamed)).replaced_by == [
         "`metadata.name` changed (metadata.name cannot change in place)"]
+
+
+def k8s(api_version: str, kind: str, spec: dict[str, Any], rtype: str | None = None) -> dict[str, Any]:
+    group, _, version = api_version.rpartition("/")
+    return res(rtype or f"kubernetes:{group or 'core'}/{version}:{kind}", "obj", {
+        "apiVersion": api_version, "kind": kind, "metadata": {"name": "obj", "namespace": "t"}, "spec": spec})
+
+
+@pytest.mark.parametrize(("api_version", "kind", "old", "new", "replaced"), [
+    # diff.go v4.32.0: a PVC forces on accessModes, selector, storageClassName, volumeName only
+    ("v1", "PersistentVolumeClaim", {"resources": {"requests": {"storage": "1Gi"}}},
+     {"resources": {"requests": {"storage": "2Gi"}}}, False),
+    ("v1", "PersistentVolumeClaim", {"accessModes": ["ReadWriteOnce"]}, {"accessModes": ["ReadWriteMany"]}, True),
+    ("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": "1"}}}, {"selector": {"matchLabels": {"a": "2"}}},
+     True),
+    ("v1", "Pod", {"containers": [{"name": "c", "image": "a"}]}, {"containers": [{"name": "c", "image": "b"}]},
+     True),
+    ("v1", "Pod", {"activeDeadlineSeconds": 1}, {"activeDeadlineSeconds": 2}, False),
+    ("v1", "PersistentVolume", {"nfs": {"path": "/a"}}, {"nfs": {"path": "/b"}}, True),
+    ("v1", "PersistentVolume", {"capacity": {"storage": "1Gi"}}, {"capacity": {"storage": "2Gi"}}, False),
+    ("policy/v1beta1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, True),
+    ("policy/v1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, False),  # not in upstream's list
+    ("example.com/v1", "Job", {"completions": 1}, {"completions": 2}, False),  # only batch Jobs
+    ("batch/v1", "Job", {"completions": 1}, {"completions": 2}, True),
+])
+def test_replacements_follow_pulumi_kubernetes_diff_go(api_version: str, kind: str, old: dict[str, Any],
+                                                       new: dict[str, Any], replaced: bool) -> None:
+    found = only(plan(k8s(api_version, kind, old)), plan(k8s(api_version, kind, new)))
+    assert (found.action == "replace") is replaced, found.replaced_by
+
+
+def test_a_patch_is_replaced_only_when_its_identity_changes() -> None:
+    def selector(value: str) -> dict[str, Any]:
+        return k8s("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": value}}},
+                   "kubernetes:apps/v1:DaemonSetPatch")
+
+    assert only(plan(selector("1")), plan(selector("2"))).action == "update"
+    assert force_new("apps/v1", "DaemonSet", patch=True) == ("metadata.name", "metadata.namespace")
+    assert force_new("v1", "Secret") == ("metadata.name", "metadata.namespace", "type", "stringData", "data")
+    assert force_new("v1", "ConfigMap") == ("metadata.name", "metadata.namespace", "binaryData", "data")
 
 
 def test_vm_disk_template_changes_are_marked_immutable() -> None:
@@ -346,6 +514,29 @@ def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixtur
     assert cli.main(["diff", "--base", "no-such-ref", "--project-dir", str(repo)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("--base: 'no-such-ref' cannot be read from ")
+
+
+def test_base_ref_with_a_stack_that_exists_nowhere_or_plan_files(repo: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["diff", "--base", "HEAD", "Dev", "--project-dir", str(repo)]) == 1
+    assert capsys.readouterr() == ("", f"gpucell diff: no stack Dev: neither 'HEAD' nor the working tree ({repo}) has "
+                                       "Pulumi.Dev.yaml; stacks: dev, prod\n")
+    assert cli.main(["diff", "--base", "HEAD", "a.json", "b.json", "--project-dir", str(repo)]) == 1
+    assert capsys.readouterr() == ("", "gpucell diff: a.json, b.json: with --base REF the arguments are stack names "
+                                       "(stacks: dev, prod); to compare two plan files, leave out --base: gpucell "
+                                       "diff BASE.json HEAD.json\n")
+
+
+def test_a_wrong_command_line_is_exit_2_as_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["diff", "--base-code", "foo"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "gpucell diff: error: argument --base-code: invalid choice: 'foo' (choose from 'ref', 'worktree')\n")
+    readme = " ".join((REPO / "README.md").read_text().split())
+    doc = " ".join((REPO / "docs" / "reviewing-changes.md").read_text().split())
+    assert "2 wrong command line (argparse's usage message)" in readme
+    assert "`2` a wrong command line (argparse prints the usage)" in doc
 
 
 # -- docs/reviewing-changes.md -------------------------------------------------------------------------------------

@@ -78,11 +78,26 @@ def test_run_scripts_pass_shellcheck(where: str, script: str, tmp_path: Path) ->
     assert (done.returncode, done.stdout) == (0, ""), where
 
 
-def test_ci_runs_the_readme_commands_on_pushes_and_pull_requests() -> None:
+def readme_commands() -> list[str]:
+    """The README's first code block: the two commands CI runs."""
+    text = (REPO / "README.md").read_text()
+    return text.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def test_ci_runs_the_readme_commands_plan_first_on_main_and_pull_requests() -> None:
     workflow = load("ci.yml")
-    assert set(workflow[True]) == {"push", "pull_request"}  # YAML 1.1 reads the key `on` as true
-    runs = [s.get("run", "") for s in steps(workflow, "test")]
-    assert runs[-1] == "bash .ci/run"
+    # YAML 1.1 reads the key `on` as true; pushes only to main, so a pull request's branch is not tested twice
+    assert workflow[True] == {"push": {"branches": ["main"]}, "pull_request": None}
+    runs = [s["run"] for s in steps(workflow, "test") if "run" in s]
+    assert [s.get("uses") for s in steps(workflow, "test")][:2] == ["actions/checkout@v5", "actions/setup-python@v6"]
+    first, second = readme_commands()
+    assert (runs[0], runs[-1]) == (first, second) == ("python3 dev.py plan dev", "python3 dev.py test")
+    assert runs[1].splitlines() == [  # between them, and only there: the upstream files the tests read
+        'python3 dev.py schemas fetch dev --dest "$RUNNER_TEMP/upstream"',
+        'python3 dev.py schemas fetch prod --dest "$RUNNER_TEMP/upstream"',
+        'echo "GPUCELL_UPSTREAM=$RUNNER_TEMP/upstream" >> "$GITHUB_ENV"',
+    ]
+    assert len(runs) == 3
     assert workflow["jobs"]["test"]["env"] == {"GPUCELL_REQUIRE_ACTIONLINT": "1"}
 
 

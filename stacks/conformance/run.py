@@ -56,11 +56,13 @@ class Report:
         return bool(self.problems or self.not_run)
 
     def summary(self) -> str:
-        """``N problems (kubernetes 0, ...)``; a checker that could not run shows ``not run``."""
+        """``N problems (kubernetes 0, ...)``; a checker that could not run shows ``not run``, and checkov's skips
+        are counted only when it ran."""
         counts = Counter(p.checker for p in self.problems)
         per = ", ".join(f"{c} {'not run' if c in self.not_run else counts.get(c, 0)}" for c in CHECKERS)
-        return (f"{len(self.problems)} problem(s) ({per}); {self.checkov_skipped} checkov check(s) skipped "
-                "by annotation")
+        skipped = "" if "security" in self.not_run else (
+            f"; {self.checkov_skipped} checkov check(s) skipped by annotation")
+        return f"{len(self.problems)} problem(s) ({per}){skipped}"
 
 
 def _object_subject(region: str, obj: dict[str, Any]) -> Subject:

@@ -36,15 +36,25 @@ class CheckovFinding:
 
 
 def checkov_binary() -> str:
-    """``$GPUCELL_CHECKOV`` or ``checkov`` on ``PATH``.
+    """``$GPUCELL_CHECKOV`` or, when it is not set, ``checkov`` on ``PATH``.
 
-    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` saying how to get it.
+    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` naming the path when ``GPUCELL_CHECKOV``
+    points at nothing (it is not ignored: a mistyped path must not quietly run another checkov), else saying how to
+    get checkov.
     """
     configured = os.environ.get("GPUCELL_CHECKOV")
-    found = configured if configured and Path(configured).exists() else shutil.which("checkov")
+    if configured:
+        if not Path(configured).exists():
+            raise MissingToolError(
+                f"GPUCELL_CHECKOV points at {configured}, which does not exist; point it at a checkov program "
+                "(`python3 dev.py plan STACK --check` sets up .venv-checkov/bin/checkov) or unset it to use "
+                "checkov from PATH"
+            )
+        return configured
+    found = shutil.which("checkov")
     if found is None:
         raise MissingToolError(
-            f"checkov not found: `pipx install checkov=={CHECKOV_VERSION}` or set GPUCELL_CHECKOV to its path "
+            f"checkov not found on PATH: `pipx install checkov=={CHECKOV_VERSION}` or set GPUCELL_CHECKOV to its path "
             "(`python3 dev.py plan STACK --check` and `python3 dev.py test` set up .venv-checkov)"
         )
     return found

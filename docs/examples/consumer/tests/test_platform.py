@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import pulumi
 import pytest
 
@@ -35,6 +38,17 @@ def test_the_platform_builds_a_cell_a_tenant_and_a_gpu_vm() -> None:
     assert vm.provider == "fra1-k8s"  # the cell's own Kubernetes provider, fed by the kubeconfig it read
     assert result.named("fra1-k3s-kubeconfig").inputs["connection"] == "[secret]"  # it holds the SSH key
     assert result.outputs == {}  # this program exports nothing itself
+
+
+def test_the_program_reads_its_ssh_key_from_stack_config() -> None:
+    """__main__.py as `pulumi up` runs it: the SSH key comes from this project's secret config."""
+    main = Path(__file__).resolve().parent.parent / "__main__.py"
+    result = run_program(lambda: runpy.run_path(str(main)), project="gpu-platform",
+                         config={"gpu-platform:sshPrivateKey": "not-a-real-key"},
+                         secret_keys=["gpu-platform:sshPrivateKey"])
+    assert result.named("fra1-k3s-kubeconfig").inputs["connection"] == "[secret]"
+    assert result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
+    assert result.outputs == {"apiServerUrl": "https://10.60.0.11:6443", "mlNamespace": "tenant-ml"}
 
 
 def test_a_mistake_is_one_line_with_its_key_path() -> None:

@@ -1,0 +1,82 @@
+"""The fleet benchmark's report (bench/fleet.py): import rows never negative, growth rows for --quick, its options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import fleet
+from bench.fleet import BARE, QUICK, Sample, growth_table, import_table, parser
+
+
+def test_an_import_faster_than_the_bare_interpreter_is_0_and_marked_as_noise() -> None:
+    lines = import_table({BARE: [0.30], "SDK modules the CLI uses": [0.90], "gpucell.stacks.cli": [1.50],
+                          "gpucell": [0.25]})
+    assert lines == [
+        "| import | wall s (median) | minus bare interpreter s | x SDK modules |",
+        "|---|---:|---:|---:|",
+        "| `python -c pass` (bare interpreter) | 0.300 | | |",
+        "| `SDK modules the CLI uses` | 0.900 | 0.600 | 1.00 |",
+        "| `gpucell.stacks.cli` | 1.500 | 1.200 | 2.00 |",
+        "| `gpucell` | 0.250 | 0.000 * |  |",
+        "",
+        "\\* within the noise (0.010 s: the spread of the bare interpreter's 1 run(s), at least 0.01 s); more "
+        "`--repeats` separate them.",
+    ]
+
+
+def test_a_difference_of_a_few_milliseconds_is_noise_even_with_one_run() -> None:
+    lines = import_table({BARE: [0.088], "SDK modules the CLI uses": [2.747], "gpucell.stacks.cli": [3.752],
+                          "gpucell": [0.092]})
+    assert lines[5] == "| `gpucell` | 0.092 | 0.004 * |  |"
+
+
+def test_import_differences_within_the_spread_of_bare_runs_are_marked() -> None:
+    lines = import_table({BARE: [0.20, 0.30, 0.40], "SDK modules the CLI uses": [1.0, 1.1, 1.2],
+                          "gpucell.stacks.cli": [0.45, 0.50, 0.55], "gpucell": [0.35, 0.40, 0.45]})
+    assert lines[3:6] == ["| `SDK modules the CLI uses` | 1.100 | 0.800 | 1.00 |",
+                          "| `gpucell.stacks.cli` | 0.500 | 0.200 * |  |",
+                          "| `gpucell` | 0.400 | 0.100 * |  |"]
+    assert not any("-" in line.split("|")[3] for line in lines[3:6])
+
+
+def rows(*labels: str) -> dict[str, dict[str, Any]]:
+    sizes = dict(fleet.FULL)
+    out: dict[str, dict[str, Any]] = {}
+    for scale, label in enumerate(labels, 1):
+        sample = Sample(wall=float(scale), cpu=float(scale), peak_mib=10.0 * scale, resources=100 * scale)
+        out[label] = {"size": sizes[label], "samples": {k: [sample] for k in fleet.KINDS},
+                      "peaks": dict.fromkeys(fleet.KINDS, 10.0 * scale)}
+    return out
+
+
+def test_quick_sizes_have_a_growth_row() -> None:
+    assert [label for label, _ in QUICK] == ["S", "M"]
+    assert growth_table(rows("S", "M"))[2:] == [
+        "| nodes 5x, workloads 10x | S | M | 2.00x | 2.00x | 2.00x | 2.00x |"]
+
+
+def test_a_run_with_no_growth_pair_says_so_instead_of_an_empty_table() -> None:
+    assert growth_table(rows("S")) == [
+        "No growth rows: this run measured no size pair of S → M, M → L-100w, L-100w → L, M → 3 regions."]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--repeats", "0"], "argument --repeats: 0 is not at least 1 (each kind and size runs that many times)"),
+    (["--repeats", "-2"], "argument --repeats: -2 is not at least 1 (each kind and size runs that many times)"),
+    (["--repeats", "x"], "argument --repeats: 'x' is not a whole number"),
+])
+def test_repeats_below_1_are_a_usage_error(argv: list[str], message: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        parser().parse_args(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith(f"dev.py bench: error: {message}\n")
+
+
+def test_a_quick_run_never_writes_the_doc(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        fleet.main(["--quick", "--write-doc"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith("dev.py bench: error: --write-doc records a full run: leave out --quick\n")
