@@ -167,7 +167,7 @@ def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged" in markdown
     assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · " \
-        "3 resource(s) change" in markdown
+        "5 resource(s) change" in markdown
     assert ("### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "
             "lab1}`: matches no disruptive change between the two plans; `pulumi up` stops on it only if it also "
             "matches nothing against the deployed state.\n") in markdown
