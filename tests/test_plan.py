@@ -163,7 +163,7 @@ def test_bad_config_becomes_run_error_before_any_resource() -> None:
         registered.extend(r.name for r in run_program(program_main, config=config,
                                                       secret_keys=["gpucell:sshPrivateKey"]).resources)
     assert str(info.value) == (
-        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     )
     assert registered == []
 
@@ -187,7 +187,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
     assert cli.main(["plan", "dev", "--project-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        "regions.lab1.nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu\n"
+        "regions.lab1.nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra\n"
     )
     assert cli.main(["plan", "nope", "--project-dir", str(tmp_path)]) == 2
     assert "Pulumi.nope.yaml: not found" in capsys.readouterr().err

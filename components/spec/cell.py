@@ -13,6 +13,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from gpucell.errors import SpecError
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
+from gpucell.spec.dra import check_dra
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.network import Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
@@ -24,6 +25,7 @@ __all__ = [
     "CellSpec",
     "ChartSpec",
     "CiliumSpec",
+    "DraDriverSpec",
     "GpuOperatorSpec",
     "ImageSpec",
     "KServeSpec",
@@ -168,6 +170,38 @@ class GpuOperatorSpec(ChartSpec):
     """Run the DCGM exporter for GPU metrics. Defaults to true."""
 
 
+class DraDriverSpec(ChartSpec):
+    """NVIDIA DRA driver for GPUs settings (chart ``dra-driver-nvidia-gpu``, installed with a ``dra`` pool); ``values``
+    is merged into the chart's values (:func:`gpucell.dra_driver.dra_driver_values` renders the rest)."""
+
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("kubeletPlugin", "nodeSelector"): "nodePools.<pool>.gpuMode (dra)",
+        ("kubeletPlugin", "tolerations"): "nodePools.<pool>.taints",
+    }
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("nvidiaDriverRoot",): "the GPU Operator's driver root (/run/nvidia/driver, or / with "
+                               "gpuOperator.values.driver.enabled false)",
+        ("resources", "gpus", "enabled"): "dra pools are the GPU kubelet plugin",
+        ("resources", "computeDomains", "enabled"): "gpucell runs no ComputeDomains (multi-node NVLink)",
+        ("gpuResourcesEnabledOverride",): "the GPU Operator's device plugin is off on dra nodes",
+        ("resourceApiVersion",): "resource.k8s.io/v1, which the claims use",
+        ("featureGates", "PassthroughSupport"): "dra pools hand GPUs to VMs",
+        ("featureGates", "DeviceMetadata"): "KubeVirt reads the VFIO devices' metadata files",
+    }
+    conflicting_gates: ClassVar[tuple[str, ...]] = ("DynamicMIG", "NVMLDeviceHealthCheck")
+    """Driver gates ``ValidateFeatureGates`` refuses together with ``PassthroughSupport`` (v0.4.1
+    ``pkg/featuregates/featuregates.go``): the kubelet plugin would not start."""
+
+    @model_validator(mode="after")
+    def _gates_fit_passthrough(self) -> DraDriverSpec:
+        gates = self.values.get("featureGates") if isinstance(self.values, dict) else None
+        for gate in self.conflicting_gates:
+            if isinstance(gates, dict) and gates.get(gate) is True:
+                raise SpecError(("values", "featureGates", gate), "cannot be on with PassthroughSupport, which dra "
+                                "pools need: the driver refuses to start (ValidateFeatureGates); remove it")
+        return self
+
+
 class KServeSpec(ChartSpec):
     """KServe settings; ``values`` is merged into the ``kserve-resources`` chart."""
 
@@ -220,6 +254,8 @@ class CellSpec(SpecModel):
     """KServe settings."""
     cdi: CdiSpec = CdiSpec()
     """CDI settings."""
+    dra_driver: DraDriverSpec = DraDriverSpec()
+    """NVIDIA DRA driver settings; the driver is installed only when a pool has ``gpuMode: dra``."""
     tenants: dict[str, TenantSpec] = {}
     """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
     allow_gpu_overcommit: bool = False
@@ -250,6 +286,7 @@ class CellSpec(SpecModel):
         self._check_kserve_mode()
         self._check_storage_replicas()
         check_hardware(self)
+        check_dra(self)
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
         from gpucell.spec.admission import check_tenants  # noqa: PLC0415
 
