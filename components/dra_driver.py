@@ -8,10 +8,10 @@ sets is checked against the chart's ``values.yaml`` at the pinned version by ``g
 How it shares the nodes with the GPU Operator (docs/decisions/0017):
 
 - A ``dra`` node runs the operator's ``container`` workload: its driver container (mounted at ``/run/nvidia/driver``,
-  the operator's ``hostPaths.driverInstallDir``) and toolkit, GFD and DCGM. Its device plugin is off there by the
-  node label ``nvidia.com/gpu.deploy.device-plugin=false`` (the chart refuses to install GPU resources unless
-  ``gpuResourcesEnabledOverride`` says the device plugin is gone); the sandbox device plugin and the vfio-manager
-  only ever run on ``vm-passthrough``/``vm-vgpu`` nodes.
+  the operator's ``hostPaths.driverInstallDir``), toolkit, GFD and validator. Its device plugin, DCGM and DCGM
+  exporter are off there by node label (:data:`gpucell.spec.pools.DRA_DISABLED_OPERANDS`; the chart refuses to
+  install GPU resources unless ``gpuResourcesEnabledOverride`` says the device plugin is gone); the sandbox device
+  plugin and the vfio-manager only ever run on ``vm-passthrough``/``vm-vgpu`` nodes.
 - The kubelet plugin runs only on nodes labelled ``gpucell.io/dra-kubelet-plugin=true`` (the ``dra`` pools): the
   chart's own affinity takes any node with an NVIDIA GPU, and a second GPU allocator on a device-plugin node would
   hand out the same GPUs twice.

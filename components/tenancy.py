@@ -33,7 +33,8 @@ v1.9, read through the source index; the v1.9.0 tag itself was not in it):
   beyond baseline: CPU pinning is done by the kubelet's static CPU manager and virt-handler, not by the pod.
 - Volumes are ``emptyDir`` (hugepages as ``emptyDir`` with medium ``HugePages``), PVCs, Secrets, ConfigMaps
   and downward API (``rendervolumes.go``); ``hostPath`` appears only for ``hostDisk`` volumes, which gpucell
-  never renders. GPUs arrive through the device plugin (extended resources), not as host mounts.
+  never renders. GPUs arrive through the device plugin (extended resources), or on ``dra`` pools as CDI devices of
+  the pod's ResourceClaim, not as host mounts.
 - What fails ``restricted`` is seccomp: the pod's ``seccompProfile`` comes only from the ``KubeVirt`` CR's
   ``configuration.seccompConfiguration.virtualMachineInstanceProfile`` ("Defaults to none" in v1.9.0
   ``swagger.json``), and no container sets one, so ``restricted`` rejects the launcher pod ("seccompProfile

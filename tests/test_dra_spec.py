@@ -57,10 +57,12 @@ def dra_endpoint(count: int = 1, replicas: int = 1) -> dict[str, Any]:
 # -- the pool --------------------------------------------------------------------------------------------------
 def test_dra_is_a_gpu_mode_whose_nodes_run_the_operators_container_workload() -> None:
     assert GpuMode("dra") is GpuMode.DRA
-    assert GpuMode.DRA.runs_vms and GpuMode.DRA.runs_containers
+    assert GpuMode.DRA.runs_vms
+    assert GpuMode.DRA.runs_containers
     assert GpuMode.DRA.workload_config == "container"
     assert [m.workload_config for m in GpuMode] == ["container", "vm-passthrough", "vm-vgpu", "container"]
-    assert not GpuMode.CONTAINER.runs_vms and not GpuMode.VM_VGPU.runs_containers
+    assert not GpuMode.CONTAINER.runs_vms
+    assert not GpuMode.VM_VGPU.runs_containers
 
 
 def test_a_dra_pool_of_hgx_gpus_is_refused() -> None:

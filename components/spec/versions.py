@@ -91,8 +91,9 @@ class Versions(SpecModel):
     longhorn: str = "1.12.1"
     """Longhorn Helm chart version (https://charts.longhorn.io); used when ``storage.backend`` is ``longhorn``."""
     dra_driver: str = "0.4.1"
-    """NVIDIA DRA driver for GPUs Helm chart version (``oci://registry.k8s.io/dra-driver-nvidia/charts/
-    dra-driver-nvidia-gpu``, kubernetes-sigs/dra-driver-nvidia-gpu); installed when a pool has ``gpuMode: dra``."""
+    """NVIDIA DRA driver for GPUs Helm chart version (chart ``dra-driver-nvidia-gpu`` of
+    kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
+    pool has ``gpuMode: dra``."""
 
     @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver")
     @classmethod
