@@ -16,6 +16,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell._host_setup import host_setup, iommu_check
 from gpucell._k3s_scripts import node_config
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.disruption import compare, fingerprint
 from gpucell.dra import (
     DEVICE_CLASSES,
     claim_template_name,
@@ -447,3 +448,17 @@ def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
     assert notebook.urn in vm.dependencies
     assert any(r.name == "fra1-dra-driver-dra-driver" for r in resources)
     assert not any(r.name.endswith("dra-driver-dra-driver") for r in plan.region_resources("iad1"))
+
+
+def test_a_dra_driver_minor_bump_and_a_move_to_dra_are_disruptive() -> None:
+    old = fingerprint(region())
+    assert old["versions"]["charts"]["draDriver"] == "0.4.1"
+    assert "draDriver" not in fingerprint(cell(minimal_cell_config()))["versions"]["charts"]
+    bumped = cell({**dra_config(), "versions": {"draDriver": "0.5.0"}})
+    assert [(c.change.value, c.key, c.old, c.new) for c in compare(old, fingerprint(bumped), "lab")] == [
+        ("chartMajor", "regions.lab.versions.draDriver", "0.4.1", "0.5.0")]
+    moved = dra_config()
+    moved["nodePools"]["l40s"]["gpuMode"] = "dra"
+    changes = compare(fingerprint(cell(dra_config())), fingerprint(cell(moved)), "lab")
+    assert [(c.change.value, c.subject, c.old, c.new) for c in changes] == [
+        ("gpuMode", "lab-gpu-1", "container", "dra")]
