@@ -299,7 +299,8 @@ class GpuRequest(SpecModel):
     count: StrictInt = Field(default=1, ge=1, le=16)
     """Whole GPUs, or MIG instances with ``migProfile`` (count). Defaults to 1."""
     model: str | None = None
-    """GPU catalog model the pod must land on (``L40S``); defaults to any container-mode GPU."""
+    """GPU catalog model the pod must land on (``L40S``); defaults to any container-mode GPU (any ``dra`` pool's with
+    ``allocation: dra``)."""
     mig_profile: str | None = None
     """MIG profile (``1g.18gb``): the pod gets ``count`` instances of it (``nvidia.com/mig-<profile>``)."""
     allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
