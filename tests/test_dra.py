@@ -12,6 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
+from pulumi_kubernetes.apiextensions import CustomResource
 
 from gpucell._host_setup import host_setup, iommu_check
 from gpucell._k3s_scripts import node_config
@@ -32,9 +33,10 @@ from gpucell.gpu_operator import gpu_operator_values
 from gpucell.kubevirt import feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
-from gpucell.stacks.conformance.admission import admission_violations
+from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.node_files import shellcheck
+from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import make_plan
 from gpucell.tenancy import Tenant, TenantArgs, quota_hard
@@ -462,3 +464,38 @@ def test_a_dra_driver_minor_bump_and_a_move_to_dra_are_disruptive() -> None:
     changes = compare(fingerprint(cell(dra_config())), fingerprint(cell(moved)), "lab")
     assert [(c.change.value, c.subject, c.old, c.new) for c in changes] == [
         ("gpuMode", "lab-gpu-1", "container", "dra")]
+
+
+def test_a_vms_dra_gpus_must_be_single_device_requests_of_its_rendered_template() -> None:
+    spec, vm = region(), ACME.virtual_machines["cad"]
+    placement = vm_placement("cad", vm, spec)
+    manifest = virtual_machine_manifest("acme", "cad", vm, spec, placement)
+    template = claim_template_manifest("acme", "cad", vm, placement)
+    assert template is not None
+    assert list(claim_template_violations([manifest, template])) == []
+    assert [v.message for _, v in claim_template_violations([manifest])] == [
+        f"ResourceClaimTemplate {template['metadata']['name']!r} is not rendered in tenant-acme"] * 2
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    template["spec"]["spec"]["devices"]["requests"].pop()
+    assert [(v.path, v.message) for _, v in claim_template_violations([manifest, template])] == [
+        ("spec.template.spec.domain.devices.gpus[0].requestName", f"request 'gpu0' of ResourceClaimTemplate "
+         f"{template['metadata']['name']!r} asks for more than one device; KubeVirt attaches exactly one device per "
+         "request"),
+        ("spec.template.spec.domain.devices.gpus[1].requestName", f"'gpu1' is not a request of ResourceClaimTemplate "
+         f"{template['metadata']['name']!r}"),
+    ]
+
+
+def test_plan_check_reports_a_vm_whose_claim_template_is_missing() -> None:
+    spec, vm = region(), ACME.virtual_machines["cad"]
+    manifest = virtual_machine_manifest("acme", "cad", vm, spec, vm_placement("cad", vm, spec))
+
+    def program() -> None:
+        CustomResource("vm", api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
+                       spec=manifest["spec"])
+
+    report = check_region("lab", run_program(program).resources, spec, STORE, checkers=("custom-resource",))
+    assert [str(p) for p in report.problems] == [
+        f"lab/VirtualMachine/tenant-acme/cad: spec.template.spec.domain.devices.gpus[{i}]: ResourceClaimTemplate "
+        f"{manifest['spec']['template']['spec']['resourceClaims'][0]['resourceClaimTemplateName']!r} is not rendered "
+        "in tenant-acme" for i in (0, 1)]

@@ -10,6 +10,9 @@
   and device-plugin GPUs, every ``claimName`` must be a ``resourceClaims[].name`` of the template, each
   claim/request pair is used once, and each ``resourceClaims`` entry names exactly one of ``resourceClaimName`` and
   ``resourceClaimTemplateName``.
+- Across objects (:func:`claim_template_violations`): a VM's claim template must be rendered in its namespace, every
+  ``gpus[].requestName`` must be a request of it, and each such request must ask for exactly one device (KubeVirt
+  v1.9.0 ``pkg/dra/utils.go`` ``resolveDevice``: "KubeVirt only supports exactly one device per request").
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from gpucell.stacks.conformance.objects import Violation
 
-__all__ = ["admission_violations"]
+__all__ = ["admission_violations", "claim_template_violations"]
 
 _CLONE_SOURCES = ("pvc", "snapshot")
 
@@ -78,3 +81,37 @@ def admission_violations(obj: dict[str, Any]) -> Iterator[Violation]:
         for index, template in enumerate(spec.get("dataVolumeTemplates") or []):
             yield from _data_volume_spec(template.get("spec") or {}, f"spec.dataVolumeTemplates[{index}].spec")
         yield from _dra_gpus((spec.get("template") or {}).get("spec") or {}, "spec.template.spec")
+
+
+def claim_template_violations(objects: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Violation]]:
+    """``(VM, violation)`` for each DRA GPU of a rendered ``VirtualMachine`` that its ``ResourceClaimTemplate``
+    (among ``objects``) does not back with exactly one device."""
+    templates = {
+        ((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o
+        for o in objects if o.get("kind") == "ResourceClaimTemplate"
+    }
+    for vm in (o for o in objects if o.get("kind") == "VirtualMachine" and str(o.get("apiVersion", "")).startswith(
+            "kubevirt.io/")):
+        spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        namespace = (vm.get("metadata") or {}).get("namespace")
+        claims = {c.get("name"): c.get("resourceClaimTemplateName") for c in spec.get("resourceClaims") or []}
+        for index, gpu in enumerate(((spec.get("domain") or {}).get("devices") or {}).get("gpus") or []):
+            template_name = claims.get(gpu.get("claimName"))
+            if not template_name or gpu.get("deviceName"):
+                continue
+            where = f"spec.template.spec.domain.devices.gpus[{index}]"
+            template = templates.get((namespace, template_name))
+            if template is None:
+                yield vm, Violation(where, f"ResourceClaimTemplate {template_name!r} is not rendered in {namespace}")
+                continue
+            requests = {r.get("name"): r for r in
+                        (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []}
+            request = requests.get(gpu.get("requestName"))
+            if request is None:
+                yield vm, Violation(f"{where}.requestName", f"{gpu.get('requestName')!r} is not a request of "
+                                    f"ResourceClaimTemplate {template_name!r}")
+            elif (request.get("exactly") or {}).get("count", 1) != 1 or (request.get("exactly") or {}).get(
+                    "allocationMode", "ExactCount") != "ExactCount":
+                yield vm, Violation(f"{where}.requestName", f"request {gpu.get('requestName')!r} of "
+                                    f"ResourceClaimTemplate {template_name!r} asks for more than one device; KubeVirt "
+                                    "attaches exactly one device per request")
