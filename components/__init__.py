@@ -3,8 +3,8 @@
     from gpucell import CellSpec, RegionalCell, RegionalCellArgs, Tenant, TenantArgs
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
-  :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`CertManager`,
-  :class:`KServe`), each ``(name, args, opts)`` with its ``*Args``;
+  :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
+  :class:`CertManager`, :class:`KServe`), each ``(name, args, opts)`` with its ``*Args``;
 - tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`;
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
+    from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.errors import ConfigError
     from gpucell.gpu_catalog import CATALOG, GpuModel
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
@@ -39,9 +40,11 @@ if TYPE_CHECKING:
         CpuTopology,
         DeploymentMode,
         DiskSource,
+        DraDriverSpec,
         EgressClass,
         EvictionStrategy,
         Exposure,
+        GpuAllocation,
         GpuMode,
         GpuOperatorSpec,
         GpuRequest,
@@ -95,9 +98,13 @@ __all__ = [
     "CpuTopology",
     "DeploymentMode",
     "DiskSource",
+    "DraDriver",
+    "DraDriverArgs",
+    "DraDriverSpec",
     "EgressClass",
     "EvictionStrategy",
     "Exposure",
+    "GpuAllocation",
     "GpuMode",
     "GpuModel",
     "GpuOperator",
@@ -167,9 +174,13 @@ _HOMES: dict[str, str] = {
     "CpuTopology": "gpucell.spec",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
+    "DraDriver": "gpucell.dra_driver",
+    "DraDriverArgs": "gpucell.dra_driver",
+    "DraDriverSpec": "gpucell.spec",
     "EgressClass": "gpucell.spec",
     "EvictionStrategy": "gpucell.spec",
     "Exposure": "gpucell.spec",
+    "GpuAllocation": "gpucell.spec",
     "GpuMode": "gpucell.spec",
     "GpuModel": "gpucell.gpu_catalog",
     "GpuOperator": "gpucell.gpu_operator",

@@ -6,6 +6,10 @@
   command line that reserves them. Admission budgets VMs on these numbers, so a host that differs is refused
   rather than admitted VMs that cannot start (kubevirt/kubevirt#14854: a VM whose hugepages fit the node's
   allocatable but not what is free on its NUMA node fails with "unable to map backing store for guest RAM").
+- ``dra`` pools: the IOMMU must be on (``/sys/kernel/iommu_groups`` not empty): the NVIDIA DRA driver binds a VM's
+  GPU to ``vfio-pci``, and "the GPU kubelet plugin fails to start with ``PassthroughSupport`` enabled if IOMMU is
+  off" (kubernetes-sigs/dra-driver-nvidia-gpu ``site/content/docs/guides/gpu-allocation/
+  kubevirt-vfio-gpu-passthrough.md``), which would leave the pool without any GPU.
 - ``vm-vgpu`` pools of SR-IOV boards: Linux 6.8 or later (NVIDIA's vendor-specific VFIO framework; kubevirt/
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
   framework for vGPU"), then the VF-typing service of :mod:`gpucell.vgpu_sriov`.
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
     from gpucell.spec import CellSpec
     from gpucell.spec.pools import TopologyProfile
 
-__all__ = ["MIN_SRIOV_VGPU_KERNEL", "host_setup", "kernel_check", "memory_check"]
+__all__ = ["MIN_SRIOV_VGPU_KERNEL", "host_setup", "iommu_check", "kernel_check", "memory_check"]
 
 MIN_SRIOV_VGPU_KERNEL = (6, 8)
 """The first Linux release with NVIDIA's vendor-specific VFIO vGPU framework (secondary sources only: KubeVirt VEP
@@ -93,6 +97,16 @@ if [ "$gpucell_major" -lt {major} ] \
 fi
 """
 
+_IOMMU = """
+# Pool {pool} (gpuMode dra): the DRA driver binds a VM's GPU to vfio-pci, which needs the IOMMU.
+gpucell_groups="${{GPUCELL_SYSFS_ROOT:-/sys}}/kernel/iommu_groups"
+if [ -z "$(find "$gpucell_groups" -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)" ]; then
+  gpucell_msg="gpucell: pool {pool} (gpuMode dra) needs the IOMMU, and $gpucell_groups is empty: turn on VT-d or"
+  echo "$gpucell_msg AMD-Vi in firmware and boot with intel_iommu=on iommu=pt (or amd_iommu=on iommu=pt)" >&2
+  exit 1
+fi
+"""
+
 _PAGE_KB = {"1Gi": 1048576, "2Mi": 2048}
 _PAGE_KEY = {"1Gi": "hugepages1GiPerNuma", "2Mi": "hugepages2MiPerNuma"}
 _PAGE_ARG = {"1Gi": "1G", "2Mi": "2M"}
@@ -133,14 +147,21 @@ def kernel_check(pool_name: str, model: str, branch: int) -> str:
     return _KERNEL.format(major=major, minor=minor, pool=pool_name, model=model, branch=branch)
 
 
+def iommu_check(pool_name: str) -> str:
+    """Bash stopping the install on a ``dra`` node whose kernel runs without the IOMMU (no IOMMU groups)."""
+    return _IOMMU.format(pool=pool_name)
+
+
 def host_setup(cell: CellSpec, pool_name: str, pool: NodePool) -> str:
-    """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; on SR-IOV vGPU pools
-    :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`, on other GPU pools
-    :func:`gpucell.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server and cpu
-    pools without a topology profile."""
+    """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; :func:`iommu_check` on
+    ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`, on
+    other GPU pools :func:`gpucell.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server
+    and cpu pools without a topology profile."""
     parts: list[str] = []
     if pool.topology is not None:
         parts.append(memory_check(pool_name, pool.topology))
+    if pool.gpu_mode is GpuMode.DRA:
+        parts.append(iommu_check(pool_name))
     if pool.gpu_mode is GpuMode.VM_VGPU and pool_name in cell.vgpu_pools(VgpuFramework.SRIOV):
         image = cell.gpu_operator.vgpu_driver_image
         branch = driver_branch(image.version) if image is not None else None

@@ -42,7 +42,15 @@ from gpucell.k3s_hardening import server_options as hardening_server_options
 from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
 from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
-from gpucell.spec.pools import MIG_LABEL, POOL_LABEL, ROLE_LABEL, VGPU_LABEL, WORKLOAD_LABEL
+from gpucell.spec.pools import (
+    DRA_DISABLED_OPERANDS,
+    DRA_KUBELET_PLUGIN_LABEL,
+    MIG_LABEL,
+    POOL_LABEL,
+    ROLE_LABEL,
+    VGPU_LABEL,
+    WORKLOAD_LABEL,
+)
 
 __all__ = [
     "CONFIG_PATH",
@@ -141,10 +149,20 @@ def managed_labels(
     A ``vm-vgpu`` pool whose boards expose SR-IOV vGPUs (``vgpu_framework`` ``sriov``, see
     :func:`gpucell.spec.hardware.pool_vgpu_framework`) gets no ``nvidia.com/vgpu.config`` but
     :func:`gpucell.vgpu_sriov.node_labels`: the GPU Operator's mdev-only operands off on those nodes.
+
+    A ``dra`` pool runs the operator's ``container`` workload (``nvidia.com/gpu.workload.config=container``: driver,
+    toolkit, GFD, validator) with :data:`gpucell.spec.pools.DRA_DISABLED_OPERANDS` ``=false`` (device plugin, DCGM,
+    DCGM exporter; the operator keeps a non-empty state label it finds) and ``gpucell.io/dra-kubelet-plugin=true``
+    (where :mod:`gpucell.dra_driver` runs its kubelet plugin). The sandbox device plugin and the vfio-manager need no
+    label: the operator deploys them only on ``vm-passthrough``/``vm-vgpu`` nodes, and deletes their state labels
+    elsewhere.
     """
     labels = {POOL_LABEL: pool_name, ROLE_LABEL: pool.role.value}
     if pool.role is NodeRole.GPU:
-        labels[WORKLOAD_LABEL] = pool.mode.value
+        labels[WORKLOAD_LABEL] = pool.mode.workload_config
+        if pool.mode is GpuMode.DRA:
+            labels.update(dict.fromkeys(DRA_DISABLED_OPERANDS, "false"))
+            labels[DRA_KUBELET_PLUGIN_LABEL] = "true"
         if pool.mig_label is not None:
             labels[MIG_LABEL] = pool.mig_label
         if pool.vgpu_profile is not None and vgpu_framework is VgpuFramework.SRIOV:

@@ -322,15 +322,19 @@ readonly GPU_TIMEOUT={gpu_timeout}
 
 # What still keeps the node from its GPU state, one line each; nothing once the GPU Operator reports it.
 gpu_state_problems() {{
-  local value pods template
+  local {locals}
 {state_checks}{resource_checks}  template='{{range .items[*]}}{{.metadata.name}}{{"\\t"}}{{.status.phase}}{{"\\t"}}'
   template+='{{.status.containerStatuses[*].ready}}{{"\\n"}}{{end}}'
-  pods="$(kc get pods -n {operator_ns} --field-selector "spec.nodeName=$NODE" -o "jsonpath=$template")"
-  if [ -z "$pods" ]; then
-    echo "no GPU Operator pod runs on $NODE yet"
-  fi
-  awk -F '\\t' 'NF && $2 != "Succeeded" && ($2 != "Running" || $3 == "" || $3 ~ /false/) {{
-    print "GPU Operator pod " $1 " is not ready (" $2 ")" }}' <<<"$pods"
+  local -a namespaces=({pod_namespaces})
+  for namespace in "${{namespaces[@]}}"; do
+    pods="$(kc get pods -n "$namespace" --field-selector "spec.nodeName=$NODE" -o "jsonpath=$template")"
+    if [ -z "$pods" ]; then
+      echo "no pod of $namespace runs on $NODE yet"
+    fi
+    awk -F '\\t' -v ns="$namespace" -v skip={skip_pods} 'NF && (skip == "" || index($1, skip) != 1) \\
+      && $2 != "Succeeded" && ($2 != "Running" || $3 == "" || $3 ~ /false/) {{
+      print "pod " ns "/" $1 " is not ready (" $2 ")" }}' <<<"$pods"
+  done
 }}
 
 """
@@ -475,8 +479,9 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
     ``gpucell.io/maintenance`` on the node it then only records ``gpucell.io/k3s-config: <digest>`` and exits
     0. Otherwise it waits (``READY`` x :data:`POLL_SECONDS`, 5 minutes) until the node is Ready on ``version``;
     on a GPU node also until, within ``state.rollout.gpu_state_timeout_minutes``, every label of
-    ``state.state_labels`` is ``success``, ``status.allocatable`` has ``state.resources`` exactly, and the GPU
-    Operator's pods on the node are ready (a state ``failed`` ends the wait at once). Then it records the digest,
+    ``state.state_labels`` is ``success``, ``status.allocatable`` has ``state.resources`` exactly, and the pods of
+    the GPU Operator (and of ``state.pod_namespaces``) on the node are ready, but those named ``state.skip_pods*``
+    (a state ``failed`` ends the wait at once). Then it records the digest,
     removes ``gpucell.io/maintenance`` and uncordons (unless ``gpucell.io/keep-cordoned``). Exits 1 naming what
     is missing, leaving the node cordoned.
     """
@@ -487,7 +492,10 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
                                  for label in state.state_labels),
             resource_checks="".join(_RESOURCE_CHECK.format(key=jsonpath_key(name), resource=name, count=count)
                                     for name, count in state.resources.items()),
-            operator_ns=GPU_OPERATOR_NAMESPACE, gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
+            locals=("value " if state.state_labels or state.resources else "") + "namespace pods template",
+            pod_namespaces=" ".join(shlex.quote(ns) for ns in (GPU_OPERATOR_NAMESPACE, *state.pod_namespaces)),
+            skip_pods=shlex.quote(state.skip_pods),
+            gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
             gpu_timeout=state.rollout.gpu_state_timeout_minutes * 60,
         )
         gpu_wait = _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE)

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 
 from gpucell._k3s_scripts import pool_managed_labels
 from gpucell.inventory import gpu_offers
-from gpucell.spec import CellSpec, NodePool, NodeRole
+from gpucell.spec import CellSpec, GpuMode, NodePool, NodeRole
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.pools import MIG_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
+    "DRA_DRIVER_NAMESPACE",
     "GPU_OPERATOR_NAMESPACE",
     "MIG_STATE_LABEL",
+    "VALIDATOR_POD_PREFIX",
     "VGPU_STATE_LABEL",
     "NodeState",
     "node_state",
@@ -41,6 +43,10 @@ VGPU_STATE_LABEL = "nvidia.com/vgpu.config.state"
 applied."""
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 """Where the GPU Operator's operands run (:data:`gpucell.gpu_operator.NAMESPACE`)."""
+DRA_DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"
+"""Where the DRA driver's kubelet plugin runs (:data:`gpucell.dra_driver.NAMESPACE`)."""
+VALIDATOR_POD_PREFIX = "nvidia-operator-validator-"
+"""Name prefix of the GPU Operator's validator pods (its ``nvidia-operator-validator`` DaemonSet)."""
 _GPU_CONFIG_LABELS = (WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
 
 
@@ -65,6 +71,12 @@ class NodeState:
     """Extended resources the node must advertise in ``status.allocatable`` once converged: name -> count."""
     rollout: Rollout
     """How the node's pool goes through maintenance."""
+    pod_namespaces: tuple[str, ...] = ()
+    """Namespaces besides the GPU Operator's whose pods on the node must be ready once converged (the DRA
+    driver's on ``dra`` nodes)."""
+    skip_pods: str = ""
+    """Name prefix of GPU Operator pods not waited for: on ``dra`` nodes the validator, whose plugin check waits
+    for ``nvidia.com/gpu``, which those nodes never advertise (docs/decisions/0017)."""
 
     @property
     def is_gpu(self) -> bool:
@@ -85,6 +97,7 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
             state_labels += (VGPU_STATE_LABEL,)
         for offer in gpu_offers({pool_name: pool}, cell.effective_mig_strategy.value):
             resources[offer.resource] = resources.get(offer.resource, 0) + offer.per_node
+    dra = pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
     return NodeState(
         name=host_name,
         role=pool.role,
@@ -94,4 +107,6 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
         state_labels=state_labels,
         resources=resources,
         rollout=pool.rollout,
+        pod_namespaces=(DRA_DRIVER_NAMESPACE,) if dra else (),
+        skip_pods=VALIDATOR_POD_PREFIX if dra else "",
     )

@@ -11,11 +11,12 @@ from gpucell._component import CellComponent
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
-from gpucell.spec import CellSpec
+from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
 __all__ = ["RegionalCell", "RegionalCellArgs", "cluster_identifier"]
@@ -45,7 +46,8 @@ class RegionalCellArgs:
 
 
 class RegionalCell(CellComponent):
-    """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator, KServe.
+    """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
+    NVIDIA DRA driver with ``dra`` pools), KServe.
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
@@ -54,6 +56,7 @@ class RegionalCell(CellComponent):
     - Cilium after the servers answer (nodes cannot become Ready without a CNI);
     - everything in the cluster after Cilium;
     - CDI after storage; custom resources after their operator (inside each component);
+    - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready.
     """
 
@@ -95,6 +98,12 @@ class RegionalCell(CellComponent):
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
         )
+        self.dra_driver: DraDriver | None = None
+        """The NVIDIA DRA driver, when a pool has ``gpuMode: dra``."""
+        if cell.gpu_pools(GpuMode.DRA):
+            self.dra_driver = DraDriver(
+                f"{name}-dra-driver", DraDriverArgs(cell), opts=self._in_cluster(self.cilium, self.gpu_operator)
+            )
         self.cert_manager = CertManager(
             f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
         )

@@ -39,7 +39,7 @@ from pydantic import Field, field_validator
 
 from gpucell._chart import deep_merge
 from gpucell.cilium import cilium_values
-from gpucell.spec import CellSpec, NodeRole, StorageBackend
+from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.tenancy import namespace_of
 
@@ -325,6 +325,9 @@ def _charts(cell: CellSpec) -> dict[str, str]:
               "gpuOperator": versions.gpu_operator, "kserve": versions.kserve}
     if cell.storage.backend is StorageBackend.LONGHORN:
         charts["longhorn"] = versions.longhorn
+    if cell.gpu_pools(GpuMode.DRA):
+        # A 0.x minor of the DRA driver may change its device attributes, classes and gates (docs/decisions/0017).
+        charts["draDriver"] = versions.dra_driver
     return charts
 
 

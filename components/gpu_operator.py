@@ -24,11 +24,13 @@ from gpucell._component import CellComponent
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import gpu_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
+from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL
 
 __all__ = [
     "BIND_NVSWITCHES",
     "CHART",
     "DAEMONSET_TOLERATIONS",
+    "DRA_PLUGIN_EVICTION",
     "K3S_CONTAINERD_CONFIG",
     "K3S_CONTAINERD_DIR",
     "K3S_CONTAINERD_SOCKET",
@@ -72,6 +74,11 @@ NFD_WORKER_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 """The chart's default ``node-feature-discovery.worker.tolerations`` (v26.7.0 ``values.yaml``), kept first."""
+DRA_PLUGIN_EVICTION = {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": DRA_KUBELET_PLUGIN_LABEL}
+"""``driver.manager.env`` entry with ``dra`` pools: the driver manager sets this node label to
+``paused-for-driver-upgrade`` before it reloads the driver and back afterwards, so the DRA kubelet plugin (selected by
+it) leaves the node and comes back on the new driver (k8s-driver-manager v0.12.0 ``cmd/driver-manager/main.go``:
+``NODE_LABEL_FOR_GPU_POD_EVICTION``, ``customOperandNodeLabelValue``)."""
 BIND_NVSWITCHES = {"name": "BIND_NVSWITCHES", "value": "true"}
 """``vfioManager.env`` entry making ``vfio-manage bind --all`` bind the NVSwitches to ``vfio-pci`` too (NVIDIA/
 k8s-driver-manager v0.12.0 ``cmd/vfio-manage/bind.go``: flag ``bind-nvswitches``, env ``BIND_NVSWITCHES``, "Also
@@ -164,6 +171,14 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
       chart's defaults (:data:`DAEMONSET_TOLERATIONS`, :data:`NFD_WORKER_TOLERATIONS`) plus the taints of every
       GPU pool (:func:`gpucell.platform_tolerations.gpu_pool_tolerations`), so a tainted GPU pool keeps its driver,
       device plugin and node labels.
+    - With ``dra`` pools (:mod:`gpucell.dra_driver`): ``driver.manager.env`` ``NODE_LABEL_FOR_GPU_POD_EVICTION=
+      gpucell.io/dra-kubelet-plugin``, so that the driver manager (k8s-driver-manager v0.12.0 ``cmd/driver-manager``:
+      "Node label for GPU pod eviction") pauses the DRA driver's kubelet plugin across a driver reload and it restarts
+      against the new driver (NVIDIA's DRA-with-the-GPU-Operator install guide names this workaround); and
+      ``devicePlugin.enabled: false`` when no ``container`` pool needs it, which also drops the validator's
+      plugin-validation step (``TransformValidator`` in ``controllers/object_controls.go``), as ``dra`` nodes
+      advertise no ``nvidia.com/gpu``. With a ``container`` pool the plugin stays on and is off on ``dra`` nodes by
+      node label (:func:`gpucell._k3s_scripts.managed_labels`).
     - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
       operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
       every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
@@ -191,7 +206,7 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     if any(p.model.hgx is not None and p.model.hgx.nvswitch is not None for p in passthrough_pools.values()):
         vfio_manager["env"] = [dict(BIND_NVSWITCHES)]
     tolerations = gpu_pool_tolerations(cell)
-    return {
+    values: dict[str, Any] = {
         "operator": {"upgradeCRD": True},
         "daemonsets": {"tolerations": _with(DAEMONSET_TOLERATIONS, tolerations)},
         "node-feature-discovery": {"worker": {"tolerations": _with(NFD_WORKER_TOLERATIONS, tolerations)}},
@@ -206,6 +221,10 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
         "dcgmExporter": {"enabled": cell.gpu_operator.dcgm_exporter},
         "toolkit": {"env": toolkit_env(cell)},
     }
+    if cell.gpu_pools(GpuMode.DRA):
+        values["driver"] = {"manager": {"env": [dict(DRA_PLUGIN_EVICTION)]}}
+        values["devicePlugin"] = {"enabled": bool(cell.gpu_pools(GpuMode.CONTAINER))}
+    return values
 
 
 def _with(defaults: tuple[dict[str, str], ...], extra: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -230,14 +249,19 @@ def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[
 
 
 def _overrides(cell: CellSpec) -> dict[str, Any]:
-    """The user's ``gpuOperator.values`` with ``toolkit.env`` and ``vfioManager.env`` already merged by name into
-    ours (see :func:`merge_env`)."""
+    """The user's ``gpuOperator.values`` with ``toolkit.env``, ``vfioManager.env`` and ``driver.manager.env``
+    already merged by name into ours (see :func:`merge_env`)."""
     overrides = dict(cell.gpu_operator.values)
     ours = gpu_operator_values(cell)
     for section in ("toolkit", "vfioManager"):
         theirs = overrides.get(section)
         if isinstance(theirs, dict) and isinstance(theirs.get("env"), list):
             overrides[section] = {**theirs, "env": merge_env(ours[section].get("env", []), theirs["env"])}
+    driver = overrides.get("driver")
+    manager = driver.get("manager") if isinstance(driver, dict) else None
+    if isinstance(driver, dict) and isinstance(manager, dict) and isinstance(manager.get("env"), list):
+        mine = ((ours.get("driver") or {}).get("manager") or {}).get("env", [])
+        overrides["driver"] = {**driver, "manager": {**manager, "env": merge_env(mine, manager["env"])}}
     return overrides
 
 

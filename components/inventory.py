@@ -11,6 +11,11 @@ What a node advertises follows from its pool's mode (the GPU Operator's ``nvidia
 
 ``vm-passthrough`` pools of HGX boards also advertise the boards' NVSwitches (:func:`nvswitch_offers`); they are
 not GPUs, so they are kept apart: no tenant quota names them, a whole-board VM takes them with its GPUs.
+
+``dra`` pools advertise no extended resource: the NVIDIA DRA driver publishes their GPUs in ResourceSlices, each
+both as a container GPU (DeviceClass ``gpu.nvidia.com``) and as a VFIO device (``vfio.gpu.nvidia.com``), and claims
+take them (:func:`dra_offers`, :mod:`gpucell.dra`). They are kept apart too: one GPU per unit, shared by the two
+classes.
 """
 
 from __future__ import annotations
@@ -19,13 +24,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.gpu_catalog import mig_resource_name
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
-__all__ = ["WHOLE_GPU", "GpuOffer", "OfferKind", "capacity", "gpu_offers", "nvswitch_offers", "nvswitch_quota"]
+__all__ = [
+    "DRA_SHARED",
+    "WHOLE_GPU",
+    "GpuOffer",
+    "OfferKind",
+    "capacity",
+    "dra_offers",
+    "gpu_offers",
+    "nvswitch_offers",
+    "nvswitch_quota",
+]
 
 WHOLE_GPU = "nvidia.com/gpu"
 """The device plugin's resource for a whole GPU (or a MIG instance under the ``single`` strategy)."""
+DRA_SHARED = f"{GPU_CLASS}+{VFIO_CLASS}"
+"""The ``resource`` of a ``dra`` pool's offer: its GPUs, each serving either DeviceClass."""
 
 
 class OfferKind(StrEnum):
@@ -36,6 +54,7 @@ class OfferKind(StrEnum):
     PASSTHROUGH = "passthrough"
     VGPU = "vgpu"
     NVSWITCH = "nvswitch"
+    DRA = "dra"
 
 
 @dataclass(frozen=True)
@@ -63,10 +82,11 @@ class GpuOffer:
 
 
 def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffer]:
-    """Every (pool, resource) the GPU pools advertise, in pool order. ``mig_strategy`` is ``single`` or ``mixed``."""
+    """Every (pool, extended resource) the GPU pools' device plugins advertise, in pool order (``dra`` pools: see
+    :func:`dra_offers`). ``mig_strategy`` is ``single`` or ``mixed``."""
     offers: list[GpuOffer] = []
     for name, pool in pools.items():
-        if pool.role is not NodeRole.GPU:
+        if pool.role is not NodeRole.GPU or pool.mode is GpuMode.DRA:
             continue
         gpus, nodes, model = pool.gpus_per_node or 0, len(pool.hosts), pool.model
         if pool.mode is GpuMode.VM_PASSTHROUGH:
@@ -84,6 +104,16 @@ def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffe
         else:
             offers.append(GpuOffer(WHOLE_GPU, name, pool.mode, model.name, OfferKind.GPU, gpus, nodes))
     return offers
+
+
+def dra_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
+    """The whole GPUs of every ``dra`` pool, in pool order: ``resource`` :data:`DRA_SHARED`, kind ``dra``, one unit a
+    GPU, which a claim takes as a container GPU or as a VFIO device."""
+    return [
+        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0, len(pool.hosts))
+        for name, pool in pools.items()
+        if pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
+    ]
 
 
 def nvswitch_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:

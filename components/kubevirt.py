@@ -8,7 +8,8 @@ custom resource; its shape is checked against ``v1.KubeVirt`` in KubeVirt v1.9.0
 
 Feature gates at v1.9 (``pkg/virt-config/featuregate``): ``GPU`` (GA since kubevirt/kubevirt#12943) and
 ``NUMA`` (GA since #12232) are deprecated and always on, so they are not set; ``HostDevices`` and
-``CPUManager`` are still Alpha gates; ``DisableMDEVConfiguration`` is deprecated since v1.8 (#16220) in favour
+``CPUManager`` are still Alpha gates; ``GPUsWithDRA`` is Beta (on unless disabled) and set explicitly with ``dra``
+pools; ``DisableMDEVConfiguration`` is deprecated since v1.8 (#16220) in favour
 of ``spec.configuration.mediatedDevicesConfiguration.enabled``, which is what we set.
 """
 
@@ -32,6 +33,7 @@ from gpucell.spec.lifecycle import removal_options
 __all__ = [
     "CPU_MANAGER_GATE",
     "CR_NAME",
+    "GPUS_WITH_DRA_GATE",
     "HOST_DEVICES_GATE",
     "NAMESPACE",
     "SECCOMP_CONFIGURATION",
@@ -51,6 +53,10 @@ CR_NAME = "kubevirt"
 """Name of the ``KubeVirt`` CR (the operator manages exactly one)."""
 HOST_DEVICES_GATE = "HostDevices"
 """Alpha gate for PCI and mediated host devices in VMs (``legacy/host_devices.go``)."""
+GPUS_WITH_DRA_GATE = "GPUsWithDRA"
+"""Gate for VM GPUs from ResourceClaims (``gpus[].claimName``/``requestName``): "Alpha: v1.6.0, Beta: v1.9.0"
+(``pkg/virt-config/featuregate/active.go`` at v1.9.0). Without it virt-api refuses such a VM ("contains DRA enabled
+GPUs but feature gate is not enabled", ``pkg/dra/admitter/dra_admitter.go``)."""
 CPU_MANAGER_GATE = "CPUManager"
 """Alpha gate that lets virt-handler label nodes ``cpumanager=true`` when the kubelet runs the static CPU
 manager; VMs with ``dedicatedCpuPlacement`` are scheduled only onto such nodes (``legacy/cpu_manager.go``,
@@ -134,6 +140,10 @@ def feature_gates(cell: CellSpec) -> list[str]:
     """``developerConfiguration.featureGates`` for KubeVirt v1.9, in a stable order.
 
     - ``HostDevices`` when any pool hands GPUs to VMs (``vm-passthrough`` or ``vm-vgpu``).
+    - ``GPUsWithDRA`` when any pool has ``gpuMode: dra``. It is Beta, so on by default in v1.9.0; it is listed
+      anyway because the cell's DRA VMs depend on it: the CR then says what the cell uses, and a cluster-wide
+      ``disabledFeatureGates`` or a KubeVirt whose default differs cannot turn it off unnoticed.
+      ``HostDevicesWithDRA`` is not set: gpucell renders DRA GPUs as ``gpus``, never as ``hostDevices``.
     - ``CPUManager`` when any pool has a ``topology`` profile: those nodes run the kubelet's static CPU
       manager for VMs with dedicated CPUs, and only the gate makes virt-handler label them
       ``cpumanager=true``.
@@ -144,6 +154,8 @@ def feature_gates(cell: CellSpec) -> list[str]:
     gates: list[str] = []
     if cell.gpu_pools(GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU):
         gates.append(HOST_DEVICES_GATE)
+    if cell.gpu_pools(GpuMode.DRA):
+        gates.append(GPUS_WITH_DRA_GATE)
     if any(pool.topology is not None for pool in cell.node_pools.values()):
         gates.append(CPU_MANAGER_GATE)
     return gates

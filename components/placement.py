@@ -10,11 +10,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import shown
 from gpucell.gpu_catalog import CATALOG, GpuModel
-from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind
+from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy
-from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
+from gpucell.spec.workloads import GpuAllocation, GpuRequest, GpuVirtualMachineSpec
 
 __all__ = ["Placement", "PlacementError", "cpu_pools", "host_refusal", "place_container", "place_vm"]
 
@@ -35,15 +36,23 @@ class Placement:
     pools: tuple[str, ...]
     """Candidate pools (the rendered node affinity); empty means anywhere."""
     resource: str | None = None
-    """Extended resource requested, or ``None`` without GPUs."""
+    """Extended resource requested, or ``None`` without GPUs or with DRA."""
     count: int = 0
-    """Units of ``resource`` per pod or VM (count)."""
+    """Units of ``resource`` (or devices of ``device_class``) per pod or VM (count)."""
+    device_class: str | None = None
+    """With ``dra`` allocation: the DeviceClass the workload's claim requests (``gpu.nvidia.com`` for containers,
+    ``vfio.gpu.nvidia.com`` for VMs), from the ``dra`` pools in ``pools``; else ``None``."""
     nvswitch_resource: str | None = None
     """A whole-HGX-board VM: the board's NVSwitch resource (``nvidia.com/GH100_H100_NVSWITCH``), else ``None``."""
     nvswitch_count: int = 0
     """NVSwitches a whole-board VM gets (count)."""
     nvlink_disabled: bool = False
     """True for a VM with part of an HGX board and no NVSwitch: its guest driver must run with NVLink off."""
+
+    @property
+    def has_gpus(self) -> bool:
+        """True when the workload gets GPUs, by extended resource or by claim."""
+        return self.resource is not None or self.device_class is not None
 
 
 def _names(offers: Sequence[GpuOffer]) -> str:
@@ -69,7 +78,8 @@ def _topology_key(vm: GpuVirtualMachineSpec) -> str:
 
 def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool],
              offers: Sequence[GpuOffer]) -> Placement:
-    """Placement of a VM: passthrough or vGPU pools of its model, or CPU pools for a CPU-only VM."""
+    """Placement of a VM: passthrough or vGPU pools of its model, ``dra`` pools with ``gpuAllocation: dra`` (a claim
+    for ``vfio.gpu.nvidia.com`` devices), or CPU pools for a CPU-only VM."""
     needs_topology = vm.dedicated_cpus or vm.hugepages is not None or vm.numa_passthrough
     workers = [n for n, p in pools.items() if p.role is not NodeRole.SERVER]
     if vm.pool is not None and vm.pool not in workers:
@@ -86,6 +96,8 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
     if vm.gpu_model not in CATALOG:
         raise PlacementError(("gpuModel",),
                              f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+    if vm.gpu_allocation is GpuAllocation.DRA:
+        return _place_dra_vm(vm, pools, needs_topology)
     profiles = CATALOG[vm.gpu_model].vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
         raise PlacementError(("vgpuProfile",), f"{shown(vm.vgpu_profile)} is not a vGPU profile of {vm.gpu_model}; "
@@ -99,7 +111,8 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
         matching = [o for o in matching if o.pool == vm.pool]
     if not matching:
         key = "vgpuProfile" if vm.vgpu_profile and any(o.kind is kind for o in of_model) else "gpuModel"
-        raise PlacementError((key,), _no_vm_pool(vm, mode, of_model))
+        raise PlacementError((key,), _no_vm_pool(vm, mode, of_model) + _dra_hint(vm.gpu_model, vm.pool, pools,
+                                                                                  "gpuAllocation"))
     matching = [o for o in matching if not needs_topology or pools[o.pool].topology is not None]
     if not matching:
         raise PlacementError((_topology_key(vm),), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
@@ -108,6 +121,36 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
     fitting = tuple(_host_fits(vm, fitting, pools))
     placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
     return _with_fabric(placement, CATALOG[vm.gpu_model], kind)
+
+
+def _place_dra_vm(vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], needs_topology: bool) -> Placement:
+    """A VM with ``gpuAllocation: dra``: ``dra`` pools of its model (the named one), with a topology profile when it
+    asks for dedicated CPUs or hugepages, whose nodes hold its GPUs and memory; claims ``vfio.gpu.nvidia.com``."""
+    of_model = [o for o in dra_offers(pools) if o.model == vm.gpu_model]
+    matching = [o for o in of_model if vm.pool is None or o.pool == vm.pool]
+    if not matching:
+        where = f" in pool {vm.pool}" if vm.pool else ""
+        elsewhere = f"; {vm.gpu_model} dra pools: {_names(of_model)}" if of_model else ""
+        raise PlacementError(("gpuAllocation",), f"'dra': the region has no dra pool with {vm.gpu_model}{where}"
+                             f"{elsewhere}")
+    matching = [o for o in matching if not needs_topology or pools[o.pool].topology is not None]
+    if not matching:
+        raise PlacementError((_topology_key(vm),), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
+                             f"a topology profile; no dra pool with {vm.gpu_model} has one")
+    fitting = _fit(matching, vm.gpus, f"{vm.gpu_model} GPUs", ("gpus",))
+    fitting = tuple(_host_fits(vm, fitting, pools))
+    return Placement(tuple(o.pool for o in fitting), None, vm.gpus, device_class=VFIO_CLASS)
+
+
+def _dra_hint(model: str | None, pool: str | None, pools: Mapping[str, NodePool], key: str) -> str:
+    """``"; pool l4-dra runs gpuMode dra: set <key>: dra"`` when the named pool, or a pool of ``model``, is a ``dra``
+    pool; else empty."""
+    dra = [o.pool for o in dra_offers(pools)
+           if (pool is not None and o.pool == pool) or (pool is None and model is not None and o.model == model)]
+    if not dra:
+        return ""
+    runs = "runs" if len(dra) == 1 else "run"
+    return f"; pool{'s' if len(dra) > 1 else ''} {', '.join(dra)} {runs} gpuMode dra: set {key}: dra"
 
 
 def _with_fabric(placement: Placement, model: GpuModel, kind: OfferKind) -> Placement:
@@ -245,7 +288,8 @@ def cpu_pools(pools: Mapping[str, NodePool]) -> list[str]:
 
 def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer],
                     mig_strategy: str, what: str) -> Placement:
-    """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile.
+    """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile; with
+    ``gpu.allocation: dra``, ``dra`` pools (a claim for ``gpu.nvidia.com`` devices).
 
     ``what`` names the workload kind in messages (``a GPU notebook``). Without GPUs the pod goes to the region's
     :func:`cpu_pools`, so it takes no CPU from NUMA-pinned GPU nodes; anywhere when there are none.
@@ -255,14 +299,17 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
     if gpu.model is not None and gpu.model not in CATALOG:
         raise PlacementError(("gpu", "model"),
                              f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+    if gpu.allocation is GpuAllocation.DRA:
+        return _place_dra_container(gpu, pools)
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]
     vm_pools = [o for o in of_model if o.mode is not GpuMode.CONTAINER]
     container = [o for o in of_model if o.mode is GpuMode.CONTAINER]
     if not container:
+        hint = _dra_hint(gpu.model, None, pools, "gpu.allocation") if gpu.model else ""
         if vm_pools:
             raise PlacementError(("gpu",), f"{what} needs a container-mode pool; "
-                                 f"{_names(vm_pools)} run{'s' if len(vm_pools) == 1 else ''} VMs")
-        raise PlacementError(("gpu",), f"the region has no container-mode GPU pool{_model(gpu)}")
+                                 f"{_names(vm_pools)} run{'s' if len(vm_pools) == 1 else ''} VMs{hint}")
+        raise PlacementError(("gpu",), f"the region has no container-mode GPU pool{_model(gpu)}{hint}")
     if gpu.mig_profile is not None:
         return _place_mig(gpu, container, mig_strategy)
     whole = [o for o in container if o.kind is OfferKind.GPU]
@@ -271,6 +318,16 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
                              f"{_names(container)}); ask for a migProfile")
     fitting = _fit(whole, gpu.count, "GPUs", ("gpu", "count"))
     return Placement(tuple(o.pool for o in fitting), WHOLE_GPU, gpu.count)
+
+
+def _place_dra_container(gpu: GpuRequest, pools: Mapping[str, NodePool]) -> Placement:
+    """A pod with ``gpu.allocation: dra``: ``dra`` pools (of ``gpu.model``) whose nodes hold ``gpu.count`` GPUs;
+    claims ``gpu.nvidia.com``."""
+    candidates = [o for o in dra_offers(pools) if gpu.model is None or o.model == gpu.model]
+    if not candidates:
+        raise PlacementError(("gpu", "allocation"), f"'dra': the region has no dra pool{_model(gpu)}")
+    fitting = _fit(candidates, gpu.count, "GPUs", ("gpu", "count"))
+    return Placement(tuple(o.pool for o in fitting), None, gpu.count, device_class=GPU_CLASS)
 
 
 def _model(gpu: GpuRequest) -> str:

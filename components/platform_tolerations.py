@@ -9,6 +9,7 @@ volumes never attach):
 - :func:`gpu_pool_tolerations`: GPU Operator operands (chart value ``daemonsets.tolerations``: driver, toolkit,
   device plugins, vfio-manager, vGPU manager, MIG manager, validators, DCGM exporter) and the Node Feature
   Discovery worker (``node-feature-discovery.worker.tolerations``), which labels the GPU nodes the operator selects.
+  The NVIDIA DRA driver's kubelet plugin tolerates the ``dra`` pools' taints (:mod:`gpucell.dra_driver`).
 - :func:`vm_pool_tolerations`: KubeVirt's virt-handler (``KubeVirt`` CR ``spec.workloads.nodePlacement``) and CDI's
   importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gpucell.spec.pools import GpuMode, NodePool, NodeRole, taint_tolerations
+from gpucell.spec.pools import NodePool, NodeRole, taint_tolerations
 
 if TYPE_CHECKING:
     from gpucell.spec import CellSpec
@@ -40,10 +41,10 @@ def gpu_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
 
 
 def vm_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
-    """Tolerations for the taints of the pools VMs may run on: ``vm-passthrough`` and ``vm-vgpu`` pools and cpu
-    pools (CPU-only VMs)."""
+    """Tolerations for the taints of the pools VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools and
+    cpu pools (CPU-only VMs)."""
     return _of(p for p in cell.node_pools.values()
-               if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode is not GpuMode.CONTAINER))
+               if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
 
 
 def worker_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:

@@ -41,7 +41,8 @@ v1.9.0:<path>`` in kubevirt/kubevirt (tag v1.9.0, 79d34c1762169e5b0370ec491cef5c
 - Volumes (``rendervolumes.go``): ``emptyDir`` (hugepages as medium ``HugePages``), PVCs, Secrets, ConfigMaps,
   downward API and ``image`` volumes (container disks; allowed by ``restricted`` since Kubernetes 1.33,
   kubernetes/kubernetes#130394). ``hostPath`` appears only for ``hostDisk`` volumes (the Alpha ``HostDisk``
-  gate), which gpucell never enables. GPUs arrive through the device plugin as extended resources.
+  gate), which gpucell never enables. GPUs arrive through the device plugin as extended resources, or on ``dra``
+  pools as CDI devices of the pod's ResourceClaim.
 - What ``restricted`` still rejects, honestly: the trigger pod KubeVirt starts to hotplug a **block-mode** PVC
   into a running VM sets pod ``runAsUser: 0`` (``RenderHotplugAttachmentTriggerPodTemplate``, called from
   ``pkg/virt-controller/watch/vmi/volume-hotplug.go``), so ``virtctl addvolume`` of a block volume fails in a
@@ -117,7 +118,8 @@ from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
-from gpucell.inventory import capacity, gpu_offers, nvswitch_quota
+from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
+from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
@@ -246,6 +248,11 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
     whole boards as the quota's passthrough GPUs of that model cover (:func:`gpucell.inventory.nvswitch_quota`).
     Extended resources only take the ``requests.`` prefix in a quota (Kubernetes "Resource Quotas").
+
+    In a region with ``dra`` pools: ``<class>.deviceclass.resource.k8s.io/devices`` for every DeviceClass of the DRA
+    driver (:data:`gpucell.dra.DEVICE_CLASSES`), ``quota.deviceClasses``' devices or ``"0"``, and
+    ``count/resourceclaims.resource.k8s.io``, the sum of those devices (each claim holds at least one device; 0
+    claims for a tenant without DRA quota, whatever class a claim names). KEP-4381 "ResourceQuota".
     """
     quota = spec.quota
     hard = {
@@ -264,6 +271,10 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
         hard[f"requests.{resource}"] = str(quota.gpus.get(resource, 0))
     for resource, units in nvswitch_quota(quota.gpus, cell.node_pools).items():
         hard[f"requests.{resource}"] = str(units)
+    if dra_offers(cell.node_pools):
+        for device_class in sorted({*DEVICE_CLASSES, *quota.device_classes}):
+            hard[quota_key(device_class)] = str(quota.device_classes.get(device_class, 0))
+        hard[CLAIMS_QUOTA_KEY] = str(sum(quota.device_classes.values()))
     return hard
 
 

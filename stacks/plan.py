@@ -20,8 +20,9 @@ import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell
+from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
-from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
+from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -324,7 +325,8 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
 
 def render_capacity(spec: CellSpec) -> list[str]:
     """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource;
-    HGX NVSwitches last, reserved as the quotas' whole boards imply (:func:`gpucell.inventory.nvswitch_quota`)."""
+    HGX NVSwitches last, reserved as the quotas' whole boards imply (:func:`gpucell.inventory.nvswitch_quota`); then
+    the ``dra`` pools' GPUs as one shared line (:func:`render_dra_capacity`)."""
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
@@ -344,6 +346,30 @@ def render_capacity(spec: CellSpec) -> list[str]:
         models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))
         lines.append(f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved[resource]:8d} "
                      f"{used[resource]:6d}")
+    return lines + render_dra_capacity(spec)
+
+
+def render_dra_capacity(spec: CellSpec) -> list[str]:
+    """The ``dra`` pools' GPUs as one line, ``gpu.nvidia.com+vfio.gpu.nvidia.com`` (each GPU serves a container or
+    a VM), with what the quotas' ``deviceClasses`` reserve and the declared workloads use of both classes together,
+    then one line per class with its share; nothing without ``dra`` pools."""
+    offers = dra_offers(spec.node_pools)
+    if not offers:
+        return []
+    reserved: Counter[str] = Counter()
+    used: Counter[str] = Counter()
+    for tenant in spec.tenants.values():
+        reserved.update(tenant.quota.device_classes)
+        for _, placement, units in placements(spec, tenant):
+            if placement.device_class is not None:
+                used[placement.device_class] += units
+    total = sum(o.total for o in offers)
+    models = ", ".join(f"{o.model} ({o.pool})" for o in offers)
+    lines = [f"                 {DRA_SHARED:34s} {'dra':15s} {models:34s} {total:8d} {sum(reserved.values()):8d} "
+             f"{sum(used.values()):6d}"]
+    for device_class, who in ((GPU_CLASS, "containers"), (VFIO_CLASS, "VMs")):
+        lines.append(f"                   {device_class:32s} {'shared':15s} {who:34s} {'-':>8s} "
+                     f"{reserved[device_class]:8d} {used[device_class]:6d}")
     return lines
 
 

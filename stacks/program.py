@@ -7,9 +7,12 @@ import pulumi
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
+from gpucell.placement import Placement
+from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config
 from gpucell.stacks.guard import check_against, deployed_fingerprints, fingerprint_output, read_last_deployment
 from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
@@ -42,23 +45,49 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
 
 
 def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[Tenant]:
-    """The region's tenants (children of the cell) and their workloads (children of their tenant)."""
+    """The region's tenants (children of the cell) and their workloads (children of their tenant).
+
+    VMs with ``gpuAllocation: dra`` come last and wait for every notebook's StatefulSet and endpoint's
+    InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
+    claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
+    claims cannot be allocated the same GPUs in the same ``pulumi up`` (docs/decisions/0017).
+    """
     tenants: list[Tenant] = []
+    on_dra_pool: dict[str, list[pulumi.Resource]] = {}
+    dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
     for tenant_name, spec in cell.spec.tenants.items():
         tenant = Tenant(f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell),
                         opts=pulumi.ResourceOptions(parent=cell))
         under = pulumi.ResourceOptions(parent=tenant)
         prefix = f"{region}-{tenant_name}"
         for name, vm in spec.virtual_machines.items():
+            if vm.gpu_allocation is GpuAllocation.DRA:
+                dra_vms.append((f"{prefix}-{name}", name, vm, tenant))
+                continue
             GpuVirtualMachine(f"{prefix}-{name}", GpuVirtualMachineArgs(name, vm, tenant), opts=under)
         for name, notebook in spec.notebooks.items():
-            Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
+            book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
+            _claims_on(on_dra_pool, book.placement, book.statefulset)
         for name, endpoint in spec.model_endpoints.items():
             key = endpoint.credentials_config_key
             credentials = stack.credentials[key] if key is not None else None
-            ModelEndpoint(f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials), opts=under)
+            served = ModelEndpoint(f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials),
+                                   opts=under)
+            _claims_on(on_dra_pool, served.placement, served.inference_service)
         tenants.append(tenant)
+    for component_name, name, vm, tenant in dra_vms:
+        pools = vm_placement(name, vm, cell.spec).pools
+        after = list(dict.fromkeys(r for pool in pools for r in on_dra_pool.get(pool, [])))
+        GpuVirtualMachine(component_name, GpuVirtualMachineArgs(name, vm, tenant, after),
+                          opts=pulumi.ResourceOptions(parent=tenant))
     return tenants
+
+
+def _claims_on(on_dra_pool: dict[str, list[pulumi.Resource]], placement: Placement, ready: pulumi.Resource) -> None:
+    """Record ``ready`` (a workload that is ready once its DRA claim is prepared) under each pool it may land on."""
+    if placement.device_class is not None:
+        for pool in placement.pools:
+            on_dra_pool.setdefault(pool, []).append(ready)
 
 
 def main() -> None:

@@ -274,7 +274,7 @@ def test_vgpu_profile_typo_and_unoffered_profile() -> None:
 def test_vms_stay_off_server_pools() -> None:
     assert errors(region(acme={"virtualMachines": {"x": {"memoryGib": 4, "rootDisk": DISK, "pool": "servers"}}})) == [
         f"{A}.virtualMachines.x.pool: 'servers' is a server pool; VMs run on gpu or cpu pools: h100-vm, h200-mig, "
-        "h200, l40s-vgpu, cpu"
+        "h200, l40s-vgpu, l4-dra, cpu"
     ]
 
 

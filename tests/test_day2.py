@@ -113,7 +113,9 @@ def test_every_gpu_host_has_a_node_patch_with_its_workload_mode(baseline: PlanRe
                 assert patch.type == NODE_PATCH
                 assert patch.provider == f"{region}-k8s"
                 assert patch.inputs["metadata"]["name"] == host["name"]
-                assert patch.inputs["metadata"]["labels"]["nvidia.com/gpu.workload.config"] == pool["gpuMode"]
+                # dra pools run the GPU Operator's container stack (driver, toolkit) beside the DRA driver
+                mode = "container" if pool["gpuMode"] == "dra" else pool["gpuMode"]
+                assert patch.inputs["metadata"]["labels"]["nvidia.com/gpu.workload.config"] == mode
                 assert patch.inputs["metadata"]["annotations"] == {
                     "pulumi.com/patchFieldManager": "gpucell", "pulumi.com/patchForce": "true"
                 }
@@ -130,8 +132,13 @@ def test_every_gpu_host_has_a_node_patch_with_its_workload_mode(baseline: PlanRe
                  "nvidia.com/gpu.deploy.vgpu-device-manager"}
     deploy = {k: v for k, v in vgpu.items() if k.startswith("nvidia.com/gpu.deploy.")}
     assert deploy == dict.fromkeys(sriov_off, "false")
+    # dra nodes keep the operator's device plugin and DCGM off (the DRA driver serves their GPUs, decision 0017)
+    dra = baseline.named("fra1-k3s-fra1-l4-1-labels").inputs["metadata"]["labels"]
+    assert {k: v for k, v in dra.items() if k.startswith("nvidia.com/gpu.deploy.")} == dict.fromkeys(
+        ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm", "nvidia.com/gpu.deploy.dcgm-exporter"),
+        "false")
     assert not any(key.startswith("nvidia.com/gpu.deploy.") for r in baseline.of_type(NODE_PATCH)
-                   if "-l40s-" not in r.name
+                   if "-l40s-" not in r.name and "-l4-" not in r.name
                    for key in r.inputs["metadata"]["labels"])
 
 

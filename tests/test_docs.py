@@ -143,13 +143,13 @@ def test_snippets_taken_from_prod_match_it(header: re.Match[str], snippet: dict[
 
 
 def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
-    """The strings of tests/test_admission.py, tests/test_spec.py and tests/test_hardening_rules.py (adjacent
-    literals joined, as Python does):
+    """The strings of tests/test_admission.py, tests/test_spec.py, tests/test_hardening_rules.py and
+    tests/test_dra_spec.py (adjacent literals joined, as Python does):
     plain ones as they are, f-strings as patterns in which a module constant (``A``) is its value and any other
     value (a parameter, a loop variable) is one of the files' strings or a token without spaces."""
     plain: set[str] = set()
     patterns: list[re.Pattern[str]] = []
-    for name in ("test_admission.py", "test_spec.py", "test_hardening_rules.py"):
+    for name in ("test_admission.py", "test_spec.py", "test_hardening_rules.py", "test_dra_spec.py"):
         tree = ast.parse((REPO / "tests" / name).read_text())
         constants = {target.id: node.value.value for node in tree.body
                      if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
@@ -186,7 +186,8 @@ def test_error_lines_are_the_ones_the_tests_assert() -> None:
     unasserted = [line for line in sorted(error_lines)
                   if line not in plain and not any(p.fullmatch(line) for p in patterns)]
     assert not unasserted, (
-        "docs/workloads.md shows error lines that tests/test_admission.py and tests/test_spec.py do not assert:\n"
+        "docs/workloads.md shows error lines that tests/test_admission.py, tests/test_spec.py and "
+        "tests/test_dra_spec.py do not assert:\n"
         + "\n".join(unasserted)
     )
 

@@ -73,7 +73,8 @@ def test_admission_configuration_defaults_to_restricted_and_exempts_the_platform
                 "defaults": {"enforce": "restricted", "enforce-version": "v1.34", "audit": "restricted",
                              "audit-version": "v1.34", "warn": "restricted", "warn-version": "v1.34"},
                 "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": [
-                    "cdi", "cert-manager", "gpu-operator", "kserve", "kube-system", "kubevirt", "longhorn-system"]},
+                    "cdi", "cert-manager", "dra-driver-nvidia-gpu", "gpu-operator", "kserve", "kube-system", "kubevirt",
+                    "longhorn-system"]},
             }},
             {"name": "EventRateLimit", "configuration": {
                 "apiVersion": "eventratelimit.admission.k8s.io/v1alpha1",
@@ -86,13 +87,24 @@ def test_admission_configuration_defaults_to_restricted_and_exempts_the_platform
 
 
 def test_every_platform_namespace_is_exempted() -> None:
-    """The components' namespaces (a new one must join SYSTEM_NAMESPACES, or its pods meet restricted)."""
-    from gpucell import cert_manager, cilium, gpu_operator, kserve, kubevirt, storage
+    """Every namespace a component installs into (a module constant ``NAMESPACE`` or ``*_NAMESPACE``, found by
+    importing every gpucell module) is exempted: a new one that is not would have its pods meet restricted."""
+    import importlib
+    import pkgutil
 
+    import gpucell
+
+    found: set[str] = {"cdi"}  # created by CDI's operator manifest, named by no constant
+    for module_info in pkgutil.walk_packages(gpucell.__path__, "gpucell."):
+        if ".stacks" in module_info.name or module_info.name.endswith("testing"):
+            continue
+        module = importlib.import_module(module_info.name)
+        found |= {value for key, value in vars(module).items()
+                  if (key == "NAMESPACE" or key.endswith("_NAMESPACE")) and isinstance(value, str)
+                  and not key.startswith("TENANT")}
+    assert {"dra-driver-nvidia-gpu", "gpu-operator", "kube-system", "longhorn-system"} <= found
     exempt = admission_configuration(cell(minimal_cell_config()))["plugins"][0]["configuration"]["exemptions"]
-    namespaces = {cert_manager.NAMESPACE, cilium.NAMESPACE, gpu_operator.NAMESPACE, kserve.NAMESPACE,
-                  kubevirt.NAMESPACE, storage.LONGHORN_NAMESPACE, "cdi"}
-    assert namespaces <= set(exempt["namespaces"])
+    assert found <= set(exempt["namespaces"])
 
 
 def test_the_audit_policy_logs_metadata_only() -> None:

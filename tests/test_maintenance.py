@@ -347,6 +347,43 @@ def test_settle_times_out_naming_what_is_missing(tmp_path: Path, change: dict[st
     assert cluster.calls("uncordon") == []
 
 
+def dra_state() -> NodeState:
+    config = minimal_cell_config()
+    config["nodePools"]["l4"] = {"role": "gpu", "gpuModel": "L4", "gpusPerNode": 4, "gpuMode": "dra",
+                                 "hosts": [{"name": "l4-1", "address": "10.20.0.61"}]}
+    spec = CellSpec.model_validate(config)
+    return node_state(spec, "l4", spec.node_pools["l4"], "l4-1")
+
+
+def test_a_dra_node_waits_for_the_dra_plugin_but_not_the_operators_validator(tmp_path: Path) -> None:
+    """On dra nodes the GPU Operator's validator never gets ready (its plugin check waits for nvidia.com/gpu);
+    the DRA driver's kubelet plugin must be (docs/decisions/0017)."""
+    from gpucell import dra_driver
+    from gpucell._node_state import DRA_DRIVER_NAMESPACE
+
+    assert dra_driver.NAMESPACE == DRA_DRIVER_NAMESPACE
+    state = dra_state()
+    assert (state.state_labels, state.resources) == ((), {})
+    reconfigured = node("l4-1", labels=dict(state.labels), allocatable={}, unschedulable=True,
+                        annotations={"gpucell.io/maintenance": "k3s-upgrade"})
+    validator = pod("nvidia-operator-validator-z", namespace="gpu-operator", on="l4-1", owner=("DaemonSet", "v"),
+                    gpu=False, phase="Running", ready=False)
+    toolkit = pod("nvidia-container-toolkit-daemonset-t", namespace="gpu-operator", on="l4-1",
+                  owner=("DaemonSet", "t"), gpu=False)
+    plugin = pod("dra-driver-nvidia-gpu-kubelet-plugin-p", namespace=DRA_DRIVER_NAMESPACE, on="l4-1",
+                 owner=("DaemonSet", "k"), gpu=False, ready=False)
+    cluster = Cluster(tmp_path, [reconfigured], [validator, toolkit, plugin])
+    stuck = cluster.run(settle(state).replace("readonly GPU_ATTEMPTS=360", "readonly GPU_ATTEMPTS=2"))
+    assert stuck.returncode == 1
+    assert ("pod dra-driver-nvidia-gpu/dra-driver-nvidia-gpu-kubelet-plugin-p is not ready (Running)"
+            in stuck.stderr.splitlines())
+    assert "nvidia-operator-validator" not in stuck.stderr
+    plugin["status"]["containerStatuses"] = [{"ready": True}]
+    ready = Cluster(tmp_path, [reconfigured], [validator, toolkit, plugin]).run(settle(state))
+    assert ready.returncode == 0, ready.stderr
+    assert ready.stdout.splitlines()[-1] == "gpucell: l4-1 is back in service"
+
+
 def test_a_failed_mig_state_ends_the_wait_at_once(tmp_path: Path) -> None:
     failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
                   labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
@@ -355,7 +392,7 @@ def test_a_failed_mig_state_ends_the_wait_at_once(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert run.stderr.splitlines()[1:3] == [
         "nvidia.com/mig.config.state is 'failed', not 'success'",
-        "GPU Operator pod nvidia-device-plugin-daemonset-x is not ready (Running)",
+        "pod gpu-operator/nvidia-device-plugin-daemonset-x is not ready (Running)",
     ]
     reads = [c for c in cluster.state["calls"] if "mig\\.config\\.state" in c]
     assert len(reads) == 1

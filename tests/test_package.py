@@ -64,7 +64,7 @@ def test_model_validate_raises_config_error_with_key_paths() -> None:
     with pytest.raises(ConfigError) as info:
         CellSpec.model_validate(config)
     assert info.value.lines == [
-        "nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+        "nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     ]
 
 

@@ -164,7 +164,7 @@ def test_bad_config_becomes_run_error_before_any_resource() -> None:
         registered.extend(r.name for r in run_program(program_main, config=config,
                                                       secret_keys=["gpucell:sshPrivateKey"]).resources)
     assert str(info.value) == (
-        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     )
     assert registered == []
 
@@ -188,7 +188,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
     assert cli.main(["plan", "dev", "--project-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        "regions.lab1.nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu\n"
+        "regions.lab1.nodePools.l40s.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra\n"
     )
     assert cli.main(["plan", "nope", "--project-dir", str(tmp_path)]) == 2
     assert "Pulumi.nope.yaml: not found" in capsys.readouterr().err
@@ -399,4 +399,4 @@ def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan) 
     gpu_hosts = [n.removesuffix("-labels") for n, r in resources.items()
                  if r["type"] == "kubernetes:core/v1:NodePatch" and "nvidia.com/gpu.workload.config" in
                  r["inputs"]["metadata"]["labels"]]
-    assert len(gpu_hosts) == 2 * 10  # h100-vm 4, h200-mig 2, h200 2, l40s-vgpu 2 per region
+    assert len(gpu_hosts) == 2 * 10 + 2  # h100-vm 4, h200-mig 2, h200 2, l40s-vgpu 2 per region; fra1 l4-dra 2

@@ -57,8 +57,8 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
--readonly WANT_CONFIG=bdb046d117408c78
-+readonly WANT_CONFIG=c1d56498d99dfb89
+-readonly WANT_CONFIG=0c061bd72840baa7
++readonly WANT_CONFIG=db3bc52698d13566
  readonly DRAIN_TIMEOUT=900
  readonly DRAIN_ATTEMPTS=180
 \x20
@@ -76,8 +76,8 @@ lab1-k3s-lab1-srv-1-settle)</summary>
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
--readonly WANT_CONFIG=bdb046d117408c78
-+readonly WANT_CONFIG=c1d56498d99dfb89
+-readonly WANT_CONFIG=0c061bd72840baa7
++readonly WANT_CONFIG=db3bc52698d13566
  readonly READY_ATTEMPTS=60
  readonly WANT_LABELS=gpucell.io/pool,gpucell.io/role
 \x20

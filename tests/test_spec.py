@@ -39,7 +39,7 @@ def test_minimal_region_is_valid_and_defaults_are_pinned() -> None:
 def test_bad_gpu_mode_names_key_value_and_accepted(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(gpuMode="passthrough")
     assert errors_of(cell_config) == [
-        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+        "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     ]
 
 
@@ -193,7 +193,7 @@ def test_gpu_pool_needs_mode(cell_config: dict[str, Any]) -> None:
 def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["l40s"]["topology"] = {"reservedCpus": "0-3", "cpusPerNuma": 32, "memoryPerNumaGib": 256}
     assert errors_of(cell_config) == [
-        "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough and vm-vgpu pools "
+        "regions.fra1.nodePools.l40s.topology: is only valid on vm-passthrough, vm-vgpu and dra pools "
         "(this pool is container)"
     ]
 

@@ -2,18 +2,25 @@
 
 A workload that would sit Pending forever (no pool of its mode and model, more GPUs than one node holds, a MIG
 profile no layout offers) or be refused by a ResourceQuota is a config error here, before anything is deployed.
+
+``dra`` pools are shared by containers and VMs: a GPU serves either, so the GPUs all tenants' declared DRA
+workloads ask for (endpoints at ``maxReplicas``) may not exceed the GPUs of the pools they can land on
+(:func:`check_dra_pools`), and tenants' ``quota.deviceClasses`` are reserved against the same GPUs.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import TYPE_CHECKING
 
 from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
+from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
-from gpucell.inventory import GpuOffer, capacity, gpu_offers
+from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import EgressClass, namespace_of
@@ -23,7 +30,11 @@ if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
     from gpucell.spec.tenancy import TenantSpec
 
-__all__ = ["check_tenants", "placements"]
+__all__ = ["DraDemand", "check_dra_pools", "check_tenants", "placements"]
+
+MAX_DRA_POOL_SETS = 12
+"""Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
+workloads confined to a set of pools fit its GPUs); beyond, only each workload's own candidates and all pools."""
 
 
 def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, str], Placement, int]]:
@@ -215,23 +226,106 @@ def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu
             return  # one line per workload: the first resource it overruns
 
 
-def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
-    """Every workload fits somewhere, and the tenant's GPU workloads fit its ``quota.gpus``."""
+@dataclass(frozen=True)
+class DraDemand:
+    """GPUs one declared workload takes from ``dra`` pools."""
+
+    path: tuple[str, ...]
+    """Key path below the region (``("tenants", "acme", "notebooks", "nb-carol", "gpu")``)."""
+    pools: frozenset[str]
+    """The ``dra`` pools it may land on."""
+    device_class: str
+    """``gpu.nvidia.com`` (a container) or ``vfio.gpu.nvidia.com`` (a VM)."""
+    units: int
+    """GPUs, every replica counted (count)."""
+
+
+def _reserve_device_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec, reserved: int) -> int:
+    """Check the tenant's ``quota.deviceClasses`` against the region's ``dra`` GPUs; return ``reserved`` plus them.
+
+    Both classes draw on the same GPUs, so the tenants' reservations of either add up against one total."""
+    dra = dra_offers(cell.node_pools)
+    offered = sorted({GPU_CLASS, VFIO_CLASS}) if dra else []
+    total = sum(o.total for o in dra)
+    for device_class, count in tenant.quota.device_classes.items():
+        where = ("tenants", tenant_name, "quota", "deviceClasses", device_class)
+        if device_class not in offered:
+            raise SpecError(where, f"is offered by no pool of the region; offered: "
+                            f"{', '.join(offered) or 'none (no pool has gpuMode dra)'}")
+        reserved += count
+        if reserved > total and not cell.allow_gpu_overcommit:
+            raise SpecError(where, f"tenants reserve {reserved} devices of the dra pools in all ({GPU_CLASS} and "
+                            f"{VFIO_CLASS} draw on the same GPUs), the region has {total}; lower the quotas or set "
+                            "allowGpuOvercommit: true")
+    return reserved
+
+
+def _pool_sets(pools: list[str], demands: list[DraDemand]) -> list[frozenset[str]]:
+    """The sets of ``dra`` pools to check, smallest first (see :data:`MAX_DRA_POOL_SETS`)."""
+    if len(pools) <= MAX_DRA_POOL_SETS:
+        return [frozenset(c) for size in range(1, len(pools) + 1) for c in itertools.combinations(pools, size)]
+    return sorted({d.pools for d in demands} | {frozenset(pools)}, key=len)
+
+
+def check_dra_pools(cell: CellSpec, demands: list[DraDemand]) -> None:
+    """Raise :class:`SpecError` at the first demand (in config order) after which the workloads confined to some set
+    of ``dra`` pools ask for more GPUs than those pools hold: a GPU serves one container or one VM at a time, and
+    the DRA driver publishes each GPU twice (as ``gpu.nvidia.com`` and ``vfio.gpu.nvidia.com``), so the scheduler
+    alone would not stop a pool from being promised twice (docs/decisions/0017). Per-node packing beyond "fits one
+    node" is the scheduler's."""
+    offers = {o.pool: o for o in dra_offers(cell.node_pools)}
+    sets = _pool_sets(list(offers), demands)
+    for index, demand in enumerate(demands):
+        seen = demands[: index + 1]
+        for pools in sets:
+            if not demand.pools <= pools:
+                continue
+            confined = [d for d in seen if d.pools <= pools]
+            asked = sum(d.units for d in confined)
+            held = sum(offers[p].total for p in pools)
+            if asked <= held:
+                continue
+            containers = sum(d.units for d in confined if d.device_class == GPU_CLASS)
+            names = ", ".join(sorted(pools))
+            sizes = "; ".join(f"{p}: {offers[p].nodes} nodes x {offers[p].per_node} {offers[p].model}"
+                              for p in sorted(pools))
+            raise SpecError(demand.path, f"brings the GPUs declared on dra pool{'s' if len(pools) > 1 else ''} "
+                            f"{names} to {asked} (containers {containers}, VMs {asked - containers}, all tenants, "
+                            f"endpoints at maxReplicas), which hold {held} ({sizes}); a GPU serves one container or "
+                            "one VM at a time: lower the GPUs or add hosts")
+
+
+def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec,
+                     demands: list[DraDemand]) -> Iterator[SpecError]:
+    """Every workload fits somewhere, and the tenant's GPU workloads fit its quota (``quota.gpus`` per extended
+    resource, ``quota.deviceClasses`` per DeviceClass); the DRA ones are appended to ``demands``."""
+    base = ("tenants", tenant_name)
     used: dict[str, int] = {}
     try:
         for (kind, name), placement, units in placements(cell, tenant):
+            if placement.device_class is not None:
+                key = "gpus" if kind == "virtualMachines" else "gpu"
+                demands.append(DraDemand((*base, kind, name, key), frozenset(placement.pools),
+                                         placement.device_class, units))
+                used[placement.device_class] = used.get(placement.device_class, 0) + units
+                allowed = tenant.quota.device_classes.get(placement.device_class, 0)
+                if used[placement.device_class] > allowed:
+                    yield SpecError((*base, kind, name), f"needs {units} {placement.device_class} devices "
+                                    f"({used[placement.device_class]} with the tenant's other workloads), tenant "
+                                    f"quota.deviceClasses allows {allowed}")
+                continue
             if placement.resource is None:
                 continue
             used[placement.resource] = used.get(placement.resource, 0) + units
             allowed = tenant.quota.gpus.get(placement.resource, 0)
             if used[placement.resource] > allowed:
                 yield SpecError(
-                    ("tenants", tenant_name, kind, name),
+                    (*base, kind, name),
                     f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
                     f"workloads), tenant quota.gpus allows {allowed}",
                 )
     except SpecError as exc:
-        yield SpecError(("tenants", tenant_name, *exc.rel_path), exc.message)
+        yield SpecError((*base, *exc.rel_path), exc.message)
 
 
 def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
@@ -239,6 +333,8 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     totals = capacity(offers)
     reserved: dict[str, int] = {}
+    reserved_dra = 0
+    demands: list[DraDemand] = []
     for tenant_name, tenant in cell.tenants.items():
         base = ("tenants", tenant_name)
         for resource, count in tenant.quota.gpus.items():
@@ -250,9 +346,17 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
                 yield SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                                 f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
+        try:
+            reserved_dra = _reserve_device_classes(cell, tenant_name, tenant, reserved_dra)
+        except SpecError as problem:
+            yield problem
         yield from _check_services_and_sources(cell, tenant_name, tenant)
         yield from _check_egress_cidrs(cell, tenant_name, tenant)
         yield from _check_resource_quota(tenant_name, tenant)
         yield from _check_runtimes(cell, tenant_name, tenant)
-        yield from _check_gpu_quota(cell, tenant_name, tenant)
+        yield from _check_gpu_quota(cell, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
+    try:
+        check_dra_pools(cell, demands)
+    except SpecError as problem:
+        yield problem

@@ -14,6 +14,7 @@ from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
+from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
@@ -29,6 +30,7 @@ __all__ = [
     "CellSpec",
     "ChartSpec",
     "CiliumSpec",
+    "DraDriverSpec",
     "GpuOperatorSpec",
     "ImageSpec",
     "KServeSpec",
@@ -188,6 +190,38 @@ class GpuOperatorSpec(ChartSpec):
     """Run the DCGM exporter for GPU metrics. Defaults to true."""
 
 
+class DraDriverSpec(ChartSpec):
+    """NVIDIA DRA driver for GPUs settings (chart ``dra-driver-nvidia-gpu``, installed with a ``dra`` pool); ``values``
+    is merged into the chart's values (:func:`gpucell.dra_driver.dra_driver_values` renders the rest)."""
+
+    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("kubeletPlugin", "nodeSelector"): "nodePools.<pool>.gpuMode (dra)",
+        ("kubeletPlugin", "tolerations"): "nodePools.<pool>.taints",
+    }
+    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
+        ("nvidiaDriverRoot",): "the GPU Operator's driver root (/run/nvidia/driver, or / with "
+                               "gpuOperator.values.driver.enabled false)",
+        ("resources", "gpus", "enabled"): "dra pools are the GPU kubelet plugin",
+        ("resources", "computeDomains", "enabled"): "gpucell runs no ComputeDomains (multi-node NVLink)",
+        ("gpuResourcesEnabledOverride",): "the GPU Operator's device plugin is off on dra nodes",
+        ("resourceApiVersion",): "resource.k8s.io/v1, which the claims use",
+        ("featureGates", "PassthroughSupport"): "dra pools hand GPUs to VMs",
+        ("featureGates", "DeviceMetadata"): "KubeVirt reads the VFIO devices' metadata files",
+    }
+    conflicting_gates: ClassVar[tuple[str, ...]] = ("DynamicMIG", "NVMLDeviceHealthCheck")
+    """Driver gates ``ValidateFeatureGates`` refuses together with ``PassthroughSupport`` (v0.4.1
+    ``pkg/featuregates/featuregates.go``): the kubelet plugin would not start."""
+
+    @model_validator(mode="after")
+    def _gates_fit_passthrough(self) -> DraDriverSpec:
+        gates = self.values.get("featureGates") if isinstance(self.values, dict) else None
+        for gate in self.conflicting_gates:
+            if isinstance(gates, dict) and gates.get(gate) is True:
+                raise SpecError(("values", "featureGates", gate), "cannot be on with PassthroughSupport, which dra "
+                                "pools need: the driver refuses to start (ValidateFeatureGates); remove it")
+        return self
+
+
 class KServeSpec(ChartSpec):
     """KServe settings; ``values`` is merged into the ``kserve-resources`` chart."""
 
@@ -248,6 +282,8 @@ class CellSpec(SpecModel):
     """KServe settings."""
     cdi: CdiSpec = CdiSpec()
     """CDI settings."""
+    dra_driver: DraDriverSpec = DraDriverSpec()
+    """NVIDIA DRA driver settings; the driver is installed only when a pool has ``gpuMode: dra``."""
     tenants: dict[str, TenantSpec] = {}
     """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
     allow_gpu_overcommit: bool = False
@@ -365,6 +401,13 @@ class CellSpec(SpecModel):
         """The first pool whose hardware setup cannot work (:func:`gpucell.spec.hardware.check_hardware`)."""
         try:
             check_hardware(self)
+        except SpecError as problem:
+            yield problem
+
+    def _check_dra(self) -> Iterator[SpecError]:
+        """The first ``dra`` pool the pinned versions cannot serve (:func:`gpucell.spec.dra.check_dra`)."""
+        try:
+            check_dra(self)
         except SpecError as problem:
             yield problem
 
@@ -512,12 +555,13 @@ _CELL_RULES = (
     Rule("apiEndpoint", ("network", "node_pools"), CellSpec._check_api_endpoint, after=("servers",)),
     Rule("gpuOperator", ("node_pools", "gpu_operator"), CellSpec._check_gpu_operator),
     Rule("hardware", ("node_pools", "gpu_operator", "storage"), CellSpec._check_hardware, after=("gpuOperator",)),
+    Rule("dra", ("node_pools", "versions", "dra_driver", "gpu_operator"), CellSpec._check_dra, after=("hardware",)),
     Rule("kserve", ("kserve", "versions"), CellSpec._check_kserve_mode),
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
     Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
-         after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "signIn")),
+         after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn")),
 )
 """CellSpec's cross-field rules, in order (see :mod:`gpucell.spec._rules`). Tenant admission reads the whole cell
 and runs only once the pools, hosts and API endpoint it relies on are sound."""

@@ -40,7 +40,23 @@ MIG_DISABLED = "all-disabled"
 """The ``mig-parted`` layout with MIG off on every GPU (in the GPU Operator's ``default-mig-parted-config``)."""
 VGPU_LABEL = "nvidia.com/vgpu.config"
 """GPU Operator vGPU device manager: the node's vGPU type."""
-MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, *DISABLED_OPERANDS)
+DRA_DISABLED_OPERANDS = (
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+)
+"""GPU Operator state labels set to ``false`` on ``dra`` nodes (the operator honours a non-empty value,
+``addGPUStateLabels`` in GPU Operator v26.7.0 ``controllers/state_manager.go``): the device plugin "must be disabled"
+beside the DRA driver, DCGM and its exporter are "recommended to disable" because they hold the GPUs' device nodes
+open, which stops the driver from rebinding a GPU to ``vfio-pci`` (kubernetes-sigs/dra-driver-nvidia-gpu
+``site/content/docs/guides/gpu-allocation/kubevirt-vfio-gpu-passthrough.md``, "Limitations and considerations")."""
+DRA_KUBELET_PLUGIN_LABEL = "gpucell.io/dra-kubelet-plugin"
+"""``true`` on ``dra`` nodes: the DRA driver's kubelet plugin runs where it is set (chart value
+``kubeletPlugin.nodeSelector``), and the GPU Operator's driver manager pauses it across a driver reload (its
+``NODE_LABEL_FOR_GPU_POD_EVICTION``). Controllers rewrite its value, so it is set at registration only, never owned
+by an API patch."""
+MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, DRA_KUBELET_PLUGIN_LABEL,
+                  *DRA_DISABLED_OPERANDS, *DISABLED_OPERANDS)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 MAX_CPU_ID = 8191
 """Highest CPU number a cpuset may name: Linux builds for x86_64 and arm64 cap ``NR_CPUS`` at 8192."""
@@ -77,16 +93,36 @@ class NodeRole(StrEnum):
 
 
 class GpuMode(StrEnum):
-    """The GPU Operator's sandbox workload mode of a node (label ``nvidia.com/gpu.workload.config``)."""
+    """How a GPU pool's nodes hand out their GPUs.
+
+    ``container``, ``vm-passthrough`` and ``vm-vgpu`` are the GPU Operator's sandbox workload modes (node label
+    ``nvidia.com/gpu.workload.config``), whose device plugins advertise the GPUs as extended resources. ``dra``
+    (opt-in, experimental upstream): the NVIDIA DRA driver for GPUs publishes each GPU both as a container GPU and as
+    a VFIO device, and a workload's ResourceClaim decides per GPU, when it is scheduled, whether it serves a container
+    or a VM (:mod:`gpucell.dra`); the node runs the operator's ``container`` workload (driver and toolkit) without its
+    device plugin.
+    """
 
     CONTAINER = "container"
     VM_PASSTHROUGH = "vm-passthrough"
     VM_VGPU = "vm-vgpu"
+    DRA = "dra"
 
     @property
     def runs_vms(self) -> bool:
-        """True for the modes that hand GPUs to KubeVirt VMs."""
+        """True for the modes that hand GPUs to KubeVirt VMs (``dra`` pools serve VMs and containers)."""
         return self is not GpuMode.CONTAINER
+
+    @property
+    def runs_containers(self) -> bool:
+        """True for the modes whose GPUs serve containers (``container`` and ``dra``)."""
+        return self in (GpuMode.CONTAINER, GpuMode.DRA)
+
+    @property
+    def workload_config(self) -> str:
+        """The node's ``nvidia.com/gpu.workload.config``: the mode itself, ``container`` for ``dra`` (the GPU
+        Operator keeps the driver loaded there; the DRA driver rebinds a GPU to ``vfio-pci`` only for a VM's claim)."""
+        return GpuMode.CONTAINER.value if self is GpuMode.DRA else self.value
 
 
 class TopologyManagerPolicy(StrEnum):
@@ -239,7 +275,8 @@ class NodePool(SpecModel):
     gpus_per_node: StrictInt | None = Field(default=None, ge=1, le=16)
     """GPU pools: GPUs in each host (count)."""
     gpu_mode: GpuMode | None = None
-    """GPU pools: ``container``, ``vm-passthrough`` or ``vm-vgpu``; one mode per node."""
+    """GPU pools: ``container``, ``vm-passthrough``, ``vm-vgpu`` or ``dra`` (opt-in: each GPU serves a container or
+    a VM per claim, see docs/decisions/0017); one mode per node."""
     mig_config: str | None = None
     """Container-mode pools: the ``nvidia.com/mig.config`` layout (``all-1g.10gb``, ``all-balanced``...)."""
     vgpu_profile: str | None = None
@@ -293,9 +330,20 @@ class NodePool(SpecModel):
         model = self.model
         self._check_mig(model)
         self._check_vgpu(model)
+        self._check_dra(model)
         if self.topology is not None and not self.mode.runs_vms:
-            raise SpecError(("topology",), "is only valid on vm-passthrough and vm-vgpu pools (this pool is container)")
+            raise SpecError(("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is "
+                            "container)")
         return self
+
+    def _check_dra(self, model: GpuModel) -> None:
+        if self.mode is GpuMode.DRA and model.hgx is not None:
+            raise SpecError(
+                ("gpuModel",),
+                f"{model.name!r} is an SXM GPU on an HGX board: its NVLinks run through NVSwitches the DRA driver does "
+                "not hand to VMs, and a board shared by VMs and containers has no fabric mode; use a PCIe model "
+                "(L40S, L4, T4) for dra pools, or vm-passthrough / container mode",
+            )
 
     def _no_gpu_fields(self) -> None:
         for key in _GPU_KEYS:

@@ -34,11 +34,13 @@ __all__ = [
 ]
 
 _RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
+_DEVICE_CLASS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""A DNS subdomain (used with ``fullmatch``: ``$`` would accept a trailing newline)."""
 TENANT_NAMESPACE_PREFIX = "tenant-"
 SYSTEM_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     # the platform namespaces gpucell installs into (a test keeps this in step with the components)
-    "kubevirt", "cdi", "gpu-operator", "longhorn-system", "cert-manager", "kserve",
+    "kubevirt", "cdi", "gpu-operator", "longhorn-system", "cert-manager", "kserve", "dra-driver-nvidia-gpu",
 })
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
 LINK_LOCAL = IPv4Network("169.254.0.0/16")
@@ -98,6 +100,11 @@ class TenantQuota(SpecModel):
     """GPU resource name -> units (``nvidia.com/gpu``, ``nvidia.com/mig-1g.18gb``,
     ``nvidia.com/GH100_H100_SXM5_80GB``, ``nvidia.com/NVIDIA_L40S-12Q``). Every other GPU resource of the region
     gets 0."""
+    device_classes: dict[str, StrictInt] = {}
+    """DRA DeviceClass name -> devices the tenant's ResourceClaims may request from it (quota key
+    ``<class>.deviceclass.resource.k8s.io/devices``): ``gpu.nvidia.com`` (GPUs of ``dra`` pools for containers) and
+    ``vfio.gpu.nvidia.com`` (for VMs), one GPU each, drawn from the same GPUs. In a region with ``dra`` pools every
+    other class of the DRA driver gets 0. Defaults to none."""
     pods: StrictInt = Field(default=100, ge=0)
     """Pods (each VM runs in one), count. Defaults to 100."""
     persistent_volume_claims: StrictInt = Field(default=50, ge=0)
@@ -110,6 +117,17 @@ class TenantQuota(SpecModel):
     default NodePort range 30000-32767."""
     load_balancers: StrictInt = Field(default=0, ge=0, le=0)
     """Services of type LoadBalancer, count: 0, as a cell runs no load-balancer implementation yet."""
+
+    @field_validator("device_classes")
+    @classmethod
+    def _class_names(cls, classes: dict[str, int]) -> dict[str, int]:
+        for name, count in classes.items():
+            if not _DEVICE_CLASS.fullmatch(name) or len(name) > 253:
+                raise SpecError((name,), f"{name!r} is not a DeviceClass name (a DNS subdomain such as "
+                                "vfio.gpu.nvidia.com)")
+            if count < 0:
+                raise SpecError((name,), f"{count} is negative")
+        return classes
 
     @field_validator("gpus")
     @classmethod

@@ -90,8 +90,12 @@ class Versions(SpecModel):
     """cert-manager Helm chart version (https://charts.jetstack.io)."""
     longhorn: str = "1.12.1"
     """Longhorn Helm chart version (https://charts.longhorn.io); used when ``storage.backend`` is ``longhorn``."""
+    dra_driver: str = "0.4.1"
+    """NVIDIA DRA driver for GPUs Helm chart version (chart ``dra-driver-nvidia-gpu`` of
+    kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
+    pool has ``gpuMode: dra``."""
 
-    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn")
+    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver")
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

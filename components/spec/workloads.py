@@ -33,6 +33,7 @@ __all__ = [
     "DiskSource",
     "EvictionStrategy",
     "Exposure",
+    "GpuAllocation",
     "GpuRequest",
     "GpuVirtualMachineSpec",
     "ModelEndpointSpec",
@@ -102,6 +103,20 @@ def multi_gpu_shm_gib(gpu: GpuRequest | None) -> int:
     if count < 2:
         return 0
     return min(MULTI_GPU_SHM_MAX_GIB, max(MULTI_GPU_SHM_MIN_GIB, count * MULTI_GPU_SHM_GIB_PER_GPU))
+
+
+class GpuAllocation(StrEnum):
+    """How a workload gets its GPUs.
+
+    - ``device-plugin`` (default): an extended resource a device plugin advertises (``nvidia.com/gpu``, a MIG
+      profile, a passthrough GPU or a vGPU type), from a pool whose ``gpuMode`` serves that kind only.
+    - ``dra``: a ResourceClaim, from a ``gpuMode: dra`` pool, where each GPU serves a container or a VM as claims
+      ask (Kubernetes Dynamic Resource Allocation with the NVIDIA DRA driver; experimental upstream, see
+      docs/decisions/0017). gpucell renders the ResourceClaimTemplate (:mod:`gpucell.dra`).
+    """
+
+    DEVICE_PLUGIN = "device-plugin"
+    DRA = "dra"
 
 
 class RunStrategy(StrEnum):
@@ -256,6 +271,10 @@ class GpuVirtualMachineSpec(SpecModel):
     """Whole GPUs (passthrough) or vGPUs (with ``vgpuProfile``), count. Defaults to 0."""
     vgpu_profile: str | None = None
     """vGPU type (``L40S-12Q``): the VM gets ``gpus`` vGPUs of it from a vm-vgpu pool."""
+    gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
+    """``device-plugin`` (default: a vm-passthrough or vm-vgpu pool's extended resource) or ``dra``: whole GPUs
+    from a ``gpuMode: dra`` pool through a ResourceClaim for the DRA driver's VFIO devices (``vfio.gpu.nvidia.com``),
+    which KubeVirt attaches from ``gpus[].claimName``."""
     pool: str | None = None
     """Node pool to place the VM on; defaults to any pool of the right mode and model."""
     cpu: CpuTopology = CpuTopology()
@@ -322,6 +341,13 @@ class GpuVirtualMachineSpec(SpecModel):
             raise SpecError(("gpus",), f"must be at least 1 with gpuModel {shown(self.gpu_model)}")
         if self.vgpu_profile is not None and not self.gpus:
             raise SpecError(("gpus",), f"must be at least 1 with vgpuProfile {shown(self.vgpu_profile)}")
+        if self.gpu_allocation is GpuAllocation.DRA:
+            if not self.gpus:
+                raise SpecError(("gpus",), "must be at least 1 with gpuAllocation 'dra'")
+            if self.vgpu_profile is not None:
+                raise SpecError(("vgpuProfile",), f"{shown(self.vgpu_profile)}: vGPU types come from the GPU "
+                                "Operator's vGPU manager, the DRA driver hands VMs whole GPUs; use gpuAllocation "
+                                "device-plugin on a vm-vgpu pool, or drop vgpuProfile")
         if self.numa_passthrough and not (self.dedicated_cpus and self.hugepages):
             raise SpecError(("numaPassthrough",), "needs dedicatedCpus: true and hugepages (KubeVirt guest NUMA)")
         if self.eviction_strategy in (EvictionStrategy.LIVE_MIGRATE, EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE):
@@ -355,9 +381,22 @@ class GpuRequest(SpecModel):
     count: StrictInt = Field(default=1, ge=1, le=16)
     """Whole GPUs, or MIG instances with ``migProfile`` (count). Defaults to 1."""
     model: str | None = None
-    """GPU catalog model the pod must land on (``L40S``); defaults to any container-mode GPU."""
+    """GPU catalog model the pod must land on (``L40S``); defaults to any container-mode GPU (any ``dra`` pool's with
+    ``allocation: dra``)."""
     mig_profile: str | None = None
     """MIG profile (``1g.18gb``): the pod gets ``count`` instances of it (``nvidia.com/mig-<profile>``)."""
+    allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
+    """``device-plugin`` (default: ``nvidia.com/gpu`` or a MIG resource from a container-mode pool) or ``dra``:
+    ``count`` whole GPUs from a ``gpuMode: dra`` pool through a ResourceClaim for the DRA driver's container GPUs
+    (``gpu.nvidia.com``)."""
+
+    @model_validator(mode="after")
+    def _dra_whole_gpus(self) -> GpuRequest:
+        if self.allocation is GpuAllocation.DRA and self.mig_profile is not None:
+            raise SpecError(("migProfile",), f"{self.mig_profile!r}: dra pools hand out whole GPUs (a MIG-partitioned "
+                            "GPU gets no VFIO device from the DRA driver, so gpucell runs no MIG there); use "
+                            "allocation device-plugin on a MIG pool, or drop migProfile")
+        return self
 
 
 class Exposure(SpecModel):

@@ -15,6 +15,8 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret
 
+from gpucell.dra import container_claim_template, container_claims
+from gpucell.gpu_catalog import CATALOG
 from gpucell.inventory import gpu_offers
 from gpucell.placement import Placement, place_container, place_vm
 from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, taint_tolerations
@@ -34,9 +36,11 @@ __all__ = [
     "TENANT_LABEL",
     "cilium_network_policy",
     "common_labels",
+    "container_claim_template_manifest",
     "container_placement",
     "container_resources",
     "custom_resource",
+    "gpu_dependencies",
     "in_cell",
     "node_affinity",
     "object_meta",
@@ -139,9 +143,10 @@ def scheduling(
 ) -> dict[str, Any]:
     """The scheduling fields of a pod spec (or VM template spec) for ``placement``, to merge into it:
     ``affinity`` (:func:`node_affinity`; with ``pin_gpu_mode``, also the pools' GPU Operator modes) and
-    ``tolerations`` (:func:`tolerations` of the placement's pools), each only when not empty."""
+    ``tolerations`` (:func:`tolerations` of the placement's pools), each only when not empty. The pinned mode is
+    the node's ``nvidia.com/gpu.workload.config`` (``container`` on ``dra`` pools)."""
     out: dict[str, Any] = {}
-    modes = sorted({pools[p].mode.value for p in placement.pools}) if pin_gpu_mode else []
+    modes = sorted({pools[p].mode.workload_config for p in placement.pools}) if pin_gpu_mode else []
     affinity = node_affinity(placement, modes)
     if affinity is not None:
         out["affinity"] = affinity
@@ -153,12 +158,40 @@ def scheduling(
 
 def container_resources(cpu_millicores: int, memory_gib: int, placement: Placement) -> dict[str, Any]:
     """A container's ``resources``: requests = limits of ``cpu`` ``"<cpuMillicores>m"``, ``memory``
-    ``"<memoryGib>Gi"`` and the placement's GPU resource x count (``nvidia.com/gpu``, ``nvidia.com/mig-...``).
+    ``"<memoryGib>Gi"`` and the placement's GPU resource x count (``nvidia.com/gpu``, ``nvidia.com/mig-...``);
+    with a DRA placement, ``claims`` naming the pod's GPU claim instead (:func:`gpucell.dra.container_claims`).
     Limits are explicit because the tenant quota counts ``limits.*``."""
     amounts: dict[str, Any] = {"cpu": f"{cpu_millicores}m", "memory": f"{memory_gib}Gi"}
     if placement.resource is not None:
         amounts[placement.resource] = placement.count
-    return {"requests": dict(amounts), "limits": dict(amounts)}
+    resources: dict[str, Any] = {"requests": dict(amounts), "limits": dict(amounts)}
+    if placement.device_class is not None:
+        resources["claims"] = container_claims()
+    return resources
+
+
+def container_claim_template_manifest(
+    tenant: str, workload: str, gpu: GpuRequest | None, placement: Placement, component: str | None = None
+) -> dict[str, Any] | None:
+    """The ``ResourceClaimTemplate`` of a notebook's or endpoint's DRA GPUs (:func:`gpucell.dra.
+    container_claim_template`: ``placement.count`` ``gpu.nvidia.com`` devices, of ``gpu.model``'s architecture when a
+    model is asked for), labelled as the workload's objects; ``None`` without a DRA placement."""
+    if placement.device_class is None or gpu is None:
+        return None
+    model = CATALOG[gpu.model] if gpu.model is not None else None
+    meta = object_meta(tenant, workload, workload=workload, component=component)
+    return container_claim_template(meta, workload, model, placement.count)
+
+
+def gpu_dependencies(cell: RegionalCell, placement: Placement) -> list[pulumi.Resource]:
+    """What a GPU workload's objects wait for: the GPU Operator's Release for extended resources (device plugin,
+    the ``nvidia`` RuntimeClass), the DRA driver's Release for claims (its DeviceClasses and kubelet plugin); none
+    without GPUs."""
+    if placement.device_class is not None and cell.dra_driver is not None:
+        return [cell.dra_driver.release]
+    if placement.resource is not None:
+        return [cell.gpu_operator.release]
+    return []
 
 
 # -- manifests and their registration ------------------------------------------------------------------------

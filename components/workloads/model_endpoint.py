@@ -6,7 +6,10 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   CRD ``config/crd/full/serving.kserve.io_inferenceservices.yaml``). In raw mode the KServe controller turns
   it into a Deployment, a Service ``<endpoint>-predictor`` (port 80) and a HorizontalPodAutoscaler;
 - with credentials: a ``Secret`` ``<endpoint>-storage`` holding them and a ``ServiceAccount``
-  ``<endpoint>-storage`` listing that Secret in ``secrets``, which the predictor runs as.
+  ``<endpoint>-storage`` listing that Secret in ``secrets``, which the predictor runs as;
+- with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<endpoint>-gpus-<hash>``; the
+  predictor's pod-level ``resourceClaims`` name it (the v0.20.0 CRD's predictor carries the whole PodSpec, and
+  KServe's ``MergePodSpec`` copies it into the Deployment), so every replica gets its own claim.
 
 Credentials never appear in plain values. KServe's credential builder (``pkg/credentials/
 service_account_credentials.go``, ``mountSecretCredential``) walks the predictor ServiceAccount's ``secrets``
@@ -28,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
+from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.dra import pod_resource_claims
 from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
@@ -37,9 +42,11 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
+    container_claim_template_manifest,
     container_placement,
     container_resources,
     custom_resource,
+    gpu_dependencies,
     in_cell,
     object_meta,
     opaque_secret,
@@ -57,6 +64,7 @@ __all__ = [
     "HF_TOKEN_KEY",
     "ModelEndpoint",
     "ModelEndpointArgs",
+    "claim_template_manifest",
     "credentials_secret_data",
     "credentials_secret_name",
     "endpoint_runtime",
@@ -160,6 +168,13 @@ def endpoint_runtime(spec: ModelEndpointSpec, cell: CellSpec) -> EndpointRuntime
                            runtime_version=spec.runtime_version, gpus=spec.gpu is not None)
 
 
+def claim_template_manifest(
+    tenant: str, name: str, spec: ModelEndpointSpec, placement: Placement
+) -> dict[str, Any] | None:
+    """The endpoint's ``ResourceClaimTemplate`` with ``gpu.allocation: dra`` (one claim per replica), else ``None``."""
+    return container_claim_template_manifest(tenant, name, spec.gpu, placement, _COMPONENT)
+
+
 def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
     """The ``ServiceAccount`` ``<endpoint>-storage``: ``secrets`` lists the credentials Secret (what KServe's
     credential builder reads); ``automountServiceAccountToken: false`` (the model needs no API access)."""
@@ -206,7 +221,9 @@ def inference_service_manifest(
       ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
       ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
     - GPUs (``placement``: :func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in
-      ``cell``): ``runtimeClassName: nvidia``, required node affinity to the placement's pools, tolerations
+      ``cell``): ``runtimeClassName: nvidia`` (with DRA instead: ``predictor.resourceClaims`` ``gpus`` from
+      :func:`claim_template_manifest`, the model container's ``resources.claims`` and the default runtime), required
+      node affinity to the placement's pools, tolerations
       for their taints (from ``cell``), and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/
       ``maxUnavailable: 1``: a surge replica would need a GPU beyond what admission (``gpus x maxReplicas``)
       and the quota reserve.
@@ -252,8 +269,12 @@ def inference_service_manifest(
         predictor["volumes"] = [{"name": DEVSHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
     if credentials:
         predictor["serviceAccountName"] = credentials_secret_name(name)
+    template = claim_template_manifest(tenant, name, spec, placement)
+    if template is not None:
+        predictor["resourceClaims"] = pod_resource_claims(template)
     if placement.resource is not None:
         predictor["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    if placement.has_gpus:
         predictor["deploymentStrategy"] = {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
@@ -280,12 +301,13 @@ class ModelEndpoint(CellComponent):
 
     - with credentials: ``f"{name}-credentials"`` (the ``Secret``, a Pulumi secret) and
       ``f"{name}-service-account"`` (:func:`service_account_manifest`);
-    - ``f"{name}-isvc"``: the ``InferenceService`` (:func:`inference_service_manifest`), after both. Pulumi
+    - with DRA GPUs: ``f"{name}-gpu-claim"``, the ``ResourceClaimTemplate`` (:func:`claim_template_manifest`);
+    - ``f"{name}-isvc"``: the ``InferenceService`` (:func:`inference_service_manifest`), after all of them. Pulumi
       waits up to 30 minutes for it to become Ready (model download and load).
 
     Every child depends on ``tenant.ready``; the InferenceService also on KServe's runtimes Release (or the
     controller Release for KServe before v0.17, whose chart carries the runtimes) and, with GPUs, on the GPU
-    Operator's Release.
+    Operator's Release (the DRA driver's with DRA GPUs).
 
     Raises ``ValueError`` when ``spec.credentialsConfigKey`` is set but no ``credentials`` are given, when
     credentials come with a storage URI other than ``hf://``/``s3://``, and (at deployment, inside the
@@ -328,7 +350,16 @@ class ModelEndpoint(CellComponent):
         kserve: pulumi.Resource = (
             cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
         )
-        gpu_after = [cell.gpu_operator.release] if placement.resource is not None else []
+        gpu_after = gpu_dependencies(cell, placement)
+        self.claim_template: ResourceClaimTemplate | None = None
+        """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
+        template = claim_template_manifest(tenant.name, endpoint, spec, placement)
+        if template is not None:
+            self.claim_template = ResourceClaimTemplate(
+                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                opts=self.child(depends_on=[*after, *gpu_after]),
+            )
+            gpu_after = [*gpu_after, self.claim_template]
 
         self.credentials: Secret | None = None
         """The credentials ``Secret``, when credentials are given."""

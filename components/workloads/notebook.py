@@ -7,6 +7,9 @@ unless said otherwise:
 - an ``apps/v1`` ``StatefulSet`` (1 replica) running the Jupyter image, with the home directory on a PVC from
   ``volumeClaimTemplates`` (``home-<notebook>-0``, kept when the StatefulSet is deleted);
 - a ``ClusterIP`` ``Service`` on port 8888;
+- with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<notebook>-gpus-<hash>`` for
+  its GPUs (:func:`gpucell.workloads._common.container_claim_template_manifest`), from which Kubernetes makes the
+  pod's claim;
 - with ``expose``: a ``networking.k8s.io/v1`` ``Ingress`` for ``expose.host`` and a ``cilium.io/v2``
   ``CiliumNetworkPolicy`` ``<notebook>-ingress`` that lets the ingress controller (and ``allowFromCidrs``)
   reach port 8888, which the tenant's default-deny policies would drop.
@@ -34,8 +37,10 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.apps.v1 import StatefulSet
 from pulumi_kubernetes.core.v1 import Service
 from pulumi_kubernetes.networking.v1 import Ingress
+from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.dra import pod_resource_claims
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
@@ -44,9 +49,11 @@ from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
+    container_claim_template_manifest,
     container_placement,
     container_resources,
     custom_resource,
+    gpu_dependencies,
     in_cell,
     object_meta,
     opaque_secret,
@@ -67,6 +74,7 @@ __all__ = [
     "TOKEN_MOUNT",
     "Notebook",
     "NotebookArgs",
+    "claim_template_manifest",
     "ingress_manifest",
     "ingress_policy_manifest",
     "service_manifest",
@@ -182,6 +190,13 @@ def _shm_gib(spec: NotebookSpec) -> int:
     return max(1, spec.memory_gib // 2) + multi_gpu_shm_gib(spec.gpu)
 
 
+def claim_template_manifest(
+    tenant: str, name: str, spec: NotebookSpec, placement: Placement
+) -> dict[str, Any] | None:
+    """The notebook's ``ResourceClaimTemplate`` with ``gpu.allocation: dra``, else ``None``."""
+    return container_claim_template_manifest(tenant, name, spec.gpu, placement, _COMPONENT)
+
+
 def statefulset_manifest(
     tenant: str, name: str, spec: NotebookSpec, cell: CellSpec, placement: Placement
 ) -> dict[str, Any]:
@@ -202,7 +217,10 @@ def statefulset_manifest(
       writes nothing else: its runtime, data and config directories are under ``~/.local`` and ``~/.jupyter``,
       caches under ``~/.cache``.
     - ``automountServiceAccountToken: false``, ``enableServiceLinks: false``.
-    - GPUs: ``runtimeClassName: nvidia``; required node affinity to the pools of ``placement``
+    - GPUs: ``runtimeClassName: nvidia``; with DRA instead ``resourceClaims`` ``gpus`` from
+      :func:`claim_template_manifest` and the container's ``resources.claims``, and the default runtime (containerd
+      injects the claim's GPUs from the DRA driver's CDI spec; the ``nvidia`` runtime would also honour an image's
+      ``NVIDIA_VISIBLE_DEVICES=all``); required node affinity to the pools of ``placement``
       (:func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
       notebook the region's cpu-role pools, or any node when there are none), tolerations for those pools'
       taints (from ``cell``).
@@ -242,6 +260,9 @@ def statefulset_manifest(
     }
     if placement.resource is not None:
         pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    template = claim_template_manifest(tenant, name, spec, placement)
+    if template is not None:
+        pod["resourceClaims"] = pod_resource_claims(template)
     pod.update(scheduling(placement, cell.node_pools))
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
@@ -351,12 +372,15 @@ class Notebook(CellComponent):
     - ``f"{name}-token"``: ``random:RandomPassword`` (48 letters and digits: it goes into ``?token=`` URLs)
       and ``f"{name}-token-secret"``: the ``Secret`` holding it (a Pulumi secret);
     - ``f"{name}-statefulset"`` (:func:`statefulset_manifest`), after the Secret, and ``f"{name}-service"``;
+    - with DRA GPUs: ``f"{name}-gpu-claim"``, the ``ResourceClaimTemplate`` (:func:`claim_template_manifest`), before
+      the StatefulSet;
     - with ``expose``: ``f"{name}-ingress"`` and ``f"{name}-ingress-policy"``
       (:func:`ingress_policy_manifest`).
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
-    waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass). The StatefulSet takes
-    the notebook's ``removalPolicy`` (by default the tenant's, ``protect``); its home PVC is kept in every case
+    waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass), or with DRA GPUs for the
+    DRA driver's (:func:`gpucell.workloads._common.gpu_dependencies`). The StatefulSet takes the notebook's
+    ``removalPolicy`` (by default the tenant's, ``protect``); its home PVC is kept in every case
     (``persistentVolumeClaimRetentionPolicy`` Retain) and goes only with the tenant's namespace. Pulumi waits up to
     30 minutes for the pod to become ready: GPU notebook images are several GB.
     """
@@ -381,7 +405,16 @@ class Notebook(CellComponent):
         after: list[pulumi.Resource] = list(tenant.ready)
         self.placement = placement
         """Pools the notebook may run on and the GPU resource it requests."""
-        gpu_after = [cell.gpu_operator.release] if placement.resource is not None else []
+        gpu_after = gpu_dependencies(cell, placement)
+        self.claim_template: ResourceClaimTemplate | None = None
+        """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
+        template = claim_template_manifest(tenant.name, notebook, spec, placement)
+        if template is not None:
+            self.claim_template = ResourceClaimTemplate(
+                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                opts=self.child(depends_on=[*after, *gpu_after]),
+            )
+            gpu_after = [*gpu_after, self.claim_template]
 
         self.password = pulumi_random.RandomPassword(
             f"{name}-token", length=48, special=False, opts=self.child(depends_on=after)

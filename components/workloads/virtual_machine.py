@@ -17,6 +17,13 @@ Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU
 host devices for ``gpus`` from both its PCI and its mdev pools (``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/
 hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI plugin works the same way.
 
+With ``gpuAllocation: dra`` (a ``dra`` pool), the GPUs come from a ``resource.k8s.io/v1`` ``ResourceClaimTemplate``
+``<vm>-gpus-<hash>`` (:func:`claim_template_manifest`: one ``vfio.gpu.nvidia.com`` request per GPU with the VFIO
+config KubeVirt needs), named in the VM template's ``resourceClaims``; ``gpus[i]`` is ``{name: gpu<i>, claimName:
+gpus, requestName: gpu<i>}``, without ``deviceName`` (kubevirt/user-guide ``docs/compute/dra_gpu.md``; KubeVirt v1.9.0
+``v1.GPU``). virt-launcher attaches the PCI device the DRA driver's metadata file names (``pkg/virt-launcher/virtwrap/
+device/hostdevice/dra/gpu_hostdev.go``).
+
 SXM GPUs on HGX boards (:class:`gpucell.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
 NVSwitches as ``devices.hostDevices`` (``nvswitch0``..), whose guest must run NVIDIA Fabric Manager before CUDA
 works (NVIDIA Fabric Manager User Guide, "Full Passthrough Virtualization Model"); a VM with part of the board gets
@@ -28,6 +35,7 @@ helmreleases/gpu-operator.yaml`` does the same for per-GPU SXM passthrough).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +43,11 @@ import pulumi
 import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Service
+from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
+from gpucell.gpu_catalog import CATALOG
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
@@ -45,6 +56,7 @@ from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
 from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
+    gpu_dependencies,
     in_cell,
     object_meta,
     opaque_secret,
@@ -64,6 +76,7 @@ __all__ = [
     "WORKLOAD_SELECTOR_LABEL",
     "GpuVirtualMachine",
     "GpuVirtualMachineArgs",
+    "claim_template_manifest",
     "cloud_config",
     "cloud_init_secret_name",
     "data_volume_name",
@@ -101,6 +114,9 @@ class GpuVirtualMachineArgs:
     tenant: Tenant
     """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
     (placement) and the KubeVirt and CDI operators to wait for."""
+    after: Sequence[pulumi.Resource] = ()
+    """More resources the VM waits for: the program passes the container workloads that share its ``dra`` pools, so
+    that their claims are prepared before the VM's is allocated (docs/decisions/0017)."""
 
 
 def data_volume_name(vm: str, index: int) -> str:
@@ -200,6 +216,8 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
     if placement.resource is not None:
         resource = placement.resource
         devices["gpus"] = [{"name": f"gpu{i}", "deviceName": resource} for i in range(placement.count)]
+    elif placement.device_class is not None:
+        devices["gpus"] = vm_gpus(placement.count)
     if placement.nvswitch_resource is not None:
         switch = placement.nvswitch_resource
         devices["hostDevices"] = [
@@ -218,6 +236,17 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
     }
 
 
+def claim_template_manifest(
+    tenant: str, name: str, spec: GpuVirtualMachineSpec, placement: Placement
+) -> dict[str, Any] | None:
+    """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.dra.vm_claim_template`:
+    ``gpus`` VFIO devices of ``gpuModel``), labelled as the VM's objects; else ``None``."""
+    if placement.device_class is None or spec.gpu_model is None:
+        return None
+    meta = object_meta(tenant, name, workload=name)
+    return vm_claim_template(meta, name, CATALOG[spec.gpu_model], placement.count)
+
+
 def virtual_machine_manifest(
     tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: CellSpec, placement: Placement
 ) -> dict[str, Any]:
@@ -232,7 +261,8 @@ def virtual_machine_manifest(
       ``resources`` requests = limits (vCPUs, ``"<memoryGib>Gi"``: the quota counts limits, and KubeVirt would
       otherwise default the memory limit to twice the request); ``memory.hugepages.pageSize`` with ``hugepages``.
     - GPUs: ``devices.gpus`` ``gpu0``..``gpuN-1``, each ``deviceName`` the placement's resource (passthrough:
-      ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``); a whole HGX board also
+      ``nvidia.com/<PCI device name>``; vGPU: ``nvidia.com/NVIDIA_<type>``), or with DRA ``claimName``/``requestName``
+      and the template's ``resourceClaims`` (:func:`claim_template_manifest`); a whole HGX board also
       ``devices.hostDevices`` ``nvswitch0``.. with the board's NVSwitch resource (the ``HostDevices`` gate is on
       whenever a VM pool exists).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
@@ -255,6 +285,9 @@ def virtual_machine_manifest(
         "evictionStrategy": spec.effective_eviction_strategy.value,
         **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(spec.gpus)),
     }
+    template = claim_template_manifest(tenant, name, spec, placement)
+    if template is not None:
+        template_spec["resourceClaims"] = pod_resource_claims(template)
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
@@ -329,13 +362,16 @@ class GpuVirtualMachine(CellComponent):
     Children (``name`` is the component name, e.g. ``fra1-acme-train``):
 
     - ``f"{name}-cloud-init"``: the ``Secret`` with the user data (:func:`cloud_config`, a Pulumi secret);
-    - ``f"{name}-vm"``: the ``VirtualMachine`` (:func:`virtual_machine_manifest`), after the Secret;
+    - with DRA GPUs: ``f"{name}-gpu-claim"``, the ``ResourceClaimTemplate`` (:func:`claim_template_manifest`);
+    - ``f"{name}-vm"``: the ``VirtualMachine`` (:func:`virtual_machine_manifest`), after the Secret (and the claim
+      template);
     - ``f"{name}-ssh"`` (``Service``) and ``f"{name}-ssh-policy"`` (``CiliumNetworkPolicy``), when declared.
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies), on the ``KubeVirt`` CR (Available,
     and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile patch (so DataVolumes get the
-    PVC shape the cell's storage needs). The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default
-    the tenant's, ``protect``): it owns the VM's DataVolumes, so deleting it deletes the disks.
+    PVC shape the cell's storage needs); with DRA GPUs also on the DRA driver's Release and on ``args.after``.
+    The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
+    VM's DataVolumes, so deleting it deletes the disks.
     """
 
     namespace: pulumi.Output[str]
@@ -357,6 +393,7 @@ class GpuVirtualMachine(CellComponent):
         self.placement = vm_placement(vm, spec, cell.spec)
         """Pools the VM may run on and the GPU resource it requests."""
         manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement)
+        template = claim_template_manifest(tenant.name, vm, spec, self.placement)
         service = ssh_service_manifest(tenant.name, vm, spec)
         policy = ssh_policy_manifest(tenant.name, vm, spec)
         self.cloud_init = opaque_secret(
@@ -366,10 +403,20 @@ class GpuVirtualMachine(CellComponent):
             self.child(depends_on=after),
         )
         """The cloud-init user data Secret."""
+        self.claim_template: ResourceClaimTemplate | None = None
+        """The ``ResourceClaimTemplate`` of its DRA GPUs, with ``gpuAllocation: dra``."""
+        claim: list[pulumi.Resource] = []
+        if template is not None:
+            dra_after = [*after, *gpu_dependencies(cell, self.placement)]
+            self.claim_template = ResourceClaimTemplate(
+                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                opts=self.child(depends_on=dra_after),
+            )
+            claim = [*dra_after, self.claim_template, *args.after]
         # The VirtualMachine owns its disks (dataVolumeTemplates): deleting it deletes them.
         lifecycle = removal_options(spec.removal_policy or tenant.removal_policy)
         self.vm = custom_resource(f"{name}-vm", manifest,
-                                  self.child(depends_on=[*after, self.cloud_init], **lifecycle))
+                                  self.child(depends_on=[*after, self.cloud_init, *claim], **lifecycle))
         """The ``VirtualMachine``."""
         self.ssh_service: Service | None = None
         """The SSH ``Service``, when declared."""

@@ -5,6 +5,14 @@
   source's size (only with ``spec.storage``). Source: kubevirt/containerized-data-importer
   ``pkg/apiserver/webhooks/datavolume-validate.go``. The same applies to a VirtualMachine's
   ``spec.dataVolumeTemplates``.
+- KubeVirt's DRA admitter (kubevirt/kubevirt v1.9.0 ``pkg/dra/admitter/dra_admitter.go``) checks a VM's GPUs from
+  claims: a DRA GPU (no ``deviceName``, a ``claimName``/``requestName``) needs both names, ``gpus`` may not mix DRA
+  and device-plugin GPUs, every ``claimName`` must be a ``resourceClaims[].name`` of the template, each
+  claim/request pair is used once, and each ``resourceClaims`` entry names exactly one of ``resourceClaimName`` and
+  ``resourceClaimTemplateName``.
+- Across objects (:func:`claim_template_violations`): a VM's claim template must be rendered in its namespace, every
+  ``gpus[].requestName`` must be a request of it, and each such request must ask for exactly one device (KubeVirt
+  v1.9.0 ``pkg/dra/utils.go`` ``resolveDevice``: "KubeVirt only supports exactly one device per request").
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from typing import Any
 
 from gpucell.stacks.conformance.objects import Violation
 
-__all__ = ["admission_violations"]
+__all__ = ["admission_violations", "claim_template_violations"]
 
 _CLONE_SOURCES = ("pvc", "snapshot")
 
@@ -34,6 +42,35 @@ def _data_volume_spec(spec: dict[str, Any], path: str) -> Iterator[Violation]:
         )
 
 
+def _dra_gpus(vmi: dict[str, Any], path: str) -> Iterator[Violation]:
+    """KubeVirt v1.9.0's DRA rules for ``gpus`` and ``resourceClaims`` of a VMI spec at ``path``."""
+    claims = vmi.get("resourceClaims") or []
+    for index, claim in enumerate(claims):
+        given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(k)]
+        if len(given) != 1:
+            yield Violation(f"{path}.resourceClaims[{index}]",
+                            "must specify one of: resourceClaimName, resourceClaimTemplateName")
+    names = {claim.get("name") for claim in claims}
+    gpus = ((vmi.get("domain") or {}).get("devices") or {}).get("gpus") or []
+    dra = [(i, g) for i, g in enumerate(gpus) if not g.get("deviceName") and ("claimName" in g or "requestName" in g)]
+    if dra and len(dra) != len(gpus):
+        yield Violation(f"{path}.domain.devices.gpus", "mixes DRA GPUs (claimName) with device-plugin GPUs "
+                        "(deviceName), which KubeVirt refuses")
+    seen: set[tuple[str, str]] = set()
+    for index, gpu in dra:
+        where = f"{path}.domain.devices.gpus[{index}]"
+        for key in ("claimName", "requestName"):
+            if not gpu.get(key):
+                yield Violation(where, f"{key} is required for DRA GPU")
+        if gpu.get("claimName") and gpu["claimName"] not in names:
+            yield Violation(f"{where}.claimName", f"{gpu['claimName']!r} is not a resourceClaims[].name of the VM "
+                            "(vmi.spec.resourceClaims must specify all claims used in gpus)")
+        pair = (str(gpu.get("claimName")), str(gpu.get("requestName")))
+        if pair in seen:
+            yield Violation(where, f"duplicate claimName/requestName pair {'/'.join(pair)!r}")
+        seen.add(pair)
+
+
 def admission_violations(obj: dict[str, Any]) -> Iterator[Violation]:
     """Webhook-only rules that ``obj`` breaks."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
@@ -43,3 +80,38 @@ def admission_violations(obj: dict[str, Any]) -> Iterator[Violation]:
     if api_version.startswith("kubevirt.io/") and kind == "VirtualMachine":
         for index, template in enumerate(spec.get("dataVolumeTemplates") or []):
             yield from _data_volume_spec(template.get("spec") or {}, f"spec.dataVolumeTemplates[{index}].spec")
+        yield from _dra_gpus((spec.get("template") or {}).get("spec") or {}, "spec.template.spec")
+
+
+def claim_template_violations(objects: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Violation]]:
+    """``(VM, violation)`` for each DRA GPU of a rendered ``VirtualMachine`` that its ``ResourceClaimTemplate``
+    (among ``objects``) does not back with exactly one device."""
+    templates = {
+        ((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o
+        for o in objects if o.get("kind") == "ResourceClaimTemplate"
+    }
+    for vm in (o for o in objects if o.get("kind") == "VirtualMachine" and str(o.get("apiVersion", "")).startswith(
+            "kubevirt.io/")):
+        spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        namespace = (vm.get("metadata") or {}).get("namespace")
+        claims = {c.get("name"): c.get("resourceClaimTemplateName") for c in spec.get("resourceClaims") or []}
+        for index, gpu in enumerate(((spec.get("domain") or {}).get("devices") or {}).get("gpus") or []):
+            template_name = claims.get(gpu.get("claimName"))
+            if not template_name or gpu.get("deviceName"):
+                continue
+            where = f"spec.template.spec.domain.devices.gpus[{index}]"
+            template = templates.get((namespace, template_name))
+            if template is None:
+                yield vm, Violation(where, f"ResourceClaimTemplate {template_name!r} is not rendered in {namespace}")
+                continue
+            requests = {r.get("name"): r for r in
+                        (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []}
+            request = requests.get(gpu.get("requestName"))
+            if request is None:
+                yield vm, Violation(f"{where}.requestName", f"{gpu.get('requestName')!r} is not a request of "
+                                    f"ResourceClaimTemplate {template_name!r}")
+            elif (request.get("exactly") or {}).get("count", 1) != 1 or (request.get("exactly") or {}).get(
+                    "allocationMode", "ExactCount") != "ExactCount":
+                yield vm, Violation(f"{where}.requestName", f"request {gpu.get('requestName')!r} of "
+                                    f"ResourceClaimTemplate {template_name!r} asks for more than one device; KubeVirt "
+                                    "attaches exactly one device per request")

@@ -39,6 +39,7 @@ CHART_FILES: dict[str, ChartFiles] = {
     "longhorn": ChartFiles("longhorn/values.yaml", "longhorn"),
     "kserve-resources": ChartFiles("kserve/kserve-resources/values.yaml", "kserve"),
     "kserve-runtime-configs": ChartFiles("kserve/kserve-runtime-configs/values.yaml", "kserve"),
+    "dra-driver-nvidia-gpu": ChartFiles("dra-driver-nvidia-gpu/values.yaml", "dra_driver"),
 }
 """Chart name (last segment of the chart reference) -> its files."""
 

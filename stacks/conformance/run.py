@@ -4,7 +4,8 @@
 
 - ``kubernetes``: core kinds against kubernetes-validate's strict schemas at the cell's Kubernetes minor;
 - ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
-  schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission`;
+  schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission` (a VM's DRA GPUs against
+  its ResourceClaimTemplate too);
 - ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
 - ``script``: shellcheck over every command pulumi-command will run;
 - ``node-config``: each node's k3s config file against the k3s options of its role;
@@ -23,7 +24,7 @@ from typing import Any
 from kubernetes_validate.utils import major_minor as kv_minor
 
 from gpucell.spec import CellSpec
-from gpucell.stacks.conformance.admission import admission_violations
+from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
 from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
 from gpucell.stacks.conformance.node_files import config_problems, shellcheck
@@ -99,6 +100,9 @@ def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell
                 report.notices.append(Notice(sentence))
         for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
+    for vm, violation in claim_template_violations([obj for obj, partial in objects if not partial]):
+        report.problems.append(Problem(_object_subject(region, vm), violation.path, violation.message,
+                                       "custom-resource"))
 
 
 def _check_releases(region: str, registrations: list[Registration], cell: CellSpec,

@@ -94,6 +94,11 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         "cert-manager/cert-manager", "deploy/charts/cert-manager/values.yaml", "cert_manager"
     ),
     "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
+    # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
+    # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
+    "dra-driver-nvidia-gpu/values.yaml": UpstreamFile(
+        "kubernetes-sigs/dra-driver-nvidia-gpu", "deployments/helm/dra-driver-nvidia-gpu/values.yaml", "dra_driver"
+    ),
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 

@@ -59,5 +59,5 @@ def test_a_mistake_is_one_line_with_its_key_path() -> None:
                      "hosts": [{"name": "g1", "address": "10.60.0.21"}]},
         }})
     assert info.value.lines == [
-        "nodePools.h100.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu"
+        "nodePools.h100.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     ]
