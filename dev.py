@@ -30,6 +30,8 @@ CHECKOV_VENV = ROOT / ".venv-checkov"
 CHECKOV_REQUIREMENTS = ROOT / "tools" / "checkov-requirements.txt"
 PROJECT_PINS = (ROOT / "pyproject.toml", ROOT / "constraints.txt")
 STAMP = ".installed.json"
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
+"""How ``dev.py test`` runs pytest unless ARGS say ``-n``: two workers (CI's two cores), a test file each."""
 
 
 def _bin(env: Path, name: str) -> Path:
@@ -116,7 +118,9 @@ def _run(argv: list[str]) -> int:
         ensure_project({"test", "workflows"} if env.get("GPUCELL_REQUIRE_ACTIONLINT") else {"test"})
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
         env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
-        return subprocess.run([str(_bin(PROJECT_VENV, "pytest")), *argv[1:]], cwd=ROOT, env=env, check=False).returncode
+        workers = [] if any(a.startswith(("-n", "--numprocesses")) for a in argv[1:]) else PARALLEL
+        pytest = [str(_bin(PROJECT_VENV, "pytest")), *workers, *argv[1:]]
+        return subprocess.run(pytest, cwd=ROOT, env=env, check=False).returncode
     if argv[0] == "bench":
         ensure_project(set())
         bench = [str(_bin(PROJECT_VENV, "python")), str(ROOT / "bench" / "fleet.py"), *argv[1:]]
