@@ -297,7 +297,8 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
 
 def render_config(config: dict[str, Any]) -> str:
     """``config.yaml`` text: block-style YAML in the mapping's own (stable) key order."""
-    return _heredoc_safe(yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True))
+    # libyaml's emitter writes the same text as PyYAML's pure-Python one, several times faster (a fleet has thousands)
+    return _heredoc_safe(yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True))
 
 
 def _heredoc_safe(text: str) -> str:

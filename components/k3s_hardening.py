@@ -223,7 +223,7 @@ def server_options(cell: CellSpec) -> dict[str, Any]:
 
 
 def _yaml(document: dict[str, Any]) -> str:
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=4096)
+    return yaml.dump(document, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, width=4096)
 
 
 def node_files(cell: CellSpec, *, server: bool) -> list[NodeFile]:

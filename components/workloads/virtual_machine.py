@@ -188,7 +188,7 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False) 
         config["write_files"] = [
             {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": note + NVLINK_DISABLE_OPTION + "\n"}
         ]
-    return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=4096)
+    return "#cloud-config\n" + yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False, width=4096)
 
 
 def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]:
