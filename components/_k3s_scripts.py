@@ -298,7 +298,8 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
 def render_config(config: dict[str, Any]) -> str:
     """``config.yaml`` text: block-style YAML in the mapping's own (stable) key order."""
     # libyaml's emitter writes the same text as PyYAML's pure-Python one, several times faster (a fleet has thousands)
-    return _heredoc_safe(yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True))
+    text = yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return _heredoc_safe(text)
 
 
 def _heredoc_safe(text: str) -> str:
