@@ -381,6 +381,19 @@ if ! as_root test -s "$TOKEN_FILE"; then
   exit 1
 fi
 {encryption_guard}
+# A host that runs k3s under another node name was renamed in config at the same address. An agent joins again
+# under the new name (the old name's uninstall then leaves it alone, see the uninstall script). A server's etcd
+# member cannot be renamed in place: refuse before anything changes.
+have_name="$(as_root cat "$CONFIG_FILE" 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
+if [ -n "$have_name" ] && [ "$have_name" != "$NODE_NAME" ]; then
+  if [ "$K3S_EXEC" = server ]; then
+    echo "gpucell: this host runs the k3s server $have_name; a server cannot be renamed in place (its etcd" \\
+      "member keeps its name). Remove $have_name from the pool in one pulumi up, then add $NODE_NAME in the" \\
+      "next." >&2
+    exit 1
+  fi
+  echo "gpucell: this host ran k3s as $have_name; it joins again as $NODE_NAME"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -591,6 +604,20 @@ fi
 
 """
 
+_RENAMED_GUARD = """\
+# Renamed at the same address: the host's k3s config names another node, installed by that node's resource
+# earlier in this pulumi up (Pulumi creates new resources before it deletes the ones that left the program).
+# Uninstalling would take k3s from the new node; only the old Node object goes (its -prepare delete).
+have_name="$(as_root cat {config_path} 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
+readonly OLD_NAME={node_name}
+if [ -n "$have_name" ] && [ "$have_name" != "$OLD_NAME" ]; then
+  echo "gpucell: this host now runs k3s as $have_name: k3s stays installed; only node $OLD_NAME leaves the" \\
+    "cell"
+  exit 0
+fi
+
+"""
+
 _UNINSTALL_BODY = """\
 readonly UNINSTALL={path}
 if [ -x "$UNINSTALL" ]; then
@@ -636,6 +663,11 @@ def install_script(
     On a server whose embedded etcd exists, a ``secrets-encryption`` setting other than the one the cluster was
     initialised with (told by ``server/cred/encryption-config.json``) is refused before anything changes: k3s
     cannot switch it on a running cluster.
+
+    A host whose ``/etc/rancher/k3s/config.yaml`` names another node was renamed in config at the same address:
+    an agent joins again under the new name (the old name's :func:`uninstall_script` then keeps k3s), a server
+    refuses before anything changes, naming the two-step way out (remove it, then add it under the new name),
+    since its etcd member cannot be renamed in place.
 
     When the node's ``kubelet-arg`` entries that the CPU and memory manager checkpoints depend on
     (:data:`KUBELET_STATE_ARGS`, compared as a sorted set) differ from the installed config's - a topology
@@ -709,7 +741,10 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     nodes, ``NodeRules`` in kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``), so the
     node's ``-prepare`` command deletes it afterwards, from a server.
 
-    Succeeds when k3s is already gone, so a half-installed node can still be deleted.
+    Succeeds when k3s is already gone, so a half-installed node can still be deleted. Leaves k3s installed (exit
+    0) when the host's ``/etc/rancher/k3s/config.yaml`` names another node: the host was renamed in config at the
+    same address, and Pulumi ran the new name's install before this delete (an agent joins again under its new
+    name; a server refuses the rename in :func:`install_script`).
     """
     service = _service(role)
     path = f"/usr/local/bin/{service}-uninstall.sh"
@@ -718,6 +753,7 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         leave = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH,
                                    attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
         body = leave + body
+    body = _RENAMED_GUARD.format(config_path=CONFIG_PATH, node_name=shlex.quote(node_name)) + body
     return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
 
 

@@ -19,8 +19,11 @@ Why each setting is disruptive (what happens to running workloads) is :data:`EFF
   ``nvidia.com/vgpu.config``): the operand set of a node changes and mig-manager / vgpu-device-manager pause the
   GPU clients of the node; GPU VMs cannot live-migrate (GPU Operator v26.7.0 ``controllers/state_manager.go``,
   mig-parted v0.15.0 ``pkg/mig/reconfigure``, KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``).
-- k3s servers are etcd members (k3s docs "High Availability Embedded etcd"); Kubernetes supports upgrading the
-  control plane one minor version at a time (kubernetes.io/releases/version-skew-policy).
+- k3s servers are etcd members (k3s docs "High Availability Embedded etcd"), and an etcd member's address cannot
+  change in place: "You can't change the node IP on etcd cluster members, you need to do a --cluster-reset ... or
+  delete the node from the cluster and rejoin it" (k3s maintainers in rancher/rke2#5651, k3s-io/k3s#6524).
+  Kubernetes supports upgrading the control plane one minor version at a time
+  (kubernetes.io/releases/version-skew-policy).
 - A StatefulSet's ``volumeClaimTemplates`` and a PVC's ``storageClassName`` are immutable (pulumi-kubernetes
   ``diff.go``); KubeVirt creates a VM's DataVolume from its template only when it is missing (KubeVirt
   ``pkg/virt-controller/watch/vm/vm.go`` ``handleDataVolumes``) and CDI rejects any DataVolume spec update
@@ -80,6 +83,7 @@ class Change(StrEnum):
     MIG_CONFIG = "migConfig"
     VGPU_PROFILE = "vgpuProfile"
     NODE_ROLE = "nodeRole"
+    SERVER_ADDRESS = "serverAddress"
     SERVER_REMOVED = "serverRemoved"
     NODE_REMOVED = "nodeRemoved"
     STORAGE_CLASS = "storageClass"
@@ -136,6 +140,12 @@ EFFECTS: dict[Change, str] = {
     Change.NODE_ROLE: (
         "the host's k3s role or pool changes: gpucell reinstalls k3s on it with the other role's config "
         "(server/agent) or relabels it, and workloads placed by the old pool must be drained first"
+    ),
+    Change.SERVER_ADDRESS: (
+        "the server's etcd member keeps its old peer address: k3s restarts with the new node-ip, but an etcd "
+        "member's address cannot change in place (k3s maintainers, rancher/rke2#5651, k3s-io/k3s#6524), so the "
+        "member stays unreachable and the cluster loses a vote; remove the server in one pulumi up "
+        "(serverRemoved) and add it again with its new address in the next"
     ),
     Change.SERVER_REMOVED: (
         "the server leaves etcd (k3s uninstalled after its Node is deleted); remove one server per pulumi up "
@@ -252,7 +262,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         {"version": 1,
          "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns"},
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
-         "nodes": {<host>: {"pool", "role", "gpuMode", "migConfig", "vgpuProfile"}},
+         "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile"}},
          "storage": {"defaultClass", "volumes": {"<namespace>/<claim>": {"storageClass", "key"}}},
          "versions": {"k3s", "charts": {<versions key>: <version>}}}
 
@@ -279,6 +289,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             host.name: {
                 "pool": pool_name,
                 "role": pool.role.value,
+                "address": str(host.address),
                 "gpuMode": pool.gpu_mode.value if pool.gpu_mode is not None else None,
                 "migConfig": pool.mig_config,
                 "vgpuProfile": pool.vgpu_profile,
@@ -403,6 +414,10 @@ def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: st
             changes.append(DisruptiveChange(Change.NODE_ROLE, region, host, f"{key}.hosts",
                                             f"{was.get('pool')} ({was.get('role')})",
                                             f"{now.get('pool')} ({now.get('role')})"))
+        if (now.get("role") == was.get("role") == NodeRole.SERVER.value and "address" in was
+                and was["address"] != now.get("address")):
+            changes.append(DisruptiveChange(Change.SERVER_ADDRESS, region, host, f"{key}.hosts",
+                                            _text(was["address"]), _text(now.get("address"))))
         for name, kind in (("gpuMode", Change.GPU_MODE), ("migConfig", Change.MIG_CONFIG),
                            ("vgpuProfile", Change.VGPU_PROFILE)):
             if was.get(name) != now.get(name) and (was.get(name) is not None or now.get(name) is not None):

@@ -8,6 +8,7 @@ inputs still marked. The offline plan and the tests both run programs through :f
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import re
@@ -22,7 +23,17 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-__all__ = ["ORGANIZATION", "SECRET", "UNKNOWN", "PlanResult", "Registration", "resource_options", "run_program"]
+__all__ = [
+    "ORGANIZATION",
+    "SECRET",
+    "SECRET_DIGEST_SALT",
+    "UNKNOWN",
+    "PlanResult",
+    "Registration",
+    "resource_options",
+    "run_program",
+    "secret_digest",
+]
 
 SECRET = "[secret]"
 """What every secret value is replaced by in recorded inputs and outputs."""
@@ -52,6 +63,9 @@ class Registration:
     """Inputs with secrets unwrapped: for tests that must check a secret's *value* reached the right place."""
     secret_paths: list[str] = field(default_factory=list)
     """Dotted paths of the inputs that were secret."""
+    secret_digests: dict[str, str] = field(default_factory=dict)
+    """Secret path -> :func:`secret_digest` of its value: lets ``gpucell diff`` say that a secret input changed
+    without showing it."""
     options: dict[str, Any] = field(default_factory=dict)
     """The resource options the engine received that differ from Pulumi's defaults (see :func:`resource_options`):
     ``protect``, ``retainOnDelete``, ``ignoreChanges``, ``replaceOnChanges``, ``deleteBeforeReplace``,
@@ -188,20 +202,43 @@ def _is_secret(value: Any) -> bool:
     return isinstance(value, dict) and value.get(_SIG_KEY) == _SECRET_SIG
 
 
-def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool) -> Any:
-    """Replace secrets (or unwrap them when ``reveal``) and unknowns, recursively."""
+SECRET_DIGEST_SALT = b"gpucell plan secret digest v1\0"
+"""Prefixed to every digested value, so that a digest matches no other tool's hash of the same text."""
+
+
+def secret_digest(value: Any) -> str:
+    """``sha256:<16 hex digits>`` of a secret input's value (canonical JSON, :data:`SECRET_DIGEST_SALT` first).
+
+    Only for the offline plan, whose secret values are never real secrets: ``secure:`` config values are
+    placeholders derived from their ciphertext (:func:`gpucell.stacks.plan.placeholder`), mock outputs are fakes,
+    and the rest is plain stack config made secret by a provider's schema (an SSH ``connection``'s host, user
+    and port). So two plans' digests differ exactly when the secret input changed, and reveal nothing the stack
+    files do not.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(SECRET_DIGEST_SALT + text.encode()).hexdigest()[:16]
+
+
+def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool,
+           digests: dict[str, str] | None = None) -> Any:
+    """Replace secrets (or unwrap them when ``reveal``) and unknowns, recursively; with ``digests``, record the
+    :func:`secret_digest` of each known secret by its path."""
     if _is_secret(value):
         secret_paths.append(path)
         inner = value["value"]
         if isinstance(inner, pulumi.output.Unknown):
             return UNKNOWN  # a preview shows that the value is not known yet, secret or not
-        return _scrub(inner, path, [], reveal) if reveal else SECRET
+        if reveal:
+            return _scrub(inner, path, [], reveal)
+        if digests is not None:
+            digests[path] = secret_digest(_scrub(inner, path, [], reveal=True))
+        return SECRET
     if isinstance(value, pulumi.output.Unknown):
         return UNKNOWN
     if isinstance(value, dict):
-        return {k: _scrub(v, f"{path}.{k}" if path else k, secret_paths, reveal) for k, v in value.items()}
+        return {k: _scrub(v, f"{path}.{k}" if path else k, secret_paths, reveal, digests) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(v, f"{path}[{i}]", secret_paths, reveal) for i, v in enumerate(value)]
+        return [_scrub(v, f"{path}[{i}]", secret_paths, reveal, digests) for i, v in enumerate(value)]
     if isinstance(value, pulumi.Resource):
         return "[resource]"
     if isinstance(value, float) and value.is_integer():
@@ -239,7 +276,8 @@ class _RecordingMonitor(mocks.MockMonitor):
 
     def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
         secret_paths: list[str] = []
-        shown = _scrub(inputs, "", secret_paths, reveal=False)
+        digests: dict[str, str] = {}
+        shown = _scrub(inputs, "", secret_paths, reveal=False, digests=digests)
         self.registrations.append(
             Registration(
                 urn=urn,
@@ -252,6 +290,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 inputs=shown,
                 raw_inputs=_scrub(inputs, "", [], reveal=True),
                 secret_paths=secret_paths,
+                secret_digests=digests,
                 options=resource_options(request),
             )
         )

@@ -7,6 +7,7 @@ and every secret is shown as ``"[secret]"`` in the printed tree, the JSON and th
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import shutil
@@ -68,13 +69,17 @@ PLACEHOLDER_PREFIX = "PLACEHOLDER-SECRET"
 """Every stand-in for an encrypted value starts with this: tests prove it never reaches a plan or a file."""
 
 
-def placeholder(key: str) -> str:
-    """The stand-in for the encrypted config value ``key``.
+def placeholder(key: str, ciphertext: str = "") -> str:
+    """The stand-in for the encrypted config value ``key`` whose ``secure:`` text is ``ciphertext``.
 
     Shaped to pass the format checks real values get (``"<id>:<secret>"`` S3 credentials), so the plan runs
-    the same code a deployment does.
+    the same code a deployment does. It carries 12 hex digits of the ciphertext's SHA-256 (the ciphertext is in
+    the stack file for anyone to read), so a rotated secret changes the placeholder and ``gpucell diff`` sees the
+    secret inputs that use it change (``pulumi config set --secret`` encrypts with a fresh nonce: setting the same
+    value again counts as a change too).
     """
-    return f"{PLACEHOLDER_PREFIX}-{key}:{PLACEHOLDER_PREFIX}-{key}"
+    tag = hashlib.sha256(ciphertext.encode()).hexdigest()[:12]
+    return f"{PLACEHOLDER_PREFIX}-{key}-{tag}:{PLACEHOLDER_PREFIX}-{key}-{tag}"
 
 
 def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
@@ -102,7 +107,7 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     for key, value in raw.items():
         full_key = key if ":" in key else f"{project}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:
-            config[full_key] = placeholder(full_key.split(":", 1)[1])
+            config[full_key] = placeholder(full_key.split(":", 1)[1], str(value["secure"]))
             secret_keys.append(full_key)
         else:
             config[full_key] = value
@@ -383,9 +388,10 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
 
     Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
     resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
-    and ``inputs``. ``outputs`` holds the regions' stack outputs (``<region>``, ``<region>Kubeconfig``,
-    ``<region>Fingerprint``); ``acknowledge`` the stack's ``gpucell:acknowledge`` entries (what ``gpucell diff``
-    matches disruptive changes against).
+    and ``inputs``; a resource with secret inputs also has ``secrets``, each secret input's path ->
+    :func:`gpucell.stacks.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
+    (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``); ``acknowledge`` the stack's
+    ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against).
     """
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
@@ -402,6 +408,7 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
                 "dependencies": r.dependencies,
                 "options": r.options,
                 "inputs": r.inputs,
+                **({"secrets": r.secret_digests} if r.secret_digests else {}),
             }
             for r in resources
         ],

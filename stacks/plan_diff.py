@@ -11,8 +11,8 @@ Replacements follow the providers' own rules:
   ``provider/pkg/provider/diff.go``; patches only on their identity); a Helm release on ``name``/``namespace``
   (``helm_release.go``). A named object is deleted before it is created again.
 - any resource: a change under one of its ``replaceOnChanges`` option paths (pulumi-command's ``triggers[*]``);
-- a k3s node whose name changes (same ``node-ip``, another ``node-name``): the old node is uninstalled and the host
-  joins again under the new name.
+- a k3s node whose name changes (same ``node-ip``, another ``node-name``): an agent joins again under the new name
+  and the old Node is deleted (k3s stays installed); a server refuses the rename at install time.
 
 Changes that cannot reach the live object as it is are marked *immutable* (:data:`K8S_IMMUTABLE`): a VM's
 ``dataVolumeTemplates`` source or class (KubeVirt creates a DataVolume only when it is missing), a DataVolume's spec
@@ -33,6 +33,7 @@ __all__ = [
     "K8S_FORCE_NEW",
     "K8S_IMMUTABLE",
     "MISSING",
+    "SECRET_CHANGED",
     "InputChange",
     "PlanDiff",
     "ResourceDiff",
@@ -49,6 +50,8 @@ REGION_TYPE = f"{COMPONENT_PREFIX}RegionalCell"
 COMMAND_TYPE = "command:remote:Command"
 RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 SECRET = "[secret]"
+SECRET_CHANGED = "[secret, changed]"
+"""The new side of a secret input whose digest (the plan's ``secrets``) differs: its value is never shown."""
 
 
 class _Missing:
@@ -395,13 +398,42 @@ def _command_texts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[TextD
             if old_files.get(name) != new_files.get(name)]
 
 
+def _secret_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[InputChange]:
+    """Secret inputs shown as ``[secret]`` on both sides whose digests (the plans' ``secrets``) differ. Plans
+    written before digests existed have none: their secrets count as unchanged."""
+    before, after = old.get("secrets") or {}, new.get("secrets") or {}
+    old_inputs, new_inputs = old.get("inputs") or {}, new.get("inputs") or {}
+    return [InputChange(path, SECRET, SECRET_CHANGED) for path, digest in sorted(after.items())
+            if path in before and before[path] != digest
+            and _top(old_inputs, path) == SECRET and _top(new_inputs, path) == SECRET]
+
+
+def _top(inputs: Mapping[str, Any], path: str) -> Any:
+    """The value at ``path`` when it is a top-level key or a dotted path of identifiers, else ``SECRET`` (the
+    digest alone then decides)."""
+    node: Any = inputs
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return SECRET
+        node = node[part]
+    return node
+
+
 def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | None:
-    """The update or replacement of one resource present in both plans, or ``None`` when nothing changes."""
-    changes = diff_values(old.get("inputs") or {}, new.get("inputs") or {})
+    """The update or replacement of one resource present in both plans, or ``None`` when nothing changes.
+
+    Changes under the new side's ``ignoreChanges`` are left out of the update, with a note: Pulumi keeps the
+    deployed value there."""
+    changes = diff_values(old.get("inputs") or {}, new.get("inputs") or {}) + _secret_changes(old, new)
+    ignore = tuple((new.get("options") or {}).get("ignoreChanges", []))
+    ignored = [c for c in changes if _under(c.path, ignore)]
+    changes = [c for c in changes if not _under(c.path, ignore)]
     option_changes = diff_values(old.get("options") or {}, new.get("options") or {}, "options")
     if not changes and not option_changes:
         return None
     result = ResourceDiff("update", new["urn"], new["type"], new["name"], new.get("region", ""), label(new))
+    if ignored:
+        result.notes.append("not applied, in `ignoreChanges`: " + ", ".join(f"`{c.path}`" for c in ignored))
     if new["type"] == COMMAND_TYPE and any(unwrap_script(v) is not None for v in (new.get("inputs") or {}).values()):
         scripts = {"create", "update", "delete"}
         result.texts = _command_texts(old, new)
@@ -496,11 +528,22 @@ def _pair_nodes(created: dict[str, dict[str, Any]], deleted: dict[str, dict[str,
         new_node, _ = _node_files(new)
         result = ResourceDiff("replace", new["urn"], new["type"], new["name"], new.get("region", ""), label(new))
         result.replaced_by.append(f"node identity: `node-name` {old_node} → {new_node} on {ip}")
-        result.notes.append(f"k3s is uninstalled as {old_node} ({old['name']}) and installed again as {new_node}")
+        result.notes.append(_rename_note(new, str(old_node), str(new_node)))
         result.texts = _command_texts(old, new)
         result.protected = bool((old.get("options") or {}).get("protect"))
         pairs.append(result)
     return pairs
+
+
+def _rename_note(new: Mapping[str, Any], old_node: str, new_node: str) -> str:
+    """What ``pulumi up`` does to a host renamed at the same address: it runs the new name's install first and the
+    old name's delete last (:func:`gpucell._k3s_scripts.install_script` and ``uninstall_script``)."""
+    install = unwrap_script((new.get("inputs") or {}).get("create")) or ""
+    if re.search(r"^readonly K3S_EXEC=server$", install, re.MULTILINE):
+        return (f"a server cannot be renamed in place: its install stops `pulumi up` before anything changes; remove "
+                f"{old_node} in one `pulumi up` and add {new_node} in the next")
+    return (f"k3s joins again as {new_node} first; then {old_node}'s delete keeps k3s on the host (it now runs as "
+            f"{new_node}) and deletes the Node {old_node}")
 
 
 def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:

@@ -17,7 +17,16 @@ from typing import Any
 from gpucell.disruption import DisruptiveChange, Judgement, StackAcknowledgements, compare, judge, removed_regions
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
-from gpucell.stacks.plan_diff import MISSING, SECRET, InputChange, PlanDiff, ResourceDiff, diff_plans, index_plan
+from gpucell.stacks.plan_diff import (
+    MISSING,
+    SECRET,
+    SECRET_CHANGED,
+    InputChange,
+    PlanDiff,
+    ResourceDiff,
+    diff_plans,
+    index_plan,
+)
 from gpucell.stacks.plan_file import held_regions, region_filter
 
 __all__ = [
@@ -148,8 +157,8 @@ def show(value: Any) -> str:
     """A value as a reviewer reads it: code-formatted, secrets ``[secret]``, folded past :data:`FOLD_AT` chars."""
     if value is MISSING:
         return "*(absent)*"
-    if value == SECRET:
-        return "`[secret]`"
+    if value in (SECRET, SECRET_CHANGED):
+        return f"`{value}`"
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
     if len(text) > FOLD_AT:
         text = f"{text[:FOLD_AT - 20]}… ({len(text)} chars)"

@@ -39,11 +39,12 @@ def test_fingerprint_of_the_minimal_cell() -> None:
                     "clusterDns": "10.43.0.10"},
         "cilium": {"kubeProxyReplacement": "true", "routing": {}, "ipamMode": "cluster-pool"},
         "nodes": {
-            "lab-srv-1": {"pool": "servers", "role": "server", "gpuMode": None, "migConfig": None,
+            "lab-srv-1": {"pool": "servers", "role": "server", "address": "10.20.0.11", "gpuMode": None,
+                          "migConfig": None, "vgpuProfile": None},
+            "lab-gpu-1": {"pool": "l40s", "role": "gpu", "address": "10.20.0.21", "gpuMode": "container",
+                          "migConfig": None, "vgpuProfile": None},
+            "lab-cpu-1": {"pool": "cpu", "role": "cpu", "address": "10.20.0.31", "gpuMode": None, "migConfig": None,
                           "vgpuProfile": None},
-            "lab-gpu-1": {"pool": "l40s", "role": "gpu", "gpuMode": "container", "migConfig": None,
-                          "vgpuProfile": None},
-            "lab-cpu-1": {"pool": "cpu", "role": "cpu", "gpuMode": None, "migConfig": None, "vgpuProfile": None},
         },
         "storage": {"defaultClass": "local-path", "volumes": {}},
         "versions": {"k3s": "v1.34.2+k3s1",
@@ -139,6 +140,31 @@ def test_removing_a_server_or_a_worker_and_moving_a_host() -> None:
     ]
 
 
+def test_a_server_address_change_is_disruptive_and_an_agent_address_change_is_not() -> None:
+    def move(c: dict[str, Any]) -> None:
+        c["nodePools"]["servers"]["hosts"][0]["address"] = "10.20.0.12"
+        c["nodePools"]["cpu"]["hosts"][0]["address"] = "10.20.0.32"
+
+    assert changed(move) == [
+        "regions.lab.nodePools.servers.hosts: lab-srv-1: 10.20.0.11 -> 10.20.0.12 is a disruptive change "
+        "(serverAddress: the server's etcd member keeps its old peer address: k3s restarts with the new node-ip, but "
+        "an etcd member's address cannot change in place (k3s maintainers, rancher/rke2#5651, k3s-io/k3s#6524), so "
+        "the member stays unreachable and the cluster loses a vote; remove the server in one pulumi up "
+        "(serverRemoved) and add it again with its new address in the next); to apply it, add "
+        "{change: serverAddress, region: lab, subject: lab-srv-1, reason: \"...\"} to gpucell:acknowledge"
+    ]
+
+
+def test_a_fingerprint_without_addresses_counts_them_as_unchanged() -> None:
+    """Cells deployed before addresses were fingerprinted: no serverAddress until one is recorded."""
+    deployed = fp()
+    for entry in deployed["nodes"].values():
+        del entry["address"]
+    config = minimal_cell_config()
+    config["nodePools"]["servers"]["hosts"][0]["address"] = "10.20.0.12"
+    assert compare(deployed, fp(config), "lab") == []
+
+
 def test_storage_class_of_existing_volumes(cell_config: dict[str, Any]) -> None:
     cell_config["tenants"] = {"acme": {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 500},
                                        "notebooks": {"nb": {"cpuMillicores": 1000, "memoryGib": 4, "homeGib": 10}}}}
@@ -212,7 +238,8 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
 @pytest.mark.parametrize(("entry", "line"), [
     ({"change": "podCIDR", "region": "lab", "reason": "x"},
      "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
-     "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverRemoved, "
+     "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverAddress, "
+     "serverRemoved, "
      "nodeRemoved, storageClass, k3sMinor, chartMajor, regionRemoved"),
     ({"change": "podCidr", "region": "lab", "reason": "  "},
      "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)"),

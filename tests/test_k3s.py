@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -1030,6 +1031,52 @@ def test_agent_delete_only_uninstalls(tmp_path: Path) -> None:
     assert "kubectl" not in delete
     root, _ = _delete_sandbox(tmp_path, delete, kubectl_rc=0)
     assert (root / "calls").read_text() == "k3s-agent-uninstall.sh\n"
+
+
+def renamed_in_place(config: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """``config`` with host ``old`` renamed to ``new`` at the same address."""
+    renamed = copy.deepcopy(config)
+    for pool in renamed["nodePools"].values():
+        for host in pool["hosts"]:
+            if host["name"] == old:
+                host["name"] = new
+    return renamed
+
+
+def test_an_agent_renamed_at_the_same_address_keeps_k3s(tmp_path: Path) -> None:
+    """Pulumi runs the new name's install, then the old name's delete: the delete must leave k3s alone."""
+    _, before = build(minimal_cell_config())
+    result, after = build(renamed_in_place(minimal_cell_config(), "lab-cpu-1", "lab-cpu-9"))
+    root, env, script = _sandbox(tmp_path, before.node_files["lab-cpu-1"].install_script)
+    assert _run(script, env).returncode == 0
+    joined = _run(_into(root, after.node_files["lab-cpu-9"].install_script), env)
+    assert joined.returncode == 0, joined.stderr
+    assert "gpucell: this host ran k3s as lab-cpu-1; it joins again as lab-cpu-9" in joined.stdout
+    assert "node-name: lab-cpu-9\n" in (root / "etc" / "config.yaml").read_text()
+    _stub(root, "k3s-agent-uninstall.sh", f'echo uninstalled >> {root}/calls\n')
+    old_delete = scripts.uninstall_script(NodeRole.CPU, "lab-cpu-1")
+    run = _run(_into(root, old_delete), env, stdin="")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == ("gpucell: this host now runs k3s as lab-cpu-9: k3s stays installed; only "
+                                           "node lab-cpu-1 leaves the cell")
+    assert not (root / "calls").exists()
+    assert script_of(result.named("lab-lab-cpu-9").inputs["delete"]) == scripts.uninstall_script(NodeRole.CPU,
+                                                                                                 "lab-cpu-9")
+
+
+def test_a_server_renamed_at_the_same_address_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    _, before = build(minimal_cell_config())
+    _, after = build(renamed_in_place(minimal_cell_config(), "lab-srv-1", "lab-srv-9"))
+    root, env, script = _sandbox(tmp_path, before.node_files["lab-srv-1"].install_script)
+    assert _run(script, env).returncode == 0
+    config = (root / "etc" / "config.yaml").read_text()
+    run = _run(_into(root, after.node_files["lab-srv-9"].install_script), env)
+    assert run.returncode == 1
+    assert run.stderr == ("gpucell: this host runs the k3s server lab-srv-1; a server cannot be renamed in place "
+                          "(its etcd member keeps its name). Remove lab-srv-1 from the pool in one pulumi up, then "
+                          "add lab-srv-9 in the next.\n")
+    assert (root / "etc" / "config.yaml").read_text() == config
+    assert (root / "installs").read_text().count("\n") == 1
 
 
 # -- removal ---------------------------------------------------------------------------------------

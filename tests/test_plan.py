@@ -119,8 +119,12 @@ def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     document = to_json(prod_plan, ["fra1", "iad1"])
     assert list(document) == ["stack", "regions", "regionFilter", "resources", "outputs", "acknowledge"]
     assert (document["stack"], document["regions"], document["regionFilter"]) == ("prod", ["fra1", "iad1"], None)
-    assert all(set(r) == {"urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"}
-               for r in document["resources"])
+    keys = ["urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"]
+    assert all(list(r) in (keys, [*keys, "secrets"]) for r in document["resources"])
+    by_name = {r["name"]: r for r in document["resources"]}
+    assert by_name["fra1-k3s-fra1-srv-1"]["inputs"]["connection"] == "[secret]"
+    assert set(by_name["fra1-k3s-fra1-srv-1"]["secrets"]) == {"connection", "stdin"}
+    assert "secrets" not in by_name["fra1-cilium"]
     assert [r["urn"] for r in document["resources"]] == sorted(r["urn"] for r in document["resources"])
     assert {r["type"] for r in document["resources"] if r["name"] in ("fra1", "iad1")} == {"gpucell:index:RegionalCell"}
     assert document["outputs"]["fra1"] == {"apiServerUrl": "https://10.110.0.10:6443", "storageClassName": "longhorn"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
-from gpucell.stacks.plan_diff import MISSING, diff_plans, diff_values, force_new
+from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
 from gpucell.stacks.review import render, review, show
 from tests.conftest import REPO
 
@@ -329,6 +330,46 @@ def plan(*resources: dict[str, Any]) -> dict[str, Any]:
     return {"stack": "dev", "resources": [cell, *resources], "outputs": {"labFingerprint": {}}, "acknowledge": []}
 
 
+SSH_COMMANDS = [f"command lab1-k3s-lab1-{host}-{step}" for host in ("cpu-1", "gpu-1", "srv-1")
+                for step in ("prepare", "settle")] + ["node lab1-cpu-1", "node lab1-gpu-1", "node lab1-srv-1"]
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda t: t.replace("ssh: {user: ubuntu}", "ssh: {user: admin, port: 2222}"), id="user-and-port"),
+    pytest.param(lambda t: t.replace("gpucell:sshPrivateKey: {secure: 'v1:placeholder-set-me-with-pulumi-config-set-"
+                                     "secret'}", "gpucell:sshPrivateKey: {secure: 'v1:rotated'}"), id="key"),
+])
+def test_an_ssh_change_shows_every_ssh_command_and_not_the_kubeconfig_read(
+        tmp_path: Path, dev_json: dict[str, Any], edit: Any) -> None:
+    head = plan_json(project(tmp_path, "head", edit))
+    assert head != dev_json
+    diffs = diff_plans(dev_json, head).regions["lab1"]
+    assert [(d.action, d.label, d.changes) for d in diffs] == [
+        ("update", label, [InputChange("connection", "[secret]", "[secret, changed]")]) for label in SSH_COMMANDS]
+    assert "| 🟡 update | node lab1-srv-1 | `connection`: `[secret]` → `[secret, changed]` |" in render(
+        [review(dev_json, head)])
+
+
+def test_the_plan_records_digests_of_secret_inputs_not_their_values(dev_json: dict[str, Any]) -> None:
+    by_name = {r["name"]: r for r in dev_json["resources"]}
+    node_secrets = by_name["lab1-k3s-lab1-srv-1"]["secrets"]
+    assert set(node_secrets) == {"connection", "stdin"}
+    assert all(re.fullmatch(r"sha256:[0-9a-f]{16}", digest) for digest in node_secrets.values())
+    assert "secrets" not in by_name["lab1-cilium"]
+    assert "PLACEHOLDER" not in json.dumps(dev_json)
+
+
+def test_an_ignored_change_is_not_an_update() -> None:
+    read = res("command:remote:Command", "kubeconfig", {"create": "cat", "connection": "[secret]"},
+               {"ignoreChanges": ["connection"]})
+    read["secrets"] = {"connection": "sha256:0000000000000000"}
+    rotated = copy.deepcopy(read)
+    rotated["secrets"] = {"connection": "sha256:1111111111111111"}
+    assert not diff_plans(plan(read), plan(rotated)).changed
+    rotated["inputs"]["create"] = "cat -v"
+    assert only(plan(read), plan(rotated)).notes == ["not applied, in `ignoreChanges`: `connection`"]
+
+
 def pvc(name: str, storage_class: str, **options: Any) -> dict[str, Any]:
     return res("kubernetes:core/v1:PersistentVolumeClaim", name, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -437,9 +478,9 @@ def test_alias_is_a_move_not_a_replacement() -> None:
     assert (found.action, found.notes) == ("update", [f"moved from `{old['urn']}` (alias: no replacement)"])
 
 
-def node(name: str, host: str, ip: str) -> dict[str, Any]:
-    script = (f"#!/usr/bin/env bash\ncat >\"$work/config.yaml\" <<'EOF_CONFIG'\nnode-name: {host}\nnode-ip: {ip}\n"
-              "EOF_CONFIG\necho done\n")
+def node(name: str, host: str, ip: str, role: str = "agent") -> dict[str, Any]:
+    script = (f"#!/usr/bin/env bash\nreadonly K3S_EXEC={role}\ncat >\"$work/config.yaml\" <<'EOF_CONFIG'\n"
+              f"node-name: {host}\nnode-ip: {ip}\nEOF_CONFIG\necho done\n")
     line = f"bash -c {shlex.quote(script)}"
     return res("command:remote:Command", name, {"create": line, "update": line,
                                                 "delete": "bash -c 'k3s-uninstall.sh'"})
@@ -449,9 +490,20 @@ def test_node_renamed_on_the_same_address_is_a_replacement() -> None:
     found = only(plan(node("lab-k3s-a", "a", "10.0.0.1")), plan(node("lab-k3s-b", "b", "10.0.0.1")))
     assert (found.action, found.label, found.replaced_by, found.notes) == (
         "replace", "node b", ["node identity: `node-name` a → b on 10.0.0.1"],
-        ["k3s is uninstalled as a (lab-k3s-a) and installed again as b"])
+        ["k3s joins again as b first; then a's delete keeps k3s on the host (it now runs as b) and deletes the "
+         "Node a"])
     assert [t.name for t in found.texts] == ["nodes/b/config.yaml"]
     assert "-node-name: a\n+node-name: b\n" in found.texts[0].diff
+
+
+def test_a_server_renamed_on_the_same_address_is_refused_at_install() -> None:
+    def server(name: str, host: str) -> dict[str, Any]:
+        return node(name, host, "10.0.0.1", role="server")
+
+    old, new = server("lab-k3s-a", "a"), server("lab-k3s-b", "b")
+    assert only(plan(old), plan(new)).notes == [
+        "a server cannot be renamed in place: its install stops `pulumi up` before anything changes; remove a in one "
+        "`pulumi up` and add b in the next"]
 
 
 def test_values_are_folded_and_secrets_stay_secret() -> None:
@@ -557,7 +609,9 @@ def sample_change(text: str) -> str:
 def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev_json: dict[str, Any]) -> None:
     doc = (REPO / "docs" / "reviewing-changes.md").read_text()
     shown = doc.split("<!-- sample-comment -->\n````markdown\n", 1)[1].split("````\n<!-- /sample-comment -->", 1)[0]
-    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)))])
+    assert "`gpucell diff --base origin/main dev` posts:" in doc
+    notes = ["base: stack files and code at `origin/main`"]  # what --base origin/main adds (gpucell.stacks.base_ref)
+    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)), notes=notes)])
 
 
 def test_the_docs_table_lists_every_change_with_its_effect() -> None:
