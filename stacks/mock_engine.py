@@ -13,13 +13,15 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks, rpc
-from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime.proto import resource_pb2, source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -348,11 +350,33 @@ def run_program(
         organization=ORGANIZATION,
     )
     try:
-        _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))
+        with _no_stack_traces():
+            _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))
     finally:
         pulumi.runtime.set_all_config({}, [])
         logger.removeHandler(warnings)
     return PlanResult(resources=monitor.registrations, outputs=outputs, warnings=warnings.messages)
+
+
+@contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """Skip the SDK's stack capture per registration while a program runs under this engine.
+
+    For every resource the SDK walks the whole Python stack (``traceback.extract_stack``, reading each frame's
+    source line) and turns every frame below the constructor into a file URI, for the engine's ``sourcePosition``
+    and ``stackTrace`` fields (pulumi 3.272 ``pulumi/runtime/resource.py`` ``_get_stack_trace``), which the Pulumi
+    service shows and this engine never reads. A component-built cell registers from deep stacks, so this was
+    about a tenth of a plan. The original function is put back afterwards; an SDK without it is left as it is.
+    """
+    original = getattr(sdk_resource, "_get_stack_trace", None)
+    if original is None:
+        yield
+        return
+    setattr(sdk_resource, "_get_stack_trace", source_pb2.StackTrace)  # noqa: B010 - a private SDK function
+    try:
+        yield
+    finally:
+        setattr(sdk_resource, "_get_stack_trace", original)  # noqa: B010
 
 
 class _WarningRecorder(logging.Handler):

@@ -1,12 +1,16 @@
-"""Plans grow linearly with the fleet: the dependency graph keeps its depth, lookups stay indexed."""
+"""Plans grow linearly with the fleet: the graph's depth follows the rollout, lookups stay indexed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pulumi
 import pytest
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime.proto import source_pb2
 
 from bench.synthetic import Size, stack_config, write_stack
+from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import GraphShape, graph_shape, make_plan, render_tree
 
 
@@ -50,3 +54,18 @@ def test_the_tree_states_the_graph_shape(tmp_path: Path) -> None:
     expected = graph_shape(plan.region_resources("r0"))
     assert (f"  graph: depth {expected.depth}, width {expected.width} (longest dependency chain; most resources "
             "the engine can create at once)") in render_tree(plan, ["r0"]).splitlines()
+
+
+def test_the_engine_skips_the_sdks_stack_capture_only_while_a_program_runs() -> None:
+    """The SDK walks the whole stack per registration for source positions this engine never reads."""
+    original = sdk_resource._get_stack_trace
+    seen: list[object] = []
+
+    def program() -> None:
+        seen.append(sdk_resource._get_stack_trace())
+        pulumi.CustomResource("test:index:Thing", "thing", {})
+
+    result = run_program(program)
+    assert [r.name for r in result.resources] == ["thing"]
+    assert seen == [source_pb2.StackTrace()]
+    assert sdk_resource._get_stack_trace is original

