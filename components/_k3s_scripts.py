@@ -384,8 +384,7 @@ fi
 # A host that runs k3s under another node name was renamed in config at the same address. An agent joins again
 # under the new name (the old name's uninstall then leaves it alone, see the uninstall script). A server's etcd
 # member cannot be renamed in place: refuse before anything changes.
-have_name="$(as_root cat "$CONFIG_FILE" 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
-if [ -n "$have_name" ] && [ "$have_name" != "$NODE_NAME" ]; then
+{read_node_name}if [ -n "$have_name" ] && [ "$have_name" != "$NODE_NAME" ]; then
   if [ "$K3S_EXEC" = server ]; then
     echo "gpucell: this host runs the k3s server $have_name; a server cannot be renamed in place (its etcd" \\
       "member keeps its name). Remove $have_name from the pool in one pulumi up, then add $NODE_NAME in the" \\
@@ -604,12 +603,17 @@ fi
 
 """
 
+_READ_NODE_NAME = """\
+have_name="$(as_root cat {config_path} 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
+"""
+"""Sets ``have_name`` to the ``node-name`` of the k3s config installed on the host (empty without one): how the
+install and uninstall scripts tell a host renamed in config at the same address."""
+
 _RENAMED_GUARD = """\
 # Renamed at the same address: the host's k3s config names another node, installed by that node's resource
 # earlier in this pulumi up (Pulumi creates new resources before it deletes the ones that left the program).
 # Uninstalling would take k3s from the new node; only the old Node object goes (its -prepare delete).
-have_name="$(as_root cat {config_path} 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
-readonly OLD_NAME={node_name}
+{read_node_name}readonly OLD_NAME={node_name}
 if [ -n "$have_name" ] && [ "$have_name" != "$OLD_NAME" ]; then
   echo "gpucell: this host now runs k3s as $have_name: k3s stays installed; only node $OLD_NAME leaves the" \\
     "cell"
@@ -717,6 +721,7 @@ def install_script(
         state_args="|".join(KUBELET_STATE_ARGS),
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
         encryption_guard=guard,
+        read_node_name=_READ_NODE_NAME.format(config_path='"$CONFIG_FILE"'),
         staged_files=staged,
         managed="".join(f" {shlex.quote(file.path)}" for file in files),
         staged="".join(f' "$work/file-{index}"' for index in range(1, len(files) + 1)),
@@ -753,7 +758,8 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         leave = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH,
                                    attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
         body = leave + body
-    body = _RENAMED_GUARD.format(config_path=CONFIG_PATH, node_name=shlex.quote(node_name)) + body
+    body = _RENAMED_GUARD.format(read_node_name=_READ_NODE_NAME.format(config_path=CONFIG_PATH),
+                                 node_name=shlex.quote(node_name)) + body
     return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
 
 

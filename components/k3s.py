@@ -324,6 +324,22 @@ class K3sCluster(CellComponent):
             private_key=pulumi.Output.secret(self._connection_key),
         )
 
+    def _control_command(self, step: str, script: str, delete: str, after: list[pulumi.Resource],
+                         options: dict[str, Any]) -> Command:
+        """``<name>-<step>``: a node's maintenance step, run over SSH on the control server; create and update
+        run ``script``, delete runs ``delete`` (see :mod:`gpucell._maintenance_scripts`)."""
+        text = scripts.remote(script)
+        return Command(
+            f"{self._name}-{step}",
+            connection=self._control,
+            create=text,
+            update=text,
+            delete=scripts.remote(delete),
+            logging=Logging.STDOUT_AND_STDERR,
+            add_previous_output_in_env=False,
+            opts=self.child(depends_on=after, **options),
+        )
+
     def _install(self, pool_name: str, host: Host, after: list[pulumi.Resource]) -> tuple[Command, Command]:
         """The node's ``-prepare`` (after ``after``) and install commands."""
         cell = self._cell
@@ -341,16 +357,9 @@ class K3sCluster(CellComponent):
         self._states[host.name] = (state, digest)
         options = removal_options(cell.removal_policy_of(pool_name, host))
 
-        prepare_text = scripts.remote(maintenance.prepare_script(state, cell.versions.k3s, digest))
-        prepare = Command(
-            f"{self._name}-{host.name}-prepare",
-            connection=self._control,
-            create=prepare_text,
-            update=prepare_text,
-            delete=scripts.remote(maintenance.forget_script(host.name)),
-            logging=Logging.STDOUT_AND_STDERR,
-            add_previous_output_in_env=False,
-            opts=self.child(depends_on=after, **options),
+        prepare = self._control_command(
+            f"{host.name}-prepare", maintenance.prepare_script(state, cell.versions.k3s, digest),
+            maintenance.forget_script(host.name), after, options,
         )
         install_command = scripts.remote(install_text)
         install = Command(
@@ -382,16 +391,9 @@ class K3sCluster(CellComponent):
             # Forgotten, not relinquished, when the node is removed (see the module docstring).
             opts=self.child(depends_on=[install], provider=self.provider, **{**options, "retain_on_delete": True}),
         )
-        settle_text = scripts.remote(maintenance.settle_script(state, cell.versions.k3s, digest))
-        settle = Command(
-            f"{self._name}-{host.name}-settle",
-            connection=self._control,
-            create=settle_text,
-            update=settle_text,
-            delete=scripts.remote(maintenance.removal_drain_script(state)),
-            logging=Logging.STDOUT_AND_STDERR,
-            add_previous_output_in_env=False,
-            opts=self.child(depends_on=[labels], **options),
+        settle = self._control_command(
+            f"{host.name}-settle", maintenance.settle_script(state, cell.versions.k3s, digest),
+            maintenance.removal_drain_script(state), [labels], options,
         )
         resources = NodeResources(state=state, prepare=prepare, install=install, labels=labels, settle=settle,
                                   options=options)

@@ -399,24 +399,12 @@ def _command_texts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[TextD
 
 
 def _secret_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[InputChange]:
-    """Secret inputs shown as ``[secret]`` on both sides whose digests (the plans' ``secrets``) differ. Plans
-    written before digests existed have none: their secrets count as unchanged."""
+    """Secret inputs whose digests (the plans' ``secrets``) differ: both sides show ``[secret]`` there, so
+    :func:`diff_values` sees no change. Plans written before digests existed have none: their secrets count as
+    unchanged."""
     before, after = old.get("secrets") or {}, new.get("secrets") or {}
-    old_inputs, new_inputs = old.get("inputs") or {}, new.get("inputs") or {}
     return [InputChange(path, SECRET, SECRET_CHANGED) for path, digest in sorted(after.items())
-            if path in before and before[path] != digest
-            and _top(old_inputs, path) == SECRET and _top(new_inputs, path) == SECRET]
-
-
-def _top(inputs: Mapping[str, Any], path: str) -> Any:
-    """The value at ``path`` when it is a top-level key or a dotted path of identifiers, else ``SECRET`` (the
-    digest alone then decides)."""
-    node: Any = inputs
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return SECRET
-        node = node[part]
-    return node
+            if path in before and before[path] != digest]
 
 
 def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | None:
