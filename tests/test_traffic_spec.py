@@ -216,3 +216,59 @@ def test_exposed_endpoints_of_prod() -> None:
         ("llama-8b.acme.models.iad1.gpucell.example", "gpucell-acme", "acme-llama-8b", "acme-llama-8b-tls"),
         ("embedder.globex.models.iad1.gpucell.example", "gpucell-globex", "globex-embedder", "globex-embedder-tls"),
     ]
+
+
+# -- day 2 ----------------------------------------------------------------------------------------------------------
+def changes_between(old: dict[str, Any], new: dict[str, Any], region: str = "fra1") -> list[str]:
+    from gpucell.disruption import compare, fingerprint
+
+    return [
+        c.refusal()
+        for c in compare(fingerprint(CellSpec.model_validate(old)), fingerprint(CellSpec.model_validate(new)), region)
+    ]
+
+
+def test_a_vms_public_address_moving_is_disruptive() -> None:
+    from gpucell.disruption import fingerprint
+
+    assert fingerprint(CellSpec.model_validate(PROD["fra1"]))["publicAddresses"] == {
+        "tenant-acme/desk-01": "203.0.113.20"
+    }
+    assert fingerprint(CellSpec.model_validate(PROD["iad1"]))["publicAddresses"] == {
+        "tenant-acme/desk-01": "pool shared"
+    }
+    moved = fra1()
+    moved["tenants"]["acme"]["virtualMachines"]["desk-01"]["sshService"]["address"] = "203.0.113.21"
+    assert changes_between(PROD["fra1"], moved) == [
+        f"{ACME}.virtualMachines.desk-01.sshService.address: tenant-acme/desk-01: 203.0.113.20 -> 203.0.113.21 is a "
+        "disruptive change (publicAddress: the VM's public address moves (or goes away): Cilium LB IPAM gives its "
+        "Service the new address, open connections to the old one are dropped and clients, DNS records and firewall "
+        "rules must follow); to apply it, add {change: publicAddress, region: fra1, subject: tenant-acme/desk-01, "
+        'reason: "..."} to gpucell:acknowledge'
+    ]
+    grown = fra1()
+    grown["loadBalancer"]["pools"]["acme-public"]["blocks"].append("203.0.113.64/28")
+    assert changes_between(PROD["fra1"], grown) == []  # a pool that grows converges
+
+
+def test_switching_the_announcement_is_disruptive() -> None:
+    switched = fra1()
+    lb = switched["loadBalancer"]
+    lb["announce"], lb["l2"] = "l2", {"interfaces": ["^bond0$"]}
+    del lb["bgp"]
+    assert [line.split(" is a disruptive change (")[0] for line in changes_between(PROD["fra1"], switched)] == [
+        f"{F}.loadBalancer.announce: bgp -> l2"
+    ]
+
+
+def test_regions_without_load_balancer_keep_their_fingerprint() -> None:
+    from gpucell.disruption import fingerprint
+
+    config = fra1()
+    del config["loadBalancer"], config["gateway"]
+    for tenant in config["tenants"].values():
+        for vm in tenant["virtualMachines"].values():
+            vm.pop("sshService", None)
+        for endpoint in tenant["modelEndpoints"].values():
+            endpoint.pop("expose", None)
+    assert "publicAddresses" not in fingerprint(CellSpec.model_validate(config))
