@@ -272,3 +272,15 @@ def test_regions_without_load_balancer_keep_their_fingerprint() -> None:
         for endpoint in tenant["modelEndpoints"].values():
             endpoint.pop("expose", None)
     assert "publicAddresses" not in fingerprint(CellSpec.model_validate(config))
+
+
+def test_the_pools_a_load_balancer_vm_runs_on_announce() -> None:
+    lb = copy.deepcopy(PROD["fra1"]["loadBalancer"])
+    lb["bgp"]["nodePools"] = ["servers", "cpu", "h100-vm"]
+    assert errors(fra1(loadBalancer=lb)) == [
+        f"{ACME}.virtualMachines.desk-01.sshService.type: 'LoadBalancer': the VM may run on pool l40s-vgpu, whose "
+        "nodes do not announce (loadBalancer.bgp.nodePools: servers, cpu, h100-vm); only the node running the VM "
+        "announces its address, so add the pool there"
+    ]
+    lb["bgp"]["nodePools"].append("l40s-vgpu")
+    assert errors(fra1(loadBalancer=lb)) == []
