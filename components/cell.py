@@ -12,10 +12,13 @@ from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
+from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
+from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -91,7 +94,22 @@ class RegionalCell(CellComponent):
             opts=self.child(),
         )
         self.provider = self.k3s.provider
-        self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready))
+        self.gateway_api: GatewayApiCrds | None = None
+        """The Gateway API CRDs, with a ``gateway``: before Cilium, whose operator watches only kinds that exist."""
+        before_cilium: list[pulumi.Resource] = []
+        if cell.gateway is not None:
+            self.gateway_api = GatewayApiCrds(f"{name}-gateway-api", GatewayApiCrdsArgs(cell.versions.gateway_api),
+                                              opts=self._in_cluster(self.k3s.servers_ready))
+            before_cilium.append(self.gateway_api)
+        self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell),
+                             opts=self._in_cluster(self.k3s.servers_ready, *before_cilium))
+        self.load_balancer: LoadBalancerAddresses | None = None
+        """The LB IPAM pools and their announcement, with a ``loadBalancer``."""
+        if cell.load_balancer is not None:
+            gateway_pool = cell.gateway.pool if cell.gateway is not None else None
+            self.load_balancer = LoadBalancerAddresses(
+                f"{name}-load-balancer", LoadBalancerAddressesArgs(cell.load_balancer, gateway_pool),
+                opts=self._in_cluster(self.cilium))
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
@@ -108,6 +126,13 @@ class RegionalCell(CellComponent):
             f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
         )
         self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
+        self.gateway: EndpointGateway | None = None
+        """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
+        if cell.gateway is not None:
+            addresses = [self.load_balancer] if self.load_balancer is not None else []
+            self.gateway = EndpointGateway(
+                f"{name}-gateway", EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
+                opts=self._in_cluster(self.cilium, self.cert_manager, *addresses))
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url

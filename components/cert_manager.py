@@ -40,8 +40,17 @@ def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
     stated so an override is deliberate) keeps them, and so every Certificate, when the release is
     uninstalled. The top-level ``installCRDs`` is the deprecated spelling of ``crds.enabled`` and is left
     alone.
+
+    With an ACME ``gateway`` issuer: ``config`` (a ``ControllerConfiguration``, ``controller.config.cert-manager.io/
+    v1alpha1``) with ``enableGatewayAPI: true``, which cert-manager needs to solve HTTP-01 challenges with
+    ``gatewayHTTPRoute`` (cert-manager docs "Gateway API"; the Gateway API CRDs exist before cert-manager starts,
+    since it comes after Cilium).
     """
-    return {"crds": {"enabled": True, "keep": True}}
+    values: dict[str, Any] = {"crds": {"enabled": True, "keep": True}}
+    if cell.gateway is not None and cell.gateway.issuer.acme is not None:
+        values["config"] = {"apiVersion": "controller.config.cert-manager.io/v1alpha1",
+                            "kind": "ControllerConfiguration", "enableGatewayAPI": True}
+    return values
 
 
 class CertManager(CellComponent):

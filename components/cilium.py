@@ -13,6 +13,7 @@ cilium/cilium PR #17847, fixing #14563).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,18 @@ from pulumi_kubernetes.helm.v3 import Release
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.spec import CellSpec
+from gpucell.spec.traffic import AnnounceMode, LoadBalancerSpec
 
-__all__ = ["CHART", "NAMESPACE", "RELEASE_NAME", "Cilium", "CiliumArgs", "cilium_values"]
+__all__ = [
+    "CHART",
+    "NAMESPACE",
+    "RELEASE_NAME",
+    "Cilium",
+    "CiliumArgs",
+    "announcement_values",
+    "cilium_values",
+    "max_load_balancers",
+]
 
 CHART = ChartSource("cilium", "https://helm.cilium.io/")
 """Cilium's Helm repository and chart name."""
@@ -61,7 +72,53 @@ def cilium_values(cell: CellSpec) -> dict[str, Any]:
       cilium/cilium PR #17847). ``values.yaml`` documents this key commented out (its default is false).
     - ``rollOutCiliumPods`` and ``operator.rollOutPods``: the agents and operator read ``cilium-config`` only
       at start, so without a rollout a ``pulumi up`` that changes a value would leave them on the old one.
+    - With ``loadBalancer``: :func:`announcement_values` (L2 announcements or the BGP control plane, and the client
+      rate limit L2 leases need). With ``gateway``: ``gatewayAPI.enabled`` (the Gateway API CRDs are installed
+      before this release, :mod:`gpucell.gateway_api`, because the operator only watches kinds that exist when it
+      starts).
     """
+    values = _base_values(cell)
+    if cell.load_balancer is not None:
+        values.update(announcement_values(cell.load_balancer, max_load_balancers(cell)))
+    if cell.gateway is not None:
+        values["gatewayAPI"] = {"enabled": True}
+    return values
+
+
+L2_RENEW_SECONDS = 5
+"""``l2announcements.leaseRenewDeadline`` left at the chart's default, 5 s: how often each L2 lease is renewed."""
+AGENT_BASE_QPS = 10
+"""The agent's default client rate limit, requests per second (cilium ``values.yaml`` 1.20.0 ``k8sClientRateLimit.qps``
+``@default -- 10``)."""
+
+
+def max_load_balancers(cell: CellSpec) -> int:
+    """LoadBalancer Services the cell can hold: every tenant's ``quota.loadBalancers`` plus the Gateways."""
+    gateways = 0
+    if cell.gateway is not None:
+        exposed = [t for t, spec in cell.tenants.items() if any(e.expose for e in spec.model_endpoints.values())]
+        gateways = len(exposed) if cell.gateway.per_tenant else 1
+    return sum(t.quota.load_balancers for t in cell.tenants.values()) + gateways
+
+
+def announcement_values(lb: LoadBalancerSpec, services: int) -> dict[str, Any]:
+    """Chart values for announcing LB IPAM addresses (LB IPAM itself is always on, dormant until a pool exists).
+
+    - ``announce: l2``: ``l2announcements.enabled`` and, because every announced Service holds a Lease the agent
+      renews every :data:`L2_RENEW_SECONDS`, ``k8sClientRateLimit.qps`` = the default 10 plus ``services / 5``
+      (rounded up) and ``burst`` twice that: Cilium's L2 announcements guide warns that leases throttled by the
+      client rate limit are lost and the addresses fail over (cilium/cilium#26711 added these values for it).
+    - ``announce: bgp``: ``bgpControlPlane.enabled``.
+
+    ``services`` is :func:`max_load_balancers`.
+    """
+    if lb.announce is AnnounceMode.BGP:
+        return {"bgpControlPlane": {"enabled": True}}
+    qps = AGENT_BASE_QPS + math.ceil(services / L2_RENEW_SECONDS)
+    return {"l2announcements": {"enabled": True}, "k8sClientRateLimit": {"qps": qps, "burst": 2 * qps}}
+
+
+def _base_values(cell: CellSpec) -> dict[str, Any]:
     net = cell.network
     return {
         "kubeProxyReplacement": True,

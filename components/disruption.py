@@ -45,6 +45,7 @@ from gpucell.cilium import cilium_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.traffic import vm_pool
 
 __all__ = [
     "EFFECTS",
@@ -90,6 +91,8 @@ class Change(StrEnum):
     K3S_MINOR = "k3sMinor"
     CHART_MAJOR = "chartMajor"
     REGION_REMOVED = "regionRemoved"
+    PUBLIC_ADDRESS = "publicAddress"
+    LOAD_BALANCER_ANNOUNCE = "loadBalancerAnnounce"
 
 
 EFFECTS: dict[Change, str] = {
@@ -171,6 +174,14 @@ EFFECTS: dict[Change, str] = {
     Change.REGION_REMOVED: (
         "the whole cell is destroyed: every workload of the region stops and k3s is uninstalled from every node "
         "(protected resources stop the run)"
+    ),
+    Change.PUBLIC_ADDRESS: (
+        "the VM's public address moves (or goes away): Cilium LB IPAM gives its Service the new address, open "
+        "connections to the old one are dropped and clients, DNS records and firewall rules must follow"
+    ),
+    Change.LOAD_BALANCER_ANNOUNCE: (
+        "every LoadBalancer address of the region is withdrawn from one announcement (L2 ARP or BGP) and announced "
+        "by the other: the addresses are unreachable until the network routes the pools the new way"
     ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
@@ -264,7 +275,9 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
          "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile"}},
          "storage": {"defaultClass", "volumes": {"<namespace>/<claim>": {"storageClass", "key"}}},
-         "versions": {"k3s", "charts": {<versions key>: <version>}}}
+         "versions": {"k3s", "charts": {<versions key>: <version>}},
+         # only with loadBalancer:
+         "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -299,7 +312,26 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
         "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
+        **_traffic(cell),
     }
+
+
+def _traffic(cell: CellSpec) -> dict[str, Any]:
+    """``loadBalancer.announce`` and each LoadBalancer VM's address (``<namespace>/<vm>`` -> its fixed address, or
+    ``pool <name>``), only in regions with a ``loadBalancer``: the fingerprints of other regions stay as they were."""
+    lb = cell.load_balancer
+    if lb is None:
+        return {}
+    addresses: dict[str, str] = {}
+    for tenant_name, tenant in cell.tenants.items():
+        for vm_name, vm in tenant.virtual_machines.items():
+            service = vm.ssh_service
+            if service is None or service.type.value != "LoadBalancer":
+                continue
+            pool = vm_pool(lb, tenant_name, service.pool)
+            addresses[f"{namespace_of(tenant_name)}/{vm_name}"] = (
+                str(service.address) if service.address is not None else f"pool {pool}")
+    return {"loadBalancer": {"announce": lb.announce.value}, "publicAddresses": addresses}
 
 
 def _default_class(cell: CellSpec) -> str:
@@ -361,7 +393,7 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         return []
     base = f"regions.{region}"
     return [*_network(old, new, region, base), *_cilium(old, new, region, base), *_nodes(old, new, region, base),
-            *_storage(old, new, region, base), *_versions(old, new, region, base)]
+            *_storage(old, new, region, base), *_versions(old, new, region, base), *_addresses(old, new, region, base)]
 
 
 def removed_regions(deployed: Iterable[str], planned: Iterable[str]) -> list[DisruptiveChange]:
@@ -379,6 +411,23 @@ def _text(value: Any) -> str:
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={_text(v)}" for k, v in sorted(value.items())) or "chart defaults"
     return str(value)
+
+
+def _addresses(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """A changed announcement mode, and every LoadBalancer VM whose address (fixed, or its pool) changed or went."""
+    changes: list[DisruptiveChange] = []
+    before, after = (old.get("loadBalancer") or {}).get("announce"), (new.get("loadBalancer") or {}).get("announce")
+    if before is not None and before != after:
+        changes.append(DisruptiveChange(Change.LOAD_BALANCER_ANNOUNCE, region, None, f"{base}.loadBalancer.announce",
+                                        before, _text(after)))
+    was, now = old.get("publicAddresses") or {}, new.get("publicAddresses") or {}
+    for subject, address in was.items():
+        if now.get(subject) != address:
+            namespace, vm = subject.split("/", 1)
+            key = f"{base}.tenants.{namespace.removeprefix('tenant-')}.virtualMachines.{vm}.sshService.address"
+            changes.append(DisruptiveChange(Change.PUBLIC_ADDRESS, region, subject, key, address,
+                                            now.get(subject, "removed")))
+    return changes
 
 
 def _network(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:

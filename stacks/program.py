@@ -7,6 +7,7 @@ import pulumi
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
+from gpucell.gateway import exposed_endpoints
 from gpucell.placement import Placement
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config
@@ -55,6 +56,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     tenants: list[Tenant] = []
     on_dra_pool: dict[str, list[pulumi.Resource]] = {}
     dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
+    routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
     for tenant_name, spec in cell.spec.tenants.items():
         tenant = Tenant(f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell),
                         opts=pulumi.ResourceOptions(parent=cell))
@@ -71,8 +73,10 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         for name, endpoint in spec.model_endpoints.items():
             key = endpoint.credentials_config_key
             credentials = stack.credentials[key] if key is not None else None
-            served = ModelEndpoint(f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials),
-                                   opts=under)
+            route = routes.get((tenant_name, name))
+            gateway = cell.gateway.gateways[route.gateway] if route is not None and cell.gateway else None
+            served = ModelEndpoint(f"{prefix}-{name}",
+                                   ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under)
             _claims_on(on_dra_pool, served.placement, served.inference_service)
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:

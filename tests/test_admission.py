@@ -302,11 +302,15 @@ def test_pvc_clones_stay_within_the_tenant_or_image_namespaces() -> None:
     assert errors(region(acme={"virtualMachines": {"x": own}})) == []
 
 
-def test_load_balancer_services_are_refused() -> None:
-    assert errors(region(acme={"virtualMachines": {"x": vm(sshService={"type": "LoadBalancer"})}})) == [
-        f"{A}.virtualMachines.x.sshService.type: 'LoadBalancer': the cell runs no load-balancer implementation (k3s "
-        "servicelb is off and Cilium LB-IPAM is not configured), the Service would never get an address; use "
-        "NodePort or ClusterIP"
+def test_load_balancer_services_need_the_regions_load_balancer_and_quota() -> None:
+    config = region(acme={"virtualMachines": {"x": vm(sshService={"type": "LoadBalancer",
+                                                                  "allowFromCidrs": ["198.51.100.0/24"]})}})
+    del config["loadBalancer"], config["gateway"]
+    assert errors(config) == [
+        f"{A}.virtualMachines.x.sshService.type: 'LoadBalancer' needs the region's loadBalancer (pools and their "
+        "announcement); configure it, or use NodePort or ClusterIP",
+        f"{A}.virtualMachines.x.sshService.type: 'LoadBalancer' brings the tenant's LoadBalancer Services to 1, "
+        "quota.loadBalancers allows 0; raise quota.loadBalancers",
     ]
 
 
@@ -589,5 +593,5 @@ def test_endpoints_on_a_kserve_without_a_runtime_table() -> None:
         "KServe installs, which it knows for v0.20 only; pin such a release, or add this one's runtimes to "
         "gpucell.kserve_runtimes"
     ]
-    del config["tenants"]
+    del config["tenants"], config["loadBalancer"], config["gateway"]  # the prod pools name its tenants
     assert errors(config) == []

@@ -149,7 +149,8 @@ def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
     value (a parameter, a loop variable) is one of the files' strings or a token without spaces."""
     plain: set[str] = set()
     patterns: list[re.Pattern[str]] = []
-    for name in ("test_admission.py", "test_spec.py", "test_hardening_rules.py", "test_dra_spec.py"):
+    for name in ("test_admission.py", "test_spec.py", "test_hardening_rules.py", "test_dra_spec.py",
+                 "test_traffic_spec.py"):
         tree = ast.parse((REPO / "tests" / name).read_text())
         constants = {target.id: node.value.value for node in tree.body
                      if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)

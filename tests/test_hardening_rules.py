@@ -247,8 +247,8 @@ ISOLATION = [
      "regions.fra1.tenants.acme.virtualMachines.train-01.sshService.allowFromCidrs: is required with type NodePort: "
      "list the client networks (VPN, office) that may reach SSH, or 0.0.0.0/0 to open it to the world"),
     ((*ACME, "virtualMachines", "desk-01", "sshService"), {"type": "ClusterIP", "allowFromCidrs": ["10.0.0.0/8"]},
-     "regions.fra1.tenants.acme.virtualMachines.desk-01.sshService.allowFromCidrs: only applies to type NodePort (a "
-     "ClusterIP Service is reachable from inside the tenant only)"),
+     "regions.fra1.tenants.acme.virtualMachines.desk-01.sshService.allowFromCidrs: only applies to type NodePort or "
+     "LoadBalancer (a ClusterIP Service is reachable from inside the tenant only)"),
     ((*ACME, "quota", "nodePorts"), 0,
      "regions.fra1.tenants.acme.virtualMachines.train-01.sshService.type: 'NodePort' brings the tenant's node ports "
      "to 1, quota.nodePorts allows 0; raise quota.nodePorts (each NodePort opens a port on every node)"),

@@ -120,14 +120,16 @@ def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
 def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
-    node_ports = 0
+    node_ports = load_balancers = 0
     for name, vm in tenant.virtual_machines.items():
         if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
-            yield SpecError(
-                (*base, "virtualMachines", name, "sshService", "type"),
-                "'LoadBalancer': the cell runs no load-balancer implementation (k3s servicelb is off and Cilium "
-                "LB-IPAM is not configured), the Service would never get an address; use NodePort or ClusterIP",
-            )
+            load_balancers += 1  # the pool and address are checked by gpucell.spec.traffic
+            if load_balancers > tenant.quota.load_balancers:
+                yield SpecError(
+                    (*base, "virtualMachines", name, "sshService", "type"),
+                    f"'LoadBalancer' brings the tenant's LoadBalancer Services to {load_balancers}, "
+                    f"quota.loadBalancers allows {tenant.quota.load_balancers}; raise quota.loadBalancers",
+                )
         if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.NODE_PORT:
             node_ports += 1
             if node_ports > tenant.quota.node_ports:

@@ -23,6 +23,7 @@ from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
+from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
 
 __all__ = [
@@ -81,6 +82,9 @@ class CiliumSpec(ChartSpec):
         ("k8sServicePort",): "network.apiPort",
         ("ipam", "operator", "clusterPoolIPv4PodCIDRList"): "network.podCidr",
         ("ipam", "operator", "clusterPoolIPv4MaskSize"): "network.podCidrMaskSize",
+        ("l2announcements", "enabled"): "loadBalancer.announce",
+        ("bgpControlPlane", "enabled"): "loadBalancer.announce",
+        ("gatewayAPI", "enabled"): "gateway",
     }
 
 
@@ -294,6 +298,12 @@ class CellSpec(SpecModel):
     namespace. Defaults to none."""
     etcd: EtcdSpec = EtcdSpec()
     """Embedded etcd: the server that initialised it, and scheduled snapshots."""
+    load_balancer: LoadBalancerSpec | None = None
+    """Addresses the cell hands to LoadBalancer Services itself (Cilium LB IPAM pools, per tenant) and how they are
+    announced (L2 or BGP); none: no LoadBalancer Services (a VM's SSH is then ClusterIP or NodePort)."""
+    gateway: GatewaySpec | None = None
+    """The HTTPS Gateway (Cilium's Gateway API implementation) exposed model endpoints are served from; needs
+    ``loadBalancer``. None by default."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the region's stateful platform may do: its servers (and, with ``local-path``, its agents), the
     cluster token, Longhorn, and the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM).
@@ -542,6 +552,9 @@ class CellSpec(SpecModel):
                             f"versions.k3s is {self.versions.k3s}")
         yield from check_tenant_groups(self.oidc, self.tenants)
 
+    def _check_traffic(self) -> Iterator[SpecError]:
+        yield from check_traffic(self)
+
     def _check_tenants(self) -> Iterator[SpecError]:
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
         from gpucell.spec.admission import check_tenants  # noqa: PLC0415
@@ -560,6 +573,8 @@ _CELL_RULES = (
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
+    Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), CellSpec._check_traffic,
+         after=("hosts", "apiEndpoint")),
     Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
          after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn")),
 )

@@ -115,8 +115,9 @@ class TenantQuota(SpecModel):
     """Node ports (``services.nodeports``: each port of a NodePort Service), count: a NodePort opens a port on every
     node. Defaults to 0; a VM's ``sshService: {type: NodePort}`` needs 1. At most 2768, the size of the
     default NodePort range 30000-32767."""
-    load_balancers: StrictInt = Field(default=0, ge=0, le=0)
-    """Services of type LoadBalancer, count: 0, as a cell runs no load-balancer implementation yet."""
+    load_balancers: StrictInt = Field(default=0, ge=0, le=1024)
+    """Services of type LoadBalancer (``services.loadbalancers``), count: each takes an address of the region's
+    ``loadBalancer.pools``. Defaults to 0; a VM's ``sshService: {type: LoadBalancer}`` needs 1."""
 
     @field_validator("device_classes")
     @classmethod

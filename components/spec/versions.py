@@ -94,8 +94,12 @@ class Versions(SpecModel):
     """NVIDIA DRA driver for GPUs Helm chart version (chart ``dra-driver-nvidia-gpu`` of
     kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
     pool has ``gpuMode: dra``."""
+    gateway_api: str = "v1.5.1"
+    """Gateway API release whose standard-channel CRDs the cell installs with a ``gateway`` (the release's
+    ``standard-install.yaml``); v1.5.1 is the version Cilium 1.20 supports."""
 
-    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver")
+    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver",
+                     "gateway_api")
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

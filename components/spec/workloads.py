@@ -15,6 +15,7 @@ from gpucell.errors import SpecError, shown
 from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import (
+    Ipv4Address,
     Ipv4Cidr,
     check_config_key,
     check_image_reference,
@@ -31,6 +32,7 @@ __all__ = [
     "AccessMode",
     "CpuTopology",
     "DiskSource",
+    "EndpointExposure",
     "EvictionStrategy",
     "Exposure",
     "GpuAllocation",
@@ -38,11 +40,13 @@ __all__ = [
     "GpuVirtualMachineSpec",
     "ModelEndpointSpec",
     "NotebookSpec",
+    "Protocol",
     "RunStrategy",
     "ScaleMetric",
     "ServiceType",
     "SshService",
     "VmDisk",
+    "VmPort",
     "multi_gpu_shm_gib",
 ]
 
@@ -241,24 +245,58 @@ class CpuTopology(SpecModel):
         return self.cores * self.sockets * self.threads
 
 
+class Protocol(StrEnum):
+    """Service port protocols a VM's Service may carry."""
+
+    TCP = "TCP"
+    UDP = "UDP"
+
+
+class VmPort(SpecModel):
+    """One more port of a VM its Service exposes, besides SSH (the same number on the Service and the VM)."""
+
+    port: StrictInt = Field(ge=1, le=65535)
+    """Port number on the Service and in the guest."""
+    protocol: Protocol = Protocol.TCP
+    """``TCP`` or ``UDP``. Defaults to ``TCP``."""
+
+
 class SshService(SpecModel):
-    """A Service in front of the VM's port 22."""
+    """A Service in front of the VM's port 22 (and any ``ports`` listed)."""
 
     type: ServiceType = ServiceType.CLUSTER_IP
     """Service type. Defaults to ``ClusterIP``."""
     allow_from_cidrs: list[Ipv4Cidr] = []
-    """``NodePort``: client networks allowed to reach the VM's SSH port (Cilium ingress rule on the VM's pod),
-    required; ``0.0.0.0/0`` opens it to the world explicitly. The Service keeps client addresses
-    (``externalTrafficPolicy: Local``)."""
+    """``NodePort``/``LoadBalancer``: client networks allowed to reach the VM's ports (Cilium ingress rule on the VM's
+    pod, and ``loadBalancerSourceRanges`` for a LoadBalancer), required; ``0.0.0.0/0`` opens them to the world
+    explicitly. The Service keeps client addresses (``externalTrafficPolicy: Local``)."""
+    ports: list[VmPort] = []
+    """Further ports of the VM the Service exposes (a web UI, a game server), each to the same port of the guest.
+    Defaults to none."""
+    pool: str | None = None
+    """``LoadBalancer``: the ``loadBalancer.pools`` entry the address comes from; one that lists the tenant.
+    Defaults to the first pool that lists the tenant."""
+    address: Ipv4Address | None = None
+    """``LoadBalancer``: a fixed public address, inside ``pool`` (Cilium's ``lbipam.cilium.io/ips``); defaults to any
+    free address of the pool, which the VM keeps as long as its Service exists."""
 
     @model_validator(mode="after")
     def _sources(self) -> SshService:
-        if self.type is ServiceType.NODE_PORT and not self.allow_from_cidrs:
-            raise SpecError(("allowFromCidrs",), "is required with type NodePort: list the client networks (VPN, "
-                            "office) that may reach SSH, or 0.0.0.0/0 to open it to the world")
+        if self.type is not ServiceType.CLUSTER_IP and not self.allow_from_cidrs:
+            raise SpecError(("allowFromCidrs",), f"is required with type {self.type.value}: list the client networks "
+                            "(VPN, office) that may reach SSH, or 0.0.0.0/0 to open it to the world")
         if self.type is ServiceType.CLUSTER_IP and self.allow_from_cidrs:
-            raise SpecError(("allowFromCidrs",), "only applies to type NodePort (a ClusterIP Service is reachable "
-                            "from inside the tenant only)")
+            raise SpecError(("allowFromCidrs",), "only applies to type NodePort or LoadBalancer (a ClusterIP "
+                            "Service is reachable from inside the tenant only)")
+        for key in ("pool", "address"):
+            if getattr(self, key) is not None and self.type is not ServiceType.LOAD_BALANCER:
+                raise SpecError((key,), f"only applies to type LoadBalancer (type is {self.type.value})")
+        seen: set[tuple[int, Protocol]] = {(22, Protocol.TCP)}
+        for index, port in enumerate(self.ports):
+            if (port.port, port.protocol) in seen:
+                raise SpecError(("ports", index, "port"), f"{port.port}/{port.protocol.value} is already exposed (SSH "
+                                "is 22/TCP)")
+            seen.add((port.port, port.protocol))
         return self
 
 
@@ -472,6 +510,20 @@ class NotebookSpec(SpecModel):
         return check_image_reference(value)
 
 
+class EndpointExposure(SpecModel):
+    """How a model endpoint is served from outside the cell: an HTTPS host name on the region's Gateway."""
+
+    host: str | None = None
+    """Host name under ``gateway.domain``; defaults to ``<endpoint>.<tenant>.<domain>``."""
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is not None and (not DNS_SUBDOMAIN.fullmatch(value) or "." not in value):
+            raise ValueError("is not a DNS name such as llama.acme.models.example.net (lower-case)")
+        return value
+
+
 class ModelEndpointSpec(SpecModel):
     """An autoscaled model endpoint: a KServe InferenceService (raw deployment mode)."""
 
@@ -508,6 +560,9 @@ class ModelEndpointSpec(SpecModel):
     """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
     s3_region: str | None = None
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
+    expose: EndpointExposure | None = None
+    """Serve the endpoint over HTTPS on the region's Gateway (a Certificate and an HTTPRoute); none keeps it
+    cluster-internal."""
 
     @field_validator("runtime_version")
     @classmethod

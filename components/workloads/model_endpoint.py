@@ -7,6 +7,10 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   it into a Deployment, a Service ``<endpoint>-predictor`` (port 80) and a HorizontalPodAutoscaler;
 - with credentials: a ``Secret`` ``<endpoint>-storage`` holding them and a ``ServiceAccount``
   ``<endpoint>-storage`` listing that Secret in ``secrets``, which the predictor runs as;
+- with ``expose``: a ``gateway.networking.k8s.io/v1`` ``HTTPRoute`` ``<endpoint>`` from its listener of the cell's
+  Gateway to ``<endpoint>-predictor`` (:func:`http_route_manifest`) and a ``CiliumNetworkPolicy``
+  ``<endpoint>-gateway`` admitting the Gateway to the predictor (:func:`gateway_policy_manifest`); its certificate
+  and listener are the Gateway's (:mod:`gpucell.gateway`);
 - with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<endpoint>-gpus-<hash>``; the
   predictor's pod-level ``resourceClaims`` name it (the v0.20.0 CRD's predictor carries the whole PodSpec, and
   KServe's ``MergePodSpec`` copies it into the Deployment), so every replica gets its own claim.
@@ -39,9 +43,11 @@ from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_o
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
+    cilium_network_policy,
     container_claim_template_manifest,
     container_placement,
     container_resources,
@@ -54,6 +60,7 @@ from gpucell.workloads._common import (
 )
 
 if TYPE_CHECKING:
+    from gpucell.gateway import EndpointRoute
     from gpucell.tenancy import Tenant
 
 __all__ = [
@@ -62,12 +69,16 @@ __all__ = [
     "DEPLOYMENT_MODE_ANNOTATION",
     "DEVSHM_VOLUME",
     "HF_TOKEN_KEY",
+    "PREDICTOR_LABEL",
+    "PREDICTOR_PORT",
     "ModelEndpoint",
     "ModelEndpointArgs",
     "claim_template_manifest",
     "credentials_secret_data",
     "credentials_secret_name",
     "endpoint_runtime",
+    "gateway_policy_manifest",
+    "http_route_manifest",
     "inference_service_manifest",
     "model_format",
     "service_account_manifest",
@@ -105,6 +116,10 @@ class ModelEndpointArgs:
     credentials: pulumi.Input[str] | None = None
     """The secret named by ``spec.credentialsConfigKey``: a Hugging Face token for ``hf://``, or
     ``"<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>"`` for ``s3://``. Treated as a Pulumi secret."""
+    route: EndpointRoute | None = None
+    """With ``expose``: its host and Gateway listener (:func:`gpucell.gateway.exposed_endpoints`)."""
+    gateway: pulumi.Resource | None = None
+    """With ``route``: the ``Gateway`` it attaches to, which the HTTPRoute waits for."""
 
 
 def storage_scheme(storage_uri: str) -> str:
@@ -186,6 +201,42 @@ def service_account_manifest(tenant: str, endpoint: str) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         "secrets": [{"name": name}],
     }
+
+
+PREDICTOR_PORT = 8080
+"""The port KServe's predictor container serves on (KServe v0.20.0 ``constants.InferenceServiceDefaultHttpPort``; the
+raw-mode Service ``<endpoint>-predictor`` maps port 80 to it)."""
+PREDICTOR_LABEL = "serving.kserve.io/inferenceservice"
+"""Label KServe puts on every predictor pod, valued the InferenceService's name."""
+
+
+def http_route_manifest(tenant: str, name: str, route: EndpointRoute) -> dict[str, Any]:
+    """The ``gateway.networking.k8s.io/v1`` ``HTTPRoute`` ``<endpoint>`` in the tenant namespace: ``hostnames`` the
+    endpoint's host, ``parentRefs`` its listener (``sectionName``) of the Gateway in ``gpucell-gateway`` (which admits
+    routes of this namespace only), every path to the predictor Service ``<endpoint>-predictor`` port 80."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": object_meta(tenant, name, workload=name, component=_COMPONENT),
+        "spec": {
+            "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": route.gateway,
+                            "namespace": GATEWAY_NAMESPACE, "sectionName": route.listener}],
+            "hostnames": [route.host],
+            "rules": [{"backendRefs": [{"name": f"{name}-predictor", "port": 80}]}],
+        },
+    }
+
+
+def gateway_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
+    """A ``CiliumNetworkPolicy`` ``<endpoint>-gateway`` admitting the cell's Gateway (Cilium's ``ingress`` entity:
+    the Envoy proxy that terminates TLS, Cilium 1.20 "Ingress and Gateway API network policy") to the predictor pods'
+    port :data:`PREDICTOR_PORT`; the tenant's default-deny would drop it otherwise."""
+    return cilium_network_policy(
+        object_meta(tenant, f"{name}-gateway", workload=name, component=_COMPONENT),
+        {"ingress": [{"fromEntities": ["ingress"],
+                      "toPorts": [{"ports": [{"port": str(PREDICTOR_PORT), "protocol": "TCP"}]}]}]},
+        match_labels={PREDICTOR_LABEL: name},
+    )
 
 
 def inference_service_manifest(
@@ -399,8 +450,23 @@ class ModelEndpoint(CellComponent):
             ),
         )
         """The ``InferenceService``."""
+        self.http_route, self.gateway_policy = self._expose(name, args, after)
         namespace = namespace_of(tenant.name)
         address = f"http://{endpoint}-predictor.{namespace}.svc"
         self.namespace = self.inference_service.urn.apply(lambda _: namespace)
         self.url = self.inference_service.urn.apply(lambda _: address)
         self.register_outputs({"namespace": self.namespace, "url": self.url})
+
+    def _expose(self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]
+                ) -> tuple[pulumi.CustomResource | None, pulumi.CustomResource | None]:
+        """With ``args.route``: the ``HTTPRoute`` from the Gateway's listener to the predictor (after the Gateway)
+        and the ``CiliumNetworkPolicy`` admitting the Gateway to the predictor pods; else ``(None, None)``."""
+        if args.route is None:
+            return None, None
+        tenant = args.tenant.name
+        gateway = [args.gateway] if args.gateway is not None else []
+        route = custom_resource(f"{name}-route", http_route_manifest(tenant, args.name, args.route),
+                                self.child(depends_on=[*after, *gateway]))
+        policy = custom_resource(f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name),
+                                 self.child(depends_on=after))
+        return route, policy

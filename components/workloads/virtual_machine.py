@@ -6,10 +6,11 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   KubeVirt v1.9.0 ``api/openapi-spec/swagger.json``), with one CDI ``dataVolumeTemplates`` entry per disk;
 - a ``v1`` ``Secret`` ``<vm>-cloud-init`` holding the NoCloud user data (key ``userdata``, the key KubeVirt
   reads from a ``cloudInitNoCloud.secretRef`` Secret, as in the KubeVirt user guide "Startup Scripts");
-- with ``sshService``: a ``Service`` named after the VM (port 22), and for ``NodePort`` (``LoadBalancer`` is
-  refused at plan time until the cell has a load-balancer implementation) a ``CiliumNetworkPolicy``
-  ``<vm>-ssh`` letting the clients of ``sshService.allowFromCidrs`` reach port 22 of this VM only: the tenant's
-  default-deny policies would drop it otherwise. The tenant's ``quota.nodePorts`` caps such Services.
+- with ``sshService``: a ``Service`` named after the VM (port 22 and any listed ``ports``), and for ``NodePort`` or
+  ``LoadBalancer`` (an address from a ``loadBalancer`` pool of the tenant, fixed or not) a ``CiliumNetworkPolicy``
+  ``<vm>-ssh`` letting the clients of ``sshService.allowFromCidrs`` reach those ports of this VM only: the tenant's
+  default-deny policies would drop it otherwise. The tenant's ``quota.nodePorts`` and ``quota.loadBalancers`` cap
+  such Services.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
 (:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
@@ -52,6 +53,7 @@ from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
 from gpucell.workloads._common import (
     cilium_network_policy,
@@ -305,13 +307,34 @@ def virtual_machine_manifest(
     }
 
 
-def ssh_service_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) -> dict[str, Any] | None:
-    """The SSH ``Service`` (named after the VM; port 22 to the VM's port 22, selecting its virt-launcher pod
-    by :data:`WORKLOAD_SELECTOR_LABEL`), or ``None`` without ``sshService``.
+def _service_ports(spec: GpuVirtualMachineSpec) -> list[dict[str, Any]]:
+    """Port 22 (``ssh``) and each listed port (``<protocol>-<port>``, lower-case), each to the same guest port."""
+    assert spec.ssh_service is not None
+    ports = [{"name": "ssh", "protocol": "TCP", "port": SSH_PORT, "targetPort": SSH_PORT}]
+    for extra in spec.ssh_service.ports:
+        protocol = extra.protocol.value
+        ports.append({"name": f"{protocol.lower()}-{extra.port}", "protocol": protocol, "port": extra.port,
+                      "targetPort": extra.port})
+    return ports
+
+
+def ssh_service_manifest(
+    tenant: str, name: str, spec: GpuVirtualMachineSpec, *, pool: str | None = None
+) -> dict[str, Any] | None:
+    """The SSH ``Service`` (named after the VM; port 22, and each of ``sshService.ports``, to the same port of the
+    VM, selecting its virt-launcher pod by :data:`WORKLOAD_SELECTOR_LABEL`), or ``None`` without ``sshService``.
 
     ``NodePort``/``LoadBalancer`` get ``externalTrafficPolicy: Local``: only the node running the VM answers,
     so Cilium never forwards (and SNATs) the connection from another node, and the client keeps its ``world``
-    identity that :func:`ssh_policy_manifest` admits.
+    identity that :func:`ssh_policy_manifest` admits. With L2 announcements only a node with a local backend takes
+    the address's lease, and with BGP only such nodes advertise it (Cilium 1.20 "L2 Announcements", "BGP Control
+    Plane": ``externalTrafficPolicy: Local``).
+
+    ``LoadBalancer`` also gets: label :data:`gpucell.lb_ipam.POOL_LABEL` = ``pool`` (the pool's
+    ``serviceSelector`` requires it), annotation ``lbipam.cilium.io/ips`` with ``sshService.address``,
+    ``loadBalancerSourceRanges`` = ``allowFromCidrs`` (what Cilium's load balancer drops before the policy is even
+    consulted), and ``allocateLoadBalancerNodePorts: false``: Cilium's kube-proxy replacement serves the address
+    without node ports, so no port opens on every node and ``services.nodeports`` is not charged.
 
     Raises ``ValueError`` when the VM name starts with a digit: a Service name must be a DNS-1035 label.
     """
@@ -320,35 +343,48 @@ def ssh_service_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) ->
     if not name[0].isalpha():
         raise ValueError(f"VM {name!r} has an sshService, so its name must start with a letter (a Service "
                          "name is a DNS-1035 label)")
+    service = spec.ssh_service
     service_spec: dict[str, Any] = {
-        "type": spec.ssh_service.type.value,
+        "type": service.type.value,
         "selector": {WORKLOAD_SELECTOR_LABEL: name},
-        "ports": [{"name": "ssh", "protocol": "TCP", "port": SSH_PORT, "targetPort": SSH_PORT}],
+        "ports": _service_ports(spec),
     }
-    if spec.ssh_service.type is not ServiceType.CLUSTER_IP:
+    metadata = object_meta(tenant, name, workload=name)
+    if service.type is not ServiceType.CLUSTER_IP:
         service_spec["externalTrafficPolicy"] = "Local"
+    if service.type is ServiceType.LOAD_BALANCER:
+        if pool is None:
+            raise ValueError(f"VM {name!r}: a LoadBalancer Service needs the pool its address comes from")
+        metadata["labels"][POOL_LABEL] = pool
+        if service.address is not None:
+            metadata["annotations"] = {ADDRESS_ANNOTATION: str(service.address)}
+        service_spec["allocateLoadBalancerNodePorts"] = False
+        service_spec["loadBalancerSourceRanges"] = [str(net) for net in service.allow_from_cidrs]
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_meta(tenant, name, workload=name),
+        "metadata": metadata,
         "spec": service_spec,
     }
 
 
 def ssh_policy_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) -> dict[str, Any] | None:
     """A ``cilium.io/v2`` ``CiliumNetworkPolicy`` ``<vm>-ssh`` admitting ingress from
-    ``sshService.allowFromCidrs`` (``fromCIDRSet``) to TCP 22 of this VM's pod only, for a ``NodePort`` SSH
-    Service; ``None`` otherwise (a ``ClusterIP`` Service is reachable only from inside the tenant, which the
-    tenant's policies allow).
+    ``sshService.allowFromCidrs`` (``fromCIDRSet``) to the Service's ports (TCP 22 and each listed port) of this VM's
+    pod only, for a ``NodePort`` or ``LoadBalancer`` SSH Service; ``None`` otherwise (a ``ClusterIP`` Service is
+    reachable only from inside the tenant, which the tenant's policies allow).
 
     CIDR rules match the client's address because the Service has ``externalTrafficPolicy: Local``: the node
     that receives the connection runs the VM, so Cilium does not SNAT it to a node address (Cilium
-    "Kubernetes Without kube-proxy", SNAT vs DSR modes). ``0.0.0.0/0`` in ``allowFromCidrs`` is the ``world``.
+    "Kubernetes Without kube-proxy", SNAT vs DSR modes). ``0.0.0.0/0`` in ``allowFromCidrs`` is the ``world``. The
+    policy, not only ``loadBalancerSourceRanges``, is what holds: it is enforced at the VM's endpoint whatever path
+    the packet took.
     """
     if spec.ssh_service is None or spec.ssh_service.type is ServiceType.CLUSTER_IP:
         return None
     sources = [{"cidr": str(net)} for net in spec.ssh_service.allow_from_cidrs]
-    rule = {"fromCIDRSet": sources, "toPorts": [{"ports": [{"port": str(SSH_PORT), "protocol": "TCP"}]}]}
+    ports = [{"port": str(p["port"]), "protocol": p["protocol"]} for p in _service_ports(spec)]
+    rule = {"fromCIDRSet": sources, "toPorts": [{"ports": ports}]}
     return cilium_network_policy(
         object_meta(tenant, f"{name}-ssh", workload=name),
         {"ingress": [rule]},
@@ -394,7 +430,9 @@ class GpuVirtualMachine(CellComponent):
         """Pools the VM may run on and the GPU resource it requests."""
         manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement)
         template = claim_template_manifest(tenant.name, vm, spec, self.placement)
-        service = ssh_service_manifest(tenant.name, vm, spec)
+        ssh = spec.ssh_service
+        pool = None if ssh is None else vm_pool(cell.spec.load_balancer, tenant.name, ssh.pool)
+        service = ssh_service_manifest(tenant.name, vm, spec, pool=pool)
         policy = ssh_policy_manifest(tenant.name, vm, spec)
         self.cloud_init = opaque_secret(
             f"{name}-cloud-init",

@@ -38,6 +38,16 @@ _CRD_FILES = (
     "kserve/serving.kserve.io_clusterservingruntimes.yaml",
     "cilium/ciliumnetworkpolicies.yaml",
     "cilium/ciliumclusterwidenetworkpolicies.yaml",
+    "cilium/ciliumloadbalancerippools.yaml",
+    "cilium/ciliuml2announcementpolicies.yaml",
+    "cilium/ciliumbgpclusterconfigs.yaml",
+    "cilium/ciliumbgppeerconfigs.yaml",
+    "cilium/ciliumbgpadvertisements.yaml",
+    "gateway-api/gateway.networking.k8s.io_gatewayclasses.yaml",
+    "gateway-api/gateway.networking.k8s.io_gateways.yaml",
+    "gateway-api/gateway.networking.k8s.io_httproutes.yaml",
+    "cert-manager/crd-cert-manager.io_certificates.yaml",
+    "cert-manager/crd-cert-manager.io_clusterissuers.yaml",
     "gpu-operator/nvidia.com_clusterpolicies.yaml",
     "gpu-operator/nvidia.com_nvidiadrivers.yaml",
 )
@@ -74,6 +84,8 @@ _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
 (kubevirt/containerized-data-importer ``staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/
 v1beta1/types.go``), written out by hand."""
 _HAND_SCHEMAS = {("cdi.kubevirt.io/v1beta1", "StorageProfile"): _STORAGE_PROFILE_SCHEMA}
+_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io",)
+"""API groups under ``k8s.io`` that are not built into the API server: Gateway API ships as CRDs."""
 _CORE_GROUP = re.compile(r"^([a-z]+/)?v\d+((alpha|beta)\d+)?$|^[a-z.]*k8s\.io/")
 
 
@@ -185,6 +197,8 @@ class ObjectChecker:
     def source_of(self, api_version: str, kind: str) -> str | None:
         """The schema file for a custom resource (relative path), ``"kubernetes"`` for core kinds, or ``None``."""
         group = api_version.split("/", 1)[0] if "/" in api_version else ""
+        if group.endswith(_CRD_GROUPS_UNDER_K8S_IO):  # installed by CRDs although named *.k8s.io
+            return self._crd_index().get((api_version, kind), (None, None))[0]
         if _CORE_GROUP.match(api_version):
             return "kubernetes"
         if (api_version, kind) in _HAND_SCHEMAS:

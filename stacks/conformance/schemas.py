@@ -45,6 +45,9 @@ class UpstreamFile:
     path: str
     component: str
     """Field of :class:`gpucell.spec.Versions` whose pinned value is the release (``kubevirt``, ``cilium``...)."""
+    also: str | None = None
+    """Where a directory laid out as this repository's ``shared/upstream`` keeps the file instead (a glob below the
+    directory, e.g. inside an unpacked chart ``charts/cert-manager-v*/templates/...``)."""
 
     def tag(self, version: str) -> str:
         """The git tag of ``version``: every project here tags releases ``vX.Y.Z``."""
@@ -74,9 +77,28 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     ),
     **{
         f"cilium/{plural}.yaml": UpstreamFile(
-            "cilium/cilium", f"pkg/k8s/apis/cilium.io/client/crds/v2/{plural}.yaml", "cilium"
+            "cilium/cilium", f"pkg/k8s/apis/cilium.io/client/crds/{version}/{plural}.yaml", "cilium"
         )
-        for plural in ("ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies")
+        for version, plural in (
+            ("v2", "ciliumnetworkpolicies"), ("v2", "ciliumclusterwidenetworkpolicies"),
+            # LB IPAM and its announcements (gpucell.lb_ipam)
+            ("v2", "ciliumloadbalancerippools"), ("v2alpha1", "ciliuml2announcementpolicies"),
+            ("v2", "ciliumbgpclusterconfigs"), ("v2", "ciliumbgppeerconfigs"), ("v2", "ciliumbgpadvertisements"),
+        )
+    },
+    **{
+        f"gateway-api/gateway.networking.k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/gateway-api", f"config/crd/standard/gateway.networking.k8s.io_{plural}.yaml", "gateway_api"
+        )
+        for plural in ("gatewayclasses", "gateways", "httproutes")
+    },
+    # The chart's CRD templates (cert-manager ships no plain CRD files); Helm directives are dropped when loading.
+    **{
+        f"cert-manager/crd-cert-manager.io_{plural}.yaml": UpstreamFile(
+            "cert-manager/cert-manager", f"deploy/charts/cert-manager/templates/crd-cert-manager.io_{plural}.yaml",
+            "cert_manager", also=f"charts/cert-manager-v*/templates/crd-cert-manager.io_{plural}.yaml",
+        )
+        for plural in ("certificates", "clusterissuers")
     },
     "gpu-operator/values.yaml": UpstreamFile(
         "NVIDIA/gpu-operator", "deployments/gpu-operator/values.yaml", "gpu_operator"
@@ -103,6 +125,7 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
 """Relative path in a schema directory -> where it comes from upstream."""
 
 _VERSION = re.compile(r"v?\d+\.\d+\.\d+")
+_HELM_DIRECTIVE = re.compile(r"\s*\{\{.*\}\}\s*")
 
 
 def same_version(a: str, b: str) -> bool:
@@ -123,6 +146,8 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the KSe
 def _parsed(path: Path, mtime_ns: int) -> Any:
     """Parse a schema file once per process (keyed by modification time, so a re-fetch is seen)."""
     text = path.read_text()
+    if "{{" in text:  # a chart's CRD template: drop the lines that are only Helm directives
+        text = "\n".join(line for line in text.splitlines() if not _HELM_DIRECTIVE.fullmatch(line))
     if path.suffix == ".json":
         return json.loads(text)
     documents = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
@@ -152,9 +177,19 @@ class SchemaStore:
                     found[cells[1].strip("`")] = match.group(0) if match and "NOT a release" not in cells[4] else None
         return found
 
+    def path(self, rel: str) -> Path:
+        """Where ``rel`` is: ``root/rel``, else the first match of its :attr:`UpstreamFile.also` glob (which may not
+        exist either)."""
+        direct = self.root / rel
+        source = UPSTREAM_FILES.get(rel)
+        if direct.is_file() or source is None or source.also is None:
+            return direct
+        matches = sorted(self.root.glob(source.also))
+        return matches[0] if matches else direct
+
     def has(self, rel: str) -> bool:
-        """True when the directory holds ``rel``."""
-        return (self.root / rel).is_file()
+        """True when the directory holds ``rel`` (at its own path or its ``also`` location)."""
+        return self.path(rel).is_file()
 
     def missing(self) -> list[str]:
         """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order."""
@@ -165,16 +200,20 @@ class SchemaStore:
 
         Raises ``FileNotFoundError`` when absent. Callers must not modify what it returns.
         """
-        path = (self.root / rel).resolve()
+        path = self.path(rel).resolve()
         return _parsed(path, path.stat().st_mtime_ns)
 
     def text(self, rel: str) -> str:
         """Raw text of ``rel``."""
-        return (self.root / rel).read_text()
+        return self.path(rel).read_text()
 
     def version_notice(self, rel: str, pinned: str) -> str | None:
         """A sentence when ``rel`` is not of the ``pinned`` release (or does not say), else ``None``."""
         have = self.versions.get(rel)
+        located = self.path(rel)
+        if have is None and located != self.root / rel:  # inside a chart directory: that chart's release
+            chart_dir = located.relative_to(self.root).parts[:2]
+            have = self.versions.get("/".join(chart_dir))
         if have is None:
             return f"{rel} does not state its release; checked against it as if it were {pinned}"
         if not same_version(have, pinned):
