@@ -302,6 +302,32 @@ def test_a_credentials_key_is_one_tenants_across_regions_and_never_an_ssh_key() 
     ]
 
 
+
+def test_a_tenant_may_not_name_a_cell_secret() -> None:
+    """The etcd S3 credentials of any region are the cell's: a tenant's Secret would hand them to its members."""
+    assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "etcdS3CredentialsFra1")) == [
+        "regions.fra1.tenants.acme.modelEndpoints.llama-8b.credentialsConfigKey: 'etcdS3CredentialsFra1' is a secret "
+        "of the cell (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it), which the tenant's namespace "
+        "would then hold; name a secret of tenant acme that holds only this endpoint's storage credentials"
+    ]
+    assert errors(put(("iad1", "tenants", "globex", "modelEndpoints", "fraud-detector", "credentialsConfigKey"),
+                      "etcdS3CredentialsFra1"))[0].startswith(
+        "regions.iad1.tenants.globex.modelEndpoints.fraud-detector.credentialsConfigKey: 'etcdS3CredentialsFra1' is "
+        "a secret of the cell (regions.fra1.etcd")
+    # the other way round: the etcd target pointed at a tenant's key makes it the cell's too, and both regions'
+    # endpoints that name it are refused
+    assert errors(put(("fra1", "etcd", "snapshots", "s3", "credentialsConfigKey"), "s3CredentialsGlobex")) == [
+        f"regions.{region}.tenants.globex.modelEndpoints.fraud-detector.credentialsConfigKey: 's3CredentialsGlobex' "
+        "is a secret of the cell (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it), which the tenant's "
+        "namespace would then hold; name a secret of tenant globex that holds only this endpoint's storage "
+        "credentials"
+        for region in ("fra1", "iad1")
+    ]
+    assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "acknowledge")) == [
+        "regions.fra1.tenants.acme.modelEndpoints.llama-8b.credentialsConfigKey: 'acknowledge' is the region's SSH "
+        "key (or its config); name a secret that holds only this endpoint's storage credentials"
+    ]
+
 # -- sign-in --------------------------------------------------------------------------------------------------
 
 OIDC = {"issuerUrl": "https://idp.example.net/realms/gpucell", "clientId": "kubernetes"}

@@ -147,7 +147,7 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
                         f"({', '.join(cell.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
-        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:
+        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions", "acknowledge"}:
             yield SpecError(
                 (*base, "modelEndpoints", name, "credentialsConfigKey"),
                 f"{shown(endpoint.credentials_config_key)} is the region's SSH key (or its config); name a secret "

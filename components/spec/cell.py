@@ -595,10 +595,25 @@ class StackSpec(SpecModel):
                         "machine can be a node of one cell only",
                     )
 
+    def cell_secrets(self) -> dict[str, str]:
+        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
+        and etcd S3 credentials (the k3s token and the notebook tokens are generated, never config; OIDC takes no
+        secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
+        owned: dict[str, str] = {}
+        for region, cell in self.regions.items():
+            owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
+            s3 = cell.etcd.snapshots.s3
+            if s3 is not None:
+                owned.setdefault(s3.credentials_config_key,
+                                 f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+        return owned
+
     def _check_credentials(self) -> Iterator[SpecError]:
-        """A credentials key's value becomes a Secret in its tenant's namespace, readable by that tenant: two
-        tenants naming one key would read each other's credentials, and an SSH key would hand a tenant the nodes."""
+        """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
+        becomes a Secret in its tenant's namespace, readable by that tenant: two tenants naming one key would read
+        each other's credentials, and a cell secret would hand a tenant the nodes or the etcd backups."""
         ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
+        cell_owned = self.cell_secrets()
         owner: dict[str, tuple[str, str]] = {}
         for region, cell in self.regions.items():
             for tenant_name, tenant in cell.tenants.items():
@@ -611,6 +626,10 @@ class StackSpec(SpecModel):
                     if key in ssh_keys:
                         yield SpecError(where, f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
                                         "a secret that holds only this endpoint's storage credentials")
+                    elif key in cell_owned:
+                        yield SpecError(where, f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
+                                        "which the tenant's namespace would then hold; name a secret of tenant "
+                                        f"{tenant_name} that holds only this endpoint's storage credentials")
                     elif first[0] != tenant_name:
                         yield SpecError(where, f"{shown(key)} is already the credentials key of tenant {first[0]} "
                                         f"({first[1]}); each tenant needs its own, its Secret is readable in the "
