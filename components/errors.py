@@ -25,6 +25,9 @@ SHOWN_LIMIT = 60
 _PLAIN_KEY = re.compile(r"[^\s\[\]\"'\\]+")
 """A key shown as is in a key path; any other key (empty, with spaces, quotes or brackets) is shown quoted."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+MAX_PROBLEMS = 100
+"""The most problem lines one :class:`ConfigError` shows; the rest are counted in one last line that names the
+bound (a file of a million unknown keys is one screen, not a million lines)."""
 
 
 def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
@@ -72,11 +75,16 @@ class ConfigError(Exception):
     """The stack config is wrong. ``lines`` holds one ``key.path: message`` line per problem.
 
     Each line is one line: a control character that slipped into a message (a value shown without
-    :func:`shown`) is escaped, and duplicate lines are dropped.
+    :func:`shown`) is escaped, and duplicate lines are dropped. Past :data:`MAX_PROBLEMS` lines, one last line
+    says how many more were found.
     """
 
     def __init__(self, lines: Sequence[str]) -> None:
-        self.lines = list(dict.fromkeys(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line) for line in lines))
+        unique = list(dict.fromkeys(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line) for line in lines))
+        if len(unique) > MAX_PROBLEMS:
+            unique = [*unique[:MAX_PROBLEMS], f"gpucell: {len(unique) - MAX_PROBLEMS} more problems not shown; "
+                      f"gpucell reports at most {MAX_PROBLEMS} per run"]
+        self.lines = unique
         super().__init__("\n".join(self.lines))
 
     @classmethod

@@ -229,8 +229,26 @@ def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[st
     assert capsys.readouterr().err == (
         "BASE: has no fingerprint for region(s) lab1: it was planned by a gpucell without `gpucell diff`; plan it "
         "again with this version\n")
-    assert cli.main(["diff", str(base)]) == 1
-    assert capsys.readouterr().err == "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]\n"
+    assert cli.main(["diff", str(base)]) == 2  # a wrong command line, as argparse's own errors
+    assert capsys.readouterr().err == (
+        "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got 1 argument\n")
+    assert cli.main(["diff", str(base), str(head), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"--out: {str(tmp_path)!r} is a directory; --out takes the path of a file to write\n")
+
+
+def test_a_plan_with_a_urn_twice_is_refused(tmp_path: Path, dev_json: dict[str, Any],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    doubled = copy.deepcopy(dev_json)
+    doubled["resources"].append(copy.deepcopy(doubled["resources"][3]))
+    urn = doubled["resources"][3]["urn"]
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(dev_json))
+    head.write_text(json.dumps(doubled))
+    assert cli.main(["diff", str(base), str(head)]) == 1
+    assert capsys.readouterr().err == (
+        f"{head}: resources[{len(doubled['resources']) - 1}] has the urn of resources[3] ({urn}); a plan registers "
+        "each URN once; not a `gpucell plan --json` file (each resource has urn, type, name and inputs)\n")
 
 
 NOT_A_PLAN = "not a `gpucell plan --json` file (each resource has urn, type, name and inputs)"
