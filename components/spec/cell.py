@@ -432,6 +432,16 @@ class CellSpec(SpecModel):
                 ("etcd", "initServer"),
                 f"{shown(init)} is a {self.node_pools[pools[init]].role} node of pool {pools[init]}, not a server",
             )
+        elif init is not None and init not in pools and not self.etcd.init_server_removed:
+            yield SpecError(
+                ("etcd", "initServer"),
+                f"{shown(init)} is not a server of the region (servers: "
+                f"{', '.join(h.name for _, h in self.servers)}); name the server that initialises etcd, or, when "
+                "that server was removed from the running cell, keep its name and set etcd.initServerRemoved: true",
+            )
+        elif init is not None and init in pools and self.etcd.init_server_removed:
+            yield SpecError(("etcd", "initServerRemoved"),
+                            f"is true, but {shown(init)} is still a server of the region; drop initServerRemoved")
 
     def _check_hosts(self) -> Iterator[SpecError]:
         seen_name: dict[str, tuple[str, int]] = {}
