@@ -48,7 +48,7 @@ GPU_RESOURCES = [
     "nvidia.com/mig-1g.10gb",
 ]
 # A PVC clone source: a registry or http import would need egress (admission rejects it under none/cluster).
-VM = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
+VM = {"memoryGib": 4, "noLogin": True, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
                                    "sizeGib": 20}}
 
 

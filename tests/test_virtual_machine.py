@@ -50,6 +50,7 @@ def region() -> CellSpec:
     1 GiB hugepages) and a taint, and an L40S vGPU pool (SR-IOV with the branch-580 driver)."""
     config = minimal_cell_config()
     config["imageNamespaces"] = ["images"]  # the golden images the test VMs clone from
+    config["storage"] = {"otherClasses": ["local-nvme"]}  # a data disk's class, installed outside gpucell
     pools = config["nodePools"]
     pools["h100-vm"] = {
         "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",

@@ -20,7 +20,7 @@ from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
 from gpucell.spec.lifecycle import RemovalPolicy
-from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
+from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
@@ -106,6 +106,23 @@ class StorageSpec(ChartSpec):
     """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
     replicas: StrictInt = Field(default=3, ge=1, le=10)
     """Longhorn: replicas per volume (count), each on a different node. Defaults to 3."""
+    other_classes: list[str] = []
+    """StorageClasses installed outside gpucell (an NFS or CSI driver of the operator's) that a VM disk's or a
+    notebook's ``storageClass`` may name, besides the backend's own (``local-path`` or ``longhorn``). A PVC of a
+    class the cell does not have stays Pending for ever. Defaults to none."""
+
+    @field_validator("other_classes")
+    @classmethod
+    def _class_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if not DNS_SUBDOMAIN.fullmatch(name):
+                raise SpecError((index,), f"{shown(name)} is not a StorageClass name (a DNS-1123 subdomain)")
+        return names
+
+    @property
+    def classes(self) -> list[str]:
+        """The StorageClasses workloads may name: the backend's, then ``otherClasses``."""
+        return [self.backend.value, *self.other_classes]
 
     @model_validator(mode="after")
     def _values_need_a_chart(self) -> StorageSpec:

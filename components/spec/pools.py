@@ -168,11 +168,11 @@ class TopologyProfile(SpecModel):
     memory_per_numa_gib: StrictInt = Field(ge=1, le=65536)
     """Memory of each NUMA node as the kernel reports it (``MemTotal`` of
     ``/sys/devices/system/node/node<N>/meminfo``), GiB rounded down; the install script checks it."""
-    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages1GiPerNuma")
+    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, le=65536, alias="hugepages1GiPerNuma")
     """1 GiB hugepages the kernel reserves on each NUMA node (count); the install script checks the kernel's
-    ``nr_hugepages``. Defaults to 0."""
-    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages2MiPerNuma")
-    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0."""
+    ``nr_hugepages``. Defaults to 0; at most 65536 (memoryPerNumaGib's bound)."""
+    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, le=33554432, alias="hugepages2MiPerNuma")
+    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0; at most 33554432 (64 TiB)."""
 
     @field_validator("reserved_cpus")
     @classmethod
