@@ -545,3 +545,10 @@ def test_storage_classes_are_the_cells() -> None:
     ]
     assert errors(put((*ACME, "notebooks", "nb-alice", "storageClass"), "fast-nvme"),
                   put(("fra1", "storage", "otherClasses"), ["fast-nvme"])) == ["OK"]
+
+
+def test_the_api_endpoint_is_not_another_regions_node() -> None:
+    assert errors(put(("fra1", "network", "apiEndpoint"), "10.120.0.11")) == [
+        "regions.fra1.network.apiEndpoint: '10.120.0.11' is the address of regions.iad1.nodePools.servers.hosts[0], a "
+        "node of another region; every node of fra1 would join that region's cluster; give fra1's own API VIP or name"
+    ]

@@ -622,6 +622,19 @@ class StackSpec(SpecModel):
                         "machine can be a node of one cell only",
                     )
 
+    def _check_api_endpoints(self) -> Iterator[SpecError]:
+        """A region's ``network.apiEndpoint`` is never a node of another region: every node of the region would
+        join the other region's cluster (k3s ``server:``), one cell's agents running the other's workloads."""
+        nodes = {str(host.address): f"regions.{region}.nodePools.{pool}.hosts[{index}]"
+                 for region, cell in self.regions.items() for pool, index, host in cell._all_hosts()}
+        for region, cell in self.regions.items():
+            endpoint = cell.network.api_endpoint
+            owner = nodes.get(endpoint) if endpoint is not None else None
+            if owner is not None and not owner.startswith(f"regions.{region}."):
+                yield SpecError(("regions", region, "network", "apiEndpoint"),
+                                f"{shown(endpoint)} is the address of {owner}, a node of another region; every node "
+                                f"of {region} would join that region's cluster; give {region}'s own API VIP or name")
+
     def cell_secrets(self) -> dict[str, str]:
         """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
         and etcd S3 credentials (the k3s token and the notebook tokens are generated, never config; OIDC takes no
@@ -666,5 +679,6 @@ class StackSpec(SpecModel):
 _STACK_RULES = (
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
+    Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),
 )
 """StackSpec's rules across regions; they run on the regions that validated."""
