@@ -435,6 +435,12 @@ class CellSpec(SpecModel):
         if count == 0:
             yield SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
             return
+        if all(p.role is NodeRole.SERVER and not p.allow_workloads for p in self.node_pools.values()):
+            first = next(iter(self.node_pools))
+            yield SpecError(("nodePools", first, "allowWorkloads"),
+                            "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
+                            "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
+                            f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab")
         init = self.etcd.init_server
         if count > 1 and init is None:
             yield SpecError(
