@@ -306,13 +306,15 @@ def test_traffic_within_the_tenant_is_allowed_both_ways() -> None:
 PLATFORM = "k8s:io.cilium.k8s.namespace.labels.gpucell.io/platform-services"
 BASE = ["tenant-default-deny", "tenant-deny-link-local", "tenant-allow-dns", "tenant-allow-intra-tenant"]
 CLUSTER_EGRESS = [
-    {"toEntities": ["kube-apiserver"]},
+    # the API server's port only: on k3s the entity is the server nodes (SSH, etcd, kubelet)
+    {"toEntities": ["kube-apiserver"], "toPorts": [{"ports": [{"port": "6443", "protocol": "TCP"}]}]},
     {"toEndpoints": [{"matchLabels": {PLATFORM: "true"}}]},
 ]
 INTERNET_EGRESS = [{"toCIDRSet": [{
     "cidr": "0.0.0.0/0",
-    # metadata, then the region's node, pod and service networks (minimal_cell_config's defaults)
-    "except": ["169.254.0.0/16", "10.20.0.0/24", "10.42.0.0/16", "10.43.0.0/16"],
+    # metadata, then every private range, which holds the region's node, pod and service networks
+    # (minimal_cell_config's defaults), every other cell's and the operator's
+    "except": ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"],
 }]}]
 
 
@@ -346,7 +348,19 @@ def test_egress_cluster_reaches_an_api_vip_on_the_api_port_only() -> None:
         CLUSTER_EGRESS[1],
     ]
     # the VIP is in the node network, which internet egress leaves out: the API is reached on its port only
-    assert "10.20.0.0/24" in rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"]
+    assert "10.0.0.0/8" in rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"]
+
+
+def test_egress_internet_leaves_out_a_cells_public_networks_and_reopens_listed_private_ones() -> None:
+    config = region_config({})
+    config["network"]["podCidr"] = "198.18.0.0/16"
+    tenant = TenantSpec.model_validate(tenant_config(egress="internet", egressCidrs=["10.200.0.0/16"]))
+    rendered = {o["metadata"]["name"]: o["spec"] for o in network_policy_manifests("acme", tenant, cell(config))}
+    assert rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"] == [
+        "169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.18.0.0/16"]
+    assert rendered["tenant-allow-egress-cidrs"]["egress"] == [{"toCIDRSet": [{"cidr": "10.200.0.0/16"}]}]
+    assert list(rendered)[-3:] == ["tenant-allow-egress-cluster", "tenant-allow-egress-internet",
+                                   "tenant-allow-egress-cidrs"]
 
 
 def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:

@@ -193,7 +193,9 @@ class TenantSpec(SpecModel):
     """``none`` (DNS and the tenant only), ``cluster`` (plus platform services), ``internet`` (plus the world) or
     ``custom`` (plus ``egressCidrs``/``egressFqdns``). Defaults to ``none``."""
     egress_cidrs: list[Ipv4Cidr] = []
-    """``custom`` egress: networks outside the cell the tenant may reach; never ``0.0.0.0/0`` (that is ``internet``),
+    """``custom`` egress: networks outside the cell the tenant may reach; with ``internet``, the private networks
+    (``10.0.0.0/8``, ``172.16.0.0/12``, ``192.168.0.0/16``, ``100.64.0.0/10``) it may reach besides the public
+    ones. Never ``0.0.0.0/0`` (that is ``internet``),
     link-local ``169.254.0.0/16`` (instance metadata), the cell's node, pod or service CIDRs, or the API
     endpoint."""
     egress_fqdns: list[str] = []
@@ -248,9 +250,11 @@ class TenantSpec(SpecModel):
         custom = self.egress is EgressClass.CUSTOM
         if custom and not (self.egress_cidrs or self.egress_fqdns):
             raise SpecError(("egress",), "'custom' needs egressCidrs or egressFqdns")
-        if not custom and (self.egress_cidrs or self.egress_fqdns):
-            key = "egressCidrs" if self.egress_cidrs else "egressFqdns"
-            raise SpecError((key,), f"only applies with egress: custom (egress is {self.egress.value})")
+        internet = self.egress is EgressClass.INTERNET
+        if not custom and (self.egress_fqdns or (self.egress_cidrs and not internet)):
+            key = "egressFqdns" if self.egress_fqdns else "egressCidrs"
+            accepted = "custom" if key == "egressFqdns" else "custom or internet"
+            raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
         seen: dict[str, str] = {}
         for kind, names in (("virtualMachines", self.virtual_machines), ("notebooks", self.notebooks),
                             ("modelEndpoints", self.model_endpoints)):
