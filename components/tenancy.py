@@ -243,8 +243,10 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     """``spec.hard`` of the tenant's ResourceQuota; every quantity a string.
 
     CPU as millicores (``"16000m"``) and memory as GiB (``"64Gi"``), each for requests and limits;
-    ``requests.storage`` in GiB; counts of pods, PVCs, Services, node ports (``services.nodeports``: every port of
-    a NodePort Service, Kubernetes ``pkg/quota/v1/evaluator/core/services.go``) and LoadBalancer Services; and
+    ``requests.storage``, ``requests.``/``limits.ephemeral-storage`` and ``requests.hugepages-1Gi``/``-2Mi``
+    (``hugepagesGib``, else ``memoryGib``) in GiB; counts of pods, PVCs, Services, node ports
+    (``services.nodeports``: every port of a NodePort Service, Kubernetes
+    ``pkg/quota/v1/evaluator/core/services.go``) and LoadBalancer Services; and
     ``requests.<resource>`` for every GPU resource of :func:`gpu_resources`, the quota's units or ``"0"``: a
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
@@ -257,12 +259,17 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     claims for a tenant without DRA quota, whatever class a claim names). KEP-4381 "ResourceQuota".
     """
     quota = spec.quota
+    hugepages = quota.memory_gib if quota.hugepages_gib is None else quota.hugepages_gib
     hard = {
         "requests.cpu": f"{quota.cpu_millicores}m",
         "limits.cpu": f"{quota.cpu_millicores}m",
         "requests.memory": f"{quota.memory_gib}Gi",
         "limits.memory": f"{quota.memory_gib}Gi",
         "requests.storage": f"{quota.storage_gib}Gi",
+        "requests.ephemeral-storage": f"{quota.ephemeral_storage_gib}Gi",
+        "limits.ephemeral-storage": f"{quota.ephemeral_storage_gib}Gi",
+        "requests.hugepages-1Gi": f"{hugepages}Gi",
+        "requests.hugepages-2Mi": f"{hugepages}Gi",
         "pods": str(quota.pods),
         "persistentvolumeclaims": str(quota.persistent_volume_claims),
         "services": str(quota.services),
@@ -299,16 +306,19 @@ def limit_range_manifest(tenant: str, spec: TenantSpec) -> dict[str, Any]:
     """The ``LimitRange`` ``tenant-defaults``: container ``default`` (limits) and ``defaultRequest``.
 
     The quota counts limits, so a container without them would be refused; these defaults fill them in
-    (CPU in millicores, memory in MiB).
+    (CPU in millicores, memory and ephemeral storage in MiB; ephemeral storage is requested at an eighth of its
+    limit).
     """
     limits = spec.limits
     default = {"cpu": f"{limits.default_cpu_millicores}m", "memory": f"{limits.default_memory_mib}Mi"}
+    ephemeral = limits.default_ephemeral_storage_mib
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": object_meta(tenant, "tenant-defaults"),
         "spec": {"limits": [
-            {"type": "Container", "default": dict(default), "defaultRequest": dict(default)},
+            {"type": "Container", "default": {**default, "ephemeral-storage": f"{ephemeral}Mi"},
+             "defaultRequest": {**default, "ephemeral-storage": f"{ephemeral // 8}Mi"}},
         ]},
     }
 

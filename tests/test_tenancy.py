@@ -166,6 +166,10 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
         "requests.memory": "64Gi",
         "limits.memory": "64Gi",
         "requests.storage": "500Gi",
+        "requests.ephemeral-storage": "1000Gi",  # the default; container writable layers, logs, emptyDir
+        "limits.ephemeral-storage": "1000Gi",
+        "requests.hugepages-1Gi": "64Gi",  # memoryGib: hugepages are not counted in requests.memory
+        "requests.hugepages-2Mi": "64Gi",
         "pods": "100",
         "persistentvolumeclaims": "50",
         "services": "20",
@@ -201,9 +205,18 @@ def test_limit_range_defaults_every_container_from_the_spec() -> None:
     assert manifest["metadata"]["namespace"] == "tenant-acme"
     assert manifest["spec"] == {"limits": [{
         "type": "Container",
-        "default": {"cpu": "250m", "memory": "512Mi"},
-        "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+        "default": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "8192Mi"},
+        "defaultRequest": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "1024Mi"},
     }]}
+
+
+def test_quota_bounds_hugepages_and_ephemeral_storage_as_declared() -> None:
+    tenant = TenantSpec.model_validate(tenant_config(quota={
+        "cpuMillicores": 1000, "memoryGib": 64, "storageGib": 10, "hugepagesGib": 32, "ephemeralStorageGib": 50}))
+    hard = quota_hard(tenant, cell(region_config({})))
+    assert {k: v for k, v in hard.items() if "hugepages" in k or "ephemeral" in k} == {
+        "requests.ephemeral-storage": "50Gi", "limits.ephemeral-storage": "50Gi",
+        "requests.hugepages-1Gi": "32Gi", "requests.hugepages-2Mi": "32Gi"}
 
 
 # -- RBAC ----------------------------------------------------------------------------------------------------

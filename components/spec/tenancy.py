@@ -126,6 +126,13 @@ class TenantQuota(SpecModel):
     ``<class>.deviceclass.resource.k8s.io/devices``): ``gpu.nvidia.com`` (GPUs of ``dra`` pools for containers) and
     ``vfio.gpu.nvidia.com`` (for VMs), one GPU each, drawn from the same GPUs. In a region with ``dra`` pools every
     other class of the DRA driver gets 0. Defaults to none; at most 100,000 each."""
+    hugepages_gib: StrictInt | None = Field(default=None, ge=0, le=MAX_QUOTA_MEMORY_GIB)
+    """Hugepages of each size (``requests.hugepages-1Gi``, ``requests.hugepages-2Mi``) across the tenant, GiB: a
+    VM's ``hugepages`` memory is counted there, not in ``memoryGib``. Defaults to ``memoryGib``."""
+    ephemeral_storage_gib: StrictInt = Field(default=1000, ge=1, le=MAX_QUOTA_STORAGE_GIB)
+    """Node-local ephemeral storage (container writable layers, logs, ``emptyDir`` on disk) across the tenant, GiB,
+    for requests and limits (``requests.ephemeral-storage``, ``limits.ephemeral-storage``); each container gets
+    ``limits.defaultEphemeralStorageMib`` unless it says. Defaults to 1000."""
     pods: StrictInt = Field(default=100, ge=0, le=MAX_QUOTA_COUNT)
     """Pods (each VM runs in one), count. Defaults to 100; at most 100,000."""
     persistent_volume_claims: StrictInt = Field(default=50, ge=0, le=MAX_QUOTA_COUNT)
@@ -168,6 +175,9 @@ class TenantLimits(SpecModel):
     """Default CPU limit (and request), millicores. Defaults to 500."""
     default_memory_mib: StrictInt = Field(default=1024, ge=16, le=MAX_POD_MEMORY_GIB * 1024)
     """Default memory limit (and request), MiB. Defaults to 1024."""
+    default_ephemeral_storage_mib: StrictInt = Field(default=8192, ge=64, le=MAX_POD_MEMORY_GIB * 1024)
+    """Default ephemeral-storage limit, MiB (the kubelet evicts a pod that writes more); the default request is an
+    eighth of it. Defaults to 8192."""
 
 
 _DERIVED_NAMES: dict[str, tuple[int, str]] = {
