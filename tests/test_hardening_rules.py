@@ -552,3 +552,12 @@ def test_the_api_endpoint_is_not_another_regions_node() -> None:
         "regions.fra1.network.apiEndpoint: '10.120.0.11' is the address of regions.iad1.nodePools.servers.hosts[0], a "
         "node of another region; every node of fra1 would join that region's cluster; give fra1's own API VIP or name"
     ]
+
+
+def test_socket_lb_beyond_the_host_namespace_is_refused_with_vms() -> None:
+    assert errors(put(("fra1", "cilium"), {"values": {"socketLB": {"hostNamespaceOnly": False}}})) == [
+        "regions.fra1.cilium.values.socketLB.hostNamespaceOnly: false breaks Service access from VMs (VMs "
+        "acme/train-01, acme/desk-01, acme/cad-01): socket-LB would translate inside the virt-launcher pods, which "
+        "the guest's traffic bypasses (cilium/cilium#14563); remove it, gpucell sets true"
+    ]
+    assert errors(put(("fra1", "cilium"), {"values": {"socketLB": {"hostNamespaceOnly": True}}})) == ["OK"]

@@ -569,6 +569,22 @@ class CellSpec(SpecModel):
     def _check_k3s(self) -> Iterator[SpecError]:
         yield from check_k3s(self.k3s, self.versions.k3s)
 
+    def _check_cilium(self) -> Iterator[SpecError]:
+        """``socketLB.hostNamespaceOnly: false`` with VMs in the cell: under kube-proxy replacement socket-LB then
+        translates Service addresses inside the virt-launcher pods too, so the guest's own connections to a
+        Service bypass the translation and fail (cilium/cilium#14563; Cilium's KubeVirt notes)."""
+        socket_lb = self.cilium.values.get("socketLB")
+        if not isinstance(socket_lb, dict) or socket_lb.get("hostNamespaceOnly") is not False:
+            return
+        vm_pools = [n for n, p in self.gpu_pools().items() if p.mode in (GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU)]
+        vms = [f"{t}/{v}" for t, tenant in self.tenants.items() for v in tenant.virtual_machines]
+        if vms or vm_pools:
+            where = f"VMs {', '.join(vms[:3])}" if vms else f"VM pools {', '.join(vm_pools)}"
+            yield SpecError(("cilium", "values", "socketLB", "hostNamespaceOnly"),
+                            f"false breaks Service access from VMs ({where}): socket-LB would translate inside "
+                            "the virt-launcher pods, which the guest's traffic bypasses (cilium/cilium#14563); "
+                            "remove it, gpucell sets true")
+
     def _check_sign_in(self) -> Iterator[SpecError]:
         if self.oidc is not None and release(self.versions.k3s.lstrip("v")) < (1, 30):
             yield SpecError(("oidc",), f"needs Kubernetes 1.30 or later (structured authentication configuration); "
@@ -592,6 +608,7 @@ _CELL_RULES = (
     Rule("kserve", ("kserve", "versions"), CellSpec._check_kserve_mode),
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
+    Rule("cilium", ("cilium", "node_pools", "tenants"), CellSpec._check_cilium),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
     Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
          after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn")),
