@@ -120,13 +120,14 @@ def test_a_stack_file_that_is_not_utf8_is_one_line(tmp_path: Path, command: list
 def test_problems_past_the_bound_end_in_one_line_naming_it(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
     tenant = config["config"]["gpucell:regions"]["lab1"]["tenants"]["research"]
-    tenant.update({f"typo{i:04d}": i for i in range(5000)})
+    tenant.update({f"typo{i:05d}": i for i in range(50000)})  # 1.2 MB: formatted problems are bounded too
     project = _project(tmp_path, yaml.safe_dump(config))
     code, out, err, seconds = _run("plan", "dev", "--project-dir", str(project))
     lines = err.splitlines()
     assert (code, out, len(lines)) == (2, "", 101)
-    assert lines[0].startswith("regions.lab1.tenants.research.typo0000: unknown key; accepted keys are ")
-    assert lines[-1] == "gpucell: 4900 more problems not shown; gpucell reports at most 100 per run"
+    assert lines[0].startswith("regions.lab1.tenants.research.typo00000: unknown key; accepted keys are ")
+    assert lines[-1] == (
+        "gpucell: more than 100 problems; the first 100 are shown (gpucell reports at most 100 per run)")
     assert seconds < 10
 
 
