@@ -250,7 +250,7 @@ def _text(path: Path) -> str:
 
 def _load_yaml(path: Path) -> dict[str, Any]:
     stream = io.StringIO(_text(path))
-    stream.name = str(path)  # type: ignore[misc]  # libyaml's marks name the file, as when it reads the file
+    stream.name = str(path)  # libyaml's marks name the file, as when it reads the file
     loader = _UniqueKeyLoader(stream)
     try:
         node = loader.get_single_node()

@@ -202,8 +202,8 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
         cpu["dedicatedCpuPlacement"] = True
     if spec.numa_passthrough:
         cpu["numa"] = {"guestMappingPassthrough": {}}
-    if spec.gpu_model in CATALOG and spec.vgpu_profile is None and needs_host_cpu_model(CATALOG[spec.gpu_model],
-                                                                                       placement.count):
+    model = CATALOG.get(spec.gpu_model or "")
+    if model is not None and spec.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
         cpu["model"] = HOST_PASSTHROUGH  # the guest firmware's MMIO window then fits the GPUs' BARs
     memory: dict[str, Any] = {"guest": f"{spec.memory_gib}Gi"}
     if spec.hugepages is not None:
