@@ -105,12 +105,15 @@ def _kinds(workloads: int) -> list[str]:
 
 
 _DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 20}
+_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucGvbGpP3rZ1ffYbV1Sm2eSwe0RhXj8fkZ4bQ1r7n bench"
+"""Every VM has a login (a VM without one is refused)."""
 
 
 def _workload(kind: str) -> tuple[str, dict[str, Any], Counter[str], tuple[int, int, int]]:
     """(section, spec, GPU units by resource, (cpu millicores, memory GiB, storage GiB)) of one workload."""
     if kind.startswith("vm-"):
-        vm: dict[str, Any] = {"cpu": {"cores": 4}, "memoryGib": 16, "rootDisk": copy.deepcopy(_DISK)}
+        vm: dict[str, Any] = {"cpu": {"cores": 4}, "memoryGib": 16, "rootDisk": copy.deepcopy(_DISK),
+                              "sshKeys": [_SSH_KEY]}
         units: Counter[str] = Counter()
         if kind == "vm-passthrough":
             vm.update(gpuModel="H100-SXM5-80GB", gpus=1)

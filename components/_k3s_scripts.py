@@ -190,7 +190,8 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     """The k3s options of one node as an ordered mapping (rendered by :func:`render_config`).
 
     Every node: ``node-name``, ``node-ip``, ``token-file``, ``node-label`` (see :func:`managed_labels`, then
-    the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``taints``, when any), ``kubelet-arg``
+    the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``node_taints``, when any: a server's
+    control-plane taint, then ``taints``), ``kubelet-arg``
     (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
     ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
     The init server (``CellSpec.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
@@ -211,8 +212,8 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
         config["server"] = api_server_url(cell)
     config["token-file"] = TOKEN_PATH
     config["node-label"] = _node_labels(cell, pool_name, pool)
-    if pool.taints:
-        config["node-taint"] = list(pool.taints)
+    if pool.node_taints:
+        config["node-taint"] = pool.node_taints
     hardening = hardening_options(cell)
     kubelet_args = [*(pool.topology.kubelet_args() if pool.topology is not None else []),
                     *hardening.pop("kubelet-arg", [])]

@@ -25,6 +25,13 @@ SHOWN_LIMIT = 60
 _PLAIN_KEY = re.compile(r"[^\s\[\]\"'\\]+")
 """A key shown as is in a key path; any other key (empty, with spaces, quotes or brackets) is shown quoted."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+MAX_PROBLEMS = 100
+"""The most problem lines one :class:`ConfigError` shows; the rest are counted in one last line that names the
+bound (a file of a million unknown keys is one screen, not a million lines)."""
+TOO_MANY_PROBLEMS = (f"gpucell: more than {MAX_PROBLEMS} problems; the first {MAX_PROBLEMS} are shown (gpucell "
+                     f"reports at most {MAX_PROBLEMS} per run)")
+"""The last line of a :class:`ConfigError` past :data:`MAX_PROBLEMS`. Problems past twice the bound are not even
+formatted (each costs a walk of the models), so the line gives no count."""
 
 
 def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
@@ -72,11 +79,16 @@ class ConfigError(Exception):
     """The stack config is wrong. ``lines`` holds one ``key.path: message`` line per problem.
 
     Each line is one line: a control character that slipped into a message (a value shown without
-    :func:`shown`) is escaped, and duplicate lines are dropped.
+    :func:`shown`) is escaped, and duplicate lines are dropped. Past :data:`MAX_PROBLEMS` lines, one last line
+    says how many more were found.
     """
 
     def __init__(self, lines: Sequence[str]) -> None:
-        self.lines = list(dict.fromkeys(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line) for line in lines))
+        unique = list(dict.fromkeys(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line) for line in lines))
+        if len(unique) > MAX_PROBLEMS or (unique and unique[-1] == TOO_MANY_PROBLEMS):
+            unique = [line for line in unique if line != TOO_MANY_PROBLEMS]
+            unique = [*unique[:MAX_PROBLEMS], TOO_MANY_PROBLEMS]
+        self.lines = unique
         super().__init__("\n".join(self.lines))
 
     @classmethod
@@ -195,4 +207,6 @@ def format_validation_error(
     ``root`` is the model that was validated and ``prefix`` the key path of its input in the stack config
     (``("regions", "fra1")``).
     """
-    return ConfigError([_line(root, prefix, err) for err in exc.errors(include_url=False)])
+    errors = exc.errors(include_url=False)
+    lines = [_line(root, prefix, err) for err in errors[: 2 * MAX_PROBLEMS]]  # duplicates are dropped later
+    return ConfigError(lines + ([TOO_MANY_PROBLEMS] * (len(errors) > 2 * MAX_PROBLEMS)))

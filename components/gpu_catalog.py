@@ -39,6 +39,7 @@ from types import MappingProxyType
 
 __all__ = [
     "CATALOG",
+    "GUEST_MMIO64_WINDOW_MIB",
     "NVIDIA_PCI_VENDOR",
     "NVSWITCHES",
     "VENDOR_VFIO_DRIVER_BRANCH",
@@ -49,6 +50,7 @@ __all__ = [
     "NvSwitch",
     "VgpuFramework",
     "mig_resource_name",
+    "needs_host_cpu_model",
     "pci_resource_name",
 ]
 
@@ -185,6 +187,9 @@ class GpuModel:
     """PCI device ID an SR-IOV virtual function of the board reports, where observed (lower-case hex)."""
     hgx: HgxBoard | None = None
     """The HGX baseboard of an SXM model; ``None`` for PCIe boards."""
+    bar1_mib: int = 256
+    """The BAR1 aperture one GPU maps into a guest's 64-bit MMIO space, MiB (``nvidia-smi -q``, "BAR1 Memory Usage:
+    Total"); data-center GPUs size it to cover their framebuffer. See :func:`needs_host_cpu_model`."""
 
     @property
     def memory_gib(self) -> int:
@@ -266,6 +271,7 @@ _HGX_B200 = HgxBoard(gpus=8, nvswitch=None)
 _MODELS = (
     GpuModel(
         name="T4",
+        bar1_mib=256,
         pci_device_id="1eb8",
         pci_device_name="TU104GL [Tesla T4]",
         architecture=GpuArchitecture.TURING,
@@ -275,6 +281,7 @@ _MODELS = (
     ),
     GpuModel(
         name="A100-SXM4-40GB",
+        bar1_mib=65536,
         pci_device_id="20b0",
         pci_device_name="GA100 [A100 SXM4 40GB]",
         architecture=GpuArchitecture.AMPERE,
@@ -288,6 +295,7 @@ _MODELS = (
     ),
     GpuModel(
         name="A100-SXM4-80GB",
+        bar1_mib=131072,
         pci_device_id="20b2",
         pci_device_name="GA100 [A100 SXM4 80GB]",
         architecture=GpuArchitecture.AMPERE,
@@ -301,6 +309,7 @@ _MODELS = (
     ),
     GpuModel(
         name="H100-SXM5-80GB",
+        bar1_mib=131072,
         pci_device_id="2330",
         pci_device_name="GH100 [H100 SXM5 80GB]",
         architecture=GpuArchitecture.HOPPER,
@@ -314,6 +323,7 @@ _MODELS = (
     ),
     GpuModel(
         name="H200-SXM-141GB",
+        bar1_mib=262144,
         pci_device_id="2335",
         pci_device_name="GH100 [H200 SXM 141GB]",
         architecture=GpuArchitecture.HOPPER,
@@ -327,6 +337,7 @@ _MODELS = (
     ),
     GpuModel(
         name="L4",
+        bar1_mib=32768,
         pci_device_id="27b8",
         pci_device_name="AD104GL [L4]",
         architecture=GpuArchitecture.ADA,
@@ -336,6 +347,7 @@ _MODELS = (
     ),
     GpuModel(
         name="L40S",
+        bar1_mib=65536,
         pci_device_id="26b9",
         pci_device_name="AD102GL [L40S]",
         architecture=GpuArchitecture.ADA,
@@ -348,6 +360,7 @@ _MODELS = (
     ),
     GpuModel(
         name="B200",
+        bar1_mib=262144,
         pci_device_id="2901",
         pci_device_name="GB100 [B200]",
         architecture=GpuArchitecture.BLACKWELL,
@@ -363,3 +376,18 @@ _MODELS = (
 
 CATALOG: Mapping[str, GpuModel] = MappingProxyType({m.name: m for m in _MODELS})
 """Catalog key -> :class:`GpuModel`."""
+
+
+GUEST_MMIO64_WINDOW_MIB = 65536
+"""The 64-bit PCI MMIO window a guest's firmware can be relied on to open without help, MiB: OVMF sizes it from the
+guest's physical address bits, which KubeVirt's default CPU model (``host-model``) may report lower than the host's,
+and older OVMF opened 32 GiB. GPUs whose BARs do not fit are left unassigned ("This PCI I/O region assigned to your
+NVIDIA device is invalid", kubevirt/kubevirt#11093, harvester/harvester#8972)."""
+
+
+def needs_host_cpu_model(model: GpuModel, whole_gpus: int) -> bool:
+    """Whether a VM with ``whole_gpus`` passthrough GPUs of ``model`` needs ``domain.cpu.model: host-passthrough``:
+    several large-BAR GPUs whose BAR1 apertures together exceed :data:`GUEST_MMIO64_WINDOW_MIB`. With the host's CPU
+    model the guest sees the host's physical address bits and its firmware opens a window that fits them. A GPU VM
+    never live-migrates (gpucell sets no eviction strategy with GPUs), so the model ties it to nothing more."""
+    return whole_gpus >= 2 and model.bar1_mib * whole_gpus > GUEST_MMIO64_WINDOW_MIB

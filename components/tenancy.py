@@ -111,6 +111,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -118,6 +119,7 @@ from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
+from gpucell._k3s_scripts import listen_port
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
 from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.spec.identity import OidcSpec
@@ -241,8 +243,10 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     """``spec.hard`` of the tenant's ResourceQuota; every quantity a string.
 
     CPU as millicores (``"16000m"``) and memory as GiB (``"64Gi"``), each for requests and limits;
-    ``requests.storage`` in GiB; counts of pods, PVCs, Services, node ports (``services.nodeports``: every port of
-    a NodePort Service, Kubernetes ``pkg/quota/v1/evaluator/core/services.go``) and LoadBalancer Services; and
+    ``requests.storage``, ``requests.``/``limits.ephemeral-storage`` and ``requests.hugepages-1Gi``/``-2Mi``
+    (``hugepagesGib``, else ``memoryGib``) in GiB; counts of pods, PVCs, Services, node ports
+    (``services.nodeports``: every port of a NodePort Service, Kubernetes
+    ``pkg/quota/v1/evaluator/core/services.go``) and LoadBalancer Services; and
     ``requests.<resource>`` for every GPU resource of :func:`gpu_resources`, the quota's units or ``"0"``: a
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
@@ -255,12 +259,17 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
     claims for a tenant without DRA quota, whatever class a claim names). KEP-4381 "ResourceQuota".
     """
     quota = spec.quota
+    hugepages = quota.memory_gib if quota.hugepages_gib is None else quota.hugepages_gib
     hard = {
         "requests.cpu": f"{quota.cpu_millicores}m",
         "limits.cpu": f"{quota.cpu_millicores}m",
         "requests.memory": f"{quota.memory_gib}Gi",
         "limits.memory": f"{quota.memory_gib}Gi",
         "requests.storage": f"{quota.storage_gib}Gi",
+        "requests.ephemeral-storage": f"{quota.ephemeral_storage_gib}Gi",
+        "limits.ephemeral-storage": f"{quota.ephemeral_storage_gib}Gi",
+        "requests.hugepages-1Gi": f"{hugepages}Gi",
+        "requests.hugepages-2Mi": f"{hugepages}Gi",
         "pods": str(quota.pods),
         "persistentvolumeclaims": str(quota.persistent_volume_claims),
         "services": str(quota.services),
@@ -297,16 +306,19 @@ def limit_range_manifest(tenant: str, spec: TenantSpec) -> dict[str, Any]:
     """The ``LimitRange`` ``tenant-defaults``: container ``default`` (limits) and ``defaultRequest``.
 
     The quota counts limits, so a container without them would be refused; these defaults fill them in
-    (CPU in millicores, memory in MiB).
+    (CPU in millicores, memory and ephemeral storage in MiB; ephemeral storage is requested at an eighth of its
+    limit).
     """
     limits = spec.limits
     default = {"cpu": f"{limits.default_cpu_millicores}m", "memory": f"{limits.default_memory_mib}Mi"}
+    ephemeral = limits.default_ephemeral_storage_mib
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": object_meta(tenant, "tenant-defaults"),
         "spec": {"limits": [
-            {"type": "Container", "default": dict(default), "defaultRequest": dict(default)},
+            {"type": "Container", "default": {**default, "ephemeral-storage": f"{ephemeral}Mi"},
+             "defaultRequest": {**default, "ephemeral-storage": f"{ephemeral // 8}Mi"}},
         ]},
     }
 
@@ -372,7 +384,10 @@ def _policy(tenant: str, name: str, description: str, rules: dict[str, Any]) -> 
 
 def _egress_cluster(cell: CellSpec) -> list[dict[str, Any]]:
     platform = {f"k8s:io.cilium.k8s.namespace.labels.{PLATFORM_SERVICES_LABEL}": "true"}
-    rules: list[dict[str, Any]] = [{"toEntities": ["kube-apiserver"]}]
+    # the API server's own port only: on k3s the kube-apiserver entity is the server nodes, whose SSH, etcd and
+    # kubelet ports an entity rule without toPorts would open too (the Service's 443 is translated to it first)
+    rules: list[dict[str, Any]] = [{"toEntities": ["kube-apiserver"],
+                                    "toPorts": [{"ports": [{"port": str(listen_port(cell)), "protocol": "TCP"}]}]}]
     api = cell.network.api_address
     if api is not None:  # the VIP or load balancer address, on the API port only
         rules.append({"toCIDRSet": [{"cidr": f"{api}/32"}],
@@ -380,13 +395,23 @@ def _egress_cluster(cell: CellSpec) -> list[dict[str, Any]]:
     return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
 
 
+PRIVATE_RANGES = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+"""What ``internet`` never reaches unless the tenant lists a network of them in ``egressCidrs``: the RFC 1918
+private networks and RFC 6598 shared address space (carrier-grade NAT), where every cell's nodes, pods and services
+and the operator's own networks live."""
+
+
 def internet_exceptions(cell: CellSpec) -> list[str]:
-    """What ``internet`` egress leaves out of ``0.0.0.0/0``: link-local (instance metadata) and the cell's node,
-    pod and service CIDRs (the node network holds the API VIP, BMCs and storage; in-cluster pods and nodes are
-    Cilium identities, never CIDR matches, so listing their networks only keeps addresses Cilium does not know
-    about out too)."""
+    """What ``internet`` egress leaves out of ``0.0.0.0/0``: link-local (instance metadata), the private ranges
+    (:data:`PRIVATE_RANGES`: other regions' cells and the operator's networks), and the cell's node, pod and
+    service CIDRs where they are outside those (the node network holds the API VIP, BMCs and storage; in-cluster
+    pods and nodes are Cilium identities, never CIDR matches, so listing their networks only keeps addresses
+    Cilium does not know about out too). ``egressCidrs`` of an ``internet`` tenant reopen private networks in a
+    policy of their own (Cilium allows what any policy allows)."""
     net = cell.network
-    return [str(LINK_LOCAL), str(net.node_cidr), str(net.pod_cidr), str(net.service_cidr)]
+    private = [LINK_LOCAL, *PRIVATE_RANGES]
+    own = [n for n in (net.node_cidr, net.pod_cidr, net.service_cidr) if not any(n.subnet_of(p) for p in private)]
+    return [str(n) for n in (*private, *own)]
 
 
 def egress_policy_names(spec: TenantSpec) -> list[str]:
@@ -397,7 +422,8 @@ def egress_policy_names(spec: TenantSpec) -> list[str]:
         case EgressClass.CLUSTER:
             return ["tenant-allow-egress-cluster"]
         case EgressClass.INTERNET:
-            return ["tenant-allow-egress-cluster", "tenant-allow-egress-internet"]
+            reopened = ["tenant-allow-egress-cidrs"] if spec.egress_cidrs else []
+            return ["tenant-allow-egress-cluster", "tenant-allow-egress-internet", *reopened]
         case EgressClass.CUSTOM:
             return [name for name, given in (("tenant-allow-egress-cidrs", spec.egress_cidrs),
                                              ("tenant-allow-egress-fqdns", spec.egress_fqdns)) if given]
@@ -438,7 +464,7 @@ def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> l
             "Egress class internet: outside the cell, never link-local or the cell's node, pod and service networks",
             [{"toCIDRSet": [{"cidr": "0.0.0.0/0", "except": internet_exceptions(cell)}]}],
         ),
-        "tenant-allow-egress-cidrs": ("Egress class custom: the tenant's egressCidrs",
+        "tenant-allow-egress-cidrs": (f"Egress class {spec.egress.value}: the tenant's egressCidrs",
                                       [{"toCIDRSet": [{"cidr": str(net)} for net in spec.egress_cidrs]}]),
         "tenant-allow-egress-fqdns": ("Egress class custom: the tenant's egressFqdns", [{"toFQDNs": [
             {"matchPattern": fqdn} if fqdn.startswith(("*.", "**.")) else {"matchName": fqdn}

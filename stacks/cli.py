@@ -121,14 +121,31 @@ def _project_dir(parser: argparse.ArgumentParser) -> None:
                         help="directory holding Pulumi.yaml (default: the current directory)")
 
 
+class CommandLineError(ConfigError):
+    """The command line asks for something that cannot be done (a wrong argument count, an option's path that
+    cannot be written): one line each, exit 2 in every subcommand, before anything runs."""
+
+
 def _writable(option: str, path: Path, *, directory: bool) -> list[str]:
-    """Why ``path`` cannot be written as the directory (``directory``) or file ``option`` names, else ``[]``."""
+    """Why ``path`` cannot be written as the directory (``directory``) or file ``option`` names, else ``[]``.
+
+    Tried for real (the directory is created and a temporary file written in it): permissions alone do not tell
+    root whether ``/proc`` or a read-only mount takes a file.
+    """
     what = "a directory (it writes DIR/<region>/...)" if directory else "the path of a file to write"
     if path.exists() and path.is_dir() != directory:
         return [f"{option}: {str(path)!r} is {'a file' if directory else 'a directory'}; {option} takes {what}"]
     blocker = next((p for p in path.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         return [f"{option}: {str(path)!r} cannot be created: {str(blocker)!r} is a file"]
+    folder = path if directory else path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return [f"{option}: {str(path)!r} cannot be written ({exc.strerror or type(exc).__name__}); give a "
+                "writable path"]
     return []
 
 
@@ -136,7 +153,7 @@ def _plan(args: argparse.Namespace) -> int:
     problems = [*(_writable("--out", args.out, directory=True) if args.out else []),
                 *(_writable("--json", args.json, directory=False) if args.json else [])]
     if problems:  # before the plan: nothing is printed for a run that cannot write what it was asked to
-        raise ConfigError(problems)
+        raise CommandLineError(problems)
     schemas = args.schemas or default_cache_dir()
     if args.check:  # before the plan, in this order: the libraries, then a wrong --schemas fail at once
         check_libraries()
@@ -183,7 +200,8 @@ def _looks_like_a_file(argument: str) -> bool:
 def _file_reviews(args: argparse.Namespace) -> list[Review]:
     """``gpucell diff BASE.json HEAD.json``."""
     if len(args.args) != 2:
-        raise ConfigError(["gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]"])
+        raise CommandLineError([f"gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got "
+                                f"{len(args.args)} argument{'' if len(args.args) == 1 else 's'}"])
     base_path, head_path = (Path(p) for p in args.args)
     base, head = load_plan(base_path), load_plan(head_path)
     notes = []
@@ -225,7 +243,7 @@ def _reviews(args: argparse.Namespace) -> list[Review]:
 def _diff(args: argparse.Namespace) -> int:
     """``gpucell diff``: print (and write) the review; exit 0/3/4 by what it found."""
     if args.out is not None and (problems := _writable("--out", args.out, directory=False)):
-        raise ConfigError(problems)
+        raise CommandLineError(problems)
     reviews = _reviews(args)
     markdown = render(reviews)
     print(markdown, end="")
@@ -248,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI. Exit codes: 0 success, 2 configuration error or wrong command line (one line per problem; for
     the command line, argparse's usage), 1 anything else (including ``plan --check`` finding problems).
     ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive changes, 1 any error (configuration errors included),
-    2 wrong command line (argparse). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
+    2 wrong command line (argparse's, or :class:`CommandLineError`: one plan file, an ``--out`` that cannot be
+    written). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
     run quietly with exit 1, as other command-line tools stop when their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema}
@@ -257,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_FAILED
+    except CommandLineError as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return EXIT_CONFIG
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
-from gpucell.errors import ConfigError
+from gpucell.errors import ConfigError, join_path
 from gpucell.spec import StackSpec
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 
@@ -41,13 +41,22 @@ class StackConfig:
 def _regions_object(config: pulumi.Config) -> Any:
     try:
         regions = config.get_object("regions")
-    except pulumi.config.ConfigTypeError as exc:
-        raise ConfigError.at(("regions",), f"is not a YAML/JSON object ({exc})") from None
+    except pulumi.config.ConfigTypeError:
+        raise ConfigError.at(("regions",), _not_json("regions", "a YAML/JSON object")) from None
     if regions is None:
         raise ConfigError.at(
             ("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)"
         )
     return regions
+
+
+def _not_json(key: str, what: str) -> str:
+    """Why ``gpucell:<key>`` could not be read as JSON, without its text: pulumi's ``ConfigTypeError`` quotes the
+    whole value, which for a ``secure:`` value is the decrypted secret."""
+    if _is_secret(f"{PROJECT}:{key}"):
+        return (f"is a secure: value that does not decrypt to {what} (its text is not shown); store it as plain "
+                f"YAML in the stack file, or encrypt JSON text")
+    return f"is not {what}; write it as a YAML mapping or list under {PROJECT}:{key} in the stack file"
 
 
 def _config_keys() -> set[str]:
@@ -62,14 +71,14 @@ def _is_secret(full_key: str) -> bool:
 
 
 def _check_top_level_keys(secret_keys: set[str]) -> None:
-    """Reject ``gpucell:*`` keys the program does not read: a typo there would otherwise be ignored."""
+    """Reject ``gpucell:*`` keys the program does not read, all in one run: a typo there would otherwise be
+    ignored."""
     accepted = {"regions", "acknowledge", *secret_keys}
-    for full_key in sorted(_config_keys()):
-        namespace, _, key = full_key.partition(":")
-        if namespace == PROJECT and key not in accepted:
-            raise ConfigError.at(
-                (key,), f"unknown key in the {PROJECT} namespace; accepted keys are {', '.join(sorted(accepted))}"
-            )
+    unknown = [key for full_key in sorted(_config_keys())
+               for namespace, _, key in [full_key.partition(":")] if namespace == PROJECT and key not in accepted]
+    if unknown:
+        raise ConfigError([f"{join_path((key,))}: unknown key in the {PROJECT} namespace; accepted keys are "
+                           f"{', '.join(sorted(accepted))}" for key in unknown])
 
 
 def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> pulumi.Output[str]:
@@ -89,8 +98,8 @@ def _acknowledgements(config: pulumi.Config, regions: list[str]) -> list[Acknowl
     """``gpucell:acknowledge``, validated; every region it names (but for ``regionRemoved``) must be in the stack."""
     try:
         raw = config.get_object("acknowledge")
-    except pulumi.config.ConfigTypeError as exc:
-        raise ConfigError.at(("acknowledge",), f"is not a YAML/JSON list ({exc})") from None
+    except pulumi.config.ConfigTypeError:
+        raise ConfigError.at(("acknowledge",), _not_json("acknowledge", "a YAML/JSON list")) from None
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -120,6 +129,23 @@ def _credentials_problem(key: str, scheme: str, used_by: str) -> str | None:
         return (f"{key}: {exc} ({used_by} reads it for {scheme}:// storage); set it with "
                 f"`pulumi config set --secret {key} -- {example}`")
     return None
+
+
+def _etcd_credentials_problem(key: str, region: str) -> str | None:
+    """A line when the etcd S3 secret ``key`` is not ``<access key id>:<secret access key>``; never the value.
+
+    Checked before anything is registered, as :func:`_credentials_problem` is, so that ``pulumi up`` stops with
+    this line and not inside the kube-system Secret's ``apply``.
+    """
+    value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+    if value is None:
+        return None
+    key_id, sep, secret = value.partition(":")
+    if sep and key_id and secret:
+        return None
+    return (f"{key}: is not '<access key id>:<secret access key>' (regions.{region}.etcd.snapshots.s3."
+            f"credentialsConfigKey names it; the value is not shown); set it with "
+            f"`pulumi config set --secret {key} -- '<access key id>:<secret access key>'`")
 
 
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
@@ -154,6 +180,10 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 )
             except ConfigError as exc:
                 problems += exc.lines
+            else:
+                problem = _etcd_credentials_problem(s3.credentials_config_key, region)
+                if problem is not None:
+                    problems.append(problem)
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

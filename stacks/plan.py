@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import io
 import json
 import math
 import shutil
@@ -183,12 +184,83 @@ class _UniqueKeyLoader(yaml.CSafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
+MAX_FILE_BYTES = 4 * 2**20
+"""The largest stack or project file gpucell reads: 4 MiB, 16 times the benchmark's largest fleet (200 nodes and
+1,000 workloads in 250 KB). A file past it is refused before it is parsed: a pull request's stack file is planned
+by CI, and its size is the author's choice."""
+MAX_VALUES = 200_000
+"""The most values (mappings, lists, scalars) a file may hold once YAML aliases are expanded, as JSON config (the
+form the Pulumi CLI hands the program) holds them: an alias counts as often as it is used, so nine levels of nine
+aliases ("billion laughs", 9^9 values) are refused after reading a few hundred bytes."""
+MAX_DEPTH = 64
+"""The deepest nesting of mappings and lists a file may hold (the deepest gpucell key path is about 12 levels)."""
+
+
+def _bounded(name: str, node: yaml.Node) -> None:
+    """Refuse a composed YAML document past :data:`MAX_VALUES` or :data:`MAX_DEPTH`, or one whose aliases refer
+    to a value that holds them (which JSON cannot carry). Each node is measured once however often it is aliased,
+    so the check takes time in the size of the file, not of its expansion."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values once expanded, nesting height)
+    under_way: set[int] = set()
+
+    def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
+        if id(node) in under_way:
+            raise ConfigError.at((name,), "holds a YAML alias to a value that contains the alias (a recursive "
+                                 "value), which JSON config cannot carry; write the value out")
+        known = measured.get(id(node))
+        if known is None:
+            children: list[yaml.Node] = []
+            if isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            elif isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            under_way.add(id(node))
+            sizes = [measure(child, depth + 1) for child in children]
+            under_way.discard(id(node))
+            known = (1 + sum(size for size, _ in sizes), 1 + max((height for _, height in sizes), default=0))
+            measured[id(node)] = known
+        if known[0] > MAX_VALUES:
+            raise ConfigError.at((name,), f"holds more than {MAX_VALUES} values once its YAML aliases are expanded "
+                                 f"(an alias counts each time it is used); gpucell reads at most {MAX_VALUES}")
+        if depth + known[1] > MAX_DEPTH:
+            raise ConfigError.at((name,), f"nests mappings and lists more than {MAX_DEPTH} levels deep; gpucell reads "
+                                 f"at most {MAX_DEPTH}")
+        return known
+
+    measure(node, 0)
+
+
+def _text(path: Path) -> str:
+    """The file's text: at most :data:`MAX_FILE_BYTES`, UTF-8 (as the Pulumi CLI reads it)."""
     try:
-        with path.open() as stream:
-            data = yaml.load(stream, Loader=_UniqueKeyLoader)
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError.at((path.name,), f"is {size} bytes; gpucell reads stack and project files of at most "
+                                 f"{MAX_FILE_BYTES} bytes (4 MiB)")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError.at((path.name,), f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError.at((path.name,), f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}); save "
+                             "it as UTF-8, the only encoding the Pulumi CLI reads") from None
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    stream = io.StringIO(_text(path))
+    stream.name = str(path)  # libyaml's marks name the file, as when it reads the file
+    loader = _UniqueKeyLoader(stream)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _bounded(path.name, node)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigError.at((path.name,), f"is not valid YAML: {exc}".replace("\n", " ")) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise ConfigError.at((path.name,), "must be a YAML mapping")
     return data

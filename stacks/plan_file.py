@@ -62,8 +62,20 @@ def plan_problem(document: Any) -> str | None:
     resources = document["resources"]
     if not isinstance(resources, list):
         return f"resources is a JSON {_json_kind(resources)}, not a list"
-    return next((problem for index, resource in enumerate(resources)
-                 if (problem := _resource_problem(f"resources[{index}]", resource)) is not None), None)
+    problem = next((problem for index, resource in enumerate(resources)
+                    if (problem := _resource_problem(f"resources[{index}]", resource)) is not None), None)
+    return problem if problem is not None else _duplicate_urn(resources)
+
+
+def _duplicate_urn(resources: list[dict[str, Any]]) -> str | None:
+    """The second resource with a URN an earlier one has: a diff by URN would compare only one of them."""
+    first: dict[str, int] = {}
+    for index, resource in enumerate(resources):
+        seen = first.setdefault(resource["urn"], index)
+        if seen != index:
+            return (f"resources[{index}] has the urn of resources[{seen}] ({resource['urn']}); a plan registers each "
+                    "URN once")
+    return None
 
 
 def _resource_problem(where: str, resource: Any) -> str | None:

@@ -38,7 +38,8 @@ def errors(config: dict[str, Any]) -> list[str]:
 
 def vm(**fields: Any) -> dict[str, Any]:
     """An 8-GPU H100 VM of 512 GiB: in 1 GiB hugepages, as the prod H100 hosts keep little ordinary memory."""
-    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "hugepages": "1Gi", "rootDisk": DISK, **fields}
+    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "hugepages": "1Gi", "rootDisk": DISK,
+            "noLogin": True, **fields}
 
 
 A = "regions.fra1.tenants.acme"
@@ -48,7 +49,7 @@ def test_every_kind_fits_the_prod_region() -> None:
     config = region(acme={
         "virtualMachines": {"train": vm(dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True),
                             "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32, hugepages=None),
-                            "bastion": {"memoryGib": 4, "rootDisk": DISK}},
+                            "bastion": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True}},
         "notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}},
         "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://org/model",
                                    "gpu": {"model": "H200-SXM-141GB", "count": 2}, "maxReplicas": 3}},
@@ -133,7 +134,7 @@ def test_live_migration_with_gpus_or_rwo_disks() -> None:
         f"{A}.virtualMachines.x.evictionStrategy: 'LiveMigrate': a VM with GPUs cannot live-migrate; use None or "
         "External"
     ]
-    cpu_vm = {"memoryGib": 4, "rootDisk": DISK, "evictionStrategy": "LiveMigrateIfPossible"}
+    cpu_vm = {"memoryGib": 4, "rootDisk": DISK, "noLogin": True, "evictionStrategy": "LiveMigrateIfPossible"}
     assert errors(region(acme={"virtualMachines": {"x": cpu_vm}})) == [
         f"{A}.virtualMachines.x.evictionStrategy: 'LiveMigrateIfPossible': live migration needs ReadWriteMany "
         "disks, disk 0 is not; use None or External"
@@ -186,8 +187,8 @@ def test_workload_names_are_labels_and_unique_within_a_tenant() -> None:
         f"{A}.notebooks.1nb: '1nb' is not a DNS-1035 label (starts with a lower-case letter; lower-case letters, "
         "digits and '-'; at most 63 characters): workloads get Services of that name"
     ]
-    assert errors(region(acme={"notebooks": {"x": {}}, "virtualMachines": {"x": {"memoryGib": 4,
-                                                                                 "rootDisk": DISK}}})) == [
+    assert errors(region(acme={"notebooks": {"x": {}}, "virtualMachines": {
+            "x": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True}}})) == [
         f"{A}.notebooks.x: 'x' is already the name of virtualMachines.x in this tenant; workload names share the "
         "namespace"
     ]
@@ -238,7 +239,7 @@ def test_downloads_need_egress(egress: str) -> None:
         f"{A}.modelEndpoints.llm.storageUri: KServe downloads hf://o/m from the tenant's namespace, but its egress is "
         f"'{egress}'; use egress internet, or custom with those hosts in egressFqdns"
     ]
-    pvc_disk = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu"}, "sizeGib": 20}}
+    pvc_disk = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu"}, "sizeGib": 20}, "noLogin": True}
     config = region(acme={"egress": egress, "virtualMachines": {"x": pvc_disk}})
     config["imageNamespaces"] = ["images"]
     assert errors(config) == []
@@ -272,7 +273,8 @@ def test_vgpu_profile_typo_and_unoffered_profile() -> None:
 
 
 def test_vms_stay_off_server_pools() -> None:
-    assert errors(region(acme={"virtualMachines": {"x": {"memoryGib": 4, "rootDisk": DISK, "pool": "servers"}}})) == [
+    server_vm = {"memoryGib": 4, "rootDisk": DISK, "noLogin": True, "pool": "servers"}
+    assert errors(region(acme={"virtualMachines": {"x": server_vm}})) == [
         f"{A}.virtualMachines.x.pool: 'servers' is a server pool; VMs run on gpu or cpu pools: h100-vm, h200-mig, "
         "h200, l40s-vgpu, l4-dra, cpu"
     ]
@@ -292,13 +294,13 @@ def test_hugepages_without_topology_points_at_hugepages() -> None:
 
 
 def test_pvc_clones_stay_within_the_tenant_or_image_namespaces() -> None:
-    stolen = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-globex/db-disk"}, "sizeGib": 20}}
+    stolen = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-globex/db-disk"}, "sizeGib": 20}, "noLogin": True}
     config = region(acme={"virtualMachines": {"x": stolen}}, globex={})
     assert errors(config) == [
         f"{A}.virtualMachines.x.rootDisk.source.pvc: 'tenant-globex/db-disk' clones from namespace 'tenant-globex'; "
         "a tenant may clone from its own namespace tenant-acme or from imageNamespaces (none)"
     ]
-    own = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-acme/golden"}, "sizeGib": 20}}
+    own = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "tenant-acme/golden"}, "sizeGib": 20}, "noLogin": True}
     assert errors(region(acme={"virtualMachines": {"x": own}})) == []
 
 

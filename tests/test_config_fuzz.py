@@ -36,7 +36,7 @@ HOSTILE: list[Any] = [
 ]
 """Values a careless user or an attacker writes: wrong types, control characters, YAML-only types, addresses and
 names that isolation rules exist for, numbers beyond physical limits."""
-KEYS_OK = re.compile(r"(regions|Pulumi\.[a-z]+\.yaml)\b.*|[A-Za-z][A-Za-z0-9_-]*")
+KEYS_OK = re.compile(r"(regions|acknowledge|Pulumi\.[a-z]+\.yaml)\b.*|[A-Za-z][A-Za-z0-9_-]*")
 """What an error line's key path starts with: a region key, the stack file, or a config key (a secret's name)."""
 
 
@@ -54,13 +54,39 @@ def _paths(node: Any, prefix: Path_ = ()) -> list[Path_]:
     return out
 
 
-BASES = {stack: _base(stack) for stack in ("dev", "prod")}
-PATHS = {stack: _paths(config["config"]["gpucell:regions"]) for stack, config in BASES.items()}
+def _extended_dev() -> dict[str, Any]:
+    """Pulumi.dev.yaml with every key added since the fuzz test was first written that prod does not already
+    carry: sign-in (OIDC), the k3s profile, etcd snapshots to S3, a NodePort with allowFromCidrs, a second
+    storage class, the servers' allowWorkloads, hugepage and ephemeral-storage quotas, and acknowledgements."""
+    config = _base("dev")
+    lab = config["config"]["gpucell:regions"]["lab1"]
+    lab["oidc"] = {"issuerUrl": "https://login.lab.example/realms/lab", "clientId": "kubernetes",
+                   "usernameClaim": "email", "groupsClaim": "groups"}
+    lab["k3s"] = {"profile": "cis", "secretsEncryption": True}
+    lab["etcd"] = {"snapshots": {"schedule": "0 */6 * * *", "retention": 10, "s3": {
+        "endpoint": "minio.lab.example:9000", "bucket": "lab-etcd", "region": "eu-central-1", "folder": "lab1",
+        "credentialsConfigKey": "etcdS3CredentialsLab1"}}}
+    lab["storage"]["otherClasses"] = ["nfs"]
+    lab["nodePools"]["servers"]["allowWorkloads"] = True
+    research = lab["tenants"]["research"]
+    research["quota"].update({"nodePorts": 1, "hugepagesGib": 16, "ephemeralStorageGib": 200})
+    research["virtualMachines"]["bastion"]["sshService"] = {"type": "NodePort", "allowFromCidrs": ["198.51.100.0/24"]}
+    config["config"]["gpucell:etcdS3CredentialsLab1"] = {"secure": "v1:placeholder"}
+    config["config"]["gpucell:acknowledge"] = [{"change": "podCidr", "region": "lab1", "reason": "CHG-1"}]
+    return config
+
+
+FUZZED = ("gpucell:regions", "gpucell:acknowledge")
+"""The config keys whose values are mutated."""
+BASES = {"dev": _base("dev"), "prod": _base("prod"), "dev-extended": _extended_dev()}
+PATHS = {stack: [path for key in FUZZED if key in config["config"]
+                 for path in _paths({key: config["config"][key]})]
+         for stack, config in BASES.items()}
 
 
 @st.composite
 def mutations(draw: st.DrawFn, stack: str) -> list[tuple[str, Path_, Any]]:
-    """One to three ``(operation, path under gpucell:regions, value)`` edits."""
+    """One to three ``(operation, path under the config's gpucell:regions or gpucell:acknowledge, value)`` edits."""
     edits = []
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(PATHS[stack]))
@@ -70,9 +96,9 @@ def mutations(draw: st.DrawFn, stack: str) -> list[tuple[str, Path_, Any]]:
     return edits
 
 
-def _apply(regions: dict[str, Any], edits: list[tuple[str, Path_, Any]]) -> None:
+def _apply(config: dict[str, Any], edits: list[tuple[str, Path_, Any]]) -> None:
     for operation, path, value in edits:
-        parent: Any = regions
+        parent: Any = config
         try:
             for key in path[:-1]:
                 parent = parent[key]
@@ -93,6 +119,7 @@ def _apply(regions: dict[str, Any], edits: list[tuple[str, Path_, Any]]) -> None
 
 
 def _plan(stack: str, config: dict[str, Any]) -> tuple[int, str, str]:
+    stack = stack.split("-", maxsplit=1)[0]  # dev-extended is planned as stack dev
     with tempfile.TemporaryDirectory(prefix="gpucell-fuzz-") as tmp:
         (Path(tmp) / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
         (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(yaml.dump(config, Dumper=yaml.SafeDumper, allow_unicode=True))
@@ -104,7 +131,7 @@ def _plan(stack: str, config: dict[str, Any]) -> tuple[int, str, str]:
 
 def _check(stack: str, edits: list[tuple[str, Path_, Any]]) -> None:
     config = copy.deepcopy(BASES[stack])
-    _apply(config["config"]["gpucell:regions"], edits)
+    _apply(config["config"], edits)
     code, _, err = _plan(stack, config)
     assert code in (0, 2), f"exit {code} for {edits!r}:\n{err}"
     if code == 0:
@@ -137,3 +164,21 @@ def test_mutated_dev_configs_plan_or_fail_with_one_line_per_problem(edits: list[
 @given(mutations("prod"))
 def test_mutated_prod_configs_plan_or_fail_with_one_line_per_problem(edits: list[tuple[str, Path_, Any]]) -> None:
     _check("prod", edits)
+
+
+@FUZZ
+@given(mutations("dev-extended"))
+def test_mutated_keys_added_since_plan_or_fail_with_one_line_per_problem(edits: list[tuple[str, Path_, Any]]) -> None:
+    _check("dev-extended", edits)
+
+
+def test_the_extended_base_plans_and_covers_the_keys_added_since() -> None:
+    assert _plan("dev-extended", copy.deepcopy(BASES["dev-extended"]))[0] == 0
+    covered = {path[:5] for path in PATHS["dev-extended"]} | {path[:3] for path in PATHS["dev-extended"]}
+    lab = ("gpucell:regions", "lab1")
+    for path in [(*lab, "oidc"), (*lab, "k3s"), (*lab, "etcd"), (*lab, "storage"), ("gpucell:acknowledge", 0),
+                 (*lab, "tenants", "research", "virtualMachines"), (*lab, "nodePools", "servers")]:
+        assert any(c[: len(path)] == path for c in covered), path
+    prod = {path[:6] for path in PATHS["prod"]}
+    for key in ("nodePorts", "deviceClasses"):
+        assert ("gpucell:regions", "fra1", "tenants", "acme", "quota", key) in prod

@@ -170,7 +170,7 @@ def test_storage_class_of_existing_volumes(cell_config: dict[str, Any]) -> None:
                                        "notebooks": {"nb": {"cpuMillicores": 1000, "memoryGib": 4, "homeGib": 10}}}}
     after = copy.deepcopy(cell_config)
     after["tenants"]["acme"]["notebooks"]["nb"]["storageClass"] = "fast"
-    after["storage"] = {"backend": "longhorn", "replicas": 3}
+    after["storage"] = {"backend": "longhorn", "replicas": 3, "otherClasses": ["fast"]}
     assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in
             compare(fp(cell_config), fp(after), "lab")] == [
         ("storageClass", "default", "regions.lab.storage.backend", "local-path", "longhorn"),

@@ -82,7 +82,7 @@ ACME = TenantSpec.model_validate({
               "deviceClasses": {"gpu.nvidia.com": 2, "vfio.gpu.nvidia.com": 2}},
     "egress": "internet",
     "virtualMachines": {"cad": {"gpuModel": "L4", "gpus": 2, "gpuAllocation": "dra", "memoryGib": 32,
-                                "rootDisk": DISK}},
+                                "rootDisk": DISK, "noLogin": True}},
     "notebooks": {"nb": {"gpu": {"count": 1, "model": "L4", "allocation": "dra"}}},
     "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://o/m",
                                "gpu": {"count": 1, "allocation": "dra"}}},

@@ -42,7 +42,8 @@ def errors(config: dict[str, Any]) -> list[str]:
 
 
 def dra_vm(gpus: int = 1, **fields: Any) -> dict[str, Any]:
-    return {"gpuModel": "L4", "gpus": gpus, "gpuAllocation": "dra", "memoryGib": 16, "rootDisk": DISK, **fields}
+    return {"gpuModel": "L4", "gpus": gpus, "gpuAllocation": "dra", "memoryGib": 16, "rootDisk": DISK,
+            "noLogin": True, **fields}
 
 
 def dra_notebook(count: int = 1, **gpu: Any) -> dict[str, Any]:

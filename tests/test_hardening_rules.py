@@ -302,6 +302,32 @@ def test_a_credentials_key_is_one_tenants_across_regions_and_never_an_ssh_key() 
     ]
 
 
+
+def test_a_tenant_may_not_name_a_cell_secret() -> None:
+    """The etcd S3 credentials of any region are the cell's: a tenant's Secret would hand them to its members."""
+    assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "etcdS3CredentialsFra1")) == [
+        "regions.fra1.tenants.acme.modelEndpoints.llama-8b.credentialsConfigKey: 'etcdS3CredentialsFra1' is a secret "
+        "of the cell (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it), which the tenant's namespace "
+        "would then hold; name a secret of tenant acme that holds only this endpoint's storage credentials"
+    ]
+    assert errors(put(("iad1", "tenants", "globex", "modelEndpoints", "fraud-detector", "credentialsConfigKey"),
+                      "etcdS3CredentialsFra1"))[0].startswith(
+        "regions.iad1.tenants.globex.modelEndpoints.fraud-detector.credentialsConfigKey: 'etcdS3CredentialsFra1' is "
+        "a secret of the cell (regions.fra1.etcd")
+    # the other way round: the etcd target pointed at a tenant's key makes it the cell's too, and both regions'
+    # endpoints that name it are refused
+    assert errors(put(("fra1", "etcd", "snapshots", "s3", "credentialsConfigKey"), "s3CredentialsGlobex")) == [
+        f"regions.{region}.tenants.globex.modelEndpoints.fraud-detector.credentialsConfigKey: 's3CredentialsGlobex' "
+        "is a secret of the cell (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it), which the tenant's "
+        "namespace would then hold; name a secret of tenant globex that holds only this endpoint's storage "
+        "credentials"
+        for region in ("fra1", "iad1")
+    ]
+    assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "acknowledge")) == [
+        "regions.fra1.tenants.acme.modelEndpoints.llama-8b.credentialsConfigKey: 'acknowledge' is the region's SSH "
+        "key (or its config); name a secret that holds only this endpoint's storage credentials"
+    ]
+
 # -- sign-in --------------------------------------------------------------------------------------------------
 
 OIDC = {"issuerUrl": "https://idp.example.net/realms/gpucell", "clientId": "kubernetes"}
@@ -441,3 +467,97 @@ def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> Non
     )
     assert "NO-COLON" not in str(info.value)
     assert registered == []
+
+
+# -- values checked for what they become (issue 17) ------------------------------------------------------------
+
+
+def _renamed(kind: str, old: str, new: str) -> Edit:
+    def edit(regions: dict[str, Any]) -> None:
+        workloads = regions["fra1"]["tenants"]["acme"][kind]
+        workloads[new] = workloads.pop(old)
+
+    return edit
+
+
+def test_workload_names_fit_the_longest_object_name_made_from_them() -> None:
+    assert errors(_renamed("notebooks", "nb-alice", "n" * 52), _renamed("modelEndpoints", "llama-8b", "m" * 53),
+                  _renamed("virtualMachines", "desk-01", "v" * 59)) == ["OK"]
+    assert errors(_renamed("notebooks", "nb-alice", "n" * 60)) == [
+        f"regions.fra1.tenants.acme.notebooks.{'n' * 60}: {shown('n' * 60)} is 60 characters; at most 52: its "
+        "StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, a label value of at "
+        "most 63 characters, or they are never created (kubernetes/kubernetes#64023)"
+    ]
+    assert errors(_renamed("modelEndpoints", "llama-8b", "m" * 54))[0].endswith(
+        "is 54 characters; at most 53: KServe names its Deployment, Service and autoscaler <name>-predictor, and a "
+        "Service name is a DNS-1035 label of at most 63 characters")
+    assert errors(_renamed("virtualMachines", "desk-01", "v" * 60))[0].endswith(
+        "is 60 characters; at most 59: its SSH Service <name>-ssh is a DNS-1035 label of at most 63 characters")
+
+
+@pytest.mark.parametrize("group", ["acme\u202eml", "\u0430cme-ml", "acme\u200bml", "acme;ml"])
+def test_group_names_are_plain_ascii(group: str) -> None:
+    assert errors(put((*ACME, "groups", "members"), [group])) == [
+        f"regions.fra1.tenants.acme.groups.members[0]: {shown(ascii(group)[1:-1])} is not a group name gpucell binds: "
+        "ASCII letters, digits, spaces and . _ @ / : = + - (no look-alike or direction-changing characters), at most "
+        "256 characters"
+    ]
+
+
+@pytest.mark.parametrize(("key", "value", "bound"), [
+    ("cpuMillicores", 100_000_001, 100_000_000), ("memoryGib", 2**20 + 1, 2**20), ("storageGib", 2**24 + 1, 2**24),
+    ("pods", 100_001, 100_000), ("services", 100_001, 100_000), ("persistentVolumeClaims", 100_001, 100_000),
+])
+def test_quota_numbers_have_upper_bounds(key: str, value: int, bound: int) -> None:
+    assert errors(put((*ACME, "quota", key), value)) == [
+        f"regions.fra1.tenants.acme.quota.{key}: {value} is invalid: Input should be less than or equal to {bound}"
+    ]
+
+
+def test_quota_maps_have_upper_bounds() -> None:
+    assert errors(put((*ACME, "quota", "gpus", "nvidia.com/gpu"), 100_001)) == [
+        "regions.fra1.tenants.acme.quota.gpus.nvidia.com/gpu: 100001 is not 0-100000 units"
+    ]
+    assert errors(put((*ACME, "quota", "deviceClasses", "gpu.nvidia.com"), 100_001)) == [
+        "regions.fra1.tenants.acme.quota.deviceClasses.gpu.nvidia.com: 100001 is not 0-100000 devices"
+    ]
+
+
+def test_a_vm_has_a_login_or_says_it_needs_none() -> None:
+    vm = (*ACME, "virtualMachines", "desk-01")
+    assert errors(put((*vm, "sshKeys"), [])) == [
+        "regions.fra1.tenants.acme.virtualMachines.desk-01.sshKeys: is empty, so nobody can log into VM desk-01 "
+        "(cloud-init sets no password, so the serial console has no login either); add an SSH public key, or set "
+        "noLogin: true"
+    ]
+    assert errors(put((*vm, "sshKeys"), []), put((*vm, "noLogin"), True)) == ["OK"]
+    assert errors(put((*vm, "noLogin"), True)) == [
+        "regions.fra1.tenants.acme.virtualMachines.desk-01.noLogin: is true, but sshKeys gives a login; drop one of "
+        "them"
+    ]
+
+
+def test_storage_classes_are_the_cells() -> None:
+    assert errors(put((*ACME, "notebooks", "nb-alice", "storageClass"), "fast-nvme"),
+                  put((*ACME, "virtualMachines", "train-01", "dataDisks", 0, "storageClass"), "longhorn")) == [
+        "regions.fra1.tenants.acme.notebooks.nb-alice.storageClass: 'fast-nvme' is not a StorageClass of the cell "
+        "(longhorn); name one, or list a class installed outside gpucell in storage.otherClasses"
+    ]
+    assert errors(put((*ACME, "notebooks", "nb-alice", "storageClass"), "fast-nvme"),
+                  put(("fra1", "storage", "otherClasses"), ["fast-nvme"])) == ["OK"]
+
+
+def test_the_api_endpoint_is_not_another_regions_node() -> None:
+    assert errors(put(("fra1", "network", "apiEndpoint"), "10.120.0.11")) == [
+        "regions.fra1.network.apiEndpoint: '10.120.0.11' is the address of regions.iad1.nodePools.servers.hosts[0], a "
+        "node of another region; every node of fra1 would join that region's cluster; give fra1's own API VIP or name"
+    ]
+
+
+def test_socket_lb_beyond_the_host_namespace_is_refused_with_vms() -> None:
+    assert errors(put(("fra1", "cilium"), {"values": {"socketLB": {"hostNamespaceOnly": False}}})) == [
+        "regions.fra1.cilium.values.socketLB.hostNamespaceOnly: false breaks Service access from VMs (VMs "
+        "acme/train-01, acme/desk-01, acme/cad-01): socket-LB would translate inside the virt-launcher pods, which "
+        "the guest's traffic bypasses (cilium/cilium#14563); remove it, gpucell sets true"
+    ]
+    assert errors(put(("fra1", "cilium"), {"values": {"socketLB": {"hostNamespaceOnly": True}}})) == ["OK"]

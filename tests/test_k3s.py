@@ -22,8 +22,9 @@ from pulumi.runtime import settings as pulumi_settings
 
 from gpucell import _k3s_scripts as scripts
 from gpucell import _maintenance_scripts as maintenance
+from gpucell.errors import ConfigError
 from gpucell.k3s import K3sCluster, K3sClusterArgs
-from gpucell.spec import NodeRole
+from gpucell.spec import CellSpec, NodeRole
 from gpucell.spec.k3s import INSTALLER_SHA256
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
@@ -184,6 +185,7 @@ def test_first_server_initialises_etcd() -> None:
         "node-ip": "10.20.0.11",
         "cluster-init": True,
         "node-label": ["gpucell.io/pool=servers", "gpucell.io/role=server"],
+        "node-taint": ["node-role.kubernetes.io/control-plane:NoSchedule"],  # tenant pods stay off etcd members
         **SERVER_COMMON,
     }
     # The mode is a string in the file (an unquoted 0600 would be read as an integer).
@@ -198,6 +200,7 @@ def test_other_servers_join_through_the_api_endpoint() -> None:
             "node-ip": f"10.20.0.1{index}",
             "server": "https://10.20.0.5:6443",
             "node-label": ["gpucell.io/pool=servers", "gpucell.io/role=server"],
+            "node-taint": ["node-role.kubernetes.io/control-plane:NoSchedule"],
             **SERVER_COMMON,
         }
 
@@ -215,6 +218,7 @@ def test_config_key_order_is_stable() -> None:
         "server",
         "token-file",
         "node-label",
+        "node-taint",
         "kubelet-arg",
         "protect-kernel-defaults",
         "tls-san",
@@ -230,6 +234,31 @@ def test_config_key_order_is_stable() -> None:
         "kube-apiserver-arg",
         "kube-controller-manager-arg",
     ]
+
+
+def test_servers_are_tainted_unless_a_lab_lets_workloads_on_them() -> None:
+    config = ha_config()
+    _, cluster = build(config)
+    server = cluster.node_files["lab-srv-1"]
+    assert "node-taint:\n- node-role.kubernetes.io/control-plane:NoSchedule\n" in server.config_yaml
+    assert "node-taint" not in node_config(cluster, "lab-h100-1")  # agents keep their own pools' taints only
+    config["nodePools"]["servers"]["allowWorkloads"] = True
+    _, untainted = build(config)
+    assert "node-taint" not in node_config(untainted, "lab-srv-1")
+
+
+def test_a_cell_of_tainted_servers_only_is_refused() -> None:
+    config = minimal_cell_config()
+    config["nodePools"] = {"servers": config["nodePools"]["servers"]}
+    with pytest.raises(ConfigError) as info:
+        CellSpec.model_validate(config)
+    assert info.value.lines == [
+        "nodePools.servers.allowWorkloads: is false on every server pool and the cell has no gpu or cpu pool, so no "
+        "pod could be scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a worker pool, "
+        "or set nodePools.servers.allowWorkloads: true for a lab"
+    ]
+    config["nodePools"]["servers"]["allowWorkloads"] = True
+    assert CellSpec.model_validate(config).node_pools["servers"].node_taints == []
 
 
 def test_gpu_agent_with_mig_label() -> None:

@@ -102,8 +102,18 @@ def test_the_init_server_must_be_a_server() -> None:
 
 
 def test_the_init_server_may_name_a_removed_server() -> None:
-    spec = CellSpec.model_validate(ha(2, initServer="srv-0"))
+    spec = CellSpec.model_validate(ha(2, initServer="srv-0", initServerRemoved=True))
     assert spec.init_server is None  # every server joins through the API endpoint
+    # without initServerRemoved, a name that is no server is a typo: a new cell would have no init server
+    assert errors_of(ha(3, initServer="srv-0")) == [
+        "regions.fra1.etcd.initServer: 'srv-0' is not a server of the region (servers: srv-1, srv-2, srv-3); name "
+        "the server that initialises etcd, or, when that server was removed from the running cell, keep its name "
+        "and set etcd.initServerRemoved: true"
+    ]
+    assert errors_of(ha(3, initServer="srv-1", initServerRemoved=True)) == [
+        "regions.fra1.etcd.initServerRemoved: is true, but 'srv-1' is still a server of the region; drop "
+        "initServerRemoved"
+    ]
     assert CellSpec.model_validate(ha(3, initServer="srv-2")).init_server == "srv-2"
     assert CellSpec.model_validate(minimal_cell_config()).init_server == "lab-srv-1"
 
@@ -117,26 +127,52 @@ def test_even_server_counts_warn() -> None:
     )
 
 
+_BUCKET_RULE = ("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending alphanumeric, no '..'"
+                ", '.-' or '-.', not an IP address, no xn-- or sthree- prefix)")
+_FOLDER_RULE = ("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', no '//', at "
+                "most 512 characters)")
+
+
 # -- etcd: snapshots -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("snapshots", "line"),
     [
         ({"schedule": "hourly"},
-         "etcd.snapshots.schedule: 'hourly' is not a five-field cron schedule such as '0 */6 * * *'"),
+         "etcd.snapshots.schedule: 'hourly' is not a five-field cron schedule such as '0 */6 * * *' (minute hour "
+         "day month weekday)"),
+        ({"schedule": "61 * * * *"},
+         "etcd.snapshots.schedule: '61 * * * *' has '61' in its minute field, which takes 0-59 (a range as low-high)"),
+        ({"schedule": "0 */0 * * *"},
+         "etcd.snapshots.schedule: '0 */0 * * *' has the step '*/0' in its hour field, which takes steps of 1-23"),
+        ({"schedule": "0 */6 * * *\n"},
+         "etcd.snapshots.schedule: '0 */6 * * *\\n' is not a single line of cron schedule (empty, padded with spaces, "
+         "or holding a newline or control character)"),
         ({"retention": 0},
          "etcd.snapshots.retention: 0 is invalid: Input should be greater than or equal to 1"),
         ({"s3": {"endpoint": "https://minio:9000", "bucket": "etcd", "credentialsConfigKey": "k"}},
          "etcd.snapshots.s3.endpoint: 'https://minio:9000' is not host[:port]; give the S3 endpoint without a "
          "scheme, e.g. minio.example:9000"),
+        ({"s3": {"endpoint": "minio:99999", "bucket": "etcd", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.endpoint: 'minio:99999' is not host[:port]; give the S3 endpoint without a scheme, e.g. "
+         "minio.example:9000 (a port is 1-65535)"),
         ({"s3": {"bucket": "Etcd_Backups", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.bucket: 'Etcd_Backups' is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting "
-         "and ending alphanumeric)"),
+         "etcd.snapshots.s3.bucket: 'Etcd_Backups' " + _BUCKET_RULE),
+        ({"s3": {"bucket": "b..c", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.bucket: 'b..c' " + _BUCKET_RULE),
+        ({"s3": {"bucket": "10.0.0.1", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.bucket: '10.0.0.1' " + _BUCKET_RULE),
+        ({"s3": {"bucket": "etcd\n", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.bucket: 'etcd\\n' " + _BUCKET_RULE),
         ({"s3": {"bucket": "etcd"}}, "etcd.snapshots.s3.credentialsConfigKey: required key is missing"),
         ({"s3": {"bucket": "etcd", "folder": "/abs", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.folder: '/abs' is not a folder name (letters, digits, '.', '_', '-' and '/', not "
-         "starting with '/')"),
+         "etcd.snapshots.s3.folder: '/abs' " + _FOLDER_RULE),
+        ({"s3": {"bucket": "etcd", "folder": "fra1\n", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.folder: 'fra1\\n' " + _FOLDER_RULE),
+        ({"s3": {"bucket": "etcd", "region": "eu-central-1\n", "credentialsConfigKey": "k"}},
+         "etcd.snapshots.s3.region: 'eu-central-1\\n' is not an S3 region name such as us-east-1"),
     ],
-    ids=["cron", "retention", "scheme", "bucket", "credentials", "folder"],
+    ids=["cron", "cron-61", "cron-step", "cron-newline", "retention", "scheme", "port", "bucket", "bucket-dots",
+         "bucket-ip", "bucket-newline", "credentials", "folder", "folder-newline", "region-newline"],
 )
 def test_snapshot_settings_are_checked(snapshots: dict[str, Any], line: str) -> None:
     config = minimal_cell_config()

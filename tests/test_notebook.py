@@ -72,6 +72,7 @@ def region() -> CellSpec:
     tenant ``acme`` with the :data:`NOTEBOOKS` (so admission checks them too)."""
     config = minimal_cell_config()
     config["nodePools"]["h200-mig"] = tainted_mig_pool()
+    config["storage"] = {"otherClasses": ["local-nvme"]}  # the nb-mig home's class, installed outside gpucell
     quota = {
         "cpuMillicores": 64000,
         "memoryGib": 256,

@@ -158,7 +158,7 @@ def test_cell_mocks_without_cells_fit_a_single_server_on_another_api_port() -> A
 
 README = (REPO / "README.md").read_text()
 REGION = {"network": {"nodeCidr": "10.60.0.0/24"}, "nodePools": {
-    "servers": {"role": "server", "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}]}}}
+    "servers": {"role": "server", "allowWorkloads": True, "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}]}}}
 
 
 def _test_kit_block() -> str:

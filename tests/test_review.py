@@ -22,7 +22,7 @@ from tests.conftest import REPO
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
 
-**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 5 resource(s) change: 0 to create · 5 to update · 0 to replace \
+**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 4 resource(s) change: 0 to create · 4 to update · 0 to replace \
 · 0 to delete
 
 ### ⚠️ Disruptive changes (1)
@@ -34,12 +34,10 @@ firewalls written for the old range.
    - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
 reason: "..."}`.
 
-### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
+### Region `lab1`: 0 to create · 4 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
-| 🟡 update | CiliumNetworkPolicy tenant-research/tenant-allow-egress-internet | \
-`spec.egress[0].toCIDRSet[0].except[2]`: `10.42.0.0/16` → `10.52.0.0/16` |
 | 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: \
 `10.42.0.0/16` → `10.52.0.0/16` |
 | 🟡 update | command lab1-k3s-lab1-srv-1-prepare | `commands/lab1-k3s-lab1-srv-1-prepare/create.sh`: see the diff \
@@ -91,7 +89,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/nodes/lab1-srv-1/config.yaml
 +++ b/nodes/lab1-srv-1/config.yaml
-@@ -12,7 +12,7 @@
+@@ -14,7 +14,7 @@
  tls-san:
  - 10.20.0.11
  - api.lab1.gpucell.internal
@@ -156,7 +154,8 @@ def test_no_change_exits_0_and_a_plain_change_3(tmp_path: Path, dev_json: dict[s
     markdown = render([review(dev_json, quota)])
     assert "no disruptive change · 1 resource(s) change: 0 to create · 1 to update" in markdown
     assert ("| 🟡 update | ResourceQuota tenant-research/tenant-quota | `spec.hard[\"limits.memory\"]`: `256Gi` → "
-            "`384Gi`<br>`spec.hard[\"requests.memory\"]`: `256Gi` → `384Gi` |") in markdown
+            "`384Gi`<br>`spec.hard[\"requests.hugepages-1Gi\"]`: `256Gi` → `384Gi`<br>`spec.hard[\"requests.hugepages-"
+            "2Mi\"]`: `256Gi` → `384Gi`<br>`spec.hard[\"requests.memory\"]`: `256Gi` → `384Gi` |") in markdown
 
 
 def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_path: Path) -> None:
@@ -168,7 +167,7 @@ def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged" in markdown
     assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · " \
-        "5 resource(s) change" in markdown
+        "4 resource(s) change" in markdown
     assert ("### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "
             "lab1}`: matches no disruptive change between the two plans; `pulumi up` stops on it only if it also "
             "matches nothing against the deployed state.\n") in markdown
@@ -229,8 +228,26 @@ def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[st
     assert capsys.readouterr().err == (
         "BASE: has no fingerprint for region(s) lab1: it was planned by a gpucell without `gpucell diff`; plan it "
         "again with this version\n")
-    assert cli.main(["diff", str(base)]) == 1
-    assert capsys.readouterr().err == "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]\n"
+    assert cli.main(["diff", str(base)]) == 2  # a wrong command line, as argparse's own errors
+    assert capsys.readouterr().err == (
+        "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got 1 argument\n")
+    assert cli.main(["diff", str(base), str(head), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"--out: {str(tmp_path)!r} is a directory; --out takes the path of a file to write\n")
+
+
+def test_a_plan_with_a_urn_twice_is_refused(tmp_path: Path, dev_json: dict[str, Any],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    doubled = copy.deepcopy(dev_json)
+    doubled["resources"].append(copy.deepcopy(doubled["resources"][3]))
+    urn = doubled["resources"][3]["urn"]
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(dev_json))
+    head.write_text(json.dumps(doubled))
+    assert cli.main(["diff", str(base), str(head)]) == 1
+    assert capsys.readouterr().err == (
+        f"{head}: resources[{len(doubled['resources']) - 1}] has the urn of resources[3] ({urn}); a plan registers "
+        "each URN once; not a `gpucell plan --json` file (each resource has urn, type, name and inputs)\n")
 
 
 NOT_A_PLAN = "not a `gpucell plan --json` file (each resource has urn, type, name and inputs)"

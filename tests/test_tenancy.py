@@ -48,7 +48,7 @@ GPU_RESOURCES = [
     "nvidia.com/mig-1g.10gb",
 ]
 # A PVC clone source: a registry or http import would need egress (admission rejects it under none/cluster).
-VM = {"memoryGib": 4, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
+VM = {"memoryGib": 4, "noLogin": True, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
                                    "sizeGib": 20}}
 
 
@@ -166,6 +166,10 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
         "requests.memory": "64Gi",
         "limits.memory": "64Gi",
         "requests.storage": "500Gi",
+        "requests.ephemeral-storage": "1000Gi",  # the default; container writable layers, logs, emptyDir
+        "limits.ephemeral-storage": "1000Gi",
+        "requests.hugepages-1Gi": "64Gi",  # memoryGib: hugepages are not counted in requests.memory
+        "requests.hugepages-2Mi": "64Gi",
         "pods": "100",
         "persistentvolumeclaims": "50",
         "services": "20",
@@ -201,9 +205,18 @@ def test_limit_range_defaults_every_container_from_the_spec() -> None:
     assert manifest["metadata"]["namespace"] == "tenant-acme"
     assert manifest["spec"] == {"limits": [{
         "type": "Container",
-        "default": {"cpu": "250m", "memory": "512Mi"},
-        "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+        "default": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "8192Mi"},
+        "defaultRequest": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "1024Mi"},
     }]}
+
+
+def test_quota_bounds_hugepages_and_ephemeral_storage_as_declared() -> None:
+    tenant = TenantSpec.model_validate(tenant_config(quota={
+        "cpuMillicores": 1000, "memoryGib": 64, "storageGib": 10, "hugepagesGib": 32, "ephemeralStorageGib": 50}))
+    hard = quota_hard(tenant, cell(region_config({})))
+    assert {k: v for k, v in hard.items() if "hugepages" in k or "ephemeral" in k} == {
+        "requests.ephemeral-storage": "50Gi", "limits.ephemeral-storage": "50Gi",
+        "requests.hugepages-1Gi": "32Gi", "requests.hugepages-2Mi": "32Gi"}
 
 
 # -- RBAC ----------------------------------------------------------------------------------------------------
@@ -306,13 +319,15 @@ def test_traffic_within_the_tenant_is_allowed_both_ways() -> None:
 PLATFORM = "k8s:io.cilium.k8s.namespace.labels.gpucell.io/platform-services"
 BASE = ["tenant-default-deny", "tenant-deny-link-local", "tenant-allow-dns", "tenant-allow-intra-tenant"]
 CLUSTER_EGRESS = [
-    {"toEntities": ["kube-apiserver"]},
+    # the API server's port only: on k3s the entity is the server nodes (SSH, etcd, kubelet)
+    {"toEntities": ["kube-apiserver"], "toPorts": [{"ports": [{"port": "6443", "protocol": "TCP"}]}]},
     {"toEndpoints": [{"matchLabels": {PLATFORM: "true"}}]},
 ]
 INTERNET_EGRESS = [{"toCIDRSet": [{
     "cidr": "0.0.0.0/0",
-    # metadata, then the region's node, pod and service networks (minimal_cell_config's defaults)
-    "except": ["169.254.0.0/16", "10.20.0.0/24", "10.42.0.0/16", "10.43.0.0/16"],
+    # metadata, then every private range, which holds the region's node, pod and service networks
+    # (minimal_cell_config's defaults), every other cell's and the operator's
+    "except": ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"],
 }]}]
 
 
@@ -346,7 +361,19 @@ def test_egress_cluster_reaches_an_api_vip_on_the_api_port_only() -> None:
         CLUSTER_EGRESS[1],
     ]
     # the VIP is in the node network, which internet egress leaves out: the API is reached on its port only
-    assert "10.20.0.0/24" in rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"]
+    assert "10.0.0.0/8" in rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"]
+
+
+def test_egress_internet_leaves_out_a_cells_public_networks_and_reopens_listed_private_ones() -> None:
+    config = region_config({})
+    config["network"]["podCidr"] = "198.18.0.0/16"
+    tenant = TenantSpec.model_validate(tenant_config(egress="internet", egressCidrs=["10.200.0.0/16"]))
+    rendered = {o["metadata"]["name"]: o["spec"] for o in network_policy_manifests("acme", tenant, cell(config))}
+    assert rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"] == [
+        "169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.18.0.0/16"]
+    assert rendered["tenant-allow-egress-cidrs"]["egress"] == [{"toCIDRSet": [{"cidr": "10.200.0.0/16"}]}]
+    assert list(rendered)[-3:] == ["tenant-allow-egress-cluster", "tenant-allow-egress-internet",
+                                   "tenant-allow-egress-cidrs"]
 
 
 def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:

@@ -3,6 +3,7 @@ SSH Service and policy, dependency edges, and conformance of everything it rende
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.kubevirt import permitted_host_devices
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
@@ -50,6 +52,7 @@ def region() -> CellSpec:
     1 GiB hugepages) and a taint, and an L40S vGPU pool (SR-IOV with the branch-580 driver)."""
     config = minimal_cell_config()
     config["imageNamespaces"] = ["images"]  # the golden images the test VMs clone from
+    config["storage"] = {"otherClasses": ["local-nvme"]}  # a data disk's class, installed outside gpucell
     pools = config["nodePools"]
     pools["h100-vm"] = {
         "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
@@ -140,6 +143,7 @@ def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa(
     assert domain["cpu"] == {
         "cores": 64, "sockets": 2, "threads": 1, "dedicatedCpuPlacement": True,
         "numa": {"guestMappingPassthrough": {}},
+        "model": "host-passthrough",  # 8 x 128 GiB BAR1: the guest firmware's MMIO window must fit them
     }
     assert domain["memory"] == {"guest": "1536Gi", "hugepages": {"pageSize": "1Gi"}}
     # limits = requests: the tenant quota counts limits, and KubeVirt would default the memory limit to 2x
@@ -197,6 +201,20 @@ def test_gpu_device_names_are_what_the_kubevirt_cr_permits() -> None:
         devices = template_spec(rendered("vm", vm, cell_spec))["domain"]["devices"]
         names = {g["deviceName"] for g in devices["gpus"]} | {h["deviceName"] for h in devices.get("hostDevices", [])}
         assert names <= pci
+
+
+def test_several_large_bar_gpus_get_the_hosts_cpu_model_as_kubevirt_names_it() -> None:
+    four = vm_spec(gpuModel="H100-SXM5-80GB", gpus=4, memoryGib=256, hugepages="1Gi")
+    one = vm_spec(gpuModel="H100-SXM5-80GB", gpus=1, memoryGib=64, hugepages="1Gi")
+    assert template_spec(rendered("four", four))["domain"]["cpu"]["model"] == "host-passthrough"
+    assert "model" not in template_spec(rendered("one", one))["domain"]["cpu"]  # one BAR fits KubeVirt's default
+    assert (needs_host_cpu_model(CATALOG["L4"], 2), needs_host_cpu_model(CATALOG["L40S"], 2),
+            needs_host_cpu_model(CATALOG["A100-SXM4-80GB"], 2), needs_host_cpu_model(CATALOG["T4"], 8)) == (
+        False, True, True, False)
+    # the field and its special value as KubeVirt v1.9.0's API documents them
+    cpu = json.loads((UPSTREAM / "kubevirt" / "swagger.json").read_text())["definitions"]["v1.CPU"]["properties"]
+    assert cpu["model"]["type"] == "string"
+    assert '"host-passthrough" to get the same CPU as the node' in cpu["model"]["description"]
 
 
 def test_part_of_an_hgx_board_runs_with_nvlink_off() -> None:

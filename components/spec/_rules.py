@@ -19,7 +19,7 @@ import pydantic
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from gpucell.errors import SpecError
+from gpucell.errors import MAX_PROBLEMS, SpecError
 
 __all__ = ["Rule", "validate_with_rules"]
 
@@ -123,6 +123,7 @@ def validate_with_rules(
             problems += found
     if not problems and not field_errors:
         return built
-    line_errors = [_init_error(err) for err in field_errors]
+    # past the number of problems a run reports, the rest are not rebuilt (each costs a pydantic error object)
+    line_errors = [_init_error(err) for err in field_errors[: 2 * MAX_PROBLEMS + 1]]
     line_errors += [{"type": "value_error", "loc": (), "input": data, "ctx": {"error": p}} for p in problems]
     raise ValidationError.from_exception_data(model.__name__, line_errors)

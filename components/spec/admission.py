@@ -149,12 +149,39 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
                         f"({', '.join(cell.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
-        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions"}:
+        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions", "acknowledge"}:
             yield SpecError(
                 (*base, "modelEndpoints", name, "credentialsConfigKey"),
                 f"{shown(endpoint.credentials_config_key)} is the region's SSH key (or its config); name a secret "
                 "that holds only this endpoint's storage credentials",
             )
+
+
+def _check_logins_and_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+    """Every VM has a way in (``sshKeys``, or ``noLogin`` said out loud), and every ``storageClass`` is one the
+    cell has (:attr:`gpucell.spec.cell.StorageSpec.classes`): a PVC of another class stays Pending."""
+    base = ("tenants", tenant_name)
+    classes = cell.storage.classes
+    for name, vm in tenant.virtual_machines.items():
+        if not vm.ssh_keys and not vm.no_login:
+            yield SpecError((*base, "virtualMachines", name, "sshKeys"),
+                            f"is empty, so nobody can log into VM {name} (cloud-init sets no password, so the "
+                            "serial console has no login either); add an SSH public key, or set noLogin: true")
+        if vm.ssh_keys and vm.no_login:
+            yield SpecError((*base, "virtualMachines", name, "noLogin"),
+                            "is true, but sshKeys gives a login; drop one of them")
+        for index, disk in enumerate(vm.disks):
+            if disk.storage_class is not None and disk.storage_class not in classes:
+                yield SpecError((*base, "virtualMachines", name, *_disk_key(index), "storageClass"),
+                                f"{shown(disk.storage_class)} is not a StorageClass of the cell "
+                                f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
+                                "storage.otherClasses")
+    for name, notebook in tenant.notebooks.items():
+        if notebook.storage_class is not None and notebook.storage_class not in classes:
+            yield SpecError((*base, "notebooks", name, "storageClass"),
+                            f"{shown(notebook.storage_class)} is not a StorageClass of the cell "
+                            f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
+                            "storage.otherClasses")
 
 
 def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
@@ -353,6 +380,7 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
         except SpecError as problem:
             yield problem
         yield from _check_services_and_sources(cell, tenant_name, tenant)
+        yield from _check_logins_and_classes(cell, tenant_name, tenant)
         yield from _check_egress_cidrs(cell, tenant_name, tenant)
         yield from _check_resource_quota(tenant_name, tenant)
         yield from _check_runtimes(cell, tenant_name, tenant)

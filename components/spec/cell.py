@@ -20,7 +20,7 @@ from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
 from gpucell.spec.lifecycle import RemovalPolicy
-from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
+from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
@@ -110,6 +110,23 @@ class StorageSpec(ChartSpec):
     """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
     replicas: StrictInt = Field(default=3, ge=1, le=10)
     """Longhorn: replicas per volume (count), each on a different node. Defaults to 3."""
+    other_classes: list[str] = []
+    """StorageClasses installed outside gpucell (an NFS or CSI driver of the operator's) that a VM disk's or a
+    notebook's ``storageClass`` may name, besides the backend's own (``local-path`` or ``longhorn``). A PVC of a
+    class the cell does not have stays Pending for ever. Defaults to none."""
+
+    @field_validator("other_classes")
+    @classmethod
+    def _class_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if not DNS_SUBDOMAIN.fullmatch(name):
+                raise SpecError((index,), f"{shown(name)} is not a StorageClass name (a DNS-1123 subdomain)")
+        return names
+
+    @property
+    def classes(self) -> list[str]:
+        """The StorageClasses workloads may name: the backend's, then ``otherClasses``."""
+        return [self.backend.value, *self.other_classes]
 
     @model_validator(mode="after")
     def _values_need_a_chart(self) -> StorageSpec:
@@ -428,6 +445,12 @@ class CellSpec(SpecModel):
         if count == 0:
             yield SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
             return
+        if all(p.role is NodeRole.SERVER and not p.allow_workloads for p in self.node_pools.values()):
+            first = next(iter(self.node_pools))
+            yield SpecError(("nodePools", first, "allowWorkloads"),
+                            "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
+                            "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
+                            f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab")
         init = self.etcd.init_server
         if count > 1 and init is None:
             yield SpecError(
@@ -442,6 +465,16 @@ class CellSpec(SpecModel):
                 ("etcd", "initServer"),
                 f"{shown(init)} is a {self.node_pools[pools[init]].role} node of pool {pools[init]}, not a server",
             )
+        elif init is not None and init not in pools and not self.etcd.init_server_removed:
+            yield SpecError(
+                ("etcd", "initServer"),
+                f"{shown(init)} is not a server of the region (servers: "
+                f"{', '.join(h.name for _, h in self.servers)}); name the server that initialises etcd, or, when "
+                "that server was removed from the running cell, keep its name and set etcd.initServerRemoved: true",
+            )
+        elif init is not None and init in pools and self.etcd.init_server_removed:
+            yield SpecError(("etcd", "initServerRemoved"),
+                            f"is true, but {shown(init)} is still a server of the region; drop initServerRemoved")
 
     def _check_hosts(self) -> Iterator[SpecError]:
         seen_name: dict[str, tuple[str, int]] = {}
@@ -546,6 +579,22 @@ class CellSpec(SpecModel):
     def _check_k3s(self) -> Iterator[SpecError]:
         yield from check_k3s(self.k3s, self.versions.k3s)
 
+    def _check_cilium(self) -> Iterator[SpecError]:
+        """``socketLB.hostNamespaceOnly: false`` with VMs in the cell: under kube-proxy replacement socket-LB then
+        translates Service addresses inside the virt-launcher pods too, so the guest's own connections to a
+        Service bypass the translation and fail (cilium/cilium#14563; Cilium's KubeVirt notes)."""
+        socket_lb = self.cilium.values.get("socketLB")
+        if not isinstance(socket_lb, dict) or socket_lb.get("hostNamespaceOnly") is not False:
+            return
+        vm_pools = [n for n, p in self.gpu_pools().items() if p.mode in (GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU)]
+        vms = [f"{t}/{v}" for t, tenant in self.tenants.items() for v in tenant.virtual_machines]
+        if vms or vm_pools:
+            where = f"VMs {', '.join(vms[:3])}" if vms else f"VM pools {', '.join(vm_pools)}"
+            yield SpecError(("cilium", "values", "socketLB", "hostNamespaceOnly"),
+                            f"false breaks Service access from VMs ({where}): socket-LB would translate inside "
+                            "the virt-launcher pods, which the guest's traffic bypasses (cilium/cilium#14563); "
+                            "remove it, gpucell sets true")
+
     def _check_sign_in(self) -> Iterator[SpecError]:
         if self.oidc is not None and release(self.versions.k3s.lstrip("v")) < (1, 30):
             yield SpecError(("oidc",), f"needs Kubernetes 1.30 or later (structured authentication configuration); "
@@ -572,6 +621,7 @@ _CELL_RULES = (
     Rule("kserve", ("kserve", "versions"), CellSpec._check_kserve_mode),
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
+    Rule("cilium", ("cilium", "node_pools", "tenants"), CellSpec._check_cilium),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
     Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), CellSpec._check_traffic,
          after=("hosts", "apiEndpoint")),
@@ -610,10 +660,38 @@ class StackSpec(SpecModel):
                         "machine can be a node of one cell only",
                     )
 
+    def _check_api_endpoints(self) -> Iterator[SpecError]:
+        """A region's ``network.apiEndpoint`` is never a node of another region: every node of the region would
+        join the other region's cluster (k3s ``server:``), one cell's agents running the other's workloads."""
+        nodes = {str(host.address): f"regions.{region}.nodePools.{pool}.hosts[{index}]"
+                 for region, cell in self.regions.items() for pool, index, host in cell._all_hosts()}
+        for region, cell in self.regions.items():
+            endpoint = cell.network.api_endpoint
+            owner = nodes.get(endpoint) if endpoint is not None else None
+            if owner is not None and not owner.startswith(f"regions.{region}."):
+                yield SpecError(("regions", region, "network", "apiEndpoint"),
+                                f"{shown(endpoint)} is the address of {owner}, a node of another region; every node "
+                                f"of {region} would join that region's cluster; give {region}'s own API VIP or name")
+
+    def cell_secrets(self) -> dict[str, str]:
+        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
+        and etcd S3 credentials (the k3s token and the notebook tokens are generated, never config; OIDC takes no
+        secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
+        owned: dict[str, str] = {}
+        for region, cell in self.regions.items():
+            owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
+            s3 = cell.etcd.snapshots.s3
+            if s3 is not None:
+                owned.setdefault(s3.credentials_config_key,
+                                 f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+        return owned
+
     def _check_credentials(self) -> Iterator[SpecError]:
-        """A credentials key's value becomes a Secret in its tenant's namespace, readable by that tenant: two
-        tenants naming one key would read each other's credentials, and an SSH key would hand a tenant the nodes."""
+        """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
+        becomes a Secret in its tenant's namespace, readable by that tenant: two tenants naming one key would read
+        each other's credentials, and a cell secret would hand a tenant the nodes or the etcd backups."""
         ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
+        cell_owned = self.cell_secrets()
         owner: dict[str, tuple[str, str]] = {}
         for region, cell in self.regions.items():
             for tenant_name, tenant in cell.tenants.items():
@@ -626,6 +704,10 @@ class StackSpec(SpecModel):
                     if key in ssh_keys:
                         yield SpecError(where, f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
                                         "a secret that holds only this endpoint's storage credentials")
+                    elif key in cell_owned:
+                        yield SpecError(where, f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
+                                        "which the tenant's namespace would then hold; name a secret of tenant "
+                                        f"{tenant_name} that holds only this endpoint's storage credentials")
                     elif first[0] != tenant_name:
                         yield SpecError(where, f"{shown(key)} is already the credentials key of tenant {first[0]} "
                                         f"({first[1]}); each tenant needs its own, its Secret is readable in the "
@@ -635,5 +717,6 @@ class StackSpec(SpecModel):
 _STACK_RULES = (
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
+    Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),
 )
 """StackSpec's rules across regions; they run on the regions that validated."""

@@ -13,7 +13,9 @@ import re
 
 from pydantic import Field, StrictInt, field_validator
 
+from gpucell.errors import shown
 from gpucell.spec._base import SpecModel
+from gpucell.spec._values import check_single_line
 from gpucell.spec.network import check_host_name
 
 __all__ = [
@@ -28,11 +30,47 @@ DEFAULT_SNAPSHOT_SCHEDULE = "0 */12 * * *"
 """k3s's default ``etcd-snapshot-schedule-cron`` (00:00 and 12:00 system time)."""
 DEFAULT_SNAPSHOT_RETENTION = 5
 """k3s's default ``etcd-snapshot-retention`` (snapshots kept per node)."""
-_CRON_FIELD = r"[0-9A-Za-z*/,-]+"
-_CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
-_REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
+                ("day of week", 0, 6))
+"""The five fields of a cron schedule as robfig/cron (which k3s uses for ``etcd-snapshot-schedule-cron``) parses
+them, with their ranges; names (``JAN``, ``MON``) are accepted for months and days of week."""
+_CRON_NAMES = {3: ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"),
+               4: ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")}
+_CRON_PART = re.compile(r"(\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9._-]+)*/?")
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+
+
+def _cron_value(text: str, index: int) -> int | None:
+    if text.isdigit():
+        return int(text)
+    names = _CRON_NAMES.get(index, ())
+    return names.index(text.upper()) + (1 if index == 3 else 0) if text.upper() in names else None
+
+
+def cron_problem(value: str) -> str | None:
+    """What keeps ``value`` from being a five-field cron schedule robfig/cron accepts, or ``None``."""
+    try:
+        check_single_line(value, "cron schedule")
+    except ValueError as exc:
+        return str(exc)
+    fields = value.split(" ")
+    if len(fields) != 5:
+        return "is not a five-field cron schedule such as '0 */6 * * *' (minute hour day month weekday)"
+    for index, (field, (name, low, high)) in enumerate(zip(fields, _CRON_FIELDS, strict=True)):
+        for part in field.split(","):
+            match = _CRON_PART.fullmatch(part)
+            if match is None:
+                return f"has {shown(part)} in its {name} field; use a number, a range a-b, * or a step /n"
+            bounds = match.group(1).split("-") if match.group(1) not in ("*", "?") else []
+            numbers = [_cron_value(bound, index) for bound in bounds]
+            known = [n for n in numbers if n is not None and low <= n <= high]
+            if len(known) != len(numbers) or known != sorted(known):
+                return f"has {shown(part)} in its {name} field, which takes {low}-{high} (a range as low-high)"
+            if match.group(2) is not None and not 1 <= int(match.group(2)) <= high:
+                return f"has the step {shown(part)} in its {name} field, which takes steps of 1-{high}"
+    return None
 
 
 class EtcdS3(SpecModel):
@@ -59,34 +97,40 @@ class EtcdS3(SpecModel):
     @classmethod
     def _endpoint(cls, value: str) -> str:
         host, _, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "")
-        if port and not port.isdigit():
-            raise ValueError("is not host[:port]; give the S3 endpoint without a scheme, e.g. minio.example:9000")
+        wrong = "is not host[:port]; give the S3 endpoint without a scheme, e.g. minio.example:9000"
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"{wrong} (a port is 1-65535)")
         try:
             check_host_name(host)
         except ValueError:
-            raise ValueError("is not host[:port]; give the S3 endpoint without a scheme, e.g. minio.example:9000") \
-                from None
+            raise ValueError(wrong) from None
         return value
 
     @field_validator("bucket")
     @classmethod
     def _bucket(cls, value: str) -> str:
-        if not _BUCKET.match(value):
-            raise ValueError("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending alphanumeric)")
+        # the S3 bucket naming rules (AWS S3 User Guide, "Bucket naming rules"): no two adjacent periods, no
+        # period next to a hyphen, not shaped like an IPv4 address, none of the reserved prefixes and suffixes
+        if (not _BUCKET.fullmatch(value) or ".." in value or ".-" in value or "-." in value
+                or re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value)
+                or value.startswith(("xn--", "sthree-")) or value.endswith(("-s3alias", "--ol-s3"))):
+            raise ValueError("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending "
+                             "alphanumeric, no '..', '.-' or '-.', not an IP address, no xn-- or sthree- prefix)")
         return value
 
     @field_validator("region")
     @classmethod
     def _region(cls, value: str) -> str:
-        if not _REGION.match(value):
+        if not _REGION.fullmatch(value):
             raise ValueError("is not an S3 region name such as us-east-1")
         return value
 
     @field_validator("folder")
     @classmethod
     def _folder(cls, value: str | None) -> str | None:
-        if value is not None and not _FOLDER.match(value):
-            raise ValueError("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/')")
+        if value is not None and (len(value) > 512 or not _FOLDER.fullmatch(value)):
+            raise ValueError("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', "
+                             "no '//', at most 512 characters)")
         return value
 
 
@@ -110,8 +154,9 @@ class EtcdSnapshots(SpecModel):
     @field_validator("schedule")
     @classmethod
     def _cron(cls, value: str) -> str:
-        if not _CRON.match(value):
-            raise ValueError("is not a five-field cron schedule such as '0 */6 * * *'")
+        problem = cron_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 
@@ -123,5 +168,9 @@ class EtcdSpec(SpecModel):
     through the API endpoint. Required with more than one server (a single server initialises etcd itself). Keep
     naming it after that server is removed: then no remaining server is given ``cluster-init``, and a server added
     later joins the existing cluster instead of starting a new one."""
+    init_server_removed: bool = False
+    """``initServer`` names a server that was removed from the running cell (kept so that no remaining server is
+    given ``cluster-init``). Without it, ``initServer`` must name a server of the region: a typo would leave a new
+    cell with no server that initialises etcd. Defaults to false."""
     snapshots: EtcdSnapshots = EtcdSnapshots()
     """Scheduled snapshots. Defaults to k3s's: every 12 hours, 5 kept, local only."""

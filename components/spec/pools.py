@@ -29,6 +29,10 @@ _CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}")
 _LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
+SERVER_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
+"""The taint of every server (k3s ``node-taint``, as the k3s docs suggest for dedicated servers, "Dedicated
+control-plane nodes"): tenant pods and VMs stay off the etcd members. k3s's own add-ons (CoreDNS, local-path,
+metrics-server) and Cilium's agent tolerate it."""
 _TAINT = re.compile(r"(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)")
 POOL_LABEL = "gpucell.io/pool"
 ROLE_LABEL = "gpucell.io/role"
@@ -168,11 +172,11 @@ class TopologyProfile(SpecModel):
     memory_per_numa_gib: StrictInt = Field(ge=1, le=65536)
     """Memory of each NUMA node as the kernel reports it (``MemTotal`` of
     ``/sys/devices/system/node/node<N>/meminfo``), GiB rounded down; the install script checks it."""
-    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages1GiPerNuma")
+    hugepages_1gi_per_numa: StrictInt = Field(default=0, ge=0, le=65536, alias="hugepages1GiPerNuma")
     """1 GiB hugepages the kernel reserves on each NUMA node (count); the install script checks the kernel's
-    ``nr_hugepages``. Defaults to 0."""
-    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, alias="hugepages2MiPerNuma")
-    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0."""
+    ``nr_hugepages``. Defaults to 0; at most 65536 (memoryPerNumaGib's bound)."""
+    hugepages_2mi_per_numa: StrictInt = Field(default=0, ge=0, le=33554432, alias="hugepages2MiPerNuma")
+    """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0; at most 33554432 (64 TiB)."""
 
     @field_validator("reserved_cpus")
     @classmethod
@@ -293,6 +297,10 @@ class NodePool(SpecModel):
     toleration only once every volume is detached."""
     rollout: Rollout = Rollout()
     """How the pool's nodes go through maintenance (k3s upgrades and restarts, GPU reconfigurations)."""
+    allow_workloads: bool = False
+    """Server pools: leave the servers untainted, so that any pod may land on the etcd members (a small lab
+    whose servers are its only nodes). Without it every server carries
+    ``node-role.kubernetes.io/control-plane:NoSchedule`` (:data:`SERVER_TAINT`). Defaults to false."""
 
     @field_validator("labels")
     @classmethod
@@ -317,6 +325,9 @@ class NodePool(SpecModel):
 
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:
+        if self.allow_workloads and self.role is not NodeRole.SERVER:
+            raise SpecError(("allowWorkloads",), f"only applies to server pools (this pool's role is "
+                            f"{self.role.value}, whose nodes are untainted unless taints says otherwise)")
         if self.role is NodeRole.SERVER and self.rollout.max_unavailable != 1:
             raise SpecError(("rollout", "maxUnavailable"), f"{self.rollout.max_unavailable} on a server pool: servers "
                             "(etcd members) go through maintenance one at a time; use 1")
@@ -410,10 +421,18 @@ class NodePool(SpecModel):
         return self.mig_config or MIG_DISABLED
 
     @property
+    def node_taints(self) -> list[str]:
+        """The taints the pool's nodes carry: :data:`SERVER_TAINT` first on a server pool (unless
+        ``allowWorkloads``), then ``taints``."""
+        own = [SERVER_TAINT] if self.role is NodeRole.SERVER and not self.allow_workloads else []
+        return [*own, *(taint for taint in self.taints if taint not in own)]
+
+    @property
     def taint_objects(self) -> list[dict[str, str]]:
-        """``taints`` as ``core/v1`` Taint objects: ``{"key", "value" (when given), "effect"}``, in config order."""
+        """:attr:`node_taints` as ``core/v1`` Taint objects: ``{"key", "value" (when given), "effect"}``, in
+        order."""
         objects: list[dict[str, str]] = []
-        for taint in self.taints:
+        for taint in self.node_taints:
             match = _TAINT.match(taint)
             assert match is not None  # validated above
             taint_object = {"key": match["key"]}

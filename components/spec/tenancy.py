@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from ipaddress import IPv4Network
+from typing import Any
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
@@ -61,6 +62,11 @@ class EgressClass(StrEnum):
     CUSTOM = "custom"
 
 
+_GROUP = re.compile(r"[A-Za-z0-9._@/:=+ -]{1,256}")
+"""A group name a RoleBinding names: ASCII only, so that a reviewer reads what the binding binds (no bidi controls,
+no Cyrillic a for a Latin a)."""
+
+
 class TenantGroups(SpecModel):
     """Identity-provider groups bound to the tenant's roles (Kubernetes ``admin``/``edit``/``view``, which KubeVirt's
     and KServe's roles aggregate into)."""
@@ -80,6 +86,10 @@ class TenantGroups(SpecModel):
                 check_single_line(group, "text")
             except ValueError as exc:
                 raise SpecError((index,), f"{shown(group)} {exc}") from None
+            if not _GROUP.fullmatch(group):
+                raise SpecError((index,), f"{shown(ascii(group)[1:-1])} is not a group name gpucell binds: ASCII "
+                                "letters, digits, spaces and . _ @ / : = + - (no look-alike or direction-changing "
+                                "characters), at most 256 characters")
             if group.startswith(RESERVED_PREFIX):
                 raise SpecError((index,), f"{shown(group)} is a Kubernetes group ({RESERVED_PREFIX}*: every "
                                 "authenticated user, cluster admins, service accounts); bind a group of the "
@@ -87,30 +97,48 @@ class TenantGroups(SpecModel):
         return groups
 
 
+MAX_QUOTA_CPU_MILLICORES = 100_000_000
+"""The largest ``quota.cpuMillicores``: 100,000 cores, more than any cell; a larger number is a typo (a unit off),
+and a quota that bounds nothing."""
+MAX_QUOTA_MEMORY_GIB = 2**20
+"""The largest ``quota.memoryGib``: 1 PiB."""
+MAX_QUOTA_STORAGE_GIB = 2**24
+"""The largest ``quota.storageGib``: 16 PiB."""
+MAX_QUOTA_COUNT = 100_000
+"""The largest count a quota gives (pods, PVCs, Services, GPU units, DRA devices)."""
+
+
 class TenantQuota(SpecModel):
     """The tenant namespace's ResourceQuota."""
 
-    cpu_millicores: StrictInt = Field(ge=0)
-    """CPU requests and limits across the tenant, millicores."""
-    memory_gib: StrictInt = Field(ge=0)
-    """Memory requests and limits across the tenant, GiB."""
-    storage_gib: StrictInt = Field(ge=0)
-    """PVC storage requests across the tenant, GiB."""
+    cpu_millicores: StrictInt = Field(ge=0, le=MAX_QUOTA_CPU_MILLICORES)
+    """CPU requests and limits across the tenant, millicores; at most 100,000,000 (100,000 cores)."""
+    memory_gib: StrictInt = Field(ge=0, le=MAX_QUOTA_MEMORY_GIB)
+    """Memory requests and limits across the tenant, GiB; at most 1,048,576 (1 PiB)."""
+    storage_gib: StrictInt = Field(ge=0, le=MAX_QUOTA_STORAGE_GIB)
+    """PVC storage requests across the tenant, GiB; at most 16,777,216 (16 PiB)."""
     gpus: dict[str, StrictInt] = {}
     """GPU resource name -> units (``nvidia.com/gpu``, ``nvidia.com/mig-1g.18gb``,
     ``nvidia.com/GH100_H100_SXM5_80GB``, ``nvidia.com/NVIDIA_L40S-12Q``). Every other GPU resource of the region
-    gets 0."""
+    gets 0. At most 100,000 each."""
     device_classes: dict[str, StrictInt] = {}
     """DRA DeviceClass name -> devices the tenant's ResourceClaims may request from it (quota key
     ``<class>.deviceclass.resource.k8s.io/devices``): ``gpu.nvidia.com`` (GPUs of ``dra`` pools for containers) and
     ``vfio.gpu.nvidia.com`` (for VMs), one GPU each, drawn from the same GPUs. In a region with ``dra`` pools every
-    other class of the DRA driver gets 0. Defaults to none."""
-    pods: StrictInt = Field(default=100, ge=0)
-    """Pods (each VM runs in one), count. Defaults to 100."""
-    persistent_volume_claims: StrictInt = Field(default=50, ge=0)
-    """PVCs, count. Defaults to 50."""
-    services: StrictInt = Field(default=20, ge=0)
-    """Services, count. Defaults to 20."""
+    other class of the DRA driver gets 0. Defaults to none; at most 100,000 each."""
+    hugepages_gib: StrictInt | None = Field(default=None, ge=0, le=MAX_QUOTA_MEMORY_GIB)
+    """Hugepages of each size (``requests.hugepages-1Gi``, ``requests.hugepages-2Mi``) across the tenant, GiB: a
+    VM's ``hugepages`` memory is counted there, not in ``memoryGib``. Defaults to ``memoryGib``."""
+    ephemeral_storage_gib: StrictInt = Field(default=1000, ge=1, le=MAX_QUOTA_STORAGE_GIB)
+    """Node-local ephemeral storage (container writable layers, logs, ``emptyDir`` on disk) across the tenant, GiB,
+    for requests and limits (``requests.ephemeral-storage``, ``limits.ephemeral-storage``); each container gets
+    ``limits.defaultEphemeralStorageMib`` unless it says. Defaults to 1000."""
+    pods: StrictInt = Field(default=100, ge=0, le=MAX_QUOTA_COUNT)
+    """Pods (each VM runs in one), count. Defaults to 100; at most 100,000."""
+    persistent_volume_claims: StrictInt = Field(default=50, ge=0, le=MAX_QUOTA_COUNT)
+    """PVCs, count. Defaults to 50; at most 100,000."""
+    services: StrictInt = Field(default=20, ge=0, le=MAX_QUOTA_COUNT)
+    """Services, count. Defaults to 20; at most 100,000."""
     node_ports: StrictInt = Field(default=0, ge=0, le=2768)
     """Node ports (``services.nodeports``: each port of a NodePort Service), count: a NodePort opens a port on every
     node. Defaults to 0; a VM's ``sshService: {type: NodePort}`` needs 1. At most 2768, the size of the
@@ -126,8 +154,8 @@ class TenantQuota(SpecModel):
             if not _DEVICE_CLASS.fullmatch(name) or len(name) > 253:
                 raise SpecError((name,), f"{name!r} is not a DeviceClass name (a DNS subdomain such as "
                                 "vfio.gpu.nvidia.com)")
-            if count < 0:
-                raise SpecError((name,), f"{count} is negative")
+            if not 0 <= count <= MAX_QUOTA_COUNT:
+                raise SpecError((name,), f"{count} is not 0-{MAX_QUOTA_COUNT} devices")
         return classes
 
     @field_validator("gpus")
@@ -136,8 +164,8 @@ class TenantQuota(SpecModel):
         for name, count in gpus.items():
             if not _RESOURCE.fullmatch(name):
                 raise SpecError((name,), f"{shown(name)} is not an NVIDIA extended resource name (nvidia.com/...)")
-            if count < 0:
-                raise SpecError((name,), f"{count} is negative")
+            if not 0 <= count <= MAX_QUOTA_COUNT:
+                raise SpecError((name,), f"{count} is not 0-{MAX_QUOTA_COUNT} units")
         return gpus
 
 
@@ -148,6 +176,19 @@ class TenantLimits(SpecModel):
     """Default CPU limit (and request), millicores. Defaults to 500."""
     default_memory_mib: StrictInt = Field(default=1024, ge=16, le=MAX_POD_MEMORY_GIB * 1024)
     """Default memory limit (and request), MiB. Defaults to 1024."""
+    default_ephemeral_storage_mib: StrictInt = Field(default=8192, ge=64, le=MAX_POD_MEMORY_GIB * 1024)
+    """Default ephemeral-storage limit, MiB (the kubelet evicts a pod that writes more); the default request is an
+    eighth of it. Defaults to 8192."""
+
+
+_DERIVED_NAMES: dict[str, tuple[int, str]] = {
+    "virtual_machines": (59, "its SSH Service <name>-ssh is a DNS-1035 label of at most 63 characters"),
+    "notebooks": (52, "its StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, "
+                  "a label value of at most 63 characters, or they are never created (kubernetes/kubernetes#64023)"),
+    "model_endpoints": (53, "KServe names its Deployment, Service and autoscaler <name>-predictor, and a Service name "
+                        "is a DNS-1035 label of at most 63 characters"),
+}
+"""Workload kind -> the longest name whose derived objects all fit, and the derived object that sets it."""
 
 
 class TenantSpec(SpecModel):
@@ -163,7 +204,9 @@ class TenantSpec(SpecModel):
     """``none`` (DNS and the tenant only), ``cluster`` (plus platform services), ``internet`` (plus the world) or
     ``custom`` (plus ``egressCidrs``/``egressFqdns``). Defaults to ``none``."""
     egress_cidrs: list[Ipv4Cidr] = []
-    """``custom`` egress: networks outside the cell the tenant may reach; never ``0.0.0.0/0`` (that is ``internet``),
+    """``custom`` egress: networks outside the cell the tenant may reach; with ``internet``, the private networks
+    (``10.0.0.0/8``, ``172.16.0.0/12``, ``192.168.0.0/16``, ``100.64.0.0/10``) it may reach besides the public
+    ones. Never ``0.0.0.0/0`` (that is ``internet``),
     link-local ``169.254.0.0/16`` (instance metadata), the cell's node, pod or service CIDRs, or the API
     endpoint."""
     egress_fqdns: list[str] = []
@@ -180,6 +223,15 @@ class TenantSpec(SpecModel):
     its VMs and notebooks."""
 
     _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
+
+    @field_validator("virtual_machines", "notebooks", "model_endpoints")
+    @classmethod
+    def _derived_names(cls, names: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        longest, why = _DERIVED_NAMES[info.field_name or ""]
+        for name in names:
+            if len(name) > longest:
+                raise SpecError((name,), f"{shown(name)} is {len(name)} characters; at most {longest}: {why}")
+        return names
 
     @field_validator("egress_cidrs")
     @classmethod
@@ -209,9 +261,11 @@ class TenantSpec(SpecModel):
         custom = self.egress is EgressClass.CUSTOM
         if custom and not (self.egress_cidrs or self.egress_fqdns):
             raise SpecError(("egress",), "'custom' needs egressCidrs or egressFqdns")
-        if not custom and (self.egress_cidrs or self.egress_fqdns):
-            key = "egressCidrs" if self.egress_cidrs else "egressFqdns"
-            raise SpecError((key,), f"only applies with egress: custom (egress is {self.egress.value})")
+        internet = self.egress is EgressClass.INTERNET
+        if not custom and (self.egress_fqdns or (self.egress_cidrs and not internet)):
+            key = "egressFqdns" if self.egress_fqdns else "egressCidrs"
+            accepted = "custom" if key == "egressFqdns" else "custom or internet"
+            raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
         seen: dict[str, str] = {}
         for kind, names in (("virtualMachines", self.virtual_machines), ("notebooks", self.notebooks),
                             ("modelEndpoints", self.model_endpoints)):

@@ -333,6 +333,10 @@ class GpuVirtualMachineSpec(SpecModel):
     ssh_keys: list[str] = []
     """SSH public keys for the default cloud user, put in cloud-init user data (a Secret); one key per entry, one
     line each (``ssh-ed25519 AAAA... comment``)."""
+    no_login: bool = False
+    """The VM is meant to have no SSH login from gpucell (its image brings its own way in, or nobody logs in):
+    without it a VM needs ``sshKeys``, as cloud-init sets no password and so the serial console has no login
+    either. Defaults to false."""
     user: str = "cloud-user"
     """Default cloud user name (a login name, not ``root``: cloud-init disables root logins). Defaults to
     ``cloud-user``."""

@@ -48,7 +48,7 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.gpu_catalog import CATALOG
+from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
@@ -66,6 +66,10 @@ from gpucell.workloads._common import (
     vm_placement,
     workload_labels,
 )
+
+HOST_PASSTHROUGH = "host-passthrough"
+"""``domain.cpu.model`` for VMs of several large-BAR GPUs (KubeVirt v1.9.0 ``v1.CPU.model``: "host-passthrough" to
+get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
     from gpucell.tenancy import Tenant
@@ -200,6 +204,9 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
         cpu["dedicatedCpuPlacement"] = True
     if spec.numa_passthrough:
         cpu["numa"] = {"guestMappingPassthrough": {}}
+    model = CATALOG.get(spec.gpu_model or "")
+    if model is not None and spec.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
+        cpu["model"] = HOST_PASSTHROUGH  # the guest firmware's MMIO window then fits the GPUs' BARs
     memory: dict[str, Any] = {"guest": f"{spec.memory_gib}Gi"}
     if spec.hugepages is not None:
         memory["hugepages"] = {"pageSize": spec.hugepages}

@@ -1,0 +1,253 @@
+"""Input that is hostile or broken ends at once with one line naming the bound or the key, exit 2, never a hang,
+never a traceback, never a secret's text (issue 17: alias bombs, huge or deep files, non-UTF-8, malformed secrets,
+unwritable outputs)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from gpucell.stacks import cli
+from gpucell.stacks.mock_engine import run_program
+from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from gpucell.stacks.program import main as program_main
+from gpucell.testing import provider_outputs
+from tests.conftest import REPO
+
+PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+
+
+def _project(tmp_path: Path, stack_text: str | bytes, stack: str = "dev") -> Path:
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    target = tmp_path / f"Pulumi.{stack}.yaml"
+    if isinstance(stack_text, bytes):
+        target.write_bytes(stack_text)
+    else:
+        target.write_text(stack_text)
+    return tmp_path
+
+
+def _run(*argv: str) -> tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue(), time.monotonic() - started
+
+
+def _bomb(levels: int = 9, width: int = 9) -> str:
+    lines = ["config:", "  gpucell:regions:", f"    a0: &a0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("command", [["plan", "dev"], ["schemas", "fetch", "dev"]])
+def test_an_alias_bomb_stops_at_once_with_one_line(tmp_path: Path, command: list[str]) -> None:
+    project = _project(tmp_path, _bomb())
+    code, out, err, seconds = _run(*command, "--project-dir", str(project))
+    assert (code, out, err) == (
+        2,
+        "",
+        (
+            f"Pulumi.dev.yaml: holds more than {MAX_VALUES} values once its YAML aliases are expanded (an alias counts "
+            f"each time it is used); gpucell reads at most {MAX_VALUES}\n"
+        ),
+    )
+    assert seconds < 5
+
+
+def test_a_recursive_alias_is_one_line(tmp_path: Path) -> None:
+    project = _project(tmp_path, "config:\n  gpucell:regions: &r {lab1: *r}\n")
+    assert _run("plan", "dev", "--project-dir", str(project))[:3] == (
+        2,
+        "",
+        (
+            "Pulumi.dev.yaml: holds a YAML alias to a value that contains the alias (a recursive value), which JSON "
+            "config cannot carry; write the value out\n"
+        ),
+    )
+
+
+def test_nesting_past_the_bound_is_one_line(tmp_path: Path) -> None:
+    project = _project(tmp_path, "config:\n  gpucell:regions: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n")
+    assert _run("plan", "dev", "--project-dir", str(project))[:3] == (
+        2,
+        "",
+        (
+            f"Pulumi.dev.yaml: nests mappings and lists more than {MAX_DEPTH} levels deep; gpucell reads at most "
+            f"{MAX_DEPTH}\n"
+        ),
+    )
+
+
+def test_a_file_past_the_size_bound_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    text = (REPO / "Pulumi.dev.yaml").read_text() + "#" * MAX_FILE_BYTES + "\n"
+    project = _project(tmp_path, text)
+    code, out, err, seconds = _run("plan", "dev", "--project-dir", str(project))
+    assert (code, out, err) == (
+        2,
+        "",
+        (
+            f"Pulumi.dev.yaml: is {len(text)} bytes; gpucell reads stack and project files of at most {MAX_FILE_BYTES} "
+            "bytes (4 MiB)\n"
+        ),
+    )
+    assert seconds < 5
+
+
+@pytest.mark.parametrize("command", [["plan", "dev"], ["schemas", "fetch", "dev"]])
+def test_a_stack_file_that_is_not_utf8_is_one_line(tmp_path: Path, command: list[str]) -> None:
+    text = (REPO / "Pulumi.dev.yaml").read_bytes().replace(b"lab-admins", b"lab-\xff\xfe")
+    line = text[: text.index(b"\xff")].count(b"\n") + 1
+    project = _project(tmp_path, text)
+    assert _run(*command, "--project-dir", str(project))[:3] == (
+        2,
+        "",
+        (
+            f"Pulumi.dev.yaml: is not UTF-8 text (byte 0xff on line {line}); save it as UTF-8, the only encoding the "
+            "Pulumi CLI reads\n"
+        ),
+    )
+
+
+def test_problems_past_the_bound_end_in_one_line_naming_it(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    tenant = config["config"]["gpucell:regions"]["lab1"]["tenants"]["research"]
+    tenant.update({f"typo{i:05d}": i for i in range(20000)})  # problems past the bound are not even formatted
+    project = _project(tmp_path, yaml.safe_dump(config))
+    code, out, err, seconds = _run("plan", "dev", "--project-dir", str(project))
+    lines = err.splitlines()
+    assert (code, out, len(lines)) == (2, "", 101)
+    assert lines[0].startswith("regions.lab1.tenants.research.typo00000: unknown key; accepted keys are ")
+    assert lines[-1] == (
+        "gpucell: more than 100 problems; the first 100 are shown (gpucell reports at most 100 per run)")
+    assert seconds < 10
+
+
+def test_every_unknown_top_level_key_is_reported_in_one_run(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
+    config["config"].update({"gpucell:sshPrivatekey": "x", "gpucell:aknowledge": []})
+    project = _project(tmp_path, yaml.safe_dump(config))
+    accepted = "acknowledge, hfTokenResearch, regions, sshPrivateKey"
+    assert _run("plan", "dev", "--project-dir", str(project))[:3] == (
+        2,
+        "",
+        (
+            f"aknowledge: unknown key in the gpucell namespace; accepted keys are {accepted}\n"
+            f"sshPrivatekey: unknown key in the gpucell namespace; accepted keys are {accepted}\n"
+        ),
+    )
+
+
+def test_plan_out_to_an_unwritable_path_is_one_line_before_planning(tmp_path: Path) -> None:
+    code, out, err, _ = _run("plan", "dev", "--project-dir", str(REPO), "--out", "/proc/gpucell-plan")
+    assert (code, out) == (2, "")
+    assert err == "--out: '/proc/gpucell-plan' cannot be written (No such file or directory); give a writable path\n"
+
+
+# -- secrets never reach an error, a warning or a log line ----------------------------------------------------
+
+SENTINEL = "SENTINEL-d0-not-print"
+"""Planted in every secret-bearing config path; no line the program writes may hold it."""
+
+
+def _secrets(**overrides: str) -> dict[str, str]:
+    values = {
+        "gpucell:sshPrivateKey": f"-----BEGIN OPENSSH PRIVATE KEY-----{SENTINEL}-ssh",
+        "gpucell:hfTokenAcme": f"hf_{SENTINEL}-hf",
+        "gpucell:s3CredentialsGlobex": f"AKIA{SENTINEL}:{SENTINEL}-s3",
+        "gpucell:etcdS3CredentialsFra1": f"AKIA{SENTINEL}:{SENTINEL}-etcd-fra1",
+        "gpucell:etcdS3CredentialsIad1": f"AKIA{SENTINEL}:{SENTINEL}-etcd-iad1",
+    }
+    values.update(overrides)
+    return values
+
+
+def _program(config: dict[str, Any], caplog: pytest.LogCaptureFixture) -> tuple[str, list[str]]:
+    """The error text (``""`` when the program ran) and every warning and log line of one run; every key but a
+    plain (not text) ``gpucell:regions`` is secret."""
+    secret = [key for key in config if key != "gpucell:regions" or isinstance(config[key], str)]
+    return _run_program(config, secret, caplog)
+
+
+def _run_program(config: dict[str, Any], secret: list[str], caplog: pytest.LogCaptureFixture) -> tuple[str, list[str]]:
+    error = ""
+    warnings: list[str] = []
+    with caplog.at_level("DEBUG"):
+        try:
+            warnings = run_program(
+                program_main, config=config, secret_keys=secret, computed=provider_outputs()
+            ).warnings
+        except pulumi.RunError as exc:
+            error = str(exc)
+    return error, warnings + [record.getMessage() for record in caplog.records]
+
+
+def test_sentinels_in_every_secret_reach_no_warning_or_log(caplog: pytest.LogCaptureFixture) -> None:
+    error, lines = _program({"gpucell:regions": PROD["gpucell:regions"], **_secrets()}, caplog)
+    assert error == ""
+    assert [line for line in lines if SENTINEL in line] == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            {"gpucell:s3CredentialsGlobex": f"{SENTINEL}-no-colon"},
+            "s3CredentialsGlobex: s3 credentials must be '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>' "
+            "(regions.fra1.tenants.globex.modelEndpoints.fraud-detector reads it for s3:// storage); set it with "
+            "`pulumi config set --secret s3CredentialsGlobex -- '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'`",
+        ),
+        (
+            {"gpucell:etcdS3CredentialsFra1": f"{SENTINEL}-no-colon"},
+            "etcdS3CredentialsFra1: is not '<access key id>:<secret access key>' (regions.fra1.etcd.snapshots.s3."
+            "credentialsConfigKey names it; the value is not shown); set it with `pulumi config set --secret "
+            "etcdS3CredentialsFra1 -- '<access key id>:<secret access key>'`",
+        ),
+        (
+            {"gpucell:etcdS3CredentialsIad1": f":{SENTINEL}"},
+            "etcdS3CredentialsIad1: is not '<access key id>:<secret access key>' (regions.iad1.etcd.snapshots.s3."
+            "credentialsConfigKey names it; the value is not shown); set it with `pulumi config set --secret "
+            "etcdS3CredentialsIad1 -- '<access key id>:<secret access key>'`",
+        ),
+        (
+            {"gpucell:hfTokenAcme": "   "},
+            "hfTokenAcme: the Hugging Face token is empty (regions.fra1.tenants.acme.modelEndpoints.llama-8b reads it "
+            "for hf:// storage); set it with `pulumi config set --secret hfTokenAcme -- <token>`",
+        ),
+        (
+            {"gpucell:regions": f"{{not json {SENTINEL}"},
+            "regions: is a secure: value that does not decrypt to a YAML/JSON object (its text is not shown); store it "
+            "as plain YAML in the stack file, or encrypt JSON text",
+        ),
+        (
+            {"gpucell:acknowledge": f"[{SENTINEL}"},
+            "acknowledge: is a secure: value that does not decrypt to a YAML/JSON list (its text is not shown); store "
+            "it as plain YAML in the stack file, or encrypt JSON text",
+        ),
+    ],
+    ids=["s3", "etcd-no-colon", "etcd-no-id", "hf-empty", "regions", "acknowledge"],
+)
+def test_a_malformed_secret_is_one_line_without_its_text(
+    overrides: dict[str, str], expected: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config: dict[str, Any] = {"gpucell:regions": PROD["gpucell:regions"], **_secrets(**overrides)}
+    error, lines = _program(config, caplog)
+    assert error == expected
+    assert SENTINEL not in error
+    assert [line for line in lines if SENTINEL in line] == []
+
+
+def test_plain_regions_that_are_not_json_name_the_key_only(caplog: pytest.LogCaptureFixture) -> None:
+    secrets = _secrets()
+    error, _ = _run_program({"gpucell:regions": "{oops", **secrets}, list(secrets), caplog)
+    assert error == (
+        "regions: is not a YAML/JSON object; write it as a YAML mapping or list under gpucell:regions in the stack file"
+    )
