@@ -43,10 +43,11 @@ from __future__ import annotations
 import shlex
 
 from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
-from gpucell._node_state import GPU_OPERATOR_NAMESPACE, NodeState
+from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, NodeState
 
 __all__ = [
     "CONFIG_ANNOTATION",
+    "GPU_CONFIG_ANNOTATION",
     "KEEP_CORDONED_ANNOTATION",
     "LABELS_ANNOTATION",
     "MAINTENANCE_ANNOTATION",
@@ -64,11 +65,19 @@ KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
 """``"true"`` on a node that was already cordoned when gpucell's maintenance began: it stays cordoned after."""
 CONFIG_ANNOTATION = "gpucell.io/k3s-config"
 """The :func:`gpucell._k3s_scripts.restart_digest` the node last converged to."""
+GPU_CONFIG_ANNOTATION = "gpucell.io/gpu-config"
+"""The :attr:`gpucell._node_state.NodeState.gpu_profile` the node last settled in: what prepare compares, since the
+labels alone do not tell an SR-IOV vGPU type nor ``dra`` from ``container``."""
 LABELS_ANNOTATION = "gpucell.io/labels"
 """The label keys gpucell kept on the node at the last settle, comma-separated: a key that leaves the pool's labels
 is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
 POLL_SECONDS = 5
 """Seconds between two looks at the node in every wait."""
+KC_ATTEMPTS = 3
+"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` before the script gives up on it."""
+RETRIGGER_POLLS = 12
+"""Polls (x :data:`POLL_SECONDS`: one minute) a GPU node's state may stay wrong before settle restarts the pod
+that must act (the MIG or vGPU manager after ``failed``, the device plugin when the resources do not match)."""
 API_ATTEMPTS = 24
 """Looks at ``/readyz`` before the control server's API counts as down (x :data:`POLL_SECONDS`)."""
 
@@ -89,8 +98,29 @@ readonly POLL_SECONDS={poll}
 # Shell functions, each rendered only into the scripts that call it (shellcheck flags unused ones).
 _FUNCTIONS = {
     "kc": """\
-kc() {{
+kc_once() {{
   as_root "$K3S_BIN" kubectl --kubeconfig "$KUBECONFIG_FILE" --request-timeout=60s "$@"
+}}
+
+# kubectl, with a call that fails retried ({kc_attempts} attempts, {poll} s apart): an API server restarting or a
+# timeout must not end the script (set -e). Not retried: drain (bounded by its own --timeout) and create (an
+# eviction, whose 429 its callers retry until their timeout).
+kc() {{
+  local attempt
+  for attempt in $(seq 1 {kc_attempts}); do
+    if kc_once "$@"; then
+      return 0
+    fi
+    case "$1" in
+      drain | create) return 1 ;;
+    esac
+    if [ "$attempt" -lt {kc_attempts} ]; then
+      echo "gpucell: kubectl $1 failed (attempt $attempt of {kc_attempts}); retrying in $POLL_SECONDS s" >&2
+      sleep "$POLL_SECONDS"
+    fi
+  done
+  echo "gpucell: kubectl $* failed {kc_attempts} times" >&2
+  return 1
 }}
 """,
     "api_up": """\
@@ -98,7 +128,7 @@ kc() {{
 api_up() {{
   local _
   for _ in $(seq 1 {api_attempts}); do
-    if kc get --raw=/readyz >/dev/null 2>&1; then
+    if kc_once get --raw=/readyz >/dev/null 2>&1; then
       return 0
     fi
     sleep "$POLL_SECONDS"
@@ -225,6 +255,18 @@ if [ -z "$reasons" ]; then
   exit 0
 fi
 
+# A NotReady node's kubelet cannot confirm an eviction: draining it would only wait out the whole timeout.
+if [ "$(node_field '{{.status.conditions[?(@.type=="Ready")].status}}')" != True ]; then
+  if [ -n "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
+    echo "gpucell: $NODE is not Ready but already out of service ($reasons): continuing its maintenance"
+    exit 0
+  fi
+  echo "gpucell: $NODE is not Ready (its kubelet does not answer), so it cannot be drained for: $reasons." \\
+    "If the host is down for good, set removalPolicy: forget on it and remove it from the config (see" \\
+    "docs/operations.md, 'A host died'); if it comes back, run pulumi up again" >&2
+  exit 1
+fi
+
 echo "gpucell: taking $NODE out of service: $reasons"
 if [ "$(node_field '{{.spec.unschedulable}}')" = true ] \\
   && [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
@@ -245,11 +287,35 @@ if [ "$(node_field '{{.metadata.labels.{key}}}')" != {value} ]; then
 fi
 """
 
+_GPU_PROFILE_CHECK = """\
+readonly WANT_GPU={profile}
+have_gpu="$(node_field '{{.metadata.annotations.{gpu_config_path}}}')"
+if [ -n "$have_gpu" ] && [ "$have_gpu" != "$WANT_GPU" ]; then
+  reasons="$reasons,gpu-reconfiguration"
+fi
+"""
+
+# A node that never settled under this gpucell has no gpu-config annotation: a resource it should advertise and
+# does not at all (another vGPU type, dra -> container) means its GPU configuration changes.
+_GPU_RESOURCE_CHECK = """\
+if [ -z "$have_gpu" ] && [ -z "$(node_field '{{.status.allocatable.{key}}}')" ]; then
+  reasons="$reasons,gpu-reconfiguration"
+fi
+"""
+
 _SETTLE = """\
 readonly WANT_VERSION={version}
 readonly WANT_CONFIG={digest}
 readonly READY_ATTEMPTS={ready_attempts}
 readonly WANT_LABELS={want_labels}
+readonly WANT_GPU={gpu_profile}
+
+# The GPU configuration the node now runs, for the next prepare to compare (not on non-GPU nodes).
+record_gpu_config() {{
+  if [ -n "$WANT_GPU" ] && [ "$(node_field '{{.metadata.annotations.{gpu_config_path}}}')" != "$WANT_GPU" ]; then
+    kc annotate node "$NODE" --overwrite "{gpu_config}=$WANT_GPU" >/dev/null
+  fi
+}}
 
 # Labels gpucell kept here before and no longer wants are removed: the NodePatch only gives up its own claim on
 # them, and k3s's registration may share it.
@@ -289,23 +355,28 @@ if [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
   if [ "$(node_field '{{.metadata.annotations.{config_path}}}')" != "$WANT_CONFIG" ]; then
     kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
   fi
+  record_gpu_config
   echo "gpucell: $NODE was not taken out of service; nothing to settle"
   exit 0
 fi
 
 status=""
 for _ in $(seq 1 "$READY_ATTEMPTS"); do
-  status="$(node_field '{{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}')"
+  status="$(node_field '{{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}')" \\
+    || status="(the API did not answer)"
   if [ "$status" = "True $WANT_VERSION" ]; then
     break
   fi
   sleep "$POLL_SECONDS"
 done
 if [ "$status" != "True $WANT_VERSION" ]; then
-  echo "gpucell: $NODE is not Ready on $WANT_VERSION (it reports '$status'); it stays cordoned" >&2
+  echo "gpucell: $NODE is not Ready on $WANT_VERSION within $((READY_ATTEMPTS * POLL_SECONDS)) s (it reports" \\
+    "'$status'); it stays cordoned; see kubectl describe node $NODE and the k3s service's journal on the host," \\
+    "then run pulumi up again" >&2
   exit 1
 fi
 {gpu_wait}kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
+record_gpu_config
 if [ "$(node_field '{{.metadata.annotations.{keep_cordoned_path}}}')" = true ]; then
   echo "gpucell: $NODE was cordoned before its maintenance; it stays cordoned"
   kc annotate node "$NODE" "{maintenance}-" "{keep_cordoned}-" >/dev/null
@@ -340,16 +411,21 @@ gpu_state_problems() {{
 """
 
 _GPU_WAIT = """\
+readonly RETRIGGER_POLLS={retrigger_polls}
+
+# Restart the pods matching selector $2 in namespace $1 on the node (their DaemonSet starts new ones), because $3.
+restart_pods() {{
+  echo "gpucell: restarting $2 pods in $1 on $NODE: $3"
+  kc -n "$1" delete pods -l "$2" --field-selector "spec.nodeName=$NODE" --ignore-not-found --wait=false >/dev/null
+}}
+
 problems=""
-for _ in $(seq 1 "$GPU_ATTEMPTS"); do
+{retrigger_locals}for poll in $(seq 1 "$GPU_ATTEMPTS"); do
   problems="$(gpu_state_problems)"
   if [ -z "$problems" ]; then
     break
   fi
-  if grep -q "is 'failed'" <<<"$problems"; then
-    break
-  fi
-  sleep "$POLL_SECONDS"
+{retriggers}  sleep "$POLL_SECONDS"
 done
 if [ -n "$problems" ]; then
   echo "gpucell: $NODE did not reach its GPU state within $GPU_TIMEOUT s; it stays cordoned:" >&2
@@ -359,6 +435,27 @@ if [ -n "$problems" ]; then
   exit 1
 fi
 echo "gpucell: the GPU Operator reports $NODE in its new GPU state"
+"""
+
+# A state manager acts on a *change* of its label: after 'failed' it is restarted so that it reads the label
+# again (NVIDIA/gpu-operator#2833); still 'failed' a minute after that ends the wait.
+_STATE_RETRIGGER = """\
+  if grep -qF "{label} is 'failed'" <<<"$problems"; then
+    if [ "${var}" -eq 0 ]; then
+      restart_pods {namespace} {selector} "{label} is 'failed' (NVIDIA/gpu-operator#2833)"
+      {var}=$poll
+    elif [ $((poll - {var})) -ge "$RETRIGGER_POLLS" ]; then
+      break
+    fi
+  fi
+"""
+
+# Only the advertised resources are wrong, for a minute: the device plugin read the devices before they changed
+# and does not refresh (kubevirt/kubevirt#7084); restarted once a minute while that lasts.
+_PLUGIN_RETRIGGER = """\
+  if ! grep -qv '^allocatable ' <<<"$problems" && [ $((poll % RETRIGGER_POLLS)) -eq 0 ]; then
+    restart_pods {namespace} {selector} "the node does not advertise its GPU resources (kubevirt/kubevirt#7084)"
+  fi
 """
 
 _STATE_CHECK = """\
@@ -430,13 +527,16 @@ _ANNOTATIONS = {
     "keep_cordoned": KEEP_CORDONED_ANNOTATION,
     "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
     "labels": LABELS_ANNOTATION,
+    "gpu_config": GPU_CONFIG_ANNOTATION,
+    "gpu_config_path": jsonpath_key(GPU_CONFIG_ANNOTATION),
     "labels_path": jsonpath_key(LABELS_ANNOTATION),
 }
 
 
 def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
     variables = _VARIABLES.format(kubeconfig=KUBECONFIG_PATH, node=shlex.quote(node), poll=POLL_SECONDS)
-    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS)
+    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS,
+                                     kc_attempts=KC_ATTEMPTS, poll=POLL_SECONDS)
              for name in functions]
     return _PREAMBLE.format(title=title) + "\n" + variables + "\n".join(parts) + "\n"
 
@@ -462,6 +562,9 @@ def prepare_script(state: NodeState, version: str, digest: str) -> str:
     gpu_checks = "".join(
         _GPU_CHECK.format(key=jsonpath_key(key), value=shlex.quote(value)) for key, value in state.gpu_config.items()
     )
+    if state.gpu_profile:
+        gpu_checks += _GPU_PROFILE_CHECK.format(profile=shlex.quote(state.gpu_profile), **_ANNOTATIONS)
+        gpu_checks += "".join(_GPU_RESOURCE_CHECK.format(key=jsonpath_key(name)) for name in state.resources)
     body = _PREPARE.format(
         version=shlex.quote(version), digest=shlex.quote(digest),
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
@@ -498,13 +601,31 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
             gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
             gpu_timeout=state.rollout.gpu_state_timeout_minutes * 60,
         )
-        gpu_wait = _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE)
+        gpu_wait = _gpu_wait(state)
     body = _SETTLE.format(
         version=shlex.quote(version), digest=shlex.quote(digest), ready_attempts=_attempts(5),
-        want_labels=shlex.quote(",".join(state.labels)), gpu_state_function=gpu_state_function,
+        want_labels=shlex.quote(",".join(state.labels)), gpu_profile=shlex.quote(state.gpu_profile),
+        gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait, **_ANNOTATIONS,
     )
     return _header(f"gpucell: settle {state.name} after maintenance", state.name, _BASE) + body
+
+
+def _gpu_wait(state: NodeState) -> str:
+    """The settle's wait for the GPU state, with the restarts that re-trigger a stuck manager or device plugin."""
+    retriggers = ""
+    variables = []
+    for index, label in enumerate(state.state_labels):
+        namespace, selector = STATE_MANAGER_PODS[label]
+        var = f"restarted_{index}"
+        variables.append(f"{var}=0\n")
+        retriggers += _STATE_RETRIGGER.format(label=label, var=var, namespace=shlex.quote(namespace),
+                                              selector=shlex.quote(selector))
+    if state.device_plugin is not None and state.resources:
+        namespace, selector = state.device_plugin
+        retriggers += _PLUGIN_RETRIGGER.format(namespace=shlex.quote(namespace), selector=shlex.quote(selector))
+    return _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE, retrigger_polls=RETRIGGER_POLLS,
+                            retrigger_locals="".join(variables), retriggers=retriggers)
 
 
 def removal_drain_script(state: NodeState) -> str:

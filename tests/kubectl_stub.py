@@ -3,15 +3,18 @@
 Usage (as the body of a ``k3s`` executable): ``python kubectl_stub.py STATE.json kubectl [flags] VERB ...``.
 
 The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``,
-``pdb_blocked`` (pod names whose eviction answers 429) and ``drain_fails`` (kubectl drain's error text). Every
+``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
+``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
+``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
+delete is also listed in ``restarted``). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
-``label``,
-``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete virtualmachineinstances.kubevirt.io`` and
-``create --raw .../eviction``. JSONPath: members (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
+``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
+``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
+(``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
 
@@ -31,7 +34,15 @@ def main(argv: list[str]) -> int:
     state = json.loads(state_path.read_text())
     args = argv[2:] if argv[1:2] == ["kubectl"] else argv[1:]
     args = _strip_globals(args)
-    state.setdefault("calls", []).append(" ".join(args))
+    call = " ".join(args)
+    state.setdefault("calls", []).append(call)
+    flaky = state.get("flaky", [])
+    failing = next((prefix for prefix in flaky if call.startswith(prefix)), None)
+    if failing is not None:  # fails once, as a timeout while an API server restarts would
+        flaky.remove(failing)
+        state_path.write_text(json.dumps(state, indent=1))
+        print("Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded)", file=sys.stderr)
+        return 1
     try:
         code = _run(state, args)
     finally:
@@ -148,9 +159,19 @@ def _drain(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> in
 
 
 def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) -> int:
-    kind, name = rest[0], rest[1]
+    kind, name = rest[0], (rest[1] if len(rest) > 1 else "")
     if kind == "node":
         state["nodes"].pop(name, None)
+        return 0
+    if kind == "pods":  # delete pods -l SELECTOR --field-selector spec.nodeName=NODE: a DaemonSet pod restarted
+        selector = _option(rest, "-l") or ""
+        node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
+        state.setdefault("restarted", []).append(f"{namespace} {selector} {node}")
+        fix = state.get("restart_fixes", {}).get(selector)
+        if fix is not None:
+            target = state["nodes"][node]
+            target["metadata"]["labels"].update(fix.get("labels", {}))
+            target["status"]["allocatable"].update(fix.get("allocatable", {}))
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [p for p in state["pods"] if not (p["metadata"]["namespace"] == namespace

@@ -454,3 +454,40 @@ def test_etcd_s3_credentials_must_be_a_secret() -> None:
         "etcdS3CredentialsFra1: secret is missing (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it); "
         "set it with `pulumi config set --secret etcdS3CredentialsFra1 -- '<access key id>:<secret access key>'`"
     )
+
+
+def _sriov_type_24q(config: dict[str, Any]) -> None:
+    """l40s-vgpu from L40S-12Q to L40S-24Q, with the tenants' quotas and VM that use the type."""
+    regions = config["gpucell:regions"]
+    config["gpucell:regions"] = json.loads(json.dumps(regions).replace("L40S-12Q", "L40S-24Q"))
+
+
+def _dra_to_container(config: dict[str, Any]) -> None:
+    """l4-dra to gpuMode container, with the tenant's DRA quota, VM and notebook gone."""
+    region = fra1(config)
+    region["nodePools"]["l4-dra"]["gpuMode"] = "container"
+    acme = region["tenants"]["acme"]
+    del acme["quota"]["deviceClasses"]
+    del acme["virtualMachines"]["cad-01"]
+    del acme["notebooks"]["nb-carol"]
+
+
+@pytest.mark.parametrize(
+    ("pool", "change", "want"),
+    [
+        ("l40s-vgpu", _sriov_type_24q, "mode=vm-vgpu,vgpu=L40S-24Q,vgpu-framework=sriov"),
+        ("l4-dra", _dra_to_container, "mode=container"),
+    ],
+    ids=["sriov-vgpu-type", "dra-to-container"],
+)
+def test_a_reconfiguration_the_labels_do_not_show_reaches_every_nodes_prepare(
+        baseline: PlanResult, pool: str, change: Callable[[dict[str, Any]], None], want: str) -> None:
+    """Issue 18: an SR-IOV pool has no vgpu.config label, and dra nodes share workload.config=container."""
+    after = plan(change)
+    config, _ = prod_config()
+    for host in [h["name"] for h in fra1(config)["nodePools"][pool]["hosts"]]:
+        old = script_of(baseline.named(f"fra1-k3s-{host}-prepare"))
+        new = script_of(after.named(f"fra1-k3s-{host}-prepare"))
+        assert old != new
+        assert f"readonly WANT_GPU={shlex.quote(want)}\n" in new
+        assert f"readonly WANT_GPU={shlex.quote(want)}\n" in script_of(after.named(f"fra1-k3s-{host}-settle"))
