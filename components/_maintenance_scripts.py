@@ -53,6 +53,7 @@ __all__ = [
     "MAINTENANCE_ANNOTATION",
     "POLL_SECONDS",
     "forget_script",
+    "forgotten_script",
     "jsonpath_key",
     "prepare_script",
     "removal_drain_script",
@@ -410,7 +411,7 @@ gpu_state_problems() {{
 
 """
 
-_GPU_WAIT = """\
+_RESTART_PODS = """\
 readonly RETRIGGER_POLLS={retrigger_polls}
 
 # Restart the pods matching selector $2 in namespace $1 on the node (their DaemonSet starts new ones), because $3.
@@ -419,8 +420,11 @@ restart_pods() {{
   kc -n "$1" delete pods -l "$2" --field-selector "spec.nodeName=$NODE" --ignore-not-found --wait=false >/dev/null
 }}
 
-problems=""
-{retrigger_locals}for poll in $(seq 1 "$GPU_ATTEMPTS"); do
+"""
+
+_GPU_WAIT = """\
+{restart_pods}problems=""
+{retrigger_locals}for {poll} in $(seq 1 "$GPU_ATTEMPTS"); do
   problems="$(gpu_state_problems)"
   if [ -z "$problems" ]; then
     break
@@ -505,7 +509,8 @@ if ! api_up; then
   echo "gpucell: the API server on this server does not answer; cannot delete node $NODE" >&2
   exit 1
 fi
-# k3s is uninstalled from the node by now, so its kubelet cannot register it again.
+{alive_guard}# k3s is uninstalled from the node by now (or the machine is gone), so its kubelet cannot register it
+# again. On a server, k3s removes its etcd member before the Node goes (its etcd.k3s.cattle.io finalizer).
 kc delete node "$NODE" --ignore-not-found --wait=false
 for _ in $(seq 1 {attempts}); do
   if ! node_exists; then
@@ -518,6 +523,20 @@ echo "gpucell: node $NODE is still listed after {timeout} s; see kubectl get nod
 exit 1
 """
 
+
+# removalPolicy: forget deletes the Node of a machine that is gone; a kubelet still posting Ready would register it
+# again at once, and a live server would keep its etcd member. (Inserted as a value: single braces.)
+_ALIVE_GUARD = """\
+if node_exists && [ "$(node_field '{.status.conditions[?(@.type=="Ready")].status}')" = True ]; then
+  echo "gpucell: $NODE is Ready: its k3s still runs, so removalPolicy: forget cannot remove it (its kubelet would" \\
+    "register it again); set removalPolicy: delete on it to uninstall k3s over SSH, or stop k3s on it first" >&2
+  exit 1
+fi
+"""
+
+_FORGOTTEN = """\
+echo "gpucell: $NODE is removalPolicy: forget: nothing to do until it is removed from the config"
+"""
 
 _ANNOTATIONS = {
     "maintenance": MAINTENANCE_ANNOTATION,
@@ -624,8 +643,10 @@ def _gpu_wait(state: NodeState) -> str:
     if state.device_plugin is not None and state.resources:
         namespace, selector = state.device_plugin
         retriggers += _PLUGIN_RETRIGGER.format(namespace=shlex.quote(namespace), selector=shlex.quote(selector))
-    return _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE, retrigger_polls=RETRIGGER_POLLS,
-                            retrigger_locals="".join(variables), retriggers=retriggers)
+    restart_pods = _RESTART_PODS.format(retrigger_polls=RETRIGGER_POLLS) if retriggers else ""
+    return _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE, restart_pods=restart_pods,
+                            retrigger_locals="".join(variables), retriggers=retriggers,
+                            poll="poll" if retriggers else "_")
 
 
 def removal_drain_script(state: NodeState) -> str:
@@ -640,9 +661,20 @@ def removal_drain_script(state: NodeState) -> str:
     return _header(f"gpucell: drain {state.name} before removing it", state.name, (*_BASE, *_DRAIN)) + body
 
 
-def forget_script(node: str) -> str:
+def forget_script(node: str, *, forgotten: bool = False) -> str:
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
     from it by then, so it cannot register again) and wait up to 5 minutes for it to be gone. A server's Node is
-    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server."""
-    body = _FORGET.format(attempts=_attempts(5), timeout=300)
-    return _header(f"gpucell: delete node {node} from the cell", node, ("kc", "api_up", "node_exists")) + body
+    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server.
+
+    ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
+    Node is Ready (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
+    body = _FORGET.format(attempts=_attempts(5), timeout=300, alive_guard=_ALIVE_GUARD if forgotten else "")
+    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()))
+    return _header(f"gpucell: delete node {node} from the cell", node, functions) + body
+
+
+def forgotten_script(node: str) -> str:
+    """Create/update of ``<node>-prepare`` and ``-settle`` of a ``removalPolicy: forget`` host: nothing to do (its
+    machine is gone); says so."""
+    header = _PREAMBLE.format(title=f"gpucell: {node} is forgotten")
+    return header + f"\nreadonly NODE={shlex.quote(node)}\n" + _FORGOTTEN

@@ -491,3 +491,37 @@ def test_a_reconfiguration_the_labels_do_not_show_reaches_every_nodes_prepare(
         assert old != new
         assert f"readonly WANT_GPU={shlex.quote(want)}\n" in new
         assert f"readonly WANT_GPU={shlex.quote(want)}\n" in script_of(after.named(f"fra1-k3s-{host}-settle"))
+
+
+def _forget(host: str) -> Callable[[dict[str, Any]], None]:
+    def change(config: dict[str, Any]) -> None:
+        for entry in fra1(config)["nodePools"]["servers"]["hosts"]:
+            if entry["name"] == host:
+                entry["removalPolicy"] = "forget"
+
+    return change
+
+
+def test_a_dead_first_server_is_forgotten_from_a_healthy_one_then_removed(baseline: PlanResult) -> None:
+    """Issue 18: removalPolicy: forget runs nothing on the host; its Node (and so its etcd member) is deleted from
+    the next server, which also takes over every node's maintenance steps."""
+    forgotten = plan(_forget("fra1-srv-1"))
+    install = forgotten.named("fra1-k3s-fra1-srv-1")
+    assert install.options["retainOnDelete"] is True
+    assert sorted(install.options["ignoreChanges"]) == ["connection", "create", "delete", "logging", "stdin", "update"]
+    prepare = forgotten.named("fra1-k3s-fra1-srv-1-prepare")
+    assert "protect" not in prepare.options  # the default, False: its removal may run
+    delete = shlex.split(prepare.inputs["delete"])[2]
+    assert 'kc delete node "$NODE" --ignore-not-found --wait=false' in delete
+    assert "its k3s still runs, so removalPolicy: forget cannot remove it" in delete
+    assert "nothing to do until it is removed" in shlex.split(prepare.inputs["create"])[2]
+    # Every control-server step now runs on fra1-srv-2.
+    srv2 = baseline.named("fra1-k3s-fra1-srv-2").raw_inputs["connection"]["host"]
+    for name in ("fra1-k3s-fra1-h100-1-prepare", "fra1-k3s-fra1-srv-1-prepare", "fra1-k3s-fra1-cpu-1-settle"):
+        assert baseline.named(name).raw_inputs["connection"]["host"] != srv2, name
+        assert forgotten.named(name).raw_inputs["connection"]["host"] == srv2, name
+    # The kubeconfig is not read again (its connection is ignored).
+    assert forgotten.named("fra1-k3s-kubeconfig").options["ignoreChanges"] == ["connection"]
+    removed = plan(lambda config: (_forget("fra1-srv-1")(config), _without("fra1-srv-1")(config)))
+    assert not any(r.name.startswith("fra1-k3s-fra1-srv-1") for r in removed.resources)
+    assert removed.named("fra1-k3s-fra1-cpu-1-settle").raw_inputs["connection"]["host"] == srv2

@@ -549,3 +549,49 @@ def test_prepare_of_a_not_ready_node_fails_at_once_naming_the_way_out(tmp_path: 
     assert run.returncode == 0, run.stderr
     assert run.stdout == ("gpucell: h200-1 is not Ready but already out of service (k3s-upgrade): continuing its "
                           "maintenance\n")
+
+
+# -- removalPolicy: forget --------------------------------------------------------------------------------------
+def test_forgetting_a_dead_server_deletes_its_node_from_a_healthy_one(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1", ready="Unknown")])
+    run = cluster.run(maintenance.forget_script("fra1-srv-1", forgotten=True))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: node fra1-srv-1 removed from the cell\n"
+    assert cluster.calls("delete") == ["delete node fra1-srv-1 --ignore-not-found --wait=false"]
+
+
+def test_forgetting_a_host_whose_k3s_still_runs_is_refused(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1")])
+    run = cluster.run(maintenance.forget_script("fra1-srv-1", forgotten=True))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: fra1-srv-1 is Ready: its k3s still runs, so removalPolicy: forget cannot remove it (its kubelet "
+        "would register it again); set removalPolicy: delete on it to uninstall k3s over SSH, or stop k3s on it "
+        "first\n")
+    assert cluster.calls("delete") == []
+
+
+def test_a_forgotten_hosts_steps_do_nothing(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1", ready="Unknown")])
+    run = cluster.run(maintenance.forgotten_script("fra1-srv-1"))
+    assert (run.returncode, run.stdout) == (
+        0, "gpucell: fra1-srv-1 is removalPolicy: forget: nothing to do until it is removed from the config\n")
+    assert "calls" not in cluster.state
+
+
+def test_shellcheck_passes_on_the_forget_and_retrigger_variants(tmp_path: Path) -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    scripts = {
+        "forget": maintenance.forget_script("fra1-srv-1", forgotten=True),
+        "forgotten": maintenance.forgotten_script("fra1-srv-1"),
+        "settle-mig": settle(),
+        "prepare-mig": prepare(),
+        "settle-dra": settle(dra_state()),
+    }
+    paths = []
+    for name, text in scripts.items():
+        path = tmp_path / f"{name}.sh"
+        path.write_text(text)
+        paths.append(str(path))
+    run = subprocess.run([str(shellcheck), "--shell=bash", *paths], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
