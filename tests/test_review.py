@@ -16,7 +16,7 @@ import pytest
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
-from gpucell.stacks.review import render, review, show
+from gpucell.stacks.review import exit_code, render, review, show
 from tests.conftest import REPO
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
@@ -54,7 +54,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -110,7 +110,7 @@
+@@ -131,7 +131,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -73,7 +73,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -44,7 +44,7 @@
+@@ -65,7 +65,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -81,7 +81,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 +readonly WANT_CONFIG=db3bc52698d13566
  readonly READY_ATTEMPTS=60
  readonly WANT_LABELS=gpucell.io/pool,gpucell.io/role
-\x20
+ readonly WANT_GPU=''
 ```
 
 </details>
@@ -622,3 +622,17 @@ def test_the_docs_table_lists_every_change_with_its_effect() -> None:
         effect = EFFECTS[change]
         assert f"| `{change.value}` |" in doc, change
         assert f"{effect[0].upper()}{effect[1:]}. |" in doc, change
+
+
+def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_json: dict[str, Any]) -> None:
+    """Issue 18: deleting data is disruptive, so the workflow labels the pull request."""
+    def drop_notebook(text: str) -> str:
+        block = ("          notebooks:\n            alice:\n              gpu: {count: 1}\n"
+                 "              cpuMillicores: 4000\n              memoryGib: 32\n              homeGib: 100\n")
+        assert block in text
+        return text.replace(block, "")
+
+    item = review(dev_json, plan_json(project(tmp_path, "head", drop_notebook)))
+    assert [(c.change.value, c.subject, c.key) for c in item.disruptive] == [
+        ("dataDeleted", "tenant-research/home-alice-0", "regions.lab1.tenants.research.notebooks.alice")]
+    assert exit_code([item]) == 4
