@@ -26,7 +26,8 @@ node was already cordoned by someone else, so settle leaves it cordoned); settle
 is there. Every wait is bounded (the pool's ``rollout``), and a failure leaves the node cordoned and says what is
 left; the next ``pulumi up`` resumes where it stopped.
 
-GPU workloads are pods whose containers have a limit on an ``nvidia.com/`` resource. Pods are evicted through the
+GPU workloads are pods whose containers or init containers have a limit on an ``nvidia.com/`` resource, or
+that hold a DRA ResourceClaim (``spec.resourceClaims``). Pods are evicted through the
 Eviction API, so PodDisruptionBudgets hold (a 429 is retried until the timeout). A GPU VM's virt-launcher pod is
 not evicted: its VirtualMachineInstance is deleted, which shuts the guest down gracefully, because a VM with GPUs
 cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
@@ -149,14 +150,17 @@ node_field() {{
 }}
 """,
     "gpu_pods": """\
-# "<namespace> <pod> <owner kind> <owner name>", tab-separated, of every unfinished pod on the node that has a
-# limit on an nvidia.com/ resource (a GPU, MIG slice, passthrough GPU or vGPU).
+# "<namespace> <pod> <owner kind> <owner name>", tab-separated, of every unfinished pod on the node that holds a
+# GPU: a limit on an nvidia.com/ resource (a GPU, MIG slice, passthrough GPU or vGPU) in a container or an init
+# container, or a DRA ResourceClaim (spec.resourceClaims: no extended resource shows such a GPU).
 gpu_pods() {{
   local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
   template+='{{.metadata.ownerReferences[0].kind}}{{"\\t"}}{{.metadata.ownerReferences[0].name}}{{"\\t"}}'
-  template+='{{.spec.containers[*].resources.limits}}{{"\\n"}}{{end}}'
+  template+='{{.spec.containers[*].resources.limits}} {{.spec.initContainers[*].resources.limits}}{{"\\t"}}'
+  template+='{{.spec.resourceClaims[*].name}}{{"\\n"}}{{end}}'
   kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" \\
-    -o "jsonpath=$template" | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
+    -o "jsonpath=$template" \\
+    | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// || $6 != "" {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
 }}
 """,
     "stop_gpu_vms": """\

@@ -595,3 +595,23 @@ def test_shellcheck_passes_on_the_forget_and_retrigger_variants(tmp_path: Path) 
         paths.append(str(path))
     run = subprocess.run([str(shellcheck), "--shell=bash", *paths], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_pods_with_gpus_in_init_containers_or_dra_claims_are_evicted_too(tmp_path: Path) -> None:
+    init = pod("prep-1", gpu=False)
+    init["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    claim = pod("dra-1", gpu=False)
+    claim["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "dra-1-gpu"}]
+    dra_vm = pod("virt-launcher-cad-01-x", gpu=False, owner=("VirtualMachineInstance", "cad-01"))
+    dra_vm["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "cad-01-gpu"}]
+    plain = pod("web-1", gpu=False)
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})],
+                      [init, claim, dra_vm, plain])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls("create", "-n") == [
+        "-n tenant-acme delete virtualmachineinstances.kubevirt.io cad-01 --ignore-not-found --wait=false",
+        EVICT.format("tenant-acme", "prep-1"),
+        EVICT.format("tenant-acme", "dra-1"),
+    ]
+    assert [p["metadata"]["name"] for p in cluster.state["pods"]] == ["web-1"]
