@@ -31,8 +31,9 @@ that hold a DRA ResourceClaim (``spec.resourceClaims``). Pods are evicted throug
 Eviction API, so PodDisruptionBudgets hold (a 429 is retried until the timeout). A GPU VM's virt-launcher pod is
 not evicted: its VirtualMachineInstance is deleted, which shuts the guest down gracefully, because a VM with GPUs
 cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
-VirtualMachine's ``runStrategy`` then decides: ``Always`` starts it again wherever it fits, ``RerunOnFailure``,
-``Manual`` and ``Halted`` leave it stopped until its owner starts it (``virtctl start``).
+VirtualMachine is first set to ``runStrategy: Halted``, its own recorded in ``gpucell.io/run-strategy`` with
+``gpucell.io/stopped-by-maintenance: <node>``; the node's settle restores it once the node is back in service
+(``Always``/``RerunOnFailure`` start again, ``Manual`` through the ``start`` subresource, as ``virtctl start``).
 
 Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubernetes.io "Safely Drain a Node",
 "API-initiated Eviction"); KubeVirt "Node maintenance" (user guide); the GPU Operator state labels in
@@ -61,6 +62,10 @@ __all__ = [
     "settle_script",
 ]
 
+STOPPED_BY_ANNOTATION = "gpucell.io/stopped-by-maintenance"
+"""On a VirtualMachine that maintenance stopped (runStrategy set to ``Halted``): the node it ran on."""
+RUN_STRATEGY_ANNOTATION = "gpucell.io/run-strategy"
+"""On a VirtualMachine that maintenance stopped: its runStrategy before, restored by the node's settle."""
 MAINTENANCE_ANNOTATION = "gpucell.io/maintenance"
 """Set on a node that gpucell cordoned, to why (``k3s-upgrade``, ``k3s-restart``, ``gpu-reconfiguration``)."""
 KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
@@ -167,13 +172,45 @@ gpu_pods() {{
 # A GPU VM cannot live-migrate: delete its VirtualMachineInstance, which shuts the guest down gracefully. Its
 # VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped.
 stop_gpu_vms() {{
-  local ns pod kind owner
+  local ns pod kind owner strategy
   while IFS=$'\\t' read -r ns pod kind owner; do
     if [ "$kind" = VirtualMachineInstance ]; then
       echo "gpucell: stopping VM $ns/$owner on $NODE (pod $pod): a VM with GPUs cannot live-migrate"
+      # Halted first, its runStrategy recorded: settle gives it back once the node is in service again, and an
+      # Always VM does not start on the next node to be drained meanwhile.
+      strategy="$(kc -n "$ns" get virtualmachines.kubevirt.io "$owner" --ignore-not-found \\
+        -o 'jsonpath={{.spec.runStrategy}}')"
+      if [ -n "$strategy" ] && [ "$strategy" != Halted ]; then
+        kc -n "$ns" annotate virtualmachines.kubevirt.io "$owner" --overwrite "{stopped_by}=$NODE" \\
+          "{run_strategy}=$strategy" >/dev/null
+        kc -n "$ns" patch virtualmachines.kubevirt.io "$owner" --type merge \\
+          -p '{{"spec":{{"runStrategy":"Halted"}}}}' >/dev/null
+      fi
       kc -n "$ns" delete virtualmachineinstances.kubevirt.io "$owner" --ignore-not-found --wait=false >/dev/null
     fi
   done < <(gpu_pods)
+}}
+""",
+    "start_stopped_vms": """\
+# The VMs maintenance stopped on this node get their runStrategy back (Always and RerunOnFailure start again);
+# a Manual one is started through KubeVirt's start subresource, as virtctl start does.
+start_stopped_vms() {{
+  local ns name node strategy
+  local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
+  template+='{{.metadata.annotations.{stopped_by_path}}}{{"\\t"}}{{.metadata.annotations.{run_strategy_path}}}{{"\\n"}}{{end}}'
+  while IFS=$'\\t' read -r ns name node strategy; do
+    if [ "$node" != "$NODE" ] || [ -z "$strategy" ]; then
+      continue
+    fi
+    kc -n "$ns" patch virtualmachines.kubevirt.io "$name" --type merge \\
+      -p "{{\\"spec\\":{{\\"runStrategy\\":\\"$strategy\\"}}}}" >/dev/null
+    if [ "$strategy" = Manual ]; then
+      kc replace --raw "/apis/subresources.kubevirt.io/v1/namespaces/$ns/virtualmachines/$name/start" -f - \\
+        >/dev/null <<<'{{}}'
+    fi
+    kc -n "$ns" annotate virtualmachines.kubevirt.io "$name" "{stopped_by}-" "{run_strategy}-" >/dev/null
+    echo "gpucell: started VM $ns/$name again (runStrategy $strategy), stopped for the maintenance of $NODE"
+  done < <(kc get virtualmachines.kubevirt.io --all-namespaces -o "jsonpath=$template")
 }}
 """,
     "evict": """\
@@ -361,6 +398,7 @@ if [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
     kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
   fi
   record_gpu_config
+  start_stopped_vms
   echo "gpucell: $NODE was not taken out of service; nothing to settle"
   exit 0
 fi
@@ -389,6 +427,7 @@ else
   kc annotate node "$NODE" "{maintenance}-" >/dev/null
   kc uncordon "$NODE"
 fi
+start_stopped_vms
 echo "gpucell: $NODE is back in service"
 """
 
@@ -550,6 +589,10 @@ _ANNOTATIONS = {
     "keep_cordoned": KEEP_CORDONED_ANNOTATION,
     "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
     "labels": LABELS_ANNOTATION,
+    "stopped_by": STOPPED_BY_ANNOTATION,
+    "stopped_by_path": jsonpath_key(STOPPED_BY_ANNOTATION),
+    "run_strategy": RUN_STRATEGY_ANNOTATION,
+    "run_strategy_path": jsonpath_key(RUN_STRATEGY_ANNOTATION),
     "gpu_config": GPU_CONFIG_ANNOTATION,
     "gpu_config_path": jsonpath_key(GPU_CONFIG_ANNOTATION),
     "labels_path": jsonpath_key(LABELS_ANNOTATION),
@@ -559,7 +602,7 @@ _ANNOTATIONS = {
 def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
     variables = _VARIABLES.format(kubeconfig=KUBECONFIG_PATH, node=shlex.quote(node), poll=POLL_SECONDS)
     parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS,
-                                     kc_attempts=KC_ATTEMPTS, poll=POLL_SECONDS)
+                                     kc_attempts=KC_ATTEMPTS, poll=POLL_SECONDS, **_ANNOTATIONS)
              for name in functions]
     return _PREAMBLE.format(title=title) + "\n" + variables + "\n".join(parts) + "\n"
 
@@ -631,7 +674,8 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
         gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait, **_ANNOTATIONS,
     )
-    return _header(f"gpucell: settle {state.name} after maintenance", state.name, _BASE) + body
+    return _header(f"gpucell: settle {state.name} after maintenance", state.name,
+                   (*_BASE, "start_stopped_vms")) + body
 
 
 def _gpu_wait(state: NodeState) -> str:

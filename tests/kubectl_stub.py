@@ -6,7 +6,8 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 ``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
-delete is also listed in ``restarted``). Every
+delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
+``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
@@ -74,7 +75,7 @@ def _run(state: dict[str, Any], args: list[str]) -> int:
         namespace, args = args[at + 1], args[:at] + args[at + 2:]
     verb, rest = args[0], args[1:]
     handler = {"get": _get, "annotate": _annotate, "label": _label, "cordon": _cordon, "uncordon": _cordon,
-               "drain": _drain, "delete": _delete, "create": _create}[verb]
+               "drain": _drain, "delete": _delete, "create": _create, "patch": _patch, "replace": _replace}[verb]
     return handler(state, rest, namespace, verb)
 
 
@@ -104,6 +105,18 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
             return 0
         sys.stdout.write(render(output.removeprefix("jsonpath="), node))
         return 0
+    if rest[0] == "virtualmachines.kubevirt.io":
+        vms = state.get("vms", [])
+        if "--all-namespaces" not in rest:
+            vms = [v for v in vms if v["metadata"]["namespace"] == namespace
+                   and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])]
+            if len(rest) > 1 and not rest[1].startswith("-"):
+                if not vms:
+                    return 0 if "--ignore-not-found" in rest else 1
+                sys.stdout.write(render(output.removeprefix("jsonpath="), vms[0]))
+                return 0
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
+        return 0
     if rest[0] == "pods":
         terms = (_option(rest, "--field-selector") or "").split(",")
         node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
@@ -117,8 +130,13 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
     raise SystemExit(f"stub: unsupported get {rest}")
 
 
-def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
-    node = state["nodes"][rest[1]]
+def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
+    return next(v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace,
+                                                                                                       name))
+
+
+def _annotate(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    node = _vm(state, namespace, rest[1]) if rest[0] == "virtualmachines.kubevirt.io" else state["nodes"][rest[1]]
     annotations = node["metadata"].setdefault("annotations", {})
     for arg in rest[2:]:
         if arg.startswith("--"):
@@ -128,6 +146,24 @@ def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) ->
         else:
             key, value = arg.split("=", 1)
             annotations[key] = value
+    return 0
+
+
+def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    assert rest[0] == "virtualmachines.kubevirt.io", rest
+    assert _option(rest, "--type") == "merge", rest
+    vm = _vm(state, namespace, rest[1])
+    vm["spec"].update(json.loads(_option(rest, "-p") or "{}")["spec"])
+    return 0
+
+
+def _replace(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    match = re.match(r"^/apis/subresources\.kubevirt\.io/v1/namespaces/([^/]+)/virtualmachines/([^/]+)/start$",
+                     _option(rest, "--raw") or "")
+    if match is None:
+        raise SystemExit(f"stub: unsupported replace {rest}")
+    sys.stdin.read()
+    state.setdefault("started", []).append(f"{match[1]}/{match[2]}")
     return 0
 
 
