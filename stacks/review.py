@@ -25,6 +25,7 @@ from gpucell.disruption import (
 )
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
+from gpucell.stacks.maintenance_review import Maintenance, maintenance
 from gpucell.stacks.plan_diff import (
     MISSING,
     SECRET,
@@ -75,6 +76,8 @@ class Review:
     """The head's ``gpucell:acknowledge`` differs from the base's."""
     refused: list[str] = field(default_factory=list)
     """What ``pulumi up`` refuses whatever is acknowledged (:func:`gpucell.disruption.refused_together`)."""
+    maintenance: dict[str, Maintenance] = field(default_factory=dict)
+    """Region -> the nodes taken out of service and the GPU VMs that stop (:mod:`gpucell.stacks.maintenance_review`)."""
 
     @property
     def changed(self) -> bool:
@@ -122,7 +125,8 @@ def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | Non
     return Review(stack=stack or str(head.get("stack") or base.get("stack") or "?"), plan_diff=diff_plans(base, head),
                   disruptive=changes, judgement=judgement, notes=notes,
                   carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
-                  acknowledge_changed=entries != before, refused=refused_together(changes))
+                  acknowledge_changed=entries != before, refused=refused_together(changes),
+                  maintenance=maintenance(base, head))
 
 
 def _compared_regions(base: Mapping[str, Any], head: Mapping[str, Any], notes: list[str]) -> list[str] | None:
@@ -209,6 +213,24 @@ def _disruptive_section(item: Review) -> list[str]:
     return lines
 
 
+def _maintenance_section(item: Review) -> list[str]:
+    if not item.maintenance:
+        return []
+    lines = ["### What running workloads go through", ""]
+    for region, work in item.maintenance.items():
+        if work.drained:
+            lines.append(f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
+                         f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}")
+        if work.reconfigured:
+            lines.append(f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
+                         f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}")
+        for namespace, vms in sorted(work.gpu_vms.items()):
+            lines.append(f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
+                         f"again: {', '.join(f'`{v}`' for v in vms)}")
+    lines.append("")
+    return lines
+
+
 def _stale_section(item: Review) -> list[str]:
     if not item.judgement.stale:
         return []
@@ -274,7 +296,7 @@ def render(reviews: list[Review]) -> str:
         lines += [f"> {note}" for note in item.notes] + ([""] if item.notes else [])
         lines += [f"> ⛔ Refused by `pulumi up` (no acknowledgement allows it): {_cell(line)}" for line in item.refused]
         lines += [""] if item.refused else []
-        lines += _disruptive_section(item) + _stale_section(item)
+        lines += _disruptive_section(item) + _maintenance_section(item) + _stale_section(item)
         for region, region_diffs in item.plan_diff.regions.items():
             if region_diffs:
                 lines += _region_section(region, region_diffs)

@@ -34,6 +34,11 @@ firewalls written for the old range.
    - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
 reason: "..."}`.
 
+### What running workloads go through
+
+- `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): \
+`lab1-srv-1`
+
 ### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
@@ -54,7 +59,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -131,7 +131,7 @@
+@@ -144,7 +144,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -73,7 +78,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -65,7 +65,7 @@
+@@ -86,7 +86,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -636,3 +641,34 @@ def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_jso
     assert [(c.change.value, c.subject, c.key) for c in item.disruptive] == [
         ("dataDeleted", "tenant-research/home-alice-0", "regions.lab1.tenants.research.notebooks.alice")]
     assert exit_code([item]) == 4
+
+
+def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop(tmp_path: Path) -> None:
+    """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
+    tenants' GPU VMs stop."""
+    def prod(name: str, edit: Any = None) -> dict[str, Any]:
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(REPO / "Pulumi.yaml", folder)
+        text = (REPO / "Pulumi.prod.yaml").read_text()
+        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+        plan = make_plan(folder, "prod")
+        return to_json(plan, list(plan.cells))
+
+    def upgrade(text: str) -> str:
+        anchor = "  gpucell:regions:\n    fra1:\n"
+        assert anchor in text
+        return text.replace(anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n"
+                            "      k3s: {installerSha256: '" + "0" * 64 + "'}\n")
+
+    item = review(prod("base"), prod("head", upgrade))
+    assert item.disruptive == []
+    work = item.maintenance["fra1"]
+    assert {"fra1-srv-1", "fra1-srv-2", "fra1-srv-3", "fra1-h100-1", "fra1-l4-1", "fra1-cpu-1"} <= set(work.drained)
+    assert work.reconfigured == []
+    assert set(work.gpu_vms["tenant-acme"]) == {"cad-01", "desk-01", "train-01"}
+    text = render([item]).splitlines()
+    assert any(line.startswith(f"- `fra1`: {len(work.drained)} node(s) cordoned and drained one by one")
+               for line in text)
+    assert any(line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance")
+               for line in text)
