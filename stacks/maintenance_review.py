@@ -45,7 +45,7 @@ def _value(script: str, key: str) -> str | None:
 
 
 def _has_gpu(resource: Mapping[str, Any]) -> bool:
-    spec = ((((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+    spec = (((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
     devices = (spec.get("domain") or {}).get("devices") or {}
     return bool(devices.get("gpus") or devices.get("hostDevices") or spec.get("resourceClaims"))
 
