@@ -626,10 +626,56 @@ fi
 _UNINSTALL_BODY = """\
 readonly UNINSTALL={path}
 if [ -x "$UNINSTALL" ]; then
+  cleanup_cilium
   as_root "$UNINSTALL"
 else
   echo "gpucell: $UNINSTALL not found; k3s is not installed here"
 fi
+"""
+
+# Cilium's host state goes before k3s's uninstall script (k3s-io/k3s#8347, k3s-io/docs#134: with it left in place
+# the host can lose its network, and the SSH session running this with it). First every pod stops (k3s-killall.sh,
+# so that the Cilium agent cannot put anything back), then what k3s's docs ("Uninstalling K3s", Cilium) and
+# `cilium-dbg cleanup` (Cilium v1.20 cilium-dbg/cmd/cleanup.go) remove: its links, its iptables rules, the BPF
+# programs it attached (tc/tcx filters and XDP on every interface; tcx links and maps are pinned under
+# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run.
+_CILIUM_CLEANUP = """\
+readonly KILLALL={killall}
+
+cleanup_cilium() {{
+  local link table hook
+  if [ -x "$KILLALL" ]; then
+    as_root timeout 300 "$KILLALL" >/dev/null 2>&1 || echo "gpucell: $KILLALL failed; cleaning Cilium anyway" >&2
+  fi
+  for link in cilium_host cilium_net cilium_vxlan cilium_geneve cilium_wg0; do
+    if ip link show "$link" >/dev/null 2>&1; then
+      as_root ip link delete "$link" || true
+    fi
+  done
+  # Only Cilium's programs (named cil_*): other tc filters and XDP programs on the host stay.
+  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{{ sub(/@.*/, "", $2); print $2 }}'); do
+    if ip link show dev "$link" 2>/dev/null | grep -q 'name cil_'; then
+      as_root ip link set dev "$link" xdp off || true
+    fi
+    for hook in ingress egress; do
+      if tc filter show dev "$link" "$hook" 2>/dev/null | grep -q 'cil_'; then
+        as_root tc filter del dev "$link" "$hook" || true
+      fi
+    done
+  done
+  for table in iptables ip6tables; do
+    if command -v "$table-save" >/dev/null 2>&1 && as_root "$table-save" 2>/dev/null | grep -qi cilium; then
+      as_root "$table-save" | grep -iv cilium | as_root timeout 60 "$table-restore" \\
+        || echo "gpucell: could not remove Cilium's $table rules" >&2
+    fi
+  done
+  if mountpoint -q /run/cilium/cgroupv2 2>/dev/null; then
+    as_root umount /run/cilium/cgroupv2 || true
+  fi
+  as_root rm -rf /sys/fs/bpf/cilium /sys/fs/bpf/tc/globals/cilium_* /var/run/cilium 2>/dev/null || true
+  echo "gpucell: removed Cilium's host state"
+}}
+
 """
 
 _KUBECONFIG_BODY = """\
@@ -747,6 +793,8 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     nodes, ``NodeRules`` in kubernetes ``plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go``), so the
     node's ``-prepare`` command deletes it afterwards, from a server.
 
+    Before k3s's uninstall script, every pod is stopped (``k3s-killall.sh``) and Cilium's host state removed (its
+    links, iptables rules, attached BPF programs and pins, cgroup2 mount: k3s-io/k3s#8347), each step tolerated.
     Succeeds when k3s is already gone, so a half-installed node can still be deleted. Leaves k3s installed (exit
     0) when the host's ``/etc/rancher/k3s/config.yaml`` names another node: the host was renamed in config at the
     same address, and Pulumi ran the new name's install before this delete (an agent joins again under its new
@@ -754,7 +802,8 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     """
     service = _service(role)
     path = f"/usr/local/bin/{service}-uninstall.sh"
-    body = _UNINSTALL_BODY.format(path=path)
+    body = _CILIUM_CLEANUP.format(killall=shlex.quote("/usr/local/bin/k3s-killall.sh")) + _UNINSTALL_BODY.format(
+        path=path)
     if role is NodeRole.SERVER:
         leave = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH,
                                    attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)

@@ -26,12 +26,14 @@ node was already cordoned by someone else, so settle leaves it cordoned); settle
 is there. Every wait is bounded (the pool's ``rollout``), and a failure leaves the node cordoned and says what is
 left; the next ``pulumi up`` resumes where it stopped.
 
-GPU workloads are pods whose containers have a limit on an ``nvidia.com/`` resource. Pods are evicted through the
+GPU workloads are pods whose containers or init containers have a limit on an ``nvidia.com/`` resource, or
+that hold a DRA ResourceClaim (``spec.resourceClaims``). Pods are evicted through the
 Eviction API, so PodDisruptionBudgets hold (a 429 is retried until the timeout). A GPU VM's virt-launcher pod is
 not evicted: its VirtualMachineInstance is deleted, which shuts the guest down gracefully, because a VM with GPUs
 cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
-VirtualMachine's ``runStrategy`` then decides: ``Always`` starts it again wherever it fits, ``RerunOnFailure``,
-``Manual`` and ``Halted`` leave it stopped until its owner starts it (``virtctl start``).
+VirtualMachine is first set to ``runStrategy: Halted``, its own recorded in ``gpucell.io/run-strategy`` with
+``gpucell.io/stopped-by-maintenance: <node>``; the node's settle restores it once the node is back in service
+(``Always``/``RerunOnFailure`` start again, ``Manual`` through the ``start`` subresource, as ``virtctl start``).
 
 Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubernetes.io "Safely Drain a Node",
 "API-initiated Eviction"); KubeVirt "Node maintenance" (user guide); the GPU Operator state labels in
@@ -43,32 +45,46 @@ from __future__ import annotations
 import shlex
 
 from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
-from gpucell._node_state import GPU_OPERATOR_NAMESPACE, NodeState
+from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, NodeState
 
 __all__ = [
     "CONFIG_ANNOTATION",
+    "GPU_CONFIG_ANNOTATION",
     "KEEP_CORDONED_ANNOTATION",
     "LABELS_ANNOTATION",
     "MAINTENANCE_ANNOTATION",
     "POLL_SECONDS",
     "forget_script",
+    "forgotten_script",
     "jsonpath_key",
     "prepare_script",
     "removal_drain_script",
     "settle_script",
 ]
 
+STOPPED_BY_ANNOTATION = "gpucell.io/stopped-by-maintenance"
+"""On a VirtualMachine that maintenance stopped (runStrategy set to ``Halted``): the node it ran on."""
+RUN_STRATEGY_ANNOTATION = "gpucell.io/run-strategy"
+"""On a VirtualMachine that maintenance stopped: its runStrategy before, restored by the node's settle."""
 MAINTENANCE_ANNOTATION = "gpucell.io/maintenance"
 """Set on a node that gpucell cordoned, to why (``k3s-upgrade``, ``k3s-restart``, ``gpu-reconfiguration``)."""
 KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
 """``"true"`` on a node that was already cordoned when gpucell's maintenance began: it stays cordoned after."""
 CONFIG_ANNOTATION = "gpucell.io/k3s-config"
 """The :func:`gpucell._k3s_scripts.restart_digest` the node last converged to."""
+GPU_CONFIG_ANNOTATION = "gpucell.io/gpu-config"
+"""The :attr:`gpucell._node_state.NodeState.gpu_profile` the node last settled in: what prepare compares, since the
+labels alone do not tell an SR-IOV vGPU type nor ``dra`` from ``container``."""
 LABELS_ANNOTATION = "gpucell.io/labels"
 """The label keys gpucell kept on the node at the last settle, comma-separated: a key that leaves the pool's labels
 is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
 POLL_SECONDS = 5
 """Seconds between two looks at the node in every wait."""
+KC_ATTEMPTS = 3
+"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` before the script gives up on it."""
+RETRIGGER_POLLS = 12
+"""Polls (x :data:`POLL_SECONDS`: one minute) a GPU node's state may stay wrong before settle restarts the pod
+that must act (the MIG or vGPU manager after ``failed``, the device plugin when the resources do not match)."""
 API_ATTEMPTS = 24
 """Looks at ``/readyz`` before the control server's API counts as down (x :data:`POLL_SECONDS`)."""
 
@@ -89,8 +105,29 @@ readonly POLL_SECONDS={poll}
 # Shell functions, each rendered only into the scripts that call it (shellcheck flags unused ones).
 _FUNCTIONS = {
     "kc": """\
-kc() {{
+kc_once() {{
   as_root "$K3S_BIN" kubectl --kubeconfig "$KUBECONFIG_FILE" --request-timeout=60s "$@"
+}}
+
+# kubectl, with a call that fails retried ({kc_attempts} attempts, {poll} s apart): an API server restarting or a
+# timeout must not end the script (set -e). Not retried: drain (bounded by its own --timeout) and create (an
+# eviction, whose 429 its callers retry until their timeout).
+kc() {{
+  local attempt
+  for attempt in $(seq 1 {kc_attempts}); do
+    if kc_once "$@"; then
+      return 0
+    fi
+    case "$1" in
+      drain | create) return 1 ;;
+    esac
+    if [ "$attempt" -lt {kc_attempts} ]; then
+      echo "gpucell: kubectl $1 failed (attempt $attempt of {kc_attempts}); retrying in $POLL_SECONDS s" >&2
+      sleep "$POLL_SECONDS"
+    fi
+  done
+  echo "gpucell: kubectl $* failed {kc_attempts} times" >&2
+  return 1
 }}
 """,
     "api_up": """\
@@ -98,7 +135,7 @@ kc() {{
 api_up() {{
   local _
   for _ in $(seq 1 {api_attempts}); do
-    if kc get --raw=/readyz >/dev/null 2>&1; then
+    if kc_once get --raw=/readyz >/dev/null 2>&1; then
       return 0
     fi
     sleep "$POLL_SECONDS"
@@ -118,27 +155,62 @@ node_field() {{
 }}
 """,
     "gpu_pods": """\
-# "<namespace> <pod> <owner kind> <owner name>", tab-separated, of every unfinished pod on the node that has a
-# limit on an nvidia.com/ resource (a GPU, MIG slice, passthrough GPU or vGPU).
+# "<namespace> <pod> <owner kind> <owner name>", tab-separated, of every unfinished pod on the node that holds a
+# GPU: a limit on an nvidia.com/ resource (a GPU, MIG slice, passthrough GPU or vGPU) in a container or an init
+# container, or a DRA ResourceClaim (spec.resourceClaims: no extended resource shows such a GPU).
 gpu_pods() {{
   local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
   template+='{{.metadata.ownerReferences[0].kind}}{{"\\t"}}{{.metadata.ownerReferences[0].name}}{{"\\t"}}'
-  template+='{{.spec.containers[*].resources.limits}}{{"\\n"}}{{end}}'
+  template+='{{.spec.containers[*].resources.limits}} {{.spec.initContainers[*].resources.limits}}{{"\\t"}}'
+  template+='{{.spec.resourceClaims[*].name}}{{"\\n"}}{{end}}'
   kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" \\
-    -o "jsonpath=$template" | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
+    -o "jsonpath=$template" \\
+    | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// || $6 != "" {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
 }}
 """,
     "stop_gpu_vms": """\
 # A GPU VM cannot live-migrate: delete its VirtualMachineInstance, which shuts the guest down gracefully. Its
 # VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped.
 stop_gpu_vms() {{
-  local ns pod kind owner
+  local ns pod kind owner strategy
   while IFS=$'\\t' read -r ns pod kind owner; do
     if [ "$kind" = VirtualMachineInstance ]; then
       echo "gpucell: stopping VM $ns/$owner on $NODE (pod $pod): a VM with GPUs cannot live-migrate"
+      # Halted first, its runStrategy recorded: settle gives it back once the node is in service again, and an
+      # Always VM does not start on the next node to be drained meanwhile.
+      strategy="$(kc -n "$ns" get virtualmachines.kubevirt.io "$owner" --ignore-not-found \\
+        -o 'jsonpath={{.spec.runStrategy}}')"
+      if [ -n "$strategy" ] && [ "$strategy" != Halted ]; then
+        kc -n "$ns" annotate virtualmachines.kubevirt.io "$owner" --overwrite "{stopped_by}=$NODE" \\
+          "{run_strategy}=$strategy" >/dev/null
+        kc -n "$ns" patch virtualmachines.kubevirt.io "$owner" --type merge \\
+          -p '{{"spec":{{"runStrategy":"Halted"}}}}' >/dev/null
+      fi
       kc -n "$ns" delete virtualmachineinstances.kubevirt.io "$owner" --ignore-not-found --wait=false >/dev/null
     fi
   done < <(gpu_pods)
+}}
+""",
+    "start_stopped_vms": """\
+# The VMs maintenance stopped on this node get their runStrategy back (Always and RerunOnFailure start again);
+# a Manual one is started through KubeVirt's start subresource, as virtctl start does.
+start_stopped_vms() {{
+  local ns name node strategy
+  local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
+  template+='{{.metadata.annotations.{stopped_by_path}}}{{"\\t"}}{{.metadata.annotations.{run_strategy_path}}}{{"\\n"}}{{end}}'
+  while IFS=$'\\t' read -r ns name node strategy; do
+    if [ "$node" != "$NODE" ] || [ -z "$strategy" ]; then
+      continue
+    fi
+    kc -n "$ns" patch virtualmachines.kubevirt.io "$name" --type merge \\
+      -p "{{\\"spec\\":{{\\"runStrategy\\":\\"$strategy\\"}}}}" >/dev/null
+    if [ "$strategy" = Manual ]; then
+      kc replace --raw "/apis/subresources.kubevirt.io/v1/namespaces/$ns/virtualmachines/$name/start" -f - \\
+        >/dev/null <<<'{{}}'
+    fi
+    kc -n "$ns" annotate virtualmachines.kubevirt.io "$name" "{stopped_by}-" "{run_strategy}-" >/dev/null
+    echo "gpucell: started VM $ns/$name again (runStrategy $strategy), stopped for the maintenance of $NODE"
+  done < <(kc get virtualmachines.kubevirt.io --all-namespaces -o "jsonpath=$template")
 }}
 """,
     "evict": """\
@@ -225,6 +297,18 @@ if [ -z "$reasons" ]; then
   exit 0
 fi
 
+# A NotReady node's kubelet cannot confirm an eviction: draining it would only wait out the whole timeout.
+if [ "$(node_field '{{.status.conditions[?(@.type=="Ready")].status}}')" != True ]; then
+  if [ -n "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
+    echo "gpucell: $NODE is not Ready but already out of service ($reasons): continuing its maintenance"
+    exit 0
+  fi
+  echo "gpucell: $NODE is not Ready (its kubelet does not answer), so it cannot be drained for: $reasons." \\
+    "If the host is down for good, set removalPolicy: forget on it and remove it from the config (see" \\
+    "docs/operations.md, 'A host died'); if it comes back, run pulumi up again" >&2
+  exit 1
+fi
+
 echo "gpucell: taking $NODE out of service: $reasons"
 if [ "$(node_field '{{.spec.unschedulable}}')" = true ] \\
   && [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
@@ -245,11 +329,35 @@ if [ "$(node_field '{{.metadata.labels.{key}}}')" != {value} ]; then
 fi
 """
 
+_GPU_PROFILE_CHECK = """\
+readonly WANT_GPU={profile}
+have_gpu="$(node_field '{{.metadata.annotations.{gpu_config_path}}}')"
+if [ -n "$have_gpu" ] && [ "$have_gpu" != "$WANT_GPU" ]; then
+  reasons="$reasons,gpu-reconfiguration"
+fi
+"""
+
+# A node that never settled under this gpucell has no gpu-config annotation: a resource it should advertise and
+# does not at all (another vGPU type, dra -> container) means its GPU configuration changes.
+_GPU_RESOURCE_CHECK = """\
+if [ -z "$have_gpu" ] && [ -z "$(node_field '{{.status.allocatable.{key}}}')" ]; then
+  reasons="$reasons,gpu-reconfiguration"
+fi
+"""
+
 _SETTLE = """\
 readonly WANT_VERSION={version}
 readonly WANT_CONFIG={digest}
 readonly READY_ATTEMPTS={ready_attempts}
 readonly WANT_LABELS={want_labels}
+readonly WANT_GPU={gpu_profile}
+
+# The GPU configuration the node now runs, for the next prepare to compare (not on non-GPU nodes).
+record_gpu_config() {{
+  if [ -n "$WANT_GPU" ] && [ "$(node_field '{{.metadata.annotations.{gpu_config_path}}}')" != "$WANT_GPU" ]; then
+    kc annotate node "$NODE" --overwrite "{gpu_config}=$WANT_GPU" >/dev/null
+  fi
+}}
 
 # Labels gpucell kept here before and no longer wants are removed: the NodePatch only gives up its own claim on
 # them, and k3s's registration may share it.
@@ -289,23 +397,29 @@ if [ -z "$(node_field '{{.metadata.annotations.{maintenance_path}}}')" ]; then
   if [ "$(node_field '{{.metadata.annotations.{config_path}}}')" != "$WANT_CONFIG" ]; then
     kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
   fi
+  record_gpu_config
+  start_stopped_vms
   echo "gpucell: $NODE was not taken out of service; nothing to settle"
   exit 0
 fi
 
 status=""
 for _ in $(seq 1 "$READY_ATTEMPTS"); do
-  status="$(node_field '{{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}')"
+  status="$(node_field '{{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}')" \\
+    || status="(the API did not answer)"
   if [ "$status" = "True $WANT_VERSION" ]; then
     break
   fi
   sleep "$POLL_SECONDS"
 done
 if [ "$status" != "True $WANT_VERSION" ]; then
-  echo "gpucell: $NODE is not Ready on $WANT_VERSION (it reports '$status'); it stays cordoned" >&2
+  echo "gpucell: $NODE is not Ready on $WANT_VERSION within $((READY_ATTEMPTS * POLL_SECONDS)) s (it reports" \\
+    "'$status'); it stays cordoned; see kubectl describe node $NODE and the k3s service's journal on the host," \\
+    "then run pulumi up again" >&2
   exit 1
 fi
 {gpu_wait}kc annotate node "$NODE" --overwrite "{config}=$WANT_CONFIG" >/dev/null
+record_gpu_config
 if [ "$(node_field '{{.metadata.annotations.{keep_cordoned_path}}}')" = true ]; then
   echo "gpucell: $NODE was cordoned before its maintenance; it stays cordoned"
   kc annotate node "$NODE" "{maintenance}-" "{keep_cordoned}-" >/dev/null
@@ -313,6 +427,7 @@ else
   kc annotate node "$NODE" "{maintenance}-" >/dev/null
   kc uncordon "$NODE"
 fi
+start_stopped_vms
 echo "gpucell: $NODE is back in service"
 """
 
@@ -339,17 +454,25 @@ gpu_state_problems() {{
 
 """
 
+_RESTART_PODS = """\
+readonly RETRIGGER_POLLS={retrigger_polls}
+
+# Restart the pods matching selector $2 in namespace $1 on the node (their DaemonSet starts new ones), because $3.
+restart_pods() {{
+  echo "gpucell: restarting $2 pods in $1 on $NODE: $3"
+  kc -n "$1" delete pods -l "$2" --field-selector "spec.nodeName=$NODE" --ignore-not-found --wait=false >/dev/null
+}}
+
+"""
+
 _GPU_WAIT = """\
-problems=""
-for _ in $(seq 1 "$GPU_ATTEMPTS"); do
+{restart_pods}problems=""
+{retrigger_locals}for {poll} in $(seq 1 "$GPU_ATTEMPTS"); do
   problems="$(gpu_state_problems)"
   if [ -z "$problems" ]; then
     break
   fi
-  if grep -q "is 'failed'" <<<"$problems"; then
-    break
-  fi
-  sleep "$POLL_SECONDS"
+{retriggers}  sleep "$POLL_SECONDS"
 done
 if [ -n "$problems" ]; then
   echo "gpucell: $NODE did not reach its GPU state within $GPU_TIMEOUT s; it stays cordoned:" >&2
@@ -359,6 +482,27 @@ if [ -n "$problems" ]; then
   exit 1
 fi
 echo "gpucell: the GPU Operator reports $NODE in its new GPU state"
+"""
+
+# A state manager acts on a *change* of its label: after 'failed' it is restarted so that it reads the label
+# again (NVIDIA/gpu-operator#2833); still 'failed' a minute after that ends the wait.
+_STATE_RETRIGGER = """\
+  if grep -qF "{label} is 'failed'" <<<"$problems"; then
+    if [ "${var}" -eq 0 ]; then
+      restart_pods {namespace} {selector} "{label} is 'failed' (NVIDIA/gpu-operator#2833)"
+      {var}=$poll
+    elif [ $((poll - {var})) -ge "$RETRIGGER_POLLS" ]; then
+      break
+    fi
+  fi
+"""
+
+# Only the advertised resources are wrong, for a minute: the device plugin read the devices before they changed
+# and does not refresh (kubevirt/kubevirt#7084); restarted once a minute while that lasts.
+_PLUGIN_RETRIGGER = """\
+  if ! grep -qv '^allocatable ' <<<"$problems" && [ $((poll % RETRIGGER_POLLS)) -eq 0 ]; then
+    restart_pods {namespace} {selector} "the node does not advertise its GPU resources (kubevirt/kubevirt#7084)"
+  fi
 """
 
 _STATE_CHECK = """\
@@ -408,7 +552,8 @@ if ! api_up; then
   echo "gpucell: the API server on this server does not answer; cannot delete node $NODE" >&2
   exit 1
 fi
-# k3s is uninstalled from the node by now, so its kubelet cannot register it again.
+{alive_guard}# k3s is uninstalled from the node by now (or the machine is gone), so its kubelet cannot register it
+# again. On a server, k3s removes its etcd member before the Node goes (its etcd.k3s.cattle.io finalizer).
 kc delete node "$NODE" --ignore-not-found --wait=false
 for _ in $(seq 1 {attempts}); do
   if ! node_exists; then
@@ -422,6 +567,20 @@ exit 1
 """
 
 
+# removalPolicy: forget deletes the Node of a machine that is gone; a kubelet still posting Ready would register it
+# again at once, and a live server would keep its etcd member. (Inserted as a value: single braces.)
+_ALIVE_GUARD = """\
+if node_exists && [ "$(node_field '{.status.conditions[?(@.type=="Ready")].status}')" = True ]; then
+  echo "gpucell: $NODE is Ready: its k3s still runs, so removalPolicy: forget cannot remove it (its kubelet would" \\
+    "register it again); set removalPolicy: delete on it to uninstall k3s over SSH, or stop k3s on it first" >&2
+  exit 1
+fi
+"""
+
+_FORGOTTEN = """\
+echo "gpucell: $NODE is removalPolicy: forget: nothing to do until it is removed from the config"
+"""
+
 _ANNOTATIONS = {
     "maintenance": MAINTENANCE_ANNOTATION,
     "maintenance_path": jsonpath_key(MAINTENANCE_ANNOTATION),
@@ -430,13 +589,20 @@ _ANNOTATIONS = {
     "keep_cordoned": KEEP_CORDONED_ANNOTATION,
     "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
     "labels": LABELS_ANNOTATION,
+    "stopped_by": STOPPED_BY_ANNOTATION,
+    "stopped_by_path": jsonpath_key(STOPPED_BY_ANNOTATION),
+    "run_strategy": RUN_STRATEGY_ANNOTATION,
+    "run_strategy_path": jsonpath_key(RUN_STRATEGY_ANNOTATION),
+    "gpu_config": GPU_CONFIG_ANNOTATION,
+    "gpu_config_path": jsonpath_key(GPU_CONFIG_ANNOTATION),
     "labels_path": jsonpath_key(LABELS_ANNOTATION),
 }
 
 
 def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
     variables = _VARIABLES.format(kubeconfig=KUBECONFIG_PATH, node=shlex.quote(node), poll=POLL_SECONDS)
-    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS)
+    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS,
+                                     kc_attempts=KC_ATTEMPTS, poll=POLL_SECONDS, **_ANNOTATIONS)
              for name in functions]
     return _PREAMBLE.format(title=title) + "\n" + variables + "\n".join(parts) + "\n"
 
@@ -462,6 +628,9 @@ def prepare_script(state: NodeState, version: str, digest: str) -> str:
     gpu_checks = "".join(
         _GPU_CHECK.format(key=jsonpath_key(key), value=shlex.quote(value)) for key, value in state.gpu_config.items()
     )
+    if state.gpu_profile:
+        gpu_checks += _GPU_PROFILE_CHECK.format(profile=shlex.quote(state.gpu_profile), **_ANNOTATIONS)
+        gpu_checks += "".join(_GPU_RESOURCE_CHECK.format(key=jsonpath_key(name)) for name in state.resources)
     body = _PREPARE.format(
         version=shlex.quote(version), digest=shlex.quote(digest),
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
@@ -498,13 +667,34 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
             gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
             gpu_timeout=state.rollout.gpu_state_timeout_minutes * 60,
         )
-        gpu_wait = _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE)
+        gpu_wait = _gpu_wait(state)
     body = _SETTLE.format(
         version=shlex.quote(version), digest=shlex.quote(digest), ready_attempts=_attempts(5),
-        want_labels=shlex.quote(",".join(state.labels)), gpu_state_function=gpu_state_function,
+        want_labels=shlex.quote(",".join(state.labels)), gpu_profile=shlex.quote(state.gpu_profile),
+        gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait, **_ANNOTATIONS,
     )
-    return _header(f"gpucell: settle {state.name} after maintenance", state.name, _BASE) + body
+    return _header(f"gpucell: settle {state.name} after maintenance", state.name,
+                   (*_BASE, "start_stopped_vms")) + body
+
+
+def _gpu_wait(state: NodeState) -> str:
+    """The settle's wait for the GPU state, with the restarts that re-trigger a stuck manager or device plugin."""
+    retriggers = ""
+    variables = []
+    for index, label in enumerate(state.state_labels):
+        namespace, selector = STATE_MANAGER_PODS[label]
+        var = f"restarted_{index}"
+        variables.append(f"{var}=0\n")
+        retriggers += _STATE_RETRIGGER.format(label=label, var=var, namespace=shlex.quote(namespace),
+                                              selector=shlex.quote(selector))
+    if state.device_plugin is not None and state.resources:
+        namespace, selector = state.device_plugin
+        retriggers += _PLUGIN_RETRIGGER.format(namespace=shlex.quote(namespace), selector=shlex.quote(selector))
+    restart_pods = _RESTART_PODS.format(retrigger_polls=RETRIGGER_POLLS) if retriggers else ""
+    return _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE, restart_pods=restart_pods,
+                            retrigger_locals="".join(variables), retriggers=retriggers,
+                            poll="poll" if retriggers else "_")
 
 
 def removal_drain_script(state: NodeState) -> str:
@@ -519,9 +709,20 @@ def removal_drain_script(state: NodeState) -> str:
     return _header(f"gpucell: drain {state.name} before removing it", state.name, (*_BASE, *_DRAIN)) + body
 
 
-def forget_script(node: str) -> str:
+def forget_script(node: str, *, forgotten: bool = False) -> str:
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
     from it by then, so it cannot register again) and wait up to 5 minutes for it to be gone. A server's Node is
-    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server."""
-    body = _FORGET.format(attempts=_attempts(5), timeout=300)
-    return _header(f"gpucell: delete node {node} from the cell", node, ("kc", "api_up", "node_exists")) + body
+    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server.
+
+    ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
+    Node is Ready (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
+    body = _FORGET.format(attempts=_attempts(5), timeout=300, alive_guard=_ALIVE_GUARD if forgotten else "")
+    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()))
+    return _header(f"gpucell: delete node {node} from the cell", node, functions) + body
+
+
+def forgotten_script(node: str) -> str:
+    """Create/update of ``<node>-prepare`` and ``-settle`` of a ``removalPolicy: forget`` host: nothing to do (its
+    machine is gone); says so."""
+    header = _PREAMBLE.format(title=f"gpucell: {node} is forgotten")
+    return header + f"\nreadonly NODE={shlex.quote(node)}\n" + _FORGOTTEN

@@ -27,9 +27,12 @@ from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.pools import MIG_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
+    "DEVICE_PLUGIN_PODS",
     "DRA_DRIVER_NAMESPACE",
     "GPU_OPERATOR_NAMESPACE",
+    "KUBEVIRT_NAMESPACE",
     "MIG_STATE_LABEL",
+    "STATE_MANAGER_PODS",
     "VALIDATOR_POD_PREFIX",
     "VGPU_STATE_LABEL",
     "NodeState",
@@ -47,7 +50,28 @@ DRA_DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"
 """Where the DRA driver's kubelet plugin runs (:data:`gpucell.dra_driver.NAMESPACE`)."""
 VALIDATOR_POD_PREFIX = "nvidia-operator-validator-"
 """Name prefix of the GPU Operator's validator pods (its ``nvidia-operator-validator`` DaemonSet)."""
+KUBEVIRT_NAMESPACE = "kubevirt"
+"""Where KubeVirt's virt-handler runs (:data:`gpucell.kubevirt.NAMESPACE`)."""
 _GPU_CONFIG_LABELS = (WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
+STATE_MANAGER_PODS = {
+    MIG_STATE_LABEL: (GPU_OPERATOR_NAMESPACE, "app=nvidia-mig-manager"),
+    VGPU_STATE_LABEL: (GPU_OPERATOR_NAMESPACE, "app=nvidia-vgpu-device-manager"),
+}
+"""State label -> (namespace, label selector) of the GPU Operator pod that sets it. The MIG manager acts only on a
+*change* of ``nvidia.com/mig.config``: after a ``failed`` state with the label unchanged nothing re-triggers it
+until its pod restarts and reads the label again (NVIDIA/gpu-operator#2833); the same holds for the vGPU device
+manager. Selectors: the operator's ``assets/state-mig-manager`` and ``state-vgpu-device-manager`` DaemonSets."""
+DEVICE_PLUGIN_PODS = {
+    "container": (GPU_OPERATOR_NAMESPACE, "app=nvidia-device-plugin-daemonset"),
+    "vm-passthrough": (GPU_OPERATOR_NAMESPACE, "app=nvidia-sandbox-device-plugin-daemonset"),
+    "vm-vgpu": (GPU_OPERATOR_NAMESPACE, "app=nvidia-sandbox-device-plugin-daemonset"),
+    "vm-vgpu-sriov": (KUBEVIRT_NAMESPACE, "kubevirt.io=virt-handler"),
+}
+"""GPU configuration kind -> (namespace, label selector) of the pod whose device plugin advertises the node's GPU
+resources. A started device plugin does not re-read the host's devices (kubevirt/kubevirt#7084 for KubeVirt's own
+PCI device plugin in virt-handler, which advertises SR-IOV vGPU VFs; the same for the sandbox device plugin and
+the container device plugin), so a node whose advertised resources do not match after a reconfiguration has that
+pod restarted (its DaemonSet starts a new one). ``dra`` nodes advertise no extended resources."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +95,15 @@ class NodeState:
     """Extended resources the node must advertise in ``status.allocatable`` once converged: name -> count."""
     rollout: Rollout
     """How the node's pool goes through maintenance."""
+    gpu_profile: str = ""
+    """The node's whole GPU configuration as one comparable value (``mode=<gpuMode>``, then ``mig=<layout>``,
+    ``vgpu=<type>`` and ``vgpu-framework=<sriov|mdev>`` where they apply), recorded by ``-settle`` in the
+    annotation ``gpucell.io/gpu-config``. It catches what the labels do not: an SR-IOV vGPU type (those nodes have
+    no ``nvidia.com/vgpu.config``) and ``dra`` <-> ``container`` (both ``workload.config=container``). Empty on
+    non-GPU nodes."""
+    device_plugin: tuple[str, str] | None = None
+    """(namespace, label selector) of the pods to restart when the advertised resources do not match
+    (:data:`DEVICE_PLUGIN_PODS`); ``None`` on non-GPU and ``dra`` nodes."""
     pod_namespaces: tuple[str, ...] = ()
     """Namespaces besides the GPU Operator's whose pods on the node must be ready once converged (the DRA
     driver's on ``dra`` nodes)."""
@@ -98,6 +131,7 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
         for offer in gpu_offers({pool_name: pool}, cell.effective_mig_strategy.value):
             resources[offer.resource] = resources.get(offer.resource, 0) + offer.per_node
     dra = pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
+    profile, plugin = _gpu_profile(pool, labels) if pool.role is NodeRole.GPU else ("", None)
     return NodeState(
         name=host_name,
         role=pool.role,
@@ -107,6 +141,21 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
         state_labels=state_labels,
         resources=resources,
         rollout=pool.rollout,
+        gpu_profile=profile,
+        device_plugin=plugin,
         pod_namespaces=(DRA_DRIVER_NAMESPACE,) if dra else (),
         skip_pods=VALIDATOR_POD_PREFIX if dra else "",
     )
+
+
+def _gpu_profile(pool: NodePool, labels: dict[str, str]) -> tuple[str, tuple[str, str] | None]:
+    """The :attr:`NodeState.gpu_profile` and :attr:`NodeState.device_plugin` of a GPU pool's node."""
+    parts = [f"mode={pool.mode.value}"]
+    kind = pool.mode.value
+    if MIG_LABEL in labels:
+        parts.append(f"mig={labels[MIG_LABEL]}")
+    if pool.vgpu_profile is not None:
+        sriov = VGPU_LABEL not in labels  # pool_managed_labels: SR-IOV nodes get no vgpu.config label
+        parts += [f"vgpu={pool.vgpu_profile}", f"vgpu-framework={'sriov' if sriov else 'mdev'}"]
+        kind = "vm-vgpu-sriov" if sriov else kind
+    return ",".join(parts), DEVICE_PLUGIN_PODS.get(kind)

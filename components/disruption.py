@@ -59,6 +59,7 @@ __all__ = [
     "compare",
     "fingerprint",
     "judge",
+    "refused_together",
     "release_line",
     "removed_regions",
 ]
@@ -87,6 +88,7 @@ class Change(StrEnum):
     SERVER_ADDRESS = "serverAddress"
     SERVER_REMOVED = "serverRemoved"
     NODE_REMOVED = "nodeRemoved"
+    DATA_DELETED = "dataDeleted"
     STORAGE_CLASS = "storageClass"
     K3S_MINOR = "k3sMinor"
     CHART_MAJOR = "chartMajor"
@@ -151,12 +153,18 @@ EFFECTS: dict[Change, str] = {
         "(serverRemoved) and add it again with its new address in the next"
     ),
     Change.SERVER_REMOVED: (
-        "the server leaves etcd (k3s uninstalled after its Node is deleted); remove one server per pulumi up "
-        "and keep an odd number, or the cluster can lose its etcd quorum and its API"
+        "the server is drained and leaves etcd (it deletes its own Node, k3s removes its member, then k3s is "
+        "uninstalled; with removalPolicy forget only its Node is deleted, from a healthy server); remove one "
+        "server per pulumi up and keep an odd number, or the cluster can lose its etcd quorum and its API"
     ),
     Change.NODE_REMOVED: (
-        "k3s is uninstalled from the host: its pods are killed and its VMs stop (GPU VMs cannot live-migrate); "
-        "drain it first (kubectl drain) so workloads move while the node still runs"
+        "gpucell drains the node (cordons it, stops its GPU VMs, which cannot live-migrate, and evicts its pods "
+        "through the Eviction API), uninstalls k3s from the host and deletes its Node; with removalPolicy forget "
+        "nothing runs on the host and only its Node is deleted, its pods going with it"
+    ),
+    Change.DATA_DELETED: (
+        "the object is deleted with the data behind it (a tenant's namespace and every volume in it, a VM's "
+        "disks, a notebook's home volume): nothing brings it back; set removalPolicy retain first to keep it"
     ),
     Change.STORAGE_CLASS: (
         "existing volumes keep their StorageClass and data: a PVC's class is immutable, KubeVirt does not "
@@ -241,8 +249,9 @@ class Acknowledgement(SpecModel):
     region: str
     """The region it applies to."""
     subject: str | None = None
-    """Only the change of this host (node changes), ``<namespace>/<claim>`` or ``default`` (storageClass) or chart
-    (chartMajor). Defaults to every change of that kind in the region."""
+    """Only the change of this host (node changes), ``<namespace>/<claim>`` or ``default`` (storageClass), chart
+    (chartMajor), namespace or ``<namespace>/<claim>`` (dataDeleted). Defaults to every change of that kind in the
+    region."""
     reason: str = Field(min_length=1)
     """Why it is safe now (maintenance window, ticket): for the reviewer and the stack's history."""
 
@@ -273,8 +282,10 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         {"version": 1,
          "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns"},
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
-         "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile"}},
-         "storage": {"defaultClass", "volumes": {"<namespace>/<claim>": {"storageClass", "key"}}},
+         "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile", "removalPolicy"}},
+         "tenants": {<tenant>: {"namespace", "removalPolicy"}},
+         "storage": {"defaultClass",
+                     "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
          "versions": {"k3s", "charts": {<versions key>: <version>}},
          # only with loadBalancer:
          "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"}}
@@ -306,10 +317,13 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                 "gpuMode": pool.gpu_mode.value if pool.gpu_mode is not None else None,
                 "migConfig": pool.mig_config,
                 "vgpuProfile": pool.vgpu_profile,
+                "removalPolicy": (host.removal_policy or cell.removal_policy_of(pool_name, host)).value,
             }
             for pool_name, pool in cell.node_pools.items()
             for host in pool.hosts
         },
+        "tenants": {name: {"namespace": namespace_of(name), "removalPolicy": tenant.removal_policy.value}
+                    for name, tenant in cell.tenants.items()},
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
         "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
         **_traffic(cell),
@@ -352,11 +366,15 @@ def _volumes(cell: CellSpec) -> dict[str, dict[str, Any]]:
                 volumes[f"{namespace}/{claim}"] = {
                     "storageClass": disk.storage_class,
                     "key": f"tenants.{tenant_name}.virtualMachines.{vm_name}.{where}.storageClass",
+                    "owner": f"tenants.{tenant_name}.virtualMachines.{vm_name}",
+                    "removalPolicy": (vm.removal_policy or tenant.removal_policy).value,
                 }
         for notebook_name, notebook in tenant.notebooks.items():
             volumes[f"{namespace}/home-{notebook_name}-0"] = {
                 "storageClass": notebook.storage_class,
                 "key": f"tenants.{tenant_name}.notebooks.{notebook_name}.storageClass",
+                "owner": f"tenants.{tenant_name}.notebooks.{notebook_name}",
+                "removalPolicy": (notebook.removal_policy or tenant.removal_policy).value,
             }
     return volumes
 
@@ -394,6 +412,20 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
     base = f"regions.{region}"
     return [*_network(old, new, region, base), *_cilium(old, new, region, base), *_nodes(old, new, region, base),
             *_storage(old, new, region, base), *_versions(old, new, region, base), *_addresses(old, new, region, base)]
+
+
+def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
+    """Lines for what no acknowledgement allows in one run: more than one server removed from a region (etcd
+    reconfigures one member at a time; two at once can cost the quorum). Empty when nothing is refused."""
+    removed: dict[str, list[str]] = {}
+    for change in changes:
+        if change.change is Change.SERVER_REMOVED and change.subject is not None:
+            removed.setdefault(change.region, []).append(change.subject)
+    return [
+        f"regions.{region}.nodePools: removes {len(hosts)} servers in one run ({', '.join(hosts)}); remove one "
+        f"server per pulumi up (keep {hosts[0]} in the config, pulumi up, then remove the next)"
+        for region, hosts in removed.items() if len(hosts) > 1
+    ]
 
 
 def removed_regions(deployed: Iterable[str], planned: Iterable[str]) -> list[DisruptiveChange]:
@@ -453,6 +485,8 @@ def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: st
     changes: list[DisruptiveChange] = []
     for host, was in before.items():
         now = after.get(host)
+        if now is None and was.get("removalPolicy") == "retain":
+            continue  # nothing runs: gpucell only forgets the node, k3s keeps running
         if now is None:
             kind = Change.SERVER_REMOVED if was.get("role") == NodeRole.SERVER.value else Change.NODE_REMOVED
             changes.append(DisruptiveChange(kind, region, host, f"{base}.nodePools.{was.get('pool')}.hosts",
@@ -482,8 +516,17 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
         changes.append(DisruptiveChange(Change.STORAGE_CLASS, region, "default", f"{base}.storage.backend",
                                         _text(before["defaultClass"]), _text(after.get("defaultClass"))))
     old_volumes, new_volumes = before.get("volumes") or {}, after.get("volumes") or {}
+    for tenant, was in sorted((old.get("tenants") or {}).items()):
+        if tenant not in (new.get("tenants") or {}) and was.get("removalPolicy") != "retain":
+            changes.append(DisruptiveChange(Change.DATA_DELETED, region, was.get("namespace"),
+                                            f"{base}.tenants.{tenant}", f"namespace {was.get('namespace')}",
+                                            "removed"))
     for claim, was in sorted(old_volumes.items()):
         now = new_volumes.get(claim)
+        if now is None and "owner" in was and was.get("removalPolicy") != "retain":
+            changes.append(DisruptiveChange(Change.DATA_DELETED, region, claim, f"{base}.{was['owner']}",
+                                            f"volume {claim}", "removed"))
+            continue
         if now is not None and was.get("storageClass") != now.get("storageClass"):
             default = f"default ({_text(after.get('defaultClass'))})"
             changes.append(DisruptiveChange(

@@ -59,7 +59,7 @@ from gpucell._component import CellComponent
 from gpucell._host_setup import host_setup
 from gpucell._node_state import NodeState, node_state
 from gpucell.k3s_hardening import node_files
-from gpucell.spec import CellSpec, Host, NodeRole
+from gpucell.spec import CellSpec, Host, HostRemovalPolicy, NodeRole
 from gpucell.spec.lifecycle import removal_options
 
 with warnings.catch_warnings():
@@ -86,6 +86,9 @@ FIELD_MANAGER = "gpucell"
 NODE_PATCH_ANNOTATIONS = {"pulumi.com/patchFieldManager": FIELD_MANAGER, "pulumi.com/patchForce": "true"}
 """pulumi-kubernetes: the field manager name, and force (gpucell is the source of the fields it applies: a label
 k3s set at registration, or a taint list a controller rewrote, is taken over instead of failing the update)."""
+
+_FORGOTTEN_IGNORED = ["connection", "create", "update", "delete", "stdin", "logging"]
+"""The install command's inputs a ``removalPolicy: forget`` host ignores: Pulumi never runs it again."""
 
 ProviderFactory = Callable[[pulumi.Output[str]], Provider]
 """Builds the cell's Kubernetes provider from the (secret) admin kubeconfig."""
@@ -226,7 +229,7 @@ class K3sCluster(CellComponent):
                                opts=self.child(**removal_options(cell.removal_policy)))
         # stdin is the token's only way to a node; secret so that state and plans never show it.
         self._stdin: pulumi.Output[str] = pulumi.Output.secret(token.result)
-        control_pool, control_host = cell.servers[0]
+        control_pool, control_host = cell.control_server
         self._control = self._connection(control_pool, control_host)
 
         after: list[pulumi.Resource] = []
@@ -356,11 +359,18 @@ class K3sCluster(CellComponent):
         digest = scripts.restart_digest(cell, pool.role, config, files)
         self._states[host.name] = (state, digest)
         options = removal_options(cell.removal_policy_of(pool_name, host))
+        forgotten = host.removal_policy is HostRemovalPolicy.FORGET
+        prepare_text = (maintenance.forgotten_script(host.name) if forgotten
+                        else maintenance.prepare_script(state, cell.versions.k3s, digest))
 
         prepare = self._control_command(
-            f"{host.name}-prepare", maintenance.prepare_script(state, cell.versions.k3s, digest),
-            maintenance.forget_script(host.name), after, options,
+            f"{host.name}-prepare", prepare_text, maintenance.forget_script(host.name, forgotten=forgotten), after,
+            options,
         )
+        install_options: dict[str, Any] = dict(options)
+        if forgotten:
+            # The machine is gone: nothing runs on it over SSH again, neither an update nor the uninstall.
+            install_options.update(retain_on_delete=True, ignore_changes=_FORGOTTEN_IGNORED)
         install_command = scripts.remote(install_text)
         install = Command(
             f"{self._name}-{host.name}",
@@ -374,7 +384,7 @@ class K3sCluster(CellComponent):
             # for the operator.
             logging=Logging.STDOUT_AND_STDERR,
             add_previous_output_in_env=False,
-            opts=self.child(depends_on=[prepare], **options),
+            opts=self.child(depends_on=[prepare], **install_options),
         )
         return prepare, install
 
@@ -391,8 +401,11 @@ class K3sCluster(CellComponent):
             # Forgotten, not relinquished, when the node is removed (see the module docstring).
             opts=self.child(depends_on=[install], provider=self.provider, **{**options, "retain_on_delete": True}),
         )
+        forgotten = host.removal_policy is HostRemovalPolicy.FORGET
+        settle_text = (maintenance.forgotten_script(host.name) if forgotten
+                       else maintenance.settle_script(state, cell.versions.k3s, digest))
         settle = self._control_command(
-            f"{host.name}-settle", maintenance.settle_script(state, cell.versions.k3s, digest),
+            f"{host.name}-settle", settle_text,
             maintenance.removal_drain_script(state), [labels], options,
         )
         resources = NodeResources(state=state, prepare=prepare, install=install, labels=labels, settle=settle,

@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.sync_await import _sync_await
 
-from gpucell.disruption import Judgement, compare, fingerprint, judge, removed_regions
+from gpucell.disruption import Judgement, compare, fingerprint, judge, refused_together, removed_regions
 from gpucell.errors import ConfigError
 from gpucell.stacks.config import StackConfig
 
@@ -74,7 +74,8 @@ def deployed_fingerprints(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any
 def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]]) -> Judgement:
     """Judge the planned cells of ``stack`` against the ``deployed`` fingerprints.
 
-    Raises :class:`ConfigError` with, for each unacknowledged disruptive change, its
+    Raises :class:`ConfigError` with what no acknowledgement allows (:func:`gpucell.disruption.refused_together`:
+    more than one server removed from a region), then, for each unacknowledged disruptive change, its
     :meth:`~gpucell.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
     ``acknowledge[<i>]: {change: ..., region: ...} matches no disruptive change against the last deployment of
     <region>; remove it``. Returns the judgement when nothing is refused.
@@ -83,7 +84,7 @@ def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]])
     changes = [change for region, new in planned.items() for change in compare(deployed.get(region), new, region)]
     changes += removed_regions(deployed, planned)
     judgement = judge(changes, stack.acknowledgements, judged_regions=deployed)
-    lines = [change.refusal() for change in judgement.refused]
+    lines = refused_together(changes) + [change.refusal() for change in judgement.refused]
     lines += [
         f"acknowledge[{index}]: {entry.shown()} matches no disruptive change against the last deployment of "
         f"{entry.region}; remove it (it was applied, or the change it names is no longer planned)"

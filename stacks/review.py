@@ -14,9 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucell.disruption import DisruptiveChange, Judgement, StackAcknowledgements, compare, judge, removed_regions
+from gpucell.disruption import (
+    DisruptiveChange,
+    Judgement,
+    StackAcknowledgements,
+    compare,
+    judge,
+    refused_together,
+    removed_regions,
+)
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
+from gpucell.stacks.maintenance_review import Maintenance, maintenance
 from gpucell.stacks.plan_diff import (
     MISSING,
     SECRET,
@@ -41,6 +50,8 @@ __all__ = [
 ]
 
 EXIT_NO_CHANGES, EXIT_CHANGES, EXIT_DISRUPTIVE = 0, 3, 4
+EXIT_REFUSED = 2
+"""``gpucell diff``'s exit code when the head plans what ``pulumi up`` refuses whatever is acknowledged."""
 COMMENT_MARKER = "<!-- gpucell-diff -->"
 """First line of the Markdown: the workflow finds its earlier comment by it and updates it in place."""
 FOLD_AT = 80
@@ -63,6 +74,10 @@ class Review:
     """Indexes of the head's ``gpucell:acknowledge`` entries the base has too (carried over, maybe not deployed)."""
     acknowledge_changed: bool = False
     """The head's ``gpucell:acknowledge`` differs from the base's."""
+    refused: list[str] = field(default_factory=list)
+    """What ``pulumi up`` refuses whatever is acknowledged (:func:`gpucell.disruption.refused_together`)."""
+    maintenance: dict[str, Maintenance] = field(default_factory=dict)
+    """Region -> the nodes taken out of service and the GPU VMs that stop (:mod:`gpucell.stacks.maintenance_review`)."""
 
     @property
     def changed(self) -> bool:
@@ -110,7 +125,8 @@ def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | Non
     return Review(stack=stack or str(head.get("stack") or base.get("stack") or "?"), plan_diff=diff_plans(base, head),
                   disruptive=changes, judgement=judgement, notes=notes,
                   carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
-                  acknowledge_changed=entries != before)
+                  acknowledge_changed=entries != before, refused=refused_together(changes),
+                  maintenance=maintenance(base, head))
 
 
 def _compared_regions(base: Mapping[str, Any], head: Mapping[str, Any], notes: list[str]) -> list[str] | None:
@@ -135,8 +151,11 @@ def _only(plan: Mapping[str, Any], regions: list[str]) -> dict[str, Any]:
 
 
 def exit_code(reviews: list[Review]) -> int:
-    """4 when any disruptive change, else 3 when anything changes (:attr:`Review.changed`: an acknowledgement that
-    matches nothing counts), else 0."""
+    """2 when ``pulumi up`` would refuse the head whatever is acknowledged (:attr:`Review.refused`), else 4 when
+    any disruptive change, else 3 when anything changes (:attr:`Review.changed`: an acknowledgement that matches
+    nothing counts), else 0."""
+    if any(r.refused for r in reviews):
+        return EXIT_REFUSED
     if any(r.disruptive for r in reviews):
         return EXIT_DISRUPTIVE
     return EXIT_CHANGES if any(r.changed for r in reviews) else EXIT_NO_CHANGES
@@ -190,6 +209,24 @@ def _disruptive_section(item: Review) -> list[str]:
         else:
             lines.append(f"   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has "
                          f"`{change.acknowledgement()}`.")
+    lines.append("")
+    return lines
+
+
+def _maintenance_section(item: Review) -> list[str]:
+    if not item.maintenance:
+        return []
+    lines = ["### What running workloads go through", ""]
+    for region, work in item.maintenance.items():
+        if work.drained:
+            lines.append(f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
+                         f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}")
+        if work.reconfigured:
+            lines.append(f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
+                         f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}")
+        for namespace, vms in sorted(work.gpu_vms.items()):
+            lines.append(f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
+                         f"again: {', '.join(f'`{v}`' for v in vms)}")
     lines.append("")
     return lines
 
@@ -257,7 +294,9 @@ def render(reviews: list[Review]) -> str:
         lines += [f"## gpucell diff: stack `{item.stack}`", "",
                   f"{status} · {len(diffs)} resource(s) change: {_counts(diffs)}", ""]
         lines += [f"> {note}" for note in item.notes] + ([""] if item.notes else [])
-        lines += _disruptive_section(item) + _stale_section(item)
+        lines += [f"> ⛔ Refused by `pulumi up` (no acknowledgement allows it): {_cell(line)}" for line in item.refused]
+        lines += [""] if item.refused else []
+        lines += _disruptive_section(item) + _maintenance_section(item) + _stale_section(item)
         for region, region_diffs in item.plan_diff.regions.items():
             if region_diffs:
                 lines += _region_section(region, region_diffs)

@@ -3,15 +3,19 @@
 Usage (as the body of a ``k3s`` executable): ``python kubectl_stub.py STATE.json kubectl [flags] VERB ...``.
 
 The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``,
-``pdb_blocked`` (pod names whose eviction answers 429) and ``drain_fails`` (kubectl drain's error text). Every
+``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
+``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
+``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
+delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
+``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
-``label``,
-``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete virtualmachineinstances.kubevirt.io`` and
-``create --raw .../eviction``. JSONPath: members (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
+``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
+``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
+(``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
 
@@ -31,7 +35,15 @@ def main(argv: list[str]) -> int:
     state = json.loads(state_path.read_text())
     args = argv[2:] if argv[1:2] == ["kubectl"] else argv[1:]
     args = _strip_globals(args)
-    state.setdefault("calls", []).append(" ".join(args))
+    call = " ".join(args)
+    state.setdefault("calls", []).append(call)
+    flaky = state.get("flaky", [])
+    failing = next((prefix for prefix in flaky if call.startswith(prefix)), None)
+    if failing is not None:  # fails once, as a timeout while an API server restarts would
+        flaky.remove(failing)
+        state_path.write_text(json.dumps(state, indent=1))
+        print("Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded)", file=sys.stderr)
+        return 1
     try:
         code = _run(state, args)
     finally:
@@ -63,7 +75,7 @@ def _run(state: dict[str, Any], args: list[str]) -> int:
         namespace, args = args[at + 1], args[:at] + args[at + 2:]
     verb, rest = args[0], args[1:]
     handler = {"get": _get, "annotate": _annotate, "label": _label, "cordon": _cordon, "uncordon": _cordon,
-               "drain": _drain, "delete": _delete, "create": _create}[verb]
+               "drain": _drain, "delete": _delete, "create": _create, "patch": _patch, "replace": _replace}[verb]
     return handler(state, rest, namespace, verb)
 
 
@@ -93,6 +105,18 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
             return 0
         sys.stdout.write(render(output.removeprefix("jsonpath="), node))
         return 0
+    if rest[0] == "virtualmachines.kubevirt.io":
+        vms = state.get("vms", [])
+        if "--all-namespaces" not in rest:
+            vms = [v for v in vms if v["metadata"]["namespace"] == namespace
+                   and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])]
+            if len(rest) > 1 and not rest[1].startswith("-"):
+                if not vms:
+                    return 0 if "--ignore-not-found" in rest else 1
+                sys.stdout.write(render(output.removeprefix("jsonpath="), vms[0]))
+                return 0
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
+        return 0
     if rest[0] == "pods":
         terms = (_option(rest, "--field-selector") or "").split(",")
         node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
@@ -106,8 +130,13 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
     raise SystemExit(f"stub: unsupported get {rest}")
 
 
-def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
-    node = state["nodes"][rest[1]]
+def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
+    return next(v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace,
+                                                                                                       name))
+
+
+def _annotate(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    node = _vm(state, namespace, rest[1]) if rest[0] == "virtualmachines.kubevirt.io" else state["nodes"][rest[1]]
     annotations = node["metadata"].setdefault("annotations", {})
     for arg in rest[2:]:
         if arg.startswith("--"):
@@ -117,6 +146,24 @@ def _annotate(state: dict[str, Any], rest: list[str], _: str | None, __: str) ->
         else:
             key, value = arg.split("=", 1)
             annotations[key] = value
+    return 0
+
+
+def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    assert rest[0] == "virtualmachines.kubevirt.io", rest
+    assert _option(rest, "--type") == "merge", rest
+    vm = _vm(state, namespace, rest[1])
+    vm["spec"].update(json.loads(_option(rest, "-p") or "{}")["spec"])
+    return 0
+
+
+def _replace(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    match = re.match(r"^/apis/subresources\.kubevirt\.io/v1/namespaces/([^/]+)/virtualmachines/([^/]+)/start$",
+                     _option(rest, "--raw") or "")
+    if match is None:
+        raise SystemExit(f"stub: unsupported replace {rest}")
+    sys.stdin.read()
+    state.setdefault("started", []).append(f"{match[1]}/{match[2]}")
     return 0
 
 
@@ -148,9 +195,19 @@ def _drain(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> in
 
 
 def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) -> int:
-    kind, name = rest[0], rest[1]
+    kind, name = rest[0], (rest[1] if len(rest) > 1 else "")
     if kind == "node":
         state["nodes"].pop(name, None)
+        return 0
+    if kind == "pods":  # delete pods -l SELECTOR --field-selector spec.nodeName=NODE: a DaemonSet pod restarted
+        selector = _option(rest, "-l") or ""
+        node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
+        state.setdefault("restarted", []).append(f"{namespace} {selector} {node}")
+        fix = state.get("restart_fixes", {}).get(selector)
+        if fix is not None:
+            target = state["nodes"][node]
+            target["metadata"]["labels"].update(fix.get("labels", {}))
+            target["status"]["allocatable"].update(fix.get("allocatable", {}))
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [p for p in state["pods"] if not (p["metadata"]["namespace"] == namespace

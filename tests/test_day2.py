@@ -458,3 +458,74 @@ def test_etcd_s3_credentials_must_be_a_secret() -> None:
         "etcdS3CredentialsFra1: secret is missing (regions.fra1.etcd.snapshots.s3.credentialsConfigKey names it); "
         "set it with `pulumi config set --secret etcdS3CredentialsFra1 -- '<access key id>:<secret access key>'`"
     )
+
+
+def _sriov_type_24q(config: dict[str, Any]) -> None:
+    """l40s-vgpu from L40S-12Q to L40S-24Q, with the tenants' quotas and VM that use the type."""
+    regions = config["gpucell:regions"]
+    config["gpucell:regions"] = json.loads(json.dumps(regions).replace("L40S-12Q", "L40S-24Q"))
+
+
+def _dra_to_container(config: dict[str, Any]) -> None:
+    """l4-dra to gpuMode container, with the tenant's DRA quota, VM and notebook gone."""
+    region = fra1(config)
+    region["nodePools"]["l4-dra"]["gpuMode"] = "container"
+    acme = region["tenants"]["acme"]
+    del acme["quota"]["deviceClasses"]
+    del acme["virtualMachines"]["cad-01"]
+    del acme["notebooks"]["nb-carol"]
+
+
+@pytest.mark.parametrize(
+    ("pool", "change", "want"),
+    [
+        ("l40s-vgpu", _sriov_type_24q, "mode=vm-vgpu,vgpu=L40S-24Q,vgpu-framework=sriov"),
+        ("l4-dra", _dra_to_container, "mode=container"),
+    ],
+    ids=["sriov-vgpu-type", "dra-to-container"],
+)
+def test_a_reconfiguration_the_labels_do_not_show_reaches_every_nodes_prepare(
+        baseline: PlanResult, pool: str, change: Callable[[dict[str, Any]], None], want: str) -> None:
+    """Issue 18: an SR-IOV pool has no vgpu.config label, and dra nodes share workload.config=container."""
+    after = plan(change)
+    config, _ = prod_config()
+    for host in [h["name"] for h in fra1(config)["nodePools"][pool]["hosts"]]:
+        old = script_of(baseline.named(f"fra1-k3s-{host}-prepare"))
+        new = script_of(after.named(f"fra1-k3s-{host}-prepare"))
+        assert old != new
+        assert f"readonly WANT_GPU={shlex.quote(want)}\n" in new
+        assert f"readonly WANT_GPU={shlex.quote(want)}\n" in script_of(after.named(f"fra1-k3s-{host}-settle"))
+
+
+def _forget(host: str) -> Callable[[dict[str, Any]], None]:
+    def change(config: dict[str, Any]) -> None:
+        for entry in fra1(config)["nodePools"]["servers"]["hosts"]:
+            if entry["name"] == host:
+                entry["removalPolicy"] = "forget"
+
+    return change
+
+
+def test_a_dead_first_server_is_forgotten_from_a_healthy_one_then_removed(baseline: PlanResult) -> None:
+    """Issue 18: removalPolicy: forget runs nothing on the host; its Node (and so its etcd member) is deleted from
+    the next server, which also takes over every node's maintenance steps."""
+    forgotten = plan(_forget("fra1-srv-1"))
+    install = forgotten.named("fra1-k3s-fra1-srv-1")
+    assert install.options["retainOnDelete"] is True
+    assert sorted(install.options["ignoreChanges"]) == ["connection", "create", "delete", "logging", "stdin", "update"]
+    prepare = forgotten.named("fra1-k3s-fra1-srv-1-prepare")
+    assert "protect" not in prepare.options  # the default, False: its removal may run
+    delete = shlex.split(prepare.inputs["delete"])[2]
+    assert 'kc delete node "$NODE" --ignore-not-found --wait=false' in delete
+    assert "its k3s still runs, so removalPolicy: forget cannot remove it" in delete
+    assert "nothing to do until it is removed" in shlex.split(prepare.inputs["create"])[2]
+    # Every control-server step now runs on fra1-srv-2.
+    srv2 = baseline.named("fra1-k3s-fra1-srv-2").raw_inputs["connection"]["host"]
+    for name in ("fra1-k3s-fra1-h100-1-prepare", "fra1-k3s-fra1-srv-1-prepare", "fra1-k3s-fra1-cpu-1-settle"):
+        assert baseline.named(name).raw_inputs["connection"]["host"] != srv2, name
+        assert forgotten.named(name).raw_inputs["connection"]["host"] == srv2, name
+    # The kubeconfig is not read again (its connection is ignored).
+    assert forgotten.named("fra1-k3s-kubeconfig").options["ignoreChanges"] == ["connection"]
+    removed = plan(lambda config: (_forget("fra1-srv-1")(config), _without("fra1-srv-1")(config)))
+    assert not any(r.name.startswith("fra1-k3s-fra1-srv-1") for r in removed.resources)
+    assert removed.named("fra1-k3s-fra1-cpu-1-settle").raw_inputs["connection"]["host"] == srv2

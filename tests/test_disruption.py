@@ -40,12 +40,13 @@ def test_fingerprint_of_the_minimal_cell() -> None:
         "cilium": {"kubeProxyReplacement": "true", "routing": {}, "ipamMode": "cluster-pool"},
         "nodes": {
             "lab-srv-1": {"pool": "servers", "role": "server", "address": "10.20.0.11", "gpuMode": None,
-                          "migConfig": None, "vgpuProfile": None},
+                          "migConfig": None, "vgpuProfile": None, "removalPolicy": "protect"},
             "lab-gpu-1": {"pool": "l40s", "role": "gpu", "address": "10.20.0.21", "gpuMode": "container",
-                          "migConfig": None, "vgpuProfile": None},
+                          "migConfig": None, "vgpuProfile": None, "removalPolicy": "protect"},
             "lab-cpu-1": {"pool": "cpu", "role": "cpu", "address": "10.20.0.31", "gpuMode": None, "migConfig": None,
-                          "vgpuProfile": None},
+                          "vgpuProfile": None, "removalPolicy": "protect"},
         },
+        "tenants": {},
         "storage": {"defaultClass": "local-path", "volumes": {}},
         "versions": {"k3s": "v1.34.2+k3s1",
                      "charts": {"cilium": "1.20.0", "certManager": "v1.21.1", "gpuOperator": "v26.7.0",
@@ -240,7 +241,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
      "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
      "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverAddress, "
      "serverRemoved, "
-     "nodeRemoved, storageClass, k3sMinor, chartMajor, regionRemoved, publicAddress, "
+     "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, regionRemoved, publicAddress, "
      "loadBalancerAnnounce"),
     ({"change": "podCidr", "region": "lab", "reason": "  "},
      "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)"),
@@ -252,3 +253,44 @@ def test_malformed_acknowledgements(entry: dict[str, Any], line: str) -> None:
     with pytest.raises(ConfigError) as info:
         StackAcknowledgements.model_validate({"acknowledge": [entry]})
     assert info.value.lines == [line]
+
+
+# -- issue 18: data deleted, nodes forgotten, servers removed together ----------------------------------------
+def _with_tenant(policy: str = "protect") -> dict[str, Any]:
+    old = fp()
+    old["tenants"] = {"acme": {"namespace": "tenant-acme", "removalPolicy": policy}}
+    old["storage"]["volumes"] = {"tenant-acme/vm1-root": {
+        "storageClass": None, "key": "tenants.acme.virtualMachines.vm1.rootDisk.storageClass",
+        "owner": "tenants.acme.virtualMachines.vm1", "removalPolicy": policy}}
+    return old
+
+
+def test_deleting_a_tenant_deletes_data_and_is_disruptive() -> None:
+    changes = compare(_with_tenant(), fp(), "lab")
+    assert [(c.change, c.subject, c.key, c.old) for c in changes] == [
+        (Change.DATA_DELETED, "tenant-acme", "regions.lab.tenants.acme", "namespace tenant-acme"),
+        (Change.DATA_DELETED, "tenant-acme/vm1-root", "regions.lab.tenants.acme.virtualMachines.vm1",
+         "volume tenant-acme/vm1-root"),
+    ]
+    assert compare(_with_tenant("retain"), fp(), "lab") == []  # retained: it stays, with its data
+
+
+def test_removing_a_retained_node_runs_nothing_and_is_not_disruptive() -> None:
+    old = fp()
+    old["nodes"]["lab-old-1"] = {"pool": "cpu", "role": "cpu", "address": "10.20.0.39", "removalPolicy": "retain"}
+    old["nodes"]["lab-old-2"] = {"pool": "cpu", "role": "cpu", "address": "10.20.0.38", "removalPolicy": "delete"}
+    assert [(c.change, c.subject) for c in compare(old, fp(), "lab")] == [(Change.NODE_REMOVED, "lab-old-2")]
+
+
+def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -> None:
+    from gpucell.disruption import refused_together
+
+    old = fp()
+    for name, address in (("lab-srv-2", "10.20.0.12"), ("lab-srv-3", "10.20.0.13")):
+        old["nodes"][name] = {"pool": "servers", "role": "server", "address": address, "removalPolicy": "delete"}
+    changes = compare(old, fp(), "lab")
+    assert refused_together(changes) == [
+        "regions.lab.nodePools: removes 2 servers in one run (lab-srv-2, lab-srv-3); remove one server per pulumi "
+        "up (keep lab-srv-2 in the config, pulumi up, then remove the next)"
+    ]
+    assert refused_together(changes[:1]) == []

@@ -1135,3 +1135,44 @@ def test_even_server_count_plans_with_a_warning() -> None:
     ]
     assert node_config(cluster, "lab-srv-1")["cluster-init"] is True
     assert node_config(cluster, "lab-srv-2")["server"] == "https://10.20.0.5:6443"
+
+
+def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path: Path) -> None:
+    """k3s-io/k3s#8347: k3s's uninstall script with Cilium's links, rules and BPF programs in place can cut the
+    host off. The host tools are stubbed: they report a Cilium link, an eth0 with Cilium's tc program and XDP
+    program, and Cilium iptables rules; every call is recorded in order."""
+    result, _ = build(ha_config())
+    delete = script_of(result.named("lab-lab-vm-1").inputs["delete"])
+    root, env, script = _sandbox(tmp_path, delete)
+    calls = root / "calls"
+    _stub(root, "k3s", "exit 0\n")
+    _stub(root, "k3s-killall.sh", f'echo "k3s-killall.sh" >> {calls}\n')
+    _stub(root, "k3s-agent-uninstall.sh", f'echo "k3s-agent-uninstall.sh" >> {calls}\n')
+    bin_dir = tmp_path / "bin"
+    record = f'echo "$(basename "$0") $*" >> {calls}\n'
+    _stub(bin_dir, "ip", record + '[ "$1 $2" = "-o link" ] && printf "1: lo: <LOOPBACK>\\n2: eth0@if3: <UP>\\n"\n'
+          '[ "$*" = "link show cilium_host" ] && exit 0\n'
+          '[ "$*" = "link show dev eth0" ] && echo "prog/xdp id 7 name cil_xdp_entry"\n'
+          '[ "$2" = show ] && [ "$3" != dev ] && exit 1\nexit 0\n')
+    _stub(bin_dir, "tc", record + '[ "$2 $4" = "show eth0" ] && echo "filter protocol all pref 1 bpf '
+          'cil_from_netdev-eth0 direct-action"\nexit 0\n')
+    _stub(bin_dir, "iptables-save", record + 'echo "-A CILIUM_INPUT -j ACCEPT"\necho "-A INPUT -j KEEP"\n')
+    _stub(bin_dir, "ip6tables-save", record + 'echo "-A INPUT -j KEEP"\n')
+    _stub(bin_dir, "iptables-restore", f'echo "iptables-restore $(cat)" >> {calls}\n')
+    _stub(bin_dir, "mountpoint", record + "exit 0\n")
+    _stub(bin_dir, "umount", record)
+    _stub(bin_dir, "timeout", 'shift\nexec "$@"\n')
+    run = _run(script, env, stdin="")
+    assert run.returncode == 0, run.stderr
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "k3s-killall.sh"
+    assert lines[-1] == "k3s-agent-uninstall.sh"
+    assert "ip link delete cilium_host" in lines
+    assert "ip link delete cilium_net" not in lines  # not there
+    assert "ip link set dev eth0 xdp off" in lines
+    assert "ip link set dev lo xdp off" not in lines
+    assert {"tc filter del dev eth0 ingress", "tc filter del dev eth0 egress"} <= set(lines)
+    assert "iptables-restore -A INPUT -j KEEP" in lines  # Cilium's rules left out, the rest restored
+    assert not any(line.startswith("ip6tables-restore") for line in lines)  # no Cilium rule there
+    assert "umount /run/cilium/cgroupv2" in lines
+    assert "gpucell: removed Cilium's host state" in run.stdout

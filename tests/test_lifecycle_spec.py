@@ -40,19 +40,20 @@ def test_removal_options_map_to_pulumi_options() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "where"),
+    ("path", "where", "accepted"),
     [
-        (("removalPolicy",), "regions.fra1.removalPolicy"),
-        (("nodePools", "cpu", "hosts", 0, "removalPolicy"), "regions.fra1.nodePools.cpu.hosts[0].removalPolicy"),
+        (("removalPolicy",), "regions.fra1.removalPolicy", "protect, retain, delete"),
+        (("nodePools", "cpu", "hosts", 0, "removalPolicy"), "regions.fra1.nodePools.cpu.hosts[0].removalPolicy",
+         "protect, retain, delete, forget"),
     ],
 )
-def test_an_unknown_removal_policy_names_the_accepted_ones(path: tuple[Any, ...], where: str) -> None:
+def test_an_unknown_removal_policy_names_the_accepted_ones(path: tuple[Any, ...], where: str, accepted: str) -> None:
     config = minimal_cell_config()
     node: Any = config
     for part in path[:-1]:
         node = node[part]
     node[path[-1]] = "keep"
-    assert errors_of(config) == [f"{where}: 'keep' is not one of protect, retain, delete"]
+    assert errors_of(config) == [f"{where}: 'keep' is not one of {accepted}"]
 
 
 def test_host_policies_default_by_role_and_storage() -> None:
@@ -194,3 +195,13 @@ def test_the_s3_secret_data_and_a_malformed_credential() -> None:
                        r"'<access key id>:<secret access key>'$") as raised:
         etcd_s3_secret_data(spec, "no-colon-SECRET")
     assert "SECRET" not in str(raised.value)
+
+
+def test_forget_on_every_server_is_refused() -> None:
+    config = minimal_cell_config()
+    for host in config["nodePools"]["servers"]["hosts"]:
+        host["removalPolicy"] = "forget"
+    assert errors_of(config) == [
+        "regions.fra1.nodePools.servers.hosts[0].removalPolicy: 'forget' on every server leaves no server to run "
+        "the nodes' maintenance on; keep at least one healthy server without it"
+    ]

@@ -105,7 +105,7 @@ class Cluster:
         """The calls made, those starting with one of ``verbs`` when given (reads are left out by default)."""
         calls: list[str] = self.state.get("calls", [])
         wanted = verbs or ("annotate", "label", "cordon", "uncordon", "drain", "delete", "create", "-n")
-        return [c for c in calls if c.startswith(wanted)]
+        return [c for c in calls if c.startswith(wanted) and not (not verbs and c.split()[2:3] == ["get"])]
 
     def run(self, script: str, *, k3s_installed: bool = True) -> subprocess.CompletedProcess[str]:
         k3s = str(self.k3s) if k3s_installed else str(self.bin / "no-k3s-here")
@@ -251,7 +251,8 @@ def test_a_node_cordoned_by_someone_else_stays_cordoned(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "gpucell: h200-1 was cordoned before its maintenance; it stays cordoned" in run.stdout
     assert done.node()["spec"]["unschedulable"] is True
-    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST, "gpucell.io/labels": LABEL_KEYS}
+    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST, "gpucell.io/labels": LABEL_KEYS,
+                                                      "gpucell.io/gpu-config": "mode=container,mig=all-balanced"}
 
 
 def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> None:
@@ -277,6 +278,7 @@ def test_prepare_fails_when_the_api_does_not_answer(tmp_path: Path) -> None:
 
 # -- settle -----------------------------------------------------------------------------------------------------
 LABEL_KEYS = "gpucell.io/pool,gpucell.io/role,nvidia.com/gpu.workload.config,nvidia.com/mig.config"
+GPU_CONFIG = "mode=container,mig=all-balanced"
 
 
 def test_settle_without_maintenance_only_records_the_config(tmp_path: Path) -> None:
@@ -287,14 +289,16 @@ def test_settle_without_maintenance_only_records_the_config(tmp_path: Path) -> N
     assert cluster.calls() == [
         f"annotate node h200-1 --overwrite gpucell.io/labels={LABEL_KEYS}",
         f"annotate node h200-1 --overwrite gpucell.io/k3s-config={DIGEST}",
+        f"annotate node h200-1 --overwrite gpucell.io/gpu-config={GPU_CONFIG}",
     ]
     assert cluster.run(settle()).returncode == 0
-    assert len(cluster.calls()) == 2  # recorded once
+    assert len(cluster.calls()) == 3  # recorded once
 
 
 def test_settle_removes_the_labels_gpucell_no_longer_keeps(tmp_path: Path) -> None:
     labels = {**mig_state().labels, "example.com/rack": "r7", "topology.kubernetes.io/zone": "a"}
-    annotations = {"gpucell.io/labels": LABEL_KEYS + ",example.com/rack", "gpucell.io/k3s-config": DIGEST}
+    annotations = {"gpucell.io/labels": LABEL_KEYS + ",example.com/rack", "gpucell.io/k3s-config": DIGEST,
+                   "gpucell.io/gpu-config": GPU_CONFIG}
     cluster = Cluster(tmp_path, [node(labels=labels, annotations=annotations)])
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
@@ -319,7 +323,8 @@ def test_settle_waits_for_the_gpu_operator_then_uncordons(tmp_path: Path) -> Non
     ]
     assert cluster.node()["spec"]["unschedulable"] is False
     assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST,
-                                                         "gpucell.io/labels": LABEL_KEYS}
+                                                         "gpucell.io/labels": LABEL_KEYS,
+                                                         "gpucell.io/gpu-config": GPU_CONFIG}
 
 
 @pytest.mark.parametrize(
@@ -384,18 +389,66 @@ def test_a_dra_node_waits_for_the_dra_plugin_but_not_the_operators_validator(tmp
     assert ready.stdout.splitlines()[-1] == "gpucell: l4-1 is back in service"
 
 
-def test_a_failed_mig_state_ends_the_wait_at_once(tmp_path: Path) -> None:
+def test_a_failed_mig_state_restarts_the_mig_manager_then_ends_the_wait(tmp_path: Path) -> None:
+    """NVIDIA/gpu-operator#2833: after 'failed' the MIG manager waits for a label change that never comes."""
     failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
                   labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
     cluster = Cluster(tmp_path, [failed], operator_pods(ready=False))
-    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=1)))
+    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=30)))
     assert run.returncode == 1
+    assert cluster.state["restarted"] == ["gpu-operator app=nvidia-mig-manager h200-1"]
+    assert ("gpucell: restarting app=nvidia-mig-manager pods in gpu-operator on h200-1: nvidia.com/mig.config.state "
+            "is 'failed' (NVIDIA/gpu-operator#2833)") in run.stdout.splitlines()
     assert run.stderr.splitlines()[1:3] == [
         "nvidia.com/mig.config.state is 'failed', not 'success'",
         "pod gpu-operator/nvidia-device-plugin-daemonset-x is not ready (Running)",
     ]
+    # Still failed a minute (12 polls) after the restart: the wait ends long before its 30 minutes.
     reads = [c for c in cluster.state["calls"] if "mig\\.config\\.state" in c]
-    assert len(reads) == 1
+    assert len(reads) == 13
+
+
+def test_a_restarted_mig_manager_that_succeeds_settles_the_node(tmp_path: Path) -> None:
+    failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+                  labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
+    cluster = Cluster(tmp_path, [failed], operator_pods(),
+                      restart_fixes={"app=nvidia-mig-manager": {"labels": {"nvidia.com/mig.config.state": "success"}}})
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "gpucell: h200-1 is back in service"
+    assert cluster.node()["spec"]["unschedulable"] is False
+
+
+def test_a_device_plugin_that_does_not_see_the_new_devices_is_restarted(tmp_path: Path) -> None:
+    """kubevirt/kubevirt#7084: a started device plugin does not re-read the host's devices."""
+    stale = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+                 allocatable={"nvidia.com/gpu": "8"})
+    cluster = Cluster(tmp_path, [stale], operator_pods(),
+                      restart_fixes={"app=nvidia-device-plugin-daemonset": {"allocatable": MIG_RESOURCES}})
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert cluster.state["restarted"] == ["gpu-operator app=nvidia-device-plugin-daemonset h200-1"]
+
+
+def test_settle_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
+    reconfigured = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"})
+    flaky = ["get node h200-1 -o jsonpath={.status.conditions", "annotate node h200-1 --overwrite gpucell.io/k3s",
+             "uncordon h200-1", "get node h200-1 -o jsonpath={.metadata.labels.nvidia"]
+    cluster = Cluster(tmp_path, [reconfigured], operator_pods(), flaky=flaky)
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert cluster.state["flaky"] == []  # each failed once
+    assert "gpucell: kubectl uncordon failed (attempt 1 of 3); retrying in 5 s" in run.stderr.splitlines()
+    assert cluster.node()["spec"]["unschedulable"] is False
+
+
+def test_prepare_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("train-1")],
+                      flaky=["get node h200-1 -o jsonpath={.status.nodeInfo", "cordon h200-1"])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert cluster.node()["spec"]["unschedulable"] is True
+    assert cluster.calls("drain") == ["drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"]
 
 
 def test_settle_fails_when_the_node_is_not_ready_on_the_new_version(tmp_path: Path) -> None:
@@ -403,8 +456,9 @@ def test_settle_fails_when_the_node_is_not_ready_on_the_new_version(tmp_path: Pa
                                       unschedulable=True)])
     run = cluster.run(settle())
     assert run.returncode == 1
-    assert run.stderr == ("gpucell: h200-1 is not Ready on v1.34.2+k3s1 (it reports 'True v1.33.6+k3s1'); it stays "
-                          "cordoned\n")
+    assert run.stderr == ("gpucell: h200-1 is not Ready on v1.34.2+k3s1 within 300 s (it reports 'True v1.33.6+k3s1'); "
+                          "it stays cordoned; see kubectl describe node h200-1 and the k3s service's journal on the "
+                          "host, then run pulumi up again\n")
 
 
 def test_a_cpu_node_does_not_wait_for_the_gpu_operator(tmp_path: Path) -> None:
@@ -456,3 +510,141 @@ def test_forget_without_k3s_on_the_control_server_succeeds(tmp_path: Path) -> No
     run = Cluster(tmp_path, []).run(maintenance.forget_script(MIG_NODE), k3s_installed=False)
     assert run.returncode == 0
     assert run.stdout == "gpucell: k3s is not installed on this server: nothing to forget about h200-1\n"
+
+
+# -- the whole GPU configuration --------------------------------------------------------------------------------
+def test_a_changed_gpu_configuration_the_labels_do_not_show_takes_the_node_out(tmp_path: Path) -> None:
+    """dra -> container (both workload.config=container) and an SR-IOV vGPU type (no vgpu.config label) show only
+    in gpucell.io/gpu-config, which the last settle recorded."""
+    state = mig_state()
+    was_dra = node(annotations={"gpucell.io/gpu-config": "mode=dra"})
+    cluster = Cluster(tmp_path, [was_dra], [pod("train-1")])
+    run = cluster.run(prepare(state))
+    assert run.returncode == 0, run.stderr
+    assert "gpucell: taking h200-1 out of service: gpu-reconfiguration" in run.stdout.splitlines()
+    assert cluster.node()["spec"]["unschedulable"] is True
+    same = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": GPU_CONFIG})])
+    assert same.run(prepare(state)).stdout.endswith("nothing to prepare\n")
+
+
+def test_a_node_without_the_record_that_lacks_its_resources_is_reconfigured(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(allocatable={"nvidia.com/gpu": "8"})])
+    run = cluster.run(prepare())
+    assert "gpucell: taking h200-1 out of service: gpu-reconfiguration" in run.stdout.splitlines()
+
+
+def test_prepare_of_a_not_ready_node_fails_at_once_naming_the_way_out(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1", ready="Unknown")], [pod("train-1")])
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: h200-1 is not Ready (its kubelet does not answer), so it cannot be drained for: k3s-upgrade. If "
+        "the host is down for good, set removalPolicy: forget on it and remove it from the config (see "
+        "docs/operations.md, 'A host died'); if it comes back, run pulumi up again\n"
+    )
+    assert cluster.calls() == []  # neither cordoned nor drained
+    resumed = Cluster(tmp_path, [node(version="v1.33.6+k3s1", ready="Unknown", unschedulable=True,
+                                      annotations={"gpucell.io/maintenance": "k3s-upgrade"})])
+    run = resumed.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ("gpucell: h200-1 is not Ready but already out of service (k3s-upgrade): continuing its "
+                          "maintenance\n")
+
+
+# -- removalPolicy: forget --------------------------------------------------------------------------------------
+def test_forgetting_a_dead_server_deletes_its_node_from_a_healthy_one(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1", ready="Unknown")])
+    run = cluster.run(maintenance.forget_script("fra1-srv-1", forgotten=True))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "gpucell: node fra1-srv-1 removed from the cell\n"
+    assert cluster.calls("delete") == ["delete node fra1-srv-1 --ignore-not-found --wait=false"]
+
+
+def test_forgetting_a_host_whose_k3s_still_runs_is_refused(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1")])
+    run = cluster.run(maintenance.forget_script("fra1-srv-1", forgotten=True))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: fra1-srv-1 is Ready: its k3s still runs, so removalPolicy: forget cannot remove it (its kubelet "
+        "would register it again); set removalPolicy: delete on it to uninstall k3s over SSH, or stop k3s on it "
+        "first\n")
+    assert cluster.calls("delete") == []
+
+
+def test_a_forgotten_hosts_steps_do_nothing(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node("fra1-srv-1", ready="Unknown")])
+    run = cluster.run(maintenance.forgotten_script("fra1-srv-1"))
+    assert (run.returncode, run.stdout) == (
+        0, "gpucell: fra1-srv-1 is removalPolicy: forget: nothing to do until it is removed from the config\n")
+    assert "calls" not in cluster.state
+
+
+def test_shellcheck_passes_on_the_forget_and_retrigger_variants(tmp_path: Path) -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    scripts = {
+        "forget": maintenance.forget_script("fra1-srv-1", forgotten=True),
+        "forgotten": maintenance.forgotten_script("fra1-srv-1"),
+        "settle-mig": settle(),
+        "prepare-mig": prepare(),
+        "settle-dra": settle(dra_state()),
+    }
+    paths = []
+    for name, text in scripts.items():
+        path = tmp_path / f"{name}.sh"
+        path.write_text(text)
+        paths.append(str(path))
+    run = subprocess.run([str(shellcheck), "--shell=bash", *paths], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_pods_with_gpus_in_init_containers_or_dra_claims_are_evicted_too(tmp_path: Path) -> None:
+    init = pod("prep-1", gpu=False)
+    init["spec"]["initContainers"] = [{"name": "warm", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    claim = pod("dra-1", gpu=False)
+    claim["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "dra-1-gpu"}]
+    dra_vm = pod("virt-launcher-cad-01-x", gpu=False, owner=("VirtualMachineInstance", "cad-01"))
+    dra_vm["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "cad-01-gpu"}]
+    plain = pod("web-1", gpu=False)
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})],
+                      [init, claim, dra_vm, plain])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert [c for c in cluster.calls("create", "-n") if " get " not in c] == [
+        "-n tenant-acme delete virtualmachineinstances.kubevirt.io cad-01 --ignore-not-found --wait=false",
+        EVICT.format("tenant-acme", "prep-1"),
+        EVICT.format("tenant-acme", "dra-1"),
+    ]
+    assert [p["metadata"]["name"] for p in cluster.state["pods"]] == ["web-1"]
+
+
+# -- workloads given back ---------------------------------------------------------------------------------------
+def vm(name: str, strategy: str, namespace: str = "tenant-acme") -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "annotations": {}}, "spec": {"runStrategy": strategy}}
+
+
+@pytest.mark.parametrize("strategy", ["Always", "RerunOnFailure", "Manual"])
+def test_a_gpu_vm_stopped_by_maintenance_is_started_again_after_its_node_settles(tmp_path: Path,
+                                                                                strategy: str) -> None:
+    launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})], [launcher],
+                      vms=[vm("desk-01", strategy), vm("other", "Always")])
+    assert cluster.run(prepare()).returncode == 0
+    stopped = cluster.state["vms"][0]
+    assert stopped["spec"]["runStrategy"] == "Halted"  # an Always VM does not start on the next node meanwhile
+    assert stopped["metadata"]["annotations"] == {"gpucell.io/stopped-by-maintenance": MIG_NODE,
+                                                  "gpucell.io/run-strategy": strategy}
+    assert cluster.state["vms"][1]["spec"]["runStrategy"] == "Always"
+    back = cluster.node()
+    back["metadata"]["labels"] = {**mig_state().labels, "nvidia.com/mig.config.state": "success"}
+    settled = Cluster(tmp_path, [back], operator_pods(), vms=cluster.state["vms"])
+    run = settled.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == [
+        f"gpucell: started VM tenant-acme/desk-01 again (runStrategy {strategy}), stopped for the maintenance of "
+        "h200-1",
+        "gpucell: h200-1 is back in service",
+    ]
+    given_back = settled.state["vms"][0]
+    assert given_back["spec"]["runStrategy"] == strategy
+    assert given_back["metadata"]["annotations"] == {}
+    assert settled.state.get("started", []) == (["tenant-acme/desk-01"] if strategy == "Manual" else [])

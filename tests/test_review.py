@@ -16,7 +16,7 @@ import pytest
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
-from gpucell.stacks.review import render, review, show
+from gpucell.stacks.review import exit_code, render, review, show
 from tests.conftest import REPO
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
@@ -34,7 +34,12 @@ firewalls written for the old range.
    - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
 reason: "..."}`.
 
-### Region `lab1`: 0 to create · 4 to update · 0 to replace · 0 to delete
+### What running workloads go through
+
+- `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): \
+`lab1-srv-1`
+
+### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
@@ -52,7 +57,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -110,7 +110,7 @@
+@@ -144,7 +144,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -71,7 +76,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -44,7 +44,7 @@
+@@ -86,7 +86,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -79,7 +84,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 +readonly WANT_CONFIG=db3bc52698d13566
  readonly READY_ATTEMPTS=60
  readonly WANT_LABELS=gpucell.io/pool,gpucell.io/role
-\x20
+ readonly WANT_GPU=''
 ```
 
 </details>
@@ -639,3 +644,48 @@ def test_the_docs_table_lists_every_change_with_its_effect() -> None:
         effect = EFFECTS[change]
         assert f"| `{change.value}` |" in doc, change
         assert f"{effect[0].upper()}{effect[1:]}. |" in doc, change
+
+
+def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_json: dict[str, Any]) -> None:
+    """Issue 18: deleting data is disruptive, so the workflow labels the pull request."""
+    def drop_notebook(text: str) -> str:
+        block = ("          notebooks:\n            alice:\n              gpu: {count: 1}\n"
+                 "              cpuMillicores: 4000\n              memoryGib: 32\n              homeGib: 100\n")
+        assert block in text
+        return text.replace(block, "")
+
+    item = review(dev_json, plan_json(project(tmp_path, "head", drop_notebook)))
+    assert [(c.change.value, c.subject, c.key) for c in item.disruptive] == [
+        ("dataDeleted", "tenant-research/home-alice-0", "regions.lab1.tenants.research.notebooks.alice")]
+    assert exit_code([item]) == 4
+
+
+def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop(tmp_path: Path) -> None:
+    """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
+    tenants' GPU VMs stop."""
+    def prod(name: str, edit: Any = None) -> dict[str, Any]:
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(REPO / "Pulumi.yaml", folder)
+        text = (REPO / "Pulumi.prod.yaml").read_text()
+        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+        plan = make_plan(folder, "prod")
+        return to_json(plan, list(plan.cells))
+
+    def upgrade(text: str) -> str:
+        anchor = "  gpucell:regions:\n    fra1:\n"
+        assert anchor in text
+        return text.replace(anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n"
+                            "      k3s: {installerSha256: '" + "0" * 64 + "'}\n")
+
+    item = review(prod("base"), prod("head", upgrade))
+    assert item.disruptive == []
+    work = item.maintenance["fra1"]
+    assert {"fra1-srv-1", "fra1-srv-2", "fra1-srv-3", "fra1-h100-1", "fra1-l4-1", "fra1-cpu-1"} <= set(work.drained)
+    assert work.reconfigured == []
+    assert set(work.gpu_vms["tenant-acme"]) == {"cad-01", "desk-01", "train-01"}
+    text = render([item]).splitlines()
+    assert any(line.startswith(f"- `fra1`: {len(work.drained)} node(s) cordoned and drained one by one")
+               for line in text)
+    assert any(line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance")
+               for line in text)

@@ -15,7 +15,7 @@ from gpucell.spec.cell import (
     StorageSpec,
 )
 from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
-from gpucell.spec.lifecycle import RemovalPolicy, Rollout
+from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
 from gpucell.spec.network import Host, Network, Ssh, SshOverride
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
 from gpucell.spec.tenancy import (
@@ -67,6 +67,7 @@ __all__ = [
     "GpuRequest",
     "GpuVirtualMachineSpec",
     "Host",
+    "HostRemovalPolicy",
     "ImageSpec",
     "KServeSpec",
     "MigStrategy",

@@ -19,7 +19,7 @@ from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
-from gpucell.spec.lifecycle import RemovalPolicy
+from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -376,6 +376,14 @@ class CellSpec(SpecModel):
         """(pool name, host) of every server, in config order; the first initialises etcd."""
         return [(n, h) for n, p in self.pools(NodeRole.SERVER).items() for h in p.hosts]
 
+    @property
+    def control_server(self) -> tuple[str, Host]:
+        """(pool name, host) of the server the nodes' maintenance steps run on over SSH: the first server in
+        config order that is not ``removalPolicy: forget`` (a dead first server is marked so, and the steps move to
+        the next; docs/operations.md, "The first server died"). Every server forgotten is refused by the spec."""
+        alive = [(n, h) for n, h in self.servers if h.removal_policy is not HostRemovalPolicy.FORGET]
+        return (alive or self.servers)[0]
+
     def ssh_for(self, pool_name: str) -> Ssh:
         """The SSH settings of a pool's hosts: the region's ``ssh`` with the pool's override applied."""
         override = self.node_pools[pool_name].ssh
@@ -392,8 +400,10 @@ class CellSpec(SpecModel):
     def removal_policy_of(self, pool_name: str, host: Host) -> RemovalPolicy:
         """The effective ``removalPolicy`` of a host: its own, else the region's for servers and for agents of a
         ``local-path`` region (their disks hold volumes), else ``delete``."""
+        if host.removal_policy is HostRemovalPolicy.FORGET:
+            return RemovalPolicy.DELETE  # its control-server steps run on removal; its install command is retained
         if host.removal_policy is not None:
-            return host.removal_policy
+            return RemovalPolicy(host.removal_policy.value)
         stateful = (self.node_pools[pool_name].role is NodeRole.SERVER
                     or self.storage.backend is StorageBackend.LOCAL_PATH)
         return self.removal_policy if stateful else RemovalPolicy.DELETE
@@ -451,6 +461,11 @@ class CellSpec(SpecModel):
                             "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
                             "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
                             f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab")
+        if all(h.removal_policy is HostRemovalPolicy.FORGET for _, h in self.servers):
+            pool, host = self.servers[0]
+            where = ("nodePools", pool, "hosts", self.node_pools[pool].hosts.index(host), "removalPolicy")
+            yield SpecError(where, "'forget' on every server leaves no server to run the nodes' maintenance on; "
+                                   "keep at least one healthy server without it")
         init = self.etcd.init_server
         if count > 1 and init is None:
             yield SpecError(

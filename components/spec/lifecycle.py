@@ -16,7 +16,7 @@ from pydantic import Field, StrictInt
 
 from gpucell.spec._base import SpecModel
 
-__all__ = ["RemovalPolicy", "Rollout", "removal_options"]
+__all__ = ["HostRemovalPolicy", "RemovalPolicy", "Rollout", "removal_options"]
 
 
 class RemovalPolicy(StrEnum):
@@ -39,16 +39,35 @@ class RemovalPolicy(StrEnum):
     DELETE = "delete"
 
 
-def removal_options(policy: RemovalPolicy) -> dict[str, Any]:
+class HostRemovalPolicy(StrEnum):
+    """:class:`RemovalPolicy` of one host, plus ``forget`` for a host whose machine is gone.
+
+    - ``protect``, ``retain``, ``delete``: as :class:`RemovalPolicy` (``delete``: drained, its Node deleted, k3s
+      uninstalled over SSH; a server leaves etcd first).
+    - ``forget``: nothing is run on the host over SSH any more (its install command is ``retainOnDelete``); removing
+      it deletes its Node from a healthy server, and for a server k3s then removes its etcd member (the Node's
+      ``etcd.k3s.cattle.io`` finalizer, k3s docs "Removing a server"; a dead member left in etcd blocks every new
+      server, k3s-io/k3s#2732), so that a replacement can join. While set, the host is never the control server.
+      Set it, ``pulumi up``, then remove the host (docs/operations.md, "A host died").
+    """
+
+    PROTECT = "protect"
+    RETAIN = "retain"
+    DELETE = "delete"
+    FORGET = "forget"
+
+
+def removal_options(policy: RemovalPolicy | HostRemovalPolicy) -> dict[str, Any]:
     """``pulumi.ResourceOptions`` keyword arguments for ``policy``.
 
     ``protect`` -> ``{"protect": True}``; ``retain`` -> ``{"protect": False, "retain_on_delete": True}``;
-    ``delete`` -> ``{"protect": False}``. ``protect`` is always explicit because Pulumi children inherit it from
-    their parent when it is unset.
+    ``delete`` and ``forget`` -> ``{"protect": False}`` (a forgotten host's install command adds
+    ``retain_on_delete`` itself, :class:`gpucell.k3s.K3sCluster`). ``protect`` is always explicit because Pulumi
+    children inherit it from their parent when it is unset.
     """
-    if policy is RemovalPolicy.PROTECT:
+    if policy.value == RemovalPolicy.PROTECT.value:
         return {"protect": True}
-    if policy is RemovalPolicy.RETAIN:
+    if policy.value == RemovalPolicy.RETAIN.value:
         return {"protect": False, "retain_on_delete": True}
     return {"protect": False}
 

@@ -13,7 +13,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_config_key, check_login_name, unicast_problem
-from gpucell.spec.lifecycle import RemovalPolicy
+from gpucell.spec.lifecycle import HostRemovalPolicy
 
 __all__ = [
     "DNS_LABEL",
@@ -87,9 +87,11 @@ class Host(SpecModel):
     """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
     address: Ipv4Address
     """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
-    removal_policy: RemovalPolicy | None = None
+    removal_policy: HostRemovalPolicy | None = None
     """What removing the host from the config may do: ``protect`` (refused), ``retain`` (gpucell forgets the node,
-    k3s keeps running) or ``delete`` (drained, its Node deleted, k3s uninstalled; a server leaves etcd first).
+    k3s keeps running), ``delete`` (drained, its Node deleted, k3s uninstalled; a server leaves etcd first) or
+    ``forget`` (the machine is gone: nothing runs on it over SSH; its Node, and a server's etcd member, are deleted
+    from a healthy server; :class:`gpucell.spec.lifecycle.HostRemovalPolicy`).
     Defaults to the region's ``removalPolicy`` for servers, and for agents too with the ``local-path`` backend
     (their disks hold volumes); agents of a Longhorn region default to ``delete``."""
 
