@@ -39,7 +39,7 @@ reason: "..."}`.
 - `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): \
 `lab1-srv-1`
 
-### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
+### Region `lab1`: 0 to create · 4 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
