@@ -75,12 +75,12 @@ def test_stack_plans_pass_checkov(stack: str, skipped: int, checkov: str) -> Non
     assert report.checkov_skipped == skipped
 
 
-def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str], checkov: str) -> None:
+def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str], checkov: str, helm: str) -> None:
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
         "security 0); 3 checkov check(s) skipped by annotation"
     )
 
@@ -98,15 +98,16 @@ def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_cli_check_without_checkov_reports_every_other_verdict(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, helm: str
 ) -> None:
     monkeypatch.delenv("GPUCELL_CHECKOV", raising=False)
+    monkeypatch.setenv("GPUCELL_HELM", helm)  # helm stays: only checkov is missing
     monkeypatch.setenv("PATH", str(tmp_path))
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
         "security not run)"
     )
     assert captured.err == (
@@ -116,10 +117,11 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
 
 
 def test_cli_check_names_a_gpucell_checkov_that_points_at_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, checkov: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, checkov: str, helm: str
 ) -> None:
     missing = tmp_path / "no-checkov"
     monkeypatch.setenv("GPUCELL_CHECKOV", str(missing))
+    monkeypatch.setenv("GPUCELL_HELM", helm)
     monkeypatch.setenv("PATH", f"{Path(checkov).parent}:{os.environ['PATH']}")  # a checkov on PATH is not taken
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     captured = capsys.readouterr()
