@@ -175,10 +175,23 @@ def _fetch(args: argparse.Namespace) -> int:
     plan = make_plan(args.project_dir, args.stack)
     dest = args.dest or default_cache_dir()
     notes = fetch({region: cell.spec for region, cell in plan.cells.items()}, dest, args.base_url)
+    notes += _fetch_charts(plan, dest)
     for note in notes:
         print(f"note: {note}")
     print(f"fetched upstream schemas for stack {args.stack} into {dest}")
     return EXIT_OK
+
+
+def _fetch_charts(plan: Any, dest: Path) -> list[str]:
+    """Pull the charts of the plan's Helm releases for the ``chart`` checker; a note when helm is missing."""
+    from gpucell.stacks.conformance.helm import fetch_charts  # noqa: PLC0415
+
+    releases = [r.inputs for r in plan.result.resources if r.type == "kubernetes:helm.sh/v3:Release"]
+    try:
+        pulled = fetch_charts(releases, dest)
+    except MissingToolError as exc:
+        return [f"charts not fetched (`plan --check` will name each release's missing chart): {exc}"]
+    return [f"fetched {len(pulled)} chart(s) into {dest / 'charts'}"]
 
 
 def _looks_like_a_file(argument: str) -> bool:

