@@ -343,7 +343,8 @@ def test_fetch_downloads_every_file_for_the_pinned_versions(upstream_server: str
                      "--base-url", upstream_server])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on PATH" in out
+    assert ("note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on "
+            "PATH") in out
     for rel in UPSTREAM_FILES:
         assert (dest / rel).read_bytes() == (UPSTREAM / rel).read_bytes()
     versions = json.loads((dest / "versions.json").read_text())
