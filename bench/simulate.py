@@ -89,7 +89,8 @@ def simulated_table(progress: Callable[[str], None] = lambda _: None) -> str:
             found = estimate(registrations)
             limit = estimate(without_join_window(registrations))
             # as before decision 0023: every host taken as registered, so first joins follow the rollout chain
-            chained = estimate(_region(project, "bench", last_deployment=plan.result.outputs))
+            deployed = {k: v for k, v in plan.result.outputs.items() if k.startswith("r0")}
+            chained = estimate(_region(project, "bench", last_deployment=deployed))
             new_region[nodes] = found.seconds
             lines.append(f"| new region | {nodes} | {found.seconds / 60:.1f} min | {limit.seconds / 60:.1f} min | "
                          f"{len(found.chain)} | {chained.seconds / 60:.1f} min |")

@@ -92,7 +92,8 @@ def test_simulated_first_joins_come_close_to_the_limit_and_far_below_the_old_cha
     plan = make_plan(tmp_path, "s")
     registrations = plan.region_resources("r0")
     windowed, limit = estimate(registrations), estimate(without_join_window(registrations))
-    chained = estimate(make_plan(tmp_path, "s", last_deployment=plan.result.outputs).region_resources("r0"))
+    deployed = {k: v for k, v in plan.result.outputs.items() if k.startswith("r0")}  # the process may hold others
+    chained = estimate(make_plan(tmp_path, "s", last_deployment=deployed).region_resources("r0"))
     assert limit.seconds <= windowed.seconds < chained.seconds
     assert limit.chain[:4] == ("r0-k3s-r0-srv-0-prepare", "r0-k3s-r0-srv-0", "r0-k3s-kubeconfig",
                                "r0-k3s-r0-srv-0-labels")
