@@ -77,8 +77,10 @@ def _upgrade(project: Path, window: int, base: dict[str, Any]) -> float:
 
 def simulated_table(progress: Callable[[str], None] = lambda _: None) -> str:
     """The simulated-time table as Markdown."""
-    lines = ["| run | nodes | estimated wall time | limit | longest chain (timed steps) | each pool one by one |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| run | nodes | estimated wall time | limit | longest chain (timed steps) | each pool one by one |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     new_region: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="gpucell-simulate-") as tmp:
         for nodes in NEW_REGION_NODES:
@@ -92,8 +94,10 @@ def simulated_table(progress: Callable[[str], None] = lambda _: None) -> str:
             deployed = {k: v for k, v in plan.result.outputs.items() if k.startswith("r0")}
             chained = estimate(_region(project, "bench", last_deployment=deployed))
             new_region[nodes] = found.seconds
-            lines.append(f"| new region | {nodes} | {found.seconds / 60:.1f} min | {limit.seconds / 60:.1f} min | "
-                         f"{len(found.chain)} | {chained.seconds / 60:.1f} min |")
+            lines.append(
+                f"| new region | {nodes} | {found.seconds / 60:.1f} min | {limit.seconds / 60:.1f} min | "
+                f"{len(found.chain)} | {chained.seconds / 60:.1f} min |"
+            )
             progress(f"simulated a new region of {nodes} nodes")
         project = Path(tmp) / f"n{UPGRADE_NODES}"
         plan = make_plan(project, "bench")
@@ -103,8 +107,11 @@ def simulated_table(progress: Callable[[str], None] = lambda _: None) -> str:
             lines.append(f"| k3s upgrade, maxUnavailable {window} | {UPGRADE_NODES} | {seconds / 3600:.1f} h | | | |")
             progress(f"simulated a k3s upgrade at maxUnavailable {window}")
     verdict = "met" if new_region[200] <= TARGET_MINUTES * 60 else "missed"
-    lines += ["", f"Target: a new 200-node region in at most {TARGET_MINUTES} min with the defaults "
-              f"(`ssh.joinConcurrency` 5): {new_region[200] / 60:.1f} min, {verdict}. Per-step estimates: "
-              "`gpucell.stacks.estimate` (k3s install 150 s a server, 90 s an agent; Helm releases 30-240 s; a "
-              "drain 240 s)."]
+    lines += [
+        "",
+        f"Target: a new 200-node region in at most {TARGET_MINUTES} min with the defaults "
+        f"(`ssh.joinConcurrency` 5): {new_region[200] / 60:.1f} min, {verdict}. Per-step estimates: "
+        "`gpucell.stacks.estimate` (k3s install 150 s a server, 90 s an agent; Helm releases 30-240 s; a "
+        "drain 240 s).",
+    ]
     return "\n".join(lines) + "\n"

@@ -220,7 +220,8 @@ def chart_repo(tmp_path: Path, helm: str) -> Iterator[str]:
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: demo\nversion: 0.1.0\n")
     (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  greeting: {{ .Values.greeting | quote }}\n")
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  greeting: {{ .Values.greeting | quote }}\n"
+    )
     (chart / "values.yaml").write_text("greeting: hello\n")
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -238,8 +239,14 @@ def chart_repo(tmp_path: Path, helm: str) -> Iterator[str]:
 
 
 def test_fetch_pulls_each_releases_chart_where_the_checker_finds_it(chart_repo: str, tmp_path: Path) -> None:
-    release = {"chart": "demo", "version": "0.1.0", "repositoryOpts": {"repo": chart_repo}, "name": "demo",
-               "namespace": "demo", "values": {"greeting": "hi"}}
+    release = {
+        "chart": "demo",
+        "version": "0.1.0",
+        "repositoryOpts": {"repo": chart_repo},
+        "name": "demo",
+        "namespace": "demo",
+        "values": {"greeting": "hi"},
+    }
     dest = tmp_path / "schemas"
     assert fetch_charts([release, dict(release)], dest) == ["demo 0.1.0"]  # pulled once
     assert charts.chart_path(dest, "demo", "0.1.0") == dest / "charts" / "demo-0.1.0.tgz"

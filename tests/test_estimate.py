@@ -23,16 +23,30 @@ def planned(stack: str) -> Plan:
     return make_plan(REPO, stack)
 
 
-def reg(name: str, after: tuple[str, ...] = (), type_: str = "kubernetes:core/v1:ConfigMap",
-        **inputs: Any) -> Registration:
-    return Registration(urn=f"urn:{name}", type=type_, name=name, parent="", provider="",
-                        dependencies=[f"urn:{a}" for a in after], custom=True, inputs=inputs, raw_inputs=inputs)
+def reg(
+    name: str, after: tuple[str, ...] = (), type_: str = "kubernetes:core/v1:ConfigMap", **inputs: Any
+) -> Registration:
+    return Registration(
+        urn=f"urn:{name}",
+        type=type_,
+        name=name,
+        parent="",
+        provider="",
+        dependencies=[f"urn:{a}" for a in after],
+        custom=True,
+        inputs=inputs,
+        raw_inputs=inputs,
+    )
 
 
 def test_the_wall_time_is_the_longest_weighted_chain_not_the_sum() -> None:
     chart = "kubernetes:helm.sh/v3:Release"
-    registrations = [reg("a"), reg("cilium", ("a",), chart, chart="cilium"),
-                     reg("longhorn", ("a",), chart, chart="longhorn"), reg("b", ("cilium", "longhorn"))]
+    registrations = [
+        reg("a"),
+        reg("cilium", ("a",), chart, chart="cilium"),
+        reg("longhorn", ("a",), chart, chart="longhorn"),
+        reg("b", ("cilium", "longhorn")),
+    ]
     found = estimate(registrations)
     assert found.seconds == CREATE_SECONDS["kubernetes"] * 2 + CHART_SECONDS["longhorn"]
     assert found.chain == ("a", "longhorn", "b")
@@ -48,8 +62,12 @@ def test_against_a_base_only_what_differs_takes_time() -> None:
 
 
 def test_human_readable_times() -> None:
-    assert [human(s) for s in (0, 20, 600, 18_600)] == ["nothing to do", "about 1 min", "about 10 min",
-                                                        "about 5 h 10 min"]
+    assert [human(s) for s in (0, 20, 600, 18_600)] == [
+        "nothing to do",
+        "about 1 min",
+        "about 10 min",
+        "about 5 h 10 min",
+    ]
 
 
 def test_a_new_region_goes_through_its_servers_then_the_charts_not_through_its_agents() -> None:
@@ -66,9 +84,11 @@ def test_the_plan_prints_each_regions_estimate(capsys: pytest.CaptureFixture[str
     assert cli.main(["plan", "dev", "--project-dir", str(REPO)]) == 0
     [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  estimate:")]
     found = estimate(planned("dev").region_resources("lab1"))
-    assert line == (f"  estimate: {human(found.seconds)} for `pulumi up` of a new region (longest chain: "
-                    f"{len(found.chain)} timed steps, from lab1-k3s-lab1-srv-1-prepare to {found.chain[-1]}; "
-                    "per-step estimates in gpucell.stacks.estimate)")
+    assert line == (
+        f"  estimate: {human(found.seconds)} for `pulumi up` of a new region (longest chain: "
+        f"{len(found.chain)} timed steps, from lab1-k3s-lab1-srv-1-prepare to {found.chain[-1]}; "
+        "per-step estimates in gpucell.stacks.estimate)"
+    )
 
 
 def test_a_k3s_upgrade_against_a_base_plan_goes_node_by_node_through_the_largest_pool(
@@ -90,6 +110,8 @@ def test_a_k3s_upgrade_against_a_base_plan_goes_node_by_node_through_the_largest
     # the base's nodes are registered: fra1's largest pool (h100-vm, 4 nodes, maxUnavailable 1) upgrades one by one
     # after the 3 servers: 7 nodes drained (240 s), upgraded (120 s a server, 90 s an agent), settled (90 s) in turn
     assert len(stack["config"]["gpucell:regions"]["fra1"]["nodePools"]["h100-vm"]["hosts"]) == 4
-    assert line.startswith("  estimate: about 50 min for `pulumi up` of the change against the base plan (longest "
-                           "chain: 21 timed steps, from fra1-k3s-fra1-srv-1-prepare to fra1-k3s-fra1-h100-4-settle")
+    assert line.startswith(
+        "  estimate: about 50 min for `pulumi up` of the change against the base plan (longest "
+        "chain: 21 timed steps, from fra1-k3s-fra1-srv-1-prepare to fra1-k3s-fra1-h100-4-settle"
+    )
     assert set(json.loads(base.read_text())["outputs"]["fra1Fingerprint"]["nodes"]) >= {"fra1-h100-4"}
