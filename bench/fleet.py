@@ -1,6 +1,7 @@
 """Fleet-scale benchmark: gpucell's plan against the raw Pulumi SDK registering the same resources.
 
     python3 dev.py bench [--quick] [--repeats N] [--write-doc]
+    python3 dev.py bench --simulate [--write-doc]     # only the simulated pulumi up times (bench/simulate.py)
 
 For each synthetic size (:mod:`bench.synthetic`: regions x nodes x workloads) and in the same run, interleaved, each
 in a fresh process:
@@ -291,6 +292,9 @@ def parser() -> argparse.ArgumentParser:
                         help="interleaved runs per kind and size, at least 1 (default 3)")
     parsed.add_argument("--write-doc", action="store_true",
                         help="also write the table into docs/performance.md (between its markers); not with --quick")
+    parsed.add_argument("--simulate", action="store_true",
+                        help="only the simulated `pulumi up` wall times of new regions and k3s upgrades "
+                        "(bench/simulate.py, about a minute)")
     return parsed
 
 
@@ -305,16 +309,26 @@ def main(argv: list[str] | None = None) -> None:
     args = command.parse_args(argv)
     if args.quick and args.write_doc:  # the doc records a full run, never a smoke run
         command.error("--write-doc records a full run: leave out --quick")
-    report = run(QUICK if args.quick else FULL, args.repeats)
-    print(report)
+    from bench.simulate import simulated_table  # noqa: PLC0415
+
+    report = None if args.simulate else run(QUICK if args.quick else FULL, args.repeats)
+    simulated = simulated_table(lambda line: print(line, file=sys.stderr))
+    print(f"{report}\n{simulated}" if report else simulated)
     if args.write_doc:
-        doc = REPO / "docs" / "performance.md"
-        text = doc.read_text()
-        start, end = "<!-- bench:start -->\n", "<!-- bench:end -->"
-        head, _, rest = text.partition(start)
-        _, _, tail = rest.partition(end)
-        doc.write_text(f"{head}{start}{report}{end}{tail}")
-        print(f"wrote {doc}", file=sys.stderr)
+        if report is not None:
+            _write_between("bench", report)
+        _write_between("simulate", simulated)
+
+
+def _write_between(marker: str, table: str) -> None:
+    """Replace what docs/performance.md holds between ``<!-- MARKER:start -->`` and ``<!-- MARKER:end -->``."""
+    doc = REPO / "docs" / "performance.md"
+    text = doc.read_text()
+    start, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    doc.write_text(f"{head}{start}{table}{end}{tail}")
+    print(f"wrote {doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

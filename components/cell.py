@@ -46,6 +46,9 @@ class RegionalCellArgs:
     """SSH private key for every node of the region (a Pulumi secret)."""
     etcd_s3_credentials: pulumi.Input[str] | None = None
     """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
+    registered_hosts: frozenset[str] | None = None
+    """Hosts of the last deployment (:attr:`gpucell.k3s.K3sClusterArgs.registered_hosts`): the others join in
+    waves. ``None``, the default, takes every host as registered."""
 
 
 class RegionalCell(CellComponent):
@@ -90,7 +93,8 @@ class RegionalCell(CellComponent):
 
         self.k3s = K3sCluster(
             f"{name}-k3s",
-            K3sClusterArgs(cell, args.ssh_private_key, provider=provider, etcd_s3_credentials=args.etcd_s3_credentials),
+            K3sClusterArgs(cell, args.ssh_private_key, provider=provider, etcd_s3_credentials=args.etcd_s3_credentials,
+                           registered_hosts=args.registered_hosts),
             opts=self.child(),
         )
         self.provider = self.k3s.provider

@@ -13,8 +13,12 @@ Every node is a group of four resources, in this order (each after the one befor
    the GPU Operator's report of the new state) and puts it back in service.
 
 Order between nodes: servers one after another (each group after the previous server's ``-settle``); then each
-agent pool in parallel, at most ``rollout.maxUnavailable`` of its nodes at a time (node *i* after node *i - n*'s
-``-settle``), every agent after the last server. So a k3s upgrade goes server by server and reaches the agents
+agent pool in parallel, at most ``rollout.maxUnavailable`` of its *registered* nodes at a time (registered node *i*
+after registered node *i - n*'s ``-settle``), every agent after the last server. Agents that are not registered yet
+(not in the last deployment, :attr:`K3sClusterArgs.registered_hosts`) join in a window of ``ssh.joinConcurrency``
+across pools instead: new node *k*'s ``-prepare`` after new node *k - j*'s ``-prepare``, its ``-settle`` after new
+node *k - j*'s ``-settle``, its install (on its own host) right after its ``-prepare``; a new region's agents so join
+in one wave (docs/decisions/0023-parallel-first-joins.md). So a k3s upgrade goes server by server and reaches the agents
 only after every server runs the new version, as the Kubernetes version-skew policy requires (no kubelet newer
 than an API server, https://kubernetes.io/releases/version-skew-policy/); a GPU reconfiguration goes node by node.
 
@@ -107,6 +111,10 @@ class K3sClusterArgs:
     child of the cluster, ``<name>-k8s``, with ``clusterIdentifier`` ``<name>``."""
     etcd_s3_credentials: pulumi.Input[str] | None = None
     """``<access key id>:<secret access key>`` of ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
+    registered_hosts: frozenset[str] | None = None
+    """Hosts the cluster already has (those of the last deployment); the other agents are first joins, which need
+    no maintenance order and join ``ssh.joinConcurrency`` at a time. ``None`` (the default) takes every host as
+    registered: each pool's first join then goes ``rollout.maxUnavailable`` at a time, which is always safe."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,32 @@ class NodeResources:
     """Waits for the node and puts it back in service (on the control server); its delete drains it."""
     options: dict[str, Any] = field(default_factory=dict)
     """The removal options every resource of the node has (:func:`gpucell.spec.lifecycle.removal_options`)."""
+
+
+class _JoinWindow:
+    """First joins ``size`` at a time on the control server: the *k*-th new node's ``-prepare`` waits for the
+    *(k - size)*-th's, its ``-settle`` for the *(k - size)*-th's ``-settle``; all after ``after`` (the servers)."""
+
+    def __init__(self, size: int, after: pulumi.Resource) -> None:
+        self.size = size
+        self.after = after
+        self.prepares: list[pulumi.Resource] = []
+        self.settles: list[pulumi.Resource] = []
+
+    def prepare_after(self) -> list[pulumi.Resource]:
+        """What the next new node's ``-prepare`` waits for."""
+        index = len(self.prepares)
+        return [self.after, *([self.prepares[index - self.size]] if index >= self.size else [])]
+
+    def settle_after(self) -> list[pulumi.Resource]:
+        """What the next new node's ``-settle`` waits for besides its own labels."""
+        index = len(self.settles)
+        return [self.settles[index - self.size]] if index >= self.size else []
+
+    def add(self, prepare: pulumi.Resource, settle: pulumi.Resource) -> None:
+        """Record the new node just registered."""
+        self.prepares.append(prepare)
+        self.settles.append(settle)
 
 
 def even_server_warning(count: int) -> str | None:
@@ -241,15 +275,21 @@ class K3sCluster(CellComponent):
         self.servers_ready = after[0]
 
         self.agents = []
+        joins = _JoinWindow(cell.ssh.join_concurrency, self.servers_ready)
         for pool_name, pool in cell.node_pools.items():
             if pool.role is NodeRole.SERVER:
                 continue
             settles: list[pulumi.Resource] = []
             window = pool.rollout.max_unavailable
-            for index, host in enumerate(pool.hosts):
-                previous = [settles[index - window]] if index >= window else [self.servers_ready]
-                prepare, install = self._install(pool_name, host, previous)
-                settles.append(self._finish(pool_name, host, prepare, install).settle)
+            for host in pool.hosts:
+                if args.registered_hosts is not None and host.name not in args.registered_hosts:
+                    prepare, install = self._install(pool_name, host, joins.prepare_after())
+                    joins.add(prepare, self._finish(pool_name, host, prepare, install, joins.settle_after()).settle)
+                else:
+                    index = len(settles)
+                    previous = [settles[index - window]] if index >= window else [self.servers_ready]
+                    prepare, install = self._install(pool_name, host, previous)
+                    settles.append(self._finish(pool_name, host, prepare, install).settle)
                 self.agents.append(install)
 
         self._etcd_s3_secret(args.etcd_s3_credentials)
@@ -388,8 +428,10 @@ class K3sCluster(CellComponent):
         )
         return prepare, install
 
-    def _finish(self, pool_name: str, host: Host, prepare: Command, install: Command) -> NodeResources:
-        """The node's NodePatch and ``-settle`` command, after its install command."""
+    def _finish(self, pool_name: str, host: Host, prepare: Command, install: Command,
+                settle_after: list[pulumi.Resource] | None = None) -> NodeResources:
+        """The node's NodePatch and ``-settle`` command, after its install command (the settle also after
+        ``settle_after``)."""
         cell = self._cell
         state, digest = self._states[host.name]
         options = removal_options(cell.removal_policy_of(pool_name, host))
@@ -406,7 +448,7 @@ class K3sCluster(CellComponent):
                        else maintenance.settle_script(state, cell.versions.k3s, digest))
         settle = self._control_command(
             f"{host.name}-settle", settle_text,
-            maintenance.removal_drain_script(state), [labels], options,
+            maintenance.removal_drain_script(state), [labels, *(settle_after or [])], options,
         )
         resources = NodeResources(state=state, prepare=prepare, install=install, labels=labels, settle=settle,
                                   options=options)

@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--check", action="store_true",
                       help="check every object, chart value, script and node config against upstream; exit 1 on "
                       "any problem")
+    plan.add_argument("--base-plan", type=Path, metavar="FILE",
+                      help="a `gpucell plan --json` file taken as the last deployment: the estimate is of the change "
+                      "against it, and its nodes count as registered")
     plan.add_argument("--schemas", type=Path, default=None, metavar="DIR",
                       help=f"upstream schemas for --check (default: {default_cache_dir()})")
     _project_dir(plan)
@@ -158,9 +161,11 @@ def _plan(args: argparse.Namespace) -> int:
     if args.check:  # before the plan, in this order: the libraries, then a wrong --schemas fail at once
         check_libraries()
         check_schema_dir(schemas, args.stack)
-    plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region)
+    base = load_plan(args.base_plan) if args.base_plan else None
+    plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region,
+                     last_deployment=base["outputs"] if base else None)
     regions = [args.region] if args.region else list(plan.cells)
-    print(render_tree(plan, regions))
+    print(render_tree(plan, regions, {r["urn"]: r["inputs"] for r in base["resources"]} if base else None))
     for warning in plan.result.warnings:
         print(f"warning: {warning}")
     if args.out:
@@ -187,10 +192,23 @@ def _fetch(args: argparse.Namespace) -> int:
     plan = make_plan(args.project_dir, args.stack)
     dest = args.dest or default_cache_dir()
     notes = fetch({region: cell.spec for region, cell in plan.cells.items()}, dest, args.base_url)
+    notes += _fetch_charts(plan, dest)
     for note in notes:
         print(f"note: {note}")
     print(f"fetched upstream schemas for stack {args.stack} into {dest}")
     return EXIT_OK
+
+
+def _fetch_charts(plan: Any, dest: Path) -> list[str]:
+    """Pull the charts of the plan's Helm releases for the ``chart`` checker; a note when helm is missing."""
+    from gpucell.stacks.conformance.helm import fetch_charts  # noqa: PLC0415
+
+    releases = [r.inputs for r in plan.result.resources if r.type == "kubernetes:helm.sh/v3:Release"]
+    try:
+        pulled = fetch_charts(releases, dest)
+    except MissingToolError as exc:
+        return [f"charts not fetched (`plan --check` will name each release's missing chart): {exc}"]
+    return [f"fetched {len(pulled)} chart(s) into {dest / 'charts'}"]
 
 
 def _looks_like_a_file(argument: str) -> bool:

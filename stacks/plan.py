@@ -13,7 +13,7 @@ import json
 import math
 import shutil
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.estimate import estimate, human
 from gpucell.stacks.guard import FINGERPRINT_SUFFIX
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
@@ -295,15 +296,21 @@ def make_plan(
     preview: bool = False,
     region: str | None = None,
     computed: Callable[[MockResourceArgs], dict[str, Any]] | None = None,
+    last_deployment: Mapping[str, Any] | None = None,
 ) -> Plan:
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
     ``computed`` supplies outputs a real provider would compute (see :func:`gpucell.stacks.mock_engine.run_program`).
+    ``last_deployment`` is what the program's read of its last deployment returns (stack outputs, e.g. a base
+    plan's ``outputs``): the disruption guard and the registered hosts (decision 0023) are judged against it;
+    without it the plan is of a stack never deployed.
     """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}
     if computed is None and not preview:  # in a preview, what providers compute is unknown
         computed = _placeholder_outputs(files)
+    if last_deployment is not None:
+        computed = _with_last_deployment(computed, last_deployment)
 
     def program() -> None:
         cells.update(build_cells())
@@ -316,6 +323,18 @@ def make_plan(
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
     acknowledge = files.config.get(f"{files.project}:acknowledge") or []
     return Plan(stack=stack, result=result, cells=cells, acknowledge=list(acknowledge))
+
+
+def _with_last_deployment(
+    computed: Callable[[MockResourceArgs], dict[str, Any]] | None, outputs: Mapping[str, Any]
+) -> Callable[[MockResourceArgs], dict[str, Any]]:
+    """``computed``, with the program's StackReference read of itself answered by ``outputs``."""
+    def answer(args: MockResourceArgs) -> dict[str, Any]:
+        if args.typ == "pulumi:pulumi:StackReference":
+            return {"outputs": dict(outputs)}
+        return computed(args) if computed is not None else {}
+
+    return answer
 
 
 def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict[str, Any]]:
@@ -369,9 +388,10 @@ def graph_shape(registrations: list[Registration]) -> GraphShape:
     return GraphShape(depth=max(widths, default=0), width=max(widths.values(), default=0))
 
 
-def render_tree(plan: Plan, regions: list[str]) -> str:
-    """The component tree of each region with custom-resource counts by type, its GPU capacity and graph shape,
-    and totals."""
+def render_tree(plan: Plan, regions: list[str], base: Mapping[str, Any] | None = None) -> str:
+    """The component tree of each region with custom-resource counts by type, its GPU capacity, graph shape and
+    estimated ``pulumi up`` time (of a new region, or with ``base``, URN -> inputs of a base plan, of the change
+    against it: :func:`gpucell.stacks.estimate.estimate`), and totals."""
     lines = [f"stack {plan.stack}: {len(regions)} region(s)"]
     grand_total = 0
     for region in regions:
@@ -384,11 +404,22 @@ def render_tree(plan: Plan, regions: list[str]) -> str:
         shape = graph_shape(everything)
         lines.append(f"  graph: depth {shape.depth}, width {shape.width} (longest dependency chain; most resources "
                      "the engine can create at once)")
+        lines.append(estimate_line(everything, base))
         lines.append("  by type:")
         for type_token, count in sorted(Counter(r.type for r in resources).items()):
             lines.append(f"    {count:4d}  {type_token}")
     lines += ["", f"total: {grand_total} resources"]
     return "\n".join(lines)
+
+
+def estimate_line(registrations: list[Registration], base: Mapping[str, Any] | None) -> str:
+    """``  estimate: about 17 min for `pulumi up` of a new region (longest chain: 19 timed steps, from A to B)``."""
+    found = estimate(registrations, base)
+    what = "of a new region" if base is None else "of the change against the base plan"
+    if not found.chain:
+        return f"  estimate: {human(found.seconds)} for `pulumi up` {what}"
+    return (f"  estimate: {human(found.seconds)} for `pulumi up` {what} (longest chain: {len(found.chain)} timed "
+            f"steps, from {found.chain[0]} to {found.chain[-1]}; per-step estimates in gpucell.stacks.estimate)")
 
 
 def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[str]) -> None:

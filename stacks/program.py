@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
@@ -31,11 +34,13 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`).
     """
     stack = load_stack_config(config)
-    check_against(stack, deployed_fingerprints(read_last_deployment()))
+    deployed = deployed_fingerprints(read_last_deployment())
+    check_against(stack, deployed)
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
         cell = RegionalCell(region, RegionalCellArgs(cell=spec, ssh_private_key=stack.ssh_private_keys[region],
-                                                     etcd_s3_credentials=stack.etcd_s3_credentials(region)))
+                                                     etcd_s3_credentials=stack.etcd_s3_credentials(region),
+                                                     registered_hosts=registered_hosts(deployed.get(region))))
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
@@ -43,6 +48,16 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
         cells[region] = cell
         build_tenants(region, cell, stack)
     return cells
+
+
+def registered_hosts(deployed: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The hosts a region's last deployed fingerprint lists (``nodes``); none for a region never deployed (every
+    agent is a first join, docs/decisions/0023-parallel-first-joins.md); ``None`` (every host registered, the safe
+    order) when a deployed fingerprint does not list its nodes."""
+    if deployed is None:
+        return frozenset()
+    nodes = deployed.get("nodes")
+    return frozenset(nodes) if isinstance(nodes, Mapping) else None
 
 
 def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[Tenant]:

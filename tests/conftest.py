@@ -28,6 +28,8 @@ SCHEMA_CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "no
 without checkov still sees them."""
 SECURITY = ("security",)
 """checkov alone; tests asking for it take the :func:`checkov` fixture."""
+CHART = ("chart",)
+"""The chart checker alone (it runs helm); tests asking for it take the :func:`helm` fixture."""
 
 
 @pytest.fixture
@@ -40,6 +42,20 @@ def checkov() -> str:
         return checkov_binary()
     except MissingToolError as exc:
         if os.environ.get("GPUCELL_REQUIRE_CHECKOV"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def helm() -> str:
+    """The helm program. Skips the test when it is missing, unless ``GPUCELL_REQUIRE_HELM`` is set (``python3
+    dev.py test`` sets it, so in CI a missing helm fails)."""
+    from gpucell.stacks.conformance.charts import helm_binary
+
+    try:
+        return helm_binary()
+    except MissingToolError as exc:
+        if os.environ.get("GPUCELL_REQUIRE_HELM"):
             pytest.fail(str(exc))
         pytest.skip(str(exc))
 

@@ -80,3 +80,32 @@ def test_a_quick_run_never_writes_the_doc(capsys: pytest.CaptureFixture[str]) ->
         fleet.main(["--quick", "--write-doc"])
     assert info.value.code == 2
     assert capsys.readouterr().err.endswith("dev.py bench: error: --write-doc records a full run: leave out --quick\n")
+
+
+def test_simulated_first_joins_come_close_to_the_limit_and_far_below_the_old_chain(tmp_path: Any) -> None:
+    from bench.simulate import without_join_window
+    from bench.synthetic import Size, write_stack
+    from gpucell.stacks.estimate import estimate
+    from gpucell.stacks.plan import make_plan
+
+    write_stack(tmp_path, "s", Size(1, 60, 10))  # 57 agents, the largest pool (cpu) 19 of them
+    plan = make_plan(tmp_path, "s")
+    registrations = plan.region_resources("r0")
+    windowed, limit = estimate(registrations), estimate(without_join_window(registrations))
+    deployed = {k: v for k, v in plan.result.outputs.items() if k.startswith("r0")}  # the process may hold others
+    chained = estimate(make_plan(tmp_path, "s", last_deployment=deployed).region_resources("r0"))
+    assert limit.seconds <= windowed.seconds < chained.seconds
+    assert limit.chain[:4] == ("r0-k3s-r0-srv-0-prepare", "r0-k3s-r0-srv-0", "r0-k3s-kubeconfig",
+                               "r0-k3s-r0-srv-0-labels")
+    # the old order walks the largest pool node by node: all 19 of its settles are on the chain
+    assert sum(n.startswith("r0-k3s-r0-cpu-") and n.endswith("-settle") for n in chained.chain) == 19
+    # the limit keeps every server's chain but no agent waits for another agent
+    kept = {r.name: r for r in without_join_window(registrations)}
+    by_urn = {r.urn: r.name for r in registrations}
+    assert {by_urn[u] for u in kept["r0-k3s-r0-cpu-17-settle"].dependencies} == {"r0-k3s-r0-cpu-17-labels"}
+    assert {by_urn[u] for u in kept["r0-k3s-r0-srv-1-prepare"].dependencies} == {"r0-k3s-r0-srv-0-settle"}
+
+
+def test_simulate_is_an_option_of_its_own() -> None:
+    args = parser().parse_args(["--simulate", "--write-doc"])
+    assert (args.simulate, args.write_doc, args.quick) == (True, True, False)

@@ -79,12 +79,12 @@ def test_stack_plans_pass_checkov(stack: str, skipped: int, checkov: str) -> Non
     assert report.checkov_skipped == skipped
 
 
-def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str], checkov: str) -> None:
+def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str], checkov: str, helm: str) -> None:
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
         "security 0); 3 checkov check(s) skipped by annotation"
     )
 
@@ -102,15 +102,16 @@ def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_cli_check_without_checkov_reports_every_other_verdict(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, helm: str
 ) -> None:
     monkeypatch.delenv("GPUCELL_CHECKOV", raising=False)
+    monkeypatch.setenv("GPUCELL_HELM", helm)  # helm stays: only checkov is missing
     monkeypatch.setenv("PATH", str(tmp_path))
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
         "security not run)"
     )
     assert captured.err == (
@@ -120,10 +121,11 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
 
 
 def test_cli_check_names_a_gpucell_checkov_that_points_at_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, checkov: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, checkov: str, helm: str
 ) -> None:
     missing = tmp_path / "no-checkov"
     monkeypatch.setenv("GPUCELL_CHECKOV", str(missing))
+    monkeypatch.setenv("GPUCELL_HELM", helm)
     monkeypatch.setenv("PATH", f"{Path(checkov).parent}:{os.environ['PATH']}")  # a checkov on PATH is not taken
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", str(UPSTREAM)])
     captured = capsys.readouterr()
@@ -336,11 +338,17 @@ def upstream_server() -> Iterator[str]:
 
 
 def test_fetch_downloads_every_file_for_the_pinned_versions(upstream_server: str, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUCELL_HELM", raising=False)  # no helm: the charts (tests/test_charts.py) are left out
+    monkeypatch.setenv("PATH", str(tmp_path))
     dest = tmp_path / "schemas"
     code = cli.main(["schemas", "fetch", "dev", "--project-dir", str(REPO), "--dest", str(dest),
                      "--base-url", upstream_server])
-    assert code == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert ("note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on "
+            "PATH") in out
     for rel in UPSTREAM_FILES:
         assert (dest / rel).read_bytes() == STORE.path(rel).read_bytes()
     versions = json.loads((dest / "versions.json").read_text())

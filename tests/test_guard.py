@@ -189,3 +189,11 @@ def test_acknowledge_is_not_a_secret_key_name() -> None:
         "acknowledge: names a gpucell config key, not a secret (region lab uses it for SSH, see "
         "regions.lab.ssh.privateKeyConfigKey)"
     ]
+
+
+def test_registered_hosts_come_from_the_last_deployed_fingerprint() -> None:
+    from gpucell.stacks.program import registered_hosts
+
+    assert registered_hosts(None) == frozenset()  # a region never deployed: every agent is a first join
+    assert registered_hosts({"nodes": {"fra1-srv-1": {}, "fra1-cpu-1": {}}}) == {"fra1-srv-1", "fra1-cpu-1"}
+    assert registered_hosts({"cidrs": {}}) is None  # deployed, nodes not listed: all taken as registered (safe)

@@ -97,13 +97,15 @@ def _computed(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def build(
-    config: dict[str, Any], *, preview: bool = False, computed: Any = _computed
+    config: dict[str, Any], *, preview: bool = False, computed: Any = _computed,
+    registered: frozenset[str] | None = None,
 ) -> tuple[PlanResult, K3sCluster]:
     built: list[K3sCluster] = []
 
     def program() -> None:
         cluster = K3sCluster(
-            "lab", K3sClusterArgs(cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY))
+            "lab", K3sClusterArgs(cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY),
+                                  registered_hosts=registered)
         )
         built.append(cluster)
         pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -430,6 +432,55 @@ def test_max_unavailable_lets_that_many_nodes_of_a_pool_go_at_once() -> None:
     assert after("lab-cpu-3") == {"lab-lab-cpu-1-settle"}
     assert after("lab-cpu-4") == {"lab-lab-cpu-2-settle"}
     assert after("lab-cpu-5") == {"lab-lab-cpu-3-settle"}
+
+
+def cpu_pool_of(count: int, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    config = config or ha_config()
+    config["nodePools"]["cpu"]["hosts"] = [{"name": f"lab-cpu-{i}", "address": f"10.20.0.{40 + i}"}
+                                           for i in range(1, count + 1)]
+    return config
+
+
+def node_steps(result: PlanResult, name: str) -> set[str]:
+    """The node steps (``lab-lab-...``) the resource ``name`` waits for."""
+    deps = set(result.named(name).dependencies)
+    return {r.name for r in result.resources if r.urn in deps and r.name.startswith("lab-lab-")}
+
+
+def test_first_joins_go_join_concurrency_at_a_time_across_pools_not_one_by_one() -> None:
+    config = cpu_pool_of(6)
+    config["ssh"] = {"joinConcurrency": 3}
+    servers = frozenset({"lab-srv-1", "lab-srv-2", "lab-srv-3"})
+    result, _ = build(config, registered=servers)  # a new region's agents: none registered yet
+    # new agents in config order: lab-h100-1, lab-vm-1, lab-vm-2, lab-cpu-1..6; the window of 3 spans pools
+    assert node_steps(result, "lab-lab-h100-1-prepare") == {"lab-lab-srv-3-settle"}
+    assert node_steps(result, "lab-lab-vm-2-prepare") == {"lab-lab-srv-3-settle"}  # not after lab-vm-1
+    assert node_steps(result, "lab-lab-cpu-1-prepare") == {"lab-lab-srv-3-settle", "lab-lab-h100-1-prepare"}
+    assert node_steps(result, "lab-lab-cpu-4-prepare") == {"lab-lab-srv-3-settle", "lab-lab-cpu-1-prepare"}
+    assert node_steps(result, "lab-lab-cpu-1-settle") == {"lab-lab-cpu-1-labels", "lab-lab-h100-1-settle"}
+    assert node_steps(result, "lab-lab-vm-1-settle") == {"lab-lab-vm-1-labels"}
+    # a node's install (on its own host) runs right after its own prepare, whatever the window
+    assert node_steps(result, "lab-lab-cpu-4") == {"lab-lab-cpu-4-prepare"}
+
+
+def test_hosts_added_to_a_live_pool_join_in_waves_while_registered_ones_keep_their_rollout_order() -> None:
+    config = cpu_pool_of(8)
+    registered = frozenset({"lab-srv-1", "lab-srv-2", "lab-srv-3", "lab-h100-1", "lab-vm-1", "lab-vm-2",
+                            "lab-cpu-1", "lab-cpu-2"})
+    result, _ = build(config, registered=registered)
+    # registered nodes: one at a time per pool (rollout.maxUnavailable 1), as before
+    assert node_steps(result, "lab-lab-cpu-1-prepare") == {"lab-lab-srv-3-settle"}
+    assert node_steps(result, "lab-lab-cpu-2-prepare") == {"lab-lab-cpu-1-settle"}
+    assert node_steps(result, "lab-lab-vm-2-prepare") == {"lab-lab-vm-1-settle"}
+    # the 6 new ones: 5 at once (ssh.joinConcurrency's default), the 6th after the first's prepare
+    for new in range(3, 8):
+        assert node_steps(result, f"lab-lab-cpu-{new}-prepare") == {"lab-lab-srv-3-settle"}, new
+    assert node_steps(result, "lab-lab-cpu-8-prepare") == {"lab-lab-srv-3-settle", "lab-lab-cpu-3-prepare"}
+
+
+def test_without_registered_hosts_every_node_is_taken_as_registered() -> None:
+    result, _ = build(cpu_pool_of(3))
+    assert node_steps(result, "lab-lab-cpu-2-prepare") == {"lab-lab-cpu-1-settle"}
 
 
 def test_children_names_and_parent() -> None:

@@ -27,12 +27,14 @@ def test_graph_depth_does_not_grow_with_workloads(tmp_path: Path) -> None:
     assert after.depth == before.depth
 
 
-def test_graph_depth_grows_only_with_the_rolling_chain_of_the_largest_pool(tmp_path: Path) -> None:
-    """Nodes of a pool go through maintenance ``rollout.maxUnavailable`` (1) at a time, as a chain of Pulumi
-    dependencies (decision 0010): each node of the largest pool adds its prepare, install and settle steps."""
-    before, _ = shape(tmp_path / "base", Size(1, 8, 10))  # largest pool: 1 node
-    after, _ = shape(tmp_path / "grown", Size(1, 24, 10))  # largest pool (cpu): 7 nodes
-    assert after.depth - before.depth == 3 * (7 - 1)
+def test_a_new_regions_graph_depth_does_not_grow_with_its_agents(tmp_path: Path) -> None:
+    """A new region's agents are first joins: they join ``ssh.joinConcurrency`` (5) at a time across pools, not
+    one pool node after another (decision 0023), so 21 agents instead of 5 leave the longest chain (the charts')
+    where it was. Registered nodes keep their rollout chain (tests/test_k3s.py)."""
+    before, _ = shape(tmp_path / "base", Size(1, 8, 10))  # 5 agents: one window
+    after, _ = shape(tmp_path / "grown", Size(1, 24, 10))  # 21 agents: five windows
+    assert after.depth == before.depth
+    assert after.width > before.width
 
 
 def test_synthetic_stacks_pass_admission_with_every_kind_of_workload() -> None:

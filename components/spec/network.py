@@ -118,6 +118,13 @@ class Ssh(SpecModel):
     """TCP port. Defaults to 22."""
     private_key_config_key: str = "sshPrivateKey"
     """Name of the *secret* stack config key holding the PEM/OpenSSH private key. Defaults to ``sshPrivateKey``."""
+    join_concurrency: StrictInt = Field(default=5, ge=1, le=50)
+    """New agents joining at the same time (count), across pools: at most this many first-join steps at once on
+    the control server, each a short SSH session, so at most twice this many sessions (a ``-prepare`` and a
+    ``-settle`` window) besides the pools' ``rollout.maxUnavailable``. Defaults to 5: 10 sessions, within OpenSSH's
+    default ``MaxStartups 10:30:100`` (sshd drops new unauthenticated connections at random from the 10th on).
+    Each node's install runs on its own host, all at once. Changing it only reorders a later run's first joins
+    (docs/decisions/0023-parallel-first-joins.md)."""
 
     @field_validator("user")
     @classmethod

@@ -9,7 +9,10 @@
 - ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
 - ``script``: shellcheck over every command pulumi-command will run;
 - ``node-config``: each node's k3s config file against the k3s options of its role;
-- ``security``: checkov over the rendered objects.
+- ``security``: checkov over the rendered objects;
+- ``chart``: every Helm release rendered by ``helm template`` with its chart at the pinned version, each object it
+  installs checked like gpucell's own and the facts gpucell relies on checked in them
+  (:mod:`gpucell.stacks.conformance.charts`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 from kubernetes_validate.utils import major_minor as kv_minor
 
 from gpucell.spec import CellSpec
+from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
 from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
@@ -36,7 +40,7 @@ from gpucell.stacks.mock_engine import Registration
 
 __all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
 
-CHECKERS = ("kubernetes", "custom-resource", "helm-values", "script", "node-config", "security")
+CHECKERS = ("kubernetes", "custom-resource", "helm-values", "chart", "script", "node-config", "security")
 _RELEASE = "kubernetes:helm.sh/v3:Release"
 _COMMAND = "command:remote:Command"
 
@@ -130,6 +134,37 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
             report.problems.append(Problem(subject, path, message, "helm-values"))
 
 
+def _check_charts(regions: list[RegionInput], store: SchemaStore, report: Report) -> None:
+    """Render every release of every region at once (in parallel), then check each region's objects."""
+    wanted = [(item, r) for item in regions for r in item.registrations if r.type == _RELEASE]
+    rendered = charts.render_releases(
+        [(r.masked_inputs(), charts.kube_version(item.cell)) for item, r in wanted], store.root)
+    by_region: dict[str, list[tuple[Registration, charts.RenderedRelease]]] = {}
+    for (item, registration), result in zip(wanted, rendered, strict=True):
+        by_region.setdefault(item.region, []).append((registration, result))
+    for item in regions:
+        pairs = by_region.get(item.region, [])
+        crds = charts.rendered_crds([result for _, result in pairs])
+        checker = checker_for(store.root, item.cell.versions.kubernetes_minor)
+        for registration, result in pairs:
+            release = Subject(item.region, "HelmRelease", result.namespace, result.release)
+            if result.error is not None:
+                report.problems.append(Problem(release, "-", result.error, "chart"))
+                continue
+            where = f"chart {result.chart} {result.version}"
+            for obj in result.objects:
+                for violation in charts.validate_rendered(obj, checker, crds):
+                    report.problems.append(Problem(_object_subject(item.region, obj), violation.path,
+                                                   f"{violation.message} ({where})", "chart"))
+            fact_check = charts.FACTS.get(result.chart)
+            if fact_check is None:
+                continue
+            values = registration.masked_inputs().get("values") or {}
+            for about, path, message in fact_check(list(result.objects), values, item.cell):
+                subject = release if about is None else _object_subject(item.region, about)
+                report.problems.append(Problem(subject, path, f"{message} ({where})", "chart"))
+
+
 def _script_of(command_line: str) -> str:
     argv = shlex.split(command_line)
     return argv[2] if argv[:2] == ["bash", "-c"] and len(argv) == 3 else command_line
@@ -212,6 +247,8 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
         if "node-config" in checkers:
             _check_node_configs(item, report)
         whole += [(item.region, obj) for obj, partial in objects if not partial]
+    if "chart" in checkers:
+        _unless_missing("chart", report, lambda: _check_charts(regions, store, report))
     if "script" in checkers:
         _unless_missing("script", report, lambda: _check_scripts(regions, report))
     if "security" in checkers:

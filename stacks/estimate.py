@@ -1,0 +1,156 @@
+"""How long ``pulumi up`` takes: the plan's dependency graph walked with documented per-step estimates.
+
+Pulumi runs a resource as soon as everything it depends on is done (explicit ``dependsOn``, its parent, its
+provider) and, by default, without a limit on parallelism; gpucell bounds what needs bounding with the graph itself
+(rollout chains, the first-join window, decisions 0016 and 0023). So the wall time of a run is the longest path
+through the graph, each resource weighted by how long its step takes. :data:`CREATE_SECONDS` and
+:data:`UPDATE_SECONDS` are those weights, rough figures for real hardware (a k3s install downloads the release and
+starts the node; a maintenance drains it); they say which chain is long and in which order of magnitude, not the
+minute.
+
+For a new region every resource is created. Against a base plan only what differs runs: a resource missing from the
+base is created, one whose inputs differ is updated, the others take no time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpucell.stacks.mock_engine import Registration
+
+__all__ = ["CHART_SECONDS", "CREATE_SECONDS", "UPDATE_SECONDS", "Estimate", "estimate", "human", "step_seconds"]
+
+CREATE_SECONDS: Mapping[str, float] = {
+    "prepare": 5,  # on the control server: no Node yet, nothing to drain
+    "install-server": 150,  # installer + k3s release download, etcd member join, API up
+    "install-agent": 90,  # installer + release download, kubelet registered
+    "settle": 20,  # the node is Ready (a new node has no GPU state to wait for yet)
+    "kubeconfig": 5,
+    "command": 10,
+    "manifests": 120,  # an operator's release manifests (KubeVirt, CDI) applied and awaited
+    "kubernetes": 2,  # one object through the API (pulumi-kubernetes awaits readiness where it has a rule)
+}
+"""Seconds to create one resource, by step (see :func:`step_seconds`)."""
+UPDATE_SECONDS: Mapping[str, float] = {
+    "prepare": 240,  # cordon and drain: evictions, PodDisruptionBudgets, GPU VMs stopped
+    "install-server": 120,  # k3s upgrade or restart of a server, etcd back in quorum
+    "install-agent": 90,  # k3s upgrade or restart, kubelet back
+    "settle": 90,  # Ready again (and the GPU Operator's report on GPU nodes), uncordoned
+    "kubeconfig": 0,
+    "command": 10,
+    "manifests": 120,
+    "kubernetes": 2,
+}
+"""Seconds to update one resource, by step."""
+CHART_SECONDS: Mapping[str, float] = {
+    "cilium": 120,
+    "cert-manager": 60,
+    "gpu-operator": 240,
+    "longhorn": 180,
+    "kserve-crd": 30,
+    "kserve-resources": 90,
+    "kserve-runtime-configs": 30,
+    "dra-driver-nvidia-gpu": 90,
+}
+"""Seconds a Helm release takes to install or upgrade and become ready (``skipAwait: false``), by chart name; 120
+for a chart not listed."""
+DEFAULT_CHART_SECONDS = 120.0
+_FREE = ("pulumi:providers:", "pulumi:pulumi:", "gpucell:index:", "random:")
+
+
+def _step(r: Registration) -> str:
+    if r.type == "command:remote:Command":
+        for suffix in ("prepare", "settle", "kubeconfig"):
+            if r.name.endswith(f"-{suffix}"):
+                return suffix
+        if "stdin" in r.inputs:  # only a node's install gets the cluster token
+            agent = "k3s-agent-uninstall.sh" in str(r.inputs.get("delete") or "")
+            return "install-agent" if agent else "install-server"
+        return "command"
+    if r.type == "kubernetes:yaml/v2:ConfigFile":
+        return "manifests"
+    return "kubernetes"
+
+
+def step_seconds(r: Registration, *, update: bool = False) -> float:
+    """Estimated seconds of ``r``'s step when created (or, with ``update``, updated); 0 for components,
+    providers, passwords and stack reads."""
+    if r.type.startswith(_FREE):
+        return 0.0
+    if r.type == "kubernetes:helm.sh/v3:Release":
+        chart = str(r.inputs.get("chart", "")).rstrip("/").rsplit("/", 1)[-1]
+        return float(CHART_SECONDS.get(chart, DEFAULT_CHART_SECONDS))
+    return float((UPDATE_SECONDS if update else CREATE_SECONDS)[_step(r)])
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The longest chain of a run and its estimated wall time."""
+
+    seconds: float
+    """Estimated wall time, seconds."""
+    chain: tuple[str, ...]
+    """Names of the resources on the longest chain that take time, first to last."""
+
+
+def _canonical(inputs: Any) -> str:
+    return json.dumps(inputs, sort_keys=True, default=str)
+
+
+def estimate(registrations: list[Registration], base: Mapping[str, Any] | None = None) -> Estimate:
+    """The :class:`Estimate` of running ``registrations``: all created (``base`` ``None``: a new region), or against
+    ``base`` (URN -> inputs of the base plan): created when missing there, updated when their inputs differ, else
+    free. Linear in resources and edges."""
+    providers = {r.name: r.urn for r in registrations if r.type.startswith("pulumi:providers:")}
+    by_urn = {r.urn: r for r in registrations}
+    after = {
+        r.urn: [u for u in (*r.dependencies, r.parent, providers.get(r.provider, "")) if u in by_urn]
+        for r in registrations
+    }
+    cost: dict[str, float] = {}
+    for r in registrations:
+        if base is None or r.urn not in base:
+            cost[r.urn] = step_seconds(r)
+        elif _canonical(base[r.urn]) != _canonical(r.inputs):
+            cost[r.urn] = step_seconds(r, update=True)
+        else:
+            cost[r.urn] = 0.0
+    finish: dict[str, float] = {}
+    critical: dict[str, str | None] = {}
+    for start in after:
+        stack = [start]
+        while stack:
+            urn = stack[-1]
+            pending = [u for u in after[urn] if u not in finish]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if urn in finish:
+                continue
+            before = max(after[urn], key=lambda u: finish[u], default=None)
+            critical[urn] = before
+            finish[urn] = cost[urn] + (finish[before] if before is not None else 0.0)
+    if not finish:
+        return Estimate(0.0, ())
+    end = max(finish, key=lambda u: finish[u])
+    total = finish[end]
+    last: str | None = end
+    chain: list[str] = []
+    while last is not None:
+        if cost[last] > 0:
+            chain.append(by_urn[last].name)
+        last = critical[last]
+    return Estimate(total, tuple(reversed(chain)))
+
+
+def human(seconds: float) -> str:
+    """``about 12 min``, ``about 5 h 10 min``; ``nothing to do`` for 0."""
+    if seconds <= 0:
+        return "nothing to do"
+    minutes = max(1, round(seconds / 60))
+    hours, minutes = divmod(minutes, 60)
+    return f"about {hours} h {minutes} min" if hours else f"about {minutes} min"
