@@ -20,6 +20,7 @@ from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
 from gpucell.spec.lifecycle import RemovalPolicy
+from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.network import DNS_LABEL, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -284,6 +285,8 @@ class CellSpec(SpecModel):
     """CDI settings."""
     dra_driver: DraDriverSpec = DraDriverSpec()
     """NVIDIA DRA driver settings; the driver is installed only when a pool has ``gpuMode: dra``."""
+    metrics: MetricsSpec = MetricsSpec()
+    """The metrics stack (kube-prometheus-stack), GPU metering, GPU alerts and dashboards; off unless enabled."""
     tenants: dict[str, TenantSpec] = {}
     """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
     allow_gpu_overcommit: bool = False
@@ -542,6 +545,17 @@ class CellSpec(SpecModel):
                             f"versions.k3s is {self.versions.k3s}")
         yield from check_tenant_groups(self.oidc, self.tenants)
 
+    def _check_llm_scaling(self) -> Iterator[SpecError]:
+        """Endpoints scaled on a vLLM metric read it from the cell's Prometheus: the metrics stack must be on."""
+        if self.metrics.enabled:
+            return
+        for tenant_name, tenant in self.tenants.items():
+            for name, endpoint in tenant.model_endpoints.items():
+                if endpoint.scale_metric.is_vllm:
+                    yield SpecError(("tenants", tenant_name, "modelEndpoints", name, "scaleMetric"),
+                                    f"{endpoint.scale_metric.value} is read from the cell's Prometheus, which is "
+                                    "not installed; set metrics.enabled: true, or scale on cpu or memory")
+
     def _check_tenants(self) -> Iterator[SpecError]:
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
         from gpucell.spec.admission import check_tenants  # noqa: PLC0415
@@ -559,6 +573,7 @@ _CELL_RULES = (
     Rule("kserve", ("kserve", "versions"), CellSpec._check_kserve_mode),
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
+    Rule("llmScaling", ("metrics", "tenants"), CellSpec._check_llm_scaling),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
     Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
          after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn")),

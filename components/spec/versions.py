@@ -95,7 +95,15 @@ class Versions(SpecModel):
     kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
     pool has ``gpuMode: dra``."""
 
-    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver")
+    kube_prometheus_stack: str = "88.5.3"
+    """kube-prometheus-stack Helm chart version (https://prometheus-community.github.io/helm-charts); installed with
+    ``metrics.enabled``."""
+    keda: str = "2.20.2"
+    """KEDA Helm chart version (https://kedacore.github.io/charts); installed when an endpoint scales on a vLLM
+    metric."""
+
+    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver",
+                     "kube_prometheus_stack", "keda")
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

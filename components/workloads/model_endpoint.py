@@ -260,7 +260,7 @@ def inference_service_manifest(
         "minReplicas": spec.min_replicas,
         "maxReplicas": spec.max_replicas,
         "scaleMetric": spec.scale_metric.value,
-        "scaleTarget": spec.scale_target,
+        "scaleTarget": spec.effective_scale_target,
         "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "model": model,
