@@ -16,6 +16,7 @@ from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+from gpucell.metrics import Metrics, metrics_args
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -43,6 +44,8 @@ class RegionalCellArgs:
     """SSH private key for every node of the region (a Pulumi secret)."""
     etcd_s3_credentials: pulumi.Input[str] | None = None
     """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
+    remote_write_credentials: pulumi.Input[str] | None = None
+    """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
 
 
 class RegionalCell(CellComponent):
@@ -108,6 +111,11 @@ class RegionalCell(CellComponent):
             f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
         )
         self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
+        self.metrics: Metrics | None = None
+        """The metrics stack, with ``metrics.enabled``."""
+        if cell.metrics.enabled:
+            self.metrics = Metrics(f"{name}-metrics", metrics_args(cell, args.remote_write_credentials),
+                                   opts=self._in_cluster(self.cilium, self.storage))
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url

@@ -42,6 +42,10 @@ class CiliumArgs:
     ``cilium.values`` are used."""
 
 
+HUBBLE_METRICS = ("dns", "drop", "tcp", "flow", "port-distribution", "icmp", "httpV2")
+"""Hubble metrics enabled with the metrics stack (Cilium's "Hubble Exported Metrics" list)."""
+
+
 def cilium_values(cell: CellSpec) -> dict[str, Any]:
     """The chart values gpucell owns (``cilium.values`` is merged over them later).
 
@@ -59,11 +63,13 @@ def cilium_values(cell: CellSpec) -> dict[str, Any]:
       virt-launcher pod, so Services would be unreachable from VMs unless socket-LB is limited to the host
       namespace and pod traffic is translated at the pod's interface instead (Cilium kube-proxy-free guide,
       cilium/cilium PR #17847). ``values.yaml`` documents this key commented out (its default is false).
+    - with ``metrics.enabled``: ``hubble.metrics.enabled`` :data:`HUBBLE_METRICS` (the ``hubble-metrics``
+      Service, port 9965, that :func:`gpucell.metrics.hubble_service_monitor` scrapes).
     - ``rollOutCiliumPods`` and ``operator.rollOutPods``: the agents and operator read ``cilium-config`` only
       at start, so without a rollout a ``pulumi up`` that changes a value would leave them on the old one.
     """
     net = cell.network
-    return {
+    values: dict[str, Any] = {
         "kubeProxyReplacement": True,
         "k8sServiceHost": cell.api_endpoint,
         "k8sServicePort": net.api_port,
@@ -79,6 +85,9 @@ def cilium_values(cell: CellSpec) -> dict[str, Any]:
         "rollOutCiliumPods": True,
         "socketLB": {"hostNamespaceOnly": True},
     }
+    if cell.metrics.enabled:  # Hubble's flow metrics, scraped by the metrics stack's ServiceMonitor
+        values["hubble"]["metrics"] = {"enabled": list(HUBBLE_METRICS)}
+    return values
 
 
 class Cilium(CellComponent):

@@ -82,84 +82,151 @@ def dcgm_metrics_csv() -> str:
 
 
 def _alert(name: str, expr: str, severity: str, summary: str, remediation: str, *, for_: str = "0m") -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity},
-            "annotations": {"summary": summary, "remediation": remediation}}
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity},
+        "annotations": {"summary": summary, "remediation": remediation},
+    }
 
 
-def _gpu_count_alerts(offers: Iterable[GpuOffer], hosts: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """One ``GpuCountDropped`` rule per (pool, resource): the node advertises fewer units than its pool gives it.
-    Cordoned nodes are left out (maintenance reconfigures them on purpose)."""
+def _gpu_count_alerts(offers: Iterable[GpuOffer]) -> list[dict[str, Any]]:
+    """One ``GpuCountDropped`` rule per (pool, resource): a node of the pool (node label ``gpucell.io/pool``, from
+    kube-state-metrics' ``kube_node_labels``) advertises fewer units than the pool gives each node, or none at all.
+    Cordoned nodes are left out (maintenance reconfigures them on purpose). The rules name pools, never hosts, so
+    adding or removing a host leaves them as they are."""
     rules = []
     for offer in offers:
-        nodes = "|".join(hosts[offer.pool])
-        resource = ksm_sanitized(offer.resource)
-        capacity = f'kube_node_status_capacity{{node=~"{nodes}", resource="{resource}"}}'
-        expr = (f"((max by (node) ({capacity}) or on (node) (0 * max by (node) (kube_node_info{{node=~\"{nodes}\"}})))"
-                f" < {offer.per_node}) unless on (node) (kube_node_spec_unschedulable == 1)")
-        rules.append(_alert(
-            "GpuCountDropped", expr, "critical",
+        in_pool = f'kube_node_labels{{label_gpucell_io_pool="{offer.pool}"}}'
+        capacity = (
+            f'max by (node) (kube_node_status_capacity{{resource="{ksm_sanitized(offer.resource)}"}} '
+            f"* on (node) group_left () {in_pool})"
+        )
+        expr = (
+            f"(({capacity}) or on (node) (0 * max by (node) ({in_pool}))) < {offer.per_node} "
+            "unless on (node) (kube_node_spec_unschedulable == 1)"
+        )
+        alert = _alert(
+            "GpuCountDropped",
+            expr,
+            "critical",
             f"Node {{{{ $labels.node }}}} advertises {{{{ $value }}}} {offer.resource}, pool {offer.pool} gives it "
             f"{offer.per_node}",
             "A GPU fell off the bus or its device plugin stopped: see the node's XID alerts and `kubectl -n "
             "gpu-operator logs` of its device plugin; cordon and drain the node, reboot it, and replace the board "
-            "if the GPU does not come back.", for_="10m"))
-        rules[-1]["labels"]["pool"] = offer.pool
-        rules[-1]["labels"]["resource"] = offer.resource
+            "if the GPU does not come back.",
+            for_="10m",
+        )
+        alert["labels"].update(pool=offer.pool, resource=offer.resource)
+        rules.append(alert)
     return rules
 
 
-def health_group(offers: Iterable[GpuOffer], hosts: dict[str, list[str]]) -> dict[str, Any]:
-    """The PrometheusRule group ``gpucell-gpu-health`` for the device-plugin offers of a cell (``hosts``: pool ->
-    node names)."""
+def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
+    """The PrometheusRule group ``gpucell-gpu-health`` for the device-plugin offers of a cell."""
     critical = "|".join(str(x) for x in CRITICAL_XIDS)
     on_node = "GPU {{ $labels.gpu }} of node {{ $labels.node }}"
     drain = "cordon and drain the node (`kubectl cordon`, `kubectl drain`; GPU VMs stop)"
-    return {"name": "gpucell-gpu-health", "rules": [
-        _alert("GpuXidCritical", _critical_xid_expr(critical),
-               "critical", f"{on_node} reported XID {{{{ $value }}}}",
-               f"XID {{{{ $value }}}} needs the GPU reset: {drain}, then reboot it; XID 48/63/64/94/95 with "
-               "rising remapped-row or retired-page counters, or XID 79 again after the reboot: replace the board."),
-        _alert("GpuXid", "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) > 0", "warning",
-               f"{on_node} reported XID {{{{ $value }}}}",
-               "Look the XID up in NVIDIA's XID catalogue; application XIDs (13, 31, 43, 45) are the workload's "
-               f"own fault and clear themselves; if it repeats with no workload fault, {drain} and reboot it."),
-        _alert("GpuFellOffTheBus", "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) == 79", "critical",
-               f"{on_node} fell off the bus (XID 79)",
-               f"{drain} and power-cycle it (a warm reboot rarely brings the GPU back); if it falls off again, "
-               "check its power and PCIe seating and replace the board."),
-        _alert("GpuDoubleBitEcc", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", "critical",
-               f"{on_node} had uncorrectable (double-bit) ECC errors",
-               f"Data on that GPU may be corrupt: {drain} and reset the GPU; the next boot retires or remaps the "
-               "affected memory."),
-        _alert("GpuRetiredPagesPending", "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_PENDING) > 0", "warning",
-               f"{on_node} has memory pages waiting to be retired",
-               f"Retirement takes effect on the next GPU reset: {drain} and reboot it at the next opportunity."),
-        _alert("GpuRetiredPagesHigh",
-               "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_DBE + DCGM_FI_DEV_RETIRED_SBE) >= 60", "critical",
-               f"{on_node} has retired {{{{ $value }}}} memory pages",
-               "NVIDIA's RMA threshold is 60 retired pages (or 15 in 30 days): drain the node and replace the board."),
-        _alert("GpuRowRemapFailed", "max by (node, gpu, UUID) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", "critical",
-               f"{on_node} could not remap a memory row",
-               "The GPU's memory cannot be repaired in place: drain the node and replace the board."),
-        _alert("GpuUncorrectableRowsRemapped", "increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h]) > 0",
-               "warning", f"{on_node} remapped a memory row after an uncorrectable error",
-               f"The remap takes effect on the next GPU reset: {drain} and reboot it."),
-        _alert("GpuTooHot", f"max by (node, gpu, UUID) (DCGM_FI_DEV_GPU_TEMP) > {GPU_TEMPERATURE_C}", "warning",
-               f"{on_node} is at {{{{ $value }}}} C", "Check the node's fans and airflow and the rack's inlet "
-               "temperature; the GPU throttles until it cools.", for_="5m"),
-        _alert("GpuMemoryTooHot", f"max by (node, gpu, UUID) (DCGM_FI_DEV_MEMORY_TEMP) > {MEMORY_TEMPERATURE_C}",
-               "warning", f"{on_node} memory is at {{{{ $value }}}} C",
-               "Check the node's cooling; HBM throttles above 95 C.", for_="5m"),
-        _alert("GpuPowerOverLimit", "max by (node, gpu, UUID) (DCGM_FI_DEV_POWER_USAGE) > 1.05 * max by (node, "
-               "gpu, UUID) (DCGM_FI_DEV_POWER_MGMT_LIMIT)", "warning",
-               f"{on_node} draws {{{{ $value }}}} W, more than 105% of its power limit",
-               "Check the node's power supplies and the GPU's power limit (`nvidia-smi -q -d POWER`).", for_="5m"),
-        _alert("GpuPowerThrottling", "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 500000", "info",
-               f"{on_node} spends over half its time throttled by its power limit",
-               "Expected under full load on boards run at a reduced limit; otherwise check the power supplies.",
-               for_="30m"),
-        *_gpu_count_alerts(offers, hosts),
-    ]}
+    return {
+        "name": "gpucell-gpu-health",
+        "rules": [
+            _alert(
+                "GpuXidCritical",
+                _critical_xid_expr(critical),
+                "critical",
+                f"{on_node} reported XID {{{{ $value }}}}",
+                f"XID {{{{ $value }}}} needs the GPU reset: {drain}, then reboot it; XID 48/63/64/94/95 with "
+                "rising remapped-row or retired-page counters, or XID 79 again after the reboot: replace the board.",
+            ),
+            _alert(
+                "GpuXid",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) > 0",
+                "warning",
+                f"{on_node} reported XID {{{{ $value }}}}",
+                "Look the XID up in NVIDIA's XID catalogue; application XIDs (13, 31, 43, 45) are the workload's "
+                f"own fault and clear themselves; if it repeats with no workload fault, {drain} and reboot it.",
+            ),
+            _alert(
+                "GpuFellOffTheBus",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) == 79",
+                "critical",
+                f"{on_node} fell off the bus (XID 79)",
+                f"{drain} and power-cycle it (a warm reboot rarely brings the GPU back); if it falls off again, "
+                "check its power and PCIe seating and replace the board.",
+            ),
+            _alert(
+                "GpuDoubleBitEcc",
+                "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+                "critical",
+                f"{on_node} had uncorrectable (double-bit) ECC errors",
+                f"Data on that GPU may be corrupt: {drain} and reset the GPU; the next boot retires or remaps the "
+                "affected memory.",
+            ),
+            _alert(
+                "GpuRetiredPagesPending",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_PENDING) > 0",
+                "warning",
+                f"{on_node} has memory pages waiting to be retired",
+                f"Retirement takes effect on the next GPU reset: {drain} and reboot it at the next opportunity.",
+            ),
+            _alert(
+                "GpuRetiredPagesHigh",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_DBE + DCGM_FI_DEV_RETIRED_SBE) >= 60",
+                "critical",
+                f"{on_node} has retired {{{{ $value }}}} memory pages",
+                "NVIDIA's RMA threshold is 60 retired pages (or 15 in 30 days): drain the node and replace the board.",
+            ),
+            _alert(
+                "GpuRowRemapFailed",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+                "critical",
+                f"{on_node} could not remap a memory row",
+                "The GPU's memory cannot be repaired in place: drain the node and replace the board.",
+            ),
+            _alert(
+                "GpuUncorrectableRowsRemapped",
+                "increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h]) > 0",
+                "warning",
+                f"{on_node} remapped a memory row after an uncorrectable error",
+                f"The remap takes effect on the next GPU reset: {drain} and reboot it.",
+            ),
+            _alert(
+                "GpuTooHot",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_GPU_TEMP) > {GPU_TEMPERATURE_C}",
+                "warning",
+                f"{on_node} is at {{{{ $value }}}} C",
+                "Check the node's fans and airflow and the rack's inlet temperature; the GPU throttles until it cools.",
+                for_="5m",
+            ),
+            _alert(
+                "GpuMemoryTooHot",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_MEMORY_TEMP) > {MEMORY_TEMPERATURE_C}",
+                "warning",
+                f"{on_node} memory is at {{{{ $value }}}} C",
+                "Check the node's cooling; HBM throttles above 95 C.",
+                for_="5m",
+            ),
+            _alert(
+                "GpuPowerOverLimit",
+                "max by (node, gpu, UUID) (DCGM_FI_DEV_POWER_USAGE) > 1.05 * max by (node, "
+                "gpu, UUID) (DCGM_FI_DEV_POWER_MGMT_LIMIT)",
+                "warning",
+                f"{on_node} draws {{{{ $value }}}} W, more than 105% of its power limit",
+                "Check the node's power supplies and the GPU's power limit (`nvidia-smi -q -d POWER`).",
+                for_="5m",
+            ),
+            _alert(
+                "GpuPowerThrottling",
+                "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 500000",
+                "info",
+                f"{on_node} spends over half its time throttled by its power limit",
+                "Expected under full load on boards run at a reduced limit; otherwise check the power supplies.",
+                for_="30m",
+            ),
+            *_gpu_count_alerts(offers),
+        ],
+    }
 
 
 def _critical_xid_expr(critical: str) -> str:

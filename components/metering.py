@@ -53,8 +53,9 @@ ALLOCATED = "gpucell:tenant_gpu_allocated:sum"
 """The metered series: GPU units held, by ``tenant``, ``resource`` and ``kind``."""
 INTERVAL = "1m"
 """Evaluation interval of the metering group: GPU-hours are ``sum_over_time(...[period:1m]) / 60``."""
-KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]"]
-"""kube-state-metrics ``--metric-labels-allowlist``: the labels the rules read (KSM exports no label unless asked)."""
+KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]", "nodes=[gpucell.io/pool]"]
+"""kube-state-metrics ``--metric-labels-allowlist``: the labels the rules read (KSM exports no label unless asked;
+``gpucell.io/pool`` is for :mod:`gpucell.gpu_alerts`)."""
 _NAMESPACE_TENANT = "gpucell:namespace_tenant:info"
 _POD_GPUS = "gpucell:pod_gpu_requests:sum"
 _CLAIM_DEVICES = "gpucell:claim_devices_allocated:sum"
@@ -69,9 +70,11 @@ def ksm_sanitized(resource: str) -> str:
 def resource_names(resources: Iterable[str]) -> str:
     """The PromQL that turns KSM's spelling of ``resources`` back into their names, applied to :data:`_POD_GPUS`'s
     source (nested ``label_replace``, one per resource, in sorted order)."""
-    expr = ("sum by (namespace, pod, resource) (kube_pod_container_resource_requests{resource=~\"nvidia_com_.+\"})"
-            " * on (namespace, pod) group_left () (max by (namespace, pod) "
-            "(kube_pod_status_phase{phase=\"Running\"}) == 1)")
+    expr = (
+        'sum by (namespace, pod, resource) (kube_pod_container_resource_requests{resource=~"nvidia_com_.+"})'
+        " * on (namespace, pod) group_left () (max by (namespace, pod) "
+        '(kube_pod_status_phase{phase="Running"}) == 1)'
+    )
     for resource in sorted(set(resources)):
         expr = f'label_replace({expr}, "resource", "{resource}", "resource", "{ksm_sanitized(resource)}")'
     return expr
@@ -94,23 +97,33 @@ def metering_group(resources: Iterable[str]) -> dict[str, Any]:
         "name": "gpucell-metering",
         "interval": INTERVAL,
         "rules": [
-            {"record": _NAMESPACE_TENANT,
-             "expr": 'max by (namespace, tenant) (label_replace(kube_namespace_labels{label_gpucell_io_tenant!=""}, '
-                     '"tenant", "$1", "label_gpucell_io_tenant", "(.+)"))'},
+            {
+                "record": _NAMESPACE_TENANT,
+                "expr": 'max by (namespace, tenant) (label_replace(kube_namespace_labels{label_gpucell_io_tenant!=""}, '
+                '"tenant", "$1", "label_gpucell_io_tenant", "(.+)"))',
+            },
             {"record": _POD_GPUS, "expr": resource_names(resources)},
-            {"record": _CLAIM_DEVICES,
-             "expr": "sum by (namespace, claim, device_class) (count by (namespace, claim, request) "
-                     "(gpucell_resourceclaim_allocated_device_info) * on (namespace, claim, request) "
-                     "group_left (device_class) max by (namespace, claim, request, device_class) "
-                     "(gpucell_resourceclaim_request_info))"},
+            {
+                "record": _CLAIM_DEVICES,
+                "expr": "sum by (namespace, claim, device_class) (count by (namespace, claim, request) "
+                "(gpucell_resourceclaim_allocated_device_info) * on (namespace, claim, request) "
+                "group_left (device_class) max by (namespace, claim, request, device_class) "
+                "(gpucell_resourceclaim_request_info))",
+            },
             # One rule per kind (promtool lints two rules of one name and labels as duplicates): pods' extended
             # resources `or` claims' device classes, which never share a resource name.
-            {"record": ALLOCATED, "labels": {"kind": "container"},
-             "expr": f"{_by_tenant(f'({_POD_GPUS} unless on (namespace, pod) {launcher})')} or "
-                     f"{_by_tenant(claims('!='))}"},
-            {"record": ALLOCATED, "labels": {"kind": "vm"},
-             "expr": f"{_by_tenant(f'({_POD_GPUS} * on (namespace, pod) group_left () {launcher})')} or "
-                     f"{_by_tenant(claims('='))}"},
+            {
+                "record": ALLOCATED,
+                "labels": {"kind": "container"},
+                "expr": f"{_by_tenant(f'({_POD_GPUS} unless on (namespace, pod) {launcher})')} or "
+                f"{_by_tenant(claims('!='))}",
+            },
+            {
+                "record": ALLOCATED,
+                "labels": {"kind": "vm"},
+                "expr": f"{_by_tenant(f'({_POD_GPUS} * on (namespace, pod) group_left () {launcher})')} or "
+                f"{_by_tenant(claims('='))}",
+            },
         ],
     }
 
@@ -123,18 +136,40 @@ def resource_claim_metrics() -> dict[str, Any]:
     (``status.allocation.devices.results[]``)."""
     return {
         "kind": "CustomResourceStateMetrics",
-        "spec": {"resources": [{
-            "groupVersionKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
-            "metricNamePrefix": "gpucell_resourceclaim",
-            "labelsFromPath": {"namespace": ["metadata", "namespace"], "claim": ["metadata", "name"]},
-            "metrics": [
-                {"name": "request_info", "help": "The DeviceClass of each request of a ResourceClaim",
-                 "each": {"type": "Info", "info": {"path": ["spec", "devices", "requests"], "labelsFromPath": {
-                     "request": ["name"], "device_class": ["exactly", "deviceClassName"]}}}},
-                {"name": "allocated_device_info", "help": "One series per device allocated to a ResourceClaim",
-                 "each": {"type": "Info", "info": {"path": ["status", "allocation", "devices", "results"],
-                                                   "labelsFromPath": {"request": ["request"], "device": ["device"],
-                                                                      "pool": ["pool"]}}}},
-            ],
-        }]},
+        "spec": {
+            "resources": [
+                {
+                    "groupVersionKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+                    "metricNamePrefix": "gpucell_resourceclaim",
+                    "labelsFromPath": {"namespace": ["metadata", "namespace"], "claim": ["metadata", "name"]},
+                    "metrics": [
+                        {
+                            "name": "request_info",
+                            "help": "The DeviceClass of each request of a ResourceClaim",
+                            "each": {
+                                "type": "Info",
+                                "info": {
+                                    "path": ["spec", "devices", "requests"],
+                                    "labelsFromPath": {
+                                        "request": ["name"],
+                                        "device_class": ["exactly", "deviceClassName"],
+                                    },
+                                },
+                            },
+                        },
+                        {
+                            "name": "allocated_device_info",
+                            "help": "One series per device allocated to a ResourceClaim",
+                            "each": {
+                                "type": "Info",
+                                "info": {
+                                    "path": ["status", "allocation", "devices", "results"],
+                                    "labelsFromPath": {"request": ["request"], "device": ["device"], "pool": ["pool"]},
+                                },
+                            },
+                        },
+                    ],
+                }
+            ]
+        },
     }

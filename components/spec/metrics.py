@@ -29,8 +29,9 @@ class RemoteWriteSpec(SpecModel):
         try:
             return check_url(value, ("https",))
         except ValueError:
-            raise ValueError("is not an https:// URL with a host (samples leave the cell; they travel over TLS)") \
-                from None
+            raise ValueError(
+                "is not an https:// URL with a host (samples leave the cell; they travel over TLS)"
+            ) from None
 
     @field_validator("credentials_config_key")
     @classmethod
@@ -40,8 +41,11 @@ class RemoteWriteSpec(SpecModel):
     @model_validator(mode="after")
     def _needs_credentials(self) -> RemoteWriteSpec:
         if self.credentials_config_key is None:
-            raise SpecError(("credentialsConfigKey",), f"is required with url {self.url}: name a secret config key "
-                            "holding '<user>:<password>' (pulumi config set --secret <key> -- 'user:password')")
+            raise SpecError(
+                ("credentialsConfigKey",),
+                f"is required with url {self.url}: name a secret config key "
+                "holding '<user>:<password>' (pulumi config set --secret <key> -- 'user:password')",
+            )
         return self
 
 
@@ -72,6 +76,17 @@ class MetricsSpec(SpecModel):
     """Send every sample to a central store too. Defaults to none."""
     values: dict[str, object] = {}
     """kube-prometheus-stack chart values merged over what gpucell renders (maps merge key by key)."""
+
+    @model_validator(mode="after")
+    def _needs_enabled(self) -> MetricsSpec:
+        if not self.enabled:
+            for key in ("retention_days", "storage_gib", "remote_write", "values"):
+                if key in self.model_fields_set:
+                    alias = {"retention_days": "retentionDays", "storage_gib": "storageGib",
+                             "remote_write": "remoteWrite"}.get(key, key)
+                    raise SpecError((alias,), "only applies with metrics.enabled: true (the metrics stack is not "
+                                    "installed); set enabled: true or remove it")
+        return self
 
     @model_validator(mode="after")
     def _no_owned_values(self) -> MetricsSpec:

@@ -45,10 +45,13 @@ class UpstreamFile:
     path: str
     component: str
     """Field of :class:`gpucell.spec.Versions` whose pinned value is the release (``kubevirt``, ``cilium``...)."""
+    tag_prefix: str = "v"
+    """What the project's release tags put before the bare version (``v``; prometheus-community/helm-charts tags
+    charts ``<chart>-<version>``)."""
 
     def tag(self, version: str) -> str:
-        """The git tag of ``version``: every project here tags releases ``vX.Y.Z``."""
-        return version if version.startswith("v") else f"v{version}"
+        """The git tag of ``version``: ``vX.Y.Z`` for most projects here, ``<tag_prefix>X.Y.Z`` otherwise."""
+        return f"{self.tag_prefix}{version.lstrip('v')}"
 
     def url(self, version: str, base_url: str = DEFAULT_BASE_URL) -> str:
         """Download address of this file at ``version``."""
@@ -96,6 +99,18 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
     # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
     # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
+    "kube-prometheus-stack/values.yaml": UpstreamFile(
+        "prometheus-community/helm-charts", "charts/kube-prometheus-stack/values.yaml", "kube_prometheus_stack",
+        "kube-prometheus-stack-",
+    ),
+    # The Prometheus Operator CRDs the chart ships (its charts/crds subchart), as shared/upstream holds them.
+    **{
+        f"prometheus-operator/crd-{plural}.yaml": UpstreamFile(
+            "prometheus-community/helm-charts", f"charts/kube-prometheus-stack/charts/crds/crds/crd-{plural}.yaml",
+            "kube_prometheus_stack", "kube-prometheus-stack-",
+        )
+        for plural in ("servicemonitors", "podmonitors", "prometheusrules")
+    },
     "dra-driver-nvidia-gpu/values.yaml": UpstreamFile(
         "kubernetes-sigs/dra-driver-nvidia-gpu", "deployments/helm/dra-driver-nvidia-gpu/values.yaml", "dra_driver"
     ),
@@ -214,6 +229,6 @@ def fetch(cells: dict[str, CellSpec], dest: Path, base_url: str = DEFAULT_BASE_U
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(body)
-        manifest[rel] = source.tag(version)
+        manifest[rel] = source.tag(version) if source.tag_prefix == "v" else version.lstrip("v")
     (dest / "versions.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return notes
