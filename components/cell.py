@@ -14,6 +14,7 @@ from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.metrics import Metrics, metrics_args
@@ -116,6 +117,10 @@ class RegionalCell(CellComponent):
         if cell.metrics.enabled:
             self.metrics = Metrics(f"{name}-metrics", metrics_args(cell, args.remote_write_credentials),
                                    opts=self._in_cluster(self.cilium, self.storage))
+        self.keda: Keda | None = None
+        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
+        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
+            self.keda = Keda(f"{name}-keda", KedaArgs(cell.versions.keda), opts=self._in_cluster(self.cilium))
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, Secret
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
@@ -42,7 +43,6 @@ from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_clai
 from gpucell.spec import CellSpec, GpuMode, StorageBackend
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
-from gpucell.workloads._common import custom_resource, opaque_secret
 
 __all__ = [
     "CHART",
@@ -297,7 +297,8 @@ class Metrics(CellComponent):
         if args.remote_write_credentials is not None:
             data = pulumi.Output.secret(args.remote_write_credentials).apply(remote_write_secret_data)
             meta = {"name": REMOTE_WRITE_SECRET, "namespace": NAMESPACE, "labels": dict(_MANAGED)}
-            after.append(opaque_secret(f"{name}-remote-write", meta, data, self.child(depends_on=after)))
+            after.append(Secret(f"{name}-remote-write", metadata=meta, type="Opaque", string_data=data,
+                                opts=self.child(depends_on=after)))
         self.release: Release = helm_release(
             f"{name}-stack",
             source=CHART,
@@ -311,8 +312,8 @@ class Metrics(CellComponent):
         monitors = [*pod_monitor_manifests(dra=args.dra), hubble_service_monitor()]
         in_stack = self.child(depends_on=[self.release])
         for manifest in monitors:
-            custom_resource(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
-        self.rules = custom_resource(f"{name}-rules", prometheus_rule_manifest(args.gpu_offers), in_stack)
+            _custom(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
+        self.rules = _custom(f"{name}-rules", prometheus_rule_manifest(args.gpu_offers), in_stack)
         for uid in DASHBOARDS:
             board = dashboard_configmap(uid, NAMESPACE)
             ConfigMap(
@@ -324,3 +325,9 @@ class Metrics(CellComponent):
         self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)
         self.prometheus_url = self.release.namespace.apply(lambda _: PROMETHEUS_URL)
         self.register_outputs({"namespace": self.namespace, "prometheusUrl": self.prometheus_url})
+
+
+def _custom(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> CustomResource:
+    """Register a rendered ``monitoring.coreos.com`` manifest as it is."""
+    return CustomResource(resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"],
+                          metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)

@@ -41,11 +41,17 @@ def test_release_values_from_config() -> None:
     values = release.inputs["values"]
     assert at(values, "prometheus.prometheusSpec.retention") == "30d"
     claim = at(values, "prometheus.prometheusSpec.storageSpec.volumeClaimTemplate.spec")
-    assert claim == {"storageClassName": "local-path", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "200Gi"}}}
+    assert claim == {
+        "storageClassName": "local-path",
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "200Gi"}},
+    }
     assert at(values, "prometheus.prometheusSpec.podMonitorSelectorNilUsesHelmValues") is False
-    assert at(values, "kube-state-metrics.metricLabelsAllowlist") == ["namespaces=[gpucell.io/tenant]",
-                                                                      "pods=[kubevirt.io]", "nodes=[gpucell.io/pool]"]
+    assert at(values, "kube-state-metrics.metricLabelsAllowlist") == [
+        "namespaces=[gpucell.io/tenant]",
+        "pods=[kubevirt.io]",
+        "nodes=[gpucell.io/pool]",
+    ]
     assert "remoteWrite" not in values["prometheus"]["prometheusSpec"]
     namespace = plan.named("lab-metrics-namespace")
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
@@ -63,11 +69,15 @@ def test_remote_write_is_a_secret_referenced_by_basic_auth() -> None:
     assert secret.inputs["stringData"] == "[secret]"
     release = plan.named("lab-metrics-stack")
     assert secret.urn in release.dependencies
-    assert at(release.inputs["values"], "prometheus.prometheusSpec.remoteWrite") == [{
-        "url": "https://metrics.example.com/api/v1/push",
-        "basicAuth": {"username": {"name": "remote-write-credentials", "key": "username"},
-                      "password": {"name": "remote-write-credentials", "key": "password"}},
-    }]
+    assert at(release.inputs["values"], "prometheus.prometheusSpec.remoteWrite") == [
+        {
+            "url": "https://metrics.example.com/api/v1/push",
+            "basicAuth": {
+                "username": {"name": "remote-write-credentials", "key": "username"},
+                "password": {"name": "remote-write-credentials", "key": "password"},
+            },
+        }
+    ]
     assert remote_write_secret_data("fra1:s3:cret") == {"username": "fra1", "password": "s3:cret"}
     with pytest.raises(ValueError, match=r"must be '<user>:<password>'$"):
         remote_write_secret_data("no-colon")
@@ -95,12 +105,15 @@ def test_monitors_and_rules_fit_the_prometheus_operator_crds() -> None:
 def test_dashboards_are_configmaps_for_the_sidecar() -> None:
     plan = _plan(_spec())
     boards = [r for r in plan.resources if r.type == "kubernetes:core/v1:ConfigMap"]
-    assert [b.name for b in boards] == ["lab-metrics-dashboard-gpucell-gpus", "lab-metrics-dashboard-gpucell-tenants",
-                                        "lab-metrics-dashboard-gpucell-vms", "lab-metrics-dashboard-gpucell-endpoints"]
+    assert [b.name for b in boards] == [
+        "lab-metrics-dashboard-gpucell-gpus",
+        "lab-metrics-dashboard-gpucell-tenants",
+        "lab-metrics-dashboard-gpucell-vms",
+        "lab-metrics-dashboard-gpucell-endpoints",
+    ]
     assert all(b.inputs["metadata"]["labels"]["grafana_dashboard"] == "1" for b in boards)
     endpoints = json.loads(boards[3].inputs["data"]["gpucell-endpoints.json"])
-    assert endpoints["panels"][0]["targets"][0]["expr"] == \
-        "sum by (namespace, model_name) (vllm:num_requests_waiting)"
+    assert endpoints["panels"][0]["targets"][0]["expr"] == "sum by (namespace, model_name) (vllm:num_requests_waiting)"
 
 
 def test_gpu_operator_and_cilium_export_what_the_stack_scrapes() -> None:
@@ -109,27 +122,39 @@ def test_gpu_operator_and_cilium_export_what_the_stack_scrapes() -> None:
     assert dcgm["config"]["name"] == "gpucell-dcgm-metrics"
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter," in dcgm["config"]["data"]
     assert dcgm["serviceMonitor"]["relabelings"] == [
-        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+    ]
     assert gpu_operator_values(off)["dcgmExporter"] == {"enabled": True}
     assert cilium_values(on)["hubble"]["metrics"]["enabled"][:2] == ["dns", "drop"]
     assert "metrics" not in cilium_values(off)["hubble"]
     assert values_problems(STORE, "gpu-operator", "v26.7.0", gpu_operator_values(on)) == []
 
 
-@pytest.mark.parametrize(("metrics", "line"), [
-    ({"enabled": True, "remoteWrite": {"url": "https://m.example.com/push"}},
-     "metrics.remoteWrite.credentialsConfigKey: is required with url https://m.example.com/push: name a secret "
-     "config key holding '<user>:<password>' (pulumi config set --secret <key> -- 'user:password')"),
-    ({"enabled": True, "remoteWrite": {"url": "http://m.example.com/push", "credentialsConfigKey": "k"}},
-     "metrics.remoteWrite.url: 'http://m.example.com/push' is not an https:// URL with a host (samples leave the "
-     "cell; they travel over TLS)"),
-    ({"storageGib": 100},
-     "metrics.storageGib: only applies with metrics.enabled: true (the metrics stack is not installed); set "
-     "enabled: true or remove it"),
-    ({"enabled": True, "values": {"prometheus": {"prometheusSpec": {"retention": "1y"}}}},
-     "metrics.values.prometheus.prometheusSpec.retention: is set by gpucell from metrics.retentionDays; set "
-     "metrics.retentionDays instead"),
-])
+@pytest.mark.parametrize(
+    ("metrics", "line"),
+    [
+        (
+            {"enabled": True, "remoteWrite": {"url": "https://m.example.com/push"}},
+            "metrics.remoteWrite.credentialsConfigKey: is required with url https://m.example.com/push: name a secret "
+            "config key holding '<user>:<password>' (pulumi config set --secret <key> -- 'user:password')",
+        ),
+        (
+            {"enabled": True, "remoteWrite": {"url": "http://m.example.com/push", "credentialsConfigKey": "k"}},
+            "metrics.remoteWrite.url: 'http://m.example.com/push' is not an https:// URL with a host (samples leave "
+            "the cell; they travel over TLS)",
+        ),
+        (
+            {"storageGib": 100},
+            "metrics.storageGib: only applies with metrics.enabled: true (the metrics stack is not installed); set "
+            "enabled: true or remove it",
+        ),
+        (
+            {"enabled": True, "values": {"prometheus": {"prometheusSpec": {"retention": "1y"}}}},
+            "metrics.values.prometheus.prometheusSpec.retention: is set by gpucell from metrics.retentionDays; set "
+            "metrics.retentionDays instead",
+        ),
+    ],
+)
 def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> None:
     config = minimal_cell_config()
     config["metrics"] = metrics

@@ -123,7 +123,7 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
             report.problems.append(Problem(subject, "-", f"{values_file} is missing from {store.root}", "helm-values"))
             continue
         notice = store.version_notice(values_file, versions[files.component])
-        if notice:
+        if notice and Notice(notice) not in report.notices:
             report.notices.append(Notice(notice))
         # messages name the chart version actually checked against (the notice above says when it differs)
         version = store.versions.get(values_file) or str(release.inputs.get("version", ""))
