@@ -31,7 +31,7 @@ from typing import Any
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
-from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, Secret
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaimPatch, Secret
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
@@ -71,6 +71,10 @@ PROMETHEUS_URL = f"http://prometheus-operated.{NAMESPACE}.svc:9090"
 """In-cluster address of Prometheus: the operator's governing Service ``prometheus-operated`` (KEDA queries it)."""
 REMOTE_WRITE_SECRET = "remote-write-credentials"
 """Secret holding the remote-write basic-auth credentials (keys ``username`` and ``password``)."""
+PROMETHEUS_CLAIM = ("prometheus-kube-prometheus-stack-prometheus-db-"
+                    "prometheus-kube-prometheus-stack-prometheus-0")
+"""Prometheus's volume claim: the operator's template ``prometheus-<Prometheus>-db`` of StatefulSet
+``prometheus-<Prometheus>``, replica 0, for the chart's Prometheus ``kube-prometheus-stack-prometheus``."""
 MONITOR_API = "monitoring.coreos.com/v1"
 _MANAGED = {"app.kubernetes.io/managed-by": "gpucell"}
 
@@ -309,6 +313,16 @@ class Metrics(CellComponent):
             opts=self.child(depends_on=after),
             release_name=RELEASE_NAME,
         )
+        self.volume_patch: PersistentVolumeClaimPatch | None = None
+        """With Longhorn (``allowVolumeExpansion``): the claim's size, so a larger ``storageGib`` expands the live
+        volume (the operator changes only its StatefulSet's template; ``Prometheus.spec.storage`` docs,
+        "Resizing volumes")."""
+        if args.storage_class == LONGHORN_CLASS:
+            self.volume_patch = PersistentVolumeClaimPatch(
+                f"{name}-volume", metadata={"name": PROMETHEUS_CLAIM, "namespace": NAMESPACE},
+                spec={"resources": {"requests": {"storage": f"{spec.storage_gib}Gi"}}},
+                opts=self.child(depends_on=[self.release]),
+            )
         monitors = [*pod_monitor_manifests(dra=args.dra), hubble_service_monitor()]
         in_stack = self.child(depends_on=[self.release])
         for manifest in monitors:

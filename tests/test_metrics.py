@@ -161,3 +161,27 @@ def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> N
     with pytest.raises(ConfigError) as caught:
         cell(config)
     assert caught.value.lines == [line]
+
+
+def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
+    from gpucell.disruption import Change, compare, fingerprint  # noqa: PLC0415
+
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    config["metrics"] = {"enabled": True, "storageGib": 100}
+    plan = run_program(lambda: Metrics("lab-metrics", metrics_args(cell(config))))
+    patch = plan.named("lab-metrics-volume")
+    assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
+    assert patch.inputs["metadata"]["name"] == (
+        "prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-prometheus-stack-prometheus-0")
+    assert patch.inputs["spec"] == {"resources": {"requests": {"storage": "100Gi"}}}
+    assert plan.named("lab-metrics-stack").urn in patch.dependencies
+    bigger = {**config, "metrics": {"enabled": True, "storageGib": 200}}
+    smaller = {**config, "metrics": {"enabled": True, "storageGib": 50}}
+    old = fingerprint(cell(config))
+    assert compare(old, fingerprint(cell(bigger)), "lab") == []
+    [change] = compare(old, fingerprint(cell(smaller)), "lab")
+    assert (change.change, change.key, change.old, change.new) == (
+        Change.METRICS_STORAGE, "regions.lab.metrics.storageGib", "100 GiB", "50 GiB")
+    assert "local-path" not in str(plan.named("lab-metrics-stack").inputs["values"])
+    assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]

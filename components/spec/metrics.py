@@ -70,8 +70,9 @@ class MetricsSpec(SpecModel):
     15. Billing periods longer than this need ``remoteWrite`` (or ``gpucell usage`` run before they expire)."""
     storage_gib: StrictInt = Field(default=50, ge=5, le=100000)
     """Size of Prometheus's volume (GiB), from the cell's default StorageClass. Defaults to 50. Growing it
-    converges (the StatefulSet's volume claim is expanded where the class allows it); shrinking it is disruptive
-    (a new, empty volume) and must be acknowledged."""
+    converges with Longhorn (gpucell expands the live claim; ``local-path`` volumes cannot grow: the new size
+    applies to a new volume only); shrinking it is disruptive (a claim cannot shrink; ``metricsStorage``) and
+    must be acknowledged."""
     remote_write: RemoteWriteSpec | None = None
     """Send every sample to a central store too. Defaults to none."""
     values: dict[str, object] = {}
