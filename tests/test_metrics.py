@@ -164,7 +164,7 @@ def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> N
 
 
 def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
-    from gpucell.disruption import Change, compare, fingerprint  # noqa: PLC0415
+    from gpucell.disruption import Change, compare, fingerprint
 
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
@@ -185,3 +185,13 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
         Change.METRICS_STORAGE, "regions.lab.metrics.storageGib", "100 GiB", "50 GiB")
     assert "local-path" not in str(plan.named("lab-metrics-stack").inputs["values"])
     assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]
+
+
+def test_every_alert_is_documented() -> None:
+    from gpucell.gpu_alerts import health_group
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    alerts = {r["alert"] for r in health_group(metrics_args(_spec()).gpu_offers)["rules"]}
+    assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
+    assert len(alerts) == 13
