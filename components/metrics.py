@@ -25,9 +25,9 @@ and PrometheusRule in the cluster (the ``*SelectorNilUsesHelmValues: false`` val
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
@@ -35,6 +35,9 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClai
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
+
+if TYPE_CHECKING:
+    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 from gpucell._component import CellComponent
 from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
@@ -301,7 +304,8 @@ class Metrics(CellComponent):
         if args.remote_write_credentials is not None:
             data = pulumi.Output.secret(args.remote_write_credentials).apply(remote_write_secret_data)
             meta = {"name": REMOTE_WRITE_SECRET, "namespace": NAMESPACE, "labels": dict(_MANAGED)}
-            after.append(Secret(f"{name}-remote-write", metadata=meta, type="Opaque", string_data=data,
+            after.append(Secret(f"{name}-remote-write", metadata=cast("ObjectMetaArgsDict", meta), type="Opaque",
+                                string_data=cast("pulumi.Output[Mapping[str, str]]", data),
                                 opts=self.child(depends_on=after)))
         self.release: Release = helm_release(
             f"{name}-stack",

@@ -126,7 +126,7 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
         if notice and Notice(notice) not in report.notices:
             report.notices.append(Notice(notice))
         # messages name the chart version actually checked against (the notice above says when it differs)
-        version = store.versions.get(values_file) or str(release.inputs.get("version", ""))
+        version = store.version_of(values_file) or str(release.inputs.get("version", ""))
         for path, message in values_problems(store, chart, version, values):
             report.problems.append(Problem(subject, path, message, "helm-values"))
 

@@ -187,9 +187,17 @@ class SchemaStore:
         """Raw text of ``rel``."""
         return (self.root / rel).read_text()
 
+    def version_of(self, rel: str) -> str | None:
+        """The release of ``rel``: its own entry, else that of the nearest directory listed above it (a chart
+        directory such as ``charts/keda-2.20.2``), else ``None``."""
+        if self.versions.get(rel) is not None:
+            return self.versions[rel]
+        parents = [p for p in self.versions if rel.startswith(f"{p.rstrip('/')}/")]
+        return self.versions[max(parents, key=len)] if parents else None
+
     def version_notice(self, rel: str, pinned: str) -> str | None:
         """A sentence when ``rel`` is not of the ``pinned`` release (or does not say), else ``None``."""
-        have = self.versions.get(rel)
+        have = self.version_of(rel)
         if have is None:
             return f"{rel} does not state its release; checked against it as if it were {pinned}"
         if not same_version(have, pinned):
