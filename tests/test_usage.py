@@ -124,9 +124,10 @@ class _Answers(http.server.BaseHTTPRequestHandler):
             "html": (200, b"<html>not prometheus</html>"),
             "slow": (200, b"{}"),
         }[self.server.mode]  # type: ignore[attr-defined]
-        self.send_response(status)
-        self.end_headers()
-        self.wfile.write(body)
+        with contextlib.suppress(OSError):  # the slow answer finds the client gone (it timed out)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -148,6 +149,7 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 )
 def test_failing_prometheus_is_one_line(mode: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    server.daemon_threads = False  # server_close() waits for the slow answer: nothing is left running after the test
     server.mode = mode  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
