@@ -16,9 +16,11 @@ from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoi
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
+from gpucell.metrics import Metrics, metrics_args
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -49,6 +51,8 @@ class RegionalCellArgs:
     registered_hosts: frozenset[str] | None = None
     """Hosts of the last deployment (:attr:`gpucell.k3s.K3sClusterArgs.registered_hosts`): the others join in
     waves. ``None``, the default, takes every host as registered."""
+    remote_write_credentials: pulumi.Input[str] | None = None
+    """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
 
 
 class RegionalCell(CellComponent):
@@ -137,6 +141,15 @@ class RegionalCell(CellComponent):
             self.gateway = EndpointGateway(
                 f"{name}-gateway", EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
                 opts=self._in_cluster(self.cilium, self.cert_manager, *addresses))
+        self.metrics: Metrics | None = None
+        """The metrics stack, with ``metrics.enabled``."""
+        if cell.metrics.enabled:
+            self.metrics = Metrics(f"{name}-metrics", metrics_args(cell, args.remote_write_credentials),
+                                   opts=self._in_cluster(self.cilium, self.storage))
+        self.keda: Keda | None = None
+        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
+        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
+            self.keda = Keda(f"{name}-keda", KedaArgs(cell.versions.keda), opts=self._in_cluster(self.cilium))
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url

@@ -53,6 +53,10 @@ class CiliumArgs:
     ``cilium.values`` are used."""
 
 
+HUBBLE_METRICS = ("dns", "drop", "tcp", "flow", "port-distribution", "icmp", "httpV2")
+"""Hubble metrics enabled with the metrics stack (Cilium's "Hubble Exported Metrics" list)."""
+
+
 def cilium_values(cell: CellSpec) -> dict[str, Any]:
     """The chart values gpucell owns (``cilium.values`` is merged over them later).
 
@@ -70,6 +74,8 @@ def cilium_values(cell: CellSpec) -> dict[str, Any]:
       virt-launcher pod, so Services would be unreachable from VMs unless socket-LB is limited to the host
       namespace and pod traffic is translated at the pod's interface instead (Cilium kube-proxy-free guide,
       cilium/cilium PR #17847). ``values.yaml`` documents this key commented out (its default is false).
+    - with ``metrics.enabled``: ``hubble.metrics.enabled`` :data:`HUBBLE_METRICS` (the ``hubble-metrics``
+      Service, port 9965, that :func:`gpucell.metrics.hubble_service_monitor` scrapes).
     - ``rollOutCiliumPods`` and ``operator.rollOutPods``: the agents and operator read ``cilium-config`` only
       at start, so without a rollout a ``pulumi up`` that changes a value would leave them on the old one.
     - With ``loadBalancer``: :func:`announcement_values` (L2 announcements or the BGP control plane, and the client
@@ -120,7 +126,7 @@ def announcement_values(lb: LoadBalancerSpec, services: int) -> dict[str, Any]:
 
 def _base_values(cell: CellSpec) -> dict[str, Any]:
     net = cell.network
-    return {
+    values: dict[str, Any] = {
         "kubeProxyReplacement": True,
         "k8sServiceHost": cell.api_endpoint,
         "k8sServicePort": net.api_port,
@@ -136,6 +142,9 @@ def _base_values(cell: CellSpec) -> dict[str, Any]:
         "rollOutCiliumPods": True,
         "socketLB": {"hostNamespaceOnly": True},
     }
+    if cell.metrics.enabled:  # Hubble's flow metrics, scraped by the metrics stack's ServiceMonitor
+        values["hubble"]["metrics"] = {"enabled": list(HUBBLE_METRICS)}
+    return values
 
 
 class Cilium(CellComponent):

@@ -92,6 +92,7 @@ class Change(StrEnum):
     STORAGE_CLASS = "storageClass"
     K3S_MINOR = "k3sMinor"
     CHART_MAJOR = "chartMajor"
+    METRICS_STORAGE = "metricsStorage"
     REGION_REMOVED = "regionRemoved"
     PUBLIC_ADDRESS = "publicAddress"
     LOAD_BALANCER_ANNOUNCE = "loadBalancerAnnounce"
@@ -178,6 +179,11 @@ EFFECTS: dict[Change, str] = {
     Change.CHART_MAJOR: (
         "a new major chart version may rename values, change CRDs and restart or replace the component's "
         "workloads; read the chart's upgrade notes before applying it"
+    ),
+    Change.METRICS_STORAGE: (
+        "a PersistentVolumeClaim cannot shrink: Prometheus keeps its volume at the old size, and getting the "
+        "smaller one means deleting the volume and with it every sample not yet sent by remote write (the GPU "
+        "metering history of metrics.retentionDays); run gpucell usage for the open billing period first"
     ),
     Change.REGION_REMOVED: (
         "the whole cell is destroyed: every workload of the region stops and k3s is uninstalled from every node "
@@ -287,6 +293,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
          "versions": {"k3s", "charts": {<versions key>: <version>}},
+         "metrics": {"storageGib"},                      # only with metrics.enabled
          # only with loadBalancer:
          "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"}}
 
@@ -326,6 +333,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                     for name, tenant in cell.tenants.items()},
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
         "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
+        **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
         **_traffic(cell),
     }
 
@@ -389,6 +397,10 @@ def _charts(cell: CellSpec) -> dict[str, str]:
     if cell.gpu_pools(GpuMode.DRA):
         # A 0.x minor of the DRA driver may change its device attributes, classes and gates (docs/decisions/0017).
         charts["draDriver"] = versions.dra_driver
+    if cell.metrics.enabled:
+        charts["kubePrometheusStack"] = versions.kube_prometheus_stack
+    if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
+        charts["keda"] = versions.keda
     return charts
 
 
@@ -411,7 +423,8 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         return []
     base = f"regions.{region}"
     return [*_network(old, new, region, base), *_cilium(old, new, region, base), *_nodes(old, new, region, base),
-            *_storage(old, new, region, base), *_versions(old, new, region, base), *_addresses(old, new, region, base)]
+            *_storage(old, new, region, base), *_versions(old, new, region, base), *_metrics(old, new, region, base),
+            *_addresses(old, new, region, base)]
 
 
 def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
@@ -535,6 +548,15 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
                 _text(now.get("storageClass")) if now.get("storageClass") else default,
             ))
     return changes
+
+
+def _metrics(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """A smaller ``metrics.storageGib`` than deployed (growing converges: :mod:`gpucell.metrics` expands the claim)."""
+    was, now = (old.get("metrics") or {}).get("storageGib"), (new.get("metrics") or {}).get("storageGib")
+    if isinstance(was, int) and isinstance(now, int) and now < was:
+        return [DisruptiveChange(Change.METRICS_STORAGE, region, None, f"{base}.metrics.storageGib",
+                                 f"{was} GiB", f"{now} GiB")]
+    return []
 
 
 def _minor(version: str) -> tuple[int, int] | None:

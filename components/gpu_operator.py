@@ -21,6 +21,7 @@ from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.gpu_alerts import NODE_RELABELING, dcgm_metrics_csv
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import gpu_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
@@ -30,6 +31,7 @@ __all__ = [
     "BIND_NVSWITCHES",
     "CHART",
     "DAEMONSET_TOLERATIONS",
+    "DCGM_METRICS_CONFIG",
     "DRA_PLUGIN_EVICTION",
     "K3S_CONTAINERD_CONFIG",
     "K3S_CONTAINERD_DIR",
@@ -40,6 +42,7 @@ __all__ = [
     "RELEASE_NAME",
     "GpuOperator",
     "GpuOperatorArgs",
+    "dcgm_metrics_values",
     "gpu_operator_values",
     "k3s_containerd_template",
     "merge_env",
@@ -62,6 +65,8 @@ K3S_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
 K3S_CONTAINERD2_MINOR = (1, 31)
 """First Kubernetes minor whose k3s is taken to ship containerd 2.x (and so read ``config-v3.toml.tmpl``)."""
 
+DCGM_METRICS_CONFIG = "gpucell-dcgm-metrics"
+"""ConfigMap of the DCGM exporter's fields, rendered by the chart with the metrics stack on."""
 MIG_DEFAULT_CONFIG = "all-disabled"
 """``migManager.config.default``: the layout of a node that has no ``nvidia.com/mig.config`` label."""
 DAEMONSET_TOLERATIONS: tuple[dict[str, str], ...] = (
@@ -165,7 +170,8 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
       ``all-disabled``: each node's layout comes from its ``nvidia.com/mig.config`` label. No custom
       mig-parted ConfigMap is rendered, because every layout the
       GPU catalog accepts is one the operator's own ``default-mig-parted-config`` ships.
-    - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``.
+    - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``; with ``metrics.enabled``: :func:`dcgm_metrics_values`
+      and ``operator.metrics.serviceMonitor`` (the operator's own metrics, ``gpu_operator_*``).
     - ``toolkit.env``: :func:`toolkit_env`.
     - ``daemonsets.tolerations`` (every operand DaemonSet) and ``node-feature-discovery.worker.tolerations``: the
       chart's defaults (:data:`DAEMONSET_TOLERATIONS`, :data:`NFD_WORKER_TOLERATIONS`) plus the taints of every
@@ -224,7 +230,21 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     if cell.gpu_pools(GpuMode.DRA):
         values["driver"] = {"manager": {"env": [dict(DRA_PLUGIN_EVICTION)]}}
         values["devicePlugin"] = {"enabled": bool(cell.gpu_pools(GpuMode.CONTAINER))}
+    if cell.metrics.enabled and cell.gpu_operator.dcgm_exporter:
+        values["dcgmExporter"].update(dcgm_metrics_values())
+        values["operator"]["metrics"] = {"serviceMonitor": {"interval": "30s"}}
     return values
+
+
+def dcgm_metrics_values() -> dict[str, Any]:
+    """With the metrics stack: the exporter's fields (``dcgmExporter.config``, a ConfigMap the chart renders from
+    ``data``: :func:`gpucell.gpu_alerts.dcgm_metrics_csv`, which adds ECC, retired pages and the power limit to the
+    default list) and its ServiceMonitor with the exporter pod's node as label ``node``
+    (:data:`gpucell.gpu_alerts.NODE_RELABELING`), which the GPU alerts name."""
+    return {
+        "config": {"name": DCGM_METRICS_CONFIG, "create": True, "data": dcgm_metrics_csv()},
+        "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
+    }
 
 
 def _with(defaults: tuple[dict[str, str], ...], extra: list[dict[str, str]]) -> list[dict[str, str]]:

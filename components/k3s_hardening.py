@@ -63,7 +63,8 @@ KUBELET_TLS_CIPHER_SUITES = (
     "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
 )
 """The kubelet's ``tls-cipher-suites`` from the guide (CIS 4.2.12)."""
-POD_SECURITY_EXEMPT_NAMESPACES = tuple(sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease"}))
+POD_SECURITY_EXEMPT_NAMESPACES = tuple(sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease",
+                                                                   "monitoring", "keda"}))
 """Namespaces the cluster-wide ``restricted`` default does not apply to: where the cell's platform components
 run privileged pods (Cilium and CoreDNS in ``kube-system``, virt-handler, the GPU Operator's driver and device
 plugin DaemonSets, Longhorn's manager and CSI plugins) or operators gpucell installs from their charts.

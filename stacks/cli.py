@@ -3,6 +3,7 @@
 - ``gpucell plan STACK`` prints (and optionally writes, and checks) the offline plan;
 - ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins;
 - ``gpucell diff`` reviews the change between two plans (see :mod:`gpucell.stacks.review`);
+- ``gpucell usage`` prints GPU-hours per tenant and resource from a cell's Prometheus (see :mod:`gpucell.stacks.usage`);
 - ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`).
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucell.errors import ConfigError
+from gpucell.stacks import usage
 from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
@@ -76,7 +78,38 @@ def _parser() -> argparse.ArgumentParser:
                            f"(default: {DEFAULT_BASE_URL})")
     _project_dir(fetch_cmd)
     _diff_parser(commands)
+    _usage_parser(commands)
     return parser
+
+
+def _usage_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "usage", help="GPU-hours per tenant and resource for a period, from a cell's Prometheus",
+        description="Sums gpucell:tenant_gpu_allocated:sum over [--start, --end) from a Prometheus HTTP API, one "
+        "day per request (progress on stderr). Exit codes: 0 success, 1 Prometheus unreachable or failing, 2 wrong "
+        "command line.",
+    )
+    parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL (http://host:9090)")
+    parser.add_argument("--start", required=True, help="start of the period, ISO 8601 (2026-11-01), UTC by default")
+    parser.add_argument("--end", required=True, help="end of the period, excluded (2026-12-01)")
+    parser.add_argument("--tenant", help="only this tenant")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output (default: table)")
+    parser.add_argument("--step", type=int, default=60, help="sample spacing in seconds (default: 60)")
+    parser.add_argument("--timeout", type=float, default=30, help="seconds per request (default: 30)")
+
+
+def _usage(args: argparse.Namespace) -> int:
+    """``gpucell usage``: read, then print the table, CSV or JSON."""
+    start, end = usage.parse_time(args.start, "--start"), usage.parse_time(args.end, "--end")
+    usage.check_arguments(args.prometheus, start, end, step=args.step, timeout=args.timeout, tenant=args.tenant)
+    try:
+        rows = usage.read_usage(args.prometheus, start, end, tenant=args.tenant, step_seconds=args.step,
+                                timeout=args.timeout, progress=usage.progress_line(sys.stderr))
+    except usage.UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(usage.render(rows, args.format, start, end), end="")
+    return EXIT_OK
 
 
 def _diff_parser(commands: Any) -> None:
@@ -288,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     written). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
     run quietly with exit 1, as other command-line tools stop when their output is no longer read."""
     args = _parser().parse_args(argv)
-    commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema}
+    commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema, "usage": _usage}
     try:
         return commands[args.command](args)
     except BrokenPipeError:

@@ -32,6 +32,13 @@ class StackConfig:
     """``gpucell:acknowledge``: the disruptive changes the next ``pulumi up`` may apply (see
     :mod:`gpucell.stacks.guard`)."""
 
+    def remote_write_credentials(self, region: str) -> pulumi.Output[str] | None:
+        """The secret named by ``regions.<region>.metrics.remoteWrite.credentialsConfigKey``, or ``None``."""
+        metrics = self.spec.regions[region].metrics
+        remote = metrics.remote_write if metrics.enabled else None
+        return None if remote is None or remote.credentials_config_key is None else \
+            self.credentials[remote.credentials_config_key]
+
     def etcd_s3_credentials(self, region: str) -> pulumi.Output[str] | None:
         """The secret named by ``regions.<region>.etcd.snapshots.s3.credentialsConfigKey``, or ``None``."""
         s3 = self.spec.regions[region].etcd.snapshots.s3
@@ -184,6 +191,17 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 problem = _etcd_credentials_problem(s3.credentials_config_key, region)
                 if problem is not None:
                     problems.append(problem)
+        remote = cell.metrics.remote_write if cell.metrics.enabled else None
+        if remote is not None and remote.credentials_config_key is not None \
+                and remote.credentials_config_key not in credentials:
+            try:
+                credentials[remote.credentials_config_key] = _require_secret(
+                    config, remote.credentials_config_key,
+                    f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
+                    f"{remote.credentials_config_key} -- '<user>:<password>'",
+                )
+            except ConfigError as exc:
+                problems += exc.lines
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

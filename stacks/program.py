@@ -40,7 +40,8 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     for region, spec in stack.spec.regions.items():
         cell = RegionalCell(region, RegionalCellArgs(cell=spec, ssh_private_key=stack.ssh_private_keys[region],
                                                      etcd_s3_credentials=stack.etcd_s3_credentials(region),
-                                                     registered_hosts=registered_hosts(deployed.get(region))))
+                                                     registered_hosts=registered_hosts(deployed.get(region)),
+                                                     remote_write_credentials=stack.remote_write_credentials(region)))
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))

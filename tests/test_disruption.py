@@ -241,7 +241,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
      "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
      "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverAddress, "
      "serverRemoved, "
-     "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, regionRemoved, publicAddress, "
+     "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, publicAddress, "
      "loadBalancerAnnounce"),
     ({"change": "podCidr", "region": "lab", "reason": "  "},
      "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)"),

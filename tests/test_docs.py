@@ -57,6 +57,28 @@ def test_ci_runs_the_readme_commands_in_order(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == [f"{tmp_path} dev.py plan dev", f"{tmp_path} dev.py test"]
 
 
+def test_ci_installs_promtool_when_missing(tmp_path: Path) -> None:
+    """Without promtool, ``.ci/run`` installs Debian's prometheus package before the README's commands."""
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    log = tmp_path / "calls.log"
+    for program in ("python3", "apt-get", "sudo"):
+        body = 'exec "$@"' if program == "sudo" else f'echo "{program} $*" >> {log}'
+        (stubs / program).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (stubs / program).chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}:/usr/bin:/bin", "GPUCELL_CI_PROMTOOL": "promtool-not-installed"}
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == [
+        "apt-get update -qq", "apt-get install -y -qq --no-install-recommends prometheus",
+        "python3 dev.py plan dev", "python3 dev.py test",
+    ]
+
+
 # -- docs/workloads.md: the tenant config snippets validate, the error lines are the ones the tests assert -------
 
 WORKLOADS_DOC = (REPO / "docs" / "workloads.md").read_text()

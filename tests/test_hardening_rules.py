@@ -455,7 +455,8 @@ def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> Non
     config = {"gpucell:regions": prod["gpucell:regions"], "gpucell:sshPrivateKey": "key",
               "gpucell:hfTokenAcme": "hf_token", "gpucell:s3CredentialsGlobex": "AKIAEXAMPLE-NO-COLON-SECRET",
               "gpucell:etcdS3CredentialsFra1": "AKIAEXAMPLE:SECRET",
-              "gpucell:etcdS3CredentialsIad1": "AKIAEXAMPLE:SECRET"}
+              "gpucell:etcdS3CredentialsIad1": "AKIAEXAMPLE:SECRET",
+              "gpucell:remoteWriteFra1": "fra1:password", "gpucell:remoteWriteIad1": "iad1:password"}
     registered: list[str] = []
     with pytest.raises(pulumi.RunError) as info:
         registered.extend(r.name for r in run_program(program_main, config=config, secret_keys=list(config)[1:])

@@ -20,6 +20,7 @@ from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
+from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
@@ -305,6 +306,8 @@ class CellSpec(SpecModel):
     """CDI settings."""
     dra_driver: DraDriverSpec = DraDriverSpec()
     """NVIDIA DRA driver settings; the driver is installed only when a pool has ``gpuMode: dra``."""
+    metrics: MetricsSpec = MetricsSpec()
+    """The metrics stack (kube-prometheus-stack), GPU metering, GPU alerts and dashboards; off unless enabled."""
     tenants: dict[str, TenantSpec] = {}
     """Tenant name (DNS-1123 label, at most 56 characters: the namespace is ``tenant-<name>``) -> tenant."""
     allow_gpu_overcommit: bool = False
@@ -618,6 +621,16 @@ class CellSpec(SpecModel):
 
     def _check_traffic(self) -> Iterator[SpecError]:
         yield from check_traffic(self)
+    def _check_llm_scaling(self) -> Iterator[SpecError]:
+        """Endpoints scaled on a vLLM metric read it from the cell's Prometheus: the metrics stack must be on."""
+        if self.metrics.enabled:
+            return
+        for tenant_name, tenant in self.tenants.items():
+            for name, endpoint in tenant.model_endpoints.items():
+                if endpoint.scale_metric.is_vllm:
+                    yield SpecError(("tenants", tenant_name, "modelEndpoints", name, "scaleMetric"),
+                                    f"{endpoint.scale_metric.value} is read from the cell's Prometheus, which is "
+                                    "not installed; set metrics.enabled: true, or scale on cpu or memory")
 
     def _check_tenants(self) -> Iterator[SpecError]:
         # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
@@ -637,6 +650,7 @@ _CELL_RULES = (
     Rule("storage", ("storage", "node_pools"), CellSpec._check_storage_replicas),
     Rule("k3s", ("k3s", "versions"), CellSpec._check_k3s),
     Rule("cilium", ("cilium", "node_pools", "tenants"), CellSpec._check_cilium),
+    Rule("llmScaling", ("metrics", "tenants"), CellSpec._check_llm_scaling),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
     Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), CellSpec._check_traffic,
          after=("hosts", "apiEndpoint")),

@@ -42,6 +42,7 @@ SYSTEM_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     # the platform namespaces gpucell installs into (a test keeps this in step with the components)
     "kubevirt", "cdi", "gpu-operator", "longhorn-system", "cert-manager", "kserve", "dra-driver-nvidia-gpu",
+    "monitoring", "keda",
 })
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
 LINK_LOCAL = IPv4Network("169.254.0.0/16")

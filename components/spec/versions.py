@@ -98,8 +98,15 @@ class Versions(SpecModel):
     """Gateway API release whose standard-channel CRDs the cell installs with a ``gateway`` (the release's
     ``standard-install.yaml``); v1.5.1 is the version Cilium 1.20 supports."""
 
+    kube_prometheus_stack: str = "88.5.3"
+    """kube-prometheus-stack Helm chart version (https://prometheus-community.github.io/helm-charts); installed with
+    ``metrics.enabled``."""
+    keda: str = "2.20.2"
+    """KEDA Helm chart version (https://kedacore.github.io/charts); installed when an endpoint scales on a vLLM
+    metric."""
+
     @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver",
-                     "gateway_api")
+                     "gateway_api", "kube_prometheus_stack", "keda")
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

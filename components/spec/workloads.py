@@ -29,6 +29,8 @@ from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
     "CREDENTIAL_SCHEMES",
+    "SCALE_TARGET_RANGES",
+    "VLLM_RUNTIMES",
     "AccessMode",
     "CpuTopology",
     "DiskSource",
@@ -159,10 +161,35 @@ class ServiceType(StrEnum):
 
 
 class ScaleMetric(StrEnum):
-    """What a KServe raw-deployment (HPA) autoscaler scales on."""
+    """What a model endpoint's autoscaler scales on: ``cpu``/``memory`` (utilization percent, a HorizontalPodAutoscaler
+    KServe creates) or a vLLM metric from the cell's Prometheus (through KEDA, KServe's ``autoscalerClass: keda``):
+    ``vllm-queue`` (``vllm:num_requests_waiting``, requests per replica), ``vllm-running``
+    (``vllm:num_requests_running``, requests per replica) or ``vllm-ttft`` (90th percentile of
+    ``vllm:time_to_first_token_seconds`` over 2 minutes, milliseconds)."""
 
     CPU = "cpu"
     MEMORY = "memory"
+    VLLM_QUEUE = "vllm-queue"
+    VLLM_RUNNING = "vllm-running"
+    VLLM_TTFT = "vllm-ttft"
+
+    @property
+    def is_vllm(self) -> bool:
+        """True for the metrics vLLM exports (scaled through KEDA)."""
+        return self.value.startswith("vllm-")
+
+
+SCALE_TARGET_RANGES: dict[ScaleMetric, tuple[int, int, str]] = {
+    ScaleMetric.CPU: (1, 100, "percent utilization"),
+    ScaleMetric.MEMORY: (1, 100, "percent utilization"),
+    ScaleMetric.VLLM_QUEUE: (1, 1000, "waiting requests per replica"),
+    ScaleMetric.VLLM_RUNNING: (1, 1000, "running requests per replica"),
+    ScaleMetric.VLLM_TTFT: (10, 600000, "milliseconds to first token (p90)"),
+}
+"""``scaleMetric`` -> accepted ``scaleTarget`` range and its unit."""
+VLLM_RUNTIMES = ("kserve-huggingfaceserver", "kserve-vllmserver")
+"""Built-in KServe v0.20 runtimes that serve generative models with vLLM (and so export ``vllm:*`` metrics) on GPUs;
+``modelFormat: huggingface`` on a GPU picks the first."""
 
 
 class DiskSource(SpecModel):
@@ -550,13 +577,17 @@ class ModelEndpointSpec(SpecModel):
     memory_gib: StrictInt = Field(default=32, ge=1, le=MAX_POD_MEMORY_GIB)
     """Memory per replica, GiB. Defaults to 32."""
     min_replicas: StrictInt = Field(default=1, ge=0, le=100)
-    """Replicas kept running (0 is only possible with Knative, which gpucell does not install). Defaults to 1."""
+    """Replicas kept running. Defaults to 1. 0 (scale to zero when idle) only with a ``vllm-*`` ``scaleMetric``
+    (KEDA); see docs/workloads.md on the cold start."""
     max_replicas: StrictInt = Field(default=1, ge=1, le=100)
     """Upper bound for the autoscaler. Defaults to 1."""
     scale_metric: ScaleMetric = ScaleMetric.CPU
-    """Autoscaler metric in raw mode (HPA): ``cpu`` or ``memory``. Defaults to ``cpu``."""
-    scale_target: StrictInt = Field(default=70, ge=1, le=100)
-    """Target utilization of ``scaleMetric``, percent. Defaults to 70."""
+    """Autoscaler metric: ``cpu`` or ``memory`` (HPA), or ``vllm-queue``, ``vllm-running``, ``vllm-ttft`` (KEDA, on
+    a vLLM runtime with GPUs, in a cell with ``metrics.enabled``). Defaults to ``cpu``."""
+    scale_target: StrictInt | None = Field(default=None, ge=1, le=600000)
+    """Target of ``scaleMetric``: percent for ``cpu``/``memory`` (1-100, default 70), requests per replica for
+    ``vllm-queue``/``vllm-running`` (1-1000, default 70 is rarely right: set it), milliseconds for ``vllm-ttft``
+    (10-600000)."""
     credentials_config_key: str | None = None
     """Secret stack config key holding the storage credentials (a Hugging Face token for ``hf://``, or
     ``AWS_ACCESS_KEY_ID:AWS_SECRET_ACCESS_KEY`` for ``s3://``); mounted through a Secret and ServiceAccount."""
@@ -631,6 +662,38 @@ class ModelEndpointSpec(SpecModel):
             raise ValueError("is not an S3 region name (e.g. eu-central-1)")
         return value
 
+    @property
+    def effective_scale_target(self) -> int:
+        """``scaleTarget``, or 70 for ``cpu``/``memory`` (the default; ``vllm-ttft`` requires one)."""
+        return self.scale_target if self.scale_target is not None else 70
+
+    def _exports_vllm_metrics(self) -> bool:
+        """A GPU endpoint on a runtime that serves with vLLM (:data:`VLLM_RUNTIMES`, or ``huggingface`` picked)."""
+        if self.gpu is None:
+            return False
+        if self.runtime is not None:
+            return self.runtime in VLLM_RUNTIMES
+        return self.model_format == "huggingface"
+
+    @model_validator(mode="after")
+    def _scaling(self) -> ModelEndpointSpec:
+        low, high, unit = SCALE_TARGET_RANGES[self.scale_metric]
+        if self.scale_target is not None and not low <= self.scale_target <= high:
+            raise SpecError(("scaleTarget",), f"{self.scale_target} is out of range for scaleMetric "
+                            f"{self.scale_metric.value}: {low}-{high} ({unit})")
+        if self.scale_target is None and self.scale_metric is ScaleMetric.VLLM_TTFT:
+            raise SpecError(("scaleTarget",), "is required with scaleMetric vllm-ttft: the p90 time to first token "
+                            "to hold, in milliseconds (10-600000)")
+        if self.min_replicas == 0 and not self.scale_metric.is_vllm:
+            raise SpecError(("minReplicas",), f"0 needs KEDA, which scales only on a vLLM metric; set scaleMetric "
+                            f"to vllm-queue, vllm-running or vllm-ttft (not {self.scale_metric.value}), or use 1")
+        if self.scale_metric.is_vllm and not self._exports_vllm_metrics():
+            runtime = self.runtime or f"modelFormat {self.model_format}"
+            raise SpecError(("scaleMetric",), f"{self.scale_metric.value} is a vLLM metric, which {runtime}"
+                            f"{'' if self.gpu is not None else ' without gpu'} does not export; use cpu or memory, "
+                            f"or a GPU endpoint on {' or '.join(VLLM_RUNTIMES)} (modelFormat huggingface)")
+        return self
+
     @model_validator(mode="after")
     def _shape(self) -> ModelEndpointSpec:
         if self.model_format is None and self.runtime is None:
@@ -638,8 +701,6 @@ class ModelEndpointSpec(SpecModel):
         if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
             raise SpecError(("modelFormat",), f"is required with runtime {shown(self.runtime)}, which is not a "
                             f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
-        if self.min_replicas == 0:
-            raise SpecError(("minReplicas",), "0 needs Knative scale-to-zero, which gpucell does not install; use 1")
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
         scheme, _, path = self.storage_uri.partition("://")

@@ -40,11 +40,13 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 from gpucell._component import CellComponent
 from gpucell.dra import pod_resource_claims
 from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
+from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
+from gpucell.metrics import PROMETHEUS_URL
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
-from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, multi_gpu_shm_gib
+from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -73,6 +75,7 @@ __all__ = [
     "PREDICTOR_PORT",
     "ModelEndpoint",
     "ModelEndpointArgs",
+    "autoscaling",
     "claim_template_manifest",
     "credentials_secret_data",
     "credentials_secret_name",
@@ -80,9 +83,11 @@ __all__ = [
     "gateway_policy_manifest",
     "http_route_manifest",
     "inference_service_manifest",
+    "metrics_policy_manifest",
     "model_format",
     "service_account_manifest",
     "storage_scheme",
+    "vllm_query",
 ]
 
 DEPLOYMENT_MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
@@ -99,6 +104,8 @@ DEVSHM_VOLUME = "devshm"
 (``charts/kserve-runtime-configs/files/runtimes/resources.yaml``), so KServe's strategic merge of the predictor over
 the runtime (``MergePodSpec``: volumes by name, mounts by path) gives the one volume our ``sizeLimit``."""
 _COMPONENT = "model-endpoint"
+_NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
+"""Cilium's label of an endpoint's namespace (as :mod:`gpucell.tenancy` selects it)."""
 _WAIT_TIMEOUT = "30m"
 
 
@@ -239,6 +246,56 @@ def gateway_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
     )
 
 
+def vllm_query(tenant: str, name: str, metric: ScaleMetric) -> str:
+    """The PromQL of a ``vllm-*`` ``scaleMetric`` over the endpoint's predictor pods (``<endpoint>-predictor-*`` in
+    the tenant's namespace): the sum of ``vllm:num_requests_waiting``/``vllm:num_requests_running``, or the 90th
+    percentile of ``vllm:time_to_first_token_seconds`` over 2 minutes (vLLM's metric names, ``docs/design/
+    metrics.md``)."""
+    selector = f'namespace="{namespace_of(tenant)}",pod=~"{name}-predictor-.*"'
+    if metric is ScaleMetric.VLLM_TTFT:
+        return (f"histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{selector}}}"
+                "[2m])))")
+    gauge = "vllm:num_requests_waiting" if metric is ScaleMetric.VLLM_QUEUE else "vllm:num_requests_running"
+    return f"sum({gauge}{{{selector}}})"
+
+
+def autoscaling(tenant: str, name: str, spec: ModelEndpointSpec) -> dict[str, Any]:
+    """The predictor's scaling fields.
+
+    - ``cpu``/``memory``: ``scaleMetric``/``scaleTarget`` (percent), which KServe's HPA reconciler turns into one
+      ``Resource`` metric (``reconcilers/hpa/hpa_reconciler.go`` ``getHPAMetrics``).
+    - ``vllm-*``: ``autoScaling.metrics`` with one ``External`` metric, backend ``prometheus`` at
+      :data:`gpucell.metrics.PROMETHEUS_URL`, query :func:`vllm_query`; the target is ``AverageValue``
+      ``scaleTarget`` requests per replica for the queue and running requests, ``Value`` ``scaleTarget``/1000
+      seconds for the time to first token (the v0.20.0 CRD's ``ExternalMetricSource``). KServe's KEDA reconciler
+      turns it into a ScaledObject with a ``prometheus`` trigger.
+    """
+    if not spec.scale_metric.is_vllm:
+        return {"scaleMetric": spec.scale_metric.value, "scaleTarget": spec.effective_scale_target}
+    target: dict[str, Any]
+    if spec.scale_metric is ScaleMetric.VLLM_TTFT:
+        target = {"type": "Value", "value": f"{spec.effective_scale_target / 1000:g}"}
+    else:
+        target = {"type": "AverageValue", "averageValue": str(spec.effective_scale_target)}
+    metric = {"backend": "prometheus", "serverAddress": PROMETHEUS_URL,
+              "query": vllm_query(tenant, name, spec.scale_metric)}
+    return {"autoScaling": {"metrics": [{"type": "External", "external": {"metric": metric, "target": target}}]}}
+
+
+def metrics_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
+    """``CiliumNetworkPolicy`` ``<endpoint>-allow-metrics``: ingress to the predictor pods on TCP 8080 (``/metrics``)
+    from Prometheus (``app.kubernetes.io/name: prometheus`` in namespace ``monitoring``), which the tenant's
+    default-deny otherwise drops. Rendered when the cell runs the metrics stack."""
+    prometheus = {"matchLabels": {_NAMESPACE_KEY: METRICS_NAMESPACE, "app.kubernetes.io/name": "prometheus"}}
+    return cilium_network_policy(
+        object_meta(tenant, f"{name}-allow-metrics", workload=name, component=_COMPONENT),
+        {"ingress": [{"fromEndpoints": [prometheus],
+                      "toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]}]},
+        match_labels={"serving.kserve.io/inferenceservice": name},
+        description="Prometheus scrapes the model server's /metrics",
+    )
+
+
 def inference_service_manifest(
     tenant: str,
     name: str,
@@ -310,8 +367,7 @@ def inference_service_manifest(
     predictor: dict[str, Any] = {
         "minReplicas": spec.min_replicas,
         "maxReplicas": spec.max_replicas,
-        "scaleMetric": spec.scale_metric.value,
-        "scaleTarget": spec.scale_target,
+        **autoscaling(tenant, name, spec),
         "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "model": model,
@@ -334,7 +390,7 @@ def inference_service_manifest(
     metadata = object_meta(tenant, name, workload=name, component=_COMPONENT)
     metadata["annotations"] = {
         DEPLOYMENT_MODE_ANNOTATION: cell.deployment_mode.value,
-        "serving.kserve.io/autoscalerClass": "hpa",
+        "serving.kserve.io/autoscalerClass": "keda" if spec.scale_metric.is_vllm else "hpa",
         "pulumi.com/waitFor": "condition=Ready",
     }
     return {
@@ -367,6 +423,8 @@ class ModelEndpoint(CellComponent):
 
     namespace: pulumi.Output[str]
     """The tenant namespace the endpoint lives in (``tenant-<tenant>``)."""
+    metrics_policy: pulumi.Resource | None = None
+    """The ``CiliumNetworkPolicy`` letting Prometheus scrape the predictors, with the cell's metrics stack."""
     url: pulumi.Output[str]
     """In-cluster URL of the predictor: ``http://<endpoint>-predictor.<namespace>.svc`` (KServe's raw-mode
     Service, port 80)."""
@@ -441,11 +499,12 @@ class ModelEndpoint(CellComponent):
                 opts=self.child(depends_on=[*after, self.credentials]),
             )
             storage = [self.credentials, self.service_account]
+        scaling = self._scaling(name, tenant, spec, endpoint, after)
         self.inference_service = custom_resource(
             f"{name}-isvc",
             manifest,
             self.child(
-                depends_on=[*after, kserve, *gpu_after, *storage],
+                depends_on=[*after, kserve, *gpu_after, *storage, *scaling],
                 custom_timeouts=pulumi.CustomTimeouts(create=_WAIT_TIMEOUT, update=_WAIT_TIMEOUT),
             ),
         )
@@ -470,3 +529,17 @@ class ModelEndpoint(CellComponent):
         policy = custom_resource(f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name),
                                  self.child(depends_on=after))
         return route, policy
+
+    def _scaling(self, name: str, tenant: Tenant, spec: ModelEndpointSpec, endpoint: str,
+                 after: list[pulumi.Resource]) -> list[pulumi.Resource]:
+        """What the InferenceService waits for to scale: KEDA's Release for a ``vllm-*`` metric (its ScaledObject
+        needs KEDA's CRDs), and, with the cell's metrics stack, the policy letting Prometheus scrape the pods."""
+        cell = tenant.cell
+        scaling: list[pulumi.Resource] = []
+        if spec.scale_metric.is_vllm and cell.keda is not None:
+            scaling.append(cell.keda.release)
+        if cell.metrics is not None:
+            policy = metrics_policy_manifest(tenant.name, endpoint)
+            self.metrics_policy = custom_resource(f"{name}-allow-metrics", policy, self.child(depends_on=after))
+            scaling.append(self.metrics_policy)
+        return scaling

@@ -30,6 +30,10 @@ class ChartFiles:
     component: str
     """Field of :class:`gpucell.spec.Versions` that pins the chart."""
     schema: str | None = None
+    subcharts: tuple[tuple[str, str], ...] = ()
+    """``(values key, values file)`` of subcharts whose values are set under that key of the parent's values; a
+    file path may name the pinned version as ``{version}``. A subchart file missing from the directory is skipped
+    (the key is then checked against the parent's defaults alone)."""
 
 
 CHART_FILES: dict[str, ChartFiles] = {
@@ -40,6 +44,10 @@ CHART_FILES: dict[str, ChartFiles] = {
     "kserve-resources": ChartFiles("kserve/kserve-resources/values.yaml", "kserve"),
     "kserve-runtime-configs": ChartFiles("kserve/kserve-runtime-configs/values.yaml", "kserve"),
     "dra-driver-nvidia-gpu": ChartFiles("dra-driver-nvidia-gpu/values.yaml", "dra_driver"),
+    "kube-prometheus-stack": ChartFiles("kube-prometheus-stack/values.yaml", "kube_prometheus_stack", subcharts=tuple(
+        (key, f"charts/kube-prometheus-stack-{{version}}/charts/{key}/values.yaml")
+        for key in ("kube-state-metrics", "grafana", "prometheus-node-exporter"))),
+    "keda": ChartFiles("charts/keda-{version}/values.yaml", "keda"),
 }
 """Chart name (last segment of the chart reference) -> its files."""
 
@@ -108,9 +116,22 @@ def _default_at(defaults: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
 def values_problems(store: SchemaStore, chart: str, version: str, values: dict[str, Any]) -> list[tuple[str, str]]:
     """``(dotted path, message)`` for every key path the pinned chart does not have and every schema error."""
     files = CHART_FILES[chart]
-    defaults = store.load(files.values) or {}
-    schema = store.load(files.schema) if files.schema and store.has(files.schema) else None
-    commented = commented_keys(store.text(files.values))
+    problems: list[tuple[str, str]] = []
+    values = dict(values)
+    for key, rel in files.subcharts:
+        sub = rel.format(version=version.lstrip("v"))
+        if key in values and isinstance(values[key], dict) and store.has(sub):
+            found = _problems(store, f"{chart}/{key}", version, values.pop(key), values_file=sub, schema_file=None)
+            problems += [(f"{key}.{path}", message) for path, message in found]
+    return problems + _problems(store, chart, version, values,
+                                values_file=files.values.format(version=version.lstrip("v")), schema_file=files.schema)
+
+
+def _problems(store: SchemaStore, chart: str, version: str, values: dict[str, Any], *, values_file: str,
+              schema_file: str | None) -> list[tuple[str, str]]:
+    defaults = store.load(values_file) or {}
+    schema = store.load(schema_file) if schema_file and store.has(schema_file) else None
+    commented = commented_keys(store.text(values_file))
     problems: list[tuple[str, str]] = []
     for path in leaf_paths(values):
         found, default = _default_at(defaults, path)
@@ -120,7 +141,9 @@ def values_problems(store: SchemaStore, chart: str, version: str, values: dict[s
                 kind = type(ours).__name__
                 problems.append((".".join(path), f"is a map in {chart} {version} values.yaml, not a {kind}"))
             continue
-        if path in commented or (schema is not None and _schema_declares(schema, path)):
+        # A commented-out default documents its block too (gpu-operator's ``# config:`` with ``# name:`` below it).
+        if any(path[:n] in commented for n in range(1, len(path) + 1)) or (
+                schema is not None and _schema_declares(schema, path)):
             continue
         problems.append(
             (".".join(path), f"is not a value of chart {chart} {version} (renamed or removed upstream?)")

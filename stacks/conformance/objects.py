@@ -50,6 +50,9 @@ _CRD_FILES = (
     "cert-manager/crd-cert-manager.io_clusterissuers.yaml",
     "gpu-operator/nvidia.com_clusterpolicies.yaml",
     "gpu-operator/nvidia.com_nvidiadrivers.yaml",
+    "prometheus-operator/crd-servicemonitors.yaml",
+    "prometheus-operator/crd-podmonitors.yaml",
+    "prometheus-operator/crd-prometheusrules.yaml",
 )
 _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",

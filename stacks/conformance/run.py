@@ -122,14 +122,15 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
                 report.problems.append(Problem(subject, "-", f"no default values of chart {chart} to check "
                                                "the values we set against", "helm-values"))
             continue
-        if not store.has(files.values):
-            report.problems.append(Problem(subject, "-", f"{files.values} is missing from {store.root}", "helm-values"))
+        values_file = files.values.format(version=versions[files.component].lstrip("v"))
+        if not store.has(values_file):
+            report.problems.append(Problem(subject, "-", f"{values_file} is missing from {store.root}", "helm-values"))
             continue
-        notice = store.version_notice(files.values, versions[files.component])
-        if notice:
+        notice = store.version_notice(values_file, versions[files.component])
+        if notice and Notice(notice) not in report.notices:
             report.notices.append(Notice(notice))
         # messages name the chart version actually checked against (the notice above says when it differs)
-        version = store.versions.get(files.values) or str(release.inputs.get("version", ""))
+        version = store.version_of(values_file) or str(release.inputs.get("version", ""))
         for path, message in values_problems(store, chart, version, values):
             report.problems.append(Problem(subject, path, message, "helm-values"))
 

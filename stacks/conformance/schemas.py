@@ -48,10 +48,13 @@ class UpstreamFile:
     also: str | None = None
     """Where a directory laid out as this repository's ``shared/upstream`` keeps the file instead (a glob below the
     directory, e.g. inside an unpacked chart ``charts/cert-manager-v*/templates/...``)."""
+    tag_prefix: str = "v"
+    """What the project's release tags put before the bare version (``v``; prometheus-community/helm-charts tags
+    charts ``<chart>-<version>``)."""
 
     def tag(self, version: str) -> str:
-        """The git tag of ``version``: every project here tags releases ``vX.Y.Z``."""
-        return version if version.startswith("v") else f"v{version}"
+        """The git tag of ``version``: ``vX.Y.Z`` for most projects here, ``<tag_prefix>X.Y.Z`` otherwise."""
+        return f"{self.tag_prefix}{version.lstrip('v')}"
 
     def url(self, version: str, base_url: str = DEFAULT_BASE_URL) -> str:
         """Download address of this file at ``version``."""
@@ -118,6 +121,18 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
     # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
     # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
+    "kube-prometheus-stack/values.yaml": UpstreamFile(
+        "prometheus-community/helm-charts", "charts/kube-prometheus-stack/values.yaml", "kube_prometheus_stack",
+        "kube-prometheus-stack-",
+    ),
+    # The Prometheus Operator CRDs the chart ships (its charts/crds subchart), as shared/upstream holds them.
+    **{
+        f"prometheus-operator/crd-{plural}.yaml": UpstreamFile(
+            "prometheus-community/helm-charts", f"charts/kube-prometheus-stack/charts/crds/crds/crd-{plural}.yaml",
+            "kube_prometheus_stack", "kube-prometheus-stack-",
+        )
+        for plural in ("servicemonitors", "podmonitors", "prometheusrules")
+    },
     "dra-driver-nvidia-gpu/values.yaml": UpstreamFile(
         "kubernetes-sigs/dra-driver-nvidia-gpu", "deployments/helm/dra-driver-nvidia-gpu/values.yaml", "dra_driver"
     ),
@@ -207,9 +222,17 @@ class SchemaStore:
         """Raw text of ``rel``."""
         return self.path(rel).read_text()
 
+    def version_of(self, rel: str) -> str | None:
+        """The release of ``rel``: its own entry, else that of the nearest directory listed above it (a chart
+        directory such as ``charts/keda-2.20.2``), else ``None``."""
+        if self.versions.get(rel) is not None:
+            return self.versions[rel]
+        parents = [p for p in self.versions if rel.startswith(f"{p.rstrip('/')}/")]
+        return self.versions[max(parents, key=len)] if parents else None
+
     def version_notice(self, rel: str, pinned: str) -> str | None:
         """A sentence when ``rel`` is not of the ``pinned`` release (or does not say), else ``None``."""
-        have = self.versions.get(rel)
+        have = self.version_of(rel)
         located = self.path(rel)
         if have is None and located != self.root / rel:  # inside a chart directory: that chart's release
             chart_dir = located.relative_to(self.root).parts[:2]
@@ -253,6 +276,6 @@ def fetch(cells: dict[str, CellSpec], dest: Path, base_url: str = DEFAULT_BASE_U
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(body)
-        manifest[rel] = source.tag(version)
+        manifest[rel] = source.tag(version) if source.tag_prefix == "v" else version.lstrip("v")
     (dest / "versions.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return notes

@@ -1,0 +1,175 @@
+"""Per-tenant GPU metering: the Prometheus recording rules behind ``gpucell:tenant_gpu_allocated:sum``.
+
+``gpucell:tenant_gpu_allocated:sum{tenant, resource, kind}`` is the number of GPU units each tenant *holds* at
+each evaluation, whether it uses them or not (billing-grade: what was reserved for the tenant, not utilisation):
+
+- ``resource``: the extended resource name (``nvidia.com/gpu``, ``nvidia.com/mig-3g.71gb`` for a MIG profile,
+  ``nvidia.com/NVIDIA_L40S-12Q`` for a vGPU type, ``nvidia.com/GH100_H100_SXM5_80GB`` for passthrough) or, for DRA
+  claims, the DeviceClass (``gpu.nvidia.com``, ``vfio.gpu.nvidia.com``);
+- ``kind``: ``vm`` for what a VM holds, ``container`` for pods (notebooks, endpoints, anything else).
+
+Sources, all from kube-state-metrics (KSM 2.20, the kube-prometheus-stack 88.5.3 subchart):
+
+- ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``: KSM writes an extended resource's name with
+  every character outside ``[a-zA-Z0-9_]`` replaced by ``_`` (``sanitizeLabelName``); the rules put the real name
+  back for every resource the cell's pools advertise (:func:`resource_names`), any other keeps KSM's spelling.
+  Only pods in phase ``Running`` count (``kube_pod_status_phase``): a Pending pod holds nothing, a finished one
+  has given its GPUs back. Init containers' requests are not counted (a GPU init container is not a pattern).
+- A VM's GPUs are requested by its ``virt-launcher`` pod: pods labelled ``kubevirt.io=virt-launcher`` (KSM's
+  ``kube_pod_labels`` with the label allow-listed, :data:`KSM_LABELS_ALLOWLIST`) are ``kind="vm"``.
+- The tenant comes from the namespace's ``gpucell.io/tenant`` label (``kube_namespace_labels``), never from a
+  pod label a tenant could set.
+- DRA claims hold devices, not pods: KSM's custom-resource-state metrics over ``resource.k8s.io/v1``
+  ResourceClaims (:func:`resource_claim_metrics`) give one series per allocated device
+  (``gpucell_resourceclaim_allocated_device_info``) and the DeviceClass of each request
+  (``gpucell_resourceclaim_request_info``); a claim of class ``vfio.gpu.nvidia.com`` is a VM's (gpucell hands VFIO
+  GPUs only to VMs), any other a container's.
+
+Limits: an evaluation every ``interval`` seconds samples what is held then, so GPU-hours are exact to one
+interval per allocation; Prometheus keeps ``metrics.retentionDays`` (bill from a ``remoteWrite`` store for longer
+periods); the custom-resource-state configuration is checked only by its shape here (no cluster in the tests):
+the rules are tested with ``promtool test rules`` on series named as it names them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from gpucell.dra import VFIO_CLASS
+
+__all__ = [
+    "ALLOCATED",
+    "INTERVAL",
+    "KSM_LABELS_ALLOWLIST",
+    "ksm_sanitized",
+    "metering_group",
+    "resource_claim_metrics",
+    "resource_names",
+]
+
+ALLOCATED = "gpucell:tenant_gpu_allocated:sum"
+"""The metered series: GPU units held, by ``tenant``, ``resource`` and ``kind``."""
+INTERVAL = "1m"
+"""Evaluation interval of the metering group: GPU-hours are ``sum_over_time(...[period:1m]) / 60``."""
+KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]", "nodes=[gpucell.io/pool]"]
+"""kube-state-metrics ``--metric-labels-allowlist``: the labels the rules read (KSM exports no label unless asked;
+``gpucell.io/pool`` is for :mod:`gpucell.gpu_alerts`)."""
+_NAMESPACE_TENANT = "gpucell:namespace_tenant:info"
+_POD_GPUS = "gpucell:pod_gpu_requests:sum"
+_CLAIM_DEVICES = "gpucell:claim_devices_allocated:sum"
+_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def ksm_sanitized(resource: str) -> str:
+    """A resource name as kube-state-metrics labels it: ``nvidia.com/mig-1g.18gb`` -> ``nvidia_com_mig_1g_18gb``."""
+    return _INVALID.sub("_", resource)
+
+
+def resource_names(resources: Iterable[str]) -> str:
+    """The PromQL that turns KSM's spelling of ``resources`` back into their names, applied to :data:`_POD_GPUS`'s
+    source (nested ``label_replace``, one per resource, in sorted order)."""
+    expr = (
+        'sum by (namespace, pod, resource) (kube_pod_container_resource_requests{resource=~"nvidia_com_.+"})'
+        " * on (namespace, pod) group_left () (max by (namespace, pod) "
+        '(kube_pod_status_phase{phase="Running"}) == 1)'
+    )
+    for resource in sorted(set(resources)):
+        expr = f'label_replace({expr}, "resource", "{resource}", "resource", "{ksm_sanitized(resource)}")'
+    return expr
+
+
+def _by_tenant(expr: str) -> str:
+    return f"sum by (tenant, resource) ({expr} * on (namespace) group_left (tenant) {_NAMESPACE_TENANT})"
+
+
+def metering_group(resources: Iterable[str]) -> dict[str, Any]:
+    """The PrometheusRule group ``gpucell-metering`` (evaluated every :data:`INTERVAL`) for a cell whose pools
+    advertise ``resources`` (extended resource names). Record order matters: each rule reads those before it."""
+    launcher = 'max by (namespace, pod) (kube_pod_labels{label_kubevirt_io="virt-launcher"})'
+
+    def claims(op: str) -> str:
+        selected = f'{_CLAIM_DEVICES}{{device_class{op}"{VFIO_CLASS}"}}'
+        return f'label_replace({selected}, "resource", "$1", "device_class", "(.+)")'
+
+    return {
+        "name": "gpucell-metering",
+        "interval": INTERVAL,
+        "rules": [
+            {
+                "record": _NAMESPACE_TENANT,
+                "expr": 'max by (namespace, tenant) (label_replace(kube_namespace_labels{label_gpucell_io_tenant!=""}, '
+                '"tenant", "$1", "label_gpucell_io_tenant", "(.+)"))',
+            },
+            {"record": _POD_GPUS, "expr": resource_names(resources)},
+            {
+                "record": _CLAIM_DEVICES,
+                "expr": "sum by (namespace, claim, device_class) (count by (namespace, claim, request) "
+                "(gpucell_resourceclaim_allocated_device_info) * on (namespace, claim, request) "
+                "group_left (device_class) max by (namespace, claim, request, device_class) "
+                "(gpucell_resourceclaim_request_info))",
+            },
+            # One rule per kind (promtool lints two rules of one name and labels as duplicates): pods' extended
+            # resources `or` claims' device classes, which never share a resource name.
+            {
+                "record": ALLOCATED,
+                "labels": {"kind": "container"},
+                "expr": f"{_by_tenant(f'({_POD_GPUS} unless on (namespace, pod) {launcher})')} or "
+                f"{_by_tenant(claims('!='))}",
+            },
+            {
+                "record": ALLOCATED,
+                "labels": {"kind": "vm"},
+                "expr": f"{_by_tenant(f'({_POD_GPUS} * on (namespace, pod) group_left () {launcher})')} or "
+                f"{_by_tenant(claims('='))}",
+            },
+        ],
+    }
+
+
+def resource_claim_metrics() -> dict[str, Any]:
+    """kube-state-metrics' ``CustomResourceStateMetrics`` configuration for ``resource.k8s.io/v1`` ResourceClaims
+    (KSM ``docs/metrics/extend/customresourcestate-metrics.md``): ``gpucell_resourceclaim_request_info{namespace,
+    claim, request, device_class}`` per request (``spec.devices.requests[].exactly``) and
+    ``gpucell_resourceclaim_allocated_device_info{namespace, claim, request, device}`` per allocated device
+    (``status.allocation.devices.results[]``)."""
+    return {
+        "kind": "CustomResourceStateMetrics",
+        "spec": {
+            "resources": [
+                {
+                    "groupVersionKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
+                    "metricNamePrefix": "gpucell_resourceclaim",
+                    "labelsFromPath": {"namespace": ["metadata", "namespace"], "claim": ["metadata", "name"]},
+                    "metrics": [
+                        {
+                            "name": "request_info",
+                            "help": "The DeviceClass of each request of a ResourceClaim",
+                            "each": {
+                                "type": "Info",
+                                "info": {
+                                    "path": ["spec", "devices", "requests"],
+                                    "labelsFromPath": {
+                                        "request": ["name"],
+                                        "device_class": ["exactly", "deviceClassName"],
+                                    },
+                                },
+                            },
+                        },
+                        {
+                            "name": "allocated_device_info",
+                            "help": "One series per device allocated to a ResourceClaim",
+                            "each": {
+                                "type": "Info",
+                                "info": {
+                                    "path": ["status", "allocation", "devices", "results"],
+                                    "labelsFromPath": {"request": ["request"], "device": ["device"], "pool": ["pool"]},
+                                },
+                            },
+                        },
+                    ],
+                }
+            ]
+        },
+    }

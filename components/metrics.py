@@ -1,0 +1,351 @@
+"""Metrics: one cell's kube-prometheus-stack, its scrape targets, the GPU metering and health rules, dashboards.
+
+What is registered (namespace ``monitoring``; decision 0021):
+
+- a ``Namespace`` ``monitoring`` enforcing Pod Security ``privileged``: the node exporter runs with the host's PID
+  and network namespaces and mounts ``/`` (kube-prometheus-stack's ``prometheus-node-exporter`` subchart), which
+  ``restricted`` (the cell's default, k3s CIS profile) refuses;
+- with ``metrics.remoteWrite``: a ``Secret`` ``remote-write-credentials`` (keys ``username``, ``password``), a
+  Pulumi secret, which Prometheus's ``remoteWrite[].basicAuth`` references;
+- the Helm release ``kube-prometheus-stack`` at ``versions.kubePrometheusStack`` (:func:`stack_values`);
+- after it (its CRDs): a ``PodMonitor`` per pod target the chart does not scrape (:func:`pod_monitor_manifests`:
+  KServe predictors with vLLM's ``/metrics``, the NVIDIA DRA driver's kubelet plugin), a ``ServiceMonitor`` for
+  Hubble (:func:`hubble_service_monitor`), and the ``PrometheusRule`` ``gpucell`` with the metering
+  (:mod:`gpucell.metering`) and GPU health (:mod:`gpucell.gpu_alerts`) groups;
+- a ``ConfigMap`` per dashboard (:mod:`gpucell.dashboards`).
+
+Other targets are scraped through the ServiceMonitors their own projects create once the Prometheus Operator's
+CRDs exist: the DCGM exporter's (GPU Operator ``dcgmExporter.serviceMonitor``, gpucell adds the node label and the
+fields the alerts read), the GPU Operator's own (``operator.metrics.serviceMonitor``), KubeVirt's (virt-operator
+creates ServiceMonitor ``kubevirt`` for virt-handler/virt-controller/virt-api, and its PrometheusRule, in the first
+of ``openshift-monitoring``/``monitoring`` that exists: pkg/virt-operator ``monitorNamespaces``), and
+kube-state-metrics, node exporter and the kubelet's (the chart). Prometheus selects every ServiceMonitor, PodMonitor
+and PrometheusRule in the cluster (the ``*SelectorNilUsesHelmValues: false`` values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaimPatch, Secret
+from pulumi_kubernetes.helm.v3 import Release
+
+from gpucell._chart import ChartSource, helm_release
+
+if TYPE_CHECKING:
+    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+from gpucell._component import CellComponent
+from gpucell.dashboards import DASHBOARDS, dashboard_configmap
+from gpucell.gpu_alerts import health_group
+from gpucell.inventory import GpuOffer, gpu_offers
+from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_claim_metrics
+from gpucell.spec import CellSpec, GpuMode, StorageBackend
+from gpucell.spec.metrics import MetricsSpec
+from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
+
+__all__ = [
+    "CHART",
+    "NAMESPACE",
+    "PROMETHEUS_URL",
+    "RELEASE_NAME",
+    "REMOTE_WRITE_SECRET",
+    "Metrics",
+    "MetricsArgs",
+    "hubble_service_monitor",
+    "metrics_args",
+    "pod_monitor_manifests",
+    "prometheus_rule_manifest",
+    "remote_write_secret_data",
+    "stack_values",
+]
+
+CHART = ChartSource("kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts")
+"""The chart and its repository."""
+NAMESPACE = "monitoring"
+"""Namespace of the stack (fixed: each cell is its own cluster; also where virt-operator puts KubeVirt's
+ServiceMonitor)."""
+RELEASE_NAME = "kube-prometheus-stack"
+"""Helm release name."""
+PROMETHEUS_URL = f"http://prometheus-operated.{NAMESPACE}.svc:9090"
+"""In-cluster address of Prometheus: the operator's governing Service ``prometheus-operated`` (KEDA queries it)."""
+REMOTE_WRITE_SECRET = "remote-write-credentials"
+"""Secret holding the remote-write basic-auth credentials (keys ``username`` and ``password``)."""
+PROMETHEUS_CLAIM = ("prometheus-kube-prometheus-stack-prometheus-db-"
+                    "prometheus-kube-prometheus-stack-prometheus-0")
+"""Prometheus's volume claim: the operator's template ``prometheus-<Prometheus>-db`` of StatefulSet
+``prometheus-<Prometheus>``, replica 0, for the chart's Prometheus ``kube-prometheus-stack-prometheus``."""
+MONITOR_API = "monitoring.coreos.com/v1"
+_MANAGED = {"app.kubernetes.io/managed-by": "gpucell"}
+
+
+@dataclass(frozen=True)
+class MetricsArgs:
+    """Inputs of :class:`Metrics`: only what the stack uses."""
+
+    spec: MetricsSpec
+    """``metrics`` of the region (retention, storage, remote write, chart values)."""
+    version: str
+    """kube-prometheus-stack chart version (``versions.kubePrometheusStack``)."""
+    storage_class: str
+    """StorageClass of Prometheus's volume (the cell's default: ``longhorn`` or ``local-path``)."""
+    gpu_offers: Sequence[GpuOffer] = ()
+    """What the device plugins advertise, per pool: the metered resources and the GPU-count alerts."""
+    dra: bool = False
+    """The cell runs the NVIDIA DRA driver (``dra`` pools): scrape its kubelet plugin."""
+    remote_write_credentials: pulumi.Input[str] | None = None
+    """``<user>:<password>`` named by ``metrics.remoteWrite.credentialsConfigKey`` (a Pulumi secret)."""
+
+
+def metrics_args(cell: CellSpec, remote_write_credentials: pulumi.Input[str] | None = None) -> MetricsArgs:
+    """The :class:`MetricsArgs` of ``cell``: its ``metrics``, pinned chart, default StorageClass, device-plugin
+    offers (``effective_mig_strategy``) and whether it has ``dra`` pools."""
+    storage = LONGHORN_CLASS if cell.storage.backend is StorageBackend.LONGHORN else LOCAL_PATH_CLASS
+    return MetricsArgs(
+        spec=cell.metrics,
+        version=cell.versions.kube_prometheus_stack,
+        storage_class=storage,
+        gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
+        dra=bool(cell.gpu_pools(GpuMode.DRA)),
+        remote_write_credentials=remote_write_credentials,
+    )
+
+
+def remote_write_secret_data(credentials: str) -> dict[str, str]:
+    """``{"username", "password"}`` of ``"<user>:<password>"`` (split at the first colon). Raises ``ValueError``
+    without a colon or with an empty part; the message never includes the value."""
+    user, sep, password = credentials.partition(":")
+    if not (sep and user and password):
+        raise ValueError("metrics.remoteWrite credentials must be '<user>:<password>'")
+    return {"username": user, "password": password}
+
+
+def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
+    """The chart values gpucell owns (``metrics.values`` is merged over them; the spec refuses the owned paths):
+
+    - ``prometheus.prometheusSpec``: ``retention`` ``<retentionDays>d``; ``storageSpec.volumeClaimTemplate`` of
+      ``storageGib`` Gi (``ReadWriteOnce``) from ``storage_class``; every ServiceMonitor, PodMonitor and
+      PrometheusRule of the cluster selected (``*SelectorNilUsesHelmValues: false``); with ``remoteWrite``: one
+      target with ``basicAuth`` from :data:`REMOTE_WRITE_SECRET`.
+    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`, the
+      ResourceClaim custom-resource-state metrics and the RBAC to list/watch ResourceClaims.
+    - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
+      its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
+      them would only raise TargetDown.
+    """
+    prometheus: dict[str, Any] = {
+        "retention": f"{spec.retention_days}d",
+        "storageSpec": {
+            "volumeClaimTemplate": {
+                "spec": {
+                    "storageClassName": storage_class,
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": f"{spec.storage_gib}Gi"}},
+                }
+            }
+        },
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+    }
+    if spec.remote_write is not None:
+        auth = {key: {"name": REMOTE_WRITE_SECRET, "key": key} for key in ("username", "password")}
+        prometheus["remoteWrite"] = [{"url": spec.remote_write.url, "basicAuth": auth}]
+    return {
+        "prometheus": {"prometheusSpec": prometheus},
+        "kube-state-metrics": {
+            "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
+            "customResourceState": {"enabled": True, "config": resource_claim_metrics()},
+            "rbac": {
+                "extraRules": [
+                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list", "watch"]}
+                ]
+            },
+        },
+        "kubeControllerManager": {"enabled": False},
+        "kubeScheduler": {"enabled": False},
+        "kubeEtcd": {"enabled": False},
+        "kubeProxy": {"enabled": False},
+    }
+
+
+def _pod_monitor(
+    name: str, namespaces: dict[str, Any], labels: dict[str, str], container: str, port: int
+) -> dict[str, Any]:
+    """A PodMonitor of ``container`` on ``port`` of the pods matching ``labels``. The target address is set from
+    the pod IP, because neither container declares its metrics port (a ``portNumber`` match would find nothing)."""
+    return {
+        "apiVersion": MONITOR_API,
+        "kind": "PodMonitor",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(_MANAGED)},
+        "spec": {
+            "namespaceSelector": namespaces,
+            "selector": {"matchLabels": labels},
+            "podMetricsEndpoints": [
+                {
+                    "path": "/metrics",
+                    "interval": "15s",
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_container_name"],
+                            "regex": container,
+                            "action": "keep",
+                        },
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_ip"],
+                            "targetLabel": "__address__",
+                            "replacement": f"$1:{port}",
+                            "action": "replace",
+                        },
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                            "action": "replace",
+                        },
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def pod_monitor_manifests(*, dra: bool) -> list[dict[str, Any]]:
+    """``kserve-predictors``: KServe predictor pods (label ``component: predictor``) in every namespace, container
+    ``kserve-container`` port 8080, where KServe's model servers and vLLM serve ``/metrics``; with ``dra``:
+    ``dra-kubelet-plugin``, container ``gpus`` of the DRA driver's kubelet plugin on ``:8080`` (chart 0.4.1
+    ``kubeletPlugin.metrics.gpuHttpEndpoint``)."""
+    monitors = [_pod_monitor("kserve-predictors", {"any": True}, {"component": "predictor"}, "kserve-container", 8080)]
+    if dra:
+        monitors.append(
+            _pod_monitor(
+                "dra-kubelet-plugin",
+                {"matchNames": ["dra-driver-nvidia-gpu"]},
+                {"dra-driver-nvidia-gpu-component": "kubelet-plugin"},
+                "gpus",
+                8080,
+            )
+        )
+    return monitors
+
+
+def hubble_service_monitor() -> dict[str, Any]:
+    """ServiceMonitor ``hubble``: Cilium's ``hubble-metrics`` Service in ``kube-system`` (label ``k8s-app: hubble``,
+    port ``hubble-metrics``, 9965), which exists once ``hubble.metrics.enabled`` lists metrics (:mod:`gpucell.cilium`
+    does with the metrics stack on)."""
+    return {
+        "apiVersion": MONITOR_API,
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "hubble", "namespace": NAMESPACE, "labels": dict(_MANAGED)},
+        "spec": {
+            "namespaceSelector": {"matchNames": ["kube-system"]},
+            "selector": {"matchLabels": {"k8s-app": "hubble"}},
+            "endpoints": [
+                {
+                    "port": "hubble-metrics",
+                    "interval": "15s",
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                            "action": "replace",
+                        },
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def prometheus_rule_manifest(offers: Sequence[GpuOffer]) -> dict[str, Any]:
+    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources and
+    :func:`gpucell.gpu_alerts.health_group`."""
+    return {
+        "apiVersion": MONITOR_API,
+        "kind": "PrometheusRule",
+        "metadata": {"name": "gpucell", "namespace": NAMESPACE, "labels": dict(_MANAGED)},
+        "spec": {"groups": [metering_group(o.resource for o in offers), health_group(offers)]},
+    }
+
+
+class Metrics(CellComponent):
+    """The metrics stack of one cell (``gpucell:index:Metrics``), in the cell's cluster (construct it with the
+    cell's Kubernetes provider and after Cilium and storage). Children: ``f"{name}-namespace"``, with remote write
+    ``f"{name}-remote-write"`` (Secret), ``f"{name}-stack"`` (the Release), ``f"{name}-<monitor>"`` per
+    PodMonitor/ServiceMonitor, ``f"{name}-rules"`` (PrometheusRule) and ``f"{name}-dashboard-<uid>"``.
+
+    Raises ``ValueError`` when ``spec.remoteWrite`` is set but no credentials are given.
+    """
+
+    namespace: pulumi.Output[str]
+    """``monitoring``."""
+    prometheus_url: pulumi.Output[str]
+    """:data:`PROMETHEUS_URL`."""
+
+    def __init__(self, name: str, args: MetricsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        spec = args.spec
+        if spec.remote_write is not None and args.remote_write_credentials is None:
+            raise ValueError("metrics.remoteWrite is set but no credentials were passed")
+        super().__init__("Metrics", name, opts)
+        self.namespace_resource = Namespace(
+            f"{name}-namespace",
+            metadata={
+                "name": NAMESPACE,
+                "labels": {
+                    **_MANAGED,
+                    **{f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")},
+                },
+            },
+            opts=self.child(),
+        )
+        after: list[pulumi.Resource] = [self.namespace_resource]
+        if args.remote_write_credentials is not None:
+            data = pulumi.Output.secret(args.remote_write_credentials).apply(remote_write_secret_data)
+            meta = {"name": REMOTE_WRITE_SECRET, "namespace": NAMESPACE, "labels": dict(_MANAGED)}
+            after.append(Secret(f"{name}-remote-write", metadata=cast("ObjectMetaArgsDict", meta), type="Opaque",
+                                string_data=cast("pulumi.Output[Mapping[str, str]]", data),
+                                opts=self.child(depends_on=after)))
+        self.release: Release = helm_release(
+            f"{name}-stack",
+            source=CHART,
+            version=args.version,
+            namespace=NAMESPACE,
+            values=stack_values(spec, args.storage_class),
+            overrides=spec.values,
+            opts=self.child(depends_on=after),
+            release_name=RELEASE_NAME,
+        )
+        self.volume_patch: PersistentVolumeClaimPatch | None = None
+        """With Longhorn (``allowVolumeExpansion``): the claim's size, so a larger ``storageGib`` expands the live
+        volume (the operator changes only its StatefulSet's template; ``Prometheus.spec.storage`` docs,
+        "Resizing volumes")."""
+        if args.storage_class == LONGHORN_CLASS:
+            self.volume_patch = PersistentVolumeClaimPatch(
+                f"{name}-volume", metadata={"name": PROMETHEUS_CLAIM, "namespace": NAMESPACE},
+                spec={"resources": {"requests": {"storage": f"{spec.storage_gib}Gi"}}},
+                opts=self.child(depends_on=[self.release]),
+            )
+        monitors = [*pod_monitor_manifests(dra=args.dra), hubble_service_monitor()]
+        in_stack = self.child(depends_on=[self.release])
+        for manifest in monitors:
+            _custom(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
+        self.rules = _custom(f"{name}-rules", prometheus_rule_manifest(args.gpu_offers), in_stack)
+        for uid in DASHBOARDS:
+            board = dashboard_configmap(uid, NAMESPACE)
+            ConfigMap(
+                f"{name}-dashboard-{uid}",
+                metadata=board["metadata"],
+                data=board["data"],
+                opts=self.child(depends_on=[self.namespace_resource]),
+            )
+        self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)
+        self.prometheus_url = self.release.namespace.apply(lambda _: PROMETHEUS_URL)
+        self.register_outputs({"namespace": self.namespace, "prometheusUrl": self.prometheus_url})
+
+
+def _custom(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> CustomResource:
+    """Register a rendered ``monitoring.coreos.com`` manifest as it is."""
+    return CustomResource(resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"],
+                          metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)

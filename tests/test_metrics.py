@@ -1,0 +1,197 @@
+"""The metrics stack: its Helm release and values, scrape targets, rules, dashboards, remote write, bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from gpucell.cilium import cilium_values
+from gpucell.errors import ConfigError
+from gpucell.gpu_operator import gpu_operator_values
+from gpucell.metering import ALLOCATED
+from gpucell.metrics import Metrics, metrics_args, remote_write_secret_data, stack_values
+from gpucell.spec import CellSpec
+from gpucell.stacks.conformance.helm_values import values_problems
+from gpucell.stacks.mock_engine import PlanResult, run_program
+from tests.conftest import STORE, at, cell, minimal_cell_config, violations
+
+REMOTE = {"url": "https://metrics.example.com/api/v1/push", "credentialsConfigKey": "remoteWriteLab"}
+
+
+def _spec(**metrics: Any) -> CellSpec:
+    config = minimal_cell_config()
+    config["metrics"] = {"enabled": True, **metrics}
+    return cell(config)
+
+
+def _plan(spec: CellSpec, credentials: str | None = None) -> PlanResult:
+    return run_program(lambda: Metrics("lab-metrics", metrics_args(spec, credentials)))
+
+
+def test_release_values_from_config() -> None:
+    plan = _plan(_spec(retentionDays=30, storageGib=200))
+    release = plan.named("lab-metrics-stack")
+    assert release.type == "kubernetes:helm.sh/v3:Release"
+    assert release.inputs["chart"] == "kube-prometheus-stack"
+    assert release.inputs["version"] == "88.5.3"
+    assert release.inputs["repositoryOpts"] == {"repo": "https://prometheus-community.github.io/helm-charts"}
+    assert release.inputs["namespace"] == "monitoring"
+    values = release.inputs["values"]
+    assert at(values, "prometheus.prometheusSpec.retention") == "30d"
+    claim = at(values, "prometheus.prometheusSpec.storageSpec.volumeClaimTemplate.spec")
+    assert claim == {
+        "storageClassName": "local-path",
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "200Gi"}},
+    }
+    assert at(values, "prometheus.prometheusSpec.podMonitorSelectorNilUsesHelmValues") is False
+    assert at(values, "kube-state-metrics.metricLabelsAllowlist") == [
+        "namespaces=[gpucell.io/tenant]",
+        "pods=[kubevirt.io]",
+        "nodes=[gpucell.io/pool]",
+    ]
+    assert "remoteWrite" not in values["prometheus"]["prometheusSpec"]
+    namespace = plan.named("lab-metrics-namespace")
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert namespace.urn in release.dependencies
+
+
+def test_values_are_values_of_the_pinned_chart() -> None:
+    values = stack_values(_spec(remoteWrite=REMOTE).metrics, "longhorn")
+    assert values_problems(STORE, "kube-prometheus-stack", "88.5.3", values) == []
+
+
+def test_remote_write_is_a_secret_referenced_by_basic_auth() -> None:
+    plan = _plan(_spec(remoteWrite=REMOTE), credentials="fra1:s3cret")
+    secret = plan.named("lab-metrics-remote-write")
+    assert secret.inputs["stringData"] == "[secret]"
+    release = plan.named("lab-metrics-stack")
+    assert secret.urn in release.dependencies
+    assert at(release.inputs["values"], "prometheus.prometheusSpec.remoteWrite") == [
+        {
+            "url": "https://metrics.example.com/api/v1/push",
+            "basicAuth": {
+                "username": {"name": "remote-write-credentials", "key": "username"},
+                "password": {"name": "remote-write-credentials", "key": "password"},
+            },
+        }
+    ]
+    assert remote_write_secret_data("fra1:s3:cret") == {"username": "fra1", "password": "s3:cret"}
+    with pytest.raises(ValueError, match=r"must be '<user>:<password>'$"):
+        remote_write_secret_data("no-colon")
+
+
+def test_monitors_and_rules_fit_the_prometheus_operator_crds() -> None:
+    plan = _plan(_spec())
+    kinds = {r.name: r for r in plan.resources if r.type.startswith("kubernetes:monitoring.coreos.com")}
+    assert sorted(kinds) == ["lab-metrics-hubble", "lab-metrics-kserve-predictors", "lab-metrics-rules"]
+    for registration in kinds.values():
+        assert violations(registration.masked_inputs()) == []
+        assert plan.named("lab-metrics-stack").urn in registration.dependencies
+    predictors = kinds["lab-metrics-kserve-predictors"].inputs["spec"]
+    assert predictors["namespaceSelector"] == {"any": True}
+    assert predictors["podMetricsEndpoints"][0]["relabelings"][1]["replacement"] == "$1:8080"
+    groups = kinds["lab-metrics-rules"].inputs["spec"]["groups"]
+    assert [g["name"] for g in groups] == ["gpucell-metering", "gpucell-gpu-health"]
+    assert [r["labels"]["kind"] for r in groups[0]["rules"] if r.get("record") == ALLOCATED] == ["container", "vm"]
+    count = [r for r in groups[1]["rules"] if r.get("alert") == "GpuCountDropped"]
+    assert [r["labels"]["pool"] for r in count] == ["l40s"]
+    assert 'kube_node_labels{label_gpucell_io_pool="l40s"}' in count[0]["expr"]
+    assert ") < 2 unless" in count[0]["expr"]
+
+
+def test_dashboards_are_configmaps_for_the_sidecar() -> None:
+    plan = _plan(_spec())
+    boards = [r for r in plan.resources if r.type == "kubernetes:core/v1:ConfigMap"]
+    assert [b.name for b in boards] == [
+        "lab-metrics-dashboard-gpucell-gpus",
+        "lab-metrics-dashboard-gpucell-tenants",
+        "lab-metrics-dashboard-gpucell-vms",
+        "lab-metrics-dashboard-gpucell-endpoints",
+    ]
+    assert all(b.inputs["metadata"]["labels"]["grafana_dashboard"] == "1" for b in boards)
+    endpoints = json.loads(boards[3].inputs["data"]["gpucell-endpoints.json"])
+    assert endpoints["panels"][0]["targets"][0]["expr"] == "sum by (namespace, model_name) (vllm:num_requests_waiting)"
+
+
+def test_gpu_operator_and_cilium_export_what_the_stack_scrapes() -> None:
+    on, off = _spec(), cell(minimal_cell_config())
+    dcgm = gpu_operator_values(on)["dcgmExporter"]
+    assert dcgm["config"]["name"] == "gpucell-dcgm-metrics"
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter," in dcgm["config"]["data"]
+    assert dcgm["serviceMonitor"]["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
+    ]
+    assert gpu_operator_values(off)["dcgmExporter"] == {"enabled": True}
+    assert cilium_values(on)["hubble"]["metrics"]["enabled"][:2] == ["dns", "drop"]
+    assert "metrics" not in cilium_values(off)["hubble"]
+    assert values_problems(STORE, "gpu-operator", "v26.7.0", gpu_operator_values(on)) == []
+
+
+@pytest.mark.parametrize(
+    ("metrics", "line"),
+    [
+        (
+            {"enabled": True, "remoteWrite": {"url": "https://m.example.com/push"}},
+            "metrics.remoteWrite.credentialsConfigKey: is required with url https://m.example.com/push: name a secret "
+            "config key holding '<user>:<password>' (pulumi config set --secret <key> -- 'user:password')",
+        ),
+        (
+            {"enabled": True, "remoteWrite": {"url": "http://m.example.com/push", "credentialsConfigKey": "k"}},
+            "metrics.remoteWrite.url: 'http://m.example.com/push' is not an https:// URL with a host (samples leave "
+            "the cell; they travel over TLS)",
+        ),
+        (
+            {"storageGib": 100},
+            "metrics.storageGib: only applies with metrics.enabled: true (the metrics stack is not installed); set "
+            "enabled: true or remove it",
+        ),
+        (
+            {"enabled": True, "values": {"prometheus": {"prometheusSpec": {"retention": "1y"}}}},
+            "metrics.values.prometheus.prometheusSpec.retention: is set by gpucell from metrics.retentionDays; set "
+            "metrics.retentionDays instead",
+        ),
+    ],
+)
+def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> None:
+    config = minimal_cell_config()
+    config["metrics"] = metrics
+    with pytest.raises(ConfigError) as caught:
+        cell(config)
+    assert caught.value.lines == [line]
+
+
+def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
+    from gpucell.disruption import Change, compare, fingerprint
+
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    config["metrics"] = {"enabled": True, "storageGib": 100}
+    plan = run_program(lambda: Metrics("lab-metrics", metrics_args(cell(config))))
+    patch = plan.named("lab-metrics-volume")
+    assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
+    assert patch.inputs["metadata"]["name"] == (
+        "prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-prometheus-stack-prometheus-0")
+    assert patch.inputs["spec"] == {"resources": {"requests": {"storage": "100Gi"}}}
+    assert plan.named("lab-metrics-stack").urn in patch.dependencies
+    bigger = {**config, "metrics": {"enabled": True, "storageGib": 200}}
+    smaller = {**config, "metrics": {"enabled": True, "storageGib": 50}}
+    old = fingerprint(cell(config))
+    assert compare(old, fingerprint(cell(bigger)), "lab") == []
+    [change] = compare(old, fingerprint(cell(smaller)), "lab")
+    assert (change.change, change.key, change.old, change.new) == (
+        Change.METRICS_STORAGE, "regions.lab.metrics.storageGib", "100 GiB", "50 GiB")
+    assert "local-path" not in str(plan.named("lab-metrics-stack").inputs["values"])
+    assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]
+
+
+def test_every_alert_is_documented() -> None:
+    from gpucell.gpu_alerts import health_group
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    alerts = {r["alert"] for r in health_group(metrics_args(_spec()).gpu_offers)["rules"]}
+    assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
+    assert len(alerts) == 13
