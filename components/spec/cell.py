@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from gpucell.admission import check_tenants
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
@@ -543,9 +544,6 @@ class CellSpec(SpecModel):
         yield from check_tenant_groups(self.oidc, self.tenants)
 
     def _check_tenants(self) -> Iterator[SpecError]:
-        # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
-        from gpucell.spec.admission import check_tenants  # noqa: PLC0415
-
         yield from check_tenants(self)
 
 
