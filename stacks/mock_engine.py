@@ -301,8 +301,13 @@ class _RecordingMonitor(mocks.MockMonitor):
 class _PlanMocks(mocks.Mocks):
     """Echo inputs back as state; outputs a real provider computes come from ``computed``."""
 
-    def __init__(self, computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None) -> None:
+    def __init__(
+        self,
+        computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None,
+        invoked: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
+    ) -> None:
         self._computed = computed
+        self._invoked = invoked
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         state = dict(args.inputs)
@@ -311,7 +316,8 @@ class _PlanMocks(mocks.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+        # An empty failure list, not None: the SDK's MockMonitor iterates it (pulumi 3.272 runtime/mocks.py Invoke).
+        return (self._invoked(args) if self._invoked is not None else {}), []
 
 
 def run_program(
@@ -323,13 +329,16 @@ def run_program(
     secret_keys: list[str] | None = None,
     preview: bool = False,
     computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None = None,
+    invoked: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
 ) -> PlanResult:
     """Run ``program`` under fresh mocks and return what it registered.
 
     ``config`` maps full config keys (``gpucell:regions``) to values (objects are JSON-encoded as the Pulumi CLI
     passes them); ``secret_keys`` lists the keys that are secret. With ``preview=True`` outputs the engine would
     compute are unknown, as in the first ``pulumi preview`` of a new region. ``computed`` returns extra state
-    for a registration (what a real provider would compute, e.g. a command's ``stdout``).
+    for a registration (what a real provider would compute, e.g. a command's ``stdout``); ``invoked`` answers an
+    invoke (``args.token``, ``args.args``), ``{}`` without it (the guard's ``pulumi:pulumi:readStackOutputs``
+    then reads no previous deployment).
     Exceptions raised by ``program`` propagate unchanged.
     """
     # A program that failed leaves its pending output tasks in the process-wide settings; set_mocks does not
@@ -340,7 +349,7 @@ def run_program(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in (config or {}).items()},
         secret_keys or [],
     )
-    monitor = _RecordingMonitor(_PlanMocks(computed))
+    monitor = _RecordingMonitor(_PlanMocks(computed, invoked))
     outputs: dict[str, Any] = {}
     warnings = _WarningRecorder()
     logger = logging.getLogger("gpucell.plan")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pulumi.runtime.mocks import MockResourceArgs
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
@@ -223,10 +223,12 @@ def make_plan(
     preview: bool = False,
     region: str | None = None,
     computed: Callable[[MockResourceArgs], dict[str, Any]] | None = None,
+    invoked: Callable[[MockCallArgs], dict[str, Any]] | None = None,
 ) -> Plan:
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
-    ``computed`` supplies outputs a real provider would compute (see :func:`gpucell.stacks.mock_engine.run_program`).
+    ``computed`` supplies outputs a real provider would compute and ``invoked`` answers invokes (see
+    :func:`gpucell.stacks.mock_engine.run_program`).
     """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}
@@ -238,7 +240,7 @@ def make_plan(
 
     result = run_program(
         program, project=files.project, stack=stack, config=files.config, secret_keys=files.secret_keys,
-        preview=preview, computed=computed,
+        preview=preview, computed=computed, invoked=invoked,
     )
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
