@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
+    from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.errors import ConfigError
     from gpucell.gpu_catalog import CATALOG, GpuModel
@@ -94,7 +95,9 @@ __all__ = [
     "Cilium",
     "CiliumArgs",
     "CiliumSpec",
+    "Cluster",
     "ConfigError",
+    "ContainerRuntime",
     "CpuTopology",
     "DeploymentMode",
     "DiskSource",
@@ -170,7 +173,9 @@ _HOMES: dict[str, str] = {
     "Cilium": "gpucell.cilium",
     "CiliumArgs": "gpucell.cilium",
     "CiliumSpec": "gpucell.spec",
+    "Cluster": "gpucell.cluster",
     "ConfigError": "gpucell.errors",
+    "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",

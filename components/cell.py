@@ -92,6 +92,9 @@ class RegionalCell(CellComponent):
         )
         self.provider = self.k3s.provider
         self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready))
+        self.cluster = self.k3s.cluster.after(self.cilium)
+        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what tenants and
+        workloads built on this cell deploy onto."""
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
