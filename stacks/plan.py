@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
+from gpucell.admission import placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.guard import FINGERPRINT_SUFFIX
