@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.dra_driver import DraDriver, DraDriverArgs
+    from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
     from gpucell.gpu_catalog import CATALOG, GpuModel
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
@@ -101,6 +102,7 @@ __all__ = [
     "CpuTopology",
     "DeploymentMode",
     "DiskSource",
+    "DraClaimOrder",
     "DraDriver",
     "DraDriverArgs",
     "DraDriverSpec",
@@ -179,6 +181,7 @@ _HOMES: dict[str, str] = {
     "CpuTopology": "gpucell.spec",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
+    "DraClaimOrder": "gpucell.dra_ordering",
     "DraDriver": "gpucell.dra_driver",
     "DraDriverArgs": "gpucell.dra_driver",
     "DraDriverSpec": "gpucell.spec",
