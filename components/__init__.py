@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
+    from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.dra_driver import DraDriver, DraDriverArgs
+    from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
     from gpucell.gpu_catalog import CATALOG, GpuModel
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
@@ -94,10 +96,13 @@ __all__ = [
     "Cilium",
     "CiliumArgs",
     "CiliumSpec",
+    "Cluster",
     "ConfigError",
+    "ContainerRuntime",
     "CpuTopology",
     "DeploymentMode",
     "DiskSource",
+    "DraClaimOrder",
     "DraDriver",
     "DraDriverArgs",
     "DraDriverSpec",
@@ -170,10 +175,13 @@ _HOMES: dict[str, str] = {
     "Cilium": "gpucell.cilium",
     "CiliumArgs": "gpucell.cilium",
     "CiliumSpec": "gpucell.spec",
+    "Cluster": "gpucell.cluster",
     "ConfigError": "gpucell.errors",
+    "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
+    "DraClaimOrder": "gpucell.dra_ordering",
     "DraDriver": "gpucell.dra_driver",
     "DraDriverArgs": "gpucell.dra_driver",
     "DraDriverSpec": "gpucell.spec",

@@ -111,6 +111,9 @@ class RegionalCell(CellComponent):
             before_cilium.append(self.gateway_api)
         self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell),
                              opts=self._in_cluster(self.k3s.servers_ready, *before_cilium))
+        self.cluster = self.k3s.cluster.after(self.cilium)
+        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what tenants and
+        workloads built on this cell deploy onto."""
         self.load_balancer: LoadBalancerAddresses | None = None
         """The LB IPAM pools and their announcement, with a ``loadBalancer``."""
         if cell.load_balancer is not None:

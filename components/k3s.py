@@ -62,6 +62,7 @@ from gpucell import _maintenance_scripts as maintenance
 from gpucell._component import CellComponent
 from gpucell._host_setup import host_setup
 from gpucell._node_state import NodeState, node_state
+from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.k3s_hardening import node_files
 from gpucell.spec import CellSpec, Host, HostRemovalPolicy, NodeRole
 from gpucell.spec.lifecycle import removal_options
@@ -241,6 +242,9 @@ class K3sCluster(CellComponent):
     """The Kubernetes provider the node patches use (the cell's)."""
     servers_ready: pulumi.Resource
     """Depend on this to run after every server is installed and back in service (the last server's settle)."""
+    cluster: Cluster
+    """The handle components deploy onto: :attr:`provider`, the pinned k3s's Kubernetes minor, k3s's containerd
+    paths (:meth:`gpucell.cluster.ContainerRuntime.k3s`), ready after :attr:`servers_ready`."""
     agents: list[pulumi.Resource]
     """The agent install commands (GPU and CPU pools), in pool and host order."""
     nodes: dict[str, NodeResources]
@@ -273,6 +277,8 @@ class K3sCluster(CellComponent):
                 self._read_kubeconfig(install, args.provider)
             after = [self._finish(pool_name, host, prepare, install).settle]
         self.servers_ready = after[0]
+        minor = cell.versions.kubernetes_minor
+        self.cluster = Cluster(self.provider, minor, ContainerRuntime.k3s(minor), (self.servers_ready,))
 
         self.agents = []
         joins = _JoinWindow(cell.ssh.join_concurrency, self.servers_ready)

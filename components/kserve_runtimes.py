@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-from gpucell.spec.versions import release
+from gpucell.releases import release
 
 __all__ = [
     "INFERENCE_PROTOCOL",

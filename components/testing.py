@@ -151,7 +151,7 @@ class CellMocks(pulumi.runtime.Mocks):
 
     def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         """The configured result of ``args.token``, else ``{}``."""
-        return dict(self._calls.get(args.token, {})), None
+        return dict(self._calls.get(args.token, {})), []  # a list: the SDK iterates the failures
 
 
 def run_program(

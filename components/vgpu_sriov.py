@@ -31,6 +31,7 @@ import shlex
 from typing import Any
 
 from gpucell.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
+from gpucell.spec.pools import SRIOV_VGPU_DISABLED_OPERANDS
 
 __all__ = [
     "DISABLED_OPERANDS",
@@ -45,12 +46,9 @@ __all__ = [
     "systemd_unit",
 ]
 
-DISABLED_OPERANDS = (
-    "nvidia.com/gpu.deploy.vgpu-device-manager",
-    "nvidia.com/gpu.deploy.sandbox-device-plugin",
-    "nvidia.com/gpu.deploy.sandbox-validator",
-)
-"""GPU Operator state labels set to ``false`` on SR-IOV vGPU nodes: the mdev-only operands (see the module doc)."""
+DISABLED_OPERANDS = SRIOV_VGPU_DISABLED_OPERANDS
+"""GPU Operator state labels set to ``false`` on SR-IOV vGPU nodes: the mdev-only operands (see the module doc);
+defined beside the pool spec that reads them (:data:`gpucell.spec.pools.SRIOV_VGPU_DISABLED_OPERANDS`)."""
 UNIT_NAME = "gpucell-vgpu-types.service"
 """The systemd service that types the VFs."""
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"

@@ -2,17 +2,20 @@
 
 Each cell exports its fingerprint (:func:`gpucell.disruption.fingerprint`) as the stack output
 ``<region>Fingerprint``. Before registering anything, the program reads the outputs of this very stack's last
-deployment through a ``pulumi.StackReference`` to ``<organization>/<project>/<stack>`` (the engine's builtin
-``readStackReference`` returns the stack's root outputs, an empty map when the stack was never deployed: pulumi/
-pulumi ``pkg/resource/deploy/builtins.go`` and ``pkg/backend/backend.go`` ``GetStackOutputs``). It compares each
+deployment with the engine's builtin invoke ``pulumi:pulumi:readStackOutputs`` for ``<organization>/<project>/
+<stack>``, through the SDK's public, synchronous ``pulumi.runtime.invoke`` (the builtin is what every
+``StackReference`` reads through; the Node.js SDK's synchronous ``StackReference`` outputs call this very invoke,
+``sdk/nodejs/stackReference.ts``; it returns ``{name, outputs, secretOutputNames}``, the outputs an empty map when
+the stack was never deployed: pulumi/pulumi ``pkg/resource/deploy/builtins.go`` and ``pkg/backend/backend.go``
+``GetStackOutputs``). It compares each
 region's deployed fingerprint with the planned one (:func:`gpucell.disruption.compare`) and stops with one line per
 change that no ``gpucell:acknowledge`` entry matches, and one per entry that matches nothing in a region whose
 deployed state it read. A region without a deployed fingerprint (first deploy, or a deployment by a gpucell
 without this guard) is not judged.
 
-The read blocks the program until the engine answers (as Pulumi's synchronous ``invoke`` does), so a refusal
-happens before a single resource is registered, in ``pulumi preview`` as in ``pulumi up``. The offline plan's mock
-engine answers the read with no outputs: ``gpucell plan`` plans as a first deploy.
+The read blocks the program until the engine answers (``invoke`` is synchronous), so a refusal happens before a
+single resource is registered, in ``pulumi preview`` as in ``pulumi up``; it registers no resource. The offline
+plan's mock engine answers the invoke with no outputs: ``gpucell plan`` plans as a first deploy.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.runtime.sync_await import _sync_await
 
 from gpucell.disruption import Judgement, compare, fingerprint, judge, refused_together, removed_regions
 from gpucell.errors import ConfigError
@@ -29,7 +31,7 @@ from gpucell.stacks.config import StackConfig
 
 __all__ = [
     "FINGERPRINT_SUFFIX",
-    "LAST_DEPLOYMENT",
+    "READ_STACK_OUTPUTS",
     "check_against",
     "deployed_fingerprints",
     "fingerprint_output",
@@ -39,8 +41,8 @@ __all__ = [
 
 FINGERPRINT_SUFFIX = "Fingerprint"
 """Stack output ``<region>Fingerprint`` holds the region's fingerprint."""
-LAST_DEPLOYMENT = "gpucell-last-deployment"
-"""Resource name of the ``StackReference`` that reads this stack's last deployment."""
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
+"""The engine's builtin invoke that reads a stack's outputs (``{name}`` -> ``{name, outputs, secretOutputNames}``)."""
 
 
 def fingerprint_output(region: str) -> str:
@@ -55,10 +57,11 @@ def stack_reference_name() -> str:
 
 
 def read_last_deployment() -> dict[str, Any]:
-    """The stack outputs of this stack's last deployment, ``{}`` when there is none (or, in a preview, when the
-    engine cannot tell). Registers a ``pulumi:pulumi:StackReference`` read named :data:`LAST_DEPLOYMENT`."""
-    reference = pulumi.StackReference(LAST_DEPLOYMENT, stack_name=stack_reference_name())
-    outputs = _sync_await(reference.outputs.future())
+    """The stack outputs of this stack's last deployment, ``{}`` when there is none (or when the engine's answer
+    holds no outputs map). Invokes :data:`READ_STACK_OUTPUTS` for :func:`stack_reference_name`; registers nothing.
+    An engine error (e.g. a backend that cannot be read) propagates as the SDK raises it."""
+    answer = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": stack_reference_name()}).value
+    outputs = answer.get("outputs") if isinstance(answer, Mapping) else None
     return dict(outputs) if isinstance(outputs, Mapping) else {}
 
 

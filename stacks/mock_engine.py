@@ -20,10 +20,9 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks, rpc
-from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime.proto import resource_pb2, source_pb2
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+
+from gpucell.stacks import _sdk_private as sdk
 
 __all__ = [
     "ORGANIZATION",
@@ -44,8 +43,8 @@ UNKNOWN = "[unknown]"
 ORGANIZATION = "organization"
 """``pulumi.get_organization()`` under the mocks: what the Pulumi CLI passes on a DIY backend."""
 
-_SECRET_SIG = rpc._special_secret_sig
-_SIG_KEY = rpc._special_sig_key
+_SECRET_SIG = sdk.SECRET_SIG
+_SIG_KEY = sdk.SIG_KEY
 
 
 @dataclass
@@ -273,7 +272,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 state[key] = rpc.wrap_rpc_secret(state[key])
         self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_ or "", state)
         self._record(urn, request, inputs)
-        obj = _sync_await(rpc.serialize_properties(state, {}))
+        obj = sdk.run_to_completion(rpc.serialize_properties(state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_ or "", object=obj)
 
     def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
@@ -301,8 +300,13 @@ class _RecordingMonitor(mocks.MockMonitor):
 class _PlanMocks(mocks.Mocks):
     """Echo inputs back as state; outputs a real provider computes come from ``computed``."""
 
-    def __init__(self, computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None) -> None:
+    def __init__(
+        self,
+        computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None,
+        invoked: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
+    ) -> None:
         self._computed = computed
+        self._invoked = invoked
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         state = dict(args.inputs)
@@ -311,7 +315,8 @@ class _PlanMocks(mocks.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+        # An empty failure list, not None: the SDK's MockMonitor iterates it (pulumi 3.272 runtime/mocks.py Invoke).
+        return (self._invoked(args) if self._invoked is not None else {}), []
 
 
 def run_program(
@@ -323,24 +328,26 @@ def run_program(
     secret_keys: list[str] | None = None,
     preview: bool = False,
     computed: Callable[[mocks.MockResourceArgs], dict[str, Any]] | None = None,
+    invoked: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
 ) -> PlanResult:
     """Run ``program`` under fresh mocks and return what it registered.
 
     ``config`` maps full config keys (``gpucell:regions``) to values (objects are JSON-encoded as the Pulumi CLI
     passes them); ``secret_keys`` lists the keys that are secret. With ``preview=True`` outputs the engine would
     compute are unknown, as in the first ``pulumi preview`` of a new region. ``computed`` returns extra state
-    for a registration (what a real provider would compute, e.g. a command's ``stdout``).
+    for a registration (what a real provider would compute, e.g. a command's ``stdout``); ``invoked`` answers an
+    invoke (``args.token``, ``args.args``), ``{}`` without it (the guard's ``pulumi:pulumi:readStackOutputs``
+    then reads no previous deployment).
     Exceptions raised by ``program`` propagate unchanged.
     """
     # A program that failed leaves its pending output tasks in the process-wide settings; set_mocks does not
     # clear them, and they would fail the next run.
-    pulumi.runtime.settings.SETTINGS.outputs.clear()
-    pulumi.runtime.settings.SETTINGS.rpc_manager.clear()
+    sdk.clear_pending_outputs()
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in (config or {}).items()},
         secret_keys or [],
     )
-    monitor = _RecordingMonitor(_PlanMocks(computed))
+    monitor = _RecordingMonitor(_PlanMocks(computed, invoked))
     outputs: dict[str, Any] = {}
     warnings = _WarningRecorder()
     logger = logging.getLogger("gpucell.plan")
@@ -351,7 +358,7 @@ def run_program(
     )
     try:
         with _no_stack_traces():
-            _sync_await(run_pulumi_func(lambda: _run_in_stack(program, outputs)))
+            sdk.run_to_completion(sdk.run_program_function(lambda: _run_in_stack(program, outputs)))
     finally:
         pulumi.runtime.set_all_config({}, [])
         logger.removeHandler(warnings)
@@ -368,15 +375,15 @@ def _no_stack_traces() -> Iterator[None]:
     service shows and this engine never reads. A component-built cell registers from deep stacks, so this was
     about a tenth of a plan. The original function is put back afterwards; an SDK without it is left as it is.
     """
-    original = getattr(sdk_resource, "_get_stack_trace", None)
+    original = sdk.stack_trace_hook.get()
     if original is None:
         yield
         return
-    setattr(sdk_resource, "_get_stack_trace", source_pb2.StackTrace)  # noqa: B010 - a private SDK function
+    sdk.stack_trace_hook.set(source_pb2.StackTrace)
     try:
         yield
     finally:
-        setattr(sdk_resource, "_get_stack_trace", original)  # noqa: B010
+        sdk.stack_trace_hook.set(original)
 
 
 class _WarningRecorder(logging.Handler):

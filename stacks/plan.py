@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pulumi.runtime.mocks import MockResourceArgs
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
+from gpucell.admission import placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.spec.admission import placements
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
-from gpucell.stacks.guard import FINGERPRINT_SUFFIX
+from gpucell.stacks.guard import FINGERPRINT_SUFFIX, READ_STACK_OUTPUTS
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs
@@ -297,27 +297,28 @@ def make_plan(
     region: str | None = None,
     computed: Callable[[MockResourceArgs], dict[str, Any]] | None = None,
     last_deployment: Mapping[str, Any] | None = None,
+    invoked: Callable[[MockCallArgs], dict[str, Any]] | None = None,
 ) -> Plan:
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
-    ``computed`` supplies outputs a real provider would compute (see :func:`gpucell.stacks.mock_engine.run_program`).
-    ``last_deployment`` is what the program's read of its last deployment returns (stack outputs, e.g. a base
-    plan's ``outputs``): the disruption guard and the registered hosts (decision 0023) are judged against it;
-    without it the plan is of a stack never deployed.
+    ``computed`` supplies outputs a real provider would compute and ``invoked`` answers invokes (see
+    :func:`gpucell.stacks.mock_engine.run_program`). ``last_deployment`` is what the program's read of its last
+    deployment returns (stack outputs, e.g. a base plan's ``outputs``): the disruption guard and the registered hosts
+    (decision 0023) are judged against it; without it the plan is of a stack never deployed.
     """
     files = read_stack_files(project_dir, stack)
     cells: dict[str, RegionalCell] = {}
     if computed is None and not preview:  # in a preview, what providers compute is unknown
         computed = _placeholder_outputs(files)
     if last_deployment is not None:
-        computed = _with_last_deployment(computed, last_deployment)
+        invoked = _with_last_deployment(invoked, last_deployment)
 
     def program() -> None:
         cells.update(build_cells())
 
     result = run_program(
         program, project=files.project, stack=stack, config=files.config, secret_keys=files.secret_keys,
-        preview=preview, computed=computed,
+        preview=preview, computed=computed, invoked=invoked,
     )
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
@@ -326,13 +327,14 @@ def make_plan(
 
 
 def _with_last_deployment(
-    computed: Callable[[MockResourceArgs], dict[str, Any]] | None, outputs: Mapping[str, Any]
-) -> Callable[[MockResourceArgs], dict[str, Any]]:
-    """``computed``, with the program's StackReference read of itself answered by ``outputs``."""
-    def answer(args: MockResourceArgs) -> dict[str, Any]:
-        if args.typ == "pulumi:pulumi:StackReference":
+    invoked: Callable[[MockCallArgs], dict[str, Any]] | None, outputs: Mapping[str, Any]
+) -> Callable[[MockCallArgs], dict[str, Any]]:
+    """``invoked``, with the program's read of its last deployment (the guard's :data:`READ_STACK_OUTPUTS` invoke)
+    answered by ``outputs``."""
+    def answer(args: MockCallArgs) -> dict[str, Any]:
+        if args.token == READ_STACK_OUTPUTS:
             return {"outputs": dict(outputs)}
-        return computed(args) if computed is not None else {}
+        return invoked(args) if invoked is not None else {}
 
     return answer
 

@@ -9,9 +9,9 @@ import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.disruption import fingerprint
+from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
 from gpucell.gateway import exposed_endpoints
-from gpucell.placement import Placement
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config
 from gpucell.stacks.guard import check_against, deployed_fingerprints, fingerprint_output, read_last_deployment
@@ -67,10 +67,11 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     VMs with ``gpuAllocation: dra`` come last and wait for every notebook's StatefulSet and endpoint's
     InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
     claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
-    claims cannot be allocated the same GPUs in the same ``pulumi up`` (docs/decisions/0017).
+    claims cannot be allocated the same GPUs in the same ``pulumi up`` (docs/decisions/0017;
+    :class:`gpucell.dra_ordering.DraClaimOrder`, public for consumers building their own tenants).
     """
     tenants: list[Tenant] = []
-    on_dra_pool: dict[str, list[pulumi.Resource]] = {}
+    order = DraClaimOrder()
     dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
     routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
     for tenant_name, spec in cell.spec.tenants.items():
@@ -85,7 +86,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             GpuVirtualMachine(f"{prefix}-{name}", GpuVirtualMachineArgs(name, vm, tenant), opts=under)
         for name, notebook in spec.notebooks.items():
             book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
-            _claims_on(on_dra_pool, book.placement, book.statefulset)
+            order.record(book.placement, book.statefulset)
         for name, endpoint in spec.model_endpoints.items():
             key = endpoint.credentials_config_key
             credentials = stack.credentials[key] if key is not None else None
@@ -93,21 +94,14 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             gateway = cell.gateway.gateways[route.gateway] if route is not None and cell.gateway else None
             served = ModelEndpoint(f"{prefix}-{name}",
                                    ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under)
-            _claims_on(on_dra_pool, served.placement, served.inference_service)
+            order.record(served.placement, served.inference_service)
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:
         pools = vm_placement(name, vm, cell.spec).pools
-        after = list(dict.fromkeys(r for pool in pools for r in on_dra_pool.get(pool, [])))
+        after = order.after(pools)
         GpuVirtualMachine(component_name, GpuVirtualMachineArgs(name, vm, tenant, after),
                           opts=pulumi.ResourceOptions(parent=tenant))
     return tenants
-
-
-def _claims_on(on_dra_pool: dict[str, list[pulumi.Resource]], placement: Placement, ready: pulumi.Resource) -> None:
-    """Record ``ready`` (a workload that is ready once its DRA claim is prepared) under each pool it may land on."""
-    if placement.device_class is not None:
-        for pool in placement.pools:
-            on_dra_pool.setdefault(pool, []).append(ready)
 
 
 def main() -> None:

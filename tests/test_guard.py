@@ -1,5 +1,6 @@
-"""The guard in ``pulumi up``: the program reads its last deployment through a StackReference to itself and refuses
-unacknowledged disruptive changes before registering anything (mocked previous deployments)."""
+"""The guard in ``pulumi up``: the program reads its last deployment with the engine's ``readStackOutputs`` invoke
+for itself and refuses unacknowledged disruptive changes before registering anything (mocked previous
+deployments)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pulumi
 import pytest
-from pulumi.runtime.mocks import MockResourceArgs
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
@@ -21,7 +22,7 @@ from gpucell.stacks.program import main as program_main
 from gpucell.testing import fake_kubeconfig
 from tests.conftest import REPO, cell, minimal_cell_config
 
-STACK_REFERENCE = "pulumi:pulumi:StackReference"
+READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 POD_CIDR_REFUSAL = (
     "regions.lab.network.podCidr: 10.42.0.0/16 -> 10.52.0.0/16 is a disruptive change (podCidr: every pod and VM "
     "keeps its address from the old range until it is recreated, and gpucell does not migrate the pod ranges "
@@ -32,17 +33,21 @@ POD_CIDR_REFUSAL = (
 
 
 class Deployment:
-    """A mocked previous deployment: what the StackReference read returns, and every registration seen."""
+    """A mocked previous deployment: what the engine's ``readStackOutputs`` returns, and every registration seen."""
 
     def __init__(self, outputs: dict[str, Any] | None) -> None:
         self.outputs = outputs
-        self.reads: list[MockResourceArgs] = []
+        self.reads: list[MockCallArgs] = []
         self.registered: list[str] = []
 
+    def invoke(self, args: MockCallArgs) -> dict[str, Any]:
+        assert args.token == READ_STACK_OUTPUTS
+        self.reads.append(args)
+        name = args.args["name"]
+        return {"name": name, "outputs": {}, "secretOutputNames": []} if self.outputs is None else {
+            "name": name, "outputs": self.outputs, "secretOutputNames": []}
+
     def __call__(self, args: MockResourceArgs) -> dict[str, Any]:
-        if args.typ == STACK_REFERENCE:
-            self.reads.append(args)
-            return {} if self.outputs is None else {"outputs": self.outputs}
         self.registered.append(args.name)
         if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
             return {"stdout": fake_kubeconfig(6443)}
@@ -55,7 +60,7 @@ def run(regions: dict[str, Any], deployment: Deployment, acknowledge: list[Any] 
     if acknowledge is not None:
         config["gpucell:acknowledge"] = acknowledge
     return run_program(build_cells, stack=stack, config=config, secret_keys=["gpucell:sshPrivateKey"],
-                       computed=deployment)
+                       computed=deployment, invoked=deployment.invoke)
 
 
 def deployed_lab() -> dict[str, Any]:
@@ -74,8 +79,8 @@ def test_first_deploy_reads_the_same_stack_and_refuses_nothing() -> None:
     deployment = Deployment(None)
     result = run(moved_pods(), deployment)
     [read] = deployment.reads
-    assert (read.name, read.resource_id) == ("gpucell-last-deployment", "organization/gpucell/prod")
-    assert read.inputs["name"] == "organization/gpucell/prod"
+    assert read.args == {"name": "organization/gpucell/prod"}
+    assert not any(r.type == "pulumi:pulumi:StackReference" for r in result.resources)  # a read, not a resource
     assert result.outputs["labFingerprint"]["network"]["podCidr"] == "10.52.0.0/16"
     assert "lab-k3s-lab-srv-1" in deployment.registered
 
@@ -92,7 +97,7 @@ def test_under_pulumi_up_the_refusal_is_one_run_error_line() -> None:
     deployment = Deployment(deployed_lab())
     with pytest.raises(pulumi.RunError) as info:
         run_program(program_main, config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
-                    secret_keys=["gpucell:sshPrivateKey"], computed=deployment)
+                    secret_keys=["gpucell:sshPrivateKey"], computed=deployment, invoked=deployment.invoke)
     assert str(info.value) == POD_CIDR_REFUSAL
 
 
@@ -157,7 +162,7 @@ def test_removing_a_deployed_region_is_refused() -> None:
 def test_a_preview_with_unknown_outputs_plans_as_a_first_deploy() -> None:
     deployment = Deployment(None)
     run_program(build_cells, config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
-                secret_keys=["gpucell:sshPrivateKey"], computed=deployment, preview=True)
+                secret_keys=["gpucell:sshPrivateKey"], computed=deployment, invoked=deployment.invoke, preview=True)
     assert deployment.registered
 
 
@@ -169,13 +174,12 @@ def test_dev_stack_pod_cidr_change_is_refused_under_a_mocked_previous_deployment
     assert "podCidr: 10.42.0.0/16" in text
     (tmp_path / "Pulumi.dev.yaml").write_text(text.replace("podCidr: 10.42.0.0/16", "podCidr: 10.52.0.0/16"))
 
-    def computed(args: MockResourceArgs) -> dict[str, Any]:
-        if args.typ == STACK_REFERENCE:
-            return {"outputs": {"lab1Fingerprint": copy.deepcopy(deployed)}}
-        return {}
+    def invoked(args: MockCallArgs) -> dict[str, Any]:
+        assert args.token == READ_STACK_OUTPUTS
+        return {"name": args.args["name"], "outputs": {"lab1Fingerprint": copy.deepcopy(deployed)}}
 
     with pytest.raises(ConfigError) as info:
-        make_plan(tmp_path, "dev", computed=computed)
+        make_plan(tmp_path, "dev", invoked=invoked)
     assert info.value.lines == [POD_CIDR_REFUSAL.replace("regions.lab.", "regions.lab1.")
                                 .replace("region: lab,", "region: lab1,")]
 

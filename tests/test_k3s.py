@@ -18,7 +18,6 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime import settings as pulumi_settings
 
 from gpucell import _k3s_scripts as scripts
 from gpucell import _maintenance_scripts as maintenance
@@ -26,6 +25,7 @@ from gpucell.errors import ConfigError
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.spec.k3s import INSTALLER_SHA256
+from gpucell.stacks import _sdk_private as sdk_private
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
 
@@ -675,7 +675,7 @@ def fails_with(match: str) -> Iterator[pytest.ExceptionInfo[ValueError]]:
         with pytest.raises(ValueError, match=match) as raised:
             yield raised
     finally:
-        pulumi_settings.SETTINGS.outputs.clear()
+        sdk_private.clear_pending_outputs()
 
 
 EMPTY_KUBECONFIG = (

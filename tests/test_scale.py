@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pulumi
 import pytest
-from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime.proto import source_pb2
 
 from bench.synthetic import Size, stack_config, write_stack
+from gpucell.stacks import _sdk_private as sdk_private
 from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import GraphShape, graph_shape, make_plan, render_tree
 
@@ -60,14 +60,14 @@ def test_the_tree_states_the_graph_shape(tmp_path: Path) -> None:
 
 def test_the_engine_skips_the_sdks_stack_capture_only_while_a_program_runs() -> None:
     """The SDK walks the whole stack per registration for source positions this engine never reads."""
-    original = sdk_resource._get_stack_trace
+    original = sdk_private.stack_trace_hook.get()
     seen: list[object] = []
 
     def program() -> None:
-        seen.append(sdk_resource._get_stack_trace())
+        seen.append(sdk_private.stack_trace_hook.get()())  # type: ignore[misc]
         pulumi.CustomResource("test:index:Thing", "thing", {})
 
     result = run_program(program)
     assert [r.name for r in result.resources] == ["thing"]
     assert seen == [source_pb2.StackTrace()]
-    assert sdk_resource._get_stack_trace is original
+    assert sdk_private.stack_trace_hook.get() is original

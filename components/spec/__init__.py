@@ -1,49 +1,60 @@
-"""Typed, validated specs of a cell: what a stack config says, checked before anything is deployed."""
+"""Typed, validated specs of a cell: what a stack config says, checked before anything is deployed.
 
-from gpucell.spec.cell import (
-    CdiSpec,
-    CellSpec,
-    ChartSpec,
-    CiliumSpec,
-    DraDriverSpec,
-    GpuOperatorSpec,
-    ImageSpec,
-    KServeSpec,
-    MigStrategy,
-    StackSpec,
-    StorageBackend,
-    StorageSpec,
-)
-from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
-from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
-from gpucell.spec.network import Host, Network, Ssh, SshOverride
-from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
-from gpucell.spec.tenancy import (
-    EgressClass,
-    TenantGroups,
-    TenantLimits,
-    TenantQuota,
-    TenantSpec,
-    namespace_of,
-)
-from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
-from gpucell.spec.workloads import (
-    AccessMode,
-    CpuTopology,
-    DiskSource,
-    EvictionStrategy,
-    Exposure,
-    GpuAllocation,
-    GpuRequest,
-    GpuVirtualMachineSpec,
-    ModelEndpointSpec,
-    NotebookSpec,
-    RunStrategy,
-    ScaleMetric,
-    ServiceType,
-    SshService,
-    VmDisk,
-)
+Names are imported on first use (PEP 562), as in :mod:`gpucell`: importing one part spec (``gpucell.spec.pools``)
+runs this file first, and an eager import of :mod:`gpucell.spec.cell` here would load the whole cell spec and the
+admission layer below it (:mod:`gpucell.admission`) under every part (docs/decisions/0019-standalone-components.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucell.spec.cell import (
+        CdiSpec,
+        CellSpec,
+        ChartSpec,
+        CiliumSpec,
+        DraDriverSpec,
+        GpuOperatorSpec,
+        ImageSpec,
+        KServeSpec,
+        MigStrategy,
+        StackSpec,
+        StorageBackend,
+        StorageSpec,
+    )
+    from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
+    from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
+    from gpucell.spec.network import Host, Network, Ssh, SshOverride
+    from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
+    from gpucell.spec.tenancy import (
+        EgressClass,
+        TenantGroups,
+        TenantLimits,
+        TenantQuota,
+        TenantSpec,
+        namespace_of,
+    )
+    from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+    from gpucell.spec.workloads import (
+        AccessMode,
+        CpuTopology,
+        DiskSource,
+        EvictionStrategy,
+        Exposure,
+        GpuAllocation,
+        GpuRequest,
+        GpuVirtualMachineSpec,
+        ModelEndpointSpec,
+        NotebookSpec,
+        RunStrategy,
+        ScaleMetric,
+        ServiceType,
+        SshService,
+        VmDisk,
+    )
 
 __all__ = [
     "AccessMode",
@@ -97,3 +108,69 @@ __all__ = [
     "kserve_deployment_modes",
     "namespace_of",
 ]
+
+_HOMES: dict[str, str] = {
+    "AccessMode": "gpucell.spec.workloads",
+    "CdiSpec": "gpucell.spec.cell",
+    "CellSpec": "gpucell.spec.cell",
+    "ChartSpec": "gpucell.spec.cell",
+    "CiliumSpec": "gpucell.spec.cell",
+    "CpuTopology": "gpucell.spec.workloads",
+    "DeploymentMode": "gpucell.spec.versions",
+    "DiskSource": "gpucell.spec.workloads",
+    "DraDriverSpec": "gpucell.spec.cell",
+    "EgressClass": "gpucell.spec.tenancy",
+    "EtcdS3": "gpucell.spec.etcd",
+    "EtcdSnapshots": "gpucell.spec.etcd",
+    "EtcdSpec": "gpucell.spec.etcd",
+    "EvictionStrategy": "gpucell.spec.workloads",
+    "Exposure": "gpucell.spec.workloads",
+    "GpuAllocation": "gpucell.spec.workloads",
+    "GpuMode": "gpucell.spec.pools",
+    "GpuOperatorSpec": "gpucell.spec.cell",
+    "GpuRequest": "gpucell.spec.workloads",
+    "GpuVirtualMachineSpec": "gpucell.spec.workloads",
+    "Host": "gpucell.spec.network",
+    "ImageSpec": "gpucell.spec.cell",
+    "KServeSpec": "gpucell.spec.cell",
+    "MigStrategy": "gpucell.spec.cell",
+    "ModelEndpointSpec": "gpucell.spec.workloads",
+    "Network": "gpucell.spec.network",
+    "NodePool": "gpucell.spec.pools",
+    "NodeRole": "gpucell.spec.pools",
+    "NotebookSpec": "gpucell.spec.workloads",
+    "HostRemovalPolicy": "gpucell.spec.lifecycle",
+    "RemovalPolicy": "gpucell.spec.lifecycle",
+    "Rollout": "gpucell.spec.lifecycle",
+    "RunStrategy": "gpucell.spec.workloads",
+    "ScaleMetric": "gpucell.spec.workloads",
+    "ServiceType": "gpucell.spec.workloads",
+    "Ssh": "gpucell.spec.network",
+    "SshOverride": "gpucell.spec.network",
+    "SshService": "gpucell.spec.workloads",
+    "StackSpec": "gpucell.spec.cell",
+    "StorageBackend": "gpucell.spec.cell",
+    "StorageSpec": "gpucell.spec.cell",
+    "TenantGroups": "gpucell.spec.tenancy",
+    "TenantLimits": "gpucell.spec.tenancy",
+    "TenantQuota": "gpucell.spec.tenancy",
+    "TenantSpec": "gpucell.spec.tenancy",
+    "TopologyProfile": "gpucell.spec.pools",
+    "Versions": "gpucell.spec.versions",
+    "VmDisk": "gpucell.spec.workloads",
+    "kserve_deployment_modes": "gpucell.spec.versions",
+    "namespace_of": "gpucell.spec.tenancy",
+}
+"""Public name -> the module that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'gpucell.spec' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from gpucell.admission import check_tenants
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
@@ -633,9 +634,6 @@ class CellSpec(SpecModel):
                                     "not installed; set metrics.enabled: true, or scale on cpu or memory")
 
     def _check_tenants(self) -> Iterator[SpecError]:
-        # Imported here: admission needs the inventory, which needs gpucell.spec.pools (import cycle).
-        from gpucell.spec.admission import check_tenants  # noqa: PLC0415
-
         yield from check_tenants(self)
 
 

@@ -13,7 +13,6 @@ from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.network import Host, SshOverride
-from gpucell.vgpu_sriov import DISABLED_OPERANDS
 
 __all__ = [
     "HUGEPAGE_SIZES",
@@ -54,13 +53,20 @@ DRA_DISABLED_OPERANDS = (
 beside the DRA driver, DCGM and its exporter are "recommended to disable" because they hold the GPUs' device nodes
 open, which stops the driver from rebinding a GPU to ``vfio-pci`` (kubernetes-sigs/dra-driver-nvidia-gpu
 ``site/content/docs/guides/gpu-allocation/kubevirt-vfio-gpu-passthrough.md``, "Limitations and considerations")."""
+SRIOV_VGPU_DISABLED_OPERANDS = (
+    "nvidia.com/gpu.deploy.vgpu-device-manager",
+    "nvidia.com/gpu.deploy.sandbox-device-plugin",
+    "nvidia.com/gpu.deploy.sandbox-validator",
+)
+"""GPU Operator state labels set to ``false`` on SR-IOV vGPU nodes: the mdev-only operands
+(:mod:`gpucell.vgpu_sriov`, decision 0011)."""
 DRA_KUBELET_PLUGIN_LABEL = "gpucell.io/dra-kubelet-plugin"
 """``true`` on ``dra`` nodes: the DRA driver's kubelet plugin runs where it is set (chart value
 ``kubeletPlugin.nodeSelector``), and the GPU Operator's driver manager pauses it across a driver reload (its
 ``NODE_LABEL_FOR_GPU_POD_EVICTION``). Controllers rewrite its value, so it is set at registration only, never owned
 by an API patch."""
 MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, DRA_KUBELET_PLUGIN_LABEL,
-                  *DRA_DISABLED_OPERANDS, *DISABLED_OPERANDS)
+                  *DRA_DISABLED_OPERANDS, *SRIOV_VGPU_DISABLED_OPERANDS)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 MAX_CPU_ID = 8191
 """Highest CPU number a cpuset may name: Linux builds for x86_64 and arm64 cap ``NR_CPUS`` at 8192."""

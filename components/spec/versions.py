@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
+from gpucell.releases import release
 from gpucell.spec._base import SpecModel
 
 __all__ = [
@@ -41,12 +42,6 @@ KSERVE_RENAMED_MODES_SINCE = (0, 16)
 KSERVE_SPLIT_CHARTS_SINCE = (0, 17)
 """KServe v0.17 split the all-in-one ``kserve`` chart into ``kserve-resources`` and ``kserve-runtime-configs``
 (kserve/kserve#5089; the v0.17 upgrade guide)."""
-
-
-def release(version: str) -> tuple[int, int]:
-    """``(major, minor)`` of a pinned version: ``release("v0.20.0") == (0, 20)``."""
-    major, minor = version.lstrip("v").split(".")[:2]
-    return int(major), int(minor)
 
 
 def kserve_has_split_charts(kserve_version: str) -> bool:

@@ -1,0 +1,66 @@
+"""The cluster handle: what K3sCluster returns, and one built from a kubeconfig for a cluster gpucell did not build."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.gpu_operator import toolkit_env
+from gpucell.stacks.mock_engine import run_program
+from gpucell.testing import CellMocks
+from tests.conftest import cell, minimal_cell_config
+
+
+def test_k3s_runtime_renders_the_toolkit_env_the_gpu_operator_sets() -> None:
+    spec = cell(minimal_cell_config())
+    assert ContainerRuntime.k3s(spec.versions.kubernetes_minor).toolkit_env() == toolkit_env(spec)
+    assert ContainerRuntime.k3s("1.30").config == "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl"
+
+
+def test_containerd_defaults_and_given_paths() -> None:
+    assert ContainerRuntime.containerd().toolkit_env() == [
+        {"name": "CONTAINERD_CONFIG", "value": "/etc/containerd/config.toml"},
+        {"name": "CONTAINERD_SOCKET", "value": "/run/containerd/containerd.sock"},
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
+    ]
+    rke2 = ContainerRuntime.containerd("/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl",
+                                       "/run/k3s/containerd/containerd.sock")
+    assert rke2.socket == "/run/k3s/containerd/containerd.sock"
+
+
+def test_the_cell_hands_out_a_k3s_handle_ready_after_the_servers_and_cilium() -> None:
+    built: dict[str, Any] = {}
+
+    def program() -> None:
+        built["cell"] = RegionalCell("lab", RegionalCellArgs(cell(minimal_cell_config()), "key"))
+
+    run_program(program, computed=lambda args: CellMocks().new_resource(args)[1])
+    regional = built["cell"]
+    assert regional.k3s.cluster.provider is regional.provider
+    assert regional.k3s.cluster.kubernetes_version == "1.34"
+    assert regional.k3s.cluster.ready == (regional.k3s.servers_ready,)
+    assert regional.cluster.ready == (regional.k3s.servers_ready, regional.cilium)
+    assert regional.cluster.runtime == ContainerRuntime.k3s("1.34")
+
+
+def test_a_handle_from_a_kubeconfig_registers_one_secret_provider() -> None:
+    built: dict[str, Cluster] = {}
+
+    def program() -> None:
+        built["c"] = Cluster.from_kubeconfig("rke2-fra", "apiVersion: v1\nkind: Config\n", "1.33")
+
+    result = run_program(program)
+    [provider] = result.resources
+    assert (provider.type, provider.name) == ("pulumi:providers:kubernetes", "rke2-fra-k8s")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+    assert provider.inputs["clusterIdentifier"] == "rke2-fra"
+    assert built["c"].runtime == ContainerRuntime.containerd()
+    assert built["c"].options().depends_on == []
+
+
+def test_a_kubernetes_version_that_is_not_major_minor_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"kubernetes_version 'v1.33.2' is not MAJOR.MINOR, e.g. '1.34'"):
+        Cluster.from_kubeconfig("x", "k", "v1.33.2")
