@@ -1,12 +1,33 @@
-"""What every gpucell component shares: the fixed type token and how children get their options."""
+"""What every gpucell component shares: the fixed type token, how children get their options, the label every
+object carries and how a rendered custom resource is registered."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
+from pulumi_kubernetes.apiextensions import CustomResource
 
-__all__ = ["CellComponent"]
+__all__ = ["MANAGED_BY", "CellComponent", "custom_resource"]
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
+"""Label every gpucell object carries."""
+
+
+def custom_resource(
+    resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
+) -> CustomResource:
+    """Register a rendered ``{apiVersion, kind, metadata, spec}`` manifest, exactly as rendered, as an
+    ``apiextensions.CustomResource`` named ``resource_name``."""
+    return CustomResource(
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )
 
 
 class CellComponent(pulumi.ComponentResource):

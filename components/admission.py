@@ -24,13 +24,14 @@ from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import EgressClass, namespace_of
+from gpucell.spec.traffic import tenant_pools, vm_pool
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
     from gpucell.spec.tenancy import TenantSpec
 
-__all__ = ["DraDemand", "check_dra_pools", "check_tenants", "placements"]
+__all__ = ["DraDemand", "check_announced_vms", "check_dra_pools", "check_tenants", "placements"]
 
 MAX_DRA_POOL_SETS = 12
 """Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
@@ -390,3 +391,36 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
         check_dra_pools(cell, demands)
     except SpecError as problem:
         yield problem
+
+
+def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
+    """With ``loadBalancer.<l2|bgp>.nodePools`` limiting the announcement, every pool a ``LoadBalancer`` VM may run
+    on must announce: with ``externalTrafficPolicy: Local`` only the node running the VM announces its address.
+    VMs whose ``sshService`` the traffic rules refuse (no pool of the tenant) and VMs that fit no pool (reported by
+    :func:`check_tenants`) are left out. Paths below the region."""
+    lb = cell.load_balancer
+    announcer = None if lb is None else (lb.l2 if lb.l2 is not None else lb.bgp)
+    if lb is None or announcer is None or not announcer.node_pools \
+            or not set(announcer.node_pools) <= set(cell.node_pools):
+        return  # no limit, or one that names unknown pools (reported on its own)
+    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+    for tenant, spec in cell.tenants.items():
+        for name, vm in spec.virtual_machines.items():
+            service = vm.ssh_service
+            if service is None or service.type is not ServiceType.LOAD_BALANCER:
+                continue
+            pool = vm_pool(lb, tenant, service.pool)
+            if pool is None or pool not in tenant_pools(lb, tenant):
+                continue  # refused by the traffic rules
+            try:
+                pools = place_vm(name, vm, cell.node_pools, offers).pools
+            except PlacementError:
+                continue
+            silent = [p for p in pools if p not in announcer.node_pools]
+            if silent:
+                yield SpecError(
+                    ("tenants", tenant, "virtualMachines", name, "sshService", "type"),
+                    f"'LoadBalancer': the VM may run on pool {silent[0]}, whose nodes do not "
+                    f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
+                    "only the node running the VM announces its address, so add the pool there",
+                )

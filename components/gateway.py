@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.core.v1 import Namespace
 
-from gpucell._component import CellComponent
+from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, GATEWAY_NAMESPACE, POOL_LABEL, GatewaySpec, endpoint_host
-from gpucell.workloads._common import MANAGED_BY, custom_resource
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec

@@ -30,7 +30,7 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 
-from gpucell._component import CellComponent
+from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.spec.pools import POOL_LABEL as NODE_POOL_LABEL
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import (
@@ -44,7 +44,6 @@ from gpucell.spec.traffic import (
     LbPoolSpec,
     LoadBalancerSpec,
 )
-from gpucell.workloads._common import MANAGED_BY, custom_resource
 
 __all__ = [
     "ADDRESS_ANNOTATION",

@@ -9,7 +9,7 @@ import pulumi
 
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError, join_path
-from gpucell.spec import StackSpec
+from gpucell.spec import CellSpec, StackSpec
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
@@ -155,6 +155,25 @@ def _etcd_credentials_problem(key: str, region: str) -> str | None:
             f"`pulumi config set --secret {key} -- '<access key id>:<secret access key>'`")
 
 
+def _read_remote_write_credentials(
+    config: pulumi.Config, region: str, cell: CellSpec, credentials: dict[str, pulumi.Output[str]]
+) -> list[str]:
+    """Read the secret ``metrics.remoteWrite.credentialsConfigKey`` names into ``credentials`` (once per key);
+    the problem lines when it is missing or not a secret."""
+    remote = cell.metrics.remote_write if cell.metrics.enabled else None
+    if remote is None or remote.credentials_config_key is None or remote.credentials_config_key in credentials:
+        return []
+    try:
+        credentials[remote.credentials_config_key] = _require_secret(
+            config, remote.credentials_config_key,
+            f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
+            f"{remote.credentials_config_key} -- '<user>:<password>'",
+        )
+    except ConfigError as exc:
+        return exc.lines
+    return []
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
@@ -191,17 +210,7 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 problem = _etcd_credentials_problem(s3.credentials_config_key, region)
                 if problem is not None:
                     problems.append(problem)
-        remote = cell.metrics.remote_write if cell.metrics.enabled else None
-        if remote is not None and remote.credentials_config_key is not None \
-                and remote.credentials_config_key not in credentials:
-            try:
-                credentials[remote.credentials_config_key] = _require_secret(
-                    config, remote.credentials_config_key,
-                    f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
-                    f"{remote.credentials_config_key} -- '<user>:<password>'",
-                )
-            except ConfigError as exc:
-                problems += exc.lines
+        problems += _read_remote_write_credentials(config, region, cell, credentials)
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from gpucell.admission import check_tenants
+from gpucell.admission import check_announced_vms, check_tenants
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
@@ -622,6 +622,7 @@ class CellSpec(SpecModel):
 
     def _check_traffic(self) -> Iterator[SpecError]:
         yield from check_traffic(self)
+        yield from check_announced_vms(self)
     def _check_llm_scaling(self) -> Iterator[SpecError]:
         """Endpoints scaled on a vLLM metric read it from the cell's Prometheus: the metrics stack must be on."""
         if self.metrics.enabled:

@@ -26,7 +26,6 @@ from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
-    from gpucell.spec.workloads import GpuVirtualMachineSpec
 
 __all__ = [
     "ADDRESS_ANNOTATION",
@@ -517,7 +516,6 @@ def _vm_addresses(cell: CellSpec) -> Iterator[SpecError]:
                     f"{given}; its pools: {', '.join(mine) or 'none'} (add the tenant to a pool's tenants)",
                 )
                 continue
-            yield from _announced(cell, lb, name, vm, where)
             address = service.address
             if address is None:
                 continue
@@ -534,31 +532,3 @@ def _vm_addresses(cell: CellSpec) -> Iterator[SpecError]:
                 )
             else:
                 owners[address] = f"tenants.{tenant}.virtualMachines.{name}"
-
-
-def _announced(
-    cell: CellSpec, lb: LoadBalancerSpec, name: str, vm: GpuVirtualMachineSpec, where: tuple[str, ...]
-) -> Iterator[SpecError]:
-    """With ``nodePools`` limiting the announcement, every pool a LoadBalancer VM may run on must announce: with
-    ``externalTrafficPolicy: Local`` only the node running the VM announces its address."""
-    # Imported here: placement needs gpucell.spec.pools, which imports this package (import cycle).
-    from gpucell.inventory import gpu_offers  # noqa: PLC0415
-    from gpucell.placement import PlacementError, place_vm  # noqa: PLC0415
-
-    announcer = lb.l2 if lb.l2 is not None else lb.bgp
-    if announcer is None or not announcer.node_pools or not set(announcer.node_pools) <= set(cell.node_pools):
-        return  # no limit, or one that names unknown pools (reported on its own)
-    try:
-        pools = place_vm(
-            name, vm, cell.node_pools, gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-        ).pools
-    except PlacementError:
-        return  # admission reports where the VM does not fit
-    silent = [pool for pool in pools if pool not in announcer.node_pools]
-    if silent:
-        yield SpecError(
-            (*where, "type"),
-            f"'LoadBalancer': the VM may run on pool {silent[0]}, whose nodes do not "
-            f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
-            "only the node running the VM announces its address, so add the pool there",
-        )

@@ -1,8 +1,20 @@
-"""Tenant workloads: GPU virtual machines, notebooks and model endpoints, one module each."""
+"""Tenant workloads: GPU virtual machines, notebooks and model endpoints, one module each.
 
-from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
-from gpucell.workloads.notebook import Notebook, NotebookArgs
-from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
+Names are imported on first use (PEP 562), as in :mod:`gpucell` and :mod:`gpucell.spec`: a component that needs only
+the shared helpers (``gpucell.workloads._common``: the Gateway, the LB IPAM pools) runs this file first, and an eager
+import of the workload modules here would close an import cycle through the tenant and the cell
+(docs/decisions/0019-standalone-components.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
+    from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
     "GpuVirtualMachine",
@@ -12,3 +24,25 @@ __all__ = [
     "Notebook",
     "NotebookArgs",
 ]
+
+_HOMES: dict[str, str] = {
+    "GpuVirtualMachine": "gpucell.workloads.virtual_machine",
+    "GpuVirtualMachineArgs": "gpucell.workloads.virtual_machine",
+    "ModelEndpoint": "gpucell.workloads.model_endpoint",
+    "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
+    "Notebook": "gpucell.workloads.notebook",
+    "NotebookArgs": "gpucell.workloads.notebook",
+}
+"""Public name -> the module that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'gpucell.workloads' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

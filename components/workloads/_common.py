@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
-from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret
 
+from gpucell._component import MANAGED_BY, custom_resource
 from gpucell.dra import container_claim_template, container_claims
 from gpucell.gpu_catalog import CATALOG
 from gpucell.inventory import gpu_offers
@@ -53,8 +53,6 @@ __all__ = [
 
 TENANT_LABEL = "gpucell.io/tenant"
 """Label naming the tenant on the namespace and on every object rendered for it."""
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
-"""Label every gpucell object carries."""
 NVIDIA_RUNTIME_CLASS = "nvidia"
 """RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
 the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""
@@ -211,21 +209,6 @@ def cilium_network_policy(
     spec["endpointSelector"] = {} if match_labels is None else {"matchLabels": dict(match_labels)}
     spec.update(rules)
     return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy", "metadata": meta, "spec": spec}
-
-
-def custom_resource(
-    resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
-) -> CustomResource:
-    """Register a rendered ``{apiVersion, kind, metadata, spec}`` manifest, exactly as rendered, as an
-    ``apiextensions.CustomResource`` named ``resource_name``."""
-    return CustomResource(
-        resource_name,
-        api_version=manifest["apiVersion"],
-        kind=manifest["kind"],
-        metadata=manifest["metadata"],
-        spec=manifest["spec"],
-        opts=opts,
-    )
 
 
 def opaque_secret(
