@@ -165,6 +165,8 @@ def _secrets(**overrides: str) -> dict[str, str]:
         "gpucell:s3CredentialsGlobex": f"AKIA{SENTINEL}:{SENTINEL}-s3",
         "gpucell:etcdS3CredentialsFra1": f"AKIA{SENTINEL}:{SENTINEL}-etcd-fra1",
         "gpucell:etcdS3CredentialsIad1": f"AKIA{SENTINEL}:{SENTINEL}-etcd-iad1",
+        "gpucell:remoteWriteFra1": f"fra1-{SENTINEL}:{SENTINEL}-remote-write",
+        "gpucell:remoteWriteIad1": f"iad1-{SENTINEL}:{SENTINEL}-remote-write",
     }
     values.update(overrides)
     return values

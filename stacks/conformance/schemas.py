@@ -123,13 +123,13 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
     "kube-prometheus-stack/values.yaml": UpstreamFile(
         "prometheus-community/helm-charts", "charts/kube-prometheus-stack/values.yaml", "kube_prometheus_stack",
-        "kube-prometheus-stack-",
+        tag_prefix="kube-prometheus-stack-",
     ),
     # The Prometheus Operator CRDs the chart ships (its charts/crds subchart), as shared/upstream holds them.
     **{
         f"prometheus-operator/crd-{plural}.yaml": UpstreamFile(
             "prometheus-community/helm-charts", f"charts/kube-prometheus-stack/charts/crds/crds/crd-{plural}.yaml",
-            "kube_prometheus_stack", "kube-prometheus-stack-",
+            "kube_prometheus_stack", tag_prefix="kube-prometheus-stack-",
         )
         for plural in ("servicemonitors", "podmonitors", "prometheusrules")
     },
