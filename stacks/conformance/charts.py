@@ -57,7 +57,15 @@ __all__ = [
     "validate_rendered",
 ]
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # KServe's CRD chart renders 2.4 MB of YAML
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # KServe's CRDs: 2.4 MB of YAML
+    """PyYAML's safe loader (libyaml's where present), reading a plain ``=`` as the string it is to the API server.
+
+    YAML 1.1 resolves a bare ``=`` to the ``value`` tag, which PyYAML cannot construct; Kubernetes reads manifests
+    with a YAML 1.2 parser, for which it is a plain string (kube-prometheus-stack 88.5.3 renders one)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+_LOADER = _Loader
 
 
 def kube_version(cell: CellSpec) -> str:
