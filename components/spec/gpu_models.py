@@ -103,20 +103,29 @@ class GpuModelSpec(SpecModel):
                 _check_profile(config, profile, count, self.framebuffer_mib)
             slices = _mig_slices(layout)
             if slices > _MAX_MIG_SLICES:
-                raise SpecError(("migConfigs", config),
-                                f"needs {slices} compute slices; a GPU has {_MAX_MIG_SLICES}")
+                raise SpecError(("migConfigs", config), f"needs {slices} compute slices; a GPU has {_MAX_MIG_SLICES}")
         return self
 
     def to_model(self, name: str) -> GpuModel:
         """The :class:`GpuModel` this spec describes, under catalog key ``name``."""
-        hgx = None if self.hgx is None else HgxBoard(
-            gpus=self.hgx.gpus, nvswitch=NVSWITCHES.get(self.hgx.nvswitch or ""), nvswitches=self.hgx.nvswitches)
+        hgx = (
+            None
+            if self.hgx is None
+            else HgxBoard(
+                gpus=self.hgx.gpus, nvswitch=NVSWITCHES.get(self.hgx.nvswitch or ""), nvswitches=self.hgx.nvswitches
+            )
+        )
         return GpuModel(
-            name=name, pci_device_id=self.pci_device_id, pci_device_name=self.pci_device_name,
-            architecture=self.architecture, framebuffer_mib=self.framebuffer_mib,
+            name=name,
+            pci_device_id=self.pci_device_id,
+            pci_device_name=self.pci_device_name,
+            architecture=self.architecture,
+            framebuffer_mib=self.framebuffer_mib,
             mig_configs=MappingProxyType({c: MappingProxyType(dict(lay)) for c, lay in self.mig_configs.items()}),
-            vgpu_profiles=MappingProxyType(dict(self.vgpu_profiles)), vf_pci_device_id=self.vf_pci_device_id,
-            hgx=hgx, bar1_mib=self.bar1_mib,
+            vgpu_profiles=MappingProxyType(dict(self.vgpu_profiles)),
+            vf_pci_device_id=self.vf_pci_device_id,
+            hgx=hgx,
+            bar1_mib=self.bar1_mib,
         )
 
 
@@ -124,15 +133,19 @@ def _check_profile(config: str, profile: str, count: int, framebuffer_mib: int) 
     """A MIG profile is ``<slices>g.<GB>gb`` (optionally ``+me``/``+gfx``) no larger than the framebuffer."""
     match = _MIG_PROFILE.fullmatch(profile)
     if match is None:
-        raise SpecError(("migConfigs", config, profile),
-                        f"{shown(profile)} is not a MIG profile; expected '<slices>g.<GB>gb' like '1g.10gb'")
+        raise SpecError(
+            ("migConfigs", config, profile),
+            f"{shown(profile)} is not a MIG profile; expected '<slices>g.<GB>gb' like '1g.10gb'",
+        )
     if count < 1:
         raise SpecError(("migConfigs", config, profile), f"{count} instances; expected at least 1")
     # Profile names round memory to whole GB (1e9 bytes): 7g.80gb on an 81559 MiB H100 (85.5 GB).
     framebuffer_gb = framebuffer_mib * 1024 * 1024 / 1e9
     if int(match["gb"]) > framebuffer_gb:
-        raise SpecError(("migConfigs", config, profile),
-                        f"{shown(profile)} needs {match['gb']} GB; the framebuffer is {framebuffer_mib} MiB")
+        raise SpecError(
+            ("migConfigs", config, profile),
+            f"{shown(profile)} needs {match['gb']} GB; the framebuffer is {framebuffer_mib} MiB",
+        )
 
 
 class GpuCatalogSpec(SpecModel):
@@ -150,13 +163,17 @@ class GpuCatalogSpec(SpecModel):
         by_id = {m.pci_device_id: m.name for m in CATALOG.values()}
         for name, spec in self.gpu_models.items():
             if not _NAME.fullmatch(name):
-                raise SpecError(("gpuModels", name), f"{shown(name)} is not a GPU model name; expected letters, "
-                                                     "digits, '.', '_' or '-', up to 63")
+                raise SpecError(
+                    ("gpuModels", name),
+                    f"{shown(name)} is not a GPU model name; expected letters, digits, '.', '_' or '-', up to 63",
+                )
             if name in CATALOG:
                 raise SpecError(("gpuModels", name), f"{shown(name)} is a built-in GPU model; pick another name")
             if spec.pci_device_id in by_id:
-                raise SpecError(("gpuModels", name, "pciDeviceId"),
-                                f"{shown(spec.pci_device_id)} is already GPU model {shown(by_id[spec.pci_device_id])}")
+                raise SpecError(
+                    ("gpuModels", name, "pciDeviceId"),
+                    f"{shown(spec.pci_device_id)} is already GPU model {shown(by_id[spec.pci_device_id])}",
+                )
             by_id[spec.pci_device_id] = name
         return self
 
