@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,12 @@ def test_a_missing_fact_is_named() -> None:
     with pytest.raises(ConfigError) as caught:
         extend_catalog({"x": spec})
     assert [line.split(":")[0] for line in caught.value.lines] == ["gpuModels.x.framebufferMib"]
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/gpus.md's Python example is what ``extend_catalog`` accepts (its assert is the check)."""
+    text = (Path(__file__).parent.parent / "docs" / "gpus.md").read_text()
+    example = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "docs/gpus.md", "exec"), namespace)
+    assert namespace["catalog"]["H100-NVL-94GB"].memory_gib == 93
