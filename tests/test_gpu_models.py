@@ -10,7 +10,7 @@ import pytest
 
 from gpucell.errors import ConfigError
 from gpucell.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, VgpuFramework
-from gpucell.spec.gpu_models import extend_catalog
+from gpucell.spec.gpu_models import GpuModelSpec, extend_catalog
 
 H100_NVL: dict[str, Any] = {
     "pciDeviceId": "2321",
@@ -137,3 +137,30 @@ def test_the_docs_example_runs() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs/gpus.md", "exec"), namespace)
     assert namespace["catalog"]["H100-NVL-94GB"].memory_gib == 93
+
+
+@pytest.mark.parametrize("name", list(CATALOG))
+def test_every_built_in_passes_the_user_model_checks(name: str) -> None:
+    """The rules a user model meets hold for the built-ins: each built-in, written as a spec, is itself again."""
+    model = CATALOG[name]
+    hgx = model.hgx
+    spec = GpuModelSpec.model_validate(
+        {
+            "pciDeviceId": model.pci_device_id,
+            "pciDeviceName": model.pci_device_name,
+            "architecture": model.architecture.value,
+            "framebufferMib": model.framebuffer_mib,
+            "migConfigs": {config: dict(layout) for config, layout in model.mig_configs.items()},
+            "vgpuProfiles": dict(model.vgpu_profiles),
+            "vfPciDeviceId": model.vf_pci_device_id,
+            "hgx": None
+            if hgx is None
+            else {
+                "gpus": hgx.gpus,
+                "nvswitch": next((chip for chip, s in NVSWITCHES.items() if s == hgx.nvswitch), None),
+                "nvswitches": hgx.nvswitches,
+            },
+            "bar1Mib": model.bar1_mib,
+        }
+    )
+    assert spec.to_model(name) == model
