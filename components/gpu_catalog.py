@@ -322,6 +322,21 @@ _MODELS = (
         hgx=_HGX_H100,
     ),
     GpuModel(
+        name="H100-PCIe-80GB",
+        # BAR1 as the H100 SXM5's: the same GH100 die and 80 GB framebuffer (assumed, not read on a PCIe board).
+        bar1_mib=131072,
+        pci_device_id="2331",
+        pci_device_name="GH100 [H100 PCIe]",
+        architecture=GpuArchitecture.HOPPER,
+        # nvidia-smi on H100 PCIe: "1MiB /  81559MiB" (public nvidia-smi outputs, drivers 535 and 550).
+        framebuffer_mib=81559,
+        # The mig-manager's device-filter lists 0x233110DE beside 0x233010DE with the H100 SXM5's layouts.
+        mig_configs=_mig(
+            {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+            {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+        ),
+    ),
+    GpuModel(
         name="H200-SXM-141GB",
         bar1_mib=262144,
         pci_device_id="2335",

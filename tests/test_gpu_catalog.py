@@ -63,6 +63,7 @@ def test_catalog_covers_the_required_models() -> None:
     [
         ("T4", "nvidia.com/TU104GL_TESLA_T4", "10DE:1EB8"),
         ("H100-SXM5-80GB", "nvidia.com/GH100_H100_SXM5_80GB", "10DE:2330"),
+        ("H100-PCIe-80GB", "nvidia.com/GH100_H100_PCIE", "10DE:2331"),
         ("H200-SXM-141GB", "nvidia.com/GH100_H200_SXM_141GB", "10DE:2335"),
         ("L40S", "nvidia.com/AD102GL_L40S", "10DE:26B9"),
         ("B200", "nvidia.com/GB100_B200", "10DE:2901"),
@@ -108,6 +109,7 @@ def test_vgpu_cases_cover_the_boards() -> None:
 @pytest.mark.parametrize(
     ("model_name", "framebuffer_mib", "memory_gib"),
     [("T4", 15360, 15), ("A100-SXM4-40GB", 40537, 39), ("A100-SXM4-80GB", 81920, 80), ("H100-SXM5-80GB", 81559, 79),
+     ("H100-PCIe-80GB", 81559, 79),
      ("H200-SXM-141GB", 143771, 140), ("L4", 23034, 22), ("L40S", 46068, 44), ("B200", 183359, 179)],
 )
 def test_memory_is_the_nvidia_smi_framebuffer_rounded_down(model_name: str, framebuffer_mib: int,
@@ -162,6 +164,7 @@ def test_hgx_boards() -> None:
     assert (a100.nvswitch, a100.nvswitches) == (NVSWITCHES["GA100"], 6)
     assert b200.nvswitch is None
     assert CATALOG["L40S"].hgx is None
+    assert CATALOG["H100-PCIe-80GB"].hgx is None  # a PCIe board: no HGX baseboard, no NVSwitch
 
 
 def test_pci_resource_name_follows_the_plugin_rule() -> None:
