@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.spec.dra",
             "gpucell.spec.metrics",
             "gpucell.spec.traffic",
+            "gpucell.spec.gpu_models",
         ),
     ),
     ("admission", ("gpucell.dra", "gpucell.inventory", "gpucell.placement", "gpucell.admission")),
