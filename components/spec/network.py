@@ -209,14 +209,14 @@ class ApiVip(SpecModel):
     @classmethod
     def _provider(cls, value: str) -> str:
         if value != "kube-vip":
-            raise ValueError(f"{shown(value)} is not a supported VIP provider; use kube-vip")
+            raise ValueError("is not a supported VIP provider; use kube-vip")
         return value
 
     @field_validator("interface")
     @classmethod
     def _interface(cls, value: str) -> str:
         if not _INTERFACE.fullmatch(value):
-            raise ValueError(f"{shown(value)} is not a network interface name (letters, digits, '_', '.', '-'; "
+            raise ValueError("is not a network interface name (letters, digits, '_', '.', '-'; "
                              "at most 15 characters), e.g. eth0 or bond0.100")
         return value
 
