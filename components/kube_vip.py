@@ -62,15 +62,19 @@ def _env(cell: CellSpec) -> list[dict[str, Any]]:
         **(_LEASE if arp else {}),
     }
     if vip.bgp is not None:
-        env.update({
-            "bgp_enable": "true",
-            "bgp_routerinterface": vip.interface,
-            "bgp_as": str(vip.bgp.asn),
-            "bgp_peers": ",".join(f"{peer.address}:{peer.asn}::false" for peer in vip.bgp.peers),
-        })
+        env.update(
+            {
+                "bgp_enable": "true",
+                "bgp_routerinterface": vip.interface,
+                "bgp_as": str(vip.bgp.asn),
+                "bgp_peers": ",".join(f"{peer.address}:{peer.asn}::false" for peer in vip.bgp.peers),
+            }
+        )
     env["address"] = str(cell.network.api_address)
-    return [{"name": "vip_nodename", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            *({"name": key, "value": value} for key, value in env.items())]
+    return [
+        {"name": "vip_nodename", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        *({"name": key, "value": value} for key, value in env.items()),
+    ]
 
 
 def static_pod(cell: CellSpec) -> dict[str, Any]:
@@ -84,19 +88,24 @@ def static_pod(cell: CellSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "kube-vip", "namespace": "kube-system",
-                     "labels": {"app.kubernetes.io/name": "kube-vip", "app.kubernetes.io/managed-by": "gpucell"}},
+        "metadata": {
+            "name": "kube-vip",
+            "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/name": "kube-vip", "app.kubernetes.io/managed-by": "gpucell"},
+        },
         "spec": {
-            "containers": [{
-                "name": "kube-vip",
-                "image": image(cell.versions.kube_vip),
-                "imagePullPolicy": "IfNotPresent",
-                "args": ["manager"],
-                "env": _env(cell),
-                "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}},
-                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-                "volumeMounts": [{"name": "kubeconfig", "mountPath": KUBECONFIG_MOUNT, "readOnly": True}],
-            }],
+            "containers": [
+                {
+                    "name": "kube-vip",
+                    "image": image(cell.versions.kube_vip),
+                    "imagePullPolicy": "IfNotPresent",
+                    "args": ["manager"],
+                    "env": _env(cell),
+                    "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}},
+                    "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+                    "volumeMounts": [{"name": "kubeconfig", "mountPath": KUBECONFIG_MOUNT, "readOnly": True}],
+                }
+            ],
             "hostNetwork": True,
             "priorityClassName": "system-node-critical",
             "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["kubernetes"]}],

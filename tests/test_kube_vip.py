@@ -32,52 +32,103 @@ def env_of(pod: dict[str, Any]) -> dict[str, str]:
 def test_arp_manifest_follows_kube_vips_static_pod() -> None:
     pod = kube_vip.static_pod(cell(vip_config()))
     assert env_of(pod) == {
-        "vip_nodename": "<ref>", "vip_arp": "true", "port": "6443", "vip_interface": "bond0", "vip_cidr": "32",
-        "cp_enable": "true", "cp_namespace": "kube-system", "svc_enable": "false", "vip_leaderelection": "true",
-        "vip_leaseduration": "5", "vip_renewdeadline": "3", "vip_retryperiod": "1", "address": "10.20.0.5",
+        "vip_nodename": "<ref>",
+        "vip_arp": "true",
+        "port": "6443",
+        "vip_interface": "bond0",
+        "vip_cidr": "32",
+        "cp_enable": "true",
+        "cp_namespace": "kube-system",
+        "svc_enable": "false",
+        "vip_leaderelection": "true",
+        "vip_leaseduration": "5",
+        "vip_renewdeadline": "3",
+        "vip_retryperiod": "1",
+        "address": "10.20.0.5",
     }
     container = pod["spec"]["containers"][0]
-    assert container["image"] == ("ghcr.io/kube-vip/kube-vip:v1.0.4@sha256:"
-                                  "5e0d817bfa35f922e7ca5cf5fa88f30b71a88ab4837e550185b1c97bcef818c2")
-    assert container["volumeMounts"] == [{"name": "kubeconfig", "mountPath": "/etc/kubernetes/admin.conf",
-                                          "readOnly": True}]
-    assert pod["spec"]["volumes"] == [{"name": "kubeconfig",
-                                       "hostPath": {"path": "/etc/rancher/k3s/k3s.yaml", "type": "File"}}]
+    assert container["image"] == (
+        "ghcr.io/kube-vip/kube-vip:v1.0.4@sha256:5e0d817bfa35f922e7ca5cf5fa88f30b71a88ab4837e550185b1c97bcef818c2"
+    )
+    assert container["volumeMounts"] == [
+        {"name": "kubeconfig", "mountPath": "/etc/kubernetes/admin.conf", "readOnly": True}
+    ]
+    assert pod["spec"]["volumes"] == [
+        {"name": "kubeconfig", "hostPath": {"path": "/etc/rancher/k3s/k3s.yaml", "type": "File"}}
+    ]
     assert pod["spec"]["hostNetwork"] is True
     assert violations(pod) == []
 
 
 def test_bgp_manifest_advertises_to_the_peers_without_election() -> None:
-    pod = kube_vip.static_pod(cell(vip_config(mode="bgp", bgp={"asn": 65010, "peers": [
-        {"address": "10.20.0.1", "asn": 65000}, {"address": "10.20.0.2", "asn": 65000}]})))
+    pod = kube_vip.static_pod(
+        cell(
+            vip_config(
+                mode="bgp",
+                bgp={
+                    "asn": 65010,
+                    "peers": [{"address": "10.20.0.1", "asn": 65000}, {"address": "10.20.0.2", "asn": 65000}],
+                },
+            )
+        )
+    )
     env = env_of(pod)
     assert (env["vip_arp"], env["vip_leaderelection"], env["bgp_enable"], env["bgp_as"]) == (
-        "false", "false", "true", "65010")
+        "false",
+        "false",
+        "true",
+        "65010",
+    )
     assert env["bgp_peers"] == "10.20.0.1:65000::false,10.20.0.2:65000::false"
     assert env["bgp_routerinterface"] == "bond0"
     assert "vip_leaseduration" not in env
     assert violations(pod) == []
 
 
-@pytest.mark.parametrize(("change", "line"), [
-    ({"apiEndpoint": "api.lab.example"}, "regions.fra1.network.apiVip: needs network.apiEndpoint to be the VIP's "
-     "IPv4 address, not 'api.lab.example'; set apiEndpoint to an unused address of network.nodeCidr"),
-    ({"apiEndpoint": "10.99.0.5"}, "regions.fra1.network.apiEndpoint: '10.99.0.5' is outside network.nodeCidr "
-     "10.20.0.0/24; an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)"),
-    ({"apiPort": 443}, "regions.fra1.network.apiPort: 443 with apiVip: the VIP reaches the API servers on their "
-     "own port; use 6443 or an external load balancer"),
-    ({"apiEndpoint": "10.20.0.12"}, "regions.fra1.network.apiEndpoint: '10.20.0.12' is the address of lab-srv-2 "
-     "(nodePools.servers.hosts[1]); with apiVip it must be an unused address kube-vip can move between the servers"),
-    ({"apiVip": {**ARP, "interface": "eth0; reboot"}}, "regions.fra1.network.apiVip.interface: 'eth0; reboot' "
-     "is not a network interface name (letters, digits, '_', '.', '-'; at most 15 characters), "
-     "e.g. eth0 or bond0.100"),
-    ({"apiVip": {**ARP, "mode": "bgp"}}, "regions.fra1.network.apiVip.bgp: is required with mode bgp: the "
-     "servers' asn and the peers"),
-    ({"apiVip": {**ARP, "bgp": {"asn": 1, "peers": [{"address": "10.20.0.1", "asn": 2}]}}},
-     "regions.fra1.network.apiVip.bgp: is set but mode is arp; remove it or use mode: bgp"),
-    ({"apiVip": {**ARP, "provider": "keepalived"}}, "regions.fra1.network.apiVip.provider: 'keepalived' "
-     "is not a supported VIP provider; use kube-vip"),
-])
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        (
+            {"apiEndpoint": "api.lab.example"},
+            "regions.fra1.network.apiVip: needs network.apiEndpoint to be the VIP's "
+            "IPv4 address, not 'api.lab.example'; set apiEndpoint to an unused address of network.nodeCidr",
+        ),
+        (
+            {"apiEndpoint": "10.99.0.5"},
+            "regions.fra1.network.apiEndpoint: '10.99.0.5' is outside network.nodeCidr "
+            "10.20.0.0/24; an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)",
+        ),
+        (
+            {"apiPort": 443},
+            "regions.fra1.network.apiPort: 443 with apiVip: the VIP reaches the API servers on their "
+            "own port; use 6443 or an external load balancer",
+        ),
+        (
+            {"apiEndpoint": "10.20.0.12"},
+            "regions.fra1.network.apiEndpoint: '10.20.0.12' is the address of lab-srv-2 "
+            "(nodePools.servers.hosts[1]); with apiVip it must be an unused address kube-vip can move between the "
+            "servers",
+        ),
+        (
+            {"apiVip": {**ARP, "interface": "eth0; reboot"}},
+            "regions.fra1.network.apiVip.interface: 'eth0; reboot' "
+            "is not a network interface name (letters, digits, '_', '.', '-'; at most 15 characters), "
+            "e.g. eth0 or bond0.100",
+        ),
+        (
+            {"apiVip": {**ARP, "mode": "bgp"}},
+            "regions.fra1.network.apiVip.bgp: is required with mode bgp: the servers' asn and the peers",
+        ),
+        (
+            {"apiVip": {**ARP, "bgp": {"asn": 1, "peers": [{"address": "10.20.0.1", "asn": 2}]}}},
+            "regions.fra1.network.apiVip.bgp: is set but mode is arp; remove it or use mode: bgp",
+        ),
+        (
+            {"apiVip": {**ARP, "provider": "keepalived"}},
+            "regions.fra1.network.apiVip.provider: 'keepalived' is not a supported VIP provider; use kube-vip",
+        ),
+    ],
+)
 def test_bad_vip_is_one_line(change: dict[str, Any], line: str) -> None:
     config = vip_config()
     config["network"].update(change)
@@ -134,7 +185,8 @@ def test_a_joining_server_waits_for_the_vip_and_changes_nothing_without_it(tmp_p
     assert failed.stderr.strip().splitlines()[-1] == (
         "gpucell: API VIP https://10.20.0.5:6443 does not answer after 300 s; see the kube-vip pod on the servers "
         "(crictl logs, network.apiVip.interface bond0), or remove network.apiVip and put a load balancer at "
-        "network.apiEndpoint")
+        "network.apiEndpoint"
+    )
     assert not (root / "installs").exists()
     (root / "api-answers").touch()
     joined = _run(script, env)

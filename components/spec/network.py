@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
-from ipaddress import IPv4Address, IPv4Network, ip_address
 from enum import StrEnum
+from ipaddress import IPv4Address, IPv4Network, ip_address
 from typing import TypeVar
 
 from pydantic import Field, StrictInt, field_validator, model_validator
@@ -18,11 +18,11 @@ from gpucell.spec.lifecycle import HostRemovalPolicy
 
 __all__ = [
     "DNS_LABEL",
+    "DNS_SUBDOMAIN",
     "ApiVip",
     "ApiVipBgp",
     "ApiVipMode",
     "BgpPeer",
-    "DNS_SUBDOMAIN",
     "Host",
     "Network",
     "Ssh",
