@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from gpucell import vgpu_sriov
+from gpucell import kube_vip, vgpu_sriov
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
@@ -400,7 +400,7 @@ trap 'rm -rf "$work"' EXIT
 # What k3s reads, staged first: its config, then the files of the CIS profile and of sign-in.
 cat >"$work/config.yaml" <<'{heredoc}'
 {config}{heredoc}
-{staged_files}
+{staged_files}{static_pods}
 readonly MANAGED=("$CONFIG_FILE"{managed})
 readonly STAGED=("$work/config.yaml"{staged})
 readonly MODES=(0600{modes})
@@ -474,7 +474,7 @@ if [ "$have_installer" != "$INSTALLER_SHA256" ]; then
   exit 1
 fi
 
-# Ready before the restart: then it must be Ready again, on the new version, before this script succeeds.
+{join_wait}# Ready before the restart: then it must be Ready again, on the new version, before this script succeeds.
 was="$(node_status)"
 
 # A different set of the kubelet-arg entries its checkpoints depend on (a changed topology profile) must not
@@ -521,6 +521,45 @@ wait_api() {{
   exit 1
 }}
 
+"""
+
+_WAIT_VIP = """\
+# The API VIP (network.apiVip) comes from kube-vip on the servers: joining through it, or finishing the first
+# server, waits until it answers.
+wait_vip() {{
+  local _
+  for _ in $(seq 1 {attempts}); do
+    if curl -sfk --max-time 5 "$API_URL/cacerts" >/dev/null 2>&1; then
+      echo "gpucell: API VIP $API_URL answers"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "gpucell: API VIP $API_URL does not answer after {timeout} s; see the kube-vip pod on the servers" \\
+    "(crictl logs, network.apiVip.interface {interface}), or remove network.apiVip and put a load balancer at" \\
+    "network.apiEndpoint" >&2
+  exit 1
+}}
+
+"""
+
+_WRITE_VIP = """
+# kube-vip's static pod (network.apiVip): the kubelet runs it from k3s's pod-manifests directory and reloads it
+# when it changes, so it is written on its own, outside the restart check.
+cat >"$work/kube-vip.yaml" <<'{heredoc}'
+{manifest}{heredoc}
+if ! as_root cmp -s "$work/kube-vip.yaml" {path}; then
+  as_root install -D -m 0600 "$work/kube-vip.yaml" {path}
+  echo "gpucell: kube-vip static pod written"
+fi
+"""
+
+_REMOVE_VIP = """
+# Without network.apiVip no kube-vip static pod of gpucell's stays behind (the kubelet then stops it).
+if as_root test -f {path}; then
+  as_root rm -f {path}
+  echo "gpucell: kube-vip static pod removed (network.apiVip is not set)"
+fi
 """
 
 _ENCRYPTION_GUARD = """
@@ -750,6 +789,20 @@ def install_script(
         after_files += f"as_root sysctl -p {SYSCTL_PATH} >/dev/null  # before the kubelet checks them\n"
     timing = {"attempts": READY_TIMEOUT_SECONDS // 5, "timeout": READY_TIMEOUT_SECONDS}
     waits = (_WAIT_API.format(**timing) if server else "") + _WAIT_NODE.format(**timing)
+    vip = cell.network.api_vip
+    init = server and host.name == cell.init_server
+    static_pods = join_wait = ""
+    tail = ("wait_api\n" if server else "") + 'wait_node "$was"\n'
+    if vip is not None:
+        waits += _WAIT_VIP.format(**timing, interface=shlex.quote(vip.interface))
+        if init:
+            tail = "wait_api\nwait_vip\n" + 'wait_node "$was"\n'
+        else:
+            join_wait = "wait_vip  # joins through the VIP: nothing changes before it answers\n\n"
+    if server:
+        path = shlex.quote(kube_vip.MANIFEST_PATH)
+        static_pods = (_WRITE_VIP.format(heredoc=_HEREDOC, manifest=_heredoc_safe(kube_vip.manifest(cell)), path=path)
+                       if vip is not None else _REMOVE_VIP.format(path=path))
     body = _INSTALL_BODY.format(
         version=shlex.quote(cell.versions.k3s),
         role="server" if server else "agent",
@@ -774,8 +827,10 @@ def install_script(
         staged="".join(f' "$work/file-{index}"' for index in range(1, len(files) + 1)),
         modes="".join(f" {file.mode}" for file in files),
         after_files=after_files,
+        static_pods=static_pods,
+        join_wait=join_wait,
         waits=waits,
-        tail=("wait_api\n" if server else "") + 'wait_node "$was"\n',
+        tail=tail,
     )
     return _PREAMBLE.format(title=title) + host_setup + "\n" + body
 

@@ -47,7 +47,7 @@ def test_unknown_key_lists_accepted_keys(cell_config: dict[str, Any]) -> None:
     cell_config["network"]["podCIDR"] = "10.42.0.0/16"
     assert errors_of(cell_config) == [
         "regions.fra1.network.podCIDR: unknown key; accepted keys are nodeCidr, podCidr, podCidrMaskSize, "
-        "serviceCidr, clusterDns, apiEndpoint, apiPort, tlsSans"
+        "serviceCidr, clusterDns, apiEndpoint, apiPort, apiVip, tlsSans"
     ]
 
 

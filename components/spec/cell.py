@@ -547,7 +547,13 @@ class CellSpec(SpecModel):
             )
         address = self.network.api_address
         for pool_name, index, host in self._all_hosts():
-            if address == host.address and self.node_pools[pool_name].role is not NodeRole.SERVER:
+            if address == host.address and self.network.api_vip is not None:
+                yield SpecError(
+                    ("network", "apiEndpoint"),
+                    f"{shown(str(address))} is the address of {host.name} (nodePools.{pool_name}.hosts[{index}]); "
+                    "with apiVip it must be an unused address kube-vip can move between the servers",
+                )
+            elif address == host.address and self.node_pools[pool_name].role is not NodeRole.SERVER:
                 yield SpecError(
                     ("network", "apiEndpoint"),
                     f"{shown(str(address))} is the address of agent {host.name} (nodePools.{pool_name}.hosts[{index}]),"

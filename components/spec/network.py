@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
+from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, ip_address
 from typing import TypeVar
 
@@ -18,6 +19,10 @@ from gpucell.spec.lifecycle import HostRemovalPolicy
 __all__ = [
     "DNS_LABEL",
     "DNS_SUBDOMAIN",
+    "ApiVip",
+    "ApiVipBgp",
+    "ApiVipMode",
+    "BgpPeer",
     "Host",
     "Network",
     "Ssh",
@@ -155,6 +160,75 @@ class SshOverride(SpecModel):
         return base.model_copy(update={k: v for k, v in (("user", self.user), ("port", self.port)) if v is not None})
 
 
+_INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
+"""A Linux interface name: at most 15 characters (``IFNAMSIZ`` 16 with the NUL), no ``/``, space or ``:``."""
+
+
+class ApiVipMode(StrEnum):
+    """How kube-vip announces the API VIP (kube-vip ``vip_arp`` / ``bgp_enable``)."""
+
+    ARP = "arp"
+    """Gratuitous ARP from the leader on the node network (kube-vip ``vip_arp: "true"``)."""
+    BGP = "bgp"
+    """A /32 route from every server to the given peers (kube-vip ``bgp_enable: "true"``)."""
+
+
+class BgpPeer(SpecModel):
+    """A BGP router the servers advertise the API VIP to (an entry of kube-vip's ``bgp_peers``)."""
+
+    address: Ipv4Address
+    """The router's IPv4 address."""
+    asn: StrictInt = Field(ge=1, le=4294967295)
+    """The router's AS number."""
+
+
+class ApiVipBgp(SpecModel):
+    """kube-vip's BGP settings for the API VIP."""
+
+    asn: StrictInt = Field(ge=1, le=4294967295)
+    """The servers' AS number (kube-vip ``bgp_as``)."""
+    peers: list[BgpPeer] = Field(min_length=1)
+    """Routers to advertise the VIP to (kube-vip ``bgp_peers``, ``<address>:<asn>::false`` each)."""
+
+
+class ApiVip(SpecModel):
+    """The API VIP served by the cell itself: kube-vip v1.x as a static pod on every server
+    (docs/decisions/0020-traffic-in.md). The VIP is ``network.apiEndpoint``, which must then be an IPv4 address."""
+
+    provider: str = "kube-vip"
+    """What serves the VIP; only ``kube-vip`` (https://kube-vip.io/docs/installation/static/)."""
+    mode: ApiVipMode
+    """``arp`` (the VIP in ``nodeCidr``, announced by the leader) or ``bgp`` (advertised to ``bgp.peers``)."""
+    interface: str
+    """The servers' network interface the VIP is added to (kube-vip ``vip_interface``), e.g. ``eth0``; with ``bgp``
+    also where the router id comes from (``bgp_routerinterface``)."""
+    bgp: ApiVipBgp | None = None
+    """Required with ``mode: bgp``, refused with ``arp``."""
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, value: str) -> str:
+        if value != "kube-vip":
+            raise ValueError("is not a supported VIP provider; use kube-vip")
+        return value
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, value: str) -> str:
+        if not _INTERFACE.fullmatch(value):
+            raise ValueError("is not a network interface name (letters, digits, '_', '.', '-'; "
+                             "at most 15 characters), e.g. eth0 or bond0.100")
+        return value
+
+    @model_validator(mode="after")
+    def _bgp(self) -> ApiVip:
+        if self.mode is ApiVipMode.BGP and self.bgp is None:
+            raise SpecError(("bgp",), "is required with mode bgp: the servers' asn and the peers")
+        if self.mode is ApiVipMode.ARP and self.bgp is not None:
+            raise SpecError(("bgp",), "is set but mode is arp; remove it or use mode: bgp")
+        return self
+
+
 class Network(SpecModel):
     """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
 
@@ -174,6 +248,9 @@ class Network(SpecModel):
     a unicast host address outside the pod and service CIDRs, and not an agent's own address."""
     api_port: StrictInt = Field(default=6443, ge=1, le=65535)
     """API server port behind ``apiEndpoint``. Defaults to 6443."""
+    api_vip: ApiVip | None = None
+    """The API VIP served by the servers themselves (kube-vip static pods): ``apiEndpoint`` is then the VIP.
+    Absent (the default): an external load balancer or DNS name serves ``apiEndpoint``."""
     tls_sans: list[str] = []
     """Extra names and addresses in the API server certificate (k3s ``tls-san``); ``apiEndpoint`` is always added."""
 
@@ -237,7 +314,27 @@ class Network(SpecModel):
                     self.node_cidr.network_address, self.node_cidr.broadcast_address):
                 raise SpecError(("apiEndpoint",), f"{shown(str(address))} is the network or broadcast address of "
                                 f"network.nodeCidr {self.node_cidr}")
+        self._check_vip()
         return self
+
+    def _check_vip(self) -> None:
+        vip = self.api_vip
+        if vip is None:
+            return
+        address = self.api_address
+        if address is None:
+            raise SpecError(("apiVip",), f"needs network.apiEndpoint to be the VIP's IPv4 address, not "
+                            f"{shown(self.api_endpoint)}; set apiEndpoint to an unused address of network.nodeCidr")
+        if vip.mode is ApiVipMode.ARP and address not in self.node_cidr:
+            raise SpecError(("apiEndpoint",), f"{shown(str(address))} is outside network.nodeCidr {self.node_cidr}; "
+                            "an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)")
+        if self.api_port != K3S_API_PORT:
+            raise SpecError(("apiPort",), f"{self.api_port} with apiVip: the VIP reaches the API servers on "
+                            f"their own port; use {K3S_API_PORT} or an external load balancer")
+
+
+K3S_API_PORT = 6443
+"""k3s's default ``https-listen-port``, the port behind a kube-vip VIP (control plane mode forwards nothing)."""
 
 
 def as_address(value: str) -> IPv4Address | None:

@@ -93,6 +93,10 @@ class Versions(SpecModel):
     """Gateway API release whose standard-channel CRDs the cell installs with a ``gateway`` (the release's
     ``standard-install.yaml``); v1.5.1 is the version Cilium 1.20 supports."""
 
+    kube_vip: str = "v1.0.4"
+    """kube-vip image tag (``ghcr.io/kube-vip/kube-vip``) of the API VIP's static pods, with ``network.apiVip``;
+    pinned by digest in :data:`gpucell.kube_vip.IMAGE_DIGESTS`."""
+
     kube_prometheus_stack: str = "88.5.3"
     """kube-prometheus-stack Helm chart version (https://prometheus-community.github.io/helm-charts); installed with
     ``metrics.enabled``."""
@@ -101,7 +105,7 @@ class Versions(SpecModel):
     metric."""
 
     @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver",
-                     "gateway_api", "kube_prometheus_stack", "keda")
+                     "gateway_api", "kube_prometheus_stack", "keda", "kube_vip")
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

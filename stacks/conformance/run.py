@@ -26,6 +26,7 @@ from typing import Any
 
 from kubernetes_validate.utils import major_minor as kv_minor
 
+from gpucell import kube_vip
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
@@ -82,6 +83,12 @@ def _objects(registrations: list[Registration]) -> list[tuple[dict[str, Any], bo
         for r in registrations
         if r.type.startswith("kubernetes:") and "apiVersion" in r.inputs and "kind" in r.inputs
     ]
+
+
+def _static_pods(cell: CellSpec) -> list[tuple[dict[str, Any], bool]]:
+    """The static pods the servers' install scripts write (kube-vip's with ``network.apiVip``), checked as objects:
+    the kubelet reads them as it reads any Pod."""
+    return [] if cell.network.api_vip is None else [(kube_vip.static_pod(cell), False)]
 
 
 def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec,
@@ -242,7 +249,7 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
     for item in regions:
         objects = _objects(item.registrations)
         if {"kubernetes", "custom-resource"} & set(checkers):
-            _check_objects(item.region, objects, item.cell, store, report)
+            _check_objects(item.region, [*objects, *_static_pods(item.cell)], item.cell, store, report)
         if "helm-values" in checkers:
             _check_releases(item.region, item.registrations, item.cell, store, report)
         if "node-config" in checkers:
