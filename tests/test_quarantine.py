@@ -22,13 +22,13 @@ def quarantined(config: dict[str, Any], pool: str, *indexes: int, quarantine: An
 
 def test_a_reason_is_required() -> None:
     assert errors(quarantined(PROD_FRA1, "l40s-vgpu", 0, quarantine={})) == [
-        "regions.fra1.nodePools.l40s-vgpu.hosts.0.quarantine.reason: required"
+        "regions.fra1.nodePools.l40s-vgpu.hosts[0].quarantine.reason: required key is missing"
     ]
 
 
 def test_a_reason_is_one_safe_line() -> None:
     assert errors(quarantined(PROD_FRA1, "l40s-vgpu", 0, quarantine={"reason": "bad\n$(reboot)"})) == [
-        "regions.fra1.nodePools.l40s-vgpu.hosts.0.quarantine.reason: 'bad\\n$(reboot)' is not a quarantine reason; "
+        "regions.fra1.nodePools.l40s-vgpu.hosts[0].quarantine.reason: 'bad\\n$(reboot)' is not a quarantine reason; "
         "give one line of at most 120 characters: letters, digits, spaces and ._:,/#()+-, starting with a letter "
         "or digit"
     ]
@@ -56,6 +56,6 @@ def test_admission_refuses_a_workload_that_fits_only_on_quarantined_hosts() -> N
     assert errors(quarantined(config, "l40s-vgpu", 0, 1)) == [
         f"{A}.quota.gpus.nvidia.com/NVIDIA_L40S-12Q: tenants reserve 4 nvidia.com/NVIDIA_L40S-12Q in all, the "
         "region has 0; lower the quotas or set allowGpuOvercommit: true",
-        f"{A}.virtualMachines.desk.gpus: 2 NVIDIA_L40S-12Q vGPUs fit only on quarantined hosts (pool l40s-vgpu); "
+        f"{A}.virtualMachines.desk.gpus: 2 vGPUs fit only on quarantined hosts (pool l40s-vgpu); "
         "lift a host's quarantine or add hosts",
     ]

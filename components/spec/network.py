@@ -98,7 +98,7 @@ class Quarantine(SpecModel):
     @classmethod
     def _one_safe_line(cls, value: str) -> str:
         if _QUARANTINE_REASON.fullmatch(value) is None:
-            raise ValueError(f"{shown(value)} is not a quarantine reason; give one line of at most 120 characters: "
+            raise ValueError("is not a quarantine reason; give one line of at most 120 characters: "
                              "letters, digits, spaces and ._:,/#()+-, starting with a letter or digit")
         return value
 
