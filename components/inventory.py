@@ -110,7 +110,8 @@ def dra_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
     """The whole GPUs of every ``dra`` pool, in pool order: ``resource`` :data:`DRA_SHARED`, kind ``dra``, one unit a
     GPU, which a claim takes as a container GPU or as a VFIO device."""
     return [
-        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0, len(pool.in_service_hosts))
+        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0,
+                 len(pool.in_service_hosts))
         for name, pool in pools.items()
         if pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
     ]

@@ -8,7 +8,7 @@ from typing import Any
 from gpucell._node_state import QUARANTINE_TAINT, node_state
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec import CellSpec
-from tests.test_admission import A, DISK, PROD_FRA1, errors, region
+from tests.test_admission import DISK, PROD_FRA1, A, errors, region
 
 GPU3 = {"reason": "GPU 3 Xid 79 (fell off the bus)"}
 
@@ -38,7 +38,10 @@ def test_the_node_patch_carries_the_quarantine_taint() -> None:
     spec = CellSpec.model_validate(quarantined(PROD_FRA1, "l40s-vgpu", 1))
     pool = spec.node_pools["l40s-vgpu"]
     assert node_state(spec, "l40s-vgpu", pool, "fra1-l40s-2").taints[-1] == {
-        "key": QUARANTINE_TAINT, "value": "gpu-3-xid-79-fell-off-the-bus", "effect": "NoSchedule"}
+        "key": QUARANTINE_TAINT,
+        "value": "gpu-3-xid-79-fell-off-the-bus",
+        "effect": "NoSchedule",
+    }
     assert QUARANTINE_TAINT not in {t["key"] for t in node_state(spec, "l40s-vgpu", pool, "fra1-l40s-1").taints}
 
 
@@ -49,8 +52,14 @@ def test_the_capacity_view_counts_a_quarantined_host_out() -> None:
 
 
 def test_admission_refuses_a_workload_that_fits_only_on_quarantined_hosts() -> None:
-    desk = {"gpuModel": "L40S", "vgpuProfile": "L40S-12Q", "gpus": 2, "memoryGib": 32, "rootDisk": DISK,
-            "noLogin": True}
+    desk = {
+        "gpuModel": "L40S",
+        "vgpuProfile": "L40S-12Q",
+        "gpus": 2,
+        "memoryGib": 32,
+        "rootDisk": DISK,
+        "noLogin": True,
+    }
     config = region(acme={"virtualMachines": {"desk": desk}})
     assert errors(quarantined(config, "l40s-vgpu", 1)) == []
     assert errors(quarantined(config, "l40s-vgpu", 0, 1)) == [
