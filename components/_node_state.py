@@ -136,7 +136,7 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
         name=host_name,
         role=pool.role,
         labels=labels,
-        taints=pool.taint_objects,
+        taints=pool.taint_objects + _quarantine_taints(pool, host_name),
         gpu_config=gpu_config,
         state_labels=state_labels,
         resources=resources,
@@ -146,6 +146,18 @@ def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -
         pod_namespaces=(DRA_DRIVER_NAMESPACE,) if dra else (),
         skip_pods=VALIDATOR_POD_PREFIX if dra else "",
     )
+
+
+QUARANTINE_TAINT = "gpucell.io/quarantine"
+"""Taint key of a quarantined host's Node (:class:`gpucell.spec.network.Quarantine`); its value is the reason."""
+
+
+def _quarantine_taints(pool: NodePool, host_name: str) -> list[dict[str, str]]:
+    """``[gpucell.io/quarantine=<reason>:NoSchedule]`` when the host is quarantined, else ``[]``."""
+    host = next(h for h in pool.hosts if h.name == host_name)
+    if host.quarantine is None:
+        return []
+    return [{"key": QUARANTINE_TAINT, "value": host.quarantine.taint_value, "effect": "NoSchedule"}]
 
 
 def _gpu_profile(pool: NodePool, labels: dict[str, str]) -> tuple[str, tuple[str, str] | None]:

@@ -88,7 +88,7 @@ def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffe
     for name, pool in pools.items():
         if pool.role is not NodeRole.GPU or pool.mode is GpuMode.DRA:
             continue
-        gpus, nodes, model = pool.gpus_per_node or 0, len(pool.hosts), pool.model
+        gpus, nodes, model = pool.gpus_per_node or 0, len(pool.in_service_hosts), pool.model
         if pool.mode is GpuMode.VM_PASSTHROUGH:
             offers.append(GpuOffer(model.passthrough_resource, name, pool.mode, model.name, OfferKind.PASSTHROUGH,
                                    gpus, nodes))
@@ -110,7 +110,8 @@ def dra_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
     """The whole GPUs of every ``dra`` pool, in pool order: ``resource`` :data:`DRA_SHARED`, kind ``dra``, one unit a
     GPU, which a claim takes as a container GPU or as a VFIO device."""
     return [
-        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0, len(pool.hosts))
+        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0,
+                 len(pool.in_service_hosts))
         for name, pool in pools.items()
         if pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
     ]
@@ -126,7 +127,7 @@ def nvswitch_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
         board = pool.model.hgx
         if board is not None and board.nvswitch is not None:
             offers.append(GpuOffer(board.nvswitch.passthrough_resource, name, pool.mode, pool.model.name,
-                                   OfferKind.NVSWITCH, board.nvswitches, len(pool.hosts)))
+                                   OfferKind.NVSWITCH, board.nvswitches, len(pool.in_service_hosts)))
     return offers
 
 

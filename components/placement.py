@@ -61,6 +61,12 @@ def _names(offers: Sequence[GpuOffer]) -> str:
 
 def _fit(offers: Sequence[GpuOffer], count: int, what: str, path: tuple[str, ...]) -> tuple[GpuOffer, ...]:
     fitting = tuple(o for o in offers if o.per_node >= count)
+    if fitting and all(o.nodes == 0 for o in fitting):  # every host that would hold it is quarantined
+        raise PlacementError(
+            path, f"{count} {what} fit only on quarantined hosts (pool {_names(fitting)}); lift a host's "
+            "quarantine or add hosts"
+        )
+    fitting = tuple(o for o in fitting if o.nodes > 0) or fitting
     if not fitting:
         best = max(offers, key=lambda o: o.per_node)
         raise PlacementError(

@@ -225,7 +225,7 @@ def test_operations_config_snippets_validate_in_the_prod_region() -> None:
 
     region = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
     snippets = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", OPERATIONS_DOC, re.DOTALL)]
-    assert len(snippets) == 4
+    assert len(snippets) == 5
     for snippet in snippets:
         CellSpec.model_validate(deep_merge(region, snippet))  # raises ConfigError on drift
 

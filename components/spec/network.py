@@ -85,6 +85,35 @@ def check_host_name(value: str) -> str:
     return value
 
 
+_QUARANTINE_REASON = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:,/#()+-]{0,119}")
+"""A quarantine reason: one line of at most 120 printable ASCII characters, no quotes, no shell metacharacters."""
+
+
+class Quarantine(SpecModel):
+    """Why a host is out of service while it stays in the config (a GPU fault, a failed burn-in): its Node carries
+    the taint ``gpucell.io/quarantine=<reason as a label value>:NoSchedule`` (kept by every run through the node's
+    NodePatch until the field is removed), and admission and the capacity view count it out
+    (docs/operations.md, "Quarantine a host")."""
+
+    reason: str
+    """Why, one line (``GPU 3 Xid 79``, ``burn-in failed``): letters, digits, spaces and ``._:,/#()+-``, at most 120
+    characters, starting with a letter or digit. Required."""
+
+    @field_validator("reason")
+    @classmethod
+    def _one_safe_line(cls, value: str) -> str:
+        if _QUARANTINE_REASON.fullmatch(value) is None:
+            raise ValueError("is not a quarantine reason; give one line of at most 120 characters: "
+                             "letters, digits, spaces and ._:,/#()+-, starting with a letter or digit")
+        return value
+
+    @property
+    def taint_value(self) -> str:
+        """The reason as a label value (``core/v1`` Taint ``value``): lower case, runs of other characters as ``-``,
+        at most 63 characters."""
+        return re.sub(r"[^a-z0-9._]+", "-", self.reason.lower()).strip("-._")[:63].rstrip("-._") or "quarantined"
+
+
 class Host(SpecModel):
     """One machine of a node pool."""
 
@@ -99,6 +128,10 @@ class Host(SpecModel):
     from a healthy server; :class:`gpucell.spec.lifecycle.HostRemovalPolicy`).
     Defaults to the region's ``removalPolicy`` for servers, and for agents too with the ``local-path`` backend
     (their disks hold volumes); agents of a Longhorn region default to ``delete``."""
+    quarantine: Quarantine | None = None
+    """Takes the host out of service without removing it: ``{reason: "GPU 3 Xid 79"}`` taints its Node
+    ``gpucell.io/quarantine=<reason>:NoSchedule`` and counts it out of the region's capacity, until the field is
+    removed (:class:`Quarantine`). Defaults to in service."""
 
     @field_validator("name")
     @classmethod

@@ -434,6 +434,11 @@ class NodePool(SpecModel):
         return [*own, *(taint for taint in self.taints if taint not in own)]
 
     @property
+    def in_service_hosts(self) -> list[Host]:
+        """The hosts without a ``quarantine``, in order: what admission and the capacity view count."""
+        return [host for host in self.hosts if host.quarantine is None]
+
+    @property
     def taint_objects(self) -> list[dict[str, str]]:
         """:attr:`node_taints` as ``core/v1`` Taint objects: ``{"key", "value" (when given), "effect"}``, in
         order."""
