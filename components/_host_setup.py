@@ -130,15 +130,27 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
     would take memory the admission counts as ordinary); exits 1 with one ``gpucell: ...`` line on stderr at the
     first difference."""
     pages = "".join(
-        _PAGES.format(kb=_PAGE_KB[size], count=topology.hugepages_per_numa(size), size=size, pool=pool_name,
-                      key=_PAGE_KEY[size], cmdline=_cmdline(topology))
+        _PAGES.format(
+            kb=_PAGE_KB[size],
+            count=topology.hugepages_per_numa(size),
+            size=size,
+            pool=pool_name,
+            key=_PAGE_KEY[size],
+            cmdline=_cmdline(topology),
+        )
         for size in _PAGE_KB
     )
     reserved = [f"{count} x {size}" for size in _PAGE_KB if (count := topology.hugepages_per_numa(size))]
     summary = f", hugepages {' and '.join(reserved)} per node" if reserved else ""
-    return _MEMORY.format(pool=pool_name, numa=topology.numa_nodes, last=topology.numa_nodes - 1,
-                          cpus=topology.cpus_per_numa,
-                          memory=topology.memory_per_numa_gib, pages=pages, summary=summary)
+    return _MEMORY.format(
+        pool=pool_name,
+        numa=topology.numa_nodes,
+        last=topology.numa_nodes - 1,
+        cpus=topology.cpus_per_numa,
+        memory=topology.memory_per_numa_gib,
+        pages=pages,
+        summary=summary,
+    )
 
 
 def kernel_check(pool_name: str, model: str, branch: int) -> str:

@@ -104,10 +104,17 @@ DATA_DIR = "/var/lib/rancher/k3s"
 """k3s's data directory (``data-dir`` default for a root install)."""
 ENCRYPTION_CONFIG = f"{DATA_DIR}/server/cred/encryption-config.json"
 """Written by k3s at a server's first start with ``secrets-encryption`` (docs.k3s.io/cli/secrets-encrypt)."""
-KUBELET_STATE_ARGS = ("cpu-manager-", "memory-manager-", "reserved-cpus=", "reserved-memory=", "kube-reserved=",
-                      "system-reserved=")
+KUBELET_STATE_ARGS = (
+    "cpu-manager-",
+    "memory-manager-",
+    "reserved-cpus=",
+    "reserved-memory=",
+    "kube-reserved=",
+    "system-reserved=",
+)
 """``kubelet-arg`` entries the CPU and memory manager checkpoints are validated against at kubelet start: a
 change of any of them resets the checkpoints; other kubelet arguments (the CIS profile's) do not."""
+
 
 # -- addresses -------------------------------------------------------------------------------------
 def _host_port(host: str, port: int) -> str:
@@ -130,9 +137,7 @@ def listen_port(cell: CellSpec) -> int:
 
 
 # -- config.yaml -----------------------------------------------------------------------------------
-def managed_labels(
-    pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework | None = None
-) -> dict[str, str]:
+def managed_labels(pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework | None = None) -> dict[str, str]:
     """The node labels gpucell sets on a pool's nodes, before the pool's own ``labels``.
 
     ``gpucell.io/pool`` and ``gpucell.io/role`` on every node (``node-role.kubernetes.io/*`` cannot be
@@ -215,8 +220,10 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     if pool.node_taints:
         config["node-taint"] = pool.node_taints
     hardening = hardening_options(cell)
-    kubelet_args = [*(pool.topology.kubelet_args() if pool.topology is not None else []),
-                    *hardening.pop("kubelet-arg", [])]
+    kubelet_args = [
+        *(pool.topology.kubelet_args() if pool.topology is not None else []),
+        *hardening.pop("kubelet-arg", []),
+    ]
     if kubelet_args:
         config["kubelet-arg"] = kubelet_args
     config.update(hardening)
@@ -727,7 +734,12 @@ def _service(role: NodeRole) -> str:
 
 
 def install_script(
-    cell: CellSpec, role: NodeRole, host: Host, config_yaml: str, files: Sequence[NodeFile] = (), *,
+    cell: CellSpec,
+    role: NodeRole,
+    host: Host,
+    config_yaml: str,
+    files: Sequence[NodeFile] = (),
+    *,
     host_setup: str = "",
 ) -> str:
     """The bash script that installs or reconciles k3s on one node (create and update run the same one).
@@ -775,13 +787,14 @@ def install_script(
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
     staged = "".join(
-        f'cat >"$work/file-{index}" <<\'{_HEREDOC}\'\n{_heredoc_safe(file.content)}{_HEREDOC}\n'
+        f"cat >\"$work/file-{index}\" <<'{_HEREDOC}'\n{_heredoc_safe(file.content)}{_HEREDOC}\n"
         for index, file in enumerate(files, start=1)
     )
     guard = ""
     if server:
-        guard = _ENCRYPTION_GUARD.format(want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DATA_DIR,
-                                         encryption_config=ENCRYPTION_CONFIG)
+        guard = _ENCRYPTION_GUARD.format(
+            want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DATA_DIR, encryption_config=ENCRYPTION_CONFIG
+        )
     after_files = ""
     if server and cell.k3s.cis:
         after_files += f"as_root install -d -m 0700 {AUDIT_LOG_DIR}  # the audit log's directory\n"
@@ -801,8 +814,11 @@ def install_script(
             join_wait = "wait_vip  # joins through the VIP: nothing changes before it answers\n\n"
     if server:
         path = shlex.quote(kube_vip.MANIFEST_PATH)
-        static_pods = (_WRITE_VIP.format(heredoc=_HEREDOC, manifest=_heredoc_safe(kube_vip.manifest(cell)), path=path)
-                       if vip is not None else _REMOVE_VIP.format(path=path))
+        static_pods = (
+            _WRITE_VIP.format(heredoc=_HEREDOC, manifest=_heredoc_safe(kube_vip.manifest(cell)), path=path)
+            if vip is not None
+            else _REMOVE_VIP.format(path=path)
+        )
     body = _INSTALL_BODY.format(
         version=shlex.quote(cell.versions.k3s),
         role="server" if server else "agent",
@@ -858,13 +874,22 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     service = _service(role)
     path = f"/usr/local/bin/{service}-uninstall.sh"
     body = _CILIUM_CLEANUP.format(killall=shlex.quote("/usr/local/bin/k3s-killall.sh")) + _UNINSTALL_BODY.format(
-        path=path)
+        path=path
+    )
     if role is NodeRole.SERVER:
-        leave = _LEAVE_ETCD.format(node_name=shlex.quote(node_name), kubeconfig=KUBECONFIG_PATH,
-                                   attempts=READY_TIMEOUT_SECONDS // 5, timeout=READY_TIMEOUT_SECONDS)
+        leave = _LEAVE_ETCD.format(
+            node_name=shlex.quote(node_name),
+            kubeconfig=KUBECONFIG_PATH,
+            attempts=READY_TIMEOUT_SECONDS // 5,
+            timeout=READY_TIMEOUT_SECONDS,
+        )
         body = leave + body
-    body = _RENAMED_GUARD.format(read_node_name=_READ_NODE_NAME.format(config_path=CONFIG_PATH),
-                                 node_name=shlex.quote(node_name)) + body
+    body = (
+        _RENAMED_GUARD.format(
+            read_node_name=_READ_NODE_NAME.format(config_path=CONFIG_PATH), node_name=shlex.quote(node_name)
+        )
+        + body
+    )
     return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
 
 

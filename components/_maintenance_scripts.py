@@ -601,9 +601,16 @@ _ANNOTATIONS = {
 
 def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
     variables = _VARIABLES.format(kubeconfig=KUBECONFIG_PATH, node=shlex.quote(node), poll=POLL_SECONDS)
-    parts = [_FUNCTIONS[name].format(api_attempts=API_ATTEMPTS, api_timeout=API_ATTEMPTS * POLL_SECONDS,
-                                     kc_attempts=KC_ATTEMPTS, poll=POLL_SECONDS, **_ANNOTATIONS)
-             for name in functions]
+    parts = [
+        _FUNCTIONS[name].format(
+            api_attempts=API_ATTEMPTS,
+            api_timeout=API_ATTEMPTS * POLL_SECONDS,
+            kc_attempts=KC_ATTEMPTS,
+            poll=POLL_SECONDS,
+            **_ANNOTATIONS,
+        )
+        for name in functions
+    ]
     return _PREAMBLE.format(title=title) + "\n" + variables + "\n".join(parts) + "\n"
 
 
@@ -632,9 +639,12 @@ def prepare_script(state: NodeState, version: str, digest: str) -> str:
         gpu_checks += _GPU_PROFILE_CHECK.format(profile=shlex.quote(state.gpu_profile), **_ANNOTATIONS)
         gpu_checks += "".join(_GPU_RESOURCE_CHECK.format(key=jsonpath_key(name)) for name in state.resources)
     body = _PREPARE.format(
-        version=shlex.quote(version), digest=shlex.quote(digest),
+        version=shlex.quote(version),
+        digest=shlex.quote(digest),
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
-        drain_attempts=_attempts(state.rollout.drain_timeout_minutes), gpu_checks=gpu_checks, **_ANNOTATIONS,
+        drain_attempts=_attempts(state.rollout.drain_timeout_minutes),
+        gpu_checks=gpu_checks,
+        **_ANNOTATIONS,
     )
     functions = (*_BASE, *_DRAIN, "evict", "evict_gpu_pods")
     return _header(f"gpucell: prepare {state.name} for maintenance", state.name, functions) + body
@@ -657,10 +667,13 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
     gpu_state_function = gpu_wait = ""
     if state.is_gpu:
         gpu_state_function = _GPU_STATE_FUNCTION.format(
-            state_checks="".join(_STATE_CHECK.format(key=jsonpath_key(label), label=label)
-                                 for label in state.state_labels),
-            resource_checks="".join(_RESOURCE_CHECK.format(key=jsonpath_key(name), resource=name, count=count)
-                                    for name, count in state.resources.items()),
+            state_checks="".join(
+                _STATE_CHECK.format(key=jsonpath_key(label), label=label) for label in state.state_labels
+            ),
+            resource_checks="".join(
+                _RESOURCE_CHECK.format(key=jsonpath_key(name), resource=name, count=count)
+                for name, count in state.resources.items()
+            ),
             locals=("value " if state.state_labels or state.resources else "") + "namespace pods template",
             pod_namespaces=" ".join(shlex.quote(ns) for ns in (GPU_OPERATOR_NAMESPACE, *state.pod_namespaces)),
             skip_pods=shlex.quote(state.skip_pods),
@@ -669,13 +682,16 @@ def settle_script(state: NodeState, version: str, digest: str) -> str:
         )
         gpu_wait = _gpu_wait(state)
     body = _SETTLE.format(
-        version=shlex.quote(version), digest=shlex.quote(digest), ready_attempts=_attempts(5),
-        want_labels=shlex.quote(",".join(state.labels)), gpu_profile=shlex.quote(state.gpu_profile),
+        version=shlex.quote(version),
+        digest=shlex.quote(digest),
+        ready_attempts=_attempts(5),
+        want_labels=shlex.quote(",".join(state.labels)),
+        gpu_profile=shlex.quote(state.gpu_profile),
         gpu_state_function=gpu_state_function,
-        gpu_wait=gpu_wait, **_ANNOTATIONS,
+        gpu_wait=gpu_wait,
+        **_ANNOTATIONS,
     )
-    return _header(f"gpucell: settle {state.name} after maintenance", state.name,
-                   (*_BASE, "start_stopped_vms")) + body
+    return _header(f"gpucell: settle {state.name} after maintenance", state.name, (*_BASE, "start_stopped_vms")) + body
 
 
 def _gpu_wait(state: NodeState) -> str:
@@ -686,15 +702,20 @@ def _gpu_wait(state: NodeState) -> str:
         namespace, selector = STATE_MANAGER_PODS[label]
         var = f"restarted_{index}"
         variables.append(f"{var}=0\n")
-        retriggers += _STATE_RETRIGGER.format(label=label, var=var, namespace=shlex.quote(namespace),
-                                              selector=shlex.quote(selector))
+        retriggers += _STATE_RETRIGGER.format(
+            label=label, var=var, namespace=shlex.quote(namespace), selector=shlex.quote(selector)
+        )
     if state.device_plugin is not None and state.resources:
         namespace, selector = state.device_plugin
         retriggers += _PLUGIN_RETRIGGER.format(namespace=shlex.quote(namespace), selector=shlex.quote(selector))
     restart_pods = _RESTART_PODS.format(retrigger_polls=RETRIGGER_POLLS) if retriggers else ""
-    return _GPU_WAIT.format(operator_ns=GPU_OPERATOR_NAMESPACE, restart_pods=restart_pods,
-                            retrigger_locals="".join(variables), retriggers=retriggers,
-                            poll="poll" if retriggers else "_")
+    return _GPU_WAIT.format(
+        operator_ns=GPU_OPERATOR_NAMESPACE,
+        restart_pods=restart_pods,
+        retrigger_locals="".join(variables),
+        retriggers=retriggers,
+        poll="poll" if retriggers else "_",
+    )
 
 
 def removal_drain_script(state: NodeState) -> str:

@@ -49,12 +49,16 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
         placement = _placed(("virtualMachines", name), functools.partial(place_vm, name, vm, cell.node_pools, offers))
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
-        placement = _placed(("notebooks", name), functools.partial(
-            place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook"))
+        placement = _placed(
+            ("notebooks", name),
+            functools.partial(place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook"),
+        )
         yield ("notebooks", name), placement, placement.count
     for name, endpoint in tenant.model_endpoints.items():
-        placement = _placed(("modelEndpoints", name), functools.partial(
-            place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"))
+        placement = _placed(
+            ("modelEndpoints", name),
+            functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
+        )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
 
 
@@ -165,24 +169,31 @@ def _check_logins_and_classes(cell: CellSpec, tenant_name: str, tenant: TenantSp
     classes = cell.storage.classes
     for name, vm in tenant.virtual_machines.items():
         if not vm.ssh_keys and not vm.no_login:
-            yield SpecError((*base, "virtualMachines", name, "sshKeys"),
-                            f"is empty, so nobody can log into VM {name} (cloud-init sets no password, so the "
-                            "serial console has no login either); add an SSH public key, or set noLogin: true")
+            yield SpecError(
+                (*base, "virtualMachines", name, "sshKeys"),
+                f"is empty, so nobody can log into VM {name} (cloud-init sets no password, so the "
+                "serial console has no login either); add an SSH public key, or set noLogin: true",
+            )
         if vm.ssh_keys and vm.no_login:
-            yield SpecError((*base, "virtualMachines", name, "noLogin"),
-                            "is true, but sshKeys gives a login; drop one of them")
+            yield SpecError(
+                (*base, "virtualMachines", name, "noLogin"), "is true, but sshKeys gives a login; drop one of them"
+            )
         for index, disk in enumerate(vm.disks):
             if disk.storage_class is not None and disk.storage_class not in classes:
-                yield SpecError((*base, "virtualMachines", name, *_disk_key(index), "storageClass"),
-                                f"{shown(disk.storage_class)} is not a StorageClass of the cell "
-                                f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
-                                "storage.otherClasses")
+                yield SpecError(
+                    (*base, "virtualMachines", name, *_disk_key(index), "storageClass"),
+                    f"{shown(disk.storage_class)} is not a StorageClass of the cell "
+                    f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
+                    "storage.otherClasses",
+                )
     for name, notebook in tenant.notebooks.items():
         if notebook.storage_class is not None and notebook.storage_class not in classes:
-            yield SpecError((*base, "notebooks", name, "storageClass"),
-                            f"{shown(notebook.storage_class)} is not a StorageClass of the cell "
-                            f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
-                            "storage.otherClasses")
+            yield SpecError(
+                (*base, "notebooks", name, "storageClass"),
+                f"{shown(notebook.storage_class)} is not a StorageClass of the cell "
+                f"({', '.join(classes)}); name one, or list a class installed outside gpucell in "
+                "storage.otherClasses",
+            )
 
 
 def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
@@ -194,14 +205,23 @@ def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Ite
     runtimes = runtimes_of(version)
     if runtimes is None:
         known = ", ".join(f"v{major}.{minor}" for major, minor in RUNTIMES)
-        yield SpecError(("versions", "kserve"), f"{shown(version)}: gpucell checks model endpoints against the "
-                        f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
-                        "or add this one's runtimes to gpucell.kserve_runtimes")
+        yield SpecError(
+            ("versions", "kserve"),
+            f"{shown(version)}: gpucell checks model endpoints against the "
+            f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
+            "or add this one's runtimes to gpucell.kserve_runtimes",
+        )
         return
     for name, endpoint in tenant.model_endpoints.items():
         try:
-            resolve_runtime(runtimes, version, runtime=endpoint.runtime, model_format=endpoint.model_format,
-                            runtime_version=endpoint.runtime_version, gpus=endpoint.gpu is not None)
+            resolve_runtime(
+                runtimes,
+                version,
+                runtime=endpoint.runtime,
+                model_format=endpoint.model_format,
+                runtime_version=endpoint.runtime_version,
+                gpus=endpoint.gpu is not None,
+            )
         except RuntimeRefusedError as exc:
             yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)
 
@@ -243,16 +263,21 @@ def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[Spec
         yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
 
 
-def _within(tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int,
-            storage: int) -> Iterator[SpecError]:
+def _within(
+    tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int, storage: int
+) -> Iterator[SpecError]:
     quota = tenant.quota
-    for what, used, allowed, unit in (("CPU", cpu, quota.cpu_millicores, "millicores"),
-                                      ("memory", memory, quota.memory_gib, "GiB"),
-                                      ("storage", storage, quota.storage_gib, "GiB")):
+    for what, used, allowed, unit in (
+        ("CPU", cpu, quota.cpu_millicores, "millicores"),
+        ("memory", memory, quota.memory_gib, "GiB"),
+        ("storage", storage, quota.storage_gib, "GiB"),
+    ):
         if used > allowed:
             key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
-            yield SpecError(("tenants", tenant_name, *where),
-                            f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}")
+            yield SpecError(
+                ("tenants", tenant_name, *where),
+                f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}",
+            )
             return  # one line per workload: the first resource it overruns
 
 
@@ -280,13 +305,19 @@ def _reserve_device_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec
     for device_class, count in tenant.quota.device_classes.items():
         where = ("tenants", tenant_name, "quota", "deviceClasses", device_class)
         if device_class not in offered:
-            raise SpecError(where, f"is offered by no pool of the region; offered: "
-                            f"{', '.join(offered) or 'none (no pool has gpuMode dra)'}")
+            raise SpecError(
+                where,
+                f"is offered by no pool of the region; offered: "
+                f"{', '.join(offered) or 'none (no pool has gpuMode dra)'}",
+            )
         reserved += count
         if reserved > total and not cell.allow_gpu_overcommit:
-            raise SpecError(where, f"tenants reserve {reserved} devices of the dra pools in all ({GPU_CLASS} and "
-                            f"{VFIO_CLASS} draw on the same GPUs), the region has {total}; lower the quotas or set "
-                            "allowGpuOvercommit: true")
+            raise SpecError(
+                where,
+                f"tenants reserve {reserved} devices of the dra pools in all ({GPU_CLASS} and "
+                f"{VFIO_CLASS} draw on the same GPUs), the region has {total}; lower the quotas or set "
+                "allowGpuOvercommit: true",
+            )
     return reserved
 
 
@@ -317,16 +348,21 @@ def check_dra_pools(cell: CellSpec, demands: list[DraDemand]) -> None:
                 continue
             containers = sum(d.units for d in confined if d.device_class == GPU_CLASS)
             names = ", ".join(sorted(pools))
-            sizes = "; ".join(f"{p}: {offers[p].nodes} nodes x {offers[p].per_node} {offers[p].model}"
-                              for p in sorted(pools))
-            raise SpecError(demand.path, f"brings the GPUs declared on dra pool{'s' if len(pools) > 1 else ''} "
-                            f"{names} to {asked} (containers {containers}, VMs {asked - containers}, all tenants, "
-                            f"endpoints at maxReplicas), which hold {held} ({sizes}); a GPU serves one container or "
-                            "one VM at a time: lower the GPUs or add hosts")
+            sizes = "; ".join(
+                f"{p}: {offers[p].nodes} nodes x {offers[p].per_node} {offers[p].model}" for p in sorted(pools)
+            )
+            raise SpecError(
+                demand.path,
+                f"brings the GPUs declared on dra pool{'s' if len(pools) > 1 else ''} "
+                f"{names} to {asked} (containers {containers}, VMs {asked - containers}, all tenants, "
+                f"endpoints at maxReplicas), which hold {held} ({sizes}); a GPU serves one container or "
+                "one VM at a time: lower the GPUs or add hosts",
+            )
 
 
-def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec,
-                     demands: list[DraDemand]) -> Iterator[SpecError]:
+def _check_gpu_quota(
+    cell: CellSpec, tenant_name: str, tenant: TenantSpec, demands: list[DraDemand]
+) -> Iterator[SpecError]:
     """Every workload fits somewhere, and the tenant's GPU workloads fit its quota (``quota.gpus`` per extended
     resource, ``quota.deviceClasses`` per DeviceClass); the DRA ones are appended to ``demands``."""
     base = ("tenants", tenant_name)
@@ -335,14 +371,18 @@ def _check_gpu_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec,
         for (kind, name), placement, units in placements(cell, tenant):
             if placement.device_class is not None:
                 key = "gpus" if kind == "virtualMachines" else "gpu"
-                demands.append(DraDemand((*base, kind, name, key), frozenset(placement.pools),
-                                         placement.device_class, units))
+                demands.append(
+                    DraDemand((*base, kind, name, key), frozenset(placement.pools), placement.device_class, units)
+                )
                 used[placement.device_class] = used.get(placement.device_class, 0) + units
                 allowed = tenant.quota.device_classes.get(placement.device_class, 0)
                 if used[placement.device_class] > allowed:
-                    yield SpecError((*base, kind, name), f"needs {units} {placement.device_class} devices "
-                                    f"({used[placement.device_class]} with the tenant's other workloads), tenant "
-                                    f"quota.deviceClasses allows {allowed}")
+                    yield SpecError(
+                        (*base, kind, name),
+                        f"needs {units} {placement.device_class} devices "
+                        f"({used[placement.device_class]} with the tenant's other workloads), tenant "
+                        f"quota.deviceClasses allows {allowed}",
+                    )
                 continue
             if placement.resource is None:
                 continue
@@ -374,8 +414,11 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
                 continue
             reserved[resource] = reserved.get(resource, 0) + count
             if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
-                yield SpecError(where, f"tenants reserve {reserved[resource]} {resource} in all, the region has "
-                                f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true")
+                yield SpecError(
+                    where,
+                    f"tenants reserve {reserved[resource]} {resource} in all, the region has "
+                    f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true",
+                )
         try:
             reserved_dra = _reserve_device_classes(cell, tenant_name, tenant, reserved_dra)
         except SpecError as problem:
@@ -400,8 +443,12 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
     :func:`check_tenants`) are left out. Paths below the region."""
     lb = cell.load_balancer
     announcer = None if lb is None else (lb.l2 if lb.l2 is not None else lb.bgp)
-    if lb is None or announcer is None or not announcer.node_pools \
-            or not set(announcer.node_pools) <= set(cell.node_pools):
+    if (
+        lb is None
+        or announcer is None
+        or not announcer.node_pools
+        or not set(announcer.node_pools) <= set(cell.node_pools)
+    ):
         return  # no limit, or one that names unknown pools (reported on its own)
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     for tenant, spec in cell.tenants.items():

@@ -94,8 +94,10 @@ def cdi_spec(
             "nodeSelector": linux,
             "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
         },
-        "workload": {"nodeSelector": dict(linux), **({"tolerations": workload_tolerations}
-                                                       if workload_tolerations else {})},
+        "workload": {
+            "nodeSelector": dict(linux),
+            **({"tolerations": workload_tolerations} if workload_tolerations else {}),
+        },
     }
 
 

@@ -97,8 +97,13 @@ class RegionalCell(CellComponent):
 
         self.k3s = K3sCluster(
             f"{name}-k3s",
-            K3sClusterArgs(cell, args.ssh_private_key, provider=provider, etcd_s3_credentials=args.etcd_s3_credentials,
-                           registered_hosts=args.registered_hosts),
+            K3sClusterArgs(
+                cell,
+                args.ssh_private_key,
+                provider=provider,
+                etcd_s3_credentials=args.etcd_s3_credentials,
+                registered_hosts=args.registered_hosts,
+            ),
             opts=self.child(),
         )
         self.provider = self.k3s.provider
@@ -106,11 +111,15 @@ class RegionalCell(CellComponent):
         """The Gateway API CRDs, with a ``gateway``: before Cilium, whose operator watches only kinds that exist."""
         before_cilium: list[pulumi.Resource] = []
         if cell.gateway is not None:
-            self.gateway_api = GatewayApiCrds(f"{name}-gateway-api", GatewayApiCrdsArgs(cell.versions.gateway_api),
-                                              opts=self._in_cluster(self.k3s.servers_ready))
+            self.gateway_api = GatewayApiCrds(
+                f"{name}-gateway-api",
+                GatewayApiCrdsArgs(cell.versions.gateway_api),
+                opts=self._in_cluster(self.k3s.servers_ready),
+            )
             before_cilium.append(self.gateway_api)
-        self.cilium = Cilium(f"{name}-cilium", CiliumArgs(cell),
-                             opts=self._in_cluster(self.k3s.servers_ready, *before_cilium))
+        self.cilium = Cilium(
+            f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready, *before_cilium)
+        )
         self.cluster = self.k3s.cluster.after(self.cilium)
         """The cell's cluster handle, ready once the servers answer and Cilium is installed: what tenants and
         workloads built on this cell deploy onto."""
@@ -119,8 +128,10 @@ class RegionalCell(CellComponent):
         if cell.load_balancer is not None:
             gateway_pool = cell.gateway.pool if cell.gateway is not None else None
             self.load_balancer = LoadBalancerAddresses(
-                f"{name}-load-balancer", LoadBalancerAddressesArgs(cell.load_balancer, gateway_pool),
-                opts=self._in_cluster(self.cilium))
+                f"{name}-load-balancer",
+                LoadBalancerAddressesArgs(cell.load_balancer, gateway_pool),
+                opts=self._in_cluster(self.cilium),
+            )
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
@@ -142,13 +153,18 @@ class RegionalCell(CellComponent):
         if cell.gateway is not None:
             addresses = [self.load_balancer] if self.load_balancer is not None else []
             self.gateway = EndpointGateway(
-                f"{name}-gateway", EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
-                opts=self._in_cluster(self.cilium, self.cert_manager, *addresses))
+                f"{name}-gateway",
+                EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
+                opts=self._in_cluster(self.cilium, self.cert_manager, *addresses),
+            )
         self.metrics: Metrics | None = None
         """The metrics stack, with ``metrics.enabled``."""
         if cell.metrics.enabled:
-            self.metrics = Metrics(f"{name}-metrics", metrics_args(cell, args.remote_write_credentials),
-                                   opts=self._in_cluster(self.cilium, self.storage))
+            self.metrics = Metrics(
+                f"{name}-metrics",
+                metrics_args(cell, args.remote_write_credentials),
+                opts=self._in_cluster(self.cilium, self.storage),
+            )
         self.keda: Keda | None = None
         """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
         if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):

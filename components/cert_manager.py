@@ -48,8 +48,11 @@ def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
     """
     values: dict[str, Any] = {"crds": {"enabled": True, "keep": True}}
     if cell.gateway is not None and cell.gateway.issuer.acme is not None:
-        values["config"] = {"apiVersion": "controller.config.cert-manager.io/v1alpha1",
-                            "kind": "ControllerConfiguration", "enableGatewayAPI": True}
+        values["config"] = {
+            "apiVersion": "controller.config.cert-manager.io/v1alpha1",
+            "kind": "ControllerConfiguration",
+            "enableGatewayAPI": True,
+        }
     return values
 
 

@@ -238,8 +238,10 @@ class DisruptiveChange:
 
     def refusal(self) -> str:
         """The one-line error ``pulumi up`` stops with while the change is not acknowledged."""
-        return (f"{self.key}: {self.summary()} is a disruptive change ({self.change.value}: {self.effect}); "
-                f"to apply it, add {self.acknowledgement()} to gpucell:acknowledge")
+        return (
+            f"{self.key}: {self.summary()} is a disruptive change ({self.change.value}: {self.effect}); "
+            f"to apply it, add {self.acknowledgement()} to gpucell:acknowledge"
+        )
 
 
 class Acknowledgement(SpecModel):
@@ -270,8 +272,7 @@ class Acknowledgement(SpecModel):
 
     def matches(self, change: DisruptiveChange) -> bool:
         """True when this entry acknowledges ``change``."""
-        return (self.change is change.change and self.region == change.region
-                and self.subject in (None, change.subject))
+        return self.change is change.change and self.region == change.region and self.subject in (None, change.subject)
 
     def shown(self) -> str:
         """The entry in YAML flow style, without its reason."""
@@ -329,8 +330,10 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             for pool_name, pool in cell.node_pools.items()
             for host in pool.hosts
         },
-        "tenants": {name: {"namespace": namespace_of(name), "removalPolicy": tenant.removal_policy.value}
-                    for name, tenant in cell.tenants.items()},
+        "tenants": {
+            name: {"namespace": namespace_of(name), "removalPolicy": tenant.removal_policy.value}
+            for name, tenant in cell.tenants.items()
+        },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
         "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
         **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
@@ -352,7 +355,8 @@ def _traffic(cell: CellSpec) -> dict[str, Any]:
                 continue
             pool = vm_pool(lb, tenant_name, service.pool)
             addresses[f"{namespace_of(tenant_name)}/{vm_name}"] = (
-                str(service.address) if service.address is not None else f"pool {pool}")
+                str(service.address) if service.address is not None else f"pool {pool}"
+            )
     return {"loadBalancer": {"announce": lb.announce.value}, "publicAddresses": addresses}
 
 
@@ -390,8 +394,12 @@ def _volumes(cell: CellSpec) -> dict[str, dict[str, Any]]:
 def _charts(cell: CellSpec) -> dict[str, str]:
     """The Helm charts the cell installs, by their ``versions`` key."""
     versions = cell.versions
-    charts = {"cilium": versions.cilium, "certManager": versions.cert_manager,
-              "gpuOperator": versions.gpu_operator, "kserve": versions.kserve}
+    charts = {
+        "cilium": versions.cilium,
+        "certManager": versions.cert_manager,
+        "gpuOperator": versions.gpu_operator,
+        "kserve": versions.kserve,
+    }
     if cell.storage.backend is StorageBackend.LONGHORN:
         charts["longhorn"] = versions.longhorn
     if cell.gpu_pools(GpuMode.DRA):
@@ -422,9 +430,15 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
     if old is None:
         return []
     base = f"regions.{region}"
-    return [*_network(old, new, region, base), *_cilium(old, new, region, base), *_nodes(old, new, region, base),
-            *_storage(old, new, region, base), *_versions(old, new, region, base), *_metrics(old, new, region, base),
-            *_addresses(old, new, region, base)]
+    return [
+        *_network(old, new, region, base),
+        *_cilium(old, new, region, base),
+        *_nodes(old, new, region, base),
+        *_storage(old, new, region, base),
+        *_versions(old, new, region, base),
+        *_metrics(old, new, region, base),
+        *_addresses(old, new, region, base),
+    ]
 
 
 def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
@@ -437,15 +451,18 @@ def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
     return [
         f"regions.{region}.nodePools: removes {len(hosts)} servers in one run ({', '.join(hosts)}); remove one "
         f"server per pulumi up (keep {hosts[0]} in the config, pulumi up, then remove the next)"
-        for region, hosts in removed.items() if len(hosts) > 1
+        for region, hosts in removed.items()
+        if len(hosts) > 1
     ]
 
 
 def removed_regions(deployed: Iterable[str], planned: Iterable[str]) -> list[DisruptiveChange]:
     """A :data:`Change.REGION_REMOVED` for every region deployed but no longer planned."""
     planned_set = set(planned)
-    return [DisruptiveChange(Change.REGION_REMOVED, region, None, f"regions.{region}", f"region {region}", "removed")
-            for region in sorted(set(deployed) - planned_set)]
+    return [
+        DisruptiveChange(Change.REGION_REMOVED, region, None, f"regions.{region}", f"region {region}", "removed")
+        for region in sorted(set(deployed) - planned_set)
+    ]
 
 
 def _text(value: Any) -> str:
@@ -463,34 +480,50 @@ def _addresses(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base
     changes: list[DisruptiveChange] = []
     before, after = (old.get("loadBalancer") or {}).get("announce"), (new.get("loadBalancer") or {}).get("announce")
     if before is not None and before != after:
-        changes.append(DisruptiveChange(Change.LOAD_BALANCER_ANNOUNCE, region, None, f"{base}.loadBalancer.announce",
-                                        before, _text(after)))
+        changes.append(
+            DisruptiveChange(
+                Change.LOAD_BALANCER_ANNOUNCE, region, None, f"{base}.loadBalancer.announce", before, _text(after)
+            )
+        )
     was, now = old.get("publicAddresses") or {}, new.get("publicAddresses") or {}
     for subject, address in was.items():
         if now.get(subject) != address:
             namespace, vm = subject.split("/", 1)
             key = f"{base}.tenants.{namespace.removeprefix('tenant-')}.virtualMachines.{vm}.sshService.address"
-            changes.append(DisruptiveChange(Change.PUBLIC_ADDRESS, region, subject, key, address,
-                                            now.get(subject, "removed")))
+            changes.append(
+                DisruptiveChange(Change.PUBLIC_ADDRESS, region, subject, key, address, now.get(subject, "removed"))
+            )
     return changes
 
 
 def _network(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
     before, after = old.get("network") or {}, new.get("network") or {}
-    kinds = (("podCidr", Change.POD_CIDR), ("podCidrMaskSize", Change.POD_CIDR_MASK_SIZE),
-             ("serviceCidr", Change.SERVICE_CIDR), ("clusterDns", Change.CLUSTER_DNS))
-    return [DisruptiveChange(kind, region, None, f"{base}.network.{key}", _text(before[key]), _text(after.get(key)))
-            for key, kind in kinds if key in before and before[key] != after.get(key)]
+    kinds = (
+        ("podCidr", Change.POD_CIDR),
+        ("podCidrMaskSize", Change.POD_CIDR_MASK_SIZE),
+        ("serviceCidr", Change.SERVICE_CIDR),
+        ("clusterDns", Change.CLUSTER_DNS),
+    )
+    return [
+        DisruptiveChange(kind, region, None, f"{base}.network.{key}", _text(before[key]), _text(after.get(key)))
+        for key, kind in kinds
+        if key in before and before[key] != after.get(key)
+    ]
 
 
 def _cilium(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
     before, after = old.get("cilium") or {}, new.get("cilium") or {}
     values = f"{base}.cilium.values"
-    kinds = (("kubeProxyReplacement", Change.KUBE_PROXY_REPLACEMENT, f"{values}.kubeProxyReplacement"),
-             ("routing", Change.CILIUM_ROUTING, f"{values}.routingMode"),
-             ("ipamMode", Change.CILIUM_IPAM, f"{values}.ipam.mode"))
-    return [DisruptiveChange(kind, region, None, key, _text(before[name]), _text(after.get(name)))
-            for name, kind, key in kinds if name in before and before[name] != after.get(name)]
+    kinds = (
+        ("kubeProxyReplacement", Change.KUBE_PROXY_REPLACEMENT, f"{values}.kubeProxyReplacement"),
+        ("routing", Change.CILIUM_ROUTING, f"{values}.routingMode"),
+        ("ipamMode", Change.CILIUM_IPAM, f"{values}.ipam.mode"),
+    )
+    return [
+        DisruptiveChange(kind, region, None, key, _text(before[name]), _text(after.get(name)))
+        for name, kind, key in kinds
+        if name in before and before[name] != after.get(name)
+    ]
 
 
 def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
@@ -502,23 +535,53 @@ def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: st
             continue  # nothing runs: gpucell only forgets the node, k3s keeps running
         if now is None:
             kind = Change.SERVER_REMOVED if was.get("role") == NodeRole.SERVER.value else Change.NODE_REMOVED
-            changes.append(DisruptiveChange(kind, region, host, f"{base}.nodePools.{was.get('pool')}.hosts",
-                                            f"{was.get('role')} {host}", "removed"))
+            changes.append(
+                DisruptiveChange(
+                    kind,
+                    region,
+                    host,
+                    f"{base}.nodePools.{was.get('pool')}.hosts",
+                    f"{was.get('role')} {host}",
+                    "removed",
+                )
+            )
             continue
         key = f"{base}.nodePools.{now.get('pool')}"
         if (was.get("role"), was.get("pool")) != (now.get("role"), now.get("pool")):
-            changes.append(DisruptiveChange(Change.NODE_ROLE, region, host, f"{key}.hosts",
-                                            f"{was.get('pool')} ({was.get('role')})",
-                                            f"{now.get('pool')} ({now.get('role')})"))
-        if (now.get("role") == was.get("role") == NodeRole.SERVER.value and "address" in was
-                and was["address"] != now.get("address")):
-            changes.append(DisruptiveChange(Change.SERVER_ADDRESS, region, host, f"{key}.hosts",
-                                            _text(was["address"]), _text(now.get("address"))))
-        for name, kind in (("gpuMode", Change.GPU_MODE), ("migConfig", Change.MIG_CONFIG),
-                           ("vgpuProfile", Change.VGPU_PROFILE)):
+            changes.append(
+                DisruptiveChange(
+                    Change.NODE_ROLE,
+                    region,
+                    host,
+                    f"{key}.hosts",
+                    f"{was.get('pool')} ({was.get('role')})",
+                    f"{now.get('pool')} ({now.get('role')})",
+                )
+            )
+        if (
+            now.get("role") == was.get("role") == NodeRole.SERVER.value
+            and "address" in was
+            and was["address"] != now.get("address")
+        ):
+            changes.append(
+                DisruptiveChange(
+                    Change.SERVER_ADDRESS,
+                    region,
+                    host,
+                    f"{key}.hosts",
+                    _text(was["address"]),
+                    _text(now.get("address")),
+                )
+            )
+        for name, kind in (
+            ("gpuMode", Change.GPU_MODE),
+            ("migConfig", Change.MIG_CONFIG),
+            ("vgpuProfile", Change.VGPU_PROFILE),
+        ):
             if was.get(name) != now.get(name) and (was.get(name) is not None or now.get(name) is not None):
-                changes.append(DisruptiveChange(kind, region, host, f"{key}.{name}", _text(was.get(name)),
-                                                _text(now.get(name))))
+                changes.append(
+                    DisruptiveChange(kind, region, host, f"{key}.{name}", _text(was.get(name)), _text(now.get(name)))
+                )
     return changes
 
 
@@ -526,27 +589,50 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
     before, after = old.get("storage") or {}, new.get("storage") or {}
     changes: list[DisruptiveChange] = []
     if "defaultClass" in before and before["defaultClass"] != after.get("defaultClass"):
-        changes.append(DisruptiveChange(Change.STORAGE_CLASS, region, "default", f"{base}.storage.backend",
-                                        _text(before["defaultClass"]), _text(after.get("defaultClass"))))
+        changes.append(
+            DisruptiveChange(
+                Change.STORAGE_CLASS,
+                region,
+                "default",
+                f"{base}.storage.backend",
+                _text(before["defaultClass"]),
+                _text(after.get("defaultClass")),
+            )
+        )
     old_volumes, new_volumes = before.get("volumes") or {}, after.get("volumes") or {}
     for tenant, was in sorted((old.get("tenants") or {}).items()):
         if tenant not in (new.get("tenants") or {}) and was.get("removalPolicy") != "retain":
-            changes.append(DisruptiveChange(Change.DATA_DELETED, region, was.get("namespace"),
-                                            f"{base}.tenants.{tenant}", f"namespace {was.get('namespace')}",
-                                            "removed"))
+            changes.append(
+                DisruptiveChange(
+                    Change.DATA_DELETED,
+                    region,
+                    was.get("namespace"),
+                    f"{base}.tenants.{tenant}",
+                    f"namespace {was.get('namespace')}",
+                    "removed",
+                )
+            )
     for claim, was in sorted(old_volumes.items()):
         now = new_volumes.get(claim)
         if now is None and "owner" in was and was.get("removalPolicy") != "retain":
-            changes.append(DisruptiveChange(Change.DATA_DELETED, region, claim, f"{base}.{was['owner']}",
-                                            f"volume {claim}", "removed"))
+            changes.append(
+                DisruptiveChange(
+                    Change.DATA_DELETED, region, claim, f"{base}.{was['owner']}", f"volume {claim}", "removed"
+                )
+            )
             continue
         if now is not None and was.get("storageClass") != now.get("storageClass"):
             default = f"default ({_text(after.get('defaultClass'))})"
-            changes.append(DisruptiveChange(
-                Change.STORAGE_CLASS, region, claim, f"{base}.{now.get('key')}",
-                _text(was.get("storageClass")) if was.get("storageClass") else default,
-                _text(now.get("storageClass")) if now.get("storageClass") else default,
-            ))
+            changes.append(
+                DisruptiveChange(
+                    Change.STORAGE_CLASS,
+                    region,
+                    claim,
+                    f"{base}.{now.get('key')}",
+                    _text(was.get("storageClass")) if was.get("storageClass") else default,
+                    _text(now.get("storageClass")) if now.get("storageClass") else default,
+                )
+            )
     return changes
 
 
@@ -554,8 +640,11 @@ def _metrics(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
     """A smaller ``metrics.storageGib`` than deployed (growing converges: :mod:`gpucell.metrics` expands the claim)."""
     was, now = (old.get("metrics") or {}).get("storageGib"), (new.get("metrics") or {}).get("storageGib")
     if isinstance(was, int) and isinstance(now, int) and now < was:
-        return [DisruptiveChange(Change.METRICS_STORAGE, region, None, f"{base}.metrics.storageGib",
-                                 f"{was} GiB", f"{now} GiB")]
+        return [
+            DisruptiveChange(
+                Change.METRICS_STORAGE, region, None, f"{base}.metrics.storageGib", f"{was} GiB", f"{now} GiB"
+            )
+        ]
     return []
 
 
@@ -569,14 +658,20 @@ def _versions(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base:
     changes: list[DisruptiveChange] = []
     was, now = _minor(str(before.get("k3s", ""))), _minor(str(after.get("k3s", "")))
     if was is not None and now is not None and (now < was or now[0] != was[0] or now[1] - was[1] > 1):
-        changes.append(DisruptiveChange(Change.K3S_MINOR, region, None, f"{base}.versions.k3s",
-                                        str(before["k3s"]), str(after["k3s"])))
+        changes.append(
+            DisruptiveChange(
+                Change.K3S_MINOR, region, None, f"{base}.versions.k3s", str(before["k3s"]), str(after["k3s"])
+            )
+        )
     old_charts, new_charts = before.get("charts") or {}, after.get("charts") or {}
     for chart, version in sorted(old_charts.items()):
         planned = new_charts.get(chart)
         if planned is not None and release_line(str(version)) != release_line(str(planned)):
-            changes.append(DisruptiveChange(Change.CHART_MAJOR, region, chart, f"{base}.versions.{chart}",
-                                            str(version), str(planned)))
+            changes.append(
+                DisruptiveChange(
+                    Change.CHART_MAJOR, region, chart, f"{base}.versions.{chart}", str(version), str(planned)
+                )
+            )
     return changes
 
 
@@ -593,8 +688,9 @@ class Judgement:
     """(index in ``gpucell:acknowledge``, entry) of acknowledgements that match nothing in a judged region."""
 
 
-def judge(changes: list[DisruptiveChange], acknowledgements: list[Acknowledgement],
-          judged_regions: Iterable[str]) -> Judgement:
+def judge(
+    changes: list[DisruptiveChange], acknowledgements: list[Acknowledgement], judged_regions: Iterable[str]
+) -> Judgement:
     """Match ``changes`` against ``acknowledgements``.
 
     ``judged_regions`` are the regions whose deployed state is known (a fingerprint was read back, or the region

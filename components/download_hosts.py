@@ -88,8 +88,9 @@ def disk_source_hosts(registry: str | None, http: str | None) -> tuple[str, ...]
     return ()
 
 
-def storage_uri_hosts(storage_uri: str, s3_endpoint: str | None = None, s3_region: str | None = None
-                      ) -> tuple[str, ...]:
+def storage_uri_hosts(
+    storage_uri: str, s3_endpoint: str | None = None, s3_region: str | None = None
+) -> tuple[str, ...]:
     """The hosts KServe's storage initializer contacts for ``storage_uri`` (see the module doc)."""
     scheme, _, rest = storage_uri.partition("://")
     if scheme == "hf":
@@ -132,8 +133,11 @@ def refused_host(hosts: Iterable[str], fqdns: Sequence[str], cidrs: Sequence[IPv
     allows, or ``None`` when all are allowed."""
     for host in hosts:
         address = _address(host)
-        allowed = any(address in net for net in cidrs) if address is not None else any(
-            fqdn_allows(pattern, host) for pattern in fqdns)
+        allowed = (
+            any(address in net for net in cidrs)
+            if address is not None
+            else any(fqdn_allows(pattern, host) for pattern in fqdns)
+        )
         if not allowed:
             return host
     return None

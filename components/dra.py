@@ -79,11 +79,13 @@ VFIO_CLASS = "vfio.gpu.nvidia.com"
 """DeviceClass of whole GPUs bound to ``vfio-pci`` for VMs (``PassthroughSupport``)."""
 MIG_CLASS = "mig.nvidia.com"
 """DeviceClass of MIG devices; ``dra`` pools run no MIG, so tenants get 0 of it."""
-DEVICE_CLASSES: Mapping[str, str] = MappingProxyType({
-    GPU_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
-    MIG_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
-    VFIO_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
-})
+DEVICE_CLASSES: Mapping[str, str] = MappingProxyType(
+    {
+        GPU_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+        MIG_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+        VFIO_CLASS: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
+    }
+)
 """The DeviceClasses chart ``dra-driver-nvidia-gpu`` 0.4.1 renders with ``resources.gpus.enabled`` -> their CEL
 selector, verbatim (``templates/deviceclass-gpu.yaml``, ``deviceclass-mig.yaml``, ``deviceclass-vfio-gpu.yaml``)."""
 POD_CLAIM = "gpus"
@@ -91,11 +93,13 @@ POD_CLAIM = "gpus"
 ``resources.claims``, a VM's ``gpus[].claimName`` names it."""
 CLAIMS_QUOTA_KEY = "count/resourceclaims.resource.k8s.io"
 """ResourceQuota key capping a namespace's ResourceClaim objects."""
-VFIO_DEVICE_CONFIG: Mapping[str, Any] = MappingProxyType({
-    "apiVersion": "resource.nvidia.com/v1beta1",
-    "kind": "VfioDeviceConfig",
-    "iommu": {"backendPolicy": "LegacyOnly", "enableAPIDevice": True},
-})
+VFIO_DEVICE_CONFIG: Mapping[str, Any] = MappingProxyType(
+    {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "VfioDeviceConfig",
+        "iommu": {"backendPolicy": "LegacyOnly", "enableAPIDevice": True},
+    }
+)
 """Opaque parameters of a VM's VFIO requests: the legacy VFIO container backend (the driver's default) with the
 VFIO API device (``/dev/vfio/vfio``) injected, which virt-launcher needs."""
 
@@ -147,8 +151,12 @@ def vm_claim_template(metadata: Mapping[str, Any], vm: str, model: GpuModel, cou
     :func:`vfio_selector`, and one ``config`` entry giving all of them :data:`VFIO_DEVICE_CONFIG` (``opaque``,
     driver ``gpu.nvidia.com``). ``metadata`` holds namespace and labels; the name is :func:`claim_template_name`."""
     names = [f"gpu{i}" for i in range(count)]
-    exactly = {"deviceClassName": VFIO_CLASS, "allocationMode": "ExactCount", "count": 1,
-               "selectors": [{"cel": {"expression": vfio_selector(model)}}]}
+    exactly = {
+        "deviceClassName": VFIO_CLASS,
+        "allocationMode": "ExactCount",
+        "count": 1,
+        "selectors": [{"cel": {"expression": vfio_selector(model)}}],
+    }
     devices = {
         "requests": [{"name": name, "exactly": dict(exactly)} for name in names],
         "config": [{"requests": names, "opaque": {"driver": DRIVER, "parameters": dict(VFIO_DEVICE_CONFIG)}}],
@@ -156,8 +164,9 @@ def vm_claim_template(metadata: Mapping[str, Any], vm: str, model: GpuModel, cou
     return _template(metadata, vm, {"spec": {"devices": devices}})
 
 
-def container_claim_template(metadata: Mapping[str, Any], workload: str, model: GpuModel | None,
-                             count: int) -> dict[str, Any]:
+def container_claim_template(
+    metadata: Mapping[str, Any], workload: str, model: GpuModel | None, count: int
+) -> dict[str, Any]:
     """The ``ResourceClaimTemplate`` of a container workload's ``count`` GPUs: one request ``gpus`` for ``exactly``
     ``count`` ``gpu.nvidia.com`` devices (``allocationMode: ExactCount``), with :func:`gpu_selector` when a ``model``
     is asked for. Every container listing the claim sees all of its GPUs (the driver's CDI spec)."""

@@ -28,8 +28,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 MAX_PROBLEMS = 100
 """The most problem lines one :class:`ConfigError` shows; the rest are counted in one last line that names the
 bound (a file of a million unknown keys is one screen, not a million lines)."""
-TOO_MANY_PROBLEMS = (f"gpucell: more than {MAX_PROBLEMS} problems; the first {MAX_PROBLEMS} are shown (gpucell "
-                     f"reports at most {MAX_PROBLEMS} per run)")
+TOO_MANY_PROBLEMS = (
+    f"gpucell: more than {MAX_PROBLEMS} problems; the first {MAX_PROBLEMS} are shown (gpucell "
+    f"reports at most {MAX_PROBLEMS} per run)"
+)
 """The last line of a :class:`ConfigError` past :data:`MAX_PROBLEMS`. Problems past twice the bound are not even
 formatted (each costs a walk of the models), so the line gives no count."""
 

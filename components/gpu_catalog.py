@@ -138,10 +138,12 @@ class NvSwitch:
         return pci_resource_name(self.pci_device_name)
 
 
-NVSWITCHES: Mapping[str, NvSwitch] = MappingProxyType({
-    "GA100": NvSwitch("1af1", "GA100 [A100 NVSwitch]"),
-    "GH100": NvSwitch("22a3", "GH100 [H100 NVSwitch]"),
-})
+NVSWITCHES: Mapping[str, NvSwitch] = MappingProxyType(
+    {
+        "GA100": NvSwitch("1af1", "GA100 [A100 NVSwitch]"),
+        "GH100": NvSwitch("22a3", "GH100 [H100 NVSwitch]"),
+    }
+)
 """The NVSwitch chips ``pci.ids`` (2025.07.11) lists: gen-2 (HGX A100) and gen-3 (HGX H100 and HGX H200; no other
 Hopper NVSwitch id exists there). It lists none for Blackwell HGX boards."""
 

@@ -90,17 +90,30 @@ def gpu_offers(pools: Mapping[str, NodePool], mig_strategy: str) -> list[GpuOffe
             continue
         gpus, nodes, model = pool.gpus_per_node or 0, len(pool.in_service_hosts), pool.model
         if pool.mode is GpuMode.VM_PASSTHROUGH:
-            offers.append(GpuOffer(model.passthrough_resource, name, pool.mode, model.name, OfferKind.PASSTHROUGH,
-                                   gpus, nodes))
+            offers.append(
+                GpuOffer(model.passthrough_resource, name, pool.mode, model.name, OfferKind.PASSTHROUGH, gpus, nodes)
+            )
         elif pool.mode is GpuMode.VM_VGPU:
             assert pool.vgpu_profile is not None  # the spec requires it on vm-vgpu pools
-            offers.append(GpuOffer(model.vgpu_resource(pool.vgpu_profile), name, pool.mode, model.name,
-                                   OfferKind.VGPU, gpus * model.vgpus_per_gpu(pool.vgpu_profile), nodes))
+            offers.append(
+                GpuOffer(
+                    model.vgpu_resource(pool.vgpu_profile),
+                    name,
+                    pool.mode,
+                    model.name,
+                    OfferKind.VGPU,
+                    gpus * model.vgpus_per_gpu(pool.vgpu_profile),
+                    nodes,
+                )
+            )
         elif pool.mig_layout:
             for profile, per_gpu in pool.mig_layout.items():
                 resource = WHOLE_GPU if mig_strategy == "single" else mig_resource_name(profile)
-                offers.append(GpuOffer(resource, name, pool.mode, model.name, OfferKind.MIG, gpus * per_gpu, nodes,
-                                       mig_profile=profile))
+                offers.append(
+                    GpuOffer(
+                        resource, name, pool.mode, model.name, OfferKind.MIG, gpus * per_gpu, nodes, mig_profile=profile
+                    )
+                )
         else:
             offers.append(GpuOffer(WHOLE_GPU, name, pool.mode, model.name, OfferKind.GPU, gpus, nodes))
     return offers
@@ -110,8 +123,15 @@ def dra_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
     """The whole GPUs of every ``dra`` pool, in pool order: ``resource`` :data:`DRA_SHARED`, kind ``dra``, one unit a
     GPU, which a claim takes as a container GPU or as a VFIO device."""
     return [
-        GpuOffer(DRA_SHARED, name, pool.mode, pool.model.name, OfferKind.DRA, pool.gpus_per_node or 0,
-                 len(pool.in_service_hosts))
+        GpuOffer(
+            DRA_SHARED,
+            name,
+            pool.mode,
+            pool.model.name,
+            OfferKind.DRA,
+            pool.gpus_per_node or 0,
+            len(pool.in_service_hosts),
+        )
         for name, pool in pools.items()
         if pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
     ]
@@ -126,8 +146,17 @@ def nvswitch_offers(pools: Mapping[str, NodePool]) -> list[GpuOffer]:
             continue
         board = pool.model.hgx
         if board is not None and board.nvswitch is not None:
-            offers.append(GpuOffer(board.nvswitch.passthrough_resource, name, pool.mode, pool.model.name,
-                                   OfferKind.NVSWITCH, board.nvswitches, len(pool.in_service_hosts)))
+            offers.append(
+                GpuOffer(
+                    board.nvswitch.passthrough_resource,
+                    name,
+                    pool.mode,
+                    pool.model.name,
+                    OfferKind.NVSWITCH,
+                    board.nvswitches,
+                    len(pool.in_service_hosts),
+                )
+            )
     return offers
 
 

@@ -199,8 +199,10 @@ def etcd_s3_secret_data(cell: CellSpec, credentials: str) -> dict[str, str]:
         raise ValueError("etcd.snapshots.s3 is not set")
     key_id, sep, secret = credentials.partition(":")
     if not sep or not key_id or not secret:
-        raise ValueError(f"etcd.snapshots.s3.credentialsConfigKey {s3.credentials_config_key!r}: the secret is not "
-                         "'<access key id>:<secret access key>'")
+        raise ValueError(
+            f"etcd.snapshots.s3.credentialsConfigKey {s3.credentials_config_key!r}: the secret is not "
+            "'<access key id>:<secret access key>'"
+        )
     data = {
         "etcd-s3-endpoint": s3.endpoint,
         "etcd-s3-bucket": s3.bucket,
@@ -263,8 +265,9 @@ class K3sCluster(CellComponent):
         self._states: dict[str, tuple[NodeState, str]] = {}
         self._warn_about_servers()
 
-        token = RandomPassword(f"{name}-token", length=TOKEN_LENGTH, special=False,
-                               opts=self.child(**removal_options(cell.removal_policy)))
+        token = RandomPassword(
+            f"{name}-token", length=TOKEN_LENGTH, special=False, opts=self.child(**removal_options(cell.removal_policy))
+        )
         # stdin is the token's only way to a node; secret so that state and plans never show it.
         self._stdin: pulumi.Output[str] = pulumi.Output.secret(token.result)
         control_pool, control_host = cell.control_server
@@ -328,19 +331,24 @@ class K3sCluster(CellComponent):
             logging=Logging.NONE,
             add_previous_output_in_env=False,
             # A new SSH key, user, port or first server must not re-read it: see the module docstring.
-            opts=self.child(depends_on=[first_install], additional_secret_outputs=["stdout"],
-                            ignore_changes=["connection"]),
+            opts=self.child(
+                depends_on=[first_install], additional_secret_outputs=["stdout"], ignore_changes=["connection"]
+            ),
         )
         self.kubeconfig_read = read
         """The command that read the kubeconfig (its ``stdout`` is a secret)."""
-        self.kubeconfig = pulumi.Output.secret(
-            read.stdout.apply(lambda text: scripts.rewrite_kubeconfig(text, cell))
-        )
+        self.kubeconfig = pulumi.Output.secret(read.stdout.apply(lambda text: scripts.rewrite_kubeconfig(text, cell)))
         if factory is not None:
             self.provider = factory(self.kubeconfig)
         else:
-            self.provider = Provider(f"{self._name}-k8s", kubeconfig=self.kubeconfig, cluster_identifier=self._name,
-                                     enable_server_side_apply=True, delete_unreachable=False, opts=self.child())
+            self.provider = Provider(
+                f"{self._name}-k8s",
+                kubeconfig=self.kubeconfig,
+                cluster_identifier=self._name,
+                enable_server_side_apply=True,
+                delete_unreachable=False,
+                opts=self.child(),
+            )
 
     def _etcd_s3_secret(self, credentials: pulumi.Input[str] | None) -> None:
         """The Secret k3s reads the snapshots' S3 target from, when ``etcd.snapshots.s3`` is set."""
@@ -348,16 +356,20 @@ class K3sCluster(CellComponent):
         if cell.etcd.snapshots.s3 is None:
             return
         if credentials is None:
-            raise ValueError("etcd.snapshots.s3 is set but no credentials were given (K3sClusterArgs."
-                             "etcd_s3_credentials)")
+            raise ValueError(
+                "etcd.snapshots.s3 is set but no credentials were given (K3sClusterArgs.etcd_s3_credentials)"
+            )
         data: pulumi.Output[dict[str, str]] = pulumi.Output.from_input(credentials).apply(
             lambda value: etcd_s3_secret_data(cell, value)
         )
         secret_data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(data)
         Secret(
             f"{self._name}-etcd-s3",
-            metadata={"name": scripts.ETCD_S3_SECRET, "namespace": "kube-system",
-                      "labels": {"app.kubernetes.io/managed-by": "gpucell"}},
+            metadata={
+                "name": scripts.ETCD_S3_SECRET,
+                "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/managed-by": "gpucell"},
+            },
             type="etcd.k3s.cattle.io/s3-config-secret",
             string_data=secret_data,
             opts=self.child(depends_on=[self.servers_ready], provider=self.provider),
@@ -373,8 +385,9 @@ class K3sCluster(CellComponent):
             private_key=pulumi.Output.secret(self._connection_key),
         )
 
-    def _control_command(self, step: str, script: str, delete: str, after: list[pulumi.Resource],
-                         options: dict[str, Any]) -> Command:
+    def _control_command(
+        self, step: str, script: str, delete: str, after: list[pulumi.Resource], options: dict[str, Any]
+    ) -> Command:
         """``<name>-<step>``: a node's maintenance step, run over SSH on the control server; create and update
         run ``script``, delete runs ``delete`` (see :mod:`gpucell._maintenance_scripts`)."""
         text = scripts.remote(script)
@@ -399,18 +412,25 @@ class K3sCluster(CellComponent):
         install_text = scripts.install_script(
             cell, pool.role, host, config_yaml, files, host_setup=host_setup(cell, pool_name, pool)
         )
-        self.node_files[host.name] = NodeFiles(config_yaml=config_yaml, install_script=install_text,
-                                               files={file.path: file.content for file in files})
+        self.node_files[host.name] = NodeFiles(
+            config_yaml=config_yaml, install_script=install_text, files={file.path: file.content for file in files}
+        )
         state = node_state(cell, pool_name, pool, host.name)
         digest = scripts.restart_digest(cell, pool.role, config, files)
         self._states[host.name] = (state, digest)
         options = removal_options(cell.removal_policy_of(pool_name, host))
         forgotten = host.removal_policy is HostRemovalPolicy.FORGET
-        prepare_text = (maintenance.forgotten_script(host.name) if forgotten
-                        else maintenance.prepare_script(state, cell.versions.k3s, digest))
+        prepare_text = (
+            maintenance.forgotten_script(host.name)
+            if forgotten
+            else maintenance.prepare_script(state, cell.versions.k3s, digest)
+        )
 
         prepare = self._control_command(
-            f"{host.name}-prepare", prepare_text, maintenance.forget_script(host.name, forgotten=forgotten), after,
+            f"{host.name}-prepare",
+            prepare_text,
+            maintenance.forget_script(host.name, forgotten=forgotten),
+            after,
             options,
         )
         install_options: dict[str, Any] = dict(options)
@@ -434,8 +454,14 @@ class K3sCluster(CellComponent):
         )
         return prepare, install
 
-    def _finish(self, pool_name: str, host: Host, prepare: Command, install: Command,
-                settle_after: list[pulumi.Resource] | None = None) -> NodeResources:
+    def _finish(
+        self,
+        pool_name: str,
+        host: Host,
+        prepare: Command,
+        install: Command,
+        settle_after: list[pulumi.Resource] | None = None,
+    ) -> NodeResources:
         """The node's NodePatch and ``-settle`` command, after its install command (the settle also after
         ``settle_after``)."""
         cell = self._cell
@@ -443,20 +469,28 @@ class K3sCluster(CellComponent):
         options = removal_options(cell.removal_policy_of(pool_name, host))
         labels = NodePatch(
             f"{self._name}-{host.name}-labels",
-            metadata=ObjectMetaPatchArgs(name=host.name, labels=dict(state.labels),
-                                         annotations=dict(NODE_PATCH_ANNOTATIONS)),
+            metadata=ObjectMetaPatchArgs(
+                name=host.name, labels=dict(state.labels), annotations=dict(NODE_PATCH_ANNOTATIONS)
+            ),
             spec=NodeSpecPatchArgs(taints=[TaintPatchArgs(**t) for t in state.taints]),
             # Forgotten, not relinquished, when the node is removed (see the module docstring).
             opts=self.child(depends_on=[install], provider=self.provider, **{**options, "retain_on_delete": True}),
         )
         forgotten = host.removal_policy is HostRemovalPolicy.FORGET
-        settle_text = (maintenance.forgotten_script(host.name) if forgotten
-                       else maintenance.settle_script(state, cell.versions.k3s, digest))
-        settle = self._control_command(
-            f"{host.name}-settle", settle_text,
-            maintenance.removal_drain_script(state), [labels, *(settle_after or [])], options,
+        settle_text = (
+            maintenance.forgotten_script(host.name)
+            if forgotten
+            else maintenance.settle_script(state, cell.versions.k3s, digest)
         )
-        resources = NodeResources(state=state, prepare=prepare, install=install, labels=labels, settle=settle,
-                                  options=options)
+        settle = self._control_command(
+            f"{host.name}-settle",
+            settle_text,
+            maintenance.removal_drain_script(state),
+            [labels, *(settle_after or [])],
+            options,
+        )
+        resources = NodeResources(
+            state=state, prepare=prepare, install=install, labels=labels, settle=settle, options=options
+        )
         self.nodes[host.name] = resources
         return resources

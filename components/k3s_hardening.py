@@ -53,18 +53,26 @@ AUTHENTICATION_CONFIG_PATH = f"{SERVER_DIR}/authentication-config.yaml"
 """The structured ``AuthenticationConfiguration`` (``authentication-config``), on every server, with OIDC."""
 SYSCTL_PATH = "/etc/sysctl.d/90-kubelet.conf"
 """Kernel parameters the kubelet checks with ``protect-kernel-defaults`` (the guide's file name)."""
-KERNEL_DEFAULTS = {"vm.panic_on_oom": "0", "vm.overcommit_memory": "1", "kernel.panic": "10",
-                   "kernel.panic_on_oops": "1"}
+KERNEL_DEFAULTS = {
+    "vm.panic_on_oom": "0",
+    "vm.overcommit_memory": "1",
+    "kernel.panic": "10",
+    "kernel.panic_on_oops": "1",
+}
 """The values the kubelet expects with ``protect-kernel-defaults`` (it exits when one differs); the guide's
 ``90-kubelet.conf``."""
 KUBELET_TLS_CIPHER_SUITES = (
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
 )
 """The kubelet's ``tls-cipher-suites`` from the guide (CIS 4.2.12)."""
-POD_SECURITY_EXEMPT_NAMESPACES = tuple(sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease",
-                                                                   "monitoring", "keda"}))
+POD_SECURITY_EXEMPT_NAMESPACES = tuple(
+    sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease", "monitoring", "keda"})
+)
 """Namespaces the cluster-wide ``restricted`` default does not apply to: where the cell's platform components
 run privileged pods (Cilium and CoreDNS in ``kube-system``, virt-handler, the GPU Operator's driver and device
 plugin DaemonSets, Longhorn's manager and CSI plugins) or operators gpucell installs from their charts.
@@ -102,24 +110,36 @@ def admission_configuration(cell: CellSpec) -> dict[str, Any]:
     :data:`POD_SECURITY_EXEMPT_NAMESPACES` exempted. ``EventRateLimit``: :data:`EVENT_RATE_LIMITS`.
     """
     version = _version(cell)
-    defaults = {f"{mode}{suffix}": value for mode in ("enforce", "audit", "warn")
-                for suffix, value in (("", "restricted"), ("-version", version))}
+    defaults = {
+        f"{mode}{suffix}": value
+        for mode in ("enforce", "audit", "warn")
+        for suffix, value in (("", "restricted"), ("-version", version))
+    }
     return {
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "AdmissionConfiguration",
         "plugins": [
-            {"name": "PodSecurity", "configuration": {
-                "apiVersion": "pod-security.admission.config.k8s.io/v1",
-                "kind": "PodSecurityConfiguration",
-                "defaults": defaults,
-                "exemptions": {"usernames": [], "runtimeClasses": [],
-                               "namespaces": list(POD_SECURITY_EXEMPT_NAMESPACES)},
-            }},
-            {"name": "EventRateLimit", "configuration": {
-                "apiVersion": "eventratelimit.admission.k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "limits": [dict(limit) for limit in EVENT_RATE_LIMITS],
-            }},
+            {
+                "name": "PodSecurity",
+                "configuration": {
+                    "apiVersion": "pod-security.admission.config.k8s.io/v1",
+                    "kind": "PodSecurityConfiguration",
+                    "defaults": defaults,
+                    "exemptions": {
+                        "usernames": [],
+                        "runtimeClasses": [],
+                        "namespaces": list(POD_SECURITY_EXEMPT_NAMESPACES),
+                    },
+                },
+            },
+            {
+                "name": "EventRateLimit",
+                "configuration": {
+                    "apiVersion": "eventratelimit.admission.k8s.io/v1alpha1",
+                    "kind": "Configuration",
+                    "limits": [dict(limit) for limit in EVENT_RATE_LIMITS],
+                },
+            },
         ],
     }
 
@@ -159,19 +179,25 @@ def authentication_configuration(cell: CellSpec) -> dict[str, Any] | None:
     return {
         "apiVersion": "apiserver.config.k8s.io/v1" if minor >= 34 else "apiserver.config.k8s.io/v1beta1",
         "kind": "AuthenticationConfiguration",
-        "jwt": [{
-            "issuer": issuer,
-            "claimMappings": {
-                "username": {"claim": oidc.username_claim, "prefix": oidc.username_prefix},
-                "groups": {"claim": oidc.groups_claim, "prefix": oidc.groups_prefix},
-            },
-            "userValidationRules": [
-                {"expression": "!user.username.startsWith('system:')",
-                 "message": "username cannot use the reserved system: prefix"},
-                {"expression": "user.groups.all(group, !group.startsWith('system:'))",
-                 "message": "groups cannot use the reserved system: prefix"},
-            ],
-        }],
+        "jwt": [
+            {
+                "issuer": issuer,
+                "claimMappings": {
+                    "username": {"claim": oidc.username_claim, "prefix": oidc.username_prefix},
+                    "groups": {"claim": oidc.groups_claim, "prefix": oidc.groups_prefix},
+                },
+                "userValidationRules": [
+                    {
+                        "expression": "!user.username.startsWith('system:')",
+                        "message": "username cannot use the reserved system: prefix",
+                    },
+                    {
+                        "expression": "user.groups.all(group, !group.startsWith('system:'))",
+                        "message": "groups cannot use the reserved system: prefix",
+                    },
+                ],
+            }
+        ],
     }
 
 
@@ -234,8 +260,13 @@ def node_files(cell: CellSpec, *, server: bool) -> list[NodeFile]:
     files: list[NodeFile] = []
     if cell.k3s.cis:
         sysctl = "".join(f"{key}={value}\n" for key, value in KERNEL_DEFAULTS.items())
-        files.append(NodeFile(SYSCTL_PATH, "# gpucell: kernel defaults the kubelet's protect-kernel-defaults checks\n"
-                              + sysctl, mode="0644"))
+        files.append(
+            NodeFile(
+                SYSCTL_PATH,
+                "# gpucell: kernel defaults the kubelet's protect-kernel-defaults checks\n" + sysctl,
+                mode="0644",
+            )
+        )
     if server and cell.k3s.cis:
         files.append(NodeFile(POD_SECURITY_CONFIG_PATH, _yaml(admission_configuration(cell))))
         files.append(NodeFile(AUDIT_POLICY_PATH, _yaml(audit_policy())))
@@ -243,4 +274,3 @@ def node_files(cell: CellSpec, *, server: bool) -> list[NodeFile]:
     if server and authn is not None:
         files.append(NodeFile(AUTHENTICATION_CONFIG_PATH, _yaml(authn)))
     return files
-

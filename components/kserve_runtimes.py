@@ -109,46 +109,123 @@ def _formats(*entries: tuple[str, str, bool, int]) -> tuple[SupportedFormat, ...
 
 _V = "v0.20.0"
 _V0_20: tuple[ClusterServingRuntime, ...] = (
-    ClusterServingRuntime("kserve-autogluonserver", "kserve/autogluonserver", _V,
-                          _formats(("autogluon", "1", True, 1)), ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-huggingfaceserver", "kserve/huggingfaceserver", _V,
-                          _formats(("huggingface", "1", True, 1)), ("v2", "v1"), GpuImage.CUDA),
-    ClusterServingRuntime("kserve-huggingfaceserver-multinode", "kserve/huggingfaceserver", f"{_V}-gpu",
-                          _formats(("huggingface", "1", True, 2)), ("v2", "v1"), GpuImage.CUDA, multi_node=True),
-    ClusterServingRuntime("kserve-lgbserver", "kserve/lgbserver", _V,
-                          _formats(("lightgbm", "4", True, 1)), ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-mlserver", "docker.io/seldonio/mlserver", "1.5.0",
-                          _formats(("sklearn", "0", True, 2), ("sklearn", "1", True, 2), ("xgboost", "1", True, 2),
-                                   ("xgboost", "2", True, 2), ("lightgbm", "3", True, 2), ("lightgbm", "4", True, 2),
-                                   ("mlflow", "1", True, 1), ("mlflow", "2", True, 1)), ("v2",), GpuImage.CPU),
-    ClusterServingRuntime("kserve-paddleserver", "kserve/paddleserver", _V,
-                          _formats(("paddle", "2", True, 1)), ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-pmmlserver", "kserve/pmmlserver", _V,
-                          _formats(("pmml", "3", True, 1), ("pmml", "4", True, 1)), ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-predictiveserver", "kserve/predictiveserver", _V,
-                          _formats(("sklearn", "1", False, 3), ("xgboost", "2", False, 3), ("lightgbm", "4", False, 3)),
-                          ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-sklearnserver", "kserve/sklearnserver", _V,
-                          _formats(("sklearn", "1", True, 1)), ("v1", "v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-tensorflow-serving", "tensorflow/serving", "2.6.2",
-                          _formats(("tensorflow", "1", True, 2), ("tensorflow", "2", True, 2)), ("v1", "grpc-v1"),
-                          GpuImage.GPU_TAG),
-    ClusterServingRuntime("kserve-torchserve", "pytorch/torchserve-kfs", "0.9.0",
-                          _formats(("pytorch", "1", True, 2)), ("v1", "v2", "grpc-v2"), GpuImage.CPU),
-    ClusterServingRuntime("kserve-tritonserver", "nvcr.io/nvidia/tritonserver", "23.05-py3",
-                          _formats(("tensorrt", "8", True, 1), ("tensorflow", "1", True, 1),
-                                   ("tensorflow", "2", True, 1), ("onnx", "1", True, 1), ("pytorch", "1", False, 0),
-                                   ("triton", "2", True, 1)),
-                          ("v2", "grpc-v2"), GpuImage.CUDA, default="triton"),
-    ClusterServingRuntime("kserve-vllmserver", "vllm/vllm-openai", "latest",
-                          _formats(("vLLM", "1", True, 1)), (), GpuImage.CUDA),
-    ClusterServingRuntime("kserve-xgbserver", "kserve/xgbserver", _V,
-                          _formats(("xgboost", "2", True, 1)), ("v1", "v2"), GpuImage.CPU),
+    ClusterServingRuntime(
+        "kserve-autogluonserver",
+        "kserve/autogluonserver",
+        _V,
+        _formats(("autogluon", "1", True, 1)),
+        ("v1", "v2"),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-huggingfaceserver",
+        "kserve/huggingfaceserver",
+        _V,
+        _formats(("huggingface", "1", True, 1)),
+        ("v2", "v1"),
+        GpuImage.CUDA,
+    ),
+    ClusterServingRuntime(
+        "kserve-huggingfaceserver-multinode",
+        "kserve/huggingfaceserver",
+        f"{_V}-gpu",
+        _formats(("huggingface", "1", True, 2)),
+        ("v2", "v1"),
+        GpuImage.CUDA,
+        multi_node=True,
+    ),
+    ClusterServingRuntime(
+        "kserve-lgbserver", "kserve/lgbserver", _V, _formats(("lightgbm", "4", True, 1)), ("v1", "v2"), GpuImage.CPU
+    ),
+    ClusterServingRuntime(
+        "kserve-mlserver",
+        "docker.io/seldonio/mlserver",
+        "1.5.0",
+        _formats(
+            ("sklearn", "0", True, 2),
+            ("sklearn", "1", True, 2),
+            ("xgboost", "1", True, 2),
+            ("xgboost", "2", True, 2),
+            ("lightgbm", "3", True, 2),
+            ("lightgbm", "4", True, 2),
+            ("mlflow", "1", True, 1),
+            ("mlflow", "2", True, 1),
+        ),
+        ("v2",),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-paddleserver", "kserve/paddleserver", _V, _formats(("paddle", "2", True, 1)), ("v1", "v2"), GpuImage.CPU
+    ),
+    ClusterServingRuntime(
+        "kserve-pmmlserver",
+        "kserve/pmmlserver",
+        _V,
+        _formats(("pmml", "3", True, 1), ("pmml", "4", True, 1)),
+        ("v1", "v2"),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-predictiveserver",
+        "kserve/predictiveserver",
+        _V,
+        _formats(("sklearn", "1", False, 3), ("xgboost", "2", False, 3), ("lightgbm", "4", False, 3)),
+        ("v1", "v2"),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-sklearnserver",
+        "kserve/sklearnserver",
+        _V,
+        _formats(("sklearn", "1", True, 1)),
+        ("v1", "v2"),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-tensorflow-serving",
+        "tensorflow/serving",
+        "2.6.2",
+        _formats(("tensorflow", "1", True, 2), ("tensorflow", "2", True, 2)),
+        ("v1", "grpc-v1"),
+        GpuImage.GPU_TAG,
+    ),
+    ClusterServingRuntime(
+        "kserve-torchserve",
+        "pytorch/torchserve-kfs",
+        "0.9.0",
+        _formats(("pytorch", "1", True, 2)),
+        ("v1", "v2", "grpc-v2"),
+        GpuImage.CPU,
+    ),
+    ClusterServingRuntime(
+        "kserve-tritonserver",
+        "nvcr.io/nvidia/tritonserver",
+        "23.05-py3",
+        _formats(
+            ("tensorrt", "8", True, 1),
+            ("tensorflow", "1", True, 1),
+            ("tensorflow", "2", True, 1),
+            ("onnx", "1", True, 1),
+            ("pytorch", "1", False, 0),
+            ("triton", "2", True, 1),
+        ),
+        ("v2", "grpc-v2"),
+        GpuImage.CUDA,
+        default="triton",
+    ),
+    ClusterServingRuntime(
+        "kserve-vllmserver", "vllm/vllm-openai", "latest", _formats(("vLLM", "1", True, 1)), (), GpuImage.CUDA
+    ),
+    ClusterServingRuntime(
+        "kserve-xgbserver", "kserve/xgbserver", _V, _formats(("xgboost", "2", True, 1)), ("v1", "v2"), GpuImage.CPU
+    ),
 )
 
-RUNTIMES: Mapping[tuple[int, int], Mapping[str, ClusterServingRuntime]] = MappingProxyType({
-    (0, 20): MappingProxyType({r.name: r for r in _V0_20}),
-})
+RUNTIMES: Mapping[tuple[int, int], Mapping[str, ClusterServingRuntime]] = MappingProxyType(
+    {
+        (0, 20): MappingProxyType({r.name: r for r in _V0_20}),
+    }
+)
 """KServe ``(major, minor)`` -> runtime name -> runtime. Tags follow the minor's ``.0`` release; a patch release
 that changed images would need its own entry."""
 
@@ -212,43 +289,62 @@ def resolve_runtime(
     chosen = _chosen(runtimes, kserve_version, runtime, model_format)
     image = f"{chosen.image}:{chosen.tag}"
     if not chosen.pinned and runtime_version is None:
-        raise RuntimeRefusedError(("runtimeVersion",), f"is required with {chosen.name}, whose image is {image}: pin a "
-                             f"release tag of {chosen.image}")
+        raise RuntimeRefusedError(
+            ("runtimeVersion",),
+            f"is required with {chosen.name}, whose image is {image}: pin a release tag of {chosen.image}",
+        )
     if not gpus or chosen.gpu_image is GpuImage.CUDA:
         return EndpointRuntime(chosen, runtime_version, name_runtime=False)
     if chosen.gpu_image is GpuImage.CPU:
         if runtime_version is None:
-            raise RuntimeRefusedError(("gpu",), f"{chosen.name} runs {image}, a CPU build; a GPU endpoint needs a GPU "
-                                 "build of that image in runtimeVersion, or no gpu")
+            raise RuntimeRefusedError(
+                ("gpu",),
+                f"{chosen.name} runs {image}, a CPU build; a GPU endpoint needs a GPU "
+                "build of that image in runtimeVersion, or no gpu",
+            )
         return EndpointRuntime(chosen, runtime_version, name_runtime=False)
     if runtime_version is not None and not runtime_version.endswith("-gpu"):
-        raise RuntimeRefusedError(("runtimeVersion",), f"{runtime_version!r} is a CPU build of {chosen.image}; a GPU "
-                             f"endpoint needs its -gpu build, e.g. {chosen.tag}-gpu (or leave runtimeVersion out)")
+        raise RuntimeRefusedError(
+            ("runtimeVersion",),
+            f"{runtime_version!r} is a CPU build of {chosen.image}; a GPU "
+            f"endpoint needs its -gpu build, e.g. {chosen.tag}-gpu (or leave runtimeVersion out)",
+        )
     return EndpointRuntime(chosen, runtime_version or f"{chosen.tag}-gpu", name_runtime=runtime is None)
 
 
-def _chosen(runtimes: Mapping[str, ClusterServingRuntime], kserve_version: str, runtime: str | None,
-            model_format: str | None) -> ClusterServingRuntime:
+def _chosen(
+    runtimes: Mapping[str, ClusterServingRuntime], kserve_version: str, runtime: str | None, model_format: str | None
+) -> ClusterServingRuntime:
     if runtime is not None:
         if runtime not in runtimes:
-            raise RuntimeRefusedError(("runtime",), f"{runtime!r} is not a ClusterServingRuntime KServe "
-                                      f"{kserve_version} installs; installed: {', '.join(sorted(runtimes))}")
+            raise RuntimeRefusedError(
+                ("runtime",),
+                f"{runtime!r} is not a ClusterServingRuntime KServe "
+                f"{kserve_version} installs; installed: {', '.join(sorted(runtimes))}",
+            )
         chosen = runtimes[runtime]
         if chosen.multi_node:
-            raise RuntimeRefusedError(("runtime",), f"{runtime!r} serves one model across nodes "
-                                      "(predictor.workerSpec), which gpucell does not render; use "
-                                      "kserve-huggingfaceserver with tensor parallelism within one node")
+            raise RuntimeRefusedError(
+                ("runtime",),
+                f"{runtime!r} serves one model across nodes "
+                "(predictor.workerSpec), which gpucell does not render; use "
+                "kserve-huggingfaceserver with tensor parallelism within one node",
+            )
         if model_format is not None and not chosen.serves(model_format):
             served = ", ".join(dict.fromkeys(f.name for f in chosen.formats))
-            raise RuntimeRefusedError(("modelFormat",), f"{model_format!r} is not a model format of {runtime}; it "
-                                 f"serves {served}")
+            raise RuntimeRefusedError(
+                ("modelFormat",), f"{model_format!r} is not a model format of {runtime}; it serves {served}"
+            )
         return chosen
     assert model_format is not None  # the spec requires modelFormat or runtime
     selected = auto_selected(runtimes, model_format)
     if selected is None:
         names = {f.name for r in runtimes.values() for f in r.formats}
         formats = sorted(name for name in names if auto_selected(runtimes, name) is not None)
-        raise RuntimeRefusedError(("modelFormat",), f"{model_format!r}: no ClusterServingRuntime of KServe "
-                             f"{kserve_version} is auto-selected for it under protocol {INFERENCE_PROTOCOL} (formats: "
-                             f"{', '.join(formats)}); name a runtime that serves it")
+        raise RuntimeRefusedError(
+            ("modelFormat",),
+            f"{model_format!r}: no ClusterServingRuntime of KServe "
+            f"{kserve_version} is auto-selected for it under protocol {INFERENCE_PROTOCOL} (formats: "
+            f"{', '.join(formats)}); name a runtime that serves it",
+        )
     return selected

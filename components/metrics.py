@@ -74,8 +74,7 @@ PROMETHEUS_URL = f"http://prometheus-operated.{NAMESPACE}.svc:9090"
 """In-cluster address of Prometheus: the operator's governing Service ``prometheus-operated`` (KEDA queries it)."""
 REMOTE_WRITE_SECRET = "remote-write-credentials"
 """Secret holding the remote-write basic-auth credentials (keys ``username`` and ``password``)."""
-PROMETHEUS_CLAIM = ("prometheus-kube-prometheus-stack-prometheus-db-"
-                    "prometheus-kube-prometheus-stack-prometheus-0")
+PROMETHEUS_CLAIM = "prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-prometheus-stack-prometheus-0"
 """Prometheus's volume claim: the operator's template ``prometheus-<Prometheus>-db`` of StatefulSet
 ``prometheus-<Prometheus>``, replica 0, for the chart's Prometheus ``kube-prometheus-stack-prometheus``."""
 MONITOR_API = "monitoring.coreos.com/v1"
@@ -304,9 +303,15 @@ class Metrics(CellComponent):
         if args.remote_write_credentials is not None:
             data = pulumi.Output.secret(args.remote_write_credentials).apply(remote_write_secret_data)
             meta = {"name": REMOTE_WRITE_SECRET, "namespace": NAMESPACE, "labels": dict(_MANAGED)}
-            after.append(Secret(f"{name}-remote-write", metadata=cast("ObjectMetaArgsDict", meta), type="Opaque",
-                                string_data=cast("pulumi.Output[Mapping[str, str]]", data),
-                                opts=self.child(depends_on=after)))
+            after.append(
+                Secret(
+                    f"{name}-remote-write",
+                    metadata=cast("ObjectMetaArgsDict", meta),
+                    type="Opaque",
+                    string_data=cast("pulumi.Output[Mapping[str, str]]", data),
+                    opts=self.child(depends_on=after),
+                )
+            )
         self.release: Release = helm_release(
             f"{name}-stack",
             source=CHART,
@@ -323,7 +328,8 @@ class Metrics(CellComponent):
         "Resizing volumes")."""
         if args.storage_class == LONGHORN_CLASS:
             self.volume_patch = PersistentVolumeClaimPatch(
-                f"{name}-volume", metadata={"name": PROMETHEUS_CLAIM, "namespace": NAMESPACE},
+                f"{name}-volume",
+                metadata={"name": PROMETHEUS_CLAIM, "namespace": NAMESPACE},
                 spec={"resources": {"requests": {"storage": f"{spec.storage_gib}Gi"}}},
                 opts=self.child(depends_on=[self.release]),
             )
@@ -347,5 +353,11 @@ class Metrics(CellComponent):
 
 def _custom(resource_name: str, manifest: dict[str, Any], opts: pulumi.ResourceOptions) -> CustomResource:
     """Register a rendered ``monitoring.coreos.com`` manifest as it is."""
-    return CustomResource(resource_name, api_version=manifest["apiVersion"], kind=manifest["kind"],
-                          metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
+    return CustomResource(
+        resource_name,
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        metadata=manifest["metadata"],
+        spec=manifest["spec"],
+        opts=opts,
+    )

@@ -63,15 +63,14 @@ def _fit(offers: Sequence[GpuOffer], count: int, what: str, path: tuple[str, ...
     fitting = tuple(o for o in offers if o.per_node >= count)
     if fitting and all(o.nodes == 0 for o in fitting):  # every host that would hold it is quarantined
         raise PlacementError(
-            path, f"{count} {what} fit only on quarantined hosts (pool {_names(fitting)}); lift a host's "
-            "quarantine or add hosts"
+            path,
+            f"{count} {what} fit only on quarantined hosts (pool {_names(fitting)}); lift a host's "
+            "quarantine or add hosts",
         )
     fitting = tuple(o for o in fitting if o.nodes > 0) or fitting
     if not fitting:
         best = max(offers, key=lambda o: o.per_node)
-        raise PlacementError(
-            path, f"{count} {what} do not fit one node: pool {best.pool} has {best.per_node} per node"
-        )
+        raise PlacementError(path, f"{count} {what} do not fit one node: pool {best.pool} has {best.per_node} per node")
     return fitting
 
 
@@ -82,8 +81,9 @@ def _topology_key(vm: GpuVirtualMachineSpec) -> str:
     return "hugepages" if vm.hugepages is not None else "numaPassthrough"
 
 
-def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool],
-             offers: Sequence[GpuOffer]) -> Placement:
+def place_vm(
+    name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+) -> Placement:
     """Placement of a VM: passthrough or vGPU pools of its model, ``dra`` pools with ``gpuAllocation: dra`` (a claim
     for ``vfio.gpu.nvidia.com`` devices), or CPU pools for a CPU-only VM."""
     needs_topology = vm.dedicated_cpus or vm.hugepages is not None or vm.numa_passthrough
@@ -100,29 +100,40 @@ def place_vm(name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool]
             raise PlacementError(*next(r for r in refusals.values() if r is not None))
         return Placement(fits)
     if vm.gpu_model not in CATALOG:
-        raise PlacementError(("gpuModel",),
-                             f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(
+            ("gpuModel",), f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}"
+        )
     if vm.gpu_allocation is GpuAllocation.DRA:
         return _place_dra_vm(vm, pools, needs_topology)
     profiles = CATALOG[vm.gpu_model].vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
-        raise PlacementError(("vgpuProfile",), f"{shown(vm.vgpu_profile)} is not a vGPU profile of {vm.gpu_model}; "
-                             f"accepted: {', '.join(profiles) or 'none: no vGPU profiles catalogued'}")
+        raise PlacementError(
+            ("vgpuProfile",),
+            f"{shown(vm.vgpu_profile)} is not a vGPU profile of {vm.gpu_model}; "
+            f"accepted: {', '.join(profiles) or 'none: no vGPU profiles catalogued'}",
+        )
     kind = OfferKind.VGPU if vm.vgpu_profile else OfferKind.PASSTHROUGH
     mode = GpuMode.VM_VGPU if vm.vgpu_profile else GpuMode.VM_PASSTHROUGH
     of_model = [o for o in offers if o.model == vm.gpu_model]
-    matching = [o for o in of_model if o.kind is kind and (vm.vgpu_profile is None or
-                                                          o.resource.endswith(f"_{vm.vgpu_profile}"))]
+    matching = [
+        o
+        for o in of_model
+        if o.kind is kind and (vm.vgpu_profile is None or o.resource.endswith(f"_{vm.vgpu_profile}"))
+    ]
     if vm.pool is not None:
         matching = [o for o in matching if o.pool == vm.pool]
     if not matching:
         key = "vgpuProfile" if vm.vgpu_profile and any(o.kind is kind for o in of_model) else "gpuModel"
-        raise PlacementError((key,), _no_vm_pool(vm, mode, of_model) + _dra_hint(vm.gpu_model, vm.pool, pools,
-                                                                                  "gpuAllocation"))
+        raise PlacementError(
+            (key,), _no_vm_pool(vm, mode, of_model) + _dra_hint(vm.gpu_model, vm.pool, pools, "gpuAllocation")
+        )
     matching = [o for o in matching if not needs_topology or pools[o.pool].topology is not None]
     if not matching:
-        raise PlacementError((_topology_key(vm),), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
-                             f"a topology profile; no {mode.value} pool with {vm.gpu_model} has one")
+        raise PlacementError(
+            (_topology_key(vm),),
+            f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
+            f"a topology profile; no {mode.value} pool with {vm.gpu_model} has one",
+        )
     fitting = _fit(matching, vm.gpus, "vGPUs" if vm.vgpu_profile else f"{vm.gpu_model} GPUs", ("gpus",))
     fitting = tuple(_host_fits(vm, fitting, pools))
     placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
@@ -137,12 +148,16 @@ def _place_dra_vm(vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], need
     if not matching:
         where = f" in pool {vm.pool}" if vm.pool else ""
         elsewhere = f"; {vm.gpu_model} dra pools: {_names(of_model)}" if of_model else ""
-        raise PlacementError(("gpuAllocation",), f"'dra': the region has no dra pool with {vm.gpu_model}{where}"
-                             f"{elsewhere}")
+        raise PlacementError(
+            ("gpuAllocation",), f"'dra': the region has no dra pool with {vm.gpu_model}{where}{elsewhere}"
+        )
     matching = [o for o in matching if not needs_topology or pools[o.pool].topology is not None]
     if not matching:
-        raise PlacementError((_topology_key(vm),), f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
-                             f"a topology profile; no dra pool with {vm.gpu_model} has one")
+        raise PlacementError(
+            (_topology_key(vm),),
+            f"dedicated CPUs, hugepages or NUMA passthrough need a pool with "
+            f"a topology profile; no dra pool with {vm.gpu_model} has one",
+        )
     fitting = _fit(matching, vm.gpus, f"{vm.gpu_model} GPUs", ("gpus",))
     fitting = tuple(_host_fits(vm, fitting, pools))
     return Placement(tuple(o.pool for o in fitting), None, vm.gpus, device_class=VFIO_CLASS)
@@ -151,8 +166,11 @@ def _place_dra_vm(vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], need
 def _dra_hint(model: str | None, pool: str | None, pools: Mapping[str, NodePool], key: str) -> str:
     """``"; pool l4-dra runs gpuMode dra: set <key>: dra"`` when the named pool, or a pool of ``model``, is a ``dra``
     pool; else empty."""
-    dra = [o.pool for o in dra_offers(pools)
-           if (pool is not None and o.pool == pool) or (pool is None and model is not None and o.model == model)]
+    dra = [
+        o.pool
+        for o in dra_offers(pools)
+        if (pool is not None and o.pool == pool) or (pool is None and model is not None and o.model == model)
+    ]
     if not dra:
         return ""
     runs = "runs" if len(dra) == 1 else "run"
@@ -170,16 +188,23 @@ def _with_fabric(placement: Placement, model: GpuModel, kind: OfferKind) -> Plac
     if placement.count < board.gpus:
         return Placement(placement.pools, placement.resource, placement.count, nvlink_disabled=True)
     if board.nvswitch is None:
-        raise PlacementError(("gpus",), f"{placement.count} {model.name} GPUs are a whole HGX board, whose NVLink "
-                             "switches gpucell cannot pass through (no PCI identity catalogued for them); give at "
-                             f"most {board.gpus - 1} GPUs (the guest runs with NVLink off) or use a container-mode "
-                             "pool")
-    return Placement(placement.pools, placement.resource, placement.count,
-                     nvswitch_resource=board.nvswitch.passthrough_resource, nvswitch_count=board.nvswitches)
+        raise PlacementError(
+            ("gpus",),
+            f"{placement.count} {model.name} GPUs are a whole HGX board, whose NVLink "
+            "switches gpucell cannot pass through (no PCI identity catalogued for them); give at "
+            f"most {board.gpus - 1} GPUs (the guest runs with NVLink off) or use a container-mode "
+            "pool",
+        )
+    return Placement(
+        placement.pools,
+        placement.resource,
+        placement.count,
+        nvswitch_resource=board.nvswitch.passthrough_resource,
+        nvswitch_count=board.nvswitches,
+    )
 
 
-def _host_fits(vm: GpuVirtualMachineSpec, offers: Sequence[GpuOffer], pools: Mapping[str, NodePool]
-               ) -> list[GpuOffer]:
+def _host_fits(vm: GpuVirtualMachineSpec, offers: Sequence[GpuOffer], pools: Mapping[str, NodePool]) -> list[GpuOffer]:
     """The offers on pools whose hosts hold the VM's memory (and dedicated vCPUs); raises with the first refusal."""
     fitting, refusals = [], []
     for offer in offers:
@@ -214,34 +239,42 @@ def host_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool) -> t
     if topology is None:
         return None
     if vm.dedicated_cpus and vm.cpu.vcpus > topology.allocatable_cpus:
-        return ("cpu",), (f"{vm.cpu.vcpus} dedicated vCPUs do not fit one node of pool {pool_name}: {topology.cpus} "
-                          f"CPUs, {topology.cpus - topology.allocatable_cpus} of them reservedCpus")
+        return ("cpu",), (
+            f"{vm.cpu.vcpus} dedicated vCPUs do not fit one node of pool {pool_name}: {topology.cpus} "
+            f"CPUs, {topology.cpus - topology.allocatable_cpus} of them reservedCpus"
+        )
     need_mib = vm.memory_gib * 1024
     if vm.hugepages is None:
         regular = topology.regular_memory_per_numa_mib * topology.numa_nodes
         if need_mib > regular:
-            return ("memoryGib",), (f"{vm.memory_gib} GiB of ordinary memory do not fit one node of pool {pool_name}, "
-                                    f"which leaves {_gib(regular)} GiB beside its hugepages and reserved memory; back "
-                                    "the VM with hugepages (hugepages: 1Gi)")
+            return ("memoryGib",), (
+                f"{vm.memory_gib} GiB of ordinary memory do not fit one node of pool {pool_name}, "
+                f"which leaves {_gib(regular)} GiB beside its hugepages and reserved memory; back "
+                "the VM with hugepages (hugepages: 1Gi)"
+            )
         return None
     size = vm.hugepages
     per_numa = topology.hugepages_mib_per_numa(size)
     count = topology.hugepages_per_numa(size)
     if per_numa == 0:
-        return ("hugepages",), (f"{size!r}: pool {pool_name} reserves no {size} hugepages "
-                                f"(topology.hugepages{size}PerNuma is 0)")
+        return ("hugepages",), (
+            f"{size!r}: pool {pool_name} reserves no {size} hugepages (topology.hugepages{size}PerNuma is 0)"
+        )
     per_node = per_numa * topology.numa_nodes
     if need_mib > per_node:
-        return ("memoryGib",), (f"{vm.memory_gib} GiB of {size} hugepages do not fit one node of pool {pool_name}, "
-                                f"which reserves {_gib(per_node)} GiB of them ({count} per NUMA node x "
-                                f"{topology.numa_nodes})")
+        return ("memoryGib",), (
+            f"{vm.memory_gib} GiB of {size} hugepages do not fit one node of pool {pool_name}, "
+            f"which reserves {_gib(per_node)} GiB of them ({count} per NUMA node x "
+            f"{topology.numa_nodes})"
+        )
     if vm.numa_passthrough:
         return _numa_refusal(vm, pool_name, pool, need_mib)
     return None
 
 
-def _numa_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool,
-                  need_mib: int) -> tuple[tuple[str, ...], str] | None:
+def _numa_refusal(
+    vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool, need_mib: int
+) -> tuple[tuple[str, ...], str] | None:
     topology = pool.topology
     assert topology is not None
     assert vm.hugepages is not None
@@ -250,8 +283,11 @@ def _numa_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool,
     share, per_numa = math.ceil(need_mib / nodes), topology.hugepages_mib_per_numa(vm.hugepages)
     if share <= per_numa:
         return None
-    why = ("its topologyManagerPolicy single-numa-node keeps a VM on one NUMA node" if single else
-           f"{vm.cpu.vcpus} vCPUs fit on {nodes} of its NUMA nodes ({topology.cpus_per_numa} CPUs each)")
+    why = (
+        "its topologyManagerPolicy single-numa-node keeps a VM on one NUMA node"
+        if single
+        else f"{vm.cpu.vcpus} vCPUs fit on {nodes} of its NUMA nodes ({topology.cpus_per_numa} CPUs each)"
+    )
     return ("numaPassthrough",), (
         f"{vm.memory_gib} GiB of {vm.hugepages} hugepages: KubeVirt binds guest memory evenly to the NUMA nodes "
         f"holding the VM's vCPUs, and on pool {pool_name} {why}, leaving {_gib(share)} GiB per NUMA node where "
@@ -268,8 +304,11 @@ def _no_vm_pool(vm: GpuVirtualMachineSpec, mode: GpuMode, of_model: Sequence[Gpu
     wanted = f"{mode.value} pool with {vm.gpu_model}" + (f" ({vm.vgpu_profile})" if vm.vgpu_profile else "")
     where = f" in pool {vm.pool}" if vm.pool else ""
     if of_model:
-        modes = ", ".join(sorted({f"{o.pool} ({o.mode.value}{', ' + o.resource if o.kind is OfferKind.VGPU else ''})"
-                                  for o in of_model}))
+        modes = ", ".join(
+            sorted(
+                {f"{o.pool} ({o.mode.value}{', ' + o.resource if o.kind is OfferKind.VGPU else ''})" for o in of_model}
+            )
+        )
         container_only = all(o.mode is GpuMode.CONTAINER for o in of_model)
         return f"no {wanted}{where}; {vm.gpu_model} is only in {modes}" + (
             ": a GPU VM needs a VM-mode pool" if container_only else ""
@@ -277,13 +316,15 @@ def _no_vm_pool(vm: GpuVirtualMachineSpec, mode: GpuMode, of_model: Sequence[Gpu
     return f"the region has no {wanted}{where}"
 
 
-def _with_topology(candidates: list[str], pools: Mapping[str, NodePool], needs_topology: bool,
-                   key: str) -> Placement:
+def _with_topology(candidates: list[str], pools: Mapping[str, NodePool], needs_topology: bool, key: str) -> Placement:
     if needs_topology:
         candidates = [c for c in candidates if pools[c].topology is not None]
         if not candidates:
-            raise PlacementError((key,), "dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
-                                 "topology profile, and none of the candidate pools has one")
+            raise PlacementError(
+                (key,),
+                "dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
+                "topology profile, and none of the candidate pools has one",
+            )
     return Placement(tuple(candidates))
 
 
@@ -292,8 +333,9 @@ def cpu_pools(pools: Mapping[str, NodePool]) -> list[str]:
     return [name for name, pool in pools.items() if pool.role is NodeRole.CPU]
 
 
-def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer],
-                    mig_strategy: str, what: str) -> Placement:
+def place_container(
+    gpu: GpuRequest | None, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer], mig_strategy: str, what: str
+) -> Placement:
     """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile; with
     ``gpu.allocation: dra``, ``dra`` pools (a claim for ``gpu.nvidia.com`` devices).
 
@@ -303,8 +345,9 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
     if gpu is None:
         return Placement(tuple(cpu_pools(pools)))
     if gpu.model is not None and gpu.model not in CATALOG:
-        raise PlacementError(("gpu", "model"),
-                             f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}")
+        raise PlacementError(
+            ("gpu", "model"), f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}"
+        )
     if gpu.allocation is GpuAllocation.DRA:
         return _place_dra_container(gpu, pools)
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]
@@ -313,15 +356,21 @@ def place_container(gpu: GpuRequest | None, pools: Mapping[str, NodePool], offer
     if not container:
         hint = _dra_hint(gpu.model, None, pools, "gpu.allocation") if gpu.model else ""
         if vm_pools:
-            raise PlacementError(("gpu",), f"{what} needs a container-mode pool; "
-                                 f"{_names(vm_pools)} run{'s' if len(vm_pools) == 1 else ''} VMs{hint}")
+            raise PlacementError(
+                ("gpu",),
+                f"{what} needs a container-mode pool; "
+                f"{_names(vm_pools)} run{'s' if len(vm_pools) == 1 else ''} VMs{hint}",
+            )
         raise PlacementError(("gpu",), f"the region has no container-mode GPU pool{_model(gpu)}{hint}")
     if gpu.mig_profile is not None:
         return _place_mig(gpu, container, mig_strategy)
     whole = [o for o in container if o.kind is OfferKind.GPU]
     if not whole:
-        raise PlacementError(("gpu",), f"no container-mode pool{_model(gpu)} has whole GPUs (all are MIG-partitioned: "
-                             f"{_names(container)}); ask for a migProfile")
+        raise PlacementError(
+            ("gpu",),
+            f"no container-mode pool{_model(gpu)} has whole GPUs (all are MIG-partitioned: "
+            f"{_names(container)}); ask for a migProfile",
+        )
     fitting = _fit(whole, gpu.count, "GPUs", ("gpu", "count"))
     return Placement(tuple(o.pool for o in fitting), WHOLE_GPU, gpu.count)
 
@@ -342,13 +391,19 @@ def _model(gpu: GpuRequest) -> str:
 
 def _place_mig(gpu: GpuRequest, container: Sequence[GpuOffer], mig_strategy: str) -> Placement:
     if mig_strategy == "single" and any(o.kind is OfferKind.MIG for o in container):
-        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)}: under gpuOperator.migStrategy "
-                             "single MIG instances are advertised as nvidia.com/gpu; ask for whole GPUs or use "
-                             "migStrategy mixed")
+        raise PlacementError(
+            ("gpu", "migProfile"),
+            f"{shown(gpu.mig_profile)}: under gpuOperator.migStrategy "
+            "single MIG instances are advertised as nvidia.com/gpu; ask for whole GPUs or use "
+            "migStrategy mixed",
+        )
     slices = [o for o in container if o.kind is OfferKind.MIG and o.mig_profile == gpu.mig_profile]
     if not slices:
         offered = sorted({o.mig_profile for o in container if o.mig_profile})
-        raise PlacementError(("gpu", "migProfile"), f"{shown(gpu.mig_profile)} is offered by no node's MIG layout"
-                             f"{_model(gpu)}; offered: {', '.join(offered) or 'none'}")
+        raise PlacementError(
+            ("gpu", "migProfile"),
+            f"{shown(gpu.mig_profile)} is offered by no node's MIG layout"
+            f"{_model(gpu)}; offered: {', '.join(offered) or 'none'}",
+        )
     fitting = _fit(slices, gpu.count, f"{gpu.mig_profile} instances", ("gpu", "count"))
     return Placement(tuple(o.pool for o in fitting), fitting[0].resource, gpu.count)

@@ -43,8 +43,9 @@ def gpu_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
 def vm_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
     """Tolerations for the taints of the pools VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools and
     cpu pools (CPU-only VMs)."""
-    return _of(p for p in cell.node_pools.values()
-               if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
+    return _of(
+        p for p in cell.node_pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms)
+    )
 
 
 def worker_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:

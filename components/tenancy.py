@@ -316,10 +316,15 @@ def limit_range_manifest(tenant: str, spec: TenantSpec) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": object_meta(tenant, "tenant-defaults"),
-        "spec": {"limits": [
-            {"type": "Container", "default": {**default, "ephemeral-storage": f"{ephemeral}Mi"},
-             "defaultRequest": {**default, "ephemeral-storage": f"{ephemeral // 8}Mi"}},
-        ]},
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {**default, "ephemeral-storage": f"{ephemeral}Mi"},
+                    "defaultRequest": {**default, "ephemeral-storage": f"{ephemeral // 8}Mi"},
+                },
+            ]
+        },
     }
 
 
@@ -327,8 +332,9 @@ def _groups(groups: Sequence[str], oidc: OidcSpec | None) -> list[dict[str, str]
     return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": oidc.group(g) if oidc else g} for g in groups]
 
 
-def _binding(tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str], *,
-             oidc: OidcSpec | None) -> dict[str, Any]:
+def _binding(
+    tenant: str, name: str, role_kind: str, role: str, groups: Sequence[str], *, oidc: OidcSpec | None
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "RoleBinding",
@@ -386,12 +392,20 @@ def _egress_cluster(cell: CellSpec) -> list[dict[str, Any]]:
     platform = {f"k8s:io.cilium.k8s.namespace.labels.{PLATFORM_SERVICES_LABEL}": "true"}
     # the API server's own port only: on k3s the kube-apiserver entity is the server nodes, whose SSH, etcd and
     # kubelet ports an entity rule without toPorts would open too (the Service's 443 is translated to it first)
-    rules: list[dict[str, Any]] = [{"toEntities": ["kube-apiserver"],
-                                    "toPorts": [{"ports": [{"port": str(listen_port(cell)), "protocol": "TCP"}]}]}]
+    rules: list[dict[str, Any]] = [
+        {
+            "toEntities": ["kube-apiserver"],
+            "toPorts": [{"ports": [{"port": str(listen_port(cell)), "protocol": "TCP"}]}],
+        }
+    ]
     api = cell.network.api_address
     if api is not None:  # the VIP or load balancer address, on the API port only
-        rules.append({"toCIDRSet": [{"cidr": f"{api}/32"}],
-                      "toPorts": [{"ports": [{"port": str(cell.network.api_port), "protocol": "TCP"}]}]})
+        rules.append(
+            {
+                "toCIDRSet": [{"cidr": f"{api}/32"}],
+                "toPorts": [{"ports": [{"port": str(cell.network.api_port), "protocol": "TCP"}]}],
+            }
+        )
     return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
 
 
@@ -425,8 +439,14 @@ def egress_policy_names(spec: TenantSpec) -> list[str]:
             reopened = ["tenant-allow-egress-cidrs"] if spec.egress_cidrs else []
             return ["tenant-allow-egress-cluster", "tenant-allow-egress-internet", *reopened]
         case EgressClass.CUSTOM:
-            return [name for name, given in (("tenant-allow-egress-cidrs", spec.egress_cidrs),
-                                             ("tenant-allow-egress-fqdns", spec.egress_fqdns)) if given]
+            return [
+                name
+                for name, given in (
+                    ("tenant-allow-egress-cidrs", spec.egress_cidrs),
+                    ("tenant-allow-egress-fqdns", spec.egress_fqdns),
+                )
+                if given
+            ]
 
 
 def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> list[dict[str, Any]]:
@@ -438,22 +458,42 @@ def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> l
     """
     own = {"matchLabels": {NAMESPACE_KEY: namespace_of(tenant)}}
     policies = [
-        _policy(tenant, "tenant-default-deny", "Default deny: nothing in or out unless a policy allows it",
-                {"enableDefaultDeny": {"ingress": True, "egress": True}, "ingress": [{}], "egress": [{}]}),
-        _policy(tenant, "tenant-deny-link-local",
-                "Never link-local addresses (instance metadata at 169.254.169.254), whatever another policy allows",
-                {"egressDeny": [{"toCIDRSet": [{"cidr": str(LINK_LOCAL)}]}]}),
-        _policy(tenant, "tenant-allow-dns", "DNS to kube-dns, through the DNS proxy so toFQDNs rules match", {
-            "egress": [{
-                "toEndpoints": [{"matchLabels": dict(DNS_SELECTOR)}],
-                "toPorts": [{
-                    "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
-                    "rules": {"dns": [{"matchPattern": "*"}]},
-                }],
-            }],
-        }),
-        _policy(tenant, "tenant-allow-intra-tenant", "Traffic between the tenant's own pods and VMs",
-                {"ingress": [{"fromEndpoints": [own]}], "egress": [{"toEndpoints": [own]}]}),
+        _policy(
+            tenant,
+            "tenant-default-deny",
+            "Default deny: nothing in or out unless a policy allows it",
+            {"enableDefaultDeny": {"ingress": True, "egress": True}, "ingress": [{}], "egress": [{}]},
+        ),
+        _policy(
+            tenant,
+            "tenant-deny-link-local",
+            "Never link-local addresses (instance metadata at 169.254.169.254), whatever another policy allows",
+            {"egressDeny": [{"toCIDRSet": [{"cidr": str(LINK_LOCAL)}]}]},
+        ),
+        _policy(
+            tenant,
+            "tenant-allow-dns",
+            "DNS to kube-dns, through the DNS proxy so toFQDNs rules match",
+            {
+                "egress": [
+                    {
+                        "toEndpoints": [{"matchLabels": dict(DNS_SELECTOR)}],
+                        "toPorts": [
+                            {
+                                "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                                "rules": {"dns": [{"matchPattern": "*"}]},
+                            }
+                        ],
+                    }
+                ],
+            },
+        ),
+        _policy(
+            tenant,
+            "tenant-allow-intra-tenant",
+            "Traffic between the tenant's own pods and VMs",
+            {"ingress": [{"fromEndpoints": [own]}], "egress": [{"toEndpoints": [own]}]},
+        ),
     ]
     bodies: dict[str, tuple[str, list[dict[str, Any]]]] = {
         "tenant-allow-egress-cluster": (
@@ -464,12 +504,21 @@ def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> l
             "Egress class internet: outside the cell, never link-local or the cell's node, pod and service networks",
             [{"toCIDRSet": [{"cidr": "0.0.0.0/0", "except": internet_exceptions(cell)}]}],
         ),
-        "tenant-allow-egress-cidrs": (f"Egress class {spec.egress.value}: the tenant's egressCidrs",
-                                      [{"toCIDRSet": [{"cidr": str(net)} for net in spec.egress_cidrs]}]),
-        "tenant-allow-egress-fqdns": ("Egress class custom: the tenant's egressFqdns", [{"toFQDNs": [
-            {"matchPattern": fqdn} if fqdn.startswith(("*.", "**.")) else {"matchName": fqdn}
-            for fqdn in spec.egress_fqdns
-        ]}]),
+        "tenant-allow-egress-cidrs": (
+            f"Egress class {spec.egress.value}: the tenant's egressCidrs",
+            [{"toCIDRSet": [{"cidr": str(net)} for net in spec.egress_cidrs]}],
+        ),
+        "tenant-allow-egress-fqdns": (
+            "Egress class custom: the tenant's egressFqdns",
+            [
+                {
+                    "toFQDNs": [
+                        {"matchPattern": fqdn} if fqdn.startswith(("*.", "**.")) else {"matchName": fqdn}
+                        for fqdn in spec.egress_fqdns
+                    ]
+                }
+            ],
+        ),
     }
     for name in egress_policy_names(spec):
         description, egress = bodies[name]
@@ -531,31 +580,38 @@ class Tenant(CellComponent):
         ns = namespace_manifest(tenant, spec, cell)
         # After the KubeVirt CR: the namespace enforces restricted, which VM launcher pods pass only once the CR
         # gives them a seccomp profile (on a live cell too, where this orders the label change after the CR's).
-        self.namespace_resource = Namespace(f"{name}-namespace", metadata=ns["metadata"],
-                                            opts=self.child(depends_on=[args.cell.kubevirt.cr], **lifecycle))
+        self.namespace_resource = Namespace(
+            f"{name}-namespace",
+            metadata=ns["metadata"],
+            opts=self.child(depends_on=[args.cell.kubevirt.cr], **lifecycle),
+        )
         inside = self.child(depends_on=[self.namespace_resource], **lifecycle)
         quota = resource_quota_manifest(tenant, spec, cell)
-        self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"],
-                                   opts=inside)
+        self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"], opts=inside)
         limits = limit_range_manifest(tenant, spec)
-        self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"],
-                                      opts=inside)
+        self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
         self.rbac: list[pulumi.CustomResource] = []
         for obj in rbac_manifests(tenant, spec, cell.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
-                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"],
-                                      opts=inside))
+                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=inside))
             else:
-                self.rbac.append(RoleBinding(child, metadata=obj["metadata"], role_ref=obj["roleRef"],
-                                             subjects=obj["subjects"], opts=inside))
+                self.rbac.append(
+                    RoleBinding(
+                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
+                    )
+                )
         after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium], **lifecycle)
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec, cell)
         ]
         self.ready: list[pulumi.Resource] = [
-            self.namespace_resource, self.quota, self.limit_range, *self.rbac, *self.policies,
+            self.namespace_resource,
+            self.quota,
+            self.limit_range,
+            *self.rbac,
+            *self.policies,
         ]
         """What a workload must come after: namespace, quota, limit range, RBAC and network policies."""
 

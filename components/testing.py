@@ -173,6 +173,11 @@ def run_program(
     propagate.
     """
     return mock_engine.run_program(
-        program, project=project, stack=stack, config=config, secret_keys=secret_keys, preview=preview,
+        program,
+        project=project,
+        stack=stack,
+        config=config,
+        secret_keys=secret_keys,
+        preview=preview,
         computed=None if preview else provider_outputs(cells),
     )

@@ -247,8 +247,9 @@ def reconciler_script(model: GpuModel, profile: str) -> str:
 
 def systemd_unit(model: GpuModel, profile: str) -> str:
     """The ``gpucell-vgpu-types.service`` unit: runs the reconciler, restarted by systemd whenever it stops."""
-    return _UNIT.format(type_name=model.vgpu_type_name(profile), per_gpu=model.vgpus_per_gpu(profile),
-                        path=RECONCILER_PATH)
+    return _UNIT.format(
+        type_name=model.vgpu_type_name(profile), per_gpu=model.vgpus_per_gpu(profile), path=RECONCILER_PATH
+    )
 
 
 _INSTALL = """

@@ -38,7 +38,7 @@ _BOOT = "import sys\nfrom gpucell.stacks.cli import main\nsys.exit(main(sys.argv
 
 def stacks_in(project_dir: Path) -> list[str]:
     """The stacks with a ``Pulumi.<stack>.yaml`` in ``project_dir``, sorted."""
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
 def plan_head(project_dir: Path, stack: str) -> dict[str, Any]:
@@ -60,12 +60,14 @@ class BaseTree:
         self._export(repo)
 
     def _export(self, repo: Path) -> None:
-        done = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", self.ref],
-                              capture_output=True, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(repo), "archive", "--format=tar", self.ref], capture_output=True, check=False
+        )
         if done.returncode != 0:
             why = done.stderr.decode(errors="replace").strip().splitlines()
-            raise ConfigError.at(("--base",), f"{self.ref!r} cannot be read from {repo}: "
-                                 f"{why[-1] if why else 'git archive failed'}")
+            raise ConfigError.at(
+                ("--base",), f"{self.ref!r} cannot be read from {repo}: {why[-1] if why else 'git archive failed'}"
+            )
         self.tree.mkdir(parents=True)
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
             archive.extractall(self.tree, filter="data")
@@ -77,18 +79,26 @@ class BaseTree:
     def plan(self, stack: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]] | None, list[str]]:
         """(plan JSON, fingerprints to use instead of the plan's or ``None``, notes) of ``stack`` at the ref."""
         if not (self.tree / f"Pulumi.{stack}.yaml").is_file():
-            return dict(EMPTY_PLAN, stack=stack), {}, [f"`Pulumi.{stack}.yaml` does not exist at `{self.ref}`: "
-                                                       "every resource is new"]
+            return (
+                dict(EMPTY_PLAN, stack=stack),
+                {},
+                [f"`Pulumi.{stack}.yaml` does not exist at `{self.ref}`: every resource is new"],
+            )
         if not self.own_code:
             plan = make_plan(self.tree, stack)
-            return to_json(plan, list(plan.cells)), None, [
-                f"base: `Pulumi.{stack}.yaml` at `{self.ref}` planned with the working tree's code"]
+            return (
+                to_json(plan, list(plan.cells)),
+                None,
+                [f"base: `Pulumi.{stack}.yaml` at `{self.ref}` planned with the working tree's code"],
+            )
         result = self._plan_with_ref_code(stack)
         notes = [f"base: stack files and code at `{self.ref}`"]
         outputs = result.get("outputs") or {}
         if not any(key.endswith("Fingerprint") for key in outputs):
-            notes.append(f"the code at `{self.ref}` exports no fingerprints: disruptive changes were found from "
-                         f"`Pulumi.{stack}.yaml` at `{self.ref}` with the working tree's rules")
+            notes.append(
+                f"the code at `{self.ref}` exports no fingerprints: disruptive changes were found from "
+                f"`Pulumi.{stack}.yaml` at `{self.ref}` with the working tree's rules"
+            )
             return result, self._fingerprints_from_config(stack), notes
         return result, None, notes
 
@@ -100,24 +110,37 @@ class BaseTree:
             pyproject = tomllib.loads((self.tree / "pyproject.toml").read_text())
             package_dir: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
         except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError.at(("--base",), f"{self.ref!r} has no [tool.setuptools.package-dir] in pyproject.toml "
-                                 f"({exc}); use --base-code worktree") from None
+            raise ConfigError.at(
+                ("--base",),
+                f"{self.ref!r} has no [tool.setuptools.package-dir] in pyproject.toml "
+                f"({exc}); use --base-code worktree",
+            ) from None
         for package, folder in sorted(package_dir.items(), key=lambda item: item[0].count(".")):
-            shutil.copytree(self.tree / folder, root / package.replace(".", "/"), dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                self.tree / folder,
+                root / package.replace(".", "/"),
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
         return root
 
     def _plan_with_ref_code(self, stack: str) -> dict[str, Any]:
         out = self.work / f"{stack}.json"
         done = subprocess.run(
             [sys.executable, "-c", _BOOT, "plan", stack, "--json", str(out), "--project-dir", str(self.tree)],
-            env={**_environ(), "PYTHONPATH": str(self._import_root())}, capture_output=True, text=True, check=False,
+            env={**_environ(), "PYTHONPATH": str(self._import_root())},
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0 or not out.is_file():
             why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ConfigError.at(("--base",), f"planning stack {stack} with the code at {self.ref!r} failed "
-                                 f"(exit {done.returncode}): {why}; to plan its stack file with this code, "
-                                 "pass --base-code worktree")
+            raise ConfigError.at(
+                ("--base",),
+                f"planning stack {stack} with the code at {self.ref!r} failed "
+                f"(exit {done.returncode}): {why}; to plan its stack file with this code, "
+                "pass --base-code worktree",
+            )
         result: dict[str, Any] = json.loads(out.read_text())
         return result
 

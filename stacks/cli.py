@@ -50,32 +50,51 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml")
     plan.add_argument("--region", help="only this region (default: all regions of the stack)")
-    plan.add_argument("--out", type=Path, metavar="DIR",
-                      help="write manifests, Helm values and node files under DIR/<region>/")
+    plan.add_argument(
+        "--out", type=Path, metavar="DIR", help="write manifests, Helm values and node files under DIR/<region>/"
+    )
     plan.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON to FILE")
-    plan.add_argument("--preview", action="store_true",
-                      help="leave provider-computed values unknown, as a region's first `pulumi preview` sees them")
-    plan.add_argument("--check", action="store_true",
-                      help="check every object, chart value, script and node config against upstream; exit 1 on "
-                      "any problem")
-    plan.add_argument("--base-plan", type=Path, metavar="FILE",
-                      help="a `gpucell plan --json` file taken as the last deployment: the estimate is of the change "
-                      "against it, and its nodes count as registered")
-    plan.add_argument("--schemas", type=Path, default=None, metavar="DIR",
-                      help=f"upstream schemas for --check (default: {default_cache_dir()})")
+    plan.add_argument(
+        "--preview",
+        action="store_true",
+        help="leave provider-computed values unknown, as a region's first `pulumi preview` sees them",
+    )
+    plan.add_argument(
+        "--check",
+        action="store_true",
+        help="check every object, chart value, script and node config against upstream; exit 1 on any problem",
+    )
+    plan.add_argument(
+        "--base-plan",
+        type=Path,
+        metavar="FILE",
+        help="a `gpucell plan --json` file taken as the last deployment: the estimate is of the change "
+        "against it, and its nodes count as registered",
+    )
+    plan.add_argument(
+        "--schemas",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"upstream schemas for --check (default: {default_cache_dir()})",
+    )
     _project_dir(plan)
 
     schemas = commands.add_parser("schemas", help="manage the upstream schemas --check reads")
     schemas_commands = schemas.add_subparsers(dest="schemas_command", required=True)
     fetch_cmd = schemas_commands.add_parser(
-        "fetch", help="download the schemas and chart values for the versions STACK pins",
+        "fetch",
+        help="download the schemas and chart values for the versions STACK pins",
     )
     fetch_cmd.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml for the pinned versions")
-    fetch_cmd.add_argument("--dest", type=Path, default=None, metavar="DIR",
-                           help=f"where to write them (default: {default_cache_dir()})")
-    fetch_cmd.add_argument("--base-url", default=DEFAULT_BASE_URL,
-                           help="where upstream files are served as BASE/<repo>/<tag>/<path> "
-                           f"(default: {DEFAULT_BASE_URL})")
+    fetch_cmd.add_argument(
+        "--dest", type=Path, default=None, metavar="DIR", help=f"where to write them (default: {default_cache_dir()})"
+    )
+    fetch_cmd.add_argument(
+        "--base-url",
+        default=DEFAULT_BASE_URL,
+        help=f"where upstream files are served as BASE/<repo>/<tag>/<path> (default: {DEFAULT_BASE_URL})",
+    )
     _project_dir(fetch_cmd)
     _diff_parser(commands)
     _usage_parser(commands)
@@ -84,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _usage_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "usage", help="GPU-hours per tenant and resource for a period, from a cell's Prometheus",
+        "usage",
+        help="GPU-hours per tenant and resource for a period, from a cell's Prometheus",
         description="Sums gpucell:tenant_gpu_allocated:sum over [--start, --end) from a Prometheus HTTP API, one "
         "day per request (progress on stderr). Exit codes: 0 success, 1 Prometheus unreachable or failing, 2 wrong "
         "command line.",
@@ -103,8 +123,15 @@ def _usage(args: argparse.Namespace) -> int:
     start, end = usage.parse_time(args.start, "--start"), usage.parse_time(args.end, "--end")
     usage.check_arguments(args.prometheus, start, end, step=args.step, timeout=args.timeout, tenant=args.tenant)
     try:
-        rows = usage.read_usage(args.prometheus, start, end, tenant=args.tenant, step_seconds=args.step,
-                                timeout=args.timeout, progress=usage.progress_line(sys.stderr))
+        rows = usage.read_usage(
+            args.prometheus,
+            start,
+            end,
+            tenant=args.tenant,
+            step_seconds=args.step,
+            timeout=args.timeout,
+            progress=usage.progress_line(sys.stderr),
+        )
     except usage.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -121,23 +148,39 @@ def _diff_parser(commands: Any) -> None:
         "changes come first, with the gpucell:acknowledge entry each needs. Exit codes: 0 no changes, 3 changes "
         "(an acknowledgement that matches nothing counts), 4 disruptive changes, 1 error, 2 wrong command line.",
     )
-    diff.add_argument("args", nargs="*", metavar="BASE.json HEAD.json | STACK",
-                      help="two plan files, or with --base the stacks to compare (default: every stack file at REF "
-                      "and in the working tree)")
+    diff.add_argument(
+        "args",
+        nargs="*",
+        metavar="BASE.json HEAD.json | STACK",
+        help="two plan files, or with --base the stacks to compare (default: every stack file at REF "
+        "and in the working tree)",
+    )
     diff.add_argument("--base", metavar="REF", help="the git ref to compare the working tree against")
-    diff.add_argument("--base-code", choices=("ref", "worktree"), default="ref",
-                      help="plan REF's stack files with REF's code (default) or with the working tree's code")
+    diff.add_argument(
+        "--base-code",
+        choices=("ref", "worktree"),
+        default="ref",
+        help="plan REF's stack files with REF's code (default) or with the working tree's code",
+    )
     diff.add_argument("--out", type=Path, metavar="FILE", help="also write the Markdown to FILE")
-    diff.add_argument("--cross-stack", action="store_true",
-                      help="compare BASE.json and HEAD.json although they are plans of different stacks (URNs are "
-                      "matched with the stack name set aside)")
+    diff.add_argument(
+        "--cross-stack",
+        action="store_true",
+        help="compare BASE.json and HEAD.json although they are plans of different stacks (URNs are "
+        "matched with the stack name set aside)",
+    )
     _project_dir(diff)
 
     schema = commands.add_parser(
-        "schema", help="write the editor JSON Schema of Pulumi.<stack>.yaml (generated from the spec models)",
+        "schema",
+        help="write the editor JSON Schema of Pulumi.<stack>.yaml (generated from the spec models)",
     )
-    schema.add_argument("--out", type=Path, metavar="FILE",
-                        help=f"write it to FILE (the repository ships it as {SCHEMA_FILE}); default: stdout")
+    schema.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help=f"write it to FILE (the repository ships it as {SCHEMA_FILE}); default: stdout",
+    )
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -153,8 +196,13 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _project_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project-dir", type=Path, default=Path.cwd(), metavar="DIR",
-                        help="directory holding Pulumi.yaml (default: the current directory)")
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=Path.cwd(),
+        metavar="DIR",
+        help="directory holding Pulumi.yaml (default: the current directory)",
+    )
 
 
 class CommandLineError(ConfigError):
@@ -180,14 +228,17 @@ def _writable(option: str, path: Path, *, directory: bool) -> list[str]:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        return [f"{option}: {str(path)!r} cannot be written ({exc.strerror or type(exc).__name__}); give a "
-                "writable path"]
+        return [
+            f"{option}: {str(path)!r} cannot be written ({exc.strerror or type(exc).__name__}); give a writable path"
+        ]
     return []
 
 
 def _plan(args: argparse.Namespace) -> int:
-    problems = [*(_writable("--out", args.out, directory=True) if args.out else []),
-                *(_writable("--json", args.json, directory=False) if args.json else [])]
+    problems = [
+        *(_writable("--out", args.out, directory=True) if args.out else []),
+        *(_writable("--json", args.json, directory=False) if args.json else []),
+    ]
     if problems:  # before the plan: nothing is printed for a run that cannot write what it was asked to
         raise CommandLineError(problems)
     schemas = args.schemas or default_cache_dir()
@@ -195,8 +246,13 @@ def _plan(args: argparse.Namespace) -> int:
         check_libraries()
         check_schema_dir(schemas, args.stack)
     base = load_plan(args.base_plan) if args.base_plan else None
-    plan = make_plan(args.project_dir, args.stack, preview=args.preview, region=args.region,
-                     last_deployment=base["outputs"] if base else None)
+    plan = make_plan(
+        args.project_dir,
+        args.stack,
+        preview=args.preview,
+        region=args.region,
+        last_deployment=base["outputs"] if base else None,
+    )
     regions = [args.region] if args.region else list(plan.cells)
     print(render_tree(plan, regions, {r["urn"]: r["inputs"] for r in base["resources"]} if base else None))
     for warning in plan.result.warnings:
@@ -251,19 +307,29 @@ def _looks_like_a_file(argument: str) -> bool:
 def _file_reviews(args: argparse.Namespace) -> list[Review]:
     """``gpucell diff BASE.json HEAD.json``."""
     if len(args.args) != 2:
-        raise CommandLineError([f"gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got "
-                                f"{len(args.args)} argument{'' if len(args.args) == 1 else 's'}"])
+        raise CommandLineError(
+            [
+                f"gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got "
+                f"{len(args.args)} argument{'' if len(args.args) == 1 else 's'}"
+            ]
+        )
     base_path, head_path = (Path(p) for p in args.args)
     base, head = load_plan(base_path), load_plan(head_path)
     notes = []
     base_stack, head_stack = base.get("stack"), head.get("stack")
     if base_stack and head_stack and base_stack != head_stack:
         if not args.cross_stack:
-            raise ConfigError([f"gpucell diff: {base_path} is a plan of stack {base_stack} and {head_path} of stack "
-                               f"{head_stack}; pass --cross-stack to compare plans of two stacks"])
+            raise ConfigError(
+                [
+                    f"gpucell diff: {base_path} is a plan of stack {base_stack} and {head_path} of stack "
+                    f"{head_stack}; pass --cross-stack to compare plans of two stacks"
+                ]
+            )
         base = restack(base, head_stack)
-        notes.append(f"stack `{base_stack}` (BASE) compared with stack `{head_stack}` (HEAD): resources matched by "
-                     "URN with the stack name set aside")
+        notes.append(
+            f"stack `{base_stack}` (BASE) compared with stack `{head_stack}` (HEAD): resources matched by "
+            "URN with the stack name set aside"
+        )
     return [review(base, head, notes=notes)]
 
 
@@ -276,18 +342,29 @@ def _reviews(args: argparse.Namespace) -> list[Review]:
         unknown = [stack for stack in args.args if stack not in known]
         files = [argument for argument in unknown if _looks_like_a_file(argument)]
         if files:
-            raise ConfigError([f"gpucell diff: {', '.join(files)}: with --base REF the arguments are stack names "
-                               f"(stacks: {', '.join(known) or 'none'}); to compare two plan files, leave out "
-                               "--base: gpucell diff BASE.json HEAD.json"])
+            raise ConfigError(
+                [
+                    f"gpucell diff: {', '.join(files)}: with --base REF the arguments are stack names "
+                    f"(stacks: {', '.join(known) or 'none'}); to compare two plan files, leave out "
+                    "--base: gpucell diff BASE.json HEAD.json"
+                ]
+            )
         if unknown:
-            raise ConfigError([f"gpucell diff: no stack {', '.join(unknown)}: neither {args.base!r} nor the working "
-                               f"tree ({args.project_dir}) has {', '.join(f'Pulumi.{s}.yaml' for s in unknown)}; "
-                               f"stacks: {', '.join(known) or 'none'}"])
+            raise ConfigError(
+                [
+                    f"gpucell diff: no stack {', '.join(unknown)}: neither {args.base!r} nor the working "
+                    f"tree ({args.project_dir}) has {', '.join(f'Pulumi.{s}.yaml' for s in unknown)}; "
+                    f"stacks: {', '.join(known) or 'none'}"
+                ]
+            )
         reviews = []
         for stack in args.args or known:
             base, fingerprints, notes = tree.plan(stack)
-            reviews.append(review(base, plan_head(args.project_dir, stack), stack=stack,
-                                  base_fingerprints=fingerprints, notes=notes))
+            reviews.append(
+                review(
+                    base, plan_head(args.project_dir, stack), stack=stack, base_fingerprints=fingerprints, notes=notes
+                )
+            )
         return reviews
 
 

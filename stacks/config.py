@@ -36,8 +36,11 @@ class StackConfig:
         """The secret named by ``regions.<region>.metrics.remoteWrite.credentialsConfigKey``, or ``None``."""
         metrics = self.spec.regions[region].metrics
         remote = metrics.remote_write if metrics.enabled else None
-        return None if remote is None or remote.credentials_config_key is None else \
-            self.credentials[remote.credentials_config_key]
+        return (
+            None
+            if remote is None or remote.credentials_config_key is None
+            else self.credentials[remote.credentials_config_key]
+        )
 
     def etcd_s3_credentials(self, region: str) -> pulumi.Output[str] | None:
         """The secret named by ``regions.<region>.etcd.snapshots.s3.credentialsConfigKey``, or ``None``."""
@@ -61,8 +64,10 @@ def _not_json(key: str, what: str) -> str:
     """Why ``gpucell:<key>`` could not be read as JSON, without its text: pulumi's ``ConfigTypeError`` quotes the
     whole value, which for a ``secure:`` value is the decrypted secret."""
     if _is_secret(f"{PROJECT}:{key}"):
-        return (f"is a secure: value that does not decrypt to {what} (its text is not shown); store it as plain "
-                f"YAML in the stack file, or encrypt JSON text")
+        return (
+            f"is a secure: value that does not decrypt to {what} (its text is not shown); store it as plain "
+            f"YAML in the stack file, or encrypt JSON text"
+        )
     return f"is not {what}; write it as a YAML mapping or list under {PROJECT}:{key} in the stack file"
 
 
@@ -81,11 +86,20 @@ def _check_top_level_keys(secret_keys: set[str]) -> None:
     """Reject ``gpucell:*`` keys the program does not read, all in one run: a typo there would otherwise be
     ignored."""
     accepted = {"regions", "acknowledge", *secret_keys}
-    unknown = [key for full_key in sorted(_config_keys())
-               for namespace, _, key in [full_key.partition(":")] if namespace == PROJECT and key not in accepted]
+    unknown = [
+        key
+        for full_key in sorted(_config_keys())
+        for namespace, _, key in [full_key.partition(":")]
+        if namespace == PROJECT and key not in accepted
+    ]
     if unknown:
-        raise ConfigError([f"{join_path((key,))}: unknown key in the {PROJECT} namespace; accepted keys are "
-                           f"{', '.join(sorted(accepted))}" for key in unknown])
+        raise ConfigError(
+            [
+                f"{join_path((key,))}: unknown key in the {PROJECT} namespace; accepted keys are "
+                f"{', '.join(sorted(accepted))}"
+                for key in unknown
+            ]
+        )
 
 
 def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> pulumi.Output[str]:
@@ -96,8 +110,10 @@ def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> 
     if secret is None:
         raise ConfigError.at((key,), f"secret is missing ({used_by}); set it with `pulumi config set --secret {how}`")
     if not _is_secret(f"{PROJECT}:{key}"):
-        raise ConfigError.at((key,), f"is stored in plain text in the stack file; store it encrypted with "
-                             f"`pulumi config set --secret {how}`")
+        raise ConfigError.at(
+            (key,),
+            f"is stored in plain text in the stack file; store it encrypted with `pulumi config set --secret {how}`",
+        )
     return secret
 
 
@@ -110,13 +126,18 @@ def _acknowledgements(config: pulumi.Config, regions: list[str]) -> list[Acknowl
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise ConfigError.at(("acknowledge",), "must be a list of {change, region, reason} entries, e.g. "
-                             '[{change: podCidr, region: fra1, reason: "maintenance window CHG-1234"}]')
+        raise ConfigError.at(
+            ("acknowledge",),
+            "must be a list of {change, region, reason} entries, e.g. "
+            '[{change: podCidr, region: fra1, reason: "maintenance window CHG-1234"}]',
+        )
     acknowledgements = StackAcknowledgements.model_validate({"acknowledge": raw}).acknowledge
     for index, entry in enumerate(acknowledgements):
         if entry.change is not Change.REGION_REMOVED and entry.region not in regions:
-            raise ConfigError.at(("acknowledge", index, "region"),
-                                 f"{entry.region!r} is not a region of this stack; regions: {', '.join(regions)}")
+            raise ConfigError.at(
+                ("acknowledge", index, "region"),
+                f"{entry.region!r} is not a region of this stack; regions: {', '.join(regions)}",
+            )
     return acknowledgements
 
 
@@ -133,8 +154,10 @@ def _credentials_problem(key: str, scheme: str, used_by: str) -> str | None:
         credentials_secret_data(scheme, value)
     except ValueError as exc:
         example = "'<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'" if scheme == "s3" else "<token>"
-        return (f"{key}: {exc} ({used_by} reads it for {scheme}:// storage); set it with "
-                f"`pulumi config set --secret {key} -- {example}`")
+        return (
+            f"{key}: {exc} ({used_by} reads it for {scheme}:// storage); set it with "
+            f"`pulumi config set --secret {key} -- {example}`"
+        )
     return None
 
 
@@ -150,9 +173,11 @@ def _etcd_credentials_problem(key: str, region: str) -> str | None:
     key_id, sep, secret = value.partition(":")
     if sep and key_id and secret:
         return None
-    return (f"{key}: is not '<access key id>:<secret access key>' (regions.{region}.etcd.snapshots.s3."
-            f"credentialsConfigKey names it; the value is not shown); set it with "
-            f"`pulumi config set --secret {key} -- '<access key id>:<secret access key>'`")
+    return (
+        f"{key}: is not '<access key id>:<secret access key>' (regions.{region}.etcd.snapshots.s3."
+        f"credentialsConfigKey names it; the value is not shown); set it with "
+        f"`pulumi config set --secret {key} -- '<access key id>:<secret access key>'`"
+    )
 
 
 def _read_remote_write_credentials(
@@ -165,7 +190,8 @@ def _read_remote_write_credentials(
         return []
     try:
         credentials[remote.credentials_config_key] = _require_secret(
-            config, remote.credentials_config_key,
+            config,
+            remote.credentials_config_key,
             f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
             f"{remote.credentials_config_key} -- '<user>:<password>'",
         )
@@ -190,7 +216,8 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
         key_name = cell.ssh.private_key_config_key
         try:
             keys[region] = _require_secret(
-                config, key_name,
+                config,
+                key_name,
                 f"region {region} uses it for SSH, see regions.{region}.ssh.privateKeyConfigKey",
                 f"{key_name} < ~/.ssh/id_ed25519",
             )
@@ -200,7 +227,8 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
         if s3 is not None and s3.credentials_config_key not in credentials:
             try:
                 credentials[s3.credentials_config_key] = _require_secret(
-                    config, s3.credentials_config_key,
+                    config,
+                    s3.credentials_config_key,
                     f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey names it",
                     f"{s3.credentials_config_key} -- '<access key id>:<secret access key>'",
                 )
@@ -218,8 +246,9 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                     continue
                 used_by = f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}"
                 try:
-                    credentials[key] = _require_secret(config, key, f"{used_by}.credentialsConfigKey names it",
-                                                       f"{key} -- <token>")
+                    credentials[key] = _require_secret(
+                        config, key, f"{used_by}.credentialsConfigKey names it", f"{key} -- <token>"
+                    )
                 except ConfigError as exc:
                     problems += exc.lines
                     continue

@@ -125,9 +125,14 @@ def _type_name(annotation: Any) -> str:
         return " \\| ".join(f"`{m.value}`" for m in annotation)
     if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
         return "object"
-    return {"str": "string", "int": "integer", "bool": "boolean", "IPv4Network": "IPv4 CIDR",
-            "IPv4Address": "IPv4 address", "Any": "any"}.get(getattr(annotation, "__name__", str(annotation)),
-                                                             str(annotation))
+    return {
+        "str": "string",
+        "int": "integer",
+        "bool": "boolean",
+        "IPv4Network": "IPv4 CIDR",
+        "IPv4Address": "IPv4 address",
+        "Any": "any",
+    }.get(getattr(annotation, "__name__", str(annotation)), str(annotation))
 
 
 def _default(field: FieldInfo) -> str:
@@ -204,8 +209,19 @@ def render() -> str:
         "|---|---|---|---|---|---|",
     ]
     assert StackSpec.model_fields["regions"]  # the one top-level key; its values are CellSpec
-    return "\n".join([*header, *_rows(CellSpec, ""), *gpu_catalog_section(), *_ACKNOWLEDGE,
-                      *_rows(Acknowledgement, "acknowledge[]."), *_EDITORS]) + "\n"
+    return (
+        "\n".join(
+            [
+                *header,
+                *_rows(CellSpec, ""),
+                *gpu_catalog_section(),
+                *_ACKNOWLEDGE,
+                *_rows(Acknowledgement, "acknowledge[]."),
+                *_EDITORS,
+            ]
+        )
+        + "\n"
+    )
 
 
 def _codes(names: typing.Iterable[str]) -> str:
@@ -226,8 +242,10 @@ def gpu_catalog_section() -> list[str]:
         "|---|---|---|---|---|",
     ]
     for model in CATALOG.values():
-        lines.append(f"| `{model.name}` | `{model.pci_selector}` {model.pci_device_name} | {model.memory_gib} | "
-                     f"{_codes(model.mig_configs)} | {_codes(model.vgpu_profiles)} |")
+        lines.append(
+            f"| `{model.name}` | `{model.pci_selector}` {model.pci_device_name} | {model.memory_gib} | "
+            f"{_codes(model.mig_configs)} | {_codes(model.vgpu_profiles)} |"
+        )
     lines += [
         "",
         "## GPU resources for quotas",
@@ -259,7 +277,7 @@ _ACKNOWLEDGE = [
     "",
     "```yaml",
     "  gpucell:acknowledge:",
-    "  - {change: gpuMode, region: fra1, subject: fra1-h100-3, reason: \"drained for CHG-1234\"}",
+    '  - {change: gpuMode, region: fra1, subject: fra1-h100-3, reason: "drained for CHG-1234"}',
     "```",
     "",
     "| key | type | unit | default | meaning | example |",
@@ -281,8 +299,8 @@ _EDITORS = [
     "",
     "```json",
     "{",
-    "  \"yaml.schemas\": {",
-    "    \"./schema/gpucell-stack.schema.json\": \"Pulumi.*.yaml\"",
+    '  "yaml.schemas": {',
+    '    "./schema/gpucell-stack.schema.json": "Pulumi.*.yaml"',
     "  }",
     "}",
     "```",

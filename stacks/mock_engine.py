@@ -163,15 +163,21 @@ def resource_options(request: Any) -> dict[str, Any]:
         options["retainOnDelete"] = True
     if request.deleteBeforeReplace:
         options["deleteBeforeReplace"] = True
-    for key, values in (("ignoreChanges", request.ignoreChanges), ("replaceOnChanges", request.replaceOnChanges),
-                        ("additionalSecretOutputs", request.additionalSecretOutputs)):
+    for key, values in (
+        ("ignoreChanges", request.ignoreChanges),
+        ("replaceOnChanges", request.replaceOnChanges),
+        ("additionalSecretOutputs", request.additionalSecretOutputs),
+    ):
         if values:
             options[key] = sorted(set(values))
     aliases = [*request.aliasURNs, *(_alias(a) for a in request.aliases)]
     if aliases:
         options["aliases"] = aliases
-    timeouts = {k: getattr(request.customTimeouts, k) for k in ("create", "update", "delete")
-                if request.HasField("customTimeouts") and getattr(request.customTimeouts, k)}
+    timeouts = {
+        k: getattr(request.customTimeouts, k)
+        for k in ("create", "update", "delete")
+        if request.HasField("customTimeouts") and getattr(request.customTimeouts, k)
+    }
     if timeouts:
         options["customTimeouts"] = timeouts
     if request.deletedWith:
@@ -220,8 +226,7 @@ def secret_digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(SECRET_DIGEST_SALT + text.encode()).hexdigest()[:16]
 
 
-def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool,
-           digests: dict[str, str] | None = None) -> Any:
+def _scrub(value: Any, path: str, secret_paths: list[str], reveal: bool, digests: dict[str, str] | None = None) -> Any:
     """Replace secrets (or unwrap them when ``reveal``) and unknowns, recursively; with ``digests``, record the
     :func:`secret_digest` of each known secret by its path."""
     if _is_secret(value):
@@ -262,8 +267,12 @@ class _RecordingMonitor(mocks.MockMonitor):
         inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         id_, state = self.mocks.new_resource(
             mocks.MockResourceArgs(
-                typ=request.type, name=request.name, inputs=rpc.deserialize_properties(request.object),
-                provider=request.provider, resource_id=request.importId, custom=request.custom or False,
+                typ=request.type,
+                name=request.name,
+                inputs=rpc.deserialize_properties(request.object),
+                provider=request.provider,
+                resource_id=request.importId,
+                custom=request.custom or False,
             )
         )
         # The engine marks a provider's declared secret outputs (``additionalSecretOutputs``) as secret; so do we.
@@ -353,7 +362,12 @@ def run_program(
     logger = logging.getLogger("gpucell.plan")
     logger.addHandler(warnings)
     mocks.set_mocks(
-        monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor, logger=logger,
+        monitor.mocks,
+        project=project,
+        stack=stack,
+        preview=preview,
+        monitor=monitor,
+        logger=logger,
         organization=ORGANIZATION,
     )
     try:

@@ -97,11 +97,18 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError.at((stack_file.name, "config"), f"is a YAML {_yaml_kind(raw)}; it must be a mapping of "
-                             "config keys (gpucell:regions, gpucell:sshPrivateKey...)")
+        raise ConfigError.at(
+            (stack_file.name, "config"),
+            f"is a YAML {_yaml_kind(raw)}; it must be a mapping of "
+            "config keys (gpucell:regions, gpucell:sshPrivateKey...)",
+        )
     problems = [line for key in raw for line in _key_problems(key, (stack_file.name, "config"))]
-    problems += [line for key, value in raw.items() if isinstance(key, str)
-                 for line in _json_problems(value, (_short_key(key, project),))]
+    problems += [
+        line
+        for key, value in raw.items()
+        if isinstance(key, str)
+        for line in _json_problems(value, (_short_key(key, project),))
+    ]
     if problems:
         raise ConfigError(problems)
     config: dict[str, Any] = {}
@@ -122,8 +129,15 @@ def _short_key(key: str, project: str) -> str:
 
 
 _YAML_KINDS: dict[type, str] = {
-    list: "list", int: "number", float: "number", bool: "boolean", str: "string", bytes: "!!binary value",
-    set: "!!set", datetime.date: "date", datetime.datetime: "timestamp",
+    list: "list",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    str: "string",
+    bytes: "!!binary value",
+    set: "!!set",
+    datetime.date: "date",
+    datetime.datetime: "timestamp",
 }
 
 
@@ -135,8 +149,9 @@ def _key_problems(key: object, where: tuple[str | int, ...]) -> list[str]:
     """A mapping key the Pulumi CLI reads as text but YAML typed otherwise (``2025-01-01:``, ``80:``, ``on:``)."""
     if isinstance(key, str):
         return []
-    return [f"{join_path(where)}: key {shown(key)} is a YAML {_yaml_kind(key)}, not a string; quote it "
-            f"({shown(str(key))})"]
+    return [
+        f"{join_path(where)}: key {shown(key)} is a YAML {_yaml_kind(key)}, not a string; quote it ({shown(str(key))})"
+    ]
 
 
 def _json_problems(value: object, where: tuple[str | int, ...]) -> list[str]:
@@ -153,13 +168,16 @@ def _json_problems(value: object, where: tuple[str | int, ...]) -> list[str]:
     if isinstance(value, list):
         return [line for index, item in enumerate(value) for line in _json_problems(item, (*where, index))]
     if isinstance(value, datetime.date):
-        return [f"{join_path(where)}: {shown(value)} is a YAML {_yaml_kind(value)}, which Pulumi config reads as "
-                f"text; quote it ({shown(str(value))})"]
+        return [
+            f"{join_path(where)}: {shown(value)} is a YAML {_yaml_kind(value)}, which Pulumi config reads as "
+            f"text; quote it ({shown(str(value))})"
+        ]
     if isinstance(value, set):
         return [f"{join_path(where)}: is a YAML !!set, which JSON config cannot carry; write a list"]
     if isinstance(value, bytes):
-        return [f"{join_path(where)}: is YAML !!binary, which JSON config cannot carry; write the text as a "
-                "plain string"]
+        return [
+            f"{join_path(where)}: is YAML !!binary, which JSON config cannot carry; write the text as a plain string"
+        ]
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{join_path(where)}: {shown(value)} is not a number JSON config can carry; write a plain number"]
     return []
@@ -178,9 +196,7 @@ class _UniqueKeyLoader(yaml.CSafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -206,8 +222,11 @@ def _bounded(name: str, node: yaml.Node) -> None:
 
     def measure(node: yaml.Node, depth: int) -> tuple[int, int]:
         if id(node) in under_way:
-            raise ConfigError.at((name,), "holds a YAML alias to a value that contains the alias (a recursive "
-                                 "value), which JSON config cannot carry; write the value out")
+            raise ConfigError.at(
+                (name,),
+                "holds a YAML alias to a value that contains the alias (a recursive "
+                "value), which JSON config cannot carry; write the value out",
+            )
         known = measured.get(id(node))
         if known is None:
             children: list[yaml.Node] = []
@@ -221,11 +240,16 @@ def _bounded(name: str, node: yaml.Node) -> None:
             known = (1 + sum(size for size, _ in sizes), 1 + max((height for _, height in sizes), default=0))
             measured[id(node)] = known
         if known[0] > MAX_VALUES:
-            raise ConfigError.at((name,), f"holds more than {MAX_VALUES} values once its YAML aliases are expanded "
-                                 f"(an alias counts each time it is used); gpucell reads at most {MAX_VALUES}")
+            raise ConfigError.at(
+                (name,),
+                f"holds more than {MAX_VALUES} values once its YAML aliases are expanded "
+                f"(an alias counts each time it is used); gpucell reads at most {MAX_VALUES}",
+            )
         if depth + known[1] > MAX_DEPTH:
-            raise ConfigError.at((name,), f"nests mappings and lists more than {MAX_DEPTH} levels deep; gpucell reads "
-                                 f"at most {MAX_DEPTH}")
+            raise ConfigError.at(
+                (name,),
+                f"nests mappings and lists more than {MAX_DEPTH} levels deep; gpucell reads at most {MAX_DEPTH}",
+            )
         return known
 
     measure(node, 0)
@@ -236,8 +260,10 @@ def _text(path: Path) -> str:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise ConfigError.at((path.name,), f"is {size} bytes; gpucell reads stack and project files of at most "
-                                 f"{MAX_FILE_BYTES} bytes (4 MiB)")
+            raise ConfigError.at(
+                (path.name,),
+                f"is {size} bytes; gpucell reads stack and project files of at most {MAX_FILE_BYTES} bytes (4 MiB)",
+            )
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError.at((path.name,), f"cannot be read ({exc.strerror or exc})") from None
@@ -245,8 +271,11 @@ def _text(path: Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError.at((path.name,), f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}); save "
-                             "it as UTF-8, the only encoding the Pulumi CLI reads") from None
+        raise ConfigError.at(
+            (path.name,),
+            f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}); save "
+            "it as UTF-8, the only encoding the Pulumi CLI reads",
+        ) from None
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -317,8 +346,14 @@ def make_plan(
         cells.update(build_cells())
 
     result = run_program(
-        program, project=files.project, stack=stack, config=files.config, secret_keys=files.secret_keys,
-        preview=preview, computed=computed, invoked=invoked,
+        program,
+        project=files.project,
+        stack=stack,
+        config=files.config,
+        secret_keys=files.secret_keys,
+        preview=preview,
+        computed=computed,
+        invoked=invoked,
     )
     if region is not None and region not in cells:
         raise ConfigError.at(("--region",), f"{region!r} is not a region of stack {stack}; regions: {', '.join(cells)}")
@@ -331,6 +366,7 @@ def _with_last_deployment(
 ) -> Callable[[MockCallArgs], dict[str, Any]]:
     """``invoked``, with the program's read of its last deployment (the guard's :data:`READ_STACK_OUTPUTS` invoke)
     answered by ``outputs``."""
+
     def answer(args: MockCallArgs) -> dict[str, Any]:
         if args.token == READ_STACK_OUTPUTS:
             return {"outputs": dict(outputs)}
@@ -373,8 +409,7 @@ def graph_shape(registrations: list[Registration]) -> GraphShape:
     Linear in resources and edges: each resource's depth is computed once, without recursion.
     """
     providers = {r.name: r.urn for r in registrations if r.type.startswith("pulumi:providers:")}
-    after = {r.urn: [u for u in (*r.dependencies, r.parent, providers.get(r.provider, "")) if u]
-             for r in registrations}
+    after = {r.urn: [u for u in (*r.dependencies, r.parent, providers.get(r.provider, "")) if u] for r in registrations}
     level: dict[str, int] = {}
     for start in after:
         stack = [start]
@@ -404,8 +439,10 @@ def render_tree(plan: Plan, regions: list[str], base: Mapping[str, Any] | None =
         _tree_lines(plan.result, plan.region_root(region), "", lines)
         lines += render_capacity(plan.cells[region].spec)
         shape = graph_shape(everything)
-        lines.append(f"  graph: depth {shape.depth}, width {shape.width} (longest dependency chain; most resources "
-                     "the engine can create at once)")
+        lines.append(
+            f"  graph: depth {shape.depth}, width {shape.width} (longest dependency chain; most resources "
+            "the engine can create at once)"
+        )
         lines.append(estimate_line(everything, base))
         lines.append("  by type:")
         for type_token, count in sorted(Counter(r.type for r in resources).items()):
@@ -420,8 +457,10 @@ def estimate_line(registrations: list[Registration], base: Mapping[str, Any] | N
     what = "of a new region" if base is None else "of the change against the base plan"
     if not found.chain:
         return f"  estimate: {human(found.seconds)} for `pulumi up` {what}"
-    return (f"  estimate: {human(found.seconds)} for `pulumi up` {what} (longest chain: {len(found.chain)} timed "
-            f"steps, from {found.chain[0]} to {found.chain[-1]}; per-step estimates in gpucell.stacks.estimate)")
+    return (
+        f"  estimate: {human(found.seconds)} for `pulumi up` {what} (longest chain: {len(found.chain)} timed "
+        f"steps, from {found.chain[0]} to {found.chain[-1]}; per-step estimates in gpucell.stacks.estimate)"
+    )
 
 
 def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[str]) -> None:
@@ -448,14 +487,18 @@ def render_capacity(spec: CellSpec) -> list[str]:
                 used[placement.resource] += units
             if placement.nvswitch_resource is not None:
                 used[placement.nvswitch_resource] += placement.nvswitch_count
-    lines = [f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
-             f"{'reserved':>8s} {'used':>6s}"]
+    lines = [
+        f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
+        f"{'reserved':>8s} {'used':>6s}"
+    ]
     for resource, total in sorted(capacity(offers).items(), key=lambda item: (item[0].endswith("_NVSWITCH"), item[0])):
         mine = [o for o in offers if o.resource == resource]
         modes = ",".join(sorted({o.mode.value for o in mine}))
         models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))
-        lines.append(f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved[resource]:8d} "
-                     f"{used[resource]:6d}")
+        lines.append(
+            f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved[resource]:8d} "
+            f"{used[resource]:6d}"
+        )
     return lines + render_dra_capacity(spec)
 
 
@@ -475,11 +518,15 @@ def render_dra_capacity(spec: CellSpec) -> list[str]:
                 used[placement.device_class] += units
     total = sum(o.total for o in offers)
     models = ", ".join(f"{o.model} ({o.pool})" for o in offers)
-    lines = [f"                 {DRA_SHARED:34s} {'dra':15s} {models:34s} {total:8d} {sum(reserved.values()):8d} "
-             f"{sum(used.values()):6d}"]
+    lines = [
+        f"                 {DRA_SHARED:34s} {'dra':15s} {models:34s} {total:8d} {sum(reserved.values()):8d} "
+        f"{sum(used.values()):6d}"
+    ]
     for device_class, who in ((GPU_CLASS, "containers"), (VFIO_CLASS, "VMs")):
-        lines.append(f"                   {device_class:32s} {'shared':15s} {who:34s} {'-':>8s} "
-                     f"{reserved[device_class]:8d} {used[device_class]:6d}")
+        lines.append(
+            f"                   {device_class:32s} {'shared':15s} {who:34s} {'-':>8s} "
+            f"{reserved[device_class]:8d} {used[device_class]:6d}"
+        )
     return lines
 
 
@@ -517,9 +564,11 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
             }
             for r in resources
         ],
-        "outputs": {k: v for k, v in plan.result.outputs.items()
-                    if k in regions or any(k == f"{region}{suffix}" for region in regions
-                                           for suffix in _REGION_OUTPUT_SUFFIXES)},
+        "outputs": {
+            k: v
+            for k, v in plan.result.outputs.items()
+            if k in regions or any(k == f"{region}{suffix}" for region in regions for suffix in _REGION_OUTPUT_SUFFIXES)
+        },
         "acknowledge": plan.acknowledge,
     }
 
@@ -573,7 +622,9 @@ def check(plan: Plan, regions: list[str], schemas: Path, checkers: Collection[st
     return check_regions(
         [
             RegionInput(
-                region, plan.region_resources(region), plan.cells[region].spec,
+                region,
+                plan.region_resources(region),
+                plan.cells[region].spec,
                 {host: files.config_yaml for host, files in plan.cells[region].k3s.node_files.items()},
             )
             for region in regions
@@ -590,6 +641,7 @@ def json_text(document: dict[str, Any]) -> str:
     encoder is written in C only for compact output, and indenting a fleet's plan took most of the time spent
     writing it.
     """
+
     def compact(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(", ", ": "))
 
@@ -627,10 +679,14 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
         remote: list[str] = []
         for r in sorted(plan.region_resources(region), key=lambda r: r.urn):
             if r.type == "kubernetes:helm.sh/v3:Release":
-                header = (f"# chart {r.inputs.get('chart')} {r.inputs.get('version')} "
-                          f"from {(r.inputs.get('repositoryOpts') or {}).get('repo', 'OCI')}\n")
-                emit(base / "helm" / f"{_safe(r.inputs.get('name', r.name))}.values.yaml",
-                     header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=True))
+                header = (
+                    f"# chart {r.inputs.get('chart')} {r.inputs.get('version')} "
+                    f"from {(r.inputs.get('repositoryOpts') or {}).get('repo', 'OCI')}\n"
+                )
+                emit(
+                    base / "helm" / f"{_safe(r.inputs.get('name', r.name))}.values.yaml",
+                    header + yaml.safe_dump(r.inputs.get("values", {}), sort_keys=True),
+                )
             elif r.type == "kubernetes:yaml/v2:ConfigFile":
                 remote.append(f"{r.name}: {r.inputs.get('file')}")
             elif "apiVersion" in r.inputs and "kind" in r.inputs:
@@ -644,9 +700,12 @@ def write_out(plan: Plan, regions: list[str], out_dir: Path) -> list[Path]:
                 # masked: a Secret keeps its shape, every secret string is "[secret]"
                 emit(base / "manifests" / f"{stem}.yaml", header + yaml.safe_dump(r.masked_inputs(), sort_keys=True))
         if remote:
-            emit(base / "manifests" / "remote-manifests.txt",
-                 "# applied from upstream release URLs at deploy time (not expanded offline)\n"
-                 + "\n".join(sorted(remote)) + "\n")
+            emit(
+                base / "manifests" / "remote-manifests.txt",
+                "# applied from upstream release URLs at deploy time (not expanded offline)\n"
+                + "\n".join(sorted(remote))
+                + "\n",
+            )
         for host, files in plan.cells[region].k3s.node_files.items():
             emit(base / "nodes" / host / "config.yaml", files.config_yaml)
             emit(base / "nodes" / host / "install.sh", files.install_script)

@@ -64,36 +64,106 @@ class _Missing:
 MISSING: Any = _Missing()
 """Stands for "absent" in an :class:`InputChange`."""
 
+
 def _containers(*prefixes: str) -> tuple[str, ...]:
     """``containerForceNewProperties`` of diff.go."""
-    fields = ("args", "command", "env", "env.value", "image", "imagePullPolicy", "lifecycle", "livenessProbe",
-              "ports", "readinessProbe", "resources", "securityContext", "stdin", "stdinOnce",
-              "terminationMessagePath", "terminationMessagePolicy", "tty", "volumeDevices", "volumeMounts",
-              "workingDir")
+    fields = (
+        "args",
+        "command",
+        "env",
+        "env.value",
+        "image",
+        "imagePullPolicy",
+        "lifecycle",
+        "livenessProbe",
+        "ports",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+        "stdin",
+        "stdinOnce",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "tty",
+        "volumeDevices",
+        "volumeMounts",
+        "workingDir",
+    )
     return tuple(f"{prefix}.{name}" for prefix in prefixes for name in fields)
 
 
 # Upstream also lists each selector's matchExpressions/matchLabels below .spec.selector
 # (labelSelectorForceNewProperties); a path under spec.selector matches spec.selector already.
 _DEPLOYMENT = ("spec.selector",)
-_STATEFUL_SET = ("spec.podManagementPolicy", "spec.revisionHistoryLimit", "spec.selector", "spec.serviceName",
-                 "spec.volumeClaimTemplates")
+_STATEFUL_SET = (
+    "spec.podManagementPolicy",
+    "spec.revisionHistoryLimit",
+    "spec.selector",
+    "spec.serviceName",
+    "spec.volumeClaimTemplates",
+)
 _JOB = ("spec.completions", "spec.parallelism", "spec.selector", "spec.template")
 _ROLE_BINDING = ("roleRef",)
 _CORE_V1: dict[str, tuple[str, ...]] = {
-    "PersistentVolume": tuple(f"spec.{source}" for source in (
-        "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc", "flexVolume", "flocker",
-        "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local", "nfs", "photonPersistentDisk",
-        "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "vsphereVolume")),
+    "PersistentVolume": tuple(
+        f"spec.{source}"
+        for source in (
+            "awsElasticBlockStore",
+            "azureDisk",
+            "azureFile",
+            "cephfs",
+            "cinder",
+            "csi",
+            "fc",
+            "flexVolume",
+            "flocker",
+            "gcePersistentDisk",
+            "glusterfs",
+            "hostPath",
+            "iscsi",
+            "local",
+            "nfs",
+            "photonPersistentDisk",
+            "portworxVolume",
+            "quobyte",
+            "rbd",
+            "scaleIO",
+            "storageos",
+            "vsphereVolume",
+        )
+    ),
     "PersistentVolumeClaim": ("spec.accessModes", "spec.selector", "spec.storageClassName", "spec.volumeName"),
-    "Pod": ("spec.affinity", "spec.automountServiceAccountToken", "spec.dnsConfig", "spec.dnsPolicy",
-            "spec.enableServiceLinks", "spec.hostAliases", "spec.hostIPC", "spec.hostNetwork", "spec.hostPID",
-            "spec.hostname", "spec.imagePullSecrets", "spec.nodeName", "spec.nodeSelector", "spec.overhead",
-            "spec.preemptionPolicy", "spec.priority", "spec.priorityClassName", "spec.readinessGates",
-            "spec.restartPolicy", "spec.runtimeClassName", "spec.schedulerName", "spec.securityContext",
-            "spec.serviceAccount", "spec.serviceAccountName", "spec.shareProcessNamespace", "spec.subdomain",
-            "spec.terminationGracePeriodSeconds", "spec.volumes",
-            *_containers("spec.containers[*]", "spec.initContainers[*]")),
+    "Pod": (
+        "spec.affinity",
+        "spec.automountServiceAccountToken",
+        "spec.dnsConfig",
+        "spec.dnsPolicy",
+        "spec.enableServiceLinks",
+        "spec.hostAliases",
+        "spec.hostIPC",
+        "spec.hostNetwork",
+        "spec.hostPID",
+        "spec.hostname",
+        "spec.imagePullSecrets",
+        "spec.nodeName",
+        "spec.nodeSelector",
+        "spec.overhead",
+        "spec.preemptionPolicy",
+        "spec.priority",
+        "spec.priorityClassName",
+        "spec.readinessGates",
+        "spec.restartPolicy",
+        "spec.runtimeClassName",
+        "spec.schedulerName",
+        "spec.securityContext",
+        "spec.serviceAccount",
+        "spec.serviceAccountName",
+        "spec.shareProcessNamespace",
+        "spec.subdomain",
+        "spec.terminationGracePeriodSeconds",
+        "spec.volumes",
+        *_containers("spec.containers[*]", "spec.initContainers[*]"),
+    ),
     "ResourceQuota": ("spec.scopes",),
     "Secret": ("type",),
     "Service": ("spec.clusterIP",),
@@ -105,8 +175,10 @@ K8S_FORCE_NEW: dict[str, dict[str, tuple[str, ...]]] = {
     "v1": _CORE_V1,
     "core/v1": _CORE_V1,
     "policy/v1beta1": {"PodDisruptionBudget": ("spec",)},
-    **{f"rbac.authorization.k8s.io/{version}": {"ClusterRoleBinding": _ROLE_BINDING, "RoleBinding": _ROLE_BINDING}
-       for version in ("v1alpha1", "v1beta1", "v1")},
+    **{
+        f"rbac.authorization.k8s.io/{version}": {"ClusterRoleBinding": _ROLE_BINDING, "RoleBinding": _ROLE_BINDING}
+        for version in ("v1alpha1", "v1beta1", "v1")
+    },
     "storage.k8s.io/v1": {"StorageClass": ("parameters", "provisioner")},
     **{f"batch/{version}": {"Job": _JOB} for version in ("v1beta1", "v1", "v2alpha1")},
 }
@@ -145,12 +217,16 @@ def force_new(api_version: str, kind: str, *, patch: bool = False) -> tuple[str,
 
 K8S_IMMUTABLE: dict[str, tuple[tuple[str, str], ...]] = {
     "VirtualMachine": (
-        ("spec.dataVolumeTemplates[*].spec.source",
-         "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
-         "missing"),
-        ("spec.dataVolumeTemplates[*].spec.storage.storageClassName",
-         "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
-         "missing"),
+        (
+            "spec.dataVolumeTemplates[*].spec.source",
+            "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
+            "missing",
+        ),
+        (
+            "spec.dataVolumeTemplates[*].spec.storage.storageClassName",
+            "not applied to an existing disk: KubeVirt creates a VM's DataVolume from its template only when it is "
+            "missing",
+        ),
     ),
     "DataVolume": (("spec", "refused by CDI's webhook: a DataVolume's spec cannot be updated"),),
 }
@@ -364,8 +440,6 @@ def _under(path: str, prefixes: tuple[str, ...]) -> str | None:
     return next((p for p in prefixes if _pattern(p).match(path)), None)
 
 
-
-
 # -- one resource ------------------------------------------------------------------------------------------------
 def _split_texts(changes: list[InputChange]) -> tuple[list[InputChange], list[TextDiff]]:
     """Multi-line strings become unified diffs; every other change stays a value change."""
@@ -375,8 +449,12 @@ def _split_texts(changes: list[InputChange]) -> tuple[list[InputChange], list[Te
         old, new = change.old, change.new
         multiline = any(isinstance(v, str) and "\n" in v for v in (old, new))
         if multiline and SECRET not in (old, new):
-            texts.append(TextDiff(change.path, unified(
-                old if isinstance(old, str) else "", new if isinstance(new, str) else "", change.path)))
+            texts.append(
+                TextDiff(
+                    change.path,
+                    unified(old if isinstance(old, str) else "", new if isinstance(new, str) else "", change.path),
+                )
+            )
         else:
             kept.append(change)
     return kept, texts
@@ -384,8 +462,9 @@ def _split_texts(changes: list[InputChange]) -> tuple[list[InputChange], list[Te
 
 def unified(old: str, new: str, name: str) -> str:
     """A unified diff of two texts, labelled ``a/<name>`` and ``b/<name>``, three lines of context."""
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 f"a/{name}", f"b/{name}", n=3)
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}", n=3
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -393,9 +472,11 @@ def _command_texts(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[TextD
     node, old_files = _node_files(old)
     new_node, new_files = _node_files(new)
     prefix = f"nodes/{new_node or node}/" if (new_node or node) else f"commands/{new.get('name') or old.get('name')}/"
-    return [TextDiff(f"{prefix}{name}", unified(old_files.get(name, ""), new_files.get(name, ""), f"{prefix}{name}"))
-            for name in [*new_files, *(n for n in old_files if n not in new_files)]
-            if old_files.get(name) != new_files.get(name)]
+    return [
+        TextDiff(f"{prefix}{name}", unified(old_files.get(name, ""), new_files.get(name, ""), f"{prefix}{name}"))
+        for name in [*new_files, *(n for n in old_files if n not in new_files)]
+        if old_files.get(name) != new_files.get(name)
+    ]
 
 
 def _secret_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[InputChange]:
@@ -403,8 +484,11 @@ def _secret_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Inpu
     :func:`diff_values` sees no change. Plans written before digests existed have none: their secrets count as
     unchanged."""
     before, after = old.get("secrets") or {}, new.get("secrets") or {}
-    return [InputChange(path, SECRET, SECRET_CHANGED) for path, digest in sorted(after.items())
-            if path in before and before[path] != digest]
+    return [
+        InputChange(path, SECRET, SECRET_CHANGED)
+        for path, digest in sorted(after.items())
+        if path in before and before[path] != digest
+    ]
 
 
 def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | None:
@@ -479,8 +563,9 @@ def _alias_urns(resource: Mapping[str, Any], stack: str, project: str, by_urn: M
 
 
 def _created(resource: Mapping[str, Any]) -> ResourceDiff:
-    result = ResourceDiff("create", resource["urn"], resource["type"], resource["name"], resource.get("region", ""),
-                          label(resource))
+    result = ResourceDiff(
+        "create", resource["urn"], resource["type"], resource["name"], resource.get("region", ""), label(resource)
+    )
     if resource["type"] == COMMAND_TYPE:
         result.texts = [t for t in _command_texts({}, resource) if t.name.endswith("config.yaml")]
     if (resource.get("options") or {}).get("protect"):
@@ -489,8 +574,9 @@ def _created(resource: Mapping[str, Any]) -> ResourceDiff:
 
 
 def _deleted(resource: Mapping[str, Any]) -> ResourceDiff:
-    result = ResourceDiff("delete", resource["urn"], resource["type"], resource["name"], resource.get("region", ""),
-                          label(resource))
+    result = ResourceDiff(
+        "delete", resource["urn"], resource["type"], resource["name"], resource.get("region", ""), label(resource)
+    )
     options = resource.get("options") or {}
     if options.get("protect"):
         result.protected = True
@@ -528,10 +614,14 @@ def _rename_note(new: Mapping[str, Any], old_node: str, new_node: str) -> str:
     old name's delete last (:func:`gpucell._k3s_scripts.install_script` and ``uninstall_script``)."""
     install = unwrap_script((new.get("inputs") or {}).get("create")) or ""
     if re.search(r"^readonly K3S_EXEC=server$", install, re.MULTILINE):
-        return (f"a server cannot be renamed in place: its install stops `pulumi up` before anything changes; remove "
-                f"{old_node} in one `pulumi up` and add {new_node} in the next")
-    return (f"k3s joins again as {new_node} first; then {old_node}'s delete keeps k3s on the host (it now runs as "
-            f"{new_node}) and deletes the Node {old_node}")
+        return (
+            f"a server cannot be renamed in place: its install stops `pulumi up` before anything changes; remove "
+            f"{old_node} in one `pulumi up` and add {new_node} in the next"
+        )
+    return (
+        f"k3s joins again as {new_node} first; then {old_node}'s delete keeps k3s on the host (it now runs as "
+        f"{new_node}) and deletes the Node {old_node}"
+    )
 
 
 def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
@@ -549,8 +639,7 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
             if alias is not None:
                 renamed[urn] = alias
     created = {u: r for u, r in new.items() if u not in old and u not in renamed and _diffable(r)}
-    deleted = {u: r for u, r in old.items()
-               if u not in new and u not in renamed.values() and _diffable(r)}
+    deleted = {u: r for u, r in old.items() if u not in new and u not in renamed.values() and _diffable(r)}
     diffs: list[ResourceDiff] = _pair_nodes(created, deleted)
     for urn, resource in new.items():
         if not _diffable(resource) or urn in created:
@@ -560,8 +649,9 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
             continue
         found = _compare(before, resource)
         if urn in renamed:
-            found = found or ResourceDiff("update", urn, resource["type"], resource["name"],
-                                          resource.get("region", ""), label(resource))
+            found = found or ResourceDiff(
+                "update", urn, resource["type"], resource["name"], resource.get("region", ""), label(resource)
+            )
             found.notes.append(f"moved from `{renamed[urn]}` (alias: no replacement)")
         if found is not None:
             diffs.append(found)

@@ -26,21 +26,33 @@ __all__ = ["held_regions", "load_plan", "plan_problem", "region_filter", "restac
 REGION_TYPE = "gpucell:index:RegionalCell"
 _NOT_A_PLAN = "not a `gpucell plan --json` file"
 _REQUIRED: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-    ("urn", str, "a string"), ("type", str, "a string"), ("name", str, "a string"), ("inputs", dict, "an object"),
+    ("urn", str, "a string"),
+    ("type", str, "a string"),
+    ("name", str, "a string"),
+    ("inputs", dict, "an object"),
 )
 _OPTIONAL: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-    ("parent", (str, type(None)), "a string"), ("provider", (str, type(None)), "a string"),
-    ("dependencies", list, "a list"), ("options", dict, "an object"),
+    ("parent", (str, type(None)), "a string"),
+    ("provider", (str, type(None)), "a string"),
+    ("dependencies", list, "a list"),
+    ("options", dict, "an object"),
 )
 _TOP: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
-    ("stack", str, "a string"), ("outputs", dict, "an object"), ("acknowledge", list, "a list"),
-    ("regions", list, "a list"), ("regionFilter", (str, type(None)), "a string or null"),
+    ("stack", str, "a string"),
+    ("outputs", dict, "an object"),
+    ("acknowledge", list, "a list"),
+    ("regions", list, "a list"),
+    ("regionFilter", (str, type(None)), "a string or null"),
 )
 
 
 def _json_kind(value: object) -> str:
     kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
-        (bool, "boolean"), (dict, "object"), (list, "list"), (str, "string"), ((int, float), "number"),
+        (bool, "boolean"),
+        (dict, "object"),
+        (list, "list"),
+        (str, "string"),
+        ((int, float), "number"),
     )
     return "null" if value is None else next((name for kind, name in kinds if isinstance(value, kind)), "value")
 
@@ -62,8 +74,14 @@ def plan_problem(document: Any) -> str | None:
     resources = document["resources"]
     if not isinstance(resources, list):
         return f"resources is a JSON {_json_kind(resources)}, not a list"
-    problem = next((problem for index, resource in enumerate(resources)
-                    if (problem := _resource_problem(f"resources[{index}]", resource)) is not None), None)
+    problem = next(
+        (
+            problem
+            for index, resource in enumerate(resources)
+            if (problem := _resource_problem(f"resources[{index}]", resource)) is not None
+        ),
+        None,
+    )
     return problem if problem is not None else _duplicate_urn(resources)
 
 
@@ -73,8 +91,10 @@ def _duplicate_urn(resources: list[dict[str, Any]]) -> str | None:
     for index, resource in enumerate(resources):
         seen = first.setdefault(resource["urn"], index)
         if seen != index:
-            return (f"resources[{index}] has the urn of resources[{seen}] ({resource['urn']}); a plan registers each "
-                    "URN once")
+            return (
+                f"resources[{index}] has the urn of resources[{seen}] ({resource['urn']}); a plan registers each "
+                "URN once"
+            )
     return None
 
 
@@ -129,7 +149,7 @@ def restack(plan: Mapping[str, Any], stack: str) -> dict[str, Any]:
     new = f"urn:pulumi:{stack}::"
 
     def swap(value: Any) -> Any:
-        return new + value[len(old):] if isinstance(value, str) and value.startswith(old) else value
+        return new + value[len(old) :] if isinstance(value, str) and value.startswith(old) else value
 
     resources = []
     for resource in plan.get("resources", []):

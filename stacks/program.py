@@ -38,10 +38,16 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     check_against(stack, deployed)
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
-        cell = RegionalCell(region, RegionalCellArgs(cell=spec, ssh_private_key=stack.ssh_private_keys[region],
-                                                     etcd_s3_credentials=stack.etcd_s3_credentials(region),
-                                                     registered_hosts=registered_hosts(deployed.get(region)),
-                                                     remote_write_credentials=stack.remote_write_credentials(region)))
+        cell = RegionalCell(
+            region,
+            RegionalCellArgs(
+                cell=spec,
+                ssh_private_key=stack.ssh_private_keys[region],
+                etcd_s3_credentials=stack.etcd_s3_credentials(region),
+                registered_hosts=registered_hosts(deployed.get(region)),
+                remote_write_credentials=stack.remote_write_credentials(region),
+            ),
+        )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
@@ -75,8 +81,9 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
     routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
     for tenant_name, spec in cell.spec.tenants.items():
-        tenant = Tenant(f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell),
-                        opts=pulumi.ResourceOptions(parent=cell))
+        tenant = Tenant(
+            f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell), opts=pulumi.ResourceOptions(parent=cell)
+        )
         under = pulumi.ResourceOptions(parent=tenant)
         prefix = f"{region}-{tenant_name}"
         for name, vm in spec.virtual_machines.items():
@@ -92,15 +99,17 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             credentials = stack.credentials[key] if key is not None else None
             route = routes.get((tenant_name, name))
             gateway = cell.gateway.gateways[route.gateway] if route is not None and cell.gateway else None
-            served = ModelEndpoint(f"{prefix}-{name}",
-                                   ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under)
+            served = ModelEndpoint(
+                f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under
+            )
             order.record(served.placement, served.inference_service)
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:
         pools = vm_placement(name, vm, cell.spec).pools
         after = order.after(pools)
-        GpuVirtualMachine(component_name, GpuVirtualMachineArgs(name, vm, tenant, after),
-                          opts=pulumi.ResourceOptions(parent=tenant))
+        GpuVirtualMachine(
+            component_name, GpuVirtualMachineArgs(name, vm, tenant, after), opts=pulumi.ResourceOptions(parent=tenant)
+        )
     return tenants
 
 

@@ -83,8 +83,7 @@ class Review:
     def changed(self) -> bool:
         """True when anything a reviewer must see changes: a resource, a disruptive change, an acknowledgement
         that matches nothing, or ``gpucell:acknowledge`` itself."""
-        return (self.plan_diff.changed or bool(self.disruptive) or bool(self.judgement.stale)
-                or self.acknowledge_changed)
+        return self.plan_diff.changed or bool(self.disruptive) or bool(self.judgement.stale) or self.acknowledge_changed
 
 
 def _fingerprints(plan: Mapping[str, Any], side: str) -> dict[str, dict[str, Any]]:
@@ -93,13 +92,22 @@ def _fingerprints(plan: Mapping[str, Any], side: str) -> dict[str, dict[str, Any
     regions = {r.get("name") for r in plan.get("resources", []) if r.get("type") == "gpucell:index:RegionalCell"}
     missing = sorted(str(r) for r in regions if r not in found)
     if missing:
-        raise ConfigError.at((side,), f"has no fingerprint for region(s) {', '.join(missing)}: it was planned by a "
-                             "gpucell without `gpucell diff`; plan it again with this version")
+        raise ConfigError.at(
+            (side,),
+            f"has no fingerprint for region(s) {', '.join(missing)}: it was planned by a "
+            "gpucell without `gpucell diff`; plan it again with this version",
+        )
     return found
 
 
-def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | None = None,
-           base_fingerprints: Mapping[str, dict[str, Any]] | None = None, notes: list[str] | None = None) -> Review:
+def review(
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    *,
+    stack: str | None = None,
+    base_fingerprints: Mapping[str, dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
+) -> Review:
     """Review the change from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents).
 
     ``base_fingerprints`` replaces the base plan's own (for a base planned by an older gpucell). The head's
@@ -122,25 +130,36 @@ def review(base: Mapping[str, Any], head: Mapping[str, Any], *, stack: str | Non
     acknowledgements = StackAcknowledgements.model_validate({"acknowledge": entries})
     judgement = judge(changes, acknowledgements.acknowledge, judged_regions=old)
     before = list(base.get("acknowledge") or [])
-    return Review(stack=stack or str(head.get("stack") or base.get("stack") or "?"), plan_diff=diff_plans(base, head),
-                  disruptive=changes, judgement=judgement, notes=notes,
-                  carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
-                  acknowledge_changed=entries != before, refused=refused_together(changes),
-                  maintenance=maintenance(base, head))
+    return Review(
+        stack=stack or str(head.get("stack") or base.get("stack") or "?"),
+        plan_diff=diff_plans(base, head),
+        disruptive=changes,
+        judgement=judgement,
+        notes=notes,
+        carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
+        acknowledge_changed=entries != before,
+        refused=refused_together(changes),
+        maintenance=maintenance(base, head),
+    )
 
 
 def _compared_regions(base: Mapping[str, Any], head: Mapping[str, Any], notes: list[str]) -> list[str] | None:
     """The regions to compare when either plan was made with ``--region`` (those both hold, with a note saying
     so), else ``None`` (every region: one missing from the head was removed)."""
-    partial = [(side, region_filter(plan)) for side, plan in (("BASE", base), ("HEAD", head))
-               if region_filter(plan) is not None]
+    partial = [
+        (side, region_filter(plan))
+        for side, plan in (("BASE", base), ("HEAD", head))
+        if region_filter(plan) is not None
+    ]
     if not partial:
         return None
     held = held_regions(base)
     keep = [region for region in held_regions(head) if region in held]
     made = " and ".join(f"{side} with `--region {region}`" for side, region in partial)
-    notes.append(f"{made}: only the region(s) both plans hold are compared ({', '.join(keep) or 'none'}); "
-                 "regions missing from one of them are not taken as removed")
+    notes.append(
+        f"{made}: only the region(s) both plans hold are compared ({', '.join(keep) or 'none'}); "
+        "regions missing from one of them are not taken as removed"
+    )
     return keep
 
 
@@ -180,7 +199,7 @@ def show(value: Any) -> str:
         return f"`{value}`"
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
     if len(text) > FOLD_AT:
-        text = f"{text[:FOLD_AT - 20]}… ({len(text)} chars)"
+        text = f"{text[: FOLD_AT - 20]}… ({len(text)} chars)"
     return _code(text)
 
 
@@ -198,17 +217,22 @@ def _disruptive_section(item: Review) -> list[str]:
     acknowledged = {id(c): a for c, a in item.judgement.acknowledged}
     lines = [f"### ⚠️ Disruptive changes ({len(item.disruptive)})", ""]
     for number, change in enumerate(item.disruptive, 1):
-        lines.append(f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.key)} "
-                     f"{_code(change.old)} → {_code(change.new)}" if change.new != "removed" else
-                     f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.old)} removed "
-                     f"({_code(change.key)})")
+        lines.append(
+            f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.key)} "
+            f"{_code(change.old)} → {_code(change.new)}"
+            if change.new != "removed"
+            else f"{number}. **`{change.change.value}`** in `{change.region}`: {_code(change.old)} removed "
+            f"({_code(change.key)})"
+        )
         lines.append(f"   - {change.effect[0].upper()}{change.effect[1:]}.")
         entry = acknowledged.get(id(change))
         if entry is not None:
             lines.append(f"   - ✅ Acknowledged: {_cell(entry.reason)}")
         else:
-            lines.append(f"   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has "
-                         f"`{change.acknowledgement()}`.")
+            lines.append(
+                f"   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has "
+                f"`{change.acknowledgement()}`."
+            )
     lines.append("")
     return lines
 
@@ -219,14 +243,20 @@ def _maintenance_section(item: Review) -> list[str]:
     lines = ["### What running workloads go through", ""]
     for region, work in item.maintenance.items():
         if work.drained:
-            lines.append(f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
-                         f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}")
+            lines.append(
+                f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
+                f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}"
+            )
         if work.reconfigured:
-            lines.append(f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
-                         f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}")
+            lines.append(
+                f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
+                f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}"
+            )
         for namespace, vms in sorted(work.gpu_vms.items()):
-            lines.append(f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
-                         f"again: {', '.join(f'`{v}`' for v in vms)}")
+            lines.append(
+                f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
+                f"again: {', '.join(f'`{v}`' for v in vms)}"
+            )
     lines.append("")
     return lines
 
@@ -236,19 +266,24 @@ def _stale_section(item: Review) -> list[str]:
         return []
     lines = ["### Acknowledgements that match no disruptive change", ""]
     for index, entry in item.judgement.stale:
-        carried = (" It is in the base's `gpucell:acknowledge` too: remove it once the base is deployed."
-                   if index in item.carried else "")
-        lines.append(f"- `acknowledge[{index}]` {_code(entry.shown())}: matches no disruptive change between the two "
-                     "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state."
-                     + carried)
+        carried = (
+            " It is in the base's `gpucell:acknowledge` too: remove it once the base is deployed."
+            if index in item.carried
+            else ""
+        )
+        lines.append(
+            f"- `acknowledge[{index}]` {_code(entry.shown())}: matches no disruptive change between the two "
+            "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state." + carried
+        )
     return [*lines, ""]
 
 
 def _resource_row(diff: ResourceDiff) -> str:
     what: list[str] = []
     if diff.protected:
-        what.append("⛔ **protected**: `pulumi up` stops here until it is unprotected on purpose "
-                    "(`pulumi state unprotect`)")
+        what.append(
+            "⛔ **protected**: `pulumi up` stops here until it is unprotected on purpose (`pulumi state unprotect`)"
+        )
     what += [f"**replaced**: {reason}" for reason in diff.replaced_by]
     what += [f"⚠️ **immutable** {why}" for why in diff.immutable]
     what += [_change_line(c) for c in diff.changes]
@@ -269,8 +304,16 @@ def _region_section(region: str, diffs: list[ResourceDiff]) -> list[str]:
     lines.append("")
     for diff in ordered:
         for text in diff.texts:
-            lines += [f"<details><summary>{text.name} ({diff.action} {diff.label})</summary>", "", "```diff",
-                      text.diff.rstrip("\n"), "```", "", "</details>", ""]
+            lines += [
+                f"<details><summary>{text.name} ({diff.action} {diff.label})</summary>",
+                "",
+                "```diff",
+                text.diff.rstrip("\n"),
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
     return lines
 
 
@@ -281,8 +324,9 @@ def render(reviews: list[Review]) -> str:
         diffs = [d for ds in item.plan_diff.regions.values() for d in ds]
         refused = len(item.judgement.refused)
         if item.disruptive:
-            status = (f"**⚠️ {len(item.disruptive)} disruptive change(s)**"
-                      + (f", {refused} not acknowledged" if refused else ", all acknowledged"))
+            status = f"**⚠️ {len(item.disruptive)} disruptive change(s)**" + (
+                f", {refused} not acknowledged" if refused else ", all acknowledged"
+            )
         elif item.changed:
             status = "no disruptive change"
         else:
@@ -291,8 +335,12 @@ def render(reviews: list[Review]) -> str:
             status += f" · {len(item.judgement.stale)} acknowledgement(s) match no disruptive change"
         elif item.acknowledge_changed and not item.disruptive:
             status += " · `gpucell:acknowledge` changes"
-        lines += [f"## gpucell diff: stack `{item.stack}`", "",
-                  f"{status} · {len(diffs)} resource(s) change: {_counts(diffs)}", ""]
+        lines += [
+            f"## gpucell diff: stack `{item.stack}`",
+            "",
+            f"{status} · {len(diffs)} resource(s) change: {_counts(diffs)}",
+            "",
+        ]
         lines += [f"> {note}" for note in item.notes] + ([""] if item.notes else [])
         lines += [f"> ⛔ Refused by `pulumi up` (no acknowledgement allows it): {_cell(line)}" for line in item.refused]
         lines += [""] if item.refused else []

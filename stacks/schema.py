@@ -60,8 +60,10 @@ def stack_file_schema() -> dict[str, Any]:
     definitions = config.pop("$defs", {})
     definitions["Secure"] = _SECURE
     config.pop("title", None)
-    config["description"] = ("Stack config. gpucell reads gpucell:regions, gpucell:acknowledge and the secret keys "
-                             "they name (gpucell:sshPrivateKey by default); other gpucell:* keys must be secrets.")
+    config["description"] = (
+        "Stack config. gpucell reads gpucell:regions, gpucell:acknowledge and the secret keys "
+        "they name (gpucell:sshPrivateKey by default); other gpucell:* keys must be secrets."
+    )
     config["required"] = [f"{PROJECT}:regions"]
     config["patternProperties"] = {f"^{PROJECT}:(?!regions$|acknowledge$)": {"$ref": "#/$defs/Secure"}}
     config["additionalProperties"] = True

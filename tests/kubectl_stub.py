@@ -72,10 +72,20 @@ def _run(state: dict[str, Any], args: list[str]) -> int:
     namespace = None
     if "-n" in args:
         at = args.index("-n")
-        namespace, args = args[at + 1], args[:at] + args[at + 2:]
+        namespace, args = args[at + 1], args[:at] + args[at + 2 :]
     verb, rest = args[0], args[1:]
-    handler = {"get": _get, "annotate": _annotate, "label": _label, "cordon": _cordon, "uncordon": _cordon,
-               "drain": _drain, "delete": _delete, "create": _create, "patch": _patch, "replace": _replace}[verb]
+    handler = {
+        "get": _get,
+        "annotate": _annotate,
+        "label": _label,
+        "cordon": _cordon,
+        "uncordon": _cordon,
+        "drain": _drain,
+        "delete": _delete,
+        "create": _create,
+        "patch": _patch,
+        "replace": _replace,
+    }[verb]
     return handler(state, rest, namespace, verb)
 
 
@@ -108,8 +118,12 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
     if rest[0] == "virtualmachines.kubevirt.io":
         vms = state.get("vms", [])
         if "--all-namespaces" not in rest:
-            vms = [v for v in vms if v["metadata"]["namespace"] == namespace
-                   and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])]
+            vms = [
+                v
+                for v in vms
+                if v["metadata"]["namespace"] == namespace
+                and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])
+            ]
             if len(rest) > 1 and not rest[1].startswith("-"):
                 if not vms:
                     return 0 if "--ignore-not-found" in rest else 1
@@ -131,8 +145,9 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
 
 
 def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
-    return next(v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace,
-                                                                                                       name))
+    return next(
+        v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace, name)
+    )
 
 
 def _annotate(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
@@ -158,8 +173,10 @@ def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: st
 
 
 def _replace(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
-    match = re.match(r"^/apis/subresources\.kubevirt\.io/v1/namespaces/([^/]+)/virtualmachines/([^/]+)/start$",
-                     _option(rest, "--raw") or "")
+    match = re.match(
+        r"^/apis/subresources\.kubevirt\.io/v1/namespaces/([^/]+)/virtualmachines/([^/]+)/start$",
+        _option(rest, "--raw") or "",
+    )
     if match is None:
         raise SystemExit(f"stub: unsupported replace {rest}")
     sys.stdin.read()
@@ -188,8 +205,7 @@ def _drain(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> in
     if state.get("drain_fails"):
         print(state["drain_fails"], file=sys.stderr)
         return 1
-    state["pods"] = [p for p in state["pods"] if p["spec"].get("nodeName") != rest[0]
-                     or _owner(p)[0] == "DaemonSet"]
+    state["pods"] = [p for p in state["pods"] if p["spec"].get("nodeName") != rest[0] or _owner(p)[0] == "DaemonSet"]
     print(f"node/{rest[0]} drained")
     return 0
 
@@ -210,8 +226,11 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
             target["status"]["allocatable"].update(fix.get("allocatable", {}))
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
-        state["pods"] = [p for p in state["pods"] if not (p["metadata"]["namespace"] == namespace
-                                                          and _owner(p) == ("VirtualMachineInstance", name))]
+        state["pods"] = [
+            p
+            for p in state["pods"]
+            if not (p["metadata"]["namespace"] == namespace and _owner(p) == ("VirtualMachineInstance", name))
+        ]
         return 0
     raise SystemExit(f"stub: unsupported delete {rest}")
 
@@ -224,8 +243,10 @@ def _create(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> i
     assert body["kind"] == "Eviction", body
     assert body["metadata"] == {"name": match[2], "namespace": match[1]}, body
     if match[2] in state.get("pdb_blocked", []):
-        print("Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption "
-              "budget.", file=sys.stderr)
+        print(
+            "Error from server (TooManyRequests): Cannot evict pod as it would violate the pod's disruption budget.",
+            file=sys.stderr,
+        )
         return 1
     state["pods"] = [p for p in state["pods"] if (p["metadata"]["namespace"], p["metadata"]["name"]) != match.groups()]
     return 0
@@ -254,7 +275,7 @@ def _render(tokens: list[tuple[str, str]], index: int, data: Any) -> tuple[str, 
             items = _values(expression.removeprefix("range "), data)
             end = _matching_end(tokens, index)
             for item in items:
-                chunk, _ = _render(tokens[index + 1:end], 0, item)
+                chunk, _ = _render(tokens[index + 1 : end], 0, item)
                 out += chunk
             index = end
         elif expression == "end":

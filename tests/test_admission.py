@@ -16,15 +16,24 @@ from tests.conftest import REPO
 
 PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
 DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100}
-QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096,
-         "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8, "nvidia.com/mig-1g.18gb": 8, "nvidia.com/gpu": 8,
-                  "nvidia.com/NVIDIA_L40S-12Q": 4}}
+QUOTA = {
+    "cpuMillicores": 100000,
+    "memoryGib": 1024,
+    "storageGib": 4096,
+    "gpus": {
+        "nvidia.com/GH100_H100_SXM5_80GB": 8,
+        "nvidia.com/mig-1g.18gb": 8,
+        "nvidia.com/gpu": 8,
+        "nvidia.com/NVIDIA_L40S-12Q": 4,
+    },
+}
 
 
 def region(**tenants: dict[str, Any]) -> dict[str, Any]:
     config = copy.deepcopy(PROD_FRA1)
-    config["tenants"] = {name: {"quota": copy.deepcopy(QUOTA), "egress": "internet", **body}
-                         for name, body in tenants.items()}
+    config["tenants"] = {
+        name: {"quota": copy.deepcopy(QUOTA), "egress": "internet", **body} for name, body in tenants.items()
+    }
     return config
 
 
@@ -38,22 +47,39 @@ def errors(config: dict[str, Any]) -> list[str]:
 
 def vm(**fields: Any) -> dict[str, Any]:
     """An 8-GPU H100 VM of 512 GiB: in 1 GiB hugepages, as the prod H100 hosts keep little ordinary memory."""
-    return {"gpuModel": "H100-SXM5-80GB", "gpus": 8, "memoryGib": 512, "hugepages": "1Gi", "rootDisk": DISK,
-            "noLogin": True, **fields}
+    return {
+        "gpuModel": "H100-SXM5-80GB",
+        "gpus": 8,
+        "memoryGib": 512,
+        "hugepages": "1Gi",
+        "rootDisk": DISK,
+        "noLogin": True,
+        **fields,
+    }
 
 
 A = "regions.fra1.tenants.acme"
 
 
 def test_every_kind_fits_the_prod_region() -> None:
-    config = region(acme={
-        "virtualMachines": {"train": vm(dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True),
-                            "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32, hugepages=None),
-                            "bastion": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True}},
-        "notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}},
-        "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://org/model",
-                                   "gpu": {"model": "H200-SXM-141GB", "count": 2}, "maxReplicas": 3}},
-    })
+    config = region(
+        acme={
+            "virtualMachines": {
+                "train": vm(dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True),
+                "desk": vm(gpuModel="L40S", vgpuProfile="L40S-12Q", gpus=2, memoryGib=32, hugepages=None),
+                "bastion": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True},
+            },
+            "notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb"}}},
+            "modelEndpoints": {
+                "llm": {
+                    "modelFormat": "huggingface",
+                    "storageUri": "hf://org/model",
+                    "gpu": {"model": "H200-SXM-141GB", "count": 2},
+                    "maxReplicas": 3,
+                }
+            },
+        }
+    )
     assert errors(config) == []
 
 
@@ -61,12 +87,12 @@ def test_inventory_of_the_prod_region() -> None:
     spec = CellSpec.model_validate(PROD_FRA1)
     totals = capacity(gpu_offers(spec.node_pools, spec.effective_mig_strategy.value))
     assert totals == {
-        "nvidia.com/GH100_H100_SXM5_80GB": 32,   # 4 hosts x 8
-        "nvidia.com/mig-1g.18gb": 32,            # 2 hosts x 8 GPUs x 2 (all-balanced)
+        "nvidia.com/GH100_H100_SXM5_80GB": 32,  # 4 hosts x 8
+        "nvidia.com/mig-1g.18gb": 32,  # 2 hosts x 8 GPUs x 2 (all-balanced)
         "nvidia.com/mig-2g.35gb": 16,
         "nvidia.com/mig-3g.71gb": 16,
-        "nvidia.com/gpu": 16,                    # the plain H200 pool
-        "nvidia.com/NVIDIA_L40S-12Q": 64,        # 2 hosts x 8 GPUs x 4 (48 GB / 12 GB)
+        "nvidia.com/gpu": 16,  # the plain H200 pool
+        "nvidia.com/NVIDIA_L40S-12Q": 64,  # 2 hosts x 8 GPUs x 4 (48 GB / 12 GB)
     }
 
 
@@ -162,22 +188,36 @@ def test_quota_for_a_resource_the_region_lacks() -> None:
 
 
 def test_workloads_beyond_the_tenant_quota() -> None:
-    endpoint = {"modelFormat": "huggingface", "storageUri": "hf://o/m", "gpu": {"migProfile": "1g.18gb"},
-                "maxReplicas": 5}
-    config = region(acme={"notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb", "count": 4}}},
-                          "modelEndpoints": {"llm": endpoint}})
+    endpoint = {
+        "modelFormat": "huggingface",
+        "storageUri": "hf://o/m",
+        "gpu": {"migProfile": "1g.18gb"},
+        "maxReplicas": 5,
+    }
+    config = region(
+        acme={"notebooks": {"nb": {"gpu": {"migProfile": "1g.18gb", "count": 4}}}, "modelEndpoints": {"llm": endpoint}}
+    )
     assert errors(config) == [
         f"{A}.modelEndpoints.llm: needs 5 nvidia.com/mig-1g.18gb (9 with the tenant's other workloads), tenant "
         "quota.gpus allows 8"
     ]
 
 
-@pytest.mark.parametrize(("tenant", "message"), [
-    ("Acme", "regions.fra1.tenants.Acme: 'Acme' is not a DNS-1123 label (lower-case letters, digits and '-', at "
-             "most 63 characters)"),
-    ("a" * 57, f"regions.fra1.tenants.{'a' * 57}: '{'a' * 57}' is too long: the namespace tenant-{'a' * 57} would "
-               "exceed 63 characters"),
-])
+@pytest.mark.parametrize(
+    ("tenant", "message"),
+    [
+        (
+            "Acme",
+            "regions.fra1.tenants.Acme: 'Acme' is not a DNS-1123 label (lower-case letters, digits and '-', at "
+            "most 63 characters)",
+        ),
+        (
+            "a" * 57,
+            f"regions.fra1.tenants.{'a' * 57}: '{'a' * 57}' is too long: the namespace tenant-{'a' * 57} would "
+            "exceed 63 characters",
+        ),
+    ],
+)
 def test_tenant_names(tenant: str, message: str) -> None:
     assert errors(region(**{tenant: {}})) == [message]
 
@@ -187,8 +227,11 @@ def test_workload_names_are_labels_and_unique_within_a_tenant() -> None:
         f"{A}.notebooks.1nb: '1nb' is not a DNS-1035 label (starts with a lower-case letter; lower-case letters, "
         "digits and '-'; at most 63 characters): workloads get Services of that name"
     ]
-    assert errors(region(acme={"notebooks": {"x": {}}, "virtualMachines": {
-            "x": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True}}})) == [
+    assert errors(
+        region(
+            acme={"notebooks": {"x": {}}, "virtualMachines": {"x": {"memoryGib": 4, "rootDisk": DISK, "noLogin": True}}}
+        )
+    ) == [
         f"{A}.notebooks.x: 'x' is already the name of virtualMachines.x in this tenant; workload names share the "
         "namespace"
     ]
@@ -220,8 +263,9 @@ def test_placement_feeds_the_renderers() -> None:
 
     placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers)
     assert (placed.pools, placed.resource, placed.count) == (("h100-vm",), "nvidia.com/GH100_H100_SXM5_80GB", 8)
-    mig = place_container(GpuRequest(mig_profile="2g.35gb", count=2), spec.node_pools, offers, "mixed",
-                          "a GPU notebook")
+    mig = place_container(
+        GpuRequest(mig_profile="2g.35gb", count=2), spec.node_pools, offers, "mixed", "a GPU notebook"
+    )
     assert (mig.pools, mig.resource, mig.count) == (("h200-mig",), "nvidia.com/mig-2g.35gb", 2)
     whole = place_container(GpuRequest(count=8), spec.node_pools, offers, "mixed", "a GPU notebook")
     assert (whole.pools, whole.resource) == (("h200",), "nvidia.com/gpu")
@@ -305,8 +349,9 @@ def test_pvc_clones_stay_within_the_tenant_or_image_namespaces() -> None:
 
 
 def test_load_balancer_services_need_the_regions_load_balancer_and_quota() -> None:
-    config = region(acme={"virtualMachines": {"x": vm(sshService={"type": "LoadBalancer",
-                                                                  "allowFromCidrs": ["198.51.100.0/24"]})}})
+    config = region(
+        acme={"virtualMachines": {"x": vm(sshService={"type": "LoadBalancer", "allowFromCidrs": ["198.51.100.0/24"]})}}
+    )
     del config["loadBalancer"], config["gateway"]
     assert errors(config) == [
         f"{A}.virtualMachines.x.sshService.type: 'LoadBalancer' needs the region's loadBalancer (pools and their "
@@ -340,12 +385,19 @@ def test_declared_workloads_fit_the_cpu_memory_and_storage_quota() -> None:
 
 def test_notebook_exposure_fields_are_checked() -> None:
     for expose, message in (
-        ({"host": "https://nb", "ingressClass": "nginx"}, "expose.host: 'https://nb' is neither an IP address nor a "
-         "DNS name; give a bare address or name such as 10.0.0.10 or api.fra1.example.net (no https://, no :port)"),
-        ({"host": "nb.example.net", "ingressClass": "Nginx Class"}, "expose.ingressClass: 'Nginx Class' is not a "
-         "DNS-1123 label (lower-case letters, digits and '-')"),
-        ({"host": "nb.example.net", "ingressClass": "nginx", "allowFromCidrs": ["vpn"]},
-         "expose.allowFromCidrs[0]: 'vpn' is invalid: Input is not a valid IPv4 network"),
+        (
+            {"host": "https://nb", "ingressClass": "nginx"},
+            "expose.host: 'https://nb' is neither an IP address nor a "
+            "DNS name; give a bare address or name such as 10.0.0.10 or api.fra1.example.net (no https://, no :port)",
+        ),
+        (
+            {"host": "nb.example.net", "ingressClass": "Nginx Class"},
+            "expose.ingressClass: 'Nginx Class' is not a DNS-1123 label (lower-case letters, digits and '-')",
+        ),
+        (
+            {"host": "nb.example.net", "ingressClass": "nginx", "allowFromCidrs": ["vpn"]},
+            "expose.allowFromCidrs[0]: 'vpn' is invalid: Input is not a valid IPv4 network",
+        ),
     ):
         assert errors(region(acme={"notebooks": {"nb": {"expose": expose}}})) == [f"{A}.notebooks.nb.{message}"]
 
@@ -439,8 +491,13 @@ def test_dedicated_vcpus_beyond_the_hosts_cpus() -> None:
 
 def test_whole_hgx_board_without_a_catalogued_nvswitch() -> None:
     config = region(acme={"virtualMachines": {"x": vm(gpuModel="B200", hugepages=None, memoryGib=64)}})
-    config["nodePools"]["b200-vm"] = {"role": "gpu", "gpuModel": "B200", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
-                                      "hosts": [{"name": "fra1-b200-1", "address": "10.110.0.91"}]}
+    config["nodePools"]["b200-vm"] = {
+        "role": "gpu",
+        "gpuModel": "B200",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
+        "hosts": [{"name": "fra1-b200-1", "address": "10.110.0.91"}],
+    }
     config["tenants"]["acme"]["quota"]["gpus"]["nvidia.com/GB100_B200"] = 8
     assert errors(config) == [
         f"{A}.virtualMachines.x.gpus: 8 B200 GPUs are a whole HGX board, whose NVLink switches gpucell cannot pass "
@@ -454,8 +511,12 @@ def test_whole_hgx_board_without_a_catalogued_nvswitch() -> None:
 def test_nvswitches_of_hgx_pools_are_offered_apart_from_gpus() -> None:
     spec = CellSpec.model_validate(PROD_FRA1)
     (offer,) = nvswitch_offers(spec.node_pools)
-    assert (offer.resource, offer.pool, offer.per_node, offer.total) == ("nvidia.com/GH100_H100_NVSWITCH", "h100-vm", 4,
-                                                                         16)
+    assert (offer.resource, offer.pool, offer.per_node, offer.total) == (
+        "nvidia.com/GH100_H100_NVSWITCH",
+        "h100-vm",
+        4,
+        16,
+    )
     assert "nvidia.com/GH100_H100_NVSWITCH" not in capacity(gpu_offers(spec.node_pools, "mixed"))
     pools = dict(spec.node_pools)
     pools["h200-vm"] = pools["h100-vm"].model_copy(update={"gpu_model": "H200-SXM-141GB"})
@@ -466,8 +527,12 @@ def test_nvswitches_of_hgx_pools_are_offered_apart_from_gpus() -> None:
 
 
 def test_dev_shm_of_a_multi_gpu_endpoint_counts_against_the_memory_quota() -> None:
-    tp = {"modelFormat": "huggingface", "storageUri": "hf://org/model", "gpu": {"model": "H200-SXM-141GB", "count": 4},
-          "memoryGib": 1020}
+    tp = {
+        "modelFormat": "huggingface",
+        "storageUri": "hf://org/model",
+        "gpu": {"model": "H200-SXM-141GB", "count": 4},
+        "memoryGib": 1020,
+    }
     assert errors(region(acme={"modelEndpoints": {"tp": tp}})) == []  # 1020 + 4 GiB of /dev/shm = 1024
     assert errors(region(acme={"modelEndpoints": {"tp": {**tp, "memoryGib": 1021}}})) == [
         f"{A}.modelEndpoints.tp: brings the tenant's declared memory to 1025 GiB, quota.memoryGib allows 1024"
@@ -539,35 +604,56 @@ def endpoint(**fields: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("fields", "line"),
     [
-        ({"runtime": "kserve-vllm", "modelFormat": "vLLM"},
-         f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs; "
-         "installed: kserve-autogluonserver, kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, "
-         "kserve-lgbserver, kserve-mlserver, kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, "
-         "kserve-sklearnserver, kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, "
-         "kserve-vllmserver, kserve-xgbserver"),
-        ({"runtime": "kserve-huggingfaceserver-multinode"},
-         f"{A}.modelEndpoints.e.runtime: 'kserve-huggingfaceserver-multinode' serves one model across nodes "
-         "(predictor.workerSpec), which gpucell does not render; use kserve-huggingfaceserver with tensor "
-         "parallelism within one node"),
-        ({"runtime": "kserve-sklearnserver", "modelFormat": "xgboost"},
-         f"{A}.modelEndpoints.e.modelFormat: 'xgboost' is not a model format of kserve-sklearnserver; it serves "
-         "sklearn"),
-        ({"modelFormat": "onnx"},
-         f"{A}.modelEndpoints.e.modelFormat: 'onnx': no ClusterServingRuntime of KServe v0.20.0 is auto-selected "
-         "for it under protocol v1 (formats: autogluon, huggingface, lightgbm, paddle, pmml, pytorch, sklearn, "
-         "tensorflow, vLLM, xgboost); name a runtime that serves it"),
-        ({"runtime": "kserve-vllmserver"},
-         f"{A}.modelEndpoints.e.runtimeVersion: is required with kserve-vllmserver, whose image is "
-         "vllm/vllm-openai:latest: pin a release tag of vllm/vllm-openai"),
-        ({"modelFormat": "sklearn", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-         f"{A}.modelEndpoints.e.gpu: kserve-sklearnserver runs kserve/sklearnserver:v0.20.0, a CPU build; a GPU "
-         "endpoint needs a GPU build of that image in runtimeVersion, or no gpu"),
-        ({"modelFormat": "tensorflow", "runtimeVersion": "2.6.2", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-         f"{A}.modelEndpoints.e.runtimeVersion: '2.6.2' is a CPU build of tensorflow/serving; a GPU endpoint needs "
-         "its -gpu build, e.g. 2.6.2-gpu (or leave runtimeVersion out)"),
+        (
+            {"runtime": "kserve-vllm", "modelFormat": "vLLM"},
+            f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs; "
+            "installed: kserve-autogluonserver, kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, "
+            "kserve-lgbserver, kserve-mlserver, kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, "
+            "kserve-sklearnserver, kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, "
+            "kserve-vllmserver, kserve-xgbserver",
+        ),
+        (
+            {"runtime": "kserve-huggingfaceserver-multinode"},
+            f"{A}.modelEndpoints.e.runtime: 'kserve-huggingfaceserver-multinode' serves one model across nodes "
+            "(predictor.workerSpec), which gpucell does not render; use kserve-huggingfaceserver with tensor "
+            "parallelism within one node",
+        ),
+        (
+            {"runtime": "kserve-sklearnserver", "modelFormat": "xgboost"},
+            f"{A}.modelEndpoints.e.modelFormat: 'xgboost' is not a model format of kserve-sklearnserver; it serves "
+            "sklearn",
+        ),
+        (
+            {"modelFormat": "onnx"},
+            f"{A}.modelEndpoints.e.modelFormat: 'onnx': no ClusterServingRuntime of KServe v0.20.0 is auto-selected "
+            "for it under protocol v1 (formats: autogluon, huggingface, lightgbm, paddle, pmml, pytorch, sklearn, "
+            "tensorflow, vLLM, xgboost); name a runtime that serves it",
+        ),
+        (
+            {"runtime": "kserve-vllmserver"},
+            f"{A}.modelEndpoints.e.runtimeVersion: is required with kserve-vllmserver, whose image is "
+            "vllm/vllm-openai:latest: pin a release tag of vllm/vllm-openai",
+        ),
+        (
+            {"modelFormat": "sklearn", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+            f"{A}.modelEndpoints.e.gpu: kserve-sklearnserver runs kserve/sklearnserver:v0.20.0, a CPU build; a GPU "
+            "endpoint needs a GPU build of that image in runtimeVersion, or no gpu",
+        ),
+        (
+            {"modelFormat": "tensorflow", "runtimeVersion": "2.6.2", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+            f"{A}.modelEndpoints.e.runtimeVersion: '2.6.2' is a CPU build of tensorflow/serving; a GPU endpoint needs "
+            "its -gpu build, e.g. 2.6.2-gpu (or leave runtimeVersion out)",
+        ),
     ],
-    ids=["unknown-runtime", "multinode", "format-of-runtime", "format-nobody-serves", "floating-tag", "cpu-image",
-         "tensorflow-cpu-tag"],
+    ids=[
+        "unknown-runtime",
+        "multinode",
+        "format-of-runtime",
+        "format-nobody-serves",
+        "floating-tag",
+        "cpu-image",
+        "tensorflow-cpu-tag",
+    ],
 )
 def test_runtimes_and_formats_are_the_pinned_kserves(fields: dict[str, Any], line: str) -> None:
     assert errors(region(acme={"modelEndpoints": {"e": endpoint(**fields)}})) == [line]
@@ -575,12 +661,14 @@ def test_runtimes_and_formats_are_the_pinned_kserves(fields: dict[str, Any], lin
 
 @pytest.mark.parametrize(
     "fields",
-    [{"modelFormat": "tensorflow", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-     {"runtime": "kserve-tritonserver", "modelFormat": "onnx", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-     {"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-     {"runtime": "kserve-torchserve", "runtimeVersion": "0.9.0-gpu", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
-     {"runtime": "kserve-mlserver", "modelFormat": "mlflow"},
-     {"runtime": "kserve-tritonserver", "modelFormat": "tensorflow"}],
+    [
+        {"modelFormat": "tensorflow", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+        {"runtime": "kserve-tritonserver", "modelFormat": "onnx", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+        {"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+        {"runtime": "kserve-torchserve", "runtimeVersion": "0.9.0-gpu", "gpu": {"count": 1, "model": "H200-SXM-141GB"}},
+        {"runtime": "kserve-mlserver", "modelFormat": "mlflow"},
+        {"runtime": "kserve-tritonserver", "modelFormat": "tensorflow"},
+    ],
     ids=["tensorflow-gpu", "onnx-triton", "vllm-pinned", "torchserve-gpu-build", "mlflow-mlserver", "triton-tf"],
 )
 def test_runtimes_that_serve_as_declared(fields: dict[str, Any]) -> None:

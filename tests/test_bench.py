@@ -11,8 +11,9 @@ from bench.fleet import BARE, QUICK, Sample, growth_table, import_table, parser
 
 
 def test_an_import_faster_than_the_bare_interpreter_is_0_and_marked_as_noise() -> None:
-    lines = import_table({BARE: [0.30], "SDK modules the CLI uses": [0.90], "gpucell.stacks.cli": [1.50],
-                          "gpucell": [0.25]})
+    lines = import_table(
+        {BARE: [0.30], "SDK modules the CLI uses": [0.90], "gpucell.stacks.cli": [1.50], "gpucell": [0.25]}
+    )
     assert lines == [
         "| import | wall s (median) | minus bare interpreter s | x SDK modules |",
         "|---|---:|---:|---:|",
@@ -27,17 +28,26 @@ def test_an_import_faster_than_the_bare_interpreter_is_0_and_marked_as_noise() -
 
 
 def test_a_difference_of_a_few_milliseconds_is_noise_even_with_one_run() -> None:
-    lines = import_table({BARE: [0.088], "SDK modules the CLI uses": [2.747], "gpucell.stacks.cli": [3.752],
-                          "gpucell": [0.092]})
+    lines = import_table(
+        {BARE: [0.088], "SDK modules the CLI uses": [2.747], "gpucell.stacks.cli": [3.752], "gpucell": [0.092]}
+    )
     assert lines[5] == "| `gpucell` | 0.092 | 0.004 * |  |"
 
 
 def test_import_differences_within_the_spread_of_bare_runs_are_marked() -> None:
-    lines = import_table({BARE: [0.20, 0.30, 0.40], "SDK modules the CLI uses": [1.0, 1.1, 1.2],
-                          "gpucell.stacks.cli": [0.45, 0.50, 0.55], "gpucell": [0.35, 0.40, 0.45]})
-    assert lines[3:6] == ["| `SDK modules the CLI uses` | 1.100 | 0.800 | 1.00 |",
-                          "| `gpucell.stacks.cli` | 0.500 | 0.200 * |  |",
-                          "| `gpucell` | 0.400 | 0.100 * |  |"]
+    lines = import_table(
+        {
+            BARE: [0.20, 0.30, 0.40],
+            "SDK modules the CLI uses": [1.0, 1.1, 1.2],
+            "gpucell.stacks.cli": [0.45, 0.50, 0.55],
+            "gpucell": [0.35, 0.40, 0.45],
+        }
+    )
+    assert lines[3:6] == [
+        "| `SDK modules the CLI uses` | 1.100 | 0.800 | 1.00 |",
+        "| `gpucell.stacks.cli` | 0.500 | 0.200 * |  |",
+        "| `gpucell` | 0.400 | 0.100 * |  |",
+    ]
     assert not any("-" in line.split("|")[3] for line in lines[3:6])
 
 
@@ -46,29 +56,34 @@ def rows(*labels: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for scale, label in enumerate(labels, 1):
         sample = Sample(wall=float(scale), cpu=float(scale), peak_mib=10.0 * scale, resources=100 * scale)
-        out[label] = {"size": sizes[label], "samples": {k: [sample] for k in fleet.KINDS},
-                      "peaks": dict.fromkeys(fleet.KINDS, 10.0 * scale)}
+        out[label] = {
+            "size": sizes[label],
+            "samples": {k: [sample] for k in fleet.KINDS},
+            "peaks": dict.fromkeys(fleet.KINDS, 10.0 * scale),
+        }
     return out
 
 
 def test_quick_sizes_have_a_growth_row() -> None:
     assert [label for label, _ in QUICK] == ["S", "M"]
-    assert growth_table(rows("S", "M"))[2:] == [
-        "| nodes 5x, workloads 10x | S | M | 2.00x | 2.00x | 2.00x | 2.00x |"]
+    assert growth_table(rows("S", "M"))[2:] == ["| nodes 5x, workloads 10x | S | M | 2.00x | 2.00x | 2.00x | 2.00x |"]
 
 
 def test_a_run_with_no_growth_pair_says_so_instead_of_an_empty_table() -> None:
     assert growth_table(rows("S")) == [
-        "No growth rows: this run measured no size pair of S → M, M → L-100w, L-100w → L, M → 3 regions."]
+        "No growth rows: this run measured no size pair of S → M, M → L-100w, L-100w → L, M → 3 regions."
+    ]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--repeats", "0"], "argument --repeats: 0 is not at least 1 (each kind and size runs that many times)"),
-    (["--repeats", "-2"], "argument --repeats: -2 is not at least 1 (each kind and size runs that many times)"),
-    (["--repeats", "x"], "argument --repeats: 'x' is not a whole number"),
-])
-def test_repeats_below_1_are_a_usage_error(argv: list[str], message: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--repeats", "0"], "argument --repeats: 0 is not at least 1 (each kind and size runs that many times)"),
+        (["--repeats", "-2"], "argument --repeats: -2 is not at least 1 (each kind and size runs that many times)"),
+        (["--repeats", "x"], "argument --repeats: 'x' is not a whole number"),
+    ],
+)
+def test_repeats_below_1_are_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         parser().parse_args(argv)
     assert info.value.code == 2
@@ -95,8 +110,12 @@ def test_simulated_first_joins_come_close_to_the_limit_and_far_below_the_old_cha
     deployed = {k: v for k, v in plan.result.outputs.items() if k.startswith("r0")}  # the process may hold others
     chained = estimate(make_plan(tmp_path, "s", last_deployment=deployed).region_resources("r0"))
     assert limit.seconds <= windowed.seconds < chained.seconds
-    assert limit.chain[:4] == ("r0-k3s-r0-srv-0-prepare", "r0-k3s-r0-srv-0", "r0-k3s-kubeconfig",
-                               "r0-k3s-r0-srv-0-labels")
+    assert limit.chain[:4] == (
+        "r0-k3s-r0-srv-0-prepare",
+        "r0-k3s-r0-srv-0",
+        "r0-k3s-kubeconfig",
+        "r0-k3s-r0-srv-0-labels",
+    )
     # the old order walks the largest pool node by node: all 19 of its settles are on the chain
     assert sum(n.startswith("r0-k3s-r0-cpu-") and n.endswith("-settle") for n in chained.chain) == 19
     # the limit keeps every server's chain but no agent waits for another agent

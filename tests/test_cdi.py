@@ -58,9 +58,7 @@ def test_cr_is_the_cluster_scoped_cdi_and_waits_for_available() -> None:
     plan = install(cell(minimal_cell_config()))
     cr = the(plan, CR)
     assert cr.name == "fra1-cdi"
-    assert cr.inputs["metadata"] == {
-        "name": "cdi", "annotations": {"pulumi.com/waitFor": "condition=Available"}
-    }
+    assert cr.inputs["metadata"] == {"name": "cdi", "annotations": {"pulumi.com/waitFor": "condition=Available"}}
     assert cr.parent == the(plan, "gpucell:index:Cdi").urn
 
 
@@ -71,9 +69,7 @@ def test_cr_is_the_cluster_scoped_cdi_and_waits_for_available() -> None:
 )
 def test_cr_config_uses_the_cells_class_for_scratch_space(config: dict[str, Any], scratch: str) -> None:
     spec = the(install(cell(config)), CR).inputs["spec"]
-    assert spec["config"] == {
-        "scratchSpaceStorageClass": scratch, "featureGates": ["HonorWaitForFirstConsumer"]
-    }
+    assert spec["config"] == {"scratchSpaceStorageClass": scratch, "featureGates": ["HonorWaitForFirstConsumer"]}
     assert spec["imagePullPolicy"] == "IfNotPresent"
     assert spec["infra"] == {
         "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -118,8 +114,9 @@ def test_cr_depends_on_its_operator_and_on_the_storage(config: dict[str, Any]) -
     ],
     ids=["local-path", "longhorn"],
 )
-def test_storage_profile_patch_fits_vm_disks_to_the_backend(config: dict[str, Any], name: str,
-                                                            claim: dict[str, Any]) -> None:
+def test_storage_profile_patch_fits_vm_disks_to_the_backend(
+    config: dict[str, Any], name: str, claim: dict[str, Any]
+) -> None:
     plan = install(cell(config))
     profile = the(plan, PROFILE)
     assert profile.name == "fra1-storage-profile"

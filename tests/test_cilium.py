@@ -19,12 +19,9 @@ from tests.conftest import STORE, cell, minimal_cell_config
 def ha_config() -> dict[str, Any]:
     config = minimal_cell_config()
     config["network"].update(
-        {"apiEndpoint": "k8s.fra1.example.net", "apiPort": 443, "podCidr": "10.100.0.0/14",
-         "podCidrMaskSize": 25}
+        {"apiEndpoint": "k8s.fra1.example.net", "apiPort": 443, "podCidr": "10.100.0.0/14", "podCidrMaskSize": 25}
     )
-    config["nodePools"]["servers"]["hosts"] = [
-        {"name": f"lab-srv-{i}", "address": f"10.20.0.1{i}"} for i in (1, 2, 3)
-    ]
+    config["nodePools"]["servers"]["hosts"] = [{"name": f"lab-srv-{i}", "address": f"10.20.0.1{i}"} for i in (1, 2, 3)]
     config["etcd"] = {"initServer": "lab-srv-1"}
     return config
 

@@ -26,8 +26,9 @@ def test_containerd_defaults_and_given_paths() -> None:
         {"name": "CONTAINERD_SOCKET", "value": "/run/containerd/containerd.sock"},
         {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
     ]
-    rke2 = ContainerRuntime.containerd("/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl",
-                                       "/run/k3s/containerd/containerd.sock")
+    rke2 = ContainerRuntime.containerd(
+        "/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl", "/run/k3s/containerd/containerd.sock"
+    )
     assert rke2.socket == "/run/k3s/containerd/containerd.sock"
 
 

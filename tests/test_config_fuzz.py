@@ -28,11 +28,53 @@ from tests.conftest import REPO
 Path_ = tuple[str | int, ...]
 
 HOSTILE: list[Any] = [
-    "", " ", "\n", "a\nb", "x" * 300, "-", "..", "$(reboot)", "'; rm -rf / #", '"', "%s", "{}", "🙂", "\t",
-    "0.0.0.0/0", "169.254.169.254", "255.255.255.255", "10.20.0.0", "10.20.0.255", "system:masters",
-    "http://example.net/x", "docker://", "https://", "tenant-other", "kube-system", "v1.34.2+k3s1\n", "latest",
-    -1, 0, 1, 7, 65536, 2**31, 2**63, 1.5, float("nan"), True, False, None, [], {}, ["a\nb"], {"x": 1},
-    datetime.date(2025, 1, 1), datetime.datetime(2025, 1, 1, 12, 0), {"a", "b"}, b"binary",
+    "",
+    " ",
+    "\n",
+    "a\nb",
+    "x" * 300,
+    "-",
+    "..",
+    "$(reboot)",
+    "'; rm -rf / #",
+    '"',
+    "%s",
+    "{}",
+    "🙂",
+    "\t",
+    "0.0.0.0/0",
+    "169.254.169.254",
+    "255.255.255.255",
+    "10.20.0.0",
+    "10.20.0.255",
+    "system:masters",
+    "http://example.net/x",
+    "docker://",
+    "https://",
+    "tenant-other",
+    "kube-system",
+    "v1.34.2+k3s1\n",
+    "latest",
+    -1,
+    0,
+    1,
+    7,
+    65536,
+    2**31,
+    2**63,
+    1.5,
+    float("nan"),
+    True,
+    False,
+    None,
+    [],
+    {},
+    ["a\nb"],
+    {"x": 1},
+    datetime.date(2025, 1, 1),
+    datetime.datetime(2025, 1, 1, 12, 0),
+    {"a", "b"},
+    b"binary",
 ]
 """Values a careless user or an attacker writes: wrong types, control characters, YAML-only types, addresses and
 names that isolation rules exist for, numbers beyond physical limits."""
@@ -60,12 +102,26 @@ def _extended_dev() -> dict[str, Any]:
     storage class, the servers' allowWorkloads, hugepage and ephemeral-storage quotas, and acknowledgements."""
     config = _base("dev")
     lab = config["config"]["gpucell:regions"]["lab1"]
-    lab["oidc"] = {"issuerUrl": "https://login.lab.example/realms/lab", "clientId": "kubernetes",
-                   "usernameClaim": "email", "groupsClaim": "groups"}
+    lab["oidc"] = {
+        "issuerUrl": "https://login.lab.example/realms/lab",
+        "clientId": "kubernetes",
+        "usernameClaim": "email",
+        "groupsClaim": "groups",
+    }
     lab["k3s"] = {"profile": "cis", "secretsEncryption": True}
-    lab["etcd"] = {"snapshots": {"schedule": "0 */6 * * *", "retention": 10, "s3": {
-        "endpoint": "minio.lab.example:9000", "bucket": "lab-etcd", "region": "eu-central-1", "folder": "lab1",
-        "credentialsConfigKey": "etcdS3CredentialsLab1"}}}
+    lab["etcd"] = {
+        "snapshots": {
+            "schedule": "0 */6 * * *",
+            "retention": 10,
+            "s3": {
+                "endpoint": "minio.lab.example:9000",
+                "bucket": "lab-etcd",
+                "region": "eu-central-1",
+                "folder": "lab1",
+                "credentialsConfigKey": "etcdS3CredentialsLab1",
+            },
+        }
+    }
     lab["storage"]["otherClasses"] = ["nfs"]
     lab["nodePools"]["servers"]["allowWorkloads"] = True
     research = lab["tenants"]["research"]
@@ -79,9 +135,10 @@ def _extended_dev() -> dict[str, Any]:
 FUZZED = ("gpucell:regions", "gpucell:acknowledge")
 """The config keys whose values are mutated."""
 BASES = {"dev": _base("dev"), "prod": _base("prod"), "dev-extended": _extended_dev()}
-PATHS = {stack: [path for key in FUZZED if key in config["config"]
-                 for path in _paths({key: config["config"][key]})]
-         for stack, config in BASES.items()}
+PATHS = {
+    stack: [path for key in FUZZED if key in config["config"] for path in _paths({key: config["config"][key]})]
+    for stack, config in BASES.items()
+}
 
 
 @st.composite
@@ -149,8 +206,14 @@ def _check(stack: str, edits: list[tuple[str, Path_, Any]]) -> None:
         assert not line.startswith(("error:", "Traceback")), line
 
 
-FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None, print_blob=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 """A fixed, derandomized budget: the same 40 mutants per stack on every run."""
 
 
@@ -176,8 +239,15 @@ def test_the_extended_base_plans_and_covers_the_keys_added_since() -> None:
     assert _plan("dev-extended", copy.deepcopy(BASES["dev-extended"]))[0] == 0
     covered = {path[:5] for path in PATHS["dev-extended"]} | {path[:3] for path in PATHS["dev-extended"]}
     lab = ("gpucell:regions", "lab1")
-    for path in [(*lab, "oidc"), (*lab, "k3s"), (*lab, "etcd"), (*lab, "storage"), ("gpucell:acknowledge", 0),
-                 (*lab, "tenants", "research", "virtualMachines"), (*lab, "nodePools", "servers")]:
+    for path in [
+        (*lab, "oidc"),
+        (*lab, "k3s"),
+        (*lab, "etcd"),
+        (*lab, "storage"),
+        ("gpucell:acknowledge", 0),
+        (*lab, "tenants", "research", "virtualMachines"),
+        (*lab, "nodePools", "servers"),
+    ]:
         assert any(c[: len(path)] == path for c in covered), path
     prod = {path[:6] for path in PATHS["prod"]}
     for key in ("nodePorts", "deviceClasses"):

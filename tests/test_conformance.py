@@ -64,8 +64,13 @@ def test_stack_plans_pass_every_schema_check(stack: str) -> None:
     # the Cilium CRDs in the schema directory are from main between 1.20 pre-releases, and the check says so
     crds = ["ciliumnetworkpolicies"]
     if stack == "prod":  # LB IPAM pools, BGP (fra1) and L2 announcements (iad1)
-        crds += ["ciliumloadbalancerippools", "ciliumbgpclusterconfigs", "ciliumbgppeerconfigs",
-                 "ciliumbgpadvertisements", "ciliuml2announcementpolicies"]
+        crds += [
+            "ciliumloadbalancerippools",
+            "ciliumbgpclusterconfigs",
+            "ciliumbgppeerconfigs",
+            "ciliumbgpadvertisements",
+            "ciliuml2announcementpolicies",
+        ]
     assert [str(n) for n in report.notices] == [
         f"note: cilium/{crd}.yaml does not state its release; checked against it as if it were 1.20.0" for crd in crds
     ]
@@ -97,8 +102,10 @@ def test_cli_check_fails_on_a_problem(tmp_path: Path, capsys: pytest.CaptureFixt
     code = cli.main(["plan", "dev", "--project-dir", str(tmp_path), "--check", "--schemas", str(UPSTREAM)])
     out = capsys.readouterr().out
     assert code == 1
-    assert ("lab1/HelmValues/kube-system/cilium: hubble.relay.replicaz: is not a value of chart cilium 1.20.0 "
-            "(renamed or removed upstream?)") in out.splitlines()
+    assert (
+        "lab1/HelmValues/kube-system/cilium: hubble.relay.replicaz: is not a value of chart cilium 1.20.0 "
+        "(renamed or removed upstream?)"
+    ) in out.splitlines()
 
 
 def test_cli_check_without_checkov_reports_every_other_verdict(
@@ -147,8 +154,10 @@ def test_cli_check_says_a_missing_library_first_before_schemas_and_planning(
     monkeypatch.setitem(sys.modules, "kubernetes_validate", None)
     code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", "/nonexistent"])
     assert code == 1
-    assert capsys.readouterr() == ("", "error: gpucell plan --check needs the Python package kubernetes-validate: "
-                                       "pip install 'gpucell[check]'\n")
+    assert capsys.readouterr() == (
+        "",
+        "error: gpucell plan --check needs the Python package kubernetes-validate: pip install 'gpucell[check]'\n",
+    )
 
 
 def test_cli_check_without_schemas_says_how_to_get_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,8 +211,9 @@ def test_inference_service_with_an_unknown_key() -> None:
         "api_version": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         "metadata": {"name": "llama", "namespace": "tenant-a"},
-        "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}, "storageUri": "hf://x/y"},
-                               "minReplica": 1}},
+        "spec": {
+            "predictor": {"model": {"modelFormat": {"name": "huggingface"}, "storageUri": "hf://x/y"}, "minReplica": 1}
+        },
     }
     assert lines(check_objects(isvc)) == [
         "lab/InferenceService/tenant-a/llama: spec.predictor: Additional properties are not allowed ('minReplica' "
@@ -219,8 +229,9 @@ def test_core_kind_with_an_unknown_field() -> None:
 
 
 def cilium_release(values: dict[str, Any]) -> Any:
-    return lambda: Release("cilium", chart="cilium", version="1.20.0", namespace="kube-system", name="cilium",
-                           values=values)
+    return lambda: Release(
+        "cilium", chart="cilium", version="1.20.0", namespace="kube-system", name="cilium", values=values
+    )
 
 
 def test_cilium_value_path_that_1_20_does_not_have() -> None:
@@ -258,8 +269,10 @@ def test_notebook_running_as_root(checkov: str) -> None:
             "selector": {"matchLabels": {"app": "notebook"}},
             "template": {
                 "metadata": {"labels": {"app": "notebook"}},
-                "spec": {"securityContext": {"runAsUser": 0},
-                         "containers": [{"name": "jupyter", "image": "quay.io/jupyter/base-notebook:2025-01-01"}]},
+                "spec": {
+                    "securityContext": {"runAsUser": 0},
+                    "containers": [{"name": "jupyter", "image": "quay.io/jupyter/base-notebook:2025-01-01"}],
+                },
             },
         },
     }
@@ -270,7 +283,8 @@ def test_notebook_running_as_root(checkov: str) -> None:
 
 def test_skips_are_annotations_on_the_object_and_are_counted(checkov: str) -> None:
     pod = {
-        "api_version": "v1", "kind": "Pod",
+        "api_version": "v1",
+        "kind": "Pod",
         "metadata": {"name": "p", "namespace": "t", "annotations": {"checkov.io/skip1": "CKV_K8S_23=test reason"}},
         "spec": {"securityContext": {"runAsUser": 0}, "containers": [{"name": "c", "image": "busybox:1.37"}]},
     }
@@ -307,10 +321,11 @@ def test_commented_defaults_are_scoped_to_their_parent() -> None:
 @pytest.fixture
 def upstream_server() -> Iterator[str]:
     """A local HTTP server that answers like GitHub's raw host, from the shared upstream files."""
-    routes = {f"/{source.repo}/{source.tag(version)}/{source.path}": STORE.path(rel)
-              for rel, source in UPSTREAM_FILES.items()
-              for version in [STORE.versions.get(rel) or cell(minimal_cell_config()).versions.model_dump()[
-                  source.component]]}
+    routes = {
+        f"/{source.repo}/{source.tag(version)}/{source.path}": STORE.path(rel)
+        for rel, source in UPSTREAM_FILES.items()
+        for version in [STORE.versions.get(rel) or cell(minimal_cell_config()).versions.model_dump()[source.component]]
+    }
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -337,18 +352,20 @@ def upstream_server() -> Iterator[str]:
         server.server_close()
 
 
-def test_fetch_downloads_every_file_for_the_pinned_versions(upstream_server: str, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fetch_downloads_every_file_for_the_pinned_versions(
+    upstream_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("GPUCELL_HELM", raising=False)  # no helm: the charts (tests/test_charts.py) are left out
     monkeypatch.setenv("PATH", str(tmp_path))
     dest = tmp_path / "schemas"
-    code = cli.main(["schemas", "fetch", "dev", "--project-dir", str(REPO), "--dest", str(dest),
-                     "--base-url", upstream_server])
+    code = cli.main(
+        ["schemas", "fetch", "dev", "--project-dir", str(REPO), "--dest", str(dest), "--base-url", upstream_server]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert ("note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on "
-            "PATH") in out
+    assert (
+        "note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on PATH"
+    ) in out
     for rel in UPSTREAM_FILES:
         assert (dest / rel).read_bytes() == STORE.path(rel).read_bytes()
     versions = json.loads((dest / "versions.json").read_text())
@@ -364,10 +381,10 @@ def test_fetch_names_the_url_that_failed(upstream_server: str, tmp_path: Path) -
         fetch({"lab": spec}, tmp_path, upstream_server)
 
 
-
 def test_cidr_formats_are_enforced_like_the_api_server() -> None:
     policy = {
-        "api_version": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+        "api_version": "cilium.io/v2",
+        "kind": "CiliumNetworkPolicy",
         "metadata": {"name": "p", "namespace": "tenant-a"},
         "spec": {"endpointSelector": {}, "egress": [{"toCIDR": ["vpn"]}]},
     }
@@ -383,7 +400,8 @@ def test_core_schemas_of_another_minor_are_said() -> None:
     namespace = {"api_version": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a"}}
     report = check_region("lab", register(namespace), spec, STORE, checkers=SCHEMA_CHECKERS)
     assert "note: kubernetes-validate has no schemas for Kubernetes 1.40; core kinds checked against 1.37" in [
-        str(n) for n in report.notices]
+        str(n) for n in report.notices
+    ]
 
 
 def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:

@@ -51,8 +51,15 @@ def plan(change: Callable[[dict[str, Any]], None] | None = None, *, preview: boo
     config, secret_keys = prod_config()
     if change is not None:
         change(config)
-    return run_program(build_cells, project="gpucell", stack="prod", config=config,
-                       secret_keys=secret_keys, preview=preview, computed=None if preview else computed)
+    return run_program(
+        build_cells,
+        project="gpucell",
+        stack="prod",
+        config=config,
+        secret_keys=secret_keys,
+        preview=preview,
+        computed=None if preview else computed,
+    )
 
 
 def fra1(config: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +124,8 @@ def test_every_gpu_host_has_a_node_patch_with_its_workload_mode(baseline: PlanRe
                 mode = "container" if pool["gpuMode"] == "dra" else pool["gpuMode"]
                 assert patch.inputs["metadata"]["labels"]["nvidia.com/gpu.workload.config"] == mode
                 assert patch.inputs["metadata"]["annotations"] == {
-                    "pulumi.com/patchFieldManager": "gpucell", "pulumi.com/patchForce": "true"
+                    "pulumi.com/patchFieldManager": "gpucell",
+                    "pulumi.com/patchForce": "true",
                 }
     mig = baseline.named("fra1-k3s-fra1-h200-1-labels").inputs["metadata"]["labels"]
     assert mig["nvidia.com/mig.config"] == "all-balanced"
@@ -128,18 +136,25 @@ def test_every_gpu_host_has_a_node_patch_with_its_workload_mode(baseline: PlanRe
     # GPU Operator's three mdev-only operands turned off; gpucell sets no other nvidia.com/gpu.deploy.* label.
     vgpu = baseline.named("fra1-k3s-fra1-l40s-1-labels").inputs["metadata"]["labels"]
     assert "nvidia.com/vgpu.config" not in vgpu
-    sriov_off = {"nvidia.com/gpu.deploy.sandbox-device-plugin", "nvidia.com/gpu.deploy.sandbox-validator",
-                 "nvidia.com/gpu.deploy.vgpu-device-manager"}
+    sriov_off = {
+        "nvidia.com/gpu.deploy.sandbox-device-plugin",
+        "nvidia.com/gpu.deploy.sandbox-validator",
+        "nvidia.com/gpu.deploy.vgpu-device-manager",
+    }
     deploy = {k: v for k, v in vgpu.items() if k.startswith("nvidia.com/gpu.deploy.")}
     assert deploy == dict.fromkeys(sriov_off, "false")
     # dra nodes keep the operator's device plugin and DCGM off (the DRA driver serves their GPUs, decision 0017)
     dra = baseline.named("fra1-k3s-fra1-l4-1-labels").inputs["metadata"]["labels"]
     assert {k: v for k, v in dra.items() if k.startswith("nvidia.com/gpu.deploy.")} == dict.fromkeys(
         ("nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.dcgm", "nvidia.com/gpu.deploy.dcgm-exporter"),
-        "false")
-    assert not any(key.startswith("nvidia.com/gpu.deploy.") for r in baseline.of_type(NODE_PATCH)
-                   if "-l40s-" not in r.name and "-l4-" not in r.name
-                   for key in r.inputs["metadata"]["labels"])
+        "false",
+    )
+    assert not any(
+        key.startswith("nvidia.com/gpu.deploy.")
+        for r in baseline.of_type(NODE_PATCH)
+        if "-l40s-" not in r.name and "-l4-" not in r.name
+        for key in r.inputs["metadata"]["labels"]
+    )
 
 
 def test_the_provider_has_a_stable_cluster_identifier(baseline: PlanResult, preview_baseline: PlanResult) -> None:
@@ -162,16 +177,29 @@ def test_tenant_namespaces_and_vm_disks_are_protected(baseline: PlanResult) -> N
 def test_stateful_platform_is_protected_and_the_rest_is_not(baseline: PlanResult) -> None:
     protected = {r.name for r in baseline.resources if r.options.get("protect")}
     fra1_protected = {n for n in protected if n.startswith("fra1-")}
-    assert {"fra1-k3s-token", "fra1-storage-longhorn", "fra1-kubevirt-operator", "fra1-kubevirt-kubevirt",
-            "fra1-cdi-operator", "fra1-cdi-cdi", "fra1-acme-nb-alice-statefulset", "fra1-acme-quota",
-            "fra1-acme-default-deny"} <= fra1_protected
+    assert {
+        "fra1-k3s-token",
+        "fra1-storage-longhorn",
+        "fra1-kubevirt-operator",
+        "fra1-kubevirt-kubevirt",
+        "fra1-cdi-operator",
+        "fra1-cdi-cdi",
+        "fra1-acme-nb-alice-statefulset",
+        "fra1-acme-quota",
+        "fra1-acme-default-deny",
+    } <= fra1_protected
     for host in ("fra1-srv-1", "fra1-srv-2", "fra1-srv-3"):
         assert {f"fra1-k3s-{host}{s}" for s in ("", "-prepare", "-labels", "-settle")} <= fra1_protected
     # Agents of a Longhorn region hold no volume data: removing one drains it and deletes it.
     assert not fra1_protected & {"fra1-k3s-fra1-h100-1", "fra1-k3s-fra1-cpu-1-settle"}
     # Stateless things are never protected: endpoints, the cloud-init Secret, Helm charts without state.
-    for name in ("fra1-acme-llama-8b-isvc", "fra1-acme-train-01-cloud-init", "fra1-cilium-cilium",
-                 "fra1-gpu-operator-gpu-operator", "fra1-k8s"):
+    for name in (
+        "fra1-acme-llama-8b-isvc",
+        "fra1-acme-train-01-cloud-init",
+        "fra1-cilium-cilium",
+        "fra1-gpu-operator-gpu-operator",
+        "fra1-k8s",
+    ):
         assert name not in protected, name
 
 
@@ -190,8 +218,9 @@ def _change_port(config: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("preview", [False, True], ids=["up", "preview"])
 @pytest.mark.parametrize("change", [_rotate_key, _change_user, _change_port], ids=["key", "user", "port"])
-def test_ssh_changes_touch_only_the_ssh_commands(change: Callable[[dict[str, Any]], None], preview: bool,
-                                                baseline: PlanResult, preview_baseline: PlanResult) -> None:
+def test_ssh_changes_touch_only_the_ssh_commands(
+    change: Callable[[dict[str, Any]], None], preview: bool, baseline: PlanResult, preview_baseline: PlanResult
+) -> None:
     before, after = preview_baseline if preview else baseline, plan(change, preview=preview)
     difference = diff(before, after)
     assert not difference.added
@@ -221,15 +250,21 @@ def lab_plan(change: Callable[[dict[str, Any]], None] | None = None) -> PlanResu
     """A lab region without tenants: one server, an L40S container pool, an H200 MIG pool of two hosts and an
     H200 container pool."""
     region = minimal_cell_config()
-    region["nodePools"]["h200-mig"] = {**tainted_mig_pool(), "hosts": [
-        {"name": "h200-1", "address": "10.20.0.51"}, {"name": "h200-2", "address": "10.20.0.52"}]}
-    region["nodePools"]["h200"] = {"role": "gpu", "gpuModel": "H200-SXM-141GB", "gpusPerNode": 8,
-                                   "gpuMode": "container", "hosts": [{"name": "h200x-1", "address": "10.20.0.61"}]}
+    region["nodePools"]["h200-mig"] = {
+        **tainted_mig_pool(),
+        "hosts": [{"name": "h200-1", "address": "10.20.0.51"}, {"name": "h200-2", "address": "10.20.0.52"}],
+    }
+    region["nodePools"]["h200"] = {
+        "role": "gpu",
+        "gpuModel": "H200-SXM-141GB",
+        "gpusPerNode": 8,
+        "gpuMode": "container",
+        "hosts": [{"name": "h200x-1", "address": "10.20.0.61"}],
+    }
     if change is not None:
         change(region)
     config = {"gpucell:regions": {"lab": region}, "gpucell:sshPrivateKey": "key"}
-    return run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"],
-                       computed=computed)
+    return run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"], computed=computed)
 
 
 def test_a_new_mig_layout_changes_only_that_pools_nodes() -> None:
@@ -246,7 +281,7 @@ def test_a_new_mig_layout_changes_only_that_pools_nodes() -> None:
         prepare = script_of(after.named(f"lab-k3s-{host}-prepare"))
         assert "!= all-1g.18gb" in prepare  # the GPU check that takes the node out of service
         settle = script_of(after.named(f"lab-k3s-{host}-settle"))
-        assert "nvidia\\.com/mig-1g\\.18gb}')\"\n  if [ \"$value\" != 56 ]" in settle
+        assert 'nvidia\\.com/mig-1g\\.18gb}\')"\n  if [ "$value" != 56 ]' in settle
         # The install command only records the label (registration-only: no k3s restart, same digest).
         old_prepare = script_of(before.named(f"lab-k3s-{host}-prepare"))
         assert _digest_of(prepare) == _digest_of(old_prepare)
@@ -267,7 +302,7 @@ def test_a_new_gpu_mode_reconfigures_the_pool_and_what_serves_it() -> None:
     assert labels["nvidia.com/gpu.workload.config"] == "vm-passthrough"
     assert "nvidia.com/mig.config" not in labels
     settle = script_of(after.named("lab-k3s-h200x-1-settle"))
-    assert "nvidia\\.com/GH100_H200_SXM_141GB}')\"\n  if [ \"$value\" != 8 ]" in settle
+    assert 'nvidia\\.com/GH100_H200_SXM_141GB}\')"\n  if [ "$value" != 8 ]' in settle
     # The GPU Operator (vfio-manager, sandbox device plugin) and KubeVirt (permitted device) follow.
     assert {"lab-gpu-operator-gpu-operator", "lab-kubevirt-kubevirt"} <= set(difference.changed)
 
@@ -287,8 +322,9 @@ def test_taints_and_labels_of_a_pool_reach_its_registered_nodes(baseline: PlanRe
     difference = diff(baseline, after)
     for host in ("fra1-l40s-1", "fra1-l40s-2"):
         patch = after.named(f"fra1-k3s-{host}-labels")
-        assert patch.inputs["spec"] == {"taints": [{"key": "nvidia.com/gpu", "value": "present",
-                                                    "effect": "NoSchedule"}]}
+        assert patch.inputs["spec"] == {
+            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        }
         assert patch.inputs["metadata"]["labels"]["example.com/rack"] == "r12"
         assert difference.changed[f"fra1-k3s-{host}-labels"] == {"metadata", "spec"}
         # The k3s config records them for a re-registration, which does not restart k3s (registration-only).
@@ -353,8 +389,10 @@ def test_a_new_server_joins_the_existing_cluster(baseline: PlanResult) -> None:
     joined = yaml.safe_load(_config_of(after.named("fra1-k3s-fra1-srv-0")))
     assert joined["server"] == "https://10.110.0.10:6443"
     assert "cluster-init" not in joined
-    assert after.named("fra1-k3s-fra1-srv-1").raw_inputs["create"] == baseline.named("fra1-k3s-fra1-srv-1").raw_inputs[
-        "create"]
+    assert (
+        after.named("fra1-k3s-fra1-srv-1").raw_inputs["create"]
+        == baseline.named("fra1-k3s-fra1-srv-1").raw_inputs["create"]
+    )
 
 
 def script_of(command: Registration, key: str = "create") -> str:
@@ -365,7 +403,7 @@ def script_of(command: Registration, key: str = "create") -> str:
 def _config_of(command: Registration) -> str:
     script = script_of(command)
     start = script.index("<<'GPUCELL_K3S_CONFIG'\n") + len("<<'GPUCELL_K3S_CONFIG'\n")
-    return str(script[start:script.index("GPUCELL_K3S_CONFIG\n", start)])
+    return str(script[start : script.index("GPUCELL_K3S_CONFIG\n", start)])
 
 
 # -- upgrades -------------------------------------------------------------------------------------------------
@@ -485,7 +523,8 @@ def _dra_to_container(config: dict[str, Any]) -> None:
     ids=["sriov-vgpu-type", "dra-to-container"],
 )
 def test_a_reconfiguration_the_labels_do_not_show_reaches_every_nodes_prepare(
-        baseline: PlanResult, pool: str, change: Callable[[dict[str, Any]], None], want: str) -> None:
+    baseline: PlanResult, pool: str, change: Callable[[dict[str, Any]], None], want: str
+) -> None:
     """Issue 18: an SR-IOV pool has no vgpu.config label, and dra nodes share workload.config=container."""
     after = plan(change)
     config, _ = prod_config()
@@ -526,6 +565,7 @@ def test_a_dead_first_server_is_forgotten_from_a_healthy_one_then_removed(baseli
         assert forgotten.named(name).raw_inputs["connection"]["host"] == srv2, name
     # The kubeconfig is not read again (its connection is ignored).
     assert forgotten.named("fra1-k3s-kubeconfig").options["ignoreChanges"] == ["connection"]
+
     def remove(config: dict[str, Any]) -> None:
         _forget("fra1-srv-1")(config)
         _without("fra1-srv-1")(config)

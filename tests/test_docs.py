@@ -30,15 +30,21 @@ def test_config_reference_is_current() -> None:
 
 def test_config_reference_lists_every_key_in_camel_case() -> None:
     text = docgen.render()
-    for key in ("`versions.k3s`", "`nodePools.*.gpuMode`", "`nodePools.*.hosts[].address`",
-                "`gpuOperator.vgpuDriverImage.repository`", "`kserve.deploymentMode`", "`storage.backend`"):
+    for key in (
+        "`versions.k3s`",
+        "`nodePools.*.gpuMode`",
+        "`nodePools.*.hosts[].address`",
+        "`gpuOperator.vgpuDriverImage.repository`",
+        "`kserve.deploymentMode`",
+        "`storage.backend`",
+    ):
         assert key in text
 
 
 def test_readme_starts_with_the_two_commands_plan_first() -> None:
     lines = (REPO / "README.md").read_text().splitlines()
     fence = lines.index("```sh")
-    assert lines[fence + 1:fence + 4] == ["python3 dev.py plan dev", "python3 dev.py test", "```"]
+    assert lines[fence + 1 : fence + 4] == ["python3 dev.py plan dev", "python3 dev.py test", "```"]
 
 
 def test_ci_runs_the_readme_commands_in_order(tmp_path: Path) -> None:
@@ -51,8 +57,13 @@ def test_ci_runs_the_readme_commands_in_order(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     (stubs / "python3").write_text(f'#!/usr/bin/env bash\necho "$PWD $*" >> {log}\n')
     (stubs / "python3").chmod(0o755)
-    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env={**os.environ, "PATH": f"{stubs}:/usr/bin:/bin"},
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "run")],
+        env={**os.environ, "PATH": f"{stubs}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [f"{tmp_path} dev.py plan dev", f"{tmp_path} dev.py test"]
 
@@ -70,12 +81,13 @@ def test_ci_installs_promtool_when_missing(tmp_path: Path) -> None:
         (stubs / program).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (stubs / program).chmod(0o755)
     env = {**os.environ, "PATH": f"{stubs}:/usr/bin:/bin", "GPUCELL_CI_PROMTOOL": "promtool-not-installed"}
-    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [
-        "apt-get update -qq", "apt-get install -y -qq --no-install-recommends prometheus",
-        "python3 dev.py plan dev", "python3 dev.py test",
+        "apt-get update -qq",
+        "apt-get install -y -qq --no-install-recommends prometheus",
+        "python3 dev.py plan dev",
+        "python3 dev.py test",
     ]
 
 
@@ -94,13 +106,18 @@ TENANT_KEYS = {"groups", "quota", "egressCidrs", "egressFqdns", "virtualMachines
 
 def fenced(language: str) -> list[str]:
     """The bodies of the ```<language> blocks of docs/workloads.md (indented list-item fences included)."""
-    return [textwrap.dedent(body) for _indent, body in re.findall(
-        rf"^( *)```{language}\n(.*?)^\1```", WORKLOADS_DOC, re.MULTILINE | re.DOTALL)]
+    return [
+        textwrap.dedent(body)
+        for _indent, body in re.findall(rf"^( *)```{language}\n(.*?)^\1```", WORKLOADS_DOC, re.MULTILINE | re.DOTALL)
+    ]
 
 
 def tenant_snippets() -> list[tuple[re.Match[str], Any]]:
-    return [(header, yaml.safe_load(block)) for block in fenced("yaml")
-            if (header := SNIPPET_HEADER.match(block)) is not None]
+    return [
+        (header, yaml.safe_load(block))
+        for block in fenced("yaml")
+        if (header := SNIPPET_HEADER.match(block)) is not None
+    ]
 
 
 SNIPPETS = tenant_snippets()
@@ -154,8 +171,11 @@ def is_part_of(snippet: Any, actual: Any, where: str) -> None:
 
 @pytest.mark.parametrize(
     ("header", "snippet"),
-    [pytest.param(h, snippet, id=i) for (h, snippet), i in zip(SNIPPETS, SNIPPET_IDS, strict=True)
-     if h["source"] == "Pulumi.prod.yaml"],
+    [
+        pytest.param(h, snippet, id=i)
+        for (h, snippet), i in zip(SNIPPETS, SNIPPET_IDS, strict=True)
+        if h["source"] == "Pulumi.prod.yaml"
+    ],
 )
 def test_snippets_taken_from_prod_match_it(header: re.Match[str], snippet: dict[str, Any]) -> None:
     actual: Any = PROD_REGIONS[header["region"]]
@@ -171,15 +191,28 @@ def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
     value (a parameter, a loop variable) is one of the files' strings or a token without spaces."""
     plain: set[str] = set()
     patterns: list[re.Pattern[str]] = []
-    for name in ("test_admission.py", "test_spec.py", "test_hardening_rules.py", "test_dra_spec.py",
-                 "test_traffic_spec.py"):
+    for name in (
+        "test_admission.py",
+        "test_spec.py",
+        "test_hardening_rules.py",
+        "test_dra_spec.py",
+        "test_traffic_spec.py",
+    ):
         tree = ast.parse((REPO / "tests" / name).read_text())
-        constants = {target.id: node.value.value for node in tree.body
-                     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                     and isinstance(node.value.value, str)
-                     for target in node.targets if isinstance(target, ast.Name)}
-        strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
-                   and isinstance(node.value, str) and node.value}
+        constants = {
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        strings = {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value
+        }
         plain |= strings
         hole = "(?:" + "|".join(map(re.escape, sorted(strings, key=len, reverse=True))) + r"|\S+)"
         for node in ast.walk(tree):
@@ -189,8 +222,11 @@ def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
             for part in node.values:
                 if isinstance(part, ast.Constant):
                     parts.append(re.escape(str(part.value)))
-                elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) \
-                        and part.value.id in constants:
+                elif (
+                    isinstance(part, ast.FormattedValue)
+                    and isinstance(part.value, ast.Name)
+                    and part.value.id in constants
+                ):
                     parts.append(re.escape(constants[part.value.id]))
                 else:
                     parts.append(hole)
@@ -203,15 +239,16 @@ def test_error_lines_are_the_ones_the_tests_assert() -> None:
     assert len(text_lines) >= 20, "the Rules section keeps its error lines in ```text blocks"
     not_errors = [line for line in text_lines if not line.startswith("regions.")]
     assert not not_errors, "```text lines that are not error lines (regions.<region>...: message):\n" + "\n".join(
-        not_errors)
+        not_errors
+    )
     error_lines = {line.strip() for line in WORKLOADS_DOC.splitlines() if line.strip().startswith("regions.")}
     plain, patterns = asserted_messages()
-    unasserted = [line for line in sorted(error_lines)
-                  if line not in plain and not any(p.fullmatch(line) for p in patterns)]
+    unasserted = [
+        line for line in sorted(error_lines) if line not in plain and not any(p.fullmatch(line) for p in patterns)
+    ]
     assert not unasserted, (
         "docs/workloads.md shows error lines that tests/test_admission.py, tests/test_spec.py and "
-        "tests/test_dra_spec.py do not assert:\n"
-        + "\n".join(unasserted)
+        "tests/test_dra_spec.py do not assert:\n" + "\n".join(unasserted)
     )
 
 

@@ -58,8 +58,10 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 RCT = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
 DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 50}
-L4_VFIO = ("device.attributes['gpu.nvidia.com'].vendorID == '0x10de' && "
-           "device.attributes['gpu.nvidia.com'].deviceID == '0x27b8'")
+L4_VFIO = (
+    "device.attributes['gpu.nvidia.com'].vendorID == '0x10de' && "
+    "device.attributes['gpu.nvidia.com'].deviceID == '0x27b8'"
+)
 ADA = "device.attributes['gpu.nvidia.com'].architecture == 'Ada Lovelace'"
 LABELS = {"app.kubernetes.io/name": "cad", "app.kubernetes.io/managed-by": "gpucell", "gpucell.io/tenant": "acme"}
 
@@ -70,23 +72,41 @@ def dra_config(*, container_pool: bool = True) -> dict[str, Any]:
     if not container_pool:
         del config["nodePools"]["l40s"]
     config["nodePools"]["l4-dra"] = {
-        "role": "gpu", "gpuModel": "L4", "gpusPerNode": 4, "gpuMode": "dra",
+        "role": "gpu",
+        "gpuModel": "L4",
+        "gpusPerNode": 4,
+        "gpuMode": "dra",
         "hosts": [{"name": "lab-l4-1", "address": "10.20.0.41"}],
         "taints": ["gpucell.io/dra=l4:NoSchedule"],
     }
     return config
 
 
-ACME = TenantSpec.model_validate({
-    "quota": {"cpuMillicores": 64000, "memoryGib": 512, "storageGib": 1000,
-              "deviceClasses": {"gpu.nvidia.com": 2, "vfio.gpu.nvidia.com": 2}},
-    "egress": "internet",
-    "virtualMachines": {"cad": {"gpuModel": "L4", "gpus": 2, "gpuAllocation": "dra", "memoryGib": 32,
-                                "rootDisk": DISK, "noLogin": True}},
-    "notebooks": {"nb": {"gpu": {"count": 1, "model": "L4", "allocation": "dra"}}},
-    "modelEndpoints": {"llm": {"modelFormat": "huggingface", "storageUri": "hf://o/m",
-                               "gpu": {"count": 1, "allocation": "dra"}}},
-})
+ACME = TenantSpec.model_validate(
+    {
+        "quota": {
+            "cpuMillicores": 64000,
+            "memoryGib": 512,
+            "storageGib": 1000,
+            "deviceClasses": {"gpu.nvidia.com": 2, "vfio.gpu.nvidia.com": 2},
+        },
+        "egress": "internet",
+        "virtualMachines": {
+            "cad": {
+                "gpuModel": "L4",
+                "gpus": 2,
+                "gpuAllocation": "dra",
+                "memoryGib": 32,
+                "rootDisk": DISK,
+                "noLogin": True,
+            }
+        },
+        "notebooks": {"nb": {"gpu": {"count": 1, "model": "L4", "allocation": "dra"}}},
+        "modelEndpoints": {
+            "llm": {"modelFormat": "huggingface", "storageUri": "hf://o/m", "gpu": {"count": 1, "allocation": "dra"}}
+        },
+    }
+)
 
 
 def region() -> CellSpec:
@@ -117,19 +137,36 @@ def deploy() -> PlanResult:
 def test_a_vm_claim_has_one_vfio_request_per_gpu_with_the_vfio_config_kubevirt_needs() -> None:
     meta = {"namespace": "tenant-acme", "labels": dict(LABELS)}
     template = vm_claim_template(meta, "cad", CATALOG["L4"], 2)
-    exactly = {"deviceClassName": "vfio.gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1,
-               "selectors": [{"cel": {"expression": L4_VFIO}}]}
+    exactly = {
+        "deviceClassName": "vfio.gpu.nvidia.com",
+        "allocationMode": "ExactCount",
+        "count": 1,
+        "selectors": [{"cel": {"expression": L4_VFIO}}],
+    }
     assert template == {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"namespace": "tenant-acme", "labels": LABELS, "name": template["metadata"]["name"]},
-        "spec": {"spec": {"devices": {
-            "requests": [{"name": "gpu0", "exactly": exactly}, {"name": "gpu1", "exactly": exactly}],
-            "config": [{"requests": ["gpu0", "gpu1"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {
-                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "VfioDeviceConfig",
-                "iommu": {"backendPolicy": "LegacyOnly", "enableAPIDevice": True},
-            }}}],
-        }}},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu0", "exactly": exactly}, {"name": "gpu1", "exactly": exactly}],
+                    "config": [
+                        {
+                            "requests": ["gpu0", "gpu1"],
+                            "opaque": {
+                                "driver": "gpu.nvidia.com",
+                                "parameters": {
+                                    "apiVersion": "resource.nvidia.com/v1beta1",
+                                    "kind": "VfioDeviceConfig",
+                                    "iommu": {"backendPolicy": "LegacyOnly", "enableAPIDevice": True},
+                                },
+                            },
+                        }
+                    ],
+                }
+            }
+        },
     }
     assert template["metadata"]["name"] == claim_template_name("cad", template["spec"])
     assert template["metadata"]["name"].startswith("cad-gpus-")
@@ -137,10 +174,23 @@ def test_a_vm_claim_has_one_vfio_request_per_gpu_with_the_vfio_config_kubevirt_n
 
 def test_a_container_claim_asks_for_count_gpus_of_the_models_architecture() -> None:
     with_model = container_claim_template({"namespace": "tenant-acme"}, "nb", CATALOG["L4"], 2)
-    assert with_model["spec"] == {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2,
-        "selectors": [{"cel": {"expression": ADA}}],
-    }}]}}}
+    assert with_model["spec"] == {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpus",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "allocationMode": "ExactCount",
+                            "count": 2,
+                            "selectors": [{"cel": {"expression": ADA}}],
+                        },
+                    }
+                ]
+            }
+        }
+    }
     without = container_claim_template({"namespace": "tenant-acme"}, "nb", None, 2)
     assert "selectors" not in without["spec"]["spec"]["devices"]["requests"][0]["exactly"]
 
@@ -157,8 +207,8 @@ def test_claims_name_the_device_classes_the_chart_renders() -> None:
     assert DEVICE_CLASSES == {
         "gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
         "mig.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
-        "vfio.gpu.nvidia.com":
-            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
+        "vfio.gpu.nvidia.com": "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type "
+        "== 'vfio'",
     }
     assert device_class_manifest("gpu.nvidia.com")["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert "extendedResourceName" not in device_class_manifest("vfio.gpu.nvidia.com")["spec"]
@@ -179,12 +229,14 @@ def test_dra_vm_takes_its_gpus_from_its_claim() -> None:
     ]
     assert "hostDevices" not in pod["domain"]["devices"]
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
-        {"matchExpressions": [
-            {"key": "gpucell.io/pool", "operator": "In", "values": ["l4-dra"]},
-            {"key": "nvidia.com/gpu.workload.config", "operator": "In", "values": ["container"]},
-        ]}]
-    assert pod["tolerations"] == [{"key": "gpucell.io/dra", "operator": "Equal", "value": "l4",
-                                   "effect": "NoSchedule"}]
+        {
+            "matchExpressions": [
+                {"key": "gpucell.io/pool", "operator": "In", "values": ["l4-dra"]},
+                {"key": "nvidia.com/gpu.workload.config", "operator": "In", "values": ["container"]},
+            ]
+        }
+    ]
+    assert pod["tolerations"] == [{"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}]
     assert template["metadata"]["labels"] == LABELS
     assert [r["name"] for r in template["spec"]["spec"]["devices"]["requests"]] == ["gpu0", "gpu1"]
     assert list(admission_violations(manifest)) == []
@@ -199,10 +251,12 @@ def test_dra_notebook_lists_its_claim_and_runs_without_the_nvidia_runtime() -> N
     assert claim["name"] == "gpus"
     assert claim["resourceClaimTemplateName"].startswith("nb-gpus-")
     resources = pod["containers"][0]["resources"]
-    assert resources == {"requests": {"cpu": "2000m", "memory": "8Gi"}, "limits": {"cpu": "2000m", "memory": "8Gi"},
-                         "claims": [{"name": "gpus"}]}
-    assert pod["tolerations"] == [{"key": "gpucell.io/dra", "operator": "Equal", "value": "l4",
-                                   "effect": "NoSchedule"}]
+    assert resources == {
+        "requests": {"cpu": "2000m", "memory": "8Gi"},
+        "limits": {"cpu": "2000m", "memory": "8Gi"},
+        "claims": [{"name": "gpus"}],
+    }
+    assert pod["tolerations"] == [{"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}]
 
 
 def test_dra_endpoint_gives_every_replica_a_claim() -> None:
@@ -214,8 +268,10 @@ def test_dra_endpoint_gives_every_replica_a_claim() -> None:
     assert predictor["model"]["resources"]["claims"] == [{"name": "gpus"}]
     assert "nvidia.com/gpu" not in predictor["model"]["resources"]["limits"]
     assert "runtimeClassName" not in predictor
-    assert predictor["deploymentStrategy"] == {"type": "RollingUpdate",
-                                               "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    assert predictor["deploymentStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
     assert violations(inference_service_manifest("acme", "llm", endpoint, spec, placement)) == []
 
 
@@ -262,8 +318,10 @@ def test_driver_values_are_values_of_the_pinned_chart() -> None:
     assert values_problems(STORE, "dra-driver-nvidia-gpu", "0.4.1", values) == []
     values["kubeletPlugin"]["nodeSelectors"] = {"x": "y"}
     assert values_problems(STORE, "dra-driver-nvidia-gpu", "0.4.1", values) == [
-        ("kubeletPlugin.nodeSelectors.x", "is not a value of chart dra-driver-nvidia-gpu 0.4.1 (renamed or removed "
-         "upstream?)")
+        (
+            "kubeletPlugin.nodeSelectors.x",
+            "is not a value of chart dra-driver-nvidia-gpu 0.4.1 (renamed or removed upstream?)",
+        )
     ]
 
 
@@ -275,7 +333,10 @@ def test_the_cell_installs_the_driver_after_the_gpu_operator_only_with_dra_pools
     assert release.inputs["chart"] == "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
     assert "repositoryOpts" not in release.inputs
     assert (release.inputs["version"], release.inputs["name"], release.inputs["namespace"]) == (
-        "0.4.1", "dra-driver-nvidia-gpu", NAMESPACE)
+        "0.4.1",
+        "dra-driver-nvidia-gpu",
+        NAMESPACE,
+    )
     assert release.inputs["values"] == dra_driver_values(region())
     assert plan.named("lab-gpu-operator-gpu-operator").urn in release.dependencies
 
@@ -291,8 +352,11 @@ def test_dra_workloads_wait_for_their_claim_template_and_the_dra_driver() -> Non
     operator = plan.named("lab-gpu-operator-gpu-operator").urn
     templates = {r.name: r for r in plan.of_type(RCT)}
     assert sorted(templates) == ["lab-acme-cad-gpu-claim", "lab-acme-llm-gpu-claim", "lab-acme-nb-gpu-claim"]
-    for workload, child in (("cad", "lab-acme-cad-vm"), ("nb", "lab-acme-nb-statefulset"),
-                            ("llm", "lab-acme-llm-isvc")):
+    for workload, child in (
+        ("cad", "lab-acme-cad-vm"),
+        ("nb", "lab-acme-nb-statefulset"),
+        ("llm", "lab-acme-llm-isvc"),
+    ):
         depends = plan.named(child).dependencies
         assert templates[f"lab-acme-{workload}-gpu-claim"].urn in depends
         assert driver in depends
@@ -301,21 +365,32 @@ def test_dra_workloads_wait_for_their_claim_template_and_the_dra_driver() -> Non
     vm_template = templates["lab-acme-cad-gpu-claim"].inputs
     assert vm_template["apiVersion"] == "resource.k8s.io/v1"
     assert vm_template["metadata"]["namespace"] == "tenant-acme"
-    assert violations({"apiVersion": vm_template["apiVersion"], "kind": vm_template["kind"],
-                       "metadata": vm_template["metadata"], "spec": vm_template["spec"]}) == []
+    assert (
+        violations(
+            {
+                "apiVersion": vm_template["apiVersion"],
+                "kind": vm_template["kind"],
+                "metadata": vm_template["metadata"],
+                "spec": vm_template["spec"],
+            }
+        )
+        == []
+    )
 
 
 def test_kubevirt_enables_gpus_with_dra_and_tolerates_the_dra_pools() -> None:
     assert feature_gates(region()) == ["GPUsWithDRA"]
     assert "GPUsWithDRA" not in feature_gates(cell(minimal_cell_config()))
     assert kubevirt_spec(region())["workloads"]["nodePlacement"]["tolerations"] == [
-        {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}]
+        {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}
+    ]
 
 
 def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
     values = gpu_operator_values(region())
-    assert values["driver"] == {"manager": {"env": [
-        {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"}]}}
+    assert values["driver"] == {
+        "manager": {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"}]}
+    }
     assert values["devicePlugin"] == {"enabled": True}  # the L40S container pool needs it
     assert gpu_operator_values(cell(dra_config(container_pool=False)))["devicePlugin"] == {"enabled": False}
     assert "devicePlugin" not in gpu_operator_values(cell(minimal_cell_config()))
@@ -353,13 +428,20 @@ def test_pool_labels_may_not_set_the_dra_labels() -> None:
     config["nodePools"]["l4-dra"]["labels"] = {"gpucell.io/dra-kubelet-plugin": "false"}
     with pytest.raises(ConfigError) as raised:
         cell(config)
-    assert raised.value.lines == ["nodePools.l4-dra.labels.gpucell.io/dra-kubelet-plugin: is set by gpucell from the "
-                                  "pool spec; remove it from the pool's labels"]
+    assert raised.value.lines == [
+        "nodePools.l4-dra.labels.gpucell.io/dra-kubelet-plugin: is set by gpucell from the "
+        "pool spec; remove it from the pool's labels"
+    ]
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], env={**os.environ, **env},
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_dra_nodes_need_the_iommu(tmp_path: Path) -> None:
@@ -390,25 +472,43 @@ def test_device_classes_and_claims_validate_strictly_at_1_34() -> None:
     request = beta["spec"]["spec"]["devices"]["requests"][0]
     request["deviceClassName"] = request.pop("exactly")["deviceClassName"]
     assert [v.message for v in violations(beta)] == [
-        "Additional properties are not allowed ('deviceClassName' was unexpected)"]
+        "Additional properties are not allowed ('deviceClassName' was unexpected)"
+    ]
 
 
 def test_kubevirt_dra_admission_rules() -> None:
-    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "v"}, "spec": {"template": {
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "v"},
         "spec": {
-            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t", "resourceClaimName": "c"}],
-            "domain": {"devices": {"gpus": [
-                {"name": "gpu0", "claimName": "other", "requestName": "gpu0"},
-                {"name": "gpu1", "claimName": "gpus"},
-                {"name": "gpu2", "deviceName": "nvidia.com/GA102GL_A10"},
-            ]}},
-        }}}}
+            "template": {
+                "spec": {
+                    "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "t", "resourceClaimName": "c"}],
+                    "domain": {
+                        "devices": {
+                            "gpus": [
+                                {"name": "gpu0", "claimName": "other", "requestName": "gpu0"},
+                                {"name": "gpu1", "claimName": "gpus"},
+                                {"name": "gpu2", "deviceName": "nvidia.com/GA102GL_A10"},
+                            ]
+                        }
+                    },
+                }
+            }
+        },
+    }
     assert [(v.path, v.message) for v in admission_violations(vm)] == [
         ("spec.template.spec.resourceClaims[0]", "must specify one of: resourceClaimName, resourceClaimTemplateName"),
-        ("spec.template.spec.domain.devices.gpus", "mixes DRA GPUs (claimName) with device-plugin GPUs (deviceName), "
-         "which KubeVirt refuses"),
-        ("spec.template.spec.domain.devices.gpus[0].claimName", "'other' is not a resourceClaims[].name of the VM "
-         "(vmi.spec.resourceClaims must specify all claims used in gpus)"),
+        (
+            "spec.template.spec.domain.devices.gpus",
+            "mixes DRA GPUs (claimName) with device-plugin GPUs (deviceName), which KubeVirt refuses",
+        ),
+        (
+            "spec.template.spec.domain.devices.gpus[0].claimName",
+            "'other' is not a resourceClaims[].name of the VM "
+            "(vmi.spec.resourceClaims must specify all claims used in gpus)",
+        ),
         ("spec.template.spec.domain.devices.gpus[1]", "requestName is required for DRA GPU"),
     ]
 
@@ -424,26 +524,33 @@ def _input(r: Registration, *path: str) -> Any:
 def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
     plan = make_plan(REPO, "prod")
     spec = plan.cells["fra1"].spec
-    assert [name for name, pool in spec.node_pools.items() if pool.gpu_mode is not None and pool.gpu_mode == "dra"
-            ] == ["l4-dra"]
+    assert [name for name, pool in spec.node_pools.items() if pool.gpu_mode is not None and pool.gpu_mode == "dra"] == [
+        "l4-dra"
+    ]
     resources = plan.region_resources("fra1")
     vm = next(r for r in resources if r.name == "fra1-acme-cad-01-vm")
     notebook = next(r for r in resources if r.name == "fra1-acme-nb-carol-statefulset")
     vm_pod = _input(vm, "spec", "template", "spec")
     nb_pod = _input(notebook, "spec", "template", "spec")
-    pool_of = [e["values"] for e in vm_pod["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
-        if e["key"] == "gpucell.io/pool"]
+    pool_of = [
+        e["values"]
+        for e in vm_pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]["matchExpressions"]
+        if e["key"] == "gpucell.io/pool"
+    ]
     assert pool_of == [["l4-dra"]]
-    assert nb_pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["l4-dra"]
+    assert nb_pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]["values"] == ["l4-dra"]
     templates = {r.inputs["metadata"]["name"]: r for r in resources if r.type == RCT}
     # the names docs/workloads.md shows
     assert sorted(templates) == ["cad-01-gpus-d8c6e9f8", "nb-carol-gpus-40e46bc1"]
     vm_claim = templates[vm_pod["resourceClaims"][0]["resourceClaimTemplateName"]]
     nb_claim = templates[nb_pod["resourceClaims"][0]["resourceClaimTemplateName"]]
-    assert vm_claim.inputs["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == \
-        "vfio.gpu.nvidia.com"
+    assert (
+        vm_claim.inputs["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "vfio.gpu.nvidia.com"
+    )
     assert nb_claim.inputs["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.nvidia.com"
     assert vm_pod["domain"]["devices"]["gpus"] == [{"name": "gpu0", "claimName": "gpus", "requestName": "gpu0"}]
     # the VM's claim is allocated only after the notebook's is prepared (docs/decisions/0017)
@@ -460,12 +567,14 @@ def test_a_dra_driver_minor_bump_and_a_move_to_dra_are_disruptive() -> None:
     # The same cell before (region() has a tenant too, whose removal would be dataDeleted).
     before = fingerprint(cell(dra_config()))
     assert [(c.change.value, c.key, c.old, c.new) for c in compare(before, fingerprint(bumped), "lab")] == [
-        ("chartMajor", "regions.lab.versions.draDriver", "0.4.1", "0.5.0")]
+        ("chartMajor", "regions.lab.versions.draDriver", "0.4.1", "0.5.0")
+    ]
     moved = dra_config()
     moved["nodePools"]["l40s"]["gpuMode"] = "dra"
     changes = compare(fingerprint(cell(dra_config())), fingerprint(cell(moved)), "lab")
     assert [(c.change.value, c.subject, c.old, c.new) for c in changes] == [
-        ("gpuMode", "lab-gpu-1", "container", "dra")]
+        ("gpuMode", "lab-gpu-1", "container", "dra")
+    ]
 
 
 def test_a_vms_dra_gpus_must_be_single_device_requests_of_its_rendered_template() -> None:
@@ -476,15 +585,21 @@ def test_a_vms_dra_gpus_must_be_single_device_requests_of_its_rendered_template(
     assert template is not None
     assert list(claim_template_violations([manifest, template])) == []
     assert [v.message for _, v in claim_template_violations([manifest])] == [
-        f"ResourceClaimTemplate {template['metadata']['name']!r} is not rendered in tenant-acme"] * 2
+        f"ResourceClaimTemplate {template['metadata']['name']!r} is not rendered in tenant-acme"
+    ] * 2
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
     template["spec"]["spec"]["devices"]["requests"].pop()
     assert [(v.path, v.message) for _, v in claim_template_violations([manifest, template])] == [
-        ("spec.template.spec.domain.devices.gpus[0].requestName", f"request 'gpu0' of ResourceClaimTemplate "
-         f"{template['metadata']['name']!r} asks for more than one device; KubeVirt attaches exactly one device per "
-         "request"),
-        ("spec.template.spec.domain.devices.gpus[1].requestName", f"'gpu1' is not a request of ResourceClaimTemplate "
-         f"{template['metadata']['name']!r}"),
+        (
+            "spec.template.spec.domain.devices.gpus[0].requestName",
+            f"request 'gpu0' of ResourceClaimTemplate "
+            f"{template['metadata']['name']!r} asks for more than one device; KubeVirt attaches exactly one device per "
+            "request",
+        ),
+        (
+            "spec.template.spec.domain.devices.gpus[1].requestName",
+            f"'gpu1' is not a request of ResourceClaimTemplate {template['metadata']['name']!r}",
+        ),
     ]
 
 
@@ -493,11 +608,18 @@ def test_plan_check_reports_a_vm_whose_claim_template_is_missing() -> None:
     manifest = virtual_machine_manifest("acme", "cad", vm, spec, vm_placement("cad", vm, spec))
 
     def program() -> None:
-        CustomResource("vm", api_version=manifest["apiVersion"], kind=manifest["kind"], metadata=manifest["metadata"],
-                       spec=manifest["spec"])
+        CustomResource(
+            "vm",
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+        )
 
     report = check_region("lab", run_program(program).resources, spec, STORE, checkers=("custom-resource",))
     assert [str(p) for p in report.problems] == [
         f"lab/VirtualMachine/tenant-acme/cad: spec.template.spec.domain.devices.gpus[{i}]: ResourceClaimTemplate "
         f"{manifest['spec']['template']['spec']['resourceClaims'][0]['resourceClaimTemplateName']!r} is not rendered "
-        "in tenant-acme" for i in (0, 1)]
+        "in tenant-acme"
+        for i in (0, 1)
+    ]

@@ -21,15 +21,15 @@ from tests.conftest import REPO
 PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
 DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 50}
 A = "regions.fra1.tenants.acme"
-QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096,
-         "deviceClasses": {GPU_CLASS: 4, VFIO_CLASS: 4}}
+QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096, "deviceClasses": {GPU_CLASS: 4, VFIO_CLASS: 4}}
 
 
 def region(**tenants: dict[str, Any]) -> dict[str, Any]:
     """Prod's fra1 (with its L4 dra pool: 2 nodes x 4 GPUs) and only the given tenants."""
     config = copy.deepcopy(PROD_FRA1)
-    config["tenants"] = {name: {"quota": copy.deepcopy(QUOTA), "egress": "internet", **body}
-                         for name, body in tenants.items()}
+    config["tenants"] = {
+        name: {"quota": copy.deepcopy(QUOTA), "egress": "internet", **body} for name, body in tenants.items()
+    }
     return config
 
 
@@ -42,8 +42,15 @@ def errors(config: dict[str, Any]) -> list[str]:
 
 
 def dra_vm(gpus: int = 1, **fields: Any) -> dict[str, Any]:
-    return {"gpuModel": "L4", "gpus": gpus, "gpuAllocation": "dra", "memoryGib": 16, "rootDisk": DISK,
-            "noLogin": True, **fields}
+    return {
+        "gpuModel": "L4",
+        "gpus": gpus,
+        "gpuAllocation": "dra",
+        "memoryGib": 16,
+        "rootDisk": DISK,
+        "noLogin": True,
+        **fields,
+    }
 
 
 def dra_notebook(count: int = 1, **gpu: Any) -> dict[str, Any]:
@@ -51,8 +58,12 @@ def dra_notebook(count: int = 1, **gpu: Any) -> dict[str, Any]:
 
 
 def dra_endpoint(count: int = 1, replicas: int = 1) -> dict[str, Any]:
-    return {"modelFormat": "huggingface", "storageUri": "hf://o/m", "maxReplicas": replicas,
-            "gpu": {"count": count, "model": "L4", "allocation": "dra"}}
+    return {
+        "modelFormat": "huggingface",
+        "storageUri": "hf://o/m",
+        "maxReplicas": replicas,
+        "gpu": {"count": count, "model": "L4", "allocation": "dra"},
+    }
 
 
 # -- the pool --------------------------------------------------------------------------------------------------
@@ -79,12 +90,14 @@ def test_a_dra_pool_of_hgx_gpus_is_refused() -> None:
 def test_a_dra_pool_runs_no_mig_and_no_vgpu_type() -> None:
     config = region()
     config["nodePools"]["l4-dra"]["migConfig"] = "all-1g.10gb"
-    assert errors(config) == ["regions.fra1.nodePools.l4-dra.migConfig: 'all-1g.10gb' needs a container-mode pool; "
-                              "this pool is dra"]
+    assert errors(config) == [
+        "regions.fra1.nodePools.l4-dra.migConfig: 'all-1g.10gb' needs a container-mode pool; this pool is dra"
+    ]
     config = region()
     config["nodePools"]["l4-dra"]["vgpuProfile"] = "L4-24Q"
-    assert errors(config) == ["regions.fra1.nodePools.l4-dra.vgpuProfile: is only valid on vm-vgpu pools (this pool "
-                              "is dra)"]
+    assert errors(config) == [
+        "regions.fra1.nodePools.l4-dra.vgpuProfile: is only valid on vm-vgpu pools (this pool is dra)"
+    ]
 
 
 def test_a_dra_pool_may_have_a_topology_profile_for_its_vms() -> None:
@@ -98,14 +111,29 @@ def test_a_dra_pool_may_have_a_topology_profile_for_its_vms() -> None:
     ]
 
 
-@pytest.mark.parametrize(("key", "version", "message"), [
-    ("k3s", "v1.33.5+k3s1", "'v1.33.5+k3s1' is too old for pool l4-dra (gpuMode dra): Kubernetes serves "
-     "resource.k8s.io/v1 from 1.34; pin a newer release or use another gpuMode"),
-    ("kubevirt", "v1.8.2", "'v1.8.2' is too old for pool l4-dra (gpuMode dra): gpucell's DRA VMs need KubeVirt v1.9 "
-     "(GPUsWithDRA, device metadata files); pin a newer release or use another gpuMode"),
-    ("draDriver", "0.3.0", "'0.3.0' is too old for pool l4-dra (gpuMode dra): PassthroughSupport and DeviceMetadata "
-     "come together from DRA driver 0.4; pin a newer release or use another gpuMode"),
-])
+@pytest.mark.parametrize(
+    ("key", "version", "message"),
+    [
+        (
+            "k3s",
+            "v1.33.5+k3s1",
+            "'v1.33.5+k3s1' is too old for pool l4-dra (gpuMode dra): Kubernetes serves "
+            "resource.k8s.io/v1 from 1.34; pin a newer release or use another gpuMode",
+        ),
+        (
+            "kubevirt",
+            "v1.8.2",
+            "'v1.8.2' is too old for pool l4-dra (gpuMode dra): gpucell's DRA VMs need KubeVirt v1.9 "
+            "(GPUsWithDRA, device metadata files); pin a newer release or use another gpuMode",
+        ),
+        (
+            "draDriver",
+            "0.3.0",
+            "'0.3.0' is too old for pool l4-dra (gpuMode dra): PassthroughSupport and DeviceMetadata "
+            "come together from DRA driver 0.4; pin a newer release or use another gpuMode",
+        ),
+    ],
+)
 def test_dra_pools_need_recent_releases(key: str, version: str, message: str) -> None:
     config = region()
     config["versions"] = {key: version}
@@ -117,8 +145,10 @@ def test_dra_pools_need_recent_releases(key: str, version: str, message: str) ->
 def test_dra_driver_version_is_pinned_like_the_others() -> None:
     config = region()
     config["versions"] = {"draDriver": "latest"}
-    assert errors(config) == ["regions.fra1.versions.draDriver: 'latest' is not a pinned release; use an exact version "
-                              "such as v1.2.3 (no latest, stable or ranges)"]
+    assert errors(config) == [
+        "regions.fra1.versions.draDriver: 'latest' is not a pinned release; use an exact version "
+        "such as v1.2.3 (no latest, stable or ranges)"
+    ]
 
 
 def test_a_model_in_an_sriov_vgpu_pool_cannot_also_be_in_a_dra_pool() -> None:
@@ -135,19 +165,27 @@ def test_dra_driver_values_need_a_dra_pool_and_keep_what_gpucell_sets() -> None:
     config = region()
     del config["nodePools"]["l4-dra"]
     config["draDriver"] = {"values": {"logVerbosity": "6"}}
-    assert errors(config) == ["regions.fra1.draDriver.values: no pool has gpuMode dra, so the DRA driver is not "
-                              "installed; remove draDriver.values or add a dra pool"]
+    assert errors(config) == [
+        "regions.fra1.draDriver.values: no pool has gpuMode dra, so the DRA driver is not "
+        "installed; remove draDriver.values or add a dra pool"
+    ]
     config = region()
     config["draDriver"] = {"values": {"featureGates": {"PassthroughSupport": False}}}
-    assert errors(config) == ["regions.fra1.draDriver.values.featureGates.PassthroughSupport: is fixed by gpucell: dra "
-                              "pools hand GPUs to VMs; remove it"]
+    assert errors(config) == [
+        "regions.fra1.draDriver.values.featureGates.PassthroughSupport: is fixed by gpucell: dra "
+        "pools hand GPUs to VMs; remove it"
+    ]
     config["draDriver"] = {"values": {"kubeletPlugin": {"nodeSelector": {"x": "y"}}}}
-    assert errors(config) == ["regions.fra1.draDriver.values.kubeletPlugin.nodeSelector: is set by gpucell from "
-                              "nodePools.<pool>.gpuMode (dra); set nodePools.<pool>.gpuMode (dra) instead"]
+    assert errors(config) == [
+        "regions.fra1.draDriver.values.kubeletPlugin.nodeSelector: is set by gpucell from "
+        "nodePools.<pool>.gpuMode (dra); set nodePools.<pool>.gpuMode (dra) instead"
+    ]
     config["draDriver"] = {"values": {"featureGates": {"NVMLDeviceHealthCheck": True}}}
-    assert errors(config) == ["regions.fra1.draDriver.values.featureGates.NVMLDeviceHealthCheck: cannot be on with "
-                              "PassthroughSupport, which dra pools need: the driver refuses to start "
-                              "(ValidateFeatureGates); remove it"]
+    assert errors(config) == [
+        "regions.fra1.draDriver.values.featureGates.NVMLDeviceHealthCheck: cannot be on with "
+        "PassthroughSupport, which dra pools need: the driver refuses to start "
+        "(ValidateFeatureGates); remove it"
+    ]
     config["draDriver"] = {"values": {"logVerbosity": "6", "featureGates": {"TimeSlicingSettings": True}}}
     assert errors(config) == []
 
@@ -176,8 +214,13 @@ def test_dra_container_gpus_are_whole() -> None:
 
 # -- placement -------------------------------------------------------------------------------------------------
 def test_dra_workloads_land_on_the_dra_pool_with_their_device_class() -> None:
-    config = region(acme={"virtualMachines": {"vm": dra_vm(2)}, "notebooks": {"nb": dra_notebook(2)},
-                          "modelEndpoints": {"llm": dra_endpoint(1, replicas=2)}})
+    config = region(
+        acme={
+            "virtualMachines": {"vm": dra_vm(2)},
+            "notebooks": {"nb": dra_notebook(2)},
+            "modelEndpoints": {"llm": dra_endpoint(1, replicas=2)},
+        }
+    )
     spec = CellSpec.model_validate(config)
     found = {key: (placement, units) for key, placement, units in placements(spec, spec.tenants["acme"])}
     assert found == {
@@ -212,8 +255,7 @@ def test_device_plugin_workloads_on_a_dra_pool_are_told_to_ask_for_dra() -> None
 
 def test_dra_container_without_a_dra_pool_and_more_gpus_than_a_node_holds() -> None:
     config = region(acme={"notebooks": {"nb": dra_notebook(model="H200-SXM-141GB")}})
-    assert errors(config) == [f"{A}.notebooks.nb.gpu.allocation: 'dra': the region has no dra pool with "
-                              "H200-SXM-141GB"]
+    assert errors(config) == [f"{A}.notebooks.nb.gpu.allocation: 'dra': the region has no dra pool with H200-SXM-141GB"]
     assert errors(region(acme={"notebooks": {"nb": dra_notebook(5)}})) == [
         f"{A}.notebooks.nb.gpu.count: 5 GPUs do not fit one node: pool l4-dra has 4 per node"
     ]
@@ -226,15 +268,21 @@ def test_dra_container_without_a_dra_pool_and_more_gpus_than_a_node_holds() -> N
 def test_device_class_quota_names_a_class_the_region_offers() -> None:
     config = region(acme={})
     config["tenants"]["acme"]["quota"]["deviceClasses"] = {"mig.nvidia.com": 1}
-    assert errors(config) == [f"{A}.quota.deviceClasses.mig.nvidia.com: is offered by no pool of the region; "
-                              "offered: gpu.nvidia.com, vfio.gpu.nvidia.com"]
+    assert errors(config) == [
+        f"{A}.quota.deviceClasses.mig.nvidia.com: is offered by no pool of the region; "
+        "offered: gpu.nvidia.com, vfio.gpu.nvidia.com"
+    ]
     del config["nodePools"]["l4-dra"]
     config["tenants"]["acme"]["quota"]["deviceClasses"] = {VFIO_CLASS: 1}
-    assert errors(config) == [f"{A}.quota.deviceClasses.vfio.gpu.nvidia.com: is offered by no pool of the region; "
-                              "offered: none (no pool has gpuMode dra)"]
+    assert errors(config) == [
+        f"{A}.quota.deviceClasses.vfio.gpu.nvidia.com: is offered by no pool of the region; "
+        "offered: none (no pool has gpuMode dra)"
+    ]
     config["tenants"]["acme"]["quota"]["deviceClasses"] = {"Not_A_Class": 1}
-    assert errors(config) == [f"{A}.quota.deviceClasses.Not_A_Class: 'Not_A_Class' is not a DeviceClass name (a DNS "
-                              "subdomain such as vfio.gpu.nvidia.com)"]
+    assert errors(config) == [
+        f"{A}.quota.deviceClasses.Not_A_Class: 'Not_A_Class' is not a DeviceClass name (a DNS "
+        "subdomain such as vfio.gpu.nvidia.com)"
+    ]
 
 
 def test_device_class_quotas_of_all_tenants_share_the_dra_gpus() -> None:
@@ -266,8 +314,10 @@ def test_dra_workloads_count_against_their_class_quota() -> None:
 
 def test_containers_and_vms_of_all_tenants_share_the_pools_gpus() -> None:
     """The pool has 8 GPUs; acme's VMs take 4 and notebook 2, globex's notebook the ninth GPU."""
-    config = region(acme={"virtualMachines": {"a": dra_vm(4)}, "notebooks": {"nb": dra_notebook(2)}},
-                    globex={"notebooks": {"nb2": dra_notebook(3)}})
+    config = region(
+        acme={"virtualMachines": {"a": dra_vm(4)}, "notebooks": {"nb": dra_notebook(2)}},
+        globex={"notebooks": {"nb2": dra_notebook(3)}},
+    )
     config["allowGpuOvercommit"] = True  # the quotas may promise more; the declared workloads may not
     assert errors(config) == [
         "regions.fra1.tenants.globex.notebooks.nb2.gpu: brings the GPUs declared on dra pool l4-dra to 9 (containers "
@@ -280,10 +330,17 @@ def test_containers_and_vms_of_all_tenants_share_the_pools_gpus() -> None:
 
 def test_workloads_that_may_use_two_dra_pools_are_checked_against_both() -> None:
     """A model-less notebook may land on either pool; a VM pinned to one pool only counts there."""
-    config = region(acme={"virtualMachines": {"a": dra_vm(4, pool="l4-dra"), "b": dra_vm(4, pool="l4-dra")}},
-                    globex={"notebooks": {"nb": dra_notebook(2)}})
-    config["nodePools"]["t4-dra"] = {"role": "gpu", "gpuModel": "T4", "gpusPerNode": 2, "gpuMode": "dra",
-                                     "hosts": [{"name": "fra1-t4-1", "address": "10.110.0.75"}]}
+    config = region(
+        acme={"virtualMachines": {"a": dra_vm(4, pool="l4-dra"), "b": dra_vm(4, pool="l4-dra")}},
+        globex={"notebooks": {"nb": dra_notebook(2)}},
+    )
+    config["nodePools"]["t4-dra"] = {
+        "role": "gpu",
+        "gpuModel": "T4",
+        "gpusPerNode": 2,
+        "gpuMode": "dra",
+        "hosts": [{"name": "fra1-t4-1", "address": "10.110.0.75"}],
+    }
     config["tenants"]["acme"]["quota"]["deviceClasses"] = {VFIO_CLASS: 8}
     config["allowGpuOvercommit"] = True
     assert errors(config) == []  # the notebook fits the T4 pool
@@ -301,7 +358,14 @@ def test_dra_pools_are_kept_out_of_the_extended_resources() -> None:
     assert DRA_SHARED not in capacity(gpu_offers(spec.node_pools, spec.effective_mig_strategy.value))
     (offer,) = dra_offers(spec.node_pools)
     assert (offer.resource, offer.pool, offer.model, offer.kind, offer.per_node, offer.nodes, offer.total) == (
-        "gpu.nvidia.com+vfio.gpu.nvidia.com", "l4-dra", "L4", OfferKind.DRA, 4, 2, 8)
+        "gpu.nvidia.com+vfio.gpu.nvidia.com",
+        "l4-dra",
+        "L4",
+        OfferKind.DRA,
+        4,
+        2,
+        8,
+    )
 
 
 def test_capacity_view_shows_the_shared_pool() -> None:

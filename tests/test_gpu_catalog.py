@@ -108,12 +108,21 @@ def test_vgpu_cases_cover_the_boards() -> None:
 
 @pytest.mark.parametrize(
     ("model_name", "framebuffer_mib", "memory_gib"),
-    [("T4", 15360, 15), ("A100-SXM4-40GB", 40537, 39), ("A100-SXM4-80GB", 81920, 80), ("H100-SXM5-80GB", 81559, 79),
-     ("H100-PCIe-80GB", 81559, 79),
-     ("H200-SXM-141GB", 143771, 140), ("L4", 23034, 22), ("L40S", 46068, 44), ("B200", 183359, 179)],
+    [
+        ("T4", 15360, 15),
+        ("A100-SXM4-40GB", 40537, 39),
+        ("A100-SXM4-80GB", 81920, 80),
+        ("H100-SXM5-80GB", 81559, 79),
+        ("H100-PCIe-80GB", 81559, 79),
+        ("H200-SXM-141GB", 143771, 140),
+        ("L4", 23034, 22),
+        ("L40S", 46068, 44),
+        ("B200", 183359, 179),
+    ],
 )
-def test_memory_is_the_nvidia_smi_framebuffer_rounded_down(model_name: str, framebuffer_mib: int,
-                                                           memory_gib: int) -> None:
+def test_memory_is_the_nvidia_smi_framebuffer_rounded_down(
+    model_name: str, framebuffer_mib: int, memory_gib: int
+) -> None:
     model = CATALOG[model_name]
     assert (model.framebuffer_mib, model.memory_gib) == (framebuffer_mib, memory_gib)
 
@@ -122,19 +131,34 @@ def test_h200_mig_profiles_are_the_ones_nvidia_smi_lists() -> None:
     """nvidia-smi mig -lgip on an H200 (580.159.04): 1g.18gb x7, 1g.18gb+me x1, 1g.35gb x4, 2g.35gb x3, 3g.71gb
     x2, 4g.71gb x1, 7g.141gb x1; the catalog's uniform layouts are those counts (``+me`` is not a layout)."""
     configs = CATALOG["H200-SXM-141GB"].mig_configs
-    uniform = {name.removeprefix("all-"): dict(layout) for name, layout in configs.items()
-               if name not in ("all-disabled", "all-balanced")}
-    assert uniform == {"1g.18gb": {"1g.18gb": 7}, "1g.35gb": {"1g.35gb": 4}, "2g.35gb": {"2g.35gb": 3},
-                       "3g.71gb": {"3g.71gb": 2}, "4g.71gb": {"4g.71gb": 1}, "7g.141gb": {"7g.141gb": 1}}
+    uniform = {
+        name.removeprefix("all-"): dict(layout)
+        for name, layout in configs.items()
+        if name not in ("all-disabled", "all-balanced")
+    }
+    assert uniform == {
+        "1g.18gb": {"1g.18gb": 7},
+        "1g.35gb": {"1g.35gb": 4},
+        "2g.35gb": {"2g.35gb": 3},
+        "3g.71gb": {"3g.71gb": 2},
+        "4g.71gb": {"4g.71gb": 1},
+        "7g.141gb": {"7g.141gb": 1},
+    }
 
 
 @pytest.mark.parametrize(
     ("model_name", "driver_branch", "framework"),
-    [("T4", 580, VgpuFramework.MDEV), ("L40S", 535, VgpuFramework.MDEV), ("L40S", 550, VgpuFramework.SRIOV),
-     ("L4", 580, VgpuFramework.SRIOV), ("H200-SXM-141GB", 595, VgpuFramework.SRIOV)],
+    [
+        ("T4", 580, VgpuFramework.MDEV),
+        ("L40S", 535, VgpuFramework.MDEV),
+        ("L40S", 550, VgpuFramework.SRIOV),
+        ("L4", 580, VgpuFramework.SRIOV),
+        ("H200-SXM-141GB", 595, VgpuFramework.SRIOV),
+    ],
 )
-def test_vgpu_framework_follows_architecture_and_driver(model_name: str, driver_branch: int,
-                                                        framework: VgpuFramework) -> None:
+def test_vgpu_framework_follows_architecture_and_driver(
+    model_name: str, driver_branch: int, framework: VgpuFramework
+) -> None:
     assert CATALOG[model_name].vgpu_framework(driver_branch) is framework
 
 
@@ -145,8 +169,10 @@ def test_vf_selector_only_where_observed() -> None:
 
 @pytest.mark.parametrize(
     ("chip", "resource", "selector"),
-    [("GH100", "nvidia.com/GH100_H100_NVSWITCH", "10DE:22A3"),
-     ("GA100", "nvidia.com/GA100_A100_NVSWITCH", "10DE:1AF1")],
+    [
+        ("GH100", "nvidia.com/GH100_H100_NVSWITCH", "10DE:22A3"),
+        ("GA100", "nvidia.com/GA100_A100_NVSWITCH", "10DE:1AF1"),
+    ],
 )
 def test_nvswitch_names(chip: str, resource: str, selector: str) -> None:
     assert NVSWITCHES[chip].passthrough_resource == resource

@@ -35,20 +35,35 @@ def _vm_and_mig_config() -> dict[str, Any]:
     config = minimal_cell_config()
     pools = config["nodePools"]
     pools["h100-vm"] = {
-        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+        "role": "gpu",
+        "gpuModel": "H100-SXM5-80GB",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
         "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}],
     }
     pools["l40s-vgpu"] = {
-        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-24Q",
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 4,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-24Q",
         "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}],
     }
     pools["t4-vgpu"] = {
-        "role": "gpu", "gpuModel": "T4", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "T4-8Q",
+        "role": "gpu",
+        "gpuModel": "T4",
+        "gpusPerNode": 4,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "T4-8Q",
         "hosts": [{"name": "lab-gpu-5", "address": "10.20.0.25"}],
     }
     pools["h100-mig"] = {
-        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "container",
-        "migConfig": "all-1g.10gb", "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}],
+        "role": "gpu",
+        "gpuModel": "H100-SXM5-80GB",
+        "gpusPerNode": 8,
+        "gpuMode": "container",
+        "migConfig": "all-1g.10gb",
+        "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}],
     }
     config["gpuOperator"] = {"vgpuDriverImage": dict(VGPU_IMAGE)}
     return config
@@ -164,7 +179,10 @@ def test_hgx_passthrough_binds_the_nvswitches() -> None:
     assert values["vfioManager"] == {"enabled": True, "env": [{"name": "BIND_NVSWITCHES", "value": "true"}]}
     config = minimal_cell_config()
     config["nodePools"]["b200-vm"] = {
-        "role": "gpu", "gpuModel": "B200", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+        "role": "gpu",
+        "gpuModel": "B200",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
         "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}],
     }
     assert _values(cell(config))["vfioManager"] == {"enabled": True}  # no NVSwitch catalogued for HGX B200
@@ -174,14 +192,16 @@ def test_vfio_manager_env_merges_by_name() -> None:
     config = _vm_and_mig_config()
     config["gpuOperator"]["values"] = {"vfioManager": {"env": [{"name": "DRIVER_UNLOAD_TIMEOUT", "value": 600}]}}
     assert _values(cell(config))["vfioManager"]["env"] == [
-        {"name": "BIND_NVSWITCHES", "value": "true"}, {"name": "DRIVER_UNLOAD_TIMEOUT", "value": "600"},
+        {"name": "BIND_NVSWITCHES", "value": "true"},
+        {"name": "DRIVER_UNLOAD_TIMEOUT", "value": "600"},
     ]
 
 
 def test_tainted_gpu_pools_keep_every_operand_and_nfd() -> None:
     config = _vm_and_mig_config()
     config["nodePools"]["h100-mig"]["taints"] = [
-        "nvidia.com/gpu=present:NoSchedule", "gpucell.io/tenant=acme:NoExecute"
+        "nvidia.com/gpu=present:NoSchedule",
+        "gpucell.io/tenant=acme:NoExecute",
     ]
     config["nodePools"]["l40s"]["taints"] = ["nvidia.com/gpu:NoSchedule"]  # the chart's own default: not repeated
     config["nodePools"]["cpu"]["taints"] = ["cpu-only:NoSchedule"]  # no GPU operand runs there
@@ -191,11 +211,13 @@ def test_tainted_gpu_pools_keep_every_operand_and_nfd() -> None:
         {"key": "gpucell.io/tenant", "operator": "Equal", "value": "acme", "effect": "NoExecute"},
     ]
     assert at(values, "daemonsets.tolerations") == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *extra,
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        *extra,
     ]
     assert at(values, "node-feature-discovery.worker.tolerations") == [
         {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, *extra,
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        *extra,
     ]
 
 
@@ -220,9 +242,7 @@ def test_crds_follow_chart_upgrades() -> None:
     assert chart["operator"]["upgradeCRD"] is True  # the chart's default: kept explicit so it cannot drift off
 
 
-@pytest.mark.parametrize(
-    ("strategy", "expected"), [(None, "mixed"), ("single", "single"), ("mixed", "mixed")]
-)
+@pytest.mark.parametrize(("strategy", "expected"), [(None, "mixed"), ("single", "single"), ("mixed", "mixed")])
 def test_mig_strategy(strategy: str | None, expected: str) -> None:
     config = _vm_and_mig_config()
     if strategy is not None:
@@ -307,8 +327,12 @@ def test_user_values_override_deep_merges_over_ours() -> None:
     config["gpuOperator"]["values"] = {
         "driver": {"enabled": False},
         "dcgmExporter": {"serviceMonitor": {"enabled": False}},
-        "toolkit": {"env": [{"name": "CONTAINERD_SET_AS_DEFAULT", "value": True},
-                            {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"}]},
+        "toolkit": {
+            "env": [
+                {"name": "CONTAINERD_SET_AS_DEFAULT", "value": True},
+                {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"},
+            ]
+        },
     }
     values = _values(cell(config))
     assert at(values, "driver.enabled") is False
@@ -338,10 +362,16 @@ def test_values_may_not_override_what_typed_keys_set() -> None:
 @pytest.mark.parametrize(
     ("values", "line"),
     [
-        ({"operator": {"upgradeCRD": False}}, "regions.fra1.gpuOperator.values.operator.upgradeCRD: is fixed by "
-         "gpucell: the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602); remove it"),
-        ({"daemonsets": {"tolerations": []}}, "regions.fra1.gpuOperator.values.daemonsets.tolerations: is set by "
-         "gpucell from nodePools.<pool>.taints; set nodePools.<pool>.taints instead"),
+        (
+            {"operator": {"upgradeCRD": False}},
+            "regions.fra1.gpuOperator.values.operator.upgradeCRD: is fixed by "
+            "gpucell: the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602); remove it",
+        ),
+        (
+            {"daemonsets": {"tolerations": []}},
+            "regions.fra1.gpuOperator.values.daemonsets.tolerations: is set by "
+            "gpucell from nodePools.<pool>.taints; set nodePools.<pool>.taints instead",
+        ),
     ],
 )
 def test_values_may_not_turn_off_crd_upgrades_or_tolerations(values: dict[str, Any], line: str) -> None:

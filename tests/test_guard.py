@@ -27,7 +27,7 @@ POD_CIDR_REFUSAL = (
     "regions.lab.network.podCidr: 10.42.0.0/16 -> 10.52.0.0/16 is a disruptive change (podCidr: every pod and VM "
     "keeps its address from the old range until it is recreated, and gpucell does not migrate the pod ranges "
     "Cilium already gave the nodes; plan a restart of every workload, and update network policies and firewalls "
-    "written for the old range); to apply it, add {change: podCidr, region: lab, reason: \"...\"} to "
+    'written for the old range); to apply it, add {change: podCidr, region: lab, reason: "..."} to '
     "gpucell:acknowledge"
 )
 
@@ -44,8 +44,11 @@ class Deployment:
         assert args.token == READ_STACK_OUTPUTS
         self.reads.append(args)
         name = args.args["name"]
-        return {"name": name, "outputs": {}, "secretOutputNames": []} if self.outputs is None else {
-            "name": name, "outputs": self.outputs, "secretOutputNames": []}
+        return (
+            {"name": name, "outputs": {}, "secretOutputNames": []}
+            if self.outputs is None
+            else {"name": name, "outputs": self.outputs, "secretOutputNames": []}
+        )
 
     def __call__(self, args: MockResourceArgs) -> dict[str, Any]:
         self.registered.append(args.name)
@@ -54,19 +57,29 @@ class Deployment:
         return {}
 
 
-def run(regions: dict[str, Any], deployment: Deployment, acknowledge: list[Any] | None = None,
-        stack: str = "prod") -> PlanResult:
+def run(
+    regions: dict[str, Any], deployment: Deployment, acknowledge: list[Any] | None = None, stack: str = "prod"
+) -> PlanResult:
     config: dict[str, Any] = {"gpucell:regions": regions, "gpucell:sshPrivateKey": "key"}
     if acknowledge is not None:
         config["gpucell:acknowledge"] = acknowledge
-    return run_program(build_cells, stack=stack, config=config, secret_keys=["gpucell:sshPrivateKey"],
-                       computed=deployment, invoked=deployment.invoke)
+    return run_program(
+        build_cells,
+        stack=stack,
+        config=config,
+        secret_keys=["gpucell:sshPrivateKey"],
+        computed=deployment,
+        invoked=deployment.invoke,
+    )
 
 
 def deployed_lab() -> dict[str, Any]:
     """Outputs of a deployment of the minimal region as ``lab``."""
-    return {"lab": {"apiServerUrl": "https://10.20.0.11:6443"}, "labKubeconfig": "kubeconfig",
-            "labFingerprint": fingerprint(cell(minimal_cell_config()))}
+    return {
+        "lab": {"apiServerUrl": "https://10.20.0.11:6443"},
+        "labKubeconfig": "kubeconfig",
+        "labFingerprint": fingerprint(cell(minimal_cell_config())),
+    }
 
 
 def moved_pods() -> dict[str, Any]:
@@ -96,15 +109,23 @@ def test_unacknowledged_disruptive_change_is_refused_before_anything_is_register
 def test_under_pulumi_up_the_refusal_is_one_run_error_line() -> None:
     deployment = Deployment(deployed_lab())
     with pytest.raises(pulumi.RunError) as info:
-        run_program(program_main, config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
-                    secret_keys=["gpucell:sshPrivateKey"], computed=deployment, invoked=deployment.invoke)
+        run_program(
+            program_main,
+            config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
+            secret_keys=["gpucell:sshPrivateKey"],
+            computed=deployment,
+            invoked=deployment.invoke,
+        )
     assert str(info.value) == POD_CIDR_REFUSAL
 
 
 def test_acknowledged_change_is_applied() -> None:
     deployment = Deployment(deployed_lab())
-    result = run(moved_pods(), deployment,
-                 acknowledge=[{"change": "podCidr", "region": "lab", "reason": "maintenance window CHG-1234"}])
+    result = run(
+        moved_pods(),
+        deployment,
+        acknowledge=[{"change": "podCidr", "region": "lab", "reason": "maintenance window CHG-1234"}],
+    )
     cilium = result.named("lab-cilium-cilium")
     assert cilium.inputs["values"]["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["10.52.0.0/16"]
 
@@ -112,8 +133,11 @@ def test_acknowledged_change_is_applied() -> None:
 def test_stale_acknowledgement_is_an_error() -> None:
     deployment = Deployment(deployed_lab())
     with pytest.raises(ConfigError) as info:
-        run({"lab": minimal_cell_config()}, deployment,
-            acknowledge=[{"change": "gpuMode", "region": "lab", "subject": "lab-gpu-1", "reason": "CHG-1"}])
+        run(
+            {"lab": minimal_cell_config()},
+            deployment,
+            acknowledge=[{"change": "gpuMode", "region": "lab", "subject": "lab-gpu-1", "reason": "CHG-1"}],
+        )
     assert info.value.lines == [
         "acknowledge[0]: {change: gpuMode, region: lab, subject: lab-gpu-1} matches no disruptive change against "
         "the last deployment of lab; remove it (it was applied, or the change it names is no longer planned)"
@@ -123,25 +147,30 @@ def test_stale_acknowledgement_is_an_error() -> None:
 
 def test_acknowledgement_of_a_region_never_deployed_waits() -> None:
     deployment = Deployment(None)
-    run({"lab": minimal_cell_config()}, deployment,
-        acknowledge=[{"change": "podCidr", "region": "lab", "reason": "kept for the first real run"}])
+    run(
+        {"lab": minimal_cell_config()},
+        deployment,
+        acknowledge=[{"change": "podCidr", "region": "lab", "reason": "kept for the first real run"}],
+    )
     assert deployment.registered
 
 
 def test_acknowledgement_must_name_a_region_of_the_stack() -> None:
     with pytest.raises(ConfigError) as info:
-        run({"lab": minimal_cell_config()}, Deployment(None),
-            acknowledge=[{"change": "podCidr", "region": "lab2", "reason": "x"}])
+        run(
+            {"lab": minimal_cell_config()},
+            Deployment(None),
+            acknowledge=[{"change": "podCidr", "region": "lab2", "reason": "x"}],
+        )
     assert info.value.lines == ["acknowledge[0].region: 'lab2' is not a region of this stack; regions: lab"]
 
 
 def test_acknowledge_must_be_a_list() -> None:
     with pytest.raises(ConfigError) as info:
-        run({"lab": minimal_cell_config()}, Deployment(None),
-            acknowledge={"change": "podCidr"})  # type: ignore[arg-type]
+        run({"lab": minimal_cell_config()}, Deployment(None), acknowledge={"change": "podCidr"})  # type: ignore[arg-type]
     assert info.value.lines == [
         "acknowledge: must be a list of {change, region, reason} entries, e.g. [{change: podCidr, region: fra1, "
-        "reason: \"maintenance window CHG-1234\"}]"
+        'reason: "maintenance window CHG-1234"}]'
     ]
 
 
@@ -153,16 +182,25 @@ def test_removing_a_deployed_region_is_refused() -> None:
     assert info.value.lines == [
         "regions.old: region old removed is a disruptive change (regionRemoved: the whole cell is destroyed: every "
         "workload of the region stops and k3s is uninstalled from every node (protected resources stop the run)); "
-        "to apply it, add {change: regionRemoved, region: old, reason: \"...\"} to gpucell:acknowledge"
+        'to apply it, add {change: regionRemoved, region: old, reason: "..."} to gpucell:acknowledge'
     ]
-    run({"lab": minimal_cell_config()}, Deployment(outputs),
-        acknowledge=[{"change": "regionRemoved", "region": "old", "reason": "decommissioned, CHG-9"}])
+    run(
+        {"lab": minimal_cell_config()},
+        Deployment(outputs),
+        acknowledge=[{"change": "regionRemoved", "region": "old", "reason": "decommissioned, CHG-9"}],
+    )
 
 
 def test_a_preview_with_unknown_outputs_plans_as_a_first_deploy() -> None:
     deployment = Deployment(None)
-    run_program(build_cells, config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
-                secret_keys=["gpucell:sshPrivateKey"], computed=deployment, invoked=deployment.invoke, preview=True)
+    run_program(
+        build_cells,
+        config={"gpucell:regions": moved_pods(), "gpucell:sshPrivateKey": "key"},
+        secret_keys=["gpucell:sshPrivateKey"],
+        computed=deployment,
+        invoked=deployment.invoke,
+        preview=True,
+    )
     assert deployment.registered
 
 
@@ -180,8 +218,9 @@ def test_dev_stack_pod_cidr_change_is_refused_under_a_mocked_previous_deployment
 
     with pytest.raises(ConfigError) as info:
         make_plan(tmp_path, "dev", invoked=invoked)
-    assert info.value.lines == [POD_CIDR_REFUSAL.replace("regions.lab.", "regions.lab1.")
-                                .replace("region: lab,", "region: lab1,")]
+    assert info.value.lines == [
+        POD_CIDR_REFUSAL.replace("regions.lab.", "regions.lab1.").replace("region: lab,", "region: lab1,")
+    ]
 
 
 def test_acknowledge_is_not_a_secret_key_name() -> None:

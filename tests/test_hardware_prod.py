@@ -29,8 +29,11 @@ def prod() -> Plan:
 
 
 def one(plan: Plan, region: str, type_token: str, name: str | None = None) -> Registration:
-    (found,) = [r for r in plan.region_resources(region) if r.type == type_token
-                and (name is None or (r.inputs.get("metadata") or {}).get("name") == name)]
+    (found,) = [
+        r
+        for r in plan.region_resources(region)
+        if r.type == type_token and (name is None or (r.inputs.get("metadata") or {}).get("name") == name)
+    ]
     return found
 
 
@@ -40,9 +43,13 @@ def test_no_mdev_vgpu_for_sriov_boards(prod: Plan, region: str) -> None:
     assert "mediatedDevices" not in spec["permittedHostDevices"]
     assert "mediatedDevicesConfiguration" not in spec
     assert {"pciVendorSelector": "10DE:26B9", "resourceName": "nvidia.com/NVIDIA_L40S-12Q"} in (
-        spec["permittedHostDevices"]["pciHostDevices"])
-    values = next(r.inputs["values"] for r in prod.region_resources(region)
-                  if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["name"] == "gpu-operator")
+        spec["permittedHostDevices"]["pciHostDevices"]
+    )
+    values = next(
+        r.inputs["values"]
+        for r in prod.region_resources(region)
+        if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["name"] == "gpu-operator"
+    )
     assert values["vgpuDeviceManager"] == {"enabled": False}
     assert values["vgpuManager"]["enabled"] is True
     files = prod.cells[region].k3s.node_files[f"{region}-l40s-1"]
@@ -59,9 +66,13 @@ def test_the_8_gpu_sxm_vm_carries_its_nvswitches(prod: Plan) -> None:
         {"name": f"nvswitch{i}", "deviceName": "nvidia.com/GH100_H100_NVSWITCH"} for i in range(4)
     ]
     permitted = one(prod, "fra1", "kubernetes:kubevirt.io/v1:KubeVirt").inputs["spec"]["configuration"][
-        "permittedHostDevices"]["pciHostDevices"]
-    assert {"pciVendorSelector": "10DE:22A3", "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
-            "externalResourceProvider": True} in permitted
+        "permittedHostDevices"
+    ]["pciHostDevices"]
+    assert {
+        "pciVendorSelector": "10DE:22A3",
+        "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
+        "externalResourceProvider": True,
+    } in permitted
     sim = one(prod, "fra1", "kubernetes:kubevirt.io/v1:VirtualMachine", "sim-01").inputs
     assert "hostDevices" not in sim["spec"]["template"]["spec"]["domain"]["devices"]  # 4 GPUs: NVLink off
 

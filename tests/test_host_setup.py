@@ -18,30 +18,49 @@ from gpucell.stacks.conformance.run import embedded_scripts
 from tests.conftest import cell, minimal_cell_config
 from tests.test_k3s import _sandbox, _stub, build, stub_numa
 
-PREAMBLE = "#!/usr/bin/env bash\nset -euo pipefail\nas_root() { \"$@\"; }\n"
+PREAMBLE = '#!/usr/bin/env bash\nset -euo pipefail\nas_root() { "$@"; }\n'
 VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
-TOPOLOGY = {"reservedCpus": "0-3", "numaNodes": 2, "cpusPerNuma": 112, "memoryPerNumaGib": 1024,
-            "reservedMemoryPerNumaMib": 4096, "hugepages1GiPerNuma": 960}
+TOPOLOGY = {
+    "reservedCpus": "0-3",
+    "numaNodes": 2,
+    "cpusPerNuma": 112,
+    "memoryPerNumaGib": 1024,
+    "reservedMemoryPerNumaMib": 4096,
+    "hugepages1GiPerNuma": 960,
+}
 
 
 def run(script: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", script], env={**os.environ, **env}, capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        ["bash", "-c", script], env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
 
 
 def region() -> dict[str, Any]:
     config = minimal_cell_config()
     config["gpuOperator"] = {"vgpuDriverImage": dict(VGPU_DRIVER)}
     config["nodePools"]["h100-vm"] = {
-        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
-        "topology": dict(TOPOLOGY), "hosts": [{"name": "lab-h100-1", "address": "10.20.0.41"}],
+        "role": "gpu",
+        "gpuModel": "H100-SXM5-80GB",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
+        "topology": dict(TOPOLOGY),
+        "hosts": [{"name": "lab-h100-1", "address": "10.20.0.41"}],
     }
     config["nodePools"]["l40s-vgpu"] = {
-        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 2, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-12Q",
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-12Q",
         "hosts": [{"name": "lab-l40s-1", "address": "10.20.0.51"}],
     }
     config["nodePools"]["t4-vgpu"] = {
-        "role": "gpu", "gpuModel": "T4", "gpusPerNode": 2, "gpuMode": "vm-vgpu", "vgpuProfile": "T4-8Q",
+        "role": "gpu",
+        "gpuModel": "T4",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "T4-8Q",
         "hosts": [{"name": "lab-t4-1", "address": "10.20.0.61"}],
     }
     return config
@@ -59,28 +78,40 @@ def test_memory_check_passes_on_the_declared_host(tmp_path: Path) -> None:
     stub_numa(tmp_path, nodes=2, cpus=112, mem_gib=1024, pages_1g=960)
     done = run(memory_fragment(), GPUCELL_SYSFS_ROOT=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ("gpucell: host of pool h100-vm as declared: 2 NUMA nodes x 112 CPUs and 1024 GiB, "
-                           "hugepages 960 x 1Gi per node\n")
+    assert done.stdout == (
+        "gpucell: host of pool h100-vm as declared: 2 NUMA nodes x 112 CPUs and 1024 GiB, "
+        "hugepages 960 x 1Gi per node\n"
+    )
     assert (tmp_path / "devices/system/node/node1/cpulist").read_text() == "56-111,168-223\n"
 
 
 @pytest.mark.parametrize(
     ("host", "message"),
     [
-        ({"nodes": 1, "cpus": 224, "mem_gib": 2048, "pages_1g": 960},
-         "gpucell: pool h100-vm declares 2 NUMA nodes (topology.numaNodes), this host has 1 ({root}/devices/system/"
-         "node)"),
-        ({"nodes": 2, "cpus": 96, "mem_gib": 1024, "pages_1g": 960},
-         "gpucell: NUMA node 0 has 96 CPUs (cpulist), pool h100-vm declares topology.cpusPerNuma 112"),
-        ({"nodes": 2, "cpus": 112, "mem_gib": 1000, "pages_1g": 960},
-         "gpucell: NUMA node 0 has 1000 GiB of memory (MemTotal), less than pool h100-vm declares "
-         "(topology.memoryPerNumaGib 1024)"),
-        ({"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 0},
-         "gpucell: NUMA node 0 has 0 1Gi hugepages, pool h100-vm declares topology.hugepages1GiPerNuma 960; reserve "
-         "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot"),
-        ({"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 960, "pages_2m": 512},
-         "gpucell: NUMA node 0 has 512 2Mi hugepages, pool h100-vm declares topology.hugepages2MiPerNuma 0; reserve "
-         "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot"),
+        (
+            {"nodes": 1, "cpus": 224, "mem_gib": 2048, "pages_1g": 960},
+            "gpucell: pool h100-vm declares 2 NUMA nodes (topology.numaNodes), this host has 1 ({root}/devices/system/"
+            "node)",
+        ),
+        (
+            {"nodes": 2, "cpus": 96, "mem_gib": 1024, "pages_1g": 960},
+            "gpucell: NUMA node 0 has 96 CPUs (cpulist), pool h100-vm declares topology.cpusPerNuma 112",
+        ),
+        (
+            {"nodes": 2, "cpus": 112, "mem_gib": 1000, "pages_1g": 960},
+            "gpucell: NUMA node 0 has 1000 GiB of memory (MemTotal), less than pool h100-vm declares "
+            "(topology.memoryPerNumaGib 1024)",
+        ),
+        (
+            {"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 0},
+            "gpucell: NUMA node 0 has 0 1Gi hugepages, pool h100-vm declares topology.hugepages1GiPerNuma 960; reserve "
+            "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot",
+        ),
+        (
+            {"nodes": 2, "cpus": 112, "mem_gib": 1024, "pages_1g": 960, "pages_2m": 512},
+            "gpucell: NUMA node 0 has 512 2Mi hugepages, pool h100-vm declares topology.hugepages2MiPerNuma 0; reserve "
+            "them on the kernel command line (hugepagesz=1G hugepages=0:960,1:960) and reboot",
+        ),
     ],
     ids=["numa-nodes", "cpus", "memory", "1gi-pages-missing", "2mi-pages-extra"],
 )
@@ -98,8 +129,7 @@ def test_the_install_script_checks_the_host_before_touching_it(tmp_path: Path) -
     _, cluster = build(region())
     root, env, script = _sandbox(tmp_path, cluster.node_files["lab-h100-1"].install_script)
     stub_numa(tmp_path / "sys", nodes=2, cpus=112, mem_gib=1024, pages_1g=0)
-    done = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert done.stderr.startswith("gpucell: NUMA node 0 has 0 1Gi hugepages, pool h100-vm declares ")
     assert not (root / "etc").exists()
@@ -107,8 +137,16 @@ def test_the_install_script_checks_the_host_before_touching_it(tmp_path: Path) -
 
 
 # -- kernel --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("release", "ok"), [("6.8.0-51-generic", True), ("6.11.0-1014-aws", True),
-                                             ("7.0.2", True), ("6.5.0-45-generic", False), ("5.15.0-126", False)])
+@pytest.mark.parametrize(
+    ("release", "ok"),
+    [
+        ("6.8.0-51-generic", True),
+        ("6.11.0-1014-aws", True),
+        ("7.0.2", True),
+        ("6.5.0-45-generic", False),
+        ("5.15.0-126", False),
+    ],
+)
 def test_sriov_vgpu_needs_linux_6_8(tmp_path: Path, release: str, ok: bool) -> None:
     (tmp_path / "sys" / "kernel").mkdir(parents=True)
     (tmp_path / "sys" / "kernel" / "osrelease").write_text(release + "\n")
@@ -131,7 +169,8 @@ def test_only_topology_and_sriov_pools_get_a_host_fragment() -> None:
     topology = pools["h100-vm"].topology
     assert topology is not None
     assert host_setup(spec, "h100-vm", pools["h100-vm"]) == memory_check("h100-vm", topology) + (
-        vgpu_sriov.removal_fragment())
+        vgpu_sriov.removal_fragment()
+    )
     sriov = host_setup(spec, "l40s-vgpu", pools["l40s-vgpu"])
     assert sriov == kernel_check("l40s-vgpu", "L40S", 580) + vgpu_sriov.install_fragment(CATALOG["L40S"], "L40S-12Q")
 
@@ -169,8 +208,9 @@ def reconcile(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """One pass of the L40S-12Q reconciler (``--once``) over ``tmp_path/sys``, state in ``tmp_path/state``."""
     script = vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")
     env = {**os.environ, "GPUCELL_SYSFS_ROOT": str(tmp_path / "sys"), "GPUCELL_STATE_DIR": str(tmp_path / "state")}
-    return subprocess.run(["bash", "-c", script, "reconciler", "--once"], capture_output=True, text=True, check=False,
-                          env=env)
+    return subprocess.run(
+        ["bash", "-c", script, "reconciler", "--once"], capture_output=True, text=True, check=False, env=env
+    )
 
 
 def test_reconciler_types_as_many_vfs_per_gpu_as_the_operator_allows(tmp_path: Path) -> None:
@@ -208,8 +248,10 @@ def test_reconciler_waits_quietly_for_the_driver(tmp_path: Path) -> None:
 def test_reconciler_and_unit_install_once_and_restart_on_change(tmp_path: Path) -> None:
     _, cluster = build(region())
     script = cluster.node_files["lab-l40s-1"].install_script
-    paths = {vgpu_sriov.RECONCILER_PATH: str(tmp_path / "sbin-reconciler"),
-             vgpu_sriov.UNIT_PATH: str(tmp_path / "unit.service")}
+    paths = {
+        vgpu_sriov.RECONCILER_PATH: str(tmp_path / "sbin-reconciler"),
+        vgpu_sriov.UNIT_PATH: str(tmp_path / "unit.service"),
+    }
     for real, fake in paths.items():
         script = script.replace(real, fake)
     root, env, script = _sandbox(tmp_path, script)
@@ -223,8 +265,9 @@ def test_reconciler_and_unit_install_once_and_restart_on_change(tmp_path: Path) 
     reconciler = vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")
     assert Path(paths[vgpu_sriov.RECONCILER_PATH]).read_text() == reconciler
     unit = vgpu_sriov.systemd_unit(CATALOG["L40S"], "L40S-12Q")
-    assert Path(paths[vgpu_sriov.UNIT_PATH]).read_text() == unit.replace(vgpu_sriov.RECONCILER_PATH,
-                                                                         paths[vgpu_sriov.RECONCILER_PATH])
+    assert Path(paths[vgpu_sriov.UNIT_PATH]).read_text() == unit.replace(
+        vgpu_sriov.RECONCILER_PATH, paths[vgpu_sriov.RECONCILER_PATH]
+    )
     log = (tmp_path / "systemctl.log").read_text().splitlines()
     assert log[:3] == ["daemon-reload", "enable gpucell-vgpu-types.service", "restart gpucell-vgpu-types.service"]
     assert "gpucell: gpucell-vgpu-types.service (re)started: NVIDIA L40S-12Q, 4 per GPU" in first.stdout
@@ -232,7 +275,8 @@ def test_reconciler_and_unit_install_once_and_restart_on_change(tmp_path: Path) 
     again = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "systemctl.log").read_text().splitlines()[:2] == [
-        "enable gpucell-vgpu-types.service", "start gpucell-vgpu-types.service"
+        "enable gpucell-vgpu-types.service",
+        "start gpucell-vgpu-types.service",
     ]
     assert (root / "installs").exists()
 
@@ -251,7 +295,9 @@ def test_a_host_leaving_an_sriov_pool_loses_the_service(tmp_path: Path) -> None:
     assert not unit.exists()
     assert not reconciler.exists()
     assert (tmp_path / "systemctl.log").read_text().splitlines()[:2] == [
-        "disable --now gpucell-vgpu-types.service", "daemon-reload"]
+        "disable --now gpucell-vgpu-types.service",
+        "daemon-reload",
+    ]
     assert "gpucell: removed gpucell-vgpu-types.service" in done.stdout
 
 
@@ -260,8 +306,11 @@ def test_host_scripts_pass_shellcheck() -> None:
     install = cluster.node_files["lab-l40s-1"].install_script
     embedded = embedded_scripts(install)
     assert embedded == {"GPUCELL_VGPU_RECONCILER": vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")}
-    scripts = {"install-l40s": install, "install-h100": cluster.node_files["lab-h100-1"].install_script,
-               "reconciler": embedded["GPUCELL_VGPU_RECONCILER"]}
+    scripts = {
+        "install-l40s": install,
+        "install-h100": cluster.node_files["lab-h100-1"].install_script,
+        "reconciler": embedded["GPUCELL_VGPU_RECONCILER"],
+    }
     assert shellcheck(scripts) == {name: [] for name in scripts}
 
 

@@ -127,7 +127,8 @@ def test_problems_past_the_bound_end_in_one_line_naming_it(tmp_path: Path) -> No
     assert (code, out, len(lines)) == (2, "", 101)
     assert lines[0].startswith("regions.lab1.tenants.research.typo00000: unknown key; accepted keys are ")
     assert lines[-1] == (
-        "gpucell: more than 100 problems; the first 100 are shown (gpucell reports at most 100 per run)")
+        "gpucell: more than 100 problems; the first 100 are shown (gpucell reports at most 100 per run)"
+    )
     assert seconds < 10
 
 

@@ -72,8 +72,14 @@ def ha_config() -> dict[str, Any]:
             "gpuModel": "L40S",
             "gpusPerNode": 4,
             "gpuMode": "vm-passthrough",
-            "topology": {"reservedCpus": "0-3,64-67", "numaNodes": 2, "reservedMemoryPerNumaMib": 2048,
-                         "cpusPerNuma": 64, "memoryPerNumaGib": 256, "hugepages1GiPerNuma": 192},
+            "topology": {
+                "reservedCpus": "0-3,64-67",
+                "numaNodes": 2,
+                "reservedMemoryPerNumaMib": 2048,
+                "cpusPerNuma": 64,
+                "memoryPerNumaGib": 256,
+                "hugepages1GiPerNuma": 192,
+            },
             "labels": {"tier": "vm", "example.com/rack": "r7"},
             "taints": ["gpucell.io/vm=true:NoSchedule"],
             "ssh": {"user": "root", "port": 22},
@@ -97,15 +103,20 @@ def _computed(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def build(
-    config: dict[str, Any], *, preview: bool = False, computed: Any = _computed,
+    config: dict[str, Any],
+    *,
+    preview: bool = False,
+    computed: Any = _computed,
     registered: frozenset[str] | None = None,
 ) -> tuple[PlanResult, K3sCluster]:
     built: list[K3sCluster] = []
 
     def program() -> None:
         cluster = K3sCluster(
-            "lab", K3sClusterArgs(cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY),
-                                  registered_hosts=registered)
+            "lab",
+            K3sClusterArgs(
+                cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY), registered_hosts=registered
+            ),
         )
         built.append(cluster)
         pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -129,8 +140,7 @@ def commands(result: PlanResult) -> list[Registration]:
 
 def installs(result: PlanResult) -> list[Registration]:
     """The node install commands (not the kubeconfig read, not the maintenance commands)."""
-    return [c for c in commands(result)
-            if c.name != "lab-kubeconfig" and not c.name.endswith(("-prepare", "-settle"))]
+    return [c for c in commands(result) if c.name != "lab-kubeconfig" and not c.name.endswith(("-prepare", "-settle"))]
 
 
 def script_of(command_line: str) -> str:
@@ -356,11 +366,19 @@ def test_vgpu_nodes_are_labelled_for_their_vgpu_framework() -> None:
     config = minimal_cell_config()
     config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02"}}
     config["nodePools"]["l40s-vgpu"] = {
-        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 8, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-12Q",
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-12Q",
         "hosts": [{"name": "lab-vgpu-1", "address": "10.20.0.41"}],
     }
     config["nodePools"]["t4-vgpu"] = {
-        "role": "gpu", "gpuModel": "T4", "gpusPerNode": 4, "gpuMode": "vm-vgpu", "vgpuProfile": "T4-8Q",
+        "role": "gpu",
+        "gpuModel": "T4",
+        "gpusPerNode": 4,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "T4-8Q",
         "hosts": [{"name": "lab-vgpu-2", "address": "10.20.0.42"}],
     }
     _, cluster = build(config)
@@ -373,7 +391,9 @@ def test_vgpu_nodes_are_labelled_for_their_vgpu_framework() -> None:
         "nvidia.com/gpu.deploy.sandbox-validator=false",
     ]
     assert node_config(cluster, "lab-vgpu-2")["node-label"] == [
-        "gpucell.io/pool=t4-vgpu", "gpucell.io/role=gpu", "nvidia.com/gpu.workload.config=vm-vgpu",
+        "gpucell.io/pool=t4-vgpu",
+        "gpucell.io/role=gpu",
+        "nvidia.com/gpu.workload.config=vm-vgpu",
         "nvidia.com/vgpu.config=T4-8Q",
     ]
 
@@ -382,11 +402,18 @@ def test_vgpu_nodes_are_labelled_for_their_vgpu_framework() -> None:
 def test_each_node_runs_prepare_install_labels_settle_in_that_order() -> None:
     result, cluster = build(ha_config())
     assert list(cluster.nodes) == [
-        "lab-srv-1", "lab-srv-2", "lab-srv-3", "lab-h100-1", "lab-vm-1", "lab-vm-2", "lab-cpu-1"
+        "lab-srv-1",
+        "lab-srv-2",
+        "lab-srv-3",
+        "lab-h100-1",
+        "lab-vm-1",
+        "lab-vm-2",
+        "lab-cpu-1",
     ]
     for host in cluster.nodes:
-        prepare, install, labels, settle = (result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels",
-                                                                                      "-settle"))
+        prepare, install, labels, settle = (
+            result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels", "-settle")
+        )
         assert prepare.urn in install.dependencies, host
         assert install.urn in labels.dependencies, host
         assert labels.urn in settle.dependencies, host
@@ -410,8 +437,9 @@ def test_servers_go_one_after_another_and_agents_after_the_last_server() -> None
     for agent in ("lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-cpu-1"):
         assert node_deps(f"{agent}-prepare") == {urn["lab-lab-srv-3-settle"]}, agent
     assert node_deps("lab-lab-vm-2-prepare") == {urn["lab-lab-vm-1-settle"]}
-    assert result.outputs["agents"] == [urn[a] for a in ("lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2",
-                                                         "lab-lab-cpu-1")]
+    assert result.outputs["agents"] == [
+        urn[a] for a in ("lab-lab-h100-1", "lab-lab-vm-1", "lab-lab-vm-2", "lab-lab-cpu-1")
+    ]
     # The kubeconfig is read once the first server is installed; the provider (and so the node patches) after it.
     assert set(result.named("lab-kubeconfig").dependencies) & node_urns == {urn["lab-lab-srv-1"]}
     assert result.outputs["servers_ready"] == urn["lab-lab-srv-3-settle"]
@@ -425,8 +453,11 @@ def test_max_unavailable_lets_that_many_nodes_of_a_pool_go_at_once() -> None:
     urn = {r.name: r.urn for r in result.resources}
 
     def after(name: str) -> set[str]:
-        return {n for n, u in urn.items() if u in result.named(f"lab-{name}-prepare").dependencies
-                and n.startswith("lab-lab-")}
+        return {
+            n
+            for n, u in urn.items()
+            if u in result.named(f"lab-{name}-prepare").dependencies and n.startswith("lab-lab-")
+        }
 
     assert after("lab-cpu-1") == after("lab-cpu-2") == {"lab-lab-srv-3-settle"}
     assert after("lab-cpu-3") == {"lab-lab-cpu-1-settle"}
@@ -436,8 +467,9 @@ def test_max_unavailable_lets_that_many_nodes_of_a_pool_go_at_once() -> None:
 
 def cpu_pool_of(count: int, config: dict[str, Any] | None = None) -> dict[str, Any]:
     config = config or ha_config()
-    config["nodePools"]["cpu"]["hosts"] = [{"name": f"lab-cpu-{i}", "address": f"10.20.0.{40 + i}"}
-                                           for i in range(1, count + 1)]
+    config["nodePools"]["cpu"]["hosts"] = [
+        {"name": f"lab-cpu-{i}", "address": f"10.20.0.{40 + i}"} for i in range(1, count + 1)
+    ]
     return config
 
 
@@ -465,8 +497,9 @@ def test_first_joins_go_join_concurrency_at_a_time_across_pools_not_one_by_one()
 
 def test_hosts_added_to_a_live_pool_join_in_waves_while_registered_ones_keep_their_rollout_order() -> None:
     config = cpu_pool_of(8)
-    registered = frozenset({"lab-srv-1", "lab-srv-2", "lab-srv-3", "lab-h100-1", "lab-vm-1", "lab-vm-2",
-                            "lab-cpu-1", "lab-cpu-2"})
+    registered = frozenset(
+        {"lab-srv-1", "lab-srv-2", "lab-srv-3", "lab-h100-1", "lab-vm-1", "lab-vm-2", "lab-cpu-1", "lab-cpu-2"}
+    )
     result, _ = build(config, registered=registered)
     # registered nodes: one at a time per pool (rollout.maxUnavailable 1), as before
     assert node_steps(result, "lab-lab-cpu-1-prepare") == {"lab-lab-srv-3-settle"}
@@ -752,9 +785,7 @@ def test_shellcheck_passes_on_every_generated_script(tmp_path: Path) -> None:
                 path.write_text(script_of(command.inputs[key]))
                 paths.append(str(path))
     assert len(paths) == 1 + 7 * 3 * 3  # the kubeconfig read; per node prepare, install, settle x 3 scripts
-    run = subprocess.run(
-        [str(SHELLCHECK), "--shell=bash", *paths], capture_output=True, text=True, check=False
-    )
+    run = subprocess.run([str(SHELLCHECK), "--shell=bash", *paths], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -776,8 +807,10 @@ def _into(root: Path, script: str) -> str:
     )
     fake = root.parent / "installer.sh"
     if fake.exists():
-        script = script.replace(f"INSTALLER_SHA256={INSTALLER_SHA256['v1.34.2+k3s1']}",
-                                f"INSTALLER_SHA256={hashlib.sha256(fake.read_bytes()).hexdigest()}")
+        script = script.replace(
+            f"INSTALLER_SHA256={INSTALLER_SHA256['v1.34.2+k3s1']}",
+            f"INSTALLER_SHA256={hashlib.sha256(fake.read_bytes()).hexdigest()}",
+        )
     return script
 
 
@@ -822,7 +855,7 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         bin_dir,
         "systemctl",
         f'case "$1" in\n'
-        f'  cat) exec test -x {k3s_bin} ;;\n'
+        f"  cat) exec test -x {k3s_bin} ;;\n"
         f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
         f"esac\nexit 0\n",
     )
@@ -851,9 +884,7 @@ def stub_numa(sysfs: Path, *, nodes: int, cpus: int, mem_gib: int, pages_1g: int
 
 
 def _run(script: str, env: dict[str, str], stdin: str = TOKEN) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", "-c", script], input=stdin, env=env, capture_output=True, text=True, check=False
-    )
+    return subprocess.run(["bash", "-c", script], input=stdin, env=env, capture_output=True, text=True, check=False)
 
 
 def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path) -> None:
@@ -891,8 +922,10 @@ def test_install_script_writes_token_and_config_and_is_idempotent(tmp_path: Path
     assert (root / "installs").read_text() == "v1.34.2+k3s1 server\nv1.34.2+k3s1 server\n"
     assert sorted(p.name for p in (root / "kubelet").iterdir()) == list(STATE_FILES)
     assert not (root / "systemctl").exists()  # never stopped
-    assert changed.stdout.splitlines()[-2:] == ["gpucell: API server ready", "gpucell: node lab-srv-1 Ready on "
-                                                "v1.34.2+k3s1"]
+    assert changed.stdout.splitlines()[-2:] == [
+        "gpucell: API server ready",
+        "gpucell: node lab-srv-1 Ready on v1.34.2+k3s1",
+    ]
 
 
 def test_a_server_with_etcd_data_does_not_restart_for_its_datastore_options(tmp_path: Path) -> None:
@@ -1133,15 +1166,17 @@ def test_an_agent_renamed_at_the_same_address_keeps_k3s(tmp_path: Path) -> None:
     assert joined.returncode == 0, joined.stderr
     assert "gpucell: this host ran k3s as lab-cpu-1; it joins again as lab-cpu-9" in joined.stdout
     assert "node-name: lab-cpu-9\n" in (root / "etc" / "config.yaml").read_text()
-    _stub(root, "k3s-agent-uninstall.sh", f'echo uninstalled >> {root}/calls\n')
+    _stub(root, "k3s-agent-uninstall.sh", f"echo uninstalled >> {root}/calls\n")
     old_delete = scripts.uninstall_script(NodeRole.CPU, "lab-cpu-1")
     run = _run(_into(root, old_delete), env, stdin="")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-1] == ("gpucell: this host now runs k3s as lab-cpu-9: k3s stays installed; only "
-                                           "node lab-cpu-1 leaves the cell")
+    assert run.stdout.splitlines()[-1] == (
+        "gpucell: this host now runs k3s as lab-cpu-9: k3s stays installed; only node lab-cpu-1 leaves the cell"
+    )
     assert not (root / "calls").exists()
-    assert script_of(result.named("lab-lab-cpu-9").inputs["delete"]) == scripts.uninstall_script(NodeRole.CPU,
-                                                                                                 "lab-cpu-9")
+    assert script_of(result.named("lab-lab-cpu-9").inputs["delete"]) == scripts.uninstall_script(
+        NodeRole.CPU, "lab-cpu-9"
+    )
 
 
 def test_a_server_renamed_at_the_same_address_is_refused_before_anything_changes(tmp_path: Path) -> None:
@@ -1152,9 +1187,11 @@ def test_a_server_renamed_at_the_same_address_is_refused_before_anything_changes
     config = (root / "etc" / "config.yaml").read_text()
     run = _run(_into(root, after.node_files["lab-srv-9"].install_script), env)
     assert run.returncode == 1
-    assert run.stderr == ("gpucell: this host runs the k3s server lab-srv-1; a server cannot be renamed in place "
-                          "(its etcd member keeps its name). Remove lab-srv-1 from the pool in one pulumi up, then "
-                          "add lab-srv-9 in the next.\n")
+    assert run.stderr == (
+        "gpucell: this host runs the k3s server lab-srv-1; a server cannot be renamed in place "
+        "(its etcd member keeps its name). Remove lab-srv-1 from the pool in one pulumi up, then "
+        "add lab-srv-9 in the next.\n"
+    )
     assert (root / "etc" / "config.yaml").read_text() == config
     assert (root / "installs").read_text().count("\n") == 1
 
@@ -1165,8 +1202,9 @@ def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
     (delete the Node object)."""
     result, cluster = build(ha_config())
     for host, node in cluster.nodes.items():
-        prepare, install, labels, settle = (result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels",
-                                                                                      "-settle"))
+        prepare, install, labels, settle = (
+            result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels", "-settle")
+        )
         assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
         assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
         assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
@@ -1201,12 +1239,20 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     _stub(root, "k3s-agent-uninstall.sh", f'echo "k3s-agent-uninstall.sh" >> {calls}\n')
     bin_dir = tmp_path / "bin"
     record = f'echo "$(basename "$0") $*" >> {calls}\n'
-    _stub(bin_dir, "ip", record + '[ "$1 $2" = "-o link" ] && printf "1: lo: <LOOPBACK>\\n2: eth0@if3: <UP>\\n"\n'
-          '[ "$*" = "link show cilium_host" ] && exit 0\n'
-          '[ "$*" = "link show dev eth0" ] && echo "prog/xdp id 7 name cil_xdp_entry"\n'
-          '[ "$2" = show ] && [ "$3" != dev ] && exit 1\nexit 0\n')
-    _stub(bin_dir, "tc", record + '[ "$2 $4" = "show eth0" ] && echo "filter protocol all pref 1 bpf '
-          'cil_from_netdev-eth0 direct-action"\nexit 0\n')
+    _stub(
+        bin_dir,
+        "ip",
+        record + '[ "$1 $2" = "-o link" ] && printf "1: lo: <LOOPBACK>\\n2: eth0@if3: <UP>\\n"\n'
+        '[ "$*" = "link show cilium_host" ] && exit 0\n'
+        '[ "$*" = "link show dev eth0" ] && echo "prog/xdp id 7 name cil_xdp_entry"\n'
+        '[ "$2" = show ] && [ "$3" != dev ] && exit 1\nexit 0\n',
+    )
+    _stub(
+        bin_dir,
+        "tc",
+        record + '[ "$2 $4" = "show eth0" ] && echo "filter protocol all pref 1 bpf '
+        'cil_from_netdev-eth0 direct-action"\nexit 0\n',
+    )
     _stub(bin_dir, "iptables-save", record + 'echo "-A CILIUM_INPUT -j ACCEPT"\necho "-A INPUT -j KEEP"\n')
     _stub(bin_dir, "ip6tables-save", record + 'echo "-A INPUT -j KEEP"\n')
     _stub(bin_dir, "iptables-restore", f'echo "iptables-restore $(cat)" >> {calls}\n')

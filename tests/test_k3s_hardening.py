@@ -46,8 +46,9 @@ def test_every_prod_server_carries_the_cis_options_and_every_node_the_kubelet_on
             config = yaml.safe_load(files.config_yaml)
             assert config["protect-kernel-defaults"] is True, host
             assert config["kubelet-arg"][-2:] == CIS_AGENT["kubelet-arg"], host
-            assert files.files[SYSCTL].endswith("vm.panic_on_oom=0\nvm.overcommit_memory=1\nkernel.panic=10\n"
-                                                "kernel.panic_on_oops=1\n"), host
+            assert files.files[SYSCTL].endswith(
+                "vm.panic_on_oom=0\nvm.overcommit_memory=1\nkernel.panic=10\nkernel.panic_on_oops=1\n"
+            ), host
             if "-srv-" in host:
                 assert {k: config[k] for k in CIS_SERVER} == {
                     **CIS_SERVER,  # and prod's OIDC sign-in
@@ -67,21 +68,46 @@ def test_admission_configuration_defaults_to_restricted_and_exempts_the_platform
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "AdmissionConfiguration",
         "plugins": [
-            {"name": "PodSecurity", "configuration": {
-                "apiVersion": "pod-security.admission.config.k8s.io/v1",
-                "kind": "PodSecurityConfiguration",
-                "defaults": {"enforce": "restricted", "enforce-version": "v1.34", "audit": "restricted",
-                             "audit-version": "v1.34", "warn": "restricted", "warn-version": "v1.34"},
-                "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": [
-                    "cdi", "cert-manager", "dra-driver-nvidia-gpu", "gpu-operator", "kserve", "kube-system", "kubevirt",
-                    "longhorn-system"]},
-            }},
-            {"name": "EventRateLimit", "configuration": {
-                "apiVersion": "eventratelimit.admission.k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "limits": [{"type": "Namespace", "qps": 50, "burst": 100, "cacheSize": 2000},
-                           {"type": "User", "qps": 10, "burst": 50}],
-            }},
+            {
+                "name": "PodSecurity",
+                "configuration": {
+                    "apiVersion": "pod-security.admission.config.k8s.io/v1",
+                    "kind": "PodSecurityConfiguration",
+                    "defaults": {
+                        "enforce": "restricted",
+                        "enforce-version": "v1.34",
+                        "audit": "restricted",
+                        "audit-version": "v1.34",
+                        "warn": "restricted",
+                        "warn-version": "v1.34",
+                    },
+                    "exemptions": {
+                        "usernames": [],
+                        "runtimeClasses": [],
+                        "namespaces": [
+                            "cdi",
+                            "cert-manager",
+                            "dra-driver-nvidia-gpu",
+                            "gpu-operator",
+                            "kserve",
+                            "kube-system",
+                            "kubevirt",
+                            "longhorn-system",
+                        ],
+                    },
+                },
+            },
+            {
+                "name": "EventRateLimit",
+                "configuration": {
+                    "apiVersion": "eventratelimit.admission.k8s.io/v1alpha1",
+                    "kind": "Configuration",
+                    "limits": [
+                        {"type": "Namespace", "qps": 50, "burst": 100, "cacheSize": 2000},
+                        {"type": "User", "qps": 10, "burst": 50},
+                    ],
+                },
+            },
         ],
     }
 
@@ -99,9 +125,13 @@ def test_every_platform_namespace_is_exempted() -> None:
         if ".stacks" in module_info.name or module_info.name.endswith("testing"):
             continue
         module = importlib.import_module(module_info.name)
-        found |= {value for key, value in vars(module).items()
-                  if (key == "NAMESPACE" or key.endswith("_NAMESPACE")) and isinstance(value, str)
-                  and not key.startswith("TENANT")}
+        found |= {
+            value
+            for key, value in vars(module).items()
+            if (key == "NAMESPACE" or key.endswith("_NAMESPACE"))
+            and isinstance(value, str)
+            and not key.startswith("TENANT")
+        }
     assert {"dra-driver-nvidia-gpu", "gpu-operator", "kube-system", "longhorn-system"} <= found
     # Runs only cert-manager's ACME solver pods, which are restricted by cert-manager itself: no exemption on purpose.
     found.remove("gpucell-gateway")
@@ -128,8 +158,12 @@ def test_profile_none_renders_no_cis_option_and_no_file() -> None:
 
 
 def test_secrets_encryption_follows_the_profile_unless_set() -> None:
-    for k3s, expected in (({}, True), ({"profile": "none"}, False), ({"secretsEncryption": False}, False),
-                          ({"profile": "none", "secretsEncryption": True}, True)):
+    for k3s, expected in (
+        ({}, True),
+        ({"profile": "none"}, False),
+        ({"secretsEncryption": False}, False),
+        ({"profile": "none", "secretsEncryption": True}, True),
+    ):
         _, cluster = build(with_k3s(**k3s))
         assert node_config(cluster, "lab-srv-1").get("secrets-encryption", False) is expected, k3s
         assert f"WANT_SECRETS_ENCRYPTION={str(expected).lower()}\n" in cluster.node_files["lab-srv-1"].install_script
@@ -194,8 +228,9 @@ def test_server_script_writes_the_cis_files_applies_the_sysctls_and_makes_the_au
     run = _run(script, env)
     assert run.returncode == 0, run.stderr
     for path, content in files.files.items():
-        written = root / ("sysctl.d/90-kubelet.conf" if path == SYSCTL else path.replace(
-            "/var/lib/rancher/k3s/", "rancher/"))
+        written = root / (
+            "sysctl.d/90-kubelet.conf" if path == SYSCTL else path.replace("/var/lib/rancher/k3s/", "rancher/")
+        )
         assert written.read_text() == content, path
         assert stat.S_IMODE(written.stat().st_mode) == (0o644 if path == SYSCTL else 0o600), path
     assert (root / "sysctl").read_text() == f"sysctl -p {root}/sysctl.d/90-kubelet.conf\n"
@@ -215,17 +250,21 @@ def _etcd(root: Path, *, encrypted: bool) -> None:
         (root / "rancher" / "server" / "cred" / "encryption-config.json").write_text("{}")
 
 
-@pytest.mark.parametrize(("k3s", "encrypted", "have"), [({}, False, "false"), ({"secretsEncryption": False}, True,
-                                                                                 "true")])
-def test_a_running_cluster_refuses_a_secrets_encryption_change(tmp_path: Path, k3s: dict[str, Any],
-                                                              encrypted: bool, have: str) -> None:
+@pytest.mark.parametrize(
+    ("k3s", "encrypted", "have"), [({}, False, "false"), ({"secretsEncryption": False}, True, "true")]
+)
+def test_a_running_cluster_refuses_a_secrets_encryption_change(
+    tmp_path: Path, k3s: dict[str, Any], encrypted: bool, have: str
+) -> None:
     _, cluster = build(with_k3s(**k3s))
     root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-1"].install_script)
     _etcd(root, encrypted=encrypted)
     run = _run(script, env)
     assert run.returncode == 1
-    assert run.stderr == (f"gpucell: this server's cluster runs with secrets-encryption {have}, which k3s cannot "
-                          f"change on a running cluster; set k3s.secretsEncryption to {have} (nothing was changed)\n")
+    assert run.stderr == (
+        f"gpucell: this server's cluster runs with secrets-encryption {have}, which k3s cannot "
+        f"change on a running cluster; set k3s.secretsEncryption to {have} (nothing was changed)\n"
+    )
     assert not (root / "installs").exists()
     assert not (root / "etc" / "config.yaml").exists()
 
@@ -244,24 +283,39 @@ def test_a_running_cluster_with_the_same_setting_proceeds(tmp_path: Path) -> Non
 
 def test_oidc_renders_a_structured_authentication_configuration_on_every_server() -> None:
     config = ha_config()
-    config["oidc"] = {**OIDC, "usernameClaim": "email", "groupsPrefix": "idp:",
-                      "certificateAuthority": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+    config["oidc"] = {
+        **OIDC,
+        "usernameClaim": "email",
+        "groupsPrefix": "idp:",
+        "certificateAuthority": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    }
     spec = cell(config)
     assert authentication_configuration(spec) == {
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "AuthenticationConfiguration",
-        "jwt": [{
-            "issuer": {"url": "https://idp.example.net/realms/gpucell", "audiences": ["kubernetes"],
-                       "certificateAuthority": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
-            "claimMappings": {"username": {"claim": "email", "prefix": "oidc:"},
-                              "groups": {"claim": "groups", "prefix": "idp:"}},
-            "userValidationRules": [
-                {"expression": "!user.username.startsWith('system:')",
-                 "message": "username cannot use the reserved system: prefix"},
-                {"expression": "user.groups.all(group, !group.startsWith('system:'))",
-                 "message": "groups cannot use the reserved system: prefix"},
-            ],
-        }],
+        "jwt": [
+            {
+                "issuer": {
+                    "url": "https://idp.example.net/realms/gpucell",
+                    "audiences": ["kubernetes"],
+                    "certificateAuthority": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+                },
+                "claimMappings": {
+                    "username": {"claim": "email", "prefix": "oidc:"},
+                    "groups": {"claim": "groups", "prefix": "idp:"},
+                },
+                "userValidationRules": [
+                    {
+                        "expression": "!user.username.startsWith('system:')",
+                        "message": "username cannot use the reserved system: prefix",
+                    },
+                    {
+                        "expression": "user.groups.all(group, !group.startsWith('system:'))",
+                        "message": "groups cannot use the reserved system: prefix",
+                    },
+                ],
+            }
+        ],
     }
     _, cluster = build(config)
     for host in ("lab-srv-1", "lab-srv-2", "lab-srv-3"):
@@ -272,8 +326,12 @@ def test_oidc_renders_a_structured_authentication_configuration_on_every_server(
 
 
 def test_oidc_before_kubernetes_1_34_uses_v1beta1() -> None:
-    config = {**minimal_cell_config(), "oidc": OIDC, "versions": {"k3s": "v1.33.5+k3s1"},
-              "k3s": {"installerSha256": "1" * 64}}
+    config = {
+        **minimal_cell_config(),
+        "oidc": OIDC,
+        "versions": {"k3s": "v1.33.5+k3s1"},
+        "k3s": {"installerSha256": "1" * 64},
+    }
     authn = authentication_configuration(cell(config))
     assert authn is not None
     assert authn["apiVersion"] == "apiserver.config.k8s.io/v1beta1"

@@ -21,8 +21,12 @@ CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
 
 def gpu_pool(model: str, mode: str, hosts: list[tuple[str, str]], **fields: Any) -> dict[str, Any]:
     return {
-        "role": "gpu", "gpuModel": model, "gpusPerNode": 8, "gpuMode": mode,
-        "hosts": [{"name": n, "address": a} for n, a in hosts], **fields,
+        "role": "gpu",
+        "gpuModel": model,
+        "gpusPerNode": 8,
+        "gpuMode": mode,
+        "hosts": [{"name": n, "address": a} for n, a in hosts],
+        **fields,
     }
 
 
@@ -31,8 +35,12 @@ def vm_cell_config() -> dict[str, Any]:
     with the branch-580 driver) and a T4 vGPU pool (mdev: Turing has no SR-IOV)."""
     config = minimal_cell_config()
     pools = config["nodePools"]
-    pools["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")],
-                                topology={"reservedCpus": "0-3", "cpusPerNuma": 64, "memoryPerNumaGib": 1024})
+    pools["h100-vm"] = gpu_pool(
+        "H100-SXM5-80GB",
+        "vm-passthrough",
+        [("h100-1", "10.20.0.41")],
+        topology={"reservedCpus": "0-3", "cpusPerNuma": 64, "memoryPerNumaGib": 1024},
+    )
     pools["h100-vm-b"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-2", "10.20.0.42")])
     pools["a100-vm"] = gpu_pool("A100-SXM4-80GB", "vm-passthrough", [("a100-1", "10.20.0.51")])
     pools["l40s-vgpu"] = gpu_pool("L40S", "vm-vgpu", [("l40s-v-1", "10.20.0.61")], vgpuProfile="L40S-24Q")
@@ -101,22 +109,39 @@ def test_children_wait_for_the_components_dependencies() -> None:
 def test_container_only_cell_configures_only_the_launchers_seccomp_profile() -> None:
     """Every cell, with VMs or not: launcher pods get RuntimeDefault, so tenant namespaces can enforce restricted."""
     _, cr = install(cell(minimal_cell_config()))
-    assert cr.inputs["spec"] == {"configuration": {"seccompConfiguration": {
-        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}}}
+    assert cr.inputs["spec"] == {
+        "configuration": {
+            "seccompConfiguration": {
+                "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}
+            }
+        }
+    }
 
 
 def test_passthrough_pools_permit_each_model_and_its_nvswitch_once_from_the_sandbox_device_plugin() -> None:
     _, cr = install(cell(vm_cell_config()))
     devices = cr.inputs["spec"]["configuration"]["permittedHostDevices"]
     assert devices["pciHostDevices"] == [
-        {"pciVendorSelector": "10DE:2330", "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
-         "externalResourceProvider": True},
-        {"pciVendorSelector": "10DE:22A3", "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
-         "externalResourceProvider": True},
-        {"pciVendorSelector": "10DE:20B2", "resourceName": "nvidia.com/GA100_A100_SXM4_80GB",
-         "externalResourceProvider": True},
-        {"pciVendorSelector": "10DE:1AF1", "resourceName": "nvidia.com/GA100_A100_NVSWITCH",
-         "externalResourceProvider": True},
+        {
+            "pciVendorSelector": "10DE:2330",
+            "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
+            "externalResourceProvider": True,
+        },
+        {
+            "pciVendorSelector": "10DE:22A3",
+            "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
+            "externalResourceProvider": True,
+        },
+        {
+            "pciVendorSelector": "10DE:20B2",
+            "resourceName": "nvidia.com/GA100_A100_SXM4_80GB",
+            "externalResourceProvider": True,
+        },
+        {
+            "pciVendorSelector": "10DE:1AF1",
+            "resourceName": "nvidia.com/GA100_A100_NVSWITCH",
+            "externalResourceProvider": True,
+        },
         # SR-IOV vGPU VFs: advertised by virt-handler itself (kubevirt/kubevirt#16890), so no external provider.
         {"pciVendorSelector": "10DE:26B9", "resourceName": "nvidia.com/NVIDIA_L40S-24Q"},
     ]
@@ -135,8 +160,11 @@ def test_mdev_vgpu_pool_permits_its_mdev_type_and_stops_kubevirt_managing_mdevs(
     _, cr = install(cell(vm_cell_config()))
     configuration = cr.inputs["spec"]["configuration"]
     assert configuration["permittedHostDevices"]["mediatedDevices"] == [
-        {"mdevNameSelector": "NVIDIA T4-8Q", "resourceName": "nvidia.com/NVIDIA_T4-8Q",
-         "externalResourceProvider": True},
+        {
+            "mdevNameSelector": "NVIDIA T4-8Q",
+            "resourceName": "nvidia.com/NVIDIA_T4-8Q",
+            "externalResourceProvider": True,
+        },
     ]
     assert configuration["mediatedDevicesConfiguration"] == {"enabled": False}
     assert "DisableMDEVConfiguration" not in configuration["developerConfiguration"]["featureGates"]
@@ -157,12 +185,15 @@ def test_tainted_vm_pools_keep_virt_handler() -> None:
     config["nodePools"]["cpu"]["taints"] = ["dedicated:NoExecute"]
     config["nodePools"]["l40s"]["taints"] = ["container-only:NoSchedule"]  # container mode: no VMs there
     _, cr = install(cell(config))
-    assert cr.inputs["spec"]["workloads"] == {"nodePlacement": {"tolerations": [
-        {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
-        {"key": "gpucell.io/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
-    ]}}
+    assert cr.inputs["spec"]["workloads"] == {
+        "nodePlacement": {
+            "tolerations": [
+                {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
+                {"key": "gpucell.io/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
+            ]
+        }
+    }
     assert violations(cr.inputs) == []
-
 
 
 def test_gates_are_host_devices_and_cpu_manager_never_deprecated_ones() -> None:

@@ -43,8 +43,11 @@ def test_removal_options_map_to_pulumi_options() -> None:
     ("path", "where", "accepted"),
     [
         (("removalPolicy",), "regions.fra1.removalPolicy", "protect, retain, delete"),
-        (("nodePools", "cpu", "hosts", 0, "removalPolicy"), "regions.fra1.nodePools.cpu.hosts[0].removalPolicy",
-         "protect, retain, delete, forget"),
+        (
+            ("nodePools", "cpu", "hosts", 0, "removalPolicy"),
+            "regions.fra1.nodePools.cpu.hosts[0].removalPolicy",
+            "protect, retain, delete, forget",
+        ),
     ],
 )
 def test_an_unknown_removal_policy_names_the_accepted_ones(path: tuple[Any, ...], where: str, accepted: str) -> None:
@@ -128,52 +131,95 @@ def test_even_server_counts_warn() -> None:
     )
 
 
-_BUCKET_RULE = ("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending alphanumeric, no '..'"
-                ", '.-' or '-.', not an IP address, no xn-- or sthree- prefix)")
-_FOLDER_RULE = ("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', no '//', at "
-                "most 512 characters)")
+_BUCKET_RULE = (
+    "is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending alphanumeric, no '..'"
+    ", '.-' or '-.', not an IP address, no xn-- or sthree- prefix)"
+)
+_FOLDER_RULE = (
+    "is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', no '//', at "
+    "most 512 characters)"
+)
 
 
 # -- etcd: snapshots -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("snapshots", "line"),
     [
-        ({"schedule": "hourly"},
-         "etcd.snapshots.schedule: 'hourly' is not a five-field cron schedule such as '0 */6 * * *' (minute hour "
-         "day month weekday)"),
-        ({"schedule": "61 * * * *"},
-         "etcd.snapshots.schedule: '61 * * * *' has '61' in its minute field, which takes 0-59 (a range as low-high)"),
-        ({"schedule": "0 */0 * * *"},
-         "etcd.snapshots.schedule: '0 */0 * * *' has the step '*/0' in its hour field, which takes steps of 1-23"),
-        ({"schedule": "0 */6 * * *\n"},
-         "etcd.snapshots.schedule: '0 */6 * * *\\n' is not a single line of cron schedule (empty, padded with spaces, "
-         "or holding a newline or control character)"),
-        ({"retention": 0},
-         "etcd.snapshots.retention: 0 is invalid: Input should be greater than or equal to 1"),
-        ({"s3": {"endpoint": "https://minio:9000", "bucket": "etcd", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.endpoint: 'https://minio:9000' is not host[:port]; give the S3 endpoint without a "
-         "scheme, e.g. minio.example:9000"),
-        ({"s3": {"endpoint": "minio:99999", "bucket": "etcd", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.endpoint: 'minio:99999' is not host[:port]; give the S3 endpoint without a scheme, e.g. "
-         "minio.example:9000 (a port is 1-65535)"),
-        ({"s3": {"bucket": "Etcd_Backups", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.bucket: 'Etcd_Backups' " + _BUCKET_RULE),
-        ({"s3": {"bucket": "b..c", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.bucket: 'b..c' " + _BUCKET_RULE),
-        ({"s3": {"bucket": "10.0.0.1", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.bucket: '10.0.0.1' " + _BUCKET_RULE),
-        ({"s3": {"bucket": "etcd\n", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.bucket: 'etcd\\n' " + _BUCKET_RULE),
+        (
+            {"schedule": "hourly"},
+            "etcd.snapshots.schedule: 'hourly' is not a five-field cron schedule such as '0 */6 * * *' (minute hour "
+            "day month weekday)",
+        ),
+        (
+            {"schedule": "61 * * * *"},
+            "etcd.snapshots.schedule: '61 * * * *' has '61' in its minute field, which takes 0-59 (a range as "
+            "low-high)",
+        ),
+        (
+            {"schedule": "0 */0 * * *"},
+            "etcd.snapshots.schedule: '0 */0 * * *' has the step '*/0' in its hour field, which takes steps of 1-23",
+        ),
+        (
+            {"schedule": "0 */6 * * *\n"},
+            "etcd.snapshots.schedule: '0 */6 * * *\\n' is not a single line of cron schedule (empty, padded "
+            "with spaces, "
+            "or holding a newline or control character)",
+        ),
+        ({"retention": 0}, "etcd.snapshots.retention: 0 is invalid: Input should be greater than or equal to 1"),
+        (
+            {"s3": {"endpoint": "https://minio:9000", "bucket": "etcd", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.endpoint: 'https://minio:9000' is not host[:port]; give the S3 endpoint without a "
+            "scheme, e.g. minio.example:9000",
+        ),
+        (
+            {"s3": {"endpoint": "minio:99999", "bucket": "etcd", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.endpoint: 'minio:99999' is not host[:port]; give the S3 endpoint without a scheme, e.g. "
+            "minio.example:9000 (a port is 1-65535)",
+        ),
+        (
+            {"s3": {"bucket": "Etcd_Backups", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.bucket: 'Etcd_Backups' " + _BUCKET_RULE,
+        ),
+        ({"s3": {"bucket": "b..c", "credentialsConfigKey": "k"}}, "etcd.snapshots.s3.bucket: 'b..c' " + _BUCKET_RULE),
+        (
+            {"s3": {"bucket": "10.0.0.1", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.bucket: '10.0.0.1' " + _BUCKET_RULE,
+        ),
+        (
+            {"s3": {"bucket": "etcd\n", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.bucket: 'etcd\\n' " + _BUCKET_RULE,
+        ),
         ({"s3": {"bucket": "etcd"}}, "etcd.snapshots.s3.credentialsConfigKey: required key is missing"),
-        ({"s3": {"bucket": "etcd", "folder": "/abs", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.folder: '/abs' " + _FOLDER_RULE),
-        ({"s3": {"bucket": "etcd", "folder": "fra1\n", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.folder: 'fra1\\n' " + _FOLDER_RULE),
-        ({"s3": {"bucket": "etcd", "region": "eu-central-1\n", "credentialsConfigKey": "k"}},
-         "etcd.snapshots.s3.region: 'eu-central-1\\n' is not an S3 region name such as us-east-1"),
+        (
+            {"s3": {"bucket": "etcd", "folder": "/abs", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.folder: '/abs' " + _FOLDER_RULE,
+        ),
+        (
+            {"s3": {"bucket": "etcd", "folder": "fra1\n", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.folder: 'fra1\\n' " + _FOLDER_RULE,
+        ),
+        (
+            {"s3": {"bucket": "etcd", "region": "eu-central-1\n", "credentialsConfigKey": "k"}},
+            "etcd.snapshots.s3.region: 'eu-central-1\\n' is not an S3 region name such as us-east-1",
+        ),
     ],
-    ids=["cron", "cron-61", "cron-step", "cron-newline", "retention", "scheme", "port", "bucket", "bucket-dots",
-         "bucket-ip", "bucket-newline", "credentials", "folder", "folder-newline", "region-newline"],
+    ids=[
+        "cron",
+        "cron-61",
+        "cron-step",
+        "cron-newline",
+        "retention",
+        "scheme",
+        "port",
+        "bucket",
+        "bucket-dots",
+        "bucket-ip",
+        "bucket-newline",
+        "credentials",
+        "folder",
+        "folder-newline",
+        "region-newline",
+    ],
 )
 def test_snapshot_settings_are_checked(snapshots: dict[str, Any], line: str) -> None:
     config = minimal_cell_config()
@@ -183,16 +229,26 @@ def test_snapshot_settings_are_checked(snapshots: dict[str, Any], line: str) -> 
 
 def test_the_s3_secret_data_and_a_malformed_credential() -> None:
     config = minimal_cell_config()
-    config["etcd"] = {"snapshots": {"s3": {"endpoint": "minio.lab:9000", "bucket": "etcd", "insecure": True,
-                                           "credentialsConfigKey": "etcdS3"}}}
+    config["etcd"] = {
+        "snapshots": {
+            "s3": {"endpoint": "minio.lab:9000", "bucket": "etcd", "insecure": True, "credentialsConfigKey": "etcdS3"}
+        }
+    }
     spec = CellSpec.model_validate(config)
     assert etcd_s3_secret_data(spec, "AKIA:abc:def") == {
-        "etcd-s3-endpoint": "minio.lab:9000", "etcd-s3-bucket": "etcd", "etcd-s3-region": "us-east-1",
-        "etcd-s3-access-key": "AKIA", "etcd-s3-secret-key": "abc:def", "etcd-s3-insecure": "true",
+        "etcd-s3-endpoint": "minio.lab:9000",
+        "etcd-s3-bucket": "etcd",
+        "etcd-s3-region": "us-east-1",
+        "etcd-s3-access-key": "AKIA",
+        "etcd-s3-secret-key": "abc:def",
+        "etcd-s3-insecure": "true",
         "etcd-s3-skip-ssl-verify": "false",
     }
-    with pytest.raises(ValueError, match=r"^etcd\.snapshots\.s3\.credentialsConfigKey 'etcdS3': the secret is not "
-                       r"'<access key id>:<secret access key>'$") as raised:
+    with pytest.raises(
+        ValueError,
+        match=r"^etcd\.snapshots\.s3\.credentialsConfigKey 'etcdS3': the secret is not "
+        r"'<access key id>:<secret access key>'$",
+    ) as raised:
         etcd_s3_secret_data(spec, "no-colon-SECRET")
     assert "SECRET" not in str(raised.value)
 

@@ -40,9 +40,16 @@ def cpu_state() -> NodeState:
     return node_state(spec, "cpu", spec.node_pools["cpu"], "lab-cpu-1")
 
 
-def node(name: str = MIG_NODE, *, version: str = VERSION, labels: dict[str, str] | None = None,
-         annotations: dict[str, str] | None = None, ready: str = "True", unschedulable: bool = False,
-         allocatable: dict[str, str] | None = None) -> dict[str, Any]:
+def node(
+    name: str = MIG_NODE,
+    *,
+    version: str = VERSION,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    ready: str = "True",
+    unschedulable: bool = False,
+    allocatable: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A Node as the API returns it; by default the converged MIG node of :func:`mig_state`."""
     if labels is None:
         labels = {**mig_state().labels, "nvidia.com/mig.config.state": "success"}
@@ -57,12 +64,19 @@ def node(name: str = MIG_NODE, *, version: str = VERSION, labels: dict[str, str]
     }
 
 
-def pod(name: str, *, namespace: str = "tenant-acme", on: str = MIG_NODE, owner: tuple[str, str] = ("ReplicaSet",
-        "rs"), gpu: bool = True, phase: str = "Running", ready: bool = True) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    namespace: str = "tenant-acme",
+    on: str = MIG_NODE,
+    owner: tuple[str, str] = ("ReplicaSet", "rs"),
+    gpu: bool = True,
+    phase: str = "Running",
+    ready: bool = True,
+) -> dict[str, Any]:
     limits = {"cpu": "2", **({"nvidia.com/mig-1g.18gb": "1"} if gpu else {})}
     return {
-        "metadata": {"namespace": namespace, "name": name,
-                     "ownerReferences": [{"kind": owner[0], "name": owner[1]}]},
+        "metadata": {"namespace": namespace, "name": name, "ownerReferences": [{"kind": owner[0], "name": owner[1]}]},
         "spec": {"nodeName": on, "containers": [{"name": "main", "resources": {"limits": limits}}]},
         "status": {"phase": phase, "containerStatuses": [{"ready": ready}]},
     }
@@ -70,8 +84,13 @@ def pod(name: str, *, namespace: str = "tenant-acme", on: str = MIG_NODE, owner:
 
 def operator_pods(*, ready: bool = True) -> list[dict[str, Any]]:
     return [
-        pod("nvidia-device-plugin-daemonset-x", namespace="gpu-operator", owner=("DaemonSet", "dp"), gpu=False,
-            ready=ready),
+        pod(
+            "nvidia-device-plugin-daemonset-x",
+            namespace="gpu-operator",
+            owner=("DaemonSet", "dp"),
+            gpu=False,
+            ready=ready,
+        ),
         pod("nvidia-cuda-validator-y", namespace="gpu-operator", owner=("", ""), gpu=False, phase="Succeeded"),
     ]
 
@@ -79,12 +98,14 @@ def operator_pods(*, ready: bool = True) -> list[dict[str, Any]]:
 class Cluster:
     """The stubbed cluster: its JSON state, and a runner for scripts that talk to it."""
 
-    def __init__(self, tmp_path: Path, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None,
-                 **switches: Any) -> None:
+    def __init__(
+        self, tmp_path: Path, nodes: list[dict[str, Any]], pods: list[dict[str, Any]] | None = None, **switches: Any
+    ) -> None:
         tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # several clusters may share a test's tmp_path
         self.path = tmp_path / "cluster.json"
-        self.path.write_text(json.dumps({"nodes": {n["metadata"]["name"]: n for n in nodes}, "pods": pods or [],
-                                         **switches}))
+        self.path.write_text(
+            json.dumps({"nodes": {n["metadata"]["name"]: n for n in nodes}, "pods": pods or [], **switches})
+        )
         self.bin = tmp_path / "bin"
         self.bin.mkdir()
         self.k3s = self.bin / "k3s"
@@ -151,8 +172,9 @@ def test_prepare_of_a_converged_node_changes_nothing(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/k3s-config": DIGEST})], [pod("training")])
     run = cluster.run(prepare())
     assert run.returncode == 0, run.stderr
-    assert run.stdout == ("gpucell: h200-1 already runs k3s v1.34.2+k3s1 with its config and GPU configuration; "
-                          "nothing to prepare\n")
+    assert run.stdout == (
+        "gpucell: h200-1 already runs k3s v1.34.2+k3s1 with its config and GPU configuration; nothing to prepare\n"
+    )
     assert cluster.calls() == []
     # Without a recorded config (the first run after upgrading gpucell) the node counts as converged too.
     first = Cluster(tmp_path, [node()])
@@ -193,8 +215,7 @@ def test_a_gpu_reconfiguration_evicts_only_gpu_workloads_and_stops_gpu_vms(tmp_p
 
 def test_a_pod_disruption_budget_holds_the_eviction_until_the_timeout(tmp_path: Path) -> None:
     labels = {**mig_state().labels, "nvidia.com/mig.config": "all-1g.18gb"}
-    cluster = Cluster(tmp_path, [node(labels=labels)], [pod("serving-0"), pod("serving-1")],
-                      pdb_blocked=["serving-1"])
+    cluster = Cluster(tmp_path, [node(labels=labels)], [pod("serving-0"), pod("serving-1")], pdb_blocked=["serving-1"])
     run = cluster.run(prepare(mig_state(drainTimeoutMinutes=1)))
     assert run.returncode == 1
     assert run.stderr == (
@@ -243,22 +264,30 @@ def test_a_changed_config_restarts_k3s_and_so_drains(tmp_path: Path) -> None:
 def test_a_node_cordoned_by_someone_else_stays_cordoned(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1", unschedulable=True)])
     assert cluster.run(prepare()).returncode == 0
-    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/keep-cordoned": "true",
-                                                         "gpucell.io/maintenance": "k3s-upgrade"}
+    assert cluster.node()["metadata"]["annotations"] == {
+        "gpucell.io/keep-cordoned": "true",
+        "gpucell.io/maintenance": "k3s-upgrade",
+    }
     upgraded = node(unschedulable=True, annotations=cluster.node()["metadata"]["annotations"])
     done = Cluster(tmp_path, [upgraded], operator_pods())
     run = done.run(settle())
     assert run.returncode == 0, run.stderr
     assert "gpucell: h200-1 was cordoned before its maintenance; it stays cordoned" in run.stdout
     assert done.node()["spec"]["unschedulable"] is True
-    assert done.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST, "gpucell.io/labels": LABEL_KEYS,
-                                                      "gpucell.io/gpu-config": "mode=container,mig=all-balanced"}
+    assert done.node()["metadata"]["annotations"] == {
+        "gpucell.io/k3s-config": DIGEST,
+        "gpucell.io/labels": LABEL_KEYS,
+        "gpucell.io/gpu-config": "mode=container,mig=all-balanced",
+    }
 
 
 def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("web", gpu=False)],
-                      drain_fails="error: cannot delete Pods that declare no controller (use --force to override): "
-                                  "tenant-acme/web")
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1")],
+        [pod("web", gpu=False)],
+        drain_fails="error: cannot delete Pods that declare no controller (use --force to override): tenant-acme/web",
+    )
     run = cluster.run(prepare())
     assert run.returncode == 1
     assert run.stderr == (
@@ -297,8 +326,11 @@ def test_settle_without_maintenance_only_records_the_config(tmp_path: Path) -> N
 
 def test_settle_removes_the_labels_gpucell_no_longer_keeps(tmp_path: Path) -> None:
     labels = {**mig_state().labels, "example.com/rack": "r7", "topology.kubernetes.io/zone": "a"}
-    annotations = {"gpucell.io/labels": LABEL_KEYS + ",example.com/rack", "gpucell.io/k3s-config": DIGEST,
-                   "gpucell.io/gpu-config": GPU_CONFIG}
+    annotations = {
+        "gpucell.io/labels": LABEL_KEYS + ",example.com/rack",
+        "gpucell.io/k3s-config": DIGEST,
+        "gpucell.io/gpu-config": GPU_CONFIG,
+    }
     cluster = Cluster(tmp_path, [node(labels=labels, annotations=annotations)])
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
@@ -322,18 +354,24 @@ def test_settle_waits_for_the_gpu_operator_then_uncordons(tmp_path: Path) -> Non
         "gpucell: h200-1 is back in service",
     ]
     assert cluster.node()["spec"]["unschedulable"] is False
-    assert cluster.node()["metadata"]["annotations"] == {"gpucell.io/k3s-config": DIGEST,
-                                                         "gpucell.io/labels": LABEL_KEYS,
-                                                         "gpucell.io/gpu-config": GPU_CONFIG}
+    assert cluster.node()["metadata"]["annotations"] == {
+        "gpucell.io/k3s-config": DIGEST,
+        "gpucell.io/labels": LABEL_KEYS,
+        "gpucell.io/gpu-config": GPU_CONFIG,
+    }
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"labels": {**mig_state().labels, "nvidia.com/mig.config.state": "pending"}},
-         "nvidia.com/mig.config.state is 'pending', not 'success'"),
-        ({"allocatable": {**MIG_RESOURCES, "nvidia.com/mig-1g.18gb": "14"}},
-         "allocatable nvidia.com/mig-1g.18gb is '14', expected 16"),
+        (
+            {"labels": {**mig_state().labels, "nvidia.com/mig.config.state": "pending"}},
+            "nvidia.com/mig.config.state is 'pending', not 'success'",
+        ),
+        (
+            {"allocatable": {**MIG_RESOURCES, "nvidia.com/mig-1g.18gb": "14"}},
+            "allocatable nvidia.com/mig-1g.18gb is '14', expected 16",
+        ),
         ({"allocatable": {"nvidia.com/gpu": "8"}}, "allocatable nvidia.com/mig-3g.71gb is '0', expected 8"),
     ],
     ids=["state-pending", "one-gpu-short", "old-layout"],
@@ -346,16 +384,23 @@ def test_settle_times_out_naming_what_is_missing(tmp_path: Path, change: dict[st
     lines = run.stderr.splitlines()
     assert lines[0] == "gpucell: h200-1 did not reach its GPU state within 60 s; it stays cordoned:"
     assert problem in lines
-    assert lines[-1] == ("see kubectl describe node h200-1 and the GPU Operator's pods there (kubectl -n gpu-operator "
-                         "get pods -o wide), then run pulumi up again")
+    assert lines[-1] == (
+        "see kubectl describe node h200-1 and the GPU Operator's pods there (kubectl -n gpu-operator "
+        "get pods -o wide), then run pulumi up again"
+    )
     assert cluster.node()["spec"]["unschedulable"] is True
     assert cluster.calls("uncordon") == []
 
 
 def dra_state() -> NodeState:
     config = minimal_cell_config()
-    config["nodePools"]["l4"] = {"role": "gpu", "gpuModel": "L4", "gpusPerNode": 4, "gpuMode": "dra",
-                                 "hosts": [{"name": "l4-1", "address": "10.20.0.61"}]}
+    config["nodePools"]["l4"] = {
+        "role": "gpu",
+        "gpuModel": "L4",
+        "gpusPerNode": 4,
+        "gpuMode": "dra",
+        "hosts": [{"name": "l4-1", "address": "10.20.0.61"}],
+    }
     spec = CellSpec.model_validate(config)
     return node_state(spec, "l4", spec.node_pools["l4"], "l4-1")
 
@@ -369,19 +414,40 @@ def test_a_dra_node_waits_for_the_dra_plugin_but_not_the_operators_validator(tmp
     assert dra_driver.NAMESPACE == DRA_DRIVER_NAMESPACE
     state = dra_state()
     assert (state.state_labels, state.resources) == ((), {})
-    reconfigured = node("l4-1", labels=dict(state.labels), allocatable={}, unschedulable=True,
-                        annotations={"gpucell.io/maintenance": "k3s-upgrade"})
-    validator = pod("nvidia-operator-validator-z", namespace="gpu-operator", on="l4-1", owner=("DaemonSet", "v"),
-                    gpu=False, phase="Running", ready=False)
-    toolkit = pod("nvidia-container-toolkit-daemonset-t", namespace="gpu-operator", on="l4-1",
-                  owner=("DaemonSet", "t"), gpu=False)
-    plugin = pod("dra-driver-nvidia-gpu-kubelet-plugin-p", namespace=DRA_DRIVER_NAMESPACE, on="l4-1",
-                 owner=("DaemonSet", "k"), gpu=False, ready=False)
+    reconfigured = node(
+        "l4-1",
+        labels=dict(state.labels),
+        allocatable={},
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "k3s-upgrade"},
+    )
+    validator = pod(
+        "nvidia-operator-validator-z",
+        namespace="gpu-operator",
+        on="l4-1",
+        owner=("DaemonSet", "v"),
+        gpu=False,
+        phase="Running",
+        ready=False,
+    )
+    toolkit = pod(
+        "nvidia-container-toolkit-daemonset-t", namespace="gpu-operator", on="l4-1", owner=("DaemonSet", "t"), gpu=False
+    )
+    plugin = pod(
+        "dra-driver-nvidia-gpu-kubelet-plugin-p",
+        namespace=DRA_DRIVER_NAMESPACE,
+        on="l4-1",
+        owner=("DaemonSet", "k"),
+        gpu=False,
+        ready=False,
+    )
     cluster = Cluster(tmp_path, [reconfigured], [validator, toolkit, plugin])
     stuck = cluster.run(settle(state).replace("readonly GPU_ATTEMPTS=360", "readonly GPU_ATTEMPTS=2"))
     assert stuck.returncode == 1
-    assert ("pod dra-driver-nvidia-gpu/dra-driver-nvidia-gpu-kubelet-plugin-p is not ready (Running)"
-            in stuck.stderr.splitlines())
+    assert (
+        "pod dra-driver-nvidia-gpu/dra-driver-nvidia-gpu-kubelet-plugin-p is not ready (Running)"
+        in stuck.stderr.splitlines()
+    )
     assert "nvidia-operator-validator" not in stuck.stderr
     plugin["status"]["containerStatuses"] = [{"ready": True}]
     ready = Cluster(tmp_path, [reconfigured], [validator, toolkit, plugin]).run(settle(state))
@@ -391,14 +457,19 @@ def test_a_dra_node_waits_for_the_dra_plugin_but_not_the_operators_validator(tmp
 
 def test_a_failed_mig_state_restarts_the_mig_manager_then_ends_the_wait(tmp_path: Path) -> None:
     """NVIDIA/gpu-operator#2833: after 'failed' the MIG manager waits for a label change that never comes."""
-    failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
-                  labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
+    failed = node(
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+        labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"},
+    )
     cluster = Cluster(tmp_path, [failed], operator_pods(ready=False))
     run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=30)))
     assert run.returncode == 1
     assert cluster.state["restarted"] == ["gpu-operator app=nvidia-mig-manager h200-1"]
-    assert ("gpucell: restarting app=nvidia-mig-manager pods in gpu-operator on h200-1: nvidia.com/mig.config.state "
-            "is 'failed' (NVIDIA/gpu-operator#2833)") in run.stdout.splitlines()
+    assert (
+        "gpucell: restarting app=nvidia-mig-manager pods in gpu-operator on h200-1: nvidia.com/mig.config.state "
+        "is 'failed' (NVIDIA/gpu-operator#2833)"
+    ) in run.stdout.splitlines()
     assert run.stderr.splitlines()[1:3] == [
         "nvidia.com/mig.config.state is 'failed', not 'success'",
         "pod gpu-operator/nvidia-device-plugin-daemonset-x is not ready (Running)",
@@ -409,10 +480,17 @@ def test_a_failed_mig_state_restarts_the_mig_manager_then_ends_the_wait(tmp_path
 
 
 def test_a_restarted_mig_manager_that_succeeds_settles_the_node(tmp_path: Path) -> None:
-    failed = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
-                  labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"})
-    cluster = Cluster(tmp_path, [failed], operator_pods(),
-                      restart_fixes={"app=nvidia-mig-manager": {"labels": {"nvidia.com/mig.config.state": "success"}}})
+    failed = node(
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+        labels={**mig_state().labels, "nvidia.com/mig.config.state": "failed"},
+    )
+    cluster = Cluster(
+        tmp_path,
+        [failed],
+        operator_pods(),
+        restart_fixes={"app=nvidia-mig-manager": {"labels": {"nvidia.com/mig.config.state": "success"}}},
+    )
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[-1] == "gpucell: h200-1 is back in service"
@@ -421,10 +499,17 @@ def test_a_restarted_mig_manager_that_succeeds_settles_the_node(tmp_path: Path) 
 
 def test_a_device_plugin_that_does_not_see_the_new_devices_is_restarted(tmp_path: Path) -> None:
     """kubevirt/kubevirt#7084: a started device plugin does not re-read the host's devices."""
-    stale = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
-                 allocatable={"nvidia.com/gpu": "8"})
-    cluster = Cluster(tmp_path, [stale], operator_pods(),
-                      restart_fixes={"app=nvidia-device-plugin-daemonset": {"allocatable": MIG_RESOURCES}})
+    stale = node(
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+        allocatable={"nvidia.com/gpu": "8"},
+    )
+    cluster = Cluster(
+        tmp_path,
+        [stale],
+        operator_pods(),
+        restart_fixes={"app=nvidia-device-plugin-daemonset": {"allocatable": MIG_RESOURCES}},
+    )
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
     assert cluster.state["restarted"] == ["gpu-operator app=nvidia-device-plugin-daemonset h200-1"]
@@ -432,8 +517,12 @@ def test_a_device_plugin_that_does_not_see_the_new_devices_is_restarted(tmp_path
 
 def test_settle_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
     reconfigured = node(unschedulable=True, annotations={"gpucell.io/maintenance": "gpu-reconfiguration"})
-    flaky = ["get node h200-1 -o jsonpath={.status.conditions", "annotate node h200-1 --overwrite gpucell.io/k3s",
-             "uncordon h200-1", "get node h200-1 -o jsonpath={.metadata.labels.nvidia"]
+    flaky = [
+        "get node h200-1 -o jsonpath={.status.conditions",
+        "annotate node h200-1 --overwrite gpucell.io/k3s",
+        "uncordon h200-1",
+        "get node h200-1 -o jsonpath={.metadata.labels.nvidia",
+    ]
     cluster = Cluster(tmp_path, [reconfigured], operator_pods(), flaky=flaky)
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
@@ -443,8 +532,12 @@ def test_settle_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
 
 
 def test_prepare_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("train-1")],
-                      flaky=["get node h200-1 -o jsonpath={.status.nodeInfo", "cordon h200-1"])
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1")],
+        [pod("train-1")],
+        flaky=["get node h200-1 -o jsonpath={.status.nodeInfo", "cordon h200-1"],
+    )
     run = cluster.run(prepare())
     assert run.returncode == 0, run.stderr
     assert cluster.node()["spec"]["unschedulable"] is True
@@ -452,18 +545,27 @@ def test_prepare_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
 
 
 def test_settle_fails_when_the_node_is_not_ready_on_the_new_version(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1", annotations={"gpucell.io/maintenance": "k3s-upgrade"},
-                                      unschedulable=True)])
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1", annotations={"gpucell.io/maintenance": "k3s-upgrade"}, unschedulable=True)],
+    )
     run = cluster.run(settle())
     assert run.returncode == 1
-    assert run.stderr == ("gpucell: h200-1 is not Ready on v1.34.2+k3s1 within 300 s (it reports 'True v1.33.6+k3s1'); "
-                          "it stays cordoned; see kubectl describe node h200-1 and the k3s service's journal on the "
-                          "host, then run pulumi up again\n")
+    assert run.stderr == (
+        "gpucell: h200-1 is not Ready on v1.34.2+k3s1 within 300 s (it reports 'True v1.33.6+k3s1'); "
+        "it stays cordoned; see kubectl describe node h200-1 and the k3s service's journal on the "
+        "host, then run pulumi up again\n"
+    )
 
 
 def test_a_cpu_node_does_not_wait_for_the_gpu_operator(tmp_path: Path) -> None:
-    cpu = node("lab-cpu-1", labels=cpu_state().labels, allocatable={}, unschedulable=True,
-               annotations={"gpucell.io/maintenance": "k3s-upgrade"})
+    cpu = node(
+        "lab-cpu-1",
+        labels=cpu_state().labels,
+        allocatable={},
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "k3s-upgrade"},
+    )
     cluster = Cluster(tmp_path, [cpu])
     script = settle(cpu_state())
     assert "gpu_state_problems" not in script
@@ -543,12 +645,22 @@ def test_prepare_of_a_not_ready_node_fails_at_once_naming_the_way_out(tmp_path: 
         "docs/operations.md, 'A host died'); if it comes back, run pulumi up again\n"
     )
     assert cluster.calls() == []  # neither cordoned nor drained
-    resumed = Cluster(tmp_path, [node(version="v1.33.6+k3s1", ready="Unknown", unschedulable=True,
-                                      annotations={"gpucell.io/maintenance": "k3s-upgrade"})])
+    resumed = Cluster(
+        tmp_path,
+        [
+            node(
+                version="v1.33.6+k3s1",
+                ready="Unknown",
+                unschedulable=True,
+                annotations={"gpucell.io/maintenance": "k3s-upgrade"},
+            )
+        ],
+    )
     run = resumed.run(prepare())
     assert run.returncode == 0, run.stderr
-    assert run.stdout == ("gpucell: h200-1 is not Ready but already out of service (k3s-upgrade): continuing its "
-                          "maintenance\n")
+    assert run.stdout == (
+        "gpucell: h200-1 is not Ready but already out of service (k3s-upgrade): continuing its maintenance\n"
+    )
 
 
 # -- removalPolicy: forget --------------------------------------------------------------------------------------
@@ -567,7 +679,8 @@ def test_forgetting_a_host_whose_k3s_still_runs_is_refused(tmp_path: Path) -> No
     assert run.stderr == (
         "gpucell: fra1-srv-1 is Ready: its k3s still runs, so removalPolicy: forget cannot remove it (its kubelet "
         "would register it again); set removalPolicy: delete on it to uninstall k3s over SSH, or stop k3s on it "
-        "first\n")
+        "first\n"
+    )
     assert cluster.calls("delete") == []
 
 
@@ -575,7 +688,9 @@ def test_a_forgotten_hosts_steps_do_nothing(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, [node("fra1-srv-1", ready="Unknown")])
     run = cluster.run(maintenance.forgotten_script("fra1-srv-1"))
     assert (run.returncode, run.stdout) == (
-        0, "gpucell: fra1-srv-1 is removalPolicy: forget: nothing to do until it is removed from the config\n")
+        0,
+        "gpucell: fra1-srv-1 is removalPolicy: forget: nothing to do until it is removed from the config\n",
+    )
     assert "calls" not in cluster.state
 
 
@@ -605,8 +720,7 @@ def test_pods_with_gpus_in_init_containers_or_dra_claims_are_evicted_too(tmp_pat
     dra_vm = pod("virt-launcher-cad-01-x", gpu=False, owner=("VirtualMachineInstance", "cad-01"))
     dra_vm["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "cad-01-gpu"}]
     plain = pod("web-1", gpu=False)
-    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})],
-                      [init, claim, dra_vm, plain])
+    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})], [init, claim, dra_vm, plain])
     run = cluster.run(prepare())
     assert run.returncode == 0, run.stderr
     assert [c for c in cluster.calls("create", "-n") if " get " not in c] == [
@@ -623,16 +737,21 @@ def vm(name: str, strategy: str, namespace: str = "tenant-acme") -> dict[str, An
 
 
 @pytest.mark.parametrize("strategy", ["Always", "RerunOnFailure", "Manual"])
-def test_a_gpu_vm_stopped_by_maintenance_is_started_again_after_its_node_settles(tmp_path: Path,
-                                                                                strategy: str) -> None:
+def test_a_gpu_vm_stopped_by_maintenance_is_started_again_after_its_node_settles(tmp_path: Path, strategy: str) -> None:
     launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
-    cluster = Cluster(tmp_path, [node(annotations={"gpucell.io/gpu-config": "mode=dra"})], [launcher],
-                      vms=[vm("desk-01", strategy), vm("other", "Always")])
+    cluster = Cluster(
+        tmp_path,
+        [node(annotations={"gpucell.io/gpu-config": "mode=dra"})],
+        [launcher],
+        vms=[vm("desk-01", strategy), vm("other", "Always")],
+    )
     assert cluster.run(prepare()).returncode == 0
     stopped = cluster.state["vms"][0]
     assert stopped["spec"]["runStrategy"] == "Halted"  # an Always VM does not start on the next node meanwhile
-    assert stopped["metadata"]["annotations"] == {"gpucell.io/stopped-by-maintenance": MIG_NODE,
-                                                  "gpucell.io/run-strategy": strategy}
+    assert stopped["metadata"]["annotations"] == {
+        "gpucell.io/stopped-by-maintenance": MIG_NODE,
+        "gpucell.io/run-strategy": strategy,
+    }
     assert cluster.state["vms"][1]["spec"]["runStrategy"] == "Always"
     back = cluster.node()
     back["metadata"]["labels"] = {**mig_state().labels, "nvidia.com/mig.config.state": "success"}

@@ -173,7 +173,8 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
     patch = plan.named("lab-metrics-volume")
     assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
     assert patch.inputs["metadata"]["name"] == (
-        "prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-prometheus-stack-prometheus-0")
+        "prometheus-kube-prometheus-stack-prometheus-db-prometheus-kube-prometheus-stack-prometheus-0"
+    )
     assert patch.inputs["spec"] == {"resources": {"requests": {"storage": "100Gi"}}}
     assert plan.named("lab-metrics-stack").urn in patch.dependencies
     bigger = {**config, "metrics": {"enabled": True, "storageGib": 200}}
@@ -182,7 +183,11 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
     assert compare(old, fingerprint(cell(bigger)), "lab") == []
     [change] = compare(old, fingerprint(cell(smaller)), "lab")
     assert (change.change, change.key, change.old, change.new) == (
-        Change.METRICS_STORAGE, "regions.lab.metrics.storageGib", "100 GiB", "50 GiB")
+        Change.METRICS_STORAGE,
+        "regions.lab.metrics.storageGib",
+        "100 GiB",
+        "50 GiB",
+    )
     assert "local-path" not in str(plan.named("lab-metrics-stack").inputs["values"])
     assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]
 

@@ -136,10 +136,15 @@ def predictor(name: str, **kwargs: Any) -> dict[str, Any]:
 # -- the rendered InferenceService, by value -----------------------------------------------------------------
 def test_tensor_parallel_endpoint_gets_a_memory_backed_dev_shm_counted_in_its_memory() -> None:
     """kserve/kserve#3791: NCCL across the pod's GPUs fails in the runtime's 64 MiB /dev/shm."""
-    spec = ModelEndpointSpec.model_validate({
-        "modelFormat": "huggingface", "storageUri": "hf://meta-llama/Llama-3.1-70B-Instruct",
-        "args": ["--tensor-parallel-size=2"], "gpu": {"count": 2}, "memoryGib": 64,
-    })
+    spec = ModelEndpointSpec.model_validate(
+        {
+            "modelFormat": "huggingface",
+            "storageUri": "hf://meta-llama/Llama-3.1-70B-Instruct",
+            "args": ["--tensor-parallel-size=2"],
+            "gpu": {"count": 2},
+            "memoryGib": 64,
+        }
+    )
     cell_spec = region()
     placement = container_placement(spec.gpu, cell_spec, "a GPU model endpoint")
     tp = inference_service_manifest("acme", "tp", spec, cell_spec, placement)["spec"]["predictor"]
@@ -154,14 +159,26 @@ def test_tensor_parallel_endpoint_gets_a_memory_backed_dev_shm_counted_in_its_me
 @pytest.mark.parametrize(
     ("declared", "model"),
     [
-        ({"modelFormat": "tensorflow"},  # TensorFlow Serving's GPU build, pinned to the auto-selected runtime
-         {"modelFormat": {"name": "tensorflow"}, "runtime": "kserve-tensorflow-serving",
-          "runtimeVersion": "2.6.2-gpu"}),
-        ({"modelFormat": "tensorflow", "runtime": "kserve-tensorflow-serving", "runtimeVersion": "2.19.0-gpu"},
-         {"modelFormat": {"name": "tensorflow"}, "runtime": "kserve-tensorflow-serving",
-          "runtimeVersion": "2.19.0-gpu"}),
-        ({"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"},
-         {"modelFormat": {"name": "vLLM"}, "runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"}),
+        (
+            {"modelFormat": "tensorflow"},  # TensorFlow Serving's GPU build, pinned to the auto-selected runtime
+            {
+                "modelFormat": {"name": "tensorflow"},
+                "runtime": "kserve-tensorflow-serving",
+                "runtimeVersion": "2.6.2-gpu",
+            },
+        ),
+        (
+            {"modelFormat": "tensorflow", "runtime": "kserve-tensorflow-serving", "runtimeVersion": "2.19.0-gpu"},
+            {
+                "modelFormat": {"name": "tensorflow"},
+                "runtime": "kserve-tensorflow-serving",
+                "runtimeVersion": "2.19.0-gpu",
+            },
+        ),
+        (
+            {"runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"},
+            {"modelFormat": {"name": "vLLM"}, "runtime": "kserve-vllmserver", "runtimeVersion": "v0.11.0"},
+        ),
         ({"modelFormat": "huggingface"}, {"modelFormat": {"name": "huggingface"}}),  # a CUDA image as it is
     ],
     ids=["tensorflow-auto", "tensorflow-declared", "vllm-pinned", "huggingface"],
@@ -197,11 +214,7 @@ def test_mig_endpoint_asks_for_the_mig_resource_per_replica_on_the_mig_pool() ->
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "gpucell.io/pool", "operator": "In", "values": ["h200-mig"]}
-                        ]
-                    }
+                    {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["h200-mig"]}]}
                 ]
             }
         }
@@ -236,7 +249,8 @@ def test_cpu_endpoint_scales_on_cpu_between_its_replica_bounds_without_gpu_setti
         assert gpu_only not in spec, gpu_only
     # CPU replicas go to the cpu pools, off the GPU nodes
     assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
-        {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}]
+        {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}
+    ]
 
 
 def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> None:
@@ -244,16 +258,19 @@ def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> Non
     assert spec["model"]["runtime"] == "kserve-huggingfaceserver"
     assert spec["model"]["modelFormat"] == {"name": "huggingface"}
     assert spec["model"]["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ][0]["matchExpressions"][0]["values"] == ["l40s"]
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]["values"] == ["l40s"]
     assert (spec["scaleMetric"], spec["scaleTarget"]) == ("memory", 80)
     assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 2)
 
 
 def test_a_custom_runtime_needs_a_model_format() -> None:
-    with pytest.raises(ConfigError, match=r"^modelFormat: is required with runtime 'acme-vllm', which is not a "
-                       r"built-in KServe runtime; built-in: kserve-autogluonserver, kserve-huggingfaceserver, "):
+    with pytest.raises(
+        ConfigError,
+        match=r"^modelFormat: is required with runtime 'acme-vllm', which is not a "
+        r"built-in KServe runtime; built-in: kserve-autogluonserver, kserve-huggingfaceserver, ",
+    ):
         ModelEndpointSpec.model_validate({"runtime": "acme-vllm", "storageUri": "pvc://models/llama"})
     both = ModelEndpointSpec.model_validate(
         {"runtime": "acme-vllm", "modelFormat": "vllm", "storageUri": "pvc://models/llama"}
@@ -303,9 +320,7 @@ def test_credentials_secret_data_per_scheme() -> None:
         "AWS_ACCESS_KEY_ID": "AKIA1",
         "AWS_SECRET_ACCESS_KEY": "se:cret",
     }
-    with pytest.raises(
-        ValueError, match=r"^s3 credentials must be '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'$"
-    ):
+    with pytest.raises(ValueError, match=r"^s3 credentials must be '<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>'$"):
         credentials_secret_data("s3", "no-colon-here")
     with pytest.raises(ValueError, match=r"^gs:// storage takes no credentials here \(only s3, hf\)$"):
         credentials_secret_data("gs", "x")
@@ -466,9 +481,7 @@ def test_a_credentials_key_without_credentials_is_refused_before_registering() -
         except ValueError as exc:
             registered.append(str(exc))
         try:
-            on_pvc = ModelEndpointSpec.model_validate(
-                {"modelFormat": "sklearn", "storageUri": "pvc://models/m"}
-            )
+            on_pvc = ModelEndpointSpec.model_validate({"modelFormat": "sklearn", "storageUri": "pvc://models/m"})
             ModelEndpoint("lab-acme-pvc", ModelEndpointArgs("pvc", on_pvc, tenant, pulumi.Output.secret("x")))
         except ValueError as exc:
             registered.append(str(exc))
@@ -479,4 +492,3 @@ def test_a_credentials_key_without_credentials_is_refused_before_registering() -
         "model endpoint 'pvc': pvc:// storage takes no credentials here (only s3://, hf://)",
     ]
     assert not [r for r in result.resources if r.name.startswith(("lab-acme-bad", "lab-acme-pvc"))]
-

@@ -133,12 +133,8 @@ def test_mig_notebook_asks_for_the_mig_resource_on_the_mig_pool_and_tolerates_it
     assert shm == {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "6Gi"}}
     assert container("nb-mig")["resources"]["requests"] == container("nb-mig")["resources"]["limits"]
     assert spec["runtimeClassName"] == "nvidia"
-    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
-    assert terms == [
-        {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["h200-mig"]}]}
-    ]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["h200-mig"]}]}]
     assert spec["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
     ]
@@ -151,8 +147,9 @@ def test_cpu_notebook_has_no_gpu_no_nvidia_runtime_and_lands_on_cpu_pools() -> N
     assert "runtimeClassName" not in spec
     # off the GPU nodes: a CPU notebook must not take CPUs from NUMA-pinned GPU VMs
     terms = [{"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}]
-    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": terms}}}
+    assert spec["affinity"] == {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    }
     assert "tolerations" not in spec
 
 
@@ -200,9 +197,7 @@ def test_writable_paths_are_home_tmp_and_shm_and_the_token_is_a_read_only_file()
             },
         },
     ]
-    assert container("nb-gpu")["env"] == [
-        {"name": "JUPYTER_TOKEN_FILE", "value": "/etc/gpucell/jupyter/token"}
-    ]
+    assert container("nb-gpu")["env"] == [{"name": "JUPYTER_TOKEN_FILE", "value": "/etc/gpucell/jupyter/token"}]
     assert pod("nb-cpu")["volumes"][1]["emptyDir"]["sizeLimit"] == "1Gi"  # never below 1 GiB
 
 
@@ -287,7 +282,8 @@ def test_ingress_routes_the_host_to_the_service_with_tls() -> None:
         "tls": [{"hosts": ["nb-gpu.acme.lab.example.net"], "secretName": "nb-gpu-tls"}],
     }
     plain = NotebookSpec.model_validate(  # plain HTTP only when asked for explicitly
-        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "allowPlainHttp": True}})
+        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "allowPlainHttp": True}}
+    )
     plain_ingress = ingress_manifest("acme", "nb", plain)
     assert plain_ingress is not None
     assert "tls" not in plain_ingress["spec"]
@@ -315,7 +311,8 @@ def test_policy_admits_the_ingress_controller_and_the_declared_networks_on_8888_
         ],
     }
     no_cidrs = NotebookSpec.model_validate(
-        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "tlsSecret": "nb-tls"}})
+        {"expose": {"host": "nb.example.net", "ingressClass": "cilium", "tlsSecret": "nb-tls"}}
+    )
     only_controller = ingress_policy_manifest("acme", "nb", no_cidrs)
     assert only_controller is not None
     assert [next(iter(rule)) for rule in only_controller["spec"]["ingress"]] == [

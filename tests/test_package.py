@@ -40,8 +40,19 @@ def test_all_is_sorted_and_every_name_imports_from_its_home() -> None:
 
 
 def test_components_their_args_specs_and_config_error_are_public() -> None:
-    expected = {*PLATFORM_COMPONENTS, *WORKLOADS, "ConfigError", "CellSpec", "TenantSpec", "NodePool",
-                "GpuVirtualMachineSpec", "NotebookSpec", "ModelEndpointSpec", "StackSpec", "CATALOG"}
+    expected = {
+        *PLATFORM_COMPONENTS,
+        *WORKLOADS,
+        "ConfigError",
+        "CellSpec",
+        "TenantSpec",
+        "NodePool",
+        "GpuVirtualMachineSpec",
+        "NotebookSpec",
+        "ModelEndpointSpec",
+        "StackSpec",
+        "CATALOG",
+    }
     expected |= {f"{name}Args" for name in (*PLATFORM_COMPONENTS, *WORKLOADS)}
     assert expected <= set(gpucell.__all__)
 
@@ -70,8 +81,14 @@ def test_model_validate_raises_config_error_with_key_paths() -> None:
 
 def test_constructor_raises_config_error_with_key_paths() -> None:
     with pytest.raises(ConfigError) as info:
-        NodePool(role="gpu", hosts=[{"name": "g1", "address": "10.20.0.21"}], gpu_model="L40S",  # type: ignore[list-item]
-                 gpus_per_node=2, gpu_mode="container", mig_config="all-1g.10gb")  # type: ignore[arg-type]
+        NodePool(
+            role="gpu",
+            hosts=[{"name": "g1", "address": "10.20.0.21"}],
+            gpu_model="L40S",  # type: ignore[list-item]
+            gpus_per_node=2,
+            gpu_mode="container",
+            mig_config="all-1g.10gb",
+        )  # type: ignore[arg-type]
     assert info.value.lines == [
         "migConfig: 'all-1g.10gb' is not a MIG config of L40S; accepted: none: the model has no MIG"
     ]
@@ -157,8 +174,16 @@ def test_cell_mocks_without_cells_fit_a_single_server_on_another_api_port() -> A
 
 
 README = (REPO / "README.md").read_text()
-REGION = {"network": {"nodeCidr": "10.60.0.0/24"}, "nodePools": {
-    "servers": {"role": "server", "allowWorkloads": True, "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}]}}}
+REGION = {
+    "network": {"nodeCidr": "10.60.0.0/24"},
+    "nodePools": {
+        "servers": {
+            "role": "server",
+            "allowWorkloads": True,
+            "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}],
+        }
+    },
+}
 
 
 def _test_kit_block() -> str:
@@ -185,8 +210,9 @@ def test_the_test_kit_docstring_asserts_on_inputs_the_plan_registers() -> None:
     named = re.findall(r'result\.named\("([^"]+)"\)\.inputs\["([^"]+)"\] == "([^"]+)"', doc + _test_kit_block())
     assert named == [("fra1-k8s", "kubeconfig", "[secret]")] * 2
     spec = CellSpec.model_validate(REGION)
-    result = run_program(lambda: RegionalCell("fra1", RegionalCellArgs(cell=spec,
-                                                                       ssh_private_key=pulumi.Output.secret("k"))))
+    result = run_program(
+        lambda: RegionalCell("fra1", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
+    )
     for name, key, value in named:
         assert result.named(name).inputs[key] == value
 
@@ -195,8 +221,12 @@ def test_the_test_kit_docstring_asserts_on_inputs_the_plan_registers() -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return next(out.glob("gpucell-*.whl"))
 
 
@@ -215,24 +245,52 @@ def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     names for its tests, pinned by constraints.txt."""
     env = tmp_path_factory.mktemp("env") / "venv"
     venv.create(env, with_pip=True)
-    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"),
-                    str(wheel), "-r", str(REPO / "docs" / "examples" / "consumer" / "requirements-dev.txt")],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            str(env / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-c",
+            str(REPO / "constraints.txt"),
+            str(wheel),
+            "-r",
+            str(REPO / "docs" / "examples" / "consumer" / "requirements-dev.txt"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return env
 
 
 def test_a_plain_install_plans_and_says_what_check_needs(fresh_env: Path) -> None:
     gpucell_cli = str(fresh_env / "bin" / "gpucell")
-    plan = subprocess.run([gpucell_cli, "plan", "dev", "--project-dir", str(REPO)],
-                          capture_output=True, text=True, check=False)
+    plan = subprocess.run(
+        [gpucell_cli, "plan", "dev", "--project-dir", str(REPO)], capture_output=True, text=True, check=False
+    )
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.startswith("stack dev: 1 region(s)\n")
-    checked = subprocess.run([gpucell_cli, "plan", "dev", "--project-dir", str(REPO), "--check",
-                              "--schemas", str(REPO.parent / "shared" / "upstream")],
-                             capture_output=True, text=True, check=False)
+    checked = subprocess.run(
+        [
+            gpucell_cli,
+            "plan",
+            "dev",
+            "--project-dir",
+            str(REPO),
+            "--check",
+            "--schemas",
+            str(REPO.parent / "shared" / "upstream"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (checked.returncode, checked.stdout) == (1, "")  # said before planning
-    assert checked.stderr.endswith("error: gpucell plan --check needs the Python package kubernetes-validate: "
-                                   "pip install 'gpucell[check]'\n")
+    assert checked.stderr.endswith(
+        "error: gpucell plan --check needs the Python package kubernetes-validate: pip install 'gpucell[check]'\n"
+    )
 
 
 def test_nothing_but_gpucell_lands_at_the_top_of_site_packages(fresh_env: Path) -> None:
@@ -245,7 +303,12 @@ def test_nothing_but_gpucell_lands_at_the_top_of_site_packages(fresh_env: Path) 
 def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
     project = tmp_path / "consumer"
     shutil.copytree(REPO / "docs" / "examples" / "consumer", project)
-    done = subprocess.run([str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                          cwd=project, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout

@@ -54,13 +54,25 @@ def test_dev_plan_has_one_cell_with_every_component(dev_plan: Plan) -> None:
     root = dev_plan.region_root("lab1")
     components = {r.type.removeprefix("gpucell:index:") for r in dev_plan.result.children(root) if not r.custom}
     assert components == {
-        "K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe", "Tenant"
+        "K3sCluster",
+        "Cilium",
+        "Storage",
+        "KubeVirt",
+        "Cdi",
+        "GpuOperator",
+        "CertManager",
+        "KServe",
+        "Tenant",
     }
     tenant = dev_plan.result.named("lab1-research")
-    workloads = {(r.type.removeprefix("gpucell:index:"), r.name) for r in dev_plan.result.children(tenant)
-                 if not r.custom}
-    assert workloads == {("GpuVirtualMachine", "lab1-research-bastion"), ("Notebook", "lab1-research-alice"),
-                         ("ModelEndpoint", "lab1-research-qwen")}
+    workloads = {
+        (r.type.removeprefix("gpucell:index:"), r.name) for r in dev_plan.result.children(tenant) if not r.custom
+    }
+    assert workloads == {
+        ("GpuVirtualMachine", "lab1-research-bastion"),
+        ("Notebook", "lab1-research-alice"),
+        ("ModelEndpoint", "lab1-research-qwen"),
+    }
 
 
 def test_prod_plan_has_two_independent_cells(prod_plan: Plan) -> None:
@@ -77,8 +89,11 @@ def test_prod_plan_has_two_independent_cells(prod_plan: Plan) -> None:
 
 def test_in_cluster_resources_use_their_cells_provider(prod_plan: Plan) -> None:
     for region in ("fra1", "iad1"):
-        k8s = [r for r in prod_plan.region_resources(region) if r.custom and r.type.startswith("kubernetes:")
-               and not r.type.startswith("pulumi:providers:")]
+        k8s = [
+            r
+            for r in prod_plan.region_resources(region)
+            if r.custom and r.type.startswith("kubernetes:") and not r.type.startswith("pulumi:providers:")
+        ]
         assert k8s
         assert {r.provider for r in k8s} == {f"{region}-k8s"}
 
@@ -111,8 +126,10 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
     cert = next(r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-cert-manager"))
     kserve = [r for r in prod_plan.result.of_type(RELEASE) if r.name.startswith("fra1-kserve")]
     assert kserve
-    assert all(cert.urn in r.dependencies or any(
-        cert.urn in prod_plan.result.by_urn(d).dependencies for d in r.dependencies) for r in kserve)
+    assert all(
+        cert.urn in r.dependencies or any(cert.urn in prod_plan.result.by_urn(d).dependencies for d in r.dependencies)
+        for r in kserve
+    )
 
 
 def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
@@ -158,15 +175,29 @@ def test_preview_with_unknown_kubeconfig_registers_everything(prod_plan: Plan) -
 
 
 def test_bad_config_becomes_run_error_before_any_resource() -> None:
-    config = {"gpucell:regions": {"fra1": {"network": {"nodeCidr": "10.0.0.0/24"}, "nodePools": {
-        "s": {"role": "server", "hosts": [{"name": "s1", "address": "10.0.0.1"}]},
-        "h100-vm": {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "passthrough",
-                    "hosts": [{"name": "g1", "address": "10.0.0.2"}]}}}},
-              "gpucell:sshPrivateKey": "key"}
+    config = {
+        "gpucell:regions": {
+            "fra1": {
+                "network": {"nodeCidr": "10.0.0.0/24"},
+                "nodePools": {
+                    "s": {"role": "server", "hosts": [{"name": "s1", "address": "10.0.0.1"}]},
+                    "h100-vm": {
+                        "role": "gpu",
+                        "gpuModel": "H100-SXM5-80GB",
+                        "gpusPerNode": 8,
+                        "gpuMode": "passthrough",
+                        "hosts": [{"name": "g1", "address": "10.0.0.2"}],
+                    },
+                },
+            }
+        },
+        "gpucell:sshPrivateKey": "key",
+    }
     registered: list[str] = []
     with pytest.raises(pulumi.RunError) as info:
-        registered.extend(r.name for r in run_program(program_main, config=config,
-                                                      secret_keys=["gpucell:sshPrivateKey"]).resources)
+        registered.extend(
+            r.name for r in run_program(program_main, config=config, secret_keys=["gpucell:sshPrivateKey"]).resources
+        )
     assert str(info.value) == (
         "regions.fra1.nodePools.h100-vm.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     )
@@ -214,25 +245,36 @@ def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_output_paths_of_the_wrong_kind_are_one_line_before_planning(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a_file, a_dir = tmp_path / "file", tmp_path / "dir"
     a_file.write_text("x")
     a_dir.mkdir()
     assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--out", str(a_file)]) == 2
-    assert capsys.readouterr() == ("", f"--out: {str(a_file)!r} is a file; --out takes a directory (it writes "
-                                       "DIR/<region>/...)\n")
+    assert capsys.readouterr() == (
+        "",
+        f"--out: {str(a_file)!r} is a file; --out takes a directory (it writes DIR/<region>/...)\n",
+    )
     assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--json", str(a_dir)]) == 2
-    assert capsys.readouterr() == ("", f"--json: {str(a_dir)!r} is a directory; --json takes the path of a file to "
-                                       "write\n")
+    assert capsys.readouterr() == (
+        "",
+        f"--json: {str(a_dir)!r} is a directory; --json takes the path of a file to write\n",
+    )
     assert cli.main(["plan", "dev", "--project-dir", str(REPO), "--json", str(a_file / "plan.json")]) == 2
-    assert capsys.readouterr() == ("", f"--json: {str(a_file / 'plan.json')!r} cannot be created: {str(a_file)!r} "
-                                       "is a file\n")
+    assert capsys.readouterr() == (
+        "",
+        f"--json: {str(a_file / 'plan.json')!r} cannot be created: {str(a_file)!r} is a file\n",
+    )
 
 
 def test_a_reader_that_stops_early_ends_the_plan_quietly() -> None:
     """``gpucell plan dev | head``: the reader is gone before the tree is printed."""
-    with subprocess.Popen([sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"], cwd=REPO,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
         assert proc.stdout is not None
         assert proc.stderr is not None
         proc.stdout.close()
@@ -242,7 +284,10 @@ def test_a_reader_that_stops_early_ends_the_plan_quietly() -> None:
 
 def test_console_script_runs_from_repo_root() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "gpucell.stacks.cli", "plan", "dev"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -269,10 +314,13 @@ def test_plain_text_ssh_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFi
     def plain(config: dict[str, Any]) -> None:
         config["gpucell:sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----"
 
-    assert _plan_errors(_scratch_project(tmp_path, plain), capsys) == (2, (
-        "sshPrivateKey: is stored in plain text in the stack file; store it encrypted with "
-        "`pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`\n"
-    ))
+    assert _plan_errors(_scratch_project(tmp_path, plain), capsys) == (
+        2,
+        (
+            "sshPrivateKey: is stored in plain text in the stack file; store it encrypted with "
+            "`pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`\n"
+        ),
+    )
 
 
 def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,14 +328,17 @@ def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.Captur
         config["gpucell:region"] = {}
 
     assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
-        2, "region: unknown key in the gpucell namespace; accepted keys are acknowledge, hfTokenResearch, regions, "
-            "sshPrivateKey\n"
+        2,
+        "region: unknown key in the gpucell namespace; accepted keys are acknowledge, hfTokenResearch, regions, "
+        "sshPrivateKey\n",
     )
 
 
 def test_duplicate_yaml_key_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = (REPO / "Pulumi.dev.yaml").read_text().replace(
-        "        cpu:\n", "        cpu:\n          role: cpu\n          hosts: []\n        cpu:\n", 1
+    text = (
+        (REPO / "Pulumi.dev.yaml")
+        .read_text()
+        .replace("        cpu:\n", "        cpu:\n          role: cpu\n          hosts: []\n        cpu:\n", 1)
     )
     code, err = _plan_errors(_scratch_project(tmp_path, text=text), capsys)
     assert code == 2
@@ -310,8 +361,11 @@ def test_out_dir_is_rewritten_not_accumulated(prod_plan: Plan, tmp_path: Path) -
 
 def test_plan_prints_the_gpu_capacity_view(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1"]) == 0
-    rows = {line.split()[0]: line.split()[-3:] for line in capsys.readouterr().out.splitlines()
-            if line.strip().startswith("nvidia.com/")}
+    rows = {
+        line.split()[0]: line.split()[-3:]
+        for line in capsys.readouterr().out.splitlines()
+        if line.strip().startswith("nvidia.com/")
+    }
     # capacity, reserved by the tenants' quotas, used by their declared workloads
     assert rows["nvidia.com/GH100_H100_SXM5_80GB"] == ["32", "24", "12"]
     assert rows["nvidia.com/mig-3g.71gb"] == ["16", "4", "4"]
@@ -327,18 +381,29 @@ def test_missing_endpoint_credentials_are_a_config_error(tmp_path: Path, capsys:
     def drop(config: dict[str, Any]) -> None:
         del config["gpucell:hfTokenResearch"]
 
-    assert _plan_errors(_scratch_project(tmp_path, drop), capsys) == (2, (
-        "hfTokenResearch: secret is missing (regions.lab1.tenants.research.modelEndpoints.qwen.credentialsConfigKey "
-        "names it); set it with `pulumi config set --secret hfTokenResearch -- <token>`\n"
-    ))
+    assert _plan_errors(_scratch_project(tmp_path, drop), capsys) == (
+        2,
+        (
+            "hfTokenResearch: secret is missing "
+            "(regions.lab1.tenants.research.modelEndpoints.qwen.credentialsConfigKey "
+            "names it); set it with `pulumi config set --secret hfTokenResearch -- <token>`\n"
+        ),
+    )
 
 
 def test_prod_plan_lists_every_kind(prod_plan: Plan) -> None:
     types = {r.type for r in prod_plan.result.resources}
-    for kind in ("gpucell:index:Tenant", "gpucell:index:GpuVirtualMachine", "gpucell:index:Notebook",
-                 "gpucell:index:ModelEndpoint", "kubernetes:kubevirt.io/v1:VirtualMachine",
-                 "kubernetes:serving.kserve.io/v1beta1:InferenceService", "kubernetes:apps/v1:StatefulSet",
-                 "kubernetes:cilium.io/v2:CiliumNetworkPolicy", "kubernetes:core/v1:ResourceQuota"):
+    for kind in (
+        "gpucell:index:Tenant",
+        "gpucell:index:GpuVirtualMachine",
+        "gpucell:index:Notebook",
+        "gpucell:index:ModelEndpoint",
+        "kubernetes:kubevirt.io/v1:VirtualMachine",
+        "kubernetes:serving.kserve.io/v1beta1:InferenceService",
+        "kubernetes:apps/v1:StatefulSet",
+        "kubernetes:cilium.io/v2:CiliumNetworkPolicy",
+        "kubernetes:core/v1:ResourceQuota",
+    ):
         assert kind in types, kind
     train = prod_plan.result.named("fra1-acme-train-01-vm")
     gpus = train.inputs["spec"]["template"]["spec"]["domain"]["devices"]["gpus"]
@@ -360,19 +425,33 @@ def test_resource_options_are_recorded_and_in_the_json() -> None:
 
     def program() -> None:
         first = RandomPassword("first", length=8)
-        RandomPassword("second", length=8, opts=pulumi.ResourceOptions(
-            protect=True, retain_on_delete=True, ignore_changes=["length"], replace_on_changes=["special"],
-            delete_before_replace=True, aliases=[pulumi.Alias(name="old-second")],
-            custom_timeouts=pulumi.CustomTimeouts(create="30m", delete="5m"), deleted_with=first,
-        ))
+        RandomPassword(
+            "second",
+            length=8,
+            opts=pulumi.ResourceOptions(
+                protect=True,
+                retain_on_delete=True,
+                ignore_changes=["length"],
+                replace_on_changes=["special"],
+                delete_before_replace=True,
+                aliases=[pulumi.Alias(name="old-second")],
+                custom_timeouts=pulumi.CustomTimeouts(create="30m", delete="5m"),
+                deleted_with=first,
+            ),
+        )
 
     result = run_program(program)
     assert result.named("first").options == {"additionalSecretOutputs": ["bcryptHash", "result"]}
     second = result.named("second")
     assert second.options == {
-        "protect": True, "retainOnDelete": True, "deleteBeforeReplace": True, "ignoreChanges": ["length"],
-        "replaceOnChanges": ["special"], "additionalSecretOutputs": ["bcryptHash", "result"],
-        "aliases": [{"name": "old-second"}], "customTimeouts": {"create": "30m", "delete": "5m"},
+        "protect": True,
+        "retainOnDelete": True,
+        "deleteBeforeReplace": True,
+        "ignoreChanges": ["length"],
+        "replaceOnChanges": ["special"],
+        "additionalSecretOutputs": ["bcryptHash", "result"],
+        "aliases": [{"name": "old-second"}],
+        "customTimeouts": {"create": "30m", "delete": "5m"},
         "deletedWith": result.named("first").urn,
     }
 
@@ -382,7 +461,9 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
     # pulumi-command's SDK adds replaceOnChanges on triggers and a secret connection to every command
     command = {"additionalSecretOutputs": ["connection"], "replaceOnChanges": ["triggers[*]"]}
     assert resources["lab1-k3s-kubeconfig"]["options"] == {
-        **command, "additionalSecretOutputs": ["connection", "stdout"], "ignoreChanges": ["connection"]
+        **command,
+        "additionalSecretOutputs": ["connection", "stdout"],
+        "ignoreChanges": ["connection"],
     }
     # The single server is protected (the region's removalPolicy); with local-path the agents hold volumes too.
     for name in ("lab1-k3s-lab1-srv-1", "lab1-k3s-lab1-gpu-1", "lab1-k3s-lab1-cpu-1"):
@@ -400,7 +481,10 @@ def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan) 
             assert resources[f"{region}-{tenant}-namespace"]["options"] == {"protect": True}
         for vm in ("acme-train-01", "acme-desk-01", "globex-sim-01"):
             assert resources[f"{region}-{vm}-vm"]["options"] == {"protect": True}
-    gpu_hosts = [n.removesuffix("-labels") for n, r in resources.items()
-                 if r["type"] == "kubernetes:core/v1:NodePatch" and "nvidia.com/gpu.workload.config" in
-                 r["inputs"]["metadata"]["labels"]]
+    gpu_hosts = [
+        n.removesuffix("-labels")
+        for n, r in resources.items()
+        if r["type"] == "kubernetes:core/v1:NodePatch"
+        and "nvidia.com/gpu.workload.config" in r["inputs"]["metadata"]["labels"]
+    ]
     assert len(gpu_hosts) == 2 * 10 + 2  # h100-vm 4, h200-mig 2, h200 2, l40s-vgpu 2 per region; fra1 l4-dra 2

@@ -135,8 +135,9 @@ def pod_cidr(text: str) -> str:
     return text.replace("podCidr: 10.42.0.0/16", "podCidr: 10.52.0.0/16")
 
 
-def test_dev_pod_cidr_change_is_flagged_disruptive(tmp_path: Path, dev_json: dict[str, Any],
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_dev_pod_cidr_change_is_flagged_disruptive(
+    tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     base, head = tmp_path / "base.json", tmp_path / "head.json"
     base.write_text(json.dumps(dev_json))
     head.write_text(json.dumps(plan_json(project(tmp_path, "head", pod_cidr))))
@@ -147,8 +148,10 @@ def test_dev_pod_cidr_change_is_flagged_disruptive(tmp_path: Path, dev_json: dic
 
 def test_no_change_exits_0_and_a_plain_change_3(tmp_path: Path, dev_json: dict[str, Any]) -> None:
     same = review(dev_json, dev_json)
-    assert render([same]) == "<!-- gpucell-diff -->\n## gpucell diff: stack `dev`\n\nno changes · 0 resource(s) " \
+    assert (
+        render([same]) == "<!-- gpucell-diff -->\n## gpucell diff: stack `dev`\n\nno changes · 0 resource(s) "
         "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n"
+    )
     base = tmp_path / "base.json"
     base.write_text(json.dumps(dev_json))
     assert cli.main(["diff", str(base), str(base)]) == 0
@@ -158,24 +161,32 @@ def test_no_change_exits_0_and_a_plain_change_3(tmp_path: Path, dev_json: dict[s
     assert cli.main(["diff", str(base), str(head)]) == 3
     markdown = render([review(dev_json, quota)])
     assert "no disruptive change · 1 resource(s) change: 0 to create · 1 to update" in markdown
-    assert ("| 🟡 update | ResourceQuota tenant-research/tenant-quota | `spec.hard[\"limits.memory\"]`: `256Gi` → "
-            "`384Gi`<br>`spec.hard[\"requests.hugepages-1Gi\"]`: `256Gi` → `384Gi`<br>`spec.hard[\"requests.hugepages-"
-            "2Mi\"]`: `256Gi` → `384Gi`<br>`spec.hard[\"requests.memory\"]`: `256Gi` → `384Gi` |") in markdown
+    assert (
+        '| 🟡 update | ResourceQuota tenant-research/tenant-quota | `spec.hard["limits.memory"]`: `256Gi` → '
+        '`384Gi`<br>`spec.hard["requests.hugepages-1Gi"]`: `256Gi` → `384Gi`<br>`spec.hard["requests.hugepages-'
+        '2Mi"]`: `256Gi` → `384Gi`<br>`spec.hard["requests.memory"]`: `256Gi` → `384Gi` |'
+    ) in markdown
 
 
 def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_path: Path) -> None:
     head = plan_json(project(tmp_path, "head", pod_cidr))
-    head["acknowledge"] = [{"change": "podCidr", "region": "lab1", "reason": "maintenance window CHG-1234"},
-                           {"change": "gpuMode", "region": "lab1", "reason": "left over"}]
+    head["acknowledge"] = [
+        {"change": "podCidr", "region": "lab1", "reason": "maintenance window CHG-1234"},
+        {"change": "gpuMode", "region": "lab1", "reason": "left over"},
+    ]
     item = review(dev_json, head)
     markdown = render([item])
     assert "**⚠️ 1 disruptive change(s)**, all acknowledged" in markdown
     assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
-    assert "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · " \
+    assert (
+        "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · "
         "4 resource(s) change" in markdown
-    assert ("### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "
-            "lab1}`: matches no disruptive change between the two plans; `pulumi up` stops on it only if it also "
-            "matches nothing against the deployed state.\n") in markdown
+    )
+    assert (
+        "### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "
+        "lab1}`: matches no disruptive change between the two plans; `pulumi up` stops on it only if it also "
+        "matches nothing against the deployed state.\n"
+    ) in markdown
     assert "remove it" not in markdown  # the base may not be deployed yet
 
 
@@ -187,25 +198,33 @@ POD_CIDR_ACK = {"change": "podCidr", "region": "lab1", "reason": "CHG-1"}
 
 
 def test_an_acknowledgement_the_base_still_needs_is_carried_over_not_removed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """PR 1 (podCidr, acknowledged) is merged but not deployed; PR 2 changes a quota and keeps PR 1's entry."""
     pr1 = acknowledging(plan_json(project(tmp_path, "pr1", pod_cidr)), POD_CIDR_ACK)
-    pr2 = acknowledging(plan_json(project(tmp_path, "pr2", lambda t: pod_cidr(t).replace(
-        "memoryGib: 256", "memoryGib: 512"))), POD_CIDR_ACK)
+    pr2 = acknowledging(
+        plan_json(project(tmp_path, "pr2", lambda t: pod_cidr(t).replace("memoryGib: 256", "memoryGib: 512"))),
+        POD_CIDR_ACK,
+    )
     base, head = tmp_path / "base.json", tmp_path / "head.json"
     base.write_text(json.dumps(pr1))
     head.write_text(json.dumps(pr2))
     assert cli.main(["diff", str(base), str(head)]) == 3
     out = capsys.readouterr().out
-    assert out.splitlines()[3] == ("no disruptive change · 1 acknowledgement(s) match no disruptive change · 1 "
-                                   "resource(s) change: 0 to create · 1 to update · 0 to replace · 0 to delete")
-    assert ("- `acknowledge[0]` `{change: podCidr, region: lab1}`: matches no disruptive change between the two "
-            "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state. It is in "
-            "the base's `gpucell:acknowledge` too: remove it once the base is deployed.\n") in out
+    assert out.splitlines()[3] == (
+        "no disruptive change · 1 acknowledgement(s) match no disruptive change · 1 "
+        "resource(s) change: 0 to create · 1 to update · 0 to replace · 0 to delete"
+    )
+    assert (
+        "- `acknowledge[0]` `{change: podCidr, region: lab1}`: matches no disruptive change between the two "
+        "plans; `pulumi up` stops on it only if it also matches nothing against the deployed state. It is in "
+        "the base's `gpucell:acknowledge` too: remove it once the base is deployed.\n"
+    ) in out
 
 
 def test_a_stale_acknowledgement_alone_is_a_change_not_no_changes(
-        tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     head = acknowledging(dev_json, {"change": "gpuMode", "region": "lab1", "subject": "lab1-gpu-1", "reason": "x"})
     base_file, head_file = tmp_path / "base.json", tmp_path / "head.json"
     base_file.write_text(json.dumps(dev_json))
@@ -213,17 +232,20 @@ def test_a_stale_acknowledgement_alone_is_a_change_not_no_changes(
     assert cli.main(["diff", str(base_file), str(head_file)]) == 3
     assert capsys.readouterr().out.splitlines()[3] == (
         "no disruptive change · 1 acknowledgement(s) match no disruptive change · 0 resource(s) change: 0 to create "
-        "· 0 to update · 0 to replace · 0 to delete")
+        "· 0 to update · 0 to replace · 0 to delete"
+    )
     # taking an entry out again (after its pulumi up) is a change of the stack config too
     removed = review(acknowledging(dev_json, POD_CIDR_ACK), dev_json)
     assert (removed.changed, removed.judgement.stale) == (True, [])
     assert render([removed]).splitlines()[3] == (
         "no disruptive change · `gpucell:acknowledge` changes · 0 resource(s) change: 0 to create · 0 to update · "
-        "0 to replace · 0 to delete")
+        "0 to replace · 0 to delete"
+    )
 
 
-def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[str, Any],
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_without_fingerprints_is_an_error(
+    tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     old = copy.deepcopy(dev_json)
     del old["outputs"]["lab1Fingerprint"]
     base, head = tmp_path / "base.json", tmp_path / "head.json"
@@ -232,17 +254,21 @@ def test_plan_without_fingerprints_is_an_error(tmp_path: Path, dev_json: dict[st
     assert cli.main(["diff", str(base), str(head)]) == 1
     assert capsys.readouterr().err == (
         "BASE: has no fingerprint for region(s) lab1: it was planned by a gpucell without `gpucell diff`; plan it "
-        "again with this version\n")
+        "again with this version\n"
+    )
     assert cli.main(["diff", str(base)]) == 2  # a wrong command line, as argparse's own errors
     assert capsys.readouterr().err == (
-        "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got 1 argument\n")
+        "gpucell diff: takes BASE.json HEAD.json, or --base REF [STACK ...]; got 1 argument\n"
+    )
     assert cli.main(["diff", str(base), str(head), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        f"--out: {str(tmp_path)!r} is a directory; --out takes the path of a file to write\n")
+        f"--out: {str(tmp_path)!r} is a directory; --out takes the path of a file to write\n"
+    )
 
 
-def test_a_plan_with_a_urn_twice_is_refused(tmp_path: Path, dev_json: dict[str, Any],
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plan_with_a_urn_twice_is_refused(
+    tmp_path: Path, dev_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     doubled = copy.deepcopy(dev_json)
     doubled["resources"].append(copy.deepcopy(doubled["resources"][3]))
     urn = doubled["resources"][3]["urn"]
@@ -252,30 +278,41 @@ def test_a_plan_with_a_urn_twice_is_refused(tmp_path: Path, dev_json: dict[str, 
     assert cli.main(["diff", str(base), str(head)]) == 1
     assert capsys.readouterr().err == (
         f"{head}: resources[{len(doubled['resources']) - 1}] has the urn of resources[3] ({urn}); a plan registers "
-        "each URN once; not a `gpucell plan --json` file (each resource has urn, type, name and inputs)\n")
+        "each URN once; not a `gpucell plan --json` file (each resource has urn, type, name and inputs)\n"
+    )
 
 
 NOT_A_PLAN = "not a `gpucell plan --json` file (each resource has urn, type, name and inputs)"
 
 
-@pytest.mark.parametrize(("document", "problem"), [
-    ([1], "is a JSON list, not an object"),
-    ({"stack": "dev"}, "has no resources"),
-    ({"resources": 5}, "resources is a JSON number, not a list"),
-    ({"resources": [1]}, "resources[0] is a JSON number, not an object"),
-    ({"resources": [{}]}, "resources[0] has no urn"),
-    ({"resources": [{"urn": "u", "type": "t", "name": "n"}]}, "resources[0] has no inputs"),
-    ({"resources": [{"urn": "u", "type": 3, "name": "n", "inputs": {}}]}, "resources[0].type is a JSON number, not a "
-     "string"),
-    ({"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": []}]}, "resources[0].inputs is a JSON list, not "
-     "an object"),
-    ({"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": {}, "options": None}]}, "resources[0].options "
-     "is a JSON null, not an object"),
-    ({"resources": [], "outputs": []}, "outputs is a JSON list, not an object"),
-    ({"resources": [], "acknowledge": {}}, "acknowledge is a JSON object, not a list"),
-])
-def test_a_file_of_another_shape_is_one_line_naming_it(tmp_path: Path, dev_json: dict[str, Any], document: Any,
-                                                       problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ([1], "is a JSON list, not an object"),
+        ({"stack": "dev"}, "has no resources"),
+        ({"resources": 5}, "resources is a JSON number, not a list"),
+        ({"resources": [1]}, "resources[0] is a JSON number, not an object"),
+        ({"resources": [{}]}, "resources[0] has no urn"),
+        ({"resources": [{"urn": "u", "type": "t", "name": "n"}]}, "resources[0] has no inputs"),
+        (
+            {"resources": [{"urn": "u", "type": 3, "name": "n", "inputs": {}}]},
+            "resources[0].type is a JSON number, not a string",
+        ),
+        (
+            {"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": []}]},
+            "resources[0].inputs is a JSON list, not an object",
+        ),
+        (
+            {"resources": [{"urn": "u", "type": "t", "name": "n", "inputs": {}, "options": None}]},
+            "resources[0].options is a JSON null, not an object",
+        ),
+        ({"resources": [], "outputs": []}, "outputs is a JSON list, not an object"),
+        ({"resources": [], "acknowledge": {}}, "acknowledge is a JSON object, not a list"),
+    ],
+)
+def test_a_file_of_another_shape_is_one_line_naming_it(
+    tmp_path: Path, dev_json: dict[str, Any], document: Any, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad, good = tmp_path / "bad.json", tmp_path / "good.json"
     bad.write_text(json.dumps(document))
     good.write_text(json.dumps(dev_json))
@@ -289,14 +326,17 @@ def prod_json() -> dict[str, Any]:
     return to_json(plan, list(plan.cells))
 
 
-def test_plans_of_two_stacks_need_cross_stack(tmp_path: Path, dev_json: dict[str, Any], prod_json: dict[str, Any],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_plans_of_two_stacks_need_cross_stack(
+    tmp_path: Path, dev_json: dict[str, Any], prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     dev, prod = tmp_path / "dev.json", tmp_path / "prod.json"
     dev.write_text(json.dumps(dev_json))
     prod.write_text(json.dumps(prod_json))
     assert cli.main(["diff", str(dev), str(prod)]) == 1
-    assert capsys.readouterr().err == (f"gpucell diff: {dev} is a plan of stack dev and {prod} of stack prod; pass "
-                                       "--cross-stack to compare plans of two stacks\n")
+    assert capsys.readouterr().err == (
+        f"gpucell diff: {dev} is a plan of stack dev and {prod} of stack prod; pass "
+        "--cross-stack to compare plans of two stacks\n"
+    )
     assert cli.main(["diff", str(prod), str(prod), "--cross-stack"]) == 0
     capsys.readouterr()
     # with the stack name set aside, the same plan under another stack's name matches resource by resource
@@ -305,19 +345,23 @@ def test_plans_of_two_stacks_need_cross_stack(tmp_path: Path, dev_json: dict[str
     for resource in renamed["resources"]:
         for key in ("urn", "parent"):
             resource[key] = resource[key].replace("urn:pulumi:prod::", "urn:pulumi:staging::")
-        resource["dependencies"] = [d.replace("urn:pulumi:prod::", "urn:pulumi:staging::")
-                                    for d in resource["dependencies"]]
+        resource["dependencies"] = [
+            d.replace("urn:pulumi:prod::", "urn:pulumi:staging::") for d in resource["dependencies"]
+        ]
     staging = tmp_path / "staging.json"
     staging.write_text(json.dumps(renamed))
     assert cli.main(["diff", str(staging), str(prod), "--cross-stack"]) == 0
     assert capsys.readouterr().out.splitlines()[3:6] == [
-        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete", "",
+        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete",
+        "",
         "> stack `staging` (BASE) compared with stack `prod` (HEAD): resources matched by URN with the stack name "
-        "set aside"]
+        "set aside",
+    ]
 
 
-def test_a_one_region_plan_is_compared_on_the_regions_both_hold(tmp_path: Path, prod_json: dict[str, Any],
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_one_region_plan_is_compared_on_the_regions_both_hold(
+    tmp_path: Path, prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     full, fra1 = tmp_path / "full.json", tmp_path / "fra1.json"
     full.write_text(json.dumps(prod_json))
     assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1", "--json", str(fra1)]) == 0
@@ -327,12 +371,13 @@ def test_a_one_region_plan_is_compared_on_the_regions_both_hold(tmp_path: Path, 
     assert (prod_json["regions"], prod_json["regionFilter"]) == (["fra1", "iad1"], None)
     assert cli.main(["diff", str(full), str(fra1)]) == 0  # no regionRemoved iad1
     assert capsys.readouterr().out.splitlines()[3:6] == [
-        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete", "",
+        "no changes · 0 resource(s) change: 0 to create · 0 to update · 0 to replace · 0 to delete",
+        "",
         "> HEAD with `--region fra1`: only the region(s) both plans hold are compared (fra1); regions missing from "
-        "one of them are not taken as removed"]
+        "one of them are not taken as removed",
+    ]
     # two full plans: a region missing from the head is removed
-    without_iad1 = {**prod_json, "regions": ["fra1"], "resources": written["resources"],
-                    "outputs": written["outputs"]}
+    without_iad1 = {**prod_json, "regions": ["fra1"], "resources": written["resources"], "outputs": written["outputs"]}
     assert [c.change.value for c in review(prod_json, without_iad1).disruptive] == ["regionRemoved"]
 
 
@@ -342,34 +387,62 @@ CELL = f"{STACK_URN}gpucell:index:RegionalCell::lab"
 
 
 def res(rtype: str, name: str, inputs: dict[str, Any], options: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"urn": f"{STACK_URN}gpucell:index:RegionalCell${rtype}::{name}", "type": rtype, "name": name,
-            "parent": CELL, "provider": "", "dependencies": [], "options": options or {}, "inputs": inputs}
+    return {
+        "urn": f"{STACK_URN}gpucell:index:RegionalCell${rtype}::{name}",
+        "type": rtype,
+        "name": name,
+        "parent": CELL,
+        "provider": "",
+        "dependencies": [],
+        "options": options or {},
+        "inputs": inputs,
+    }
 
 
 def plan(*resources: dict[str, Any]) -> dict[str, Any]:
-    cell = {"urn": CELL, "type": "gpucell:index:RegionalCell", "name": "lab", "parent": "", "provider": "",
-            "dependencies": [], "options": {}, "inputs": {}}
+    cell = {
+        "urn": CELL,
+        "type": "gpucell:index:RegionalCell",
+        "name": "lab",
+        "parent": "",
+        "provider": "",
+        "dependencies": [],
+        "options": {},
+        "inputs": {},
+    }
     return {"stack": "dev", "resources": [cell, *resources], "outputs": {"labFingerprint": {}}, "acknowledge": []}
 
 
-SSH_COMMANDS = [f"command lab1-k3s-lab1-{host}-{step}" for host in ("cpu-1", "gpu-1", "srv-1")
-                for step in ("prepare", "settle")] + ["node lab1-cpu-1", "node lab1-gpu-1", "node lab1-srv-1"]
+SSH_COMMANDS = [
+    f"command lab1-k3s-lab1-{host}-{step}" for host in ("cpu-1", "gpu-1", "srv-1") for step in ("prepare", "settle")
+] + ["node lab1-cpu-1", "node lab1-gpu-1", "node lab1-srv-1"]
 
 
-@pytest.mark.parametrize("edit", [
-    pytest.param(lambda t: t.replace("ssh: {user: ubuntu}", "ssh: {user: admin, port: 2222}"), id="user-and-port"),
-    pytest.param(lambda t: t.replace("gpucell:sshPrivateKey: {secure: 'v1:placeholder-set-me-with-pulumi-config-set-"
-                                     "secret'}", "gpucell:sshPrivateKey: {secure: 'v1:rotated'}"), id="key"),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda t: t.replace("ssh: {user: ubuntu}", "ssh: {user: admin, port: 2222}"), id="user-and-port"),
+        pytest.param(
+            lambda t: t.replace(
+                "gpucell:sshPrivateKey: {secure: 'v1:placeholder-set-me-with-pulumi-config-set-secret'}",
+                "gpucell:sshPrivateKey: {secure: 'v1:rotated'}",
+            ),
+            id="key",
+        ),
+    ],
+)
 def test_an_ssh_change_shows_every_ssh_command_and_not_the_kubeconfig_read(
-        tmp_path: Path, dev_json: dict[str, Any], edit: Any) -> None:
+    tmp_path: Path, dev_json: dict[str, Any], edit: Any
+) -> None:
     head = plan_json(project(tmp_path, "head", edit))
     assert head != dev_json
     diffs = diff_plans(dev_json, head).regions["lab1"]
     assert [(d.action, d.label, d.changes) for d in diffs] == [
-        ("update", label, [InputChange("connection", "[secret]", "[secret, changed]")]) for label in SSH_COMMANDS]
+        ("update", label, [InputChange("connection", "[secret]", "[secret, changed]")]) for label in SSH_COMMANDS
+    ]
     assert "| 🟡 update | node lab1-srv-1 | `connection`: `[secret]` → `[secret, changed]` |" in render(
-        [review(dev_json, head)])
+        [review(dev_json, head)]
+    )
 
 
 def test_the_plan_records_digests_of_secret_inputs_not_their_values(dev_json: dict[str, Any]) -> None:
@@ -382,8 +455,12 @@ def test_the_plan_records_digests_of_secret_inputs_not_their_values(dev_json: di
 
 
 def test_an_ignored_change_is_not_an_update() -> None:
-    read = res("command:remote:Command", "kubeconfig", {"create": "cat", "connection": "[secret]"},
-               {"ignoreChanges": ["connection"]})
+    read = res(
+        "command:remote:Command",
+        "kubeconfig",
+        {"create": "cat", "connection": "[secret]"},
+        {"ignoreChanges": ["connection"]},
+    )
     read["secrets"] = {"connection": "sha256:0000000000000000"}
     rotated = copy.deepcopy(read)
     rotated["secrets"] = {"connection": "sha256:1111111111111111"}
@@ -393,10 +470,17 @@ def test_an_ignored_change_is_not_an_update() -> None:
 
 
 def pvc(name: str, storage_class: str, **options: Any) -> dict[str, Any]:
-    return res("kubernetes:core/v1:PersistentVolumeClaim", name, {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": "tenant-acme"},
-        "spec": {"storageClassName": storage_class, "resources": {"requests": {"storage": "10Gi"}}}}, options)
+    return res(
+        "kubernetes:core/v1:PersistentVolumeClaim",
+        name,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": "tenant-acme"},
+            "spec": {"storageClassName": storage_class, "resources": {"requests": {"storage": "10Gi"}}},
+        },
+        options,
+    )
 
 
 def only(base: dict[str, Any], head: dict[str, Any]) -> Any:
@@ -407,70 +491,105 @@ def only(base: dict[str, Any], head: dict[str, Any]) -> Any:
 def test_immutable_kubernetes_fields_replace_and_protected_ones_stop() -> None:
     found = only(plan(pvc("data", "local-path", protect=True)), plan(pvc("data", "longhorn", protect=True)))
     assert (found.action, found.replaced_by, found.protected) == (
-        "replace", ["`spec.storageClassName` changed (spec.storageClassName cannot change in place)"], True)
+        "replace",
+        ["`spec.storageClassName` changed (spec.storageClassName cannot change in place)"],
+        True,
+    )
     assert found.notes == ["deleted, then created again under the same name: it is gone in between"]
     row = render([review(plan(pvc("data", "local-path", protect=True)), plan(pvc("data", "longhorn", protect=True)))])
-    assert ("| 🔴 replace ⛔ | PersistentVolumeClaim tenant-acme/data | ⛔ **protected**: `pulumi up` stops here "
-            "until it is unprotected on purpose (`pulumi state unprotect`)<br>**replaced**: `spec.storageClassName` "
-            "changed (spec.storageClassName cannot change in place)<br>`spec.storageClassName`: `local-path` → "
-            "`longhorn`<br>deleted, then created again under the same name: it is gone in between |") in row
+    assert (
+        "| 🔴 replace ⛔ | PersistentVolumeClaim tenant-acme/data | ⛔ **protected**: `pulumi up` stops here "
+        "until it is unprotected on purpose (`pulumi state unprotect`)<br>**replaced**: `spec.storageClassName` "
+        "changed (spec.storageClassName cannot change in place)<br>`spec.storageClassName`: `local-path` → "
+        "`longhorn`<br>deleted, then created again under the same name: it is gone in between |"
+    ) in row
 
 
 def test_protected_and_retained_deletions() -> None:
     diffs = diff_plans(plan(pvc("a", "x", protect=True), pvc("b", "x", retainOnDelete=True)), plan()).regions["lab"]
     assert [(d.action, d.label, d.protected, d.notes) for d in diffs] == [
         ("delete", "PersistentVolumeClaim tenant-acme/a", True, []),
-        ("delete", "PersistentVolumeClaim tenant-acme/b", False,
-         ["`retainOnDelete`: Pulumi forgets it, the object stays in the cluster"]),
+        (
+            "delete",
+            "PersistentVolumeClaim tenant-acme/b",
+            False,
+            ["`retainOnDelete`: Pulumi forgets it, the object stays in the cluster"],
+        ),
     ]
 
 
 def test_replace_on_changes_option_and_metadata_name() -> None:
-    command = res("command:remote:Command", "c", {"create": "true", "triggers": ["a"]},
-                  {"replaceOnChanges": ["triggers[*]"]})
+    command = res(
+        "command:remote:Command", "c", {"create": "true", "triggers": ["a"]}, {"replaceOnChanges": ["triggers[*]"]}
+    )
     changed = copy.deepcopy(command)
     changed["inputs"]["triggers"] = ["b"]
     assert only(plan(command), plan(changed)).replaced_by == [
-        "`triggers[0]` changed (triggers[*] cannot change in place)"]
+        "`triggers[0]` changed (triggers[*] cannot change in place)"
+    ]
     renamed = pvc("data", "x")
     renamed["inputs"]["metadata"]["name"] = "data2"
     assert only(plan(pvc("data", "x")), plan(renamed)).replaced_by == [
-        "`metadata.name` changed (metadata.name cannot change in place)"]
+        "`metadata.name` changed (metadata.name cannot change in place)"
+    ]
 
 
 def k8s(api_version: str, kind: str, spec: dict[str, Any], rtype: str | None = None) -> dict[str, Any]:
     group, _, version = api_version.rpartition("/")
-    return res(rtype or f"kubernetes:{group or 'core'}/{version}:{kind}", "obj", {
-        "apiVersion": api_version, "kind": kind, "metadata": {"name": "obj", "namespace": "t"}, "spec": spec})
+    return res(
+        rtype or f"kubernetes:{group or 'core'}/{version}:{kind}",
+        "obj",
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": "obj", "namespace": "t"}, "spec": spec},
+    )
 
 
-@pytest.mark.parametrize(("api_version", "kind", "old", "new", "replaced"), [
-    # diff.go v4.32.0: a PVC forces on accessModes, selector, storageClassName, volumeName only
-    ("v1", "PersistentVolumeClaim", {"resources": {"requests": {"storage": "1Gi"}}},
-     {"resources": {"requests": {"storage": "2Gi"}}}, False),
-    ("v1", "PersistentVolumeClaim", {"accessModes": ["ReadWriteOnce"]}, {"accessModes": ["ReadWriteMany"]}, True),
-    ("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": "1"}}}, {"selector": {"matchLabels": {"a": "2"}}},
-     True),
-    ("v1", "Pod", {"containers": [{"name": "c", "image": "a"}]}, {"containers": [{"name": "c", "image": "b"}]},
-     True),
-    ("v1", "Pod", {"activeDeadlineSeconds": 1}, {"activeDeadlineSeconds": 2}, False),
-    ("v1", "PersistentVolume", {"nfs": {"path": "/a"}}, {"nfs": {"path": "/b"}}, True),
-    ("v1", "PersistentVolume", {"capacity": {"storage": "1Gi"}}, {"capacity": {"storage": "2Gi"}}, False),
-    ("policy/v1beta1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, True),
-    ("policy/v1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, False),  # not in upstream's list
-    ("example.com/v1", "Job", {"completions": 1}, {"completions": 2}, False),  # only batch Jobs
-    ("batch/v1", "Job", {"completions": 1}, {"completions": 2}, True),
-])
-def test_replacements_follow_pulumi_kubernetes_diff_go(api_version: str, kind: str, old: dict[str, Any],
-                                                       new: dict[str, Any], replaced: bool) -> None:
+@pytest.mark.parametrize(
+    ("api_version", "kind", "old", "new", "replaced"),
+    [
+        # diff.go v4.32.0: a PVC forces on accessModes, selector, storageClassName, volumeName only
+        (
+            "v1",
+            "PersistentVolumeClaim",
+            {"resources": {"requests": {"storage": "1Gi"}}},
+            {"resources": {"requests": {"storage": "2Gi"}}},
+            False,
+        ),
+        ("v1", "PersistentVolumeClaim", {"accessModes": ["ReadWriteOnce"]}, {"accessModes": ["ReadWriteMany"]}, True),
+        (
+            "apps/v1",
+            "DaemonSet",
+            {"selector": {"matchLabels": {"a": "1"}}},
+            {"selector": {"matchLabels": {"a": "2"}}},
+            True,
+        ),
+        (
+            "v1",
+            "Pod",
+            {"containers": [{"name": "c", "image": "a"}]},
+            {"containers": [{"name": "c", "image": "b"}]},
+            True,
+        ),
+        ("v1", "Pod", {"activeDeadlineSeconds": 1}, {"activeDeadlineSeconds": 2}, False),
+        ("v1", "PersistentVolume", {"nfs": {"path": "/a"}}, {"nfs": {"path": "/b"}}, True),
+        ("v1", "PersistentVolume", {"capacity": {"storage": "1Gi"}}, {"capacity": {"storage": "2Gi"}}, False),
+        ("policy/v1beta1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, True),
+        ("policy/v1", "PodDisruptionBudget", {"minAvailable": 1}, {"minAvailable": 2}, False),  # not in upstream's list
+        ("example.com/v1", "Job", {"completions": 1}, {"completions": 2}, False),  # only batch Jobs
+        ("batch/v1", "Job", {"completions": 1}, {"completions": 2}, True),
+    ],
+)
+def test_replacements_follow_pulumi_kubernetes_diff_go(
+    api_version: str, kind: str, old: dict[str, Any], new: dict[str, Any], replaced: bool
+) -> None:
     found = only(plan(k8s(api_version, kind, old)), plan(k8s(api_version, kind, new)))
     assert (found.action == "replace") is replaced, found.replaced_by
 
 
 def test_a_patch_is_replaced_only_when_its_identity_changes() -> None:
     def selector(value: str) -> dict[str, Any]:
-        return k8s("apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": value}}},
-                   "kubernetes:apps/v1:DaemonSetPatch")
+        return k8s(
+            "apps/v1", "DaemonSet", {"selector": {"matchLabels": {"a": value}}}, "kubernetes:apps/v1:DaemonSetPatch"
+        )
 
     assert only(plan(selector("1")), plan(selector("2"))).action == "update"
     assert force_new("apps/v1", "DaemonSet", patch=True) == ("metadata.name", "metadata.namespace")
@@ -480,15 +599,29 @@ def test_a_patch_is_replaced_only_when_its_identity_changes() -> None:
 
 def test_vm_disk_template_changes_are_marked_immutable() -> None:
     def vm(url: str) -> dict[str, Any]:
-        return res("kubernetes:kubevirt.io/v1:VirtualMachine", "vm", {
-            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm", "namespace": "t"},
-            "spec": {"dataVolumeTemplates": [{"metadata": {"name": "vm-root"},
-                                              "spec": {"source": {"http": {"url": url}}}}]}})
+        return res(
+            "kubernetes:kubevirt.io/v1:VirtualMachine",
+            "vm",
+            {
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachine",
+                "metadata": {"name": "vm", "namespace": "t"},
+                "spec": {
+                    "dataVolumeTemplates": [
+                        {"metadata": {"name": "vm-root"}, "spec": {"source": {"http": {"url": url}}}}
+                    ]
+                },
+            },
+        )
 
     found = only(plan(vm("https://a/1.img")), plan(vm("https://a/2.img")))
-    assert (found.action, found.immutable) == ("update", [
-        "`spec.dataVolumeTemplates[name=vm-root].spec.source.http.url`: not applied to an existing disk: KubeVirt "
-        "creates a VM's DataVolume from its template only when it is missing"])
+    assert (found.action, found.immutable) == (
+        "update",
+        [
+            "`spec.dataVolumeTemplates[name=vm-root].spec.source.http.url`: not applied to an existing disk: KubeVirt "
+            "creates a VM's DataVolume from its template only when it is missing"
+        ],
+    )
 
 
 def test_alias_is_a_move_not_a_replacement() -> None:
@@ -501,19 +634,22 @@ def test_alias_is_a_move_not_a_replacement() -> None:
 
 
 def node(name: str, host: str, ip: str, role: str = "agent") -> dict[str, Any]:
-    script = (f"#!/usr/bin/env bash\nreadonly K3S_EXEC={role}\ncat >\"$work/config.yaml\" <<'EOF_CONFIG'\n"
-              f"node-name: {host}\nnode-ip: {ip}\nEOF_CONFIG\necho done\n")
+    script = (
+        f"#!/usr/bin/env bash\nreadonly K3S_EXEC={role}\ncat >\"$work/config.yaml\" <<'EOF_CONFIG'\n"
+        f"node-name: {host}\nnode-ip: {ip}\nEOF_CONFIG\necho done\n"
+    )
     line = f"bash -c {shlex.quote(script)}"
-    return res("command:remote:Command", name, {"create": line, "update": line,
-                                                "delete": "bash -c 'k3s-uninstall.sh'"})
+    return res("command:remote:Command", name, {"create": line, "update": line, "delete": "bash -c 'k3s-uninstall.sh'"})
 
 
 def test_node_renamed_on_the_same_address_is_a_replacement() -> None:
     found = only(plan(node("lab-k3s-a", "a", "10.0.0.1")), plan(node("lab-k3s-b", "b", "10.0.0.1")))
     assert (found.action, found.label, found.replaced_by, found.notes) == (
-        "replace", "node b", ["node identity: `node-name` a → b on 10.0.0.1"],
-        ["k3s joins again as b first; then a's delete keeps k3s on the host (it now runs as b) and deletes the "
-         "Node a"])
+        "replace",
+        "node b",
+        ["node identity: `node-name` a → b on 10.0.0.1"],
+        ["k3s joins again as b first; then a's delete keeps k3s on the host (it now runs as b) and deletes the Node a"],
+    )
     assert [t.name for t in found.texts] == ["nodes/b/config.yaml"]
     assert "-node-name: a\n+node-name: b\n" in found.texts[0].diff
 
@@ -525,7 +661,8 @@ def test_a_server_renamed_on_the_same_address_is_refused_at_install() -> None:
     old, new = server("lab-k3s-a", "a"), server("lab-k3s-b", "b")
     assert only(plan(old), plan(new)).notes == [
         "a server cannot be renamed in place: its install stops `pulumi up` before anything changes; remove a in one "
-        "`pulumi up` and add b in the next"]
+        "`pulumi up` and add b in the next"
+    ]
 
 
 def test_values_are_folded_and_secrets_stay_secret() -> None:
@@ -533,9 +670,13 @@ def test_values_are_folded_and_secrets_stay_secret() -> None:
     assert show("[secret]") == "`[secret]`"
     assert show(MISSING) == "*(absent)*"
     assert show("a|b") == "`a\\|b`"
-    assert diff_values({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
-                       {"env": [{"name": "B", "value": "3"}, {"name": "A", "value": "1"}]})[0].path == \
-        "env[name=B].value"
+    assert (
+        diff_values(
+            {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+            {"env": [{"name": "B", "value": "3"}, {"name": "A", "value": "1"}]},
+        )[0].path
+        == "env[name=B].value"
+    )
 
 
 # -- --base REF ---------------------------------------------------------------------------------------------------
@@ -566,8 +707,8 @@ def test_base_ref_plans_the_refs_files_with_its_own_code(repo: Path, capsys: pyt
         assert code == 4
         assert out == POD_CIDR_REVIEW.replace(
             "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n\n###",
-            "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n\n###").replace(
-            "· 0 to delete\n\n### ⚠️", "· 0 to delete\n\n> base: stack files and code at `HEAD`\n\n### ⚠️")
+            "change: 0 to create · 0 to update · 0 to replace · 0 to delete\n\n###",
+        ).replace("· 0 to delete\n\n### ⚠️", "· 0 to delete\n\n> base: stack files and code at `HEAD`\n\n### ⚠️")
         assert cli.main(["diff", "--base", "HEAD", "dev", "--base-code", "worktree", "--project-dir", str(repo)]) == 4
         assert "> base: `Pulumi.dev.yaml` at `HEAD` planned with the working tree's code\n" in capsys.readouterr().out
     finally:
@@ -580,8 +721,9 @@ def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixtur
         assert cli.main(["diff", "--base", "HEAD", "lab", "--project-dir", str(repo)]) == 3
         out = capsys.readouterr().out
         assert "> `Pulumi.lab.yaml` does not exist at `HEAD`: every resource is new\n" in out
-        count = len([r for r in make_plan(repo, "lab").region_resources("lab1")
-                     if not r.type.startswith("gpucell:index:")])
+        count = len(
+            [r for r in make_plan(repo, "lab").region_resources("lab1") if not r.type.startswith("gpucell:index:")]
+        )
         assert f"no disruptive change · {count} resource(s) change: {count} to create · 0 to update" in out
     finally:
         (repo / "Pulumi.lab.yaml").unlink()
@@ -590,15 +732,22 @@ def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixtur
     assert err.startswith("--base: 'no-such-ref' cannot be read from ")
 
 
-def test_base_ref_with_a_stack_that_exists_nowhere_or_plan_files(repo: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_base_ref_with_a_stack_that_exists_nowhere_or_plan_files(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli.main(["diff", "--base", "HEAD", "Dev", "--project-dir", str(repo)]) == 1
-    assert capsys.readouterr() == ("", f"gpucell diff: no stack Dev: neither 'HEAD' nor the working tree ({repo}) has "
-                                       "Pulumi.Dev.yaml; stacks: dev, prod\n")
+    assert capsys.readouterr() == (
+        "",
+        f"gpucell diff: no stack Dev: neither 'HEAD' nor the working tree ({repo}) has "
+        "Pulumi.Dev.yaml; stacks: dev, prod\n",
+    )
     assert cli.main(["diff", "--base", "HEAD", "a.json", "b.json", "--project-dir", str(repo)]) == 1
-    assert capsys.readouterr() == ("", "gpucell diff: a.json, b.json: with --base REF the arguments are stack names "
-                                       "(stacks: dev, prod); to compare two plan files, leave out --base: gpucell "
-                                       "diff BASE.json HEAD.json\n")
+    assert capsys.readouterr() == (
+        "",
+        "gpucell diff: a.json, b.json: with --base REF the arguments are stack names "
+        "(stacks: dev, prod); to compare two plan files, leave out --base: gpucell "
+        "diff BASE.json HEAD.json\n",
+    )
 
 
 def test_a_wrong_command_line_is_exit_2_as_documented(capsys: pytest.CaptureFixture[str]) -> None:
@@ -606,7 +755,8 @@ def test_a_wrong_command_line_is_exit_2_as_documented(capsys: pytest.CaptureFixt
         cli.main(["diff", "--base-code", "foo"])
     assert info.value.code == 2
     assert capsys.readouterr().err.endswith(
-        "gpucell diff: error: argument --base-code: invalid choice: 'foo' (choose from 'ref', 'worktree')\n")
+        "gpucell diff: error: argument --base-code: invalid choice: 'foo' (choose from 'ref', 'worktree')\n"
+    )
     readme = " ".join((REPO / "README.md").read_text().split())
     doc = " ".join((REPO / "docs" / "reviewing-changes.md").read_text().split())
     assert "2 wrong command line (argparse's usage message)" in readme
@@ -620,12 +770,15 @@ def sample_change(text: str) -> str:
     old_pool = "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
     assert old_pool in text
     assert "gpus: {nvidia.com/gpu: 3}" in text
-    new_pool = ("          gpuMode: vm-passthrough\n          hosts:\n"
-                "          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
-                "        l40s-ct:\n          role: gpu\n          gpuModel: L40S\n          gpusPerNode: 4\n"
-                "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-2, address: 10.20.0.22}\n")
-    return text.replace(old_pool, new_pool).replace("gpus: {nvidia.com/gpu: 3}",
-                                                    "gpus: {nvidia.com/gpu: 4, nvidia.com/AD102GL_L40S: 2}")
+    new_pool = (
+        "          gpuMode: vm-passthrough\n          hosts:\n"
+        "          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+        "        l40s-ct:\n          role: gpu\n          gpuModel: L40S\n          gpusPerNode: 4\n"
+        "          gpuMode: container\n          hosts:\n          - {name: lab1-gpu-2, address: 10.20.0.22}\n"
+    )
+    return text.replace(old_pool, new_pool).replace(
+        "gpus: {nvidia.com/gpu: 3}", "gpus: {nvidia.com/gpu: 4, nvidia.com/AD102GL_L40S: 2}"
+    )
 
 
 def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev_json: dict[str, Any]) -> None:
@@ -648,21 +801,26 @@ def test_the_docs_table_lists_every_change_with_its_effect() -> None:
 
 def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_json: dict[str, Any]) -> None:
     """Issue 18: deleting data is disruptive, so the workflow labels the pull request."""
+
     def drop_notebook(text: str) -> str:
-        block = ("          notebooks:\n            alice:\n              gpu: {count: 1}\n"
-                 "              cpuMillicores: 4000\n              memoryGib: 32\n              homeGib: 100\n")
+        block = (
+            "          notebooks:\n            alice:\n              gpu: {count: 1}\n"
+            "              cpuMillicores: 4000\n              memoryGib: 32\n              homeGib: 100\n"
+        )
         assert block in text
         return text.replace(block, "")
 
     item = review(dev_json, plan_json(project(tmp_path, "head", drop_notebook)))
     assert [(c.change.value, c.subject, c.key) for c in item.disruptive] == [
-        ("dataDeleted", "tenant-research/home-alice-0", "regions.lab1.tenants.research.notebooks.alice")]
+        ("dataDeleted", "tenant-research/home-alice-0", "regions.lab1.tenants.research.notebooks.alice")
+    ]
     assert exit_code([item]) == 4
 
 
 def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop(tmp_path: Path) -> None:
     """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
     tenants' GPU VMs stop."""
+
     def prod(name: str, edit: Any = None) -> dict[str, Any]:
         folder = tmp_path / name
         folder.mkdir()
@@ -675,8 +833,9 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     def upgrade(text: str) -> str:
         anchor = "  gpucell:regions:\n    fra1:\n"
         assert anchor in text
-        return text.replace(anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n"
-                            "      k3s: {installerSha256: '" + "0" * 64 + "'}\n")
+        return text.replace(
+            anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
+        )
 
     item = review(prod("base"), prod("head", upgrade))
     assert item.disruptive == []
@@ -685,7 +844,9 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert work.reconfigured == []
     assert set(work.gpu_vms["tenant-acme"]) == {"cad-01", "desk-01", "train-01"}
     text = render([item]).splitlines()
-    assert any(line.startswith(f"- `fra1`: {len(work.drained)} node(s) cordoned and drained one by one")
-               for line in text)
-    assert any(line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance")
-               for line in text)
+    assert any(
+        line.startswith(f"- `fra1`: {len(work.drained)} node(s) cordoned and drained one by one") for line in text
+    )
+    assert any(
+        line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
+    )

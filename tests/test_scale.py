@@ -40,8 +40,12 @@ def test_a_new_regions_graph_depth_does_not_grow_with_its_agents(tmp_path: Path)
 def test_synthetic_stacks_pass_admission_with_every_kind_of_workload() -> None:
     regions = stack_config(Size(2, 8, 20))["gpucell:regions"]
     assert list(regions) == ["r0", "r1"]
-    sections = {section for tenant in regions["r0"]["tenants"].values() for section in tenant
-                if section in ("virtualMachines", "notebooks", "modelEndpoints")}
+    sections = {
+        section
+        for tenant in regions["r0"]["tenants"].values()
+        for section in tenant
+        if section in ("virtualMachines", "notebooks", "modelEndpoints")
+    }
     assert sections == {"virtualMachines", "notebooks", "modelEndpoints"}
 
 
@@ -54,8 +58,10 @@ def test_the_tree_states_the_graph_shape(tmp_path: Path) -> None:
     write_stack(tmp_path, "s", Size(1, 8, 10))
     plan = make_plan(tmp_path, "s")
     expected = graph_shape(plan.region_resources("r0"))
-    assert (f"  graph: depth {expected.depth}, width {expected.width} (longest dependency chain; most resources "
-            "the engine can create at once)") in render_tree(plan, ["r0"]).splitlines()
+    assert (
+        f"  graph: depth {expected.depth}, width {expected.width} (longest dependency chain; most resources "
+        "the engine can create at once)"
+    ) in render_tree(plan, ["r0"]).splitlines()
 
 
 def test_the_engine_skips_the_sdks_stack_capture_only_while_a_program_runs() -> None:

@@ -29,7 +29,8 @@ def stack_file(stack: str) -> dict[str, Any]:
 
 def test_shipped_schema_is_current() -> None:
     assert (REPO / SCHEMA_FILE).read_text() == render_schema(), (
-        f"{SCHEMA_FILE} is stale: run `gpucell schema --out {SCHEMA_FILE}`")
+        f"{SCHEMA_FILE} is stale: run `gpucell schema --out {SCHEMA_FILE}`"
+    )
 
 
 def test_schema_is_valid_json_schema() -> None:
@@ -47,16 +48,22 @@ def test_schema_rejects_a_wrong_enum_an_unknown_key_and_a_plain_secret() -> None
     document = stack_file("dev")
     wrong = copy.deepcopy(document)
     wrong["config"]["gpucell:regions"]["lab1"]["nodePools"]["l40s"]["gpuMode"] = "passthrough"
-    assert errors(wrong) == [("config.gpucell:regions.lab1.nodePools.l40s.gpuMode",
-                              "'passthrough' is not valid under any of the given schemas")]
+    assert errors(wrong) == [
+        (
+            "config.gpucell:regions.lab1.nodePools.l40s.gpuMode",
+            "'passthrough' is not valid under any of the given schemas",
+        )
+    ]
     typo = copy.deepcopy(document)
     typo["config"]["gpucell:regions"]["lab1"]["network"]["podCIDR"] = "10.42.0.0/16"
-    assert errors(typo) == [("config.gpucell:regions.lab1.network",
-                             "Additional properties are not allowed ('podCIDR' was unexpected)")]
+    assert errors(typo) == [
+        ("config.gpucell:regions.lab1.network", "Additional properties are not allowed ('podCIDR' was unexpected)")
+    ]
     plain = copy.deepcopy(document)
     plain["config"]["gpucell:sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----"
-    assert errors(plain) == [("config.gpucell:sshPrivateKey",
-                              "'-----BEGIN OPENSSH PRIVATE KEY-----' is not of type 'object'")]
+    assert errors(plain) == [
+        ("config.gpucell:sshPrivateKey", "'-----BEGIN OPENSSH PRIVATE KEY-----' is not of type 'object'")
+    ]
 
 
 def test_schema_knows_acknowledgements() -> None:

@@ -22,8 +22,13 @@ def errors_of(region: dict[str, Any], name: str = "fra1") -> list[str]:
 
 
 def gpu_pool(**fields: Any) -> dict[str, Any]:
-    pool = {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
-            "hosts": [{"name": "fra1-h100-1", "address": "10.20.0.41"}]}
+    pool = {
+        "role": "gpu",
+        "gpuModel": "H100-SXM5-80GB",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
+        "hosts": [{"name": "fra1-h100-1", "address": "10.20.0.41"}],
+    }
     return {**pool, **fields}
 
 
@@ -54,12 +59,21 @@ def test_unknown_key_lists_accepted_keys(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("podCidr", "10.20.0.0/16",
-         "regions.fra1.network.podCidr: '10.20.0.0/16' overlaps network.nodeCidr 10.20.0.0/24"),
-        ("serviceCidr", "10.42.128.0/17",
-         "regions.fra1.network.serviceCidr: '10.42.128.0/17' overlaps network.podCidr 10.42.0.0/16"),
-        ("clusterDns", "10.99.0.10",
-         "regions.fra1.network.clusterDns: '10.99.0.10' is outside network.serviceCidr 10.43.0.0/16"),
+        (
+            "podCidr",
+            "10.20.0.0/16",
+            "regions.fra1.network.podCidr: '10.20.0.0/16' overlaps network.nodeCidr 10.20.0.0/24",
+        ),
+        (
+            "serviceCidr",
+            "10.42.128.0/17",
+            "regions.fra1.network.serviceCidr: '10.42.128.0/17' overlaps network.podCidr 10.42.0.0/16",
+        ),
+        (
+            "clusterDns",
+            "10.99.0.10",
+            "regions.fra1.network.clusterDns: '10.99.0.10' is outside network.serviceCidr 10.43.0.0/16",
+        ),
     ],
 )
 def test_address_plan_rules(cell_config: dict[str, Any], key: str, value: str, message: str) -> None:
@@ -201,12 +215,24 @@ def test_topology_only_on_vm_pools(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("k3s", "latest", "regions.fra1.versions.k3s: 'latest' is not a pinned k3s release; use the form "
-         "v1.34.2+k3s1 (no latest, stable or channels)"),
-        ("cilium", "1.20", "regions.fra1.versions.cilium: '1.20' is not a pinned release; use an exact version "
-         "such as v1.2.3 (no latest, stable or ranges)"),
-        ("gpuOperator", "stable", "regions.fra1.versions.gpuOperator: 'stable' is not a pinned release; use an "
-         "exact version such as v1.2.3 (no latest, stable or ranges)"),
+        (
+            "k3s",
+            "latest",
+            "regions.fra1.versions.k3s: 'latest' is not a pinned k3s release; use the form "
+            "v1.34.2+k3s1 (no latest, stable or channels)",
+        ),
+        (
+            "cilium",
+            "1.20",
+            "regions.fra1.versions.cilium: '1.20' is not a pinned release; use an exact version "
+            "such as v1.2.3 (no latest, stable or ranges)",
+        ),
+        (
+            "gpuOperator",
+            "stable",
+            "regions.fra1.versions.gpuOperator: 'stable' is not a pinned release; use an "
+            "exact version such as v1.2.3 (no latest, stable or ranges)",
+        ),
     ],
 )
 def test_versions_must_be_pinned(cell_config: dict[str, Any], key: str, value: str, message: str) -> None:
@@ -217,10 +243,18 @@ def test_versions_must_be_pinned(cell_config: dict[str, Any], key: str, value: s
 @pytest.mark.parametrize(
     ("version", "mode", "message"),
     [
-        ("v0.20.0", "RawDeployment", "regions.fra1.kserve.deploymentMode: 'RawDeployment' is not a deployment mode "
-         "of KServe v0.20.0; accepted: Standard, Knative"),
-        ("v0.15.2", "Standard", "regions.fra1.kserve.deploymentMode: 'Standard' is not a deployment mode of "
-         "KServe v0.15.2; accepted: RawDeployment, Serverless"),
+        (
+            "v0.20.0",
+            "RawDeployment",
+            "regions.fra1.kserve.deploymentMode: 'RawDeployment' is not a deployment mode "
+            "of KServe v0.20.0; accepted: Standard, Knative",
+        ),
+        (
+            "v0.15.2",
+            "Standard",
+            "regions.fra1.kserve.deploymentMode: 'Standard' is not a deployment mode of "
+            "KServe v0.15.2; accepted: RawDeployment, Serverless",
+        ),
     ],
 )
 def test_kserve_mode_fits_version(cell_config: dict[str, Any], version: str, mode: str, message: str) -> None:
@@ -264,8 +298,13 @@ def test_names_must_be_dns_labels(cell_config: dict[str, Any]) -> None:
 
 def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3", "numaNodes": 1, "reservedMemoryPerNumaMib": 400, "cpusPerNuma": 32,
-                  "memoryPerNumaGib": 512}
+        topology={
+            "reservedCpus": "0-3",
+            "numaNodes": 1,
+            "reservedMemoryPerNumaMib": 400,
+            "cpusPerNuma": 32,
+            "memoryPerNumaGib": 512,
+        }
     )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.reservedMemoryPerNumaMib: 400 MiB x 1 NUMA nodes must exceed the "
@@ -276,8 +315,12 @@ def test_topology_reserved_memory_must_cover_eviction(cell_config: dict[str, Any
 def test_topology_kubelet_args() -> None:
     config = minimal_cell_config()
     config["nodePools"]["h100-vm"] = gpu_pool(
-        topology={"reservedCpus": "0-3,112-115", "reservedMemoryPerNumaMib": 4096, "cpusPerNuma": 112,
-                  "memoryPerNumaGib": 1024}
+        topology={
+            "reservedCpus": "0-3,112-115",
+            "reservedMemoryPerNumaMib": 4096,
+            "cpusPerNuma": 112,
+            "memoryPerNumaGib": 1024,
+        }
     )
     topology = cell(config).node_pools["h100-vm"].topology
     assert topology is not None
@@ -335,14 +378,14 @@ def test_longhorn_replicas_need_as_many_nodes(cell_config: dict[str, Any]) -> No
     ]
 
 
-@pytest.mark.parametrize(("version", "mode", "raw"), [("v0.20.0", "Knative", "Standard"),
-                                                      ("v0.15.2", "Serverless", "RawDeployment")])
+@pytest.mark.parametrize(
+    ("version", "mode", "raw"), [("v0.20.0", "Knative", "Standard"), ("v0.15.2", "Serverless", "RawDeployment")]
+)
 def test_knative_modes_are_rejected(cell_config: dict[str, Any], version: str, mode: str, raw: str) -> None:
     cell_config["versions"] = {"kserve": version}
     cell_config["kserve"] = {"deploymentMode": mode}
     assert errors_of(cell_config) == [
-        f"regions.fra1.kserve.deploymentMode: '{mode}' needs Knative Serving, which gpucell does not install; "
-        f"use {raw}"
+        f"regions.fra1.kserve.deploymentMode: '{mode}' needs Knative Serving, which gpucell does not install; use {raw}"
     ]
 
 
@@ -366,10 +409,16 @@ def test_tls_sans_are_addresses_or_names(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("labels", "message"),
     [
-        ({"bad key": "x"}, "regions.fra1.nodePools.cpu.labels['bad key']: 'bad key' is not a label key; use "
-         "[dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]"),
-        ({"example.com/rack": "r 7"}, "regions.fra1.nodePools.cpu.labels.example.com/rack: 'r 7' is not a label "
-         "value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends"),
+        (
+            {"bad key": "x"},
+            "regions.fra1.nodePools.cpu.labels['bad key']: 'bad key' is not a label key; use "
+            "[dns-prefix/]name, name at most 63 of [A-Za-z0-9-_.]",
+        ),
+        (
+            {"example.com/rack": "r 7"},
+            "regions.fra1.nodePools.cpu.labels.example.com/rack: 'r 7' is not a label "
+            "value; at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends",
+        ),
     ],
 )
 def test_labels_use_kubernetes_syntax(cell_config: dict[str, Any], labels: dict[str, str], message: str) -> None:
@@ -390,9 +439,7 @@ def test_taints_use_kubernetes_syntax(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize("value", [True, "eight", 8.5])
 def test_counts_are_strict_integers(cell_config: dict[str, Any], value: object) -> None:
     cell_config["nodePools"]["l40s"]["gpusPerNode"] = value
-    assert errors_of(cell_config) == [
-        f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is not a whole number"
-    ]
+    assert errors_of(cell_config) == [f"regions.fra1.nodePools.l40s.gpusPerNode: {value!r} is not a whole number"]
 
 
 def test_cluster_dns_is_a_host_address(cell_config: dict[str, Any]) -> None:
@@ -406,12 +453,18 @@ def test_cluster_dns_is_a_host_address(cell_config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("section", "values", "message"),
     [
-        ("cilium", {"k8sServiceHost": "10.0.0.1"},
-         "regions.fra1.cilium.values.k8sServiceHost: is set by gpucell from network.apiEndpoint; set "
-         "network.apiEndpoint instead"),
-        ("kserve", {"kserve": {"controller": {"deploymentMode": "Knative"}}},
-         "regions.fra1.kserve.values.kserve.controller.deploymentMode: is set by gpucell from "
-         "kserve.deploymentMode; set kserve.deploymentMode instead"),
+        (
+            "cilium",
+            {"k8sServiceHost": "10.0.0.1"},
+            "regions.fra1.cilium.values.k8sServiceHost: is set by gpucell from network.apiEndpoint; set "
+            "network.apiEndpoint instead",
+        ),
+        (
+            "kserve",
+            {"kserve": {"controller": {"deploymentMode": "Knative"}}},
+            "regions.fra1.kserve.values.kserve.controller.deploymentMode: is set by gpucell from "
+            "kserve.deploymentMode; set kserve.deploymentMode instead",
+        ),
     ],
 )
 def test_values_may_not_override_typed_keys(
@@ -434,8 +487,9 @@ def test_topology_declares_host_memory(cell_config: dict[str, Any]) -> None:
 
 
 def test_topology_reserved_cpus_exist_and_count(cell_config: dict[str, Any]) -> None:
-    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
-        "reservedCpus": "0-3,112-115", "cpusPerNuma": 56, "memoryPerNumaGib": 1024})
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(
+        topology={"reservedCpus": "0-3,112-115", "cpusPerNuma": 56, "memoryPerNumaGib": 1024}
+    )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.reservedCpus: '0-3,112-115' names CPU 115, the host has 112 (2 NUMA "
         "nodes x cpusPerNuma 56)"
@@ -447,10 +501,16 @@ def test_topology_reserved_cpus_exist_and_count(cell_config: dict[str, Any]) -> 
 
 
 def test_topology_hugepages_must_fit_the_numa_node(cell_config: dict[str, Any]) -> None:
-    cell_config["nodePools"]["h100-vm"] = gpu_pool(topology={
-        "reservedCpus": "0-3", "cpusPerNuma": 112, "memoryPerNumaGib": 1024, "reservedMemoryPerNumaMib": 4096,
-        "hugepages1GiPerNuma": 1020, "hugepages2MiPerNuma": 512,
-    })
+    cell_config["nodePools"]["h100-vm"] = gpu_pool(
+        topology={
+            "reservedCpus": "0-3",
+            "cpusPerNuma": 112,
+            "memoryPerNumaGib": 1024,
+            "reservedMemoryPerNumaMib": 4096,
+            "hugepages1GiPerNuma": 1020,
+            "hugepages2MiPerNuma": 512,
+        }
+    )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.h100-vm.topology.hugepages1GiPerNuma: 1020 x 1Gi and 512 x 2Mi hugepages plus "
         "reservedMemoryPerNumaMib 4096 exceed memoryPerNumaGib 1024 per NUMA node"
@@ -487,8 +547,12 @@ def test_sriov_vgpu_needs_a_catalogued_vf_id(cell_config: dict[str, Any]) -> Non
 def test_sriov_vgpu_one_type_per_model(cell_config: dict[str, Any]) -> None:
     cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
     cell_config["nodePools"]["l40s-a"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-12Q")
-    cell_config["nodePools"]["l40s-b"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-24Q",
-                                                  hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}])
+    cell_config["nodePools"]["l40s-b"] = gpu_pool(
+        gpuModel="L40S",
+        gpuMode="vm-vgpu",
+        vgpuProfile="L40S-24Q",
+        hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}],
+    )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.l40s-b.vgpuProfile: 'L40S-24Q': pool l40s-a already runs L40S SR-IOV vGPUs as "
         "L40S-12Q, and KubeVirt advertises every VF of one PCI id (10DE:26B9) under one resource; use one "
@@ -501,8 +565,12 @@ def test_sriov_vgpu_one_type_per_model(cell_config: dict[str, Any]) -> None:
 def test_sriov_vgpu_and_passthrough_of_one_model(cell_config: dict[str, Any]) -> None:
     cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
     cell_config["nodePools"]["l40s-pt"] = gpu_pool(gpuModel="L40S")
-    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(gpuModel="L40S", gpuMode="vm-vgpu", vgpuProfile="L40S-12Q",
-                                                     hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}])
+    cell_config["nodePools"]["l40s-vgpu"] = gpu_pool(
+        gpuModel="L40S",
+        gpuMode="vm-vgpu",
+        vgpuProfile="L40S-12Q",
+        hosts=[{"name": "fra1-l40s-2", "address": "10.20.0.42"}],
+    )
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.l40s-vgpu.gpuModel: 'L40S': pool l40s-pt passes L40S through whole (10DE:26B9 on "
         "vfio-pci), which KubeVirt's device plugin for this pool's VFs would also advertise as "
@@ -512,8 +580,7 @@ def test_sriov_vgpu_and_passthrough_of_one_model(cell_config: dict[str, Any]) ->
 
 def test_mdev_vgpu_on_turing_with_a_current_driver(cell_config: dict[str, Any]) -> None:
     cell_config["gpuOperator"] = {"vgpuDriverImage": VGPU_DRIVER}
-    cell_config["nodePools"]["t4-vgpu"] = gpu_pool(gpuModel="T4", gpusPerNode=4, gpuMode="vm-vgpu",
-                                                   vgpuProfile="T4-4Q")
+    cell_config["nodePools"]["t4-vgpu"] = gpu_pool(gpuModel="T4", gpusPerNode=4, gpuMode="vm-vgpu", vgpuProfile="T4-4Q")
     spec = cell(cell_config)
     assert list(spec.vgpu_pools(VgpuFramework.MDEV)) == ["t4-vgpu"]
     assert spec.vgpu_pools(VgpuFramework.SRIOV) == {}

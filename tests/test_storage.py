@@ -37,8 +37,12 @@ def build(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, dict[str,
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
         storage = Storage("fra1", StorageArgs(spec), opts=pulumi.ResourceOptions(depends_on=deps))
-        attrs.update(ready=storage.ready, access_modes=storage.access_modes, volume_mode=storage.volume_mode,
-                     release=storage.release)
+        attrs.update(
+            ready=storage.ready,
+            access_modes=storage.access_modes,
+            volume_mode=storage.volume_mode,
+            release=storage.release,
+        )
         pulumi.export("storageClassName", storage.storage_class_name)
         pulumi.export("ready", [r.urn for r in storage.ready])
         # A consumer that only uses the class name must still wait for the storage to be ready.
@@ -120,16 +124,11 @@ def test_longhorn_cell_has_exactly_one_default_class() -> None:
 
 
 def test_user_values_are_deep_merged_into_the_longhorn_release() -> None:
-    overrides = {"persistence": {"reclaimPolicy": "Retain"},
-                 "defaultSettings": {"defaultDataPath": "/data/lh/"}}
+    overrides = {"persistence": {"reclaimPolicy": "Retain"}, "defaultSettings": {"defaultDataPath": "/data/lh/"}}
     plan, _ = build(cell(longhorn_config(replicas=3, values=overrides)))
     values = plan.of_type(RELEASE)[0].inputs["values"]
-    assert values["persistence"] == {
-        "defaultClass": True, "defaultClassReplicaCount": 3, "reclaimPolicy": "Retain"
-    }
-    assert values["defaultSettings"] == {
-        "defaultReplicaCount": '{"v1":"3","v2":"3"}', "defaultDataPath": "/data/lh/"
-    }
+    assert values["persistence"] == {"defaultClass": True, "defaultClassReplicaCount": 3, "reclaimPolicy": "Retain"}
+    assert values["defaultSettings"] == {"defaultReplicaCount": '{"v1":"3","v2":"3"}', "defaultDataPath": "/data/lh/"}
 
 
 def test_every_longhorn_key_we_set_exists_in_the_charts_values_yaml() -> None:

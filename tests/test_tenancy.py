@@ -48,8 +48,7 @@ GPU_RESOURCES = [
     "nvidia.com/mig-1g.10gb",
 ]
 # A PVC clone source: a registry or http import would need egress (admission rejects it under none/cluster).
-VM = {"memoryGib": 4, "noLogin": True, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"},
-                                   "sizeGib": 20}}
+VM = {"memoryGib": 4, "noLogin": True, "rootDisk": {"source": {"pvc": "images/ubuntu-24-04"}, "sizeGib": 20}}
 
 
 def computed(args: MockResourceArgs) -> dict[str, Any]:
@@ -63,8 +62,12 @@ def tenant_config(**fields: Any) -> dict[str, Any]:
     """A tenant with 16 CPUs, 64 GiB, 500 GiB, two L40S GPUs and 8 MIG slices; ``fields`` override."""
     config = {
         "groups": {"admins": ["acme-admins"], "members": ["acme-devs", "acme-ml"], "viewers": ["acme-audit"]},
-        "quota": {"cpuMillicores": 16000, "memoryGib": 64, "storageGib": 500,
-                  "gpus": {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 8}},
+        "quota": {
+            "cpuMillicores": 16000,
+            "memoryGib": 64,
+            "storageGib": 500,
+            "gpus": {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 8},
+        },
     }
     config.update(fields)
     return config
@@ -76,15 +79,24 @@ def region_config(tenants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     config["imageNamespaces"] = ["images"]
     pools = config["nodePools"]
     h100 = {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8}
-    pools["h100-vm"] = {**h100, "gpuMode": "vm-passthrough",
-                        "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}]}
-    pools["l40s-vgpu"] = {"role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "vm-vgpu",
-                          "vgpuProfile": "L40S-24Q",
-                          "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}]}
-    pools["h100-mig"] = {**h100, "gpuMode": "container", "migConfig": "all-1g.10gb",
-                         "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}]}
-    config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia",
-                                                 "version": "580.95.02-ubuntu24.04"}}
+    pools["h100-vm"] = {**h100, "gpuMode": "vm-passthrough", "hosts": [{"name": "lab-gpu-2", "address": "10.20.0.22"}]}
+    pools["l40s-vgpu"] = {
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 4,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-24Q",
+        "hosts": [{"name": "lab-gpu-3", "address": "10.20.0.23"}],
+    }
+    pools["h100-mig"] = {
+        **h100,
+        "gpuMode": "container",
+        "migConfig": "all-1g.10gb",
+        "hosts": [{"name": "lab-gpu-4", "address": "10.20.0.24"}],
+    }
+    config["gpuOperator"] = {
+        "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+    }
     config["tenants"] = tenants
     config["allowGpuOvercommit"] = True  # several tenants share the two L40S; capacity is not what is tested
     return config
@@ -140,7 +152,8 @@ def test_a_tenant_with_vms_enforces_restricted_because_launchers_get_a_seccomp_p
     namespace = plan.named("lab-acme-namespace")
     assert namespace.inputs["metadata"]["labels"] == RESTRICTED_LABELS
     assert kubevirt_spec(spec)["configuration"]["seccompConfiguration"] == {
-        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
+        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}
+    }
     # ... and the label waits for the CR that sets it (so a VM restarted in between is not rejected)
     assert plan.named("lab-kubevirt-kubevirt").urn in namespace.dependencies
 
@@ -149,8 +162,13 @@ def test_psa_versions_follow_the_cells_kubernetes_minor() -> None:
     labels = namespace_labels("acme", "1.33")
     versions = {k: v for k, v in labels.items() if k.endswith("-version")}
     assert versions == dict.fromkeys(
-        ("pod-security.kubernetes.io/enforce-version", "pod-security.kubernetes.io/warn-version",
-         "pod-security.kubernetes.io/audit-version"), "v1.33")
+        (
+            "pod-security.kubernetes.io/enforce-version",
+            "pod-security.kubernetes.io/warn-version",
+            "pod-security.kubernetes.io/audit-version",
+        ),
+        "v1.33",
+    )
 
 
 # -- quota and limit defaults --------------------------------------------------------------------------------
@@ -185,14 +203,29 @@ def test_quota_pins_every_gpu_resource_of_the_region_and_zero_for_ungranted_ones
 
 
 def test_quota_counts_come_from_the_spec() -> None:
-    spec = region(acme=tenant_config(quota={"cpuMillicores": 500, "memoryGib": 1, "storageGib": 10, "pods": 7,
-                                             "persistentVolumeClaims": 3, "services": 2, "nodePorts": 3,
-                                             "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8}}))
+    spec = region(
+        acme=tenant_config(
+            quota={
+                "cpuMillicores": 500,
+                "memoryGib": 1,
+                "storageGib": 10,
+                "pods": 7,
+                "persistentVolumeClaims": 3,
+                "services": 2,
+                "nodePorts": 3,
+                "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8},
+            }
+        )
+    )
     hard = quota_hard(spec.tenants["acme"], spec)
     counts = ("pods", "persistentvolumeclaims", "services", "services.nodeports", "services.loadbalancers")
     assert {k: hard[k] for k in counts} == {
-        "pods": "7", "persistentvolumeclaims": "3", "services": "2", "services.nodeports": "3",
-        "services.loadbalancers": "0"}
+        "pods": "7",
+        "persistentvolumeclaims": "3",
+        "services": "2",
+        "services.nodeports": "3",
+        "services.loadbalancers": "0",
+    }
     assert hard["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
     assert hard["requests.nvidia.com/gpu"] == "0"
     assert hard["requests.nvidia.com/GH100_H100_NVSWITCH"] == "4"  # one whole board: its 4 NVSwitches
@@ -203,44 +236,66 @@ def test_limit_range_defaults_every_container_from_the_spec() -> None:
     tenant = TenantSpec.model_validate(tenant_config(limits=limits))
     manifest = limit_range_manifest("acme", tenant)
     assert manifest["metadata"]["namespace"] == "tenant-acme"
-    assert manifest["spec"] == {"limits": [{
-        "type": "Container",
-        "default": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "8192Mi"},
-        "defaultRequest": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "1024Mi"},
-    }]}
+    assert manifest["spec"] == {
+        "limits": [
+            {
+                "type": "Container",
+                "default": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "8192Mi"},
+                "defaultRequest": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "1024Mi"},
+            }
+        ]
+    }
 
 
 def test_quota_bounds_hugepages_and_ephemeral_storage_as_declared() -> None:
-    tenant = TenantSpec.model_validate(tenant_config(quota={
-        "cpuMillicores": 1000, "memoryGib": 64, "storageGib": 10, "hugepagesGib": 32, "ephemeralStorageGib": 50}))
+    tenant = TenantSpec.model_validate(
+        tenant_config(
+            quota={
+                "cpuMillicores": 1000,
+                "memoryGib": 64,
+                "storageGib": 10,
+                "hugepagesGib": 32,
+                "ephemeralStorageGib": 50,
+            }
+        )
+    )
     hard = quota_hard(tenant, cell(region_config({})))
     assert {k: v for k, v in hard.items() if "hugepages" in k or "ephemeral" in k} == {
-        "requests.ephemeral-storage": "50Gi", "limits.ephemeral-storage": "50Gi",
-        "requests.hugepages-1Gi": "32Gi", "requests.hugepages-2Mi": "32Gi"}
+        "requests.ephemeral-storage": "50Gi",
+        "limits.ephemeral-storage": "50Gi",
+        "requests.hugepages-1Gi": "32Gi",
+        "requests.hugepages-2Mi": "32Gi",
+    }
 
 
 # -- RBAC ----------------------------------------------------------------------------------------------------
 
 
 def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
-    objects = {(o["kind"], o["metadata"]["name"]): o for o in rbac_manifests(
-        "acme", TenantSpec.model_validate(tenant_config()))}
+    objects = {
+        (o["kind"], o["metadata"]["name"]): o
+        for o in rbac_manifests("acme", TenantSpec.model_validate(tenant_config()))
+    }
     group = "rbac.authorization.k8s.io"
 
     def subjects(*names: str) -> list[dict[str, str]]:
         return [{"kind": "Group", "apiGroup": group, "name": n} for n in names]
 
-    for name, role, members in (("tenant-admins", "admin", ["acme-admins"]),
-                                ("tenant-members", "edit", ["acme-devs", "acme-ml"]),
-                                ("tenant-viewers", "view", ["acme-audit"])):
+    for name, role, members in (
+        ("tenant-admins", "admin", ["acme-admins"]),
+        ("tenant-members", "edit", ["acme-devs", "acme-ml"]),
+        ("tenant-viewers", "view", ["acme-audit"]),
+    ):
         binding = objects["RoleBinding", name]
         assert binding["metadata"]["namespace"] == "tenant-acme"
         assert binding["roleRef"] == {"apiGroup": group, "kind": "ClusterRole", "name": role}
         assert binding["subjects"] == subjects(*members)
-    assert objects["RoleBinding", "tenant-kserve-edit"]["subjects"] == subjects("acme-admins", "acme-devs",
-                                                                                  "acme-ml")
+    assert objects["RoleBinding", "tenant-kserve-edit"]["subjects"] == subjects("acme-admins", "acme-devs", "acme-ml")
     assert objects["RoleBinding", "tenant-kserve-edit"]["roleRef"] == {
-        "apiGroup": group, "kind": "Role", "name": "tenant-kserve-edit"}
+        "apiGroup": group,
+        "kind": "Role",
+        "name": "tenant-kserve-edit",
+    }
     assert objects["Role", "tenant-kserve-edit"]["rules"][0] == {
         "apiGroups": ["serving.kserve.io"],
         "resources": ["inferenceservices", "servingruntimes", "inferencegraphs", "trainedmodels"],
@@ -251,11 +306,13 @@ def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
 
 
 def test_with_oidc_bindings_name_the_prefixed_groups_a_token_carries() -> None:
-    oidc = OidcSpec.model_validate({"issuerUrl": "https://idp.example.net/realms/gpucell", "clientId": "kubernetes",
-                                    "groupsPrefix": "idp:"})
+    oidc = OidcSpec.model_validate(
+        {"issuerUrl": "https://idp.example.net/realms/gpucell", "clientId": "kubernetes", "groupsPrefix": "idp:"}
+    )
     objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config()), oidc)
-    names = {o["metadata"]["name"]: [s["name"] for s in o.get("subjects", [])] for o in objects
-             if o["kind"] == "RoleBinding"}
+    names = {
+        o["metadata"]["name"]: [s["name"] for s in o.get("subjects", [])] for o in objects if o["kind"] == "RoleBinding"
+    }
     assert names["tenant-members"] == ["idp:acme-devs", "idp:acme-ml"]
     assert names["tenant-kserve-edit"] == ["idp:acme-admins", "idp:acme-devs", "idp:acme-ml"]
 
@@ -298,22 +355,37 @@ def test_default_deny_selects_every_endpoint_in_both_directions_and_allows_nothi
 def test_link_local_metadata_is_denied_to_every_tenant_whatever_else_allows() -> None:
     for egress in ("none", "cluster", "internet"):
         assert without_description(policies(egress=egress)["tenant-deny-link-local"]) == {
-            "endpointSelector": {}, "egressDeny": [{"toCIDRSet": [{"cidr": "169.254.0.0/16"}]}]}
+            "endpointSelector": {},
+            "egressDeny": [{"toCIDRSet": [{"cidr": "169.254.0.0/16"}]}],
+        }
 
 
 def test_dns_goes_to_kube_dns_through_the_dns_proxy() -> None:
-    assert without_description(policies()["tenant-allow-dns"]) == {"endpointSelector": {}, "egress": [{
-        "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system",
-                                         "k8s:k8s-app": "kube-dns"}}],
-        "toPorts": [{"ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
-                     "rules": {"dns": [{"matchPattern": "*"}]}}],
-    }]}
+    assert without_description(policies()["tenant-allow-dns"]) == {
+        "endpointSelector": {},
+        "egress": [
+            {
+                "toEndpoints": [
+                    {"matchLabels": {"k8s:io.kubernetes.pod.namespace": "kube-system", "k8s:k8s-app": "kube-dns"}}
+                ],
+                "toPorts": [
+                    {
+                        "ports": [{"port": "53", "protocol": "UDP"}, {"port": "53", "protocol": "TCP"}],
+                        "rules": {"dns": [{"matchPattern": "*"}]},
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def test_traffic_within_the_tenant_is_allowed_both_ways() -> None:
     own = [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "tenant-acme"}}]
     assert without_description(policies()["tenant-allow-intra-tenant"]) == {
-        "endpointSelector": {}, "ingress": [{"fromEndpoints": own}], "egress": [{"toEndpoints": own}]}
+        "endpointSelector": {},
+        "ingress": [{"fromEndpoints": own}],
+        "egress": [{"toEndpoints": own}],
+    }
 
 
 PLATFORM = "k8s:io.cilium.k8s.namespace.labels.gpucell.io/platform-services"
@@ -323,12 +395,18 @@ CLUSTER_EGRESS = [
     {"toEntities": ["kube-apiserver"], "toPorts": [{"ports": [{"port": "6443", "protocol": "TCP"}]}]},
     {"toEndpoints": [{"matchLabels": {PLATFORM: "true"}}]},
 ]
-INTERNET_EGRESS = [{"toCIDRSet": [{
-    "cidr": "0.0.0.0/0",
-    # metadata, then every private range, which holds the region's node, pod and service networks
-    # (minimal_cell_config's defaults), every other cell's and the operator's
-    "except": ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"],
-}]}]
+INTERNET_EGRESS = [
+    {
+        "toCIDRSet": [
+            {
+                "cidr": "0.0.0.0/0",
+                # metadata, then every private range, which holds the region's node, pod and service networks
+                # (minimal_cell_config's defaults), every other cell's and the operator's
+                "except": ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"],
+            }
+        ]
+    }
+]
 
 
 def test_egress_none_adds_no_policy() -> None:
@@ -370,25 +448,37 @@ def test_egress_internet_leaves_out_a_cells_public_networks_and_reopens_listed_p
     tenant = TenantSpec.model_validate(tenant_config(egress="internet", egressCidrs=["10.200.0.0/16"]))
     rendered = {o["metadata"]["name"]: o["spec"] for o in network_policy_manifests("acme", tenant, cell(config))}
     assert rendered["tenant-allow-egress-internet"]["egress"][0]["toCIDRSet"][0]["except"] == [
-        "169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "198.18.0.0/16"]
+        "169.254.0.0/16",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "198.18.0.0/16",
+    ]
     assert rendered["tenant-allow-egress-cidrs"]["egress"] == [{"toCIDRSet": [{"cidr": "10.200.0.0/16"}]}]
-    assert list(rendered)[-3:] == ["tenant-allow-egress-cluster", "tenant-allow-egress-internet",
-                                   "tenant-allow-egress-cidrs"]
+    assert list(rendered)[-3:] == [
+        "tenant-allow-egress-cluster",
+        "tenant-allow-egress-internet",
+        "tenant-allow-egress-cidrs",
+    ]
 
 
 def test_egress_custom_lists_cidrs_and_fqdns_in_separate_policies() -> None:
-    rendered = policies(egress="custom", egressCidrs=["203.0.113.0/24", "198.51.100.7/32"],
-                        egressFqdns=["huggingface.co", "*.hf.co"])
+    rendered = policies(
+        egress="custom", egressCidrs=["203.0.113.0/24", "198.51.100.7/32"], egressFqdns=["huggingface.co", "*.hf.co"]
+    )
     assert list(rendered) == [*BASE, "tenant-allow-egress-cidrs", "tenant-allow-egress-fqdns"]
     assert rendered["tenant-allow-egress-cidrs"]["egress"] == [
-        {"toCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}]}]
+        {"toCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}]}
+    ]
     assert rendered["tenant-allow-egress-fqdns"]["egress"] == [
-        {"toFQDNs": [{"matchName": "huggingface.co"}, {"matchPattern": "*.hf.co"}]}]
+        {"toFQDNs": [{"matchName": "huggingface.co"}, {"matchPattern": "*.hf.co"}]}
+    ]
 
 
 def test_egress_custom_with_fqdns_only_renders_no_cidr_policy() -> None:
     rendered = policies(egress="custom", egressFqdns=["pypi.org"])
-    assert list(rendered)[len(BASE):] == ["tenant-allow-egress-fqdns"]
+    assert list(rendered)[len(BASE) :] == ["tenant-allow-egress-fqdns"]
 
 
 # -- the component -------------------------------------------------------------------------------------------
@@ -396,8 +486,10 @@ def test_egress_custom_with_fqdns_only_renders_no_cidr_policy() -> None:
 
 @pytest.fixture(scope="module")
 def two_tenants() -> tuple[CellSpec, PlanResult]:
-    spec = region(acme=tenant_config(virtualMachines={"box": VM}, egress="internet"),
-                  globex=tenant_config(egress="custom", egressCidrs=["203.0.113.0/24"], groups={}))
+    spec = region(
+        acme=tenant_config(virtualMachines={"box": VM}, egress="internet"),
+        globex=tenant_config(egress="custom", egressCidrs=["203.0.113.0/24"], groups={}),
+    )
     return spec, plan_tenants(spec)
 
 
@@ -419,12 +511,22 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
     ready = plan.outputs["acme-ready"]
     assert set(ready) == set(children)
     assert [children[urn].name for urn in ready] == [
-        "lab-acme-namespace", "lab-acme-quota", "lab-acme-limits",
-        "lab-acme-admins", "lab-acme-members", "lab-acme-viewers",
-        "lab-acme-kserve-edit-role", "lab-acme-kserve-edit",
-        "lab-acme-kserve-view-role", "lab-acme-kserve-view",
-        "lab-acme-default-deny", "lab-acme-deny-link-local", "lab-acme-allow-dns", "lab-acme-allow-intra-tenant",
-        "lab-acme-allow-egress-cluster", "lab-acme-allow-egress-internet",
+        "lab-acme-namespace",
+        "lab-acme-quota",
+        "lab-acme-limits",
+        "lab-acme-admins",
+        "lab-acme-members",
+        "lab-acme-viewers",
+        "lab-acme-kserve-edit-role",
+        "lab-acme-kserve-edit",
+        "lab-acme-kserve-view-role",
+        "lab-acme-kserve-view",
+        "lab-acme-default-deny",
+        "lab-acme-deny-link-local",
+        "lab-acme-allow-dns",
+        "lab-acme-allow-intra-tenant",
+        "lab-acme-allow-egress-cluster",
+        "lab-acme-allow-egress-internet",
     ]
     assert plan.outputs["acme-namespace"] == "tenant-acme"
 
@@ -447,8 +549,10 @@ def test_rendered_namespace_quota_and_policy_reach_the_registrations(two_tenants
     namespace = plan.named("lab-acme-namespace")
     assert namespace.inputs["metadata"]["name"] == "tenant-acme"
     for tenant in ("acme", "globex"):  # acme runs a VM, globex does not: both restricted
-        assert plan.named(f"lab-{tenant}-namespace").inputs["metadata"]["labels"][
-            "pod-security.kubernetes.io/enforce"] == "restricted"
+        assert (
+            plan.named(f"lab-{tenant}-namespace").inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+            == "restricted"
+        )
     assert plan.named("lab-acme-quota").inputs["spec"]["hard"] == quota_hard(spec.tenants["acme"], spec)
     cidrs = plan.named("lab-globex-allow-egress-cidrs")
     assert cidrs.inputs["spec"]["egress"] == [{"toCIDRSet": [{"cidr": "203.0.113.0/24"}]}]
@@ -477,8 +581,9 @@ def every_kind() -> tuple[CellSpec, list[Registration]]:
         "none": tenant_config(),
         "vms": tenant_config(virtualMachines={"box": VM}, egress="cluster"),
         "web": tenant_config(egress="internet"),
-        "lists": tenant_config(egress="custom", egressCidrs=["203.0.113.0/24"],
-                               egressFqdns=["huggingface.co", "*.hf.co"]),
+        "lists": tenant_config(
+            egress="custom", egressCidrs=["203.0.113.0/24"], egressFqdns=["huggingface.co", "*.hf.co"]
+        ),
     }
     spec = cell(region_config(tenants))
     plan = plan_tenants(spec)
@@ -518,15 +623,17 @@ def test_the_crd_refuses_a_default_deny_without_rule_sections(every_kind: Render
 
 def test_multi_label_fqdn_wildcards_become_match_patterns() -> None:
     rendered = policies(egress="custom", egressFqdns=["**.hf.co", "*.huggingface.co", "pypi.org"])
-    assert rendered["tenant-allow-egress-fqdns"]["egress"] == [{"toFQDNs": [
-        {"matchPattern": "**.hf.co"}, {"matchPattern": "*.huggingface.co"}, {"matchName": "pypi.org"}]}]
+    assert rendered["tenant-allow-egress-fqdns"]["egress"] == [
+        {"toFQDNs": [{"matchPattern": "**.hf.co"}, {"matchPattern": "*.huggingface.co"}, {"matchName": "pypi.org"}]}
+    ]
 
 
 def test_a_tenant_built_from_python_is_admitted_like_stack_config() -> None:
     """A TenantSpec the cell does not hold gets the region's admission rules before anything is registered."""
     spec = region()  # no tenants in the cell's own spec
-    greedy = TenantSpec.model_validate({"quota": {"cpuMillicores": 1000, "memoryGib": 4, "storageGib": 10,
-                                                  "gpus": {"nvidia.com/mig-7g.80gb": 1}}})
+    greedy = TenantSpec.model_validate(
+        {"quota": {"cpuMillicores": 1000, "memoryGib": 4, "storageGib": 10, "gpus": {"nvidia.com/mig-7g.80gb": 1}}}
+    )
     registered: list[str] = []
 
     def program() -> None:
@@ -542,6 +649,7 @@ def test_a_tenant_built_from_python_is_admitted_like_stack_config() -> None:
         "tenants.acme.quota.gpus.nvidia.com/mig-7g.80gb: is offered by no pool of the region; offered: "
     )
     assert registered == ["cell"]
-    fitting = greedy.model_copy(update={"quota": greedy.quota.model_copy(
-        update={"gpus": {"nvidia.com/mig-1g.10gb": 1}})})
+    fitting = greedy.model_copy(
+        update={"quota": greedy.quota.model_copy(update={"gpus": {"nvidia.com/mig-1g.10gb": 1}})}
+    )
     admit("acme", fitting, spec)  # no error

@@ -24,9 +24,21 @@ def package_tree(root: Path) -> Path:
 def test_mypy_strict_is_clean(tmp_path: Path) -> None:
     package_tree(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
-         "--cache-dir", str(REPO / ".mypy_cache"), "-p", "gpucell"],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(REPO / "pyproject.toml"),
+            "--cache-dir",
+            str(REPO / ".mypy_cache"),
+            "-p",
+            "gpucell",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("Success: no issues found")

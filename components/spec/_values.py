@@ -50,32 +50,38 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 def check_single_line(value: str, what: str = "text") -> str:
     """``value`` unless it is empty, padded with spaces, or holds a newline or other control character."""
     if not value or value != value.strip() or _CONTROL.search(value):
-        raise ValueError(f"is not a single line of {what} (empty, padded with spaces, or holding a newline or "
-                         "control character)")
+        raise ValueError(
+            f"is not a single line of {what} (empty, padded with spaces, or holding a newline or control character)"
+        )
     return value
 
 
 def check_login_name(value: str) -> str:
     """A Linux login name (the SSH user, a VM's cloud-init user): lower-case letters, digits, ``_``, ``-``."""
     if not _LOGIN_NAME.fullmatch(value):
-        raise ValueError("is not a login name; use lower-case letters, digits, '_' and '-', starting with a letter "
-                         "or '_', at most 32 characters (e.g. ubuntu)")
+        raise ValueError(
+            "is not a login name; use lower-case letters, digits, '_' and '-', starting with a letter "
+            "or '_', at most 32 characters (e.g. ubuntu)"
+        )
     return value
 
 
 def check_config_key(value: str) -> str:
     """The name of a Pulumi config key in the project's namespace."""
     if not CONFIG_KEY.fullmatch(value):
-        raise ValueError("is not a config key name; use letters, digits, '_' and '-', starting with a letter "
-                         "(e.g. hfTokenAcme)")
+        raise ValueError(
+            "is not a config key name; use letters, digits, '_' and '-', starting with a letter (e.g. hfTokenAcme)"
+        )
     return value
 
 
 def check_image_reference(value: str) -> str:
     """A container image reference (``quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24``)."""
     if len(value) > 255 or not IMAGE_REFERENCE.fullmatch(value):
-        raise ValueError("is not a container image reference; use [registry[:port]/]path[:tag][@sha256:digest] "
-                         "with a lower-case path (e.g. quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24)")
+        raise ValueError(
+            "is not a container image reference; use [registry[:port]/]path[:tag][@sha256:digest] "
+            "with a lower-case path (e.g. quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24)"
+        )
     return value
 
 

@@ -200,9 +200,12 @@ class GpuOperatorSpec(ChartSpec):
         env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
         for index, entry in enumerate(env):
             if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
-                raise SpecError(("values", "toolkit", "env", index, "name"), f"{shown(entry['name'])} renames the "
-                                "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
-                                "remove it")
+                raise SpecError(
+                    ("values", "toolkit", "env", index, "name"),
+                    f"{shown(entry['name'])} renames the "
+                    "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
+                    "remove it",
+                )
         return self
 
     mig_strategy: MigStrategy | None = None
@@ -223,7 +226,7 @@ class DraDriverSpec(ChartSpec):
     }
     fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("nvidiaDriverRoot",): "the GPU Operator's driver root (/run/nvidia/driver, or / with "
-                               "gpuOperator.values.driver.enabled false)",
+        "gpuOperator.values.driver.enabled false)",
         ("resources", "gpus", "enabled"): "dra pools are the GPU kubelet plugin",
         ("resources", "computeDomains", "enabled"): "gpucell runs no ComputeDomains (multi-node NVLink)",
         ("gpuResourcesEnabledOverride",): "the GPU Operator's device plugin is off on dra nodes",
@@ -240,8 +243,11 @@ class DraDriverSpec(ChartSpec):
         gates = self.values.get("featureGates") if isinstance(self.values, dict) else None
         for gate in self.conflicting_gates:
             if isinstance(gates, dict) and gates.get(gate) is True:
-                raise SpecError(("values", "featureGates", gate), "cannot be on with PassthroughSupport, which dra "
-                                "pools need: the driver refuses to start (ValidateFeatureGates); remove it")
+                raise SpecError(
+                    ("values", "featureGates", gate),
+                    "cannot be on with PassthroughSupport, which dra "
+                    "pools need: the driver refuses to start (ValidateFeatureGates); remove it",
+                )
         return self
 
 
@@ -339,11 +345,16 @@ class CellSpec(SpecModel):
             if not DNS_LABEL.fullmatch(name):
                 raise SpecError((index,), f"{shown(name)} is not a namespace name (a DNS-1123 label)")
             if name.startswith(TENANT_NAMESPACE_PREFIX):
-                raise SpecError((index,), f"{shown(name)} is a tenant's namespace ({TENANT_NAMESPACE_PREFIX}*): every "
-                                "tenant could clone that tenant's disks; put shared images in a namespace of their own")
+                raise SpecError(
+                    (index,),
+                    f"{shown(name)} is a tenant's namespace ({TENANT_NAMESPACE_PREFIX}*): every "
+                    "tenant could clone that tenant's disks; put shared images in a namespace of their own",
+                )
             if name in SYSTEM_NAMESPACES:
-                raise SpecError((index,), f"{shown(name)} is a system or platform namespace; put shared images in a "
-                                "namespace of their own")
+                raise SpecError(
+                    (index,),
+                    f"{shown(name)} is a system or platform namespace; put shared images in a namespace of their own",
+                )
         return names
 
     @field_validator("tenants")
@@ -352,8 +363,11 @@ class CellSpec(SpecModel):
         check_names(tenants)
         for name in tenants:
             if len(TENANT_NAMESPACE_PREFIX + name) > 63:
-                raise SpecError((name,), f"{shown(name)} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
-                                "would exceed 63 characters")
+                raise SpecError(
+                    (name,),
+                    f"{shown(name)} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
+                    "would exceed 63 characters",
+                )
         return tenants
 
     @model_validator(mode="wrap")
@@ -408,8 +422,9 @@ class CellSpec(SpecModel):
             return RemovalPolicy.DELETE  # its control-server steps run on removal; its install command is retained
         if host.removal_policy is not None:
             return RemovalPolicy(host.removal_policy.value)
-        stateful = (self.node_pools[pool_name].role is NodeRole.SERVER
-                    or self.storage.backend is StorageBackend.LOCAL_PATH)
+        stateful = (
+            self.node_pools[pool_name].role is NodeRole.SERVER or self.storage.backend is StorageBackend.LOCAL_PATH
+        )
         return self.removal_policy if stateful else RemovalPolicy.DELETE
 
     @property
@@ -461,15 +476,20 @@ class CellSpec(SpecModel):
             return
         if all(p.role is NodeRole.SERVER and not p.allow_workloads for p in self.node_pools.values()):
             first = next(iter(self.node_pools))
-            yield SpecError(("nodePools", first, "allowWorkloads"),
-                            "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
-                            "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
-                            f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab")
+            yield SpecError(
+                ("nodePools", first, "allowWorkloads"),
+                "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
+                "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
+                f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab",
+            )
         if all(h.removal_policy is HostRemovalPolicy.FORGET for _, h in self.servers):
             pool, host = self.servers[0]
             where = ("nodePools", pool, "hosts", self.node_pools[pool].hosts.index(host), "removalPolicy")
-            yield SpecError(where, "'forget' on every server leaves no server to run the nodes' maintenance on; "
-                                   "keep at least one healthy server without it")
+            yield SpecError(
+                where,
+                "'forget' on every server leaves no server to run the nodes' maintenance on; "
+                "keep at least one healthy server without it",
+            )
         init = self.etcd.init_server
         if count > 1 and init is None:
             yield SpecError(
@@ -492,8 +512,10 @@ class CellSpec(SpecModel):
                 "that server was removed from the running cell, keep its name and set etcd.initServerRemoved: true",
             )
         elif init is not None and init in pools and self.etcd.init_server_removed:
-            yield SpecError(("etcd", "initServerRemoved"),
-                            f"is true, but {shown(init)} is still a server of the region; drop initServerRemoved")
+            yield SpecError(
+                ("etcd", "initServerRemoved"),
+                f"is true, but {shown(init)} is still a server of the region; drop initServerRemoved",
+            )
 
     def _check_hosts(self) -> Iterator[SpecError]:
         seen_name: dict[str, tuple[str, int]] = {}
@@ -529,8 +551,9 @@ class CellSpec(SpecModel):
             seen_name.setdefault(host.name, (pool_name, index))
             seen_address.setdefault(host.address, (pool_name, index))
 
-    def _check_one_mode(self, pool_name: str, other_pool: str, host: Host,
-                        where: tuple[Any, ...]) -> Iterator[SpecError]:
+    def _check_one_mode(
+        self, pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]
+    ) -> Iterator[SpecError]:
         mine, theirs = self.node_pools[pool_name], self.node_pools[other_pool]
         if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
             yield SpecError(
@@ -615,20 +638,26 @@ class CellSpec(SpecModel):
         vms = [f"{t}/{v}" for t, tenant in self.tenants.items() for v in tenant.virtual_machines]
         if vms or vm_pools:
             where = f"VMs {', '.join(vms[:3])}" if vms else f"VM pools {', '.join(vm_pools)}"
-            yield SpecError(("cilium", "values", "socketLB", "hostNamespaceOnly"),
-                            f"false breaks Service access from VMs ({where}): socket-LB would translate inside "
-                            "the virt-launcher pods, which the guest's traffic bypasses (cilium/cilium#14563); "
-                            "remove it, gpucell sets true")
+            yield SpecError(
+                ("cilium", "values", "socketLB", "hostNamespaceOnly"),
+                f"false breaks Service access from VMs ({where}): socket-LB would translate inside "
+                "the virt-launcher pods, which the guest's traffic bypasses (cilium/cilium#14563); "
+                "remove it, gpucell sets true",
+            )
 
     def _check_sign_in(self) -> Iterator[SpecError]:
         if self.oidc is not None and release(self.versions.k3s.lstrip("v")) < (1, 30):
-            yield SpecError(("oidc",), f"needs Kubernetes 1.30 or later (structured authentication configuration); "
-                            f"versions.k3s is {self.versions.k3s}")
+            yield SpecError(
+                ("oidc",),
+                f"needs Kubernetes 1.30 or later (structured authentication configuration); "
+                f"versions.k3s is {self.versions.k3s}",
+            )
         yield from check_tenant_groups(self.oidc, self.tenants)
 
     def _check_traffic(self) -> Iterator[SpecError]:
         yield from check_traffic(self)
         yield from check_announced_vms(self)
+
     def _check_llm_scaling(self) -> Iterator[SpecError]:
         """Endpoints scaled on a vLLM metric read it from the cell's Prometheus: the metrics stack must be on."""
         if self.metrics.enabled:
@@ -636,9 +665,11 @@ class CellSpec(SpecModel):
         for tenant_name, tenant in self.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 if endpoint.scale_metric.is_vllm:
-                    yield SpecError(("tenants", tenant_name, "modelEndpoints", name, "scaleMetric"),
-                                    f"{endpoint.scale_metric.value} is read from the cell's Prometheus, which is "
-                                    "not installed; set metrics.enabled: true, or scale on cpu or memory")
+                    yield SpecError(
+                        ("tenants", tenant_name, "modelEndpoints", name, "scaleMetric"),
+                        f"{endpoint.scale_metric.value} is read from the cell's Prometheus, which is "
+                        "not installed; set metrics.enabled: true, or scale on cpu or memory",
+                    )
 
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(self)
@@ -657,10 +688,18 @@ _CELL_RULES = (
     Rule("cilium", ("cilium", "node_pools", "tenants"), CellSpec._check_cilium),
     Rule("llmScaling", ("metrics", "tenants"), CellSpec._check_llm_scaling),
     Rule("signIn", ("oidc", "tenants", "versions"), CellSpec._check_sign_in),
-    Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), CellSpec._check_traffic,
-         after=("hosts", "apiEndpoint")),
-    Rule("tenants", tuple(CellSpec.model_fields), CellSpec._check_tenants,
-         after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn")),
+    Rule(
+        "traffic",
+        ("load_balancer", "gateway", "network", "node_pools", "tenants"),
+        CellSpec._check_traffic,
+        after=("hosts", "apiEndpoint"),
+    ),
+    Rule(
+        "tenants",
+        tuple(CellSpec.model_fields),
+        CellSpec._check_tenants,
+        after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn"),
+    ),
 )
 """CellSpec's cross-field rules, in order (see :mod:`gpucell.spec._rules`). Tenant admission reads the whole cell
 and runs only once the pools, hosts and API endpoint it relies on are sound."""
@@ -697,15 +736,20 @@ class StackSpec(SpecModel):
     def _check_api_endpoints(self) -> Iterator[SpecError]:
         """A region's ``network.apiEndpoint`` is never a node of another region: every node of the region would
         join the other region's cluster (k3s ``server:``), one cell's agents running the other's workloads."""
-        nodes = {str(host.address): f"regions.{region}.nodePools.{pool}.hosts[{index}]"
-                 for region, cell in self.regions.items() for pool, index, host in cell._all_hosts()}
+        nodes = {
+            str(host.address): f"regions.{region}.nodePools.{pool}.hosts[{index}]"
+            for region, cell in self.regions.items()
+            for pool, index, host in cell._all_hosts()
+        }
         for region, cell in self.regions.items():
             endpoint = cell.network.api_endpoint
             owner = nodes.get(endpoint) if endpoint is not None else None
             if owner is not None and not owner.startswith(f"regions.{region}."):
-                yield SpecError(("regions", region, "network", "apiEndpoint"),
-                                f"{shown(endpoint)} is the address of {owner}, a node of another region; every node "
-                                f"of {region} would join that region's cluster; give {region}'s own API VIP or name")
+                yield SpecError(
+                    ("regions", region, "network", "apiEndpoint"),
+                    f"{shown(endpoint)} is the address of {owner}, a node of another region; every node "
+                    f"of {region} would join that region's cluster; give {region}'s own API VIP or name",
+                )
 
     def cell_secrets(self) -> dict[str, str]:
         """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
@@ -716,8 +760,7 @@ class StackSpec(SpecModel):
             owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
-                owned.setdefault(s3.credentials_config_key,
-                                 f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+                owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
         return owned
 
     def _check_credentials(self) -> Iterator[SpecError]:
@@ -736,16 +779,25 @@ class StackSpec(SpecModel):
                     where = ("regions", region, "tenants", tenant_name, "modelEndpoints", name, "credentialsConfigKey")
                     first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
                     if key in ssh_keys:
-                        yield SpecError(where, f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
-                                        "a secret that holds only this endpoint's storage credentials")
+                        yield SpecError(
+                            where,
+                            f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
+                            "a secret that holds only this endpoint's storage credentials",
+                        )
                     elif key in cell_owned:
-                        yield SpecError(where, f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
-                                        "which the tenant's namespace would then hold; name a secret of tenant "
-                                        f"{tenant_name} that holds only this endpoint's storage credentials")
+                        yield SpecError(
+                            where,
+                            f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
+                            "which the tenant's namespace would then hold; name a secret of tenant "
+                            f"{tenant_name} that holds only this endpoint's storage credentials",
+                        )
                     elif first[0] != tenant_name:
-                        yield SpecError(where, f"{shown(key)} is already the credentials key of tenant {first[0]} "
-                                        f"({first[1]}); each tenant needs its own, its Secret is readable in the "
-                                        "tenant's namespace")
+                        yield SpecError(
+                            where,
+                            f"{shown(key)} is already the credentials key of tenant {first[0]} "
+                            f"({first[1]}); each tenant needs its own, its Secret is readable in the "
+                            "tenant's namespace",
+                        )
 
 
 _STACK_RULES = (

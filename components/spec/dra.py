@@ -33,22 +33,36 @@ def check_dra(cell: CellSpec) -> None:
     pools = cell.gpu_pools(GpuMode.DRA)
     if not pools:
         if cell.dra_driver.values:
-            raise SpecError(("draDriver", "values"), "no pool has gpuMode dra, so the DRA driver is not installed; "
-                            "remove draDriver.values or add a dra pool")
+            raise SpecError(
+                ("draDriver", "values"),
+                "no pool has gpuMode dra, so the DRA driver is not installed; "
+                "remove draDriver.values or add a dra pool",
+            )
         return
     first = next(iter(pools))
     versions = cell.versions
     for key, version, floor, what in (
         ("k3s", versions.kubernetes_minor, MIN_KUBERNETES, "Kubernetes serves resource.k8s.io/v1 from 1.34"),
-        ("kubevirt", versions.kubevirt, MIN_KUBEVIRT, "gpucell's DRA VMs need KubeVirt v1.9 (GPUsWithDRA, device "
-         "metadata files)"),
-        ("draDriver", versions.dra_driver, MIN_DRA_DRIVER, "PassthroughSupport and DeviceMetadata come together from "
-         "DRA driver 0.4"),
+        (
+            "kubevirt",
+            versions.kubevirt,
+            MIN_KUBEVIRT,
+            "gpucell's DRA VMs need KubeVirt v1.9 (GPUsWithDRA, device metadata files)",
+        ),
+        (
+            "draDriver",
+            versions.dra_driver,
+            MIN_DRA_DRIVER,
+            "PassthroughSupport and DeviceMetadata come together from DRA driver 0.4",
+        ),
     ):
         if release(version) < floor:
             shown = versions.k3s if key == "k3s" else version
-            raise SpecError(("versions", key), f"{shown!r} is too old for pool {first} (gpuMode dra): {what}; pin a "
-                            "newer release or use another gpuMode")
+            raise SpecError(
+                ("versions", key),
+                f"{shown!r} is too old for pool {first} (gpuMode dra): {what}; pin a "
+                "newer release or use another gpuMode",
+            )
     _check_sriov_models(cell)
 
 
@@ -60,12 +74,18 @@ def _check_sriov_models(cell: CellSpec) -> None:
     branch = driver_branch(image.version) if image is not None else None
     if branch is None:
         return
-    sriov = {pool.model.name: name for name, pool in cell.gpu_pools(GpuMode.VM_VGPU).items()
-             if pool.model.vgpu_framework(branch) is VgpuFramework.SRIOV}
+    sriov = {
+        pool.model.name: name
+        for name, pool in cell.gpu_pools(GpuMode.VM_VGPU).items()
+        if pool.model.vgpu_framework(branch) is VgpuFramework.SRIOV
+    }
     for name, pool in cell.gpu_pools(GpuMode.DRA).items():
         if pool.model.name in sriov:
             model = pool.model
-            raise SpecError(("nodePools", name, "gpuModel"), f"{model.name!r}: pool {sriov[model.name]} runs "
-                            f"{model.name} SR-IOV vGPUs, and KubeVirt advertises every {model.pci_selector} function "
-                            "on vfio-pci as its vGPU, including a GPU the DRA driver binds for a VM here; give "
-                            f"{model.name} one of the two modes per region")
+            raise SpecError(
+                ("nodePools", name, "gpuModel"),
+                f"{model.name!r}: pool {sriov[model.name]} runs "
+                f"{model.name} SR-IOV vGPUs, and KubeVirt advertises every {model.pci_selector} function "
+                "on vfio-pci as its vGPU, including a GPU the DRA driver binds for a VM here; give "
+                f"{model.name} one of the two modes per region",
+            )

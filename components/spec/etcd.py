@@ -30,12 +30,13 @@ DEFAULT_SNAPSHOT_SCHEDULE = "0 */12 * * *"
 """k3s's default ``etcd-snapshot-schedule-cron`` (00:00 and 12:00 system time)."""
 DEFAULT_SNAPSHOT_RETENTION = 5
 """k3s's default ``etcd-snapshot-retention`` (snapshots kept per node)."""
-_CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
-                ("day of week", 0, 6))
+_CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 6))
 """The five fields of a cron schedule as robfig/cron (which k3s uses for ``etcd-snapshot-schedule-cron``) parses
 them, with their ranges; names (``JAN``, ``MON``) are accepted for months and days of week."""
-_CRON_NAMES = {3: ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"),
-               4: ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")}
+_CRON_NAMES = {
+    3: ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"),
+    4: ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"),
+}
 _CRON_PART = re.compile(r"(\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/([0-9]+))?")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9._-]+)*/?")
@@ -111,11 +112,19 @@ class EtcdS3(SpecModel):
     def _bucket(cls, value: str) -> str:
         # the S3 bucket naming rules (AWS S3 User Guide, "Bucket naming rules"): no two adjacent periods, no
         # period next to a hyphen, not shaped like an IPv4 address, none of the reserved prefixes and suffixes
-        if (not _BUCKET.fullmatch(value) or ".." in value or ".-" in value or "-." in value
-                or re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value)
-                or value.startswith(("xn--", "sthree-")) or value.endswith(("-s3alias", "--ol-s3"))):
-            raise ValueError("is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending "
-                             "alphanumeric, no '..', '.-' or '-.', not an IP address, no xn-- or sthree- prefix)")
+        if (
+            not _BUCKET.fullmatch(value)
+            or ".." in value
+            or ".-" in value
+            or "-." in value
+            or re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value)
+            or value.startswith(("xn--", "sthree-"))
+            or value.endswith(("-s3alias", "--ol-s3"))
+        ):
+            raise ValueError(
+                "is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending "
+                "alphanumeric, no '..', '.-' or '-.', not an IP address, no xn-- or sthree- prefix)"
+            )
         return value
 
     @field_validator("region")
@@ -129,8 +138,10 @@ class EtcdS3(SpecModel):
     @classmethod
     def _folder(cls, value: str | None) -> str | None:
         if value is not None and (len(value) > 512 or not _FOLDER.fullmatch(value)):
-            raise ValueError("is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', "
-                             "no '//', at most 512 characters)")
+            raise ValueError(
+                "is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', "
+                "no '//', at most 512 characters)"
+            )
         return value
 
 

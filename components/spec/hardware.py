@@ -78,20 +78,29 @@ def _check_sriov_vgpu(cell: CellSpec) -> None:
         model = pool.model
         where = ("nodePools", name)
         if model.vf_pci_selector is None:
-            raise SpecError((*where, "gpuModel"), f"{model.name!r}: with vGPU driver branch {branch} its vGPUs are "
-                            "SR-IOV virtual functions, and the PCI id those report is not catalogued (KubeVirt "
-                            f"permits VFs by vendor:device id); run {model.name} in vm-passthrough or container mode")
+            raise SpecError(
+                (*where, "gpuModel"),
+                f"{model.name!r}: with vGPU driver branch {branch} its vGPUs are "
+                "SR-IOV virtual functions, and the PCI id those report is not catalogued (KubeVirt "
+                f"permits VFs by vendor:device id); run {model.name} in vm-passthrough or container mode",
+            )
         first = sriov.setdefault(model.name, name)
         profile = cell.node_pools[first].vgpu_profile
         if first != name and pool.vgpu_profile != profile:
-            raise SpecError((*where, "vgpuProfile"), f"{pool.vgpu_profile!r}: pool {first} already runs {model.name} "
-                            f"SR-IOV vGPUs as {profile}, and KubeVirt advertises every VF of one PCI id "
-                            f"({model.vf_pci_selector}) under one resource; use one vgpuProfile per GPU model")
+            raise SpecError(
+                (*where, "vgpuProfile"),
+                f"{pool.vgpu_profile!r}: pool {first} already runs {model.name} "
+                f"SR-IOV vGPUs as {profile}, and KubeVirt advertises every VF of one PCI id "
+                f"({model.vf_pci_selector}) under one resource; use one vgpuProfile per GPU model",
+            )
         if model.name in passthrough:
-            raise SpecError((*where, "gpuModel"), f"{model.name!r}: pool {passthrough[model.name]} passes "
-                            f"{model.name} through whole ({model.pci_selector} on vfio-pci), which KubeVirt's device "
-                            f"plugin for this pool's VFs would also advertise as {model.vgpu_resource(profile or '')}; "
-                            f"give {model.name} one VM mode per region")
+            raise SpecError(
+                (*where, "gpuModel"),
+                f"{model.name!r}: pool {passthrough[model.name]} passes "
+                f"{model.name} through whole ({model.pci_selector} on vfio-pci), which KubeVirt's device "
+                f"plugin for this pool's VFs would also advertise as {model.vgpu_resource(profile or '')}; "
+                f"give {model.name} one VM mode per region",
+            )
 
 
 def _check_hgx_pools(cell: CellSpec) -> None:

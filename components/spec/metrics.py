@@ -83,10 +83,16 @@ class MetricsSpec(SpecModel):
         if not self.enabled:
             for key in ("retention_days", "storage_gib", "remote_write", "values"):
                 if key in self.model_fields_set:
-                    alias = {"retention_days": "retentionDays", "storage_gib": "storageGib",
-                             "remote_write": "remoteWrite"}.get(key, key)
-                    raise SpecError((alias,), "only applies with metrics.enabled: true (the metrics stack is not "
-                                    "installed); set enabled: true or remove it")
+                    alias = {
+                        "retention_days": "retentionDays",
+                        "storage_gib": "storageGib",
+                        "remote_write": "remoteWrite",
+                    }.get(key, key)
+                    raise SpecError(
+                        (alias,),
+                        "only applies with metrics.enabled: true (the metrics stack is not "
+                        "installed); set enabled: true or remove it",
+                    )
         return self
 
     @model_validator(mode="after")

@@ -66,9 +66,12 @@ def check_service_names(names: _Names) -> _Names:
     them, and a Service name must start with a letter."""
     for name in names:
         if not _DNS_1035.fullmatch(name):
-            raise SpecError((name,), f"{shown(name)} is not a DNS-1035 label (starts with a lower-case letter; "
-                            "lower-case letters, digits and '-'; at most 63 characters): workloads get Services of "
-                            "that name")
+            raise SpecError(
+                (name,),
+                f"{shown(name)} is not a DNS-1035 label (starts with a lower-case letter; "
+                "lower-case letters, digits and '-'; at most 63 characters): workloads get Services of "
+                "that name",
+            )
     return names
 
 
@@ -103,8 +106,10 @@ class Quarantine(SpecModel):
     @classmethod
     def _one_safe_line(cls, value: str) -> str:
         if _QUARANTINE_REASON.fullmatch(value) is None:
-            raise ValueError("is not a quarantine reason; give one line of at most 120 characters: "
-                             "letters, digits, spaces and ._:,/#()+-, starting with a letter or digit")
+            raise ValueError(
+                "is not a quarantine reason; give one line of at most 120 characters: "
+                "letters, digits, spaces and ._:,/#()+-, starting with a letter or digit"
+            )
         return value
 
     @property
@@ -249,8 +254,10 @@ class ApiVip(SpecModel):
     @classmethod
     def _interface(cls, value: str) -> str:
         if not _INTERFACE.fullmatch(value):
-            raise ValueError("is not a network interface name (letters, digits, '_', '.', '-'; "
-                             "at most 15 characters), e.g. eth0 or bond0.100")
+            raise ValueError(
+                "is not a network interface name (letters, digits, '_', '.', '-'; "
+                "at most 15 characters), e.g. eth0 or bond0.100"
+            )
         return value
 
     @model_validator(mode="after")
@@ -317,7 +324,9 @@ class Network(SpecModel):
     @model_validator(mode="after")
     def _address_plan(self) -> Network:
         ranges: list[tuple[str, IPv4Network]] = [
-            ("nodeCidr", self.node_cidr), ("podCidr", self.pod_cidr), ("serviceCidr", self.service_cidr)
+            ("nodeCidr", self.node_cidr),
+            ("podCidr", self.pod_cidr),
+            ("serviceCidr", self.service_cidr),
         ]
         for (key_a, a), (key_b, b) in itertools.combinations(ranges, 2):
             if a.overlaps(b):
@@ -341,12 +350,20 @@ class Network(SpecModel):
         if address is not None:
             for key, net in (("podCidr", self.pod_cidr), ("serviceCidr", self.service_cidr)):
                 if address in net:
-                    raise SpecError(("apiEndpoint",), f"{shown(str(address))} is inside network.{key} {net}; "
-                                    "the API endpoint must be reachable from the nodes before any pod runs")
-            if address in self.node_cidr and self.node_cidr.prefixlen < 31 and address in (
-                    self.node_cidr.network_address, self.node_cidr.broadcast_address):
-                raise SpecError(("apiEndpoint",), f"{shown(str(address))} is the network or broadcast address of "
-                                f"network.nodeCidr {self.node_cidr}")
+                    raise SpecError(
+                        ("apiEndpoint",),
+                        f"{shown(str(address))} is inside network.{key} {net}; "
+                        "the API endpoint must be reachable from the nodes before any pod runs",
+                    )
+            if (
+                address in self.node_cidr
+                and self.node_cidr.prefixlen < 31
+                and address in (self.node_cidr.network_address, self.node_cidr.broadcast_address)
+            ):
+                raise SpecError(
+                    ("apiEndpoint",),
+                    f"{shown(str(address))} is the network or broadcast address of network.nodeCidr {self.node_cidr}",
+                )
         self._check_vip()
         return self
 
@@ -356,14 +373,23 @@ class Network(SpecModel):
             return
         address = self.api_address
         if address is None:
-            raise SpecError(("apiVip",), f"needs network.apiEndpoint to be the VIP's IPv4 address, not "
-                            f"{shown(self.api_endpoint)}; set apiEndpoint to an unused address of network.nodeCidr")
+            raise SpecError(
+                ("apiVip",),
+                f"needs network.apiEndpoint to be the VIP's IPv4 address, not "
+                f"{shown(self.api_endpoint)}; set apiEndpoint to an unused address of network.nodeCidr",
+            )
         if vip.mode is ApiVipMode.ARP and address not in self.node_cidr:
-            raise SpecError(("apiEndpoint",), f"{shown(str(address))} is outside network.nodeCidr {self.node_cidr}; "
-                            "an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)")
+            raise SpecError(
+                ("apiEndpoint",),
+                f"{shown(str(address))} is outside network.nodeCidr {self.node_cidr}; "
+                "an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)",
+            )
         if self.api_port != K3S_API_PORT:
-            raise SpecError(("apiPort",), f"{self.api_port} with apiVip: the VIP reaches the API servers on "
-                            f"their own port; use {K3S_API_PORT} or an external load balancer")
+            raise SpecError(
+                ("apiPort",),
+                f"{self.api_port} with apiVip: the VIP reaches the API servers on "
+                f"their own port; use {K3S_API_PORT} or an external load balancer",
+            )
 
 
 K3S_API_PORT = 6443

@@ -65,8 +65,16 @@ DRA_KUBELET_PLUGIN_LABEL = "gpucell.io/dra-kubelet-plugin"
 ``kubeletPlugin.nodeSelector``), and the GPU Operator's driver manager pauses it across a driver reload (its
 ``NODE_LABEL_FOR_GPU_POD_EVICTION``). Controllers rewrite its value, so it is set at registration only, never owned
 by an API patch."""
-MANAGED_LABELS = (POOL_LABEL, ROLE_LABEL, WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL, DRA_KUBELET_PLUGIN_LABEL,
-                  *DRA_DISABLED_OPERANDS, *SRIOV_VGPU_DISABLED_OPERANDS)
+MANAGED_LABELS = (
+    POOL_LABEL,
+    ROLE_LABEL,
+    WORKLOAD_LABEL,
+    MIG_LABEL,
+    VGPU_LABEL,
+    DRA_KUBELET_PLUGIN_LABEL,
+    *DRA_DISABLED_OPERANDS,
+    *SRIOV_VGPU_DISABLED_OPERANDS,
+)
 """Node labels gpucell sets from the pool spec; a pool's ``labels`` may not set them."""
 MAX_CPU_ID = 8191
 """Highest CPU number a cpuset may name: Linux builds for x86_64 and arm64 cap ``NR_CPUS`` at 8192."""
@@ -207,8 +215,11 @@ class TopologyProfile(SpecModel):
             )
         highest = max(int(part) for part in re.split(r"[,-]", self.reserved_cpus))
         if highest >= self.cpus:
-            raise SpecError(("reservedCpus",), f"{self.reserved_cpus!r} names CPU {highest}, the host has "
-                            f"{self.cpus} ({self.numa_nodes} NUMA nodes x cpusPerNuma {self.cpus_per_numa})")
+            raise SpecError(
+                ("reservedCpus",),
+                f"{self.reserved_cpus!r} names CPU {highest}, the host has "
+                f"{self.cpus} ({self.numa_nodes} NUMA nodes x cpusPerNuma {self.cpus_per_numa})",
+            )
         if self.regular_memory_per_numa_mib < 0:
             key = "hugepages1GiPerNuma" if self.hugepages_1gi_per_numa else "hugepages2MiPerNuma"
             raise SpecError(
@@ -332,16 +343,25 @@ class NodePool(SpecModel):
     @model_validator(mode="after")
     def _gpu_fields_fit_role(self) -> NodePool:
         if self.allow_workloads and self.role is not NodeRole.SERVER:
-            raise SpecError(("allowWorkloads",), f"only applies to server pools (this pool's role is "
-                            f"{self.role.value}, whose nodes are untainted unless taints says otherwise)")
+            raise SpecError(
+                ("allowWorkloads",),
+                f"only applies to server pools (this pool's role is "
+                f"{self.role.value}, whose nodes are untainted unless taints says otherwise)",
+            )
         if self.role is NodeRole.SERVER and self.rollout.max_unavailable != 1:
-            raise SpecError(("rollout", "maxUnavailable"), f"{self.rollout.max_unavailable} on a server pool: servers "
-                            "(etcd members) go through maintenance one at a time; use 1")
+            raise SpecError(
+                ("rollout", "maxUnavailable"),
+                f"{self.rollout.max_unavailable} on a server pool: servers "
+                "(etcd members) go through maintenance one at a time; use 1",
+            )
         if self.role is not NodeRole.GPU:
             self._no_gpu_fields()
             return self
-        for key, value in (("gpuModel", self.gpu_model), ("gpusPerNode", self.gpus_per_node),
-                           ("gpuMode", self.gpu_mode)):
+        for key, value in (
+            ("gpuModel", self.gpu_model),
+            ("gpusPerNode", self.gpus_per_node),
+            ("gpuMode", self.gpu_mode),
+        ):
             if value is None:
                 raise SpecError((key,), "is required on a gpu pool")
         model = self.model
@@ -349,8 +369,9 @@ class NodePool(SpecModel):
         self._check_vgpu(model)
         self._check_dra(model)
         if self.topology is not None and not self.mode.runs_vms:
-            raise SpecError(("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is "
-                            "container)")
+            raise SpecError(
+                ("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is container)"
+            )
         return self
 
     def _check_dra(self, model: GpuModel) -> None:

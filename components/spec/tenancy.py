@@ -38,12 +38,24 @@ _RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 _DEVICE_CLASS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 """A DNS subdomain (used with ``fullmatch``: ``$`` would accept a trailing newline)."""
 TENANT_NAMESPACE_PREFIX = "tenant-"
-SYSTEM_NAMESPACES = frozenset({
-    "default", "kube-system", "kube-public", "kube-node-lease",
-    # the platform namespaces gpucell installs into (a test keeps this in step with the components)
-    "kubevirt", "cdi", "gpu-operator", "longhorn-system", "cert-manager", "kserve", "dra-driver-nvidia-gpu",
-    "monitoring", "keda",
-})
+SYSTEM_NAMESPACES = frozenset(
+    {
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        # the platform namespaces gpucell installs into (a test keeps this in step with the components)
+        "kubevirt",
+        "cdi",
+        "gpu-operator",
+        "longhorn-system",
+        "cert-manager",
+        "kserve",
+        "dra-driver-nvidia-gpu",
+        "monitoring",
+        "keda",
+    }
+)
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
 LINK_LOCAL = IPv4Network("169.254.0.0/16")
 """Link-local addresses, where clouds and some bare-metal stacks serve instance metadata (169.254.169.254)."""
@@ -88,13 +100,19 @@ class TenantGroups(SpecModel):
             except ValueError as exc:
                 raise SpecError((index,), f"{shown(group)} {exc}") from None
             if not _GROUP.fullmatch(group):
-                raise SpecError((index,), f"{shown(ascii(group)[1:-1])} is not a group name gpucell binds: ASCII "
-                                "letters, digits, spaces and . _ @ / : = + - (no look-alike or direction-changing "
-                                "characters), at most 256 characters")
+                raise SpecError(
+                    (index,),
+                    f"{shown(ascii(group)[1:-1])} is not a group name gpucell binds: ASCII "
+                    "letters, digits, spaces and . _ @ / : = + - (no look-alike or direction-changing "
+                    "characters), at most 256 characters",
+                )
             if group.startswith(RESERVED_PREFIX):
-                raise SpecError((index,), f"{shown(group)} is a Kubernetes group ({RESERVED_PREFIX}*: every "
-                                "authenticated user, cluster admins, service accounts); bind a group of the "
-                                "tenant's own")
+                raise SpecError(
+                    (index,),
+                    f"{shown(group)} is a Kubernetes group ({RESERVED_PREFIX}*: every "
+                    "authenticated user, cluster admins, service accounts); bind a group of the "
+                    "tenant's own",
+                )
         return groups
 
 
@@ -153,8 +171,9 @@ class TenantQuota(SpecModel):
     def _class_names(cls, classes: dict[str, int]) -> dict[str, int]:
         for name, count in classes.items():
             if not _DEVICE_CLASS.fullmatch(name) or len(name) > 253:
-                raise SpecError((name,), f"{name!r} is not a DeviceClass name (a DNS subdomain such as "
-                                "vfio.gpu.nvidia.com)")
+                raise SpecError(
+                    (name,), f"{name!r} is not a DeviceClass name (a DNS subdomain such as vfio.gpu.nvidia.com)"
+                )
             if not 0 <= count <= MAX_QUOTA_COUNT:
                 raise SpecError((name,), f"{count} is not 0-{MAX_QUOTA_COUNT} devices")
         return classes
@@ -184,10 +203,16 @@ class TenantLimits(SpecModel):
 
 _DERIVED_NAMES: dict[str, tuple[int, str]] = {
     "virtual_machines": (59, "its SSH Service <name>-ssh is a DNS-1035 label of at most 63 characters"),
-    "notebooks": (52, "its StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, "
-                  "a label value of at most 63 characters, or they are never created (kubernetes/kubernetes#64023)"),
-    "model_endpoints": (53, "KServe names its Deployment, Service and autoscaler <name>-predictor, and a Service name "
-                        "is a DNS-1035 label of at most 63 characters"),
+    "notebooks": (
+        52,
+        "its StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, "
+        "a label value of at most 63 characters, or they are never created (kubernetes/kubernetes#64023)",
+    ),
+    "model_endpoints": (
+        53,
+        "KServe names its Deployment, Service and autoscaler <name>-predictor, and a Service name "
+        "is a DNS-1035 label of at most 63 characters",
+    ),
 }
 """Workload kind -> the longest name whose derived objects all fit, and the derived object that sets it."""
 
@@ -239,11 +264,17 @@ class TenantSpec(SpecModel):
     def _cidrs(cls, networks: list[IPv4Network]) -> list[IPv4Network]:
         for index, net in enumerate(networks):
             if net.prefixlen == 0:
-                raise SpecError((index,), f"{shown(str(net))} is the whole internet; use egress: internet, which "
-                                "keeps the cell's own networks and instance metadata out")
+                raise SpecError(
+                    (index,),
+                    f"{shown(str(net))} is the whole internet; use egress: internet, which "
+                    "keeps the cell's own networks and instance metadata out",
+                )
             if net.overlaps(LINK_LOCAL):
-                raise SpecError((index,), f"{shown(str(net))} overlaps link-local {LINK_LOCAL}, where instance "
-                                "metadata (169.254.169.254) is served")
+                raise SpecError(
+                    (index,),
+                    f"{shown(str(net))} overlaps link-local {LINK_LOCAL}, where instance "
+                    "metadata (169.254.169.254) is served",
+                )
         return networks
 
     @field_validator("egress_fqdns")
@@ -253,8 +284,11 @@ class TenantSpec(SpecModel):
             try:
                 check_host_name(name.removeprefix("**.").removeprefix("*."))
             except ValueError:
-                raise SpecError((index,), f"{shown(name)} is not a DNS name (a leading *. or **. wildcard is allowed: "
-                                "Cilium's *. matches one label, **. any number)") from None
+                raise SpecError(
+                    (index,),
+                    f"{shown(name)} is not a DNS name (a leading *. or **. wildcard is allowed: "
+                    "Cilium's *. matches one label, **. any number)",
+                ) from None
         return names
 
     @model_validator(mode="after")
@@ -268,11 +302,17 @@ class TenantSpec(SpecModel):
             accepted = "custom" if key == "egressFqdns" else "custom or internet"
             raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
         seen: dict[str, str] = {}
-        for kind, names in (("virtualMachines", self.virtual_machines), ("notebooks", self.notebooks),
-                            ("modelEndpoints", self.model_endpoints)):
+        for kind, names in (
+            ("virtualMachines", self.virtual_machines),
+            ("notebooks", self.notebooks),
+            ("modelEndpoints", self.model_endpoints),
+        ):
             for name in names:
                 if name in seen:
-                    raise SpecError((kind, name), f"{shown(name)} is already the name of {seen[name]}.{name} in this "
-                                    "tenant; workload names share the namespace")
+                    raise SpecError(
+                        (kind, name),
+                        f"{shown(name)} is already the name of {seen[name]}.{name} in this "
+                        "tenant; workload names share the namespace",
+                    )
                 seen[name] = kind
         return self

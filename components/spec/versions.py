@@ -104,8 +104,20 @@ class Versions(SpecModel):
     """KEDA Helm chart version (https://kedacore.github.io/charts); installed when an endpoint scales on a vLLM
     metric."""
 
-    @field_validator("cilium", "kubevirt", "cdi", "gpu_operator", "kserve", "cert_manager", "longhorn", "dra_driver",
-                     "gateway_api", "kube_prometheus_stack", "keda", "kube_vip")
+    @field_validator(
+        "cilium",
+        "kubevirt",
+        "cdi",
+        "gpu_operator",
+        "kserve",
+        "cert_manager",
+        "longhorn",
+        "dra_driver",
+        "gateway_api",
+        "kube_prometheus_stack",
+        "keda",
+        "kube_vip",
+    )
     @classmethod
     def _exact(cls, value: str) -> str:
         return _pinned(value)

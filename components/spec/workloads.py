@@ -53,9 +53,7 @@ __all__ = [
 ]
 
 
-BUILTIN_RUNTIME_FORMATS: dict[str, str] = {
-    name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()
-}
+BUILTIN_RUNTIME_FORMATS: dict[str, str] = {name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()}
 """ClusterServingRuntimes of KServe v0.20's ``kserve-runtime-configs`` chart -> a model format each supports
 (:mod:`gpucell.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
 (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
@@ -232,8 +230,11 @@ class DiskSource(SpecModel):
         if len(given) != 1:
             raise SpecError((), f"give exactly one of registry, http, pvc (got {', '.join(given) or 'none'})")
         if self.http and self.http.startswith("http://") and not self.allow_plain_http:
-            raise SpecError(("http",), f"{shown(self.http)} is plain HTTP: anyone on the path can replace the "
-                            "image; use https:// or set allowPlainHttp: true")
+            raise SpecError(
+                ("http",),
+                f"{shown(self.http)} is plain HTTP: anyone on the path can replace the "
+                "image; use https:// or set allowPlainHttp: true",
+            )
         if self.allow_plain_http and not (self.http or "").startswith("http://"):
             raise SpecError(("allowPlainHttp",), "only applies to an http:// source")
         if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.fullmatch(p) for p in self.pvc.split("/"))):
@@ -310,19 +311,26 @@ class SshService(SpecModel):
     @model_validator(mode="after")
     def _sources(self) -> SshService:
         if self.type is not ServiceType.CLUSTER_IP and not self.allow_from_cidrs:
-            raise SpecError(("allowFromCidrs",), f"is required with type {self.type.value}: list the client networks "
-                            "(VPN, office) that may reach SSH, or 0.0.0.0/0 to open it to the world")
+            raise SpecError(
+                ("allowFromCidrs",),
+                f"is required with type {self.type.value}: list the client networks "
+                "(VPN, office) that may reach SSH, or 0.0.0.0/0 to open it to the world",
+            )
         if self.type is ServiceType.CLUSTER_IP and self.allow_from_cidrs:
-            raise SpecError(("allowFromCidrs",), "only applies to type NodePort or LoadBalancer (a ClusterIP "
-                            "Service is reachable from inside the tenant only)")
+            raise SpecError(
+                ("allowFromCidrs",),
+                "only applies to type NodePort or LoadBalancer (a ClusterIP "
+                "Service is reachable from inside the tenant only)",
+            )
         for key in ("pool", "address"):
             if getattr(self, key) is not None and self.type is not ServiceType.LOAD_BALANCER:
                 raise SpecError((key,), f"only applies to type LoadBalancer (type is {self.type.value})")
         seen: set[tuple[int, Protocol]] = {(22, Protocol.TCP)}
         for index, port in enumerate(self.ports):
             if (port.port, port.protocol) in seen:
-                raise SpecError(("ports", index, "port"), f"{port.port}/{port.protocol.value} is already exposed (SSH "
-                                "is 22/TCP)")
+                raise SpecError(
+                    ("ports", index, "port"), f"{port.port}/{port.protocol.value} is already exposed (SSH is 22/TCP)"
+                )
             seen.add((port.port, port.protocol))
         return self
 
@@ -390,8 +398,9 @@ class GpuVirtualMachineSpec(SpecModel):
     def _public_keys(cls, keys: list[str]) -> list[str]:
         for index, key in enumerate(keys):
             if "PRIVATE KEY" in key or not _SSH_PUBLIC_KEY.fullmatch(key):
-                raise SpecError((index,), "is not one SSH public key on one line (ssh-ed25519 AAAA... comment, "
-                                "ssh-rsa AAAA...)")
+                raise SpecError(
+                    (index,), "is not one SSH public key on one line (ssh-ed25519 AAAA... comment, ssh-rsa AAAA...)"
+                )
         return keys
 
     @field_validator("user")
@@ -414,19 +423,27 @@ class GpuVirtualMachineSpec(SpecModel):
             if not self.gpus:
                 raise SpecError(("gpus",), "must be at least 1 with gpuAllocation 'dra'")
             if self.vgpu_profile is not None:
-                raise SpecError(("vgpuProfile",), f"{shown(self.vgpu_profile)}: vGPU types come from the GPU "
-                                "Operator's vGPU manager, the DRA driver hands VMs whole GPUs; use gpuAllocation "
-                                "device-plugin on a vm-vgpu pool, or drop vgpuProfile")
+                raise SpecError(
+                    ("vgpuProfile",),
+                    f"{shown(self.vgpu_profile)}: vGPU types come from the GPU "
+                    "Operator's vGPU manager, the DRA driver hands VMs whole GPUs; use gpuAllocation "
+                    "device-plugin on a vm-vgpu pool, or drop vgpuProfile",
+                )
         if self.numa_passthrough and not (self.dedicated_cpus and self.hugepages):
             raise SpecError(("numaPassthrough",), "needs dedicatedCpus: true and hugepages (KubeVirt guest NUMA)")
         if self.eviction_strategy in (EvictionStrategy.LIVE_MIGRATE, EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE):
             if self.gpus:
-                raise SpecError(("evictionStrategy",), f"{shown(self.eviction_strategy.value)}: a VM with GPUs cannot "
-                                "live-migrate; use None or External")
+                raise SpecError(
+                    ("evictionStrategy",),
+                    f"{shown(self.eviction_strategy.value)}: a VM with GPUs cannot live-migrate; use None or External",
+                )
             rwo = [i for i, d in enumerate(self.disks) if d.access_mode is not AccessMode.RWX]
             if rwo:
-                raise SpecError(("evictionStrategy",), f"{shown(self.eviction_strategy.value)}: live migration needs "
-                                f"ReadWriteMany disks, disk {rwo[0]} is not; use None or External")
+                raise SpecError(
+                    ("evictionStrategy",),
+                    f"{shown(self.eviction_strategy.value)}: live migration needs "
+                    f"ReadWriteMany disks, disk {rwo[0]} is not; use None or External",
+                )
         return self
 
     @property
@@ -462,9 +479,12 @@ class GpuRequest(SpecModel):
     @model_validator(mode="after")
     def _dra_whole_gpus(self) -> GpuRequest:
         if self.allocation is GpuAllocation.DRA and self.mig_profile is not None:
-            raise SpecError(("migProfile",), f"{self.mig_profile!r}: dra pools hand out whole GPUs (a MIG-partitioned "
-                            "GPU gets no VFIO device from the DRA driver, so gpucell runs no MIG there); use "
-                            "allocation device-plugin on a MIG pool, or drop migProfile")
+            raise SpecError(
+                ("migProfile",),
+                f"{self.mig_profile!r}: dra pools hand out whole GPUs (a MIG-partitioned "
+                "GPU gets no VFIO device from the DRA driver, so gpucell runs no MIG there); use "
+                "allocation device-plugin on a MIG pool, or drop migProfile",
+            )
         return self
 
 
@@ -487,8 +507,11 @@ class Exposure(SpecModel):
     @model_validator(mode="after")
     def _tls(self) -> Exposure:
         if self.tls_secret is None and not self.allow_plain_http:
-            raise SpecError(("tlsSecret",), "is required: without it the notebook's token and code travel in clear "
-                            "text; name the TLS Secret for host, or set allowPlainHttp: true")
+            raise SpecError(
+                ("tlsSecret",),
+                "is required: without it the notebook's token and code travel in clear "
+                "text; name the TLS Secret for host, or set allowPlainHttp: true",
+            )
         if self.tls_secret is not None and self.allow_plain_http:
             raise SpecError(("allowPlainHttp",), "only applies without tlsSecret")
         return self
@@ -603,16 +626,18 @@ class ModelEndpointSpec(SpecModel):
     @classmethod
     def _tag(cls, value: str | None) -> str | None:
         if value is not None and not _IMAGE_TAG.fullmatch(value):
-            raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; not starting with "
-                             "'.' or '-')")
+            raise ValueError(
+                "is not an image tag (letters, digits, '_', '.', '-'; at most 128; not starting with '.' or '-')"
+            )
         return value
 
     @field_validator("model_format")
     @classmethod
     def _format(cls, value: str | None) -> str | None:
         if value is not None and not _MODEL_FORMAT.fullmatch(value):
-            raise ValueError("is not a KServe model format name (letters, digits, '.', '_', '-'; e.g. huggingface, "
-                             "vLLM, onnx)")
+            raise ValueError(
+                "is not a KServe model format name (letters, digits, '.', '_', '-'; e.g. huggingface, vLLM, onnx)"
+            )
         return value
 
     @field_validator("runtime")
@@ -651,8 +676,10 @@ class ModelEndpointSpec(SpecModel):
             if sep and not (port.isdigit() and 0 < int(port) < 65536):
                 raise ValueError("port")
         except ValueError:
-            raise ValueError("is not a host name or address with an optional :port (no https://, no path; e.g. "
-                             "minio.storage.example.net:9000)") from None
+            raise ValueError(
+                "is not a host name or address with an optional :port (no https://, no path; e.g. "
+                "minio.storage.example.net:9000)"
+            ) from None
         return value
 
     @field_validator("s3_region")
@@ -679,19 +706,30 @@ class ModelEndpointSpec(SpecModel):
     def _scaling(self) -> ModelEndpointSpec:
         low, high, unit = SCALE_TARGET_RANGES[self.scale_metric]
         if self.scale_target is not None and not low <= self.scale_target <= high:
-            raise SpecError(("scaleTarget",), f"{self.scale_target} is out of range for scaleMetric "
-                            f"{self.scale_metric.value}: {low}-{high} ({unit})")
+            raise SpecError(
+                ("scaleTarget",),
+                f"{self.scale_target} is out of range for scaleMetric {self.scale_metric.value}: {low}-{high} ({unit})",
+            )
         if self.scale_target is None and self.scale_metric is ScaleMetric.VLLM_TTFT:
-            raise SpecError(("scaleTarget",), "is required with scaleMetric vllm-ttft: the p90 time to first token "
-                            "to hold, in milliseconds (10-600000)")
+            raise SpecError(
+                ("scaleTarget",),
+                "is required with scaleMetric vllm-ttft: the p90 time to first token "
+                "to hold, in milliseconds (10-600000)",
+            )
         if self.min_replicas == 0 and not self.scale_metric.is_vllm:
-            raise SpecError(("minReplicas",), f"0 needs KEDA, which scales only on a vLLM metric; set scaleMetric "
-                            f"to vllm-queue, vllm-running or vllm-ttft (not {self.scale_metric.value}), or use 1")
+            raise SpecError(
+                ("minReplicas",),
+                f"0 needs KEDA, which scales only on a vLLM metric; set scaleMetric "
+                f"to vllm-queue, vllm-running or vllm-ttft (not {self.scale_metric.value}), or use 1",
+            )
         if self.scale_metric.is_vllm and not self._exports_vllm_metrics():
             runtime = self.runtime or f"modelFormat {self.model_format}"
-            raise SpecError(("scaleMetric",), f"{self.scale_metric.value} is a vLLM metric, which {runtime}"
-                            f"{'' if self.gpu is not None else ' without gpu'} does not export; use cpu or memory, "
-                            f"or a GPU endpoint on {' or '.join(VLLM_RUNTIMES)} (modelFormat huggingface)")
+            raise SpecError(
+                ("scaleMetric",),
+                f"{self.scale_metric.value} is a vLLM metric, which {runtime}"
+                f"{'' if self.gpu is not None else ' without gpu'} does not export; use cpu or memory, "
+                f"or a GPU endpoint on {' or '.join(VLLM_RUNTIMES)} (modelFormat huggingface)",
+            )
         return self
 
     @model_validator(mode="after")
@@ -699,20 +737,32 @@ class ModelEndpointSpec(SpecModel):
         if self.model_format is None and self.runtime is None:
             raise SpecError(("modelFormat",), "give modelFormat, runtime or both")
         if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
-            raise SpecError(("modelFormat",), f"is required with runtime {shown(self.runtime)}, which is not a "
-                            f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}")
+            raise SpecError(
+                ("modelFormat",),
+                f"is required with runtime {shown(self.runtime)}, which is not a "
+                f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}",
+            )
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
         scheme, _, path = self.storage_uri.partition("://")
         if not path.strip("/") or any(c.isspace() for c in path) or path.startswith("/"):
-            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} has no location after {scheme}:// (or "
-                            "one with spaces); e.g. hf://org/model, s3://bucket/path")
+            raise SpecError(
+                ("storageUri",),
+                f"{shown(self.storage_uri)} has no location after {scheme}:// (or "
+                "one with spaces); e.g. hf://org/model, s3://bucket/path",
+            )
         if scheme not in ("hf", "s3", "gs", "pvc", "https", "oci"):
-            raise SpecError(("storageUri",), f"{shown(self.storage_uri)} is not a KServe storage URI "
-                            "(hf://, s3://, gs://, pvc://, https://, oci://)")
+            raise SpecError(
+                ("storageUri",),
+                f"{shown(self.storage_uri)} is not a KServe storage URI "
+                "(hf://, s3://, gs://, pvc://, https://, oci://)",
+            )
         if self.credentials_config_key is not None and scheme not in CREDENTIAL_SCHEMES:
-            raise SpecError(("credentialsConfigKey",), f"{scheme}:// storage takes no credentials here (only "
-                            f"{', '.join(s + '://' for s in CREDENTIAL_SCHEMES)})")
+            raise SpecError(
+                ("credentialsConfigKey",),
+                f"{scheme}:// storage takes no credentials here (only "
+                f"{', '.join(s + '://' for s in CREDENTIAL_SCHEMES)})",
+            )
         for key, value in (("s3Endpoint", self.s3_endpoint), ("s3Region", self.s3_region)):
             if value is not None and scheme != "s3":
                 raise SpecError((key,), f"only applies to s3:// storage (storageUri is {scheme}://)")

@@ -77,9 +77,7 @@ def workload_labels(tenant: str, workload: str, component: str | None = None) ->
     return labels
 
 
-def object_meta(
-    tenant: str, name: str, *, workload: str | None = None, component: str | None = None
-) -> dict[str, Any]:
+def object_meta(tenant: str, name: str, *, workload: str | None = None, component: str | None = None) -> dict[str, Any]:
     """The ``metadata`` (``ObjectMeta``) of object ``name`` in ``tenant``'s namespace (``tenant-<tenant>``),
     labelled with :func:`workload_labels` of ``workload`` (and ``component``) for a workload's object, else
     with :func:`common_labels` (the tenant's own objects: quota, limits, RBAC, policies)."""
@@ -120,9 +118,7 @@ def node_affinity(placement: Placement, modes: Sequence[str] = ()) -> dict[str, 
     (no pools)."""
     if not placement.pools:
         return None
-    expressions: list[dict[str, Any]] = [
-        {"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}
-    ]
+    expressions: list[dict[str, Any]] = [{"key": POOL_LABEL, "operator": "In", "values": list(placement.pools)}]
     if modes:
         expressions.append({"key": WORKLOAD_LABEL, "operator": "In", "values": list(modes)})
     terms = [{"matchExpressions": expressions}]
@@ -136,9 +132,7 @@ def tolerations(pools: Mapping[str, NodePool], names: Sequence[str]) -> list[dic
     return taint_tolerations(taint for name in names for taint in pools[name].taints)
 
 
-def scheduling(
-    placement: Placement, pools: Mapping[str, NodePool], *, pin_gpu_mode: bool = False
-) -> dict[str, Any]:
+def scheduling(placement: Placement, pools: Mapping[str, NodePool], *, pin_gpu_mode: bool = False) -> dict[str, Any]:
     """The scheduling fields of a pod spec (or VM template spec) for ``placement``, to merge into it:
     ``affinity`` (:func:`node_affinity`; with ``pin_gpu_mode``, also the pools' GPU Operator modes) and
     ``tolerations`` (:func:`tolerations` of the placement's pools), each only when not empty. The pinned mode is
@@ -220,8 +214,9 @@ def opaque_secret(
     """Register an ``Opaque`` ``Secret`` (metadata ``meta``) whose ``stringData`` is a Pulumi secret, so that
     its values are masked in the plan and encrypted in the state whatever the caller passed."""
     secret = cast("pulumi.Output[Mapping[str, str]]", pulumi.Output.secret(string_data))
-    return Secret(resource_name, metadata=cast("ObjectMetaArgsDict", meta), type="Opaque", string_data=secret,
-                  opts=opts)
+    return Secret(
+        resource_name, metadata=cast("ObjectMetaArgsDict", meta), type="Opaque", string_data=secret, opts=opts
+    )
 
 
 def in_cell(cell: RegionalCell, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:

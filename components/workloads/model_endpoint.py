@@ -186,8 +186,14 @@ def endpoint_runtime(spec: ModelEndpointSpec, cell: CellSpec) -> EndpointRuntime
     runtimes = runtimes_of(cell.versions.kserve)
     if runtimes is None:
         return None
-    return resolve_runtime(runtimes, cell.versions.kserve, runtime=spec.runtime, model_format=spec.model_format,
-                           runtime_version=spec.runtime_version, gpus=spec.gpu is not None)
+    return resolve_runtime(
+        runtimes,
+        cell.versions.kserve,
+        runtime=spec.runtime,
+        model_format=spec.model_format,
+        runtime_version=spec.runtime_version,
+        gpus=spec.gpu is not None,
+    )
 
 
 def claim_template_manifest(
@@ -226,8 +232,15 @@ def http_route_manifest(tenant: str, name: str, route: EndpointRoute) -> dict[st
         "kind": "HTTPRoute",
         "metadata": object_meta(tenant, name, workload=name, component=_COMPONENT),
         "spec": {
-            "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": route.gateway,
-                            "namespace": GATEWAY_NAMESPACE, "sectionName": route.listener}],
+            "parentRefs": [
+                {
+                    "group": "gateway.networking.k8s.io",
+                    "kind": "Gateway",
+                    "name": route.gateway,
+                    "namespace": GATEWAY_NAMESPACE,
+                    "sectionName": route.listener,
+                }
+            ],
             "hostnames": [route.host],
             "rules": [{"backendRefs": [{"name": f"{name}-predictor", "port": 80}]}],
         },
@@ -240,8 +253,14 @@ def gateway_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
     port :data:`PREDICTOR_PORT`; the tenant's default-deny would drop it otherwise."""
     return cilium_network_policy(
         object_meta(tenant, f"{name}-gateway", workload=name, component=_COMPONENT),
-        {"ingress": [{"fromEntities": ["ingress"],
-                      "toPorts": [{"ports": [{"port": str(PREDICTOR_PORT), "protocol": "TCP"}]}]}]},
+        {
+            "ingress": [
+                {
+                    "fromEntities": ["ingress"],
+                    "toPorts": [{"ports": [{"port": str(PREDICTOR_PORT), "protocol": "TCP"}]}],
+                }
+            ]
+        },
         match_labels={PREDICTOR_LABEL: name},
     )
 
@@ -253,8 +272,7 @@ def vllm_query(tenant: str, name: str, metric: ScaleMetric) -> str:
     metrics.md``)."""
     selector = f'namespace="{namespace_of(tenant)}",pod=~"{name}-predictor-.*"'
     if metric is ScaleMetric.VLLM_TTFT:
-        return (f"histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{selector}}}"
-                "[2m])))")
+        return f"histogram_quantile(0.9, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{selector}}}[2m])))"
     gauge = "vllm:num_requests_waiting" if metric is ScaleMetric.VLLM_QUEUE else "vllm:num_requests_running"
     return f"sum({gauge}{{{selector}}})"
 
@@ -277,8 +295,11 @@ def autoscaling(tenant: str, name: str, spec: ModelEndpointSpec) -> dict[str, An
         target = {"type": "Value", "value": f"{spec.effective_scale_target / 1000:g}"}
     else:
         target = {"type": "AverageValue", "averageValue": str(spec.effective_scale_target)}
-    metric = {"backend": "prometheus", "serverAddress": PROMETHEUS_URL,
-              "query": vllm_query(tenant, name, spec.scale_metric)}
+    metric = {
+        "backend": "prometheus",
+        "serverAddress": PROMETHEUS_URL,
+        "query": vllm_query(tenant, name, spec.scale_metric),
+    }
     return {"autoScaling": {"metrics": [{"type": "External", "external": {"metric": metric, "target": target}}]}}
 
 
@@ -289,8 +310,7 @@ def metrics_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
     prometheus = {"matchLabels": {_NAMESPACE_KEY: METRICS_NAMESPACE, "app.kubernetes.io/name": "prometheus"}}
     return cilium_network_policy(
         object_meta(tenant, f"{name}-allow-metrics", workload=name, component=_COMPONENT),
-        {"ingress": [{"fromEndpoints": [prometheus],
-                      "toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]}]},
+        {"ingress": [{"fromEndpoints": [prometheus], "toPorts": [{"ports": [{"port": "8080", "protocol": "TCP"}]}]}]},
         match_labels={"serving.kserve.io/inferenceservice": name},
         description="Prometheus scrapes the model server's /metrics",
     )
@@ -429,9 +449,7 @@ class ModelEndpoint(CellComponent):
     """In-cluster URL of the predictor: ``http://<endpoint>-predictor.<namespace>.svc`` (KServe's raw-mode
     Service, port 80)."""
 
-    def __init__(
-        self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
         cell = tenant.cell
         endpoint, spec = args.name, args.spec
@@ -456,16 +474,16 @@ class ModelEndpoint(CellComponent):
         self.placement = placement
         """Pools the replicas may run on and the GPU resource each requests."""
         after: list[pulumi.Resource] = list(tenant.ready)
-        kserve: pulumi.Resource = (
-            cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
-        )
+        kserve: pulumi.Resource = cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
         gpu_after = gpu_dependencies(cell, placement)
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
         template = claim_template_manifest(tenant.name, endpoint, spec, placement)
         if template is not None:
             self.claim_template = ResourceClaimTemplate(
-                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                f"{name}-gpu-claim",
+                metadata=template["metadata"],
+                spec=template["spec"],
                 opts=self.child(depends_on=[*after, *gpu_after]),
             )
             gpu_after = [*gpu_after, self.claim_template]
@@ -487,9 +505,7 @@ class ModelEndpoint(CellComponent):
             s3 = {"serving.kserve.io/s3-endpoint": spec.s3_endpoint, "serving.kserve.io/s3-region": spec.s3_region}
             if any(s3.values()):  # KServe's storage initializer reads these annotations of the Secret
                 metadata["annotations"] = {k: v for k, v in s3.items() if v is not None}
-            self.credentials = opaque_secret(
-                f"{name}-credentials", metadata, data, self.child(depends_on=after)
-            )
+            self.credentials = opaque_secret(f"{name}-credentials", metadata, data, self.child(depends_on=after))
             account = service_account_manifest(tenant.name, endpoint)
             self.service_account = ServiceAccount(
                 f"{name}-service-account",
@@ -516,22 +532,28 @@ class ModelEndpoint(CellComponent):
         self.url = self.inference_service.urn.apply(lambda _: address)
         self.register_outputs({"namespace": self.namespace, "url": self.url})
 
-    def _expose(self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]
-                ) -> tuple[pulumi.CustomResource | None, pulumi.CustomResource | None]:
+    def _expose(
+        self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]
+    ) -> tuple[pulumi.CustomResource | None, pulumi.CustomResource | None]:
         """With ``args.route``: the ``HTTPRoute`` from the Gateway's listener to the predictor (after the Gateway)
         and the ``CiliumNetworkPolicy`` admitting the Gateway to the predictor pods; else ``(None, None)``."""
         if args.route is None:
             return None, None
         tenant = args.tenant.name
         gateway = [args.gateway] if args.gateway is not None else []
-        route = custom_resource(f"{name}-route", http_route_manifest(tenant, args.name, args.route),
-                                self.child(depends_on=[*after, *gateway]))
-        policy = custom_resource(f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name),
-                                 self.child(depends_on=after))
+        route = custom_resource(
+            f"{name}-route",
+            http_route_manifest(tenant, args.name, args.route),
+            self.child(depends_on=[*after, *gateway]),
+        )
+        policy = custom_resource(
+            f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name), self.child(depends_on=after)
+        )
         return route, policy
 
-    def _scaling(self, name: str, tenant: Tenant, spec: ModelEndpointSpec, endpoint: str,
-                 after: list[pulumi.Resource]) -> list[pulumi.Resource]:
+    def _scaling(
+        self, name: str, tenant: Tenant, spec: ModelEndpointSpec, endpoint: str, after: list[pulumi.Resource]
+    ) -> list[pulumi.Resource]:
         """What the InferenceService waits for to scale: KEDA's Release for a ``vllm-*`` metric (its ScaledObject
         needs KEDA's CRDs), and, with the cell's metrics stack, the policy letting Prometheus scrape the pods."""
         cell = tenant.cell

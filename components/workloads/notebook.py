@@ -134,8 +134,7 @@ def _checkov_skips(spec: NotebookSpec) -> dict[str, str]:
     reasons = [
         "CKV_K8S_40=docker-stacks images own /home/jovyan and /opt/conda as UID 1000 (NB_UID) and resolve "
         "only it in /etc/passwd, which a read-only root cannot extend for another UID",
-        "CKV2_K8S_6=tenant isolation is CiliumNetworkPolicies (default deny per tenant namespace), not "
-        "NetworkPolicies",
+        "CKV2_K8S_6=tenant isolation is CiliumNetworkPolicies (default deny per tenant namespace), not NetworkPolicies",
     ]
     if "@sha256:" not in spec.image:
         reasons.append(
@@ -143,9 +142,7 @@ def _checkov_skips(spec: NotebookSpec) -> dict[str, str]:
             "imagePullPolicy Always re-resolves it on every start"
         )
     if not spec.read_only_root:
-        reasons.append(
-            "CKV_K8S_22=the notebook declares readOnlyRoot: false (writable /opt/conda for installs)"
-        )
+        reasons.append("CKV_K8S_22=the notebook declares readOnlyRoot: false (writable /opt/conda for installs)")
     return {f"checkov.io/skip{i}": reason for i, reason in enumerate(reasons, start=1)}
 
 
@@ -163,9 +160,7 @@ def _container(spec: NotebookSpec, placement: Placement) -> dict[str, Any]:
         "imagePullPolicy": "Always",
         "env": [{"name": "JUPYTER_TOKEN_FILE", "value": f"{TOKEN_MOUNT}/{TOKEN_KEY}"}],
         "ports": [{"name": "http", "containerPort": JUPYTER_PORT, "protocol": "TCP"}],
-        "resources": container_resources(
-            spec.cpu_millicores, spec.memory_gib + multi_gpu_shm_gib(spec.gpu), placement
-        ),
+        "resources": container_resources(spec.cpu_millicores, spec.memory_gib + multi_gpu_shm_gib(spec.gpu), placement),
         # /api answers without a token ({"version": ...}); docker-stacks' own healthcheck polls it too.
         "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 60},
         "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
@@ -190,9 +185,7 @@ def _shm_gib(spec: NotebookSpec) -> int:
     return max(1, spec.memory_gib // 2) + multi_gpu_shm_gib(spec.gpu)
 
 
-def claim_template_manifest(
-    tenant: str, name: str, spec: NotebookSpec, placement: Placement
-) -> dict[str, Any] | None:
+def claim_template_manifest(tenant: str, name: str, spec: NotebookSpec, placement: Placement) -> dict[str, Any] | None:
     """The notebook's ``ResourceClaimTemplate`` with ``gpu.allocation: dra``, else ``None``."""
     return container_claim_template_manifest(tenant, name, spec.gpu, placement, _COMPONENT)
 
@@ -411,7 +404,9 @@ class Notebook(CellComponent):
         template = claim_template_manifest(tenant.name, notebook, spec, placement)
         if template is not None:
             self.claim_template = ResourceClaimTemplate(
-                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                f"{name}-gpu-claim",
+                metadata=template["metadata"],
+                spec=template["spec"],
                 opts=self.child(depends_on=[*after, *gpu_after]),
             )
             gpu_after = [*gpu_after, self.claim_template]
@@ -441,9 +436,7 @@ class Notebook(CellComponent):
             spec=manifest["spec"],
             opts=self.child(
                 depends_on=[*after, *gpu_after, self.token_secret, self.service],
-                custom_timeouts=pulumi.CustomTimeouts(
-                    create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT
-                ),
+                custom_timeouts=pulumi.CustomTimeouts(create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT),
                 **removal_options(spec.removal_policy or tenant.removal_policy),
             ),
         )
@@ -461,9 +454,7 @@ class Notebook(CellComponent):
                 spec=ingress["spec"],
                 opts=self.child(depends_on=[*after, self.service]),
             )
-            self.ingress_policy = custom_resource(
-                f"{name}-ingress-policy", policy, self.child(depends_on=after)
-            )
+            self.ingress_policy = custom_resource(f"{name}-ingress-policy", policy, self.child(depends_on=after))
 
         namespace = namespace_of(tenant.name)
         if spec.expose is not None:

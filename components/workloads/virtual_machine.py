@@ -189,8 +189,10 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False) 
     }
     config: dict[str, Any] = {"users": [user], "ssh_pwauth": False, "disable_root": True}
     if nvlink_disabled:
-        note = ("# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
-                "driver waits forever for the NVLink fabric.\n")
+        note = (
+            "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
+            "driver waits forever for the NVLink fabric.\n"
+        )
         config["write_files"] = [
             {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": note + NVLINK_DISABLE_OPTION + "\n"}
         ]
@@ -282,8 +284,7 @@ def virtual_machine_manifest(
     """
     labels = workload_labels(tenant, name)
     volumes: list[dict[str, Any]] = [
-        {"name": _disk_name(i), "dataVolume": {"name": data_volume_name(name, i)}}
-        for i in range(len(spec.disks))
+        {"name": _disk_name(i), "dataVolume": {"name": data_volume_name(name, i)}} for i in range(len(spec.disks))
     ]
     cloud_init = {"secretRef": {"name": cloud_init_secret_name(name)}}
     volumes.append({"name": _CLOUD_INIT_DISK, "cloudInitNoCloud": cloud_init})
@@ -303,9 +304,7 @@ def virtual_machine_manifest(
         "metadata": object_meta(tenant, name, workload=name),
         "spec": {
             "runStrategy": spec.run_strategy.value,
-            "dataVolumeTemplates": [
-                data_volume_template(name, i, disk, labels) for i, disk in enumerate(spec.disks)
-            ],
+            "dataVolumeTemplates": [data_volume_template(name, i, disk, labels) for i, disk in enumerate(spec.disks)],
             "template": {
                 "metadata": {"labels": {**labels, WORKLOAD_SELECTOR_LABEL: name}},
                 "spec": template_spec,
@@ -320,8 +319,14 @@ def _service_ports(spec: GpuVirtualMachineSpec) -> list[dict[str, Any]]:
     ports = [{"name": "ssh", "protocol": "TCP", "port": SSH_PORT, "targetPort": SSH_PORT}]
     for extra in spec.ssh_service.ports:
         protocol = extra.protocol.value
-        ports.append({"name": f"{protocol.lower()}-{extra.port}", "protocol": protocol, "port": extra.port,
-                      "targetPort": extra.port})
+        ports.append(
+            {
+                "name": f"{protocol.lower()}-{extra.port}",
+                "protocol": protocol,
+                "port": extra.port,
+                "targetPort": extra.port,
+            }
+        )
     return ports
 
 
@@ -348,8 +353,9 @@ def ssh_service_manifest(
     if spec.ssh_service is None:
         return None
     if not name[0].isalpha():
-        raise ValueError(f"VM {name!r} has an sshService, so its name must start with a letter (a Service "
-                         "name is a DNS-1035 label)")
+        raise ValueError(
+            f"VM {name!r} has an sshService, so its name must start with a letter (a Service name is a DNS-1035 label)"
+        )
     service = spec.ssh_service
     service_spec: dict[str, Any] = {
         "type": service.type.value,
@@ -422,16 +428,12 @@ class GpuVirtualMachine(CellComponent):
     vm_name: pulumi.Output[str]
     """``metadata.name`` of the VirtualMachine (the workload name)."""
 
-    def __init__(
-        self, name: str, args: GpuVirtualMachineArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: GpuVirtualMachineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
         cell = tenant.cell
         super().__init__("GpuVirtualMachine", name, in_cell(cell, opts))
         vm, spec = args.name, args.spec
-        after: list[pulumi.Resource] = [
-            *tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile
-        ]
+        after: list[pulumi.Resource] = [*tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile]
         # Render everything first: a spec that cannot render raises before any resource is registered.
         self.placement = vm_placement(vm, spec, cell.spec)
         """Pools the VM may run on and the GPU resource it requests."""
@@ -454,14 +456,17 @@ class GpuVirtualMachine(CellComponent):
         if template is not None:
             dra_after = [*after, *gpu_dependencies(cell, self.placement)]
             self.claim_template = ResourceClaimTemplate(
-                f"{name}-gpu-claim", metadata=template["metadata"], spec=template["spec"],
+                f"{name}-gpu-claim",
+                metadata=template["metadata"],
+                spec=template["spec"],
                 opts=self.child(depends_on=dra_after),
             )
             claim = [*dra_after, self.claim_template, *args.after]
         # The VirtualMachine owns its disks (dataVolumeTemplates): deleting it deletes them.
         lifecycle = removal_options(spec.removal_policy or tenant.removal_policy)
-        self.vm = custom_resource(f"{name}-vm", manifest,
-                                  self.child(depends_on=[*after, self.cloud_init, *claim], **lifecycle))
+        self.vm = custom_resource(
+            f"{name}-vm", manifest, self.child(depends_on=[*after, self.cloud_init, *claim], **lifecycle)
+        )
         """The ``VirtualMachine``."""
         self.ssh_service: Service | None = None
         """The SSH ``Service``, when declared."""

@@ -48,14 +48,17 @@ def _dra_gpus(vmi: dict[str, Any], path: str) -> Iterator[Violation]:
     for index, claim in enumerate(claims):
         given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(k)]
         if len(given) != 1:
-            yield Violation(f"{path}.resourceClaims[{index}]",
-                            "must specify one of: resourceClaimName, resourceClaimTemplateName")
+            yield Violation(
+                f"{path}.resourceClaims[{index}]", "must specify one of: resourceClaimName, resourceClaimTemplateName"
+            )
     names = {claim.get("name") for claim in claims}
     gpus = ((vmi.get("domain") or {}).get("devices") or {}).get("gpus") or []
     dra = [(i, g) for i, g in enumerate(gpus) if not g.get("deviceName") and ("claimName" in g or "requestName" in g)]
     if dra and len(dra) != len(gpus):
-        yield Violation(f"{path}.domain.devices.gpus", "mixes DRA GPUs (claimName) with device-plugin GPUs "
-                        "(deviceName), which KubeVirt refuses")
+        yield Violation(
+            f"{path}.domain.devices.gpus",
+            "mixes DRA GPUs (claimName) with device-plugin GPUs (deviceName), which KubeVirt refuses",
+        )
     seen: set[tuple[str, str]] = set()
     for index, gpu in dra:
         where = f"{path}.domain.devices.gpus[{index}]"
@@ -63,8 +66,11 @@ def _dra_gpus(vmi: dict[str, Any], path: str) -> Iterator[Violation]:
             if not gpu.get(key):
                 yield Violation(where, f"{key} is required for DRA GPU")
         if gpu.get("claimName") and gpu["claimName"] not in names:
-            yield Violation(f"{where}.claimName", f"{gpu['claimName']!r} is not a resourceClaims[].name of the VM "
-                            "(vmi.spec.resourceClaims must specify all claims used in gpus)")
+            yield Violation(
+                f"{where}.claimName",
+                f"{gpu['claimName']!r} is not a resourceClaims[].name of the VM "
+                "(vmi.spec.resourceClaims must specify all claims used in gpus)",
+            )
         pair = (str(gpu.get("claimName")), str(gpu.get("requestName")))
         if pair in seen:
             yield Violation(where, f"duplicate claimName/requestName pair {'/'.join(pair)!r}")
@@ -88,10 +94,14 @@ def claim_template_violations(objects: list[dict[str, Any]]) -> Iterator[tuple[d
     (among ``objects``) does not back with exactly one device."""
     templates = {
         ((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o
-        for o in objects if o.get("kind") == "ResourceClaimTemplate"
+        for o in objects
+        if o.get("kind") == "ResourceClaimTemplate"
     }
-    for vm in (o for o in objects if o.get("kind") == "VirtualMachine" and str(o.get("apiVersion", "")).startswith(
-            "kubevirt.io/")):
+    for vm in (
+        o
+        for o in objects
+        if o.get("kind") == "VirtualMachine" and str(o.get("apiVersion", "")).startswith("kubevirt.io/")
+    ):
         spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         namespace = (vm.get("metadata") or {}).get("namespace")
         claims = {c.get("name"): c.get("resourceClaimTemplateName") for c in spec.get("resourceClaims") or []}
@@ -104,14 +114,28 @@ def claim_template_violations(objects: list[dict[str, Any]]) -> Iterator[tuple[d
             if template is None:
                 yield vm, Violation(where, f"ResourceClaimTemplate {template_name!r} is not rendered in {namespace}")
                 continue
-            requests = {r.get("name"): r for r in
-                        (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []}
+            requests = {
+                r.get("name"): r
+                for r in (((template.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []
+            }
             request = requests.get(gpu.get("requestName"))
             if request is None:
-                yield vm, Violation(f"{where}.requestName", f"{gpu.get('requestName')!r} is not a request of "
-                                    f"ResourceClaimTemplate {template_name!r}")
+                yield (
+                    vm,
+                    Violation(
+                        f"{where}.requestName",
+                        f"{gpu.get('requestName')!r} is not a request of ResourceClaimTemplate {template_name!r}",
+                    ),
+                )
             elif (request.get("exactly") or {}).get("count", 1) != 1 or (request.get("exactly") or {}).get(
-                    "allocationMode", "ExactCount") != "ExactCount":
-                yield vm, Violation(f"{where}.requestName", f"request {gpu.get('requestName')!r} of "
-                                    f"ResourceClaimTemplate {template_name!r} asks for more than one device; KubeVirt "
-                                    "attaches exactly one device per request")
+                "allocationMode", "ExactCount"
+            ) != "ExactCount":
+                yield (
+                    vm,
+                    Violation(
+                        f"{where}.requestName",
+                        f"request {gpu.get('requestName')!r} of "
+                        f"ResourceClaimTemplate {template_name!r} asks for more than one device; KubeVirt "
+                        "attaches exactly one device per request",
+                    ),
+                )

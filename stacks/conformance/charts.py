@@ -57,6 +57,7 @@ __all__ = [
     "validate_rendered",
 ]
 
+
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # KServe's CRDs: 2.4 MB of YAML
     """PyYAML's safe loader (libyaml's where present), reading a plain ``=`` as the string it is to the API server.
 

@@ -44,9 +44,14 @@ CHART_FILES: dict[str, ChartFiles] = {
     "kserve-resources": ChartFiles("kserve/kserve-resources/values.yaml", "kserve"),
     "kserve-runtime-configs": ChartFiles("kserve/kserve-runtime-configs/values.yaml", "kserve"),
     "dra-driver-nvidia-gpu": ChartFiles("dra-driver-nvidia-gpu/values.yaml", "dra_driver"),
-    "kube-prometheus-stack": ChartFiles("kube-prometheus-stack/values.yaml", "kube_prometheus_stack", subcharts=tuple(
-        (key, f"charts/kube-prometheus-stack-{{version}}/charts/{key}/values.yaml")
-        for key in ("kube-state-metrics", "grafana", "prometheus-node-exporter"))),
+    "kube-prometheus-stack": ChartFiles(
+        "kube-prometheus-stack/values.yaml",
+        "kube_prometheus_stack",
+        subcharts=tuple(
+            (key, f"charts/kube-prometheus-stack-{{version}}/charts/{key}/values.yaml")
+            for key in ("kube-state-metrics", "grafana", "prometheus-node-exporter")
+        ),
+    ),
     "keda": ChartFiles("charts/keda-{version}/values.yaml", "keda"),
 }
 """Chart name (last segment of the chart reference) -> its files."""
@@ -123,12 +128,19 @@ def values_problems(store: SchemaStore, chart: str, version: str, values: dict[s
         if key in values and isinstance(values[key], dict) and store.has(sub):
             found = _problems(store, f"{chart}/{key}", version, values.pop(key), values_file=sub, schema_file=None)
             problems += [(f"{key}.{path}", message) for path, message in found]
-    return problems + _problems(store, chart, version, values,
-                                values_file=files.values.format(version=version.lstrip("v")), schema_file=files.schema)
+    return problems + _problems(
+        store,
+        chart,
+        version,
+        values,
+        values_file=files.values.format(version=version.lstrip("v")),
+        schema_file=files.schema,
+    )
 
 
-def _problems(store: SchemaStore, chart: str, version: str, values: dict[str, Any], *, values_file: str,
-              schema_file: str | None) -> list[tuple[str, str]]:
+def _problems(
+    store: SchemaStore, chart: str, version: str, values: dict[str, Any], *, values_file: str, schema_file: str | None
+) -> list[tuple[str, str]]:
     defaults = store.load(values_file) or {}
     schema = store.load(schema_file) if schema_file and store.has(schema_file) else None
     commented = commented_keys(store.text(values_file))
@@ -143,11 +155,10 @@ def _problems(store: SchemaStore, chart: str, version: str, values: dict[str, An
             continue
         # A commented-out default documents its block too (gpu-operator's ``# config:`` with ``# name:`` below it).
         if any(path[:n] in commented for n in range(1, len(path) + 1)) or (
-                schema is not None and _schema_declares(schema, path)):
+            schema is not None and _schema_declares(schema, path)
+        ):
             continue
-        problems.append(
-            (".".join(path), f"is not a value of chart {chart} {version} (renamed or removed upstream?)")
-        )
+        problems.append((".".join(path), f"is not a value of chart {chart} {version} (renamed or removed upstream?)"))
     if schema is not None:
         merged = deep_merge(defaults, values)
         for error in sorted(jsonschema.Draft7Validator(schema).iter_errors(merged), key=lambda e: e.json_path):

@@ -50,15 +50,15 @@ def shellcheck(scripts: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
             paths[str(path)] = names
         done = subprocess.run(
             [shellcheck_binary(), "--shell=bash", "--format=json1", *paths],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode not in (0, 1):
             raise RuntimeError(f"shellcheck failed: {done.stderr.strip()}")
         for comment in json.loads(done.stdout or "{}").get("comments", []):
             for name in paths[comment["file"]]:
-                findings[name].append(
-                    (f"line {comment['line']}", f"SC{comment['code']}: {comment['message']}")
-                )
+                findings[name].append((f"line {comment['line']}", f"SC{comment['code']}: {comment['message']}"))
     return findings
 
 
@@ -73,7 +73,5 @@ def config_problems(text: str, *, server: bool) -> list[tuple[str, str]]:
     allowed = SERVER_OPTIONS if server else AGENT_OPTIONS
     role = "server" if server else "agent"
     return [
-        (str(key), f"is not a k3s {role} option (see docs.k3s.io/cli/{role})")
-        for key in config
-        if key not in allowed
+        (str(key), f"is not a k3s {role} option (see docs.k3s.io/cli/{role})") for key in config if key not in allowed
     ]

@@ -70,8 +70,12 @@ _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "required": ["accessModes", "volumeMode"],
                         "properties": {
-                            "accessModes": {"type": "array", "items": {"enum": [
-                                "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}},
+                            "accessModes": {
+                                "type": "array",
+                                "items": {
+                                    "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]
+                                },
+                            },
                             "volumeMode": {"enum": ["Filesystem", "Block"]},
                         },
                     },
@@ -251,12 +255,14 @@ class ObjectChecker:
         schema_dir = f"v{version}-local-strict"
         group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
         try:
-            schema = kv.schema_contents(f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json",
-                                        self.kubernetes_minor)
+            schema = kv.schema_contents(
+                f"kubernetes-json-schema/{schema_dir}/{kind.lower()}-{group_version}.json", self.kubernetes_minor
+            )
         except FileNotFoundError:
             raise LookupError(f"{api_version} {kind} is not a Kubernetes {self.kubernetes_minor} kind") from None
-        definitions = kv.schema_contents(f"kubernetes-json-schema/{schema_dir}/_definitions.json",
-                                         self.kubernetes_minor)
+        definitions = kv.schema_contents(
+            f"kubernetes-json-schema/{schema_dir}/_definitions.json", self.kubernetes_minor
+        )
         registry: referencing.Registry = referencing.Resource.from_contents(definitions) @ (
             referencing.Resource.from_contents(schema) @ referencing.Registry()
         )

@@ -66,8 +66,9 @@ class Report:
         are counted only when it ran."""
         counts = Counter(p.checker for p in self.problems)
         per = ", ".join(f"{c} {'not run' if c in self.not_run else counts.get(c, 0)}" for c in CHECKERS)
-        skipped = "" if "security" in self.not_run else (
-            f"; {self.checkov_skipped} checkov check(s) skipped by annotation")
+        skipped = (
+            "" if "security" in self.not_run else (f"; {self.checkov_skipped} checkov check(s) skipped by annotation")
+        )
         return f"{len(self.problems)} problem(s) ({per}){skipped}"
 
 
@@ -91,14 +92,17 @@ def _static_pods(cell: CellSpec) -> list[tuple[dict[str, Any], bool]]:
     return [] if cell.network.api_vip is None else [(kube_vip.static_pod(cell), False)]
 
 
-def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec,
-                   store: SchemaStore, report: Report) -> None:
+def _check_objects(
+    region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec, store: SchemaStore, report: Report
+) -> None:
     checker = checker_for(store.root, cell.versions.kubernetes_minor)
     versions = cell.versions.model_dump()
     core = checker.core_schema_version
     if core is not None and kv_minor(core) != cell.versions.kubernetes_minor:
-        notice = Notice(f"kubernetes-validate has no schemas for Kubernetes {cell.versions.kubernetes_minor}; core "
-                        f"kinds checked against {kv_minor(core)}")
+        notice = Notice(
+            f"kubernetes-validate has no schemas for Kubernetes {cell.versions.kubernetes_minor}; core "
+            f"kinds checked against {kv_minor(core)}"
+        )
         if notice not in report.notices:
             report.notices.append(notice)
     for obj, partial in objects:
@@ -112,12 +116,14 @@ def _check_objects(region: str, objects: list[tuple[dict[str, Any], bool]], cell
         for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
     for vm, violation in claim_template_violations([obj for obj, partial in objects if not partial]):
-        report.problems.append(Problem(_object_subject(region, vm), violation.path, violation.message,
-                                       "custom-resource"))
+        report.problems.append(
+            Problem(_object_subject(region, vm), violation.path, violation.message, "custom-resource")
+        )
 
 
-def _check_releases(region: str, registrations: list[Registration], cell: CellSpec,
-                    store: SchemaStore, report: Report) -> None:
+def _check_releases(
+    region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore, report: Report
+) -> None:
     versions = cell.versions.model_dump()
     for release in (r for r in registrations if r.type == _RELEASE):
         chart = str(release.inputs.get("chart", "")).rsplit("/", 1)[-1]
@@ -126,8 +132,14 @@ def _check_releases(region: str, registrations: list[Registration], cell: CellSp
         files = CHART_FILES.get(chart)
         if files is None:
             if values:
-                report.problems.append(Problem(subject, "-", f"no default values of chart {chart} to check "
-                                               "the values we set against", "helm-values"))
+                report.problems.append(
+                    Problem(
+                        subject,
+                        "-",
+                        f"no default values of chart {chart} to check the values we set against",
+                        "helm-values",
+                    )
+                )
             continue
         values_file = files.values.format(version=versions[files.component].lstrip("v"))
         if not store.has(values_file):
@@ -146,7 +158,8 @@ def _check_charts(regions: list[RegionInput], store: SchemaStore, report: Report
     """Render every release of every region at once (in parallel), then check each region's objects."""
     wanted = [(item, r) for item in regions for r in item.registrations if r.type == _RELEASE]
     rendered = charts.render_releases(
-        [(r.masked_inputs(), charts.kube_version(item.cell)) for item, r in wanted], store.root)
+        [(r.masked_inputs(), charts.kube_version(item.cell)) for item, r in wanted], store.root
+    )
     by_region: dict[str, list[tuple[Registration, charts.RenderedRelease]]] = {}
     for (item, registration), result in zip(wanted, rendered, strict=True):
         by_region.setdefault(item.region, []).append((registration, result))
@@ -162,8 +175,11 @@ def _check_charts(regions: list[RegionInput], store: SchemaStore, report: Report
             where = f"chart {result.chart} {result.version}"
             for obj in result.objects:
                 for violation in charts.validate_rendered(obj, checker, crds):
-                    report.problems.append(Problem(_object_subject(item.region, obj), violation.path,
-                                                   f"{violation.message} ({where})", "chart"))
+                    report.problems.append(
+                        Problem(
+                            _object_subject(item.region, obj), violation.path, f"{violation.message} ({where})", "chart"
+                        )
+                    )
             fact_check = charts.FACTS.get(result.chart)
             if fact_check is None:
                 continue
@@ -220,8 +236,10 @@ def _check_node_configs(item: RegionInput, report: Report) -> None:
     cell = item.cell
     servers = {host.name for _, host in cell.servers}
     if cell.versions.kubernetes_minor not in SUPPORTED_MINORS:
-        notice = Notice(f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
-                        f"{cell.versions.k3s} checked against them")
+        notice = Notice(
+            f"k3s options are known for Kubernetes {', '.join(SUPPORTED_MINORS)}; "
+            f"{cell.versions.k3s} checked against them"
+        )
         if notice not in report.notices:
             report.notices.append(notice)
     for host, text in item.node_configs.items():
@@ -271,7 +289,14 @@ def _unless_missing(checker: str, report: Report, run: Callable[[], None]) -> No
         report.not_run[checker] = str(exc)
 
 
-def check_region(region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore,
-                 node_configs: dict[str, str] | None = None, *, checkers: Collection[str] = CHECKERS) -> Report:
+def check_region(
+    region: str,
+    registrations: list[Registration],
+    cell: CellSpec,
+    store: SchemaStore,
+    node_configs: dict[str, str] | None = None,
+    *,
+    checkers: Collection[str] = CHECKERS,
+) -> Report:
     """:func:`check_regions` for one region. ``node_configs`` maps host -> k3s config text."""
     return check_regions([RegionInput(region, registrations, cell, node_configs or {})], store, checkers)

@@ -83,10 +83,14 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
             "cilium/cilium", f"pkg/k8s/apis/cilium.io/client/crds/{version}/{plural}.yaml", "cilium"
         )
         for version, plural in (
-            ("v2", "ciliumnetworkpolicies"), ("v2", "ciliumclusterwidenetworkpolicies"),
+            ("v2", "ciliumnetworkpolicies"),
+            ("v2", "ciliumclusterwidenetworkpolicies"),
             # LB IPAM and its announcements (gpucell.lb_ipam)
-            ("v2", "ciliumloadbalancerippools"), ("v2alpha1", "ciliuml2announcementpolicies"),
-            ("v2", "ciliumbgpclusterconfigs"), ("v2", "ciliumbgppeerconfigs"), ("v2", "ciliumbgpadvertisements"),
+            ("v2", "ciliumloadbalancerippools"),
+            ("v2alpha1", "ciliuml2announcementpolicies"),
+            ("v2", "ciliumbgpclusterconfigs"),
+            ("v2", "ciliumbgppeerconfigs"),
+            ("v2", "ciliumbgpadvertisements"),
         )
     },
     **{
@@ -98,8 +102,10 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     # The chart's CRD templates (cert-manager ships no plain CRD files); Helm directives are dropped when loading.
     **{
         f"cert-manager/crd-cert-manager.io_{plural}.yaml": UpstreamFile(
-            "cert-manager/cert-manager", f"deploy/charts/cert-manager/templates/crd-cert-manager.io_{plural}.yaml",
-            "cert_manager", also=f"charts/cert-manager-v*/templates/crd-cert-manager.io_{plural}.yaml",
+            "cert-manager/cert-manager",
+            f"deploy/charts/cert-manager/templates/crd-cert-manager.io_{plural}.yaml",
+            "cert_manager",
+            also=f"charts/cert-manager-v*/templates/crd-cert-manager.io_{plural}.yaml",
         )
         for plural in ("certificates", "clusterissuers")
     },
@@ -122,14 +128,18 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
     # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
     "kube-prometheus-stack/values.yaml": UpstreamFile(
-        "prometheus-community/helm-charts", "charts/kube-prometheus-stack/values.yaml", "kube_prometheus_stack",
+        "prometheus-community/helm-charts",
+        "charts/kube-prometheus-stack/values.yaml",
+        "kube_prometheus_stack",
         tag_prefix="kube-prometheus-stack-",
     ),
     # The Prometheus Operator CRDs the chart ships (its charts/crds subchart), as shared/upstream holds them.
     **{
         f"prometheus-operator/crd-{plural}.yaml": UpstreamFile(
-            "prometheus-community/helm-charts", f"charts/kube-prometheus-stack/charts/crds/crds/crd-{plural}.yaml",
-            "kube_prometheus_stack", tag_prefix="kube-prometheus-stack-",
+            "prometheus-community/helm-charts",
+            f"charts/kube-prometheus-stack/charts/crds/crds/crd-{plural}.yaml",
+            "kube_prometheus_stack",
+            tag_prefix="kube-prometheus-stack-",
         )
         for plural in ("servicemonitors", "podmonitors", "prometheusrules")
     },

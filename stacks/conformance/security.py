@@ -72,9 +72,20 @@ def run_checkov(objects: list[dict[str, Any]]) -> tuple[list[CheckovFinding], in
         for index, obj in enumerate(objects):
             (Path(tmp) / f"{index:05d}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
         done = subprocess.run(
-            [checkov_binary(), "--directory", tmp, "--framework", "kubernetes", "--output", "json", "--quiet",
-             "--skip-download"],
-            capture_output=True, text=True, check=False,
+            [
+                checkov_binary(),
+                "--directory",
+                tmp,
+                "--framework",
+                "kubernetes",
+                "--output",
+                "json",
+                "--quiet",
+                "--skip-download",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
             env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_NO_OUTPUT": "FALSE"},
         )
     if done.returncode not in (0, 1):

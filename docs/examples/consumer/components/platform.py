@@ -24,7 +24,10 @@ REGION: dict[str, Any] = {
     "nodePools": {
         "servers": {"role": "server", "hosts": [{"name": "fra1-srv-1", "address": "10.60.0.11"}]},
         "h100": {
-            "role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "vm-passthrough",
+            "role": "gpu",
+            "gpuModel": "H100-SXM5-80GB",
+            "gpusPerNode": 8,
+            "gpuMode": "vm-passthrough",
             "hosts": [{"name": "fra1-h100-1", "address": "10.60.0.21"}],
         },
         "cpu": {"role": "cpu", "hosts": [{"name": "fra1-cpu-1", "address": "10.60.0.31"}]},
@@ -33,8 +36,12 @@ REGION: dict[str, Any] = {
 """The region, in the camelCase shape of a gpucell stack config."""
 
 ML_TENANT: dict[str, Any] = {
-    "quota": {"cpuMillicores": 64000, "memoryGib": 512, "storageGib": 2048,
-              "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 2}},
+    "quota": {
+        "cpuMillicores": 64000,
+        "memoryGib": 512,
+        "storageGib": 2048,
+        "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 2},
+    },
     "egress": "internet",
 }
 
@@ -56,14 +63,26 @@ class GpuPlatform(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-platform:index:GpuPlatform", name, None, opts)
         spec = CellSpec.model_validate(REGION)
-        self.cell = RegionalCell(name, RegionalCellArgs(cell=spec, ssh_private_key=args.ssh_private_key),
-                                 opts=pulumi.ResourceOptions(parent=self))
-        self.tenant = Tenant(f"{name}-ml", TenantArgs("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
-                             opts=pulumi.ResourceOptions(parent=self))
-        vm = {"gpuModel": "H100-SXM5-80GB", "gpus": 2, "memoryGib": 64, "cpu": {"cores": 16},
-              "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100}}
+        self.cell = RegionalCell(
+            name,
+            RegionalCellArgs(cell=spec, ssh_private_key=args.ssh_private_key),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.tenant = Tenant(
+            f"{name}-ml",
+            TenantArgs("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        vm = {
+            "gpuModel": "H100-SXM5-80GB",
+            "gpus": 2,
+            "memoryGib": 64,
+            "cpu": {"cores": 16},
+            "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100},
+        }
         self.train = GpuVirtualMachine(
-            f"{name}-ml-train", GpuVirtualMachineArgs("train", GpuVirtualMachineSpec.model_validate(vm), self.tenant),
+            f"{name}-ml-train",
+            GpuVirtualMachineArgs("train", GpuVirtualMachineSpec.model_validate(vm), self.tenant),
             opts=pulumi.ResourceOptions(parent=self.tenant),
         )
         self.api_server_url = self.cell.api_server_url

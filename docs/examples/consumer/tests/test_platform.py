@@ -29,9 +29,13 @@ def test_the_platform_builds_a_cell_a_tenant_and_a_gpu_vm() -> None:
     result = run_program(program)
     vm = result.of_type(VM)[0]
     assert vm.inputs["metadata"] == {
-        "name": "train", "namespace": "tenant-ml",
-        "labels": {"app.kubernetes.io/name": "train", "app.kubernetes.io/managed-by": "gpucell",
-                   "gpucell.io/tenant": "ml"},
+        "name": "train",
+        "namespace": "tenant-ml",
+        "labels": {
+            "app.kubernetes.io/name": "train",
+            "app.kubernetes.io/managed-by": "gpucell",
+            "gpucell.io/tenant": "ml",
+        },
     }
     gpus = vm.inputs["spec"]["template"]["spec"]["domain"]["devices"]["gpus"]
     assert [g["deviceName"] for g in gpus] == ["nvidia.com/GH100_H100_SXM5_80GB"] * 2
@@ -43,9 +47,12 @@ def test_the_platform_builds_a_cell_a_tenant_and_a_gpu_vm() -> None:
 def test_the_program_reads_its_ssh_key_from_stack_config() -> None:
     """__main__.py as `pulumi up` runs it: the SSH key comes from this project's secret config."""
     main = Path(__file__).resolve().parent.parent / "__main__.py"
-    result = run_program(lambda: runpy.run_path(str(main)), project="gpu-platform",
-                         config={"gpu-platform:sshPrivateKey": "not-a-real-key"},
-                         secret_keys=["gpu-platform:sshPrivateKey"])
+    result = run_program(
+        lambda: runpy.run_path(str(main)),
+        project="gpu-platform",
+        config={"gpu-platform:sshPrivateKey": "not-a-real-key"},
+        secret_keys=["gpu-platform:sshPrivateKey"],
+    )
     assert result.named("fra1-k3s-kubeconfig").inputs["connection"] == "[secret]"
     assert result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
     assert result.outputs == {"apiServerUrl": "https://10.60.0.11:6443", "mlNamespace": "tenant-ml"}
@@ -53,11 +60,21 @@ def test_the_program_reads_its_ssh_key_from_stack_config() -> None:
 
 def test_a_mistake_is_one_line_with_its_key_path() -> None:
     with pytest.raises(ConfigError) as info:
-        CellSpec.model_validate({"network": {"nodeCidr": "10.60.0.0/24"}, "nodePools": {
-            "servers": {"role": "server", "hosts": [{"name": "s1", "address": "10.60.0.11"}]},
-            "h100": {"role": "gpu", "gpuModel": "H100-SXM5-80GB", "gpusPerNode": 8, "gpuMode": "passthrough",
-                     "hosts": [{"name": "g1", "address": "10.60.0.21"}]},
-        }})
+        CellSpec.model_validate(
+            {
+                "network": {"nodeCidr": "10.60.0.0/24"},
+                "nodePools": {
+                    "servers": {"role": "server", "hosts": [{"name": "s1", "address": "10.60.0.11"}]},
+                    "h100": {
+                        "role": "gpu",
+                        "gpuModel": "H100-SXM5-80GB",
+                        "gpusPerNode": 8,
+                        "gpuMode": "passthrough",
+                        "hosts": [{"name": "g1", "address": "10.60.0.21"}],
+                    },
+                },
+            }
+        )
     assert info.value.lines == [
         "nodePools.h100.gpuMode: 'passthrough' is not one of container, vm-passthrough, vm-vgpu, dra"
     ]
