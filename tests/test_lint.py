@@ -1,4 +1,4 @@
-"""The code passes the project's linter (ruff, configured in pyproject.toml)."""
+"""The code passes the project's linter and formatter (ruff check and ruff format, configured in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,27 @@ import sys
 
 from tests.conftest import REPO
 
+LINTED = ["components", "stacks", "tests", "bench", "docs/examples", "dev.py", "__main__.py"]
+"""What ruff checks and formats: every Python file of the repository."""
+
 
 def test_ruff_is_clean() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "components", "stacks", "tests", "bench", "docs/examples", "dev.py",
-         "__main__.py"],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "ruff", "check", *LINTED],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", *LINTED],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
