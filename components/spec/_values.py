@@ -9,17 +9,21 @@ models call them from their field validators, so the message follows the key pat
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator
 
+from gpucell.errors import SpecError, shown
+
 __all__ = [
     "CONFIG_KEY",
     "Ipv4Address",
     "Ipv4Cidr",
     "check_config_key",
+    "check_each",
     "check_image_reference",
     "check_login_name",
     "check_single_line",
@@ -45,6 +49,17 @@ IMAGE_REPOSITORY = re.compile(rf"{_REGISTRY}?{_PATH_COMPONENT}(?:/{_PATH_COMPONE
 IMAGE_TAG = re.compile(_TAG)
 """A tag of the ``reference`` grammar: word characters, ``.`` and ``-``, at most 128, not starting with either."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def check_each(values: list[str], check: Callable[[str], object]) -> list[str]:
+    """``values`` when ``check`` accepts each; else :class:`SpecError` at the first refused item's index,
+    ``'<value>' <check's ValueError message>``."""
+    for index, value in enumerate(values):
+        try:
+            check(value)
+        except ValueError as exc:
+            raise SpecError((index,), f"{shown(value)} {exc}") from None
+    return values
 
 
 def check_single_line(value: str, what: str = "text") -> str:

@@ -13,7 +13,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_config_key, check_login_name, unicast_problem
+from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_config_key, check_each, check_login_name, unicast_problem
 from gpucell.spec.lifecycle import HostRemovalPolicy
 
 __all__ = [
@@ -309,12 +309,7 @@ class Network(SpecModel):
     @field_validator("tls_sans")
     @classmethod
     def _sans(cls, values: list[str]) -> list[str]:
-        for index, value in enumerate(values):
-            try:
-                check_host_name(value)
-            except ValueError as exc:
-                raise SpecError((index,), f"{shown(value)} {exc}") from None
-        return values
+        return check_each(values, check_host_name)
 
     @property
     def api_address(self) -> IPv4Address | None:

@@ -21,7 +21,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import Ipv4Address, check_url, unicast_problem
+from gpucell.spec._values import Ipv4Address, check_each, check_url, unicast_problem
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
 
 if TYPE_CHECKING:
@@ -137,12 +137,7 @@ class LbPoolSpec(SpecModel):
     @field_validator("blocks")
     @classmethod
     def _blocks(cls, blocks: list[str]) -> list[str]:
-        for index, text in enumerate(blocks):
-            try:
-                parse_block(text)
-            except ValueError as exc:
-                raise SpecError((index,), f"{shown(text)} {exc}") from None
-        return blocks
+        return check_each(blocks, parse_block)
 
     @property
     def parsed(self) -> list[AddressBlock]:
