@@ -1,8 +1,7 @@
 """The package's structure: no import cycles, layers that only look down, every public name imports alone.
 
-The import graph is read from the source folders (``components/`` is ``gpucell``, ``stacks/`` is
-``gpucell.stacks``: docs/decisions/0008), so it needs no installed package and no import-graph tool that would have to
-follow the editable install's import hook. An import of ``a.b.c`` from outside ``a.b`` also runs ``a.b``'s
+The import graph is read from the source folder ``gpucell/`` (each file's path is its module name, decision 0019),
+so it needs no installed package. An import of ``a.b.c`` from outside ``a.b`` also runs ``a.b``'s
 ``__init__`` first: that edge is in the graph, since it is how an eager package ``__init__`` turns two harmless
 imports into a cycle (``gpucell.kserve_runtimes`` -> ``gpucell.spec.versions`` ran ``gpucell/spec/__init__.py``,
 which imported the workload specs, which imported ``gpucell.kserve_runtimes`` back).
@@ -25,7 +24,7 @@ import gpucell.spec
 import gpucell.testing
 from tests.conftest import REPO
 
-FOLDERS = {"components": "gpucell", "stacks": "gpucell.stacks"}
+FOLDERS = {"gpucell": "gpucell"}
 
 LAZY_INITS = ("gpucell", "gpucell.spec", "gpucell.workloads")
 """Package ``__init__`` files that import their public names on first use (PEP 562): nothing at run time."""

@@ -1,7 +1,7 @@
 """Typed tenant workloads: GPU virtual machines, notebooks and model endpoints, as a stack config declares them.
 
 These are *specs*: plan-time values only. Placement and capacity rules that need the region's GPU inventory live
-in :mod:`gpucell.admission`; the objects they render live in ``components/workloads/``.
+in :mod:`gpucell.admission`; the objects they render live in ``gpucell/workloads/``.
 """
 
 from __future__ import annotations
