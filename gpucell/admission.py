@@ -26,12 +26,14 @@ from gpucell.placement import Placement, PlacementError, place_container, place_
 from gpucell.spec.tenancy import EgressClass, namespace_of
 from gpucell.spec.traffic import tenant_pools, vm_pool
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
+from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
     from gpucell.spec.tenancy import TenantSpec
+    from gpucell.spec.workloads import GpuVirtualMachineSpec
 
-__all__ = ["DraDemand", "check_announced_vms", "check_dra_pools", "check_tenants", "placements"]
+__all__ = ["DraDemand", "check_announced_vms", "check_dra_pools", "check_tenants", "placements", "shaped_vm"]
 
 MAX_DRA_POOL_SETS = 12
 """Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
@@ -46,7 +48,10 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     strategy = cell.effective_mig_strategy.value
     for name, vm in tenant.virtual_machines.items():
-        placement = _placed(("virtualMachines", name), functools.partial(place_vm, name, vm, cell.node_pools, offers))
+        shaped = shaped_vm(cell, tenant, name, vm).spec
+        placement = _placed(
+            ("virtualMachines", name), functools.partial(place_vm, name, shaped, cell.node_pools, offers)
+        )
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(
@@ -60,6 +65,15 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
             functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
+
+
+def shaped_vm(cell: CellSpec, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec) -> VmShape:
+    """:func:`gpucell.vm_shape.resolve_vm` of VM ``name``; raises :class:`SpecError` (path relative to the tenant)
+    when its instancetype or preference cannot be resolved."""
+    try:
+        return resolve_vm(cell, tenant, vm)
+    except ShapeError as exc:
+        raise SpecError(("virtualMachines", name, *exc.rel_path), exc.message) from None
 
 
 def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:
@@ -245,12 +259,16 @@ def _check_egress_cidrs(cell: CellSpec, tenant_name: str, tenant: TenantSpec) ->
                 break
 
 
-def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+def _check_resource_quota(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
-    of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
+    of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`).
+    A VM sized by an instancetype counts the instancetype's vCPUs (plus the host CPU an isolated emulator thread
+    pins) and memory (:func:`gpucell.vm_shape.resolve_vm`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
-        cpu, memory = cpu + vm.cpu.vcpus * 1000, memory + vm.memory_gib
+        shape = shaped_vm(cell, tenant, name, vm)
+        vcpus = shape.spec.cpu.vcpus + shape.emulator_cpus
+        cpu, memory = cpu + vcpus * 1000, memory + shape.spec.guest_memory_gib
         storage += sum(d.size_gib for d in vm.disks)
         yield from _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
     for name, notebook in tenant.notebooks.items():
@@ -426,7 +444,10 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
         yield from _check_services_and_sources(cell, tenant_name, tenant)
         yield from _check_logins_and_classes(cell, tenant_name, tenant)
         yield from _check_egress_cidrs(cell, tenant_name, tenant)
-        yield from _check_resource_quota(tenant_name, tenant)
+        try:
+            yield from _check_resource_quota(cell, tenant_name, tenant)
+        except SpecError as exc:
+            yield SpecError((*base, *exc.rel_path), exc.message)
         yield from _check_runtimes(cell, tenant_name, tenant)
         yield from _check_gpu_quota(cell, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
@@ -460,8 +481,8 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if pool is None or pool not in tenant_pools(lb, tenant):
                 continue  # refused by the traffic rules
             try:
-                pools = place_vm(name, vm, cell.node_pools, offers).pools
-            except PlacementError:
+                pools = place_vm(name, resolve_vm(cell, spec, vm).spec, cell.node_pools, offers).pools
+            except (PlacementError, ShapeError):
                 continue
             silent = [p for p in pools if p not in announcer.node_pools]
             if silent:

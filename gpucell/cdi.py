@@ -102,13 +102,22 @@ def cdi_spec(
 
 
 def storage_profile_spec(storage: Storage) -> dict[str, Any]:
-    """``StorageProfile.spec``: one claim property set, ``storage.access_modes`` + ``storage.volume_mode``.
+    """``StorageProfile.spec``: the claim property set ``storage.access_modes`` + ``storage.volume_mode``; on a
+    ``Block`` class also ``ReadWriteOnce`` + ``Filesystem`` after it.
 
     CDI fills in ``accessModes``/``volumeMode`` of a DataVolume's PVC from the first set when the DataVolume
-    leaves them out (CDI "StorageProfile" doc); both keys must be set together.
+    leaves them out, and the ``volumeMode`` from the first set with its access mode when it gives only that (CDI
+    v1.66.0 ``pkg/controller/datavolume/util.go``), so VM disks stay on the first. The second is for KubeVirt's
+    backend-storage PVCs (persistent EFI NVRAM and TPM state, always ``Filesystem``): KubeVirt v1.9.0 asks for
+    ``ReadWriteOnce`` when the profile has a ``Filesystem`` set with it, and ``ReadWriteMany`` otherwise
+    (``getAccessMode`` in ``pkg/storage/backend-storage/backend-storage.go``), which a Longhorn volume serves only
+    through its NFS share manager. Both keys of a set must be set together.
     """
     claim = {"accessModes": list(storage.access_modes), "volumeMode": storage.volume_mode}
-    return {"claimPropertySets": [claim]}
+    sets = [claim]
+    if storage.volume_mode == "Block":
+        sets.append({"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"})
+    return {"claimPropertySets": sets}
 
 
 class Cdi(CellComponent):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_kubernetes.provider import Provider
@@ -15,6 +16,8 @@ from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.images import ImageCatalog, image_catalog_args
+from gpucell.instancetypes import Instancetypes, InstancetypesArgs
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
@@ -53,6 +56,9 @@ class RegionalCellArgs:
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
+    image_credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Config key -> ``<user>:<password>`` (a Pulumi secret) of every ``imageCatalogs`` image's
+    ``credentialsConfigKey``; required for each."""
 
 
 class RegionalCell(CellComponent):
@@ -135,6 +141,23 @@ class RegionalCell(CellComponent):
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
+        self.instancetypes: Instancetypes | None = None
+        """The cell's ``VirtualMachineClusterInstancetype``/``Preference`` objects, with ``kubevirt.instancetypes`` or
+        ``kubevirt.preferences``."""
+        if cell.kubevirt.instancetypes or cell.kubevirt.preferences:
+            self.instancetypes = Instancetypes(
+                f"{name}-instancetypes",
+                InstancetypesArgs(cell.kubevirt.instancetypes, cell.kubevirt.preferences),
+                opts=self._in_cluster(self.kubevirt),
+            )
+        self.image_catalogs: dict[str, ImageCatalog] = {
+            catalog: ImageCatalog(
+                f"{name}-images-{catalog}", image_catalog_args(cell, catalog, args.image_credentials),
+                opts=self._in_cluster(self.cdi),
+            )
+            for catalog in cell.image_catalogs
+        }
+        """The image catalogs, by namespace."""
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
         )

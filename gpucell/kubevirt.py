@@ -28,7 +28,10 @@ from gpucell._component import CellComponent
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec import CellSpec, GpuMode
+from gpucell.releases import release
 from gpucell.spec.lifecycle import removal_options
+from gpucell.vm_rules import state_storage_class
+from gpucell.vm_shape import resolve_vm
 
 __all__ = [
     "CPU_MANAGER_GATE",
@@ -37,6 +40,7 @@ __all__ = [
     "HOST_DEVICES_GATE",
     "NAMESPACE",
     "SECCOMP_CONFIGURATION",
+    "VM_PERSISTENT_STATE_GATE",
     "WAIT_FOR_AVAILABLE",
     "KubeVirt",
     "KubeVirtArgs",
@@ -45,6 +49,7 @@ __all__ = [
     "operator_manifest_url",
     "permitted_host_devices",
     "release_tag",
+    "vm_platform_configuration",
 ]
 
 NAMESPACE = "kubevirt"
@@ -147,6 +152,8 @@ def feature_gates(cell: CellSpec) -> list[str]:
     - ``CPUManager`` when any pool has a ``topology`` profile: those nodes run the kubelet's static CPU
       manager for VMs with dedicated CPUs, and only the gate makes virt-handler label them
       ``cpumanager=true``.
+    - ``VMPersistentState`` when a VM keeps persistent EFI or TPM state on a KubeVirt older than v1.6
+      (:data:`VM_PERSISTENT_STATE_GATE`; GA, so not listed, from v1.6 on).
 
     Not set: ``GPU`` and ``NUMA`` (GA, deprecated gates), ``DisableMDEVConfiguration`` (deprecated; see
     :func:`kubevirt_spec`).
@@ -158,7 +165,19 @@ def feature_gates(cell: CellSpec) -> list[str]:
         gates.append(GPUS_WITH_DRA_GATE)
     if any(pool.topology is not None for pool in cell.node_pools.values()):
         gates.append(CPU_MANAGER_GATE)
+    if release(cell.versions.kubevirt) < VM_PERSISTENT_STATE_GA_SINCE and _needs_state_storage(cell):
+        gates.append(VM_PERSISTENT_STATE_GATE)
     return gates
+
+
+def _needs_state_storage(cell: CellSpec) -> bool:
+    """True when a VM of the cell keeps persistent EFI NVRAM or TPM state (its own ``efi``/``tpm`` or its
+    preference's)."""
+    return any(
+        resolve_vm(cell, tenant, vm).needs_state_storage
+        for tenant in cell.tenants.values()
+        for vm in tenant.virtual_machines.values()
+    )
 
 
 SECCOMP_CONFIGURATION = {"virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
@@ -168,6 +187,29 @@ requires; without it the launcher has no profile ("Defaults to none"). ``Runtime
 own ``localhostProfile: kubevirt/kubevirt.json``: the runtime's profile needs no file on the node (virt-handler
 writes KubeVirt's), and what KubeVirt's adds, ``userfaultfd``, serves only post-copy live migration, which gpucell
 does not enable."""
+
+
+VM_PERSISTENT_STATE_GATE = "VMPersistentState"
+"""Gate for persistent EFI NVRAM and TPM state (backend storage): "Alpha" until v1.5, GA from v1.6.0 on
+(``RegisterFeatureGate(... VMPersistentState, State: GA)``, ``pkg/virt-config/featuregate/inactive.go``), when
+listing it only draws the "deprecated ... redundant" warning."""
+VM_PERSISTENT_STATE_GA_SINCE = (1, 6)
+
+
+def vm_platform_configuration(cell: CellSpec) -> dict[str, Any]:
+    """The ``configuration`` keys of the cell's VM platform (instancetypes, firmware state), always explicit so that
+    nothing out of band can change what the cell's VMs rely on:
+
+    - ``commonInstancetypesDeployment.enabled``: ``kubevirt.commonInstancetypes`` (KubeVirt's default is true;
+      gpucell admits VMs naming common ones only when it is, :mod:`gpucell.common_instancetypes`);
+    - ``vmStateStorageClass``: where persistent EFI NVRAM and TPM state live (:func:`gpucell.vm_rules.
+      state_storage_class`: ``kubevirt.vmStateStorageClass``, else the cell's default class). Without it KubeVirt
+      takes a class annotated ``storageclass.kubevirt.io/is-default-virt-class`` first, which gpucell does not manage.
+    """
+    return {
+        "commonInstancetypesDeployment": {"enabled": cell.kubevirt.common_instancetypes},
+        "vmStateStorageClass": state_storage_class(cell),
+    }
 
 
 def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
@@ -197,6 +239,7 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
         configuration["permittedHostDevices"] = devices
     if cell.vgpu_pools(VgpuFramework.MDEV):
         configuration["mediatedDevicesConfiguration"] = {"enabled": False}
+    configuration.update(vm_platform_configuration(cell))
     spec: dict[str, Any] = {"configuration": configuration}
     tolerations = vm_pool_tolerations(cell)
     if tolerations:

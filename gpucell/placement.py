@@ -243,12 +243,12 @@ def host_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool) -> t
             f"{vm.cpu.vcpus} dedicated vCPUs do not fit one node of pool {pool_name}: {topology.cpus} "
             f"CPUs, {topology.cpus - topology.allocatable_cpus} of them reservedCpus"
         )
-    need_mib = vm.memory_gib * 1024
+    need_mib = vm.guest_memory_gib * 1024
     if vm.hugepages is None:
         regular = topology.regular_memory_per_numa_mib * topology.numa_nodes
         if need_mib > regular:
             return ("memoryGib",), (
-                f"{vm.memory_gib} GiB of ordinary memory do not fit one node of pool {pool_name}, "
+                f"{vm.guest_memory_gib} GiB of ordinary memory do not fit one node of pool {pool_name}, "
                 f"which leaves {_gib(regular)} GiB beside its hugepages and reserved memory; back "
                 "the VM with hugepages (hugepages: 1Gi)"
             )
@@ -263,7 +263,7 @@ def host_refusal(vm: GpuVirtualMachineSpec, pool_name: str, pool: NodePool) -> t
     per_node = per_numa * topology.numa_nodes
     if need_mib > per_node:
         return ("memoryGib",), (
-            f"{vm.memory_gib} GiB of {size} hugepages do not fit one node of pool {pool_name}, "
+            f"{vm.guest_memory_gib} GiB of {size} hugepages do not fit one node of pool {pool_name}, "
             f"which reserves {_gib(per_node)} GiB of them ({count} per NUMA node x "
             f"{topology.numa_nodes})"
         )
@@ -289,7 +289,7 @@ def _numa_refusal(
         else f"{vm.cpu.vcpus} vCPUs fit on {nodes} of its NUMA nodes ({topology.cpus_per_numa} CPUs each)"
     )
     return ("numaPassthrough",), (
-        f"{vm.memory_gib} GiB of {vm.hugepages} hugepages: KubeVirt binds guest memory evenly to the NUMA nodes "
+        f"{vm.guest_memory_gib} GiB of {vm.hugepages} hugepages: KubeVirt binds guest memory evenly to the NUMA nodes "
         f"holding the VM's vCPUs, and on pool {pool_name} {why}, leaving {_gib(share)} GiB per NUMA node where "
         f"{_gib(per_numa)} GiB are reserved; lower memoryGib or give the VM more vCPUs"
     )

@@ -121,6 +121,7 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 from gpucell._component import CellComponent
 from gpucell._k3s_scripts import listen_port
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
+from gpucell.instancetypes import Instancetypes, InstancetypesArgs
 from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import removal_options
@@ -140,6 +141,7 @@ if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
+    "AUTO_MEMORY_LIMITS_RATIO",
     "BUILTIN_ROLES",
     "DNS_SELECTOR",
     "KSERVE_RESOURCES",
@@ -210,11 +212,20 @@ TENANT_POD_SECURITY = PodSecurityLevel.RESTRICTED
 """What every tenant namespace enforces, warns about and audits, VMs included (see the module doc)."""
 
 
+AUTO_MEMORY_LIMITS_RATIO = {"alpha.kubevirt.io/auto-memory-limits-ratio": "1.0"}
+"""Namespace label making the memory limit KubeVirt sets on a VM's launcher pod equal its request (default: twice;
+KubeVirt v1.9.0 ``AutoMemoryLimitsRatioLabel``, ``getMemoryLimitsRatio`` in ``pkg/virt-controller/services/
+renderresources.go``). KubeVirt sets that limit when the namespace's ResourceQuota has ``limits.memory`` and the VM
+gives none, as a VM sized by an instancetype must (KubeVirt refuses its own ``resources``): the quota then counts
+its memory once, as admission does."""
+
+
 def namespace_labels(tenant: str, kubernetes_minor: str) -> dict[str, str]:
-    """Labels of the tenant namespace: common labels and the PSA modes ``enforce``, ``warn`` and ``audit``, each
-    :data:`TENANT_POD_SECURITY` (``restricted``) pinned to ``v<kubernetes_minor>`` (``v1.34``)."""
+    """Labels of the tenant namespace: common labels, :data:`AUTO_MEMORY_LIMITS_RATIO`, and the PSA modes
+    ``enforce``, ``warn`` and ``audit``, each :data:`TENANT_POD_SECURITY` (``restricted``) pinned to
+    ``v<kubernetes_minor>`` (``v1.34``)."""
     version = f"v{kubernetes_minor}"
-    labels = common_labels(tenant)
+    labels = {**common_labels(tenant), **AUTO_MEMORY_LIMITS_RATIO}
     for mode in ("enforce", "warn", "audit"):
         labels[f"{POD_SECURITY_PREFIX}{mode}"] = TENANT_POD_SECURITY.value
         labels[f"{POD_SECURITY_PREFIX}{mode}-version"] = version
@@ -573,6 +584,8 @@ class Tenant(CellComponent):
         """The region the tenant lives in."""
         self.removal_policy = spec.removal_policy
         """The tenant's ``removalPolicy``: its own children's, and the default of its VMs and notebooks."""
+        self.spec = spec
+        """The tenant's spec: its workloads resolve their instancetypes and preferences against it."""
 
         # The namespace holds every PVC of the tenant (VM disks, notebook homes): deleting it deletes them. The guard
         # rails share its policy, so that a refused removal leaves the tenant fenced in as it was.
@@ -606,12 +619,21 @@ class Tenant(CellComponent):
             custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec, cell)
         ]
+        self.instancetypes: Instancetypes | None = None
+        """The tenant's ``VirtualMachineInstancetype``/``VirtualMachinePreference`` objects, when it defines any."""
+        if spec.instancetypes or spec.preferences:
+            self.instancetypes = Instancetypes(
+                f"{name}-instancetypes",
+                InstancetypesArgs(spec.instancetypes, spec.preferences, self.namespace_name, common_labels(tenant)),
+                opts=self.child(depends_on=[self.namespace_resource, args.cell.kubevirt.cr]),
+            )
         self.ready: list[pulumi.Resource] = [
             self.namespace_resource,
             self.quota,
             self.limit_range,
             *self.rbac,
             *self.policies,
+            *([self.instancetypes] if self.instancetypes is not None else []),
         ]
         """What a workload must come after: namespace, quota, limit range, RBAC and network policies."""
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission import check_announced_vms, check_tenants
+from gpucell.vm_rules import check_vm_platform
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
@@ -19,7 +20,9 @@ from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
+from gpucell.spec.images import ImageCatalogSpec
 from gpucell.spec.k3s import K3sSpec, check_k3s
+from gpucell.spec.kubevirt import KubeVirtSpec
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
@@ -311,6 +314,13 @@ class CellSpec(SpecModel):
     """KServe settings."""
     cdi: CdiSpec = CdiSpec()
     """CDI settings."""
+    kubevirt: KubeVirtSpec = KubeVirtSpec()
+    """KubeVirt settings: cluster-wide instancetypes and preferences, the common ones, where persistent EFI and TPM
+    state lives."""
+    image_catalogs: dict[str, ImageCatalogSpec] = {}
+    """Namespace (a DNS-1123 label, neither a tenant's nor a system one) -> a catalog of golden images, imported and
+    kept current by CDI, that the catalog's tenants clone VM disks from (``source.image: <catalog>/<image>``).
+    Defaults to none."""
     dra_driver: DraDriverSpec = DraDriverSpec()
     """NVIDIA DRA driver settings; the driver is installed only when a pool has ``gpuMode: dra``."""
     metrics: MetricsSpec = MetricsSpec()
@@ -674,6 +684,9 @@ class CellSpec(SpecModel):
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(self)
 
+    def _check_vm_platform(self) -> Iterator[SpecError]:
+        yield from check_vm_platform(self)
+
 
 _CELL_RULES = (
     Rule("servers", ("node_pools", "etcd"), CellSpec._check_server_count),
@@ -695,10 +708,15 @@ _CELL_RULES = (
         after=("hosts", "apiEndpoint"),
     ),
     Rule(
+        "vmPlatform",
+        ("kubevirt", "image_catalogs", "tenants", "storage", "versions", "image_namespaces"),
+        CellSpec._check_vm_platform,
+    ),
+    Rule(
         "tenants",
         tuple(CellSpec.model_fields),
         CellSpec._check_tenants,
-        after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn"),
+        after=("servers", "hosts", "apiEndpoint", "gpuOperator", "hardware", "dra", "signIn", "vmPlatform"),
     ),
 )
 """CellSpec's cross-field rules, in order (see :mod:`gpucell.spec._rules`). Tenant admission reads the whole cell
@@ -761,7 +779,36 @@ class StackSpec(SpecModel):
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
                 owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+            for catalog, spec in cell.image_catalogs.items():
+                for image, entry in spec.images.items():
+                    key = entry.source.credentials_config_key
+                    if key is not None:
+                        owned.setdefault(
+                            key, f"regions.{region}.imageCatalogs.{catalog}.images.{image}.source.credentialsConfigKey"
+                        )
         return owned
+
+    def tenant_secrets(self) -> Iterator[tuple[str, str, str, tuple[str | int, ...], str]]:
+        """``(key, region, tenant, key path, what it holds)`` of every secret config key a tenant's field names: its
+        endpoints' storage credentials, its VMs' user data (``cloudInit.userDataConfigKey``) and disk import
+        credentials (``source.credentialsConfigKey``), in config order (docs/security.md, "Who owns a secret")."""
+        for region, cell in self.regions.items():
+            for tenant_name, tenant in cell.tenants.items():
+                base = ("regions", region, "tenants", tenant_name)
+                for name, endpoint in tenant.model_endpoints.items():
+                    if endpoint.credentials_config_key is not None:
+                        where = (*base, "modelEndpoints", name, "credentialsConfigKey")
+                        yield endpoint.credentials_config_key, region, tenant_name, where, "this endpoint's storage credentials"
+                for name, vm in tenant.virtual_machines.items():
+                    key = vm.cloud_init.user_data_config_key if vm.cloud_init else None
+                    if key is not None:
+                        where = (*base, "virtualMachines", name, "cloudInit", "userDataConfigKey")
+                        yield key, region, tenant_name, where, "this VM's user data"
+                    for index, disk in enumerate(vm.disks):
+                        if disk.source.credentials_config_key is not None:
+                            disk_key = ("rootDisk",) if index == 0 else ("dataDisks", index - 1)
+                            where = (*base, "virtualMachines", name, *disk_key, "source", "credentialsConfigKey")
+                            yield disk.source.credentials_config_key, region, tenant_name, where, "this disk's import credentials"
 
     def _check_credentials(self) -> Iterator[SpecError]:
         """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
@@ -770,34 +817,26 @@ class StackSpec(SpecModel):
         ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
         cell_owned = self.cell_secrets()
         owner: dict[str, tuple[str, str]] = {}
-        for region, cell in self.regions.items():
-            for tenant_name, tenant in cell.tenants.items():
-                for name, endpoint in tenant.model_endpoints.items():
-                    key = endpoint.credentials_config_key
-                    if key is None:
-                        continue
-                    where = ("regions", region, "tenants", tenant_name, "modelEndpoints", name, "credentialsConfigKey")
-                    first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
-                    if key in ssh_keys:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
-                            "a secret that holds only this endpoint's storage credentials",
-                        )
-                    elif key in cell_owned:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
-                            "which the tenant's namespace would then hold; name a secret of tenant "
-                            f"{tenant_name} that holds only this endpoint's storage credentials",
-                        )
-                    elif first[0] != tenant_name:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is already the credentials key of tenant {first[0]} "
-                            f"({first[1]}); each tenant needs its own, its Secret is readable in the "
-                            "tenant's namespace",
-                        )
+        for key, region, tenant_name, where, holds in self.tenant_secrets():
+            first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
+            if key in ssh_keys:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name a secret that holds only "
+                    f"{holds}",
+                )
+            elif key in cell_owned:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), which the tenant's namespace "
+                    f"would then hold; name a secret of tenant {tenant_name} that holds only {holds}",
+                )
+            elif first[0] != tenant_name:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is already the credentials key of tenant {first[0]} ({first[1]}); each tenant needs its "
+                    "own, its Secret is readable in the tenant's namespace",
+                )
 
 
 _STACK_RULES = (

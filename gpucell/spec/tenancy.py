@@ -13,6 +13,7 @@ from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.identity import RESERVED_PREFIX
+from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec, check_object_names
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import check_host_name, check_service_names
 from gpucell.spec.workloads import (
@@ -243,12 +244,19 @@ class TenantSpec(SpecModel):
     """Notebook name -> notebook."""
     model_endpoints: dict[str, ModelEndpointSpec] = {}
     """Endpoint name -> InferenceService."""
+    instancetypes: dict[str, InstancetypeSpec] = {}
+    """Name -> a ``VirtualMachineInstancetype`` in the tenant's namespace, which its VMs name with ``instancetype:
+    {name, kind: VirtualMachineInstancetype}``. Defaults to none."""
+    preferences: dict[str, PreferenceSpec] = {}
+    """Name -> a ``VirtualMachinePreference`` in the tenant's namespace (``preference: {name, kind:
+    VirtualMachinePreference}``). Defaults to none."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the tenant from the config may do to its namespace (and every PVC in it) and its guard rails
     (quota, limits, RBAC, network policies): ``protect`` (default), ``retain`` or ``delete``. Also the default of
     its VMs and notebooks."""
 
     _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
+    _object_names = field_validator("instancetypes", "preferences")(check_object_names)
 
     @field_validator("virtual_machines", "notebooks", "model_endpoints")
     @classmethod

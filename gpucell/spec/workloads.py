@@ -21,8 +21,11 @@ from gpucell.spec._values import (
     check_image_reference,
     check_login_name,
     check_single_line,
-    check_url,
 )
+from gpucell.spec.cloud_init import CloudInitSpec
+from gpucell.spec.firmware import EfiSpec, TpmSpec
+from gpucell.spec.images import ImportSource
+from gpucell.spec.instancetypes import InstancetypeRef, PreferenceRef
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
 
@@ -190,55 +193,33 @@ VLLM_RUNTIMES = ("kserve-huggingfaceserver", "kserve-vllmserver")
 ``modelFormat: huggingface`` on a GPU picks the first."""
 
 
-class DiskSource(SpecModel):
-    """Where a VM disk's content comes from: exactly one of ``registry``, ``http`` or ``pvc`` (a CDI source)."""
+class DiskSource(ImportSource):
+    """Where a VM disk's content comes from: exactly one of ``registry``, ``http`` (CDI imports), ``pvc`` (a clone),
+    ``image`` (a clone of a catalog image) or ``blank`` (an empty disk of the disk's size)."""
 
-    registry: str | None = None
-    """Container-disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
-    http: str | None = None
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
     pvc: str | None = None
     """``namespace/name`` of a PVC to clone (same tenant, or a shared image namespace)."""
-    allow_plain_http: bool = False
-    """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
-    replace it. Defaults to false."""
-
-    @field_validator("registry")
-    @classmethod
-    def _registry(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith("docker://"):
-            raise ValueError("must start with docker:// (CDI registry source)")
-        reference = value.removeprefix("docker://")
-        if not reference:
-            raise ValueError("has nothing after docker://; e.g. docker://quay.io/containerdisks/ubuntu:24.04")
-        try:
-            check_image_reference(reference)
-        except ValueError as exc:
-            raise ValueError(f"names no image: after docker:// it {exc.args[0].removeprefix('is ')}") from None
-        return value
-
-    @field_validator("http")
-    @classmethod
-    def _http(cls, value: str | None) -> str | None:
-        return None if value is None else check_url(value, ("https", "http"))
+    image: str | None = None
+    """``<catalog>/<image>`` of the region's ``imageCatalogs``: the disk clones the image's DataSource in the disk's
+    StorageClass (a ``dataVolumeTemplates`` ``sourceRef``)."""
+    blank: bool = False
+    """An empty disk of ``sizeGib`` (CDI ``blank`` source): for data, formatted by the guest. Defaults to false."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> DiskSource:
-        given = [k for k, v in (("registry", self.registry), ("http", self.http), ("pvc", self.pvc)) if v]
+        sources = (("pvc", self.pvc), ("image", self.image), ("blank", self.blank))
+        given = self._given() + [k for k, v in sources if v]
         if len(given) != 1:
-            raise SpecError((), f"give exactly one of registry, http, pvc (got {', '.join(given) or 'none'})")
-        if self.http and self.http.startswith("http://") and not self.allow_plain_http:
-            raise SpecError(
-                ("http",),
-                f"{shown(self.http)} is plain HTTP: anyone on the path can replace the "
-                "image; use https:// or set allowPlainHttp: true",
-            )
-        if self.allow_plain_http and not (self.http or "").startswith("http://"):
-            raise SpecError(("allowPlainHttp",), "only applies to an http:// source")
+            raise SpecError((), f"give exactly one of registry, http, pvc, image, blank (got {', '.join(given) or 'none'})")
+        self._check_import()
         if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.fullmatch(p) for p in self.pvc.split("/"))):
             raise SpecError(("pvc",), f"{shown(self.pvc)} is not namespace/name (two DNS-1123 labels)")
+        if self.image and (
+            self.image.count("/") != 1 or not all(DNS_LABEL.fullmatch(p) for p in self.image.split("/"))
+        ):
+            raise SpecError(
+                ("image",), f"{shown(self.image)} is not <catalog>/<image> (an imageCatalogs key and an image of it)"
+            )
         return self
 
 
@@ -350,10 +331,17 @@ class GpuVirtualMachineSpec(SpecModel):
     which KubeVirt attaches from ``gpus[].claimName``."""
     pool: str | None = None
     """Node pool to place the VM on; defaults to any pool of the right mode and model."""
+    instancetype: InstancetypeRef | None = None
+    """The instancetype the VM is sized by (``{name, kind}``: a ``kubevirt.instancetypes`` entry, one of KubeVirt's
+    common ones such as ``u1.large``, or with ``kind: VirtualMachineInstancetype`` the tenant's own): its vCPUs,
+    memory, dedicated CPUs, hugepages, guest NUMA and GPUs, instead of ``cpu``, ``memoryGib`` and those keys here."""
+    preference: PreferenceRef | None = None
+    """The preference the VM takes guest defaults from (``{name, kind}``: CPU layout, disk bus, NIC model, EFI, TPM),
+    e.g. KubeVirt's common ``ubuntu`` or ``windows.11``."""
     cpu: CpuTopology = CpuTopology()
-    """Guest CPU topology."""
-    memory_gib: StrictInt = Field(ge=1, le=4096)
-    """Guest memory, GiB."""
+    """Guest CPU topology (without ``instancetype``)."""
+    memory_gib: StrictInt | None = Field(default=None, ge=1, le=4096)
+    """Guest memory, GiB; required without ``instancetype``, which gives it otherwise."""
     dedicated_cpus: bool = False
     """Pin vCPUs to dedicated host CPUs (``dedicatedCpuPlacement``); needs a pool with a topology profile."""
     hugepages: str | None = None
@@ -382,6 +370,17 @@ class GpuVirtualMachineSpec(SpecModel):
     ``LiveMigrateIfPossible``."""
     ssh_service: SshService | None = None
     """A Service for SSH (port 22); none by default."""
+    cloud_init: CloudInitSpec | None = None
+    """The VM's own cloud-init (user data, network data), merged with gpucell's user, SSH keys and NVLink setting;
+    none: gpucell's parts only."""
+    rng: bool = True
+    """A virtio-rng device feeding the guest's entropy pool from the host (``domain.devices.rng``); without it a guest
+    may stall at boot waiting for entropy. Defaults to true."""
+    efi: EfiSpec | None = None
+    """Boot with EFI (Secure Boot by default, NVRAM persistent if asked) instead of BIOS; none: BIOS, or what the
+    ``preference`` prefers."""
+    tpm: TpmSpec | None = None
+    """A virtual TPM (persistent if asked); none: no TPM, or what the ``preference`` prefers."""
     removal_policy: RemovalPolicy | None = None
     """What removing the VM from the config may do to the VirtualMachine and so its disks (its
     ``dataVolumeTemplates``, owned by it): ``protect``, ``retain`` or ``delete``. Defaults to the tenant's."""
@@ -410,6 +409,22 @@ class GpuVirtualMachineSpec(SpecModel):
         if value == "root":
             raise ValueError("is root, whose SSH login cloud-init disables (disable_root); use e.g. ubuntu")
         return value
+
+    @model_validator(mode="after")
+    def _sized_once(self) -> GpuVirtualMachineSpec:
+        if self.instancetype is None:
+            if self.memory_gib is None:
+                raise SpecError(("memoryGib",), "is required without instancetype (guest memory, GiB)")
+            return self
+        sized = [key for key in ("cpu", "memory_gib", "dedicated_cpus", "hugepages", "numa_passthrough") if key in self.model_fields_set]
+        if sized:
+            alias = type(self).model_fields[sized[0]].alias or sized[0]
+            raise SpecError(
+                (alias,),
+                f"conflicts with instancetype {shown(self.instancetype.name)}, which sizes the VM (KubeVirt refuses a VM "
+                "that sets what its instancetype sets); drop it, or name an instancetype with it",
+            )
+        return self
 
     @model_validator(mode="after")
     def _gpu_fields(self) -> GpuVirtualMachineSpec:
@@ -450,6 +465,14 @@ class GpuVirtualMachineSpec(SpecModel):
     def disks(self) -> list[VmDisk]:
         """Root disk, then data disks."""
         return [self.root_disk, *self.data_disks]
+
+    @property
+    def guest_memory_gib(self) -> int:
+        """Guest memory, GiB: ``memoryGib``, which a VM sized by an instancetype has once resolved
+        (:func:`gpucell.vm_shape.resolve_vm`). Raises ``ValueError`` on an unresolved one."""
+        if self.memory_gib is None:
+            raise ValueError("the VM is sized by its instancetype: resolve it first (gpucell.vm_shape.resolve_vm)")
+        return self.memory_gib
 
     @property
     def effective_eviction_strategy(self) -> EvictionStrategy:

@@ -9,8 +9,10 @@ import pulumi
 
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError, join_path
-from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
+from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, parse_cloud_config
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
+from gpucell.workloads.virtual_machine import import_secret_data
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
 
@@ -27,7 +29,8 @@ class StackConfig:
     ssh_private_keys: dict[str, pulumi.Output[str]]
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
     credentials: dict[str, pulumi.Output[str]]
-    """Config key -> secret value, for every ``credentialsConfigKey`` a model endpoint or an etcd S3 target names."""
+    """Config key -> secret value, for every secret a tenant's or the cell's field names (endpoint and import
+    credentials, VM user data, etcd S3 and remote-write credentials)."""
     acknowledgements: list[Acknowledgement] = field(default_factory=list)
     """``gpucell:acknowledge``: the disruptive changes the next ``pulumi up`` may apply (see
     :mod:`gpucell.stacks.guard`)."""
@@ -200,6 +203,69 @@ def _read_remote_write_credentials(
     return []
 
 
+def _user_password_problem(key: str, used_by: str) -> str | None:
+    """A line when the secret ``key`` is not ``<user>:<password>`` (import credentials); never the value."""
+    value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+    if value is None:
+        return None
+    try:
+        import_secret_data(value)
+    except ValueError:
+        return (
+            f"{key}: is not '<user>:<password>' ({used_by} names it; the value is not shown); set it with "
+            f"`pulumi config set --secret {key} -- '<user>:<password>'`"
+        )
+    return None
+
+
+def _user_data_problem(key: str, where: str, vm: GpuVirtualMachineSpec) -> str | None:
+    """A line when the secret user data ``key`` is not cloud-config or conflicts with gpucell's parts of ``vm``'s
+    (:func:`gpucell.spec.cloud_init.merge_user_data`), naming keys only, never the value. Checked here, before
+    anything is registered, since the program knows the decrypted value."""
+    value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+    if value is None:
+        return None
+    try:
+        ours = GpucellUserData(vm.user, vm.ssh_keys)
+        merge_user_data(parse_cloud_config(value), ours, where=where.rsplit(".cloudInit", 1)[0])
+    except UserDataError as exc:
+        inner = join_path(exc.rel_path)
+        at = f" at {inner}" if inner else ""
+        return f"{where}: the user data in secret {key!r}{at} {exc.message.removeprefix('is ')}"
+    return None
+
+
+def _read_vm_secrets(config: pulumi.Config, spec: StackSpec, credentials: dict[str, pulumi.Output[str]]) -> list[str]:
+    """Read every secret a VM or an image catalog names (user data, import credentials) into ``credentials``, once
+    per key; the problem lines when one is missing, in plain text, or not what its field needs."""
+    wanted: list[tuple[str, str, str, GpuVirtualMachineSpec | None]] = []
+    for key, region, tenant, where, _ in spec.tenant_secrets():
+        path = join_path(where)
+        if where[-1] == "userDataConfigKey":
+            wanted.append((key, path, "user-data", spec.regions[region].tenants[tenant].virtual_machines[str(where[5])]))
+        elif "virtualMachines" in where:
+            wanted.append((key, path, "import", None))
+    for region, cell in spec.regions.items():
+        for catalog, entry in cell.image_catalogs.items():
+            for image, item in entry.images.items():
+                if item.source.credentials_config_key is not None:
+                    path = f"regions.{region}.imageCatalogs.{catalog}.images.{image}.source.credentialsConfigKey"
+                    wanted.append((item.source.credentials_config_key, path, "import", None))
+    problems: list[str] = []
+    for key, path, kind, vm in wanted:
+        if key not in credentials:
+            how = f"{key} < user-data.yaml" if kind == "user-data" else f"{key} -- '<user>:<password>'"
+            try:
+                credentials[key] = _require_secret(config, key, f"{path} names it", how)
+            except ConfigError as exc:
+                problems += exc.lines
+                continue
+        problem = _user_data_problem(key, path, vm) if vm is not None else _user_password_problem(key, path)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
@@ -255,6 +321,7 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 problem = _credentials_problem(key, storage_scheme(endpoint.storage_uri), used_by)
                 if problem is not None:
                     problems.append(problem)
+    problems += _read_vm_secrets(config, spec, credentials)
     if problems:
         raise ConfigError(problems)
     acknowledgements = _acknowledgements(config, list(spec.regions))

@@ -46,6 +46,7 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
                 etcd_s3_credentials=stack.etcd_s3_credentials(region),
                 registered_hosts=registered_hosts(deployed.get(region)),
                 remote_write_credentials=stack.remote_write_credentials(region),
+                image_credentials=stack.credentials,
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
@@ -90,7 +91,9 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             if vm.gpu_allocation is GpuAllocation.DRA:
                 dra_vms.append((f"{prefix}-{name}", name, vm, tenant))
                 continue
-            GpuVirtualMachine(f"{prefix}-{name}", GpuVirtualMachineArgs(name, vm, tenant), opts=under)
+            GpuVirtualMachine(
+                f"{prefix}-{name}", GpuVirtualMachineArgs(name, vm, tenant, secrets=vm_secrets(vm, stack)), opts=under
+            )
         for name, notebook in spec.notebooks.items():
             book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
             order.record(book.placement, book.statefulset)
@@ -108,9 +111,18 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         pools = vm_placement(name, vm, cell.spec).pools
         after = order.after(pools)
         GpuVirtualMachine(
-            component_name, GpuVirtualMachineArgs(name, vm, tenant, after), opts=pulumi.ResourceOptions(parent=tenant)
+            component_name,
+            GpuVirtualMachineArgs(name, vm, tenant, after, secrets=vm_secrets(vm, stack)),
+            opts=pulumi.ResourceOptions(parent=tenant),
         )
     return tenants
+
+
+def vm_secrets(vm: GpuVirtualMachineSpec, stack: StackConfig) -> dict[str, pulumi.Output[str]]:
+    """The secrets ``vm`` names (user data, disk import credentials), config key -> value."""
+    keys = [vm.cloud_init.user_data_config_key if vm.cloud_init else None]
+    keys += [disk.source.credentials_config_key for disk in vm.disks]
+    return {key: stack.credentials[key] for key in keys if key is not None}
 
 
 def main() -> None:

@@ -36,14 +36,13 @@ helmreleases/gpu-operator.yaml`` does the same for per-GPU SXM passthrough).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
-from pulumi_kubernetes.core.v1 import Service
+from pulumi_kubernetes.core.v1 import ConfigMap, Service
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
@@ -51,10 +50,20 @@ from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
 from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
+from gpucell.spec.cloud_init import (
+    NVLINK_DISABLE_OPTION,
+    NVLINK_MODPROBE_PATH,
+    GpucellUserData,
+    merge_user_data,
+    parse_cloud_config,
+    render_cloud_config,
+)
+from gpucell.spec.images import ImportSource, data_source_name
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
+from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
@@ -72,10 +81,14 @@ HOST_PASSTHROUGH = "host-passthrough"
 get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
+    from gpucell.cell import RegionalCell
     from gpucell.tenancy import Tenant
 
 __all__ = [
+    "CA_BUNDLE_KEY",
     "CLOUD_INIT_KEY",
+    "IMPORT_SECRET_KEYS",
+    "NETWORK_DATA_KEY",
     "NVLINK_DISABLE_OPTION",
     "NVLINK_MODPROBE_PATH",
     "SSH_PORT",
@@ -84,9 +97,14 @@ __all__ = [
     "GpuVirtualMachineArgs",
     "claim_template_manifest",
     "cloud_config",
+    "cloud_init_data",
     "cloud_init_secret_name",
     "data_volume_name",
     "data_volume_template",
+    "import_ca_name",
+    "import_secret_data",
+    "import_secret_name",
+    "import_source",
     "ssh_policy_manifest",
     "ssh_service_manifest",
     "virtual_machine_manifest",
@@ -99,14 +117,19 @@ SSH_PORT = 22
 WORKLOAD_SELECTOR_LABEL = "gpucell.io/workload"
 """Label on the VM's pod template (so on its virt-launcher pod) that the SSH Service and policy select on.
 Only the template carries it: CDI importer pods never match."""
-NVLINK_MODPROBE_PATH = "/etc/modprobe.d/gpucell-nvlink.conf"
-"""Where a partial-board VM's cloud-init puts the ``nvidia`` module option turning NVLink off."""
-NVLINK_DISABLE_OPTION = "options nvidia NVreg_NvLinkDisable=1"
-"""The modprobe line; ``NVreg_NvLinkDisable=1`` flips the fabric state to N/A so CUDA initialises without NVSwitches
-(cozystack/cozystack ``docs/changelogs/v1.5.0.md``, PR #2780)."""
+NETWORK_DATA_KEY = "networkdata"
+"""Key of the network data in the cloud-init Secret (KubeVirt v1.9.0 ``pkg/cloud-init/cloud-init.go`` reads
+``networkdata`` or ``networkData`` from a ``networkDataSecretRef`` Secret)."""
 _ROOT = "root"
 _CLOUD_INIT_DISK = "cloudinitdisk"
 _POD_NETWORK = "default"
+
+
+IMPORT_SECRET_KEYS = ("accessKeyId", "secretKey")
+"""Keys of a CDI import ``secretRef`` Secret: the user and password of the registry or HTTP server (CDI v1.66.0
+``v1beta1.DataVolumeSourceHTTP.secretRef``; ``doc/image-from-registry.md``)."""
+CA_BUNDLE_KEY = "ca.pem"
+"""Key of the CA bundle in a CDI ``certConfigMap`` (the importer reads every key of it as a PEM file)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +146,10 @@ class GpuVirtualMachineArgs:
     after: Sequence[pulumi.Resource] = ()
     """More resources the VM waits for: the program passes the container workloads that share its ``dra`` pools, so
     that their claims are prepared before the VM's is allocated (docs/decisions/0017)."""
+    secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Config key -> secret value of every key the spec names (``cloudInit.userDataConfigKey``, a disk's
+    ``source.credentialsConfigKey``), each a Pulumi secret; checked before (:func:`gpucell.stacks.config.
+    load_stack_config`)."""
 
 
 def data_volume_name(vm: str, index: int) -> str:
@@ -139,39 +166,70 @@ def _disk_name(index: int) -> str:
     return _ROOT if index == 0 else f"data{index - 1}"
 
 
-def data_volume_template(vm: str, index: int, disk: VmDisk, labels: dict[str, str]) -> dict[str, Any]:
+def import_secret_name(vm: str, index: int) -> str:
+    """Name of disk ``index``'s import credentials Secret: ``<vm>-root-import``, ``<vm>-data0-import``..."""
+    return f"{data_volume_name(vm, index)}-import"
+
+
+def import_ca_name(vm: str, index: int) -> str:
+    """Name of disk ``index``'s import CA ConfigMap: ``<vm>-root-import-ca``..."""
+    return f"{data_volume_name(vm, index)}-import-ca"
+
+
+def import_source(source: ImportSource, secret: str, ca: str) -> dict[str, Any]:
+    """The CDI ``source`` of a registry or HTTP import: ``{registry: {url}}`` or ``{http: {url}}``, with
+    ``secretRef: secret`` when the source has credentials and ``certConfigMap: ca`` when it has a CA bundle."""
+    kind, url = ("registry", source.registry) if source.registry else ("http", source.http)
+    rendered: dict[str, Any] = {"url": url}
+    if source.credentials_config_key is not None:
+        rendered["secretRef"] = secret
+    if source.ca_bundle is not None:
+        rendered["certConfigMap"] = ca
+    return {kind: rendered}
+
+
+def data_volume_template(
+    vm: str, index: int, disk: VmDisk, labels: dict[str, str], *, image_class: str | None = None
+) -> dict[str, Any]:
     """One ``spec.dataVolumeTemplates`` entry (a CDI ``DataVolume``) for disk ``index`` (0 is the root disk).
 
     Uses CDI's ``storage`` API rather than ``pvc``: ``resources.requests.storage`` is ``"<sizeGib>Gi"``,
     ``accessModes`` the disk's, ``storageClassName`` only when the disk names one; everything left out
     (class, ``volumeMode``) CDI fills in from the default StorageClass and its StorageProfile (CDI doc
-    "DataVolumes", "StorageProfile"). Sources: ``registry.url``, ``http.url``, or ``pvc`` ``{namespace,
-    name}`` (a clone) from ``source.pvc`` ``"namespace/name"``.
+    "DataVolumes", "StorageProfile"). Sources: ``registry.url``, ``http.url`` (with ``secretRef``
+    :func:`import_secret_name` and ``certConfigMap`` :func:`import_ca_name` when the source has credentials or a CA
+    bundle), ``pvc`` ``{namespace, name}`` (a clone) from ``source.pvc`` ``"namespace/name"``, ``blank: {}``, or for a
+    catalog ``image`` a ``sourceRef`` ``{kind: DataSource, namespace: <catalog>, name: <image>-<image_class>}`` (the
+    image's copy in the disk's class, :func:`gpucell.spec.images.data_source_name`).
     """
     source = disk.source
-    if source.registry:
-        rendered_source: dict[str, Any] = {"registry": {"url": source.registry}}
-    elif source.http:
-        rendered_source = {"http": {"url": source.http}}
+    spec: dict[str, Any] = {}
+    if source.registry or source.http:
+        spec["source"] = import_source(source, import_secret_name(vm, index), import_ca_name(vm, index))
+    elif source.blank:
+        spec["source"] = {"blank": {}}
+    elif source.image:
+        catalog, image = source.image.split("/", 1)
+        assert image_class is not None  # the disk's class, or the cell's default class
+        spec["sourceRef"] = {"kind": "DataSource", "namespace": catalog, "name": data_source_name(image, image_class)}
     else:
-        assert source.pvc is not None  # DiskSource requires exactly one of the three
+        assert source.pvc is not None  # DiskSource requires exactly one source
         namespace, claim = source.pvc.split("/", 1)
-        rendered_source = {"pvc": {"namespace": namespace, "name": claim}}
+        spec["source"] = {"pvc": {"namespace": namespace, "name": claim}}
     storage: dict[str, Any] = {
         "accessModes": [disk.access_mode.value],
         "resources": {"requests": {"storage": f"{disk.size_gib}Gi"}},
     }
     if disk.storage_class is not None:
         storage["storageClassName"] = disk.storage_class
-    return {
-        "metadata": {"name": data_volume_name(vm, index), "labels": dict(labels)},
-        "spec": {"source": rendered_source, "storage": storage},
-    }
+    spec["storage"] = storage
+    return {"metadata": {"name": data_volume_name(vm, index), "labels": dict(labels)}, "spec": spec}
 
 
-def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False) -> str:
-    """The ``#cloud-config`` user data: one user (``spec.user``) with the SSH public keys, passwordless
-    sudo and a locked password; password and root SSH logins off (cloud-init ``users``,
+def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False, user_data: str | None = None) -> str:
+    """The ``#cloud-config`` user data: the VM's own (``user_data``, else ``cloudInit.userData``; none: empty) with
+    gpucell's parts merged in (:func:`gpucell.spec.cloud_init.merge_user_data`): one user (``spec.user``) with the
+    SSH public keys, passwordless sudo and a locked password; password and root SSH logins off (cloud-init ``users``,
     ``ssh_authorized_keys``, ``ssh_pwauth``, ``disable_root``).
 
     With ``nvlink_disabled`` (a VM with part of an HGX board, :attr:`gpucell.placement.Placement.nvlink_disabled`):
@@ -179,52 +237,55 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False) 
     first loads. A guest image whose initramfs already loads ``nvidia`` needs ``update-initramfs -u`` and a reboot;
     a guest running the GPU Operator's driver container reads module options from its ``driver.kernelModuleConfig``
     ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``) instead.
+
+    Raises :class:`gpucell.spec.cloud_init.UserDataError` for user data that is not cloud-config or conflicts with
+    gpucell's parts (checked at plan time already, :mod:`gpucell.vm_rules` and :mod:`gpucell.stacks.config`).
     """
-    user = {
-        "name": spec.user,
-        "lock_passwd": True,
-        "shell": "/bin/bash",
-        "sudo": "ALL=(ALL) NOPASSWD:ALL",
-        "ssh_authorized_keys": list(spec.ssh_keys),
-    }
-    config: dict[str, Any] = {"users": [user], "ssh_pwauth": False, "disable_root": True}
-    if nvlink_disabled:
-        note = (
-            "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
-            "driver waits forever for the NVLink fabric.\n"
-        )
-        config["write_files"] = [
-            {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": note + NVLINK_DISABLE_OPTION + "\n"}
-        ]
-    return "#cloud-config\n" + yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False, width=4096)
+    own = user_data if user_data is not None else (spec.cloud_init.user_data if spec.cloud_init else None)
+    parsed = parse_cloud_config(own) if own is not None else {}
+    ours = GpucellUserData(spec.user, spec.ssh_keys, nvlink_disabled=nvlink_disabled)
+    return render_cloud_config(merge_user_data(parsed, ours, where="the VM"))
 
 
-def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]:
-    cpu: dict[str, Any] = {"cores": spec.cpu.cores, "sockets": spec.cpu.sockets, "threads": spec.cpu.threads}
-    if spec.dedicated_cpus:
-        # No isolateEmulatorThread: it pins one more pCPU than the tenant declared (and its quota counts).
-        cpu["dedicatedCpuPlacement"] = True
-    if spec.numa_passthrough:
-        cpu["numa"] = {"guestMappingPassthrough": {}}
-    model = CATALOG.get(spec.gpu_model or "")
-    if model is not None and spec.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
+def _cpu(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -> dict[str, Any]:
+    """``domain.cpu``: the topology, dedicated CPUs and guest NUMA unless the instancetype sets them (KubeVirt refuses
+    both, ``pkg/instancetype/apply/cpu.go``), and ``host-passthrough`` for several large-BAR GPUs."""
+    cpu: dict[str, Any] = {}
+    if spec.instancetype is None:
+        cpu = {"cores": spec.cpu.cores, "sockets": spec.cpu.sockets, "threads": spec.cpu.threads}
+        if spec.dedicated_cpus:
+            # No isolateEmulatorThread: it pins one more pCPU than the tenant declared (and its quota counts).
+            cpu["dedicatedCpuPlacement"] = True
+        if spec.numa_passthrough:
+            cpu["numa"] = {"guestMappingPassthrough": {}}
+    sized = shape.spec
+    model = CATALOG.get(sized.gpu_model or "")
+    if model is not None and sized.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
         cpu["model"] = HOST_PASSTHROUGH  # the guest firmware's MMIO window then fits the GPUs' BARs
-    memory: dict[str, Any] = {"guest": f"{spec.memory_gib}Gi"}
-    if spec.hugepages is not None:
-        memory["hugepages"] = {"pageSize": spec.hugepages}
+    return cpu
+
+
+def _disks(spec: GpuVirtualMachineSpec) -> list[dict[str, Any]]:
+    """Root (``bootOrder: 1``), data disks, the cloud-init disk: virtio, or with a preference without a bus, so
+    that its ``preferredDiskBus`` applies (KubeVirt applies a preference only where the VM says nothing)."""
+    target: dict[str, Any] = {} if spec.preference is not None else {"bus": "virtio"}
     disks: list[dict[str, Any]] = []
     for index in range(len(spec.disks)):
-        disk: dict[str, Any] = {"name": _disk_name(index), "disk": {"bus": "virtio"}}
+        disk: dict[str, Any] = {"name": _disk_name(index), "disk": dict(target)}
         if index == 0:
             disk["bootOrder"] = 1
         disks.append(disk)
-    disks.append({"name": _CLOUD_INIT_DISK, "disk": {"bus": "virtio"}})
+    disks.append({"name": _CLOUD_INIT_DISK, "disk": dict(target)})
+    return disks
+
+
+def _domain(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -> dict[str, Any]:
     devices: dict[str, Any] = {
-        "disks": disks,
+        "disks": _disks(spec),
         # Masquerade is KubeVirt's recommended binding on the pod network: the VM is reached at the pod IP.
         "interfaces": [{"name": _POD_NETWORK, "masquerade": {}}],
     }
-    if placement.resource is not None:
+    if placement.resource is not None and not shape.gpus_from_instancetype:
         resource = placement.resource
         devices["gpus"] = [{"name": f"gpu{i}", "deviceName": resource} for i in range(placement.count)]
     elif placement.device_class is not None:
@@ -234,17 +295,31 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
         devices["hostDevices"] = [
             {"name": f"nvswitch{i}", "deviceName": switch} for i in range(placement.nvswitch_count)
         ]
-    return {
-        "cpu": cpu,
-        "memory": memory,
+    if spec.rng:
+        devices["rng"] = {}  # virtio-rng: the guest's entropy from the host's /dev/urandom
+    if spec.tpm is not None:
+        devices["tpm"] = {"persistent": True} if spec.tpm.persistent else {}
+    domain: dict[str, Any] = {}
+    cpu = _cpu(spec, placement, shape)
+    if cpu:
+        domain["cpu"] = cpu
+    if spec.instancetype is None:
+        memory: dict[str, Any] = {"guest": f"{spec.guest_memory_gib}Gi"}
+        if spec.hugepages is not None:
+            memory["hugepages"] = {"pageSize": spec.hugepages}
+        domain["memory"] = memory
         # Explicit limits equal to the requests: the tenant quota sets limits.*, and without them KubeVirt would
-        # fill in a memory limit of twice the request, charging the quota double.
-        "resources": {
-            "requests": {"cpu": str(spec.cpu.vcpus), "memory": f"{spec.memory_gib}Gi"},
-            "limits": {"cpu": str(spec.cpu.vcpus), "memory": f"{spec.memory_gib}Gi"},
-        },
-        "devices": devices,
-    }
+        # fill in a memory limit of twice the request, charging the quota double. (A VM sized by an instancetype
+        # may set none: its namespace's auto-memory-limits-ratio label makes KubeVirt's limit the request.)
+        amounts = {"cpu": str(spec.cpu.vcpus), "memory": f"{spec.guest_memory_gib}Gi"}
+        domain["resources"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    if spec.efi is not None:
+        efi = {"secureBoot": spec.efi.secure_boot, "persistent": spec.efi.persistent}
+        domain["firmware"] = {"bootloader": {"efi": efi}}
+        if spec.efi.secure_boot:
+            domain["features"] = {"smm": {"enabled": True}}  # KubeVirt refuses Secure Boot without SMM
+    domain["devices"] = devices
+    return domain
 
 
 def claim_template_manifest(
@@ -259,7 +334,12 @@ def claim_template_manifest(
 
 
 def virtual_machine_manifest(
-    tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: CellSpec, placement: Placement
+    tenant: str,
+    name: str,
+    spec: GpuVirtualMachineSpec,
+    cell: CellSpec,
+    placement: Placement,
+    shape: VmShape | None = None,
 ) -> dict[str, Any]:
     """The ``kubevirt.io/v1`` ``VirtualMachine`` of ``spec`` in ``tenant``'s namespace, as a dict.
 
@@ -282,34 +362,40 @@ def virtual_machine_manifest(
       required node affinity ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>``
       for GPU VMs), omitted when any node will do; tolerations for the pools' taints (from ``cell``).
     """
+    shape = shape or VmShape(spec=spec, efi=spec.efi, tpm=spec.tpm)
     labels = workload_labels(tenant, name)
     volumes: list[dict[str, Any]] = [
         {"name": _disk_name(i), "dataVolume": {"name": data_volume_name(name, i)}} for i in range(len(spec.disks))
     ]
-    cloud_init = {"secretRef": {"name": cloud_init_secret_name(name)}}
+    cloud_init: dict[str, Any] = {"secretRef": {"name": cloud_init_secret_name(name)}}
+    if spec.cloud_init is not None and spec.cloud_init.network_data is not None:
+        cloud_init["networkDataSecretRef"] = {"name": cloud_init_secret_name(name)}
     volumes.append({"name": _CLOUD_INIT_DISK, "cloudInitNoCloud": cloud_init})
     template_spec: dict[str, Any] = {
-        "domain": _domain(spec, placement),
+        "domain": _domain(spec, placement, shape),
         "networks": [{"name": _POD_NETWORK, "pod": {}}],
         "volumes": volumes,
         "evictionStrategy": spec.effective_eviction_strategy.value,
-        **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(spec.gpus)),
+        **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(shape.spec.gpus)),
     }
     template = claim_template_manifest(tenant, name, spec, placement)
     if template is not None:
         template_spec["resourceClaims"] = pod_resource_claims(template)
+    default_class = cell.storage.backend.value
+    vm_spec: dict[str, Any] = {"runStrategy": spec.run_strategy.value}
+    for key, ref in (("instancetype", spec.instancetype), ("preference", spec.preference)):
+        if ref is not None:
+            vm_spec[key] = {"kind": ref.kind.value, "name": ref.name}
+    vm_spec["dataVolumeTemplates"] = [
+        data_volume_template(name, i, disk, labels, image_class=disk.storage_class or default_class)
+        for i, disk in enumerate(spec.disks)
+    ]
+    vm_spec["template"] = {"metadata": {"labels": {**labels, WORKLOAD_SELECTOR_LABEL: name}}, "spec": template_spec}
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
         "metadata": object_meta(tenant, name, workload=name),
-        "spec": {
-            "runStrategy": spec.run_strategy.value,
-            "dataVolumeTemplates": [data_volume_template(name, i, disk, labels) for i, disk in enumerate(spec.disks)],
-            "template": {
-                "metadata": {"labels": {**labels, WORKLOAD_SELECTOR_LABEL: name}},
-                "spec": template_spec,
-            },
-        },
+        "spec": vm_spec,
     }
 
 
@@ -434,10 +520,15 @@ class GpuVirtualMachine(CellComponent):
         super().__init__("GpuVirtualMachine", name, in_cell(cell, opts))
         vm, spec = args.name, args.spec
         after: list[pulumi.Resource] = [*tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile]
+        after += _catalogs_used(cell, spec)
         # Render everything first: a spec that cannot render raises before any resource is registered.
-        self.placement = vm_placement(vm, spec, cell.spec)
+        try:
+            shape = resolve_vm(cell.spec, tenant.spec, spec)
+        except ShapeError as exc:
+            raise ValueError(f"VM {vm!r}: {'.'.join(exc.rel_path)}: {exc.message}") from None
+        self.placement = vm_placement(vm, shape.spec, cell.spec)
         """Pools the VM may run on and the GPU resource it requests."""
-        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement)
+        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement, shape)
         template = claim_template_manifest(tenant.name, vm, spec, self.placement)
         ssh = spec.ssh_service
         pool = None if ssh is None else vm_pool(cell.spec.load_balancer, tenant.name, ssh.pool)
@@ -446,10 +537,12 @@ class GpuVirtualMachine(CellComponent):
         self.cloud_init = opaque_secret(
             f"{name}-cloud-init",
             object_meta(tenant.name, cloud_init_secret_name(vm), workload=vm),
-            {CLOUD_INIT_KEY: cloud_config(spec, nvlink_disabled=self.placement.nvlink_disabled)},
+            cloud_init_data(spec, self.placement.nvlink_disabled, args.secrets),
             self.child(depends_on=after),
         )
-        """The cloud-init user data Secret."""
+        """The cloud-init Secret: user data (and network data)."""
+        self.import_objects = self._import_objects(name, tenant.name, vm, spec, args.secrets, after)
+        """The disks' import credentials Secrets and CA bundle ConfigMaps, where their sources have them."""
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, with ``gpuAllocation: dra``."""
         claim: list[pulumi.Resource] = []
@@ -465,7 +558,9 @@ class GpuVirtualMachine(CellComponent):
         # The VirtualMachine owns its disks (dataVolumeTemplates): deleting it deletes them.
         lifecycle = removal_options(spec.removal_policy or tenant.removal_policy)
         self.vm = custom_resource(
-            f"{name}-vm", manifest, self.child(depends_on=[*after, self.cloud_init, *claim], **lifecycle)
+            f"{name}-vm",
+            manifest,
+            self.child(depends_on=[*after, self.cloud_init, *self.import_objects, *claim], **lifecycle),
         )
         """The ``VirtualMachine``."""
         self.ssh_service: Service | None = None
@@ -484,3 +579,72 @@ class GpuVirtualMachine(CellComponent):
         self.namespace = self.vm.urn.apply(lambda _: namespace_of(tenant.name))
         self.vm_name = self.vm.urn.apply(lambda _: vm)
         self.register_outputs({"namespace": self.namespace, "vmName": self.vm_name})
+
+    def _import_objects(
+        self,
+        name: str,
+        tenant: str,
+        vm: str,
+        spec: GpuVirtualMachineSpec,
+        secrets: Mapping[str, pulumi.Input[str]],
+        after: list[pulumi.Resource],
+    ) -> list[pulumi.Resource]:
+        """Per disk with an import source: its credentials Secret (:func:`import_secret_data` of the secret its
+        ``credentialsConfigKey`` names) and its CA ConfigMap (``caBundle``), named as :func:`data_volume_template`
+        refers to them."""
+        made: list[pulumi.Resource] = []
+        for index, disk in enumerate(spec.disks):
+            disk_name = _disk_name(index)
+            key = disk.source.credentials_config_key
+            if key is not None:
+                if key not in secrets:
+                    raise ValueError(f"VM {vm!r}: credentialsConfigKey {key!r} of disk {disk_name} has no secret value")
+                meta = object_meta(tenant, import_secret_name(vm, index), workload=vm)
+                data = pulumi.Output.from_input(secrets[key]).apply(import_secret_data)
+                made.append(opaque_secret(f"{name}-{disk_name}-import", meta, data, self.child(depends_on=after)))
+            if disk.source.ca_bundle is not None:
+                made.append(
+                    ConfigMap(
+                        f"{name}-{disk_name}-import-ca",
+                        metadata=object_meta(tenant, import_ca_name(vm, index), workload=vm),
+                        data={CA_BUNDLE_KEY: disk.source.ca_bundle},
+                        opts=self.child(depends_on=after),
+                    )
+                )
+        return made
+
+
+def import_secret_data(credentials: str) -> dict[str, str]:
+    """A CDI import Secret's data from ``<user>:<password>`` (split at the first ``:``): ``accessKeyId`` and
+    ``secretKey``. Raises ``ValueError`` naming the format (never the value) otherwise."""
+    user, sep, password = credentials.partition(":")
+    if not (sep and user and password):
+        raise ValueError("import credentials are not '<user>:<password>'")
+    return dict(zip(IMPORT_SECRET_KEYS, (user, password), strict=True))
+
+
+def cloud_init_data(
+    spec: GpuVirtualMachineSpec, nvlink_disabled: bool, secrets: Mapping[str, pulumi.Input[str]]
+) -> pulumi.Input[Mapping[str, pulumi.Input[str]]]:
+    """``stringData`` of the cloud-init Secret: :data:`CLOUD_INIT_KEY` -> :func:`cloud_config` (of the secret
+    ``cloudInit.userDataConfigKey`` names, when it names one) and :data:`NETWORK_DATA_KEY` -> ``networkData``."""
+    own = spec.cloud_init
+    data: dict[str, pulumi.Input[str]] = {}
+    key = own.user_data_config_key if own is not None else None
+    if key is not None:
+        if key not in secrets:
+            raise ValueError(f"cloudInit.userDataConfigKey {key!r} has no secret value")
+        data[CLOUD_INIT_KEY] = pulumi.Output.from_input(secrets[key]).apply(
+            lambda text: cloud_config(spec, nvlink_disabled=nvlink_disabled, user_data=text)
+        )
+    else:
+        data[CLOUD_INIT_KEY] = cloud_config(spec, nvlink_disabled=nvlink_disabled)
+    if own is not None and own.network_data is not None:
+        data[NETWORK_DATA_KEY] = own.network_data
+    return data
+
+
+def _catalogs_used(cell: RegionalCell, spec: GpuVirtualMachineSpec) -> list[pulumi.Resource]:
+    """The image catalogs (components) the VM's disks clone from: their clone RBAC must exist first."""
+    names = {disk.source.image.split("/", 1)[0] for disk in spec.disks if disk.source.image}
+    return [catalog for catalog_name, catalog in cell.image_catalogs.items() if catalog_name in names]

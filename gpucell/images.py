@@ -1,0 +1,253 @@
+"""An image catalog: golden VM images in a namespace of the cell, imported and kept current by CDI, cloned by the
+tenants it lists.
+
+What is rendered per catalog (namespace ``<catalog>``; shapes checked against CDI v1.66.0 ``api/openapi-spec/
+swagger.json`` ``v1beta1.DataImportCron``/``DataSource``/``DataVolume``):
+
+- the ``Namespace``, Pod Security ``restricted`` (CDI's importer pods are restricted: ``SetRestrictedSecurityContext``
+  in ``pkg/controller/common/util.go``);
+- per image and StorageClass, DataSource ``<image>-<class>`` (:func:`gpucell.spec.images.data_source_name`):
+  a registry image's ``DataImportCron`` of that name (``managedDataSource`` the same; ``schedule``, ``importsToKeep``,
+  ``garbageCollect: Outdated``, ``retentionPolicy: RetainAll``: removing it from the config leaves the DataSource and
+  its imports), which CDI's webhook never lets change ("Cannot update DataImportCron Spec",
+  ``pkg/apiserver/webhooks/dataimportcron-validate.go``), hence ``replaceOnChanges: [spec]`` with
+  ``deleteBeforeReplace``; an HTTP image's ``DataVolume`` ``<image>-<class>-<digest>`` (a new name whenever what it
+  imports changes: CDI refuses DataVolume spec updates) bound at once (``cdi.kubevirt.io/storage.bind.immediate.
+  requested``: nothing consumes a golden image, and a ``WaitForFirstConsumer`` class would wait for ever) and a
+  ``DataSource`` pointing at it;
+- per image with ``credentialsConfigKey``: a ``Secret`` ``<image>-import`` (``accessKeyId``/``secretKey``); with
+  ``caBundle``: a ``ConfigMap`` ``<image>-import-ca``;
+- the ``Role`` and ``RoleBinding`` ``gpucell-image-clone``: ``create`` on ``datavolumes/source`` (what CDI checks
+  before a clone out of a namespace: ``CanServiceAccountClonePVC``/``CanUserClonePVC``, ``authorize_utils.go`` of
+  the CDI API; KubeVirt checks it for the VM's service account, ``authorizeDataVolume`` in kubevirt v1.9.0
+  ``pkg/virt-controller/watch/vm/vm.go``) and ``get``/``list``/``watch`` on ``datasources``, bound to the service
+  accounts of each allowed tenant's namespace (``system:serviceaccounts:tenant-<t>``) and to the tenant's admin and
+  member groups. No other tenant may clone from the namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
+from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
+
+from gpucell._component import MANAGED_BY, CellComponent, custom_resource
+from gpucell.spec.images import CatalogImageSpec, ImageCatalogSpec, data_source_name
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
+from gpucell.vm_rules import catalog_tenants
+from gpucell.workloads._common import opaque_secret
+from gpucell.workloads.virtual_machine import CA_BUNDLE_KEY, import_secret_data, import_source
+
+if TYPE_CHECKING:
+    from gpucell.spec.cell import CellSpec
+
+__all__ = [
+    "CATALOG_LABEL",
+    "CDI_API_VERSION",
+    "CLONE_ROLE",
+    "IMMEDIATE_BINDING",
+    "ImageCatalog",
+    "ImageCatalogArgs",
+    "catalog_objects",
+    "clone_rbac",
+    "image_catalog_args",
+]
+
+CDI_API_VERSION = "cdi.kubevirt.io/v1beta1"
+"""API version of DataImportCron, DataSource and DataVolume."""
+CATALOG_LABEL = "gpucell.io/image-catalog"
+"""Label on every object of a catalog, naming it."""
+CLONE_ROLE = "gpucell-image-clone"
+"""Name of the catalog's clone Role and RoleBinding."""
+IMMEDIATE_BINDING = {"cdi.kubevirt.io/storage.bind.immediate.requested": "true"}
+"""CDI's annotation for a DataVolume to bind and import without waiting for a consumer."""
+_RBAC = "rbac.authorization.k8s.io"
+
+
+@dataclass(frozen=True)
+class ImageCatalogArgs:
+    """Inputs of :class:`ImageCatalog`."""
+
+    namespace: str
+    """The catalog's namespace (its ``imageCatalogs`` key)."""
+    spec: ImageCatalogSpec
+    """The catalog."""
+    default_class: str
+    """The cell's default StorageClass: where an image without ``storageClasses`` is imported."""
+    tenants: Mapping[str, Sequence[str]]
+    """Allowed tenant -> the groups that act for it (admins and members, as the API server names them)."""
+    kubernetes_minor: str
+    """``MAJOR.MINOR`` the namespace's Pod Security labels are pinned to."""
+    credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Config key -> ``<user>:<password>`` (a Pulumi secret), for every ``credentialsConfigKey`` of its images."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the catalog may do to its namespace (and the imported images in it)."""
+
+
+def _meta(catalog: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "namespace": catalog, "labels": {**MANAGED_BY, CATALOG_LABEL: catalog}, **extra}
+
+
+def _size(image: CatalogImageSpec, storage_class: str) -> dict[str, Any]:
+    return {"resources": {"requests": {"storage": f"{image.size_gib}Gi"}}, "storageClassName": storage_class}
+
+
+def _source(name: str, image: CatalogImageSpec) -> dict[str, Any]:
+    return import_source(image.source, f"{name}-import", f"{name}-import-ca")
+
+
+def catalog_objects(catalog: str, spec: ImageCatalogSpec, default_class: str) -> list[dict[str, Any]]:
+    """The catalog's DataImportCrons, DataVolumes and DataSources, image by image and class by class (see the
+    module doc). An HTTP image's DataVolume name ends in the first 8 hex digits of the SHA-256 of what it imports
+    (source, size, class), so that a change imports a new copy rather than updating an immutable spec."""
+    out: list[dict[str, Any]] = []
+    for image_name, image in spec.images.items():
+        for storage_class in image.storage_classes or [default_class]:
+            source_name = data_source_name(image_name, storage_class)
+            source = _source(image_name, image)
+            storage = _size(image, storage_class)
+            if image.source.registry:
+                cron_spec = {
+                    "template": {"spec": {"source": source, "storage": storage}},
+                    "schedule": image.effective_schedule,
+                    "managedDataSource": source_name,
+                    "importsToKeep": image.imports_to_keep,
+                    "garbageCollect": "Outdated",
+                    "retentionPolicy": "RetainAll",
+                }
+                out.append(_object("DataImportCron", _meta(catalog, source_name), cron_spec))
+                continue
+            digest = hashlib.sha256(json.dumps([source, storage], sort_keys=True).encode()).hexdigest()[:8]
+            volume = f"{source_name}-{digest}"
+            meta = _meta(catalog, volume, annotations=dict(IMMEDIATE_BINDING))
+            out.append(_object("DataVolume", meta, {"source": source, "storage": storage}))
+            pvc = {"source": {"pvc": {"namespace": catalog, "name": volume}}}
+            out.append(_object("DataSource", _meta(catalog, source_name), pvc))
+    return out
+
+
+def _object(kind: str, metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": CDI_API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def clone_rbac(catalog: str, tenants: Mapping[str, Sequence[str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The catalog's clone ``Role`` and ``RoleBinding`` (:data:`CLONE_ROLE`, see the module doc) for ``tenants``
+    (tenant -> its groups)."""
+    role = {
+        "apiVersion": f"{_RBAC}/v1",
+        "kind": "Role",
+        "metadata": _meta(catalog, CLONE_ROLE),
+        "rules": [
+            {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]},
+            {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datasources"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+    subjects: list[dict[str, str]] = []
+    for tenant, groups in tenants.items():
+        subjects.append({"kind": "Group", "apiGroup": _RBAC, "name": f"system:serviceaccounts:tenant-{tenant}"})
+        subjects += [{"kind": "Group", "apiGroup": _RBAC, "name": group} for group in groups]
+    binding = {
+        "apiVersion": f"{_RBAC}/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(catalog, CLONE_ROLE),
+        "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": CLONE_ROLE},
+        "subjects": subjects,
+    }
+    return role, binding
+
+
+class ImageCatalog(CellComponent):
+    """One image catalog of a cell (``gpucell:index:ImageCatalog``); give ``opts`` the cluster's provider and the
+    CDI CR (its CRDs, its webhooks) to come after.
+
+    Children: ``f"{name}-namespace"`` (taking ``removal_policy``: deleting it deletes every imported image),
+    ``f"{name}-<image>-import"`` (Secret) and ``f"{name}-<image>-import-ca"`` (ConfigMap) where an image has them,
+    ``f"{name}-<object name>"`` per :func:`catalog_objects` entry (DataImportCrons replaced on any spec change,
+    delete first), ``f"{name}-clone-role"``/``f"{name}-clone"`` (:func:`clone_rbac`).
+    """
+
+    namespace: pulumi.Output[str]
+    """The catalog's namespace, once it exists."""
+
+    def __init__(self, name: str, args: ImageCatalogArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("ImageCatalog", name, opts)
+        catalog = args.namespace
+        minor = f"v{args.kubernetes_minor}"
+        labels = {**MANAGED_BY, CATALOG_LABEL: catalog}
+        for mode in ("enforce", "warn", "audit"):
+            labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
+            labels[f"pod-security.kubernetes.io/{mode}-version"] = minor
+        self.namespace_resource = Namespace(
+            f"{name}-namespace",
+            metadata={"name": catalog, "labels": labels},
+            opts=self.child(**removal_options(args.removal_policy)),
+        )
+        inside = [self.namespace_resource]
+        for image_name, image in args.spec.images.items():
+            key = image.source.credentials_config_key
+            if key is not None:
+                data = pulumi.Output.from_input(args.credentials[key]).apply(import_secret_data)
+                meta = _meta(catalog, f"{image_name}-import")
+                inside.append(opaque_secret(f"{name}-{image_name}-import", meta, data, self.child(depends_on=inside[:1])))
+            if image.source.ca_bundle is not None:
+                inside.append(
+                    ConfigMap(
+                        f"{name}-{image_name}-import-ca",
+                        metadata=_meta(catalog, f"{image_name}-import-ca"),
+                        data={CA_BUNDLE_KEY: image.source.ca_bundle},
+                        opts=self.child(depends_on=inside[:1]),
+                    )
+                )
+        self.objects: list[pulumi.Resource] = []
+        """The DataImportCrons, DataVolumes and DataSources."""
+        by_name: dict[str, pulumi.Resource] = {}
+        for obj in catalog_objects(catalog, args.spec, args.default_class):
+            after = list(inside)
+            pointed = obj["spec"].get("source", {}).get("pvc", {}).get("name") if obj["kind"] == "DataSource" else None
+            if pointed in by_name:
+                after.append(by_name[pointed])
+            immutable = {"replace_on_changes": ["spec"], "delete_before_replace": True}
+            options = self.child(depends_on=after, **(immutable if obj["kind"] == "DataImportCron" else {}))
+            resource = custom_resource(f"{name}-{obj['metadata']['name']}", obj, options)
+            by_name[obj["metadata"]["name"]] = resource
+            self.objects.append(resource)
+        role, binding = clone_rbac(catalog, args.tenants)
+        rbac_after = self.child(depends_on=inside[:1])
+        self.clone_role = Role(f"{name}-clone-role", metadata=role["metadata"], rules=role["rules"], opts=rbac_after)
+        self.clone_binding = RoleBinding(
+            f"{name}-clone",
+            metadata=binding["metadata"],
+            role_ref=binding["roleRef"],
+            subjects=binding["subjects"],
+            opts=self.child(depends_on=[*inside[:1], self.clone_role]),
+        )
+        self.namespace = self.namespace_resource.urn.apply(lambda _: catalog)
+        self.register_outputs({"namespace": self.namespace})
+
+
+def image_catalog_args(cell: CellSpec, catalog: str, credentials: Mapping[str, pulumi.Input[str]]) -> ImageCatalogArgs:
+    """The :class:`ImageCatalogArgs` of ``cell``'s catalog ``catalog``: its allowed tenants with their admin and
+    member groups (as the API server names them, with the cell's OIDC ``groupsPrefix``), the cell's default class,
+    Kubernetes minor and removal policy, and the credentials its images name."""
+    spec = cell.image_catalogs[catalog]
+    tenants: dict[str, list[str]] = {}
+    for tenant in catalog_tenants(cell, catalog):
+        groups = cell.tenants[tenant].groups
+        names = [*groups.admins, *groups.members]
+        tenants[tenant] = [cell.oidc.group(g) if cell.oidc else g for g in names]
+    keys = {i.source.credentials_config_key for i in spec.images.values()} - {None}
+    return ImageCatalogArgs(
+        namespace=catalog,
+        spec=spec,
+        default_class=cell.storage.backend.value,
+        tenants=tenants,
+        kubernetes_minor=cell.versions.kubernetes_minor,
+        credentials={key: credentials[key] for key in sorted(k for k in keys if k is not None)},
+        removal_policy=cell.removal_policy,
+    )

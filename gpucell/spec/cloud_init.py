@@ -1,0 +1,294 @@
+"""A VM's own cloud-init: user data (``#cloud-config`` YAML) and network data, and how gpucell's parts merge in.
+
+gpucell writes part of every VM's user data itself (:func:`merge_user_data`): the VM's user with its SSH keys
+(``users``), password and root SSH logins off (``ssh_pwauth: false``, ``disable_root: true``) and, on a VM with
+part of an HGX board, the modprobe file turning NVLink off (``write_files``). A tenant's user data is merged with
+them, never replaced: its ``users`` and ``write_files`` keep their entries and gain gpucell's, every other key is
+the tenant's. A key both set differently is a conflict, refused with one line naming both keys.
+
+Only cloud-config is accepted (cloud-init "User data formats": ``#cloud-config``): a shell script (``#!``), an
+``#include`` list, a Jinja template (``## template: jinja``) or MIME multi-part user data cannot be merged, so they
+are refused rather than silently shadowing gpucell's users and keys. The structure is checked here, where the plan
+and ``pulumi up`` always can; the keys themselves are checked against cloud-init's own JSON schema
+(``cloudinit/config/schemas/schema-cloud-config-v1.json`` of canonical/cloud-init) by ``gpucell plan --check``,
+from the schema directory ``gpucell schemas fetch`` fills (:mod:`gpucell.stacks.conformance.cloud_init`).
+
+Network data is a cloud-init network config, version 1 or 2 (cloud-init "Network configuration"), given to the
+guest as the NoCloud ``network-config`` through the same Secret (KubeVirt reads the key ``networkdata``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+from pydantic import field_validator, model_validator
+
+from gpucell.errors import SpecError, shown
+from gpucell.spec._base import SpecModel
+from gpucell.spec._values import check_config_key
+
+__all__ = [
+    "CLOUD_CONFIG_HEADER",
+    "MAX_CLOUD_INIT_BYTES",
+    "NVLINK_DISABLE_OPTION",
+    "NVLINK_MODPROBE_PATH",
+    "CloudInitSpec",
+    "GpucellUserData",
+    "UserDataError",
+    "merge_user_data",
+    "parse_cloud_config",
+    "parse_network_config",
+    "render_cloud_config",
+]
+
+CLOUD_CONFIG_HEADER = "#cloud-config"
+"""The first line of cloud-config user data (cloud-init "User data formats")."""
+MAX_CLOUD_INIT_BYTES = 65536
+"""The most bytes of user data or network data gpucell accepts (64 KiB): a Kubernetes Secret holds up to 1 MiB, but
+a cloud-config that size is a mistake, and a bound keeps a pull request's YAML from costing the plan."""
+NVLINK_MODPROBE_PATH = "/etc/modprobe.d/gpucell-nvlink.conf"
+"""Where a partial-board VM's cloud-init puts the ``nvidia`` module option turning NVLink off."""
+NVLINK_DISABLE_OPTION = "options nvidia NVreg_NvLinkDisable=1"
+"""The modprobe line; ``NVreg_NvLinkDisable=1`` flips the fabric state to N/A so CUDA initialises without NVSwitches
+(cozystack/cozystack ``docs/changelogs/v1.5.0.md``, PR #2780)."""
+_NVLINK_NOTE = (
+    "# gpucell: this VM holds part of an HGX board and none of its NVSwitches; with NVLink on, the "
+    "driver waits forever for the NVLink fabric.\n"
+)
+_OTHER_FORMATS = (
+    ("#!", "a shell script"),
+    ("#include", "an #include list"),
+    ("## template:", "a Jinja template"),
+    ("content-type:", "MIME multi-part user data"),
+    ("mime-version:", "MIME multi-part user data"),
+    ("#cloud-boothook", "a cloud boothook"),
+    ("#part-handler", "a part handler"),
+)
+_NOT_MERGEABLE = (
+    "gpucell merges its users and SSH keys into cloud-config user data only; write it as #cloud-config "
+    "(a script goes under runcmd)"
+)
+
+
+class UserDataError(ValueError):
+    """User or network data gpucell refuses: ``rel_path`` is the key below ``userData``/``networkData`` (empty for
+    the whole document), ``message`` the rest of the line."""
+
+    def __init__(self, rel_path: Sequence[str | int], message: str) -> None:
+        super().__init__(message)
+        self.rel_path = tuple(rel_path)
+        self.message = message
+
+
+class _NoAliasLoader(yaml.CSafeLoader):
+    """A safe loader that refuses YAML aliases: without them a document holds at most as many values as it has
+    bytes, so :data:`MAX_CLOUD_INIT_BYTES` bounds what the plan expands ("billion laughs" cannot grow it)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "holds a YAML alias (*name); write the value out", event.start_mark
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-any-return, arg-type]
+
+
+def _load(text: str, what: str) -> Any:
+    size = len(text.encode())
+    if size > MAX_CLOUD_INIT_BYTES:
+        raise UserDataError((), f"is {size} bytes; gpucell accepts {what} of at most {MAX_CLOUD_INIT_BYTES} bytes")
+    try:
+        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader without aliases
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserDataError((), f"is not valid YAML{where}: {problem}") from None
+
+
+def parse_cloud_config(text: str) -> dict[str, Any]:
+    """The cloud-config mapping of user data ``text``.
+
+    Raises :class:`UserDataError` when ``text`` does not start with the line ``#cloud-config``, names another user
+    data format (script, ``#include``, Jinja, MIME), is not YAML (without aliases), is not a mapping with string
+    keys, or is larger than :data:`MAX_CLOUD_INIT_BYTES`.
+    """
+    first = text.lstrip("\ufeff").split("\n", 1)[0].rstrip()
+    if first != CLOUD_CONFIG_HEADER:
+        lowered = first.lower()
+        named = next((what for prefix, what in _OTHER_FORMATS if lowered.startswith(prefix)), None)
+        if named is not None:
+            raise UserDataError((), f"is {named}, not cloud-config; {_NOT_MERGEABLE}")
+        raise UserDataError(
+            (), f"is not cloud-config: its first line must be {CLOUD_CONFIG_HEADER} (it is {shown(first, 40)})"
+        )
+    document = _load(text, "user data")
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise UserDataError((), f"is not cloud-config: a YAML mapping of cloud-init modules, not a {_kind(document)}")
+    for key in document:
+        if not isinstance(key, str):
+            raise UserDataError((), f"is not cloud-config: key {shown(key)} is not a string")
+    return document
+
+
+def parse_network_config(text: str) -> dict[str, Any]:
+    """The network config of network data ``text``: a YAML mapping with ``version: 1`` or ``version: 2``, at the
+    top or under ``network:`` (both forms cloud-init reads). Raises :class:`UserDataError` otherwise."""
+    document = _load(text, "network data")
+    if not isinstance(document, dict):
+        raise UserDataError((), f"is not a network config: a YAML mapping with version 1 or 2, not a {_kind(document)}")
+    inner = document.get("network") if isinstance(document.get("network"), dict) else document
+    if inner.get("version") not in (1, 2):
+        raise UserDataError(
+            ("version",),
+            f"{shown(inner.get('version'))} is not a cloud-init network config version; use 1 or 2 (version 2 is "
+            "netplan's format)",
+        )
+    return document
+
+
+def _kind(value: object) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+
+
+class CloudInitSpec(SpecModel):
+    """A VM's own cloud-init, merged with what gpucell writes (its user, SSH keys, NVLink setting)."""
+
+    user_data: str | None = None
+    """Cloud-config user data (``#cloud-config`` first, then YAML: ``packages``, ``runcmd``, ``write_files``...),
+    stored in the VM's cloud-init Secret. For user data that holds secrets, use ``userDataConfigKey``."""
+    user_data_config_key: str | None = None
+    """Secret stack config key holding the cloud-config user data instead (``pulumi config set --secret KEY <
+    user-data.yaml``), owned by the VM's tenant (docs/security.md, "Who owns a secret"): checked and merged when
+    ``pulumi up`` runs, never shown."""
+    network_data: str | None = None
+    """Cloud-init network config, version 1 or 2 (netplan's format), given to the guest as NoCloud
+    ``network-config``. None: the guest configures its interface by DHCP, which KubeVirt's masquerade binding
+    answers."""
+
+    @field_validator("user_data")
+    @classmethod
+    def _user_data(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_cloud_config(value)
+            except UserDataError as exc:
+                raise SpecError(exc.rel_path, exc.message) from None
+        return value
+
+    @field_validator("network_data")
+    @classmethod
+    def _network_data(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_network_config(value)
+            except UserDataError as exc:
+                raise SpecError(exc.rel_path, exc.message) from None
+        return value
+
+    @field_validator("user_data_config_key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return None if value is None else check_config_key(value)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CloudInitSpec:
+        if self.user_data is not None and self.user_data_config_key is not None:
+            raise SpecError(
+                ("userDataConfigKey",), "and userData both give the user data; keep one (the config key for secrets)"
+            )
+        return self
+
+
+class GpucellUserData:
+    """What gpucell writes into a VM's user data: the login user and, for part of an HGX board, NVLink off."""
+
+    def __init__(self, user: str, ssh_keys: Sequence[str], *, nvlink_disabled: bool = False) -> None:
+        self.user = user
+        self.ssh_keys = list(ssh_keys)
+        self.nvlink_disabled = nvlink_disabled
+
+    def user_entry(self) -> dict[str, Any]:
+        """The ``users`` entry: passwordless sudo, locked password, bash, the SSH keys."""
+        return {
+            "name": self.user,
+            "lock_passwd": True,
+            "shell": "/bin/bash",
+            "sudo": "ALL=(ALL) NOPASSWD:ALL",
+            "ssh_authorized_keys": list(self.ssh_keys),
+        }
+
+    def files(self) -> list[dict[str, Any]]:
+        """``write_files`` entries gpucell adds (the NVLink modprobe file, or none)."""
+        if not self.nvlink_disabled:
+            return []
+        content = _NVLINK_NOTE + NVLINK_DISABLE_OPTION + "\n"
+        return [{"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": content}]
+
+
+_FIXED: dict[str, Any] = {"ssh_pwauth": False, "disable_root": True}
+"""Top-level keys gpucell sets to exactly this value: the user's password is locked, and root logs in by no means."""
+_RESERVED_PATH = re.compile(re.escape(NVLINK_MODPROBE_PATH) + r"/?")
+
+
+def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, where: str) -> dict[str, Any]:
+    """``user_data`` (a parsed cloud-config) with gpucell's parts merged in: its keys in its order, ``users`` = the
+    tenant's entries then gpucell's user, then ``ssh_pwauth: false`` and ``disable_root: true`` where absent,
+    ``write_files`` = the tenant's then gpucell's (for empty user data exactly gpucell's own cloud-config). ``where`` names gpucell's side in conflict lines (``virtualMachines.train-01``).
+
+    Raises :class:`UserDataError` (key below the user data) on a conflict: a ``users`` entry named like the VM's
+    ``user``, ``ssh_pwauth``/``disable_root`` set otherwise than gpucell sets them, a ``write_files`` entry at
+    :data:`NVLINK_MODPROBE_PATH`, or a ``users``/``write_files`` that is not a list. Its message names gpucell's key
+    and never repeats the tenant's values (user data may come from a secret).
+    """
+    merged = dict(user_data)
+    for key, value in _FIXED.items():
+        if key in merged and merged[key] != value:
+            raise UserDataError(
+                (key,),
+                f"conflicts with gpucell's {key}: {str(value).lower()} ({where}: password and root SSH logins stay "
+                "off, the VM's user has a locked password and its sshKeys); remove it",
+            )
+    users = _list_of(merged, "users")
+    for index, entry in enumerate(users):
+        name = entry.get("name") if isinstance(entry, dict) else entry
+        if name == ours.user:
+            raise UserDataError(
+                ("users", index, "name"),
+                f"names the VM's own user {shown(ours.user)} ({where}.user), whom gpucell creates with "
+                f"{where}.sshKeys; drop the entry, or set {where}.user to another name",
+            )
+    merged["users"] = [*users, ours.user_entry()]
+    merged.update(_FIXED)  # a key the tenant set keeps its place; gpucell's go after users
+    files = _list_of(merged, "write_files")
+    for index, entry in enumerate(files):
+        if isinstance(entry, dict) and _RESERVED_PATH.fullmatch(str(entry.get("path", ""))):
+            raise UserDataError(
+                ("write_files", index, "path"),
+                f"is {NVLINK_MODPROBE_PATH}, which gpucell writes ({where}: NVLink off for part of an HGX board); "
+                "use another path",
+            )
+    written = ours.files()
+    if files or written:
+        merged["write_files"] = [*files, *written]
+    return merged
+
+
+def _list_of(merged: Mapping[str, Any], key: str) -> list[Any]:
+    value = merged.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UserDataError((key,), f"is a {_kind(value)}; cloud-init takes a list here, and gpucell adds its own entry")
+    return list(value)
+
+
+def render_cloud_config(config: Mapping[str, Any]) -> str:
+    """``#cloud-config`` and ``config`` as block YAML, keys in their order (what the Secret holds)."""
+    return CLOUD_CONFIG_HEADER + "\n" + yaml.dump(dict(config), Dumper=yaml.CSafeDumper, sort_keys=False, width=4096)
+
