@@ -35,6 +35,7 @@ __all__ = [
     "MAX_CLOUD_INIT_BYTES",
     "NVLINK_DISABLE_OPTION",
     "NVLINK_MODPROBE_PATH",
+    "PLAN_STAND_IN_PREFIX",
     "CloudInitSpec",
     "GpucellUserData",
     "UserDataError",
@@ -42,6 +43,7 @@ __all__ = [
     "parse_cloud_config",
     "parse_network_config",
     "render_cloud_config",
+    "secret_user_data",
 ]
 
 CLOUD_CONFIG_HEADER = "#cloud-config"
@@ -71,6 +73,18 @@ _NOT_MERGEABLE = (
     "gpucell merges its users and SSH keys into cloud-config user data only; write it as #cloud-config "
     "(a script goes under runcmd)"
 )
+
+
+PLAN_STAND_IN_PREFIX = "PLACEHOLDER-SECRET"
+"""How the offline plan's stand-ins for encrypted config values start (:func:`gpucell.stacks.plan.placeholder`, which
+decrypts nothing). A user-data secret's stand-in is not cloud-config, so :func:`secret_user_data` reads it as empty
+user data: the plan renders gpucell's parts, and ``pulumi up``, which has the real value, checks and merges it."""
+
+
+def secret_user_data(text: str) -> dict[str, Any]:
+    """The cloud-config of user data held in a secret: :func:`parse_cloud_config`, or nothing for the offline plan's
+    stand-in (:data:`PLAN_STAND_IN_PREFIX`)."""
+    return {} if text.startswith(PLAN_STAND_IN_PREFIX) else parse_cloud_config(text)
 
 
 class UserDataError(ValueError):

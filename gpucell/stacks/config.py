@@ -10,7 +10,7 @@ import pulumi
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError, join_path
 from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
-from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, parse_cloud_config
+from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, secret_user_data
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 from gpucell.workloads.virtual_machine import import_secret_data
 
@@ -227,7 +227,7 @@ def _user_data_problem(key: str, where: str, vm: GpuVirtualMachineSpec) -> str |
         return None
     try:
         ours = GpucellUserData(vm.user, vm.ssh_keys)
-        merge_user_data(parse_cloud_config(value), ours, where=where.rsplit(".cloudInit", 1)[0])
+        merge_user_data(secret_user_data(value), ours, where=where.rsplit(".cloudInit", 1)[0])
     except UserDataError as exc:
         inner = join_path(exc.rel_path)
         at = f" at {inner}" if inner else ""

@@ -57,6 +57,7 @@ from gpucell.spec.cloud_init import (
     merge_user_data,
     parse_cloud_config,
     render_cloud_config,
+    secret_user_data,
 )
 from gpucell.spec.images import ImportSource, data_source_name
 from gpucell.spec.lifecycle import removal_options
@@ -241,8 +242,8 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False, 
     Raises :class:`gpucell.spec.cloud_init.UserDataError` for user data that is not cloud-config or conflicts with
     gpucell's parts (checked at plan time already, :mod:`gpucell.vm_rules` and :mod:`gpucell.stacks.config`).
     """
-    own = user_data if user_data is not None else (spec.cloud_init.user_data if spec.cloud_init else None)
-    parsed = parse_cloud_config(own) if own is not None else {}
+    own = spec.cloud_init.user_data if spec.cloud_init else None
+    parsed = secret_user_data(user_data) if user_data is not None else parse_cloud_config(own) if own else {}
     ours = GpucellUserData(spec.user, spec.ssh_keys, nvlink_disabled=nvlink_disabled)
     return render_cloud_config(merge_user_data(parsed, ours, where="the VM"))
 

@@ -31,7 +31,11 @@ from gpucell.stacks.conformance.schemas import SchemaStore
 
 __all__ = ["ObjectChecker", "Violation", "checker_for", "strict_schema"]
 
-_SWAGGER = {"kubevirt.io": "kubevirt/swagger.json", "cdi.kubevirt.io": "cdi/swagger.json"}
+_SWAGGER = {
+    "kubevirt.io": "kubevirt/swagger.json",
+    "instancetype.kubevirt.io": "kubevirt/swagger.json",
+    "cdi.kubevirt.io": "cdi/swagger.json",
+}
 _CRD_FILES = (
     "kserve/serving.kserve.io_inferenceservices.yaml",
     "kserve/serving.kserve.io_servingruntimes.yaml",
