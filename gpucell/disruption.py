@@ -32,6 +32,7 @@ Why each setting is disruptive (what happens to running workloads) is :data:`EFF
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from gpucell._chart import deep_merge
 from gpucell.cilium import cilium_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
+from gpucell.spec.instancetypes import InstancetypeKind
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import vm_pool
 
@@ -96,6 +98,7 @@ class Change(StrEnum):
     REGION_REMOVED = "regionRemoved"
     PUBLIC_ADDRESS = "publicAddress"
     LOAD_BALANCER_ANNOUNCE = "loadBalancerAnnounce"
+    INSTANCETYPE_RESIZED = "instancetypeResized"
 
 
 EFFECTS: dict[Change, str] = {
@@ -197,6 +200,12 @@ EFFECTS: dict[Change, str] = {
         "every LoadBalancer address of the region is withdrawn from one announcement (L2 ARP or BGP) and announced "
         "by the other: the addresses are unreachable until the network routes the pools the new way"
     ),
+    Change.INSTANCETYPE_RESIZED: (
+        "the VMs that use it keep the size they captured (each stores a ControllerRevision of its instancetype when "
+        "it first starts, KubeVirt v1.9.0 pkg/instancetype/revision/store.go) while admission, quotas and the "
+        "capacity view count the new one; give the new size a new name and move the VMs to it (each takes it at its "
+        "next restart), or acknowledge that only VMs created from now on get it"
+    ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
 
@@ -296,7 +305,9 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "versions": {"k3s", "charts": {<versions key>: <version>}},
          "metrics": {"storageGib"},                      # only with metrics.enabled
          # only with loadBalancer:
-         "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"}}
+         "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"},
+         # only when VMs use gpucell-defined instancetypes:
+         "instancetypes": {"<kind>/[<namespace>/]<name>": {"size", "key", "vms"}}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -338,7 +349,32 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
         **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
         **_traffic(cell),
+        **_instancetypes_in_use(cell),
     }
+
+
+def _instancetypes_in_use(cell: CellSpec) -> dict[str, Any]:
+    """Each gpucell-defined instancetype that VMs use (``kubevirt.instancetypes``, a tenant's ``instancetypes``):
+    ``{"instancetypes": {"<kind>/<name>" (or ``<kind>/<namespace>/<name>``): {"size", "key", "vms"}}}``; nothing
+    (so other regions' fingerprints stay as they were) when no VM uses one."""
+    used: dict[str, dict[str, Any]] = {}
+    for tenant_name, tenant in cell.tenants.items():
+        for vm_name, vm in tenant.virtual_machines.items():
+            ref = vm.instancetype
+            if ref is None:
+                continue
+            if ref.kind is InstancetypeKind.NAMESPACED and ref.name in tenant.instancetypes:
+                subject = f"{ref.kind.value}/{namespace_of(tenant_name)}/{ref.name}"
+                spec, key = tenant.instancetypes[ref.name], f"tenants.{tenant_name}.instancetypes.{ref.name}"
+            elif ref.kind is InstancetypeKind.CLUSTER and ref.name in cell.kubevirt.instancetypes:
+                subject = f"{ref.kind.value}/{ref.name}"
+                spec, key = cell.kubevirt.instancetypes[ref.name], f"kubevirt.instancetypes.{ref.name}"
+            else:
+                continue  # KubeVirt's common ones change only with KubeVirt itself
+            size = json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_defaults=True), sort_keys=True)
+            entry = used.setdefault(subject, {"size": size, "key": key, "vms": []})
+            entry["vms"].append(f"{namespace_of(tenant_name)}/{vm_name}")
+    return {"instancetypes": used} if used else {}
 
 
 def _traffic(cell: CellSpec) -> dict[str, Any]:
@@ -438,6 +474,7 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_versions(old, new, region, base),
         *_metrics(old, new, region, base),
         *_addresses(old, new, region, base),
+        *_resized(old, new, region, base),
     ]
 
 
@@ -492,6 +529,28 @@ def _addresses(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base
             key = f"{base}.tenants.{namespace.removeprefix('tenant-')}.virtualMachines.{vm}.sshService.address"
             changes.append(
                 DisruptiveChange(Change.PUBLIC_ADDRESS, region, subject, key, address, now.get(subject, "removed"))
+            )
+    return changes
+
+
+def _resized(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """Every instancetype whose size changed while a VM that used it is still declared with it."""
+    was, now = old.get("instancetypes") or {}, new.get("instancetypes") or {}
+    changes: list[DisruptiveChange] = []
+    for subject, before in sorted(was.items()):
+        after = now.get(subject)
+        if after is None or after.get("size") == before.get("size"):
+            continue
+        if set(before.get("vms") or []) & set(after.get("vms") or []):
+            changes.append(
+                DisruptiveChange(
+                    Change.INSTANCETYPE_RESIZED,
+                    region,
+                    subject,
+                    f"{base}.{after.get('key')}",
+                    str(before.get("size")),
+                    str(after.get("size")),
+                )
             )
     return changes
 

@@ -16,7 +16,10 @@ Replacements follow the providers' own rules:
 
 Changes that cannot reach the live object as it is are marked *immutable* (:data:`K8S_IMMUTABLE`): a VM's
 ``dataVolumeTemplates`` source or class (KubeVirt creates a DataVolume only when it is missing), a DataVolume's spec
-(CDI's webhook refuses updates).
+(CDI's webhook refuses updates). Changes a running VM takes only when it restarts are marked *restart*
+(:data:`K8S_RESTART`: its instancetype, preference, domain, volumes); a changed instancetype or preference says that
+existing VMs keep the copy they captured (:data:`REVISIONED_KINDS`), and a changed cloud-init Secret that existing VMs
+keep what their first boot applied.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import Any
 __all__ = [
     "K8S_FORCE_NEW",
     "K8S_IMMUTABLE",
+    "K8S_RESTART",
+    "REVISIONED_KINDS",
     "MISSING",
     "SECRET_CHANGED",
     "InputChange",
@@ -234,6 +239,42 @@ K8S_IMMUTABLE: dict[str, tuple[tuple[str, str], ...]] = {
 ``pkg/virt-controller/watch/vm/vm.go`` (``handleDataVolumes`` creates missing DataVolumes only), CDI
 ``pkg/apiserver/webhooks/datavolume-validate.go`` ("Cannot update DataVolume Spec")."""
 
+_RESTART_WHY = (
+    "takes effect when the VM restarts: KubeVirt leaves the running VM as it is and marks it RestartRequired "
+    "(kubevirt v1.9.0 pkg/virt-controller/watch/vm/vm.go); gpucell never restarts it: `virtctl restart`"
+)
+K8S_RESTART: dict[str, tuple[tuple[str, str], ...]] = {
+    "VirtualMachine": (
+        (
+            "spec.instancetype",
+            "the VM captures the new instancetype (a ControllerRevision) and runs with its size from its next "
+            "restart, when KubeVirt marks it RestartRequired; gpucell never restarts it: `virtctl restart`",
+        ),
+        ("spec.preference", _RESTART_WHY),
+        ("spec.template.spec.domain", _RESTART_WHY),
+        ("spec.template.spec.volumes", _RESTART_WHY),
+    ),
+}
+"""Kind -> (path, why) of changes a running VM takes only when it restarts (KubeVirt's ``RestartRequired``
+condition): its size, firmware, devices, volumes. ``gpucell diff`` marks them so a reviewer knows which tenants must
+restart a VM for the change to reach it."""
+REVISIONED_KINDS = (
+    "VirtualMachineClusterInstancetype",
+    "VirtualMachineInstancetype",
+    "VirtualMachineClusterPreference",
+    "VirtualMachinePreference",
+)
+"""Kinds a VM keeps a copy of (a ControllerRevision captured when it first starts, kubevirt v1.9.0
+``pkg/instancetype/revision/store.go``): a change reaches only VMs that name it afterwards."""
+_REVISION_NOTE = (
+    "not applied to existing VMs: each keeps the ControllerRevision it captured (kubevirt v1.9.0 "
+    "pkg/instancetype/revision/store.go); VMs created later get it. Give a new size a new name and move VMs to it"
+)
+_CLOUD_INIT_NOTE = (
+    "cloud-init applies user data once per instance, and a VM's NoCloud instance-id (its firmware UUID) stays the "
+    "same across restarts (kubevirt v1.9.0 pkg/cloud-init/cloud-init.go): an existing VM keeps what its first boot "
+    "applied (only per-boot parts such as bootcmd run again at a restart); new VMs get it"
+)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _HEREDOC = re.compile(r'cat >"?[^"\n]*?([\w.-]+)"? <<\'(\w+)\'\n(.*?)^\2$', re.DOTALL | re.MULTILINE)
 
@@ -273,6 +314,9 @@ class ResourceDiff:
     """Why it is replaced (each a short phrase)."""
     immutable: list[str] = field(default_factory=list)
     """Changes the live object will not take (path: why)."""
+    restart: list[str] = field(default_factory=list)
+    """Changes a running VM takes only when it restarts, one per :data:`K8S_RESTART` path they are under (path:
+    why); the changed paths themselves are in :attr:`changes`."""
     notes: list[str] = field(default_factory=list)
     protected: bool = False
     """Deleted or replaced while ``protect`` is set: ``pulumi up`` stops on it."""
@@ -535,6 +579,12 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
         for prefix, why in K8S_IMMUTABLE.get(kind or "", ()):
             if _pattern(prefix).match(path):
                 result.immutable.append(f"`{path}`: {why}")
+        for prefix, why in K8S_RESTART.get(kind or "", ()):
+            entry = f"`{prefix}`: {why}"
+            if _pattern(prefix).match(path) and entry not in result.restart:
+                result.restart.append(entry)
+    if kind in REVISIONED_KINDS and any(p.startswith("spec") for p in paths):
+        result.notes.append(_REVISION_NOTE)
     if result.replaced_by:
         result.action = "replace"
         if kind is not None:
@@ -638,6 +688,7 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
             alias = next((a for a in _alias_urns(resource, stack, project, new) if a in old and a not in new), None)
             if alias is not None:
                 renamed[urn] = alias
+    cloud_init = {("Secret", key) for vm in new.values() for key in _cloud_init_secrets(vm)}
     created = {u: r for u, r in new.items() if u not in old and u not in renamed and _diffable(r)}
     deleted = {u: r for u, r in old.items() if u not in new and u not in renamed.values() and _diffable(r)}
     diffs: list[ResourceDiff] = _pair_nodes(created, deleted)
@@ -654,12 +705,35 @@ def diff_plans(base: Mapping[str, Any], head: Mapping[str, Any]) -> PlanDiff:
             )
             found.notes.append(f"moved from `{renamed[urn]}` (alias: no replacement)")
         if found is not None:
+            if (_kind(resource), _object_key(resource)) in cloud_init:
+                found.notes.append(_CLOUD_INIT_NOTE)
             diffs.append(found)
     diffs += [_created(r) for r in created.values()] + [_deleted(r) for r in deleted.values()]
     regions: dict[str, list[ResourceDiff]] = {}
     for region in dict.fromkeys([*(r["region"] for r in new.values()), *(r["region"] for r in old.values())]):
         regions[region] = sorted((d for d in diffs if d.region == region), key=lambda d: (d.label, d.urn))
     return PlanDiff(regions={k: v for k, v in regions.items() if v or k})
+
+
+def _object_key(resource: Mapping[str, Any]) -> tuple[str, str]:
+    meta = (resource.get("inputs") or {}).get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def _cloud_init_secrets(resource: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of the Secrets a VirtualMachine's ``cloudInitNoCloud`` volumes read."""
+    if _kind(resource) != "VirtualMachine":
+        return []
+    namespace = _object_key(resource)[0]
+    template = (((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    found = []
+    for volume in template.get("volumes") or []:
+        source = volume.get("cloudInitNoCloud") or {}
+        for key in ("secretRef", "networkDataSecretRef"):
+            name = (source.get(key) or {}).get("name")
+            if name:
+                found.append((namespace, str(name)))
+    return found
 
 
 def _diffable(resource: Mapping[str, Any]) -> bool:

@@ -286,6 +286,7 @@ def _resource_row(diff: ResourceDiff) -> str:
         )
     what += [f"**replaced**: {reason}" for reason in diff.replaced_by]
     what += [f"⚠️ **immutable** {why}" for why in diff.immutable]
+    what += [f"🔁 **restart required** {why}" for why in diff.restart]
     what += [_change_line(c) for c in diff.changes]
     what += [f"{_code(t.name)}: see the diff below" for t in diff.texts if diff.action != "create"]
     what += [_cell(n) for n in diff.notes]

@@ -6,6 +6,8 @@
 - ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
   schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission` (a VM's DRA GPUs against
   its ResourceClaimTemplate too);
+- ``cloud-init``: VMs' own user data and network data against cloud-init's JSON schemas, when the schema directory
+  holds them (:mod:`gpucell.stacks.conformance.cloud_init`);
 - ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
 - ``script``: shellcheck over every command pulumi-command will run;
 - ``node-config``: each node's k3s config file against the k3s options of its role;
@@ -30,6 +32,7 @@ from gpucell import kube_vip
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
+from gpucell.stacks.conformance.cloud_init import cloud_init_report
 from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
 from gpucell.stacks.conformance.node_files import config_problems, shellcheck
@@ -41,7 +44,16 @@ from gpucell.stacks.mock_engine import Registration
 
 __all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
 
-CHECKERS = ("kubernetes", "custom-resource", "helm-values", "chart", "script", "node-config", "security")
+CHECKERS = (
+    "kubernetes",
+    "custom-resource",
+    "cloud-init",
+    "helm-values",
+    "chart",
+    "script",
+    "node-config",
+    "security",
+)
 _RELEASE = "kubernetes:helm.sh/v3:Release"
 _COMMAND = "command:remote:Command"
 
@@ -268,6 +280,10 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
         objects = _objects(item.registrations)
         if {"kubernetes", "custom-resource"} & set(checkers):
             _check_objects(item.region, [*objects, *_static_pods(item.cell)], item.cell, store, report)
+        if "cloud-init" in checkers:
+            problems, notices = cloud_init_report(item.region, item.cell, store)
+            report.problems += problems
+            report.notices += [n for n in notices if n not in report.notices]
         if "helm-values" in checkers:
             _check_releases(item.region, item.registrations, item.cell, store, report)
         if "node-config" in checkers:

@@ -24,6 +24,7 @@ import yaml
 from gpucell.spec import CellSpec
 
 __all__ = [
+    "CLOUD_INIT_RELEASE",
     "DEFAULT_BASE_URL",
     "UPSTREAM_FILES",
     "SchemaStore",
@@ -35,6 +36,11 @@ __all__ = [
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
 """Where :func:`fetch` downloads from: ``<base>/<repo>/<tag>/<path>`` (GitHub's raw file host)."""
+
+
+CLOUD_INIT_RELEASE = "26.2"
+"""The canonical/cloud-init release (tag ``26.2``) whose JSON schemas VMs' own cloud-init is checked against
+(:mod:`gpucell.stacks.conformance.cloud_init`)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,12 @@ class UpstreamFile:
     tag_prefix: str = "v"
     """What the project's release tags put before the bare version (``v``; prometheus-community/helm-charts tags
     charts ``<chart>-<version>``)."""
+    release: str | None = None
+    """The release gpucell pins itself, for a file no :class:`gpucell.spec.Versions` field pins (``component`` is
+    then empty): cloud-init's schemas."""
+    optional: bool = False
+    """A checker that needs the file says so in a notice when the directory lacks it, instead of the directory
+    counting as incomplete (:meth:`SchemaStore.missing`)."""
 
     def tag(self, version: str) -> str:
         """The git tag of ``version``: ``vX.Y.Z`` for most projects here, ``<tag_prefix>X.Y.Z`` otherwise."""
@@ -146,6 +158,19 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     "dra-driver-nvidia-gpu/values.yaml": UpstreamFile(
         "kubernetes-sigs/dra-driver-nvidia-gpu", "deployments/helm/dra-driver-nvidia-gpu/values.yaml", "dra_driver"
     ),
+    # cloud-init's own JSON schemas, for VMs' user and network data (gpucell.stacks.conformance.cloud_init); the
+    # release is gpucell's choice (no cell installs cloud-init), its tags have no "v".
+    **{
+        f"cloud-init/{name}": UpstreamFile(
+            "canonical/cloud-init",
+            f"cloudinit/config/schemas/{name}",
+            "",
+            tag_prefix="",
+            release=CLOUD_INIT_RELEASE,
+            optional=True,
+        )
+        for name in ("schema-cloud-config-v1.json", "schema-network-config-v1.json", "schema-network-config-v2.json")
+    },
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 
@@ -217,8 +242,8 @@ class SchemaStore:
         return self.path(rel).is_file()
 
     def missing(self) -> list[str]:
-        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order."""
-        return [rel for rel in UPSTREAM_FILES if not self.has(rel)]
+        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order (optional ones left out)."""
+        return [rel for rel, source in UPSTREAM_FILES.items() if not source.optional and not self.has(rel)]
 
     def load(self, rel: str) -> Any:
         """Parsed content of ``rel`` (JSON, or YAML: a list when it holds several documents), cached per process.
@@ -276,7 +301,7 @@ def fetch(cells: dict[str, CellSpec], dest: Path, base_url: str = DEFAULT_BASE_U
     versions, notes = pinned_versions(cells)
     manifest: dict[str, str] = {}
     for rel, source in UPSTREAM_FILES.items():
-        version = versions[source.component]
+        version = source.release or versions[source.component]
         url = source.url(version, base_url)
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
