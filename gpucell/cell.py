@@ -141,23 +141,7 @@ class RegionalCell(CellComponent):
         self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
         self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
         self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
-        self.instancetypes: Instancetypes | None = None
-        """The cell's ``VirtualMachineClusterInstancetype``/``Preference`` objects, with ``kubevirt.instancetypes`` or
-        ``kubevirt.preferences``."""
-        if cell.kubevirt.instancetypes or cell.kubevirt.preferences:
-            self.instancetypes = Instancetypes(
-                f"{name}-instancetypes",
-                InstancetypesArgs(cell.kubevirt.instancetypes, cell.kubevirt.preferences),
-                opts=self._in_cluster(self.kubevirt),
-            )
-        self.image_catalogs: dict[str, ImageCatalog] = {
-            catalog: ImageCatalog(
-                f"{name}-images-{catalog}", image_catalog_args(cell, catalog, args.image_credentials),
-                opts=self._in_cluster(self.cdi),
-            )
-            for catalog in cell.image_catalogs
-        }
-        """The image catalogs, by namespace."""
+        self._vm_platform(name, cell, args.image_credentials)
         self.gpu_operator = GpuOperator(
             f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
         )
@@ -203,6 +187,27 @@ class RegionalCell(CellComponent):
                 "storageClassName": self.storage_class_name,
             }
         )
+
+    def _vm_platform(self, name: str, cell: CellSpec, credentials: Mapping[str, pulumi.Input[str]]) -> None:
+        """The cell's instancetypes and preferences (after KubeVirt) and image catalogs (after CDI)."""
+        self.instancetypes: Instancetypes | None = None
+        """The cell's ``VirtualMachineClusterInstancetype``/``Preference`` objects, with ``kubevirt.instancetypes`` or
+        ``kubevirt.preferences``."""
+        if cell.kubevirt.instancetypes or cell.kubevirt.preferences:
+            self.instancetypes = Instancetypes(
+                f"{name}-instancetypes",
+                InstancetypesArgs(cell.kubevirt.instancetypes, cell.kubevirt.preferences),
+                opts=self._in_cluster(self.kubevirt),
+            )
+        self.image_catalogs: dict[str, ImageCatalog] = {
+            catalog: ImageCatalog(
+                f"{name}-images-{catalog}",
+                image_catalog_args(cell, catalog, credentials),
+                opts=self._in_cluster(self.cdi),
+            )
+            for catalog in cell.image_catalogs
+        }
+        """The image catalogs, by namespace."""
 
     def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
         """Options for a component that lives in this cell's cluster: our provider, and ordering."""

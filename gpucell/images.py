@@ -31,7 +31,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
 from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
@@ -45,6 +45,8 @@ from gpucell.workloads._common import opaque_secret
 from gpucell.workloads.virtual_machine import CA_BUNDLE_KEY, import_secret_data, import_source
 
 if TYPE_CHECKING:
+    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
@@ -188,18 +190,20 @@ class ImageCatalog(CellComponent):
             metadata={"name": catalog, "labels": labels},
             opts=self.child(**removal_options(args.removal_policy)),
         )
-        inside = [self.namespace_resource]
+        inside: list[pulumi.Resource] = [self.namespace_resource]
         for image_name, image in args.spec.images.items():
             key = image.source.credentials_config_key
             if key is not None:
                 data = pulumi.Output.from_input(args.credentials[key]).apply(import_secret_data)
                 meta = _meta(catalog, f"{image_name}-import")
-                inside.append(opaque_secret(f"{name}-{image_name}-import", meta, data, self.child(depends_on=inside[:1])))
+                inside.append(
+                    opaque_secret(f"{name}-{image_name}-import", meta, data, self.child(depends_on=inside[:1]))
+                )
             if image.source.ca_bundle is not None:
                 inside.append(
                     ConfigMap(
                         f"{name}-{image_name}-import-ca",
-                        metadata=_meta(catalog, f"{image_name}-import-ca"),
+                        metadata=cast("ObjectMetaArgsDict", _meta(catalog, f"{image_name}-import-ca")),
                         data={CA_BUNDLE_KEY: image.source.ca_bundle},
                         opts=self.child(depends_on=inside[:1]),
                     )

@@ -125,7 +125,8 @@ class Instancetypes(CellComponent):
 
     Children: ``f"{name}-instancetype-{n}"`` and ``f"{name}-preference-{n}"`` per entry, each a ``CustomResource`` of
     :func:`instancetype_manifest`/:func:`preference_manifest`. Give ``opts`` the cluster's provider and the KubeVirt
-    CR to come after (its CRDs); they hold no data and are never protected: a VM keeps its own copy (ControllerRevision).
+    CR to come after (its CRDs); they hold no data and are never protected: a VM keeps its own copy (a
+    ControllerRevision).
     """
 
     def __init__(self, name: str, args: InstancetypesArgs, opts: pulumi.ResourceOptions | None = None) -> None:

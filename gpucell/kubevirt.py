@@ -27,8 +27,8 @@ from gpucell import vgpu_sriov
 from gpucell._component import CellComponent
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import vm_pool_tolerations
-from gpucell.spec import CellSpec, GpuMode
 from gpucell.releases import release
+from gpucell.spec import CellSpec, GpuMode
 from gpucell.spec.lifecycle import removal_options
 from gpucell.vm_rules import state_storage_class
 from gpucell.vm_shape import resolve_vm

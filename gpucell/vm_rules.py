@@ -142,14 +142,16 @@ def _check_image_disk(
         return
     images = cell.image_catalogs[catalog].images
     if image not in images:
-        yield SpecError(key, f"{shown(image_ref)}: catalog {catalog} has no image {image}; its images: {', '.join(images)}")
+        yield SpecError(
+            key, f"{shown(image_ref)}: catalog {catalog} has no image {image}; its images: {', '.join(images)}"
+        )
         return
     allowed = catalog_tenants(cell, catalog)
     if tenant_name not in allowed:
         yield SpecError(
             key,
-            f"{shown(image_ref)} is a DataSource tenant {tenant_name} may not use: imageCatalogs.{catalog}.tenants lists "
-            f"{', '.join(allowed)}; add {tenant_name} there, or import the image for this tenant",
+            f"{shown(image_ref)} is a DataSource tenant {tenant_name} may not use: imageCatalogs.{catalog}.tenants "
+            f"lists {', '.join(allowed)}; add {tenant_name} there, or import the image for this tenant",
         )
         return
     storage_class = disk.storage_class or cell.storage.backend.value

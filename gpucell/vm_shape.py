@@ -11,6 +11,7 @@ spec whatever sized it. A common instancetype's memory is counted in whole GiB, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,7 +108,7 @@ def _find_instancetype(
     raise ShapeError(("instancetype", "name"), _unknown(ref.name, "instancetype", cell, tenant.instancetypes))
 
 
-def _unknown(name: str, what: str, cell: CellSpec, own: dict[str, object]) -> str:
+def _unknown(name: str, what: str, cell: CellSpec, own: Mapping[str, object]) -> str:
     defined = list(cell.kubevirt.instancetypes if what == "instancetype" else cell.kubevirt.preferences)
     scope = _common_scope(cell) if cell.kubevirt.common_instancetypes else ""
     accepted = f"kubevirt.{what}s ({', '.join(defined) or 'none'})" + (f" or {scope}" if scope else "")
@@ -161,7 +162,9 @@ def _preference_firmware(preference: PreferenceSpec | CommonPreference | None) -
     return efi, tpm
 
 
-def _sized(vm: GpuVirtualMachineSpec, instancetype: InstancetypeSpec | CommonInstancetype) -> tuple[GpuVirtualMachineSpec, bool]:
+def _sized(
+    vm: GpuVirtualMachineSpec, instancetype: InstancetypeSpec | CommonInstancetype
+) -> tuple[GpuVirtualMachineSpec, bool]:
     """``vm`` with the instancetype's sizes (and GPUs, when it has them); whether the GPUs are the instancetype's."""
     if isinstance(instancetype, InstancetypeSpec):
         memory_gib, gpus = instancetype.memory_gib, instancetype.gpus

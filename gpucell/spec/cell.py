@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission import check_announced_vms, check_tenants
-from gpucell.vm_rules import check_vm_platform
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
@@ -30,6 +29,7 @@ from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
+from gpucell.vm_rules import check_vm_platform
 
 __all__ = [
     "CdiSpec",
@@ -794,11 +794,17 @@ class StackSpec(SpecModel):
         credentials (``source.credentialsConfigKey``), in config order (docs/security.md, "Who owns a secret")."""
         for region, cell in self.regions.items():
             for tenant_name, tenant in cell.tenants.items():
-                base = ("regions", region, "tenants", tenant_name)
+                base: tuple[str | int, ...] = ("regions", region, "tenants", tenant_name)
                 for name, endpoint in tenant.model_endpoints.items():
                     if endpoint.credentials_config_key is not None:
                         where = (*base, "modelEndpoints", name, "credentialsConfigKey")
-                        yield endpoint.credentials_config_key, region, tenant_name, where, "this endpoint's storage credentials"
+                        yield (
+                            endpoint.credentials_config_key,
+                            region,
+                            tenant_name,
+                            where,
+                            "this endpoint's storage credentials",
+                        )
                 for name, vm in tenant.virtual_machines.items():
                     key = vm.cloud_init.user_data_config_key if vm.cloud_init else None
                     if key is not None:
@@ -808,7 +814,13 @@ class StackSpec(SpecModel):
                         if disk.source.credentials_config_key is not None:
                             disk_key = ("rootDisk",) if index == 0 else ("dataDisks", index - 1)
                             where = (*base, "virtualMachines", name, *disk_key, "source", "credentialsConfigKey")
-                            yield disk.source.credentials_config_key, region, tenant_name, where, "this disk's import credentials"
+                            yield (
+                                disk.source.credentials_config_key,
+                                region,
+                                tenant_name,
+                                where,
+                                "this disk's import credentials",
+                            )
 
     def _check_credentials(self) -> Iterator[SpecError]:
         """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
@@ -834,8 +846,8 @@ class StackSpec(SpecModel):
             elif first[0] != tenant_name:
                 yield SpecError(
                     where,
-                    f"{shown(key)} is already the credentials key of tenant {first[0]} ({first[1]}); each tenant needs its "
-                    "own, its Secret is readable in the tenant's namespace",
+                    f"{shown(key)} is already the credentials key of tenant {first[0]} ({first[1]}); each tenant "
+                    "needs its own, its Secret is readable in the tenant's namespace",
                 )
 
 

@@ -97,25 +97,18 @@ class UserDataError(ValueError):
         self.message = message
 
 
-class _NoAliasLoader(yaml.CSafeLoader):
-    """A safe loader that refuses YAML aliases: without them a document holds at most as many values as it has
-    bytes, so :data:`MAX_CLOUD_INIT_BYTES` bounds what the plan expands ("billion laughs" cannot grow it)."""
-
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "holds a YAML alias (*name); write the value out", event.start_mark
-            )
-        return super().compose_node(parent, index)  # type: ignore[no-any-return, arg-type]
-
-
 def _load(text: str, what: str) -> Any:
     size = len(text.encode())
     if size > MAX_CLOUD_INIT_BYTES:
         raise UserDataError((), f"is {size} bytes; gpucell accepts {what} of at most {MAX_CLOUD_INIT_BYTES} bytes")
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a safe loader without aliases
+        # Aliases refused first: without them a document holds at most as many values as it has bytes, so the size
+        # bound above bounds what loading expands ("billion laughs" cannot grow it).
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark is not None else 0
+                raise UserDataError((), f"holds a YAML alias (line {line}); write the value out")
+        return yaml.load(text, Loader=yaml.CSafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -156,7 +149,8 @@ def parse_network_config(text: str) -> dict[str, Any]:
     document = _load(text, "network data")
     if not isinstance(document, dict):
         raise UserDataError((), f"is not a network config: a YAML mapping with version 1 or 2, not a {_kind(document)}")
-    inner = document.get("network") if isinstance(document.get("network"), dict) else document
+    network = document.get("network")
+    inner: dict[str, Any] = network if isinstance(network, dict) else document
     if inner.get("version") not in (1, 2):
         raise UserDataError(
             ("version",),
@@ -228,14 +222,17 @@ class GpucellUserData:
         self.nvlink_disabled = nvlink_disabled
 
     def user_entry(self) -> dict[str, Any]:
-        """The ``users`` entry: passwordless sudo, locked password, bash, the SSH keys."""
-        return {
+        """The ``users`` entry: passwordless sudo, locked password, bash, the SSH keys (left out when there are none:
+        cloud-init's schema wants at least one, ``minItems: 1`` in ``schema-cloud-config-v1.json``)."""
+        entry: dict[str, Any] = {
             "name": self.user,
             "lock_passwd": True,
             "shell": "/bin/bash",
             "sudo": "ALL=(ALL) NOPASSWD:ALL",
-            "ssh_authorized_keys": list(self.ssh_keys),
         }
+        if self.ssh_keys:
+            entry["ssh_authorized_keys"] = list(self.ssh_keys)
+        return entry
 
     def files(self) -> list[dict[str, Any]]:
         """``write_files`` entries gpucell adds (the NVLink modprobe file, or none)."""
@@ -253,7 +250,8 @@ _RESERVED_PATH = re.compile(re.escape(NVLINK_MODPROBE_PATH) + r"/?")
 def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, where: str) -> dict[str, Any]:
     """``user_data`` (a parsed cloud-config) with gpucell's parts merged in: its keys in its order, ``users`` = the
     tenant's entries then gpucell's user, then ``ssh_pwauth: false`` and ``disable_root: true`` where absent,
-    ``write_files`` = the tenant's then gpucell's (for empty user data exactly gpucell's own cloud-config). ``where`` names gpucell's side in conflict lines (``virtualMachines.train-01``).
+    ``write_files`` = the tenant's then gpucell's (for empty user data exactly gpucell's own cloud-config).
+    ``where`` names gpucell's side in conflict lines (``virtualMachines.train-01``).
 
     Raises :class:`UserDataError` (key below the user data) on a conflict: a ``users`` entry named like the VM's
     ``user``, ``ssh_pwauth``/``disable_root`` set otherwise than gpucell sets them, a ``write_files`` entry at
@@ -298,11 +296,12 @@ def _list_of(merged: Mapping[str, Any], key: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise UserDataError((key,), f"is a {_kind(value)}; cloud-init takes a list here, and gpucell adds its own entry")
+        raise UserDataError(
+            (key,), f"is a {_kind(value)}; cloud-init takes a list here, and gpucell adds its own entry"
+        )
     return list(value)
 
 
 def render_cloud_config(config: Mapping[str, Any]) -> str:
     """``#cloud-config`` and ``config`` as block YAML, keys in their order (what the Secret holds)."""
     return CLOUD_CONFIG_HEADER + "\n" + yaml.dump(dict(config), Dumper=yaml.CSafeDumper, sort_keys=False, width=4096)
-

@@ -33,4 +33,3 @@ class TpmSpec(SpecModel):
     persistent: bool = False
     """Keep the TPM's state across restarts, in the VM's backend storage PVC (KubeVirt then uses the ``tpm-crb``
     model). Defaults to false."""
-

@@ -3,9 +3,9 @@
 A cell defines cluster-wide ones (``kubevirt.instancetypes``/``kubevirt.preferences``, rendered as
 ``VirtualMachineClusterInstancetype``/``VirtualMachineClusterPreference``), a tenant its own
 (``tenants.<t>.instancetypes``/``preferences``, ``VirtualMachineInstancetype``/``VirtualMachinePreference`` in its
-namespace), and KubeVirt's common ones (``u1.large``, ``windows.11``) are there too (:mod:`gpucell.common_instancetypes`).
-A VM names one (``instancetype: {name, kind}``, KubeVirt's ``spec.instancetype`` matcher) instead of its own ``cpu`` and
-``memoryGib``. Shapes follow KubeVirt v1.9.0's ``instancetype.kubevirt.io/v1beta1`` (``api/openapi-spec/swagger.json``:
+namespace), and KubeVirt's common ones (``u1.large``, ``windows.11``) are there too
+(:mod:`gpucell.common_instancetypes`). A VM names one (``instancetype: {name, kind}``, KubeVirt's
+``spec.instancetype`` matcher) instead of its own ``cpu`` and ``memoryGib``. Shapes follow KubeVirt v1.9.0's ``instancetype.kubevirt.io/v1beta1`` (``api/openapi-spec/swagger.json``:
 ``v1beta1.VirtualMachineInstancetypeSpec``, ``v1beta1.VirtualMachinePreferenceSpec``, ``v1.InstancetypeMatcher``).
 """
 
@@ -47,6 +47,7 @@ class PreferenceKind(StrEnum):
 
     CLUSTER = "VirtualMachineClusterPreference"
     NAMESPACED = "VirtualMachinePreference"
+
 
 _T = TypeVar("_T")
 

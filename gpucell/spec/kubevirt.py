@@ -26,7 +26,8 @@ class KubeVirtSpec(SpecModel):
     to true, KubeVirt's default; false refuses VMs that name one."""
     vm_state_storage_class: str | None = None
     """StorageClass of the PVCs KubeVirt keeps persistent EFI NVRAM and TPM state in (``vmStateStorageClass``); it
-    must serve ``Filesystem`` volumes. Defaults to the cell's default class (``local-path`` or ``longhorn``, both do)."""
+    must serve ``Filesystem`` volumes. Defaults to the cell's default class (``local-path`` or ``longhorn``: both
+    do)."""
 
     _names = field_validator("instancetypes", "preferences")(check_object_names)
 

@@ -210,7 +210,9 @@ class DiskSource(ImportSource):
         sources = (("pvc", self.pvc), ("image", self.image), ("blank", self.blank))
         given = self._given() + [k for k, v in sources if v]
         if len(given) != 1:
-            raise SpecError((), f"give exactly one of registry, http, pvc, image, blank (got {', '.join(given) or 'none'})")
+            raise SpecError(
+                (), f"give exactly one of registry, http, pvc, image, blank (got {', '.join(given) or 'none'})"
+            )
         self._check_import()
         if self.pvc and (self.pvc.count("/") != 1 or not all(DNS_LABEL.fullmatch(p) for p in self.pvc.split("/"))):
             raise SpecError(("pvc",), f"{shown(self.pvc)} is not namespace/name (two DNS-1123 labels)")
@@ -416,13 +418,17 @@ class GpuVirtualMachineSpec(SpecModel):
             if self.memory_gib is None:
                 raise SpecError(("memoryGib",), "is required without instancetype (guest memory, GiB)")
             return self
-        sized = [key for key in ("cpu", "memory_gib", "dedicated_cpus", "hugepages", "numa_passthrough") if key in self.model_fields_set]
+        sized = [
+            key
+            for key in ("cpu", "memory_gib", "dedicated_cpus", "hugepages", "numa_passthrough")
+            if key in self.model_fields_set
+        ]
         if sized:
             alias = type(self).model_fields[sized[0]].alias or sized[0]
             raise SpecError(
                 (alias,),
-                f"conflicts with instancetype {shown(self.instancetype.name)}, which sizes the VM (KubeVirt refuses a VM "
-                "that sets what its instancetype sets); drop it, or name an instancetype with it",
+                f"conflicts with instancetype {shown(self.instancetype.name)}, which sizes the VM (KubeVirt refuses a "
+                "VM that sets what its instancetype sets); drop it, or name an instancetype with it",
             )
         return self
 

@@ -242,7 +242,9 @@ def _read_vm_secrets(config: pulumi.Config, spec: StackSpec, credentials: dict[s
     for key, region, tenant, where, _ in spec.tenant_secrets():
         path = join_path(where)
         if where[-1] == "userDataConfigKey":
-            wanted.append((key, path, "user-data", spec.regions[region].tenants[tenant].virtual_machines[str(where[5])]))
+            wanted.append(
+                (key, path, "user-data", spec.regions[region].tenants[tenant].virtual_machines[str(where[5])])
+            )
         elif "virtualMachines" in where:
             wanted.append((key, path, "import", None))
     for region, cell in spec.regions.items():

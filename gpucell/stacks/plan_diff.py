@@ -36,8 +36,8 @@ __all__ = [
     "K8S_FORCE_NEW",
     "K8S_IMMUTABLE",
     "K8S_RESTART",
-    "REVISIONED_KINDS",
     "MISSING",
+    "REVISIONED_KINDS",
     "SECRET_CHANGED",
     "InputChange",
     "PlanDiff",
@@ -579,12 +579,7 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
         for prefix, why in K8S_IMMUTABLE.get(kind or "", ()):
             if _pattern(prefix).match(path):
                 result.immutable.append(f"`{path}`: {why}")
-        for prefix, why in K8S_RESTART.get(kind or "", ()):
-            entry = f"`{prefix}`: {why}"
-            if _pattern(prefix).match(path) and entry not in result.restart:
-                result.restart.append(entry)
-    if kind in REVISIONED_KINDS and any(p.startswith("spec") for p in paths):
-        result.notes.append(_REVISION_NOTE)
+    _vm_effects(kind, paths, result)
     if result.replaced_by:
         result.action = "replace"
         if kind is not None:
@@ -592,6 +587,16 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
         if rtype.startswith("pulumi:providers:kubernetes"):
             result.notes.append("a new provider replaces every Kubernetes resource of the cell that uses it")
         result.protected = bool((old.get("options") or {}).get("protect"))
+
+
+def _vm_effects(kind: str | None, paths: list[str], result: ResourceDiff) -> None:
+    """What a change means for running VMs: one :attr:`ResourceDiff.restart` entry per :data:`K8S_RESTART` path the
+    changes fall under, and a note on a changed instancetype or preference (:data:`REVISIONED_KINDS`)."""
+    for prefix, why in K8S_RESTART.get(kind or "", ()):
+        if any(_pattern(prefix).match(path) for path in paths):
+            result.restart.append(f"`{prefix}`: {why}")
+    if kind in REVISIONED_KINDS and any(p.startswith("spec") for p in paths):
+        result.notes.append(_REVISION_NOTE)
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------

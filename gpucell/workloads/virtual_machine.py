@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
@@ -82,6 +82,8 @@ HOST_PASSTHROUGH = "host-passthrough"
 get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
+    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
+
     from gpucell.cell import RegionalCell
     from gpucell.tenancy import Tenant
 
@@ -340,6 +342,7 @@ def virtual_machine_manifest(
     spec: GpuVirtualMachineSpec,
     cell: CellSpec,
     placement: Placement,
+    *,
     shape: VmShape | None = None,
 ) -> dict[str, Any]:
     """The ``kubevirt.io/v1`` ``VirtualMachine`` of ``spec`` in ``tenant``'s namespace, as a dict.
@@ -529,7 +532,7 @@ class GpuVirtualMachine(CellComponent):
             raise ValueError(f"VM {vm!r}: {'.'.join(exc.rel_path)}: {exc.message}") from None
         self.placement = vm_placement(vm, shape.spec, cell.spec)
         """Pools the VM may run on and the GPU resource it requests."""
-        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement, shape)
+        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement, shape=shape)
         template = claim_template_manifest(tenant.name, vm, spec, self.placement)
         ssh = spec.ssh_service
         pool = None if ssh is None else vm_pool(cell.spec.load_balancer, tenant.name, ssh.pool)
@@ -542,7 +545,7 @@ class GpuVirtualMachine(CellComponent):
             self.child(depends_on=after),
         )
         """The cloud-init Secret: user data (and network data)."""
-        self.import_objects = self._import_objects(name, tenant.name, vm, spec, args.secrets, after)
+        self.import_objects = self._import_objects(name, tenant.name, args, after)
         """The disks' import credentials Secrets and CA bundle ConfigMaps, where their sources have them."""
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, with ``gpuAllocation: dra``."""
@@ -582,18 +585,13 @@ class GpuVirtualMachine(CellComponent):
         self.register_outputs({"namespace": self.namespace, "vmName": self.vm_name})
 
     def _import_objects(
-        self,
-        name: str,
-        tenant: str,
-        vm: str,
-        spec: GpuVirtualMachineSpec,
-        secrets: Mapping[str, pulumi.Input[str]],
-        after: list[pulumi.Resource],
+        self, name: str, tenant: str, args: GpuVirtualMachineArgs, after: list[pulumi.Resource]
     ) -> list[pulumi.Resource]:
         """Per disk with an import source: its credentials Secret (:func:`import_secret_data` of the secret its
         ``credentialsConfigKey`` names) and its CA ConfigMap (``caBundle``), named as :func:`data_volume_template`
         refers to them."""
         made: list[pulumi.Resource] = []
+        vm, spec, secrets = args.name, args.spec, args.secrets
         for index, disk in enumerate(spec.disks):
             disk_name = _disk_name(index)
             key = disk.source.credentials_config_key
@@ -607,7 +605,9 @@ class GpuVirtualMachine(CellComponent):
                 made.append(
                     ConfigMap(
                         f"{name}-{disk_name}-import-ca",
-                        metadata=object_meta(tenant, import_ca_name(vm, index), workload=vm),
+                        metadata=cast(
+                            "ObjectMetaArgsDict", object_meta(tenant, import_ca_name(vm, index), workload=vm)
+                        ),
                         data={CA_BUNDLE_KEY: disk.source.ca_bundle},
                         opts=self.child(depends_on=after),
                     )

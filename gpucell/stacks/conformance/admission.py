@@ -10,6 +10,9 @@
   and device-plugin GPUs, every ``claimName`` must be a ``resourceClaims[].name`` of the template, each
   claim/request pair is used once, and each ``resourceClaims`` entry names exactly one of ``resourceClaimName`` and
   ``resourceClaimTemplateName``.
+- A VM that names an instancetype sets none of the ``domain`` fields the instancetype owns (CPU topology, memory,
+  CPU and memory requests and limits), and EFI Secure Boot comes with SMM (KubeVirt v1.9.0 ``pkg/instancetype/apply``
+  and ``vmi-create-admitter.go``).
 - Across objects (:func:`claim_template_violations`): a VM's claim template must be rendered in its namespace, every
   ``gpus[].requestName`` must be a request of it, and each such request must ask for exactly one device (KubeVirt
   v1.9.0 ``pkg/dra/utils.go`` ``resolveDevice``: "KubeVirt only supports exactly one device per request").
@@ -77,6 +80,48 @@ def _dra_gpus(vmi: dict[str, Any], path: str) -> Iterator[Violation]:
         seen.add(pair)
 
 
+_INSTANCETYPE_FIELDS = (
+    ("resources", "requests", "cpu"),
+    ("resources", "limits", "cpu"),
+    ("resources", "requests", "memory"),
+    ("resources", "limits", "memory"),
+    ("cpu", "sockets"),
+    ("cpu", "cores"),
+    ("cpu", "threads"),
+    ("memory", "guest"),
+)
+"""``domain`` fields a VM sized by an instancetype may never set (KubeVirt v1.9.0 ``validateCPU``/
+``validateMemory`` in ``pkg/instancetype/apply``: "VM field(s) ... conflicts with selected instance type")."""
+
+
+def _instancetype_conflicts(spec: dict[str, Any]) -> Iterator[Violation]:
+    if not spec.get("instancetype"):
+        return
+    domain = ((spec.get("template") or {}).get("spec") or {}).get("domain") or {}
+    for path in _INSTANCETYPE_FIELDS:
+        node: Any = domain
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            yield Violation(
+                "spec.template.spec.domain." + ".".join(path), "conflicts with the instancetype the VM names"
+            )
+
+
+def _secure_boot(spec: dict[str, Any]) -> Iterator[Violation]:
+    """KubeVirt v1.9.0 refuses EFI Secure Boot (the default of ``efi``) without SMM (``validateDomainSpec`` in
+    ``pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go``)."""
+    domain = ((spec.get("template") or {}).get("spec") or {}).get("domain") or {}
+    efi = ((domain.get("firmware") or {}).get("bootloader") or {}).get("efi")
+    smm = (domain.get("features") or {}).get("smm")
+    secure = efi is not None and efi.get("secureBoot", True)
+    if secure and not (smm is not None and smm.get("enabled", True)):
+        yield Violation(
+            "spec.template.spec.domain.firmware.bootloader.efi",
+            "has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled",
+        )
+
+
 def admission_violations(obj: dict[str, Any]) -> Iterator[Violation]:
     """Webhook-only rules that ``obj`` breaks."""
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
@@ -87,6 +132,8 @@ def admission_violations(obj: dict[str, Any]) -> Iterator[Violation]:
         for index, template in enumerate(spec.get("dataVolumeTemplates") or []):
             yield from _data_volume_spec(template.get("spec") or {}, f"spec.dataVolumeTemplates[{index}].spec")
         yield from _dra_gpus((spec.get("template") or {}).get("spec") or {}, "spec.template.spec")
+        yield from _instancetype_conflicts(spec)
+        yield from _secure_boot(spec)
 
 
 def claim_template_violations(objects: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], Violation]]:
