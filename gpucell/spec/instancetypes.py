@@ -5,8 +5,9 @@ A cell defines cluster-wide ones (``kubevirt.instancetypes``/``kubevirt.preferen
 (``tenants.<t>.instancetypes``/``preferences``, ``VirtualMachineInstancetype``/``VirtualMachinePreference`` in its
 namespace), and KubeVirt's common ones (``u1.large``, ``windows.11``) are there too
 (:mod:`gpucell.common_instancetypes`). A VM names one (``instancetype: {name, kind}``, KubeVirt's
-``spec.instancetype`` matcher) instead of its own ``cpu`` and ``memoryGib``. Shapes follow KubeVirt v1.9.0's ``instancetype.kubevirt.io/v1beta1`` (``api/openapi-spec/swagger.json``:
-``v1beta1.VirtualMachineInstancetypeSpec``, ``v1beta1.VirtualMachinePreferenceSpec``, ``v1.InstancetypeMatcher``).
+``spec.instancetype`` matcher) instead of its own ``cpu`` and ``memoryGib``. Shapes follow KubeVirt v1.9.0's
+``instancetype.kubevirt.io/v1beta1`` (``api/openapi-spec/swagger.json``: ``v1beta1.VirtualMachineInstancetypeSpec``,
+``v1beta1.VirtualMachinePreferenceSpec``, ``v1.InstancetypeMatcher``).
 """
 
 from __future__ import annotations
