@@ -71,7 +71,7 @@ def shaped_vm(cell: CellSpec, tenant: TenantSpec, name: str, vm: GpuVirtualMachi
     """:func:`gpucell.vm_shape.resolve_vm` of VM ``name``; raises :class:`SpecError` (path relative to the tenant)
     when its instancetype or preference cannot be resolved."""
     try:
-        return resolve_vm(cell, tenant, vm)
+        return resolve_vm(cell.kubevirt, cell.versions.kubevirt, tenant, vm)
     except ShapeError as exc:
         raise SpecError(("virtualMachines", name, *exc.rel_path), exc.message) from None
 
@@ -481,7 +481,9 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if pool is None or pool not in tenant_pools(lb, tenant):
                 continue  # refused by the traffic rules
             try:
-                pools = place_vm(name, resolve_vm(cell, spec, vm).spec, cell.node_pools, offers).pools
+                pools = place_vm(
+                    name, resolve_vm(cell.kubevirt, cell.versions.kubevirt, spec, vm).spec, cell.node_pools, offers
+                ).pools
             except (PlacementError, ShapeError):
                 continue
             silent = [p for p in pools if p not in announcer.node_pools]

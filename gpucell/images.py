@@ -34,15 +34,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
-from pulumi_kubernetes.core.v1 import ConfigMap, Namespace
+from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, Secret
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
+from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.spec.images import CatalogImageSpec, ImageCatalogSpec, data_source_name
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.vm_rules import catalog_tenants
-from gpucell.workloads._common import opaque_secret
-from gpucell.workloads.virtual_machine import CA_BUNDLE_KEY, import_secret_data, import_source
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
@@ -241,7 +240,7 @@ def image_catalog_args(cell: CellSpec, catalog: str, credentials: Mapping[str, p
     Kubernetes minor and removal policy, and the credentials its images name."""
     spec = cell.image_catalogs[catalog]
     tenants: dict[str, list[str]] = {}
-    for tenant in catalog_tenants(cell, catalog):
+    for tenant in catalog_tenants(cell.vm_platform, catalog):
         groups = cell.tenants[tenant].groups
         names = [*groups.admins, *groups.members]
         tenants[tenant] = [cell.oidc.group(g) if cell.oidc else g for g in names]

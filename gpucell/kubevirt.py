@@ -174,7 +174,7 @@ def _needs_state_storage(cell: CellSpec) -> bool:
     """True when a VM of the cell keeps persistent EFI NVRAM or TPM state (its own ``efi``/``tpm`` or its
     preference's)."""
     return any(
-        resolve_vm(cell, tenant, vm).needs_state_storage
+        resolve_vm(cell.kubevirt, cell.versions.kubevirt, tenant, vm).needs_state_storage
         for tenant in cell.tenants.values()
         for vm in tenant.virtual_machines.values()
     )
@@ -208,7 +208,7 @@ def vm_platform_configuration(cell: CellSpec) -> dict[str, Any]:
     """
     return {
         "commonInstancetypesDeployment": {"enabled": cell.kubevirt.common_instancetypes},
-        "vmStateStorageClass": state_storage_class(cell),
+        "vmStateStorageClass": state_storage_class(cell.vm_platform),
     }
 
 

@@ -8,7 +8,8 @@ yields one :class:`~gpucell.errors.SpecError` per problem, with a key path below
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpucell.common_instancetypes import common_instancetypes, common_preferences
@@ -21,26 +22,48 @@ from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
 from gpucell.vm_shape import ShapeError, resolve_vm
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from gpucell.spec.images import ImageCatalogSpec
+    from gpucell.spec.kubevirt import KubeVirtSpec
     from gpucell.spec.tenancy import TenantSpec
     from gpucell.spec.workloads import GpuVirtualMachineSpec, VmDisk
 
-__all__ = ["catalog_tenants", "check_vm_platform", "image_classes", "state_storage_class"]
+__all__ = ["VmPlatform", "catalog_tenants", "check_vm_platform", "image_classes", "state_storage_class"]
+
+
+@dataclass(frozen=True)
+class VmPlatform:
+    """What the VM platform rules read of a cell (``CellSpec.vm_platform`` builds it)."""
+
+    kubevirt: KubeVirtSpec
+    """The cell's ``kubevirt`` section."""
+    kubevirt_version: str
+    """``versions.kubevirt``."""
+    storage_classes: Sequence[str]
+    """The StorageClasses the cell has (``storage.classes``)."""
+    default_class: str
+    """The cell's default StorageClass (its storage backend's)."""
+    image_catalogs: Mapping[str, ImageCatalogSpec]
+    """``imageCatalogs``."""
+    image_namespaces: Sequence[str]
+    """``imageNamespaces``."""
+    tenants: Mapping[str, TenantSpec]
+    """``tenants``."""
+
 
 _STATE = "kubevirt.vmStateStorageClass"
 
 
-def state_storage_class(cell: CellSpec) -> str:
+def state_storage_class(cell: VmPlatform) -> str:
     """The StorageClass of KubeVirt's VM state PVCs: ``kubevirt.vmStateStorageClass``, else the cell's default."""
-    return cell.kubevirt.vm_state_storage_class or cell.storage.backend.value
+    return cell.kubevirt.vm_state_storage_class or cell.default_class
 
 
-def image_classes(cell: CellSpec, catalog: str, image: str) -> list[str]:
+def image_classes(cell: VmPlatform, catalog: str, image: str) -> list[str]:
     """The StorageClasses ``catalog``'s ``image`` is imported into: its ``storageClasses``, else the default class."""
-    return cell.image_catalogs[catalog].images[image].storage_classes or [cell.storage.backend.value]
+    return cell.image_catalogs[catalog].images[image].storage_classes or [cell.default_class]
 
 
-def catalog_tenants(cell: CellSpec, catalog: str) -> list[str]:
+def catalog_tenants(cell: VmPlatform, catalog: str) -> list[str]:
     """The tenants that may clone ``catalog``'s images: its ``tenants``, else every tenant of the region."""
     listed = cell.image_catalogs[catalog].tenants
     return list(cell.tenants) if listed is None else list(listed)
@@ -64,9 +87,9 @@ def _instancetype_gpus(where: tuple[str | int, ...], spec: InstancetypeSpec) -> 
         )
 
 
-def _check_definitions(cell: CellSpec) -> Iterator[SpecError]:
-    common = common_instancetypes(cell.versions.kubevirt) or {} if cell.kubevirt.common_instancetypes else {}
-    preferences = common_preferences(cell.versions.kubevirt) or {} if cell.kubevirt.common_instancetypes else {}
+def _check_definitions(cell: VmPlatform) -> Iterator[SpecError]:
+    common = common_instancetypes(cell.kubevirt_version) or {} if cell.kubevirt.common_instancetypes else {}
+    preferences = common_preferences(cell.kubevirt_version) or {} if cell.kubevirt.common_instancetypes else {}
     for kind, defined, deployed in (
         ("instancetypes", cell.kubevirt.instancetypes, common),
         ("preferences", cell.kubevirt.preferences, preferences),
@@ -85,7 +108,7 @@ def _check_definitions(cell: CellSpec) -> Iterator[SpecError]:
             yield from _instancetype_gpus(("tenants", tenant_name, "instancetypes", name), spec)
 
 
-def _check_catalogs(cell: CellSpec) -> Iterator[SpecError]:
+def _check_catalogs(cell: VmPlatform) -> Iterator[SpecError]:
     for namespace, catalog in cell.image_catalogs.items():
         where = ("imageCatalogs", namespace)
         why = None
@@ -106,10 +129,10 @@ def _check_catalogs(cell: CellSpec) -> Iterator[SpecError]:
                 )
         for image, spec in catalog.images.items():
             for index, storage_class in enumerate(spec.storage_classes):
-                if storage_class not in cell.storage.classes:
+                if storage_class not in cell.storage_classes:
                     yield SpecError(
                         (*where, "images", image, "storageClasses", index),
-                        f"{shown(storage_class)} is not a StorageClass of the cell ({', '.join(cell.storage.classes)})",
+                        f"{shown(storage_class)} is not a StorageClass of the cell ({', '.join(cell.storage_classes)})",
                     )
             for storage_class in image_classes(cell, namespace, image):
                 name = data_source_name(image, storage_class)
@@ -126,7 +149,7 @@ def _disk_key(index: int) -> tuple[str | int, ...]:
 
 
 def _check_image_disk(
-    cell: CellSpec, tenant_name: str, where: tuple[str | int, ...], disk: VmDisk
+    cell: VmPlatform, tenant_name: str, where: tuple[str | int, ...], disk: VmDisk
 ) -> Iterator[SpecError]:
     image_ref = disk.source.image
     if image_ref is None:
@@ -154,7 +177,7 @@ def _check_image_disk(
             f"lists {', '.join(allowed)}; add {tenant_name} there, or import the image for this tenant",
         )
         return
-    storage_class = disk.storage_class or cell.storage.backend.value
+    storage_class = disk.storage_class or cell.default_class
     classes = image_classes(cell, catalog, image)
     if storage_class not in classes:
         yield SpecError(
@@ -183,28 +206,28 @@ def _check_user_data(where: tuple[str | int, ...], vm: GpuVirtualMachineSpec) ->
 
 
 def _check_vm(
-    cell: CellSpec, tenant_name: str, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec
+    cell: VmPlatform, tenant_name: str, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec
 ) -> Iterator[SpecError]:
     where: tuple[str | int, ...] = ("tenants", tenant_name, "virtualMachines", name)
     try:
-        shape = resolve_vm(cell, tenant, vm)
+        shape = resolve_vm(cell.kubevirt, cell.kubevirt_version, tenant, vm)
     except ShapeError as exc:
         yield SpecError((*where, *exc.rel_path), exc.message)
         return
     for index, disk in enumerate(vm.disks):
         yield from _check_image_disk(cell, tenant_name, (*where, *_disk_key(index)), disk)
     yield from _check_user_data(where, vm)
-    if shape.needs_state_storage and state_storage_class(cell) not in cell.storage.classes:
+    if shape.needs_state_storage and state_storage_class(cell) not in cell.storage_classes:
         what = "efi" if shape.efi is not None and shape.efi.persistent else "tpm"
         yield SpecError(
             (*where, what, "persistent") if getattr(vm, what) is not None else (*where, "preference"),
             f"keeps {'EFI NVRAM' if what == 'efi' else 'TPM state'} in a PVC of StorageClass "
             f"{shown(state_storage_class(cell))} ({_STATE}), which the cell does not have; "
-            f"name one of {', '.join(cell.storage.classes)} there",
+            f"name one of {', '.join(cell.storage_classes)} there",
         )
 
 
-def check_vm_platform(cell: CellSpec) -> Iterator[SpecError]:
+def check_vm_platform(cell: VmPlatform) -> Iterator[SpecError]:
     """Every problem of the cell's instancetypes, preferences, image catalogs and VM state storage, and of each VM's
     instancetype, preference, catalog images and user data (paths below the region)."""
     yield from _check_definitions(cell)
@@ -217,9 +240,9 @@ def check_vm_platform(cell: CellSpec) -> Iterator[SpecError]:
     ]
     yield from vm_problems
     state = cell.kubevirt.vm_state_storage_class
-    if state is not None and state not in cell.storage.classes and not any(_STATE in p.message for p in vm_problems):
+    if state is not None and state not in cell.storage_classes and not any(_STATE in p.message for p in vm_problems):
         yield SpecError(
             ("kubevirt", "vmStateStorageClass"),
-            f"{shown(state)} is not a StorageClass of the cell ({', '.join(cell.storage.classes)}): KubeVirt's VM "
+            f"{shown(state)} is not a StorageClass of the cell ({', '.join(cell.storage_classes)}): KubeVirt's VM "
             "state PVCs would never bind; name one, or list a class installed outside gpucell in storage.otherClasses",
         )

@@ -28,7 +28,7 @@ from gpucell.spec.instancetypes import InstancetypeKind, InstancetypeSpec, Prefe
 from gpucell.spec.workloads import CpuTopology, GpuVirtualMachineSpec
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from gpucell.spec.kubevirt import KubeVirtSpec
     from gpucell.spec.tenancy import TenantSpec
 
 __all__ = ["ShapeError", "VmShape", "resolve_vm"]
@@ -68,9 +68,9 @@ class VmShape:
         return bool((self.efi is not None and self.efi.persistent) or (self.tpm is not None and self.tpm.persistent))
 
 
-def _common_scope(cell: CellSpec) -> str:
-    bundle = COMMON_BUNDLE_VERSIONS.get(_minor(cell.versions.kubevirt))
-    return f"KubeVirt {cell.versions.kubevirt}'s common ones (common-instancetypes {bundle})" if bundle else ""
+def _common_scope(version: str) -> str:
+    bundle = COMMON_BUNDLE_VERSIONS.get(_minor(version))
+    return f"KubeVirt {version}'s common ones (common-instancetypes {bundle})" if bundle else ""
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -79,7 +79,7 @@ def _minor(version: str) -> tuple[int, int]:
 
 
 def _find_instancetype(
-    cell: CellSpec, tenant: TenantSpec, vm: GpuVirtualMachineSpec
+    platform: KubeVirtSpec, version: str, tenant: TenantSpec, vm: GpuVirtualMachineSpec
 ) -> InstancetypeSpec | CommonInstancetype:
     ref = vm.instancetype
     assert ref is not None
@@ -92,10 +92,10 @@ def _find_instancetype(
                 f"{', '.join(tenant.instancetypes) or 'none'}",
             )
         return own
-    defined = cell.kubevirt.instancetypes.get(ref.name)
+    defined = platform.instancetypes.get(ref.name)
     if defined is not None:
         return defined
-    common = common_instancetypes(cell.versions.kubevirt) if cell.kubevirt.common_instancetypes else None
+    common = common_instancetypes(version) if platform.common_instancetypes else None
     if common is not None and ref.name in common:
         found = common[ref.name]
         if found.realtime:
@@ -105,14 +105,16 @@ def _find_instancetype(
                 "(isolated CPUs, a real-time kernel) that gpucell does not set up; use a cx1 or n1 instancetype",
             )
         return found
-    raise ShapeError(("instancetype", "name"), _unknown(ref.name, "instancetype", cell, tenant.instancetypes))
+    raise ShapeError(
+        ("instancetype", "name"), _unknown(ref.name, "instancetype", platform, version, tenant.instancetypes)
+    )
 
 
-def _unknown(name: str, what: str, cell: CellSpec, own: Mapping[str, object]) -> str:
-    defined = list(cell.kubevirt.instancetypes if what == "instancetype" else cell.kubevirt.preferences)
-    scope = _common_scope(cell) if cell.kubevirt.common_instancetypes else ""
+def _unknown(name: str, what: str, platform: KubeVirtSpec, version: str, own: Mapping[str, object]) -> str:
+    defined = list(platform.instancetypes if what == "instancetype" else platform.preferences)
+    scope = _common_scope(version) if platform.common_instancetypes else ""
     accepted = f"kubevirt.{what}s ({', '.join(defined) or 'none'})" + (f" or {scope}" if scope else "")
-    if not scope and cell.kubevirt.common_instancetypes:
+    if not scope and platform.common_instancetypes:
         accepted += f" (gpucell knows KubeVirt's common {what}s for KubeVirt v1.9 only)"
     line = f"{shown(name)} is not a cluster {what} of the cell; name one of {accepted}"
     if name in own:
@@ -122,7 +124,7 @@ def _unknown(name: str, what: str, cell: CellSpec, own: Mapping[str, object]) ->
 
 
 def _find_preference(
-    cell: CellSpec, tenant: TenantSpec, vm: GpuVirtualMachineSpec
+    platform: KubeVirtSpec, version: str, tenant: TenantSpec, vm: GpuVirtualMachineSpec
 ) -> PreferenceSpec | CommonPreference | None:
     ref = vm.preference
     if ref is None:
@@ -136,10 +138,10 @@ def _find_preference(
                 f"{', '.join(tenant.preferences) or 'none'}",
             )
         return own
-    defined = cell.kubevirt.preferences.get(ref.name)
+    defined = platform.preferences.get(ref.name)
     if defined is not None:
         return defined
-    common = common_preferences(cell.versions.kubevirt) if cell.kubevirt.common_instancetypes else None
+    common = common_preferences(version) if platform.common_instancetypes else None
     if common is not None and ref.name in common:
         found = common[ref.name]
         if found.architecture is not None:
@@ -149,7 +151,7 @@ def _find_preference(
                 f"{ref.name.rsplit('.', 1)[0]}",
             )
         return found
-    raise ShapeError(("preference", "name"), _unknown(ref.name, "preference", cell, tenant.preferences))
+    raise ShapeError(("preference", "name"), _unknown(ref.name, "preference", platform, version, tenant.preferences))
 
 
 def _preference_firmware(preference: PreferenceSpec | CommonPreference | None) -> tuple[EfiSpec | None, TpmSpec | None]:
@@ -182,19 +184,20 @@ def _sized(
     return vm.model_copy(update=update), bool(gpus)
 
 
-def resolve_vm(cell: CellSpec, tenant: TenantSpec, vm: GpuVirtualMachineSpec) -> VmShape:
-    """``vm`` of ``tenant`` in ``cell`` with its instancetype and preference resolved (see the module doc).
+def resolve_vm(platform: KubeVirtSpec, kubevirt_version: str, tenant: TenantSpec, vm: GpuVirtualMachineSpec) -> VmShape:
+    """``vm`` of ``tenant`` with its instancetype and preference resolved (see the module doc), against the cell's
+    ``kubevirt`` section (``platform``) and its pinned KubeVirt (``kubevirt_version``: its common ones).
 
     Raises :class:`ShapeError` (key below the VM) when the instancetype or preference is not defined where its
     ``kind`` says (naming what is, and the tenant's own of that name when ``kind`` is the cluster one), is a real-time
     or non-amd64 common one, when the VM declares GPUs and its instancetype has them too, or when the preference's
     ``requirements`` (vCPUs, memory) exceed the VM's size.
     """
-    preference = _find_preference(cell, tenant, vm)
+    preference = _find_preference(platform, kubevirt_version, tenant, vm)
     pref_efi, pref_tpm = _preference_firmware(preference)
     spec, from_instancetype, emulator = vm, False, 0
     if vm.instancetype is not None:
-        instancetype = _find_instancetype(cell, tenant, vm)
+        instancetype = _find_instancetype(platform, kubevirt_version, tenant, vm)
         if vm.gpus and getattr(instancetype, "gpus", 0):
             raise ShapeError(
                 ("gpus",),

@@ -29,7 +29,7 @@ from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
-from gpucell.vm_rules import check_vm_platform
+from gpucell.vm_rules import VmPlatform, check_vm_platform
 
 __all__ = [
     "CdiSpec",
@@ -445,6 +445,19 @@ class CellSpec(SpecModel):
         return str(self.servers[0][1].address)
 
     @property
+    def vm_platform(self) -> VmPlatform:
+        """What the VM platform rules read (:mod:`gpucell.vm_rules`): instancetypes, catalogs, classes, tenants."""
+        return VmPlatform(
+            kubevirt=self.kubevirt,
+            kubevirt_version=self.versions.kubevirt,
+            storage_classes=self.storage.classes,
+            default_class=self.storage.backend.value,
+            image_catalogs=self.image_catalogs,
+            image_namespaces=self.image_namespaces,
+            tenants=self.tenants,
+        )
+
+    @property
     def effective_mig_strategy(self) -> MigStrategy:
         """``gpuOperator.migStrategy``, or ``mixed`` when any pool uses MIG and ``single`` otherwise."""
         if self.gpu_operator.mig_strategy is not None:
@@ -685,7 +698,7 @@ class CellSpec(SpecModel):
         yield from check_tenants(self)
 
     def _check_vm_platform(self) -> Iterator[SpecError]:
-        yield from check_vm_platform(self)
+        yield from check_vm_platform(self.vm_platform)
 
 
 _CELL_RULES = (

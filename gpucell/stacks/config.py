@@ -7,12 +7,12 @@ from typing import Any
 
 import pulumi
 
+from gpucell.disk_import import import_secret_data
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError, join_path
 from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, secret_user_data
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
-from gpucell.workloads.virtual_machine import import_secret_data
 
 __all__ = ["PROJECT", "StackConfig", "load_stack_config"]
 

@@ -46,6 +46,7 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Service
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
 from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.placement import Placement
@@ -59,7 +60,7 @@ from gpucell.spec.cloud_init import (
     render_cloud_config,
     secret_user_data,
 )
-from gpucell.spec.images import ImportSource, data_source_name
+from gpucell.spec.images import data_source_name
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
@@ -88,9 +89,7 @@ if TYPE_CHECKING:
     from gpucell.tenancy import Tenant
 
 __all__ = [
-    "CA_BUNDLE_KEY",
     "CLOUD_INIT_KEY",
-    "IMPORT_SECRET_KEYS",
     "NETWORK_DATA_KEY",
     "NVLINK_DISABLE_OPTION",
     "NVLINK_MODPROBE_PATH",
@@ -105,9 +104,7 @@ __all__ = [
     "data_volume_name",
     "data_volume_template",
     "import_ca_name",
-    "import_secret_data",
     "import_secret_name",
-    "import_source",
     "ssh_policy_manifest",
     "ssh_service_manifest",
     "virtual_machine_manifest",
@@ -126,13 +123,6 @@ NETWORK_DATA_KEY = "networkdata"
 _ROOT = "root"
 _CLOUD_INIT_DISK = "cloudinitdisk"
 _POD_NETWORK = "default"
-
-
-IMPORT_SECRET_KEYS = ("accessKeyId", "secretKey")
-"""Keys of a CDI import ``secretRef`` Secret: the user and password of the registry or HTTP server (CDI v1.66.0
-``v1beta1.DataVolumeSourceHTTP.secretRef``; ``doc/image-from-registry.md``)."""
-CA_BUNDLE_KEY = "ca.pem"
-"""Key of the CA bundle in a CDI ``certConfigMap`` (the importer reads every key of it as a PEM file)."""
 
 
 @dataclass(frozen=True)
@@ -177,18 +167,6 @@ def import_secret_name(vm: str, index: int) -> str:
 def import_ca_name(vm: str, index: int) -> str:
     """Name of disk ``index``'s import CA ConfigMap: ``<vm>-root-import-ca``..."""
     return f"{data_volume_name(vm, index)}-import-ca"
-
-
-def import_source(source: ImportSource, secret: str, ca: str) -> dict[str, Any]:
-    """The CDI ``source`` of a registry or HTTP import: ``{registry: {url}}`` or ``{http: {url}}``, with
-    ``secretRef: secret`` when the source has credentials and ``certConfigMap: ca`` when it has a CA bundle."""
-    kind, url = ("registry", source.registry) if source.registry else ("http", source.http)
-    rendered: dict[str, Any] = {"url": url}
-    if source.credentials_config_key is not None:
-        rendered["secretRef"] = secret
-    if source.ca_bundle is not None:
-        rendered["certConfigMap"] = ca
-    return {kind: rendered}
 
 
 def data_volume_template(
@@ -527,7 +505,7 @@ class GpuVirtualMachine(CellComponent):
         after += _catalogs_used(cell, spec)
         # Render everything first: a spec that cannot render raises before any resource is registered.
         try:
-            shape = resolve_vm(cell.spec, tenant.spec, spec)
+            shape = resolve_vm(cell.spec.kubevirt, cell.spec.versions.kubevirt, tenant.spec, spec)
         except ShapeError as exc:
             raise ValueError(f"VM {vm!r}: {'.'.join(exc.rel_path)}: {exc.message}") from None
         self.placement = vm_placement(vm, shape.spec, cell.spec)
@@ -613,15 +591,6 @@ class GpuVirtualMachine(CellComponent):
                     )
                 )
         return made
-
-
-def import_secret_data(credentials: str) -> dict[str, str]:
-    """A CDI import Secret's data from ``<user>:<password>`` (split at the first ``:``): ``accessKeyId`` and
-    ``secretKey``. Raises ``ValueError`` naming the format (never the value) otherwise."""
-    user, sep, password = credentials.partition(":")
-    if not (sep and user and password):
-        raise ValueError("import credentials are not '<user>:<password>'")
-    return dict(zip(IMPORT_SECRET_KEYS, (user, password), strict=True))
 
 
 def cloud_init_data(
