@@ -193,10 +193,15 @@ class ImageCatalog(CellComponent):
         for image_name, image in args.spec.images.items():
             key = image.source.credentials_config_key
             if key is not None:
-                data = pulumi.Output.from_input(args.credentials[key]).apply(import_secret_data)
-                meta = _meta(catalog, f"{image_name}-import")
+                data = pulumi.Output.secret(args.credentials[key]).apply(import_secret_data)
                 inside.append(
-                    opaque_secret(f"{name}-{image_name}-import", meta, data, self.child(depends_on=inside[:1]))
+                    Secret(
+                        f"{name}-{image_name}-import",
+                        metadata=cast("ObjectMetaArgsDict", _meta(catalog, f"{image_name}-import")),
+                        type="Opaque",
+                        string_data=data,
+                        opts=self.child(depends_on=inside[:1]),
+                    )
                 )
             if image.source.ca_bundle is not None:
                 inside.append(
