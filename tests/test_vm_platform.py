@@ -1,0 +1,688 @@
+"""The VM platform of issue 22: a VM's own cloud-init merged with gpucell's, instancetypes and preferences (the cell's,
+a tenant's, KubeVirt's common ones), image catalogs, blank disks, import credentials, virtio-rng, EFI and TPM; the
+exact lines bad input gets, what is rendered, and what the checks and the diff say about it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.runtime.mocks import MockResourceArgs
+
+from gpucell.cdi import storage_profile_spec
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.common_instancetypes import common_instancetypes, common_preferences
+from gpucell.disruption import Change, compare, fingerprint
+from gpucell.errors import ConfigError
+from gpucell.images import catalog_objects, clone_rbac
+from gpucell.instancetypes import instancetype_manifest, preference_manifest
+from gpucell.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
+from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec.cloud_init import (
+    PLAN_STAND_IN_PREFIX,
+    GpucellUserData,
+    UserDataError,
+    merge_user_data,
+    parse_cloud_config,
+    secret_user_data,
+)
+from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec
+from gpucell.spec.workloads import GpuVirtualMachineSpec
+from gpucell.stacks.conformance.admission import admission_violations
+from gpucell.stacks.conformance.cloud_init import CLOUD_CONFIG_SCHEMA, NETWORK_CONFIG_SCHEMAS, cloud_init_report
+from gpucell.stacks.conformance.run import check_region
+from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
+from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
+from gpucell.stacks.plan import PLACEHOLDER_PREFIX
+from gpucell.stacks.plan_diff import diff_plans
+from gpucell.tenancy import Tenant, TenantArgs, namespace_labels
+from gpucell.vm_shape import resolve_vm
+from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
+from gpucell.workloads._common import vm_placement
+from gpucell.workloads.virtual_machine import cloud_config, cloud_init_data, virtual_machine_manifest
+from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucell alice@example.net"
+UBUNTU = "docker://quay.io/containerdisks/ubuntu:24.04"
+VM_BASE = "regions.lab.tenants.acme.virtualMachines.vm"
+KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
+CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQx\n-----END CERTIFICATE-----\n"
+
+
+def region(vm: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """The minimal region with an L40S vGPU pool, a catalog ``os-images`` (one registry image), tenants acme and
+    globex, and ``vm`` (a VM spec in config form) as acme's VM ``vm``; ``extra`` keys are merged into the region."""
+    config = minimal_cell_config()
+    config["nodePools"]["l40s-vgpu"] = {
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L40S-24Q",
+        "hosts": [{"name": "l40s-v-1", "address": "10.20.0.61"}],
+    }
+    config["gpuOperator"] = {"vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02"}}
+    config["imageCatalogs"] = {
+        "os-images": {"images": {"ubuntu-2404": {"source": {"registry": UBUNTU}, "sizeGib": 20}}}
+    }
+    quota = {"cpuMillicores": 64000, "memoryGib": 256, "storageGib": 2000, "gpus": {"nvidia.com/NVIDIA_L40S-24Q": 2}}
+    tenants: dict[str, Any] = {"acme": {"quota": quota, "egress": "internet"}, "globex": {"quota": quota}}
+    if vm is not None:
+        tenants["acme"]["virtualMachines"] = {"vm": vm}
+    config["tenants"] = tenants
+    for key, value in extra.items():
+        config[key] = value if not isinstance(value, dict) else {**config.get(key, {}), **value}
+    return config
+
+
+def vm(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"memoryGib": 8, "rootDisk": {"source": {"image": "os-images/ubuntu-2404"}, "sizeGib": 30}}
+    base["sshKeys"] = [KEY]
+    return {**base, **fields}
+
+
+def problems(config: dict[str, Any]) -> list[str]:
+    try:
+        StackSpec.model_validate({"regions": {"lab": config}})
+    except ConfigError as exc:
+        return exc.lines
+    return []
+
+
+def spec(config: dict[str, Any]) -> CellSpec:
+    return StackSpec.model_validate({"regions": {"lab": config}}).regions["lab"]
+
+
+# -- 1. cloud-init of the user's, merged ---------------------------------------------------------------------------
+
+
+def test_user_data_keeps_its_keys_and_gains_gpucells_user_and_logins_off() -> None:
+    user_data = "#cloud-config\npackages: [nvtop]\nusers: [default]\nruncmd:\n- [touch, /done]\n"
+    merged = merge_user_data(parse_cloud_config(user_data), GpucellUserData("ubuntu", [KEY]), where="vm")
+    assert list(merged) == ["packages", "users", "runcmd", "ssh_pwauth", "disable_root"]
+    assert merged["users"] == [
+        "default",
+        {
+            "name": "ubuntu",
+            "lock_passwd": True,
+            "shell": "/bin/bash",
+            "sudo": "ALL=(ALL) NOPASSWD:ALL",
+            "ssh_authorized_keys": [KEY],
+        },
+    ]
+    assert (merged["ssh_pwauth"], merged["disable_root"]) == (False, True)
+
+
+def test_without_user_data_the_cloud_config_is_gpucells_own_byte_for_byte() -> None:
+    # The cloud-init Secrets of VMs deployed before own user data existed must not change (a changed Secret is
+    # replaced): the same keys in the same order as before.
+    text = cloud_config(GpuVirtualMachineSpec.model_validate(vm(user="ubuntu")), nvlink_disabled=True)
+    assert text.startswith("#cloud-config\nusers:\n- name: ubuntu\n  lock_passwd: true\n")
+    assert list(yaml.safe_load(text)) == ["users", "ssh_pwauth", "disable_root", "write_files"]
+    assert yaml.safe_load(text)["write_files"][0]["path"] == "/etc/modprobe.d/gpucell-nvlink.conf"
+
+
+def test_a_user_without_keys_gets_no_empty_key_list() -> None:
+    # cloud-init's schema wants at least one key in ssh_authorized_keys (minItems: 1)
+    assert "ssh_authorized_keys" not in GpucellUserData("ubuntu", []).user_entry()
+
+
+def test_user_data_that_is_not_cloud_config_is_one_line() -> None:
+    assert problems(region(vm(cloudInit={"userData": "#!/bin/bash\necho hi\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData: is a shell script, not cloud-config; gpucell merges its users and SSH keys "
+        "into cloud-config user data only; write it as #cloud-config (a script goes under runcmd)"
+    ]
+    assert problems(region(vm(cloudInit={"userData": "packages: [nvtop]\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData: is not cloud-config: its first line must be #cloud-config (it is "
+        "'packages: [nvtop]')"
+    ]
+    assert problems(region(vm(cloudInit={"userData": "#cloud-config\n- a\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData: is not cloud-config: a YAML mapping of cloud-init modules, not a list"
+    ]
+    assert problems(region(vm(cloudInit={"userData": "#cloud-config\na: &x [1]\nb: *x\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData: holds a YAML alias (line 3); write the value out"
+    ]
+
+
+def test_a_conflict_with_gpucells_parts_names_both_keys() -> None:
+    assert problems(region(vm(user="ubuntu", cloudInit={"userData": "#cloud-config\nusers: [{name: ubuntu}]\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData.users[0].name: names the VM's own user 'ubuntu' (virtualMachines.vm.user), "
+        "whom gpucell creates with virtualMachines.vm.sshKeys; drop the entry, or set virtualMachines.vm.user to "
+        "another name"
+    ]
+    assert problems(region(vm(cloudInit={"userData": "#cloud-config\nssh_pwauth: true\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData.ssh_pwauth: conflicts with gpucell's ssh_pwauth: false (virtualMachines.vm: "
+        "password and root SSH logins stay off, the VM's user has a locked password and its sshKeys); remove it"
+    ]
+    files = "#cloud-config\nwrite_files: [{path: /etc/modprobe.d/gpucell-nvlink.conf, content: x}]\n"
+    assert problems(region(vm(cloudInit={"userData": files}))) == [
+        f"{VM_BASE}.cloudInit.userData.write_files[0].path: is /etc/modprobe.d/gpucell-nvlink.conf, which gpucell "
+        "writes (virtualMachines.vm: NVLink off for part of an HGX board); use another path"
+    ]
+
+
+def test_user_data_in_a_key_and_a_secret_at_once_is_refused() -> None:
+    both = {"userData": "#cloud-config\n", "userDataConfigKey": "acmeUserData"}
+    assert problems(region(vm(cloudInit=both))) == [
+        f"{VM_BASE}.cloudInit.userDataConfigKey: and userData both give the user data; keep one (the config key for "
+        "secrets)"
+    ]
+
+
+def test_network_data_is_a_network_config_of_version_1_or_2() -> None:
+    assert problems(region(vm(cloudInit={"networkData": "version: 3\n"}))) == [
+        f"{VM_BASE}.cloudInit.networkData.version: 3 is not a cloud-init network config version; use 1 or 2 "
+        "(version 2 is netplan's format)"
+    ]
+    manifest = rendered(vm(cloudInit={"networkData": "version: 2\nethernets: {enp1s0: {dhcp4: true}}\n"}))
+    volume = manifest["spec"]["template"]["spec"]["volumes"][-1]
+    assert volume == {
+        "name": "cloudinitdisk",
+        "cloudInitNoCloud": {"secretRef": {"name": "vm-cloud-init"}, "networkDataSecretRef": {"name": "vm-cloud-init"}},
+    }
+
+
+def test_the_offline_plans_stand_in_for_secret_user_data_is_read_as_empty() -> None:
+    # The plan decrypts nothing; pulumi up, which has the value, checks and merges it.
+    assert PLAN_STAND_IN_PREFIX == PLACEHOLDER_PREFIX
+    assert secret_user_data(f"{PLACEHOLDER_PREFIX}-acmeUserData-0123:{PLACEHOLDER_PREFIX}") == {}
+    with pytest.raises(UserDataError, match="not cloud-config"):
+        secret_user_data("echo hi")
+
+
+# -- 2. instancetypes and preferences ------------------------------------------------------------------------------
+
+
+def rendered(config_vm: dict[str, Any], config: dict[str, Any] | None = None) -> dict[str, Any]:
+    cell_spec = spec(config or region(config_vm))
+    tenant = cell_spec.tenants["acme"]
+    shape = resolve_vm(cell_spec.kubevirt, cell_spec.versions.kubevirt, tenant, tenant.virtual_machines["vm"])
+    placement = vm_placement("vm", shape.spec, cell_spec)
+    return virtual_machine_manifest("acme", "vm", tenant.virtual_machines["vm"], cell_spec, placement, shape=shape)
+
+
+def sized(**fields: Any) -> dict[str, Any]:
+    config_vm = vm(**fields)
+    config_vm.pop("memoryGib")
+    return config_vm
+
+
+def test_a_vm_by_instancetype_sets_no_size_of_its_own_and_names_it_as_kubevirt_does() -> None:
+    types = {"instancetypes": {"vgpu.l40s-24q": {"cpus": 8, "memoryGib": 48, "gpuModel": "L40S", "gpus": 1,
+                                                 "vgpuProfile": "L40S-24Q"}}}  # fmt: skip
+    config = region(sized(instancetype={"name": "vgpu.l40s-24q"}, preference={"name": "ubuntu"}), kubevirt=types)
+    manifest = rendered({}, config)
+    assert manifest["spec"]["instancetype"] == {"kind": "VirtualMachineClusterInstancetype", "name": "vgpu.l40s-24q"}
+    assert manifest["spec"]["preference"] == {"kind": "VirtualMachineClusterPreference", "name": "ubuntu"}
+    domain = manifest["spec"]["template"]["spec"]["domain"]
+    assert "cpu" not in domain and "memory" not in domain and "resources" not in domain
+    assert "gpus" not in domain["devices"]  # the instancetype's
+    # a preference decides the disk bus: none here
+    assert domain["devices"]["disks"][0] == {"name": "root", "disk": {}, "bootOrder": 1}
+    # ... but the VM still lands on the vGPU pool, by the instancetype's GPU
+    terms = manifest["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    expressions = terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert expressions[0] == {"key": "gpucell.io/pool", "operator": "In", "values": ["l40s-vgpu"]}
+    assert instancetype_manifest("vgpu.l40s-24q", spec(config).kubevirt.instancetypes["vgpu.l40s-24q"])["spec"] == {
+        "cpu": {"guest": 8},
+        "memory": {"guest": "48Gi"},
+        "gpus": [{"name": "gpu0", "deviceName": "nvidia.com/NVIDIA_L40S-24Q"}],
+    }
+
+
+def test_a_vm_by_instancetype_may_not_size_itself() -> None:
+    assert problems(region(vm(instancetype={"name": "u1.large"}))) == [
+        f"{VM_BASE}.memoryGib: conflicts with instancetype 'u1.large', which sizes the VM (KubeVirt refuses a VM that "
+        "sets what its instancetype sets); drop it, or name an instancetype with it"
+    ]
+    assert problems(region(sized())) == [f"{VM_BASE}.memoryGib: is required without instancetype (guest memory, GiB)"]
+
+
+def test_unknown_instancetypes_are_one_line_naming_what_is_accepted() -> None:
+    assert problems(region(sized(instancetype={"name": "u1.huge"}))) == [
+        f"{VM_BASE}.instancetype.name: 'u1.huge' is not a cluster instancetype of the cell; name one of "
+        "kubevirt.instancetypes (none) or KubeVirt v1.9.0's common ones (common-instancetypes v1.7.0)"
+    ]
+    config = region(sized(instancetype={"name": "small"}))
+    config["tenants"]["acme"]["instancetypes"] = {"small": {"cpus": 2, "memoryGib": 4}}
+    assert problems(config) == [
+        f"{VM_BASE}.instancetype.name: 'small' is not a cluster instancetype of the cell; name one of "
+        "kubevirt.instancetypes (none) or KubeVirt v1.9.0's common ones (common-instancetypes v1.7.0); the tenant "
+        "has a instancetype of that name: set kind: VirtualMachineInstancetype"
+    ]
+    config["tenants"]["acme"]["virtualMachines"]["vm"]["instancetype"]["kind"] = "VirtualMachineInstancetype"
+    assert problems(config) == []
+    config = region(sized(instancetype={"name": "u1.large"}), kubevirt={"commonInstancetypes": False})
+    assert problems(config) == [
+        f"{VM_BASE}.instancetype.name: 'u1.large' is not a cluster instancetype of the cell; name one of "
+        "kubevirt.instancetypes (none)"
+    ]
+
+
+def test_kubevirts_common_ones_are_the_v1_9_bundle_and_gpucell_refuses_what_it_cannot_serve() -> None:
+    table = common_instancetypes("v1.9.0")
+    assert table is not None and len(table) == 65
+    assert (table["u1.large"].cpus, table["u1.large"].memory_mib) == (2, 8192)
+    assert table["cx1.large"].isolate_emulator_thread and table["cx1.large"].hugepages == "2Mi"
+    assert common_instancetypes("v1.8.4") is None
+    preferences = common_preferences("v1.9.0")
+    assert preferences is not None and len(preferences) == 54
+    assert preferences["windows.11"].persistent_tpm and preferences["windows.11"].min_cpus == 2
+    assert problems(region(sized(instancetype={"name": "rt1.large"}))) == [
+        f"{VM_BASE}.instancetype.name: 'rt1.large' is a real-time instancetype, which needs hosts tuned for real "
+        "time (isolated CPUs, a real-time kernel) that gpucell does not set up; use a cx1 or n1 instancetype"
+    ]
+    assert problems(region(sized(instancetype={"name": "u1.large"}, preference={"name": "rhel.9.arm64"}))) == [
+        f"{VM_BASE}.preference.name: 'rhel.9.arm64' is for arm64 guests; the cell's hosts are amd64: use rhel.9"
+    ]
+    assert problems(region(sized(instancetype={"name": "u1.small"}, preference={"name": "windows.11"}))) == [
+        f"{VM_BASE}.preference.name: 'windows.11' requires at least 2 vCPUs and 4096 MiB of memory (its "
+        "requirements); the VM has 1 vCPUs and 2048 MiB"
+    ]
+    assert problems(region(kubevirt={"instancetypes": {"u1.large": {"cpus": 2, "memoryGib": 8}}})) == [
+        "regions.lab.kubevirt.instancetypes.u1.large: is one of KubeVirt's common instancetypes, which virt-operator "
+        "deploys and owns; both would manage the same object: pick another name, or set "
+        "kubevirt.commonInstancetypes: false"
+    ]
+
+
+def test_admission_and_quota_count_the_instancetypes_sizes() -> None:
+    # cx1.8xlarge: 32 dedicated vCPUs and an isolated emulator thread, 64 GiB of 2Mi hugepages
+    config = region(sized(instancetype={"name": "u1.8xlarge"}))
+    config["tenants"]["acme"]["quota"]["memoryGib"] = 100
+    assert problems(config) == [
+        "regions.lab.tenants.acme.virtualMachines.vm: brings the tenant's declared memory to 128 GiB, "
+        "quota.memoryGib allows 100"
+    ]
+    config = region(sized(instancetype={"name": "cx1.8xlarge"}))
+    assert problems(config) == [
+        f"{VM_BASE}.dedicatedCpus: dedicated CPUs, hugepages or NUMA passthrough need a pool with a topology "
+        "profile, and none of the candidate pools has one"
+    ]
+
+
+def test_gpus_come_from_the_instancetype_or_the_vm_never_both() -> None:
+    types = {"instancetypes": {"vgpu": {"cpus": 4, "memoryGib": 16, "gpuModel": "L40S", "gpus": 1,
+                                        "vgpuProfile": "L40S-24Q"}}}  # fmt: skip
+    config = region(
+        sized(instancetype={"name": "vgpu"}, gpuModel="L40S", vgpuProfile="L40S-24Q", gpus=1), kubevirt=types
+    )
+    assert problems(config) == [
+        f"{VM_BASE}.gpus: conflicts with instancetype 'vgpu', which gives the VM its GPUs (KubeVirt refuses both, "
+        "pkg/instancetype/apply/gpu.go); drop gpuModel and gpus here"
+    ]
+
+
+def test_preferences_render_what_they_prefer() -> None:
+    preference = PreferenceSpec.model_validate(
+        {"cpuTopology": "cores", "diskBus": "sata", "efi": {"persistent": True}, "tpm": {"persistent": True}}
+    )
+    assert preference_manifest("windows-desktop", preference, "tenant-acme")["spec"] == {
+        "cpu": {"preferredCPUTopology": "cores"},
+        "devices": {"preferredDiskBus": "sata", "preferredTPM": {"persistent": True}},
+        "firmware": {"preferredEfi": {"secureBoot": True, "persistent": True}},
+        "features": {"preferredSmm": {}},
+    }
+    assert preference_manifest("p", preference, "tenant-acme")["kind"] == "VirtualMachinePreference"
+    it = InstancetypeSpec(cpus=4, memory_gib=8, dedicated_cpus=True, hugepages="1Gi", numa_passthrough=True)
+    assert instancetype_manifest("pinned", it)["spec"] == {
+        "cpu": {"guest": 4, "dedicatedCPUPlacement": True, "numa": {"guestMappingPassthrough": {}}},
+        "memory": {"guest": "8Gi", "hugepages": {"pageSize": "1Gi"}},
+    }
+
+
+# -- 3. image catalogs, blank disks, import credentials ------------------------------------------------------------
+
+
+def test_a_disk_clones_the_catalog_image_of_its_class_and_a_blank_disk_is_blank() -> None:
+    manifest = rendered(vm(dataDisks=[{"source": {"blank": True}, "sizeGib": 100}]))
+    root, data = manifest["spec"]["dataVolumeTemplates"]
+    assert root["spec"]["sourceRef"] == {
+        "kind": "DataSource",
+        "namespace": "os-images",
+        "name": "ubuntu-2404-local-path",
+    }
+    assert "source" not in root["spec"]
+    assert data["spec"]["source"] == {"blank": {}}
+
+
+def test_registry_and_http_sources_take_credentials_and_a_ca_bundle() -> None:
+    source = {"http": "https://images.acme.example/base.qcow2", "credentialsConfigKey": "acmeImages", "caBundle": CA}
+    manifest = rendered(vm(rootDisk={"source": source, "sizeGib": 30}))
+    assert manifest["spec"]["dataVolumeTemplates"][0]["spec"]["source"] == {
+        "http": {
+            "url": "https://images.acme.example/base.qcow2",
+            "secretRef": "vm-root-import",
+            "certConfigMap": "vm-root-import-ca",
+        }
+    }
+    assert problems(region(vm(rootDisk={"source": {"blank": True, "caBundle": CA}, "sizeGib": 30}))) == [
+        f"{VM_BASE}.rootDisk.source.caBundle: only applies to a registry or http source (CDI imports with it)"
+    ]
+    assert problems(region(vm(rootDisk={"source": {"registry": UBUNTU, "caBundle": "nope"}, "sizeGib": 30}))) == [
+        f"{VM_BASE}.rootDisk.source.caBundle: 'nope' is not PEM certificates: one or more -----BEGIN "
+        "CERTIFICATE----- ... -----END CERTIFICATE----- blocks and nothing else (no private key)"
+    ]
+    assert problems(region(vm(rootDisk={"source": {"blank": True, "image": "os-images/ubuntu-2404"}, "sizeGib": 30})))[
+        0
+    ] == (f"{VM_BASE}.rootDisk.source: give exactly one of registry, http, pvc, image, blank (got image, blank)")
+
+
+def test_a_datasource_no_tenant_may_use_and_other_catalog_mistakes_are_one_line_each() -> None:
+    config = region(vm())
+    config["imageCatalogs"]["os-images"]["tenants"] = ["globex"]
+    assert problems(config) == [
+        f"{VM_BASE}.rootDisk.source.image: 'os-images/ubuntu-2404' is a DataSource tenant acme may not use: "
+        "imageCatalogs.os-images.tenants lists globex; add acme there, or import the image for this tenant"
+    ]
+    config["imageCatalogs"]["os-images"]["tenants"] = []
+    assert problems(config) == [
+        "regions.lab.imageCatalogs.os-images.tenants: [] lets no tenant clone the catalog's images; list tenants, "
+        "or leave tenants out for all"
+    ]
+    assert problems(region(vm(rootDisk={"source": {"image": "os-images/debian"}, "sizeGib": 30}))) == [
+        f"{VM_BASE}.rootDisk.source.image: 'os-images/debian': catalog os-images has no image debian; its images: "
+        "ubuntu-2404"
+    ]
+    assert problems(region(vm(rootDisk={"source": {"image": "os-images/ubuntu-2404"}, "sizeGib": 10}))) == [
+        f"{VM_BASE}.rootDisk.sizeGib: 10 is smaller than image os-images/ubuntu-2404 (20 GiB): a clone is at least "
+        "as large as its source"
+    ]
+    other = region(vm(rootDisk={"source": {"image": "os-images/ubuntu-2404"}, "sizeGib": 30, "storageClass": "nfs"}))
+    other["storage"] = {"otherClasses": ["nfs"]}
+    assert problems(other) == [
+        f"{VM_BASE}.rootDisk.storageClass: 'nfs': image os-images/ubuntu-2404 is imported into local-path only; "
+        "clone it onto one of those, or add nfs to imageCatalogs.os-images.images.ubuntu-2404.storageClasses"
+    ]
+    cron = region()
+    cron["imageCatalogs"] = {"tenant-acme": {"images": {"x": {"source": {"http": "https://a.example/x"}, "sizeGib": 1,
+                                                             "schedule": "0 4 * * *"}}}}  # fmt: skip
+    assert problems(cron) == [
+        "regions.lab.imageCatalogs.tenant-acme.images.x.schedule: only applies to a registry source: CDI's "
+        "DataImportCron polls registry digests; an http image is imported once, and again when its url or sizeGib "
+        "changes"
+    ]
+
+
+def test_catalog_objects_are_a_cron_per_registry_image_and_a_volume_and_source_per_http_image() -> None:
+    catalog = spec(
+        region(
+            imageCatalogs={
+                "os-images": {
+                    "images": {
+                        "ubuntu-2404": {
+                            "source": {"registry": UBUNTU},
+                            "sizeGib": 20,
+                            "storageClasses": ["local-path"],
+                        },
+                        "win": {"source": {"http": "https://images.example/win.qcow2"}, "sizeGib": 60},
+                    },
+                    "tenants": ["acme"],
+                }
+            }
+        )
+    ).image_catalogs["os-images"]
+    cron, volume, source = catalog_objects("os-images", catalog, "local-path")
+    assert cron["kind"] == "DataImportCron"
+    assert cron["spec"] == {
+        "template": {
+            "spec": {
+                "source": {"registry": {"url": UBUNTU}},
+                "storage": {"resources": {"requests": {"storage": "20Gi"}}, "storageClassName": "local-path"},
+            }
+        },
+        "schedule": "0 4 * * *",
+        "managedDataSource": "ubuntu-2404-local-path",
+        "importsToKeep": 3,
+        "garbageCollect": "Outdated",
+        "retentionPolicy": "RetainAll",
+    }
+    assert volume["kind"] == "DataVolume"
+    assert volume["metadata"]["name"].startswith("win-local-path-") and len(volume["metadata"]["name"]) == 23
+    assert volume["metadata"]["annotations"] == {"cdi.kubevirt.io/storage.bind.immediate.requested": "true"}
+    assert source["spec"] == {"source": {"pvc": {"namespace": "os-images", "name": volume["metadata"]["name"]}}}
+    role, binding = clone_rbac("os-images", {"acme": ["oidc:acme-ml"]})
+    assert role["rules"][0] == {
+        "apiGroups": ["cdi.kubevirt.io"],
+        "resources": ["datavolumes/source"],
+        "verbs": ["create"],
+    }
+    assert [s["name"] for s in binding["subjects"]] == ["system:serviceaccounts:tenant-acme", "oidc:acme-ml"]
+
+
+# -- 4. devices and firmware ---------------------------------------------------------------------------------------
+
+
+def test_virtio_rng_is_on_unless_a_vm_says_otherwise() -> None:
+    assert rendered(vm())["spec"]["template"]["spec"]["domain"]["devices"]["rng"] == {}
+    assert "rng" not in rendered(vm(rng=False))["spec"]["template"]["spec"]["domain"]["devices"]
+
+
+def test_efi_with_secure_boot_gets_smm_and_a_persistent_tpm() -> None:
+    domain = rendered(vm(efi={"persistent": True}, tpm={"persistent": True}))["spec"]["template"]["spec"]["domain"]
+    assert domain["firmware"] == {"bootloader": {"efi": {"secureBoot": True, "persistent": True}}}
+    assert domain["features"] == {"smm": {"enabled": True}}
+    assert domain["devices"]["tpm"] == {"persistent": True}
+    plain = rendered(vm(efi={"secureBoot": False}))["spec"]["template"]["spec"]["domain"]
+    assert "features" not in plain
+
+
+def test_an_efi_vm_whose_state_class_the_cell_lacks_is_refused() -> None:
+    config = region(vm(efi={"persistent": True}), kubevirt={"vmStateStorageClass": "fast-block"})
+    assert problems(config) == [
+        f"{VM_BASE}.efi.persistent: keeps EFI NVRAM in a PVC of StorageClass 'fast-block' "
+        "(kubevirt.vmStateStorageClass), which the cell does not have; name one of local-path there"
+    ]
+    assert problems(region(vm(), kubevirt={"vmStateStorageClass": "fast-block"})) == [
+        "regions.lab.kubevirt.vmStateStorageClass: 'fast-block' is not a StorageClass of the cell (local-path): "
+        "KubeVirt's VM state PVCs would never bind; name one, or list a class installed outside gpucell in "
+        "storage.otherClasses"
+    ]
+
+
+def test_the_kubevirt_cr_names_the_state_class_and_the_common_instancetypes() -> None:
+    cell_spec = spec(region(vm(efi={"persistent": True})))
+    configuration = kubevirt_spec(cell_spec)["configuration"]
+    assert configuration["vmStateStorageClass"] == "local-path"
+    assert configuration["commonInstancetypesDeployment"] == {"enabled": True}
+    assert VM_PERSISTENT_STATE_GATE not in feature_gates(cell_spec)  # GA since v1.6
+    older = region(vm(efi={"persistent": True}), versions={"kubevirt": "v1.5.2"})
+    assert VM_PERSISTENT_STATE_GATE in feature_gates(spec(older))
+
+
+def test_longhorns_storage_profile_gets_a_filesystem_set_for_vm_state_after_its_block_one() -> None:
+    class Longhorn:
+        access_modes = ["ReadWriteOnce"]
+        volume_mode = "Block"
+
+    assert storage_profile_spec(Longhorn())["claimPropertySets"] == [  # type: ignore[arg-type]
+        {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"},
+        {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
+    ]
+
+
+def test_tenant_namespaces_make_kubevirts_automatic_memory_limit_the_request() -> None:
+    assert namespace_labels("acme", "1.34")["alpha.kubevirt.io/auto-memory-limits-ratio"] == "1.0"
+
+
+# -- the components under the mock engine --------------------------------------------------------------------------
+
+
+def computed(args: MockResourceArgs) -> dict[str, Any]:
+    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
+        return {"stdout": KUBECONFIG}
+    return {}
+
+
+def deploy(config: dict[str, Any], secrets: dict[str, str] | None = None) -> PlanResult:
+    cell_spec = spec(config)
+
+    def program() -> None:
+        key = pulumi.Output.secret("k")
+        values = {k: pulumi.Output.secret(v) for k, v in (secrets or {}).items()}
+        lab = RegionalCell("lab", RegionalCellArgs(cell=cell_spec, ssh_private_key=key, image_credentials=values))
+        for name, tenant_spec in cell_spec.tenants.items():
+            tenant = Tenant(f"lab-{name}", TenantArgs(name, tenant_spec, lab))
+            for vm_name, vm_spec in tenant_spec.virtual_machines.items():
+                GpuVirtualMachine(
+                    f"lab-{name}-{vm_name}", GpuVirtualMachineArgs(vm_name, vm_spec, tenant, secrets=values)
+                )
+
+    return run_program(program, computed=computed)
+
+
+def test_catalog_crons_are_replaced_never_updated_and_vms_wait_for_the_clone_rbac() -> None:
+    plan = deploy(region(vm()))
+    cron = next(r for r in plan.resources if r.type == "kubernetes:cdi.kubevirt.io/v1beta1:DataImportCron")
+    assert cron.options["replaceOnChanges"] == ["spec"] and cron.options["deleteBeforeReplace"]
+    catalog = next(r for r in plan.resources if r.type == "gpucell:index:ImageCatalog")
+    machine = next(r for r in plan.resources if r.type == "kubernetes:kubevirt.io/v1:VirtualMachine")
+    assert catalog.urn in machine.dependencies or any(
+        r.urn in machine.dependencies for r in plan.resources if r.parent == catalog.urn
+    )
+
+
+def test_secret_user_data_and_import_credentials_stay_secret_and_are_merged() -> None:
+    source = {"registry": UBUNTU, "credentialsConfigKey": "acmePull"}
+    config = region(vm(cloudInit={"userDataConfigKey": "acmeUserData"}, rootDisk={"source": source, "sizeGib": 30}))
+    user_data = "#cloud-config\npackages: [htop]\n"
+    plan = deploy(config, {"acmeUserData": user_data, "acmePull": "robot$acme:tok3n"})
+    secrets = {r.name: r for r in plan.resources if r.type == "kubernetes:core/v1:Secret"}
+    cloud = secrets["lab-acme-vm-cloud-init"]
+    assert cloud.inputs["stringData"] == SECRET
+    merged = yaml.safe_load(cloud.raw_inputs["stringData"]["userdata"])
+    assert merged["packages"] == ["htop"] and merged["users"][0]["ssh_authorized_keys"] == [KEY]
+    pull = secrets["lab-acme-vm-root-import"]
+    assert pull.inputs["stringData"] == SECRET
+    assert pull.raw_inputs["stringData"] == {"accessKeyId": "robot$acme", "secretKey": "tok3n"}
+    data = cloud_init_data(GpuVirtualMachineSpec.model_validate(vm()), False, {})
+    assert set(data) == {"userdata"}  # type: ignore[arg-type]
+
+
+def test_tenant_instancetypes_are_namespaced_objects_of_the_tenant() -> None:
+    config = region(sized(instancetype={"name": "small", "kind": "VirtualMachineInstancetype"}))
+    config["tenants"]["acme"]["instancetypes"] = {"small": {"cpus": 2, "memoryGib": 4}}
+    plan = deploy(config)
+    [obj] = [r for r in plan.resources if r.type.endswith(":VirtualMachineInstancetype")]
+    assert obj.inputs["metadata"]["namespace"] == "tenant-acme"
+    assert obj.inputs["spec"] == {"cpu": {"guest": 2}, "memory": {"guest": "4Gi"}}
+
+
+def test_what_the_vm_platform_renders_passes_the_upstream_schemas() -> None:
+    types = {"instancetypes": {"pinned": {"cpus": 2, "memoryGib": 4}}, "preferences": {"win": {"diskBus": "sata"}}}
+    config = region(sized(instancetype={"name": "pinned"}, preference={"name": "win"}, efi={}, tpm={}), kubevirt=types)
+    config["tenants"]["acme"]["virtualMachines"]["vm"]["dataDisks"] = [{"source": {"blank": True}, "sizeGib": 5}]
+    plan = deploy(config)
+    report = check_region("lab", plan.resources, spec(config), SchemaStore(UPSTREAM), checkers=SCHEMA_CHECKERS)
+    assert [str(p) for p in report.problems] == []
+    kinds = {r.type.rsplit(":", 1)[-1] for r in plan.resources}
+    assert {"VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference", "DataImportCron"} <= kinds
+
+
+def test_the_checks_refuse_a_vm_that_sizes_itself_beside_its_instancetype_and_secure_boot_without_smm() -> None:
+    vm_object = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "spec": {
+            "instancetype": {"name": "u1.large"},
+            "template": {"spec": {"domain": {"memory": {"guest": "4Gi"}, "firmware": {"bootloader": {"efi": {}}}}}},
+        },
+    }
+    assert [(v.path, v.message) for v in admission_violations(vm_object)] == [
+        ("spec.template.spec.domain.memory.guest", "conflicts with the instancetype the VM names"),
+        (
+            "spec.template.spec.domain.firmware.bootloader.efi",
+            "has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled",
+        ),
+    ]
+
+
+# -- cloud-init against cloud-init's schemas (--check) -------------------------------------------------------------
+
+
+def test_cloud_init_schemas_are_optional_in_the_schema_directory(tmp_path: Path) -> None:
+    assert UPSTREAM_FILES[CLOUD_CONFIG_SCHEMA].optional
+    assert (
+        UPSTREAM_FILES[CLOUD_CONFIG_SCHEMA]
+        .url("26.2")
+        .endswith("/canonical/cloud-init/26.2/cloudinit/config/schemas/schema-cloud-config-v1.json")
+    )
+    assert CLOUD_CONFIG_SCHEMA not in SchemaStore(tmp_path).missing()
+    cell_spec = spec(region(vm(cloudInit={"userData": "#cloud-config\npackages: [nvtop]\n"})))
+    found, notices = cloud_init_report("lab", cell_spec, SchemaStore(tmp_path))
+    assert found == [] and "not checked against cloud-init's schemas" in notices[0].message
+
+
+def test_user_data_as_rendered_is_checked_against_the_cloud_config_schema(tmp_path: Path) -> None:
+    # A stand-in with the shape of cloud-init's own (unknown top-level keys refused); the real one is fetched.
+    (tmp_path / "cloud-init").mkdir()
+    schema = {"type": "object", "additionalProperties": False, "properties": {k: {} for k in
+              ("packages", "users", "ssh_pwauth", "disable_root", "write_files")}}  # fmt: skip
+    (tmp_path / CLOUD_CONFIG_SCHEMA).write_text(json.dumps(schema))
+    for rel in NETWORK_CONFIG_SCHEMAS.values():
+        (tmp_path / rel).write_text("{}")
+    cell_spec = spec(region(vm(cloudInit={"userData": "#cloud-config\npackges: [nvtop]\n"})))
+    found, notices = cloud_init_report("lab", cell_spec, SchemaStore(tmp_path))
+    assert notices == []
+    assert [(p.subject.name, p.path, p.message, p.checker) for p in found] == [
+        (
+            "vm-cloud-init",
+            "userdata.-",
+            "Additional properties are not allowed ('packges' was unexpected)",
+            "cloud-init",
+        )
+    ]
+
+
+# -- Day 2 -------------------------------------------------------------------------------------------------------
+
+
+def test_resizing_an_instancetype_deployed_vms_use_is_a_disruptive_change() -> None:
+    types = {"instancetypes": {"gpu.large": {"cpus": 4, "memoryGib": 16}}}
+    before = fingerprint(spec(region(sized(instancetype={"name": "gpu.large"}), kubevirt=types)))
+    assert before["instancetypes"]["VirtualMachineClusterInstancetype/gpu.large"]["vms"] == ["tenant-acme/vm"]
+    bigger = copy.deepcopy(types)
+    bigger["instancetypes"]["gpu.large"]["memoryGib"] = 32
+    after = fingerprint(spec(region(sized(instancetype={"name": "gpu.large"}), kubevirt=bigger)))
+    [change] = compare(before, after, "lab")
+    assert change.change is Change.INSTANCETYPE_RESIZED
+    assert change.key == "regions.lab.kubevirt.instancetypes.gpu.large"
+    assert change.acknowledgement() == (
+        '{change: instancetypeResized, region: lab, subject: VirtualMachineClusterInstancetype/gpu.large, reason: "..."}'
+    )
+    unused = fingerprint(spec(region(vm(), kubevirt=bigger)))
+    assert "instancetypes" not in unused and compare(before, unused, "lab") == []
+
+
+def plan_json(config: dict[str, Any]) -> dict[str, Any]:
+    plan = deploy(config)
+    return {
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "inputs": r.masked_inputs(),
+                "options": {},
+            }
+            for r in plan.resources
+        ]
+    }
+
+
+def test_gpucell_diff_says_which_vm_changes_need_a_restart_and_which_never_reach_running_vms() -> None:
+    types = {"instancetypes": {"small": {"cpus": 2, "memoryGib": 4}}}
+    base = plan_json(region(sized(instancetype={"name": "small"}), kubevirt=types))
+    bigger = {"instancetypes": {"small": {"cpus": 4, "memoryGib": 4}}}
+    head = plan_json(region(sized(instancetype={"name": "small"}, rng=False, efi={}), kubevirt=bigger))
+    diffs = {d.label: d for ds in diff_plans(base, head).regions.values() for d in ds}
+    machine = diffs["VirtualMachine tenant-acme/vm"]
+    assert [r.split(":")[0] for r in machine.restart] == ["`spec.template.spec.domain`"]
+    assert "takes effect when the VM restarts" in machine.restart[0]
+    assert any("not applied to existing VMs" in n for n in diffs["VirtualMachineClusterInstancetype small"].notes)
