@@ -38,7 +38,7 @@ from gpucell.stacks.conformance.cloud_init import CLOUD_CONFIG_SCHEMA, NETWORK_C
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
-from gpucell.stacks.plan import PLACEHOLDER_PREFIX
+from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.tenancy import Tenant, TenantArgs, namespace_labels
 from gpucell.vm_shape import resolve_vm
@@ -49,7 +49,9 @@ from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucell alice@example.net"
 UBUNTU = "docker://quay.io/containerdisks/ubuntu:24.04"
-VM_BASE = "regions.lab.tenants.acme.virtualMachines.vm"
+VM_BASE: str = (
+    "regions.lab.tenants.acme.virtualMachines.vm"  # annotated: docs/workloads.md shows these lines for any VM
+)
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
 CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQx\n-----END CERTIFICATE-----\n"
 
@@ -686,3 +688,80 @@ def test_gpucell_diff_says_which_vm_changes_need_a_restart_and_which_never_reach
     assert [r.split(":")[0] for r in machine.restart] == ["`spec.template.spec.domain`"]
     assert "takes effect when the VM restarts" in machine.restart[0]
     assert any("not applied to existing VMs" in n for n in diffs["VirtualMachineClusterInstancetype small"].notes)
+
+
+# -- the refusals docs/workloads.md shows, on the prod region ------------------------------------------------------
+
+PROD: dict[str, Any] = yaml.safe_load((Path(__file__).resolve().parent.parent / "Pulumi.prod.yaml").read_text())[
+    "config"
+]["gpucell:regions"]
+
+
+def prod_problems(change: Any) -> list[str]:
+    fra1 = copy.deepcopy(PROD["fra1"])
+    change(fra1)
+    try:
+        StackSpec.model_validate({"regions": {"fra1": fra1}})
+    except ConfigError as exc:
+        return exc.lines
+    return []
+
+
+def test_the_refusals_docs_workloads_md_shows_are_prods_own() -> None:
+    acme = "regions.fra1.tenants.acme.virtualMachines"
+
+    def vms(region: dict[str, Any]) -> dict[str, Any]:
+        return dict(region["tenants"]["acme"]["virtualMachines"])
+
+    def unknown(region: dict[str, Any]) -> None:
+        region["tenants"]["acme"]["virtualMachines"]["desk-01"]["instancetype"] = {"name": "u1.huge"}
+
+    assert prod_problems(unknown) == [
+        f"{acme}.desk-01.instancetype.name: 'u1.huge' is not a cluster instancetype of the cell; name one of "
+        "kubevirt.instancetypes (vgpu.l40s-12q) or KubeVirt v1.9.0's common ones (common-instancetypes v1.7.0)"
+    ]
+
+    def not_allowed(region: dict[str, Any]) -> None:
+        region["imageCatalogs"]["os-images"]["tenants"] = ["globex"]
+        for name in ("train-01", "cad-01"):
+            del region["tenants"]["acme"]["virtualMachines"][name]
+
+    assert prod_problems(not_allowed) == [
+        f"{acme}.desk-01.rootDisk.source.image: 'os-images/ubuntu-2404' is a DataSource tenant acme may not use: "
+        "imageCatalogs.os-images.tenants lists globex; add acme there, or import the image for this tenant"
+    ]
+
+    def script(region: dict[str, Any]) -> None:
+        region["tenants"]["acme"]["virtualMachines"]["train-01"]["cloudInit"] = {"userData": "#!/bin/bash\nreboot\n"}
+
+    assert prod_problems(script) == [
+        f"{acme}.train-01.cloudInit.userData: is a shell script, not cloud-config; gpucell merges its users and SSH "
+        "keys into cloud-config user data only; write it as #cloud-config (a script goes under runcmd)"
+    ]
+
+    def own_user(region: dict[str, Any]) -> None:
+        user_data = "#cloud-config\nusers: [{name: ubuntu, groups: docker}]\n"
+        region["tenants"]["acme"]["virtualMachines"]["train-01"]["cloudInit"] = {"userData": user_data}
+
+    assert prod_problems(own_user) == [
+        f"{acme}.train-01.cloudInit.userData.users[0].name: names the VM's own user 'ubuntu' "
+        "(virtualMachines.train-01.user), whom gpucell creates with virtualMachines.train-01.sshKeys; drop the entry, "
+        "or set virtualMachines.train-01.user to another name"
+    ]
+
+    def block_only(region: dict[str, Any]) -> None:
+        region["kubevirt"]["vmStateStorageClass"] = "fast-block"
+
+    assert prod_problems(block_only) == [
+        f"{acme}.cad-01.efi.persistent: keeps EFI NVRAM in a PVC of StorageClass 'fast-block' "
+        "(kubevirt.vmStateStorageClass), which the cell does not have; name one of longhorn there"
+    ]
+    assert vms(PROD["fra1"])  # the prod region itself is untouched
+
+
+def test_the_capacity_view_counts_an_instancetypes_gpus() -> None:
+    types = {"instancetypes": {"vgpu": {"cpus": 4, "memoryGib": 16, "gpuModel": "L40S", "gpus": 1,
+                                        "vgpuProfile": "L40S-24Q"}}}  # fmt: skip
+    lines = render_capacity(spec(region(sized(instancetype={"name": "vgpu"}), kubevirt=types)))
+    [row] = [line for line in lines if "nvidia.com/NVIDIA_L40S-24Q" in line]
+    assert row.split()[-3:] == ["4", "4", "1"]  # capacity (2 GPUs x 2 vGPUs), reserved by acme and globex, used
