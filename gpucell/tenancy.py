@@ -84,6 +84,8 @@ add up:
 - ``tenant-allow-dns``: UDP and TCP 53 to ``kube-dns`` in ``kube-system``, with ``rules.dns`` ``matchPattern:
   "*"`` so that the DNS proxy sees every lookup and ``toFQDNs`` rules can match;
 - ``tenant-allow-intra-tenant``: ingress from and egress to endpoints of the tenant namespace;
+- ``tenant-allow-image-clones``, for a tenant an image catalog lists: ingress to the tenant's CDI upload servers
+  from the catalogs' clone source pods, on 8443 (:func:`image_clone_policy`);
 - the egress class: ``none`` adds nothing; ``cluster`` adds the Kubernetes API server (entity
   ``kube-apiserver``, and the API endpoint's address on the API port when ``apiEndpoint`` is an address; every
   request is still authenticated and authorised by RBAC) and endpoints in namespaces labelled
@@ -126,6 +128,7 @@ from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
+from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
     MANAGED_BY,
     TENANT_LABEL,
@@ -156,6 +159,7 @@ __all__ = [
     "common_labels",
     "egress_policy_names",
     "gpu_resources",
+    "image_clone_policy",
     "internet_exceptions",
     "limit_range_manifest",
     "namespace_labels",
@@ -534,7 +538,41 @@ def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> l
     for name in egress_policy_names(spec):
         description, egress = bodies[name]
         policies.append(_policy(tenant, name, description, {"egress": egress}))
-    return policies
+    clones = image_clone_policy(tenant, cell)
+    return policies if clones is None else [*policies, clones]
+
+
+CDI_COMPONENT_LABEL = "cdi.kubevirt.io"
+"""The label CDI puts on its pods, naming the part (kubevirt/containerized-data-importer v1.66.0
+``pkg/common/common.go`` ``CDIComponentLabel``): ``cdi-upload-server`` on the upload server a host-assisted clone writes
+into, ``cdi-clone-source`` on the pod that reads the source (``UploadServerCDILabel``, ``ClonerSourcePodName``)."""
+CDI_UPLOAD_PORT = 8443
+"""The upload server's port (``UploadServerPort``)."""
+
+
+def image_clone_policy(tenant: str, cell: CellSpec) -> dict[str, Any] | None:
+    """``tenant-allow-image-clones``: ingress to the tenant's CDI upload server pods on 8443 from the clone source pods
+    of each image catalog that lists the tenant; ``None`` when none does.
+
+    A clone CDI cannot do inside the storage (a CSI clone or snapshot of the same class; always on ``local-path``) is
+    host-assisted: a ``cdi-clone-source`` pod in the catalog's namespace streams the image to a
+    ``cdi-upload-server`` pod in the tenant's, which the tenant's default deny would drop
+    (``clone-controller.go``: ``GetUploadServerURL(targetPvc.Namespace, ...)``).
+    """
+    catalogs = [name for name in cell.image_catalogs if tenant in catalog_tenants(cell.vm_platform, name)]
+    if not catalogs:
+        return None
+    sources = [
+        {"matchLabels": {NAMESPACE_KEY: catalog, f"k8s:{CDI_COMPONENT_LABEL}": "cdi-clone-source"}}
+        for catalog in catalogs
+    ]
+    ports = [{"ports": [{"port": str(CDI_UPLOAD_PORT), "protocol": "TCP"}]}]
+    return cilium_network_policy(
+        object_meta(tenant, "tenant-allow-image-clones"),
+        {"ingress": [{"fromEndpoints": sources, "toPorts": ports}]},
+        match_labels={CDI_COMPONENT_LABEL: "cdi-upload-server"},
+        description="Host-assisted clones of the image catalogs' golden images into the tenant's CDI upload servers",
+    )
 
 
 def _child_name(component: str, obj: dict[str, Any]) -> str:

@@ -40,7 +40,7 @@ from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
-from gpucell.tenancy import Tenant, TenantArgs, namespace_labels
+from gpucell.tenancy import Tenant, TenantArgs, image_clone_policy, namespace_labels
 from gpucell.vm_shape import resolve_vm
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
 from gpucell.workloads._common import vm_placement
@@ -765,3 +765,27 @@ def test_the_capacity_view_counts_an_instancetypes_gpus() -> None:
     lines = render_capacity(spec(region(sized(instancetype={"name": "vgpu"}), kubevirt=types)))
     [row] = [line for line in lines if "nvidia.com/NVIDIA_L40S-24Q" in line]
     assert row.split()[-3:] == ["4", "4", "1"]  # capacity (2 GPUs x 2 vGPUs), reserved by acme and globex, used
+
+
+def test_host_assisted_clones_reach_the_tenants_upload_servers_through_its_default_deny() -> None:
+    cell_spec = spec(region(vm()))
+    policy = image_clone_policy("acme", cell_spec)
+    assert policy is not None
+    assert policy["metadata"]["name"] == "tenant-allow-image-clones"
+    assert policy["spec"]["endpointSelector"] == {"matchLabels": {"cdi.kubevirt.io": "cdi-upload-server"}}
+    assert policy["spec"]["ingress"] == [
+        {
+            "fromEndpoints": [
+                {
+                    "matchLabels": {
+                        "k8s:io.kubernetes.pod.namespace": "os-images",
+                        "k8s:cdi.kubevirt.io": "cdi-clone-source",
+                    }
+                }
+            ],
+            "toPorts": [{"ports": [{"port": "8443", "protocol": "TCP"}]}],
+        }
+    ]
+    config = region(vm())
+    config["imageCatalogs"]["os-images"]["tenants"] = ["acme"]
+    assert image_clone_policy("globex", spec(config)) is None
