@@ -541,8 +541,13 @@ def test_dev_shm_of_a_multi_gpu_endpoint_counts_against_the_memory_quota() -> No
 
 # -- downloads under custom egress ---------------------------------------------------------------------------
 def prod_acme_with(fqdns: list[str], cidrs: list[str] | None = None) -> dict[str, Any]:
+    """Prod's fra1 with acme's egress names (and networks) replaced, and train-01's root disk imported from quay.io
+    in acme's namespace (prod clones it from the cell's image catalog, which imports outside the tenant)."""
     config = copy.deepcopy(PROD_FRA1)
     acme = config["tenants"]["acme"]
+    acme["virtualMachines"]["train-01"]["rootDisk"]["source"] = {
+        "registry": "docker://quay.io/containerdisks/ubuntu:24.04"
+    }
     acme["egressFqdns"] = fqdns
     if cidrs is not None:
         acme["egressCidrs"] = cidrs

@@ -106,16 +106,20 @@ def test_cr_depends_on_its_operator_and_on_the_storage(config: dict[str, Any]) -
     assert ready in cr.dependencies
 
 
+FILESYSTEM = {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}
+
+
 @pytest.mark.parametrize(
-    ("config", "name", "claim"),
+    ("config", "name", "claims"),
     [
-        (minimal_cell_config(), "local-path", {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}),
-        (longhorn_config(), "longhorn", {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}),
+        (minimal_cell_config(), "local-path", [FILESYSTEM]),
+        # VM disks take the first set; KubeVirt's VM state PVCs (Filesystem) find the second and ask for RWO
+        (longhorn_config(), "longhorn", [{"accessModes": ["ReadWriteOnce"], "volumeMode": "Block"}, FILESYSTEM]),
     ],
     ids=["local-path", "longhorn"],
 )
 def test_storage_profile_patch_fits_vm_disks_to_the_backend(
-    config: dict[str, Any], name: str, claim: dict[str, Any]
+    config: dict[str, Any], name: str, claims: list[dict[str, Any]]
 ) -> None:
     plan = install(cell(config))
     profile = the(plan, PROFILE)
@@ -123,7 +127,7 @@ def test_storage_profile_patch_fits_vm_disks_to_the_backend(
     assert profile.inputs["apiVersion"] == "cdi.kubevirt.io/v1beta1"
     assert profile.inputs["kind"] == "StorageProfile"
     assert profile.inputs["metadata"] == {"name": name, "annotations": {"pulumi.com/patchForce": "true"}}
-    assert profile.inputs["spec"] == {"claimPropertySets": [claim]}
+    assert profile.inputs["spec"] == {"claimPropertySets": claims}
     assert the(plan, CR).urn in profile.dependencies
 
 
@@ -131,8 +135,8 @@ def test_claim_property_set_uses_valid_pvc_access_and_volume_modes() -> None:
     # StorageProfile is not in CDI's swagger; the check holds its ClaimPropertySet to the PVC modes' enums.
     for config in (minimal_cell_config(), longhorn_config()):
         profile = the(install(cell(config)), PROFILE).inputs
-        (claim,) = profile["spec"]["claimPropertySets"]
-        assert set(claim) == {"accessModes", "volumeMode"}  # CDI requires both or neither
+        for claim in profile["spec"]["claimPropertySets"]:
+            assert set(claim) == {"accessModes", "volumeMode"}  # CDI requires both or neither
         assert violations(profile, partial=True) == []
     raw = copy.deepcopy(profile)
     raw["spec"]["claimPropertySets"][0]["volumeMode"] = "Raw"

@@ -104,6 +104,10 @@ def test_custom_egress_without_the_image_source_and_an_oversized_hugepage_vm_are
     config = copy.deepcopy(PROD["fra1"])
     acme = config["tenants"]["acme"]
     acme["egressFqdns"] = [f for f in acme["egressFqdns"] if "quay.io" not in f]
+    # imported in acme's namespace (prod clones it from the cell's image catalog, which imports outside the tenant)
+    acme["virtualMachines"]["train-01"]["rootDisk"]["source"] = {
+        "registry": "docker://quay.io/containerdisks/ubuntu:24.04"
+    }
     acme["virtualMachines"]["train-01"]["memoryGib"] = 2560
     with pytest.raises(ConfigError) as refused:
         StackSpec.model_validate({"regions": {"fra1": config}})

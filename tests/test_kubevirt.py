@@ -106,14 +106,17 @@ def test_children_wait_for_the_components_dependencies() -> None:
         assert plan.named("cilium-ready").urn in child.dependencies
 
 
-def test_container_only_cell_configures_only_the_launchers_seccomp_profile() -> None:
-    """Every cell, with VMs or not: launcher pods get RuntimeDefault, so tenant namespaces can enforce restricted."""
+def test_container_only_cell_configures_only_the_launchers_seccomp_profile_and_the_vm_platform() -> None:
+    """Every cell, with VMs or not: launcher pods get RuntimeDefault, so tenant namespaces can enforce restricted;
+    the common instancetypes and the VM state class are always said out loud."""
     _, cr = install(cell(minimal_cell_config()))
     assert cr.inputs["spec"] == {
         "configuration": {
             "seccompConfiguration": {
                 "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}
-            }
+            },
+            "commonInstancetypesDeployment": {"enabled": True},
+            "vmStateStorageClass": "local-path",
         }
     }
 
@@ -208,7 +211,13 @@ def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None
     _, cr = install(cell(config))
     assert set(cr.inputs["spec"]) == {"configuration"}
     configuration = cr.inputs["spec"]["configuration"]
-    assert set(configuration) == {"seccompConfiguration", "developerConfiguration", "permittedHostDevices"}
+    assert set(configuration) == {
+        "seccompConfiguration",
+        "developerConfiguration",
+        "permittedHostDevices",
+        "commonInstancetypesDeployment",
+        "vmStateStorageClass",
+    }
     assert set(configuration["permittedHostDevices"]) == {"pciHostDevices"}
     assert configuration["developerConfiguration"] == {"featureGates": ["HostDevices"]}
 

@@ -130,6 +130,8 @@ def tenant_objects(plan: PlanResult, tenant: str) -> list[Registration]:
 RESTRICTED_LABELS = {
     "app.kubernetes.io/managed-by": "gpucell",
     "gpucell.io/tenant": "acme",
+    # KubeVirt's automatic memory limit of a VM without its own (one sized by an instancetype) = its request
+    "alpha.kubevirt.io/auto-memory-limits-ratio": "1.0",
     "pod-security.kubernetes.io/enforce": "restricted",
     "pod-security.kubernetes.io/enforce-version": "v1.34",
     "pod-security.kubernetes.io/warn": "restricted",

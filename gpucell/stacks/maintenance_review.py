@@ -4,7 +4,8 @@ A node's ``-prepare`` command (:mod:`gpucell._maintenance_scripts`) embeds what 
 (the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration) and the GPU label
 checks. When one of the first two differs between the base and the head, the node is drained; when only the GPU part
 differs, its GPU workloads are evicted and its GPU VMs stopped. The GPU VMs are the head's KubeVirt
-``VirtualMachine`` resources with ``gpus``, ``hostDevices`` or resource claims, listed per tenant namespace: which of
+``VirtualMachine`` resources with ``gpus``, ``hostDevices`` or resource claims, their own or their instancetype's
+(an instancetype of the head plan), listed per tenant namespace: which of
 them run on a given node is only known in the cluster, so every one is named when a GPU node goes through
 maintenance.
 """
@@ -24,6 +25,7 @@ _PREPARE_SUFFIX = "-prepare"
 _COMMAND = "command:remote:Command"
 _VM_TYPE = "kubernetes:kubevirt.io/v1:VirtualMachine"
 _DRAIN_KEYS = ("WANT_VERSION", "WANT_CONFIG")
+_INSTANCETYPE_KINDS = ("VirtualMachineClusterInstancetype", "VirtualMachineInstancetype")
 _GPU_LINES = re.compile(r"^(readonly WANT_GPU=.*|if \[ \"\$\(node_field '\{\.metadata\.labels\..*)$", re.MULTILINE)
 
 
@@ -44,10 +46,31 @@ def _value(script: str, key: str) -> str | None:
     return match[1] if match else None
 
 
-def _has_gpu(resource: Mapping[str, Any]) -> bool:
-    spec = (((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+def _gpu_instancetypes(plan: Mapping[str, Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """``(kind, namespace, name)`` of the plan's instancetypes that give VMs GPUs or host devices (``""`` namespace
+    for cluster-wide ones)."""
+    found: set[tuple[str, str, str]] = set()
+    for resource in plan.values():
+        inputs = resource.get("inputs") or {}
+        if inputs.get("kind") in _INSTANCETYPE_KINDS:
+            spec = inputs.get("spec") or {}
+            if spec.get("gpus") or spec.get("hostDevices"):
+                meta = inputs.get("metadata") or {}
+                found.add((str(inputs["kind"]), str(meta.get("namespace", "")), str(meta.get("name"))))
+    return found
+
+
+def _has_gpu(resource: Mapping[str, Any], gpu_instancetypes: set[tuple[str, str, str]]) -> bool:
+    """A VM with GPUs, host devices or claims of its own, or an instancetype of the plan that gives it some."""
+    inputs = resource.get("inputs") or {}
+    spec = ((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}
     devices = (spec.get("domain") or {}).get("devices") or {}
-    return bool(devices.get("gpus") or devices.get("hostDevices") or spec.get("resourceClaims"))
+    if devices.get("gpus") or devices.get("hostDevices") or spec.get("resourceClaims"):
+        return True
+    ref = (inputs.get("spec") or {}).get("instancetype") or {}
+    kind = str(ref.get("kind") or "VirtualMachineClusterInstancetype")
+    namespace = str((inputs.get("metadata") or {}).get("namespace", "")) if kind == "VirtualMachineInstancetype" else ""
+    return (kind, namespace, str(ref.get("name"))) in gpu_instancetypes
 
 
 def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, Maintenance]:
@@ -75,11 +98,16 @@ def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, M
             continue
         if "readonly WANT_GPU=" in new:
             gpu_nodes.add(node)
+    gpu_instancetypes = _gpu_instancetypes(head_index)
     for region, item in regions.items():
         if not gpu_nodes & {*item.drained, *item.reconfigured}:
             continue
         for resource in head_index.values():
-            if resource.get("type") == _VM_TYPE and resource["region"] == region and _has_gpu(resource):
+            if (
+                resource.get("type") == _VM_TYPE
+                and resource["region"] == region
+                and _has_gpu(resource, gpu_instancetypes)
+            ):
                 metadata = (resource.get("inputs") or {}).get("metadata") or {}
                 item.gpu_vms.setdefault(str(metadata.get("namespace")), []).append(str(metadata.get("name")))
     return {region: item for region, item in regions.items() if item.drained or item.reconfigured}
