@@ -89,7 +89,8 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, cloud-init 0, helm-values 0, chart 0, script 0, "
+        "node-config 0, "
         "security 0); 3 checkov check(s) skipped by annotation"
     )
 
@@ -118,7 +119,8 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, helm-values 0, chart 0, script 0, node-config 0, "
+        "check: 0 problem(s) (kubernetes 0, custom-resource 0, cloud-init 0, helm-values 0, chart 0, script 0, "
+        "node-config 0, "
         "security not run)"
     )
     assert captured.err == (
@@ -318,14 +320,28 @@ def test_commented_defaults_are_scoped_to_their_parent() -> None:
 
 
 # -- gpucell schemas fetch ----------------------------------------------------------------------------------------
+STAND_IN = b'{"$comment": "a stand-in for an optional upstream file the shared copies lack"}\n'
+"""What the local server answers for an optional file (cloud-init's schemas) that ``shared/upstream`` does not hold."""
+
+
+def served(rel: str) -> bytes:
+    """The bytes the local server answers for ``rel``: the shared copy, or :data:`STAND_IN` for an optional file."""
+    return STORE.path(rel).read_bytes() if STORE.has(rel) or not UPSTREAM_FILES[rel].optional else STAND_IN
+
+
 @pytest.fixture
-def upstream_server() -> Iterator[str]:
+def upstream_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A local HTTP server that answers like GitHub's raw host, from the shared upstream files."""
-    routes = {
-        f"/{source.repo}/{source.tag(version)}/{source.path}": STORE.path(rel)
-        for rel, source in UPSTREAM_FILES.items()
-        for version in [STORE.versions.get(rel) or cell(minimal_cell_config()).versions.model_dump()[source.component]]
-    }
+    stand_ins = tmp_path_factory.mktemp("stand-ins")
+    pinned = cell(minimal_cell_config()).versions.model_dump()
+    routes: dict[str, Path] = {}
+    for rel, source in UPSTREAM_FILES.items():
+        version = STORE.versions.get(rel) or source.release or pinned[source.component]
+        path = STORE.path(rel)
+        if not path.is_file() and source.optional:
+            path = stand_ins / rel.replace("/", "_")
+            path.write_bytes(STAND_IN)
+        routes[f"/{source.repo}/{source.tag(version)}/{source.path}"] = path
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -367,9 +383,10 @@ def test_fetch_downloads_every_file_for_the_pinned_versions(
         "note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on PATH"
     ) in out
     for rel in UPSTREAM_FILES:
-        assert (dest / rel).read_bytes() == STORE.path(rel).read_bytes()
+        assert (dest / rel).read_bytes() == served(rel)
     versions = json.loads((dest / "versions.json").read_text())
     assert versions["kubevirt/swagger.json"] == "v1.9.0"
+    assert versions["cloud-init/schema-cloud-config-v1.json"] == "26.2"  # cloud-init's tags have no "v"
     assert versions["cilium/values.yaml"] == "v1.20.0"
     plan = planned("dev")
     assert lines(check(plan, ["lab1"], dest, checkers=SCHEMA_CHECKERS)) == []
@@ -414,6 +431,9 @@ def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
             recorded[cells[1].strip("`")] = (cells[2].split(" (")[0], cells[3].strip("`").split(" (")[0])
     checked = 0
     for rel, source in UPSTREAM_FILES.items():
+        if source.optional and rel not in recorded:  # cloud-init's schemas: not among the shared copies
+            assert (source.repo, source.path) == ("canonical/cloud-init", f"cloudinit/config/schemas/{Path(rel).name}")
+            continue
         if source.also is not None:  # inside a chart directory SOURCES.md records as a whole
             assert any(p.startswith(source.also.split("-v*/")[0]) for p in recorded), rel
             continue

@@ -222,7 +222,9 @@ def test_a_vm_by_instancetype_sets_no_size_of_its_own_and_names_it_as_kubevirt_d
     assert manifest["spec"]["instancetype"] == {"kind": "VirtualMachineClusterInstancetype", "name": "vgpu.l40s-24q"}
     assert manifest["spec"]["preference"] == {"kind": "VirtualMachineClusterPreference", "name": "ubuntu"}
     domain = manifest["spec"]["template"]["spec"]["domain"]
-    assert "cpu" not in domain and "memory" not in domain and "resources" not in domain
+    assert "cpu" not in domain
+    assert "memory" not in domain
+    assert "resources" not in domain
     assert "gpus" not in domain["devices"]  # the instancetype's
     # a preference decides the disk bus: none here
     assert domain["devices"]["disks"][0] == {"name": "root", "disk": {}, "bootOrder": 1}
@@ -268,13 +270,17 @@ def test_unknown_instancetypes_are_one_line_naming_what_is_accepted() -> None:
 
 def test_kubevirts_common_ones_are_the_v1_9_bundle_and_gpucell_refuses_what_it_cannot_serve() -> None:
     table = common_instancetypes("v1.9.0")
-    assert table is not None and len(table) == 65
+    assert table is not None
+    assert len(table) == 65
     assert (table["u1.large"].cpus, table["u1.large"].memory_mib) == (2, 8192)
-    assert table["cx1.large"].isolate_emulator_thread and table["cx1.large"].hugepages == "2Mi"
+    assert table["cx1.large"].isolate_emulator_thread
+    assert table["cx1.large"].hugepages == "2Mi"
     assert common_instancetypes("v1.8.4") is None
     preferences = common_preferences("v1.9.0")
-    assert preferences is not None and len(preferences) == 54
-    assert preferences["windows.11"].persistent_tpm and preferences["windows.11"].min_cpus == 2
+    assert preferences is not None
+    assert len(preferences) == 54
+    assert preferences["windows.11"].persistent_tpm
+    assert preferences["windows.11"].min_cpus == 2
     assert problems(region(sized(instancetype={"name": "rt1.large"}))) == [
         f"{VM_BASE}.instancetype.name: 'rt1.large' is a real-time instancetype, which needs hosts tuned for real "
         "time (isolated CPUs, a real-time kernel) that gpucell does not set up; use a cx1 or n1 instancetype"
@@ -445,7 +451,8 @@ def test_catalog_objects_are_a_cron_per_registry_image_and_a_volume_and_source_p
         "retentionPolicy": "RetainAll",
     }
     assert volume["kind"] == "DataVolume"
-    assert volume["metadata"]["name"].startswith("win-local-path-") and len(volume["metadata"]["name"]) == 23
+    assert volume["metadata"]["name"].startswith("win-local-path-")
+    assert len(volume["metadata"]["name"]) == 23
     assert volume["metadata"]["annotations"] == {"cdi.kubevirt.io/storage.bind.immediate.requested": "true"}
     assert source["spec"] == {"source": {"pvc": {"namespace": "os-images", "name": volume["metadata"]["name"]}}}
     role, binding = clone_rbac("os-images", {"acme": ["oidc:acme-ml"]})
@@ -541,7 +548,8 @@ def deploy(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Pla
 def test_catalog_crons_are_replaced_never_updated_and_vms_wait_for_the_clone_rbac() -> None:
     plan = deploy(region(vm()))
     cron = next(r for r in plan.resources if r.type == "kubernetes:cdi.kubevirt.io/v1beta1:DataImportCron")
-    assert cron.options["replaceOnChanges"] == ["spec"] and cron.options["deleteBeforeReplace"]
+    assert cron.options["replaceOnChanges"] == ["spec"]
+    assert cron.options["deleteBeforeReplace"]
     catalog = next(r for r in plan.resources if r.type == "gpucell:index:ImageCatalog")
     machine = next(r for r in plan.resources if r.type == "kubernetes:kubevirt.io/v1:VirtualMachine")
     assert catalog.urn in machine.dependencies or any(
@@ -558,7 +566,8 @@ def test_secret_user_data_and_import_credentials_stay_secret_and_are_merged() ->
     cloud = secrets["lab-acme-vm-cloud-init"]
     assert cloud.inputs["stringData"] == SECRET
     merged = yaml.safe_load(cloud.raw_inputs["stringData"]["userdata"])
-    assert merged["packages"] == ["htop"] and merged["users"][0]["ssh_authorized_keys"] == [KEY]
+    assert merged["packages"] == ["htop"]
+    assert merged["users"][0]["ssh_authorized_keys"] == [KEY]
     pull = secrets["lab-acme-vm-root-import"]
     assert pull.inputs["stringData"] == SECRET
     assert pull.raw_inputs["stringData"] == {"accessKeyId": "robot$acme", "secretKey": "tok3n"}
@@ -617,7 +626,8 @@ def test_cloud_init_schemas_are_optional_in_the_schema_directory(tmp_path: Path)
     assert CLOUD_CONFIG_SCHEMA not in SchemaStore(tmp_path).missing()
     cell_spec = spec(region(vm(cloudInit={"userData": "#cloud-config\npackages: [nvtop]\n"})))
     found, notices = cloud_init_report("lab", cell_spec, SchemaStore(tmp_path))
-    assert found == [] and "not checked against cloud-init's schemas" in notices[0].message
+    assert found == []
+    assert "not checked against cloud-init's schemas" in notices[0].message
 
 
 def test_user_data_as_rendered_is_checked_against_the_cloud_config_schema(tmp_path: Path) -> None:
@@ -655,10 +665,12 @@ def test_resizing_an_instancetype_deployed_vms_use_is_a_disruptive_change() -> N
     assert change.change is Change.INSTANCETYPE_RESIZED
     assert change.key == "regions.lab.kubevirt.instancetypes.gpu.large"
     assert change.acknowledgement() == (
-        '{change: instancetypeResized, region: lab, subject: VirtualMachineClusterInstancetype/gpu.large, reason: "..."}'
+        "{change: instancetypeResized, region: lab, subject: VirtualMachineClusterInstancetype/gpu.large, "
+        'reason: "..."}'
     )
     unused = fingerprint(spec(region(vm(), kubevirt=bigger)))
-    assert "instancetypes" not in unused and compare(before, unused, "lab") == []
+    assert "instancetypes" not in unused
+    assert compare(before, unused, "lab") == []
 
 
 def plan_json(config: dict[str, Any]) -> dict[str, Any]:
