@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gpucell.common_instancetypes import (
     COMMON_BUNDLE_VERSIONS,
@@ -78,49 +78,61 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _find_instancetype(
-    platform: KubeVirtSpec, version: str, tenant: TenantSpec, vm: GpuVirtualMachineSpec
-) -> InstancetypeSpec | CommonInstancetype:
-    ref = vm.instancetype
-    assert ref is not None
-    if ref.kind is InstancetypeKind.NAMESPACED:
-        own = tenant.instancetypes.get(ref.name)
-        if own is None:
-            raise ShapeError(
-                ("instancetype", "name"),
-                f"{shown(ref.name)} is not a VirtualMachineInstancetype of the tenant; its instancetypes: "
-                f"{', '.join(tenant.instancetypes) or 'none'}",
-            )
-        return own
-    defined = platform.instancetypes.get(ref.name)
-    if defined is not None:
-        return defined
-    common = common_instancetypes(version) if platform.common_instancetypes else None
-    if common is not None and ref.name in common:
-        found = common[ref.name]
-        if found.realtime:
-            raise ShapeError(
-                ("instancetype", "name"),
-                f"{shown(ref.name)} is a real-time instancetype, which needs hosts tuned for real time "
-                "(isolated CPUs, a real-time kernel) that gpucell does not set up; use a cx1 or n1 instancetype",
-            )
-        return found
-    raise ShapeError(
-        ("instancetype", "name"), _unknown(ref.name, "instancetype", platform, version, tenant.instancetypes)
-    )
+_T = TypeVar("_T")
+_C = TypeVar("_C")
 
 
-def _unknown(name: str, what: str, platform: KubeVirtSpec, version: str, own: Mapping[str, object]) -> str:
-    defined = list(platform.instancetypes if what == "instancetype" else platform.preferences)
+def _lookup(
+    what: str,
+    name: str,
+    namespaced: bool,
+    found: tuple[Mapping[str, _T], Mapping[str, _T], Mapping[str, _C] | None],
+    *,
+    platform: KubeVirtSpec,
+    version: str,
+) -> _T | _C:
+    """The ``what`` (``instancetype``/``preference``) ``name``: the tenant's own when ``namespaced``, else the cell's
+    or a common one (``found``: the tenant's, the cell's, the common ones or ``None``). Raises :class:`ShapeError`."""
+    own, defined, common = found
+    kind = "VirtualMachineInstancetype" if what == "instancetype" else "VirtualMachinePreference"
+    if namespaced:
+        if name not in own:
+            raise ShapeError(
+                (what, "name"),
+                f"{shown(name)} is not a {kind} of the tenant; its {what}s: {', '.join(own) or 'none'}",
+            )
+        return own[name]
+    if name in defined:
+        return defined[name]
+    if common is not None and name in common:
+        return common[name]
     scope = _common_scope(version) if platform.common_instancetypes else ""
     accepted = f"kubevirt.{what}s ({', '.join(defined) or 'none'})" + (f" or {scope}" if scope else "")
     if not scope and platform.common_instancetypes:
         accepted += f" (gpucell knows KubeVirt's common {what}s for KubeVirt v1.9 only)"
     line = f"{shown(name)} is not a cluster {what} of the cell; name one of {accepted}"
     if name in own:
-        kind = "VirtualMachineInstancetype" if what == "instancetype" else "VirtualMachinePreference"
-        line += f"; the tenant has a {what} of that name: set kind: {kind}"
-    return line
+        article = "an" if what[0] in "aeiou" else "a"
+        line += f"; the tenant has {article} {what} of that name: set kind: {kind}"
+    raise ShapeError((what, "name"), line)
+
+
+def _find_instancetype(
+    platform: KubeVirtSpec, version: str, tenant: TenantSpec, vm: GpuVirtualMachineSpec
+) -> InstancetypeSpec | CommonInstancetype:
+    ref = vm.instancetype
+    assert ref is not None
+    common = common_instancetypes(version) if platform.common_instancetypes else None
+    namespaced = ref.kind is InstancetypeKind.NAMESPACED
+    own = (tenant.instancetypes, platform.instancetypes, common)
+    found = _lookup("instancetype", ref.name, namespaced, own, platform=platform, version=version)
+    if isinstance(found, CommonInstancetype) and found.realtime:
+        raise ShapeError(
+            ("instancetype", "name"),
+            f"{shown(ref.name)} is a real-time instancetype, which needs hosts tuned for real time "
+            "(isolated CPUs, a real-time kernel) that gpucell does not set up; use a cx1 or n1 instancetype",
+        )
+    return found
 
 
 def _find_preference(
@@ -129,29 +141,17 @@ def _find_preference(
     ref = vm.preference
     if ref is None:
         return None
-    if ref.kind is PreferenceKind.NAMESPACED:
-        own = tenant.preferences.get(ref.name)
-        if own is None:
-            raise ShapeError(
-                ("preference", "name"),
-                f"{shown(ref.name)} is not a VirtualMachinePreference of the tenant; its preferences: "
-                f"{', '.join(tenant.preferences) or 'none'}",
-            )
-        return own
-    defined = platform.preferences.get(ref.name)
-    if defined is not None:
-        return defined
     common = common_preferences(version) if platform.common_instancetypes else None
-    if common is not None and ref.name in common:
-        found = common[ref.name]
-        if found.architecture is not None:
-            raise ShapeError(
-                ("preference", "name"),
-                f"{shown(ref.name)} is for {found.architecture} guests; the cell's hosts are amd64: use "
-                f"{ref.name.rsplit('.', 1)[0]}",
-            )
-        return found
-    raise ShapeError(("preference", "name"), _unknown(ref.name, "preference", platform, version, tenant.preferences))
+    namespaced = ref.kind is PreferenceKind.NAMESPACED
+    own = (tenant.preferences, platform.preferences, common)
+    found = _lookup("preference", ref.name, namespaced, own, platform=platform, version=version)
+    if isinstance(found, CommonPreference) and found.architecture is not None:
+        raise ShapeError(
+            ("preference", "name"),
+            f"{shown(ref.name)} is for {found.architecture} guests; the cell's hosts are amd64: use "
+            f"{ref.name.rsplit('.', 1)[0]}",
+        )
+    return found
 
 
 def _preference_firmware(preference: PreferenceSpec | CommonPreference | None) -> tuple[EfiSpec | None, TpmSpec | None]:

@@ -257,7 +257,7 @@ def test_unknown_instancetypes_are_one_line_naming_what_is_accepted() -> None:
     assert problems(config) == [
         f"{VM_BASE}.instancetype.name: 'small' is not a cluster instancetype of the cell; name one of "
         "kubevirt.instancetypes (none) or KubeVirt v1.9.0's common ones (common-instancetypes v1.7.0); the tenant "
-        "has a instancetype of that name: set kind: VirtualMachineInstancetype"
+        "has an instancetype of that name: set kind: VirtualMachineInstancetype"
     ]
     config["tenants"]["acme"]["virtualMachines"]["vm"]["instancetype"]["kind"] = "VirtualMachineInstancetype"
     assert problems(config) == []

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
-from pydantic import field_validator, model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
@@ -179,22 +179,13 @@ class CloudInitSpec(SpecModel):
     ``network-config``. None: the guest configures its interface by DHCP, which KubeVirt's masquerade binding
     answers."""
 
-    @field_validator("user_data")
+    @field_validator("user_data", "network_data")
     @classmethod
-    def _user_data(cls, value: str | None) -> str | None:
+    def _parses(cls, value: str | None, info: ValidationInfo) -> str | None:
+        parse = parse_cloud_config if info.field_name == "user_data" else parse_network_config
         if value is not None:
             try:
-                parse_cloud_config(value)
-            except UserDataError as exc:
-                raise SpecError(exc.rel_path, exc.message) from None
-        return value
-
-    @field_validator("network_data")
-    @classmethod
-    def _network_data(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_network_config(value)
+                parse(value)
             except UserDataError as exc:
                 raise SpecError(exc.rel_path, exc.message) from None
         return value

@@ -70,34 +70,30 @@ def check_object_names(names: dict[str, _T]) -> dict[str, _T]:
     return names
 
 
-class InstancetypeRef(SpecModel):
+class _ObjectRef(SpecModel):
+    name: str
+    """``metadata.name`` of the object (``u1.large``, ``gpu.h100x8``, ``ubuntu``, ``windows.11``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _object_name(value)
+
+
+class InstancetypeRef(_ObjectRef):
     """The instancetype a VM is sized by: KubeVirt's ``spec.instancetype`` (``{name, kind}``)."""
 
-    name: str
-    """``metadata.name`` of the instancetype (``u1.large``, ``gpu.h100x8``)."""
     kind: InstancetypeKind = InstancetypeKind.CLUSTER
     """``VirtualMachineClusterInstancetype`` (default: ``kubevirt.instancetypes`` or KubeVirt's common ones) or
     ``VirtualMachineInstancetype`` (the tenant's ``instancetypes``)."""
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _object_name(value)
 
-
-class PreferenceRef(SpecModel):
+class PreferenceRef(_ObjectRef):
     """The preference a VM takes guest defaults from: KubeVirt's ``spec.preference`` (``{name, kind}``)."""
 
-    name: str
-    """``metadata.name`` of the preference (``ubuntu``, ``windows.11``)."""
     kind: PreferenceKind = PreferenceKind.CLUSTER
     """``VirtualMachineClusterPreference`` (default: ``kubevirt.preferences`` or KubeVirt's common ones) or
     ``VirtualMachinePreference`` (the tenant's ``preferences``)."""
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _object_name(value)
 
 
 class InstancetypeSpec(SpecModel):
