@@ -27,6 +27,7 @@ from typing import Any
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
 
 __all__ = ["EMPTY_PLAN", "BaseTree", "plan_head", "stacks_in"]
@@ -146,7 +147,7 @@ class BaseTree:
 
     def _fingerprints_from_config(self, stack: str) -> dict[str, dict[str, Any]]:
         files = read_stack_files(self.tree, stack)
-        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+        spec = StackSpec.model_validate(stack_spec_input(files.config, files.project))
         return {region: fingerprint(cell) for region, cell in spec.regions.items()}
 
 
