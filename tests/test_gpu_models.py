@@ -435,6 +435,39 @@ def test_a_renamed_model_key_changes_nothing_on_the_cell(lab: PlanResult) -> Non
     assert (difference.added, difference.removed, difference.changed) == (set(), set(), {})
 
 
+def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools_nodes() -> None:
+    """An Ada board's vGPUs are SR-IOV VFs with a branch >= 550 driver, a Turing board's are mdevs: the node's GPU
+    configuration changes, so its prepare step takes it through a GPU reconfiguration (the maintenance rollout)."""
+    region = minimal_cell_config()
+    region["nodePools"]["l20"] = {
+        "role": "gpu",
+        "gpuModel": "L20",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L20-24Q",
+        "hosts": [{"name": "lab-l20-1", "address": "10.20.0.61"}],
+    }
+    region["gpuOperator"] = {
+        "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+    }
+    before = plan_lab({"L20": L20}, copy.deepcopy(region))
+    after = plan_lab({"L20": {**L20, "architecture": "Turing"}}, copy.deepcopy(region))
+    difference = diff(before, after)
+    assert set(difference.changed) == {
+        "lab-gpu-operator-gpu-operator",
+        "lab-kubevirt-kubevirt",
+        *(f"lab-k3s-lab-l20-1{step}" for step in ("", "-labels", "-prepare", "-settle")),
+    }
+    assert "readonly WANT_GPU=mode=vm-vgpu,vgpu=L20-24Q,vgpu-framework=sriov\n" in script_of(
+        before.named("lab-k3s-lab-l20-1-prepare")
+    )
+    assert "readonly WANT_GPU=mode=vm-vgpu,vgpu=L20-24Q,vgpu-framework=mdev\n" in script_of(
+        after.named("lab-k3s-lab-l20-1-prepare")
+    )
+    devices = after.of_type(KUBEVIRT)[0].inputs["spec"]["configuration"]["permittedHostDevices"]
+    assert devices["mediatedDevices"][0]["mdevNameSelector"] == "NVIDIA L20-24Q"
+
+
 def test_removing_a_model_a_pool_uses_is_one_line_per_pool() -> None:
     region = minimal_cell_config()
     region["nodePools"]["h800-vm"] = _pool("vm-passthrough", "lab-h800-1", "10.20.0.51")
