@@ -1,8 +1,9 @@
 """Planning a stack as it is at a git ref: the "before" of ``gpucell diff --base REF``.
 
 By default the ref's stack files are planned **with the ref's own code**: the ref's tree is exported with
-``git archive`` and its gpucell package run in a subprocess (the package laid out from the ref's
-``[tool.setuptools.package-dir]``, imported ahead of the installed one, with this environment's libraries). A pull
+``git archive`` and its gpucell package run in a subprocess (imported from the tree's ``gpucell/`` ahead of the
+installed one, with this environment's libraries; a ref from before decision 0019 has its package laid out from
+its ``[tool.setuptools.package-dir]``). A pull
 request that changes code (a default, a rendered value) then shows what that change does to every stack, which
 planning the ref's config with the working tree's code would hide. ``--base-code worktree`` plans the ref's
 ``Pulumi.<stack>.yaml`` with the working tree's code instead (for a ref whose code no longer runs here).
@@ -104,6 +105,8 @@ class BaseTree:
         return result, None, notes
 
     def _import_root(self) -> Path:
+        if (self.tree / "gpucell" / "__init__.py").is_file():
+            return self.tree  # the folders carry the import names (decision 0019): the tree is the import root
         root = self.work / "import"
         if root.is_dir():
             return root
