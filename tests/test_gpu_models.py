@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpucell.disruption import compare, fingerprint
-from gpucell.errors import ConfigError
+from gpucell.errors import ConfigError, shown
 from gpucell.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec import CellSpec, StackSpec
@@ -203,6 +203,11 @@ MISTAKES = [
     (
         {"x": _with({"vgpuProfiles": {"H800-1-10C": 7}})},
         "gpuModels.x.vgpuProfiles.H800-1-10C: 'H800-1-10C' is not a time-sliced vGPU type; expected "
+        "'<board>-<GB><A|B|C|Q>' like 'L40S-12Q'",
+    ),
+    (
+        {"x": _with({"vgpuProfiles": {"H" * 57 + "-8C": 1}})},
+        f"gpuModels.x.vgpuProfiles.{'H' * 57}-8C: {shown('H' * 57 + '-8C')} is not a time-sliced vGPU type; expected "
         "'<board>-<GB><A|B|C|Q>' like 'L40S-12Q'",
     ),
     (
@@ -466,6 +471,33 @@ def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools
     )
     devices = after.of_type(KUBEVIRT)[0].inputs["spec"]["configuration"]["permittedHostDevices"]
     assert devices["mediatedDevices"][0]["mdevNameSelector"] == "NVIDIA L20-24Q"
+
+
+def test_a_renamed_model_key_on_an_sriov_vgpu_pool_reruns_only_the_install(lab: PlanResult) -> None:
+    region = minimal_cell_config()
+    region["nodePools"]["l20"] = {
+        "role": "gpu",
+        "gpusPerNode": 2,
+        "gpuMode": "vm-vgpu",
+        "vgpuProfile": "L20-24Q",
+        "hosts": [{"name": "lab-l20-1", "address": "10.20.0.61"}],
+    }
+    region["gpuOperator"] = {
+        "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
+    }
+    before = plan_lab({"L20": L20}, _named(region, "L20"))
+    after = plan_lab({"L20-48GB": L20}, _named(region, "L20-48GB"))
+    difference = diff(before, after)
+    # Not -prepare, which carries the k3s restart digest (WANT_CONFIG): the install re-runs, k3s does not restart.
+    assert (difference.added, difference.removed, set(difference.changed)) == (set(), set(), {"lab-k3s-lab-l20-1"})
+    new = script_of(after.named("lab-k3s-lab-l20-1"))
+    assert "# SR-IOV vGPU: the service that types this host's L20-48GB VFs as NVIDIA L20-24Q" in new
+
+
+def _named(region: dict[str, Any], model: str) -> dict[str, Any]:
+    region = copy.deepcopy(region)
+    region["nodePools"]["l20"]["gpuModel"] = model
+    return region
 
 
 def test_removing_a_model_a_pool_uses_is_one_line_per_pool() -> None:

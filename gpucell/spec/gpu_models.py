@@ -51,6 +51,8 @@ _RESOURCE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _VGPU_TYPE = re.compile(r"(?P<board>[A-Za-z0-9]+(-[A-Za-z][A-Za-z0-9]*)*)-(?P<gb>[1-9][0-9]{0,2})(?P<series>[ABCQ])")
 """A time-sliced vGPU type as NVIDIA names it: ``<board>-<framebuffer GB><series>`` (``L40S-12Q``, ``A10-4C``,
 ``RTX5000-Ada-8Q``); MIG-backed types (``A100-1-5C``) are not time-sliced and do not match."""
+_MAX_VGPU_TYPE = 63 - len("NVIDIA_")
+"""A vGPU type is advertised as ``nvidia.com/NVIDIA_<type>``, whose name part Kubernetes caps at 63."""
 _MAX_MIG_SLICES = 7
 """Compute slices (GPCs available to MIG) of every MIG-capable board: NVIDIA MIG User Guide, "Supported GPUs"."""
 _BALANCED = ({1: 2, 2: 1, 3: 1}, {1: 2, 2: 1})
@@ -307,7 +309,7 @@ def _check_layout_name(config: str, layout: Mapping[str, int]) -> None:
 
 def _check_vgpu_type(profile: str, count: int, framebuffer_mib: int) -> None:
     """A time-sliced vGPU type whose vGPUs fit the framebuffer together."""
-    match = _VGPU_TYPE.fullmatch(profile)
+    match = _VGPU_TYPE.fullmatch(profile) if len(profile) <= _MAX_VGPU_TYPE else None
     if match is None:
         raise SpecError(
             ("vgpuProfiles", profile),
