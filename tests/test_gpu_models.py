@@ -294,6 +294,7 @@ def test_every_built_in_passes_the_user_model_checks(name: str) -> None:
         }
     )
     assert spec.to_model(name) == model
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", name)  # a name a user model could have
 
 
 # -- from stack config to the rendered cell ------------------------------------------------------------------------
