@@ -441,13 +441,13 @@ def test_a_renamed_model_key_changes_nothing_on_the_cell(lab: PlanResult) -> Non
     assert (difference.added, difference.removed, difference.changed) == (set(), set(), {})
 
 
-def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools_nodes() -> None:
-    """An Ada board's vGPUs are SR-IOV VFs with a branch >= 550 driver, a Turing board's are mdevs: the node's GPU
-    configuration changes, so its prepare step takes it through a GPU reconfiguration (the maintenance rollout)."""
+def l20_vgpu_region(model: str = "L20") -> dict[str, Any]:
+    """The minimal region with a vm-vgpu pool of ``model`` (an Ada L20 by default: SR-IOV vGPUs with the 580
+    driver)."""
     region = minimal_cell_config()
     region["nodePools"]["l20"] = {
         "role": "gpu",
-        "gpuModel": "L20",
+        "gpuModel": model,
         "gpusPerNode": 2,
         "gpuMode": "vm-vgpu",
         "vgpuProfile": "L20-24Q",
@@ -456,8 +456,14 @@ def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools
     region["gpuOperator"] = {
         "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
     }
-    before = plan_lab({"L20": L20}, copy.deepcopy(region))
-    after = plan_lab({"L20": {**L20, "architecture": "Turing"}}, copy.deepcopy(region))
+    return region
+
+
+def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools_nodes() -> None:
+    """An Ada board's vGPUs are SR-IOV VFs with a branch >= 550 driver, a Turing board's are mdevs: the node's GPU
+    configuration changes, so its prepare step takes it through a GPU reconfiguration (the maintenance rollout)."""
+    before = plan_lab({"L20": L20}, l20_vgpu_region())
+    after = plan_lab({"L20": {**L20, "architecture": "Turing"}}, l20_vgpu_region())
     difference = diff(before, after)
     assert set(difference.changed) == {
         "lab-gpu-operator-gpu-operator",
@@ -474,31 +480,14 @@ def test_an_architecture_that_switches_the_vgpu_framework_reconfigures_the_pools
     assert devices["mediatedDevices"][0]["mdevNameSelector"] == "NVIDIA L20-24Q"
 
 
-def test_a_renamed_model_key_on_an_sriov_vgpu_pool_reruns_only_the_install(lab: PlanResult) -> None:
-    region = minimal_cell_config()
-    region["nodePools"]["l20"] = {
-        "role": "gpu",
-        "gpusPerNode": 2,
-        "gpuMode": "vm-vgpu",
-        "vgpuProfile": "L20-24Q",
-        "hosts": [{"name": "lab-l20-1", "address": "10.20.0.61"}],
-    }
-    region["gpuOperator"] = {
-        "vgpuDriverImage": {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
-    }
-    before = plan_lab({"L20": L20}, _named(region, "L20"))
-    after = plan_lab({"L20-48GB": L20}, _named(region, "L20-48GB"))
+def test_a_renamed_model_key_on_an_sriov_vgpu_pool_reruns_only_the_install() -> None:
+    before = plan_lab({"L20": L20}, l20_vgpu_region())
+    after = plan_lab({"L20-48GB": L20}, l20_vgpu_region("L20-48GB"))
     difference = diff(before, after)
     # Not -prepare, which carries the k3s restart digest (WANT_CONFIG): the install re-runs, k3s does not restart.
     assert (difference.added, difference.removed, set(difference.changed)) == (set(), set(), {"lab-k3s-lab-l20-1"})
     new = script_of(after.named("lab-k3s-lab-l20-1"))
     assert "# SR-IOV vGPU: the service that types this host's L20-48GB VFs as NVIDIA L20-24Q" in new
-
-
-def _named(region: dict[str, Any], model: str) -> dict[str, Any]:
-    region = copy.deepcopy(region)
-    region["nodePools"]["l20"]["gpuModel"] = model
-    return region
 
 
 def test_removing_a_model_a_pool_uses_is_one_line_per_pool() -> None:
