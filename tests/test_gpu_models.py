@@ -537,6 +537,20 @@ def test_gpu_models_of_the_wrong_shape_are_one_line(value: Any, line: str) -> No
     assert caught.value.lines == [line]
 
 
+def test_gpu_models_as_a_secret_that_is_not_json_is_one_line_without_its_text() -> None:
+    config = {
+        "gpucell:regions": {"lab": minimal_cell_config()},
+        "gpucell:gpuModels": "SENTINEL-not-json",
+        "gpucell:sshPrivateKey": "key",
+    }
+    with pytest.raises(ConfigError) as caught:
+        run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey", "gpucell:gpuModels"])
+    assert caught.value.lines == [
+        "gpuModels: is a secure: value that does not decrypt to a YAML/JSON object (its text is not shown); store it "
+        "as plain YAML in the stack file, or encrypt JSON text"
+    ]
+
+
 # -- docs/gpus.md ----------------------------------------------------------------------------------------------------
 def _block(language: str) -> str:
     (body,) = re.findall(rf"^```{language}\n(.*?)^```", GPUS_DOC, re.MULTILINE | re.DOTALL)
