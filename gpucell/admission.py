@@ -47,22 +47,34 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     """
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     strategy = cell.effective_mig_strategy.value
+    catalog = cell.gpu_catalog
     for name, vm in tenant.virtual_machines.items():
         shaped = shaped_vm(cell, tenant, name, vm).spec
         placement = _placed(
-            ("virtualMachines", name), functools.partial(place_vm, name, shaped, cell.node_pools, offers)
+            ("virtualMachines", name),
+            functools.partial(place_vm, name, shaped, cell.node_pools, offers, catalog=catalog),
         )
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(
             ("notebooks", name),
-            functools.partial(place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook"),
+            functools.partial(
+                place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook", catalog=catalog
+            ),
         )
         yield ("notebooks", name), placement, placement.count
     for name, endpoint in tenant.model_endpoints.items():
         placement = _placed(
             ("modelEndpoints", name),
-            functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
+            functools.partial(
+                place_container,
+                endpoint.gpu,
+                cell.node_pools,
+                offers,
+                strategy,
+                "a GPU model endpoint",
+                catalog=catalog,
+            ),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
 
@@ -481,9 +493,8 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if pool is None or pool not in tenant_pools(lb, tenant):
                 continue  # refused by the traffic rules
             try:
-                pools = place_vm(
-                    name, resolve_vm(cell.kubevirt, cell.versions.kubevirt, spec, vm).spec, cell.node_pools, offers
-                ).pools
+                shaped = resolve_vm(cell.kubevirt, cell.versions.kubevirt, spec, vm).spec
+                pools = place_vm(name, shaped, cell.node_pools, offers, catalog=cell.gpu_catalog).pools
             except (PlacementError, ShapeError):
                 continue
             silent = [p for p in pools if p not in announcer.node_pools]

@@ -196,7 +196,7 @@ class RegionalCell(CellComponent):
         if cell.kubevirt.instancetypes or cell.kubevirt.preferences:
             self.instancetypes = Instancetypes(
                 f"{name}-instancetypes",
-                InstancetypesArgs(cell.kubevirt.instancetypes, cell.kubevirt.preferences),
+                InstancetypesArgs(cell.kubevirt.instancetypes, cell.kubevirt.preferences, gpu_catalog=cell.gpu_catalog),
                 opts=self._in_cluster(self.kubevirt),
             )
         self.image_catalogs: dict[str, ImageCatalog] = {

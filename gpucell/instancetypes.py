@@ -26,7 +26,7 @@ from typing import Any
 import pulumi
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
-from gpucell.gpu_catalog import CATALOG
+from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec
 
 __all__ = [
@@ -42,13 +42,14 @@ API_VERSION = "instancetype.kubevirt.io/v1beta1"
 """API version of the instancetype and preference kinds."""
 
 
-def instancetype_gpu_resource(spec: InstancetypeSpec) -> str | None:
+def instancetype_gpu_resource(spec: InstancetypeSpec, catalog: Mapping[str, GpuModel] = CATALOG) -> str | None:
     """The extended resource of an instancetype's GPUs: ``nvidia.com/<PCI device>`` for passthrough,
     ``nvidia.com/NVIDIA_<type>`` for vGPUs (what the cell's ``KubeVirt`` CR permits,
-    :func:`gpucell.kubevirt.permitted_host_devices`); ``None`` without GPUs."""
+    :func:`gpucell.kubevirt.permitted_host_devices`); ``None`` without GPUs. ``catalog``: the stack's GPU models
+    (``CellSpec.gpu_catalog``; default the built-in ones)."""
     if spec.gpu_model is None:
         return None
-    model = CATALOG[spec.gpu_model]
+    model = catalog[spec.gpu_model]
     return model.vgpu_resource(spec.vgpu_profile) if spec.vgpu_profile else model.passthrough_resource
 
 
@@ -60,7 +61,12 @@ def _metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> di
 
 
 def instancetype_manifest(
-    name: str, spec: InstancetypeSpec, namespace: str | None = None, labels: Mapping[str, str] | None = None
+    name: str,
+    spec: InstancetypeSpec,
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    *,
+    catalog: Mapping[str, GpuModel] = CATALOG,
 ) -> dict[str, Any]:
     """The ``VirtualMachineClusterInstancetype`` ``name`` (or, with ``namespace``, the ``VirtualMachineInstancetype``
     there) of ``spec``."""
@@ -73,7 +79,7 @@ def instancetype_manifest(
     if spec.hugepages is not None:
         memory["hugepages"] = {"pageSize": spec.hugepages}
     body: dict[str, Any] = {"cpu": cpu, "memory": memory}
-    resource = instancetype_gpu_resource(spec)
+    resource = instancetype_gpu_resource(spec, catalog)
     if resource is not None:
         body["gpus"] = [{"name": f"gpu{i}", "deviceName": resource} for i in range(spec.gpus)]
     kind = "VirtualMachineInstancetype" if namespace else "VirtualMachineClusterInstancetype"
@@ -118,6 +124,8 @@ class InstancetypesArgs:
     cluster-wide."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Labels every object carries (a tenant's: ``gpucell.io/tenant``), besides ``app.kubernetes.io/managed-by``."""
+    gpu_catalog: Mapping[str, GpuModel] = field(default_factory=lambda: CATALOG)
+    """The GPU models the instancetypes' ``gpuModel`` names (``CellSpec.gpu_catalog``); default the built-in ones."""
 
 
 class Instancetypes(CellComponent):
@@ -134,7 +142,7 @@ class Instancetypes(CellComponent):
         self.objects: list[pulumi.Resource] = []
         """The registered instancetypes and preferences, in config order."""
         for entry, spec in args.instancetypes.items():
-            manifest = instancetype_manifest(entry, spec, args.namespace, args.labels)
+            manifest = instancetype_manifest(entry, spec, args.namespace, args.labels, catalog=args.gpu_catalog)
             self.objects.append(custom_resource(f"{name}-instancetype-{entry}", manifest, self.child()))
         for entry, preference in args.preferences.items():
             manifest = preference_manifest(entry, preference, args.namespace, args.labels)

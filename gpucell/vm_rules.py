@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from gpucell.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import CATALOG
+from gpucell.gpu_catalog import GpuModel
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, parse_cloud_config
+from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.images import data_source_name
 from gpucell.spec.instancetypes import InstancetypeSpec
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
@@ -48,6 +49,8 @@ class VmPlatform:
     """``imageNamespaces``."""
     tenants: Mapping[str, TenantSpec]
     """``tenants``."""
+    gpu_catalog: Mapping[str, GpuModel]
+    """The stack's GPU models (``CellSpec.gpu_catalog``)."""
 
 
 _STATE = "kubevirt.vmStateStorageClass"
@@ -69,16 +72,16 @@ def catalog_tenants(cell: VmPlatform, catalog: str) -> list[str]:
     return list(cell.tenants) if listed is None else list(listed)
 
 
-def _instancetype_gpus(where: tuple[str | int, ...], spec: InstancetypeSpec) -> Iterator[SpecError]:
+def _instancetype_gpus(
+    where: tuple[str | int, ...], spec: InstancetypeSpec, catalog: Mapping[str, GpuModel]
+) -> Iterator[SpecError]:
     """An instancetype's GPUs must name a catalogued model (and one of its vGPU types): its ``spec.gpus`` carry the
     device plugin's resource name, which comes from the catalog."""
     if spec.gpu_model is None:
         return
-    model = CATALOG.get(spec.gpu_model)
+    model = catalog.get(spec.gpu_model)
     if model is None:
-        yield SpecError(
-            (*where, "gpuModel"), f"{shown(spec.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}"
-        )
+        yield SpecError((*where, "gpuModel"), unknown_model(spec.gpu_model, catalog))
     elif spec.vgpu_profile is not None and spec.vgpu_profile not in model.vgpu_profiles:
         yield SpecError(
             (*where, "vgpuProfile"),
@@ -102,10 +105,10 @@ def _check_definitions(cell: VmPlatform) -> Iterator[SpecError]:
                     "the same object: pick another name, or set kubevirt.commonInstancetypes: false",
                 )
     for name, spec in cell.kubevirt.instancetypes.items():
-        yield from _instancetype_gpus(("kubevirt", "instancetypes", name), spec)
+        yield from _instancetype_gpus(("kubevirt", "instancetypes", name), spec, cell.gpu_catalog)
     for tenant_name, tenant in cell.tenants.items():
         for name, spec in tenant.instancetypes.items():
-            yield from _instancetype_gpus(("tenants", tenant_name, "instancetypes", name), spec)
+            yield from _instancetype_gpus(("tenants", tenant_name, "instancetypes", name), spec, cell.gpu_catalog)
 
 
 def _check_catalogs(cell: VmPlatform) -> Iterator[SpecError]:

@@ -48,7 +48,7 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 from gpucell._component import CellComponent
 from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
+from gpucell.gpu_catalog import needs_host_cpu_model
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.cloud_init import (
@@ -239,9 +239,8 @@ def _cpu(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -> d
             cpu["dedicatedCpuPlacement"] = True
         if spec.numa_passthrough:
             cpu["numa"] = {"guestMappingPassthrough": {}}
-    sized = shape.spec
-    model = CATALOG.get(sized.gpu_model or "")
-    if model is not None and sized.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
+    model = placement.model
+    if model is not None and shape.spec.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
         cpu["model"] = HOST_PASSTHROUGH  # the guest firmware's MMIO window then fits the GPUs' BARs
     return cpu
 
@@ -308,10 +307,10 @@ def claim_template_manifest(
 ) -> dict[str, Any] | None:
     """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.dra.vm_claim_template`:
     ``gpus`` VFIO devices of ``gpuModel``), labelled as the VM's objects; else ``None``."""
-    if placement.device_class is None or spec.gpu_model is None:
+    if placement.device_class is None or placement.model is None:
         return None
     meta = object_meta(tenant, name, workload=name)
-    return vm_claim_template(meta, name, CATALOG[spec.gpu_model], placement.count)
+    return vm_claim_template(meta, name, placement.model, placement.count)
 
 
 def virtual_machine_manifest(
