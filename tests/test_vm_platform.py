@@ -801,3 +801,17 @@ def test_host_assisted_clones_reach_the_tenants_upload_servers_through_its_defau
     config = region(vm())
     config["imageCatalogs"]["os-images"]["tenants"] = ["acme"]
     assert image_clone_policy("globex", spec(config)) is None
+
+
+def test_an_instancetypes_gpu_model_is_one_of_the_stacks_catalog() -> None:
+    types = {"instancetypes": {"big": {"cpus": 4, "memoryGib": 16, "gpuModel": "H900", "gpus": 1}}}
+    [line] = problems(region(kubevirt=types))
+    assert line.startswith("regions.lab.kubevirt.instancetypes.big.gpuModel: 'H900' is not a known GPU model; known: ")
+    assert line.endswith(" (add your own under gpucell:gpuModels)")
+    vgpu = {
+        "instancetypes": {"v": {"cpus": 4, "memoryGib": 16, "gpuModel": "L40S", "gpus": 1, "vgpuProfile": "L40S-99Q"}}
+    }
+    [line] = problems(region(kubevirt=vgpu))
+    assert line.startswith(
+        "regions.lab.kubevirt.instancetypes.v.vgpuProfile: 'L40S-99Q' is not a vGPU profile of L40S;"
+    )
