@@ -5,12 +5,22 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
 - a ``kubevirt.io/v1`` ``VirtualMachine`` named after the workload (checked against ``v1.VirtualMachine`` of
   KubeVirt v1.9.0 ``api/openapi-spec/swagger.json``), with one CDI ``dataVolumeTemplates`` entry per disk;
 - a ``v1`` ``Secret`` ``<vm>-cloud-init`` holding the NoCloud user data (key ``userdata``, the key KubeVirt
-  reads from a ``cloudInitNoCloud.secretRef`` Secret, as in the KubeVirt user guide "Startup Scripts");
+  reads from a ``cloudInitNoCloud.secretRef`` Secret, as in the KubeVirt user guide "Startup Scripts"): the VM's own
+  cloud-config with gpucell's parts merged in (:func:`cloud_config`), and its network data (key ``networkdata``,
+  ``networkDataSecretRef``);
+- per disk imported with credentials or a CA bundle: a ``Secret`` ``<vm>-<disk>-import`` (``accessKeyId``/
+  ``secretKey``) and a ``ConfigMap`` ``<vm>-<disk>-import-ca``, named in the DataVolume's ``secretRef``/
+  ``certConfigMap``;
 - with ``sshService``: a ``Service`` named after the VM (port 22 and any listed ``ports``), and for ``NodePort`` or
   ``LoadBalancer`` (an address from a ``loadBalancer`` pool of the tenant, fixed or not) a ``CiliumNetworkPolicy``
   ``<vm>-ssh`` letting the clients of ``sshService.allowFromCidrs`` reach those ports of this VM only: the tenant's
   default-deny policies would drop it otherwise. The tenant's ``quota.nodePorts`` and ``quota.loadBalancers`` cap
   such Services.
+
+A VM sized by an instancetype names it (and its preference) in ``spec.instancetype``/``spec.preference`` and renders
+no CPU topology, memory or resources of its own, nor the GPUs its instancetype gives (:mod:`gpucell.vm_shape`); every
+VM has a virtio-rng device unless ``rng: false``; ``efi`` and ``tpm`` render ``firmware.bootloader.efi`` (with SMM for
+Secure Boot) and ``devices.tpm``.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
 (:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
@@ -478,6 +488,8 @@ class GpuVirtualMachine(CellComponent):
     Children (``name`` is the component name, e.g. ``fra1-acme-train``):
 
     - ``f"{name}-cloud-init"``: the ``Secret`` with the user data (:func:`cloud_config`, a Pulumi secret);
+    - ``f"{name}-<disk>-import"`` (``Secret``, a Pulumi secret) and ``f"{name}-<disk>-import-ca"`` (``ConfigMap``)
+      for disks imported with credentials or a CA bundle;
     - with DRA GPUs: ``f"{name}-gpu-claim"``, the ``ResourceClaimTemplate`` (:func:`claim_template_manifest`);
     - ``f"{name}-vm"``: the ``VirtualMachine`` (:func:`virtual_machine_manifest`), after the Secret (and the claim
       template);
@@ -485,7 +497,8 @@ class GpuVirtualMachine(CellComponent):
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies), on the ``KubeVirt`` CR (Available,
     and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile patch (so DataVolumes get the
-    PVC shape the cell's storage needs); with DRA GPUs also on the DRA driver's Release and on ``args.after``.
+    PVC shape the cell's storage needs); with DRA GPUs also on the DRA driver's Release and on ``args.after``; a VM
+    cloning a catalog image also on that :class:`gpucell.images.ImageCatalog` (its clone RBAC).
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
     VM's DataVolumes, so deleting it deletes the disks.
     """
