@@ -5,6 +5,7 @@ unwritable outputs)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import time
 from pathlib import Path
@@ -246,6 +247,30 @@ def test_a_malformed_secret_is_one_line_without_its_text(
     assert error == expected
     assert SENTINEL not in error
     assert [line for line in lines if SENTINEL in line] == []
+
+
+@pytest.mark.parametrize(
+    ("user_data", "problem"),
+    [
+        (f"export TOKEN={SENTINEL}\n", "is not cloud-config: its first line must be #cloud-config"),
+        (f"#cloud-config\n{SENTINEL}: [\n", "is not valid YAML (line 3)"),
+        (f"#cloud-config\nwhen: 2024-13-45\ntoken: {SENTINEL}\n", "is not valid YAML: a value reads as a date"),
+        (f"#cloud-config\n{SENTINEL}: 1\n{SENTINEL}: 2\n", "holds a key twice in one mapping (lines 2 and 3)"),
+    ],
+    ids=["first-line", "yaml", "date", "twice"],
+)
+def test_secret_user_data_that_is_refused_is_one_line_without_its_text(
+    user_data: str, problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    regions = copy.deepcopy(PROD["gpucell:regions"])
+    regions["fra1"]["tenants"]["acme"]["virtualMachines"]["train-01"]["cloudInit"] = {"userDataConfigKey": "acmeUd"}
+    error, lines = _program({"gpucell:regions": regions, **_secrets(**{"gpucell:acmeUd": user_data})}, caplog)
+    assert error.startswith(
+        "regions.fra1.tenants.acme.virtualMachines.train-01.cloudInit.userDataConfigKey: the user data in secret "
+        f"'acmeUd' {problem}"
+    )
+    assert error.endswith("(the value is not shown)")
+    assert [line for line in [error, *lines] if SENTINEL in line] == []
 
 
 def test_plain_regions_that_are_not_json_name_the_key_only(caplog: pytest.LogCaptureFixture) -> None:

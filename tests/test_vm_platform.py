@@ -168,6 +168,79 @@ def test_a_conflict_with_gpucells_parts_names_both_keys() -> None:
     ]
 
 
+def test_a_key_twice_in_user_data_is_refused_not_dropped() -> None:
+    # YAML (and cloud-init, which loads user data the same way) keeps the last runcmd: the first would be lost.
+    twice = "#cloud-config\nruncmd: [[touch, /a]]\npackages: [nvtop]\nruncmd: [[touch, /b]]\n"
+    assert problems(region(vm(cloudInit={"userData": twice}))) == [
+        f"{VM_BASE}.cloudInit.userData: holds key 'runcmd' twice in one mapping (lines 2 and 4): YAML keeps only the "
+        "last, so the first would be dropped; write it once"
+    ]
+    nested = "#cloud-config\nwrite_files:\n- {path: /etc/a, content: x, content: y}\n"
+    assert problems(region(vm(cloudInit={"userData": nested})))[0].startswith(
+        f"{VM_BASE}.cloudInit.userData: holds key 'content' twice in one mapping (lines 3 and 3)"
+    )
+    with pytest.raises(UserDataError) as caught:
+        secret_user_data("#cloud-config\nhunter2: 1\nhunter2: 2\n")
+    assert caught.value.message == (
+        "holds a key twice in one mapping (lines 2 and 3): YAML keeps only the last, so the first would be dropped; "
+        "write it once"
+    )
+
+
+def test_a_value_yaml_cannot_construct_is_one_line_not_a_traceback() -> None:
+    # PyYAML raises the constructor's own ValueError for a date that does not exist or a tagged number that is none
+    line = (
+        "is not valid YAML: a value reads as a date or a tagged number that does not exist (2024-13-45, !!int abc); "
+        "quote it to keep it a string"
+    )
+    for text in ("#cloud-config\nbootcmd: [[echo, 2024-13-45]]\nwhen: 2024-13-45\n", "#cloud-config\nn: !!int abc\n"):
+        assert problems(region(vm(cloudInit={"userData": text}))) == [f"{VM_BASE}.cloudInit.userData: {line}"]
+    assert problems(region(vm(cloudInit={"networkData": "version: 2\nwhen: 2024-13-45\n"}))) == [
+        f"{VM_BASE}.cloudInit.networkData: {line}"
+    ]
+    with pytest.raises(UserDataError) as caught:
+        secret_user_data("#cloud-config\nwhen: 2024-02-30\n")
+    assert caught.value.message == line
+
+
+def test_secret_user_data_is_refused_without_a_word_of_it() -> None:
+    refusals = {
+        "export TOKEN=hunter2\n": "is not cloud-config: its first line must be #cloud-config",
+        "#cloud-config\nhunter2: [\n": "is not valid YAML (line 3)",
+        "#cloud-config\n{hunter2: 1}: 2\n": "is not valid YAML (line 2)",
+        "#cloud-config\n5: hunter2\n": "is not cloud-config: a key is not a string",
+    }
+    for text, message in refusals.items():
+        with pytest.raises(UserDataError) as caught:
+            secret_user_data(text)
+        assert caught.value.message == message
+
+
+def test_users_as_a_string_or_a_mapping_merge_as_cloud_init_reads_them() -> None:
+    # cloud-init takes users as a list, a comma-separated string or a mapping (ug_util._normalize_users, 26.2)
+    ours = GpucellUserData("ubuntu", [KEY])
+    merged = merge_user_data(parse_cloud_config("#cloud-config\nusers: default, ops\n"), ours, where="vm")
+    assert merged["users"][:1] == ["default, ops"]
+    mapping = "#cloud-config\nusers: {ops: {groups: wheel}, ci: true, old: false}\n"
+    merged = merge_user_data(parse_cloud_config(mapping), ours, where="vm")
+    assert merged["users"][:2] == [{"name": "ops", "groups": "wheel"}, "ci"]
+    assert merged["users"][2]["name"] == "ubuntu"
+    for users, path in (
+        ("users: default, ubuntu", "users"),
+        ("users: [[default, ubuntu]]", "users[0]"),
+        ("users: {ubuntu: {groups: wheel}}", "users.ubuntu"),
+    ):
+        assert problems(region(vm(user="ubuntu", cloudInit={"userData": f"#cloud-config\n{users}\n"}))) == [
+            f"{VM_BASE}.cloudInit.userData.{path}: names the VM's own user 'ubuntu' (virtualMachines.vm.user), whom "
+            "gpucell creates with virtualMachines.vm.sshKeys; drop the entry, or set virtualMachines.vm.user to "
+            "another name"
+        ]
+    assert problems(region(vm(cloudInit={"userData": "#cloud-config\nusers: 5\n"}))) == [
+        f"{VM_BASE}.cloudInit.userData.users: is a number; cloud-init takes a list, a mapping or a comma-separated "
+        "string here"
+    ]
+
+
 def test_user_data_in_a_key_and_a_secret_at_once_is_refused() -> None:
     both = {"userData": "#cloud-config\n", "userDataConfigKey": "acmeUserData"}
     assert problems(region(vm(cloudInit=both))) == [

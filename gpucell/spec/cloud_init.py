@@ -20,7 +20,7 @@ guest as the NoCloud ``network-config`` through the same Secret (KubeVirt reads 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -82,9 +82,9 @@ user data: the plan renders gpucell's parts, and ``pulumi up``, which has the re
 
 
 def secret_user_data(text: str) -> dict[str, Any]:
-    """The cloud-config of user data held in a secret: :func:`parse_cloud_config`, or nothing for the offline plan's
-    stand-in (:data:`PLAN_STAND_IN_PREFIX`)."""
-    return {} if text.startswith(PLAN_STAND_IN_PREFIX) else parse_cloud_config(text)
+    """The cloud-config of user data held in a secret: :func:`parse_cloud_config` (``secret=True``: a refusal shows
+    nothing of the text), or nothing for the offline plan's stand-in (:data:`PLAN_STAND_IN_PREFIX`)."""
+    return {} if text.startswith(PLAN_STAND_IN_PREFIX) else parse_cloud_config(text, secret=True)
 
 
 class UserDataError(ValueError):
@@ -97,7 +97,33 @@ class UserDataError(ValueError):
         self.message = message
 
 
-def _load(text: str, what: str) -> Any:
+class _CheckedLoader(yaml.CSafeLoader):
+    """PyYAML's safe loader that refuses a key twice in one mapping: YAML keeps the last silently (and so does
+    cloud-init, which loads user data the same way), so a second ``runcmd:`` would drop the first without a word."""
+
+    secret = False
+    """Set per load: the user data is a secret, so a refusal names lines, never keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            line, identity = key_node.start_mark.line + 1, (key_node.tag, key_node.value)
+            if identity in seen:
+                key = "a key" if self.secret else f"key {shown(key_node.value)}"
+                raise UserDataError(
+                    (),
+                    f"holds {key} twice in one mapping (lines {seen[identity]} and {line}): YAML keeps only the "
+                    "last, so the first would be dropped; write it once",
+                )
+            seen[identity] = line
+        return super().construct_mapping(node, deep)
+
+
+def _load(text: str, what: str, *, secret: bool = False) -> Any:
+    """The YAML document ``text`` (``what``: "user data" or "network data"); ``secret``: name lines only, never a value
+    or key of it. Raises :class:`UserDataError`."""
     size = len(text.encode())
     if size > MAX_CLOUD_INIT_BYTES:
         raise UserDataError((), f"is {size} bytes; gpucell accepts {what} of at most {MAX_CLOUD_INIT_BYTES} bytes")
@@ -108,20 +134,36 @@ def _load(text: str, what: str) -> Any:
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark is not None else 0
                 raise UserDataError((), f"holds a YAML alias (line {line}); write the value out")
-        return yaml.load(text, Loader=yaml.CSafeLoader)
+        loader = _CheckedLoader(text)
+        loader.secret = secret
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except UserDataError:
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserDataError((), f"is not valid YAML{where}: {problem}") from None
+        raise UserDataError((), f"is not valid YAML{where}" + ("" if secret else f": {problem}")) from None
+    except (ValueError, TypeError, OverflowError):
+        # A plain scalar that YAML resolves to a date, or a !!int/!!float tag, that does not construct (2024-13-45):
+        # PyYAML raises the constructor's own error, whose text may hold the value.
+        raise UserDataError(
+            (),
+            "is not valid YAML: a value reads as a date or a tagged number that does not exist (2024-13-45, "
+            "!!int abc); quote it to keep it a string",
+        ) from None
 
 
-def parse_cloud_config(text: str) -> dict[str, Any]:
-    """The cloud-config mapping of user data ``text``.
+def parse_cloud_config(text: str, *, secret: bool = False) -> dict[str, Any]:
+    """The cloud-config mapping of user data ``text``; ``secret`` (user data from a secret config key): a refusal
+    names lines and keys of gpucell's, never the text's own.
 
     Raises :class:`UserDataError` when ``text`` does not start with the line ``#cloud-config``, names another user
-    data format (script, ``#include``, Jinja, MIME), is not YAML (without aliases), is not a mapping with string
-    keys, or is larger than :data:`MAX_CLOUD_INIT_BYTES`.
+    data format (script, ``#include``, Jinja, MIME), is not YAML (without aliases, without a key twice in one
+    mapping), is not a mapping with string keys, or is larger than :data:`MAX_CLOUD_INIT_BYTES`.
     """
     first = text.lstrip("\ufeff").split("\n", 1)[0].rstrip()
     if first != CLOUD_CONFIG_HEADER:
@@ -129,17 +171,17 @@ def parse_cloud_config(text: str) -> dict[str, Any]:
         named = next((what for prefix, what in _OTHER_FORMATS if lowered.startswith(prefix)), None)
         if named is not None:
             raise UserDataError((), f"is {named}, not cloud-config; {_NOT_MERGEABLE}")
-        raise UserDataError(
-            (), f"is not cloud-config: its first line must be {CLOUD_CONFIG_HEADER} (it is {shown(first, 40)})"
-        )
-    document = _load(text, "user data")
+        found = "" if secret else f" (it is {shown(first, 40)})"
+        raise UserDataError((), f"is not cloud-config: its first line must be {CLOUD_CONFIG_HEADER}{found}")
+    document = _load(text, "user data", secret=secret)
     if document is None:
         return {}
     if not isinstance(document, dict):
         raise UserDataError((), f"is not cloud-config: a YAML mapping of cloud-init modules, not a {_kind(document)}")
     for key in document:
         if not isinstance(key, str):
-            raise UserDataError((), f"is not cloud-config: key {shown(key)} is not a string")
+            shown_key = "a key" if secret else f"key {shown(key)}"
+            raise UserDataError((), f"is not cloud-config: {shown_key} is not a string")
     return document
 
 
@@ -161,7 +203,8 @@ def parse_network_config(text: str) -> dict[str, Any]:
 
 
 def _kind(value: object) -> str:
-    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+    kinds = {list: "list", dict: "mapping", str: "string", int: "number", float: "number", bool: "boolean"}
+    return kinds.get(type(value), "value")
 
 
 class CloudInitSpec(SpecModel):
@@ -257,16 +300,15 @@ def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, wher
                 f"conflicts with gpucell's {key}: {str(value).lower()} ({where}: password and root SSH logins stay "
                 "off, the VM's user has a locked password and its sshKeys); remove it",
             )
-    users = _list_of(merged, "users")
-    for index, entry in enumerate(users):
-        name = entry.get("name") if isinstance(entry, dict) else entry
+    users = _user_entries(merged.get("users"))
+    for path, name in _user_names(users):
         if name == ours.user:
             raise UserDataError(
-                ("users", index, "name"),
+                ("users", *path),
                 f"names the VM's own user {shown(ours.user)} ({where}.user), whom gpucell creates with "
                 f"{where}.sshKeys; drop the entry, or set {where}.user to another name",
             )
-    merged["users"] = [*users, ours.user_entry()]
+    merged["users"] = [*(entry for _, entry in users), ours.user_entry()]
     merged.update(_FIXED)  # a key the tenant set keeps its place; gpucell's go after users
     files = _list_of(merged, "write_files")
     for index, entry in enumerate(files):
@@ -280,6 +322,49 @@ def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, wher
     if files or written:
         merged["write_files"] = [*files, *written]
     return merged
+
+
+def _user_entries(value: object) -> list[tuple[tuple[str | int, ...], Any]]:
+    """``(path below users, entry)`` of the ``users`` of user data, the forms cloud-init takes turned into the list
+    entries it normalises them to (``_normalize_users`` in ``cloudinit/distros/ug_util.py`` of canonical/cloud-init
+    26.2): a string (``default, ops``: comma-separated names) is one entry; a mapping of name -> config gives a
+    ``{name, **config}`` entry per name, name -> true the name alone, name -> false nothing. Raises
+    :class:`UserDataError` for anything else."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [((), value)]
+    if isinstance(value, list):
+        return [((index,), entry) for index, entry in enumerate(value)]
+    if not isinstance(value, dict):
+        raise UserDataError(
+            ("users",), f"is a {_kind(value)}; cloud-init takes a list, a mapping or a comma-separated string here"
+        )
+    entries: list[tuple[tuple[str | int, ...], Any]] = []
+    for name, config in value.items():
+        if isinstance(config, dict):
+            entries.append(((str(name),), {"name": name, **config}))
+        elif isinstance(config, bool | int | float | str):
+            if config is True or str(config).lower().strip() in ("true", "1", "on", "yes"):  # util.is_true
+                entries.append(((str(name),), str(name)))
+        else:
+            raise UserDataError(
+                ("users", str(name)), f"is a {_kind(config)}; cloud-init takes a user's config (a mapping) here"
+            )
+    return entries
+
+
+def _user_names(entries: Sequence[tuple[tuple[str | int, ...], Any]]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """``(path below users, name)`` of every user ``entries`` name: an entry's ``name`` (none: the default user), a
+    string's comma-separated names, a nested list's (cloud-init's ``uniq_merge``)."""
+    for path, entry in entries:
+        if isinstance(entry, dict):
+            if isinstance(entry.get("name"), str):
+                yield (*path, "name") if isinstance(path[-1], int) else path, entry["name"].strip()
+        elif isinstance(entry, str | list):
+            for part in [entry] if isinstance(entry, str) else entry:
+                for name in str(part).split(","):
+                    yield path, name.strip()
 
 
 def _list_of(merged: Mapping[str, Any], key: str) -> list[Any]:

@@ -244,8 +244,8 @@ def _user_data_problem(key: str, where: str, vm: GpuVirtualMachineSpec) -> str |
         merge_user_data(secret_user_data(value), ours, where=where.rsplit(".cloudInit", 1)[0])
     except UserDataError as exc:
         inner = join_path(exc.rel_path)
-        at = f" at {inner}" if inner else ""
-        return f"{where}: the user data in secret {key!r}{at} {exc.message.removeprefix('is ')}"
+        at = f", at {inner}," if inner else ""
+        return f"{where}: the user data in secret {key!r}{at} {exc.message} (the value is not shown)"
     return None
 
 
