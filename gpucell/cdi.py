@@ -28,6 +28,7 @@ __all__ = [
     "API_VERSION",
     "CR_NAME",
     "FEATURE_GATES",
+    "NAMESPACE",
     "PATCH_FORCE",
     "Cdi",
     "CdiArgs",
@@ -40,6 +41,9 @@ API_VERSION = "cdi.kubevirt.io/v1beta1"
 """API version of the ``CDI`` and ``StorageProfile`` kinds."""
 CR_NAME = "cdi"
 """Name of the cluster-scoped ``CDI`` CR (the operator manages exactly one)."""
+NAMESPACE = "cdi"
+"""The namespace the operator manifest installs CDI into, where its controller runs a ``DataImportCron``'s digest
+poller (``newCronJob`` in ``pkg/controller/dataimportcron-controller.go`` at v1.66.0: ``r.cdiNamespace``)."""
 FEATURE_GATES = ("HonorWaitForFirstConsumer",)
 """CDI feature gates, as the release's own ``cdi-cr.yaml`` sets them. ``HonorWaitForFirstConsumer`` keeps CDI
 from binding a ``WaitForFirstConsumer`` PVC (``local-path``) with its importer pod: the disk is imported where

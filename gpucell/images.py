@@ -15,8 +15,12 @@ swagger.json`` ``v1beta1.DataImportCron``/``DataSource``/``DataVolume``):
   imports changes: CDI refuses DataVolume spec updates) bound at once (``cdi.kubevirt.io/storage.bind.immediate.
   requested``: nothing consumes a golden image, and a ``WaitForFirstConsumer`` class would wait for ever) and a
   ``DataSource`` pointing at it;
-- per image with ``credentialsConfigKey``: a ``Secret`` ``<image>-import`` (``accessKeyId``/``secretKey``); with
-  ``caBundle``: a ``ConfigMap`` ``<image>-import-ca``;
+- per image with ``credentialsConfigKey``: a ``Secret`` ``<catalog>-<image>-import`` (``accessKeyId``/``secretKey``);
+  with ``caBundle``: a ``ConfigMap`` ``<catalog>-<image>-import-ca``. For a registry image both are also rendered in
+  CDI's namespace (``cdi``) under the same names: a DataImportCron's digest poller runs there (a CronJob of CDI's
+  controller, ``InitPollerPod`` in ``pkg/controller/dataimportcron-controller.go``) and reads the cron's
+  ``secretRef`` and ``certConfigMap`` by name from its own namespace, while the imports it starts read them from the
+  catalog's; without the copies the poller never starts ("secret not found") and the image is never imported;
 - the ``Role`` and ``RoleBinding`` ``gpucell-image-clone``: ``create`` on ``datavolumes/source`` (what CDI checks
   before a clone out of a namespace: ``CanServiceAccountClonePVC``/``CanUserClonePVC``, ``authorize_utils.go`` of
   the CDI API; KubeVirt checks it for the VM's service account, ``authorizeDataVolume`` in kubevirt v1.9.0
@@ -31,21 +35,20 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, Secret
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
+from gpucell.cdi import NAMESPACE as CDI_NAMESPACE
 from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.spec.images import CatalogImageSpec, ImageCatalogSpec, data_source_name
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.vm_rules import catalog_tenants
 
 if TYPE_CHECKING:
-    from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
-
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "catalog_objects",
     "clone_rbac",
     "image_catalog_args",
+    "import_object_names",
 ]
 
 CDI_API_VERSION = "cdi.kubevirt.io/v1beta1"
@@ -99,8 +103,14 @@ def _size(image: CatalogImageSpec, storage_class: str) -> dict[str, Any]:
     return {"resources": {"requests": {"storage": f"{image.size_gib}Gi"}}, "storageClassName": storage_class}
 
 
-def _source(name: str, image: CatalogImageSpec) -> dict[str, Any]:
-    return import_source(image.source, f"{name}-import", f"{name}-import-ca")
+def import_object_names(catalog: str, image: str) -> tuple[str, str]:
+    """Names of ``catalog``'s ``image``'s import credentials Secret and CA ConfigMap: ``<catalog>-<image>-import`` and
+    ``<catalog>-<image>-import-ca``, unique in CDI's namespace too, where a registry image's copies live."""
+    return f"{catalog}-{image}-import", f"{catalog}-{image}-import-ca"
+
+
+def _source(catalog: str, name: str, image: CatalogImageSpec) -> dict[str, Any]:
+    return import_source(image.source, *import_object_names(catalog, name))
 
 
 def catalog_objects(catalog: str, spec: ImageCatalogSpec, default_class: str) -> list[dict[str, Any]]:
@@ -111,7 +121,7 @@ def catalog_objects(catalog: str, spec: ImageCatalogSpec, default_class: str) ->
     for image_name, image in spec.images.items():
         for storage_class in image.storage_classes or [default_class]:
             source_name = data_source_name(image_name, storage_class)
-            source = _source(image_name, image)
+            source = _source(catalog, image_name, image)
             storage = _size(image, storage_class)
             if image.source.registry:
                 cron_spec = {
@@ -169,6 +179,8 @@ class ImageCatalog(CellComponent):
 
     Children: ``f"{name}-namespace"`` (taking ``removal_policy``: deleting it deletes every imported image),
     ``f"{name}-<image>-import"`` (Secret) and ``f"{name}-<image>-import-ca"`` (ConfigMap) where an image has them,
+    and for a registry image also ``f"{name}-<image>-import-cdi"``/``f"{name}-<image>-import-ca-cdi"``, their copies in
+    CDI's namespace (:func:`import_object_names`),
     ``f"{name}-<object name>"`` per :func:`catalog_objects` entry (DataImportCrons replaced on any spec change,
     delete first), ``f"{name}-clone-role"``/``f"{name}-clone"`` (:func:`clone_rbac`).
     """
@@ -191,26 +203,11 @@ class ImageCatalog(CellComponent):
         )
         inside: list[pulumi.Resource] = [self.namespace_resource]
         for image_name, image in args.spec.images.items():
-            key = image.source.credentials_config_key
-            if key is not None:
-                data = pulumi.Output.secret(args.credentials[key]).apply(import_secret_data)
-                inside.append(
-                    Secret(
-                        f"{name}-{image_name}-import",
-                        metadata=cast("ObjectMetaArgsDict", _meta(catalog, f"{image_name}-import")),
-                        type="Opaque",
-                        string_data=data,
-                        opts=self.child(depends_on=inside[:1]),
-                    )
-                )
-            if image.source.ca_bundle is not None:
-                inside.append(
-                    ConfigMap(
-                        f"{name}-{image_name}-import-ca",
-                        metadata=cast("ObjectMetaArgsDict", _meta(catalog, f"{image_name}-import-ca")),
-                        data={CA_BUNDLE_KEY: image.source.ca_bundle},
-                        opts=self.child(depends_on=inside[:1]),
-                    )
+            # A registry image's DataImportCron polls from CDI's namespace, which needs its own copies (module doc).
+            namespaces = [catalog, CDI_NAMESPACE] if image.source.registry else [catalog]
+            for namespace in namespaces:
+                inside += self._import_objects(
+                    name, namespace, catalog, image_name, image=image, credentials=args.credentials
                 )
         self.objects: list[pulumi.Resource] = []
         """The DataImportCrons, DataVolumes and DataSources."""
@@ -237,6 +234,46 @@ class ImageCatalog(CellComponent):
         )
         self.namespace = self.namespace_resource.urn.apply(lambda _: catalog)
         self.register_outputs({"namespace": self.namespace})
+
+    def _import_objects(
+        self,
+        name: str,
+        namespace: str,
+        catalog: str,
+        image_name: str,
+        *,
+        image: CatalogImageSpec,
+        credentials: Mapping[str, pulumi.Input[str]],
+    ) -> list[pulumi.Resource]:
+        """``image``'s credentials Secret and CA ConfigMap in ``namespace`` (the catalog's, or CDI's for a registry
+        image's poller), where it has them; children ``f"{name}-{image_name}-import"``/``-import-ca``, with ``-cdi``
+        after ``import`` for CDI's copies."""
+        secret_name, ca_name = import_object_names(catalog, image_name)
+        suffix = "-cdi" if namespace != catalog else ""
+        labels = {**MANAGED_BY, CATALOG_LABEL: catalog}
+        after = self.child(depends_on=[self.namespace_resource])
+        made: list[pulumi.Resource] = []
+        key = image.source.credentials_config_key
+        if key is not None:
+            made.append(
+                Secret(
+                    f"{name}-{image_name}-import{suffix}",
+                    metadata={"name": secret_name, "namespace": namespace, "labels": labels},
+                    type="Opaque",
+                    string_data=pulumi.Output.secret(credentials[key]).apply(import_secret_data),
+                    opts=after,
+                )
+            )
+        if image.source.ca_bundle is not None:
+            made.append(
+                ConfigMap(
+                    f"{name}-{image_name}-import-ca{suffix}",
+                    metadata={"name": ca_name, "namespace": namespace, "labels": labels},
+                    data={CA_BUNDLE_KEY: image.source.ca_bundle},
+                    opts=after,
+                )
+            )
+        return made
 
 
 def image_catalog_args(cell: CellSpec, catalog: str, credentials: Mapping[str, pulumi.Input[str]]) -> ImageCatalogArgs:

@@ -630,6 +630,37 @@ def test_catalog_crons_are_replaced_never_updated_and_vms_wait_for_the_clone_rba
     )
 
 
+def test_a_private_registry_images_poller_finds_its_credentials_and_ca_in_cdis_namespace() -> None:
+    # CDI runs a DataImportCron's digest poller in its own namespace and reads the cron's secretRef and certConfigMap
+    # there by name (InitPollerPod, dataimportcron-controller.go v1.66.0); its imports read them in the catalog's.
+    config = region(vm())
+    source = {"registry": "docker://registry.acme.example/os/ubuntu:24.04", "credentialsConfigKey": "osPull"}
+    config["imageCatalogs"]["os-images"]["images"]["ubuntu-2404"]["source"] = {**source, "caBundle": CA}
+    plan = deploy(config, {"osPull": "robot:tok3n"})
+    cron = next(r for r in plan.resources if r.type == "kubernetes:cdi.kubevirt.io/v1beta1:DataImportCron")
+    registry = cron.inputs["spec"]["template"]["spec"]["source"]["registry"]
+    assert (registry["secretRef"], registry["certConfigMap"]) == (
+        "os-images-ubuntu-2404-import",
+        "os-images-ubuntu-2404-import-ca",
+    )
+    secrets = {
+        (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r
+        for r in plan.resources
+        if r.type == "kubernetes:core/v1:Secret" and r.name.startswith("lab-images-")
+    }
+    assert set(secrets) == {("os-images", "os-images-ubuntu-2404-import"), ("cdi", "os-images-ubuntu-2404-import")}
+    for secret in secrets.values():
+        assert secret.inputs["stringData"] == SECRET
+        assert secret.raw_inputs["stringData"] == {"accessKeyId": "robot", "secretKey": "tok3n"}
+        assert secret.urn in cron.dependencies
+    maps = {
+        (r.inputs["metadata"]["namespace"], r.inputs["metadata"]["name"]): r.inputs["data"]
+        for r in plan.resources
+        if r.type == "kubernetes:core/v1:ConfigMap" and r.name.startswith("lab-images-")
+    }
+    assert maps == {(ns, "os-images-ubuntu-2404-import-ca"): {"ca.pem": CA} for ns in ("os-images", "cdi")}
+
+
 def test_secret_user_data_and_import_credentials_stay_secret_and_are_merged() -> None:
     source = {"registry": UBUNTU, "credentialsConfigKey": "acmePull"}
     config = region(vm(cloudInit={"userDataConfigKey": "acmeUserData"}, rootDisk={"source": source, "sizeGib": 30}))
