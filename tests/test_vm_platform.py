@@ -490,6 +490,16 @@ def test_a_datasource_no_tenant_may_use_and_other_catalog_mistakes_are_one_line_
     ]
 
 
+def test_a_catalog_named_what_no_namespace_can_be_is_one_line() -> None:
+    # the key is the catalog's Namespace: the API server would refuse it only at pulumi up
+    config = region()
+    config["imageCatalogs"] = {"Os_Images": config["imageCatalogs"]["os-images"]}
+    assert problems(config) == [
+        "regions.lab.imageCatalogs.Os_Images: 'Os_Images' is not a namespace name (a DNS-1123 label: lower-case "
+        "letters, digits, '-')"
+    ]
+
+
 def test_catalog_objects_are_a_cron_per_registry_image_and_a_volume_and_source_per_http_image() -> None:
     catalog = spec(
         region(

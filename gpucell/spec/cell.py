@@ -352,6 +352,16 @@ class CellSpec(SpecModel):
 
     _pool_names = field_validator("node_pools")(check_names)
 
+    @field_validator("image_catalogs")
+    @classmethod
+    def _catalog_namespaces(cls, catalogs: dict[str, ImageCatalogSpec]) -> dict[str, ImageCatalogSpec]:
+        for name in catalogs:
+            if not DNS_LABEL.fullmatch(name):
+                raise SpecError(
+                    (name,), f"{shown(name)} is not a namespace name (a DNS-1123 label: lower-case letters, digits, '-')"
+                )
+        return catalogs
+
     @field_validator("image_namespaces")
     @classmethod
     def _image_namespaces(cls, names: list[str]) -> list[str]:
