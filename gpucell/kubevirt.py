@@ -34,6 +34,7 @@ from gpucell.vm_rules import state_storage_class
 from gpucell.vm_shape import resolve_vm
 
 __all__ = [
+    "CPU_ALLOCATION_RATIO",
     "CPU_MANAGER_GATE",
     "CR_NAME",
     "GPUS_WITH_DRA_GATE",
@@ -189,6 +190,13 @@ writes KubeVirt's), and what KubeVirt's adds, ``userfaultfd``, serves only post-
 does not enable."""
 
 
+CPU_ALLOCATION_RATIO = 1
+"""``developerConfiguration.cpuAllocationRatio``: a VM that gives no CPU request of its own (one sized by an
+instancetype, which may not) requests one host CPU per vCPU, as gpucell's other VMs do and as admission, quotas and
+the capacity view count it. KubeVirt's default, 10, would request a tenth of a CPU per vCPU
+(``WithoutDedicatedCPU`` in ``pkg/virt-controller/services/renderresources.go`` at v1.9.0; v1.DeveloperConfiguration
+``cpuAllocationRatio``: "Defaults to 10"), packing ten times the vCPUs onto a node that admission believes full."""
+
 VM_PERSISTENT_STATE_GATE = "VMPersistentState"
 """Gate for persistent EFI NVRAM and TPM state (backend storage): "Alpha" until v1.5, GA from v1.6.0 on
 (``RegisterFeatureGate(... VMPersistentState, State: GA)``, ``pkg/virt-config/featuregate/inactive.go``), when
@@ -216,7 +224,8 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
 
     ``configuration.seccompConfiguration`` (:data:`SECCOMP_CONFIGURATION`, always: tenant namespaces enforce
-    ``restricted``), ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
+    ``restricted``), ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`) and
+    ``cpuAllocationRatio`` (:data:`CPU_ALLOCATION_RATIO`, always),
     ``configuration.permittedHostDevices`` (:func:`permitted_host_devices`) and, when an mdev ``vm-vgpu`` pool
     exists, ``configuration.mediatedDevicesConfiguration.enabled: false``: the GPU Operator's vGPU device
     manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
@@ -232,8 +241,8 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     """
     configuration: dict[str, Any] = {"seccompConfiguration": copy.deepcopy(SECCOMP_CONFIGURATION)}
     gates = feature_gates(cell)
-    if gates:
-        configuration["developerConfiguration"] = {"featureGates": gates}
+    developer: dict[str, Any] = {"featureGates": gates} if gates else {}
+    configuration["developerConfiguration"] = {**developer, "cpuAllocationRatio": CPU_ALLOCATION_RATIO}
     devices = permitted_host_devices(cell)
     if devices:
         configuration["permittedHostDevices"] = devices

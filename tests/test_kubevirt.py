@@ -108,13 +108,15 @@ def test_children_wait_for_the_components_dependencies() -> None:
 
 def test_container_only_cell_configures_only_the_launchers_seccomp_profile_and_the_vm_platform() -> None:
     """Every cell, with VMs or not: launcher pods get RuntimeDefault, so tenant namespaces can enforce restricted;
-    the common instancetypes and the VM state class are always said out loud."""
+    the common instancetypes, the VM state class and the CPU a vCPU requests are always said out loud (a VM sized by an
+    instancetype would request a tenth of a CPU per vCPU at KubeVirt's default ratio, 10)."""
     _, cr = install(cell(minimal_cell_config()))
     assert cr.inputs["spec"] == {
         "configuration": {
             "seccompConfiguration": {
                 "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}
             },
+            "developerConfiguration": {"cpuAllocationRatio": 1},
             "commonInstancetypesDeployment": {"enabled": True},
             "vmStateStorageClass": "local-path",
         }
@@ -219,7 +221,7 @@ def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None
         "vmStateStorageClass",
     }
     assert set(configuration["permittedHostDevices"]) == {"pciHostDevices"}
-    assert configuration["developerConfiguration"] == {"featureGates": ["HostDevices"]}
+    assert configuration["developerConfiguration"] == {"featureGates": ["HostDevices"], "cpuAllocationRatio": 1}
 
 
 @pytest.mark.parametrize("config", [minimal_cell_config(), vm_cell_config()], ids=["container", "vm"])
