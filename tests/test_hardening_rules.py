@@ -517,6 +517,15 @@ def test_a_tenant_may_not_name_a_cell_secret() -> None:
         "credentials"
         for region in ("fra1", "iad1")
     ]
+    # the metrics remote-write credentials are the cell's too (a tenant's VM disk import would hold them)
+    disk = (*ACME, "virtualMachines", "train-01", "dataDisks", 0, "source")
+    source = {"registry": "docker://quay.io/acme/data:1", "credentialsConfigKey": "remoteWriteFra1"}
+    assert errors(put(disk, source)) == [
+        "regions.fra1.tenants.acme.virtualMachines.train-01.dataDisks[0].source.credentialsConfigKey: "
+        "'remoteWriteFra1' is a secret of the cell (regions.fra1.metrics.remoteWrite.credentialsConfigKey names it), "
+        "which the tenant's namespace would then hold; name a secret of tenant acme that holds only this disk's "
+        "import credentials"
+    ]
     assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "acknowledge")) == [
         "regions.fra1.tenants.acme.modelEndpoints.llama-8b.credentialsConfigKey: 'acknowledge' is the region's SSH "
         "key (or its config); name a secret that holds only this endpoint's storage credentials"

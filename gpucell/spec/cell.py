@@ -817,15 +817,21 @@ class StackSpec(SpecModel):
                 )
 
     def cell_secrets(self) -> dict[str, str]:
-        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
-        and etcd S3 credentials (the k3s token and the notebook tokens are generated, never config; OIDC takes no
-        secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
+        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key,
+        etcd S3 credentials, metrics remote-write credentials and golden images' import credentials (the k3s token
+        and the notebook tokens are generated, never config; OIDC takes no secret). A tenant's field may name none of
+        them (docs/security.md, "Who owns a secret")."""
         owned: dict[str, str] = {}
         for region, cell in self.regions.items():
             owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
                 owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+            remote = cell.metrics.remote_write
+            if remote is not None and remote.credentials_config_key is not None:
+                owned.setdefault(
+                    remote.credentials_config_key, f"regions.{region}.metrics.remoteWrite.credentialsConfigKey"
+                )
             for catalog, spec in cell.image_catalogs.items():
                 for image, entry in spec.images.items():
                     key = entry.source.credentials_config_key
