@@ -48,6 +48,7 @@ from gpucell.spec._base import SpecModel
 from gpucell.spec.instancetypes import InstancetypeKind
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import vm_pool
+from gpucell.vm_shape import ShapeError, resolve_vm
 
 __all__ = [
     "EFFECTS",
@@ -99,6 +100,7 @@ class Change(StrEnum):
     PUBLIC_ADDRESS = "publicAddress"
     LOAD_BALANCER_ANNOUNCE = "loadBalancerAnnounce"
     INSTANCETYPE_RESIZED = "instancetypeResized"
+    VM_FIRMWARE = "vmFirmware"
 
 
 EFFECTS: dict[Change, str] = {
@@ -206,6 +208,13 @@ EFFECTS: dict[Change, str] = {
         "capacity view count the new one; give the new size a new name and move the VMs to it (each takes it at its "
         "next restart), or acknowledge that only VMs created from now on get it"
     ),
+    Change.VM_FIRMWARE: (
+        "the VM boots its disk with other firmware at its next restart (KubeVirt marks it RestartRequired): a disk "
+        "partitioned for BIOS has no EFI system partition and an EFI install no BIOS boot code, so the guest may not "
+        "boot; Secure Boot refuses an unsigned bootloader or kernel module (a DKMS-built NVIDIA driver); dropping "
+        "persistent EFI or TPM state loses the NVRAM's boot entries and enrolled keys, and every secret sealed to "
+        "the TPM (BitLocker, LUKS TPM unlock); check the guest first, or give the new firmware to a new VM"
+    ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
 
@@ -307,7 +316,9 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          # only with loadBalancer:
          "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"},
          # only when VMs use gpucell-defined instancetypes:
-         "instancetypes": {"<kind>/[<namespace>/]<name>": {"size", "key", "vms"}}}
+         "instancetypes": {"<kind>/[<namespace>/]<name>": {"size", "key", "vms"}},
+         # only when a VM boots with EFI or has a TPM (its own, or its preference's); any other VM boots BIOS:
+         "vmFirmware": {"<namespace>/<vm>": {"boot", "efiPersistent", "tpm", "key"}}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -350,6 +361,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
         **_traffic(cell),
         **_instancetypes_in_use(cell),
+        **_vm_firmware(cell),
     }
 
 
@@ -375,6 +387,34 @@ def _instancetypes_in_use(cell: CellSpec) -> dict[str, Any]:
             entry = used.setdefault(subject, {"size": size, "key": key, "vms": []})
             entry["vms"].append(f"{namespace_of(tenant_name)}/{vm_name}")
     return {"instancetypes": used} if used else {}
+
+
+_BIOS = {"boot": "bios", "efiPersistent": False, "tpm": "none"}
+"""The firmware of a VM that says nothing: BIOS (SeaBIOS), no TPM; every gpucell VM before ``efi`` and ``tpm``."""
+
+
+def _vm_firmware(cell: CellSpec) -> dict[str, Any]:
+    """Each VM's firmware as it boots (its own ``efi``/``tpm``, else its preference's: :func:`gpucell.vm_shape.
+    resolve_vm`), for the VMs whose firmware is not :data:`_BIOS`: ``{"vmFirmware": {"<namespace>/<vm>": {"boot":
+    "bios" | "efi" | "efi-secure-boot", "efiPersistent", "tpm": "none" | "ephemeral" | "persistent", "key"}}}``;
+    nothing when every VM boots BIOS (so the fingerprints of such regions stay as they were)."""
+    found: dict[str, dict[str, Any]] = {}
+    for tenant_name, tenant in cell.tenants.items():
+        for vm_name, vm in tenant.virtual_machines.items():
+            try:
+                shape = resolve_vm(cell.kubevirt, cell.versions.kubevirt, tenant, vm)
+            except ShapeError:
+                continue  # refused by admission
+            efi, tpm = shape.efi, shape.tpm
+            firmware = {
+                "boot": "bios" if efi is None else "efi-secure-boot" if efi.secure_boot else "efi",
+                "efiPersistent": efi is not None and efi.persistent,
+                "tpm": "none" if tpm is None else "persistent" if tpm.persistent else "ephemeral",
+            }
+            if firmware != _BIOS:
+                key = f"tenants.{tenant_name}.virtualMachines.{vm_name}"
+                found[f"{namespace_of(tenant_name)}/{vm_name}"] = {**firmware, "key": key}
+    return {"vmFirmware": found} if found else {}
 
 
 def _traffic(cell: CellSpec) -> dict[str, Any]:
@@ -475,6 +515,7 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_metrics(old, new, region, base),
         *_addresses(old, new, region, base),
         *_resized(old, new, region, base),
+        *_firmware(old, new, region, base),
     ]
 
 
@@ -550,6 +591,43 @@ def _resized(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
                     f"{base}.{after.get('key')}",
                     str(before.get("size")),
                     str(after.get("size")),
+                )
+            )
+    return changes
+
+
+def _deployed_vms(fingerprint: Mapping[str, Any]) -> set[str]:
+    """``<namespace>/<vm>`` of every VM a fingerprint holds: the owners of its disks (every VM has a root disk)."""
+    vms = set((fingerprint.get("vmFirmware") or {}).keys())
+    for volume in ((fingerprint.get("storage") or {}).get("volumes") or {}).values():
+        parts = str(volume.get("owner", "")).split(".")
+        if len(parts) == 4 and parts[0] == "tenants" and parts[2] == "virtualMachines":
+            vms.add(f"{namespace_of(parts[1])}/{parts[3]}")
+    return vms
+
+
+def _firmware_text(firmware: Mapping[str, Any]) -> str:
+    persistent = ", persistent NVRAM" if firmware.get("efiPersistent") else ""
+    return f"{firmware.get('boot')}{persistent}, TPM {firmware.get('tpm')}"
+
+
+def _firmware(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """Every VM deployed and still declared whose boot firmware changed (BIOS, EFI, EFI with Secure Boot), or that
+    loses persistent EFI or TPM state. A VM missing from ``vmFirmware`` boots :data:`_BIOS` (and every VM of a
+    fingerprint older than the key did)."""
+    was, now = old.get("vmFirmware") or {}, new.get("vmFirmware") or {}
+    changes: list[DisruptiveChange] = []
+    for subject in sorted(_deployed_vms(old) & _deployed_vms(new)):
+        before, after = {**_BIOS, **was.get(subject, {})}, {**_BIOS, **now.get(subject, {})}
+        lost_state = (before["efiPersistent"] and not after["efiPersistent"]) or (
+            before["tpm"] == "persistent" and after["tpm"] != "persistent"
+        )
+        if before["boot"] != after["boot"] or lost_state:
+            namespace, vm = subject.split("/", 1)
+            key = after.get("key") or f"tenants.{namespace.removeprefix('tenant-')}.virtualMachines.{vm}"
+            changes.append(
+                DisruptiveChange(
+                    Change.VM_FIRMWARE, region, subject, f"{base}.{key}", _firmware_text(before), _firmware_text(after)
                 )
             )
     return changes

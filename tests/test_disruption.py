@@ -299,7 +299,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "serverRemoved, "
             "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
             "publicAddress, "
-            "loadBalancerAnnounce, instancetypeResized",
+            "loadBalancerAnnounce, instancetypeResized, vmFirmware",
         ),
         (
             {"change": "podCidr", "region": "lab", "reason": "  "},

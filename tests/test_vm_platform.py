@@ -787,6 +787,38 @@ def test_resizing_an_instancetype_deployed_vms_use_is_a_disruptive_change() -> N
     assert compare(before, unused, "lab") == []
 
 
+def test_changing_a_deployed_vms_boot_firmware_or_dropping_its_state_is_a_disruptive_change() -> None:
+    # A VM deployed before efi existed boots BIOS; at its next restart it would boot the same disk with OVMF.
+    bios = fingerprint(spec(region(vm())))
+    assert "vmFirmware" not in bios
+    secure = fingerprint(spec(region(vm(efi={"persistent": True}, tpm={"persistent": True}))))
+    assert secure["vmFirmware"] == {
+        "tenant-acme/vm": {
+            "boot": "efi-secure-boot",
+            "efiPersistent": True,
+            "tpm": "persistent",
+            "key": "tenants.acme.virtualMachines.vm",
+        }
+    }
+    [change] = compare(bios, secure, "lab")
+    assert change.change is Change.VM_FIRMWARE
+    assert (change.subject, change.key) == ("tenant-acme/vm", "regions.lab.tenants.acme.virtualMachines.vm")
+    assert (change.old, change.new) == ("bios, TPM none", "efi-secure-boot, persistent NVRAM, TPM persistent")
+    assert change.acknowledgement() == '{change: vmFirmware, region: lab, subject: tenant-acme/vm, reason: "..."}'
+    # the TPM's sealed secrets go with its persistent state; Secure Boot off changes what boots
+    ephemeral = fingerprint(spec(region(vm(efi={"persistent": True}, tpm={}))))
+    assert [c.change for c in compare(secure, ephemeral, "lab")] == [Change.VM_FIRMWARE]
+    plain = fingerprint(spec(region(vm(efi={"secureBoot": False, "persistent": True}, tpm={"persistent": True}))))
+    assert [c.new for c in compare(secure, plain, "lab")] == ["efi, persistent NVRAM, TPM persistent"]
+    # through the preference too; and nothing for a new VM, for state made persistent, or for a VM removed
+    preferred = region(vm(preference={"name": "efi"}), kubevirt={"preferences": {"efi": {"efi": {}}}})
+    assert [c.new for c in compare(bios, fingerprint(spec(preferred)), "lab")] == ["efi-secure-boot, TPM none"]
+    kept = fingerprint(spec(region(vm(efi={"persistent": True}, tpm={"persistent": True}))))
+    assert compare(fingerprint(spec(region(vm(efi={}, tpm={})))), kept, "lab") == []
+    assert compare(fingerprint(spec(region())), secure, "lab") == []
+    assert [c.change for c in compare(secure, fingerprint(spec(region())), "lab")] == [Change.DATA_DELETED]
+
+
 def plan_json(config: dict[str, Any]) -> dict[str, Any]:
     plan = deploy(config)
     return {
