@@ -911,8 +911,9 @@ def test_the_refusals_docs_workloads_md_shows_are_prods_own() -> None:
         region["kubevirt"]["vmStateStorageClass"] = "fast-block"
 
     assert prod_problems(block_only) == [
-        f"{acme}.cad-01.efi.persistent: keeps EFI NVRAM in a PVC of StorageClass 'fast-block' "
-        "(kubevirt.vmStateStorageClass), which the cell does not have; name one of longhorn there"
+        "regions.fra1.tenants.globex.virtualMachines.build-01.efi.persistent: keeps EFI NVRAM in a PVC of "
+        "StorageClass 'fast-block' (kubevirt.vmStateStorageClass), which the cell does not have; name one of longhorn "
+        "there"
     ]
     assert vms(PROD["fra1"])  # the prod region itself is untouched
 
