@@ -49,11 +49,12 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     strategy = cell.effective_mig_strategy.value
     catalog = cell.gpu_catalog
     for name, vm in tenant.virtual_machines.items():
-        shaped = shaped_vm(cell, tenant, name, vm).spec
-        placement = _placed(
-            ("virtualMachines", name),
-            functools.partial(place_vm, name, shaped, cell.node_pools, offers, catalog=catalog),
-        )
+        shape = shaped_vm(cell, tenant, name, vm)
+        try:
+            placement = place_vm(name, shape.spec, cell.node_pools, offers, catalog=catalog)
+        except PlacementError as exc:
+            path, message = _sized_by_instancetype(vm, shape, exc.rel_path, exc.message)
+            raise SpecError(("virtualMachines", name, *path), message) from None
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(
@@ -86,6 +87,22 @@ def shaped_vm(cell: CellSpec, tenant: TenantSpec, name: str, vm: GpuVirtualMachi
         return resolve_vm(cell.kubevirt, cell.versions.kubevirt, tenant, vm)
     except ShapeError as exc:
         raise SpecError(("virtualMachines", name, *exc.rel_path), exc.message) from None
+
+
+_SIZE_KEYS = ("cpu", "memoryGib", "dedicatedCpus", "hugepages", "numaPassthrough")
+"""The keys of a VM an instancetype sets instead (:func:`gpucell.vm_shape.resolve_vm`), as placement names them."""
+_GPU_KEYS = ("gpuModel", "gpus", "vgpuProfile")
+
+
+def _sized_by_instancetype(
+    vm: GpuVirtualMachineSpec, shape: VmShape, path: tuple[str, ...], message: str
+) -> tuple[tuple[str, ...], str]:
+    """A placement problem's key path and message, moved to ``instancetype.name`` when the key it names is one the
+    VM's instancetype sets (the VM itself does not have it)."""
+    from_instancetype = _SIZE_KEYS + (_GPU_KEYS if shape.gpus_from_instancetype else ())
+    if vm.instancetype is None or not path or path[0] not in from_instancetype:
+        return path, message
+    return ("instancetype", "name"), f"{shown(vm.instancetype.name)} sets the VM's {path[0]}: {message}"
 
 
 def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:

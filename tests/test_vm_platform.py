@@ -380,10 +380,17 @@ def test_admission_and_quota_count_the_instancetypes_sizes() -> None:
         "regions.lab.tenants.acme.virtualMachines.vm: brings the tenant's declared memory to 128 GiB, "
         "quota.memoryGib allows 100"
     ]
+    # a key the VM does not have is no place for its problem: the instancetype that sets it is
     config = region(sized(instancetype={"name": "cx1.8xlarge"}))
     assert problems(config) == [
-        f"{VM_BASE}.dedicatedCpus: dedicated CPUs, hugepages or NUMA passthrough need a pool with a topology "
-        "profile, and none of the candidate pools has one"
+        f"{VM_BASE}.instancetype.name: 'cx1.8xlarge' sets the VM's dedicatedCpus: dedicated CPUs, hugepages or NUMA "
+        "passthrough need a pool with a topology profile, and none of the candidate pools has one"
+    ]
+    types = {"instancetypes": {"vgpu": {"cpus": 4, "memoryGib": 16, "gpuModel": "L40S", "gpus": 1,
+                                        "vgpuProfile": "L40S-12Q"}}}  # fmt: skip
+    assert problems(region(sized(instancetype={"name": "vgpu"}), kubevirt=types)) == [
+        f"{VM_BASE}.instancetype.name: 'vgpu' sets the VM's vgpuProfile: no vm-vgpu pool with L40S (L40S-12Q); L40S "
+        "is only in l40s (container), l40s-vgpu (vm-vgpu, nvidia.com/NVIDIA_L40S-24Q)"
     ]
 
 
