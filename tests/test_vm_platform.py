@@ -439,6 +439,14 @@ def test_a_disk_clones_the_catalog_image_of_its_class_and_a_blank_disk_is_blank(
     assert data["spec"]["source"] == {"blank": {}}
 
 
+def test_a_blank_root_disk_is_refused_it_boots_nothing() -> None:
+    assert problems(region(vm(rootDisk={"source": {"blank": True}, "sizeGib": 30}))) == [
+        f"{VM_BASE}.rootDisk.source.blank: is an empty root disk, which boots nothing (a VM gets no installer ISO and "
+        "no network boot); clone an image (source.image) or import one (registry, http), and keep blank disks for "
+        "dataDisks"
+    ]
+
+
 def test_registry_and_http_sources_take_credentials_and_a_ca_bundle() -> None:
     source = {"http": "https://images.acme.example/base.qcow2", "credentialsConfigKey": "acmeImages", "caBundle": CA}
     manifest = rendered(vm(rootDisk={"source": source, "sizeGib": 30}))

@@ -413,6 +413,16 @@ class GpuVirtualMachineSpec(SpecModel):
         return value
 
     @model_validator(mode="after")
+    def _bootable(self) -> GpuVirtualMachineSpec:
+        if self.root_disk.source.blank:
+            raise SpecError(
+                ("rootDisk", "source", "blank"),
+                "is an empty root disk, which boots nothing (a VM gets no installer ISO and no network boot); clone an "
+                "image (source.image) or import one (registry, http), and keep blank disks for dataDisks",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _sized_once(self) -> GpuVirtualMachineSpec:
         if self.instancetype is None:
             if self.memory_gib is None:
