@@ -358,7 +358,8 @@ class CellSpec(SpecModel):
         for name in catalogs:
             if not DNS_LABEL.fullmatch(name):
                 raise SpecError(
-                    (name,), f"{shown(name)} is not a namespace name (a DNS-1123 label: lower-case letters, digits, '-')"
+                    (name,),
+                    f"{shown(name)} is not a namespace name (a DNS-1123 label: lower-case letters, digits, '-')",
                 )
         return catalogs
 
