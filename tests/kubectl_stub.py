@@ -2,7 +2,9 @@
 
 Usage (as the body of a ``k3s`` executable): ``python kubectl_stub.py STATE.json kubectl [flags] VERB ...``.
 
-The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``,
+The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``
+(every API), ``apis_down`` (the APIs that do not answer: ``local`` for the kubeconfig's own server, else a
+``--server`` URL),
 ``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
@@ -12,7 +14,7 @@ call is appended to ``calls`` (the arguments after the global flags, joined by s
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
-name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
+name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
 ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
 ``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
@@ -27,13 +29,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_GLOBAL_FLAGS = re.compile(r"^--(kubeconfig|request-timeout)(=.*)?$")
+_GLOBAL_FLAGS = re.compile(r"^--(kubeconfig|request-timeout|server)(=.*)?$")
 
 
 def main(argv: list[str]) -> int:
     state_path = Path(argv[0])
     state = json.loads(state_path.read_text())
     args = argv[2:] if argv[1:2] == ["kubectl"] else argv[1:]
+    server = _option(args, "--server") or "local"
     args = _strip_globals(args)
     call = " ".join(args)
     state.setdefault("calls", []).append(call)
@@ -43,6 +46,10 @@ def main(argv: list[str]) -> int:
         flaky.remove(failing)
         state_path.write_text(json.dumps(state, indent=1))
         print("Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded)", file=sys.stderr)
+        return 1
+    if server in state.get("apis_down", []):
+        print(f"The connection to the server {server} was refused - did you specify the right host?", file=sys.stderr)
+        state_path.write_text(json.dumps(state, indent=1))
         return 1
     try:
         code = _run(state, args)
@@ -103,6 +110,11 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         print("ok")
         return 0
     output = _option(rest, "-o") or ""
+    if rest[0] == "nodes":  # get nodes -l KEY=VALUE -o jsonpath=...
+        key, _, value = (_option(rest, "-l") or "").partition("=")
+        nodes = [n for n in state["nodes"].values() if n["metadata"].get("labels", {}).get(key) == value]
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": nodes}))
+        return 0
     if rest[0] == "node":
         node = state["nodes"].get(rest[1])
         if node is None:

@@ -386,10 +386,12 @@ def test_settle_times_out_naming_what_is_missing(tmp_path: Path, change: dict[st
     assert problem in lines
     assert lines[-1] == (
         "see kubectl describe node h200-1 and the GPU Operator's pods there (kubectl -n gpu-operator "
-        "get pods -o wide), then run pulumi up again"
+        "get pods -o wide), then run pulumi up again (it re-triggers them first)"
     )
     assert cluster.node()["spec"]["unschedulable"] is True
     assert cluster.calls("uncordon") == []
+    # The wait that ran out is recorded on the node, for the next settle to re-trigger at once.
+    assert cluster.node()["metadata"]["annotations"]["gpucell.io/gpu-state-wait"] == lines[1]
 
 
 def dra_state() -> NodeState:

@@ -27,6 +27,8 @@ import pulumi
 
 from gpucell.disruption import Judgement, compare, fingerprint, judge, refused_together, removed_regions
 from gpucell.errors import ConfigError
+from gpucell.gpu_serving import RECORD_SUFFIX, records_from_fingerprint
+from gpucell.spec import CellSpec
 from gpucell.stacks.config import StackConfig
 
 __all__ = [
@@ -34,7 +36,9 @@ __all__ = [
     "READ_STACK_OUTPUTS",
     "check_against",
     "deployed_fingerprints",
+    "deployed_gpu_nodes",
     "fingerprint_output",
+    "gpu_nodes_output",
     "read_last_deployment",
     "stack_reference_name",
 ]
@@ -48,6 +52,23 @@ READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 def fingerprint_output(region: str) -> str:
     """The stack output that holds ``region``'s fingerprint (region names are lower case, so it never collides)."""
     return f"{region}{FINGERPRINT_SUFFIX}"
+
+
+def gpu_nodes_output(region: str) -> str:
+    """The stack output that records ``region``'s hosts' GPU configurations at the last completed deployment
+    (:func:`gpucell.gpu_serving.node_records`)."""
+    return f"{region}{RECORD_SUFFIX}"
+
+
+def deployed_gpu_nodes(outputs: Mapping[str, Any], region: str, cell: CellSpec) -> dict[str, dict[str, Any]] | None:
+    """``region``'s record of its last completed deployment from stack ``outputs``: ``<region>GpuNodes``, else (a
+    deployment by a gpucell without it) what its ``<region>Fingerprint`` tells
+    (:func:`gpucell.gpu_serving.records_from_fingerprint`), else ``None`` (never deployed)."""
+    recorded = outputs.get(gpu_nodes_output(region))
+    if isinstance(recorded, Mapping):
+        return {str(host): dict(value) for host, value in recorded.items() if isinstance(value, Mapping)}
+    deployed = outputs.get(fingerprint_output(region))
+    return records_from_fingerprint(deployed, cell) if isinstance(deployed, Mapping) else None
 
 
 def stack_reference_name() -> str:

@@ -25,6 +25,7 @@ from gpucell.admission import placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
+from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -52,7 +53,7 @@ __all__ = [
 
 _COMPONENT_PREFIX = "gpucell:index:"
 _OUT_DIRS = ("manifests", "helm", "nodes")
-_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX)
+_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX, RECORD_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -542,7 +543,7 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
     resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
     and ``inputs``; a resource with secret inputs also has ``secrets``, each secret input's path ->
     :func:`gpucell.stacks.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
-    (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``); ``acknowledge`` the stack's
+    (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``, ``<region>GpuNodes``); ``acknowledge`` the stack's
     ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against).
     """
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
