@@ -8,14 +8,16 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 ``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
-delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
+delete is also listed in ``restarted``), ``on_annotate`` (annotation key -> the ``labels``/``annotations``/
+``allocatable`` a Node gets once that annotation is set on it: the VF-typing service acting on its re-trigger);
+``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
 ``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
-name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
-``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
+name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS)
+--field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
 ``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
@@ -173,7 +175,17 @@ def _annotate(state: dict[str, Any], rest: list[str], namespace: str | None, __:
         else:
             key, value = arg.split("=", 1)
             annotations[key] = value
+            _fix(node, state.get("on_annotate", {}).get(key))
     return 0
+
+
+def _fix(node: dict[str, Any], fix: dict[str, dict[str, str]] | None) -> None:
+    """What a Node becomes once the agent that acts on a change has acted (a restarted pod, a re-triggered service)."""
+    if fix is None:
+        return
+    node["metadata"].setdefault("labels", {}).update(fix.get("labels", {}))
+    node["metadata"].setdefault("annotations", {}).update(fix.get("annotations", {}))
+    node.setdefault("status", {}).setdefault("allocatable", {}).update(fix.get("allocatable", {}))
 
 
 def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
@@ -231,11 +243,7 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
         selector = _option(rest, "-l") or ""
         node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
         state.setdefault("restarted", []).append(f"{namespace} {selector} {node}")
-        fix = state.get("restart_fixes", {}).get(selector)
-        if fix is not None:
-            target = state["nodes"][node]
-            target["metadata"]["labels"].update(fix.get("labels", {}))
-            target["status"]["allocatable"].update(fix.get("allocatable", {}))
+        _fix(state["nodes"][node], state.get("restart_fixes", {}).get(selector))
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [
