@@ -17,8 +17,9 @@ was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS)
---field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
-``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
+--field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``,
+``delete node``, ``delete pods -l``, ``delete virtualmachineinstances.kubevirt.io`` and ``create --raw
+.../eviction``. JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
