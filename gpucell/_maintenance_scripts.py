@@ -58,6 +58,7 @@ import shlex
 from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
 from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, NodeState
 from gpucell.spec.pools import POOL_LABEL
+from gpucell.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
 
 __all__ = [
     "CONFIG_ANNOTATION",
@@ -102,11 +103,6 @@ what must act (the MIG or vGPU manager, the VF typing, the device plugin) before
 LABELS_ANNOTATION = "gpucell.io/labels"
 """The label keys gpucell kept on the node at the last settle, comma-separated: a key that leaves the pool's labels
 is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
-VGPU_TYPES_ANNOTATION = "gpucell.io/vgpu-types"
-"""Written on an SR-IOV vGPU node by its VF-typing service (:mod:`gpucell.vgpu_sriov`): ``<state> <vGPU type
-name>[: <what is short>]``, the state ``success``, ``pending`` or ``failed``."""
-VGPU_TYPES_RETRIGGER_ANNOTATION = "gpucell.io/vgpu-types-retrigger"
-"""Set by settle (to the time) to make the node's VF-typing service start over: learn the type id again and retype."""
 POLL_SECONDS = 5
 """Seconds between two looks at the node in every wait."""
 KC_ATTEMPTS = 3
