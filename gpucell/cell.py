@@ -56,6 +56,9 @@ class RegionalCellArgs:
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
+    control_server: str | None = None
+    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
+    to the first server not ``removalPolicy: forget``."""
     deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
     """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
     back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
@@ -125,6 +128,7 @@ class RegionalCell(CellComponent):
                 provider=provider,
                 etcd_s3_credentials=args.etcd_s3_credentials,
                 registered_hosts=args.registered_hosts,
+                control_server=args.control_server,
                 prepare_after=waits,
             ),
             opts=self.child(),

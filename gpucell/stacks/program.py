@@ -14,6 +14,7 @@ from gpucell.errors import ConfigError
 from gpucell.gateway import exposed_endpoints
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config
+from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
 from gpucell.stacks.guard import (
     check_against,
     deployed_fingerprints,
@@ -31,7 +32,7 @@ from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachi
 __all__ = ["build_cells", "main"]
 
 
-def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
+def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = None) -> dict[str, RegionalCell]:
     """Validate the whole stack config, refuse unacknowledged disruptive changes, then build one independent cell
     per region and export its outputs.
 
@@ -42,6 +43,10 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     ``<region>GpuNodes`` (the hosts' GPU configurations, known once every node settled:
     :attr:`gpucell.cell.RegionalCell.gpu_nodes`; while it is unknown, because a node failed, the engine keeps every
     output of the last completed run).
+
+    ``probe`` (``pulumi up`` passes :func:`gpucell.stacks.control_server.ssh_banner_problem`) picks each region's
+    control server, the first answering over SSH, warning for each passed over; without it (the offline plan) the
+    first server not forgotten.
     """
     stack = load_stack_config(config)
     last = read_last_deployment()
@@ -49,6 +54,9 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
     check_against(stack, deployed)
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
+        control = choose_control_server(spec, probe)
+        for warning in control.warnings(region):
+            pulumi.log.warn(warning)
         cell = RegionalCell(
             region,
             RegionalCellArgs(
@@ -58,6 +66,7 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
                 registered_hosts=registered_hosts(deployed.get(region)),
                 remote_write_credentials=stack.remote_write_credentials(region),
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
+                control_server=control.host,
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
@@ -129,6 +138,6 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
 def main() -> None:
     """Entry point of ``__main__.py``: a config mistake becomes a ``pulumi.RunError`` (shown without traceback)."""
     try:
-        build_cells()
+        build_cells(probe=ssh_banner_problem)
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None
