@@ -350,9 +350,7 @@ def test_reconciler_reports_on_its_node_what_settle_waits_for(tmp_path: Path) ->
     short = reconcile_against(tmp_path, cluster)
     assert short.returncode == 0, short.stderr
     annotations = cluster.node("lab-l40s-1")["metadata"]["annotations"]
-    assert annotations["gpucell.io/vgpu-types"] == (
-        "pending NVIDIA L40S-12Q: 0000:41:00.0: 3 of 4 (3 VFs enabled); "
-    )
+    assert annotations["gpucell.io/vgpu-types"] == ("pending NVIDIA L40S-12Q: 0000:41:00.0: 3 of 4 (3 VFs enabled); ")
     failed = reconcile_against(tmp_path, cluster, GPUCELL_FAIL_AFTER="1")  # still short past the limit
     assert failed.returncode == 0
     assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"].startswith(
@@ -366,9 +364,7 @@ def test_reconciler_reports_on_its_node_what_settle_waits_for(tmp_path: Path) ->
     (gpu / "virtfn3").symlink_to(vf)
     done = reconcile_against(tmp_path, cluster)
     assert done.returncode == 0
-    assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"] == (
-        "success NVIDIA L40S-12Q"
-    )
+    assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"] == ("success NVIDIA L40S-12Q")
     writes = [c for c in cluster.calls("annotate") if "vgpu-types=" in c]
     assert len(writes) == 3  # written when it changes, not every pass
     assert reconcile_against(tmp_path, cluster).returncode == 0
