@@ -16,7 +16,7 @@ import pytest
 from gpucell.stacks import cli
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
-from gpucell.stacks.review import exit_code, render, review, show
+from gpucell.stacks.review import exit_code, focus, render, review, show
 from tests.conftest import REPO
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
@@ -849,4 +849,65 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     )
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
+    )
+
+
+# -- folded values show what changed (issue 18) ------------------------------------------------------------------
+RELEASE = "https://github.com/kubevirt/kubevirt/releases/download/{}/kubevirt-operator.yaml"
+
+
+def test_a_long_url_shows_the_version_that_changed() -> None:
+    base = plan(res("kubernetes:yaml/v2:ConfigFile", "lab-kubevirt-operator", {"file": RELEASE.format("v1.9.0")}))
+    head = plan(res("kubernetes:yaml/v2:ConfigFile", "lab-kubevirt-operator", {"file": RELEASE.format("v1.9.1")}))
+    text = render([review(base, head)])
+    row = next(line for line in text.splitlines() if "manifest https://" in line)
+    assert row.endswith(
+        "| `file`: `…evirt/releases/download/v1.9.0/kubevirt-operator.yaml` → "
+        "`…evirt/releases/download/v1.9.1/kubevirt-operator.yaml` |"
+    )
+
+
+def test_a_permitted_devices_change_lists_the_entries_added_and_removed() -> None:
+    h100 = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:2330",
+        "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
+    }
+    switch = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:22A3",
+        "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
+    }
+    l40s = {"pciVendorSelector": "10DE:26B9", "resourceName": "nvidia.com/NVIDIA_L40S-12Q"}
+    h200 = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:2335",
+        "resourceName": "nvidia.com/GH100_H200_SXM_141GB",
+    }
+
+    def kubevirt(devices: list[dict[str, Any]]) -> dict[str, Any]:
+        spec = {"configuration": {"permittedHostDevices": {"pciHostDevices": devices}}}
+        return k8s("kubevirt.io/v1", "KubeVirt", spec, "kubernetes:kubevirt.io/v1:KubeVirt")
+
+    base, head = plan(kubevirt([h100, switch, l40s])), plan(kubevirt([l40s, h200]))
+    changed = only(base, head)
+    line = next(c for c in render([review(base, head)]).splitlines() if "pciHostDevices" in c)
+    assert changed.changes[0].path == "spec.configuration.permittedHostDevices.pciHostDevices"
+    assert (
+        "`spec.configuration.permittedHostDevices.pciHostDevices`: 2 entries removed, 1 added: removed "
+        '`{"externalResourceProvider": true, "pciVendorSelector": "10DE:2330", "resourceName": '
+        '"nvidia.com/GH100_H100_SXM5_80GB"}`; removed `{"externalResourceProvider": true, "pciVendorSelector": '
+        '"10DE:22A3", "resourceName": "nvidia.com/GH100_H100_NVSWITCH"}`; added `{"externalResourceProvider": true, '
+        '"pciVendorSelector": "10DE:2335", "resourceName": "nvidia.com/GH100_H200_SXM_141GB"}`'
+    ) in line
+    assert "chars)" not in line
+
+
+def test_focus_keeps_short_values_whole_and_cuts_long_ones_around_the_change() -> None:
+    assert focus("container", "vm-passthrough") == ("container", "vm-passthrough")
+    old = "a" * 50 + "/pool-alpha/" + "b" * 50
+    new = "a" * 50 + "/pool-beta/" + "b" * 50
+    assert focus(old, new) == (
+        "…" + "a" * 23 + "/pool-alpha/" + "b" * 23 + "…",
+        "…" + "a" * 23 + "/pool-beta/" + "b" * 23 + "…",
     )
