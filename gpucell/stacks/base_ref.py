@@ -26,6 +26,7 @@ from typing import Any
 
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
+from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.spec import StackSpec
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
 
@@ -41,11 +42,18 @@ def stacks_in(project_dir: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
-def plan_head(project_dir: Path, stack: str) -> dict[str, Any]:
-    """The plan JSON of ``stack`` in the working tree (:data:`EMPTY_PLAN` when it has no stack file)."""
+def plan_head(project_dir: Path, stack: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan JSON of ``stack`` in the working tree (:data:`EMPTY_PLAN` when it has no stack file).
+
+    With ``base`` (the base's plan JSON), the head is planned as ``pulumi up`` would run it after the base: the
+    base's ``<region>GpuNodes`` outputs are the last deployment's, so the GPU pieces serve a pool's old and new
+    configuration as that run will (:mod:`gpucell.gpu_serving`). The base's fingerprints are not handed over: the
+    review judges them itself rather than stop at the guard."""
     if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
         return dict(EMPTY_PLAN, stack=stack)
-    plan = make_plan(project_dir, stack)
+    outputs = (base or {}).get("outputs") or {}
+    records = {key: value for key, value in outputs.items() if key.endswith(RECORD_SUFFIX)}
+    plan = make_plan(project_dir, stack, last_deployment=records or None)
     return to_json(plan, list(plan.cells))
 
 

@@ -299,27 +299,69 @@ def _disruptive_section(item: Review) -> list[str]:
     return lines
 
 
+def _nodes(names: list[str] | dict[str, str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
 def _maintenance_section(item: Review) -> list[str]:
     if not item.maintenance:
         return []
     lines = ["### What running workloads go through", ""]
     for region, work in item.maintenance.items():
+        lines += _serving_lines(region, work)
         if work.drained:
             lines.append(
                 f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
-                f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}"
+                f"through the Eviction API, GPU VMs stopped): {_nodes(work.drained)}"
             )
         if work.reconfigured:
             lines.append(
                 f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
-                f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}"
+                f"pods evicted, GPU VMs stopped): {_nodes(work.reconfigured)}"
+            )
+        for node, reason in work.quarantined.items():
+            lines.append(
+                f"- `{region}`: `{node}` quarantined (`{reason}`): cordoned and drained (pods evicted through the "
+                "Eviction API, GPU VMs stopped and started again on other nodes); it stays out of service until its "
+                "`quarantine` is removed"
+            )
+        if work.lifted:
+            lines.append(
+                f"- `{region}`: quarantine lifted on {_nodes(work.lifted)}: each is uncordoned once the GPU Operator "
+                "reports its GPU state"
             )
         for namespace, vms in sorted(work.gpu_vms.items()):
             lines.append(
                 f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
                 f"again: {', '.join(f'`{v}`' for v in vms)}"
             )
+        lines += _capacity_lines(region, work)
     lines.append("")
+    return lines
+
+
+def _serving_lines(region: str, work: Maintenance) -> list[str]:
+    if not work.serving_both:
+        return []
+    return [
+        f"- `{region}`: the GPU Operator, the `KubeVirt` CR and the DRA driver serve both the deployed and the new GPU "
+        f"configuration before these nodes are prepared: {_nodes(work.serving_both)}; the first `pulumi up` after "
+        "they all settled narrows them to the new one"
+    ]
+
+
+def _capacity_lines(region: str, work: Maintenance) -> list[str]:
+    lines: list[str] = []
+    for resource, (before, after, reserved, used) in work.capacity.items():
+        line = (
+            f"- `{region}`, no longer in service: `{resource}` {before} → {after} units; tenants' quotas reserve "
+            f"{reserved}, declared workloads use {used}"
+        )
+        if reserved > after:
+            line += f"; the quotas exceed what is in service by {reserved - after} (`allowGpuOvercommit`)"
+        if used > after:
+            line += "; declared workloads need more than is in service: some stay Pending"
+        lines.append(line)
     return lines
 
 
