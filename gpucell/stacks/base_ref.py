@@ -1,8 +1,9 @@
 """Planning a stack as it is at a git ref: the "before" of ``gpucell diff --base REF``.
 
 By default the ref's stack files are planned **with the ref's own code**: the ref's tree is exported with
-``git archive`` and its gpucell package run in a subprocess (the package laid out from the ref's
-``[tool.setuptools.package-dir]``, imported ahead of the installed one, with this environment's libraries). A pull
+``git archive`` and its gpucell package run in a subprocess (imported from the tree, whose folders are the import
+paths since decision 0019, or for an older ref laid out from its ``[tool.setuptools.package-dir]``; ahead of the
+installed one, with this environment's libraries). A pull
 request that changes code (a default, a rendered value) then shows what that change does to every stack, which
 planning the ref's config with the working tree's code would hide. ``--base-code worktree`` plans the ref's
 ``Pulumi.<stack>.yaml`` with the working tree's code instead (for a ref whose code no longer runs here).
@@ -115,14 +116,15 @@ class BaseTree:
         if root.is_dir():
             return root
         try:
-            pyproject = tomllib.loads((self.tree / "pyproject.toml").read_text())
-            package_dir: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
+            setuptools = tomllib.loads((self.tree / "pyproject.toml").read_text())["tool"]["setuptools"]
         except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError.at(
                 ("--base",),
-                f"{self.ref!r} has no [tool.setuptools.package-dir] in pyproject.toml "
-                f"({exc}); use --base-code worktree",
+                f"{self.ref!r} has no [tool.setuptools] in pyproject.toml ({exc}); use --base-code worktree",
             ) from None
+        package_dir: dict[str, str] | None = setuptools.get("package-dir")
+        if package_dir is None:  # each package's folder is its import path (decision 0019): the tree is the root
+            return self.tree
         for package, folder in sorted(package_dir.items(), key=lambda item: item[0].count(".")):
             shutil.copytree(
                 self.tree / folder,
