@@ -56,7 +56,8 @@ from __future__ import annotations
 import shlex
 
 from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
-from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, NodeState
+from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
+from gpucell.spec import NodeRole
 from gpucell.spec.pools import POOL_LABEL
 from gpucell.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
 
@@ -105,6 +106,9 @@ LABELS_ANNOTATION = "gpucell.io/labels"
 is removed from the node, even when k3s's registration still shares it (server-side apply would keep it then)."""
 POLL_SECONDS = 5
 """Seconds between two looks at the node in every wait."""
+VGPU_PAUSED_OPERANDS = ("nvidia.com/gpu.deploy.sandbox-validator", "nvidia.com/gpu.deploy.sandbox-device-plugin")
+"""The operand labels the vGPU device manager sets to ``paused-for-vgpu-change`` while it applies a type and can
+leave so (NVIDIA/gpu-operator#2845; vgpu-device-manager ``cmd/nvidia-k8s-vgpu-dm/main.go`` ``shutdownGPUOperands``)."""
 KC_ATTEMPTS = 3
 """Attempts of every ``kubectl`` call but ``drain`` and ``create`` before the script gives up on it."""
 RETRIGGER_POLLS = 12
@@ -609,6 +613,25 @@ if [ -n "$last_wait" ]; then
 fi
 """
 
+# The vGPU device manager pauses the sandbox operands by label while it applies a type; killed meanwhile, it leaves
+# them paused for good, and its own init container then waits for the paused validator forever
+# (NVIDIA/gpu-operator#2845). Before it is restarted they are set back to "true", as its own cleanup would have.
+_UNPAUSE = """\
+# Operand labels the vGPU device manager left at paused-for-vgpu-change are set back to "true", then it is restarted
+# in namespace $1 (selector $2), because $3.
+restart_vgpu_manager() {{
+  local key
+  for key in {operands}; do
+    if [ "$(node_field "{{.metadata.labels.${{key//./\\\\.}}}}")" = paused-for-vgpu-change ]; then
+      kc label node "$NODE" --overwrite "$key=true" >/dev/null
+      echo "gpucell: $key on $NODE was left paused-for-vgpu-change (NVIDIA/gpu-operator#2845): set back to true"
+    fi
+  done
+  restart_pods "$1" "$2" "$3"
+}}
+
+"""
+
 _RETYPE = """\
 # Make the node's VF-typing service (gpucell-vgpu-types.service) start over, because $1: it reads this annotation on
 # every pass, learns the type id again and retypes the VFs.
@@ -694,6 +717,7 @@ _RESOURCE_CHECK = """\
 
 _REMOVAL_DRAIN = """\
 readonly DRAIN_TIMEOUT={drain_timeout}
+readonly DRAIN_ATTEMPTS={drain_attempts}
 
 if [ ! -x "$K3S_BIN" ]; then
   echo "gpucell: k3s is not installed on this server: nothing to drain for $NODE"
@@ -707,13 +731,51 @@ if ! node_exists; then
   echo "gpucell: $NODE is not registered: nothing to drain"
   exit 0
 fi
-kc cordon "$NODE"
+{quorum}kc cordon "$NODE"
 if [ "$(node_field '{{.status.conditions[?(@.type=="Ready")].status}}')" != True ]; then
   echo "gpucell: $NODE is not Ready (its kubelet is gone): not draining; its pods go with its Node object"
   exit 0
 fi
 drain_node
-echo "gpucell: $NODE is drained and cordoned for removal"
+{replicas}echo "gpucell: $NODE is drained and cordoned for removal"
+"""
+
+# A server leaves etcd once its removal goes on: with another server down, the members left could not hold quorum
+# (k3s-io/k3s#3513), so the removal waits until every other server answers. (Inserted as values: single braces.)
+_QUORUM = """\
+template='{range .items[*]}{.metadata.name}{"\\t"}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}'
+down="$(kc get nodes -l node-role.kubernetes.io/etcd=true -o "jsonpath=$template" \\
+  | awk -F '\\t' -v me="$NODE" 'NF && $1 != me && $2 != "True" { printf "%s ", $1 }')"
+if [ -n "$down" ]; then
+  echo "gpucell: not removing server $NODE while ${down}is not Ready: etcd would be left with too few members" \\
+    "answering to keep its quorum (k3s-io/k3s#3513). Bring it back, or remove it first (removalPolicy: forget," \\
+    "docs/operations.md 'A host died'), then run pulumi up again" >&2
+  exit 1
+fi
+"""
+
+# Longhorn: the node's replicas are rebuilt on other nodes before it goes; a node deleted with replicas on it leaves
+# their volumes degraded or stuck (longhorn/longhorn#1631).
+_REPLICAS = """\
+if [ -n "$(kc -n longhorn-system get nodes.longhorn.io "$NODE" --ignore-not-found -o name)" ]; then
+  kc -n longhorn-system patch nodes.longhorn.io "$NODE" --type merge \\
+    -p '{"spec":{"allowScheduling":false,"evictionRequested":true}}' >/dev/null
+  replicas=""
+  for _ in $(seq 1 "$DRAIN_ATTEMPTS"); do
+    replicas="$(kc -n longhorn-system get replicas.longhorn.io -l "longhorn.io/node=$NODE" -o name)"
+    if [ -z "$replicas" ]; then
+      break
+    fi
+    sleep "$POLL_SECONDS"
+  done
+  if [ -n "$replicas" ]; then
+    echo "gpucell: Longhorn replicas still on $NODE after $DRAIN_TIMEOUT s: $(tr '\\n' ' ' <<<"$replicas")- their" \\
+      "volumes have nowhere else to go (storage.replicas above the nodes left, or too little disk); $NODE stays" \\
+      "cordoned; see kubectl -n longhorn-system get volumes.longhorn.io, then run pulumi up again" >&2
+    exit 1
+  fi
+  echo "gpucell: Longhorn rebuilt every replica of $NODE on other nodes"
+fi
 """
 
 _FORGET = """\
@@ -730,6 +792,8 @@ fi
 kc delete node "$NODE" --ignore-not-found --wait=false
 for _ in $(seq 1 {attempts}); do
   if ! node_exists; then
+    # The node's password goes too: a host rebuilt under the same name could not join again (k3s-io/k3s#6054).
+    kc -n kube-system delete secret "$NODE.node-password.k3s" --ignore-not-found >/dev/null
     echo "gpucell: node $NODE removed from the cell"
     exit 0
   fi
@@ -913,11 +977,16 @@ def _gpu_wait(state: NodeState) -> str:
     plugin."""
     retriggers = ""
     variables = []
+    helpers = ""
     for index, label in enumerate(state.state_labels):
         namespace, selector = STATE_MANAGER_PODS[label]
         var = f"restarted_{index}"
         variables.append(f"{var}=0\n")
-        action = f"restart_pods {shlex.quote(namespace)} {shlex.quote(selector)}"
+        restart = "restart_pods"
+        if label == VGPU_STATE_LABEL:
+            restart = "restart_vgpu_manager"
+            helpers += _UNPAUSE.format(operands=" ".join(VGPU_PAUSED_OPERANDS))
+        action = f"{restart} {shlex.quote(namespace)} {shlex.quote(selector)}"
         retriggers += _STATE_RETRIGGER.format(what=label, var=var, action=action, why="NVIDIA/gpu-operator#2833")
     retype = ""
     if state.vf_type:
@@ -929,7 +998,7 @@ def _gpu_wait(state: NodeState) -> str:
     if state.device_plugin is not None and state.resources:
         namespace, selector = state.device_plugin
         retriggers += _PLUGIN_RETRIGGER.format(namespace=shlex.quote(namespace), selector=shlex.quote(selector))
-    restart_pods = _RESTART_PODS.format(retrigger_polls=RETRIGGER_POLLS) + retype if retriggers else ""
+    restart_pods = _RESTART_PODS.format(retrigger_polls=RETRIGGER_POLLS) + helpers + retype if retriggers else ""
     return _GPU_WAIT.format(
         operator_ns=GPU_OPERATOR_NAMESPACE,
         restart_pods=restart_pods,
@@ -943,23 +1012,34 @@ def _gpu_wait(state: NodeState) -> str:
     )
 
 
-def removal_drain_script(state: NodeState, *, api_endpoint: str = "") -> str:
+def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: bool = False) -> str:
     """Delete of ``<node>-settle``, the first step of removing a node: cordon, stop its GPU VMs and drain it
-    (``kubectl drain --ignore-daemonsets --delete-emptydir-data``) within ``state.rollout.drain_timeout_minutes``.
+    (``kubectl drain --ignore-daemonsets --delete-emptydir-data``) within ``state.rollout.drain_timeout_minutes``;
+    with ``longhorn``, then have Longhorn rebuild the node's replicas elsewhere (``evictionRequested`` on its
+    ``nodes.longhorn.io``) and wait, as long again, until none is left on it.
 
-    Exits 0 without draining when the node is not registered, when it is not Ready (a dead kubelet cannot
-    confirm evictions; the pods go with the Node object) or when k3s is not on the control server; exits 1
-    when the API does not answer or the drain fails, which stops the removal before anything is uninstalled.
+    A server is not removed while another server (label ``node-role.kubernetes.io/etcd=true``) is not Ready: exits
+    1 before anything changes, naming it (etcd quorum). Exits 0 without draining when the node is not registered,
+    when it is not Ready (a dead kubelet cannot confirm evictions; the pods go with the Node object) or when k3s is
+    not on the control server; exits 1 when the API does not answer or the drain (or the eviction of replicas)
+    fails, which stops the removal before anything is uninstalled.
     """
-    body = _REMOVAL_DRAIN.format(drain_timeout=state.rollout.drain_timeout_minutes * 60)
+    body = _REMOVAL_DRAIN.format(
+        drain_timeout=state.rollout.drain_timeout_minutes * 60,
+        drain_attempts=_attempts(state.rollout.drain_timeout_minutes),
+        quorum=_QUORUM if state.role is NodeRole.SERVER else "",
+        replicas=_REPLICAS if longhorn else "",
+    )
     title = f"gpucell: drain {state.name} before removing it"
     return _header(title, state.name, (*_BASE, *_DRAIN), api_endpoint) + body
 
 
 def forget_script(node: str, *, forgotten: bool = False, api_endpoint: str = "") -> str:
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
-    from it by then, so it cannot register again) and wait up to 5 minutes for it to be gone. A server's Node is
-    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server.
+    from it by then, so it cannot register again), wait up to 5 minutes for it to be gone, then delete its k3s node
+    password (the ``kube-system`` Secret ``<node>.node-password.k3s``: k3s-io/k3s#6054, a host rebuilt under the same
+    name could not join again). A server's Node is already gone (it deleted its own to leave etcd). Exits 0 when k3s
+    is not on the control server.
 
     ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
     Node is Ready (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""

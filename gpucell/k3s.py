@@ -66,7 +66,7 @@ from gpucell._host_setup import host_setup
 from gpucell._node_state import NodeState, node_state
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.k3s_hardening import node_files
-from gpucell.spec import CellSpec, Host, HostRemovalPolicy, NodeRole
+from gpucell.spec import CellSpec, Host, HostRemovalPolicy, NodeRole, StorageBackend
 from gpucell.spec.lifecycle import removal_options
 
 with warnings.catch_warnings():
@@ -531,7 +531,9 @@ class K3sCluster(CellComponent):
         settle = self._control_command(
             f"{host.name}-settle",
             settle_text,
-            maintenance.removal_drain_script(state, api_endpoint=self._api_endpoint),
+            maintenance.removal_drain_script(
+                state, api_endpoint=self._api_endpoint, longhorn=cell.storage.backend is StorageBackend.LONGHORN
+            ),
             [labels, *(settle_after or [])],
             options,
         )

@@ -18,8 +18,11 @@ was done, in order.
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS)
 --field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``,
-``delete node``, ``delete pods -l``, ``delete virtualmachineinstances.kubevirt.io`` and ``create --raw
-.../eviction``. JSONPath: members
+``delete node``, ``delete pods -l``, ``delete secret`` (listed in ``deleted_secrets``), ``delete
+virtualmachineinstances.kubevirt.io``, ``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list
+of objects: Longhorn's ``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge
+``patch`` of ``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is
+false). JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
@@ -113,11 +116,8 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         print("ok")
         return 0
     output = _option(rest, "-o") or ""
-    if rest[0] == "nodes":  # get nodes -l KEY=VALUE -o jsonpath=...
-        key, _, value = (_option(rest, "-l") or "").partition("=")
-        nodes = [n for n in state["nodes"].values() if n["metadata"].get("labels", {}).get(key) == value]
-        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": nodes}))
-        return 0
+    if rest[0] in ("nodes", *state.get("objects", {})):  # by label, or another kind: get KIND [NAME] [-l KEY=VALUE]
+        return _get_objects(state, rest, namespace, output)
     if rest[0] == "node":
         node = state["nodes"].get(rest[1])
         if node is None:
@@ -159,6 +159,30 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
     raise SystemExit(f"stub: unsupported get {rest}")
 
 
+def _get_objects(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
+    """``get nodes -l KEY=VALUE``, or ``get`` of a kind in ``objects`` (Longhorn's nodes and replicas) by name or by
+    one label; ``-o name`` or ``-o jsonpath=...``."""
+    objects = list(state["nodes"].values()) if rest[0] == "nodes" else state["objects"][rest[0]]
+    namespace = None if rest[0] == "nodes" else namespace
+    name = rest[1] if len(rest) > 1 and not rest[1].startswith("-") else None
+    key, _, value = (_option(rest, "-l") or "").partition("=")
+    found = [
+        o
+        for o in objects
+        if o["metadata"].get("namespace") == namespace
+        and (name is None or o["metadata"]["name"] == name)
+        and (not key or o["metadata"].get("labels", {}).get(key) == value)
+    ]
+    if name is not None and not found and "--ignore-not-found" not in rest:
+        print(f'Error from server (NotFound): {rest[0]} "{name}" not found', file=sys.stderr)
+        return 1
+    if output == "name":
+        sys.stdout.write("".join(f"{rest[0]}/{o['metadata']['name']}\n" for o in found))
+    else:
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": found}))
+    return 0
+
+
 def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
     return next(
         v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace, name)
@@ -190,6 +214,13 @@ def _fix(node: dict[str, Any], fix: dict[str, dict[str, str]] | None) -> None:
 
 
 def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    if rest[0] == "nodes.longhorn.io":  # Longhorn evicts the node's replicas once asked, when state says it can
+        target = next(o for o in state["objects"][rest[0]] if o["metadata"]["name"] == rest[1])
+        target.setdefault("spec", {}).update(json.loads(_option(rest, "-p") or "{}")["spec"])
+        if target["spec"].get("evictionRequested") and state.get("longhorn_evicts", True):
+            replicas = state["objects"].get("replicas.longhorn.io", [])
+            replicas[:] = [r for r in replicas if r["metadata"].get("labels", {}).get("longhorn.io/node") != rest[1]]
+        return 0
     assert rest[0] == "virtualmachines.kubevirt.io", rest
     assert _option(rest, "--type") == "merge", rest
     vm = _vm(state, namespace, rest[1])
@@ -239,6 +270,9 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
     kind, name = rest[0], (rest[1] if len(rest) > 1 else "")
     if kind == "node":
         state["nodes"].pop(name, None)
+        return 0
+    if kind == "secret":
+        state.setdefault("deleted_secrets", []).append(f"{namespace}/{name}")
         return 0
     if kind == "pods":  # delete pods -l SELECTOR --field-selector spec.nodeName=NODE: a DaemonSet pod restarted
         selector = _option(rest, "-l") or ""

@@ -20,7 +20,7 @@ import pytest
 
 from gpucell import _maintenance_scripts as maintenance
 from gpucell._node_state import NodeState, node_state
-from gpucell.spec import CellSpec
+from gpucell.spec import CellSpec, NodeRole
 from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
 
 VERSION = "v1.34.2+k3s1"
@@ -606,7 +606,10 @@ def test_removal_of_an_unregistered_node_and_the_last_step(tmp_path: Path) -> No
     run = cluster.run(maintenance.forget_script(MIG_NODE))
     assert run.returncode == 0, run.stderr
     assert run.stdout == "gpucell: node h200-1 removed from the cell\n"
-    assert cluster.calls() == ["delete node h200-1 --ignore-not-found --wait=false"]
+    assert cluster.calls() == [
+        "delete node h200-1 --ignore-not-found --wait=false",
+        "-n kube-system delete secret h200-1.node-password.k3s --ignore-not-found",
+    ]
     assert cluster.state["nodes"] == {}
     assert cluster.run(maintenance.forget_script(MIG_NODE)).returncode == 0  # already gone: fine
 
@@ -989,9 +992,13 @@ def test_a_failed_mdev_vgpu_state_restarts_the_vgpu_device_manager(tmp_path: Pat
 
     spec = CellSpec.model_validate(region())
     state = node_state(spec, "t4-vgpu", spec.node_pools["t4-vgpu"], "lab-t4-1")
+    paused = {
+        "nvidia.com/gpu.deploy.sandbox-validator": "paused-for-vgpu-change",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin": "paused-for-vgpu-change",
+    }
     failed = node(
         "lab-t4-1",
-        labels={**state.labels, "nvidia.com/vgpu.config.state": "failed"},
+        labels={**state.labels, "nvidia.com/vgpu.config.state": "failed", **paused},
         allocatable={"nvidia.com/NVIDIA_T4-8Q": "4"},
         unschedulable=True,
         annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
@@ -1013,3 +1020,91 @@ def test_a_failed_mdev_vgpu_state_restarts_the_vgpu_device_manager(tmp_path: Pat
     run = cluster.run(settle(state))
     assert run.returncode == 0, run.stderr
     assert cluster.state["restarted"] == ["gpu-operator app=nvidia-vgpu-device-manager lab-t4-1"]
+    # NVIDIA/gpu-operator#2845: the operands it left paused come back first, or its init container waits forever.
+    assert run.stdout.splitlines()[:2] == [
+        "gpucell: nvidia.com/gpu.deploy.sandbox-validator on lab-t4-1 was left paused-for-vgpu-change "
+        "(NVIDIA/gpu-operator#2845): set back to true",
+        "gpucell: nvidia.com/gpu.deploy.sandbox-device-plugin on lab-t4-1 was left paused-for-vgpu-change "
+        "(NVIDIA/gpu-operator#2845): set back to true",
+    ]
+    labels = cluster.node("lab-t4-1")["metadata"]["labels"]
+    assert {key: labels[key] for key in paused} == dict.fromkeys(paused, "true")
+
+
+# -- upstream failure modes the removal steps prevent -----------------------------------------------------------
+def test_a_removed_nodes_k3s_password_goes_with_it(tmp_path: Path) -> None:
+    """k3s-io/k3s#6054: a host rebuilt under a removed node's name cannot join while its node password is kept."""
+    cluster = Cluster(tmp_path, [node(ready="Unknown")])
+    run = cluster.run(maintenance.forget_script(MIG_NODE))
+    assert run.returncode == 0, run.stderr
+    assert cluster.state["deleted_secrets"] == ["kube-system/h200-1.node-password.k3s"]
+    assert cluster.calls("delete", "-n") == [
+        "delete node h200-1 --ignore-not-found --wait=false",
+        "-n kube-system delete secret h200-1.node-password.k3s --ignore-not-found",
+    ]
+
+
+def server_state() -> NodeState:
+    return replace(mig_state(), name="srv-3", role=NodeRole.SERVER)
+
+
+def etcd_node(name: str, ready: str = "True") -> dict[str, Any]:
+    return node(name, ready=ready, labels={"node-role.kubernetes.io/etcd": "true"}, allocatable={})
+
+
+def test_a_server_is_not_removed_while_another_server_is_down(tmp_path: Path) -> None:
+    """k3s-io/k3s#3513: removing a server while another is down leaves etcd without quorum."""
+    nodes = [etcd_node("srv-1"), etcd_node("srv-2", ready="Unknown"), etcd_node("srv-3")]
+    cluster = Cluster(tmp_path, nodes)
+    run = cluster.run(maintenance.removal_drain_script(server_state()))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: not removing server srv-3 while srv-2 is not Ready: etcd would be left with too few members "
+        "answering to keep its quorum (k3s-io/k3s#3513). Bring it back, or remove it first (removalPolicy: forget, "
+        "docs/operations.md 'A host died'), then run pulumi up again\n"
+    )
+    assert cluster.calls() == []  # not even cordoned
+    healthy = Cluster(tmp_path, [etcd_node("srv-1"), etcd_node("srv-2"), etcd_node("srv-3")])
+    assert healthy.run(maintenance.removal_drain_script(server_state())).returncode == 0
+    assert healthy.calls("cordon", "drain")[0] == "cordon srv-3"
+
+
+def longhorn_objects(*replicas_on: str) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "nodes.longhorn.io": [{"metadata": {"name": MIG_NODE, "namespace": "longhorn-system"}, "spec": {}}],
+        "replicas.longhorn.io": [
+            {
+                "metadata": {
+                    "name": f"pvc-{index}-r-{host}",
+                    "namespace": "longhorn-system",
+                    "labels": {"longhorn.io/node": host},
+                }
+            }
+            for index, host in enumerate(replicas_on)
+        ],
+    }
+
+
+def test_longhorn_rebuilds_a_removed_nodes_replicas_before_it_goes(tmp_path: Path) -> None:
+    """longhorn/longhorn#1631: a node deleted with replicas on it leaves their volumes stuck."""
+    cluster = Cluster(tmp_path, [node()], objects=longhorn_objects(MIG_NODE, MIG_NODE, "h200-2"))
+    run = cluster.run(maintenance.removal_drain_script(mig_state(), longhorn=True))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == [
+        "gpucell: Longhorn rebuilt every replica of h200-1 on other nodes",
+        "gpucell: h200-1 is drained and cordoned for removal",
+    ]
+    assert cluster.state["objects"]["nodes.longhorn.io"][0]["spec"] == {
+        "allowScheduling": False,
+        "evictionRequested": True,
+    }
+    assert [r["metadata"]["name"] for r in cluster.state["objects"]["replicas.longhorn.io"]] == ["pvc-2-r-h200-2"]
+
+    stuck = Cluster(tmp_path, [node()], objects=longhorn_objects(MIG_NODE), longhorn_evicts=False)
+    run = stuck.run(maintenance.removal_drain_script(mig_state(drainTimeoutMinutes=1), longhorn=True))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: Longhorn replicas still on h200-1 after 60 s: replicas.longhorn.io/pvc-0-r-h200-1 - their volumes "
+        "have nowhere else to go (storage.replicas above the nodes left, or too little disk); h200-1 stays cordoned; "
+        "see kubectl -n longhorn-system get volumes.longhorn.io, then run pulumi up again\n"
+    )
