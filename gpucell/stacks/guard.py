@@ -25,7 +25,15 @@ from typing import Any
 
 import pulumi
 
-from gpucell.disruption import Judgement, compare, fingerprint, judge, refused_together, removed_regions
+from gpucell.disruption import (
+    Judgement,
+    compare,
+    fingerprint,
+    judge,
+    refused_together,
+    removed_regions,
+    skipped_releases,
+)
 from gpucell.errors import ConfigError
 from gpucell.gpu_serving import RECORD_SUFFIX, records_from_fingerprint
 from gpucell.spec import CellSpec
@@ -99,7 +107,8 @@ def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]])
     """Judge the planned cells of ``stack`` against the ``deployed`` fingerprints.
 
     Raises :class:`ConfigError` with what no acknowledgement allows (:func:`gpucell.disruption.refused_together`:
-    more than one server removed from a region), then, for each unacknowledged disruptive change, its
+    more than one server removed from a region; :func:`gpucell.disruption.skipped_releases`: an upgrade that skips a
+    minor release of Cilium, Longhorn or KubeVirt), then, for each unacknowledged disruptive change, its
     :meth:`~gpucell.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
     ``acknowledge[<i>]: {change: ..., region: ...} matches no disruptive change against the last deployment of
     <region>; remove it``. Returns the judgement when nothing is refused.
@@ -108,7 +117,9 @@ def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]])
     changes = [change for region, new in planned.items() for change in compare(deployed.get(region), new, region)]
     changes += removed_regions(deployed, planned)
     judgement = judge(changes, stack.acknowledgements, judged_regions=deployed)
-    lines = refused_together(changes) + [change.refusal() for change in judgement.refused]
+    lines = refused_together(changes)
+    lines += [line for region, new in planned.items() for line in skipped_releases(deployed.get(region), new, region)]
+    lines += [change.refusal() for change in judgement.refused]
     lines += [
         f"acknowledge[{index}]: {entry.shown()} matches no disruptive change against the last deployment of "
         f"{entry.region}; remove it (it was applied, or the change it names is no longer planned)"

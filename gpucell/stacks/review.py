@@ -24,6 +24,7 @@ from gpucell.disruption import (
     judge,
     refused_together,
     removed_regions,
+    skipped_releases,
 )
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
@@ -140,7 +141,12 @@ def review(
         notes=notes,
         carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
         acknowledge_changed=entries != before,
-        refused=refused_together(changes),
+        refused=refused_together(changes)
+        + [
+            line
+            for region, fingerprint in new.items()
+            for line in skipped_releases(old.get(region), fingerprint, region)
+        ],
         maintenance=maintenance(base, head),
     )
 
