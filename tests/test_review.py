@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gpucell.stacks import cli
+from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
 from gpucell.stacks.review import exit_code, focus, render, review, show
@@ -57,7 +58,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -144,7 +144,7 @@
+@@ -176,7 +176,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -65,7 +66,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 +readonly WANT_CONFIG=db3bc52698d13566
  readonly DRAIN_TIMEOUT=900
  readonly DRAIN_ATTEMPTS=180
-\x20
+ readonly QUARANTINE=''
 ```
 
 </details>
@@ -76,7 +77,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -86,7 +86,7 @@
+@@ -118,7 +118,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -786,7 +787,8 @@ def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev
     shown = doc.split("<!-- sample-comment -->\n````markdown\n", 1)[1].split("````\n<!-- /sample-comment -->", 1)[0]
     assert "`gpucell diff --base origin/main dev` posts:" in doc
     notes = ["base: stack files and code at `origin/main`"]  # what --base origin/main adds (gpucell.stacks.base_ref)
-    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)), notes=notes)])
+    head = plan_head(project(tmp_path, "head", sample_change), "dev", dev_json)  # after the base, as --base plans it
+    assert shown == render([review(dev_json, head, notes=notes)])
 
 
 def test_the_docs_table_lists_every_change_with_its_effect() -> None:

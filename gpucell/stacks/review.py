@@ -350,9 +350,9 @@ def _serving_lines(region: str, work: Maintenance) -> list[str]:
     if not work.serving_both:
         return []
     return [
-        f"- `{region}`: the GPU Operator, the `KubeVirt` CR and the DRA driver serve both the deployed and the new GPU "
-        f"configuration before these nodes are prepared: {_nodes(work.serving_both)}; the first `pulumi up` after "
-        "they all settled narrows them to the new one"
+        f"- `{region}`: the GPU Operator and the `KubeVirt` CR (and the DRA driver, where there is one) serve both "
+        f"the deployed and the new GPU configuration before these nodes are prepared: {_nodes(work.serving_both)}; "
+        "the first `pulumi up` after they all settled narrows them to the new one"
     ]
 
 
