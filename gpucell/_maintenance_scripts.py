@@ -717,8 +717,7 @@ _RESOURCE_CHECK = """\
 
 _REMOVAL_DRAIN = """\
 readonly DRAIN_TIMEOUT={drain_timeout}
-readonly DRAIN_ATTEMPTS={drain_attempts}
-
+{drain_attempts}
 if [ ! -x "$K3S_BIN" ]; then
   echo "gpucell: k3s is not installed on this server: nothing to drain for $NODE"
   exit 0
@@ -1026,7 +1025,9 @@ def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: 
     """
     body = _REMOVAL_DRAIN.format(
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
-        drain_attempts=_attempts(state.rollout.drain_timeout_minutes),
+        drain_attempts=f"readonly DRAIN_ATTEMPTS={_attempts(state.rollout.drain_timeout_minutes)}\n"
+        if longhorn
+        else "",
         quorum=_QUORUM if state.role is NodeRole.SERVER else "",
         replicas=_REPLICAS if longhorn else "",
     )
