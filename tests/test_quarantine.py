@@ -106,7 +106,10 @@ def test_a_quarantine_drains_the_host_and_the_review_says_what_no_longer_fits(tm
         "Eviction API, GPU VMs stopped and started again on other nodes); it stays out of service until its "
         "`quarantine` is removed"
     ) in lines
-    assert "  - GPU VMs of `tenant-acme` stopped while their node is in maintenance, then started again: " in text
+    # Only the VMs that can run there: those asking for the L40S vGPU type (not the H100 or DRA ones).
+    assert [line for line in lines if line.startswith("  - GPU VMs")] == [
+        "  - GPU VMs of `tenant-acme` stopped while their node is in maintenance, then started again: `desk-01`"
+    ]
     assert (
         "- `fra1`, no longer in service: `nvidia.com/NVIDIA_L40S-12Q` 64 → 32 units; tenants' quotas reserve 24, "
         "declared workloads use 1"

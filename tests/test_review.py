@@ -913,3 +913,29 @@ def test_focus_keeps_short_values_whole_and_cuts_long_ones_around_the_change() -
         "…" + "a" * 23 + "/pool-alpha/" + "b" * 23 + "…",
         "…" + "a" * 23 + "/pool-beta/" + "b" * 23 + "…",
     )
+
+
+def test_a_forgotten_host_is_not_said_to_be_drained(tmp_path: Path) -> None:
+    """Marking a dead server forget changes its steps to do nothing: the review says so, not "drained"."""
+
+    def prod(name: str, edit: Any = None) -> dict[str, Any]:
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(REPO / "Pulumi.yaml", folder)
+        text = (REPO / "Pulumi.prod.yaml").read_text()
+        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+        plan = make_plan(folder, "prod", region="fra1")
+        return to_json(plan, ["fra1"], region_filter="fra1")
+
+    def forget(text: str) -> str:
+        host = "- {name: fra1-srv-1, address: 10.110.0.11}"
+        assert text.count(host) == 1
+        return text.replace(host, "- {name: fra1-srv-1, address: 10.110.0.11, removalPolicy: forget}")
+
+    item = review(prod("base"), prod("head", forget))
+    work = item.maintenance["fra1"]
+    assert (work.forgotten, work.drained, work.reconfigured) == (["fra1-srv-1"], [], [])
+    assert (
+        "- `fra1`: `removalPolicy: forget` on `fra1-srv-1`: nothing runs on it over SSH any more (its steps do "
+        "nothing); remove it from the config next to delete its Node"
+    ) in render([item]).splitlines()

@@ -331,6 +331,11 @@ def _maintenance_section(item: Review) -> list[str]:
                 "Eviction API, GPU VMs stopped and started again on other nodes); it stays out of service until its "
                 "`quarantine` is removed"
             )
+        if work.forgotten:
+            lines.append(
+                f"- `{region}`: `removalPolicy: forget` on {_nodes(work.forgotten)}: nothing runs on it over SSH any "
+                "more (its steps do nothing); remove it from the config next to delete its Node"
+            )
         if work.lifted:
             lines.append(
                 f"- `{region}`: quarantine lifted on {_nodes(work.lifted)}: each is uncordoned once the GPU Operator "
