@@ -12,11 +12,9 @@ import pytest
 
 from gpucell.gpu_serving import gpu_serving, node_records, records_from_fingerprint
 from gpucell.spec import StackSpec
-from gpucell.stacks.mock_engine import PlanResult, run_program
-from gpucell.stacks.program import build_cells
-from tests.test_day2 import _dra_to_container, _sriov_type_24q, computed, fra1, prod_config
+from gpucell.stacks.mock_engine import PlanResult
+from tests.test_day2 import _dra_to_container, _sriov_type_24q, fra1, plan, prod_config
 
-READ_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 GPU_OPERATOR = "fra1-gpu-operator-gpu-operator"
 KUBEVIRT = "fra1-kubevirt-kubevirt"
 DRA_DRIVER = "fra1-dra-driver-dra-driver"
@@ -26,28 +24,18 @@ def up(change: Callable[[dict[str, Any]], None] | None, last: PlanResult | None,
     """The prod program as ``pulumi up`` runs it after ``last`` (its stack outputs are the last deployment), with
     ``change`` made to the config and the disruptive changes ``acknowledged`` (``kind``, in fra1, or
     ``kind@region``)."""
-    config, secret_keys = prod_config()
-    if change is not None:
-        change(config)
-    config["gpucell:acknowledge"] = [
-        {"change": kind, "region": region or "fra1", "reason": "maintenance window CHG-18"}
-        for kind, _, region in (entry.partition("@") for entry in acknowledged)
-    ]
+
+    def changed(config: dict[str, Any]) -> None:
+        if change is not None:
+            change(config)
+        config["gpucell:acknowledge"] = [
+            {"change": kind, "region": region or "fra1", "reason": "maintenance window CHG-18"}
+            for kind, _, region in (entry.partition("@") for entry in acknowledged)
+        ]
+
     # Only prod's regions: the mock engine can keep outputs of earlier programs run in the same process (xdist).
     outputs = {k: v for k, v in (last.outputs if last is not None else {}).items() if k.startswith(("fra1", "iad1"))}
-
-    def invoked(args: Any) -> dict[str, Any]:
-        return {"outputs": outputs} if args.token == READ_OUTPUTS else {}
-
-    return run_program(
-        build_cells,
-        project="gpucell",
-        stack="prod",
-        config=config,
-        secret_keys=secret_keys,
-        computed=computed,
-        invoked=invoked,
-    )
+    return plan(changed, last_deployment=outputs)
 
 
 @pytest.fixture(scope="module")

@@ -823,15 +823,6 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
     tenants' GPU VMs stop."""
 
-    def prod(name: str, edit: Any = None) -> dict[str, Any]:
-        folder = tmp_path / name
-        folder.mkdir()
-        shutil.copy(REPO / "Pulumi.yaml", folder)
-        text = (REPO / "Pulumi.prod.yaml").read_text()
-        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
-        plan = make_plan(folder, "prod")
-        return to_json(plan, list(plan.cells))
-
     def upgrade(text: str) -> str:
         anchor = "  gpucell:regions:\n    fra1:\n"
         assert anchor in text
@@ -839,7 +830,7 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
             anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
         )
 
-    item = review(prod("base"), prod("head", upgrade))
+    item = review(prod_json_of(tmp_path / "base"), prod_json_of(tmp_path / "head", upgrade))
     assert item.disruptive == []
     work = item.maintenance["fra1"]
     assert {"fra1-srv-1", "fra1-srv-2", "fra1-srv-3", "fra1-h100-1", "fra1-l4-1", "fra1-cpu-1"} <= set(work.drained)
@@ -852,6 +843,16 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+
+
+def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:
+    """The plan JSON of the prod stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
+    folder.mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", folder)
+    text = (REPO / "Pulumi.prod.yaml").read_text()
+    (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+    plan = make_plan(folder, "prod", region=region)
+    return to_json(plan, [region] if region else list(plan.cells), region_filter=region)
 
 
 # -- folded values show what changed (issue 18) ------------------------------------------------------------------
@@ -918,21 +919,12 @@ def test_focus_keeps_short_values_whole_and_cuts_long_ones_around_the_change() -
 def test_a_forgotten_host_is_not_said_to_be_drained(tmp_path: Path) -> None:
     """Marking a dead server forget changes its steps to do nothing: the review says so, not "drained"."""
 
-    def prod(name: str, edit: Any = None) -> dict[str, Any]:
-        folder = tmp_path / name
-        folder.mkdir()
-        shutil.copy(REPO / "Pulumi.yaml", folder)
-        text = (REPO / "Pulumi.prod.yaml").read_text()
-        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
-        plan = make_plan(folder, "prod", region="fra1")
-        return to_json(plan, ["fra1"], region_filter="fra1")
-
     def forget(text: str) -> str:
         host = "- {name: fra1-srv-1, address: 10.110.0.11}"
         assert text.count(host) == 1
         return text.replace(host, "- {name: fra1-srv-1, address: 10.110.0.11, removalPolicy: forget}")
 
-    item = review(prod("base"), prod("head", forget))
+    item = review(prod_json_of(tmp_path / "base", region="fra1"), prod_json_of(tmp_path / "head", forget, "fra1"))
     work = item.maintenance["fra1"]
     assert (work.forgotten, work.drained, work.reconfigured) == (["fra1-srv-1"], [], [])
     assert (
