@@ -134,7 +134,7 @@ def deploy(**vms: GpuVirtualMachineSpec) -> PlanResult:
 
     def program() -> None:
         lab = RegionalCell("lab", RegionalCellArgs(cell=region(), ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", ACME, lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", ACME, lab))
         for vm_name, vm in vms.items():
             component = GpuVirtualMachine(f"lab-acme-{vm_name}", GpuVirtualMachineArgs(vm_name, vm, tenant))
             pulumi.export(f"{vm_name}-namespace", component.namespace)
@@ -233,7 +233,7 @@ def test_vgpu_vm_asks_for_the_vgpu_resource_on_the_vgpu_pool() -> None:
 
 def test_gpu_device_names_are_what_the_kubevirt_cr_permits() -> None:
     cell_spec = region()
-    permitted = permitted_host_devices(cell_spec)
+    permitted = permitted_host_devices(cell_spec.node_pools, cell_spec.gpu_operator.vgpu_driver_image)
     pci = {d["resourceName"] for d in permitted["pciHostDevices"]}
     assert "mediatedDevices" not in permitted  # the L40S vGPUs are SR-IOV VFs, permitted as PCI devices
     for vm in (PASSTHROUGH, VGPU):
