@@ -70,7 +70,7 @@ class GpuPlatform(pulumi.ComponentResource):
         )
         self.tenant = Tenant(
             f"{name}-ml",
-            TenantArgs("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
+            TenantArgs.from_cell("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
             opts=pulumi.ResourceOptions(parent=self),
         )
         vm = {
