@@ -113,7 +113,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
@@ -141,6 +141,7 @@ from gpucell.workloads._common import (
 
 if TYPE_CHECKING:
     from gpucell.cell import RegionalCell
+    from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = [
     "BUILTIN_ROLES",
@@ -157,6 +158,7 @@ __all__ = [
     "TenantRef",
     "TenantView",
     "admit",
+    "admit_workload",
     "common_labels",
     "egress_policy_names",
     "gpu_resources",
@@ -628,8 +630,44 @@ def admit(tenant: str, spec: TenantSpec, facts: ClusterFacts) -> ClusterFacts:
     """
     if facts.tenants.get(tenant) == spec:
         return facts
+    return _with_tenant(facts, tenant, spec)
+
+
+WorkloadKind = Literal["virtual_machines", "notebooks", "model_endpoints"]
+"""The :class:`~gpucell.spec.tenancy.TenantSpec` field a workload is declared in."""
+
+
+def admit_workload(
+    tenant: TenantView,
+    kind: WorkloadKind,
+    name: str,
+    spec: GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec,
+) -> ClusterFacts:
+    """The facts a workload is placed and rendered with: ``tenant.facts`` when its tenant's spec already declares it
+    as given (stack config, admitted with the cell), else those facts with the workload added to its tenant's
+    spec and admitted as stack config is (placement, the tenant's quota with its other workloads, DRA pools...).
+
+    Raises :class:`gpucell.errors.ConfigError` with ``tenants.<tenant>.<kind>.<name>...`` key paths, also when the
+    facts do not hold the tenant.
+    """
+    facts = tenant.facts
+    own = facts.tenants.get(tenant.name)
+    if own is None:
+        raise ConfigError.at(
+            ("tenants", tenant.name),
+            "is not a tenant of the cluster's facts; build its Tenant first, or list it in ClusterFacts.tenants",
+        )
+    declared: dict[str, Any] = getattr(own, kind)
+    if declared.get(name) == spec:
+        return facts
+    fields = {key: getattr(own, key) for key in TenantSpec.model_fields}
+    return _with_tenant(facts, tenant.name, {**fields, kind: {**declared, name: spec}})
+
+
+def _with_tenant(facts: ClusterFacts, tenant: str, spec: TenantSpec | dict[str, Any]) -> ClusterFacts:
+    """``facts`` with ``tenant`` of ``spec`` among its tenants, validated (raises ConfigError)."""
     fields = {key: getattr(facts, key) for key in ClusterFacts.model_fields}
-    return ClusterFacts.model_validate({**fields, "tenants": {**facts.tenants, tenant: spec}})  # raises ConfigError
+    return ClusterFacts.model_validate({**fields, "tenants": {**facts.tenants, tenant: spec}})
 
 
 class Tenant(CellComponent):

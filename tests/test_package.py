@@ -1,8 +1,8 @@
-"""The installed package: one import package `gpucell`, its public names, the test kit, and a consumer's project.
+"""The installed package: one import package `gpucell`, its public names, the test kit, and consumers' projects.
 
 The slow test builds the wheel, installs it into a fresh virtual environment (no test extras), runs the README's
-plan command there and the consumer example's own tests (docs/examples/consumer), which has a `components`
-package of its own.
+plan command there and the examples' own tests: docs/examples/consumer (a cell, with a `components` package of its
+own) and docs/examples/existing-cluster (the platform and a tenant on a cluster gpucell did not build).
 """
 
 from __future__ import annotations
@@ -241,8 +241,8 @@ def test_the_wheel_holds_one_import_package_with_py_typed(wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtual environment with the wheel (no extras) and what the consumer example's requirements-dev.txt
-    names for its tests, pinned by constraints.txt."""
+    """A new virtual environment with the wheel (no extras) and what the examples' requirements-dev.txt files name
+    for their tests, pinned by constraints.txt."""
     env = tmp_path_factory.mktemp("env") / "venv"
     venv.create(env, with_pip=True)
     subprocess.run(
@@ -257,6 +257,8 @@ def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(wheel),
             "-r",
             str(REPO / "docs" / "examples" / "consumer" / "requirements-dev.txt"),
+            "-r",
+            str(REPO / "docs" / "examples" / "existing-cluster" / "requirements-dev.txt"),
         ],
         check=True,
         capture_output=True,
@@ -312,3 +314,21 @@ def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Pa
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
+
+
+def test_the_existing_cluster_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
+    """GPU Operator, KubeVirt, CDI and a tenant's GPU VM on a cluster given by its kubeconfig: no K3sCluster,
+    RegionalCell or CellSpec (docs/examples/existing-cluster)."""
+    project = tmp_path / "existing-cluster"
+    shutil.copytree(REPO / "docs" / "examples" / "existing-cluster", project)
+    source = (project / "gpu_stack.py").read_text() + (project / "__main__.py").read_text()
+    assert not {"K3sCluster", "RegionalCell", "CellSpec"} & set(re.findall(r"\w+", source))
+    done = subprocess.run(
+        [str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 passed" in done.stdout

@@ -46,6 +46,7 @@ from gpucell.placement import Placement
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -451,9 +452,9 @@ class ModelEndpoint(CellComponent):
 
     def __init__(self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
-        facts, platform = tenant.facts, tenant.platform
         endpoint, spec = args.name, args.spec
         scheme = _check_args(args)
+        facts, platform = admit_workload(tenant, "model_endpoints", endpoint, spec), tenant.platform
         with_credentials = args.credentials is not None
         placement = container_placement(spec.gpu, facts, "a GPU model endpoint")
         manifest = inference_service_manifest(

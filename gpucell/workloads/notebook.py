@@ -45,6 +45,7 @@ from gpucell.placement import Placement
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -390,8 +391,9 @@ class Notebook(CellComponent):
     def __init__(self, name: str, args: NotebookArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
         notebook, spec = args.name, args.spec
-        placement = container_placement(spec.gpu, tenant.facts, "a GPU notebook")
-        manifest = statefulset_manifest(tenant.name, notebook, spec, tenant.facts, placement)
+        facts = admit_workload(tenant, "notebooks", notebook, spec)
+        placement = container_placement(spec.gpu, facts, "a GPU notebook")
+        manifest = statefulset_manifest(tenant.name, notebook, spec, facts, placement)
         super().__init__("Notebook", name, opts, tenant.cluster)
         after: list[pulumi.Resource] = list(tenant.ready)
         self.placement = placement

@@ -54,6 +54,7 @@ from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
@@ -431,9 +432,9 @@ class GpuVirtualMachine(CellComponent):
 
     def __init__(self, name: str, args: GpuVirtualMachineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
-        facts, platform = tenant.facts, tenant.platform
-        super().__init__("GpuVirtualMachine", name, opts, tenant.cluster)
         vm, spec = args.name, args.spec
+        facts, platform = admit_workload(tenant, "virtual_machines", vm, spec), tenant.platform
+        super().__init__("GpuVirtualMachine", name, opts, tenant.cluster)
         after: list[pulumi.Resource] = [*tenant.ready]
         if platform.kubevirt is not None:
             after.append(platform.kubevirt.cr)
