@@ -444,8 +444,6 @@ class ModelEndpoint(CellComponent):
 
     namespace: pulumi.Output[str]
     """The tenant namespace the endpoint lives in (``tenant-<tenant>``)."""
-    metrics_policy: pulumi.Resource | None = None
-    """The ``CiliumNetworkPolicy`` letting Prometheus scrape the predictors, with the cell's metrics stack."""
     url: pulumi.Output[str]
     """In-cluster URL of the predictor: ``http://<endpoint>-predictor.<namespace>.svc`` (KServe's raw-mode
     Service, port 80)."""
@@ -464,6 +462,8 @@ class ModelEndpoint(CellComponent):
         super().__init__("ModelEndpoint", name, opts, tenant.cluster)
         self.placement = placement
         """Pools the replicas may run on and the GPU resource each requests."""
+        self.metrics_policy: pulumi.Resource | None = None
+        """The ``CiliumNetworkPolicy`` letting Prometheus scrape the predictors, with the platform's metrics stack."""
         after: list[pulumi.Resource] = list(tenant.ready)
         kserve = _kserve_ready(platform)
         gpu_after = gpu_dependencies(platform, placement)
