@@ -79,6 +79,9 @@ class GpuPlatform(pulumi.ComponentResource):
             "memoryGib": 64,
             "cpu": {"cores": 16},
             "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100},
+            "sshKeys": [
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0Zi1KGzcvBMcpPg4ZOgSjpQ0wUuvD9mGMyW2SGhbQ ml@example.com"
+            ],
         }
         self.train = GpuVirtualMachine(
             f"{name}-ml-train",
