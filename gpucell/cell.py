@@ -169,14 +169,14 @@ class RegionalCell(CellComponent):
         self.facts = ClusterFacts.from_cell(cell)
         """What tenants on this cell are admitted against and rendered from."""
         self.platform = Platform(
-            self.cilium,
-            self.kubevirt,
-            self.cdi,
-            self.gpu_operator,
-            self.dra_driver,
-            self.kserve,
-            self.keda,
-            self.metrics,
+            cilium=self.cilium,
+            kubevirt=self.kubevirt,
+            cdi=self.cdi,
+            gpu_operator=self.gpu_operator,
+            dra_driver=self.dra_driver,
+            kserve=self.kserve,
+            keda=self.keda,
+            metrics=self.metrics,
         )
         """The cell's platform components that tenants and their workloads wait for."""
 

@@ -208,7 +208,7 @@ class TenantArgs:
 
     On a gpucell cell use :meth:`from_cell`; on a cluster gpucell did not build, give the handle
     (:meth:`gpucell.cluster.Cluster.from_kubeconfig`), its :class:`~gpucell.admission.ClusterFacts` and the platform
-    components this program installs there (:class:`~gpucell.cluster.Platform`).
+    components this program installs there (:class:`~gpucell.platform.Platform`).
     """
 
     name: str
