@@ -138,7 +138,8 @@ def _sriov_type(cell: CellSpec, pool: NodePool) -> tuple[str, str] | None:
     """(VF PCI id, vGPU resource) of an SR-IOV ``vm-vgpu`` pool, else ``None``."""
     if pool.role is not NodeRole.GPU or pool.mode is not GpuMode.VM_VGPU or pool.vgpu_profile is None:
         return None
-    if pool_vgpu_framework(cell, pool) is not VgpuFramework.SRIOV or pool.model.vf_pci_selector is None:
+    framework = pool_vgpu_framework(cell.gpu_operator.vgpu_driver_image, pool)
+    if framework is not VgpuFramework.SRIOV or pool.model.vf_pci_selector is None:
         return None
     return pool.model.vf_pci_selector, pool.model.vgpu_resource(pool.vgpu_profile)
 

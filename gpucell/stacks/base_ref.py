@@ -1,9 +1,9 @@
 """Planning a stack as it is at a git ref: the "before" of ``gpucell diff --base REF``.
 
 By default the ref's stack files are planned **with the ref's own code**: the ref's tree is exported with
-``git archive`` and its gpucell package run in a subprocess (imported from the tree, whose folders are the import
-paths since decision 0019, or for an older ref laid out from its ``[tool.setuptools.package-dir]``; ahead of the
-installed one, with this environment's libraries). A pull
+``git archive`` and its gpucell package run in a subprocess (imported from the tree's ``gpucell/`` ahead of the
+installed one, with this environment's libraries; a ref from before decision 0019 has its package laid out from
+its ``[tool.setuptools.package-dir]``). A pull
 request that changes code (a default, a rendered value) then shows what that change does to every stack, which
 planning the ref's config with the working tree's code would hide. ``--base-code worktree`` plans the ref's
 ``Pulumi.<stack>.yaml`` with the working tree's code instead (for a ref whose code no longer runs here).
@@ -29,6 +29,7 @@ from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
 from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.spec import StackSpec
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
 
 __all__ = ["EMPTY_PLAN", "BaseTree", "plan_head", "stacks_in"]
@@ -112,6 +113,8 @@ class BaseTree:
         return result, None, notes
 
     def _import_root(self) -> Path:
+        if (self.tree / "gpucell" / "__init__.py").is_file():
+            return self.tree  # the folders carry the import names (decision 0019): the tree is the import root
         root = self.work / "import"
         if root.is_dir():
             return root
@@ -139,6 +142,9 @@ class BaseTree:
         done = subprocess.run(
             [sys.executable, "-c", _BOOT, "plan", stack, "--json", str(out), "--project-dir", str(self.tree)],
             env={**_environ(), "PYTHONPATH": str(self._import_root())},
+            # `python -c` puts its working directory first on sys.path: run from a checkout's root, the working
+            # tree's gpucell/ would shadow the ref's
+            cwd=self.tree,
             capture_output=True,
             text=True,
             check=False,
@@ -156,7 +162,7 @@ class BaseTree:
 
     def _fingerprints_from_config(self, stack: str) -> dict[str, dict[str, Any]]:
         files = read_stack_files(self.tree, stack)
-        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+        spec = StackSpec.model_validate(stack_spec_input(files.config, files.project))
         return {region: fingerprint(cell) for region, cell in spec.regions.items()}
 
 

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.admission import placements
+from gpucell.admission import ClusterFacts, placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
@@ -384,7 +385,7 @@ def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict
     that what is built from them keeps its shape in the plan: :func:`gpucell.testing.provider_outputs`.
     """
     try:
-        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+        spec = StackSpec.model_validate(stack_spec_input(files.config, files.project))
     except ConfigError:
         spec = None  # the program reports the config error itself
     return provider_outputs(spec.regions.values() if spec else (), password=f"{PLACEHOLDER_PREFIX}-password")
@@ -480,10 +481,11 @@ def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
+    facts = ClusterFacts.from_cell(spec)
     for tenant in spec.tenants.values():
         reserved.update(tenant.quota.gpus)
         reserved.update(nvswitch_quota(tenant.quota.gpus, spec.node_pools))
-        for _, placement, units in placements(spec, tenant):
+        for _, placement, units in placements(facts, tenant):
             if placement.resource is not None:
                 used[placement.resource] += units
             if placement.nvswitch_resource is not None:
@@ -518,9 +520,10 @@ def render_dra_capacity(spec: CellSpec) -> list[str]:
         return []
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
+    facts = ClusterFacts.from_cell(spec)
     for tenant in spec.tenants.values():
         reserved.update(tenant.quota.device_classes)
-        for _, placement, units in placements(spec, tenant):
+        for _, placement, units in placements(facts, tenant):
             if placement.device_class is not None:
                 used[placement.device_class] += units
     total = sum(o.total for o in offers)
