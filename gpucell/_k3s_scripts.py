@@ -323,7 +323,7 @@ def _heredoc_safe(text: str) -> str:
 _PREAMBLE = """\
 #!/usr/bin/env bash
 # {title}
-# Rendered by gpucell (components/_k3s_scripts.py); run over SSH by pulumi-command.
+# Rendered by gpucell ({source}); run over SSH by pulumi-command.
 set -euo pipefail
 umask 077
 
@@ -336,6 +336,9 @@ as_root() {{
   fi
 }}
 """
+
+K3S_SCRIPTS_SOURCE = "components/_k3s_scripts.py"
+"""The source path the install, uninstall and kubeconfig scripts name in their header."""
 
 _INSTALL_BODY = """\
 readonly K3S_VERSION={version}
@@ -849,7 +852,7 @@ def install_script(
         waits=waits,
         tail=tail,
     )
-    return _PREAMBLE.format(title=title) + host_setup + "\n" + body
+    return _PREAMBLE.format(title=title, source=K3S_SCRIPTS_SOURCE) + host_setup + "\n" + body
 
 
 def uninstall_script(role: NodeRole, node_name: str) -> str:
@@ -891,13 +894,17 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         )
         + body
     )
-    return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
+    return (
+        _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}", source=K3S_SCRIPTS_SOURCE)
+        + "\n"
+        + body
+    )
 
 
 def kubeconfig_script() -> str:
     """The bash script that prints a server's admin kubeconfig (``/etc/rancher/k3s/k3s.yaml``, root-only)."""
     return (
-        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig")
+        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig", source=K3S_SCRIPTS_SOURCE)
         + "\n"
         + _KUBECONFIG_BODY.format(path=KUBECONFIG_PATH)
     )

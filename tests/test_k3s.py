@@ -1203,10 +1203,11 @@ def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
         prepare, install, labels, settle = (
             result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels", "-settle")
         )
-        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
+        endpoint = "https://10.20.0.5:6443"  # the maintenance steps' second way to the API
+        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state, api_endpoint=endpoint)
         assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
         assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
-        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host)
+        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host, api_endpoint=endpoint)
         # prepare and settle run on the control server, whatever node they are about.
         assert prepare.raw_inputs["connection"]["host"] == settle.raw_inputs["connection"]["host"] == "10.20.0.11"
         assert "stdin" not in settle.raw_inputs
