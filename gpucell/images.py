@@ -49,6 +49,7 @@ from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.vm_rules import catalog_tenants
 
 if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
@@ -60,7 +61,6 @@ __all__ = [
     "ImageCatalogArgs",
     "catalog_objects",
     "clone_rbac",
-    "image_catalog_args",
     "import_object_names",
 ]
 
@@ -77,8 +77,11 @@ _RBAC = "rbac.authorization.k8s.io"
 
 @dataclass(frozen=True)
 class ImageCatalogArgs:
-    """Inputs of :class:`ImageCatalog`."""
+    """Inputs of :class:`ImageCatalog`: only what it uses."""
 
+    cluster: Cluster
+    """The cluster to create it in (its provider and readiness; its Kubernetes minor pins the namespace's Pod Security
+    labels); it runs CDI."""
     namespace: str
     """The catalog's namespace (its ``imageCatalogs`` key)."""
     spec: ImageCatalogSpec
@@ -87,12 +90,34 @@ class ImageCatalogArgs:
     """The cell's default StorageClass: where an image without ``storageClasses`` is imported."""
     tenants: Mapping[str, Sequence[str]]
     """Allowed tenant -> the groups that act for it (admins and members, as the API server names them)."""
-    kubernetes_minor: str
-    """``MAJOR.MINOR`` the namespace's Pod Security labels are pinned to."""
     credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Config key -> ``<user>:<password>`` (a Pulumi secret), for every ``credentialsConfigKey`` of its images."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the catalog may do to its namespace (and the imported images in it)."""
+
+    @classmethod
+    def from_cell(
+        cls, cell: CellSpec, cluster: Cluster, catalog: str, credentials: Mapping[str, pulumi.Input[str]]
+    ) -> ImageCatalogArgs:
+        """``cell``'s catalog ``catalog`` on ``cluster``: its allowed tenants with their admin and member groups (as
+        the API server names them, with the cell's OIDC ``groupsPrefix``), the cell's default class and removal
+        policy, and of ``credentials`` (config key -> ``<user>:<password>``) those its images name."""
+        spec = cell.image_catalogs[catalog]
+        tenants: dict[str, list[str]] = {}
+        for tenant in catalog_tenants(cell.vm_platform, catalog):
+            groups = cell.tenants[tenant].groups
+            names = [*groups.admins, *groups.members]
+            tenants[tenant] = [cell.oidc.group(g) if cell.oidc else g for g in names]
+        keys = sorted(k for k in (i.source.credentials_config_key for i in spec.images.values()) if k is not None)
+        return cls(
+            cluster,
+            namespace=catalog,
+            spec=spec,
+            default_class=cell.storage.backend.value,
+            tenants=tenants,
+            credentials={key: credentials[key] for key in keys},
+            removal_policy=cell.removal_policy,
+        )
 
 
 def _meta(catalog: str, name: str, **extra: Any) -> dict[str, Any]:
@@ -174,8 +199,8 @@ def clone_rbac(catalog: str, tenants: Mapping[str, Sequence[str]]) -> tuple[dict
 
 
 class ImageCatalog(CellComponent):
-    """One image catalog of a cell (``gpucell:index:ImageCatalog``); give ``opts`` the cluster's provider and the
-    CDI CR (its CRDs, its webhooks) to come after.
+    """One image catalog of a cell (``gpucell:index:ImageCatalog``), on the provider of ``args.cluster`` and after its
+    ``ready``; give ``opts`` the CDI CR (its CRDs, its webhooks) to come after.
 
     Children: ``f"{name}-namespace"`` (taking ``removal_policy``: deleting it deletes every imported image),
     ``f"{name}-<image>-import"`` (Secret) and ``f"{name}-<image>-import-ca"`` (ConfigMap) where an image has them,
@@ -189,9 +214,9 @@ class ImageCatalog(CellComponent):
     """The catalog's namespace, once it exists."""
 
     def __init__(self, name: str, args: ImageCatalogArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("ImageCatalog", name, opts)
+        super().__init__("ImageCatalog", name, opts, args.cluster)
         catalog = args.namespace
-        minor = f"v{args.kubernetes_minor}"
+        minor = f"v{args.cluster.kubernetes_version}"
         labels = {**MANAGED_BY, CATALOG_LABEL: catalog}
         for mode in ("enforce", "warn", "audit"):
             labels[f"pod-security.kubernetes.io/{mode}"] = "restricted"
@@ -274,25 +299,3 @@ class ImageCatalog(CellComponent):
                 )
             )
         return made
-
-
-def image_catalog_args(cell: CellSpec, catalog: str, credentials: Mapping[str, pulumi.Input[str]]) -> ImageCatalogArgs:
-    """The :class:`ImageCatalogArgs` of ``cell``'s catalog ``catalog``: its allowed tenants with their admin and
-    member groups (as the API server names them, with the cell's OIDC ``groupsPrefix``), the cell's default class,
-    Kubernetes minor and removal policy, and the credentials its images name."""
-    spec = cell.image_catalogs[catalog]
-    tenants: dict[str, list[str]] = {}
-    for tenant in catalog_tenants(cell.vm_platform, catalog):
-        groups = cell.tenants[tenant].groups
-        names = [*groups.admins, *groups.members]
-        tenants[tenant] = [cell.oidc.group(g) if cell.oidc else g for g in names]
-    keys = {i.source.credentials_config_key for i in spec.images.values()} - {None}
-    return ImageCatalogArgs(
-        namespace=catalog,
-        spec=spec,
-        default_class=cell.storage.backend.value,
-        tenants=tenants,
-        kubernetes_minor=cell.versions.kubernetes_minor,
-        credentials={key: credentials[key] for key in sorted(k for k in keys if k is not None)},
-        removal_policy=cell.removal_policy,
-    )

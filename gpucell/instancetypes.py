@@ -21,13 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "API_VERSION",
@@ -113,8 +117,10 @@ def preference_manifest(
 
 @dataclass(frozen=True)
 class InstancetypesArgs:
-    """Inputs of :class:`Instancetypes`."""
+    """Inputs of :class:`Instancetypes`: only what it uses."""
 
+    cluster: Cluster
+    """The cluster to create them in (its provider and readiness); it runs KubeVirt (their CRDs)."""
     instancetypes: Mapping[str, InstancetypeSpec]
     """Name -> instancetype."""
     preferences: Mapping[str, PreferenceSpec]
@@ -127,18 +133,24 @@ class InstancetypesArgs:
     gpu_catalog: Mapping[str, GpuModel] = field(default_factory=lambda: CATALOG)
     """The GPU models the instancetypes' ``gpuModel`` names (``CellSpec.gpu_catalog``); default the built-in ones."""
 
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> InstancetypesArgs:
+        """The cluster-wide instancetypes and preferences of ``cell`` (``kubevirt.instancetypes``/``preferences``) on
+        ``cluster``, with the cell's GPU catalog."""
+        return cls(cluster, cell.kubevirt.instancetypes, cell.kubevirt.preferences, gpu_catalog=cell.gpu_catalog)
+
 
 class Instancetypes(CellComponent):
     """A set of instancetypes and preferences (``gpucell:index:Instancetypes``).
 
     Children: ``f"{name}-instancetype-{n}"`` and ``f"{name}-preference-{n}"`` per entry, each a ``CustomResource`` of
-    :func:`instancetype_manifest`/:func:`preference_manifest`. Give ``opts`` the cluster's provider and the KubeVirt
-    CR to come after (its CRDs); they hold no data and are never protected: a VM keeps its own copy (a
-    ControllerRevision).
+    :func:`instancetype_manifest`/:func:`preference_manifest`, on the provider of ``args.cluster`` and after its
+    ``ready``. Give ``opts`` the KubeVirt CR to come after (its CRDs); they hold no data and are never protected: a
+    VM keeps its own copy (a ControllerRevision).
     """
 
     def __init__(self, name: str, args: InstancetypesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("Instancetypes", name, opts)
+        super().__init__("Instancetypes", name, opts, args.cluster)
         self.objects: list[pulumi.Resource] = []
         """The registered instancetypes and preferences, in config order."""
         for entry, spec in args.instancetypes.items():

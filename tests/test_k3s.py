@@ -114,9 +114,7 @@ def build(
     def program() -> None:
         cluster = K3sCluster(
             "lab",
-            K3sClusterArgs(
-                cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY), registered_hosts=registered
-            ),
+            K3sClusterArgs.from_cell(cell(config), pulumi.Output.secret(SSH_KEY), registered_hosts=registered),
         )
         built.append(cluster)
         pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -554,7 +552,7 @@ def test_component_depends_on_reaches_every_command() -> None:
         before = pulumi.CustomResource("test:index:Thing", "before")
         K3sCluster(
             "lab",
-            K3sClusterArgs(cell=cell(minimal_cell_config()), ssh_private_key=SSH_KEY),
+            K3sClusterArgs.from_cell(cell(minimal_cell_config()), SSH_KEY),
             opts=pulumi.ResourceOptions(depends_on=[before]),
         )
 
@@ -1205,10 +1203,11 @@ def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
         prepare, install, labels, settle = (
             result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels", "-settle")
         )
-        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
+        endpoint = "https://10.20.0.5:6443"  # the maintenance steps' second way to the API
+        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state, api_endpoint=endpoint)
         assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
         assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
-        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host)
+        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host, api_endpoint=endpoint)
         # prepare and settle run on the control server, whatever node they are about.
         assert prepare.raw_inputs["connection"]["host"] == settle.raw_inputs["connection"]["host"] == "10.20.0.11"
         assert "stdin" not in settle.raw_inputs

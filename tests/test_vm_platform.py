@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pytest
@@ -592,14 +592,24 @@ def test_an_efi_vm_whose_state_class_the_cell_lacks_is_refused() -> None:
     ]
 
 
+def kubevirt_configuration(config: dict[str, Any]) -> dict[str, Any]:
+    """The ``KubeVirt`` CR's ``spec.configuration`` the cell of ``config`` registers (KubeVirtArgs.from_cell)."""
+    plan = deploy(config)
+    cr = next(r for r in plan.resources if r.type == "kubernetes:kubevirt.io/v1:KubeVirt")
+    return cast("dict[str, Any]", cr.inputs["spec"]["configuration"])
+
+
 def test_the_kubevirt_cr_names_the_state_class_and_the_common_instancetypes() -> None:
-    cell_spec = spec(region(vm(efi={"persistent": True})))
-    configuration = kubevirt_spec(cell_spec)["configuration"]
+    configuration = kubevirt_configuration(region(vm(efi={"persistent": True})))
     assert configuration["vmStateStorageClass"] == "local-path"
     assert configuration["commonInstancetypesDeployment"] == {"enabled": True}
-    assert VM_PERSISTENT_STATE_GATE not in feature_gates(cell_spec)  # GA since v1.6
-    older = region(vm(efi={"persistent": True}), versions={"kubevirt": "v1.5.2"})
-    assert VM_PERSISTENT_STATE_GATE in feature_gates(spec(older))
+    assert configuration["developerConfiguration"]["cpuAllocationRatio"] == 1
+    assert VM_PERSISTENT_STATE_GATE not in configuration["developerConfiguration"].get("featureGates", [])  # GA, v1.6
+    older = kubevirt_configuration(region(vm(efi={"persistent": True}), versions={"kubevirt": "v1.5.2"}))
+    assert VM_PERSISTENT_STATE_GATE in older["developerConfiguration"]["featureGates"]
+    assert VM_PERSISTENT_STATE_GATE not in feature_gates({}, version="v1.5.2", vm_persistent_state=False)
+    # A KubeVirt installed on its own leaves the state class to KubeVirt.
+    assert "vmStateStorageClass" not in kubevirt_spec({})["configuration"]
 
 
 def test_longhorns_storage_profile_gets_a_filesystem_set_for_vm_state_after_its_block_one() -> None:
@@ -634,7 +644,7 @@ def deploy(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Pla
         values = {k: pulumi.Output.secret(v) for k, v in (secrets or {}).items()}
         lab = RegionalCell("lab", RegionalCellArgs(cell=cell_spec, ssh_private_key=key, image_credentials=values))
         for name, tenant_spec in cell_spec.tenants.items():
-            tenant = Tenant(f"lab-{name}", TenantArgs(name, tenant_spec, lab))
+            tenant = Tenant(f"lab-{name}", TenantArgs.from_cell(name, tenant_spec, lab))
             for vm_name, vm_spec in tenant_spec.virtual_machines.items():
                 GpuVirtualMachine(
                     f"lab-{name}-{vm_name}", GpuVirtualMachineArgs(vm_name, vm_spec, tenant, secrets=values)

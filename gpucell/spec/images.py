@@ -32,6 +32,7 @@ __all__ = [
     "CatalogImageSpec",
     "ImageCatalogSpec",
     "ImportSource",
+    "check_catalog_namespaces",
     "data_source_name",
 ]
 
@@ -56,6 +57,18 @@ def _check_ca_bundle(value: str) -> str:
             "and nothing else (no private key)"
         )
     return value
+
+
+def check_catalog_namespaces(catalogs: dict[str, ImageCatalogSpec]) -> dict[str, ImageCatalogSpec]:
+    """``catalogs`` unchanged when each key is a namespace name (a DNS-1123 label); raises :class:`SpecError` (path:
+    the key) otherwise. Tenant and system namespaces are refused by :func:`gpucell.vm_rules.check_vm_platform`."""
+    for name in catalogs:
+        if not DNS_LABEL.fullmatch(name):
+            raise SpecError(
+                (name,),
+                f"{shown(name)} is not a namespace name (a DNS-1123 label: lower-case letters, digits, '-')",
+            )
+    return catalogs
 
 
 def data_source_name(image: str, storage_class: str) -> str:
