@@ -83,7 +83,10 @@ class Host(TypedDict, total=False):
     """One machine of a node pool."""
 
     name: Required[str]
-    """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
+    """Kubernetes node name, unique in the region: on a gpucell cell a DNS-1123 label (``node-name`` in the k3s
+    config); in the :class:`~gpucell.admission.ClusterFacts` of a cluster gpucell did not build, its Node's name as
+    the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``).
+    """
 
     address: Required[str]
     """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
@@ -1147,9 +1150,10 @@ class ClusterFacts(TypedDict, total=False):
     :class:`~gpucell.errors.ConfigError`, one ``key.path: message`` line per problem.
 
     On a cluster gpucell did not build, ``nodePools`` describe its GPU (and CPU) nodes: each pool's ``hosts`` name
-    its Nodes (what the inventory counts), and those Nodes carry the labels gpucell's placement selects
-    (``gpucell.io/pool: <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``) and the
-    pool's ``taints``; gpucell sets none of them there.
+    its Nodes as the API shows them (``ip-10-0-1-5.ec2.internal`` on EKS; each Node once, in one pool: the
+    inventory counts them), and those Nodes carry the labels gpucell's placement selects (``gpucell.io/pool:
+    <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``; more for MIG, vGPU and ``dra``
+    pools, docs/examples/existing-cluster/README.md) and the pool's ``taints``; gpucell sets none of them there.
     """
 
     versions: Versions
@@ -1163,9 +1167,12 @@ class ClusterFacts(TypedDict, total=False):
     """
 
     network: Required[Network]
-    """The address plan: ``nodeCidr``, ``podCidr`` and ``serviceCidr`` (what ``internet`` egress leaves out and
-    ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what ``cluster`` egress reaches). The pod and
-    service CIDRs default to k3s's; give a cluster's own.
+    """The address plan: ``nodeCidr`` (every host's address is in it), ``podCidr`` and ``serviceCidr`` (what
+    ``internet`` egress leaves out and ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what
+    ``cluster`` egress reaches). The pod and service CIDRs and ``clusterDns`` default to k3s's; give a cluster's own.
+    ``cluster`` egress reaches the API servers (Cilium's ``kube-apiserver`` entity) on the port they listen on:
+    ``apiPort`` when no ``apiEndpoint`` is given, else 6443 (kubeadm's, RKE2's and k3s's) behind the endpoint's
+    ``apiPort``. EKS, AKS and GKE API servers listen on 443: there give ``apiPort: 443`` and no ``apiEndpoint``.
     """
 
     nodePools: dict[str, NodePool]
