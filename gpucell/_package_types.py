@@ -22,6 +22,7 @@ from gpucell.spec.workloads import (
     RunStrategy,
     ScaleMetric,
     ServiceType,
+    VolumeMode,
 )
 
 
@@ -249,7 +250,7 @@ class CdiInputs(TypedDict, total=False):
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
 
-    volumeMode: str
+    volumeMode: VolumeMode
     """``volumeMode`` of a VM disk's PVC in the StorageClass: ``Filesystem`` (default) or ``Block``."""
 
     accessModes: list[str]

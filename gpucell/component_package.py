@@ -172,7 +172,7 @@ class Cdi(cdi.Cdi):
     def __init__(self, name: str, args: CdiInputs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = _validated(package_inputs.CdiInputs, args, "storageClass")
         cluster = _cluster(inputs.cluster, opts)
-        volumes = cdi.VolumeClass(args["storageClass"], tuple(inputs.access_modes), inputs.volume_mode)
+        volumes = cdi.VolumeClass(args["storageClass"], tuple(inputs.access_modes), inputs.volume_mode.value)
         spec = cdi.CdiArgs(cluster, volumes, inputs.spec, inputs.node_pools, inputs.version, inputs.removal_policy)
         super().__init__(name, spec, opts)
 

@@ -36,7 +36,7 @@ from gpucell.spec import (
 )
 from gpucell.spec._base import SpecModel
 from gpucell.spec.lifecycle import RemovalPolicy
-from gpucell.spec.workloads import AccessMode
+from gpucell.spec.workloads import AccessMode, VolumeMode
 
 __all__ = [
     "CdiInputs",
@@ -130,9 +130,9 @@ class CdiInputs(SpecModel):
 
     cluster: ClusterInputs
     """The cluster to install into."""
-    volume_mode: str = "Filesystem"
+    volume_mode: VolumeMode = VolumeMode.FILESYSTEM
     """``volumeMode`` of a VM disk's PVC in the StorageClass: ``Filesystem`` (default) or ``Block``."""
-    access_modes: list[str] = ["ReadWriteOnce"]
+    access_modes: list[str] = [AccessMode.RWO.value]
     """``accessModes`` of a VM disk's PVC (``ReadWriteOnce``, ``ReadWriteMany``, ``ReadWriteOncePod``). Defaults to
     ``ReadWriteOnce``."""
     spec: CdiSpec = CdiSpec()
@@ -145,16 +145,11 @@ class CdiInputs(SpecModel):
     """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
     ``delete``."""
 
-    @field_validator("volume_mode")
-    @classmethod
-    def _volume_mode(cls, value: str) -> str:
-        if value not in ("Filesystem", "Block"):
-            raise ValueError("is not a volumeMode; use Filesystem or Block")
-        return value
-
     @field_validator("access_modes")
     @classmethod
     def _access_modes(cls, values: list[str]) -> list[str]:
+        # strings, not AccessMode: the SDK's ComponentProvider maps the items of a list of enums as objects
+        # (stacks/package_types.py refuses such a field)
         known = [mode.value for mode in AccessMode]
         for index, value in enumerate(values):
             if value not in known:

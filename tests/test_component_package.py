@@ -23,6 +23,8 @@ from pulumi.provider.experimental.schema import generate_schema
 from gpucell import component_package
 from gpucell.component_package import COMPONENTS, PACKAGE, PackageProvider
 from gpucell.errors import ConfigError
+from gpucell.spec import AccessMode
+from gpucell.spec._base import SpecModel
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.package_types import render
 from tests.conftest import REPO
@@ -108,7 +110,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {
             **PLATFORM,
             "storageClass": "string",
-            "volumeMode": "string",
+            "volumeMode": "VolumeMode",
             "accessModes": "list<string>",
             "spec": "CdiSpec",
             "nodePools": "map<NodePool>",
@@ -166,6 +168,17 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
 # -- the schema ----------------------------------------------------------------------------------------------------
 def test_the_shipped_typed_dicts_are_what_the_spec_models_render() -> None:
     assert (REPO / "gpucell" / "_package_types.py").read_text() == render()
+
+
+def test_the_generator_refuses_a_list_of_enums_the_sdk_would_map_as_objects() -> None:
+    """pulumi 3.272's ComponentProvider maps each item of a list (or map) of a ``$ref`` type as an object, so an
+    enum's value would arrive as ``{}``: such a field is refused by name, its items given as strings instead."""
+
+    class Modes(SpecModel):
+        modes: list[AccessMode] = []
+
+    with pytest.raises(TypeError, match=r"no package type for list\[.*AccessMode.*\]: give its items as str"):
+        render((Modes,))
 
 
 def test_every_exported_component_is_in_the_schema_as_a_component() -> None:
@@ -257,6 +270,17 @@ def test_a_tenant_and_its_vm_from_engine_inputs() -> None:
     assert plan.named("lab-ml-train-after").urn in vm.dependencies  # dependsOn reaches every child
     assert vm.options["protect"] is True
     assert plan.named("lab-ml-quota").inputs["spec"]["hard"]["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
+
+
+def test_cdi_from_engine_inputs_takes_the_pvc_modes_as_enums() -> None:
+    inputs = {"cluster": CLUSTER, "storageClass": "ceph-block", "volumeMode": "Block", "accessModes": ["ReadWriteMany"]}
+    profile = construct(("Cdi", "lab-cdi", inputs)).named("lab-cdi-storage-profile")
+    assert profile.inputs["spec"] == {"claimPropertySets": [{"accessModes": ["ReadWriteMany"], "volumeMode": "Block"}]}
+    assert [v["value"] for v in schema()["types"]["gpucell:index:VolumeMode"]["enum"]] == ["Filesystem", "Block"]
+    with pytest.raises(InputPropertiesError) as info:
+        construct(("Cdi", "x", {**inputs, "accessModes": ["RWX"]}))
+    reason = "'RWX' is not one of ReadWriteOnce, ReadWriteMany, ReadWriteOncePod"
+    assert info.value.errors == [{"property_path": "accessModes[0]", "reason": reason}]
 
 
 CLUSTER_OF_WORKLOAD = {"cluster": CLUSTER, "tenant": "ml"}

@@ -95,6 +95,10 @@ def _type(annotation: Any) -> str:
         if len(present) != 1:
             raise TypeError(f"no package type for the union {annotation!r}")
         return _type(present[0])
+    if origin in (list, dict) and _is_enum(args[-1]):
+        # pulumi 3.272's ComponentProvider.map_input_properties maps the items of a list or map whose type is a
+        # ref as objects: an enum's value arrives as {}
+        raise TypeError(f"no package type for {annotation!r}: give its items as str, validated by the model")
     if origin is list:
         return f"list[{_type(args[0])}]"
     if origin is dict:
@@ -108,6 +112,10 @@ def _type(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum | BaseModel):
         return annotation.__name__
     raise TypeError(f"no package type for {annotation!r}")
+
+
+def _is_enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
 
 
 def _docstring(text: str | None, indent: str) -> list[str]:
