@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import field_validator
 
 from gpucell.admission import ClusterFacts
-from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime
+from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime, check_kubernetes_minor
 from gpucell.dra_driver import OPERATOR_DRIVER_ROOT
 from gpucell.errors import SpecError, shown
 from gpucell.spec import (
@@ -86,13 +86,7 @@ class ClusterInputs(SpecModel):
     containerd: ContainerdInputs = ContainerdInputs()
     """Where the nodes' containerd keeps its config and socket. Defaults to containerd's own paths."""
 
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _minor(cls, value: str) -> str:
-        major, _, minor = value.partition(".")
-        if not (major.isdigit() and minor.isdigit()):
-            raise ValueError("is not MAJOR.MINOR, e.g. '1.34'")
-        return value
+    _minor = field_validator("kubernetes_version")(check_kubernetes_minor)
 
 
 class GpuOperatorInputs(SpecModel):
