@@ -6,6 +6,8 @@ current). What arrives in them is validated by the spec model of the same name (
 
 from typing import Any, Required, TypedDict
 
+import pulumi
+
 from gpucell.spec.k3s import K3sProfile
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
 from gpucell.spec.network import ApiVipMode
@@ -245,7 +247,7 @@ class NodePool(TypedDict, total=False):
 
 
 class CdiInputs(TypedDict, total=False):
-    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`); the StorageClass is the ``storageClass`` input."""
+    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -270,6 +272,11 @@ class CdiInputs(TypedDict, total=False):
     removalPolicy: RemovalPolicy
     """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
     ``delete``.
+    """
+
+    storageClass: Required[pulumi.Input[str]]
+    """The StorageClass VM disks live in (the cluster's default): CDI's scratch space, and the StorageProfile patched
+    with ``volumeMode`` and ``accessModes``.
     """
 
 
@@ -1282,9 +1289,7 @@ class KubeVirtInputs(TypedDict, total=False):
 
 
 class ModelEndpointInputs(TypedDict, total=False):
-    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`); its storage
-    credentials are the ``credentials`` input (a secret).
-    """
+    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster the workload's tenant lives on."""
@@ -1303,6 +1308,11 @@ class ModelEndpointInputs(TypedDict, total=False):
 
     spec: Required[ModelEndpointSpec]
     """What the tenant declared."""
+
+    credentials: pulumi.Input[str]
+    """The secret ``spec.credentialsConfigKey`` stands for: a Hugging Face token for ``hf://``, or
+    ``<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>`` for ``s3://``.
+    """
 
 
 class NotebookInputs(TypedDict, total=False):
@@ -1575,12 +1585,19 @@ class CellSpec(TypedDict, total=False):
 
 
 class RegionalCellInputs(TypedDict, total=False):
-    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`); its secrets are the ``sshPrivateKey``,
-    ``etcdS3Credentials`` and ``remoteWriteCredentials`` inputs.
-    """
+    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`)."""
 
     cell: Required[CellSpec]
     """The region, as ``gpucell:regions.<region>`` in a stack file."""
+
+    sshPrivateKey: Required[pulumi.Input[str]]
+    """SSH private key for every node of the region."""
+
+    etcdS3Credentials: pulumi.Input[str]
+    """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3``; required with it."""
+
+    remoteWriteCredentials: pulumi.Input[str]
+    """``<user>:<password>`` for ``metrics.remoteWrite``; required with it."""
 
 
 class StorageInputs(TypedDict, total=False):

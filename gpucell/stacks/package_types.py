@@ -7,7 +7,8 @@ hold the spec models), so TypeScript, Go or C# programs get typed inputs and the
 :class:`~gpucell.errors.ConfigError` as stack config. One ``TypedDict`` per spec model, same name, its keys the
 model's camelCase keys (as in a stack file: what arrives validates by them, and a mistake's key path is the schema's
 property path), its docstrings the model's; a field without a default is ``Required``. Addresses and networks are
-strings; enums stay the spec's enums; ``dict[str, object]`` (chart values) is ``dict[str, Any]``.
+strings; enums stay the spec's enums; ``dict[str, object]`` (chart values) is ``dict[str, Any]``; a model's
+``PASSED_THROUGH`` inputs (:class:`gpucell.package_inputs.PassedThrough`) are ``pulumi.Input[str]``.
 
     python -m gpucell.stacks.package_types > gpucell/_package_types.py
 
@@ -20,6 +21,7 @@ import enum
 import inspect
 import ipaddress
 import sys
+import textwrap
 import types
 import typing
 from collections.abc import Iterator
@@ -31,7 +33,11 @@ from gpucell import package_inputs
 
 __all__ = ["ROOTS", "main", "render"]
 
-ROOTS: tuple[type[BaseModel], ...] = tuple(getattr(package_inputs, name) for name in package_inputs.__all__)
+ROOTS: tuple[type[BaseModel], ...] = tuple(
+    model
+    for model in (getattr(package_inputs, name) for name in package_inputs.__all__)
+    if isinstance(model, type) and issubclass(model, BaseModel) and model is not package_inputs.ComponentInputs
+)
 """The package's components' inputs (:mod:`gpucell.package_inputs`); every spec model they hold is rendered too."""
 _STRINGS = (ipaddress.IPv4Address, ipaddress.IPv4Network)
 _HEADER = '''"""The spec models as ``TypedDict`` classes: the typed inputs of gpucell's component package.
@@ -41,6 +47,8 @@ current). What arrives in them is validated by the spec model of the same name (
 """
 
 from typing import Any, Required, TypedDict
+
+import pulumi
 
 '''
 
@@ -134,6 +142,10 @@ def _class(model: type[BaseModel]) -> list[str]:
         key = field.alias or name
         out += ["", f"    {key}: {f'Required[{annotation}]' if field.is_required() else annotation}"]
         out += _docstring(field.description, "    ")
+    for passed in getattr(model, "PASSED_THROUGH", ()):  # package_inputs.PassedThrough: may be a Pulumi output
+        annotation = "pulumi.Input[str]"
+        out += ["", f"    {passed.key}: {f'Required[{annotation}]' if passed.required else annotation}"]
+        out += _docstring(textwrap.fill(passed.doc, 112), "    ")
     return out
 
 
