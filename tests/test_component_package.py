@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import subprocess
 from typing import Any
 
 import pulumi
@@ -260,6 +261,19 @@ def test_the_plugin_manifest_runs_the_package_host_in_python() -> None:
     imported = [(n.module, [a.name for a in n.names]) for n in ast.walk(main) if isinstance(n, ast.ImportFrom)]
     assert imported == [("gpucell.component_package", ["main"])]
     assert (REPO / "plugin" / "requirements.txt").read_text().splitlines()[-1] == ".."
+    # `pulumi package add ./plugin` creates the plugin's virtualenv in the checkout (PulumiPlugin.yaml's `virtualenv`)
+    ignored = subprocess.run(
+        [
+            "git",
+            "check-ignore",
+            "--no-index",
+            "-q",
+            f"plugin/{manifest['runtime']['options']['virtualenv']}/bin/python",
+        ],
+        cwd=REPO,
+        check=False,
+    )
+    assert ignored.returncode == 0
 
 
 # -- components built as the package's host builds them ------------------------------------------------------------
