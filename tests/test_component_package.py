@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -274,6 +275,25 @@ def test_the_plugin_manifest_runs_the_package_host_in_python() -> None:
         check=False,
     )
     assert ignored.returncode == 0
+
+
+def test_the_typescript_example_names_the_schemas_types_and_inputs() -> None:
+    """docs/component-package.md's program, read against the schema: every SDK type it names is a schema type, every
+    component it builds takes the keys it gives, and every object it builds apart is typed (TypeScript widens an
+    untyped ``role: "gpu"`` to ``string``, which is not the enum ``NodeRole``: the example did not type-check)."""
+    doc = (REPO / "docs" / "component-package.md").read_text()
+    (program,) = re.findall(r"```ts\n(.*?)```", doc, re.S)
+    named = set(re.findall(r"gpucell\.types\.input\.(\w+)Args", program))
+    assert named == {"ClusterInputs", "NodePool", "TenantSpec", "ClusterFacts"}
+    assert {f"gpucell:index:{name}" for name in named} <= set(schema()["types"])
+    untyped = re.findall(r"^const (\w+) = \{", program, re.M)
+    assert untyped == ["on"]  # the resource options, not a schema type
+    built = re.findall(r"new gpucell\.(\w+)\(\"[\w-]+\", \{(.*?)\}, (?:on\)|\{ \.\.\.on)", program, re.S)
+    assert [name for name, _ in built] == ["GpuOperator", "KubeVirt", "Cdi", "Tenant", "GpuVirtualMachine"]
+    for name, args in built:
+        keys = set(re.findall(r"(?:^|[,{]\s*)(\w+)(?=[,:\s]|$)", args.split("spec:")[0]))
+        inputs = schema()["resources"][f"gpucell:index:{name}"]["inputProperties"]
+        assert keys <= set(inputs), (name, keys - set(inputs))
 
 
 # -- components built as the package's host builds them ------------------------------------------------------------
