@@ -10,7 +10,7 @@ import pytest
 from gpucell.admission import ClusterFacts
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, K3sClusterSpec, TenantSpec
-from gpucell.tenancy import admit
+from gpucell.tenancy import admit, network_policy_manifests
 from tests.conftest import cell, minimal_cell_config
 
 TENANT = {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 100, "gpus": {"nvidia.com/gpu": 2}}}
@@ -128,3 +128,19 @@ def test_cluster_facts_count_a_node_once() -> None:
     assert lines(ClusterFacts, {**EKS_FACTS, "nodePools": {"l40s": outside}}) == [
         "nodePools.l40s.hosts[0].address: '10.1.0.5' is outside network.nodeCidr 10.0.0.0/16"
     ]
+
+
+def test_cluster_egress_reaches_the_api_servers_on_the_port_they_listen_on() -> None:
+    """EKS, AKS and GKE API servers listen on 443 (the ``kubernetes`` Service's endpoints): with ``apiPort: 443`` and
+    no ``apiEndpoint`` a ``cluster`` tenant reaches them there; behind an endpoint they listen on 6443 (kubeadm,
+    RKE2, k3s), whatever port the endpoint serves."""
+    tenant = TenantSpec.model_validate({**TENANT, "egress": "cluster"})
+
+    def api_ports(network: dict[str, Any]) -> list[str]:
+        facts = ClusterFacts.model_validate({**EKS_FACTS, "network": {**EKS_FACTS["network"], **network}})
+        policies = {p["metadata"]["name"]: p for p in network_policy_manifests("acme", tenant, facts)}
+        egress = policies["tenant-allow-egress-cluster"]["spec"]["egress"]
+        return [port["port"] for rule in egress if "toEntities" in rule for port in rule["toPorts"][0]["ports"]]
+
+    assert api_ports({}) == ["443"]
+    assert api_ports({"apiEndpoint": "10.0.0.10"}) == ["6443"]
