@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         TopologyProfile,
         Versions,
         VmDisk,
+        VolumeMode,
     )
     from gpucell.storage import Storage, StorageArgs
     from gpucell.tenancy import Tenant, TenantArgs, TenantRef
@@ -176,6 +177,7 @@ __all__ = [
     "Versions",
     "VmDisk",
     "VolumeClass",
+    "VolumeMode",
 ]
 
 _HOMES: dict[str, str] = {
@@ -264,6 +266,7 @@ _HOMES: dict[str, str] = {
     "Versions": "gpucell.spec",
     "VmDisk": "gpucell.spec",
     "VolumeClass": "gpucell.cdi",
+    "VolumeMode": "gpucell.spec",
 }
 """Public name -> the module that defines it."""
 

@@ -6,6 +6,8 @@ current). What arrives in them is validated by the spec model of the same name (
 
 from typing import Any, Required, TypedDict
 
+import pulumi
+
 from gpucell.spec.instancetypes import CpuTopologyPreference, DiskBus, InstancetypeKind, InterfaceModel, PreferenceKind
 from gpucell.spec.k3s import K3sProfile
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
@@ -23,6 +25,7 @@ from gpucell.spec.workloads import (
     RunStrategy,
     ScaleMetric,
     ServiceType,
+    VolumeMode,
 )
 
 
@@ -85,7 +88,10 @@ class Host(TypedDict, total=False):
     """One machine of a node pool."""
 
     name: Required[str]
-    """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
+    """Kubernetes node name, unique in the region: on a gpucell cell a DNS-1123 label (``node-name`` in the k3s
+    config); in the :class:`~gpucell.admission.ClusterFacts` of a cluster gpucell did not build, its Node's name as
+    the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``).
+    """
 
     address: Required[str]
     """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
@@ -243,12 +249,12 @@ class NodePool(TypedDict, total=False):
 
 
 class CdiInputs(TypedDict, total=False):
-    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`); the StorageClass is the ``storageClass`` input."""
+    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
 
-    volumeMode: str
+    volumeMode: VolumeMode
     """``volumeMode`` of a VM disk's PVC in the StorageClass: ``Filesystem`` (default) or ``Block``."""
 
     accessModes: list[str]
@@ -268,6 +274,11 @@ class CdiInputs(TypedDict, total=False):
     removalPolicy: RemovalPolicy
     """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
     ``delete``.
+    """
+
+    storageClass: Required[pulumi.Input[str]]
+    """The StorageClass VM disks live in (the cluster's default): CDI's scratch space, and the StorageProfile patched
+    with ``volumeMode`` and ``accessModes``.
     """
 
 
@@ -1441,9 +1452,10 @@ class ClusterFacts(TypedDict, total=False):
     :class:`~gpucell.errors.ConfigError`, one ``key.path: message`` line per problem.
 
     On a cluster gpucell did not build, ``nodePools`` describe its GPU (and CPU) nodes: each pool's ``hosts`` name
-    its Nodes (what the inventory counts), and those Nodes carry the labels gpucell's placement selects
-    (``gpucell.io/pool: <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``) and the
-    pool's ``taints``; gpucell sets none of them there.
+    its Nodes as the API shows them (``ip-10-0-1-5.ec2.internal`` on EKS; each Node once, in one pool: the
+    inventory counts them), and those Nodes carry the labels gpucell's placement selects (``gpucell.io/pool:
+    <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``; more for MIG, vGPU and ``dra``
+    pools, docs/examples/existing-cluster/README.md) and the pool's ``taints``; gpucell sets none of them there.
     """
 
     versions: Versions
@@ -1457,9 +1469,12 @@ class ClusterFacts(TypedDict, total=False):
     """
 
     network: Required[Network]
-    """The address plan: ``nodeCidr``, ``podCidr`` and ``serviceCidr`` (what ``internet`` egress leaves out and
-    ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what ``cluster`` egress reaches). The pod and
-    service CIDRs default to k3s's; give a cluster's own.
+    """The address plan: ``nodeCidr`` (every host's address is in it), ``podCidr`` and ``serviceCidr`` (what
+    ``internet`` egress leaves out and ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what
+    ``cluster`` egress reaches). The pod and service CIDRs and ``clusterDns`` default to k3s's; give a cluster's own.
+    ``cluster`` egress reaches the API servers (Cilium's ``kube-apiserver`` entity) on the port they listen on:
+    ``apiPort`` when no ``apiEndpoint`` is given, else 6443 (kubeadm's, RKE2's and k3s's) behind the endpoint's
+    ``apiPort``. EKS, AKS and GKE API servers listen on 443: there give ``apiPort: 443`` and no ``apiEndpoint``.
     """
 
     nodePools: dict[str, NodePool]
@@ -1589,9 +1604,7 @@ class KubeVirtInputs(TypedDict, total=False):
 
 
 class ModelEndpointInputs(TypedDict, total=False):
-    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`); its storage
-    credentials are the ``credentials`` input (a secret).
-    """
+    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster the workload's tenant lives on."""
@@ -1610,6 +1623,11 @@ class ModelEndpointInputs(TypedDict, total=False):
 
     spec: Required[ModelEndpointSpec]
     """What the tenant declared."""
+
+    credentials: pulumi.Input[str]
+    """The secret ``spec.credentialsConfigKey`` stands for: a Hugging Face token for ``hf://``, or
+    ``<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>`` for ``s3://``.
+    """
 
 
 class NotebookInputs(TypedDict, total=False):
@@ -1893,12 +1911,19 @@ class CellSpec(TypedDict, total=False):
 
 
 class RegionalCellInputs(TypedDict, total=False):
-    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`); its secrets are the ``sshPrivateKey``,
-    ``etcdS3Credentials`` and ``remoteWriteCredentials`` inputs.
-    """
+    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`)."""
 
     cell: Required[CellSpec]
     """The region, as ``gpucell:regions.<region>`` in a stack file."""
+
+    sshPrivateKey: Required[pulumi.Input[str]]
+    """SSH private key for every node of the region."""
+
+    etcdS3Credentials: pulumi.Input[str]
+    """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3``; required with it."""
+
+    remoteWriteCredentials: pulumi.Input[str]
+    """``<user>:<password>`` for ``metrics.remoteWrite``; required with it."""
 
 
 class StorageInputs(TypedDict, total=False):

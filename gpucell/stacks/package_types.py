@@ -7,7 +7,8 @@ hold the spec models), so TypeScript, Go or C# programs get typed inputs and the
 :class:`~gpucell.errors.ConfigError` as stack config. One ``TypedDict`` per spec model, same name, its keys the
 model's camelCase keys (as in a stack file: what arrives validates by them, and a mistake's key path is the schema's
 property path), its docstrings the model's; a field without a default is ``Required``. Addresses and networks are
-strings; enums stay the spec's enums; ``dict[str, object]`` (chart values) is ``dict[str, Any]``.
+strings; enums stay the spec's enums; ``dict[str, object]`` (chart values) is ``dict[str, Any]``; a model's
+``PASSED_THROUGH`` inputs (:class:`gpucell.package_inputs.PassedThrough`) are ``pulumi.Input[str]``.
 
     python -m gpucell.stacks.package_types > gpucell/_package_types.py
 
@@ -20,6 +21,7 @@ import enum
 import inspect
 import ipaddress
 import sys
+import textwrap
 import types
 import typing
 from collections.abc import Iterator
@@ -31,7 +33,11 @@ from gpucell import package_inputs
 
 __all__ = ["ROOTS", "main", "render"]
 
-ROOTS: tuple[type[BaseModel], ...] = tuple(getattr(package_inputs, name) for name in package_inputs.__all__)
+ROOTS: tuple[type[BaseModel], ...] = tuple(
+    model
+    for model in (getattr(package_inputs, name) for name in package_inputs.__all__)
+    if isinstance(model, type) and issubclass(model, BaseModel) and model is not package_inputs.ComponentInputs
+)
 """The package's components' inputs (:mod:`gpucell.package_inputs`); every spec model they hold is rendered too."""
 _STRINGS = (ipaddress.IPv4Address, ipaddress.IPv4Network)
 _HEADER = '''"""The spec models as ``TypedDict`` classes: the typed inputs of gpucell's component package.
@@ -41,6 +47,8 @@ current). What arrives in them is validated by the spec model of the same name (
 """
 
 from typing import Any, Required, TypedDict
+
+import pulumi
 
 '''
 
@@ -95,6 +103,10 @@ def _type(annotation: Any) -> str:
         if len(present) != 1:
             raise TypeError(f"no package type for the union {annotation!r}")
         return _type(present[0])
+    if origin in (list, dict) and _is_enum(args[-1]):
+        # pulumi 3.272's ComponentProvider.map_input_properties maps the items of a list or map whose type is a
+        # ref as objects: an enum's value arrives as {}
+        raise TypeError(f"no package type for {annotation!r}: give its items as str, validated by the model")
     if origin is list:
         return f"list[{_type(args[0])}]"
     if origin is dict:
@@ -108,6 +120,10 @@ def _type(annotation: Any) -> str:
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum | BaseModel):
         return annotation.__name__
     raise TypeError(f"no package type for {annotation!r}")
+
+
+def _is_enum(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, enum.Enum)
 
 
 def _docstring(text: str | None, indent: str) -> list[str]:
@@ -126,6 +142,10 @@ def _class(model: type[BaseModel]) -> list[str]:
         key = field.alias or name
         out += ["", f"    {key}: {f'Required[{annotation}]' if field.is_required() else annotation}"]
         out += _docstring(field.description, "    ")
+    for passed in getattr(model, "PASSED_THROUGH", ()):  # package_inputs.PassedThrough: may be a Pulumi output
+        annotation = "pulumi.Input[str]"
+        out += ["", f"    {passed.key}: {f'Required[{annotation}]' if passed.required else annotation}"]
+        out += _docstring(textwrap.fill(passed.doc, 112), "    ")
     return out
 
 
