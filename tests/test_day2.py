@@ -510,9 +510,10 @@ def test_etcd_s3_credentials_must_be_a_secret() -> None:
 
 
 def _sriov_type_24q(config: dict[str, Any]) -> None:
-    """l40s-vgpu from L40S-12Q to L40S-24Q, with the tenants' quotas and VM that use the type."""
-    regions = config["gpucell:regions"]
-    config["gpucell:regions"] = json.loads(json.dumps(regions).replace("L40S-12Q", "L40S-24Q"))
+    """l40s-vgpu from L40S-12Q to L40S-24Q, with the tenants' quotas and VM that use the type; the cell's instancetype
+    of that type gets a new name for the new size (vgpu.l40s-24q, its VM moved to it), as the guard asks of a resize."""
+    regions = json.dumps(config["gpucell:regions"])
+    config["gpucell:regions"] = json.loads(regions.replace("L40S-12Q", "L40S-24Q").replace("l40s-12q", "l40s-24q"))
 
 
 def _dra_to_container(config: dict[str, Any]) -> None:

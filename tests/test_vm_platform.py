@@ -5,6 +5,7 @@ exact lines bad input gets, what is rendered, and what the checks and the diff s
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -14,13 +15,14 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
+from gpucell.admission import ClusterFacts
 from gpucell.cdi import storage_profile_spec
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.disruption import Change, compare, fingerprint
 from gpucell.errors import ConfigError
-from gpucell.images import catalog_objects, clone_rbac
-from gpucell.instancetypes import instancetype_manifest, preference_manifest
+from gpucell.images import ImageCatalogArgs, catalog_objects, clone_rbac
+from gpucell.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
 from gpucell.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.cloud_init import (
@@ -987,3 +989,30 @@ def test_an_instancetypes_gpu_model_is_one_of_the_stacks_catalog() -> None:
     assert line.startswith(
         "regions.lab.kubevirt.instancetypes.v.vgpuProfile: 'L40S-99Q' is not a vGPU profile of L40S;"
     )
+
+
+# -- on a cluster gpucell did not build (ClusterFacts, decision 0019) ------------------------------------------------
+
+
+def test_cluster_facts_carry_the_vm_platform_and_refuse_what_a_cell_refuses() -> None:
+    config = region(vm(instancetype={"name": "gpu.none"}))
+    del config["tenants"]["acme"]["virtualMachines"]["vm"]["memoryGib"]
+    keys = {field.alias for field in ClusterFacts.model_fields.values()}
+    with pytest.raises(ConfigError) as info:
+        ClusterFacts.model_validate({k: v for k, v in config.items() if k in keys})
+    assert str(info.value) == (
+        "tenants.acme.virtualMachines.vm.instancetype.name: 'gpu.none' is not a cluster instancetype of the cell; "
+        "name one of kubevirt.instancetypes (none) or KubeVirt v1.9.0's common ones (common-instancetypes v1.7.0)"
+    )
+    facts = ClusterFacts.from_cell(spec(region(vm())))
+    assert list(facts.image_catalogs) == ["os-images"]
+    clones = image_clone_policy("globex", facts)
+    assert clones is not None
+    assert clones["metadata"]["name"] == "tenant-allow-image-clones"
+
+
+def test_the_vm_platforms_components_take_a_cluster_handle_first_and_have_from_cell() -> None:
+    for args in (InstancetypesArgs, ImageCatalogArgs):
+        first = dataclasses.fields(args)[0]
+        assert (first.name, first.type) == ("cluster", "Cluster")
+        assert callable(getattr(args, "from_cell", None))
