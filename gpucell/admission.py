@@ -160,16 +160,7 @@ class ClusterFacts(SpecModel):
     @property
     def vm_platform(self) -> VmPlatform:
         """What the VM platform rules read (:mod:`gpucell.vm_rules`): instancetypes, catalogs, classes, tenants."""
-        return VmPlatform(
-            kubevirt=self.kubevirt,
-            kubevirt_version=self.versions.kubevirt,
-            storage_classes=self.storage.classes,
-            default_class=self.storage.backend.value,
-            image_catalogs=self.image_catalogs,
-            image_namespaces=self.image_namespaces,
-            tenants=self.tenants,
-            gpu_catalog=self.gpu_catalog,
-        )
+        return VmPlatform.of(self)
 
     @property
     def effective_mig_strategy(self) -> MigStrategy:

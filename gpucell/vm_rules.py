@@ -23,6 +23,8 @@ from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
 from gpucell.vm_shape import ShapeError, resolve_vm
 
 if TYPE_CHECKING:
+    from gpucell.admission import ClusterFacts
+    from gpucell.spec.cell import CellSpec
     from gpucell.spec.images import ImageCatalogSpec
     from gpucell.spec.kubevirt import KubeVirtSpec
     from gpucell.spec.tenancy import TenantSpec
@@ -33,7 +35,8 @@ __all__ = ["VmPlatform", "catalog_tenants", "check_vm_platform", "image_classes"
 
 @dataclass(frozen=True)
 class VmPlatform:
-    """What the VM platform rules read of a cell (``CellSpec.vm_platform`` builds it)."""
+    """What the VM platform rules read of a cell or a cluster (:meth:`of`; ``CellSpec.vm_platform`` and
+    ``ClusterFacts.vm_platform``)."""
 
     kubevirt: KubeVirtSpec
     """The cell's ``kubevirt`` section."""
@@ -51,6 +54,22 @@ class VmPlatform:
     """``tenants``."""
     gpu_catalog: Mapping[str, GpuModel]
     """The stack's GPU models (``CellSpec.gpu_catalog``)."""
+
+    @classmethod
+    def of(cls, source: CellSpec | ClusterFacts) -> VmPlatform:
+        """What the rules read of a cell spec or a cluster's facts (the same fields): only ``kubevirt``,
+        ``versions``, ``storage``, ``imageCatalogs``, ``imageNamespaces``, ``tenants`` and the GPU catalog, so that
+        it also serves a spec whose other sections did not validate."""
+        return cls(
+            kubevirt=source.kubevirt,
+            kubevirt_version=source.versions.kubevirt,
+            storage_classes=source.storage.classes,
+            default_class=source.storage.backend.value,
+            image_catalogs=source.image_catalogs,
+            image_namespaces=source.image_namespaces,
+            tenants=source.tenants,
+            gpu_catalog=source.gpu_catalog,
+        )
 
 
 _STATE = "kubevirt.vmStateStorageClass"

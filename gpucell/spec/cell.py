@@ -151,7 +151,7 @@ class CellSpec(NodeViews, SpecModel):
     @property
     def vm_platform(self) -> VmPlatform:
         """What the VM platform rules read (:mod:`gpucell.vm_rules`): instancetypes, catalogs, classes, tenants."""
-        return ClusterFacts.from_cell(self).vm_platform
+        return VmPlatform.of(self)
 
     @property
     def deployment_mode(self) -> DeploymentMode:
