@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gpucell.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.errors import SpecError, shown
@@ -23,14 +23,54 @@ from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
 from gpucell.vm_shape import ShapeError, resolve_vm
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
-    from gpucell.spec.cell import CellSpec
     from gpucell.spec.images import ImageCatalogSpec
     from gpucell.spec.kubevirt import KubeVirtSpec
+    from gpucell.spec.platform import StorageSpec
     from gpucell.spec.tenancy import TenantSpec
+    from gpucell.spec.versions import Versions
     from gpucell.spec.workloads import GpuVirtualMachineSpec, VmDisk
 
-__all__ = ["VmPlatform", "catalog_tenants", "check_vm_platform", "image_classes", "state_storage_class"]
+__all__ = [
+    "VmPlatform",
+    "VmPlatformSource",
+    "catalog_tenants",
+    "check_vm_platform",
+    "image_classes",
+    "state_storage_class",
+]
+
+
+class VmPlatformSource(Protocol):
+    """What :meth:`VmPlatform.of` reads: a cell spec or a cluster's facts (``ClusterFacts``), fields of the same
+    names."""
+
+    @property
+    def kubevirt(self) -> KubeVirtSpec:
+        """``kubevirt``."""
+
+    @property
+    def versions(self) -> Versions:
+        """``versions`` (``versions.kubevirt`` is read)."""
+
+    @property
+    def storage(self) -> StorageSpec:
+        """``storage`` (its classes and default class)."""
+
+    @property
+    def image_catalogs(self) -> Mapping[str, ImageCatalogSpec]:
+        """``imageCatalogs``."""
+
+    @property
+    def image_namespaces(self) -> Sequence[str]:
+        """``imageNamespaces``."""
+
+    @property
+    def tenants(self) -> Mapping[str, TenantSpec]:
+        """``tenants``."""
+
+    @property
+    def gpu_catalog(self) -> Mapping[str, GpuModel]:
+        """The GPU models workloads may name."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +96,7 @@ class VmPlatform:
     """The stack's GPU models (``CellSpec.gpu_catalog``)."""
 
     @classmethod
-    def of(cls, source: CellSpec | ClusterFacts) -> VmPlatform:
+    def of(cls, source: VmPlatformSource) -> VmPlatform:
         """What the rules read of a cell spec or a cluster's facts (the same fields): only ``kubevirt``,
         ``versions``, ``storage``, ``imageCatalogs``, ``imageNamespaces``, ``tenants`` and the GPU catalog, so that
         it also serves a spec whose other sections did not validate."""
