@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.gpu_catalog",
             "gpucell.download_hosts",
             "gpucell.kserve_runtimes",
+            "gpucell.cluster_api_facts",
         ),
     ),
     (
@@ -59,9 +60,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.spec.metrics",
             "gpucell.spec.traffic",
             "gpucell.spec.gpu_models",
+            "gpucell.spec.tenant_clusters",
         ),
     ),
-    ("admission", ("gpucell.dra", "gpucell.inventory", "gpucell.placement", "gpucell.admission")),
+    (
+        "admission",
+        (
+            "gpucell.dra",
+            "gpucell.inventory",
+            "gpucell.placement",
+            "gpucell.tenant_cluster_admission",
+            "gpucell.admission",
+        ),
+    ),
     ("cell spec", ("gpucell.spec.cell",)),
     ("components", ("gpucell.*",)),
     ("test kit", ("gpucell.testing", "gpucell.stacks.mock_engine", "gpucell.stacks._sdk_private")),

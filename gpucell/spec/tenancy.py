@@ -15,6 +15,7 @@ from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import check_host_name, check_service_names
+from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec
 from gpucell.spec.workloads import (
     MAX_POD_CPU_MILLICORES,
     MAX_POD_MEMORY_GIB,
@@ -208,6 +209,10 @@ _DERIVED_NAMES: dict[str, tuple[int, str]] = {
         "its StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, "
         "a label value of at most 63 characters, or they are never created (kubernetes/kubernetes#64023)",
     ),
+    "tenant_clusters": (
+        MAX_CLUSTER_NAME,
+        "its worker pools' objects are named <cluster>-<pool>, a label value of at most 63 characters",
+    ),
     "model_endpoints": (
         53,
         "KServe names its Deployment, Service and autoscaler <name>-predictor, and a Service name "
@@ -243,14 +248,17 @@ class TenantSpec(SpecModel):
     """Notebook name -> notebook."""
     model_endpoints: dict[str, ModelEndpointSpec] = {}
     """Endpoint name -> InferenceService."""
+    tenant_clusters: dict[str, TenantClusterSpec] = {}
+    """Cluster name -> a Kubernetes cluster of the tenant's own on KubeVirt VMs of its namespace, built by Cluster
+    API (docs/decisions/0024). Needs ``egress: internet`` (its nodes pull images)."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the tenant from the config may do to its namespace (and every PVC in it) and its guard rails
     (quota, limits, RBAC, network policies): ``protect`` (default), ``retain`` or ``delete``. Also the default of
-    its VMs and notebooks."""
+    its VMs, notebooks and tenant clusters."""
 
-    _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
+    _names = field_validator("virtual_machines", "notebooks", "model_endpoints", "tenant_clusters")(check_service_names)
 
-    @field_validator("virtual_machines", "notebooks", "model_endpoints")
+    @field_validator("virtual_machines", "notebooks", "model_endpoints", "tenant_clusters")
     @classmethod
     def _derived_names(cls, names: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         longest, why = _DERIVED_NAMES[info.field_name or ""]
@@ -306,6 +314,7 @@ class TenantSpec(SpecModel):
             ("virtualMachines", self.virtual_machines),
             ("notebooks", self.notebooks),
             ("modelEndpoints", self.model_endpoints),
+            ("tenantClusters", self.tenant_clusters),
         ):
             for name in names:
                 if name in seen:

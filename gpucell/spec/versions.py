@@ -104,6 +104,18 @@ class Versions(SpecModel):
     """KEDA Helm chart version (https://kedacore.github.io/charts); installed when an endpoint scales on a vLLM
     metric."""
 
+    cluster_api: str = "v1.14.0"
+    """Cluster API release (kubernetes-sigs/cluster-api) of the core provider and the kubeadm bootstrap and
+    control-plane providers; installed when a tenant has ``tenantClusters``."""
+    capk: str = "v0.11.2"
+    """Cluster API provider KubeVirt (CAPK) release: tenant-cluster nodes as KubeVirt VMs."""
+    caaph: str = "v0.6.4"
+    """Cluster API add-on provider for Helm (CAAPH) release: installs Cilium and the GPU Operator into tenant
+    clusters."""
+    capi_operator: str = "0.28.0"
+    """cluster-api-operator Helm chart version (https://kubernetes-sigs.github.io/cluster-api-operator), which
+    installs and upgrades the four providers above from their release manifests."""
+
     @field_validator(
         "cilium",
         "kubevirt",
@@ -117,6 +129,10 @@ class Versions(SpecModel):
         "kube_prometheus_stack",
         "keda",
         "kube_vip",
+        "cluster_api",
+        "capk",
+        "caaph",
+        "capi_operator",
     )
     @classmethod
     def _exact(cls, value: str) -> str:
