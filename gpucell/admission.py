@@ -24,8 +24,10 @@ from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import EgressClass, namespace_of
+from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import tenant_pools, vm_pool
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
+from gpucell.tenant_cluster_admission import check_tenant_clusters, machine_placements, machines, usage
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -38,8 +40,11 @@ MAX_DRA_POOL_SETS = 12
 workloads confined to a set of pools fit its GPUs); beyond, only each workload's own candidates and all pools."""
 
 
-def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, str], Placement, int]]:
-    """``((kind key, name), placement, units)`` of every workload of ``tenant``; units count every replica.
+def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
+    """``(key path below the tenant, placement, units)`` of every workload of ``tenant``; units count every replica.
+    The path of a VM, notebook or endpoint is ``(kind key, name)``; a tenant cluster's worker pools and control plane
+    follow (:func:`gpucell.tenant_cluster_admission.machines`: ``("tenantClusters", name, "workerPools", pool)``,
+    units = replicas x GPUs).
 
     Raises :class:`SpecError` (path relative to the tenant) when a workload fits nowhere.
     """
@@ -60,6 +65,7 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
             functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
+    yield from machines(cell, tenant)
 
 
 def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:
@@ -122,19 +128,30 @@ def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
         return  # one line per tenant: the first download its egress refuses
 
 
+def _load_balancer_types(tenant: TenantSpec) -> Iterator[tuple[str, ...]]:
+    """The key path (below the tenant) of the ``type`` of every LoadBalancer Service the tenant declares: a VM's
+    ``sshService``, a tenant cluster's ``apiServer``. Their pools and addresses are checked by
+    :mod:`gpucell.spec.traffic`."""
+    for name, vm in tenant.virtual_machines.items():
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
+            yield "virtualMachines", name, "sshService", "type"
+    for name, cluster in tenant.tenant_clusters.items():
+        if cluster.api_server.type is ApiServerType.LOAD_BALANCER:
+            yield "tenantClusters", name, "apiServer", "type"
+
+
 def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
-    node_ports = load_balancers = 0
+    node_ports = 0
+    for load_balancers, path in enumerate(_load_balancer_types(tenant), start=1):
+        if load_balancers > tenant.quota.load_balancers:
+            yield SpecError(
+                (*base, *path),
+                f"'LoadBalancer' brings the tenant's LoadBalancer Services to {load_balancers}, "
+                f"quota.loadBalancers allows {tenant.quota.load_balancers}; raise quota.loadBalancers",
+            )
     for name, vm in tenant.virtual_machines.items():
-        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
-            load_balancers += 1  # the pool and address are checked by gpucell.spec.traffic
-            if load_balancers > tenant.quota.load_balancers:
-                yield SpecError(
-                    (*base, "virtualMachines", name, "sshService", "type"),
-                    f"'LoadBalancer' brings the tenant's LoadBalancer Services to {load_balancers}, "
-                    f"quota.loadBalancers allows {tenant.quota.load_balancers}; raise quota.loadBalancers",
-                )
         if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.NODE_PORT:
             node_ports += 1
             if node_ports > tenant.quota.node_ports:
@@ -246,7 +263,8 @@ def _check_egress_cidrs(cell: CellSpec, tenant_name: str, tenant: TenantSpec) ->
 
 
 def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
-    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
+    """Declared workloads (endpoints at max replicas, tenant clusters during a rolling update,
+    :func:`gpucell.tenant_cluster_admission.usage`) must fit the tenant's CPU, memory and storage quota; the memory
     of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
@@ -261,10 +279,30 @@ def _check_resource_quota(tenant_name: str, tenant: TenantSpec) -> Iterator[Spec
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
+    for name, cluster in tenant.tenant_clusters.items():
+        vm_cpu, vm_memory, vm_disks = usage(cluster)  # its VMs during a rolling update
+        cpu, memory, storage = cpu + vm_cpu, memory + vm_memory, storage + vm_disks
+        yield from _within(
+            tenant_name,
+            tenant,
+            ("tenantClusters", name),
+            cpu=cpu,
+            memory=memory,
+            storage=storage,
+            note=" (a tenant cluster's VMs during a rolling update: one more control-plane VM and one more VM "
+            "per CPU worker pool)",
+        )
 
 
 def _within(
-    tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int, storage: int
+    tenant_name: str,
+    tenant: TenantSpec,
+    where: tuple[str, str],
+    *,
+    cpu: int,
+    memory: int,
+    storage: int,
+    note: str = "",
 ) -> Iterator[SpecError]:
     quota = tenant.quota
     for what, used, allowed, unit in (
@@ -276,7 +314,7 @@ def _within(
             key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
             yield SpecError(
                 ("tenants", tenant_name, *where),
-                f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}",
+                f"brings the tenant's declared {what} to {used} {unit}{note}, quota.{key} allows {allowed}",
             )
             return  # one line per workload: the first resource it overruns
 
@@ -368,17 +406,17 @@ def _check_gpu_quota(
     base = ("tenants", tenant_name)
     used: dict[str, int] = {}
     try:
-        for (kind, name), placement, units in placements(cell, tenant):
+        for path, placement, units in placements(cell, tenant):
             if placement.device_class is not None:
-                key = "gpus" if kind == "virtualMachines" else "gpu"
+                key = "gpus" if path[0] == "virtualMachines" else "gpu"
                 demands.append(
-                    DraDemand((*base, kind, name, key), frozenset(placement.pools), placement.device_class, units)
+                    DraDemand((*base, *path, key), frozenset(placement.pools), placement.device_class, units)
                 )
                 used[placement.device_class] = used.get(placement.device_class, 0) + units
                 allowed = tenant.quota.device_classes.get(placement.device_class, 0)
                 if used[placement.device_class] > allowed:
                     yield SpecError(
-                        (*base, kind, name),
+                        (*base, *path),
                         f"needs {units} {placement.device_class} devices "
                         f"({used[placement.device_class]} with the tenant's other workloads), tenant "
                         f"quota.deviceClasses allows {allowed}",
@@ -390,7 +428,7 @@ def _check_gpu_quota(
             allowed = tenant.quota.gpus.get(placement.resource, 0)
             if used[placement.resource] > allowed:
                 yield SpecError(
-                    (*base, kind, name),
+                    (*base, *path),
                     f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
                     f"workloads), tenant quota.gpus allows {allowed}",
                 )
@@ -430,6 +468,7 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
         yield from _check_runtimes(cell, tenant_name, tenant)
         yield from _check_gpu_quota(cell, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
+        yield from check_tenant_clusters(cell, tenant_name, tenant)
     try:
         check_dra_pools(cell, demands)
     except SpecError as problem:
@@ -470,4 +509,19 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
                     f"'LoadBalancer': the VM may run on pool {silent[0]}, whose nodes do not "
                     f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
                     "only the node running the VM announces its address, so add the pool there",
+                )
+        for name, cluster in spec.tenant_clusters.items():
+            if cluster.api_server.type is not ApiServerType.LOAD_BALANCER:
+                continue
+            try:
+                pools = machine_placements(name, cluster, cell)[0].pools
+            except SpecError:
+                continue  # reported by the placement checks
+            silent = [p for p in pools if p not in announcer.node_pools]
+            if silent:
+                yield SpecError(
+                    ("tenants", tenant, "tenantClusters", name, "apiServer", "type"),
+                    f"'LoadBalancer': its control-plane VMs may run on pool {silent[0]}, whose nodes do not "
+                    f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
+                    "only a node running one announces the address, so add the pool there",
                 )
