@@ -11,6 +11,7 @@ from gpucell._component import CellComponent
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.cluster_api import ClusterApi, ClusterApiArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
@@ -67,7 +68,8 @@ class RegionalCell(CellComponent):
     - everything in the cluster after Cilium;
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
-    - KServe after cert-manager's webhook is ready.
+    - KServe after cert-manager's webhook is ready;
+    - Cluster API (with tenant clusters) after cert-manager too.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -148,6 +150,8 @@ class RegionalCell(CellComponent):
             f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
         )
         self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
+        self.cluster_api = self._cluster_api(name, cell)
+        """Cluster API with CAPK and CAAPH, when a tenant has ``tenantClusters``."""
         self.gateway: EndpointGateway | None = None
         """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
         if cell.gateway is not None:
@@ -180,6 +184,16 @@ class RegionalCell(CellComponent):
                 "storageClassName": self.storage_class_name,
             }
         )
+
+    def _cluster_api(self, name: str, cell: CellSpec) -> ClusterApi | None:
+        """Cluster API when a tenant of the cell has a tenant cluster, after cert-manager (which issues every
+        provider's webhook certificate); else ``None``."""
+        if not any(tenant.tenant_clusters for tenant in cell.tenants.values()):
+            return None
+        args = ClusterApiArgs.from_versions(
+            self.cluster, cell.versions, after=[self.cert_manager], removal_policy=cell.removal_policy
+        )
+        return ClusterApi(f"{name}-cluster-api", args, opts=self.child())
 
     def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
         """Options for a component that lives in this cell's cluster: our provider, and ordering."""
