@@ -9,6 +9,8 @@ passwords come from ``random`` resources. :class:`CellMocks` supplies what those
   block-style line the cell rewrites to its API endpoint), on the port the first server's ``config.yaml`` sets
   (``https-listen-port``, e.g. a single server on another ``network.apiPort``), else k3s's default 6443;
 - ``random:index/randomPassword:RandomPassword``: a fixed ``result`` (declared secret by the provider SDK);
+- a read of a ``<cluster>-kubeconfig`` Secret (a tenant cluster's, which Cluster API writes): ``data.value``, a
+  kubeconfig (base64) as Cluster API writes it;
 - everything else: its inputs, as Pulumi's own mocks do.
 
 With Pulumi's own idiom::
@@ -39,6 +41,7 @@ Both run in-process: no Pulumi CLI, no cluster, no network.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -121,6 +124,8 @@ def provider_outputs(
                 seen[host] = int(found.group(1))
         if args.typ == "random:index/randomPassword:RandomPassword":
             return {"result": password}
+        if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id or "").endswith("-kubeconfig"):
+            return {"data": {"value": base64.b64encode(fake_kubeconfig().encode()).decode()}}
         return {}
 
     return outputs

@@ -19,6 +19,7 @@ from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
+from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = ["build_cells", "main"]
@@ -70,6 +71,9 @@ def registered_hosts(deployed: Mapping[str, Any] | None) -> frozenset[str] | Non
 def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[Tenant]:
     """The region's tenants (children of the cell) and their workloads (children of their tenant).
 
+    Tenant clusters export their kubeconfigs as one secret output, ``<region>TenantClusterKubeconfigs``
+    (``{"<tenant>/<cluster>": kubeconfig}``, read once each cluster's control plane is up).
+
     VMs with ``gpuAllocation: dra`` come last and wait for every notebook's StatefulSet and endpoint's
     InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
     claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
@@ -80,6 +84,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     order = DraClaimOrder()
     dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
     routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
+    kubeconfigs: dict[str, pulumi.Output[str]] = {}
     for tenant_name, spec in cell.spec.tenants.items():
         tenant = Tenant(
             f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell), opts=pulumi.ResourceOptions(parent=cell)
@@ -103,6 +108,14 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
                 f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under
             )
             order.record(served.placement, served.inference_service)
+        for name, cluster_spec in spec.tenant_clusters.items():
+            assert cell.cluster_api is not None  # the cell installs Cluster API when a tenant has a cluster
+            built = TenantCluster(
+                f"{prefix}-{name}",
+                TenantClusterArgs.from_tenant(name, cluster_spec, tenant, cell.cluster_api),
+                opts=under,
+            )
+            kubeconfigs[f"{tenant_name}/{name}"] = built.kubeconfig
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:
         pools = vm_placement(name, vm, cell.spec).pools
@@ -110,6 +123,9 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         GpuVirtualMachine(
             component_name, GpuVirtualMachineArgs(name, vm, tenant, after), opts=pulumi.ResourceOptions(parent=tenant)
         )
+    if kubeconfigs:
+        # Secret as a whole: each value is Cluster API's admin kubeconfig of a tenant cluster.
+        pulumi.export(f"{region}TenantClusterKubeconfigs", pulumi.Output.secret(pulumi.Output.all(**kubeconfigs)))
     return tenants
 
 
