@@ -51,6 +51,9 @@ class UpstreamFile:
     tag_prefix: str = "v"
     """What the project's release tags put before the bare version (``v``; prometheus-community/helm-charts tags
     charts ``<chart>-<version>``)."""
+    optional: bool = False
+    """The checks fall back on a transcription of gpucell's own when a directory lacks the file (and say so), so
+    ``--check`` does not refuse such a directory; :func:`fetch` downloads it all the same."""
 
     def tag(self, version: str) -> str:
         """The git tag of ``version``: ``vX.Y.Z`` for most projects here, ``<tag_prefix>X.Y.Z`` otherwise."""
@@ -146,6 +149,58 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     "dra-driver-nvidia-gpu/values.yaml": UpstreamFile(
         "kubernetes-sigs/dra-driver-nvidia-gpu", "deployments/helm/dra-driver-nvidia-gpu/values.yaml", "dra_driver"
     ),
+    # Tenant clusters (gpucell.workloads.tenant_cluster): Cluster API's CRDs moved to core/config/crd/bases in v1.14.
+    **{
+        f"cluster-api/{group}_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api", f"{folder}/config/crd/bases/{group}_{plural}.yaml", "cluster_api"
+        )
+        for folder, group, plural in (
+            ("core", "cluster.x-k8s.io", "clusters"),
+            ("core", "cluster.x-k8s.io", "machinedeployments"),
+            ("core", "cluster.x-k8s.io", "machinehealthchecks"),
+            ("bootstrap/kubeadm", "bootstrap.cluster.x-k8s.io", "kubeadmconfigtemplates"),
+            ("controlplane/kubeadm", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes"),
+        )
+    },
+    **{
+        f"cluster-api-provider-kubevirt/infrastructure.cluster.x-k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api-provider-kubevirt",
+            f"config/crd/bases/infrastructure.cluster.x-k8s.io_{plural}.yaml",
+            "capk",
+        )
+        for plural in ("kubevirtclusters", "kubevirtmachinetemplates")
+    },
+    **{
+        f"cluster-api-operator/operator.cluster.x-k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api-operator",
+            f"config/crd/bases/operator.cluster.x-k8s.io_{plural}.yaml",
+            "capi_operator",
+        )
+        for plural in (
+            "coreproviders",
+            "bootstrapproviders",
+            "controlplaneproviders",
+            "infrastructureproviders",
+            "addonproviders",
+        )
+    },
+    **{
+        f"cluster-api-operator/{name}": UpstreamFile(
+            "kubernetes-sigs/cluster-api-operator",
+            f"hack/charts/cluster-api-operator/{name}",
+            "capi_operator",
+            also=f"charts/cluster-api-operator-*/{name}",
+        )
+        for name in ("values.yaml", "values.schema.json")
+    },
+    # Not in this repository's shared/upstream: without it HelmChartProxy is checked against gpucell's transcription
+    # of CAAPH's Go types (gpucell.stacks.conformance.objects); gpucell schemas fetch downloads the real file.
+    "cluster-api-addon-provider-helm/addons.cluster.x-k8s.io_helmchartproxies.yaml": UpstreamFile(
+        "kubernetes-sigs/cluster-api-addon-provider-helm",
+        "config/crd/bases/addons.cluster.x-k8s.io_helmchartproxies.yaml",
+        "caaph",
+        optional=True,
+    ),
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 
@@ -217,8 +272,9 @@ class SchemaStore:
         return self.path(rel).is_file()
 
     def missing(self) -> list[str]:
-        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order."""
-        return [rel for rel in UPSTREAM_FILES if not self.has(rel)]
+        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order (``optional`` ones left
+        out)."""
+        return [rel for rel, source in UPSTREAM_FILES.items() if not source.optional and not self.has(rel)]
 
     def load(self, rel: str) -> Any:
         """Parsed content of ``rel`` (JSON, or YAML: a list when it holds several documents), cached per process.
