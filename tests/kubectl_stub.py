@@ -7,13 +7,15 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
 delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
-``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
+``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``); ``vmis`` and
+``kubevirtmachines`` (read one by one), and ``delete machines.cluster.x-k8s.io``, listed in ``deleted_machines``,
+which also takes the pods of that Machine's VM away, as Cluster API would. Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
-``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
+``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``, ``get pods -l KEY=VALUE``,
 ``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
@@ -131,10 +133,24 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
                 return 0
         sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
         return 0
+    if rest[0] in _NAMED:
+        items = [
+            o
+            for o in state.get(_NAMED[rest[0]], [])
+            if (o["metadata"]["namespace"], o["metadata"]["name"]) == (namespace, rest[1])
+        ]
+        if not items:
+            return 0 if "--ignore-not-found" in rest else 1
+        sys.stdout.write(render(output.removeprefix("jsonpath="), items[0]))
+        return 0
     if rest[0] == "pods":
         terms = (_option(rest, "--field-selector") or "").split(",")
         node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
         pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
+        selector = _option(rest, "-l")
+        if selector is not None:
+            key, value = selector.split("=", 1)
+            pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value]
         if "--all-namespaces" not in rest:
             pods = [p for p in pods if p["metadata"]["namespace"] == namespace]
         excluded = {t.split("!=", 1)[1] for t in terms if t.startswith("status.phase!=")}
@@ -142,6 +158,13 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": pods}))
         return 0
     raise SystemExit(f"stub: unsupported get {rest}")
+
+
+_NAMED = {
+    "virtualmachineinstances.kubevirt.io": "vmis",
+    "kubevirtmachines.infrastructure.cluster.x-k8s.io": "kubevirtmachines",
+}
+"""Kinds read one object at a time (``get KIND NAME -n NS``) -> the state's list of them."""
 
 
 def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
@@ -224,6 +247,24 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
             target = state["nodes"][node]
             target["metadata"]["labels"].update(fix.get("labels", {}))
             target["status"]["allocatable"].update(fix.get("allocatable", {}))
+        return 0
+    if kind == "machines.cluster.x-k8s.io":  # Cluster API drains the node, then deletes the Machine's VM
+        state.setdefault("deleted_machines", []).append(f"{namespace}/{name}")
+        vms = {
+            m["metadata"]["name"]
+            for m in state.get("kubevirtmachines", [])
+            if m["metadata"]["namespace"] == namespace
+            and any(o.get("name") == name for o in m["metadata"].get("ownerReferences", []))
+        }
+        state["pods"] = [
+            p
+            for p in state["pods"]
+            if not (
+                p["metadata"]["namespace"] == namespace
+                and _owner(p)[0] == "VirtualMachineInstance"
+                and _owner(p)[1] in vms
+            )
+        ]
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [

@@ -25,6 +25,7 @@ from gpucell.spec.workloads import (
 )
 
 __all__ = [
+    "CLUSTER_API_NAMESPACES",
     "LINK_LOCAL",
     "SYSTEM_NAMESPACES",
     "EgressClass",
@@ -39,6 +40,16 @@ _RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 _DEVICE_CLASS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 """A DNS subdomain (used with ``fullmatch``: ``$`` would accept a trailing newline)."""
 TENANT_NAMESPACE_PREFIX = "tenant-"
+CLUSTER_API_NAMESPACES = (
+    "capi-operator-system",
+    "capi-system",
+    "capi-kubeadm-bootstrap-system",
+    "capi-kubeadm-control-plane-system",
+    "capk-system",
+    "caaph-system",
+)
+"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.cluster_api`), with tenant
+clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
 SYSTEM_NAMESPACES = frozenset(
     {
         "default",
@@ -55,6 +66,7 @@ SYSTEM_NAMESPACES = frozenset(
         "dra-driver-nvidia-gpu",
         "monitoring",
         "keda",
+        *CLUSTER_API_NAMESPACES,
     }
 )
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucell.disruption import (
+    UNACKNOWLEDGEABLE,
     DisruptiveChange,
     Judgement,
     StackAcknowledgements,
@@ -226,7 +227,9 @@ def _disruptive_section(item: Review) -> list[str]:
         )
         lines.append(f"   - {change.effect[0].upper()}{change.effect[1:]}.")
         entry = acknowledged.get(id(change))
-        if entry is not None:
+        if change.change in UNACKNOWLEDGEABLE:
+            lines.append("   - ⛔ No acknowledgement allows it: `pulumi up` refuses it.")
+        elif entry is not None:
             lines.append(f"   - ✅ Acknowledged: {_cell(entry.reason)}")
         else:
             lines.append(
