@@ -134,23 +134,12 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
         return 0
     if rest[0] in _NAMED:
-        items = [
-            o
-            for o in state.get(_NAMED[rest[0]], [])
-            if (o["metadata"]["namespace"], o["metadata"]["name"]) == (namespace, rest[1])
-        ]
-        if not items:
-            return 0 if "--ignore-not-found" in rest else 1
-        sys.stdout.write(render(output.removeprefix("jsonpath="), items[0]))
-        return 0
+        return _get_named(state, rest, namespace, output)
     if rest[0] == "pods":
         terms = (_option(rest, "--field-selector") or "").split(",")
         node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
         pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
-        selector = _option(rest, "-l")
-        if selector is not None:
-            key, value = selector.split("=", 1)
-            pods = [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value]
+        pods = _labelled(pods, _option(rest, "-l"))
         if "--all-namespaces" not in rest:
             pods = [p for p in pods if p["metadata"]["namespace"] == namespace]
         excluded = {t.split("!=", 1)[1] for t in terms if t.startswith("status.phase!=")}
@@ -165,6 +154,27 @@ _NAMED = {
     "kubevirtmachines.infrastructure.cluster.x-k8s.io": "kubevirtmachines",
 }
 """Kinds read one object at a time (``get KIND NAME -n NS``) -> the state's list of them."""
+
+
+def _labelled(pods: list[dict[str, Any]], selector: str | None) -> list[dict[str, Any]]:
+    """``pods`` that match a ``KEY=VALUE`` label selector (all of them without one)."""
+    if selector is None:
+        return pods
+    key, value = selector.split("=", 1)
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value]
+
+
+def _get_named(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
+    """``get KIND NAME [--ignore-not-found] -o jsonpath=...`` of a kind of :data:`_NAMED`."""
+    items = [
+        o
+        for o in state.get(_NAMED[rest[0]], [])
+        if (o["metadata"]["namespace"], o["metadata"]["name"]) == (namespace, rest[1])
+    ]
+    if not items:
+        return 0 if "--ignore-not-found" in rest else 1
+    sys.stdout.write(render(output.removeprefix("jsonpath="), items[0]))
+    return 0
 
 
 def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:

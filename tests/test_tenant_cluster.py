@@ -487,7 +487,8 @@ def test_other_gpus_are_a_new_machine_template_the_deployment_rolls_to() -> None
     config = region_config(**changed)
     config["tenants"]["acme"]["quota"]["gpus"] = {H100: 8}
     other, deployment = _workers(CellSpec.model_validate(config))
-    assert other != name and other.startswith("ml-gpu-")
+    assert other != name
+    assert other.startswith("ml-gpu-")
     plan = deploy(CellSpec.model_validate(config))
     template = the(plan, "MachineDeployment")["spec"]["template"]["spec"]["infrastructureRef"]["name"]
     assert template == other
@@ -552,11 +553,11 @@ def _kubevirt_v1_9_minus_capk() -> set[str]:
             if key not in (ours.get("properties") or {}):
                 missing.add(f"{path}.{key}")
                 continue
-            sub, mine = resolve(sub), ours["properties"][key]
-            if "items" in sub and "items" in mine:
-                walk(sub["items"], mine["items"], f"{path}.{key}[]", depth + 1)
+            found, mine = resolve(sub), ours["properties"][key]
+            if "items" in found and "items" in mine:
+                walk(found["items"], mine["items"], f"{path}.{key}[]", depth + 1)
             else:
-                walk(sub, mine, f"{path}.{key}", depth + 1)
+                walk(found, mine, f"{path}.{key}", depth + 1)
 
     walk({"$ref": "#/definitions/v1.VirtualMachineSpec"}, _capk_vm_spec_schema(), "spec", 0)
     return missing
