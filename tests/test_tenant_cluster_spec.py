@@ -14,7 +14,7 @@ import yaml
 
 from gpucell.disruption import Change, compare, fingerprint, judge, refused_together
 from gpucell.errors import ConfigError
-from gpucell.spec import CellSpec
+from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks import cli
 from gpucell.stacks.plan import render_capacity
 from gpucell.tenant_cluster_admission import rollout_surge, usage
@@ -262,3 +262,53 @@ def test_a_version_may_go_up_one_minor_at_a_time(old: str, new: str, refused: bo
             "applied (Cluster API's KubeadmControlPlane upgrades a tenant cluster one minor version at a time"
         )
         assert judge(changes, [], ["lab"]).refused == []  # no acknowledgement to ask for
+
+
+# -- the lines docs/workloads.md shows, for prod's iad1 -----------------------------------------------------------
+PROD_ML = "regions.iad1.tenants.globex.tenantClusters.ml"
+
+
+def prod_lines(edit: Edit) -> list[str]:
+    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    edit(regions["iad1"]["tenants"]["globex"]["tenantClusters"]["ml"])
+    with pytest.raises(ConfigError) as caught:
+        StackSpec.model_validate({"regions": regions})
+    return caught.value.lines
+
+
+def test_prods_cluster_with_a_gpu_model_iad1_lacks() -> None:
+    assert prod_lines(lambda ml: ml["workerPools"]["gpu"].update(gpuModel="H200-SXM-141GB")) == [
+        "regions.iad1.tenants.globex.tenantClusters.ml.workerPools.gpu.gpuModel: no vm-passthrough pool with "
+        "H200-SXM-141GB; H200-SXM-141GB is only in h200 (container), h200-mig (container): a GPU VM needs a VM-mode pool"
+    ]
+
+
+def test_prods_cluster_on_a_kubernetes_release_cluster_api_does_not_build() -> None:
+    def edit(ml: dict[str, Any]) -> None:
+        ml["kubernetesVersion"] = "v1.30.14"
+        ml["image"] = {"registry": "docker://quay.io/capk/ubuntu-2404-container-disk:v1.30.14"}
+
+    assert prod_lines(edit) == [
+        "regions.iad1.tenants.globex.tenantClusters.ml.kubernetesVersion: 'v1.30.14' is outside what Cluster API "
+        "v1.14.0 builds: v1.31 to v1.36"
+    ]
+
+
+def test_prods_cluster_over_globexs_gpu_quota() -> None:
+    assert prod_lines(lambda ml: ml["workerPools"]["gpu"].update(replicas=3)) == [
+        "regions.iad1.tenants.globex.tenantClusters.ml.workerPools.gpu: needs 6 nvidia.com/GH100_H100_SXM5_80GB (10 "
+        "with the tenant's other workloads), tenant quota.gpus allows 8"
+    ]
+
+
+def test_prods_cluster_skipping_a_minor_is_refused() -> None:
+    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    before = fingerprint(StackSpec.model_validate({"regions": regions}).regions["iad1"])
+    after = copy.deepcopy(before)
+    after["tenantClusters"]["tenant-globex/ml"]["kubernetesVersion"] = "v1.36.0"
+    assert refused_together(compare(before, after, "iad1")) == [
+        "regions.iad1.tenants.globex.tenantClusters.ml.kubernetesVersion: tenant-globex/ml: v1.34.1 -> v1.36.0 cannot "
+        "be applied (Cluster API's KubeadmControlPlane upgrades a tenant cluster one minor version at a time (its "
+        "webhook refuses 'cannot update Kubernetes version', controlplane/kubeadm/webhooks/admission) and kubeadm "
+        "never downgrades; no acknowledgement makes it work)"
+    ]
