@@ -4,8 +4,9 @@
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
-  :class:`CertManager`, :class:`KServe`), each ``(name, args, opts)`` with its ``*Args``;
-- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`;
+  :class:`CertManager`, :class:`KServe`, :class:`ClusterApi`), each ``(name, args, opts)`` with its ``*Args``;
+- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
+  :class:`TenantCluster`;
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
 - :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
+    from gpucell.cluster_api import ClusterApi, ClusterApiArgs
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
@@ -77,10 +79,12 @@ if TYPE_CHECKING:
         Versions,
         VmDisk,
     )
+    from gpucell.spec.tenant_clusters import TenantClusterSpec
     from gpucell.storage import Storage, StorageArgs
     from gpucell.tenancy import Tenant, TenantArgs
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
     from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
@@ -97,6 +101,8 @@ __all__ = [
     "CiliumArgs",
     "CiliumSpec",
     "Cluster",
+    "ClusterApi",
+    "ClusterApiArgs",
     "ConfigError",
     "ContainerRuntime",
     "CpuTopology",
@@ -153,6 +159,9 @@ __all__ = [
     "StorageSpec",
     "Tenant",
     "TenantArgs",
+    "TenantCluster",
+    "TenantClusterArgs",
+    "TenantClusterSpec",
     "TenantGroups",
     "TenantLimits",
     "TenantQuota",
@@ -176,6 +185,8 @@ _HOMES: dict[str, str] = {
     "CiliumArgs": "gpucell.cilium",
     "CiliumSpec": "gpucell.spec",
     "Cluster": "gpucell.cluster",
+    "ClusterApi": "gpucell.cluster_api",
+    "ClusterApiArgs": "gpucell.cluster_api",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
@@ -232,6 +243,9 @@ _HOMES: dict[str, str] = {
     "StorageSpec": "gpucell.spec",
     "Tenant": "gpucell.tenancy",
     "TenantArgs": "gpucell.tenancy",
+    "TenantCluster": "gpucell.workloads.tenant_cluster",
+    "TenantClusterArgs": "gpucell.workloads.tenant_cluster",
+    "TenantClusterSpec": "gpucell.spec.tenant_clusters",
     "TenantGroups": "gpucell.spec",
     "TenantLimits": "gpucell.spec",
     "TenantQuota": "gpucell.spec",

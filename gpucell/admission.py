@@ -27,7 +27,13 @@ from gpucell.spec.tenancy import EgressClass, namespace_of
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import tenant_pools, vm_pool
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
-from gpucell.tenant_cluster_admission import check_tenant_clusters, machine_placements, machines, usage
+from gpucell.tenant_cluster_admission import (
+    check_cluster_api_versions,
+    check_tenant_clusters,
+    machine_placements,
+    machines,
+    usage,
+)
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -65,7 +71,7 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
             functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
-    yield from machines(cell, tenant)
+    yield from machines(tenant, cell.node_pools, offers)
 
 
 def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:
@@ -443,6 +449,8 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
     reserved: dict[str, int] = {}
     reserved_dra = 0
     demands: list[DraDemand] = []
+    if any(tenant.tenant_clusters for tenant in cell.tenants.values()):
+        yield from check_cluster_api_versions(cell.versions)
     for tenant_name, tenant in cell.tenants.items():
         base = ("tenants", tenant_name)
         for resource, count in tenant.quota.gpus.items():
@@ -468,7 +476,15 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
         yield from _check_runtimes(cell, tenant_name, tenant)
         yield from _check_gpu_quota(cell, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
-        yield from check_tenant_clusters(cell, tenant_name, tenant)
+        yield from check_tenant_clusters(
+            tenant_name,
+            tenant,
+            versions=cell.versions,
+            network=cell.network,
+            storage_classes=cell.storage.classes,
+            node_pools=cell.node_pools,
+            offers=offers,
+        )
     try:
         check_dra_pools(cell, demands)
     except SpecError as problem:
@@ -514,7 +530,7 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if cluster.api_server.type is not ApiServerType.LOAD_BALANCER:
                 continue
             try:
-                pools = machine_placements(name, cluster, cell)[0].pools
+                pools = machine_placements(name, cluster, cell.node_pools, offers)[0].pools
             except SpecError:
                 continue  # reported by the placement checks
             silent = [p for p in pools if p not in announcer.node_pools]

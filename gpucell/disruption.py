@@ -207,6 +207,9 @@ EFFECTS: dict[Change, str] = {
     ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
+UNACKNOWLEDGEABLE = frozenset({Change.TENANT_CLUSTER_VERSION})
+"""Kinds of change no acknowledgement allows: :func:`refused_together` refuses each, :func:`judge` passes them by, and
+an acknowledgement naming one is refused."""
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,13 @@ class Acknowledgement(SpecModel):
     region."""
     reason: str = Field(min_length=1)
     """Why it is safe now (maintenance window, ticket): for the reviewer and the stack's history."""
+
+    @field_validator("change")
+    @classmethod
+    def _acknowledgeable(cls, value: Change) -> Change:
+        if value in UNACKNOWLEDGEABLE:
+            raise ValueError(f"cannot be acknowledged: {EFFECTS[value]}")
+        return value
 
     @field_validator("reason")
     @classmethod
@@ -466,10 +476,6 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_addresses(old, new, region, base),
         *_clusters(old, new, region, base),
     ]
-
-
-UNACKNOWLEDGEABLE = frozenset({Change.TENANT_CLUSTER_VERSION})
-"""Kinds of change no acknowledgement allows: :func:`refused_together` refuses each, :func:`judge` passes them by."""
 
 
 def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:

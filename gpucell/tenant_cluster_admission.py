@@ -15,36 +15,49 @@ from typing import TYPE_CHECKING
 
 from gpucell.cluster_api_facts import KNOWN_CAAPH, KNOWN_CAPK, MANAGEMENT_KUBERNETES, WORKLOAD_KUBERNETES
 from gpucell.errors import SpecError, shown
-from gpucell.inventory import gpu_offers
+from gpucell.inventory import GpuOffer
 from gpucell.placement import Placement, PlacementError, place_vm
 from gpucell.releases import release
 from gpucell.spec.tenancy import EgressClass
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from collections.abc import Sequence
+
+    from gpucell.spec.network import Network
+    from gpucell.spec.pools import NodePool
     from gpucell.spec.tenancy import TenantSpec
     from gpucell.spec.tenant_clusters import TenantClusterSpec
+    from gpucell.spec.versions import Versions
 
-__all__ = ["check_tenant_clusters", "machine_placements", "machines", "rollout_surge", "usage"]
+__all__ = [
+    "check_cluster_api_versions",
+    "check_tenant_clusters",
+    "machine_placements",
+    "machines",
+    "rollout_surge",
+    "usage",
+]
 
 
 def _minor(version: tuple[int, int]) -> str:
     return f"v{version[0]}.{version[1]}"
 
 
-def machine_placements(name: str, spec: TenantClusterSpec, cell: CellSpec) -> tuple[Placement, dict[str, Placement]]:
+def machine_placements(
+    name: str, spec: TenantClusterSpec, node_pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+) -> tuple[Placement, dict[str, Placement]]:
     """Where the control-plane VMs and each worker pool's VMs run: :func:`gpucell.placement.place_vm` over the
-    region's inventory, as for the tenant's own VMs. Raises :class:`SpecError` with a path below the tenant cluster
-    (``controlPlane.pool``, ``workerPools.gpu.gpuModel``...) when a part fits nowhere."""
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+    region's ``nodePools`` and their GPU ``offers`` (:func:`gpucell.inventory.gpu_offers`), as for the tenant's own
+    VMs. Raises :class:`SpecError` with a path below the tenant cluster (``controlPlane.pool``,
+    ``workerPools.gpu.gpuModel``...) when a part fits nowhere."""
     try:
-        control_plane = place_vm(f"{name}-control-plane", spec.control_plane_vm(), cell.node_pools, offers)
+        control_plane = place_vm(f"{name}-control-plane", spec.control_plane_vm(), node_pools, offers)
     except PlacementError as exc:
         raise SpecError(("controlPlane", *exc.rel_path), exc.message) from None
     workers: dict[str, Placement] = {}
     for pool in spec.worker_pools:
         try:
-            workers[pool] = place_vm(f"{name}-{pool}", spec.worker_vm(pool), cell.node_pools, offers)
+            workers[pool] = place_vm(f"{name}-{pool}", spec.worker_vm(pool), node_pools, offers)
         except PlacementError as exc:
             raise SpecError(("workerPools", pool, *_worker_key(exc.rel_path)), exc.message) from None
     return control_plane, workers
@@ -55,13 +68,15 @@ def _worker_key(rel_path: tuple[str, ...]) -> tuple[str, ...]:
     return ("diskGib",) if rel_path[:1] == ("rootDisk",) else rel_path
 
 
-def machines(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
+def machines(
+    tenant: TenantSpec, node_pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
     """``(path below the tenant, placement, GPU units)`` of every worker pool of the tenant's clusters (units =
     replicas x GPUs), then each control plane (no GPUs). Raises :class:`SpecError` when a part fits nowhere."""
     for name, spec in tenant.tenant_clusters.items():
         base = ("tenantClusters", name)
         try:
-            control_plane, workers = machine_placements(name, spec, cell)
+            control_plane, workers = machine_placements(name, spec, node_pools, offers)
         except SpecError as exc:
             raise SpecError((*base, *exc.rel_path), exc.message) from None
         for pool, placement in workers.items():
@@ -90,10 +105,10 @@ def usage(spec: TenantClusterSpec) -> tuple[int, int, int]:
     return cpu, memory, disks
 
 
-def _check_versions(cell: CellSpec) -> Iterator[SpecError]:
-    """The region's Cluster API, CAPK and CAAPH releases are ones gpucell has facts for, and the cell's Kubernetes
-    is a management cluster Cluster API supports."""
-    versions = cell.versions
+def check_cluster_api_versions(versions: Versions) -> Iterator[SpecError]:
+    """For a region with tenant clusters (paths below the region): its Cluster API, CAPK and CAAPH releases
+    (``versions``) are ones gpucell has facts for, and the cell's Kubernetes is a management cluster Cluster API
+    supports."""
     core = release(versions.cluster_api)
     if core not in WORKLOAD_KUBERNETES:
         known = ", ".join(_minor(v) for v in WORKLOAD_KUBERNETES)
@@ -124,10 +139,9 @@ def _check_versions(cell: CellSpec) -> Iterator[SpecError]:
             )
 
 
-def _check_networks(cell: CellSpec, where: tuple[str, ...], spec: TenantClusterSpec) -> Iterator[SpecError]:
-    """The tenant cluster's networks stay clear of the cell's: inside a VM, a route to its own pod or service range
-    would hide the cell's addresses there (its DNS, the API, the node network)."""
-    net = cell.network
+def _check_networks(net: Network, where: tuple[str, ...], spec: TenantClusterSpec) -> Iterator[SpecError]:
+    """The tenant cluster's networks stay clear of the cell's (``net``): inside a VM, a route to its own pod or
+    service range would hide the cell's addresses there (its DNS, the API, the node network)."""
     theirs = (("podCidr", spec.network.pod_cidr), ("serviceCidr", spec.network.service_cidr))
     ours = (("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr))
     for key, network in theirs:
@@ -155,22 +169,28 @@ def _check_board_halves(where: tuple[str, ...], workers: Mapping[str, Placement]
         )
 
 
-def check_tenant_clusters(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
-    """What only tenant clusters need, as :class:`SpecError` (paths below the region): known Cluster API releases
-    (checked once per region, at its first tenant with clusters), a supported Kubernetes version, egress
-    ``internet``, networks clear of the cell's, a StorageClass of the cell, and one NVLink setting per cluster.
-    Placement and quota are :mod:`gpucell.admission`'s, through :func:`machines`."""
-    if not tenant.tenant_clusters:
-        return
-    if tenant_name == next(t for t, spec in cell.tenants.items() if spec.tenant_clusters):
-        yield from _check_versions(cell)
-    window = WORKLOAD_KUBERNETES.get(release(cell.versions.cluster_api))
+def check_tenant_clusters(
+    tenant_name: str,
+    tenant: TenantSpec,
+    *,
+    versions: Versions,
+    network: Network,
+    storage_classes: Sequence[str],
+    node_pools: Mapping[str, NodePool],
+    offers: Sequence[GpuOffer],
+) -> Iterator[SpecError]:
+    """What only tenant clusters need, as :class:`SpecError` (paths below the region): a Kubernetes version the
+    region's Cluster API (``versions``) supports, egress ``internet``, networks clear of the cell's ``network``, one
+    of the cell's ``storage_classes``, and one NVLink setting per cluster (placed over ``node_pools`` and their
+    ``offers``). The releases are :func:`check_cluster_api_versions`'; placement and quota are
+    :mod:`gpucell.admission`'s, through :func:`machines`."""
+    window = WORKLOAD_KUBERNETES.get(release(versions.cluster_api))
     for name, spec in tenant.tenant_clusters.items():
         where = ("tenants", tenant_name, "tenantClusters", name)
         if window is not None and not window[0] <= spec.minor <= window[1]:
             yield SpecError(
                 (*where, "kubernetesVersion"),
-                f"{shown(spec.kubernetes_version)} is outside what Cluster API {cell.versions.cluster_api} builds: "
+                f"{shown(spec.kubernetes_version)} is outside what Cluster API {versions.cluster_api} builds: "
                 f"{_minor(window[0])} to {_minor(window[1])}",
             )
         if tenant.egress is not EgressClass.INTERNET:
@@ -181,14 +201,14 @@ def check_tenant_clusters(cell: CellSpec, tenant_name: str, tenant: TenantSpec) 
                 "from registry.k8s.io, whose blobs come from cloud buckets no allow-list can name) from the "
                 "tenant's namespace",
             )
-        if spec.storage_class is not None and spec.storage_class not in cell.storage.classes:
+        if spec.storage_class is not None and spec.storage_class not in storage_classes:
             yield SpecError(
                 (*where, "storageClass"),
-                f"{shown(spec.storage_class)} is not a StorageClass of the cell ({', '.join(cell.storage.classes)})",
+                f"{shown(spec.storage_class)} is not a StorageClass of the cell ({', '.join(storage_classes)})",
             )
-        yield from _check_networks(cell, where, spec)
+        yield from _check_networks(network, where, spec)
         try:
-            _, workers = machine_placements(name, spec, cell)
+            _, workers = machine_placements(name, spec, node_pools, offers)
         except SpecError:
             continue  # reported by the tenant's placement checks
         yield from _check_board_halves(where, workers)

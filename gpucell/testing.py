@@ -61,6 +61,7 @@ __all__ = [
     "Registration",
     "fake_kubeconfig",
     "provider_outputs",
+    "read_outputs",
     "run_program",
 ]
 
@@ -124,11 +125,19 @@ def provider_outputs(
                 seen[host] = int(found.group(1))
         if args.typ == "random:index/randomPassword:RandomPassword":
             return {"result": password}
-        if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id or "").endswith("-kubeconfig"):
-            return {"data": {"value": base64.b64encode(fake_kubeconfig().encode()).decode()}}
-        return {}
+        return read_outputs(args)
 
     return outputs
+
+
+def read_outputs(args: MockResourceArgs) -> dict[str, Any]:
+    """What the cluster answers when the program reads an object it does not manage (``Resource.get``), as extra
+    state for the mock engine: a tenant cluster's ``<cluster>-kubeconfig`` Secret, which Cluster API writes, holds
+    a kubeconfig (base64) in ``data.value``; anything else, nothing. A ``computed`` function of one's own can end
+    with ``return read_outputs(args)``."""
+    if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id or "").endswith("-kubeconfig"):
+        return {"data": {"value": base64.b64encode(fake_kubeconfig().encode()).decode()}}
+    return {}
 
 
 class CellMocks(pulumi.runtime.Mocks):

@@ -71,9 +71,16 @@ def test_stack_plans_pass_every_schema_check(stack: str) -> None:
             "ciliumbgpadvertisements",
             "ciliuml2announcementpolicies",
         ]
-    assert [str(n) for n in report.notices] == [
+    notices = [
         f"note: cilium/{crd}.yaml does not state its release; checked against it as if it were 1.20.0" for crd in crds
     ]
+    if stack == "prod":  # iad1's tenant cluster: CAAPH's CRD is not in shared/upstream (decision 0024)
+        notices.insert(
+            -1,
+            f"note: {UPSTREAM} has no CRD of addons.cluster.x-k8s.io/v1alpha1 HelmChartProxy; checked against "
+            "gpucell's transcription of its Go types (gpucell.stacks.conformance.objects)",
+        )
+    assert [str(n) for n in report.notices] == notices
 
 
 @pytest.mark.parametrize(("stack", "skipped"), [("dev", 3), ("prod", 15)])  # prod: 5 notebooks x 3
@@ -333,7 +340,8 @@ def upstream_server() -> Iterator[str]:
             if path is None:
                 self.send_error(404)
                 return
-            body = path.read_bytes()
+            # a file shared/upstream lacks (CAAPH's CRD, optional) is still on GitHub: a stand-in answers for it
+            body = path.read_bytes() if path.exists() else b"# stand-in\n"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -366,8 +374,9 @@ def test_fetch_downloads_every_file_for_the_pinned_versions(
     assert (
         "note: charts not fetched (`plan --check` will name each release's missing chart): helm not found on PATH"
     ) in out
-    for rel in UPSTREAM_FILES:
-        assert (dest / rel).read_bytes() == STORE.path(rel).read_bytes()
+    for rel, source in UPSTREAM_FILES.items():
+        expected = b"# stand-in\n" if source.optional else STORE.path(rel).read_bytes()
+        assert (dest / rel).read_bytes() == expected, rel
     versions = json.loads((dest / "versions.json").read_text())
     assert versions["kubevirt/swagger.json"] == "v1.9.0"
     assert versions["cilium/values.yaml"] == "v1.20.0"
@@ -415,11 +424,14 @@ def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
     checked = 0
     for rel, source in UPSTREAM_FILES.items():
         if source.also is not None:  # inside a chart directory SOURCES.md records as a whole
-            assert any(p.startswith(source.also.split("-v*/")[0]) for p in recorded), rel
+            assert any(p.startswith(source.also.split("*")[0]) for p in recorded), rel
+            continue
+        if source.optional:  # not in shared/upstream (CAAPH's CRD): nothing recorded to compare with
+            assert rel not in recorded, rel
             continue
         repo, path = recorded[rel]
         if "→" in path or repo.startswith("metio/"):
             continue  # Cilium: copied from the packed chart or a CRD mirror; we fetch the same files from cilium/cilium
         assert (source.repo, source.path) == (repo, path), rel
         checked += 1
-    assert checked == 21
+    assert checked == 33  # 21, and 12 of Cluster API, CAPK and the operator (tenant clusters)

@@ -299,7 +299,14 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "serverRemoved, "
             "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
             "publicAddress, "
-            "loadBalancerAnnounce",
+            "loadBalancerAnnounce, tenantClusterVersion",
+        ),
+        (
+            {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
+            "acknowledge[0].change: 'tenantClusterVersion' cannot be acknowledged: Cluster API's KubeadmControlPlane "
+            "upgrades a tenant cluster one minor version at a time (its webhook refuses 'cannot update Kubernetes "
+            "version', controlplane/kubeadm/webhooks/admission) and kubeadm never downgrades; no acknowledgement "
+            "makes it work",
         ),
         (
             {"change": "podCidr", "region": "lab", "reason": "  "},

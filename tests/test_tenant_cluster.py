@@ -16,6 +16,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell import cluster_api, cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
+from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
@@ -151,7 +152,8 @@ def plan() -> PlanResult:
 
 def machine_template(spec: CellSpec, pool: str | None = "gpu") -> dict[str, Any]:
     cluster = spec.tenants["acme"].tenant_clusters["ml"]
-    control_plane, workers = machine_placements("ml", cluster, spec)
+    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
+    control_plane, workers = machine_placements("ml", cluster, spec.node_pools, offers)
     if pool is None:
         return tc.machine_vm_template("acme", "ml", cluster.control_plane_vm(), control_plane, spec.node_pools)
     vm = cluster.worker_vm(pool)

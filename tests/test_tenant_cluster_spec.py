@@ -279,7 +279,8 @@ def prod_lines(edit: Edit) -> list[str]:
 def test_prods_cluster_with_a_gpu_model_iad1_lacks() -> None:
     assert prod_lines(lambda ml: ml["workerPools"]["gpu"].update(gpuModel="H200-SXM-141GB")) == [
         "regions.iad1.tenants.globex.tenantClusters.ml.workerPools.gpu.gpuModel: no vm-passthrough pool with "
-        "H200-SXM-141GB; H200-SXM-141GB is only in h200 (container), h200-mig (container): a GPU VM needs a VM-mode pool"
+        "H200-SXM-141GB; H200-SXM-141GB is only in h200 (container), h200-mig (container): "
+        "a GPU VM needs a VM-mode pool"
     ]
 
 

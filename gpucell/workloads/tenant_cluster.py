@@ -58,6 +58,7 @@ from gpucell.cluster_api import PROVIDER_NAMESPACES
 from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
+from gpucell.inventory import gpu_offers
 from gpucell.placement import Placement
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.pools import NodePool
@@ -597,7 +598,8 @@ class TenantClusterArgs:
         """The args of a tenant cluster of ``tenant`` (a :class:`gpucell.tenancy.Tenant` of a cell with Cluster API),
         placed as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`)."""
         cell = tenant.cell
-        control_plane, workers = machine_placements(name, spec, cell.spec)
+        offers = gpu_offers(cell.spec.node_pools, cell.spec.effective_mig_strategy.value)
+        control_plane, workers = machine_placements(name, spec, cell.spec.node_pools, offers)
         pool = vm_pool(cell.spec.load_balancer, tenant.name, spec.api_server.pool)
         return cls(
             name,
