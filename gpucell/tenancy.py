@@ -122,6 +122,7 @@ from gpucell._component import CellComponent
 from gpucell._k3s_scripts import listen_port
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
 from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
+from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
@@ -541,7 +542,8 @@ def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
     if cell.tenants.get(tenant) == spec:
         return
     fields = {key: getattr(cell, key) for key in type(cell).model_fields}
-    type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
+    with gpu_catalog(cell.gpu_catalog):  # the models the cell was validated with, its stack's own among them
+        type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
 
 
 class Tenant(CellComponent):
