@@ -85,7 +85,7 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
             ),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
-    yield from machines(tenant, cell.node_pools, offers)
+    yield from machines(tenant, cell.node_pools, offers, catalog=catalog)
 
 
 def _placed(where: tuple[str, str], place: Callable[[], Placement]) -> Placement:
@@ -498,6 +498,7 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
             storage_classes=cell.storage.classes,
             node_pools=cell.node_pools,
             offers=offers,
+            catalog=cell.gpu_catalog,
         )
     try:
         check_dra_pools(cell, demands)
@@ -544,7 +545,7 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if cluster.api_server.type is not ApiServerType.LOAD_BALANCER:
                 continue
             try:
-                pools = machine_placements(name, cluster, cell.node_pools, offers)[0].pools
+                pools = machine_placements(name, cluster, cell.node_pools, offers, catalog=cell.gpu_catalog)[0].pools
             except SpecError:
                 continue  # reported by the placement checks
             silent = [p for p in pools if p not in announcer.node_pools]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gpucell.cluster_api_facts import KNOWN_CAAPH, KNOWN_CAPK, MANAGEMENT_KUBERNETES, WORKLOAD_KUBERNETES
 from gpucell.errors import SpecError, shown
+from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer
 from gpucell.placement import Placement, PlacementError, place_vm
 from gpucell.releases import release
@@ -44,20 +45,25 @@ def _minor(version: tuple[int, int]) -> str:
 
 
 def machine_placements(
-    name: str, spec: TenantClusterSpec, node_pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+    name: str,
+    spec: TenantClusterSpec,
+    node_pools: Mapping[str, NodePool],
+    offers: Sequence[GpuOffer],
+    *,
+    catalog: Mapping[str, GpuModel],
 ) -> tuple[Placement, dict[str, Placement]]:
     """Where the control-plane VMs and each worker pool's VMs run: :func:`gpucell.placement.place_vm` over the
-    region's ``nodePools`` and their GPU ``offers`` (:func:`gpucell.inventory.gpu_offers`), as for the tenant's own
-    VMs. Raises :class:`SpecError` with a path below the tenant cluster (``controlPlane.pool``,
-    ``workerPools.gpu.gpuModel``...) when a part fits nowhere."""
+    region's ``nodePools``, their GPU ``offers`` (:func:`gpucell.inventory.gpu_offers`) and GPU ``catalog``
+    (:attr:`gpucell.spec.CellSpec.gpu_catalog`), as for the tenant's own VMs. Raises :class:`SpecError` with a path
+    below the tenant cluster (``controlPlane.pool``, ``workerPools.gpu.gpuModel``...) when a part fits nowhere."""
     try:
-        control_plane = place_vm(f"{name}-control-plane", spec.control_plane_vm(), node_pools, offers)
+        control_plane = place_vm(f"{name}-control-plane", spec.control_plane_vm(), node_pools, offers, catalog=catalog)
     except PlacementError as exc:
         raise SpecError(("controlPlane", *exc.rel_path), exc.message) from None
     workers: dict[str, Placement] = {}
     for pool in spec.worker_pools:
         try:
-            workers[pool] = place_vm(f"{name}-{pool}", spec.worker_vm(pool), node_pools, offers)
+            workers[pool] = place_vm(f"{name}-{pool}", spec.worker_vm(pool), node_pools, offers, catalog=catalog)
         except PlacementError as exc:
             raise SpecError(("workerPools", pool, *_worker_key(exc.rel_path)), exc.message) from None
     return control_plane, workers
@@ -69,14 +75,18 @@ def _worker_key(rel_path: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def machines(
-    tenant: TenantSpec, node_pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+    tenant: TenantSpec,
+    node_pools: Mapping[str, NodePool],
+    offers: Sequence[GpuOffer],
+    *,
+    catalog: Mapping[str, GpuModel],
 ) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
     """``(path below the tenant, placement, GPU units)`` of every worker pool of the tenant's clusters (units =
     replicas x GPUs), then each control plane (no GPUs). Raises :class:`SpecError` when a part fits nowhere."""
     for name, spec in tenant.tenant_clusters.items():
         base = ("tenantClusters", name)
         try:
-            control_plane, workers = machine_placements(name, spec, node_pools, offers)
+            control_plane, workers = machine_placements(name, spec, node_pools, offers, catalog=catalog)
         except SpecError as exc:
             raise SpecError((*base, *exc.rel_path), exc.message) from None
         for pool, placement in workers.items():
@@ -178,11 +188,12 @@ def check_tenant_clusters(
     storage_classes: Sequence[str],
     node_pools: Mapping[str, NodePool],
     offers: Sequence[GpuOffer],
+    catalog: Mapping[str, GpuModel],
 ) -> Iterator[SpecError]:
     """What only tenant clusters need, as :class:`SpecError` (paths below the region): a Kubernetes version the
     region's Cluster API (``versions``) supports, egress ``internet``, networks clear of the cell's ``network``, one
-    of the cell's ``storage_classes``, and one NVLink setting per cluster (placed over ``node_pools`` and their
-    ``offers``). The releases are :func:`check_cluster_api_versions`'; placement and quota are
+    of the cell's ``storage_classes``, and one NVLink setting per cluster (placed over ``node_pools``, their
+    ``offers`` and the GPU ``catalog``). The releases are :func:`check_cluster_api_versions`'; placement and quota are
     :mod:`gpucell.admission`'s, through :func:`machines`."""
     window = WORKLOAD_KUBERNETES.get(release(versions.cluster_api))
     for name, spec in tenant.tenant_clusters.items():
@@ -208,7 +219,7 @@ def check_tenant_clusters(
             )
         yield from _check_networks(network, where, spec)
         try:
-            _, workers = machine_placements(name, spec, node_pools, offers)
+            _, workers = machine_placements(name, spec, node_pools, offers, catalog=catalog)
         except SpecError:
             continue  # reported by the tenant's placement checks
         yield from _check_board_halves(where, workers)

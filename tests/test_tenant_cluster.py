@@ -153,7 +153,7 @@ def plan() -> PlanResult:
 def machine_template(spec: CellSpec, pool: str | None = "gpu") -> dict[str, Any]:
     cluster = spec.tenants["acme"].tenant_clusters["ml"]
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
-    control_plane, workers = machine_placements("ml", cluster, spec.node_pools, offers)
+    control_plane, workers = machine_placements("ml", cluster, spec.node_pools, offers, catalog=spec.gpu_catalog)
     if pool is None:
         return tc.machine_vm_template("acme", "ml", cluster.control_plane_vm(), control_plane, spec.node_pools)
     vm = cluster.worker_vm(pool)

@@ -599,7 +599,9 @@ class TenantClusterArgs:
         placed as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`)."""
         cell = tenant.cell
         offers = gpu_offers(cell.spec.node_pools, cell.spec.effective_mig_strategy.value)
-        control_plane, workers = machine_placements(name, spec, cell.spec.node_pools, offers)
+        control_plane, workers = machine_placements(
+            name, spec, cell.spec.node_pools, offers, catalog=cell.spec.gpu_catalog
+        )
         pool = vm_pool(cell.spec.load_balancer, tenant.name, spec.api_server.pool)
         return cls(
             name,
