@@ -22,11 +22,15 @@ from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
+from gpucell.stacks.program import build_cells
 from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.tenant_cluster_admission import machine_placements
 from gpucell.testing import fake_kubeconfig, provider_outputs
 from gpucell.workloads import tenant_cluster as tc
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, violations
+from tests.test_day2 import computed
+from tests.test_gpu_models import H800
+from tests.test_gpu_models import RESOURCE as H800_RESOURCE
 
 H100 = "nvidia.com/GH100_H100_SXM5_80GB"
 IMAGE = "docker://quay.io/capk/ubuntu-2404-container-disk:v1.34.1"
@@ -158,6 +162,27 @@ def machine_template(spec: CellSpec, pool: str | None = "gpu") -> dict[str, Any]
         return tc.machine_vm_template("acme", "ml", cluster.control_plane_vm(), control_plane, spec.node_pools)
     vm = cluster.worker_vm(pool)
     return tc.machine_vm_template("acme", "ml", vm, workers[pool], spec.node_pools, pool=pool)
+
+
+def test_a_worker_pool_takes_a_gpu_model_of_the_stacks_own() -> None:
+    """``gpucell:gpuModels`` (decision 0028): workers are placed and rendered with the stack's catalog, through the
+    program."""
+    config = region_config()
+    config["nodePools"]["h100-vm"].update(gpuModel="H800-PCIe-80GB", gpusPerNode=2)
+    config["tenants"]["acme"]["quota"]["gpus"] = {H800_RESOURCE: 2}
+    config["tenants"]["acme"]["tenantClusters"]["ml"]["workerPools"]["gpu"].update(
+        gpuModel="H800-PCIe-80GB", replicas=1
+    )
+    stack = {
+        "gpucell:regions": {"lab": config},
+        "gpucell:gpuModels": {"H800-PCIe-80GB": H800},
+        "gpucell:sshPrivateKey": "key",
+    }
+    plan = run_program(build_cells, config=stack, secret_keys=["gpucell:sshPrivateKey"], computed=computed)
+    (worker,) = [t for t in objects(plan, "KubevirtMachineTemplate") if "gpu" in t["metadata"]["name"]]
+    vm = worker["spec"]["template"]["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]
+    assert vm["domain"]["devices"]["gpus"] == [{"name": f"gpu{i}", "deviceName": H800_RESOURCE} for i in range(2)]
+    assert vm["domain"]["cpu"]["model"] == "host-passthrough"  # 2 x bar1Mib 131072 > the 64 GiB firmware window
 
 
 # -- the objects, by value ---------------------------------------------------------------------------------------
