@@ -125,6 +125,12 @@ CASES: list[tuple[str, Edit, str]] = [
         f"{ML}.controlPlane.replicas: 2 is even; etcd needs a majority of its members, so use 1, 3, 5 or 7",
     ),
     (
+        "a worker pool named as the control plane, whose objects it would take over",
+        lambda c: _ml(c)["workerPools"].update({"control-plane": _ml(c)["workerPools"].pop("gpu")}),
+        f"{ML}.workerPools.control-plane: 'control-plane' is the control plane's name part (<cluster>-control-plane, "
+        "its KubeadmControlPlane and machine templates); give the worker pool another name",
+    ),
+    (
         "a control plane on the servers",
         lambda c: _ml(c).update(controlPlane={"pool": "servers"}),
         f"{ML}.controlPlane.pool: 'servers' is a server pool; VMs run on gpu or cpu pools: l40s, cpu, h100-vm",

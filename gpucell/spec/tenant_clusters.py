@@ -28,6 +28,7 @@ from gpucell.spec.workloads import (
 )
 
 __all__ = [
+    "CONTROL_PLANE",
     "MAX_CLUSTER_NAME",
     "MAX_POOL_NAME",
     "ApiServerType",
@@ -44,6 +45,10 @@ KubevirtMachineTemplate) and ``<cluster>-<pool>`` (its MachineDeployment, also a
 characters, ``cluster.x-k8s.io/deployment-name``), with pool names of at most :data:`MAX_POOL_NAME`."""
 MAX_POOL_NAME = 20
 """Longest worker-pool name (see :data:`MAX_CLUSTER_NAME`)."""
+CONTROL_PLANE = "control-plane"
+"""The control plane's name part: its KubeadmControlPlane ``<cluster>-control-plane`` and its machine templates
+``<cluster>-control-plane-<hash>``, so no worker pool may take it. Also CAPK's ``cluster.x-k8s.io/role`` value of
+control-plane VMs (``sigs.k8s.io/kind`` ``constants.ControlPlaneNodeRoleValue``)."""
 _KUBERNETES_VERSION = re.compile(r"v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)")
 _TAGGED_VERSION = re.compile(r":v?(?P<version>\d+\.\d+\.\d+)$")
 """An image reference whose tag is a Kubernetes release (image-builder tags its node images ``v1.34.1``)."""
@@ -268,6 +273,12 @@ class TenantClusterSpec(SpecModel):
     def _pool_names(cls, pools: dict[str, WorkerPoolSpec]) -> dict[str, WorkerPoolSpec]:
         check_names(pools)
         for name in pools:
+            if name == CONTROL_PLANE:
+                raise SpecError(
+                    (name,),
+                    f"{shown(name)} is the control plane's name part (<cluster>-control-plane, its KubeadmControlPlane "
+                    "and machine templates); give the worker pool another name",
+                )
             if len(name) > MAX_POOL_NAME:
                 raise SpecError(
                     (name,),

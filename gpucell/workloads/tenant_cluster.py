@@ -63,7 +63,7 @@ from gpucell.placement import Placement
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.pools import NodePool
 from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.tenant_clusters import ApiServerType, TenantClusterSpec, WorkerPoolSpec
+from gpucell.spec.tenant_clusters import CONTROL_PLANE, ApiServerType, TenantClusterSpec, WorkerPoolSpec
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.tenant_cluster_admission import machine_placements
@@ -115,8 +115,6 @@ CAPI_ROLE_LABEL = "cluster.x-k8s.io/role"
 """CAPK's label on each VM's pod: ``control-plane`` or ``worker``; the ``<c>-lb`` Service selects ``control-plane``."""
 CAPI_DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
 """Cluster API's label of a MachineDeployment's Machines (its name)."""
-CONTROL_PLANE = "control-plane"
-"""The control plane's name part (``<c>-control-plane``) and CAPK's role value."""
 API_PORT = 6443
 """The API server's port on the control-plane VMs and on ``<c>-lb`` (CAPK ``pkg/loadbalancer``)."""
 NODE_DRAIN_TIMEOUT_SECONDS = 600
