@@ -125,6 +125,12 @@ CASES: list[tuple[str, Edit, str]] = [
         f"{ML}.controlPlane.replicas: 2 is even; etcd needs a majority of its members, so use 1, 3, 5 or 7",
     ),
     (
+        "a control plane of one vCPU, which kubeadm's preflight refuses",
+        lambda c: _ml(c).update(controlPlane={"cpu": {"cores": 1}}),
+        f"{ML}.controlPlane.cpu: {{'cores': 1}} gives 1 vCPU; kubeadm's preflight refuses a control-plane node with "
+        "fewer than 2 (NumCPU), so give it at least 2",
+    ),
+    (
         "a worker pool named as the control plane, whose objects it would take over",
         lambda c: _ml(c)["workerPools"].update({"control-plane": _ml(c)["workerPools"].pop("gpu")}),
         f"{ML}.workerPools.control-plane: 'control-plane' is the control plane's name part (<cluster>-control-plane, "

@@ -31,6 +31,7 @@ __all__ = [
     "CONTROL_PLANE",
     "MAX_CLUSTER_NAME",
     "MAX_POOL_NAME",
+    "MIN_CONTROL_PLANE_VCPUS",
     "ApiServerType",
     "ControlPlaneSpec",
     "TenantClusterApiServer",
@@ -49,6 +50,10 @@ CONTROL_PLANE = "control-plane"
 """The control plane's name part: its KubeadmControlPlane ``<cluster>-control-plane`` and its machine templates
 ``<cluster>-control-plane-<hash>``, so no worker pool may take it. Also CAPK's ``cluster.x-k8s.io/role`` value of
 control-plane VMs (``sigs.k8s.io/kind`` ``constants.ControlPlaneNodeRoleValue``)."""
+MIN_CONTROL_PLANE_VCPUS = 2
+"""vCPUs a control-plane VM needs: ``kubeadm init`` and ``kubeadm join --control-plane`` stop at the preflight
+error ``NumCPU`` below it (kubernetes ``cmd/kubeadm/app/constants/constants.go`` ``ControlPlaneNumCPU = 2``;
+Cluster API's KubeadmControlPlane ignores no preflight error by default)."""
 _KUBERNETES_VERSION = re.compile(r"v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)")
 _TAGGED_VERSION = re.compile(r":v?(?P<version>\d+\.\d+\.\d+)$")
 """An image reference whose tag is a Kubernetes release (image-builder tags its node images ``v1.34.1``)."""
@@ -117,7 +122,8 @@ class ControlPlaneSpec(SpecModel):
     """Control-plane VMs, an odd count (1, 3, 5 or 7): etcd needs a majority. Defaults to 1 (no HA: the API is down
     while its VM restarts or moves)."""
     cpu: CpuTopology = CpuTopology(cores=2)
-    """vCPUs of each control-plane VM (kubeadm needs 2). Defaults to 2 cores."""
+    """vCPUs of each control-plane VM, at least :data:`MIN_CONTROL_PLANE_VCPUS` (kubeadm's preflight). Defaults to 2
+    cores."""
     memory_gib: StrictInt = Field(default=8, ge=2, le=512)
     """Memory of each control-plane VM, GiB. Defaults to 8."""
     disk_gib: StrictInt = Field(default=50, ge=20, le=4096)
@@ -130,6 +136,16 @@ class ControlPlaneSpec(SpecModel):
     def _odd(cls, value: int) -> int:
         if value % 2 == 0:
             raise ValueError("is even; etcd needs a majority of its members, so use 1, 3, 5 or 7")
+        return value
+
+    @field_validator("cpu")
+    @classmethod
+    def _kubeadm_cpus(cls, value: CpuTopology) -> CpuTopology:
+        if value.vcpus < MIN_CONTROL_PLANE_VCPUS:
+            raise ValueError(
+                f"gives {value.vcpus} vCPU; kubeadm's preflight refuses a control-plane node with fewer than "
+                f"{MIN_CONTROL_PLANE_VCPUS} (NumCPU), so give it at least {MIN_CONTROL_PLANE_VCPUS}"
+            )
         return value
 
 
