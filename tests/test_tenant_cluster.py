@@ -18,6 +18,7 @@ from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
+from gpucell.spec.tenant_clusters import namespace_names
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
@@ -363,6 +364,19 @@ def test_the_api_is_exposed_at_its_address_to_the_allowed_clients_only(plan: Pla
     assert api["toPorts"] == [{"ports": [{"port": "6443", "protocol": "TCP"}]}]
     assert ssh["fromEndpoints"][0]["matchExpressions"][0]["values"] == ["capk-system"]
     assert ssh["toPorts"] == [{"ports": [{"port": "22", "protocol": "TCP"}]}]
+
+
+def test_the_services_and_policies_of_a_cluster_are_the_names_its_tenant_reserves_for_it(plan: PlanResult) -> None:
+    rendered = {
+        o["metadata"]["name"]
+        for o in [
+            *objects(plan, "CiliumNetworkPolicy"),
+            *(r.inputs for r in plan.of_type("kubernetes:core/v1:Service")),
+        ]
+        if o["metadata"]["labels"].get("gpucell.io/tenant-cluster") == "ml"
+    }
+    # CAPK creates ml-lb itself; the others are gpucell's
+    assert rendered | {"ml-lb"} == set(namespace_names("ml")) == {"ml-lb", "ml-api", "ml-cluster-api"}
 
 
 def test_a_cluster_ip_api_has_no_service_or_policy_of_its_own() -> None:

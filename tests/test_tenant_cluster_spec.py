@@ -167,6 +167,28 @@ CASES: list[tuple[str, Edit, str]] = [
         ),
         f"{ML}: 'ml' is already the name of virtualMachines.ml in this tenant; workload names share the namespace",
     ),
+    (
+        "a VM named as the cluster's control-plane Service, which CAPK would adopt as the cluster's endpoint",
+        lambda c: c["tenants"]["acme"].update(
+            virtualMachines={
+                "ml-lb": {
+                    "memoryGib": 4,
+                    "rootDisk": {"source": {"registry": "docker://x/y:1"}, "sizeGib": 10},
+                    "noLogin": True,
+                }
+            }
+        ),
+        "tenants.acme.virtualMachines.ml-lb: 'ml-lb' is taken by tenant cluster ml (its control-plane Service, which "
+        "CAPK creates) in this tenant; workload names share the namespace",
+    ),
+    (
+        "a notebook named as the cluster's API Service and policy",
+        lambda c: c["tenants"]["acme"].update(
+            notebooks={"ml-api": {"image": "quay.io/jupyter/base-notebook:2025-01-01", "memoryGib": 2}}
+        ),
+        "tenants.acme.notebooks.ml-api: 'ml-api' is taken by tenant cluster ml (its API's Service and policy) in this "
+        "tenant; workload names share the namespace",
+    ),
 ]
 
 

@@ -15,7 +15,7 @@ from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import check_host_name, check_service_names
-from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec
+from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec, namespace_names
 from gpucell.spec.workloads import (
     MAX_POD_CPU_MILLICORES,
     MAX_POD_MEMORY_GIB,
@@ -336,4 +336,13 @@ class TenantSpec(SpecModel):
                         "tenant; workload names share the namespace",
                     )
                 seen[name] = kind
+        for cluster in self.tenant_clusters:
+            for name, what in namespace_names(cluster).items():
+                taker = seen.get(name)
+                if taker is not None and taker != "tenantClusters":
+                    raise SpecError(
+                        (taker, name),
+                        f"{shown(name)} is taken by tenant cluster {cluster} (its {what}) in this tenant; "
+                        "workload names share the namespace",
+                    )
         return self

@@ -38,6 +38,7 @@ __all__ = [
     "TenantClusterNetwork",
     "TenantClusterSpec",
     "WorkerPoolSpec",
+    "namespace_names",
 ]
 
 MAX_CLUSTER_NAME = 30
@@ -54,6 +55,21 @@ MIN_CONTROL_PLANE_VCPUS = 2
 """vCPUs a control-plane VM needs: ``kubeadm init`` and ``kubeadm join --control-plane`` stop at the preflight
 error ``NumCPU`` below it (kubernetes ``cmd/kubeadm/app/constants/constants.go`` ``ControlPlaneNumCPU = 2``;
 Cluster API's KubeadmControlPlane ignores no preflight error by default)."""
+
+
+def namespace_names(cluster: str) -> dict[str, str]:
+    """The Services and network policies a tenant cluster puts in the tenant's namespace under names of its own,
+    name -> what it is: ``<cluster>-lb`` (the control plane's Service CAPK creates, ``pkg/loadbalancer``),
+    ``<cluster>-api`` (with a LoadBalancer API: its Service and policy), ``<cluster>-cluster-api`` (the policy
+    admitting Cluster API's controllers). Another workload of the tenant named so would share the object (CAPK
+    adopts an existing ``<cluster>-lb`` as the cluster's endpoint), so none may be."""
+    return {
+        f"{cluster}-lb": "control-plane Service, which CAPK creates",
+        f"{cluster}-api": "API's Service and policy",
+        f"{cluster}-cluster-api": "policy admitting Cluster API's controllers",
+    }
+
+
 _KUBERNETES_VERSION = re.compile(r"v(?P<major>\d+)\.(?P<minor>\d+)\.(?P<patch>\d+)")
 _TAGGED_VERSION = re.compile(r":v?(?P<version>\d+\.\d+\.\d+)$")
 """An image reference whose tag is a Kubernetes release (image-builder tags its node images ``v1.34.1``)."""
