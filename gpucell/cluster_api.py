@@ -41,6 +41,7 @@ from pulumi_kubernetes.helm.v3 import Release
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.cluster import Cluster
+from gpucell.kubevirt import release_tag
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.versions import Versions
 
@@ -156,9 +157,8 @@ def provider_manifest(provider: Provider, version: str) -> dict[str, Any]:
 def operator_values(chart_version: str) -> dict[str, Any]:
     """The chart values gpucell sets: the released image ``v<chart_version>`` and a ``restricted`` manager
     container; no provider values (the provider objects are rendered by :func:`provider_manifest`)."""
-    tag = chart_version if chart_version.startswith("v") else f"v{chart_version}"
     return {
-        "image": {"manager": {"repository": OPERATOR_IMAGE, "tag": tag}},
+        "image": {"manager": {"repository": OPERATOR_IMAGE, "tag": release_tag(chart_version)}},
         "containerSecurityContext": {"manager": dict(_RESTRICTED_CONTAINER)},
     }
 
@@ -205,8 +205,12 @@ class ClusterApiArgs:
         )
 
     def version_of(self, provider: Provider) -> str:
-        """The pinned release of ``provider``."""
-        return {"cluster_api": self.cluster_api, "capk": self.capk, "caaph": self.caaph}[provider.version_key]
+        """The pinned release of ``provider`` as its GitHub release tag (``1.14.0`` and ``v1.14.0`` give ``v1.14.0``):
+        the operator fetches ``metadata.yaml`` and the components from the release named by ``spec.version``
+        (cluster-api-operator v0.28.0 ``internal/controller/manifests_downloader.go``, ``repo.GetFile``), and
+        Cluster API's providers tag their releases ``vX.Y.Z``."""
+        pinned = {"cluster_api": self.cluster_api, "capk": self.capk, "caaph": self.caaph}[provider.version_key]
+        return release_tag(pinned)
 
 
 class ClusterApi(CellComponent):

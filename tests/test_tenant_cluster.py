@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pytest
@@ -15,10 +15,12 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell import cluster_api, cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
 from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
 from gpucell.spec.tenant_clusters import namespace_names
+from gpucell.spec.versions import Versions
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
@@ -488,6 +490,18 @@ def test_the_providers_are_pinned_and_waited_for(plan: PlanResult) -> None:
     }
     assert plan.named("lab-cert-manager-cert-manager").urn in release.dependencies  # its webhook issues certificates
     assert release.options.get("protect") is True
+
+
+def test_a_release_pinned_without_its_v_is_installed_by_its_release_tag() -> None:
+    versions = Versions(clusterApi="1.14.0", capk="0.11.2", caaph="0.6.4")
+    args = cluster_api.ClusterApiArgs.from_versions(cast(Cluster, None), versions)
+    assert [cluster_api.provider_manifest(p, args.version_of(p))["spec"]["version"] for p in cluster_api.PROVIDERS] == [
+        "v1.14.0",
+        "v1.14.0",
+        "v1.14.0",
+        "v0.11.2",
+        "v0.6.4",
+    ]
 
 
 def test_the_provider_namespaces_are_platform_namespaces_not_exempt_from_pod_security() -> None:
