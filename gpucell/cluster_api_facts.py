@@ -17,6 +17,7 @@ __all__ = [
     "CAPK_DROPPED_VM_FIELDS",
     "CAPK_KUBEVIRT_API",
     "KNOWN_CAAPH",
+    "KNOWN_CAPI_OPERATOR",
     "KNOWN_CAPK",
     "MANAGEMENT_KUBERNETES",
     "WORKLOAD_KUBERNETES",
@@ -44,6 +45,12 @@ dropped in v1.16) and reads Clusters and Machines as ``cluster.x-k8s.io/v1beta1`
 KNOWN_CAAPH = ((0, 6),)
 """CAAPH minors gpucell renders ``HelmChartProxy`` objects for: v0.6.4 (8c581411's tag) declares the v1beta2
 contract (``metadata.yaml``) and is built against CAPI v1.13.0 and Helm v3.20.2 (``go.mod``)."""
+KNOWN_CAPI_OPERATOR = ((0, 28),)
+"""cluster-api-operator chart minors whose provider objects gpucell renders and checked: v0.28.0 (d32c1c2a) serves
+``operator.cluster.x-k8s.io/v1alpha2`` with ``spec.patches`` (``config/crd/bases/``, the CRDs in
+``shared/upstream/cluster-api-operator``), and is built against Cluster API v1.12.10 (``go.mod``): its clusterctl
+library installs providers of the v1beta1 and v1beta2 contracts (``internal/controller/phase_load.go``), the
+contract of Cluster API v1.14."""
 CAPK_KUBEVIRT_API = "v1.7.0"
 """The ``kubevirt.io/api`` release CAPK v0.11.2 embeds as ``spec.virtualMachineTemplate`` of its CRDs."""
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from gpucell.cluster_api_facts import KNOWN_CAAPH, KNOWN_CAPK, MANAGEMENT_KUBERNETES, WORKLOAD_KUBERNETES
+from gpucell.cluster_api_facts import (
+    KNOWN_CAAPH,
+    KNOWN_CAPI_OPERATOR,
+    KNOWN_CAPK,
+    MANAGEMENT_KUBERNETES,
+    WORKLOAD_KUBERNETES,
+)
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer
@@ -116,9 +122,9 @@ def usage(spec: TenantClusterSpec) -> tuple[int, int, int]:
 
 
 def check_cluster_api_versions(versions: Versions) -> Iterator[SpecError]:
-    """For a region with tenant clusters (paths below the region): its Cluster API, CAPK and CAAPH releases
-    (``versions``) are ones gpucell has facts for, and the cell's Kubernetes is a management cluster Cluster API
-    supports."""
+    """For a region with tenant clusters (paths below the region): its Cluster API, CAPK and CAAPH releases and its
+    cluster-api-operator chart (``versions``) are ones gpucell has facts for, and the cell's Kubernetes is a
+    management cluster Cluster API supports."""
     core = release(versions.cluster_api)
     if core not in WORKLOAD_KUBERNETES:
         known = ", ".join(_minor(v) for v in WORKLOAD_KUBERNETES)
@@ -140,6 +146,12 @@ def check_cluster_api_versions(versions: Versions) -> Iterator[SpecError]:
     for key, pinned, known_minors, what in (
         ("capk", versions.capk, KNOWN_CAPK, "CAPK, whose KubevirtMachineTemplate schema gpucell checked"),
         ("caaph", versions.caaph, KNOWN_CAAPH, "CAAPH, whose HelmChartProxy gpucell renders"),
+        (
+            "capiOperator",
+            versions.capi_operator,
+            KNOWN_CAPI_OPERATOR,
+            "the cluster-api-operator chart, whose provider objects gpucell renders",
+        ),
     ):
         if release(pinned) not in known_minors:
             yield SpecError(

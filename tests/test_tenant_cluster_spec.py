@@ -155,6 +155,12 @@ CASES: list[tuple[str, Edit, str]] = [
         "only; pin such a release, or add this one's facts to gpucell.cluster_api_facts",
     ),
     (
+        "a cluster-api-operator chart whose provider objects gpucell did not check",
+        lambda c: c.setdefault("versions", {}).update(capiOperator="0.9.0"),
+        "versions.capiOperator: '0.9.0': gpucell knows the cluster-api-operator chart, whose provider objects "
+        "gpucell renders, at v0.28 only; pin such a release, or add this one's facts to gpucell.cluster_api_facts",
+    ),
+    (
         "a name a VM already has",
         lambda c: c["tenants"]["acme"].update(
             virtualMachines={
