@@ -401,7 +401,44 @@ def test_the_cluster_its_infrastructure_and_control_plane_are_protected_the_rest
         "lab-acme-ml-cilium",
     ):
         assert name not in protected
-    assert plan.named("lab-acme-ml-cluster").options["customTimeouts"] == {"create": "40m"}
+    assert plan.named("lab-acme-ml-cluster").options["customTimeouts"] == {"create": "40m", "delete": "30m"}
+
+
+OWNED = (  # what Cluster API sets the Cluster as the owner of, and deletes with it
+    "lab-acme-ml-infra",
+    "lab-acme-ml-control-plane",
+    "lab-acme-ml-control-plane-machines",
+    "lab-acme-ml-gpu",
+    "lab-acme-ml-gpu-machines",
+    "lab-acme-ml-gpu-bootstrap",
+    "lab-acme-ml-gpu-health",
+)
+UNOWNED = ("lab-acme-ml-cilium", "lab-acme-ml-gpu-operator", "lab-acme-ml-cluster-api-policy")
+
+
+def test_removing_a_protected_cluster_deletes_none_of_its_parts(plan: PlanResult) -> None:
+    cluster = plan.named("lab-acme-ml-cluster")
+    # Cluster API's objects go with the Cluster, so Pulumi never deletes a MachineDeployment (its workers) or the
+    # KubevirtCluster (the API's Service) on its own while a protected Cluster stays
+    assert {name: plan.named(name).options.get("deletedWith") for name in OWNED} == dict.fromkeys(OWNED, cluster.urn)
+    # the add-ons and the policy admitting Cluster API are the Cluster's dependencies: deleted after it (never, when
+    # it is protected), so CAAPH uninstalls no Cilium and Cluster API keeps reaching the API while the Cluster goes
+    unowned = {plan.named(name).urn for name in UNOWNED}
+    assert unowned <= set(cluster.dependencies)
+    assert not any(plan.named(name).options for name in UNOWNED)
+    # the API's Service comes once the control plane is up (its await wants an endpoint) and stays with the Cluster
+    for name in ("lab-acme-ml-api", "lab-acme-ml-api-policy"):
+        assert cluster.urn in plan.named(name).dependencies
+        assert plan.named(name).options == {"deletedWith": cluster.urn}
+
+
+def test_a_retained_cluster_keeps_its_add_ons_and_policies_and_a_deleted_one_releases_its_address() -> None:
+    retained = deploy(region(removalPolicy="retain"))
+    assert retained.named("lab-acme-ml-cluster").options["retainOnDelete"] is True
+    assert {retained.named(name).options.get("retainOnDelete") for name in UNOWNED} == {True}
+    deleted = deploy(region(removalPolicy="delete"))
+    assert deleted.named("lab-acme-ml-api").options == {}  # the LoadBalancer address goes with the cluster
+    assert deleted.named("lab-acme-ml-gpu").options == {"deletedWith": deleted.named("lab-acme-ml-cluster").urn}
 
 
 def test_every_object_comes_after_the_tenant_and_the_providers(plan: PlanResult) -> None:

@@ -130,6 +130,9 @@ NVLINK_CONFIG_MAP = "gpucell-nvidia-kernel-module-params"
 options, for workers holding part of an HGX board (GPU Operator ``driver.kernelModuleConfig.name``)."""
 _CLUSTER_CREATE_TIMEOUT = "40m"
 """How long ``pulumi up`` waits for a new tenant cluster's control plane (``ControlPlaneInitialized``)."""
+_CLUSTER_DELETE_TIMEOUT = "30m"
+"""How long ``pulumi up`` waits for Cluster API to take a removed tenant cluster down: every worker drained (at most
+:data:`NODE_DRAIN_TIMEOUT_SECONDS` each, in parallel), the VMs and their disks deleted, then the control plane."""
 _ROOT = "root"
 _API_GROUPS = {
     "cluster": "cluster.x-k8s.io",
@@ -642,7 +645,21 @@ class TenantCluster(CellComponent):
     ``{name}-gpu-operator``, ``{name}-cluster-api-policy``, and with a LoadBalancer API ``{name}-api`` and
     ``{name}-api-policy``. Every child comes after ``args.after``. The ``Cluster``, ``KubevirtCluster`` and
     ``KubeadmControlPlane`` take the cluster's ``removalPolicy`` (deleting one of them deletes the cluster's VMs,
-    disks and etcd); the templates, MachineDeployments and add-ons converge freely.
+    disks and etcd). Removing the whole cluster never deletes its parts one by one, which would drain and delete
+    workers and uninstall Cilium from a cluster that stays protected or retained:
+
+    - what Cluster API owns (the ``KubevirtCluster``, ``KubeadmControlPlane``, machine and bootstrap templates,
+      MachineDeployments, MachineHealthChecks) is ``deletedWith`` the ``Cluster``: Cluster API deletes it in its
+      own order when the ``Cluster`` goes, and it stays while the ``Cluster`` stays;
+    - the add-ons and ``{name}-cluster-api-policy`` come before the ``Cluster``, which depends on them: Pulumi
+      deletes the ``Cluster`` first (waiting up to 30 minutes while Cluster API drains and deletes every VM through
+      the still admitted API) and a protected ``Cluster`` stops the run before them; ``retain`` keeps them;
+    - the LoadBalancer API's Service and policy come after the ``Cluster`` (its endpoint is up by then) and are
+      ``deletedWith`` it unless ``removalPolicy`` is ``delete``, which releases the address.
+
+    Each part still converges on its own: a changed template is a new one and the old one goes, a removed pool's
+    MachineDeployment is deleted (its workers drained and deleted), as is the GPU Operator's add-on with the last
+    GPU pool.
 
     :attr:`kubeconfig` reads ``<c>-kubeconfig`` after the ``Cluster`` reports ``ControlPlaneInitialized``.
     """
@@ -668,22 +685,43 @@ class TenantCluster(CellComponent):
         for part, template in templates.items():
             _refuse_dropped_fields(tenant, cluster, part, template)
 
-        lifecycle = removal_options(spec.removal_policy or args.removal_policy)
+        policy = spec.removal_policy or args.removal_policy
+        lifecycle = removal_options(policy)
+        # What Cluster API does not own comes first and goes last: the Cluster depends on it, so a removal takes the
+        # Cluster down first (its VMs drained through <c>-cluster-api, CAAPH then finds no cluster to uninstall
+        # from), and a protected Cluster stops the run before any of it goes. A retained cluster keeps it all.
+        unowned: dict[str, Any] = {"retain_on_delete": True} if policy is RemovalPolicy.RETAIN else {}
+        outside = [
+            *(
+                custom_resource(f"{name}-{addon['spec']['releaseName']}", addon, self.child(**unowned))
+                for addon in self._addons(args)
+            ),
+            custom_resource(
+                f"{name}-cluster-api-policy", cluster_api_policy_manifest(tenant, cluster), self.child(**unowned)
+            ),
+        ]
         self.cluster = custom_resource(
             f"{name}-cluster",
             cluster_manifest(tenant, cluster, spec),
-            self.child(custom_timeouts=pulumi.CustomTimeouts(create=_CLUSTER_CREATE_TIMEOUT), **lifecycle),
+            self.child(
+                depends_on=outside,
+                custom_timeouts=pulumi.CustomTimeouts(create=_CLUSTER_CREATE_TIMEOUT, delete=_CLUSTER_DELETE_TIMEOUT),
+                **lifecycle,
+            ),
         )
         """The ``Cluster``."""
+        # What Cluster API owns (it sets the Cluster as their owner) goes with the Cluster: Cluster API deletes it, in
+        # its own order, when the Cluster is deleted, and it stays while a retained or protected Cluster stays.
+        owned: dict[str, Any] = {"deleted_with": self.cluster}
         self.infrastructure = custom_resource(
-            f"{name}-infra", kubevirt_cluster_manifest(tenant, cluster), self.child(**lifecycle)
+            f"{name}-infra", kubevirt_cluster_manifest(tenant, cluster), self.child(**lifecycle, **owned)
         )
         cp_template = machine_template_manifest(tenant, cluster, CONTROL_PLANE, templates[CONTROL_PLANE])
-        cp_machines = custom_resource(f"{name}-{CONTROL_PLANE}-machines", cp_template, self.child())
+        cp_machines = custom_resource(f"{name}-{CONTROL_PLANE}-machines", cp_template, self.child(**owned))
         self.control_plane = custom_resource(
             f"{name}-{CONTROL_PLANE}",
             control_plane_manifest(tenant, cluster, spec, cp_template["metadata"]["name"]),
-            self.child(depends_on=[cp_machines], **lifecycle),
+            self.child(depends_on=[cp_machines], **lifecycle, **owned),
         )
         """The ``KubeadmControlPlane``."""
         self.machine_deployments: dict[str, CustomResource] = {}
@@ -692,8 +730,8 @@ class TenantCluster(CellComponent):
             machines = machine_template_manifest(tenant, cluster, pool_name, templates[pool_name])
             bootstrap = bootstrap_template_manifest(tenant, cluster, pool_name)
             made = [
-                custom_resource(f"{name}-{pool_name}-machines", machines, self.child()),
-                custom_resource(f"{name}-{pool_name}-bootstrap", bootstrap, self.child()),
+                custom_resource(f"{name}-{pool_name}-machines", machines, self.child(**owned)),
+                custom_resource(f"{name}-{pool_name}-bootstrap", bootstrap, self.child(**owned)),
             ]
             deployment = machine_deployment_manifest(
                 tenant,
@@ -705,27 +743,19 @@ class TenantCluster(CellComponent):
                 bootstrap_template=bootstrap["metadata"]["name"],
             )
             self.machine_deployments[pool_name] = custom_resource(
-                f"{name}-{pool_name}", deployment, self.child(depends_on=made)
+                f"{name}-{pool_name}", deployment, self.child(depends_on=made, **owned)
             )
             custom_resource(
-                f"{name}-{pool_name}-health", health_check_manifest(tenant, cluster, pool_name), self.child()
+                f"{name}-{pool_name}-health", health_check_manifest(tenant, cluster, pool_name), self.child(**owned)
             )
-        gpus = any(p.gpus for p in spec.worker_pools.values())
-        nvlink = any(p.nvlink_disabled for p in args.placements.workers.values())
-        for addon in addon_manifests(
-            tenant,
-            cluster,
-            cilium=args.addons["cilium"],
-            gpu_operator=args.addons["gpuOperator"] if gpus else None,
-            nvlink_disabled=nvlink,
-        ):
-            custom_resource(f"{name}-{addon['spec']['releaseName']}", addon, self.child())
-        custom_resource(f"{name}-cluster-api-policy", cluster_api_policy_manifest(tenant, cluster), self.child())
         service = api_service_manifest(tenant, cluster, spec, args.api_pool)
-        policy = api_policy_manifest(tenant, cluster, spec)
-        if service is not None and policy is not None:
-            Service(f"{name}-api", metadata=service["metadata"], spec=service["spec"], opts=self.child())
-            custom_resource(f"{name}-api-policy", policy, self.child())
+        policy_manifest = api_policy_manifest(tenant, cluster, spec)
+        if service is not None and policy_manifest is not None:
+            # After the control plane is up (the Service's await wants a ready endpoint); its address is released
+            # when the cluster is deleted, kept with a cluster that stays.
+            exposed = self.child(depends_on=[self.cluster], **(owned if policy is not RemovalPolicy.DELETE else {}))
+            Service(f"{name}-api", metadata=service["metadata"], spec=service["spec"], opts=exposed)
+            custom_resource(f"{name}-api-policy", policy_manifest, exposed)
 
         address = str(spec.api_server.address) if spec.api_server.address is not None else None
         namespace = namespace_of(tenant)
@@ -736,6 +766,18 @@ class TenantCluster(CellComponent):
             self.kubeconfig_secret.data.apply(lambda data: external_kubeconfig(_decoded(data), address))
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})
+
+    @staticmethod
+    def _addons(args: TenantClusterArgs) -> list[dict[str, Any]]:
+        """The cluster's HelmChartProxies (:func:`addon_manifests`): Cilium, and the GPU Operator with GPU workers."""
+        spec = args.spec
+        return addon_manifests(
+            args.tenant,
+            args.name,
+            cilium=args.addons["cilium"],
+            gpu_operator=args.addons["gpuOperator"] if any(p.gpus for p in spec.worker_pools.values()) else None,
+            nvlink_disabled=any(p.nvlink_disabled for p in args.placements.workers.values()),
+        )
 
 
 def _decoded(data: Mapping[str, str] | None) -> str:
