@@ -850,3 +850,25 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+
+
+def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknowledged(
+    dev_json: dict[str, Any],
+) -> None:
+    def with_cluster(version: str) -> dict[str, Any]:
+        plan = copy.deepcopy(dev_json)
+        plan["outputs"]["lab1Fingerprint"]["tenantClusters"] = {
+            "tenant-research/ml": {
+                "owner": "tenants.research.tenantClusters.ml",
+                "removalPolicy": "protect",
+                "kubernetesVersion": version,
+            }
+        }
+        return plan
+
+    item = review(with_cluster("v1.34.1"), with_cluster("v1.36.0"))
+    markdown = render([item])
+    assert "**⚠️ 1 disruptive change(s)**, 1 refused whatever is acknowledged · " in markdown
+    assert "all acknowledged" not in markdown
+    assert "   - ⛔ No acknowledgement allows it: `pulumi up` refuses it.\n" in markdown
+    assert exit_code([item]) == 2
