@@ -538,10 +538,24 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
     if result.replaced_by:
         result.action = "replace"
         if kind is not None:
-            result.notes.append("deleted, then created again under the same name: it is gone in between")
+            result.notes.append(_replacement_order(old, new))
         if rtype.startswith("pulumi:providers:kubernetes"):
             result.notes.append("a new provider replaces every Kubernetes resource of the cell that uses it")
         result.protected = bool((old.get("options") or {}).get("protect"))
+
+
+def _replacement_order(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """How pulumi-kubernetes replaces a Kubernetes object: delete first only when the new one keeps the old one's
+    name and namespace (``provider/pkg/provider/provider.go`` ``Diff``, ``deleteBeforeReplace``); a renamed object
+    (a hashed template name) is created first and the old one deleted at the end of the run."""
+
+    def identity(resource: Mapping[str, Any]) -> tuple[Any, Any]:
+        meta = (resource.get("inputs") or {}).get("metadata") or {}
+        return meta.get("name"), meta.get("namespace")
+
+    if identity(old) == identity(new):
+        return "deleted, then created again under the same name: it is gone in between"
+    return "created under its new name first; the old object is deleted at the end of the run"
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------
