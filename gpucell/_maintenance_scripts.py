@@ -211,6 +211,21 @@ replace_cluster_api_workers() {{
   )
 }}
 """,
+    "cluster_api_left": """\
+# After a timeout: name the tenant-cluster VMs still on the node and where to look. Cluster API takes them down (a
+# worker once its Machine is deleted, a control-plane VM once CAPK has drained its node), so when they stay, its
+# controllers or the Machines' drains in the tenant cluster are stuck, not a PodDisruptionBudget of the cell.
+cluster_api_left() {{
+  local left
+  left="$(kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE" -l cluster.x-k8s.io/cluster-name \\
+    -o 'jsonpath={{range .items[*]}}{{.metadata.namespace}}/{{.metadata.ownerReferences[0].name}} {{end}}')" || left=""
+  [ -n "$left" ] || return 0
+  echo "gpucell: tenant-cluster VMs still on $NODE: ${{left}}- Cluster API takes them down, each after draining its" \\
+    "node in the tenant cluster (for at most the Machine's nodeDrainTimeoutSeconds): check its controllers" \\
+    "(kubectl -n capi-system get pods; kubectl -n capk-system get pods) and the Machines (kubectl -n <namespace>" \\
+    "get machines)" >&2
+}}
+""",
     "stop_gpu_vms": """\
 # A GPU VM cannot live-migrate: delete its VirtualMachineInstance, which shuts the guest down gracefully. Its
 # VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped. A tenant
@@ -292,6 +307,7 @@ evict_gpu_pods() {{
   echo "gpucell: GPU workloads still on $NODE after $DRAIN_TIMEOUT s (a PodDisruptionBudget may forbid evicting" \\
     "them): $(gpu_pods | awk -F '\\t' '{{ printf "%s/%s ", $1, $2 }}')- $NODE stays cordoned; move or stop them," \\
     "then run pulumi up again" >&2
+  cluster_api_left
   return 1
 }}
 """,
@@ -304,6 +320,7 @@ drain_node() {{
     echo "gpucell: could not drain $NODE within $DRAIN_TIMEOUT s (see kubectl's message above: a" \\
       "PodDisruptionBudget, or a pod without a controller); $NODE stays cordoned; resolve it, then run" \\
       "pulumi up again" >&2
+    cluster_api_left
     return 1
   fi
 }}
@@ -663,7 +680,7 @@ def _header(title: str, node: str, functions: tuple[str, ...]) -> str:
 
 
 _BASE = ("kc", "api_up", "node_exists", "node_field")
-_DRAIN = ("gpu_pods", "cluster_api_vm", "replace_cluster_api_workers", "stop_gpu_vms", "drain_node")
+_DRAIN = ("gpu_pods", "cluster_api_vm", "replace_cluster_api_workers", "cluster_api_left", "stop_gpu_vms", "drain_node")
 
 
 def _attempts(minutes: int) -> int:

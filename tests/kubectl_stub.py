@@ -9,7 +9,8 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
 ``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``); ``vmis`` and
 ``kubevirtmachines`` (read one by one), and ``delete machines.cluster.x-k8s.io``, listed in ``deleted_machines``,
-which also takes the pods of that Machine's VM away, as Cluster API would. Every
+which also takes the pods of that Machine's VM away, as Cluster API would (unless ``capi_down``: its controllers
+are not running, the Machine stays deleting). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
@@ -157,9 +158,11 @@ _NAMED = {
 
 
 def _labelled(pods: list[dict[str, Any]], selector: str | None) -> list[dict[str, Any]]:
-    """``pods`` that match a ``KEY=VALUE`` label selector (all of them without one)."""
+    """``pods`` that match a ``KEY=VALUE`` or ``KEY`` (has the label) selector (all of them without one)."""
     if selector is None:
         return pods
+    if "=" not in selector:
+        return [p for p in pods if selector in (p["metadata"].get("labels") or {})]
     key, value = selector.split("=", 1)
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value]
 
@@ -260,6 +263,8 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
         return 0
     if kind == "machines.cluster.x-k8s.io":  # Cluster API drains the node, then deletes the Machine's VM
         state.setdefault("deleted_machines", []).append(f"{namespace}/{name}")
+        if state.get("capi_down"):  # its controllers are not running: the Machine waits, deleting
+            return 0
         vms = {
             m["metadata"]["name"]
             for m in state.get("kubevirtmachines", [])

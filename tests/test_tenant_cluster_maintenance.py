@@ -4,6 +4,7 @@ scripts run for real by bash against the stubbed ``k3s kubectl`` of tests/test_m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,53 @@ def test_a_cell_without_tenant_clusters_asks_nothing_of_cluster_api(tmp_path: Pa
     cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("web", gpu=False)])
     assert cluster.run(prepare()).returncode == 0
     assert not [c for c in cluster.state["calls"] if "cluster.x-k8s.io" in c and not c.startswith("get pods")]
+
+
+LEFT = (
+    "gpucell: tenant-cluster VMs still on {node}: {vms} - Cluster API takes them down, each after draining its node "
+    "in the tenant cluster (for at most the Machine's nodeDrainTimeoutSeconds): check its controllers (kubectl -n "
+    "capi-system get pods; kubectl -n capk-system get pods) and the Machines (kubectl -n <namespace> get machines)"
+)
+
+
+def test_a_worker_cluster_api_does_not_take_down_is_named_with_the_way_out_and_the_next_run_resumes(
+    tmp_path: Path,
+) -> None:
+    labels = {**mig_state().labels, "nvidia.com/mig.config": "all-1g.18gb"}
+    cluster = Cluster(
+        tmp_path,
+        [node(labels=labels)],
+        [capi_pod("ml-gpu-7d9f-abcde", "worker", gpu=True)],
+        capi_down=True,  # the Machine is deleted but its controllers never act on it
+        **capi_objects("ml-gpu-7d9f-abcde"),
+    )
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == LEFT.format(node=MIG_NODE, vms="tenant-acme/ml-gpu-7d9f-abcde")
+    state = cluster.state
+    state["capi_down"] = False  # the controllers are back
+    cluster.path.write_text(json.dumps(state))
+    again = cluster.run(prepare())
+    assert again.returncode == 0, again.stderr
+    assert cluster.state["deleted_machines"] == ["tenant-acme/machine-ml-gpu-7d9f-abcde"] * 2
+    assert f"gpucell: {MIG_NODE} is ready for maintenance" in again.stdout
+
+
+def test_a_control_plane_vm_capk_does_not_move_is_named_after_the_drain_fails(tmp_path: Path) -> None:
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1")],
+        [capi_pod("ml-control-plane-k2x9p", "control-plane", gpu=False)],
+        drain_fails="error when evicting pods/virt-launcher-ml-control-plane-k2x9p-x: Too Many Requests",
+        **capi_objects("ml-control-plane-k2x9p"),
+    )
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == LEFT.format(node=MIG_NODE, vms="tenant-acme/ml-control-plane-k2x9p")
+
+
+def test_no_tenant_cluster_vm_left_adds_no_line(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("web", gpu=False)], drain_fails="PDB")
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert "tenant-cluster" not in run.stderr
