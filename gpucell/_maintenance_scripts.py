@@ -193,8 +193,9 @@ replace_cluster_api_workers() {{
   template+='{{.metadata.ownerReferences[0].name}}{{"\\n"}}{{end}}'
   while IFS=$'\\t' read -r ns pod owner; do
     [ -n "$owner" ] || continue
+    # No Machine (a pod labelled so by hand, or a cell without CAPK's CRDs): left to the drain, named if it stays.
     machine="$(kc -n "$ns" get kubevirtmachines.infrastructure.cluster.x-k8s.io "$owner" --ignore-not-found \\
-      -o 'jsonpath={{.metadata.ownerReferences[?(@.kind=="Machine")].name}}')"
+      -o 'jsonpath={{.metadata.ownerReferences[?(@.kind=="Machine")].name}}')" || machine=""
     if [ -n "$machine" ]; then
       echo "gpucell: replacing tenant-cluster worker $ns/$owner on $NODE (pod $pod): deleting its Machine" \\
         "$machine (Cluster API drains the node in the tenant cluster first)"

@@ -10,7 +10,7 @@ delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get`
 ``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``); ``vmis`` and
 ``kubevirtmachines`` (read one by one), and ``delete machines.cluster.x-k8s.io``, listed in ``deleted_machines``,
 which also takes the pods of that Machine's VM away, as Cluster API would (unless ``capi_down``: its controllers
-are not running, the Machine stays deleting). Every
+are not running, the Machine stays deleting); ``missing_kinds`` lists the kinds whose CRD is not installed. Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
@@ -168,7 +168,11 @@ def _labelled(pods: list[dict[str, Any]], selector: str | None) -> list[dict[str
 
 
 def _get_named(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
-    """``get KIND NAME [--ignore-not-found] -o jsonpath=...`` of a kind of :data:`_NAMED`."""
+    """``get KIND NAME [--ignore-not-found] -o jsonpath=...`` of a kind of :data:`_NAMED`; a kind listed in
+    ``missing_kinds`` is one whose CRD the cluster does not have."""
+    if rest[0] in state.get("missing_kinds", []):
+        print(f'error: the server doesn\'t have a resource type "{rest[0].split(".")[0]}"', file=sys.stderr)
+        return 1
     items = [
         o
         for o in state.get(_NAMED[rest[0]], [])

@@ -57,7 +57,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -200,7 +200,7 @@
+@@ -201,7 +201,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1

@@ -151,3 +151,20 @@ def test_no_tenant_cluster_vm_left_adds_no_line(tmp_path: Path) -> None:
     run = cluster.run(prepare())
     assert run.returncode == 1
     assert "tenant-cluster" not in run.stderr
+
+
+def test_a_pod_labelled_as_a_worker_in_a_cell_without_cluster_api_does_not_stop_the_drain(tmp_path: Path) -> None:
+    # a tenant may label its own pods; without CAPK's CRDs the KubevirtMachine lookup fails, which must not end the
+    # script (set -e): the pod is drained as any other
+    labelled = pod("web", gpu=False)
+    labelled["metadata"]["labels"] = {f"{CAPI}/role": "worker"}
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1")],
+        [labelled],
+        missing_kinds=["kubevirtmachines.infrastructure.cluster.x-k8s.io"],
+    )
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert cluster.calls("drain") == [f"drain {MIG_NODE} --ignore-daemonsets --delete-emptydir-data --timeout=900s"]
+    assert "deleted_machines" not in cluster.state
