@@ -478,6 +478,35 @@ def test_a_kubeconfig_keeps_its_server_without_an_exposed_api_and_an_empty_secre
         tc._decoded({})
 
 
+def _encoded(text: str) -> dict[str, str]:
+    return {"value": base64.b64encode(text.encode()).decode()}
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({}, "it has no 'value' key (Cluster API writes it there)"),
+        ({"value": "not base64!"}, "its 'value' is not base64 of a text"),
+        # YAML whose parser error would quote the key line: the warning must not
+        (_encoded("users:\n- user:\n    client-key-data: TOPSECRET\n   x: [\n"), "its 'value' is not YAML"),
+        (_encoded("clusters: []\n"), "its 'value' is not a kubeconfig with one cluster"),
+    ],
+)
+def test_a_secret_without_a_kubeconfig_empties_the_output_with_a_warning_and_no_byte_of_it(
+    data: dict[str, str], problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tenants may write their namespace's Secrets: a broken <c>-kubeconfig must not stop the cell's pulumi up."""
+    warned: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warned.append(message))
+    assert tc.exported_kubeconfig(data, "203.0.113.20", "tenant-acme/ml-kubeconfig") == ""
+    assert warned == [
+        f"tenant cluster kubeconfig Secret tenant-acme/ml-kubeconfig: {problem}; the stack output leaves this "
+        "cluster's kubeconfig empty until Cluster API writes one again (delete the Secret and its "
+        "KubeadmControlPlane recreates it)"
+    ]
+    assert tc.exported_kubeconfig(_encoded(fake_kubeconfig()), None, "x") == fake_kubeconfig()
+
+
 def test_a_first_preview_plans_everything_without_reading_the_kubeconfig() -> None:
     plan = deploy(preview=True)
     assert len(objects(plan, "KubevirtMachineTemplate")) == 2

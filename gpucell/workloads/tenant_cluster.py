@@ -95,6 +95,7 @@ __all__ = [
     "cluster_api_policy_manifest",
     "cluster_manifest",
     "control_plane_manifest",
+    "exported_kubeconfig",
     "external_kubeconfig",
     "health_check_manifest",
     "kubeconfig_secret_name",
@@ -545,14 +546,20 @@ def api_policy_manifest(tenant: str, cluster: str, spec: TenantClusterSpec) -> d
 def external_kubeconfig(kubeconfig: str, address: str | None) -> str:
     """Cluster API's kubeconfig of a tenant cluster, its ``server`` pointed at ``https://<address>:6443`` when the
     API is exposed at ``address`` (the certificate names it); unchanged otherwise (the ``<c>-lb`` ClusterIP, which
-    only the cell reaches). Raises ``ValueError`` when the text is not a kubeconfig with one cluster."""
+    only the cell reaches). Raises ``ValueError`` when the text is not a kubeconfig with one cluster (a message that
+    quotes none of it)."""
     if address is None:
         return kubeconfig
-    loaded = yaml.safe_load(kubeconfig)
+    try:
+        loaded = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError:
+        # not the parser's message: it quotes the lines around the error, which hold keys
+        raise ValueError("its 'value' is not YAML") from None
     clusters = loaded.get("clusters") if isinstance(loaded, dict) else None
-    if not isinstance(clusters, list) or len(clusters) != 1:
-        raise ValueError("the tenant cluster's kubeconfig Secret does not hold a kubeconfig with one cluster")
-    clusters[0]["cluster"]["server"] = f"https://{address}:{API_PORT}"
+    entry = clusters[0] if isinstance(clusters, list) and len(clusters) == 1 else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("cluster"), dict):
+        raise ValueError("its 'value' is not a kubeconfig with one cluster")
+    entry["cluster"]["server"] = f"https://{address}:{API_PORT}"
     return str(yaml.safe_dump(loaded, sort_keys=False))
 
 
@@ -762,8 +769,9 @@ class TenantCluster(CellComponent):
         secret_id = self.cluster.id.apply(lambda _: f"{namespace}/{kubeconfig_secret_name(cluster)}")
         self.kubeconfig_secret = Secret.get(f"{name}-kubeconfig", secret_id, opts=self.child(depends_on=[self.cluster]))
         """``<c>-kubeconfig``, read (not managed) once the control plane is initialised."""
+        where = f"{namespace}/{kubeconfig_secret_name(cluster)}"
         self.kubeconfig = pulumi.Output.secret(
-            self.kubeconfig_secret.data.apply(lambda data: external_kubeconfig(_decoded(data), address))
+            self.kubeconfig_secret.data.apply(lambda data: exported_kubeconfig(data, address, where))
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})
 
@@ -781,8 +789,28 @@ class TenantCluster(CellComponent):
 
 
 def _decoded(data: Mapping[str, str] | None) -> str:
-    """The ``value`` key of a kubeconfig Secret's ``data``, base64-decoded. Raises ``ValueError`` when absent."""
+    """The ``value`` key of a kubeconfig Secret's ``data``, base64-decoded. Raises ``ValueError`` when absent or not
+    base64 of UTF-8 text."""
     value = (data or {}).get("value")
     if not value:
-        raise ValueError("the tenant cluster's kubeconfig Secret has no 'value' key (Cluster API writes it there)")
-    return base64.b64decode(value).decode()
+        raise ValueError("it has no 'value' key (Cluster API writes it there)")
+    try:
+        return base64.b64decode(value, validate=True).decode()
+    except ValueError:  # binascii.Error, UnicodeDecodeError
+        raise ValueError("its 'value' is not base64 of a text") from None
+
+
+def exported_kubeconfig(data: Mapping[str, str] | None, address: str | None, secret: str) -> str:
+    """The kubeconfig the stack output shows for the ``data`` of Secret ``secret`` (``<namespace>/<c>-kubeconfig``):
+    :func:`external_kubeconfig` of its ``value``. Empty, with a warning naming the Secret and no byte of it, when the
+    Secret holds no kubeconfig: the tenant's ``admin`` and ``edit`` roles may write it, and the cell's ``pulumi up``
+    must not stop at it. The KubeadmControlPlane writes a new one when the Secret is deleted (Cluster API v1.14.0
+    ``controlplane/kubeadm/reconcilers/kubeadmcontrolplane/helpers.go`` ``reconcileKubeconfig``)."""
+    try:
+        return external_kubeconfig(_decoded(data), address)
+    except ValueError as problem:
+        pulumi.log.warn(
+            f"tenant cluster kubeconfig Secret {secret}: {problem}; the stack output leaves this cluster's kubeconfig "
+            f"empty until Cluster API writes one again (delete the Secret and its KubeadmControlPlane recreates it)"
+        )
+        return ""
