@@ -186,6 +186,8 @@ def test_a_worker_pool_takes_a_gpu_model_of_the_stacks_own() -> None:
     vm = worker["spec"]["template"]["spec"]["virtualMachineTemplate"]["spec"]["template"]["spec"]
     assert vm["domain"]["devices"]["gpus"] == [{"name": f"gpu{i}", "deviceName": H800_RESOURCE} for i in range(2)]
     assert vm["domain"]["cpu"]["model"] == "host-passthrough"  # 2 x bar1Mib 131072 > the 64 GiB firmware window
+    # the program exports every tenant cluster's kubeconfig of the region as one secret output
+    assert plan.outputs["labTenantClusterKubeconfigs"] == SECRET
 
 
 # -- the objects, by value ---------------------------------------------------------------------------------------
