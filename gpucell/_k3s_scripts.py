@@ -39,9 +39,10 @@ from gpucell.gpu_catalog import VgpuFramework
 from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
 from gpucell.k3s_hardening import server_options as hardening_server_options
-from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
+from gpucell.spec import GpuMode, Host, Network, NodePool, NodeRole, StorageBackend
 from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
+from gpucell.spec.nodes import NodeViews
 from gpucell.spec.pools import (
     DRA_DISABLED_OPERANDS,
     DRA_KUBELET_PLUGIN_LABEL,
@@ -121,19 +122,19 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def api_server_url(cell: CellSpec) -> str:
+def api_server_url(cell: NodeViews) -> str:
     """``https://<api_endpoint>:<api_port>``: what agents, joining servers and the kubeconfig use."""
     return f"https://{_host_port(cell.api_endpoint, cell.network.api_port)}"
 
 
-def listen_port(cell: CellSpec) -> int:
-    """The port k3s servers listen on (``https-listen-port``).
+def listen_port(network: Network) -> int:
+    """The port k3s servers listen on (``https-listen-port``), for the address plan ``network``.
 
     Without ``network.apiEndpoint`` the endpoint *is* the single server, so it listens on ``apiPort``. With
     an endpoint (VIP or load balancer) the servers keep k3s's default 6443 and the endpoint maps ``apiPort``
     to it.
     """
-    return cell.network.api_port if cell.network.api_endpoint is None else K3S_LOCAL_PORT
+    return network.api_port if network.api_endpoint is None else K3S_LOCAL_PORT
 
 
 # -- config.yaml -----------------------------------------------------------------------------------
@@ -177,21 +178,21 @@ def managed_labels(pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework
     return labels
 
 
-def pool_managed_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> dict[str, str]:
+def pool_managed_labels(cell: NodeViews, pool_name: str, pool: NodePool) -> dict[str, str]:
     """:func:`managed_labels` of a pool of ``cell``, with its vGPU framework taken from the cell (SR-IOV or mdev,
-    :meth:`~gpucell.spec.CellSpec.vgpu_pools`)."""
+    :meth:`~gpucell.spec.nodes.NodeViews.vgpu_pools`)."""
     framework = None
     if pool.role is NodeRole.GPU and pool.mode is GpuMode.VM_VGPU:
         framework = VgpuFramework.SRIOV if pool_name in cell.vgpu_pools(VgpuFramework.SRIOV) else VgpuFramework.MDEV
     return managed_labels(pool_name, pool, framework)
 
 
-def _node_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> list[str]:
+def _node_labels(cell: NodeViews, pool_name: str, pool: NodePool) -> list[str]:
     labels = pool_managed_labels(cell, pool_name, pool)
     return [f"{k}={v}" for k, v in labels.items()] + [f"{k}={pool.labels[k]}" for k in sorted(pool.labels)]
 
 
-def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> dict[str, Any]:
+def node_config(cell: NodeViews, pool_name: str, pool: NodePool, host: Host) -> dict[str, Any]:
     """The k3s options of one node as an ordered mapping (rendered by :func:`render_config`).
 
     Every node: ``node-name``, ``node-ip``, ``token-file``, ``node-label`` (see :func:`managed_labels`, then
@@ -199,7 +200,7 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     control-plane taint, then ``taints``), ``kubelet-arg``
     (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
     ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
-    The init server (``CellSpec.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
+    The init server (``NodeViews.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
     true`` (it initialises embedded etcd); every other node gets ``server: <api_server_url>``, so removing any
     server never changes another server's config, and a server added later joins the existing cluster.
     Servers also get the cluster-wide options: ``tls-san`` (apiEndpoint plus ``network.tlsSans``), pod/service
@@ -233,7 +234,7 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     return config
 
 
-def etcd_snapshot_options(cell: CellSpec) -> dict[str, Any]:
+def etcd_snapshot_options(cell: NodeViews) -> dict[str, Any]:
     """The k3s server options of ``etcd.snapshots`` that differ from k3s's defaults, in a stable order.
 
     ``etcd-snapshot-schedule-cron`` and ``etcd-snapshot-retention`` when not ``0 */12 * * *`` and 5,
@@ -270,7 +271,7 @@ def registration_only_options(role: NodeRole) -> tuple[str, ...]:
     return (*keys, "cluster-init", "server") if role is NodeRole.SERVER else keys
 
 
-def restart_digest(cell: CellSpec, role: NodeRole, config: dict[str, Any], files: Sequence[NodeFile] = ()) -> str:
+def restart_digest(cell: NodeViews, role: NodeRole, config: dict[str, Any], files: Sequence[NodeFile] = ()) -> str:
     """16 hex digits identifying what a k3s restart of a node would apply: the pinned version, the node's config
     without :func:`registration_only_options` and the other files k3s reads (``files``: the CIS profile's and
     sign-in's). Equal digests mean the install script leaves k3s running."""
@@ -280,7 +281,7 @@ def restart_digest(cell: CellSpec, role: NodeRole, config: dict[str, Any], files
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _server_options(cell: CellSpec) -> dict[str, Any]:
+def _server_options(cell: NodeViews) -> dict[str, Any]:
     net = cell.network
     sans = list(dict.fromkeys([cell.api_endpoint, *net.tls_sans]))
     disable = ["traefik", "servicelb"]
@@ -296,8 +297,8 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
         "disable-kube-proxy": True,
         "disable": disable,
     }
-    if listen_port(cell) != K3S_LOCAL_PORT:
-        options["https-listen-port"] = listen_port(cell)
+    if listen_port(cell.network) != K3S_LOCAL_PORT:
+        options["https-listen-port"] = listen_port(cell.network)
     options["write-kubeconfig-mode"] = "0600"
     options.update(etcd_snapshot_options(cell))
     return options
@@ -322,7 +323,7 @@ def _heredoc_safe(text: str) -> str:
 _PREAMBLE = """\
 #!/usr/bin/env bash
 # {title}
-# Rendered by gpucell (components/_k3s_scripts.py); run over SSH by pulumi-command.
+# Rendered by gpucell ({source}); run over SSH by pulumi-command.
 set -euo pipefail
 umask 077
 
@@ -335,6 +336,9 @@ as_root() {{
   fi
 }}
 """
+
+K3S_SCRIPTS_SOURCE = "components/_k3s_scripts.py"
+"""The source path the install, uninstall and kubeconfig scripts name in their header."""
 
 _INSTALL_BODY = """\
 readonly K3S_VERSION={version}
@@ -684,12 +688,14 @@ fi
 # so that the Cilium agent cannot put anything back), then what k3s's docs ("Uninstalling K3s", Cilium) and
 # `cilium-dbg cleanup` (Cilium v1.20 cilium-dbg/cmd/cleanup.go) remove: its links, its iptables rules, the BPF
 # programs it attached (tc/tcx filters and XDP on every interface; tcx links and maps are pinned under
-# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run.
+# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run. A tool's
+# output is read whole before grep looks at it: `tool | grep -q` under pipefail fails when grep exits at the first
+# match and the tool dies of SIGPIPE, which skipped the iptables cleanup on a host with many rules (and in CI).
 _CILIUM_CLEANUP = """\
 readonly KILLALL={killall}
 
 cleanup_cilium() {{
-  local link table hook
+  local link table hook out
   if [ -x "$KILLALL" ]; then
     as_root timeout 300 "$KILLALL" >/dev/null 2>&1 || echo "gpucell: $KILLALL failed; cleaning Cilium anyway" >&2
   fi
@@ -700,18 +706,22 @@ cleanup_cilium() {{
   done
   # Only Cilium's programs (named cil_*): other tc filters and XDP programs on the host stay.
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{{ sub(/@.*/, "", $2); print $2 }}'); do
-    if ip link show dev "$link" 2>/dev/null | grep -q 'name cil_'; then
+    out=$(ip link show dev "$link" 2>/dev/null) || out=""
+    if grep -q 'name cil_' <<<"$out"; then
       as_root ip link set dev "$link" xdp off || true
     fi
     for hook in ingress egress; do
-      if tc filter show dev "$link" "$hook" 2>/dev/null | grep -q 'cil_'; then
+      out=$(tc filter show dev "$link" "$hook" 2>/dev/null) || out=""
+      if grep -q 'cil_' <<<"$out"; then
         as_root tc filter del dev "$link" "$hook" || true
       fi
     done
   done
   for table in iptables ip6tables; do
-    if command -v "$table-save" >/dev/null 2>&1 && as_root "$table-save" 2>/dev/null | grep -qi cilium; then
-      as_root "$table-save" | grep -iv cilium | as_root timeout 60 "$table-restore" \\
+    command -v "$table-save" >/dev/null 2>&1 || continue
+    out=$(as_root timeout 60 "$table-save" 2>/dev/null) || continue
+    if grep -qi cilium <<<"$out"; then
+      grep -iv cilium <<<"$out" | as_root timeout 60 "$table-restore" \\
         || echo "gpucell: could not remove Cilium's $table rules" >&2
     fi
   done
@@ -734,7 +744,7 @@ def _service(role: NodeRole) -> str:
 
 
 def install_script(
-    cell: CellSpec,
+    cell: NodeViews,
     role: NodeRole,
     host: Host,
     config_yaml: str,
@@ -848,7 +858,7 @@ def install_script(
         waits=waits,
         tail=tail,
     )
-    return _PREAMBLE.format(title=title) + host_setup + "\n" + body
+    return _PREAMBLE.format(title=title, source=K3S_SCRIPTS_SOURCE) + host_setup + "\n" + body
 
 
 def uninstall_script(role: NodeRole, node_name: str) -> str:
@@ -890,13 +900,17 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         )
         + body
     )
-    return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
+    return (
+        _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}", source=K3S_SCRIPTS_SOURCE)
+        + "\n"
+        + body
+    )
 
 
 def kubeconfig_script() -> str:
     """The bash script that prints a server's admin kubeconfig (``/etc/rancher/k3s/k3s.yaml``, root-only)."""
     return (
-        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig")
+        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig", source=K3S_SCRIPTS_SOURCE)
         + "\n"
         + _KUBECONFIG_BODY.format(path=KUBECONFIG_PATH)
     )
@@ -911,7 +925,7 @@ def remote(script: str) -> str:
     return f"bash -c {shlex.quote(script)}"
 
 
-def rewrite_kubeconfig(kubeconfig: str | None, cell: CellSpec) -> str:
+def rewrite_kubeconfig(kubeconfig: str | None, cell: NodeViews) -> str:
     """``kubeconfig`` with each ``server: https://127.0.0.1:<listen port>`` line pointed at :func:`api_server_url`.
 
     ``kubeconfig`` is the admin kubeconfig k3s wrote on the first server (see :func:`kubeconfig_script`).
@@ -920,7 +934,7 @@ def rewrite_kubeconfig(kubeconfig: str | None, cell: CellSpec) -> str:
     kubeconfig would make it fall back to the ambient ``~/.kube/config`` (or talk to 127.0.0.1), i.e. deploy
     to whatever cluster the operator's machine points at.
     """
-    local = f"https://127.0.0.1:{listen_port(cell)}"
+    local = f"https://127.0.0.1:{listen_port(cell.network)}"
     url = api_server_url(cell)
     _, first = cell.servers[0]
     source = f"{KUBECONFIG_PATH} of the first server {first.name} ({first.address})"

@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
-from gpucell._component import CellComponent
+from gpucell._component import CellComponent, resources_later
+from gpucell.admission import ClusterFacts
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.cluster import Cluster
 from gpucell.cluster_api import ClusterApi, ClusterApiArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
-from gpucell.metrics import Metrics, metrics_args
+from gpucell.metrics import Metrics, MetricsArgs
+from gpucell.platform import Platform
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -41,7 +48,8 @@ def cluster_identifier(region: str) -> str:
 
 @dataclass(frozen=True)
 class RegionalCellArgs:
-    """Spec and secrets of one region."""
+    """Spec and secrets of one region: the one ``*Args`` that takes a whole :class:`~gpucell.spec.cell.CellSpec`
+    (each component the cell builds takes its own part, through its ``*Args.from_cell``)."""
 
     cell: CellSpec
     """The validated region spec."""
@@ -54,6 +62,13 @@ class RegionalCellArgs:
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
+    control_server: str | None = None
+    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
+    to the first server not ``removalPolicy: forget``."""
+    deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
+    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
+    back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
+    theirs. ``None``, the default, a region never deployed: nothing is kept."""
 
 
 class RegionalCell(CellComponent):
@@ -69,7 +84,13 @@ class RegionalCell(CellComponent):
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready;
-    - Cluster API (with tenant clusters) after cert-manager too.
+    - Cluster API (with tenant clusters) after cert-manager too;
+    - a host whose GPU configuration changes (:mod:`gpucell.gpu_serving`): its ``-prepare`` after the GPU Operator,
+      the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
+      every node settled.
+
+    What tenants and their workloads build on (:meth:`gpucell.tenancy.TenantArgs.from_cell`): :attr:`cluster`,
+    :attr:`facts` and :attr:`platform`.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -97,86 +118,91 @@ class RegionalCell(CellComponent):
                 opts=self.child(),
             )
 
+        serving = gpu_serving(cell, args.deployed_gpu_nodes)
+        self.serving = serving
+        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.gpu_serving.GpuServing`)."""
+        # Add before: a reconfigured host's -prepare waits for what serves both its configurations, built below. A
+        # renamed SR-IOV vGPU resource cannot be served twice: those hosts wait for the GPU Operator (and the DRA
+        # driver) only, and the KubeVirt CR renames it after the first of them cordoned its pool (decision 0018).
+        everything, serve_everything = resources_later()
+        but_kubevirt, serve_but_kubevirt = resources_later()
+        waits = {host: but_kubevirt if host in serving.renamed else everything for host in sorted(serving.reconfigured)}
         self.k3s = K3sCluster(
             f"{name}-k3s",
-            K3sClusterArgs(
+            K3sClusterArgs.from_cell(
                 cell,
                 args.ssh_private_key,
                 provider=provider,
                 etcd_s3_credentials=args.etcd_s3_credentials,
                 registered_hosts=args.registered_hosts,
+                control_server=args.control_server,
+                prepare_after=waits,
             ),
             opts=self.child(),
         )
         self.provider = self.k3s.provider
+        # The cell orders its own components explicitly (each after what it needs): the handle they are given has no
+        # readiness of its own, only the provider, the Kubernetes minor and k3s's containerd.
+        on = dataclasses.replace(self.k3s.cluster, ready=())
         self.gateway_api: GatewayApiCrds | None = None
         """The Gateway API CRDs, with a ``gateway``: before Cilium, whose operator watches only kinds that exist."""
         before_cilium: list[pulumi.Resource] = []
         if cell.gateway is not None:
             self.gateway_api = GatewayApiCrds(
                 f"{name}-gateway-api",
-                GatewayApiCrdsArgs(cell.versions.gateway_api),
-                opts=self._in_cluster(self.k3s.servers_ready),
+                GatewayApiCrdsArgs(on, cell.versions.gateway_api),
+                opts=self._ordered(self.k3s.servers_ready),
             )
             before_cilium.append(self.gateway_api)
         self.cilium = Cilium(
-            f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready, *before_cilium)
+            f"{name}-cilium",
+            CiliumArgs.from_cell(cell, on),
+            opts=self._ordered(self.k3s.servers_ready, *before_cilium),
         )
-        self.cluster = self.k3s.cluster.after(self.cilium)
-        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what tenants and
-        workloads built on this cell deploy onto."""
+        self.cluster: Cluster = self.k3s.cluster.after(self.cilium)
+        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what you build on this
+        cell deploys onto it."""
         self.load_balancer: LoadBalancerAddresses | None = None
         """The LB IPAM pools and their announcement, with a ``loadBalancer``."""
         if cell.load_balancer is not None:
             gateway_pool = cell.gateway.pool if cell.gateway is not None else None
             self.load_balancer = LoadBalancerAddresses(
                 f"{name}-load-balancer",
-                LoadBalancerAddressesArgs(cell.load_balancer, gateway_pool),
-                opts=self._in_cluster(self.cilium),
+                LoadBalancerAddressesArgs(on, cell.load_balancer, gateway_pool),
+                opts=self._ordered(self.cilium),
             )
-        self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
-        self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
-        self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
-        self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
-        )
-        self.dra_driver: DraDriver | None = None
-        """The NVIDIA DRA driver, when a pool has ``gpuMode: dra``."""
-        if cell.gpu_pools(GpuMode.DRA):
-            self.dra_driver = DraDriver(
-                f"{name}-dra-driver", DraDriverArgs(cell), opts=self._in_cluster(self.cilium, self.gpu_operator)
-            )
+        self.storage = Storage(f"{name}-storage", StorageArgs.from_cell(cell, on), opts=self._ordered(self.cilium))
+        self._serve_gpus(name, on, serving, serve_everything, serve_but_kubevirt)
         self.cert_manager = CertManager(
-            f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
+            f"{name}-cert-manager", CertManagerArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
         )
-        self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
-        self.cluster_api = self._cluster_api(name, cell)
+        self.kserve = KServe(f"{name}-kserve", KServeArgs.from_cell(cell, on), opts=self._ordered(self.cert_manager))
+        self.cluster_api = self._cluster_api(name, cell, on)
         """Cluster API with CAPK and CAAPH, when a tenant has ``tenantClusters``."""
-        self.gateway: EndpointGateway | None = None
-        """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
-        if cell.gateway is not None:
-            addresses = [self.load_balancer] if self.load_balancer is not None else []
-            self.gateway = EndpointGateway(
-                f"{name}-gateway",
-                EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
-                opts=self._in_cluster(self.cilium, self.cert_manager, *addresses),
-            )
-        self.metrics: Metrics | None = None
-        """The metrics stack, with ``metrics.enabled``."""
-        if cell.metrics.enabled:
-            self.metrics = Metrics(
-                f"{name}-metrics",
-                metrics_args(cell, args.remote_write_credentials),
-                opts=self._in_cluster(self.cilium, self.storage),
-            )
-        self.keda: Keda | None = None
-        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
-        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
-            self.keda = Keda(f"{name}-keda", KedaArgs(cell.versions.keda), opts=self._in_cluster(self.cilium))
+        self._traffic_and_metrics(name, args, on)
+        self.facts = ClusterFacts.from_cell(cell)
+        """What tenants on this cell are admitted against and rendered from."""
+        self.platform = Platform(
+            cilium=self.cilium,
+            kubevirt=self.kubevirt,
+            cdi=self.cdi,
+            gpu_operator=self.gpu_operator,
+            dra_driver=self.dra_driver,
+            kserve=self.kserve,
+            keda=self.keda,
+            metrics=self.metrics,
+        )
+        """The cell's platform components that tenants and their workloads wait for."""
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url
         self.storage_class_name = self.storage.storage_class_name
+        # An instance attribute, not a declared output: the records are the program's own bookkeeping (a stack
+        # output for the next run), and their values mix strings, numbers and lists, which a component package's
+        # schema cannot type (gpucell.component_package exports this class).
+        self.gpu_nodes: pulumi.Output[dict[str, dict[str, Any]]] = self._recorded_once_settled()
+        """:func:`gpucell.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
+        program exports it as ``<region>GpuNodes`` for the next run's :attr:`RegionalCellArgs.deployed_gpu_nodes`."""
         self.register_outputs(
             {
                 "kubeconfig": self.kubeconfig,
@@ -185,16 +211,87 @@ class RegionalCell(CellComponent):
             }
         )
 
-    def _cluster_api(self, name: str, cell: CellSpec) -> ClusterApi | None:
+    def _cluster_api(self, name: str, cell: CellSpec, on: Cluster) -> ClusterApi | None:
         """Cluster API when a tenant of the cell has a tenant cluster, after cert-manager (which issues every
         provider's webhook certificate); else ``None``."""
         if not any(tenant.tenant_clusters for tenant in cell.tenants.values()):
             return None
-        args = ClusterApiArgs.from_versions(
-            self.cluster, cell.versions, after=[self.cert_manager], removal_policy=cell.removal_policy
+        return ClusterApi(
+            f"{name}-cluster-api", ClusterApiArgs.from_cell(cell, on), opts=self._ordered(self.cert_manager)
         )
-        return ClusterApi(f"{name}-cluster-api", args, opts=self.child())
 
-    def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
-        """Options for a component that lives in this cell's cluster: our provider, and ordering."""
-        return self.child(depends_on=list(after), providers={"kubernetes": self.provider})
+    def _serve_gpus(
+        self,
+        name: str,
+        on: Cluster,
+        serving: GpuServing,
+        serve_everything: Callable[[Sequence[pulumi.Resource]], None],
+        serve_but_kubevirt: Callable[[Sequence[pulumi.Resource]], None],
+    ) -> None:
+        """KubeVirt, CDI, the GPU Operator and the DRA driver, the GPU pieces rendered from ``serving.cell``; then
+        what the reconfigured hosts' ``-prepare`` wait for is known (``serve_*``)."""
+        cell = self.spec
+        served = serving.cell
+        renaming = [
+            self.k3s.nodes[host].prepare
+            for hosts in self.k3s.rollout_starts.values()
+            for host in hosts
+            if host in serving.renamed
+        ]
+        self.kubevirt = KubeVirt(
+            f"{name}-kubevirt", KubeVirtArgs.from_cell(served, on), opts=self._ordered(self.cilium, *renaming)
+        )
+        self.cdi = Cdi(
+            f"{name}-cdi", CdiArgs.from_cell(cell, on, self.storage), opts=self._ordered(self.cilium, self.storage)
+        )
+        self.gpu_operator = GpuOperator(
+            f"{name}-gpu-operator", GpuOperatorArgs.from_cell(served, on), opts=self._ordered(self.cilium)
+        )
+        self.dra_driver: DraDriver | None = None
+        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it, :mod:`gpucell.gpu_serving`)."""
+        if served.gpu_pools(GpuMode.DRA):
+            self.dra_driver = DraDriver(
+                f"{name}-dra-driver",
+                DraDriverArgs.from_cell(served, on),
+                opts=self._ordered(self.cilium, self.gpu_operator),
+            )
+        dra = [self.dra_driver.release] if self.dra_driver is not None else []
+        serve_everything([self.gpu_operator.release, self.kubevirt.cr, *dra])
+        serve_but_kubevirt([self.gpu_operator.release, *dra])
+
+    def _recorded_once_settled(self) -> pulumi.Output[dict[str, dict[str, Any]]]:
+        """:func:`gpucell.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it never
+        resolves in a run where a node fails, so that run records nothing (decision 0018)."""
+        records = node_records(self.spec)
+        settled = [node.settle.id for node in self.k3s.nodes.values()]
+        return pulumi.Output.all(*settled).apply(lambda _: records)
+
+    def _traffic_and_metrics(self, name: str, args: RegionalCellArgs, on: Cluster) -> None:
+        """The Gateway (with a ``gateway``), the metrics stack (``metrics.enabled``) and KEDA (a ``vllm-*`` scale
+        metric), in that order, after KServe."""
+        cell = args.cell
+        self.gateway: EndpointGateway | None = None
+        """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
+        if cell.gateway is not None:
+            addresses = [self.load_balancer] if self.load_balancer is not None else []
+            self.gateway = EndpointGateway(
+                f"{name}-gateway",
+                EndpointGatewayArgs(on, cell.gateway, exposed_endpoints(cell)),
+                opts=self._ordered(self.cilium, self.cert_manager, *addresses),
+            )
+        self.metrics: Metrics | None = None
+        """The metrics stack, with ``metrics.enabled``."""
+        if cell.metrics.enabled:
+            self.metrics = Metrics(
+                f"{name}-metrics",
+                MetricsArgs.from_cell(cell, on, args.remote_write_credentials),
+                opts=self._ordered(self.cilium, self.storage),
+            )
+        self.keda: Keda | None = None
+        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
+        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
+            self.keda = Keda(f"{name}-keda", KedaArgs(on, cell.versions.keda), opts=self._ordered(self.cilium))
+
+    def _ordered(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """Options for a component of the cell that comes after ``after`` (its cluster gives the provider)."""
+        return self.child(depends_on=list(after))

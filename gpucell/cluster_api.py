@@ -28,9 +28,9 @@ operator delete that provider's controllers, and with them every tenant cluster 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import yaml
@@ -44,6 +44,9 @@ from gpucell.cluster import Cluster
 from gpucell.kubevirt import release_tag
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "CHART",
@@ -165,10 +168,11 @@ def operator_values(chart_version: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ClusterApiArgs:
-    """Inputs of :class:`ClusterApi`."""
+    """Inputs of :class:`ClusterApi`: only what it uses. Construct the component with ``depends_on`` cert-manager
+    (its webhook issues every provider's certificate)."""
 
     cluster: Cluster
-    """The cluster to install into (the cell's handle): provider and what ready depends on."""
+    """The cluster to install into (its provider and readiness): the management cluster of the tenant clusters."""
     cluster_api: str
     """Core and kubeadm providers' release (``versions.clusterApi``)."""
     capk: str
@@ -177,30 +181,28 @@ class ClusterApiArgs:
     """CAAPH release (``versions.caaph``)."""
     operator_chart: str
     """cluster-api-operator chart version (``versions.capiOperator``)."""
-    after: Sequence[pulumi.Resource] = ()
-    """What must be ready first: cert-manager (its webhook issues every provider's certificate)."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """The region's ``removalPolicy``."""
     values: Mapping[str, Any] = field(default_factory=dict)
     """Operator chart values merged last."""
 
     @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> ClusterApiArgs:
+        """Cluster API of ``cell`` on ``cluster``: ``versions.clusterApi``, ``versions.capk``, ``versions.caaph``,
+        ``versions.capiOperator`` and ``removalPolicy``."""
+        return cls.from_versions(cluster, cell.versions, removal_policy=cell.removal_policy)
+
+    @classmethod
     def from_versions(
-        cls,
-        cluster: Cluster,
-        versions: Versions,
-        *,
-        after: Sequence[pulumi.Resource] = (),
-        removal_policy: RemovalPolicy = RemovalPolicy.PROTECT,
+        cls, cluster: Cluster, versions: Versions, *, removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     ) -> ClusterApiArgs:
-        """The args of a cell's ``versions`` section."""
+        """The args of a ``versions`` section (:class:`~gpucell.spec.versions.Versions`, gpucell's pins by default)."""
         return cls(
             cluster,
             versions.cluster_api,
             versions.capk,
             versions.caaph,
             versions.capi_operator,
-            after=after,
             removal_policy=removal_policy,
         )
 
@@ -225,7 +227,9 @@ class ClusterApi(CellComponent):
     """The operator's namespace (``capi-operator-system``)."""
 
     def __init__(self, name: str, args: ClusterApiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("ClusterApi", name, pulumi.ResourceOptions.merge(args.cluster.options(*args.after), opts))
+        super().__init__("ClusterApi", name, opts, args.cluster)
+        self.installed_on = args.cluster
+        """The cluster it is installed into, where tenant clusters' objects go."""
         lifecycle = removal_options(args.removal_policy)
         self.release: Release = helm_release(
             f"{name}-operator",

@@ -15,7 +15,7 @@ from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.storage import Storage, StorageArgs, longhorn_values
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, program_cluster
 
 LONGHORN_VALUES = UPSTREAM / "longhorn" / "values.yaml"
 PATCH = "kubernetes:storage.k8s.io/v1:StorageClassPatch"
@@ -36,7 +36,9 @@ def build(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, dict[str,
 
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
-        storage = Storage("fra1", StorageArgs(spec), opts=pulumi.ResourceOptions(depends_on=deps))
+        storage = Storage(
+            "fra1", StorageArgs.from_cell(spec, program_cluster(spec)), opts=pulumi.ResourceOptions(depends_on=deps)
+        )
         attrs.update(
             ready=storage.ready,
             access_modes=storage.access_modes,
@@ -128,14 +130,20 @@ def test_user_values_are_deep_merged_into_the_longhorn_release() -> None:
     plan, _ = build(cell(longhorn_config(replicas=3, values=overrides)))
     values = plan.of_type(RELEASE)[0].inputs["values"]
     assert values["persistence"] == {"defaultClass": True, "defaultClassReplicaCount": 3, "reclaimPolicy": "Retain"}
-    assert values["defaultSettings"] == {"defaultReplicaCount": '{"v1":"3","v2":"3"}', "defaultDataPath": "/data/lh/"}
+    assert values["defaultSettings"] == {
+        "defaultReplicaCount": '{"v1":"3","v2":"3"}',
+        "nodeDrainPolicy": "block-for-eviction-if-contains-last-replica",
+        "nodeDownPodDeletionPolicy": "delete-both-statefulset-and-deployment-pod",
+        "defaultDataPath": "/data/lh/",
+    }
 
 
 def test_every_longhorn_key_we_set_exists_in_the_charts_values_yaml() -> None:
     defaults = yaml.safe_load(LONGHORN_VALUES.read_text())
     config = longhorn_config()
     config["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule"]
-    ours = longhorn_values(cell(config))
+    spec = cell(config)
+    ours = longhorn_values(spec.storage, spec.node_pools)
     assert set(ours) == {"persistence", "defaultSettings", "longhornManager", "longhornDriver"}
     for section, keys in ours.items():
         assert section in defaults
@@ -187,7 +195,8 @@ def test_tainted_worker_pools_keep_longhorn_on_them() -> None:
 
 
 def test_untainted_cell_sets_no_longhorn_tolerations() -> None:
-    values = longhorn_values(cell(longhorn_config()))
+    spec = cell(longhorn_config())
+    values = longhorn_values(spec.storage, spec.node_pools)
     assert set(values) == {"persistence", "defaultSettings"}
     assert "taintToleration" not in values["defaultSettings"]
 
@@ -200,3 +209,17 @@ def test_longhorn_tolerations_are_owned_by_the_pools() -> None:
         "storage.values.defaultSettings.taintToleration: is set by gpucell from nodePools.<pool>.taints; set "
         "nodePools.<pool>.taints instead"
     ]
+
+
+def test_longhorn_evicts_a_last_replica_on_drain_and_lets_a_dead_nodes_pods_go() -> None:
+    """longhorn/longhorn#2639: a drain waits for good on a node holding a volume's last healthy replica;
+    longhorn/longhorn#1179: a volume stays attached to a dead node. Both values are options of the chart's own."""
+    questions = yaml.safe_load((UPSTREAM / "charts" / "longhorn-1.12.1" / "questions.yaml").read_text())["questions"]
+    flat = [*questions, *(sub for q in questions for sub in q.get("subquestions", []))]
+    options = {q["variable"]: q.get("options", []) for q in flat}
+    spec = cell(longhorn_config())
+    settings = longhorn_values(spec.storage, spec.node_pools)["defaultSettings"]
+    assert settings["nodeDrainPolicy"] == "block-for-eviction-if-contains-last-replica"
+    assert settings["nodeDownPodDeletionPolicy"] == "delete-both-statefulset-and-deployment-pod"
+    assert settings["nodeDrainPolicy"] in options["defaultSettings.nodeDrainPolicy"]
+    assert settings["nodeDownPodDeletionPolicy"] in options["defaultSettings.nodeDownPodDeletionPolicy"]

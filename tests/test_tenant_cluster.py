@@ -128,7 +128,7 @@ def deploy(cell_spec: CellSpec | None = None, *, preview: bool = False) -> PlanR
 
     def program() -> None:
         lab = RegionalCell("lab", RegionalCellArgs(cell=cell_spec, ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", cell_spec.tenants["acme"], lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", cell_spec.tenants["acme"], lab))
         assert lab.cluster_api is not None
         spec = cell_spec.tenants["acme"].tenant_clusters["ml"]
         built = tc.TenantCluster(

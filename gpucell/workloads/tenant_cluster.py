@@ -66,13 +66,14 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.tenant_clusters import CONTROL_PLANE, ApiServerType, TenantClusterSpec, WorkerPoolSpec
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
+from gpucell.tenancy import admit_workload
 from gpucell.tenant_cluster_admission import machine_placements
 from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
     from gpucell.cluster_api import ClusterApi
-    from gpucell.tenancy import Tenant
+    from gpucell.tenancy import TenantView
 
 __all__ = [
     "API_PORT",
@@ -575,16 +576,17 @@ class MachinePlacements:
 
 @dataclass(frozen=True)
 class TenantClusterArgs:
-    """Inputs of :class:`TenantCluster`: the tenant cluster's own spec and what it is wired to, never the cell's."""
+    """Inputs of :class:`TenantCluster`: the tenant cluster's own spec and what it is wired to, never the cell's.
+    Build them with :meth:`from_tenant` (placed and admitted as stack config is)."""
 
+    cluster: Cluster
+    """The cluster Cluster API runs in (provider and readiness): the tenant's, where its namespace is."""
     name: str
     """The cluster's name (``metadata.name`` of the ``Cluster``; unique among the tenant's workloads)."""
     spec: TenantClusterSpec
     """What the tenant declared."""
     tenant: str
     """The tenant (its namespace is ``tenant-<tenant>``)."""
-    cluster: Cluster
-    """The cell it is built in: provider and readiness."""
     placements: MachinePlacements
     """Where its machines run."""
     node_pools: Mapping[str, NodePool]
@@ -601,26 +603,35 @@ class TenantClusterArgs:
 
     @classmethod
     def from_tenant(
-        cls, name: str, spec: TenantClusterSpec, tenant: Tenant, cluster_api: ClusterApi
+        cls, name: str, spec: TenantClusterSpec, tenant: TenantView, cluster_api: ClusterApi
     ) -> TenantClusterArgs:
-        """The args of a tenant cluster of ``tenant`` (a :class:`gpucell.tenancy.Tenant` of a cell with Cluster API),
-        placed as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`)."""
-        cell = tenant.cell
-        offers = gpu_offers(cell.spec.node_pools, cell.spec.effective_mig_strategy.value)
-        control_plane, workers = machine_placements(
-            name, spec, cell.spec.node_pools, offers, catalog=cell.spec.gpu_catalog
-        )
-        pool = vm_pool(cell.spec.load_balancer, tenant.name, spec.api_server.pool)
+        """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.Tenant`, or a
+        :class:`gpucell.tenancy.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed with the
+        tenant's facts as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`). A cluster
+        the tenant's spec does not declare is admitted first, as stack config is (quota, GPU pools, Cluster API
+        versions: :func:`gpucell.tenancy.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
+        ``versions.gpuOperator``. On ``tenant.cluster``, else on the cluster Cluster API is installed into.
+
+        Raises :class:`gpucell.errors.ConfigError` (``tenants.<tenant>.tenantClusters.<name>...`` key paths).
+        """
+        facts = admit_workload(tenant, "tenant_clusters", name, spec)
+        offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
+        control_plane, workers = machine_placements(name, spec, facts.node_pools, offers, catalog=facts.gpu_catalog)
+        pool = vm_pool(facts.load_balancer, tenant.name, spec.api_server.pool)
+        platform = tenant.platform
+        operators: list[pulumi.Resource] = [] if platform.kubevirt is None else [platform.kubevirt.cr]
+        if platform.cdi is not None:
+            operators += [platform.cdi.cr, platform.cdi.storage_profile]
         return cls(
+            tenant.cluster if tenant.cluster is not None else cluster_api.installed_on,
             name,
             spec,
             tenant.name,
-            cell.cluster,
             MachinePlacements(control_plane, workers),
-            cell.spec.node_pools,
-            {"cilium": cell.spec.versions.cilium, "gpuOperator": cell.spec.versions.gpu_operator},
+            facts.node_pools,
+            {"cilium": facts.versions.cilium, "gpuOperator": facts.versions.gpu_operator},
             api_pool=pool if spec.api_server.type is ApiServerType.LOAD_BALANCER else None,
-            after=[*tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile, *cluster_api.ready],
+            after=[*tenant.ready, *operators, *cluster_api.ready],
             removal_policy=tenant.removal_policy,
         )
 
@@ -676,7 +687,8 @@ class TenantCluster(CellComponent):
     ``pulumi preview`` of a new cluster; read from ``<c>-kubeconfig`` in every ``pulumi up``."""
 
     def __init__(self, name: str, args: TenantClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("TenantCluster", name, pulumi.ResourceOptions.merge(args.cluster.options(*args.after), opts))
+        after = pulumi.ResourceOptions(depends_on=list(args.after))
+        super().__init__("TenantCluster", name, pulumi.ResourceOptions.merge(after, opts), args.cluster)
         tenant, cluster, spec = args.tenant, args.name, args.spec
         # Render everything first: a refusal happens before any resource is registered.
         templates = {
