@@ -87,6 +87,7 @@ def test_every_component_deployed_into_a_cluster_takes_its_handle(name: str) -> 
         "CdiArgs",
         "CertManagerArgs",
         "CiliumArgs",
+        "ClusterApiArgs",
         "DraDriverArgs",
         "GpuOperatorArgs",
         "K3sClusterArgs",

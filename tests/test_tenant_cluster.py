@@ -19,7 +19,7 @@ from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
 from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
-from gpucell.spec.tenant_clusters import namespace_names
+from gpucell.spec.tenant_clusters import TenantClusterSpec, namespace_names
 from gpucell.spec.versions import Versions
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
@@ -513,6 +513,36 @@ def test_a_first_preview_plans_everything_without_reading_the_kubeconfig() -> No
     plan = deploy(preview=True)
     assert len(objects(plan, "KubevirtMachineTemplate")) == 2
     assert plan.outputs["kubeconfig"] == UNKNOWN  # the engine skips a read whose ID is not known yet
+
+
+def deploy_more(name: str, spec: dict[str, Any]) -> PlanResult:
+    """:func:`deploy`'s cell and tenant, plus tenant cluster ``name`` built from Python (not in acme's spec)."""
+    cell_spec = region()
+
+    def program() -> None:
+        lab = RegionalCell("lab", RegionalCellArgs(cell=cell_spec, ssh_private_key=pulumi.Output.secret("k")))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", cell_spec.tenants["acme"], lab))
+        assert lab.cluster_api is not None
+        more = TenantClusterSpec.model_validate(spec)
+        tc.TenantCluster(f"lab-acme-{name}", tc.TenantClusterArgs.from_tenant(name, more, tenant, lab.cluster_api))
+
+    return run_program(program, computed=provider_outputs([cell_spec]))
+
+
+def test_a_cluster_its_tenants_spec_does_not_declare_is_admitted_with_the_tenant() -> None:
+    cpu_only = cluster_spec(apiServer={"type": "ClusterIP"}, workerPools={"cpu": {"replicas": 1}})
+    plan = deploy_more("small", cpu_only)
+    assert plan.named("lab-acme-small-cluster").inputs["metadata"]["namespace"] == "tenant-acme"
+    waits = set(plan.named("lab-acme-small-cluster").dependencies)
+    assert {plan.named("lab-acme-namespace").urn, plan.named("lab-cluster-api-coreprovider").urn} <= waits
+    big = cluster_spec(apiServer={"type": "ClusterIP"})
+    big["workerPools"]["gpu"]["replicas"] = 3  # 3 x 2 H100s beside ml's 2 x 2: 10, quota 8
+    with pytest.raises(ConfigError) as caught:
+        deploy_more("big", big)
+    assert caught.value.lines == [
+        "tenants.acme.tenantClusters.big.workerPools.gpu: needs 6 nvidia.com/GH100_H100_SXM5_80GB (10 with the "
+        "tenant's other workloads), tenant quota.gpus allows 8"
+    ]
 
 
 def test_the_cell_installs_cluster_api_only_with_tenant_clusters() -> None:
