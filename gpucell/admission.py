@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import TYPE_CHECKING
@@ -21,7 +21,15 @@ from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
 from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
-from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
+from gpucell.kserve_runtimes import (
+    RUNTIMES,
+    ClusterServingRuntime,
+    GpuImage,
+    RuntimeRefusedError,
+    SupportedFormat,
+    resolve_runtime,
+    runtimes_of,
+)
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec.tenancy import EgressClass, namespace_of
 from gpucell.spec.traffic import tenant_pools, vm_pool
@@ -29,9 +37,17 @@ from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
+    from gpucell.spec.serving import ServingRuntimeSpec
     from gpucell.spec.tenancy import TenantSpec
 
-__all__ = ["DraDemand", "check_announced_vms", "check_dra_pools", "check_tenants", "placements"]
+__all__ = [
+    "DraDemand",
+    "check_announced_vms",
+    "check_dra_pools",
+    "check_tenants",
+    "placements",
+    "tenant_runtimes",
+]
 
 MAX_DRA_POOL_SETS = 12
 """Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
@@ -196,6 +212,29 @@ def _check_logins_and_classes(cell: CellSpec, tenant_name: str, tenant: TenantSp
             )
 
 
+def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, ClusterServingRuntime]:
+    """A tenant's own ServingRuntimes (``servingRuntimes``) as :func:`gpucell.kserve_runtimes.resolve_runtime` weighs
+    them: their formats (priority 0 when unset), protocols and image (tag or digest), a CUDA image with
+    ``gpuImage``."""
+    found: dict[str, ClusterServingRuntime] = {}
+    for name, spec in runtimes.items():
+        repository, _, digest = spec.image.partition("@")
+        head, _, tag = repository.rpartition(":") if ":" in repository.rsplit("/", 1)[-1] else (repository, "", "")
+        found[name] = ClusterServingRuntime(
+            name,
+            head,
+            tag or digest,
+            tuple(
+                SupportedFormat(f.name, f.version or "", f.auto_select, f.priority or 0)
+                for f in spec.supported_model_formats
+            ),
+            tuple(p.value for p in spec.protocol_versions),
+            GpuImage.CUDA if spec.gpu_image else GpuImage.CPU,
+            namespaced=True,
+        )
+    return found
+
+
 def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
     (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
@@ -212,6 +251,7 @@ def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Ite
             "or add this one's runtimes to gpucell.kserve_runtimes",
         )
         return
+    own = tenant_runtimes(tenant.serving_runtimes)
     for name, endpoint in tenant.model_endpoints.items():
         try:
             resolve_runtime(
@@ -221,6 +261,8 @@ def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Ite
                 model_format=endpoint.model_format,
                 runtime_version=endpoint.runtime_version,
                 gpus=endpoint.gpu is not None,
+                protocol=endpoint.protocol_version.value if endpoint.protocol_version is not None else None,
+                tenant_runtimes=own,
             )
         except RuntimeRefusedError as exc:
             yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)

@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpucell.spec.backups import BackupsSpec, BackupStorageSpec, TenantBackupSpec
     from gpucell.spec.cell import (
         CdiSpec,
         CellSpec,
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
     from gpucell.spec.network import Host, Network, Ssh, SshOverride
     from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
+    from gpucell.spec.scheduling import PreemptionPolicy, PriorityClassSpec
+    from gpucell.spec.serving import EnvVar, ModelFormat, ProtocolVersion, RuntimePort, SecretKeyRef, ServingRuntimeSpec
     from gpucell.spec.tenancy import (
         EgressClass,
         TenantGroups,
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccessMode",
+    "BackupStorageSpec",
+    "BackupsSpec",
     "CdiSpec",
     "CellSpec",
     "ChartSpec",
@@ -67,6 +72,7 @@ __all__ = [
     "DiskSource",
     "DraDriverSpec",
     "EgressClass",
+    "EnvVar",
     "EtcdS3",
     "EtcdSnapshots",
     "EtcdSpec",
@@ -83,21 +89,29 @@ __all__ = [
     "KServeSpec",
     "MigStrategy",
     "ModelEndpointSpec",
+    "ModelFormat",
     "Network",
     "NodePool",
     "NodeRole",
     "NotebookSpec",
+    "PreemptionPolicy",
+    "PriorityClassSpec",
+    "ProtocolVersion",
     "RemovalPolicy",
     "Rollout",
     "RunStrategy",
+    "RuntimePort",
     "ScaleMetric",
+    "SecretKeyRef",
     "ServiceType",
+    "ServingRuntimeSpec",
     "Ssh",
     "SshOverride",
     "SshService",
     "StackSpec",
     "StorageBackend",
     "StorageSpec",
+    "TenantBackupSpec",
     "TenantGroups",
     "TenantLimits",
     "TenantQuota",
@@ -111,6 +125,8 @@ __all__ = [
 
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec.workloads",
+    "BackupStorageSpec": "gpucell.spec.backups",
+    "BackupsSpec": "gpucell.spec.backups",
     "CdiSpec": "gpucell.spec.cell",
     "CellSpec": "gpucell.spec.cell",
     "ChartSpec": "gpucell.spec.cell",
@@ -120,6 +136,7 @@ _HOMES: dict[str, str] = {
     "DiskSource": "gpucell.spec.workloads",
     "DraDriverSpec": "gpucell.spec.cell",
     "EgressClass": "gpucell.spec.tenancy",
+    "EnvVar": "gpucell.spec.serving",
     "EtcdS3": "gpucell.spec.etcd",
     "EtcdSnapshots": "gpucell.spec.etcd",
     "EtcdSpec": "gpucell.spec.etcd",
@@ -135,22 +152,30 @@ _HOMES: dict[str, str] = {
     "KServeSpec": "gpucell.spec.cell",
     "MigStrategy": "gpucell.spec.cell",
     "ModelEndpointSpec": "gpucell.spec.workloads",
+    "ModelFormat": "gpucell.spec.serving",
     "Network": "gpucell.spec.network",
     "NodePool": "gpucell.spec.pools",
     "NodeRole": "gpucell.spec.pools",
     "NotebookSpec": "gpucell.spec.workloads",
     "HostRemovalPolicy": "gpucell.spec.lifecycle",
+    "PreemptionPolicy": "gpucell.spec.scheduling",
+    "PriorityClassSpec": "gpucell.spec.scheduling",
+    "ProtocolVersion": "gpucell.spec.serving",
     "RemovalPolicy": "gpucell.spec.lifecycle",
     "Rollout": "gpucell.spec.lifecycle",
     "RunStrategy": "gpucell.spec.workloads",
+    "RuntimePort": "gpucell.spec.serving",
     "ScaleMetric": "gpucell.spec.workloads",
+    "SecretKeyRef": "gpucell.spec.serving",
     "ServiceType": "gpucell.spec.workloads",
+    "ServingRuntimeSpec": "gpucell.spec.serving",
     "Ssh": "gpucell.spec.network",
     "SshOverride": "gpucell.spec.network",
     "SshService": "gpucell.spec.workloads",
     "StackSpec": "gpucell.spec.cell",
     "StorageBackend": "gpucell.spec.cell",
     "StorageSpec": "gpucell.spec.cell",
+    "TenantBackupSpec": "gpucell.spec.backups",
     "TenantGroups": "gpucell.spec.tenancy",
     "TenantLimits": "gpucell.spec.tenancy",
     "TenantQuota": "gpucell.spec.tenancy",

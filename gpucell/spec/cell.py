@@ -15,6 +15,7 @@ from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
+from gpucell.spec.backups import BackupsSpec, check_backup_plugins
 from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
@@ -24,9 +25,11 @@ from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.spec.scheduling import PriorityClassSpec, check_class_name, priority_class_problem
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
+from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = [
     "CdiSpec",
@@ -333,8 +336,15 @@ class CellSpec(SpecModel):
     ``loadBalancer``. None by default."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the region's stateful platform may do: its servers (and, with ``local-path``, its agents), the
-    cluster token, Longhorn, and the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM).
+    cluster token, Longhorn, the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM), and
+    Velero with its namespace and repository password.
     ``protect`` (default), ``retain`` or ``delete``; see ``docs/operations.md``."""
+    backups: BackupsSpec | None = None
+    """Backups of tenants' VMs and volumes (Velero, CSI snapshots moved to an S3-compatible bucket); tenants choose
+    their schedule in ``tenants.<tenant>.backup``. None by default."""
+    priority_classes: dict[str, PriorityClassSpec] = {}
+    """PriorityClass name -> class the tenants' workloads may name (``priorityClassName``). Defaults to none: a
+    workload naming a class is refused, and every tenant namespace's quota refuses pods that name one."""
 
     _pool_names = field_validator("node_pools")(check_names)
 
@@ -674,6 +684,88 @@ class CellSpec(SpecModel):
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(self)
 
+    def _check_backups(self) -> Iterator[SpecError]:
+        """Tenant backups need the cell's ``backups``; ``backups`` needs Longhorn (CSI snapshots), a pool whose
+        nodes take pods without tolerations (Velero's data movers carry none), and plugins of its Velero line."""
+        backups = self.backups
+        if backups is None:
+            for name, tenant in self.tenants.items():
+                if tenant.backup is not None:
+                    yield SpecError(
+                        ("tenants", name, "backup"),
+                        "needs the cell's backups (the bucket and its secrets); add a backups section, or remove it",
+                    )
+            return
+        if self.storage.backend is not StorageBackend.LONGHORN:
+            yield SpecError(
+                ("backups",),
+                f"needs storage.backend longhorn: volumes are backed up through CSI snapshots, which "
+                f"{self.storage.backend.value} cannot take",
+            )
+            return
+        versions = self.versions
+        yield from check_backup_plugins(
+            versions.velero,
+            versions.velero_plugin_for_aws,
+            versions.kubevirt_velero_plugin,
+            disable_checksum=backups.storage.disable_checksum,
+        )
+        if backups.storage.credentials_config_key == backups.repository_password_config_key:
+            yield SpecError(
+                ("backups", "repositoryPasswordConfigKey"),
+                f"{shown(backups.repository_password_config_key)} is already backups.storage.credentialsConfigKey; "
+                "the repository password is a secret of its own",
+            )
+        if not any(
+            not p.taints and (p.role is not NodeRole.SERVER or p.allow_workloads) for p in self.node_pools.values()
+        ):
+            yield SpecError(
+                ("backups",),
+                "needs a node pool without taints: Velero's data mover pods carry no tolerations and would never "
+                "be scheduled; leave one cpu or gpu pool untainted",
+            )
+        yield from self._snapshotted_volumes()
+
+    def _snapshotted_volumes(self) -> Iterator[SpecError]:
+        """Every volume of a tenant with ``backup`` is on a class Velero can snapshot: the cell's Longhorn. A class
+        the cell does not have at all is the storage rule's line, not this one."""
+        for name, tenant in self.tenants.items():
+            if tenant.backup is None:
+                continue
+            volumes: list[tuple[tuple[str | int, ...], str | None]] = [
+                (("virtualMachines", vm_name, *(("rootDisk",) if i == 0 else ("dataDisks", i - 1))), disk.storage_class)
+                for vm_name, vm in tenant.virtual_machines.items()
+                for i, disk in enumerate(vm.disks)
+            ]
+            volumes += [(("notebooks", nb), book.storage_class) for nb, book in tenant.notebooks.items()]
+            for where, storage_class in volumes:
+                if storage_class in self.storage.other_classes:
+                    yield SpecError(
+                        ("tenants", name, *where, "storageClass"),
+                        f"{shown(storage_class)} cannot be snapshotted by the cell's backups (only longhorn "
+                        f"volumes are); the tenant has a backup: move the volume to longhorn, or back it up "
+                        "outside gpucell",
+                    )
+
+    def _check_priority_classes(self) -> Iterator[SpecError]:
+        """Class names are the cell's own, and every workload names a class open to its tenant. A class may name
+        tenants the region does not have (regions share their classes, not their tenants)."""
+        for name in self.priority_classes:
+            problem = check_class_name(name)
+            if problem is not None:
+                yield SpecError(("priorityClasses", name), problem)
+        for tenant_name, tenant in self.tenants.items():
+            workloads: list[tuple[str, str, GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec]] = [
+                *(("virtualMachines", n, w) for n, w in tenant.virtual_machines.items()),
+                *(("notebooks", n, w) for n, w in tenant.notebooks.items()),
+                *(("modelEndpoints", n, w) for n, w in tenant.model_endpoints.items()),
+            ]
+            for kind, name, workload in workloads:
+                wanted = workload.priority_class_name
+                problem = None if wanted is None else priority_class_problem(self.priority_classes, tenant_name, wanted)
+                if problem is not None:
+                    yield SpecError(("tenants", tenant_name, kind, name, "priorityClassName"), problem)
+
 
 _CELL_RULES = (
     Rule("servers", ("node_pools", "etcd"), CellSpec._check_server_count),
@@ -694,6 +786,8 @@ _CELL_RULES = (
         CellSpec._check_traffic,
         after=("hosts", "apiEndpoint"),
     ),
+    Rule("backups", ("backups", "storage", "versions", "tenants", "node_pools"), CellSpec._check_backups),
+    Rule("priorityClasses", ("priority_classes", "tenants"), CellSpec._check_priority_classes),
     Rule(
         "tenants",
         tuple(CellSpec.model_fields),
@@ -761,7 +855,33 @@ class StackSpec(SpecModel):
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
                 owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+            remote = cell.metrics.remote_write if cell.metrics.enabled else None
+            if remote is not None and remote.credentials_config_key is not None:
+                owned.setdefault(
+                    remote.credentials_config_key, f"regions.{region}.metrics.remoteWrite.credentialsConfigKey"
+                )
+            if cell.backups is not None:
+                for key, field in (
+                    (cell.backups.storage.credentials_config_key, "backups.storage.credentialsConfigKey"),
+                    (cell.backups.repository_password_config_key, "backups.repositoryPasswordConfigKey"),
+                ):
+                    if key is not None:
+                        owned.setdefault(key, f"regions.{region}.{field}")
         return owned
+
+    @staticmethod
+    def tenant_secrets(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
+        """``(path below the tenant, config key, what it is for)`` of every secret config key a tenant's field names:
+        its endpoints' storage credentials and the values of their ``env`` entries with ``secretConfigKey``."""
+        for name, endpoint in tenant.model_endpoints.items():
+            where: tuple[str | int, ...]
+            if endpoint.credentials_config_key is not None:
+                where = ("modelEndpoints", name, "credentialsConfigKey")
+                yield where, endpoint.credentials_config_key, "this endpoint's storage credentials"
+            for index, var in enumerate(endpoint.env):
+                if var.secret_config_key is not None:
+                    where = ("modelEndpoints", name, "env", index, "secretConfigKey")
+                    yield where, var.secret_config_key, f"the value of {var.name}"
 
     def _check_credentials(self) -> Iterator[SpecError]:
         """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
@@ -772,37 +892,52 @@ class StackSpec(SpecModel):
         owner: dict[str, tuple[str, str]] = {}
         for region, cell in self.regions.items():
             for tenant_name, tenant in cell.tenants.items():
-                for name, endpoint in tenant.model_endpoints.items():
-                    key = endpoint.credentials_config_key
-                    if key is None:
-                        continue
-                    where = ("regions", region, "tenants", tenant_name, "modelEndpoints", name, "credentialsConfigKey")
+                for rel, key, purpose in self.tenant_secrets(tenant):
+                    where = ("regions", region, "tenants", tenant_name, *rel)
                     first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
                     if key in ssh_keys:
                         yield SpecError(
                             where,
-                            f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name "
-                            "a secret that holds only this endpoint's storage credentials",
+                            f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name a secret that "
+                            f"holds only {purpose}",
                         )
                     elif key in cell_owned:
                         yield SpecError(
                             where,
-                            f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), "
-                            "which the tenant's namespace would then hold; name a secret of tenant "
-                            f"{tenant_name} that holds only this endpoint's storage credentials",
+                            f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), which the "
+                            f"tenant's namespace would then hold; name a secret of tenant {tenant_name} that holds "
+                            f"only {purpose}",
                         )
                     elif first[0] != tenant_name:
                         yield SpecError(
                             where,
-                            f"{shown(key)} is already the credentials key of tenant {first[0]} "
-                            f"({first[1]}); each tenant needs its own, its Secret is readable in the "
-                            "tenant's namespace",
+                            f"{shown(key)} is already a secret of tenant {first[0]} ({first[1]}); each tenant "
+                            "needs its own, its Secret is readable in the tenant's namespace",
                         )
+
+    def _check_backup_buckets(self) -> Iterator[SpecError]:
+        """Two regions never write backups to the same place: each region's Velero syncs every backup it finds
+        under its prefix into its own cell and garbage-collects the expired ones, the other region's included."""
+        seen: dict[tuple[str | None, str, str | None], str] = {}
+        for region, cell in self.regions.items():
+            if cell.backups is None:
+                continue
+            storage = cell.backups.storage
+            place = (storage.endpoint, storage.bucket, (storage.prefix or "").strip("/") or None)
+            first = seen.setdefault(place, region)
+            if first != region:
+                yield SpecError(
+                    ("regions", region, "backups", "storage", "prefix"),
+                    f"{shown(storage.prefix or '')} in bucket {storage.bucket} is where region {first} keeps its "
+                    "backups: each region's Velero would import and expire the other's; give each region its own "
+                    "prefix (e.g. the region's name)",
+                )
 
 
 _STACK_RULES = (
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
     Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),
+    Rule("backupBuckets", ("regions",), StackSpec._check_backup_buckets, partial_maps=True),
 )
 """StackSpec's rules across regions; they run on the regions that validated."""
