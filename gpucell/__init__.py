@@ -4,8 +4,10 @@
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
-  :class:`CertManager`, :class:`KServe`), each ``(name, args, opts)`` with its ``*Args``;
-- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`;
+  :class:`CertManager`, :class:`KServe`, :class:`PriorityClasses`, :class:`CsiSnapshots`, :class:`Backups`), each
+  ``(name, args, opts)`` with its ``*Args``;
+- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
+  :class:`ServingRuntime` (a tenant's own KServe runtime);
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
 - :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
@@ -20,11 +22,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpucell.backups import Backups, BackupsArgs
     from gpucell.cdi import Cdi, CdiArgs
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
+    from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from gpucell.k3s import K3sCluster, K3sClusterArgs
     from gpucell.kserve import KServe, KServeArgs
     from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+    from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.spec import (
         AccessMode,
         CdiSpec,
@@ -81,11 +86,14 @@ if TYPE_CHECKING:
     from gpucell.tenancy import Tenant, TenantArgs
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
     from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
     "CATALOG",
     "AccessMode",
+    "Backups",
+    "BackupsArgs",
     "Cdi",
     "CdiArgs",
     "CdiSpec",
@@ -100,6 +108,8 @@ __all__ = [
     "ConfigError",
     "ContainerRuntime",
     "CpuTopology",
+    "CsiSnapshots",
+    "CsiSnapshotsArgs",
     "DeploymentMode",
     "DiskSource",
     "DraClaimOrder",
@@ -138,11 +148,15 @@ __all__ = [
     "Notebook",
     "NotebookArgs",
     "NotebookSpec",
+    "PriorityClasses",
+    "PriorityClassesArgs",
     "RegionalCell",
     "RegionalCellArgs",
     "RunStrategy",
     "ScaleMetric",
     "ServiceType",
+    "ServingRuntime",
+    "ServingRuntimeArgs",
     "Ssh",
     "SshOverride",
     "SshService",
@@ -165,6 +179,8 @@ __all__ = [
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec",
     "CATALOG": "gpucell.gpu_catalog",
+    "Backups": "gpucell.backups",
+    "BackupsArgs": "gpucell.backups",
     "Cdi": "gpucell.cdi",
     "CdiArgs": "gpucell.cdi",
     "CdiSpec": "gpucell.spec",
@@ -179,6 +195,8 @@ _HOMES: dict[str, str] = {
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
+    "CsiSnapshots": "gpucell.csi_snapshots",
+    "CsiSnapshotsArgs": "gpucell.csi_snapshots",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
     "DraClaimOrder": "gpucell.dra_ordering",
@@ -217,11 +235,15 @@ _HOMES: dict[str, str] = {
     "Notebook": "gpucell.workloads.notebook",
     "NotebookArgs": "gpucell.workloads.notebook",
     "NotebookSpec": "gpucell.spec",
+    "PriorityClasses": "gpucell.priority_classes",
+    "PriorityClassesArgs": "gpucell.priority_classes",
     "RegionalCell": "gpucell.cell",
     "RegionalCellArgs": "gpucell.cell",
     "RunStrategy": "gpucell.spec",
     "ScaleMetric": "gpucell.spec",
     "ServiceType": "gpucell.spec",
+    "ServingRuntime": "gpucell.workloads.serving_runtime",
+    "ServingRuntimeArgs": "gpucell.workloads.serving_runtime",
     "Ssh": "gpucell.spec",
     "SshOverride": "gpucell.spec",
     "SshService": "gpucell.spec",

@@ -8,9 +8,11 @@ import pulumi
 from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent
+from gpucell.backups import BackupCredentials, Backups, BackupsArgs
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
@@ -21,6 +23,7 @@ from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
 from gpucell.metrics import Metrics, metrics_args
+from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -53,11 +56,20 @@ class RegionalCellArgs:
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
+    backup_credentials: BackupCredentials | None = None
+    """The bucket credentials and repository password of ``backups`` (Pulumi secrets); required with it."""
+
+
+def _check_secrets(args: RegionalCellArgs) -> None:
+    """Raise ``ValueError``, before anything is registered, when a section needs a secret ``args`` lacks."""
+    if args.cell.backups is not None and args.backup_credentials is None:
+        raise ValueError("backups is set but no backup credentials were passed")
 
 
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
-    NVIDIA DRA driver with ``dra`` pools), KServe.
+    NVIDIA DRA driver with ``dra`` pools), KServe; with ``backups``, CSI snapshots and Velero; the cell's
+    PriorityClasses.
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
@@ -78,6 +90,7 @@ class RegionalCell(CellComponent):
     """The cell's default StorageClass."""
 
     def __init__(self, name: str, args: RegionalCellArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        _check_secrets(args)
         super().__init__("RegionalCell", name, opts)
         cell = args.cell
         self.spec = cell
@@ -170,6 +183,8 @@ class RegionalCell(CellComponent):
         if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
             self.keda = Keda(f"{name}-keda", KedaArgs(cell.versions.keda), opts=self._in_cluster(self.cilium))
 
+        self._optional_platform(name, cell, args)
+
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url
         self.storage_class_name = self.storage.storage_class_name
@@ -179,6 +194,35 @@ class RegionalCell(CellComponent):
                 "apiServerUrl": self.api_server_url,
                 "storageClassName": self.storage_class_name,
             }
+        )
+
+    def _optional_platform(self, name: str, cell: CellSpec, args: RegionalCellArgs) -> None:
+        """The cell's PriorityClasses, with ``priorityClasses``; CSI snapshots and Velero, with ``backups``."""
+        self.priority_classes: PriorityClasses | None = None
+        """The cell's PriorityClasses, with ``priorityClasses``."""
+        if cell.priority_classes:
+            self.priority_classes = PriorityClasses(
+                f"{name}-priority-classes",
+                PriorityClassesArgs(self.cluster, cell.priority_classes),
+                opts=self.child(),
+            )
+        self.csi_snapshots: CsiSnapshots | None = None
+        """The CSI snapshot CRDs, controller and Longhorn's VolumeSnapshotClass, with ``backups``."""
+        self.backups: Backups | None = None
+        """Velero, with ``backups``."""
+        if cell.backups is None:
+            return
+        assert args.backup_credentials is not None  # checked before anything was registered
+        self.csi_snapshots = CsiSnapshots(
+            f"{name}-csi-snapshots",
+            CsiSnapshotsArgs(self.cluster, cell.versions.external_snapshotter, self.storage),
+            opts=self.child(),
+        )
+        after = (self.csi_snapshots, self.kubevirt, self.cdi)
+        self.backups = Backups(
+            f"{name}-backups",
+            BackupsArgs.from_cell(cell, self.cluster, args.backup_credentials, after),
+            opts=self.child(),
         )
 
     def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:

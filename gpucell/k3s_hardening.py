@@ -71,7 +71,7 @@ KUBELET_TLS_CIPHER_SUITES = (
 )
 """The kubelet's ``tls-cipher-suites`` from the guide (CIS 4.2.12)."""
 POD_SECURITY_EXEMPT_NAMESPACES = tuple(
-    sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease", "monitoring", "keda"})
+    sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease", "monitoring", "keda", "velero"})
 )
 """Namespaces the cluster-wide ``restricted`` default does not apply to: where the cell's platform components
 run privileged pods (Cilium and CoreDNS in ``kube-system``, virt-handler, the GPU Operator's driver and device
