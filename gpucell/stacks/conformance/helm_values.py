@@ -53,6 +53,7 @@ CHART_FILES: dict[str, ChartFiles] = {
         ),
     ),
     "keda": ChartFiles("charts/keda-{version}/values.yaml", "keda"),
+    "velero": ChartFiles("velero/values.yaml", "velero", "velero/values.schema.json"),
 }
 """Chart name (last segment of the chart reference) -> its files."""
 

@@ -27,7 +27,7 @@ import jsonschema
 import referencing
 from kubernetes_validate import utils as kv
 
-from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.conformance.schemas import VELERO_CRDS, SchemaStore
 
 __all__ = ["ObjectChecker", "Violation", "checker_for", "strict_schema"]
 
@@ -53,6 +53,10 @@ _CRD_FILES = (
     "prometheus-operator/crd-servicemonitors.yaml",
     "prometheus-operator/crd-podmonitors.yaml",
     "prometheus-operator/crd-prometheusrules.yaml",
+    *(f"velero/crd-{plural}.yaml" for plural in VELERO_CRDS),
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshots.yaml",
 )
 _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -91,8 +95,9 @@ _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
 (kubevirt/containerized-data-importer ``staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/
 v1beta1/types.go``), written out by hand."""
 _HAND_SCHEMAS = {("cdi.kubevirt.io/v1beta1", "StorageProfile"): _STORAGE_PROFILE_SCHEMA}
-_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io",)
-"""API groups under ``k8s.io`` that are not built into the API server: Gateway API ships as CRDs."""
+_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io", "snapshot.storage.k8s.io")
+"""API groups under ``k8s.io`` that are not built into the API server: Gateway API and CSI snapshots ship as
+CRDs."""
 _CORE_GROUP = re.compile(r"^([a-z]+/)?v\d+((alpha|beta)\d+)?$|^[a-z.]*k8s\.io/")
 
 
