@@ -136,8 +136,9 @@ def test_every_platform_namespace_is_exempted() -> None:
     # Runs only cert-manager's ACME solver pods, which are restricted by cert-manager itself: no exemption on purpose.
     found.remove("gpucell-gateway")
     exempt = admission_configuration(cell(minimal_cell_config()))["plugins"][0]["configuration"]["exemptions"]
-    # The metrics stack's and KEDA's Namespaces are created by their components with their own Pod Security labels.
-    assert found - {"monitoring", "keda"} <= set(exempt["namespaces"])
+    # The metrics stack's, KEDA's and Velero's Namespaces are created by their components with their own Pod
+    # Security labels.
+    assert found - {"monitoring", "keda", "velero"} <= set(exempt["namespaces"])
 
 
 def test_the_audit_policy_logs_metadata_only() -> None:
