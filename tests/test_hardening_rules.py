@@ -435,8 +435,8 @@ ISOLATION = [
     (
         (*GLOBEX, "modelEndpoints", "embedder", "credentialsConfigKey"),
         "hfTokenAcme",
-        "regions.fra1.tenants.globex.modelEndpoints.embedder.credentialsConfigKey: 'hfTokenAcme' is already a "
-        "secret of tenant acme (regions.fra1.tenants.acme); each tenant needs its own, its Secret is readable "
+        "regions.fra1.tenants.globex.modelEndpoints.embedder.credentialsConfigKey: 'hfTokenAcme' is already the "
+        "credentials key of tenant acme (regions.fra1.tenants.acme); each tenant needs its own, its Secret is readable "
         "in the tenant's namespace",
     ),
     (
@@ -485,8 +485,8 @@ def test_a_credentials_key_is_one_tenants_across_regions_and_never_an_ssh_key() 
     assert errors(
         put(("iad1", "tenants", "globex", "modelEndpoints", "embedder", "credentialsConfigKey"), "hfTokenAcme")
     ) == [
-        "regions.iad1.tenants.globex.modelEndpoints.embedder.credentialsConfigKey: 'hfTokenAcme' is already a "
-        "secret of tenant acme (regions.fra1.tenants.acme); each tenant needs its own, its Secret is readable "
+        "regions.iad1.tenants.globex.modelEndpoints.embedder.credentialsConfigKey: 'hfTokenAcme' is already the "
+        "credentials key of tenant acme (regions.fra1.tenants.acme); each tenant needs its own, its Secret is readable "
         "in the tenant's namespace"
     ]
     assert errors(

@@ -346,9 +346,9 @@ def test_an_env_secret_belongs_to_one_tenant() -> None:
     with pytest.raises(ConfigError) as exc:
         StackSpec.model_validate({"regions": {"lab": region}})
     assert exc.value.lines == [
-        "regions.lab.tenants.globex.modelEndpoints.e.env[0].secretConfigKey: 'vllmKeyAcme' is already a secret of "
-        "tenant acme (regions.lab.tenants.acme); each tenant needs its own, its Secret is readable in the tenant's "
-        "namespace"
+        "regions.lab.tenants.globex.modelEndpoints.e.env[0].secretConfigKey: 'vllmKeyAcme' is already the "
+        "credentials key of tenant acme (regions.lab.tenants.acme); each tenant needs its own, its Secret is "
+        "readable in the tenant's namespace"
     ]
     endpoint(region)["env"][0]["secretConfigKey"] = "sshPrivateKey"
     del region["tenants"]["globex"]

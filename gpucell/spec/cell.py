@@ -869,19 +869,27 @@ class StackSpec(SpecModel):
                         owned.setdefault(key, f"regions.{region}.{field}")
         return owned
 
-    @staticmethod
-    def tenant_secrets(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
-        """``(path below the tenant, config key, what it is for)`` of every secret config key a tenant's field names:
-        its endpoints' storage credentials and the values of their ``env`` entries with ``secretConfigKey``."""
-        for name, endpoint in tenant.model_endpoints.items():
-            where: tuple[str | int, ...]
-            if endpoint.credentials_config_key is not None:
-                where = ("modelEndpoints", name, "credentialsConfigKey")
-                yield where, endpoint.credentials_config_key, "this endpoint's storage credentials"
-            for index, var in enumerate(endpoint.env):
-                if var.secret_config_key is not None:
-                    where = ("modelEndpoints", name, "env", index, "secretConfigKey")
-                    yield where, var.secret_config_key, f"the value of {var.name}"
+    def tenant_secrets(self) -> Iterator[tuple[str, str, str, tuple[str | int, ...], str]]:
+        """``(key, region, tenant, key path, what it holds)`` of every secret config key a tenant's field names: its
+        endpoints' storage credentials and the values of their ``env`` entries with ``secretConfigKey``, in config
+        order (docs/security.md, "Who owns a secret")."""
+        for region, cell in self.regions.items():
+            for tenant_name, tenant in cell.tenants.items():
+                base: tuple[str | int, ...] = ("regions", region, "tenants", tenant_name)
+                for name, endpoint in tenant.model_endpoints.items():
+                    if endpoint.credentials_config_key is not None:
+                        where = (*base, "modelEndpoints", name, "credentialsConfigKey")
+                        yield (
+                            endpoint.credentials_config_key,
+                            region,
+                            tenant_name,
+                            where,
+                            "this endpoint's storage credentials",
+                        )
+                    for index, var in enumerate(endpoint.env):
+                        if var.secret_config_key is not None:
+                            where = (*base, "modelEndpoints", name, "env", index, "secretConfigKey")
+                            yield var.secret_config_key, region, tenant_name, where, f"the value of {var.name}"
 
     def _check_credentials(self) -> Iterator[SpecError]:
         """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
@@ -890,30 +898,26 @@ class StackSpec(SpecModel):
         ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
         cell_owned = self.cell_secrets()
         owner: dict[str, tuple[str, str]] = {}
-        for region, cell in self.regions.items():
-            for tenant_name, tenant in cell.tenants.items():
-                for rel, key, purpose in self.tenant_secrets(tenant):
-                    where = ("regions", region, "tenants", tenant_name, *rel)
-                    first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
-                    if key in ssh_keys:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name a secret that "
-                            f"holds only {purpose}",
-                        )
-                    elif key in cell_owned:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), which the "
-                            f"tenant's namespace would then hold; name a secret of tenant {tenant_name} that holds "
-                            f"only {purpose}",
-                        )
-                    elif first[0] != tenant_name:
-                        yield SpecError(
-                            where,
-                            f"{shown(key)} is already a secret of tenant {first[0]} ({first[1]}); each tenant "
-                            "needs its own, its Secret is readable in the tenant's namespace",
-                        )
+        for key, region, tenant_name, where, holds in self.tenant_secrets():
+            first = owner.setdefault(key, (tenant_name, f"regions.{region}.tenants.{tenant_name}"))
+            if key in ssh_keys:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is the SSH private key of region {ssh_keys[key]}; name a secret that holds only "
+                    f"{holds}",
+                )
+            elif key in cell_owned:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is a secret of the cell ({cell_owned[key]} names it), which the tenant's namespace "
+                    f"would then hold; name a secret of tenant {tenant_name} that holds only {holds}",
+                )
+            elif first[0] != tenant_name:
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is already the credentials key of tenant {first[0]} ({first[1]}); each tenant "
+                    "needs its own, its Secret is readable in the tenant's namespace",
+                )
 
     def _check_backup_buckets(self) -> Iterator[SpecError]:
         """Two regions never write backups to the same place: each region's Velero syncs every backup it finds
