@@ -61,19 +61,33 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
     """
     offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
     strategy = cell.effective_mig_strategy.value
+    catalog = cell.gpu_catalog
     for name, vm in tenant.virtual_machines.items():
-        placement = _placed(("virtualMachines", name), functools.partial(place_vm, name, vm, cell.node_pools, offers))
+        placement = _placed(
+            ("virtualMachines", name),
+            functools.partial(place_vm, name, vm, cell.node_pools, offers, catalog=catalog),
+        )
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(
             ("notebooks", name),
-            functools.partial(place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook"),
+            functools.partial(
+                place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook", catalog=catalog
+            ),
         )
         yield ("notebooks", name), placement, placement.count
     for name, endpoint in tenant.model_endpoints.items():
         placement = _placed(
             ("modelEndpoints", name),
-            functools.partial(place_container, endpoint.gpu, cell.node_pools, offers, strategy, "a GPU model endpoint"),
+            functools.partial(
+                place_container,
+                endpoint.gpu,
+                cell.node_pools,
+                offers,
+                strategy,
+                "a GPU model endpoint",
+                catalog=catalog,
+            ),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
 
@@ -502,7 +516,7 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if pool is None or pool not in tenant_pools(lb, tenant):
                 continue  # refused by the traffic rules
             try:
-                pools = place_vm(name, vm, cell.node_pools, offers).pools
+                pools = place_vm(name, vm, cell.node_pools, offers, catalog=cell.gpu_catalog).pools
             except PlacementError:
                 continue
             silent = [p for p in pools if p not in announcer.node_pools]

@@ -1,12 +1,16 @@
 """The GPU models a cell can hold: PCI identity, the resource names that advertise them, memory, MIG, vGPU, HGX.
 
-One entry per model, keyed by the name a stack config uses (``gpuModel: H100-SXM5-80GB``).
+One entry per model, keyed by the name a stack config uses (``gpuModel: H100-SXM5-80GB``). :data:`CATALOG` holds the
+built-in models; a stack adds its own under ``gpucell:gpuModels`` (:mod:`gpucell.spec.gpu_models`), checked by the
+same rules, into a catalog of its own that nothing else sees.
 
 Sources, per field:
 
 - ``pci_device_id`` and ``pci_device_name``: the PCI ID Repository (``pci.ids``, vendor ``10de``) as bundled in
   NVIDIA/kubevirt-gpu-device-plugin v1.6.0 (``utils/pci.ids``, "Version: 2025.07.11"), the copy the GPU
-  Operator v26.7.0's sandbox device plugin names devices from; ``lspci -nn`` prints the same on the node.
+  Operator v26.7.0's sandbox device plugin names devices from; ``lspci -nn`` prints the same on the node. Every
+  built-in entry has the same name in pciutils/pciids "Version: 2026.08.22" (compared when the entries were
+  written).
 - ``passthrough_resource``: the sandbox device plugin advertises a passthrough device as ``nvidia.com/`` + the
   ``pci.ids`` device name upper-cased, brackets dropped and spaces, ``/`` and ``.`` turned into ``_``
   (``getDeviceName`` in ``pkg/device_plugin/device_plugin.go`` at v1.6.0): ``TU104GL [Tesla T4]`` ->
@@ -16,17 +20,30 @@ Sources, per field:
   GiB, rounded down (H200: 143771 MiB -> 140). Values per model below, with where they were read.
 - ``mig_configs``: the ``nvidia.com/mig.config`` layouts the GPU Operator v26.7.0 mig-manager ships for the device
   (``assets/state-mig-manager/0400_configmap.yaml``), as MIG profile -> instances per GPU. ``tests/`` checks every
-  entry against that file.
+  entry against that file. The mig-manager it pins (k8s-mig-manager v0.15.0) builds the same names from the GPU
+  itself (``pkg/mig/builder``: ``all-disabled``, ``all-<profile>`` at the profile's most instances,
+  ``all-balanced``) and reads that file only when discovery finds no profile.
 - ``vgpu_profiles``: NVIDIA vGPU type (``L40S-12Q``) -> vGPUs of it one GPU holds, exactly as the GPU Operator
   v26.7.0's vGPU device manager config lists them (``assets/state-vgpu-device-manager/0500_configmap.yaml``,
   ConfigMap ``default-vgpu-devices-config``: ``L40S-1Q: 32``, ``L40S-12Q: 4``). ``tests/`` checks every entry
-  against that file. Only time-sliced Q (virtual workstation) and C (compute) types are catalogued.
+  against that file. Only time-sliced Q (virtual workstation) and C (compute) types of Turing and Ada boards are
+  catalogued (see :meth:`GpuModel.vgpu_framework` for why no Ampere type).
 - ``architecture``: decides how vGPUs appear on the host (:meth:`GpuModel.vgpu_framework`).
 - ``vf_pci_device_id``: the ``vendor:device`` id an SR-IOV virtual function of the board reports, which KubeVirt
   matches VFs by. Only where observed: the L40S's VFs report the PF's id ``10de:26b9`` (Cozystack vGPU guide,
   cozystack/website ``content/en/docs/v1.6/virtualization/vgpu.md``: "the SR-IOV VFs report the same PCI device
   ID as the PF"). Unobserved boards have ``None`` and SR-IOV vGPU pools of them are refused at plan time.
 - ``hgx``: SXM boards on an HGX baseboard, whose NVLinks run through NVSwitches (:class:`HgxBoard`).
+- ``bar1_mib``: *assumed* for every board, not read from a source: the BAR1 aperture ``nvidia-smi -q`` reports
+  ("BAR1 Memory Usage: Total") as remembered for data-center boards, which size it to cover their framebuffer
+  (the next power of two, 256 MiB on the T4). Only :func:`needs_host_cpu_model` reads it; check it on hardware
+  before relying on a borderline case.
+
+Not built in, and why: the A100 PCIe 40GB's second id ``10de:20f1`` (``pci.ids`` gives it the same name as
+``20b1``, so both would advertise one resource from two device ids); the H200 NVL, GH200 144G, A30, A40, L20 and
+RTX PRO 6000 Blackwell Server Edition (not added yet: their framebuffer was not sourced); the B300, GB300 and HGX
+B200 168GB (the plugin's ``pci.ids`` of 2025.07.11 does not list them, so it would advertise them without a name).
+Add any of them under ``gpucell:gpuModels``.
 """
 
 from __future__ import annotations
@@ -169,7 +186,8 @@ class HgxBoard:
 
 @dataclass(frozen=True)
 class GpuModel:
-    """One GPU model. Immutable; look models up in :data:`CATALOG`."""
+    """One GPU model. Immutable; look built-in models up in :data:`CATALOG`, a stack's in its cell's
+    :attr:`~gpucell.spec.CellSpec.gpu_catalog`."""
 
     name: str
     """Catalog key used in stack config, e.g. ``H100-SXM5-80GB``."""
@@ -290,7 +308,7 @@ _MODELS = (
         # NVIDIA/cloud-native-docs kubernetes/index.rst (GFD label nvidia.com/gpu.memory "40537" for A100-SXM4-40GB).
         framebuffer_mib=40537,
         mig_configs=_mig(
-            {"1g.5gb": 7, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+            {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
             {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
         ),
         hgx=_HGX_A100,
@@ -308,6 +326,34 @@ _MODELS = (
             {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
         ),
         hgx=_HGX_A100,
+    ),
+    GpuModel(
+        name="A100-PCIe-40GB",
+        bar1_mib=65536,
+        pci_device_id="20b1",
+        pci_device_name="GA100 [A100 PCIe 40GB]",
+        architecture=GpuArchitecture.AMPERE,
+        # nvidia-smi on A100-PCIE-40GB: "40960 MiB" (public nvidia-smi outputs).
+        framebuffer_mib=40960,
+        # The mig-manager's layouts for 0x20B110DE: the A100 40GB's (1g.10gb at 4 per GPU by its device-filter).
+        mig_configs=_mig(
+            {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+            {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
+        ),
+    ),
+    GpuModel(
+        name="A100-PCIe-80GB",
+        bar1_mib=131072,
+        pci_device_id="20b5",
+        pci_device_name="GA100 [A100 PCIe 80GB]",
+        architecture=GpuArchitecture.AMPERE,
+        # nvidia-smi on A100 80GB PCIe: "81920 MiB" (public nvidia-smi outputs, drivers 535.183.01 and 580).
+        framebuffer_mib=81920,
+        # The mig-manager's device-filters list 0x20B510DE beside 0x20B210DE (A100 SXM4 80GB).
+        mig_configs=_mig(
+            {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+            {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+        ),
     ),
     GpuModel(
         name="H100-SXM5-80GB",
@@ -339,6 +385,40 @@ _MODELS = (
         ),
     ),
     GpuModel(
+        name="H100-NVL-94GB",
+        # BAR1 as the H100 SXM5's (assumed, see the module docstring).
+        bar1_mib=131072,
+        pci_device_id="2321",
+        pci_device_name="GH100 [H100L 94GB]",
+        architecture=GpuArchitecture.HOPPER,
+        # nvidia-smi on H100 NVL (driver 535.183.01): "0MiB / 95830MiB" (NVIDIA/gpu-admin-tools#4).
+        framebuffer_mib=95830,
+        # nvidia-smi mig -lgip on H100 NVL: 1g.12gb x7, 1g.24gb x4, 2g.24gb x3, 3g.47gb x2 (NVIDIA/gpu-operator#900,
+        # NVIDIA/mig-parted#101); the mig-manager's all-balanced for 0x232110DE is 1g.12gb/2g.24gb/3g.47gb.
+        mig_configs=_mig(
+            {"1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1},
+            {"1g.12gb": 2, "2g.24gb": 1, "3g.47gb": 1},
+        ),
+    ),
+    GpuModel(
+        name="GH200-96GB",
+        # BAR1 as the H100's (assumed, see the module docstring).
+        bar1_mib=131072,
+        pci_device_id="2342",
+        pci_device_name="GH100 [GH200 120GB / 480GB]",
+        architecture=GpuArchitecture.HOPPER,
+        # nvidia-smi on GH200 (NVML name "NVIDIA GH200 480GB", device 0x234210DE, driver 580.95.05): 97871 MiB
+        # (public nvidia-smi outputs). The host is a Grace (arm64) CPU; its GPU binds to nvgrace_gpu_vfio_pci for
+        # VMs, which the sandbox device plugin v1.6.0 and the operator's validator accept beside vfio-pci.
+        framebuffer_mib=97871,
+        # The MIG User Guide lists "H100 on GH200, 96GB, 7 instances"; the mig-manager's all-balanced for
+        # 0x234210DE is 1g.12gb/2g.24gb/3g.48gb, its uniform layouts of those 96 GB sizes are all-<profile> below.
+        mig_configs=_mig(
+            {"1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1},
+            {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1},
+        ),
+    ),
+    GpuModel(
         name="H200-SXM-141GB",
         bar1_mib=262144,
         pci_device_id="2335",
@@ -353,6 +433,17 @@ _MODELS = (
         hgx=_HGX_H100,
     ),
     GpuModel(
+        name="A10",
+        # BAR1 assumed (see the module docstring).
+        bar1_mib=32768,
+        pci_device_id="2236",
+        pci_device_name="GA102GL [A10]",
+        architecture=GpuArchitecture.AMPERE,
+        # nvidia-smi on A10: "23028MiB" (modal-labs/modal-client#2797); NVML total 24146608128 bytes = 23028 MiB
+        # (driver 535.129.03, mayooot/detect-gpu#3). No MIG; no vGPU type catalogued (Ampere, see vgpu_framework).
+        framebuffer_mib=23028,
+    ),
+    GpuModel(
         name="L4",
         bar1_mib=32768,
         pci_device_id="27b8",
@@ -361,6 +452,19 @@ _MODELS = (
         # nvidia-smi on L4: "0MiB / 23034MiB" (public nvidia-smi outputs).
         framebuffer_mib=23034,
         vgpu_profiles=_vgpus("L4", "1Q:24 2Q:12 3Q:8 4C:6 4Q:6 6C:4 6Q:4 8C:3 8Q:3 12C:2 12Q:2 24C:1 24Q:1"),
+    ),
+    GpuModel(
+        name="L40",
+        # BAR1 as the L40S's (assumed, see the module docstring).
+        bar1_mib=65536,
+        pci_device_id="26b5",
+        pci_device_name="AD102GL [L40]",
+        architecture=GpuArchitecture.ADA,
+        # nvidia-smi on L40: "NVIDIA L40, 46068 MiB" (public nvidia-smi outputs, driver 570.144 among them).
+        framebuffer_mib=46068,
+        vgpu_profiles=_vgpus(
+            "L40", "1Q:32 2Q:24 3Q:16 4C:12 4Q:12 6C:8 6Q:8 8C:6 8Q:6 12C:4 12Q:4 16C:3 16Q:3 24C:2 24Q:2 48C:1 48Q:1"
+        ),
     ),
     GpuModel(
         name="L40S",
@@ -392,7 +496,8 @@ _MODELS = (
 )
 
 CATALOG: Mapping[str, GpuModel] = MappingProxyType({m.name: m for m in _MODELS})
-"""Catalog key -> :class:`GpuModel`."""
+"""The built-in models: catalog key -> :class:`GpuModel`. Read-only; a stack's own models join a copy of it
+(:func:`gpucell.spec.gpu_models.extend_catalog`), never this mapping."""
 
 
 GUEST_MMIO64_WINDOW_MIB = 65536

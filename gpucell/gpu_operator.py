@@ -168,8 +168,9 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
       GPU supports MIG (with or without ``migConfig``: gpucell labels those nodes ``all-disabled`` without one, and
       only a running MIG manager turns MIG off again when a layout is removed). Its default layout stays
       ``all-disabled``: each node's layout comes from its ``nvidia.com/mig.config`` label. No custom
-      mig-parted ConfigMap is rendered, because every layout the
-      GPU catalog accepts is one the operator's own ``default-mig-parted-config`` ships.
+      mig-parted ConfigMap is rendered: without one the MIG manager (k8s-mig-manager v0.15.0) builds the layouts
+      from the node's GPUs (``all-disabled``, ``all-<profile>``, ``all-balanced``), the names every catalog model,
+      built-in or ``gpucell:gpuModels``, is held to (:mod:`gpucell.spec.gpu_models`).
     - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``; with ``metrics.enabled``: :func:`dcgm_metrics_values`
       and ``operator.metrics.serviceMonitor`` (the operator's own metrics, ``gpu_operator_*``).
     - ``toolkit.env``: :func:`toolkit_env`.

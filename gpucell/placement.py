@@ -6,14 +6,16 @@ error) and by the renderers (the node selector and the resource requests of the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import shown
-from gpucell.gpu_catalog import CATALOG, GpuModel
+from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
+from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy
 from gpucell.spec.workloads import GpuAllocation, GpuRequest, GpuVirtualMachineSpec
 
@@ -48,6 +50,9 @@ class Placement:
     """NVSwitches a whole-board VM gets (count)."""
     nvlink_disabled: bool = False
     """True for a VM with part of an HGX board and no NVSwitch: its guest driver must run with NVLink off."""
+    model: GpuModel | None = None
+    """The GPU model the workload asked for (its catalog entry: what the renderers read, never the catalog
+    again), ``None`` without GPUs or for any model."""
 
     @property
     def has_gpus(self) -> bool:
@@ -82,10 +87,16 @@ def _topology_key(vm: GpuVirtualMachineSpec) -> str:
 
 
 def place_vm(
-    name: str, vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer]
+    name: str,
+    vm: GpuVirtualMachineSpec,
+    pools: Mapping[str, NodePool],
+    offers: Sequence[GpuOffer],
+    *,
+    catalog: Mapping[str, GpuModel],
 ) -> Placement:
     """Placement of a VM: passthrough or vGPU pools of its model, ``dra`` pools with ``gpuAllocation: dra`` (a claim
-    for ``vfio.gpu.nvidia.com`` devices), or CPU pools for a CPU-only VM."""
+    for ``vfio.gpu.nvidia.com`` devices), or CPU pools for a CPU-only VM. ``catalog`` is the region's GPU catalog
+    (:attr:`gpucell.spec.CellSpec.gpu_catalog`), which ``gpuModel`` must name."""
     needs_topology = vm.dedicated_cpus or vm.hugepages is not None or vm.numa_passthrough
     workers = [n for n, p in pools.items() if p.role is not NodeRole.SERVER]
     if vm.pool is not None and vm.pool not in workers:
@@ -99,13 +110,12 @@ def place_vm(
         if placement.pools and not fits:
             raise PlacementError(*next(r for r in refusals.values() if r is not None))
         return Placement(fits)
-    if vm.gpu_model not in CATALOG:
-        raise PlacementError(
-            ("gpuModel",), f"{shown(vm.gpu_model)} is not a known GPU model; known: {', '.join(CATALOG)}"
-        )
+    if vm.gpu_model not in catalog:
+        raise PlacementError(("gpuModel",), unknown_model(vm.gpu_model, catalog))
+    model = catalog[vm.gpu_model]
     if vm.gpu_allocation is GpuAllocation.DRA:
-        return _place_dra_vm(vm, pools, needs_topology)
-    profiles = CATALOG[vm.gpu_model].vgpu_profiles
+        return dataclasses.replace(_place_dra_vm(vm, pools, needs_topology), model=model)
+    profiles = model.vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
         raise PlacementError(
             ("vgpuProfile",),
@@ -136,8 +146,8 @@ def place_vm(
         )
     fitting = _fit(matching, vm.gpus, "vGPUs" if vm.vgpu_profile else f"{vm.gpu_model} GPUs", ("gpus",))
     fitting = tuple(_host_fits(vm, fitting, pools))
-    placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus)
-    return _with_fabric(placement, CATALOG[vm.gpu_model], kind)
+    placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus, model=model)
+    return _with_fabric(placement, model, kind)
 
 
 def _place_dra_vm(vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], needs_topology: bool) -> Placement:
@@ -186,7 +196,7 @@ def _with_fabric(placement: Placement, model: GpuModel, kind: OfferKind) -> Plac
     if board is None or kind is not OfferKind.PASSTHROUGH:
         return placement
     if placement.count < board.gpus:
-        return Placement(placement.pools, placement.resource, placement.count, nvlink_disabled=True)
+        return dataclasses.replace(placement, nvlink_disabled=True)
     if board.nvswitch is None:
         raise PlacementError(
             ("gpus",),
@@ -195,12 +205,8 @@ def _with_fabric(placement: Placement, model: GpuModel, kind: OfferKind) -> Plac
             f"most {board.gpus - 1} GPUs (the guest runs with NVLink off) or use a container-mode "
             "pool",
         )
-    return Placement(
-        placement.pools,
-        placement.resource,
-        placement.count,
-        nvswitch_resource=board.nvswitch.passthrough_resource,
-        nvswitch_count=board.nvswitches,
+    return dataclasses.replace(
+        placement, nvswitch_resource=board.nvswitch.passthrough_resource, nvswitch_count=board.nvswitches
     )
 
 
@@ -334,20 +340,32 @@ def cpu_pools(pools: Mapping[str, NodePool]) -> list[str]:
 
 
 def place_container(
-    gpu: GpuRequest | None, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer], mig_strategy: str, what: str
+    gpu: GpuRequest | None,
+    pools: Mapping[str, NodePool],
+    offers: Sequence[GpuOffer],
+    mig_strategy: str,
+    what: str,
+    *,
+    catalog: Mapping[str, GpuModel],
 ) -> Placement:
     """Placement of a notebook or endpoint pod: container-mode GPU pools, by whole GPUs or by MIG profile; with
     ``gpu.allocation: dra``, ``dra`` pools (a claim for ``gpu.nvidia.com`` devices).
 
     ``what`` names the workload kind in messages (``a GPU notebook``). Without GPUs the pod goes to the region's
-    :func:`cpu_pools`, so it takes no CPU from NUMA-pinned GPU nodes; anywhere when there are none.
+    :func:`cpu_pools`, so it takes no CPU from NUMA-pinned GPU nodes; anywhere when there are none. ``catalog`` is
+    the region's GPU catalog, which ``gpu.model`` must name.
     """
     if gpu is None:
         return Placement(tuple(cpu_pools(pools)))
-    if gpu.model is not None and gpu.model not in CATALOG:
-        raise PlacementError(
-            ("gpu", "model"), f"{shown(gpu.model)} is not a known GPU model; known: {', '.join(CATALOG)}"
-        )
+    if gpu.model is not None and gpu.model not in catalog:
+        raise PlacementError(("gpu", "model"), unknown_model(gpu.model, catalog))
+    model = catalog[gpu.model] if gpu.model is not None else None
+    return dataclasses.replace(_place_container(gpu, pools, offers, mig_strategy, what), model=model)
+
+
+def _place_container(
+    gpu: GpuRequest, pools: Mapping[str, NodePool], offers: Sequence[GpuOffer], mig_strategy: str, what: str
+) -> Placement:
     if gpu.allocation is GpuAllocation.DRA:
         return _place_dra_container(gpu, pools)
     of_model = [o for o in offers if gpu.model is None or o.model == gpu.model]

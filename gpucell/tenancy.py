@@ -124,6 +124,7 @@ from gpucell._component import CellComponent
 from gpucell._k3s_scripts import listen_port
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
 from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
+from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.scheduling import allowed_classes
@@ -567,7 +568,8 @@ def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
     if cell.tenants.get(tenant) == spec:
         return
     fields = {key: getattr(cell, key) for key in type(cell).model_fields}
-    type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
+    with gpu_catalog(cell.gpu_catalog):  # the models the cell was validated with, its stack's own among them
+        type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
 
 
 class Tenant(CellComponent):

@@ -261,14 +261,16 @@ def test_placement_feeds_the_renderers() -> None:
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value)
     from gpucell.spec import GpuVirtualMachineSpec
 
-    placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers)
+    catalog = spec.gpu_catalog
+    placed = place_vm("x", GpuVirtualMachineSpec.model_validate(vm()), spec.node_pools, offers, catalog=catalog)
     assert (placed.pools, placed.resource, placed.count) == (("h100-vm",), "nvidia.com/GH100_H100_SXM5_80GB", 8)
+    assert placed.model is catalog["H100-SXM5-80GB"]
     mig = place_container(
-        GpuRequest(mig_profile="2g.35gb", count=2), spec.node_pools, offers, "mixed", "a GPU notebook"
+        GpuRequest(mig_profile="2g.35gb", count=2), spec.node_pools, offers, "mixed", "a GPU notebook", catalog=catalog
     )
     assert (mig.pools, mig.resource, mig.count) == (("h200-mig",), "nvidia.com/mig-2g.35gb", 2)
-    whole = place_container(GpuRequest(count=8), spec.node_pools, offers, "mixed", "a GPU notebook")
-    assert (whole.pools, whole.resource) == (("h200",), "nvidia.com/gpu")
+    whole = place_container(GpuRequest(count=8), spec.node_pools, offers, "mixed", "a GPU notebook", catalog=catalog)
+    assert (whole.pools, whole.resource, whole.model) == (("h200",), "nvidia.com/gpu", None)
 
 
 @pytest.mark.parametrize("egress", ["none", "cluster"])

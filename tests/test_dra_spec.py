@@ -12,6 +12,7 @@ import yaml
 from gpucell.admission import placements
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError
+from gpucell.gpu_catalog import CATALOG
 from gpucell.inventory import DRA_SHARED, OfferKind, capacity, dra_offers, gpu_offers
 from gpucell.placement import Placement
 from gpucell.spec import CellSpec, GpuMode, StackSpec
@@ -223,10 +224,11 @@ def test_dra_workloads_land_on_the_dra_pool_with_their_device_class() -> None:
     )
     spec = CellSpec.model_validate(config)
     found = {key: (placement, units) for key, placement, units in placements(spec, spec.tenants["acme"])}
+    l4 = CATALOG["L4"]
     assert found == {
-        ("virtualMachines", "vm"): (Placement(("l4-dra",), None, 2, device_class=VFIO_CLASS), 2),
+        ("virtualMachines", "vm"): (Placement(("l4-dra",), None, 2, device_class=VFIO_CLASS, model=l4), 2),
         ("notebooks", "nb"): (Placement(("l4-dra",), None, 2, device_class=GPU_CLASS), 2),
-        ("modelEndpoints", "llm"): (Placement(("l4-dra",), None, 1, device_class=GPU_CLASS), 2),
+        ("modelEndpoints", "llm"): (Placement(("l4-dra",), None, 1, device_class=GPU_CLASS, model=l4), 2),
     }
     assert all(p.has_gpus and p.resource is None for p, _ in found.values())
 

@@ -79,3 +79,23 @@ def test_schema_command_writes_the_file(tmp_path: Any, capsys: pytest.CaptureFix
     assert (tmp_path / "s.json").read_text() == render_schema()
     assert cli.main(["schema"]) == 0
     assert capsys.readouterr().out.endswith(render_schema())
+
+
+def test_schema_knows_gpu_models() -> None:
+    """docs/gpus.md's stack example is valid for the schema; a typo in a model's key and an unknown NVSwitch name are
+    not."""
+    body = (REPO / "docs" / "gpus.md").read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    document = stack_file("dev")
+    document["config"].update(yaml.safe_load(body)["config"])
+    assert errors(document) == []
+    model = document["config"]["gpucell:gpuModels"]["H800-PCIe-80GB"]
+    model["hgx"] = {"gpus": 8, "nvswitch": "GH100", "nvswitches": 4}
+    assert errors(document) == []
+    model["hgx"]["nvswitch"] = {"pciDeviceId": "22a4", "pciDeviceName": "GH100 [Next NVSwitch]"}
+    assert errors(document) == []
+    model["framebufferMiB"] = model.pop("framebufferMib")
+    where = "config.gpucell:gpuModels.H800-PCIe-80GB"
+    assert errors(document) == [
+        (where, "'framebufferMib' is a required property"),
+        (where, "Additional properties are not allowed ('framebufferMiB' was unexpected)"),
+    ]

@@ -145,7 +145,8 @@ def test_unknown_gpu_model(cell_config: dict[str, Any]) -> None:
     cell_config["nodePools"]["x"] = gpu_pool(gpuModel="X100")
     assert errors_of(cell_config) == [
         "regions.fra1.nodePools.x.gpuModel: 'X100' is not a known GPU model; known: T4, A100-SXM4-40GB, "
-        "A100-SXM4-80GB, H100-SXM5-80GB, H100-PCIe-80GB, H200-SXM-141GB, L4, L40S, B200"
+        "A100-SXM4-80GB, A100-PCIe-40GB, A100-PCIe-80GB, H100-SXM5-80GB, H100-PCIe-80GB, H100-NVL-94GB, GH200-96GB, "
+        "H200-SXM-141GB, A10, L4, L40, L40S, B200 (add your own under gpucell:gpuModels)"
     ]
 
 

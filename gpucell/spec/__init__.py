@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         StorageSpec,
     )
     from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
+    from gpucell.spec.gpu_models import GpuModelSpec, extend_catalog, gpu_catalog
     from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
     from gpucell.spec.network import Host, Network, Ssh, SshOverride
     from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
@@ -80,6 +81,7 @@ __all__ = [
     "Exposure",
     "GpuAllocation",
     "GpuMode",
+    "GpuModelSpec",
     "GpuOperatorSpec",
     "GpuRequest",
     "GpuVirtualMachineSpec",
@@ -119,6 +121,8 @@ __all__ = [
     "TopologyProfile",
     "Versions",
     "VmDisk",
+    "extend_catalog",
+    "gpu_catalog",
     "kserve_deployment_modes",
     "namespace_of",
 ]
@@ -144,6 +148,7 @@ _HOMES: dict[str, str] = {
     "Exposure": "gpucell.spec.workloads",
     "GpuAllocation": "gpucell.spec.workloads",
     "GpuMode": "gpucell.spec.pools",
+    "GpuModelSpec": "gpucell.spec.gpu_models",
     "GpuOperatorSpec": "gpucell.spec.cell",
     "GpuRequest": "gpucell.spec.workloads",
     "GpuVirtualMachineSpec": "gpucell.spec.workloads",
@@ -183,6 +188,8 @@ _HOMES: dict[str, str] = {
     "TopologyProfile": "gpucell.spec.pools",
     "Versions": "gpucell.spec.versions",
     "VmDisk": "gpucell.spec.workloads",
+    "extend_catalog": "gpucell.spec.gpu_models",
+    "gpu_catalog": "gpucell.spec.gpu_models",
     "kserve_deployment_modes": "gpucell.spec.versions",
     "namespace_of": "gpucell.spec.tenancy",
 }

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from ipaddress import IPv4Address
 from typing import Any, ClassVar
 
-from pydantic import Field, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission import check_announced_vms, check_tenants
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import VgpuFramework
+from gpucell.gpu_catalog import GpuModel, VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
 from gpucell.spec.backups import BackupsSpec, check_backup_plugins
 from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
+from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, check_gpu_models, stack_catalog
 from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.k3s import K3sSpec, check_k3s
@@ -346,6 +347,9 @@ class CellSpec(SpecModel):
     """PriorityClass name -> class the tenants' workloads may name (``priorityClassName``). Defaults to none: a
     workload naming a class is refused, and every tenant namespace's quota refuses pods that name one."""
 
+    _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
+    """The GPU catalog the cell was validated against (the built-ins, or its stack's ``gpuModels`` with them)."""
+
     _pool_names = field_validator("node_pools")(check_names)
 
     @field_validator("image_namespaces")
@@ -386,6 +390,12 @@ class CellSpec(SpecModel):
         return validate_with_rules(cls, data, handler, _CELL_RULES)
 
     # -- views ---------------------------------------------------------------------------------------------------
+    @property
+    def gpu_catalog(self) -> Mapping[str, GpuModel]:
+        """The GPU models the cell's pools and workloads may name: catalog key -> :class:`GpuModel`, the built-ins
+        first, then its stack's ``gpuModels`` (:mod:`gpucell.spec.gpu_models`); fixed when the cell was validated."""
+        return self._gpu_catalog
+
     def pools(self, role: NodeRole) -> dict[str, NodePool]:
         """Pools of one role, in config order."""
         return {n: p for n, p in self.node_pools.items() if p.role is role}
@@ -800,17 +810,30 @@ and runs only once the pools, hosts and API endpoint it relies on are sound."""
 
 
 class StackSpec(SpecModel):
-    """A stack's ``gpucell:regions`` config: region name -> cell. Each region becomes one independent cell."""
+    """A stack's config: ``gpucell:regions`` (region name -> cell; each region becomes one independent cell) and
+    ``gpucell:gpuModels`` (GPU models of its own, which every region may name)."""
 
     regions: dict[str, CellSpec] = Field(min_length=1)
     """Region name (DNS-1123 label, used in every resource name of the cell) -> cell spec."""
+    gpu_models: dict[str, GpuModelSpec] = {}
+    """GPU models besides the built-in ones, for every region (:mod:`gpucell.spec.gpu_models`)."""
+
+    _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
 
     _region_names = field_validator("regions")(check_names)
+    _model_names = field_validator("gpu_models")(check_gpu_models)
 
     @model_validator(mode="wrap")
     @classmethod
     def _across_regions(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> StackSpec:
-        return validate_with_rules(cls, data, handler, _STACK_RULES)
+        # The regions (and the stack itself) are validated against the built-ins plus the stack's own models.
+        with stack_catalog(data):
+            return validate_with_rules(cls, data, handler, _STACK_RULES)
+
+    @property
+    def gpu_catalog(self) -> Mapping[str, GpuModel]:
+        """The built-in GPU models plus ``gpuModels``: catalog key -> :class:`GpuModel`."""
+        return self._gpu_catalog
 
     def _check_machines(self) -> Iterator[SpecError]:
         """Pulumi reaches every host from one place: the same address and SSH port in two regions is one machine,

@@ -6,11 +6,12 @@ import re
 from collections.abc import Iterable
 from enum import StrEnum
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import CATALOG, GpuModel
+from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
+from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.network import Host, SshOverride
 
@@ -292,7 +293,8 @@ class NodePool(SpecModel):
     ssh: SshOverride | None = None
     """Overrides the region's ``ssh`` user or port for this pool."""
     gpu_model: str | None = None
-    """GPU pools: a key of the GPU catalog (``H100-SXM5-80GB``, ``L40S``...)."""
+    """GPU pools: a GPU model of the catalog: a built-in one (``H100-SXM5-80GB``, ``L40S``...) or one of
+    ``gpucell:gpuModels``."""
     gpus_per_node: StrictInt | None = Field(default=None, ge=1, le=16)
     """GPU pools: GPUs in each host (count)."""
     gpu_mode: GpuMode | None = None
@@ -318,6 +320,10 @@ class NodePool(SpecModel):
     """Server pools: leave the servers untainted, so that any pod may land on the etcd members (a small lab
     whose servers are its only nodes). Without it every server carries
     ``node-role.kubernetes.io/control-plane:NoSchedule`` (:data:`SERVER_TAINT`). Defaults to false."""
+
+    _model: GpuModel | None = PrivateAttr(default=None)
+    """The catalog entry ``gpu_model`` named in the catalog in force when the pool was validated
+    (:func:`gpucell.spec.gpu_models.catalog_in_force`): the pool keeps the model's facts it was checked against."""
 
     @field_validator("labels")
     @classmethod
@@ -364,7 +370,8 @@ class NodePool(SpecModel):
         ):
             if value is None:
                 raise SpecError((key,), "is required on a gpu pool")
-        model = self.model
+        assert self.gpu_model is not None  # required above
+        self._model = model = catalog_in_force()[self.gpu_model]  # known: the field's own check
         self._check_mig(model)
         self._check_vgpu(model)
         self._check_dra(model)
@@ -420,16 +427,21 @@ class NodePool(SpecModel):
     @field_validator("gpu_model")
     @classmethod
     def _known_model(cls, value: str | None) -> str | None:
-        if value is not None and value not in CATALOG:
-            raise ValueError(f"is not a known GPU model; known: {', '.join(CATALOG)}")
+        catalog = catalog_in_force()
+        if value is not None and value not in catalog:
+            raise SpecError((), unknown_model(value, catalog))
         return value
 
     @property
     def model(self) -> GpuModel:
-        """The catalog entry of a GPU pool. Raises ``ValueError`` on non-GPU pools."""
+        """The catalog entry of a GPU pool, as the pool was validated with it (a copy whose ``gpu_model`` was
+        changed without validation, ``model_copy(update=...)``, looks it up in the catalog in force). Raises
+        ``ValueError`` on non-GPU pools."""
         if self.gpu_model is None:
             raise ValueError("not a gpu pool")
-        return CATALOG[self.gpu_model]
+        if self._model is not None and self._model.name == self.gpu_model:
+            return self._model
+        return catalog_in_force()[self.gpu_model]
 
     @property
     def mode(self) -> GpuMode:

@@ -1,8 +1,9 @@
 """Planning a stack as it is at a git ref: the "before" of ``gpucell diff --base REF``.
 
 By default the ref's stack files are planned **with the ref's own code**: the ref's tree is exported with
-``git archive`` and its gpucell package run in a subprocess (the package laid out from the ref's
-``[tool.setuptools.package-dir]``, imported ahead of the installed one, with this environment's libraries). A pull
+``git archive`` and its gpucell package run in a subprocess (imported from the tree's ``gpucell/`` ahead of the
+installed one, with this environment's libraries; a ref from before decision 0019 has its package laid out from
+its ``[tool.setuptools.package-dir]``). A pull
 request that changes code (a default, a rendered value) then shows what that change does to every stack, which
 planning the ref's config with the working tree's code would hide. ``--base-code worktree`` plans the ref's
 ``Pulumi.<stack>.yaml`` with the working tree's code instead (for a ref whose code no longer runs here).
@@ -27,6 +28,7 @@ from typing import Any
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
 
 __all__ = ["EMPTY_PLAN", "BaseTree", "plan_head", "stacks_in"]
@@ -103,6 +105,8 @@ class BaseTree:
         return result, None, notes
 
     def _import_root(self) -> Path:
+        if (self.tree / "gpucell" / "__init__.py").is_file():
+            return self.tree  # the folders carry the import names (decision 0019): the tree is the import root
         root = self.work / "import"
         if root.is_dir():
             return root
@@ -146,7 +150,7 @@ class BaseTree:
 
     def _fingerprints_from_config(self, stack: str) -> dict[str, dict[str, Any]]:
         files = read_stack_files(self.tree, stack)
-        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+        spec = StackSpec.model_validate(stack_spec_input(files.config, files.project))
         return {region: fingerprint(cell) for region, cell in spec.regions.items()}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +14,12 @@ from gpucell.errors import ConfigError, join_path
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 
-__all__ = ["PROJECT", "StackConfig", "load_stack_config"]
+__all__ = ["PROJECT", "StackConfig", "load_stack_config", "stack_spec_input"]
 
 PROJECT = "gpucell"
 """The Pulumi project name, and so the config namespace (``gpucell:regions``)."""
+_SPEC_KEYS = ("regions", "gpuModels")
+"""The ``gpucell:*`` keys :class:`~gpucell.spec.StackSpec` reads; ``acknowledge`` and the secrets are read apart."""
 
 
 @dataclass(frozen=True)
@@ -60,16 +63,27 @@ class StackConfig:
         return None if s3 is None else self.credentials[s3.credentials_config_key]
 
 
-def _regions_object(config: pulumi.Config) -> Any:
-    try:
-        regions = config.get_object("regions")
-    except pulumi.config.ConfigTypeError:
-        raise ConfigError.at(("regions",), _not_json("regions", "a YAML/JSON object")) from None
-    if regions is None:
+def _spec_input(config: pulumi.Config) -> dict[str, Any]:
+    """``gpucell:regions`` and, when given, ``gpucell:gpuModels``, as :class:`StackSpec` takes them."""
+    values: dict[str, Any] = {}
+    for key in _SPEC_KEYS:
+        try:
+            value = config.get_object(key)
+        except pulumi.config.ConfigTypeError:
+            raise ConfigError.at((key,), _not_json(key, "a YAML/JSON object")) from None
+        if value is not None:
+            values[key] = value
+    if "regions" not in values:
         raise ConfigError.at(
             ("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)"
         )
-    return regions
+    return values
+
+
+def stack_spec_input(config: Mapping[str, Any], project: str = PROJECT) -> dict[str, Any]:
+    """What :class:`StackSpec` takes from a stack file's config (full keys, ``gpucell:regions`` -> value):
+    ``regions`` and ``gpuModels``, each only when the file has it."""
+    return {key: config[f"{project}:{key}"] for key in _SPEC_KEYS if config.get(f"{project}:{key}") is not None}
 
 
 def _not_json(key: str, what: str) -> str:
@@ -97,7 +111,7 @@ def _is_secret(full_key: str) -> bool:
 def _check_top_level_keys(secret_keys: set[str]) -> None:
     """Reject ``gpucell:*`` keys the program does not read, all in one run: a typo there would otherwise be
     ignored."""
-    accepted = {"regions", "acknowledge", *secret_keys}
+    accepted = {*_SPEC_KEYS, "acknowledge", *secret_keys}
     unknown = [
         key
         for full_key in sorted(_config_keys())
@@ -116,7 +130,7 @@ def _check_top_level_keys(secret_keys: set[str]) -> None:
 
 def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> pulumi.Output[str]:
     """The secret config value ``key``; a :class:`ConfigError` when it is missing or stored in plain text."""
-    if key in ("regions", "acknowledge"):
+    if key in (*_SPEC_KEYS, "acknowledge"):
         raise ConfigError.at((key,), f"names a gpucell config key, not a secret ({used_by})")
     secret = config.get_secret(key)
     if secret is None:
@@ -283,7 +297,7 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     malformed ``gpucell:acknowledge``).
     """
     config = config or pulumi.Config(PROJECT)
-    spec = StackSpec.model_validate({"regions": _regions_object(config)})  # raises ConfigError
+    spec = StackSpec.model_validate(_spec_input(config))  # raises ConfigError
     keys: dict[str, pulumi.Output[str]] = {}
     credentials: dict[str, pulumi.Output[str]] = {}
     problems: list[str] = []

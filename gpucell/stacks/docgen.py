@@ -18,6 +18,7 @@ from gpucell.disruption import Acknowledgement
 from gpucell.gpu_catalog import CATALOG, mig_resource_name
 from gpucell.inventory import WHOLE_GPU
 from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec.gpu_models import GpuModelSpec
 
 __all__ = ["render"]
 
@@ -90,6 +91,15 @@ _EXAMPLES: dict[str, str] = {
     "oidc.groupsPrefix": "`idp:`",
     "tenants.*.quota.nodePorts": "`1`",
     "tenants.*.virtualMachines.*.sshService.allowFromCidrs": "`[198.51.100.0/24]`",
+    "gpuModels.*.pciDeviceId": "`2322`",
+    "gpuModels.*.pciDeviceName": "`GH100 [H800 PCIe]`",
+    "gpuModels.*.architecture": "`Hopper`",
+    "gpuModels.*.framebufferMib": "`81559`",
+    "gpuModels.*.migConfigs": "`{all-1g.10gb: {1g.10gb: 7}}`",
+    "gpuModels.*.vgpuProfiles": "`{L40S-12Q: 4}`",
+    "gpuModels.*.vfPciDeviceId": "`26b9`",
+    "gpuModels.*.hgx.nvswitch": "`GH100`, `{pciDeviceId: 22a3, pciDeviceName: GH100 [H100 NVSwitch]}`",
+    "gpuModels.*.bar1Mib": "`131072`",
 }
 
 
@@ -106,6 +116,10 @@ _UNITS: dict[str, str] = {
     "nodePools.*.topology.hugepages1GiPerNuma": "pages",
     "nodePools.*.topology.hugepages2MiPerNuma": "pages",
     "storage.replicas": "replicas per volume",
+    "gpuModels.*.framebufferMib": "MiB",
+    "gpuModels.*.bar1Mib": "MiB",
+    "gpuModels.*.hgx.gpus": "GPUs per board",
+    "gpuModels.*.hgx.nvswitches": "chips per board",
 }
 
 
@@ -198,7 +212,9 @@ def render() -> str:
         "Generated from the spec models by `python -m gpucell.stacks.docgen > docs/config.md`; do not edit by hand.",
         "",
         "All keys live in the `gpucell` namespace of `Pulumi.<stack>.yaml`. `gpucell:regions` maps a region name",
-        "(a DNS-1123 label) to the region's cell; every key below is relative to `gpucell:regions.<region>`.",
+        "(a DNS-1123 label) to the region's cell; every key of the first table is relative to",
+        "`gpucell:regions.<region>`. `gpucell:gpuModels` (GPU models of your own, for every region) and",
+        "`gpucell:acknowledge` have sections of their own below.",
         "A region's SSH private key is a separate secret key (default `gpucell:sshPrivateKey`, set with",
         "`pulumi config set --secret sshPrivateKey < ~/.ssh/id_ed25519`).",
         "",
@@ -208,13 +224,15 @@ def render() -> str:
         "| key | type | unit | default | meaning | example |",
         "|---|---|---|---|---|---|",
     ]
-    assert StackSpec.model_fields["regions"]  # the one top-level key; its values are CellSpec
+    assert set(StackSpec.model_fields) == {"regions", "gpu_models"}  # regions' values are CellSpec
     return (
         "\n".join(
             [
                 *header,
                 *_rows(CellSpec, ""),
                 *gpu_catalog_section(),
+                *_GPU_MODELS,
+                *_rows(GpuModelSpec, "gpuModels.*."),
                 *_ACKNOWLEDGE,
                 *_rows(Acknowledgement, "acknowledge[]."),
                 *_EDITORS,
@@ -266,6 +284,29 @@ def gpu_catalog_section() -> list[str]:
     lines += ["", "Under `migStrategy: single` a MIG instance is advertised as `nvidia.com/gpu`."]
     return lines
 
+
+_GPU_MODELS = [
+    "",
+    "## `gpucell:gpuModels`",
+    "",
+    "GPU models of your own, beside the built-in ones above, for every region of the stack: catalog name ->",
+    "the model's facts, checked by the rules the built-in models pass (a PCI id or resource no other model has, MIG",
+    "layouts as the GPU Operator's MIG manager names them, vGPU types that fit the framebuffer). A pool, VM,",
+    "notebook or endpoint names one by its key in `gpuModel` like a built-in one. docs/gpus.md has an example and",
+    "what changing a model on a live cell does.",
+    "",
+    "```yaml",
+    "  gpucell:gpuModels:",
+    "    H800-PCIe-80GB:",
+    "      pciDeviceId: '2322'",
+    "      pciDeviceName: GH100 [H800 PCIe]",
+    "      architecture: Hopper",
+    "      framebufferMib: 81559",
+    "```",
+    "",
+    "| key | type | unit | default | meaning | example |",
+    "|---|---|---|---|---|---|",
+]
 
 _ACKNOWLEDGE = [
     "",

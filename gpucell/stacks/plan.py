@@ -27,6 +27,7 @@ from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
@@ -383,7 +384,7 @@ def _placeholder_outputs(files: StackFiles) -> Callable[[MockResourceArgs], dict
     that what is built from them keeps its shape in the plan: :func:`gpucell.testing.provider_outputs`.
     """
     try:
-        spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions")})
+        spec = StackSpec.model_validate(stack_spec_input(files.config, files.project))
     except ConfigError:
         spec = None  # the program reports the config error itself
     return provider_outputs(spec.regions.values() if spec else (), password=f"{PLACEHOLDER_PREFIX}-password")

@@ -7,6 +7,8 @@ key's docstring and flag a wrong key or value while typing; ``docs/config.md`` s
 - ``config.gpucell:regions``: every region's :class:`~gpucell.spec.CellSpec`, with enums, ranges and unknown keys
   rejected as the models do (cross-field rules, such as a MIG layout the GPU model lacks, are only checked by
   ``gpucell plan``);
+- ``config.gpucell:gpuModels``: :class:`~gpucell.spec.gpu_models.GpuModelSpec` entries (the rules across models
+  and the built-ins are ``gpucell plan``'s);
 - ``config.gpucell:acknowledge``: :class:`~gpucell.disruption.Acknowledgement` entries;
 - any other ``config.gpucell:*`` key: a secret, ``{secure: <ciphertext>}`` (the SSH keys and credentials gpucell
   reads must be encrypted);
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpucell.disruption import Acknowledgement
 from gpucell.spec import CellSpec
+from gpucell.spec.gpu_models import GpuModelSpec
 from gpucell.stacks.config import PROJECT
 
 __all__ = ["SCHEMA_FILE", "render_schema", "stack_file_schema"]
@@ -41,6 +44,8 @@ class _GpucellConfig(BaseModel):
 
     regions: dict[str, CellSpec] = Field(alias=f"{PROJECT}:regions", title="Regions", min_length=1)
     """Region name (a DNS-1123 label) -> the region's cell. See docs/config.md."""
+    gpu_models: dict[str, GpuModelSpec] = Field(default={}, alias=f"{PROJECT}:gpuModels", title="GPU models")
+    """GPU models of your own, beside the built-in ones, for every region: catalog name -> facts (docs/gpus.md)."""
     acknowledge: list[Acknowledgement] = Field(default=[], alias=f"{PROJECT}:acknowledge", title="Acknowledgements")
     """Disruptive changes the next `pulumi up` may apply (see docs/reviewing-changes.md)."""
 
@@ -61,11 +66,11 @@ def stack_file_schema() -> dict[str, Any]:
     definitions["Secure"] = _SECURE
     config.pop("title", None)
     config["description"] = (
-        "Stack config. gpucell reads gpucell:regions, gpucell:acknowledge and the secret keys "
-        "they name (gpucell:sshPrivateKey by default); other gpucell:* keys must be secrets."
+        "Stack config. gpucell reads gpucell:regions, gpucell:gpuModels, gpucell:acknowledge and the secret "
+        "keys they name (gpucell:sshPrivateKey by default); other gpucell:* keys must be secrets."
     )
     config["required"] = [f"{PROJECT}:regions"]
-    config["patternProperties"] = {f"^{PROJECT}:(?!regions$|acknowledge$)": {"$ref": "#/$defs/Secure"}}
+    config["patternProperties"] = {f"^{PROJECT}:(?!regions$|gpuModels$|acknowledge$)": {"$ref": "#/$defs/Secure"}}
     config["additionalProperties"] = True
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -16,7 +16,6 @@ from pulumi_kubernetes.core.v1 import Secret
 
 from gpucell._component import MANAGED_BY, custom_resource
 from gpucell.dra import container_claim_template, container_claims
-from gpucell.gpu_catalog import CATALOG
 from gpucell.inventory import gpu_offers
 from gpucell.placement import Placement, place_container, place_vm
 from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, taint_tolerations
@@ -94,7 +93,7 @@ def vm_placement(name: str, spec: GpuVirtualMachineSpec, cell: CellSpec) -> Plac
 
     Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
-    return place_vm(name, spec, cell.node_pools, _offers(cell))
+    return place_vm(name, spec, cell.node_pools, _offers(cell), catalog=cell.gpu_catalog)
 
 
 def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Placement:
@@ -105,7 +104,9 @@ def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Pl
 
     Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
-    return place_container(gpu, cell.node_pools, _offers(cell), cell.effective_mig_strategy.value, what)
+    return place_container(
+        gpu, cell.node_pools, _offers(cell), cell.effective_mig_strategy.value, what, catalog=cell.gpu_catalog
+    )
 
 
 def _offers(cell: CellSpec) -> list[GpuOffer]:
@@ -170,9 +171,8 @@ def container_claim_template_manifest(
     model is asked for), labelled as the workload's objects; ``None`` without a DRA placement."""
     if placement.device_class is None or gpu is None:
         return None
-    model = CATALOG[gpu.model] if gpu.model is not None else None
     meta = object_meta(tenant, workload, workload=workload, component=component)
-    return container_claim_template(meta, workload, model, placement.count)
+    return container_claim_template(meta, workload, placement.model, placement.count)
 
 
 def gpu_dependencies(cell: RegionalCell, placement: Placement) -> list[pulumi.Resource]:

@@ -48,7 +48,7 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
+from gpucell.gpu_catalog import needs_host_cpu_model
 from gpucell.placement import Placement
 from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
@@ -206,7 +206,7 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement) -> dict[str, Any]
         cpu["dedicatedCpuPlacement"] = True
     if spec.numa_passthrough:
         cpu["numa"] = {"guestMappingPassthrough": {}}
-    model = CATALOG.get(spec.gpu_model or "")
+    model = placement.model
     if model is not None and spec.vgpu_profile is None and needs_host_cpu_model(model, placement.count):
         cpu["model"] = HOST_PASSTHROUGH  # the guest firmware's MMIO window then fits the GPUs' BARs
     memory: dict[str, Any] = {"guest": f"{spec.memory_gib}Gi"}
@@ -252,10 +252,10 @@ def claim_template_manifest(
 ) -> dict[str, Any] | None:
     """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.dra.vm_claim_template`:
     ``gpus`` VFIO devices of ``gpuModel``), labelled as the VM's objects; else ``None``."""
-    if placement.device_class is None or spec.gpu_model is None:
+    if placement.device_class is None or placement.model is None:
         return None
     meta = object_meta(tenant, name, workload=name)
-    return vm_claim_template(meta, name, CATALOG[spec.gpu_model], placement.count)
+    return vm_claim_template(meta, name, placement.model, placement.count)
 
 
 def virtual_machine_manifest(
