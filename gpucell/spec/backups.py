@@ -21,7 +21,7 @@ from gpucell.errors import SpecError, shown
 from gpucell.releases import release
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import check_config_key, check_url
-from gpucell.spec.etcd import check_s3_bucket, check_s3_folder, check_s3_region, cron_problem
+from gpucell.spec.etcd import check_cron, check_s3_bucket, check_s3_folder, check_s3_region
 
 __all__ = [
     "CHECKSUM_OFF_BROKEN",
@@ -226,13 +226,7 @@ class TenantBackupSpec(SpecModel):
     """Take no backups for now (the Schedule's ``paused``); existing backups are kept until they expire. Defaults
     to false."""
 
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        problem = cron_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    _cron = field_validator("schedule")(check_cron)
 
     @property
     def ttl(self) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "EtcdS3",
     "EtcdSnapshots",
     "EtcdSpec",
+    "check_cron",
     "check_s3_bucket",
     "check_s3_folder",
     "check_s3_region",
@@ -76,6 +77,14 @@ def cron_problem(value: str) -> str | None:
             if match.group(2) is not None and not 1 <= int(match.group(2)) <= high:
                 return f"has the step {shown(part)} in its {name} field, which takes steps of 1-{high}"
     return None
+
+
+def check_cron(value: str) -> str:
+    """``value`` when :func:`cron_problem` finds nothing in it; raises ``ValueError`` with the problem."""
+    problem = cron_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 def check_s3_bucket(value: str) -> str:
@@ -171,13 +180,7 @@ class EtcdSnapshots(SpecModel):
     s3: EtcdS3 | None = None
     """Also upload each snapshot to an S3-compatible bucket. Defaults to none (local snapshots only)."""
 
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        problem = cron_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    _cron = field_validator("schedule")(check_cron)
 
 
 class EtcdSpec(SpecModel):
