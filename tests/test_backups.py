@@ -25,7 +25,16 @@ from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import rbac_manifests
-from tests.conftest import REPO, SECURITY, STORE, UPSTREAM, minimal_cell_config, violations
+from tests.conftest import (
+    REPO,
+    SECURITY,
+    STORE,
+    UPSTREAM,
+    minimal_cell_config,
+    plan_document,
+    region_refusals,
+    violations,
+)
 
 BUCKET_KEY_ID = "AKIA-BACKUP-SENTINEL"
 BUCKET_SECRET = "BUCKET-SECRET-SENTINEL-7d21"
@@ -332,14 +341,6 @@ R = "regions.fra1"
 """The key path of the region the refusals are for (docs/workloads.md shows them for prod's fra1)."""
 
 
-def refused(region: dict[str, Any]) -> list[str]:
-    try:
-        StackSpec.model_validate({"regions": {"fra1": region}})
-    except ConfigError as exc:
-        return exc.lines
-    return []
-
-
 def _tainted(region: dict[str, Any]) -> None:
     for name, pool in region["nodePools"].items():
         if name != "servers":
@@ -449,7 +450,7 @@ def _nfs(region: dict[str, Any]) -> None:
 def test_bad_backup_config_is_one_line(change: Any, line: str) -> None:
     region = lab_region()
     change(region)
-    assert refused(region) == [line]
+    assert region_refusals(region) == [line]
 
 
 def test_two_regions_never_share_a_bucket_prefix() -> None:
@@ -533,25 +534,8 @@ def test_bucket_credentials_file_never_shows_the_value() -> None:
 
 
 # -- day 2 -------------------------------------------------------------------------------------------------------
-def _document(plan: PlanResult) -> dict[str, Any]:
-    resources = [
-        {
-            "urn": r.urn,
-            "type": r.type,
-            "name": r.name,
-            "parent": r.parent,
-            "provider": r.provider,
-            "dependencies": r.dependencies,
-            "options": r.options,
-            "inputs": r.inputs,
-        }
-        for r in plan.resources
-    ]
-    return {"stack": "test", "resources": resources, "outputs": {}, "acknowledge": []}
-
-
 def _diff(before: PlanResult, region: dict[str, Any]) -> list[Any]:
-    return diff_plans(_document(before), _document(deploy(region))).regions["lab"]
+    return diff_plans(plan_document(before), plan_document(deploy(region))).regions["lab"]
 
 
 def test_a_new_schedule_and_retention_update_the_schedule_in_place(plan: PlanResult) -> None:

@@ -9,15 +9,14 @@ from typing import Any
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell.errors import ConfigError
 from gpucell.priority_classes import priority_class_manifest
-from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec import CellSpec
 from gpucell.spec.scheduling import PriorityClassSpec
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import priority_quota_manifest
-from tests.conftest import minimal_cell_config, violations
+from tests.conftest import minimal_cell_config, plan_document, region_refusals, violations
 
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n"
 QUOTA = {"cpuMillicores": 64000, "memoryGib": 512, "storageGib": 1000}
@@ -134,12 +133,7 @@ def test_manifest_without_description_names_who_may_use_it() -> None:
 def test_changing_a_value_replaces_the_class() -> None:
     before, region = deploy(), lab_region()
     region["priorityClasses"]["batch"]["value"] = -2000
-    keys = ("urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs")
-
-    def document(plan: PlanResult) -> dict[str, Any]:
-        return {"stack": "t", "resources": [{k: getattr(r, k) for k in keys} for r in plan.resources], "outputs": {}}
-
-    (found,) = diff_plans(document(before), document(deploy(region))).regions["lab"]
+    (found,) = diff_plans(plan_document(before), plan_document(deploy(region))).regions["lab"]
     assert (found.action, found.label) == ("replace", "PriorityClass batch")
     assert found.replaced_by == ["`value` changed (value cannot change in place)"]
 
@@ -151,14 +145,6 @@ def test_a_class_in_a_cell_spec_is_admitted_only_for_its_tenants() -> None:
 
 R = "regions.fra1"
 """The key path of the region the refusals are for (docs/workloads.md shows them for prod's fra1)."""
-
-
-def refused(region: dict[str, Any]) -> list[str]:
-    try:
-        StackSpec.model_validate({"regions": {"fra1": region}})
-    except ConfigError as exc:
-        return exc.lines
-    return []
 
 
 def vm(region: dict[str, Any]) -> dict[str, Any]:
@@ -212,4 +198,4 @@ def vm(region: dict[str, Any]) -> dict[str, Any]:
 def test_bad_priority_class_config_is_one_line(change: Any, line: str) -> None:
     region = lab_region()
     change(region)
-    assert refused(region) == [line]
+    assert region_refusals(region) == [line]

@@ -17,7 +17,7 @@ from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.workloads.serving_runtime import serving_runtime_manifest
-from tests.conftest import minimal_cell_config, violations
+from tests.conftest import minimal_cell_config, plan_document, region_refusals, violations
 
 API_KEY = "VLLM-API-KEY-SENTINEL-3f1a"
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n"
@@ -169,14 +169,6 @@ R = "regions.fra1"
 """The key path of the region the refusals are for (docs/workloads.md shows them for prod's fra1)."""
 
 
-def refused(region: dict[str, Any]) -> list[str]:
-    try:
-        StackSpec.model_validate({"regions": {"fra1": region}})
-    except ConfigError as exc:
-        return exc.lines
-    return []
-
-
 def endpoint(region: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = region["tenants"]["acme"]["modelEndpoints"]["qwen"]
     return result
@@ -305,7 +297,7 @@ def _webhook(region: dict[str, Any]) -> None:
 def test_bad_endpoint_config_is_one_line(change: Any, line: str) -> None:
     region = lab_region()
     change(region)
-    assert refused(region) == [line]
+    assert region_refusals(region) == [line]
 
 
 def test_a_tenant_runtime_that_auto_selects_wins_over_the_clusters() -> None:
@@ -313,7 +305,7 @@ def test_a_tenant_runtime_that_auto_selects_wins_over_the_clusters() -> None:
     runtime(region)["supportedModelFormats"] = [{"name": "huggingface", "autoSelect": True}]
     del endpoint(region)["runtime"]
     endpoint(region)["modelFormat"] = "huggingface"
-    assert refused(region) == []  # KServe picks the namespace's runtime before kserve-huggingfaceserver
+    assert region_refusals(region) == []  # KServe picks the namespace's runtime before kserve-huggingfaceserver
 
 
 def test_a_runtime_of_another_tenant_is_not_this_ones() -> None:
@@ -323,7 +315,7 @@ def test_a_runtime_of_another_tenant_is_not_this_ones() -> None:
         "quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 10},
         "modelEndpoints": {"e": {"runtime": "vllm-pinned", "modelFormat": "vLLM", "storageUri": "pvc://m/x"}},
     }
-    (line,) = refused(region)
+    (line,) = region_refusals(region)
     assert line.startswith(
         "regions.fra1.tenants.globex.modelEndpoints.e.runtime: 'vllm-pinned' is not a ClusterServingRuntime KServe "
         "v0.20.0 installs nor a servingRuntime of the tenant; installed: "
@@ -371,16 +363,10 @@ def test_an_env_secret_missing_from_the_stack_is_one_line() -> None:
 
 
 # -- day 2 -------------------------------------------------------------------------------------------------------
-def _document(plan: PlanResult) -> dict[str, Any]:
-    keys = ("urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs")
-    resources = [{key: getattr(r, key) for key in keys} | {"secrets": r.secret_digests} for r in plan.resources]
-    return {"stack": "test", "resources": resources, "outputs": {}, "acknowledge": []}
-
-
 def test_an_env_change_rolls_the_endpoint_and_says_so(plan: PlanResult) -> None:
     region = lab_region()
     endpoint(region)["env"][1]["value"] = "DEBUG"
-    (found,) = diff_plans(_document(plan), _document(deploy(region))).regions["lab"]
+    (found,) = diff_plans(plan_document(plan), plan_document(deploy(region))).regions["lab"]
     assert (found.action, found.label) == ("update", "InferenceService tenant-acme/qwen")
     assert [c.path for c in found.changes] == ["spec.predictor.model.env[name=VLLM_LOGGING_LEVEL].value"]
     assert found.notes == [
@@ -390,9 +376,9 @@ def test_an_env_change_rolls_the_endpoint_and_says_so(plan: PlanResult) -> None:
 
 
 def test_a_new_secret_value_replaces_the_env_secret_and_a_scaling_change_rolls_nothing(plan: PlanResult) -> None:
-    found = diff_plans(_document(plan), _document(deploy(key="ROTATED-SENTINEL"))).regions["lab"]
+    found = diff_plans(plan_document(plan), plan_document(deploy(key="ROTATED-SENTINEL"))).regions["lab"]
     assert [(d.action, d.label) for d in found] == [("replace", "Secret tenant-acme/qwen-env")]
     region = lab_region()
     endpoint(region)["maxReplicas"] = 2
-    (scaled,) = diff_plans(_document(plan), _document(deploy(region))).regions["lab"]
+    (scaled,) = diff_plans(plan_document(plan), plan_document(deploy(region))).regions["lab"]
     assert ([c.path for c in scaled.changes], scaled.notes) == (["spec.predictor.maxReplicas"], [])
