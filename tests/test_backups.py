@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import yaml
-from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.backups import bucket_credentials_file, restore_manifest, schedule_manifest
 from gpucell.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
@@ -25,6 +24,7 @@ from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import rbac_manifests
+from gpucell.testing import provider_outputs
 from tests.conftest import (
     REPO,
     SECURITY,
@@ -39,7 +39,6 @@ from tests.conftest import (
 BUCKET_KEY_ID = "AKIA-BACKUP-SENTINEL"
 BUCKET_SECRET = "BUCKET-SECRET-SENTINEL-7d21"
 PASSWORD = "REPOSITORY-PASSWORD-SENTINEL-0c9e"
-KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
@@ -77,12 +76,6 @@ def lab_region() -> dict[str, Any]:
     return region
 
 
-def computed(args: MockResourceArgs) -> dict[str, Any]:
-    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
-        return {"stdout": KUBECONFIG}
-    return {}
-
-
 def deploy(region: dict[str, Any] | None = None) -> PlanResult:
     """The program for one region ``lab`` with the backup secrets set (as `pulumi up` hands them over)."""
     region = region if region is not None else lab_region()
@@ -90,7 +83,7 @@ def deploy(region: dict[str, Any] | None = None) -> PlanResult:
     if "backups" in region:
         config.update({"gpucell:backupS3Lab": f"{BUCKET_KEY_ID}:{BUCKET_SECRET}", "gpucell:backupRepoLab": PASSWORD})
     secrets = [key for key in config if key != "gpucell:regions"]
-    return run_program(build_cells, config=config, secret_keys=secrets, computed=computed)
+    return run_program(build_cells, config=config, secret_keys=secrets, computed=provider_outputs())
 
 
 @pytest.fixture(scope="module")
@@ -520,7 +513,7 @@ def test_backup_secrets_are_checked_before_anything_is_registered(config: dict[s
     stack = {k: v for k, v in stack.items() if v is not None}
     secrets = [k for k in stack if k != "gpucell:regions"]
     with pytest.raises(ConfigError) as exc:
-        run_program(build_cells, config=stack, secret_keys=secrets, computed=computed)
+        run_program(build_cells, config=stack, secret_keys=secrets, computed=provider_outputs())
     assert exc.value.lines == [line]
     assert not any(s in line for s in ("no-colon", "short"))
 

@@ -7,7 +7,6 @@ import copy
 from typing import Any
 
 import pytest
-from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.priority_classes import priority_class_manifest
 from gpucell.spec import CellSpec
@@ -16,9 +15,9 @@ from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import priority_quota_manifest
+from gpucell.testing import provider_outputs
 from tests.conftest import minimal_cell_config, plan_document, region_refusals, violations
 
-KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n"
 QUOTA = {"cpuMillicores": 64000, "memoryGib": 512, "storageGib": 1000}
 VM = {
     "memoryGib": 8,
@@ -48,15 +47,9 @@ def lab_region() -> dict[str, Any]:
     return region
 
 
-def computed(args: MockResourceArgs) -> dict[str, Any]:
-    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
-        return {"stdout": KUBECONFIG}
-    return {}
-
-
 def deploy(region: dict[str, Any] | None = None) -> PlanResult:
     config = {"gpucell:regions": {"lab": region or lab_region()}, "gpucell:sshPrivateKey": "key"}
-    return run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"], computed=computed)
+    return run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"], computed=provider_outputs())
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
@@ -16,11 +15,11 @@ from gpucell.spec.serving import ProtocolVersion
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
+from gpucell.testing import provider_outputs
 from gpucell.workloads.serving_runtime import serving_runtime_manifest
 from tests.conftest import minimal_cell_config, plan_document, region_refusals, violations
 
 API_KEY = "VLLM-API-KEY-SENTINEL-3f1a"
-KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\n"
 ISVC = "kubernetes:serving.kserve.io/v1beta1:InferenceService"
 RUNTIME = {
     "image": "vllm/vllm-openai:v0.11.0",
@@ -61,12 +60,6 @@ def lab_region() -> dict[str, Any]:
     return region
 
 
-def computed(args: MockResourceArgs) -> dict[str, Any]:
-    if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
-        return {"stdout": KUBECONFIG}
-    return {}
-
-
 def deploy(region: dict[str, Any] | None = None, key: str = API_KEY) -> PlanResult:
     config = {
         "gpucell:regions": {"lab": region if region is not None else lab_region()},
@@ -74,7 +67,7 @@ def deploy(region: dict[str, Any] | None = None, key: str = API_KEY) -> PlanResu
         "gpucell:vllmKeyAcme": key,
     }
     secrets = ["gpucell:sshPrivateKey", "gpucell:vllmKeyAcme"]
-    return run_program(build_cells, config=config, secret_keys=secrets, computed=computed)
+    return run_program(build_cells, config=config, secret_keys=secrets, computed=provider_outputs())
 
 
 @pytest.fixture(scope="module")
@@ -355,7 +348,7 @@ def test_an_env_secret_belongs_to_one_tenant() -> None:
 def test_an_env_secret_missing_from_the_stack_is_one_line() -> None:
     config = {"gpucell:regions": {"lab": lab_region()}, "gpucell:sshPrivateKey": "key"}
     with pytest.raises(ConfigError) as exc:
-        run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"], computed=computed)
+        run_program(build_cells, config=config, secret_keys=["gpucell:sshPrivateKey"], computed=provider_outputs())
     assert exc.value.lines == [
         "vllmKeyAcme: secret is missing (regions.lab.tenants.acme.modelEndpoints.qwen.env[0].secretConfigKey names "
         "it); set it with `pulumi config set --secret vllmKeyAcme -- <value of VLLM_API_KEY>`"
