@@ -30,6 +30,7 @@ and, by the keys each Secret holds, gives the storage-initializer container env 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,7 @@ from gpucell.workloads._common import (
     opaque_secret,
     scheduling,
 )
-from gpucell.workloads.serving_runtime import env_entry
+from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
     from gpucell.gateway import EndpointRoute
@@ -444,13 +445,7 @@ def inference_service_manifest(
     model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib + shm, placement)
     if shm:
         model["volumeMounts"] = [{"name": DEVSHM_VOLUME, "mountPath": "/dev/shm"}]
-    model["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    model["securityContext"] = copy.deepcopy(RESTRICTED_CONTAINER)
     predictor: dict[str, Any] = {
         "minReplicas": spec.min_replicas,
         "maxReplicas": spec.max_replicas,

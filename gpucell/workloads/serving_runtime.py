@@ -13,6 +13,7 @@ dropped, seccomp ``RuntimeDefault``): an image that needs root does not start th
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +79,7 @@ def serving_runtime_manifest(tenant: str, name: str, spec: ServingRuntimeSpec) -
         ]
     if spec.env:
         container["env"] = [env_entry(var) for var in spec.env]
-    container["securityContext"] = dict(RESTRICTED_CONTAINER)
+    container["securityContext"] = copy.deepcopy(RESTRICTED_CONTAINER)
     if spec.run_as_user is not None:
         container["securityContext"]["runAsUser"] = spec.run_as_user
     body: dict[str, Any] = {"supportedModelFormats": formats}
