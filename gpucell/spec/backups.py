@@ -1,5 +1,6 @@
 """Backups of tenants' VMs and volumes: Velero with KubeVirt's plugin, taking CSI snapshots of the tenant's Longhorn
-volumes and moving their data into an S3-compatible bucket (docs/decisions/0025-vm-backups.md).
+volumes and moving their data into an S3-compatible bucket
+(docs/decisions/0025-vm-backups-tenant-runtimes-priority-classes.md).
 
 - ``backups`` (:class:`BackupsSpec`, one per cell): the bucket, the cell's two secrets (the bucket credentials and
   the password of Velero's backup repositories), how long one volume may take, Velero chart values.
