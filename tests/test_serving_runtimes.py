@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpucell.errors import ConfigError
-from gpucell.spec import CellSpec, StackSpec
+from gpucell.spec import CellSpec
 from gpucell.spec.serving import ProtocolVersion
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
@@ -308,11 +308,13 @@ def test_a_runtime_of_another_tenant_is_not_this_ones() -> None:
         "quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 10},
         "modelEndpoints": {"e": {"runtime": "vllm-pinned", "modelFormat": "vLLM", "storageUri": "pvc://m/x"}},
     }
-    (line,) = region_refusals(region)
-    assert line.startswith(
+    assert region_refusals(region) == [
         "regions.fra1.tenants.globex.modelEndpoints.e.runtime: 'vllm-pinned' is not a ClusterServingRuntime KServe "
-        "v0.20.0 installs nor a servingRuntime of the tenant; installed: "
-    )
+        "v0.20.0 installs nor a servingRuntime of the tenant; installed: kserve-autogluonserver, "
+        "kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, kserve-lgbserver, kserve-mlserver, "
+        "kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, kserve-sklearnserver, "
+        "kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, kserve-vllmserver, kserve-xgbserver"
+    ]
 
 
 def test_an_env_secret_belongs_to_one_tenant() -> None:
@@ -328,20 +330,16 @@ def test_an_env_secret_belongs_to_one_tenant() -> None:
             }
         },
     }
-    with pytest.raises(ConfigError) as exc:
-        StackSpec.model_validate({"regions": {"lab": region}})
-    assert exc.value.lines == [
-        "regions.lab.tenants.globex.modelEndpoints.e.env[0].secretConfigKey: 'vllmKeyAcme' is already the "
-        "credentials key of tenant acme (regions.lab.tenants.acme); each tenant needs its own, its Secret is "
+    assert region_refusals(region) == [
+        "regions.fra1.tenants.globex.modelEndpoints.e.env[0].secretConfigKey: 'vllmKeyAcme' is already the "
+        "credentials key of tenant acme (regions.fra1.tenants.acme); each tenant needs its own, its Secret is "
         "readable in the tenant's namespace"
     ]
     endpoint(region)["env"][0]["secretConfigKey"] = "sshPrivateKey"
     del region["tenants"]["globex"]
-    with pytest.raises(ConfigError) as exc:
-        StackSpec.model_validate({"regions": {"lab": region}})
-    assert exc.value.lines == [
-        "regions.lab.tenants.acme.modelEndpoints.qwen.env[0].secretConfigKey: 'sshPrivateKey' is the SSH private key "
-        "of region lab; name a secret that holds only the value of VLLM_API_KEY"
+    assert region_refusals(region) == [
+        "regions.fra1.tenants.acme.modelEndpoints.qwen.env[0].secretConfigKey: 'sshPrivateKey' is the SSH private "
+        "key of region fra1; name a secret that holds only the value of VLLM_API_KEY"
     ]
 
 
