@@ -130,11 +130,9 @@ class BaseTree:
 
     def _plan_with_ref_code(self, stack: str) -> dict[str, Any]:
         out = self.work / f"{stack}.json"
-        root = self._import_root()
         done = subprocess.run(
             [sys.executable, "-c", _BOOT, "plan", stack, "--json", str(out), "--project-dir", str(self.tree)],
-            env={**_environ(), "PYTHONPATH": str(root)},
-            cwd=root,  # ``-c`` puts the working directory first on sys.path: a checkout's own gpucell would win
+            env={**_environ(), "PYTHONPATH": str(self._import_root())},
             capture_output=True,
             text=True,
             check=False,
