@@ -715,6 +715,17 @@ def test_base_ref_plans_the_refs_files_with_its_own_code(repo: Path, capsys: pyt
         (repo / "Pulumi.dev.yaml").write_text(original)
 
 
+def test_base_ref_code_is_imported_from_the_ref_wherever_the_diff_runs(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # run from a checkout's root, whose gpucell/ is not the ref's: the ref's plan must not import it
+    (tmp_path / "gpucell").mkdir()
+    (tmp_path / "gpucell" / "__init__.py").write_text("raise ImportError('not the ref gpucell')\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["diff", "--base", "HEAD", "dev", "--project-dir", str(repo)]) == 0
+    assert "> base: stack files and code at `HEAD`\n" in capsys.readouterr().out
+
+
 def test_base_ref_new_stack_and_bad_ref(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "Pulumi.lab.yaml").write_text((repo / "Pulumi.dev.yaml").read_text())
     try:

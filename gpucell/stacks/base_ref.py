@@ -133,6 +133,9 @@ class BaseTree:
         done = subprocess.run(
             [sys.executable, "-c", _BOOT, "plan", stack, "--json", str(out), "--project-dir", str(self.tree)],
             env={**_environ(), "PYTHONPATH": str(self._import_root())},
+            # `python -c` puts its working directory first on sys.path: run from a checkout's root, the working
+            # tree's gpucell/ would shadow the ref's
+            cwd=self.tree,
             capture_output=True,
             text=True,
             check=False,
