@@ -4,10 +4,12 @@
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
-  :class:`CertManager`, :class:`KServe`, :class:`PriorityClasses`, :class:`CsiSnapshots`, :class:`Backups`), each
-  ``(name, args, opts)`` with its ``*Args``;
+  :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`PriorityClasses`,
+  :class:`CsiSnapshots`, :class:`Backups`), each ``(name, args, opts)`` with its ``*Args``: only what it uses and
+  the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
 - tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
-  :class:`ServingRuntime` (a tenant's own KServe runtime);
+  :class:`ServingRuntime` (a tenant's own KServe runtime), on a :class:`Cluster`, its :class:`ClusterFacts` and
+  :class:`Platform` (any cluster, not only a gpucell cell);
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
 - :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
@@ -22,8 +24,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpucell.admission import ClusterFacts
     from gpucell.backups import Backups, BackupsArgs
-    from gpucell.cdi import Cdi, CdiArgs
+    from gpucell.cdi import Cdi, CdiArgs, VolumeClass
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
@@ -35,8 +38,11 @@ if TYPE_CHECKING:
     from gpucell.gpu_catalog import CATALOG, GpuModel
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
     from gpucell.k3s import K3sCluster, K3sClusterArgs
+    from gpucell.keda import Keda, KedaArgs
     from gpucell.kserve import KServe, KServeArgs
     from gpucell.kubevirt import KubeVirt, KubeVirtArgs
+    from gpucell.metrics import Metrics, MetricsArgs
+    from gpucell.platform import Platform
     from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.spec import (
         AccessMode,
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
         GpuVirtualMachineSpec,
         Host,
         ImageSpec,
+        K3sClusterSpec,
         KServeSpec,
         MigStrategy,
         ModelEndpointSpec,
@@ -83,7 +90,7 @@ if TYPE_CHECKING:
         VmDisk,
     )
     from gpucell.storage import Storage, StorageArgs
-    from gpucell.tenancy import Tenant, TenantArgs
+    from gpucell.tenancy import Tenant, TenantArgs, TenantRef
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
     from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
@@ -105,6 +112,7 @@ __all__ = [
     "CiliumArgs",
     "CiliumSpec",
     "Cluster",
+    "ClusterFacts",
     "ConfigError",
     "ContainerRuntime",
     "CpuTopology",
@@ -133,11 +141,16 @@ __all__ = [
     "ImageSpec",
     "K3sCluster",
     "K3sClusterArgs",
+    "K3sClusterSpec",
     "KServe",
     "KServeArgs",
     "KServeSpec",
+    "Keda",
+    "KedaArgs",
     "KubeVirt",
     "KubeVirtArgs",
+    "Metrics",
+    "MetricsArgs",
     "MigStrategy",
     "ModelEndpoint",
     "ModelEndpointArgs",
@@ -148,6 +161,7 @@ __all__ = [
     "Notebook",
     "NotebookArgs",
     "NotebookSpec",
+    "Platform",
     "PriorityClasses",
     "PriorityClassesArgs",
     "RegionalCell",
@@ -170,10 +184,12 @@ __all__ = [
     "TenantGroups",
     "TenantLimits",
     "TenantQuota",
+    "TenantRef",
     "TenantSpec",
     "TopologyProfile",
     "Versions",
     "VmDisk",
+    "VolumeClass",
 ]
 
 _HOMES: dict[str, str] = {
@@ -192,6 +208,7 @@ _HOMES: dict[str, str] = {
     "CiliumArgs": "gpucell.cilium",
     "CiliumSpec": "gpucell.spec",
     "Cluster": "gpucell.cluster",
+    "ClusterFacts": "gpucell.admission",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
@@ -220,11 +237,16 @@ _HOMES: dict[str, str] = {
     "ImageSpec": "gpucell.spec",
     "K3sCluster": "gpucell.k3s",
     "K3sClusterArgs": "gpucell.k3s",
+    "K3sClusterSpec": "gpucell.spec",
     "KServe": "gpucell.kserve",
     "KServeArgs": "gpucell.kserve",
     "KServeSpec": "gpucell.spec",
+    "Keda": "gpucell.keda",
+    "KedaArgs": "gpucell.keda",
     "KubeVirt": "gpucell.kubevirt",
     "KubeVirtArgs": "gpucell.kubevirt",
+    "Metrics": "gpucell.metrics",
+    "MetricsArgs": "gpucell.metrics",
     "MigStrategy": "gpucell.spec",
     "ModelEndpoint": "gpucell.workloads.model_endpoint",
     "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
@@ -237,6 +259,7 @@ _HOMES: dict[str, str] = {
     "NotebookSpec": "gpucell.spec",
     "PriorityClasses": "gpucell.priority_classes",
     "PriorityClassesArgs": "gpucell.priority_classes",
+    "Platform": "gpucell.platform",
     "RegionalCell": "gpucell.cell",
     "RegionalCellArgs": "gpucell.cell",
     "RunStrategy": "gpucell.spec",
@@ -257,10 +280,12 @@ _HOMES: dict[str, str] = {
     "TenantGroups": "gpucell.spec",
     "TenantLimits": "gpucell.spec",
     "TenantQuota": "gpucell.spec",
+    "TenantRef": "gpucell.tenancy",
     "TenantSpec": "gpucell.spec",
     "TopologyProfile": "gpucell.spec",
     "Versions": "gpucell.spec",
     "VmDisk": "gpucell.spec",
+    "VolumeClass": "gpucell.cdi",
 }
 """Public name -> the module that defines it."""
 

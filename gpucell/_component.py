@@ -4,10 +4,13 @@ object carries and how a rendered custom resource is registered."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
 
 __all__ = ["MANAGED_BY", "CellComponent", "custom_resource"]
 
@@ -34,9 +37,17 @@ class CellComponent(pulumi.ComponentResource):
     Pulumi does not hand a component's ``depends_on`` to its children, so a component that must come after
     something (Cilium after the servers answer, KServe after cert-manager) would start its children early.
     :meth:`child` adds the component's own ``depends_on`` to every child, making the ordering real.
+
+    A component deployed into a cluster is given its :class:`~gpucell.cluster.Cluster`: the cluster's provider goes
+    on the component (its children inherit it) and the cluster's ``ready`` comes first among its ``depends_on``
+    (:meth:`gpucell.cluster.Cluster.component_options`).
     """
 
-    def __init__(self, class_name: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+    def __init__(
+        self, class_name: str, name: str, opts: pulumi.ResourceOptions | None, cluster: Cluster | None = None
+    ) -> None:
+        if cluster is not None:
+            opts = cluster.component_options(opts)
         super().__init__(f"gpucell:index:{class_name}", name, None, opts)
         self._after: list[pulumi.Resource] = list(_as_list((opts or pulumi.ResourceOptions()).depends_on))
 

@@ -29,7 +29,7 @@ from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 if TYPE_CHECKING:
-    from gpucell.spec import CellSpec
+    from gpucell.spec.nodes import NodeViews
     from gpucell.spec.pools import TopologyProfile
 
 __all__ = ["MIN_SRIOV_VGPU_KERNEL", "host_setup", "iommu_check", "kernel_check", "memory_check"]
@@ -164,7 +164,7 @@ def iommu_check(pool_name: str) -> str:
     return _IOMMU.format(pool=pool_name)
 
 
-def host_setup(cell: CellSpec, pool_name: str, pool: NodePool) -> str:
+def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; :func:`iommu_check` on
     ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`, on
     other GPU pools :func:`gpucell.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server

@@ -39,9 +39,10 @@ from gpucell.gpu_catalog import VgpuFramework
 from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
 from gpucell.k3s_hardening import server_options as hardening_server_options
-from gpucell.spec import CellSpec, GpuMode, Host, NodePool, NodeRole, StorageBackend
+from gpucell.spec import GpuMode, Host, Network, NodePool, NodeRole, StorageBackend
 from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
+from gpucell.spec.nodes import NodeViews
 from gpucell.spec.pools import (
     DRA_DISABLED_OPERANDS,
     DRA_KUBELET_PLUGIN_LABEL,
@@ -121,19 +122,19 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def api_server_url(cell: CellSpec) -> str:
+def api_server_url(cell: NodeViews) -> str:
     """``https://<api_endpoint>:<api_port>``: what agents, joining servers and the kubeconfig use."""
     return f"https://{_host_port(cell.api_endpoint, cell.network.api_port)}"
 
 
-def listen_port(cell: CellSpec) -> int:
-    """The port k3s servers listen on (``https-listen-port``).
+def listen_port(network: Network) -> int:
+    """The port k3s servers listen on (``https-listen-port``), for the address plan ``network``.
 
     Without ``network.apiEndpoint`` the endpoint *is* the single server, so it listens on ``apiPort``. With
     an endpoint (VIP or load balancer) the servers keep k3s's default 6443 and the endpoint maps ``apiPort``
     to it.
     """
-    return cell.network.api_port if cell.network.api_endpoint is None else K3S_LOCAL_PORT
+    return network.api_port if network.api_endpoint is None else K3S_LOCAL_PORT
 
 
 # -- config.yaml -----------------------------------------------------------------------------------
@@ -177,21 +178,21 @@ def managed_labels(pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework
     return labels
 
 
-def pool_managed_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> dict[str, str]:
+def pool_managed_labels(cell: NodeViews, pool_name: str, pool: NodePool) -> dict[str, str]:
     """:func:`managed_labels` of a pool of ``cell``, with its vGPU framework taken from the cell (SR-IOV or mdev,
-    :meth:`~gpucell.spec.CellSpec.vgpu_pools`)."""
+    :meth:`~gpucell.spec.nodes.NodeViews.vgpu_pools`)."""
     framework = None
     if pool.role is NodeRole.GPU and pool.mode is GpuMode.VM_VGPU:
         framework = VgpuFramework.SRIOV if pool_name in cell.vgpu_pools(VgpuFramework.SRIOV) else VgpuFramework.MDEV
     return managed_labels(pool_name, pool, framework)
 
 
-def _node_labels(cell: CellSpec, pool_name: str, pool: NodePool) -> list[str]:
+def _node_labels(cell: NodeViews, pool_name: str, pool: NodePool) -> list[str]:
     labels = pool_managed_labels(cell, pool_name, pool)
     return [f"{k}={v}" for k, v in labels.items()] + [f"{k}={pool.labels[k]}" for k in sorted(pool.labels)]
 
 
-def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> dict[str, Any]:
+def node_config(cell: NodeViews, pool_name: str, pool: NodePool, host: Host) -> dict[str, Any]:
     """The k3s options of one node as an ordered mapping (rendered by :func:`render_config`).
 
     Every node: ``node-name``, ``node-ip``, ``token-file``, ``node-label`` (see :func:`managed_labels`, then
@@ -199,7 +200,7 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     control-plane taint, then ``taints``), ``kubelet-arg``
     (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
     ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
-    The init server (``CellSpec.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
+    The init server (``NodeViews.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
     true`` (it initialises embedded etcd); every other node gets ``server: <api_server_url>``, so removing any
     server never changes another server's config, and a server added later joins the existing cluster.
     Servers also get the cluster-wide options: ``tls-san`` (apiEndpoint plus ``network.tlsSans``), pod/service
@@ -233,7 +234,7 @@ def node_config(cell: CellSpec, pool_name: str, pool: NodePool, host: Host) -> d
     return config
 
 
-def etcd_snapshot_options(cell: CellSpec) -> dict[str, Any]:
+def etcd_snapshot_options(cell: NodeViews) -> dict[str, Any]:
     """The k3s server options of ``etcd.snapshots`` that differ from k3s's defaults, in a stable order.
 
     ``etcd-snapshot-schedule-cron`` and ``etcd-snapshot-retention`` when not ``0 */12 * * *`` and 5,
@@ -270,7 +271,7 @@ def registration_only_options(role: NodeRole) -> tuple[str, ...]:
     return (*keys, "cluster-init", "server") if role is NodeRole.SERVER else keys
 
 
-def restart_digest(cell: CellSpec, role: NodeRole, config: dict[str, Any], files: Sequence[NodeFile] = ()) -> str:
+def restart_digest(cell: NodeViews, role: NodeRole, config: dict[str, Any], files: Sequence[NodeFile] = ()) -> str:
     """16 hex digits identifying what a k3s restart of a node would apply: the pinned version, the node's config
     without :func:`registration_only_options` and the other files k3s reads (``files``: the CIS profile's and
     sign-in's). Equal digests mean the install script leaves k3s running."""
@@ -280,7 +281,7 @@ def restart_digest(cell: CellSpec, role: NodeRole, config: dict[str, Any], files
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _server_options(cell: CellSpec) -> dict[str, Any]:
+def _server_options(cell: NodeViews) -> dict[str, Any]:
     net = cell.network
     sans = list(dict.fromkeys([cell.api_endpoint, *net.tls_sans]))
     disable = ["traefik", "servicelb"]
@@ -296,8 +297,8 @@ def _server_options(cell: CellSpec) -> dict[str, Any]:
         "disable-kube-proxy": True,
         "disable": disable,
     }
-    if listen_port(cell) != K3S_LOCAL_PORT:
-        options["https-listen-port"] = listen_port(cell)
+    if listen_port(cell.network) != K3S_LOCAL_PORT:
+        options["https-listen-port"] = listen_port(cell.network)
     options["write-kubeconfig-mode"] = "0600"
     options.update(etcd_snapshot_options(cell))
     return options
@@ -734,7 +735,7 @@ def _service(role: NodeRole) -> str:
 
 
 def install_script(
-    cell: CellSpec,
+    cell: NodeViews,
     role: NodeRole,
     host: Host,
     config_yaml: str,
@@ -911,7 +912,7 @@ def remote(script: str) -> str:
     return f"bash -c {shlex.quote(script)}"
 
 
-def rewrite_kubeconfig(kubeconfig: str | None, cell: CellSpec) -> str:
+def rewrite_kubeconfig(kubeconfig: str | None, cell: NodeViews) -> str:
     """``kubeconfig`` with each ``server: https://127.0.0.1:<listen port>`` line pointed at :func:`api_server_url`.
 
     ``kubeconfig`` is the admin kubeconfig k3s wrote on the first server (see :func:`kubeconfig_script`).
@@ -920,7 +921,7 @@ def rewrite_kubeconfig(kubeconfig: str | None, cell: CellSpec) -> str:
     kubeconfig would make it fall back to the ambient ``~/.kube/config`` (or talk to 127.0.0.1), i.e. deploy
     to whatever cluster the operator's machine points at.
     """
-    local = f"https://127.0.0.1:{listen_port(cell)}"
+    local = f"https://127.0.0.1:{listen_port(cell.network)}"
     url = api_server_url(cell)
     _, first = cell.servers[0]
     source = f"{KUBECONFIG_PATH} of the first server {first.name} ({first.address})"

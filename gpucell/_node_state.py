@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from gpucell._k3s_scripts import pool_managed_labels
 from gpucell.inventory import gpu_offers
-from gpucell.spec import CellSpec, GpuMode, NodePool, NodeRole
+from gpucell.spec import GpuMode, NodePool, NodeRole
 from gpucell.spec.lifecycle import Rollout
+from gpucell.spec.nodes import NodeViews
 from gpucell.spec.pools import MIG_LABEL, VGPU_LABEL, WORKLOAD_LABEL
 
 __all__ = [
@@ -117,7 +118,7 @@ class NodeState:
         return self.role is NodeRole.GPU
 
 
-def node_state(cell: CellSpec, pool_name: str, pool: NodePool, host_name: str) -> NodeState:
+def node_state(cell: NodeViews, pool_name: str, pool: NodePool, host_name: str) -> NodeState:
     """The :class:`NodeState` of host ``host_name`` of pool ``pool_name`` in ``cell``."""
     labels = {**pool_managed_labels(cell, pool_name, pool), **{k: pool.labels[k] for k in sorted(pool.labels)}}
     gpu_config = {k: labels[k] for k in _GPU_CONFIG_LABELS if k in labels}

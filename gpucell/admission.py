@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
+from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.kserve_runtimes import (
     RUNTIMES,
@@ -31,16 +34,32 @@ from gpucell.kserve_runtimes import (
     runtimes_of,
 )
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
-from gpucell.spec.tenancy import EgressClass, namespace_of
-from gpucell.spec.traffic import tenant_pools, vm_pool
+from gpucell.spec._base import SpecModel
+from gpucell.spec._rules import Rule, validate_with_rules
+from gpucell.spec.gpu_models import catalog_in_force
+from gpucell.spec.identity import OidcSpec, check_tenant_groups
+from gpucell.spec.network import Network, check_names
+from gpucell.spec.platform import (
+    KServeSpec,
+    MigStrategy,
+    StorageSpec,
+    check_kserve_mode,
+    check_mig_strategy,
+    effective_mig_strategy,
+)
+from gpucell.spec.pools import NodePool
+from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
+from gpucell.spec.tenancy import EgressClass, TenantSpec, check_image_namespaces, check_tenant_names, namespace_of
+from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
     from gpucell.spec.serving import ServingRuntimeSpec
-    from gpucell.spec.tenancy import TenantSpec
 
 __all__ = [
+    "ClusterFacts",
     "DraDemand",
     "check_announced_vms",
     "check_dra_pools",
@@ -49,30 +68,143 @@ __all__ = [
     "tenant_runtimes",
 ]
 
+
+class ClusterFacts(SpecModel):
+    """The facts of a cluster that its tenants and their workloads are admitted against and rendered from: its GPU
+    inventory, address plan, sign-in, storage classes, golden-image namespaces, KServe release, LoadBalancer pools,
+    and the tenants it already holds. Nothing here is read from the cluster: these are the facts a plan needs and
+    the Kubernetes API cannot tell it (docs/decisions/0019-standalone-components.md).
+
+    Each field is the cell spec's field of the same name and key path, so every admission message reads the same
+    for a cell and for a cluster gpucell did not build. :meth:`from_cell` takes them from a validated
+    :class:`~gpucell.spec.cell.CellSpec`; built on its own (``ClusterFacts.model_validate({...})``, camelCase or
+    snake_case keys) the tenants it lists are admitted as a cell's are, and a mistake raises
+    :class:`~gpucell.errors.ConfigError`, one ``key.path: message`` line per problem.
+
+    On a cluster gpucell did not build, ``nodePools`` describe its GPU (and CPU) nodes: each pool's ``hosts`` name
+    its Nodes (what the inventory counts), and those Nodes carry the labels gpucell's placement selects
+    (``gpucell.io/pool: <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``) and the
+    pool's ``taints``; gpucell sets none of them there.
+    """
+
+    versions: Versions = Versions()
+    """Pinned releases; ``versions.kserve`` decides the serving runtimes and formats an endpoint may name. Defaults
+    to gpucell's pins (those :class:`gpucell.kserve.KServe` installs by default)."""
+    oidc: OidcSpec | None = None
+    """The OpenID Connect issuer the API server trusts: tenant groups become ``<groupsPrefix><group>`` in RoleBindings.
+    None: group names are used as given."""
+    network: Network
+    """The address plan: ``nodeCidr``, ``podCidr`` and ``serviceCidr`` (what ``internet`` egress leaves out and
+    ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what ``cluster`` egress reaches). The pod and
+    service CIDRs default to k3s's; give a cluster's own."""
+    node_pools: dict[str, NodePool] = {}
+    """Pool name -> pool: the GPU inventory workloads are placed on and quotas are checked against, and each pool's
+    taints (tolerated by the workloads placed there). Defaults to none (no GPU workload fits)."""
+    mig_strategy: MigStrategy | None = None
+    """The GPU Operator's ``mig.strategy`` (what MIG nodes advertise): ``single`` or ``mixed``; defaults to ``mixed``
+    when a pool uses MIG, else ``single`` (as :class:`gpucell.gpu_operator.GpuOperator` installs it)."""
+    storage: StorageSpec = StorageSpec()
+    """The StorageClasses a VM disk or a notebook may name: the backend's (``local-path`` or ``longhorn``) and
+    ``otherClasses``; only these keys are read."""
+    kserve: KServeSpec = KServeSpec()
+    """KServe's default ``deploymentMode`` (``Standard``); only this key is read."""
+    tenants: dict[str, TenantSpec] = {}
+    """The tenants the cluster already holds (name -> spec): a new tenant's GPU quota and DRA demands are checked
+    together with theirs."""
+    allow_gpu_overcommit: bool = False
+    """Let the tenants' GPU quotas add up to more than the pools hold. Defaults to false."""
+    image_namespaces: list[str] = []
+    """Namespaces holding golden VM images every tenant may clone. Defaults to none."""
+    load_balancer: LoadBalancerSpec | None = None
+    """The cluster's LoadBalancer pools per tenant (Cilium LB IPAM), which VMs' ``LoadBalancer`` Services draw from;
+    none: such Services are refused."""
+    gateway: GatewaySpec | None = None
+    """The Gateway exposed model endpoints are served from; none: ``expose`` is refused."""
+    priority_classes: dict[str, PriorityClassSpec] = {}
+    """The PriorityClasses workloads may name (``priorityClassName``) and the tenants each is open to; every
+    tenant's namespace refuses pods naming another (its ``tenant-priority-classes`` quota). Defaults to none."""
+
+    _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
+    """The GPU catalog the facts were validated against: the built-ins, or its stack's ``gpuModels`` with them."""
+
+    _pool_names = field_validator("node_pools")(check_names)
+    _tenant_names = field_validator("tenants")(check_tenant_names)
+    _image_namespaces = field_validator("image_namespaces")(check_image_namespaces)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _cross_checks(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ClusterFacts:
+        return validate_with_rules(cls, data, handler, _FACTS_RULES)
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec) -> ClusterFacts:
+        """The facts of an already validated cell spec (its sections as they are, not validated again)."""
+        shared = {name: getattr(cell, name) for name in cls.model_fields if name != "mig_strategy"}
+        facts = cls.model_construct(**shared, mig_strategy=cell.gpu_operator.mig_strategy)
+        facts._gpu_catalog = cell.gpu_catalog
+        return facts
+
+    @property
+    def gpu_catalog(self) -> Mapping[str, GpuModel]:
+        """The GPU models its pools and workloads may name: catalog key -> :class:`~gpucell.gpu_catalog.GpuModel`
+        (the cell's, for :meth:`from_cell`; else the catalog in force when the facts were validated:
+        :func:`gpucell.spec.gpu_models.catalog_in_force`)."""
+        return self._gpu_catalog
+
+    @property
+    def effective_mig_strategy(self) -> MigStrategy:
+        """:attr:`mig_strategy`, or ``mixed`` when any pool uses MIG and ``single`` otherwise."""
+        return effective_mig_strategy(self.mig_strategy, self.node_pools)
+
+    @property
+    def deployment_mode(self) -> DeploymentMode:
+        """The KServe default deployment mode in force."""
+        return self.kserve.deployment_mode or kserve_deployment_modes(self.versions.kserve)[0]
+
+    def _check_mig_strategy(self) -> Iterator[SpecError]:
+        yield from check_mig_strategy(self.mig_strategy, self.node_pools, "migStrategy")
+
+    def _check_kserve_mode(self) -> Iterator[SpecError]:
+        yield from check_kserve_mode(self.kserve, self.versions.kserve)
+
+    def _check_groups(self) -> Iterator[SpecError]:
+        yield from check_tenant_groups(self.oidc, self.tenants)
+
+    def _check_traffic(self) -> Iterator[SpecError]:
+        yield from check_traffic(self)
+        yield from check_announced_vms(self)
+
+    def _check_tenants(self) -> Iterator[SpecError]:
+        yield from check_tenants(self)
+
+    def _check_priority_classes(self) -> Iterator[SpecError]:
+        yield from check_priority_classes(self.priority_classes, self.tenants)
+
+
 MAX_DRA_POOL_SETS = 12
 """Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
 workloads confined to a set of pools fit its GPUs); beyond, only each workload's own candidates and all pools."""
 
 
-def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, str], Placement, int]]:
+def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[str, str], Placement, int]]:
     """``((kind key, name), placement, units)`` of every workload of ``tenant``; units count every replica.
 
     Raises :class:`SpecError` (path relative to the tenant) when a workload fits nowhere.
     """
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-    strategy = cell.effective_mig_strategy.value
-    catalog = cell.gpu_catalog
+    offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
+    strategy = facts.effective_mig_strategy.value
+    catalog = facts.gpu_catalog
     for name, vm in tenant.virtual_machines.items():
         placement = _placed(
             ("virtualMachines", name),
-            functools.partial(place_vm, name, vm, cell.node_pools, offers, catalog=catalog),
+            functools.partial(place_vm, name, vm, facts.node_pools, offers, catalog=catalog),
         )
         yield ("virtualMachines", name), placement, placement.count
     for name, notebook in tenant.notebooks.items():
         placement = _placed(
             ("notebooks", name),
             functools.partial(
-                place_container, notebook.gpu, cell.node_pools, offers, strategy, "a GPU notebook", catalog=catalog
+                place_container, notebook.gpu, facts.node_pools, offers, strategy, "a GPU notebook", catalog=catalog
             ),
         )
         yield ("notebooks", name), placement, placement.count
@@ -82,7 +214,7 @@ def placements(cell: CellSpec, tenant: TenantSpec) -> Iterator[tuple[tuple[str, 
             functools.partial(
                 place_container,
                 endpoint.gpu,
-                cell.node_pools,
+                facts.node_pools,
                 offers,
                 strategy,
                 "a GPU model endpoint",
@@ -152,7 +284,9 @@ def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
         return  # one line per tenant: the first download its egress refuses
 
 
-def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+def _check_services_and_sources(
+    facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, cell_secrets: Collection[str]
+) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
     node_ports = load_balancers = 0
@@ -176,15 +310,15 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
         for index, disk in enumerate(vm.disks):
             if disk.source.pvc is not None:
                 namespace = disk.source.pvc.split("/", 1)[0]
-                if namespace != own and namespace not in cell.image_namespaces:
+                if namespace != own and namespace not in facts.image_namespaces:
                     yield SpecError(
                         (*base, "virtualMachines", name, *_disk_key(index), "source", "pvc"),
                         f"{shown(disk.source.pvc)} clones from namespace {shown(namespace)}; a tenant may clone from "
                         f"its own namespace {own} or from imageNamespaces "
-                        f"({', '.join(cell.image_namespaces) or 'none'})",
+                        f"({', '.join(facts.image_namespaces) or 'none'})",
                     )
     for name, endpoint in tenant.model_endpoints.items():
-        if endpoint.credentials_config_key in {cell.ssh.private_key_config_key, "regions", "acknowledge"}:
+        if endpoint.credentials_config_key in {*cell_secrets, "regions", "acknowledge"}:
             yield SpecError(
                 (*base, "modelEndpoints", name, "credentialsConfigKey"),
                 f"{shown(endpoint.credentials_config_key)} is the region's SSH key (or its config); name a secret "
@@ -192,11 +326,11 @@ def _check_services_and_sources(cell: CellSpec, tenant_name: str, tenant: Tenant
             )
 
 
-def _check_logins_and_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+def _check_logins_and_classes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every VM has a way in (``sshKeys``, or ``noLogin`` said out loud), and every ``storageClass`` is one the
-    cell has (:attr:`gpucell.spec.cell.StorageSpec.classes`): a PVC of another class stays Pending."""
+    cell has (:attr:`gpucell.spec.platform.StorageSpec.classes`): a PVC of another class stays Pending."""
     base = ("tenants", tenant_name)
-    classes = cell.storage.classes
+    classes = facts.storage.classes
     for name, vm in tenant.virtual_machines.items():
         if not vm.ssh_keys and not vm.no_login:
             yield SpecError(
@@ -249,12 +383,12 @@ def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, Clu
     return found
 
 
-def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
     (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
     if not tenant.model_endpoints:
         return
-    version = cell.versions.kserve
+    version = facts.versions.kserve
     runtimes = runtimes_of(version)
     if runtimes is None:
         known = ", ".join(f"v{major}.{minor}" for major, minor in RUNTIMES)
@@ -282,10 +416,10 @@ def _check_runtimes(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Ite
             yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)
 
 
-def _check_egress_cidrs(cell: CellSpec, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
+def _check_egress_cidrs(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """``egressCidrs`` reach outside the cell only: never its node, pod or service networks, nor the API endpoint
     (``custom`` does not include the ``cluster`` class, which is the one that reaches the API)."""
-    net = cell.network
+    net = facts.network
     ranges = [("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr)]
     api = net.api_address
     if api is not None and not any(api in r for _, r in ranges):
@@ -351,11 +485,11 @@ class DraDemand:
     """GPUs, every replica counted (count)."""
 
 
-def _reserve_device_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec, reserved: int) -> int:
+def _reserve_device_classes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, reserved: int) -> int:
     """Check the tenant's ``quota.deviceClasses`` against the region's ``dra`` GPUs; return ``reserved`` plus them.
 
     Both classes draw on the same GPUs, so the tenants' reservations of either add up against one total."""
-    dra = dra_offers(cell.node_pools)
+    dra = dra_offers(facts.node_pools)
     offered = sorted({GPU_CLASS, VFIO_CLASS}) if dra else []
     total = sum(o.total for o in dra)
     for device_class, count in tenant.quota.device_classes.items():
@@ -367,7 +501,7 @@ def _reserve_device_classes(cell: CellSpec, tenant_name: str, tenant: TenantSpec
                 f"{', '.join(offered) or 'none (no pool has gpuMode dra)'}",
             )
         reserved += count
-        if reserved > total and not cell.allow_gpu_overcommit:
+        if reserved > total and not facts.allow_gpu_overcommit:
             raise SpecError(
                 where,
                 f"tenants reserve {reserved} devices of the dra pools in all ({GPU_CLASS} and "
@@ -384,13 +518,13 @@ def _pool_sets(pools: list[str], demands: list[DraDemand]) -> list[frozenset[str
     return sorted({d.pools for d in demands} | {frozenset(pools)}, key=len)
 
 
-def check_dra_pools(cell: CellSpec, demands: list[DraDemand]) -> None:
+def check_dra_pools(facts: ClusterFacts, demands: list[DraDemand]) -> None:
     """Raise :class:`SpecError` at the first demand (in config order) after which the workloads confined to some set
     of ``dra`` pools ask for more GPUs than those pools hold: a GPU serves one container or one VM at a time, and
     the DRA driver publishes each GPU twice (as ``gpu.nvidia.com`` and ``vfio.gpu.nvidia.com``), so the scheduler
     alone would not stop a pool from being promised twice (docs/decisions/0017). Per-node packing beyond "fits one
     node" is the scheduler's."""
-    offers = {o.pool: o for o in dra_offers(cell.node_pools)}
+    offers = {o.pool: o for o in dra_offers(facts.node_pools)}
     sets = _pool_sets(list(offers), demands)
     for index, demand in enumerate(demands):
         seen = demands[: index + 1]
@@ -417,14 +551,14 @@ def check_dra_pools(cell: CellSpec, demands: list[DraDemand]) -> None:
 
 
 def _check_gpu_quota(
-    cell: CellSpec, tenant_name: str, tenant: TenantSpec, demands: list[DraDemand]
+    facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, demands: list[DraDemand]
 ) -> Iterator[SpecError]:
     """Every workload fits somewhere, and the tenant's GPU workloads fit its quota (``quota.gpus`` per extended
     resource, ``quota.deviceClasses`` per DeviceClass); the DRA ones are appended to ``demands``."""
     base = ("tenants", tenant_name)
     used: dict[str, int] = {}
     try:
-        for (kind, name), placement, units in placements(cell, tenant):
+        for (kind, name), placement, units in placements(facts, tenant):
             if placement.device_class is not None:
                 key = "gpus" if kind == "virtualMachines" else "gpu"
                 demands.append(
@@ -454,14 +588,16 @@ def _check_gpu_quota(
         yield SpecError((*base, *exc.rel_path), exc.message)
 
 
-def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
-    """Every workload or quota that does not fit, as :class:`SpecError` (paths below the region)."""
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> Iterator[SpecError]:
+    """Every workload or quota of ``facts.tenants`` that does not fit, as :class:`SpecError` (paths below the region,
+    or below the facts). ``cell_secrets`` are config keys of the cell's own secrets (its SSH key), which no endpoint's
+    ``credentialsConfigKey`` may name."""
+    offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
     totals = capacity(offers)
     reserved: dict[str, int] = {}
     reserved_dra = 0
     demands: list[DraDemand] = []
-    for tenant_name, tenant in cell.tenants.items():
+    for tenant_name, tenant in facts.tenants.items():
         base = ("tenants", tenant_name)
         for resource, count in tenant.quota.gpus.items():
             where = (*base, "quota", "gpus", resource)
@@ -469,45 +605,45 @@ def check_tenants(cell: CellSpec) -> Iterator[SpecError]:
                 yield SpecError(where, f"is offered by no pool of the region; offered: {_offered(offers)}")
                 continue
             reserved[resource] = reserved.get(resource, 0) + count
-            if reserved[resource] > totals[resource] and not cell.allow_gpu_overcommit:
+            if reserved[resource] > totals[resource] and not facts.allow_gpu_overcommit:
                 yield SpecError(
                     where,
                     f"tenants reserve {reserved[resource]} {resource} in all, the region has "
                     f"{totals[resource]}; lower the quotas or set allowGpuOvercommit: true",
                 )
         try:
-            reserved_dra = _reserve_device_classes(cell, tenant_name, tenant, reserved_dra)
+            reserved_dra = _reserve_device_classes(facts, tenant_name, tenant, reserved_dra)
         except SpecError as problem:
             yield problem
-        yield from _check_services_and_sources(cell, tenant_name, tenant)
-        yield from _check_logins_and_classes(cell, tenant_name, tenant)
-        yield from _check_egress_cidrs(cell, tenant_name, tenant)
+        yield from _check_services_and_sources(facts, tenant_name, tenant, cell_secrets)
+        yield from _check_logins_and_classes(facts, tenant_name, tenant)
+        yield from _check_egress_cidrs(facts, tenant_name, tenant)
         yield from _check_resource_quota(tenant_name, tenant)
-        yield from _check_runtimes(cell, tenant_name, tenant)
-        yield from _check_gpu_quota(cell, tenant_name, tenant, demands)
+        yield from _check_runtimes(facts, tenant_name, tenant)
+        yield from _check_gpu_quota(facts, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
     try:
-        check_dra_pools(cell, demands)
+        check_dra_pools(facts, demands)
     except SpecError as problem:
         yield problem
 
 
-def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
+def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:
     """With ``loadBalancer.<l2|bgp>.nodePools`` limiting the announcement, every pool a ``LoadBalancer`` VM may run
     on must announce: with ``externalTrafficPolicy: Local`` only the node running the VM announces its address.
     VMs whose ``sshService`` the traffic rules refuse (no pool of the tenant) and VMs that fit no pool (reported by
     :func:`check_tenants`) are left out. Paths below the region."""
-    lb = cell.load_balancer
+    lb = facts.load_balancer
     announcer = None if lb is None else (lb.l2 if lb.l2 is not None else lb.bgp)
     if (
         lb is None
         or announcer is None
         or not announcer.node_pools
-        or not set(announcer.node_pools) <= set(cell.node_pools)
+        or not set(announcer.node_pools) <= set(facts.node_pools)
     ):
         return  # no limit, or one that names unknown pools (reported on its own)
-    offers = gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
-    for tenant, spec in cell.tenants.items():
+    offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
+    for tenant, spec in facts.tenants.items():
         for name, vm in spec.virtual_machines.items():
             service = vm.ssh_service
             if service is None or service.type is not ServiceType.LOAD_BALANCER:
@@ -516,7 +652,7 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
             if pool is None or pool not in tenant_pools(lb, tenant):
                 continue  # refused by the traffic rules
             try:
-                pools = place_vm(name, vm, cell.node_pools, offers, catalog=cell.gpu_catalog).pools
+                pools = place_vm(name, vm, facts.node_pools, offers, catalog=facts.gpu_catalog).pools
             except PlacementError:
                 continue
             silent = [p for p in pools if p not in announcer.node_pools]
@@ -527,3 +663,19 @@ def check_announced_vms(cell: CellSpec) -> Iterator[SpecError]:
                     f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
                     "only the node running the VM announces its address, so add the pool there",
                 )
+
+
+_FACTS_RULES = (
+    Rule("migStrategy", ("mig_strategy", "node_pools"), ClusterFacts._check_mig_strategy),
+    Rule("kserve", ("kserve", "versions"), ClusterFacts._check_kserve_mode),
+    Rule("signIn", ("oidc", "tenants"), ClusterFacts._check_groups),
+    Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), ClusterFacts._check_traffic),
+    Rule("priorityClasses", ("priority_classes", "tenants"), ClusterFacts._check_priority_classes),
+    Rule(
+        "tenants",
+        tuple(ClusterFacts.model_fields),
+        ClusterFacts._check_tenants,
+        after=("migStrategy", "signIn"),
+    ),
+)
+"""ClusterFacts' cross-field rules, in the order the cell spec runs the same ones."""

@@ -4,14 +4,15 @@ The operator comes from the pinned release's manifest (``cdi-operator.yaml`` of 
 ``kubevirt/containerized-data-importer`` ``<version>``; it creates the ``cdi`` namespace, the CRDs and the
 operator Deployment). Configuration lives in the cluster-scoped ``CDI`` custom resource (checked against
 ``v1beta1.CDI`` in CDI v1.66.0 ``api/openapi-spec/swagger.json``). Then the ``StorageProfile`` CDI keeps for
-the cell's default StorageClass is patched so DataVolumes that only name a size get the PVC shape VM disks
+the cluster's default StorageClass is patched so DataVolumes that only name a size get the PVC shape VM disks
 need there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource, CustomResourcePatch
@@ -20,9 +21,15 @@ from pulumi_kubernetes.yaml.v2 import ConfigFile
 from gpucell._component import CellComponent
 from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
 from gpucell.platform_tolerations import vm_pool_tolerations
-from gpucell.spec import CellSpec
-from gpucell.spec.lifecycle import removal_options
-from gpucell.storage import Storage
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
+from gpucell.spec.platform import CdiSpec
+from gpucell.spec.pools import NodePool
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
+    from gpucell.storage import Storage
 
 __all__ = [
     "API_VERSION",
@@ -31,6 +38,7 @@ __all__ = [
     "PATCH_FORCE",
     "Cdi",
     "CdiArgs",
+    "VolumeClass",
     "cdi_spec",
     "operator_manifest_url",
     "storage_profile_spec",
@@ -49,18 +57,58 @@ PATCH_FORCE = {"pulumi.com/patchForce": "true"}
 
 
 @dataclass(frozen=True)
+class VolumeClass:
+    """A StorageClass VM disks live in and the PVC shape they need there: what :class:`Cdi` takes of the storage.
+
+    :meth:`of` takes them from gpucell's :class:`~gpucell.storage.Storage`; on a cluster with storage of its own, name
+    its default class and the shape its CSI driver serves (``Block`` when it serves raw block volumes).
+    """
+
+    name: pulumi.Input[str]
+    """The StorageClass: CDI's scratch space and the StorageProfile patched (the cluster's default class)."""
+    access_modes: Sequence[str] = ("ReadWriteOnce",)
+    """``accessModes`` of a VM disk's PVC. Defaults to ``ReadWriteOnce``."""
+    volume_mode: str = "Filesystem"
+    """``volumeMode`` of a VM disk's PVC: ``Filesystem`` (default) or ``Block``."""
+    ready: Sequence[pulumi.Resource] = ()
+    """What must exist before the class can be used (the ``CDI`` CR waits for it)."""
+
+    @classmethod
+    def of(cls, storage: Storage) -> VolumeClass:
+        """The class of gpucell's storage layer: its class name, PVC shape and ready resources."""
+        return cls(storage.storage_class_name, tuple(storage.access_modes), storage.volume_mode, tuple(storage.ready))
+
+
+@dataclass(frozen=True)
 class CdiArgs:
-    """Inputs of :class:`Cdi`."""
+    """Inputs of :class:`Cdi`: only what it uses."""
 
-    cell: CellSpec
-    """The cell; ``versions.cdi`` and ``cdi.upload_proxy_url`` are used."""
-    storage: Storage
-    """The cell's storage layer: its class is CDI's scratch space; the CDI CR waits for ``storage.ready``."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    volumes: VolumeClass
+    """The StorageClass of VM disks: CDI's scratch space, the StorageProfile patched; the CDI CR waits for its
+    ``ready``."""
+    spec: CdiSpec = field(default_factory=CdiSpec)
+    """The ``cdi`` settings (``uploadProxyUrl``). Defaults to none."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The cluster's node pools: CDI's importer, uploader and cloner pods tolerate the taints of the pools VMs run on.
+    Defaults to none."""
+    version: str = Versions().cdi
+    """CDI release (``versions.cdi``); defaults to gpucell's pin."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every
+    DataVolume): ``protect`` (default), ``retain`` or ``delete``."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster, storage: Storage) -> CdiArgs:
+        """CDI of ``cell`` on ``cluster`` over its ``storage`` layer: ``cdi``, ``nodePools``, ``versions.cdi`` and the
+        region's ``removalPolicy``."""
+        return cls(cluster, VolumeClass.of(storage), cell.cdi, cell.node_pools, cell.versions.cdi, cell.removal_policy)
 
 
-def operator_manifest_url(cell: CellSpec) -> str:
-    """URL of the operator manifest of ``versions.cdi``."""
-    tag = release_tag(cell.versions.cdi)
+def operator_manifest_url(version: str) -> str:
+    """URL of the operator manifest of CDI ``version`` (``versions.cdi``)."""
+    tag = release_tag(version)
     return f"https://github.com/kubevirt/containerized-data-importer/releases/download/{tag}/cdi-operator.yaml"
 
 
@@ -101,47 +149,49 @@ def cdi_spec(
     }
 
 
-def storage_profile_spec(storage: Storage) -> dict[str, Any]:
-    """``StorageProfile.spec``: one claim property set, ``storage.access_modes`` + ``storage.volume_mode``.
+def storage_profile_spec(volumes: VolumeClass) -> dict[str, Any]:
+    """``StorageProfile.spec``: one claim property set, ``volumes.access_modes`` + ``volumes.volume_mode``.
 
     CDI fills in ``accessModes``/``volumeMode`` of a DataVolume's PVC from the first set when the DataVolume
     leaves them out (CDI "StorageProfile" doc); both keys must be set together.
     """
-    claim = {"accessModes": list(storage.access_modes), "volumeMode": storage.volume_mode}
+    claim = {"accessModes": list(volumes.access_modes), "volumeMode": volumes.volume_mode}
     return {"claimPropertySets": [claim]}
 
 
 class Cdi(CellComponent):
-    """CDI for one cell. Depend on :attr:`storage_profile` (or this component) before creating DataVolumes.
+    """CDI for one cluster. Depend on :attr:`storage_profile` (or this component) before creating DataVolumes.
 
-    Children: ``f"{name}-operator"`` (``kubernetes:yaml/v2:ConfigFile`` of the operator manifest);
-    ``f"{name}-cdi"`` (the ``CDI`` CR ``cdi``, annotated ``pulumi.com/waitFor: condition=Available``,
-    depending on the operator and on ``storage.ready``); ``f"{name}-storage-profile"`` (a
-    ``kubernetes:cdi.kubevirt.io/v1beta1:StorageProfilePatch`` of the profile named after the storage class,
-    applied server-side after the CR is Available, since CDI's controller creates the profile itself). The
-    operator manifest and the CR take the region's ``removalPolicy`` (``protect`` by default).
+    Children, on the provider of ``args.cluster`` and after its ``ready``: ``f"{name}-operator"``
+    (``kubernetes:yaml/v2:ConfigFile`` of the operator manifest); ``f"{name}-cdi"`` (the ``CDI`` CR ``cdi``,
+    annotated ``pulumi.com/waitFor: condition=Available``, depending on the operator and on ``volumes.ready``);
+    ``f"{name}-storage-profile"`` (a ``kubernetes:cdi.kubevirt.io/v1beta1:StorageProfilePatch`` of the profile named
+    after the storage class, applied server-side after the CR is Available, since CDI's controller creates the
+    profile itself). The operator manifest and the CR take ``args.removal_policy`` (``protect`` by default).
     """
 
     def __init__(self, name: str, args: CdiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("Cdi", name, opts)
-        cell, storage = args.cell, args.storage
+        super().__init__("Cdi", name, opts, args.cluster)
+        volumes = args.volumes
         # Deleting the operator manifest deletes CDI's CRDs, and with them every DataVolume (VM disks).
-        lifecycle = removal_options(cell.removal_policy)
-        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child(**lifecycle))
+        lifecycle = removal_options(args.removal_policy)
+        self.operator = ConfigFile(
+            f"{name}-operator", file=operator_manifest_url(args.version), opts=self.child(**lifecycle)
+        )
         self.cr = CustomResource(
             f"{name}-cdi",
             api_version=API_VERSION,
             kind="CDI",
             metadata={"name": CR_NAME, "annotations": dict(WAIT_FOR_AVAILABLE)},
-            spec=cdi_spec(storage.storage_class_name, args.cell.cdi.upload_proxy_url, vm_pool_tolerations(cell)),
-            opts=self.child(depends_on=[self.operator, *storage.ready], **lifecycle),
+            spec=cdi_spec(volumes.name, args.spec.upload_proxy_url, vm_pool_tolerations(args.node_pools)),
+            opts=self.child(depends_on=[self.operator, *volumes.ready], **lifecycle),
         )
         self.storage_profile = CustomResourcePatch(
             f"{name}-storage-profile",
             api_version=API_VERSION,
             kind="StorageProfile",
-            metadata={"name": storage.storage_class_name, "annotations": dict(PATCH_FORCE)},
-            spec=storage_profile_spec(storage),
+            metadata={"name": volumes.name, "annotations": dict(PATCH_FORCE)},
+            spec=storage_profile_spec(volumes),
             opts=self.child(depends_on=[self.cr]),
         )
         self.register_outputs({})

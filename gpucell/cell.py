@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent
+from gpucell.admission import ClusterFacts
 from gpucell.backups import BackupCredentials, Backups, BackupsArgs
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.cluster import Cluster
 from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
@@ -22,7 +25,8 @@ from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
-from gpucell.metrics import Metrics, metrics_args
+from gpucell.metrics import Metrics, MetricsArgs
+from gpucell.platform import Platform
 from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
@@ -43,7 +47,8 @@ def cluster_identifier(region: str) -> str:
 
 @dataclass(frozen=True)
 class RegionalCellArgs:
-    """Spec and secrets of one region."""
+    """Spec and secrets of one region: the one ``*Args`` that takes a whole :class:`~gpucell.spec.cell.CellSpec`
+    (each component the cell builds takes its own part, through its ``*Args.from_cell``)."""
 
     cell: CellSpec
     """The validated region spec."""
@@ -80,6 +85,9 @@ class RegionalCell(CellComponent):
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready.
+
+    What tenants and their workloads build on (:meth:`gpucell.tenancy.TenantArgs.from_cell`): :attr:`cluster`,
+    :attr:`facts` and :attr:`platform`.
     """
 
     kubeconfig: pulumi.Output[str]
@@ -110,7 +118,7 @@ class RegionalCell(CellComponent):
 
         self.k3s = K3sCluster(
             f"{name}-k3s",
-            K3sClusterArgs(
+            K3sClusterArgs.from_cell(
                 cell,
                 args.ssh_private_key,
                 provider=provider,
@@ -120,70 +128,72 @@ class RegionalCell(CellComponent):
             opts=self.child(),
         )
         self.provider = self.k3s.provider
+        # The cell orders its own components explicitly (each after what it needs): the handle they are given has no
+        # readiness of its own, only the provider, the Kubernetes minor and k3s's containerd.
+        on = dataclasses.replace(self.k3s.cluster, ready=())
         self.gateway_api: GatewayApiCrds | None = None
         """The Gateway API CRDs, with a ``gateway``: before Cilium, whose operator watches only kinds that exist."""
         before_cilium: list[pulumi.Resource] = []
         if cell.gateway is not None:
             self.gateway_api = GatewayApiCrds(
                 f"{name}-gateway-api",
-                GatewayApiCrdsArgs(cell.versions.gateway_api),
-                opts=self._in_cluster(self.k3s.servers_ready),
+                GatewayApiCrdsArgs(on, cell.versions.gateway_api),
+                opts=self._ordered(self.k3s.servers_ready),
             )
             before_cilium.append(self.gateway_api)
         self.cilium = Cilium(
-            f"{name}-cilium", CiliumArgs(cell), opts=self._in_cluster(self.k3s.servers_ready, *before_cilium)
+            f"{name}-cilium",
+            CiliumArgs.from_cell(cell, on),
+            opts=self._ordered(self.k3s.servers_ready, *before_cilium),
         )
-        self.cluster = self.k3s.cluster.after(self.cilium)
-        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what tenants and
-        workloads built on this cell deploy onto."""
+        self.cluster: Cluster = self.k3s.cluster.after(self.cilium)
+        """The cell's cluster handle, ready once the servers answer and Cilium is installed: what you build on this
+        cell deploys onto it."""
         self.load_balancer: LoadBalancerAddresses | None = None
         """The LB IPAM pools and their announcement, with a ``loadBalancer``."""
         if cell.load_balancer is not None:
             gateway_pool = cell.gateway.pool if cell.gateway is not None else None
             self.load_balancer = LoadBalancerAddresses(
                 f"{name}-load-balancer",
-                LoadBalancerAddressesArgs(cell.load_balancer, gateway_pool),
-                opts=self._in_cluster(self.cilium),
+                LoadBalancerAddressesArgs(on, cell.load_balancer, gateway_pool),
+                opts=self._ordered(self.cilium),
             )
-        self.storage = Storage(f"{name}-storage", StorageArgs(cell), opts=self._in_cluster(self.cilium))
-        self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs(cell), opts=self._in_cluster(self.cilium))
-        self.cdi = Cdi(f"{name}-cdi", CdiArgs(cell, self.storage), opts=self._in_cluster(self.cilium, self.storage))
+        self.storage = Storage(f"{name}-storage", StorageArgs.from_cell(cell, on), opts=self._ordered(self.cilium))
+        self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs.from_cell(cell, on), opts=self._ordered(self.cilium))
+        self.cdi = Cdi(
+            f"{name}-cdi", CdiArgs.from_cell(cell, on, self.storage), opts=self._ordered(self.cilium, self.storage)
+        )
         self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator", GpuOperatorArgs(cell), opts=self._in_cluster(self.cilium)
+            f"{name}-gpu-operator", GpuOperatorArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
         )
         self.dra_driver: DraDriver | None = None
         """The NVIDIA DRA driver, when a pool has ``gpuMode: dra``."""
         if cell.gpu_pools(GpuMode.DRA):
             self.dra_driver = DraDriver(
-                f"{name}-dra-driver", DraDriverArgs(cell), opts=self._in_cluster(self.cilium, self.gpu_operator)
+                f"{name}-dra-driver",
+                DraDriverArgs.from_cell(cell, on),
+                opts=self._ordered(self.cilium, self.gpu_operator),
             )
         self.cert_manager = CertManager(
-            f"{name}-cert-manager", CertManagerArgs(cell), opts=self._in_cluster(self.cilium)
+            f"{name}-cert-manager", CertManagerArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
         )
-        self.kserve = KServe(f"{name}-kserve", KServeArgs(cell), opts=self._in_cluster(self.cert_manager))
-        self.gateway: EndpointGateway | None = None
-        """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
-        if cell.gateway is not None:
-            addresses = [self.load_balancer] if self.load_balancer is not None else []
-            self.gateway = EndpointGateway(
-                f"{name}-gateway",
-                EndpointGatewayArgs(cell.gateway, exposed_endpoints(cell)),
-                opts=self._in_cluster(self.cilium, self.cert_manager, *addresses),
-            )
-        self.metrics: Metrics | None = None
-        """The metrics stack, with ``metrics.enabled``."""
-        if cell.metrics.enabled:
-            self.metrics = Metrics(
-                f"{name}-metrics",
-                metrics_args(cell, args.remote_write_credentials),
-                opts=self._in_cluster(self.cilium, self.storage),
-            )
-        self.keda: Keda | None = None
-        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
-        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
-            self.keda = Keda(f"{name}-keda", KedaArgs(cell.versions.keda), opts=self._in_cluster(self.cilium))
-
+        self.kserve = KServe(f"{name}-kserve", KServeArgs.from_cell(cell, on), opts=self._ordered(self.cert_manager))
+        self._traffic_and_metrics(name, args, on)
         self._optional_platform(name, cell, args)
+        self.facts = ClusterFacts.from_cell(cell)
+        """What tenants on this cell are admitted against and rendered from."""
+        self.platform = Platform(
+            cilium=self.cilium,
+            kubevirt=self.kubevirt,
+            cdi=self.cdi,
+            gpu_operator=self.gpu_operator,
+            dra_driver=self.dra_driver,
+            kserve=self.kserve,
+            keda=self.keda,
+            metrics=self.metrics,
+            priority_classes=self.priority_classes,
+        )
+        """The cell's platform components that tenants and their workloads wait for."""
 
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url
@@ -225,6 +235,32 @@ class RegionalCell(CellComponent):
             opts=self.child(),
         )
 
-    def _in_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
-        """Options for a component that lives in this cell's cluster: our provider, and ordering."""
-        return self.child(depends_on=list(after), providers={"kubernetes": self.provider})
+    def _traffic_and_metrics(self, name: str, args: RegionalCellArgs, on: Cluster) -> None:
+        """The Gateway (with a ``gateway``), the metrics stack (``metrics.enabled``) and KEDA (a ``vllm-*`` scale
+        metric), in that order, after KServe."""
+        cell = args.cell
+        self.gateway: EndpointGateway | None = None
+        """The Gateway(s) exposed model endpoints are served from, with a ``gateway``."""
+        if cell.gateway is not None:
+            addresses = [self.load_balancer] if self.load_balancer is not None else []
+            self.gateway = EndpointGateway(
+                f"{name}-gateway",
+                EndpointGatewayArgs(on, cell.gateway, exposed_endpoints(cell)),
+                opts=self._ordered(self.cilium, self.cert_manager, *addresses),
+            )
+        self.metrics: Metrics | None = None
+        """The metrics stack, with ``metrics.enabled``."""
+        if cell.metrics.enabled:
+            self.metrics = Metrics(
+                f"{name}-metrics",
+                MetricsArgs.from_cell(cell, on, args.remote_write_credentials),
+                opts=self._ordered(self.cilium, self.storage),
+            )
+        self.keda: Keda | None = None
+        """KEDA, when an endpoint scales on a vLLM metric (``scaleMetric: vllm-*``)."""
+        if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
+            self.keda = Keda(f"{name}-keda", KedaArgs(on, cell.versions.keda), opts=self._ordered(self.cilium))
+
+    def _ordered(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """Options for a component of the cell that comes after ``after`` (its cluster gives the provider)."""
+        return self.child(depends_on=list(after))

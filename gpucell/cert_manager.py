@@ -7,15 +7,20 @@ CRDs installed by the chart. Key paths checked against the chart's default value
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
-from gpucell.spec import CellSpec
+from gpucell.spec.platform import ChartSpec
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = ["CHART", "NAMESPACE", "CertManager", "CertManagerArgs", "cert_manager_values"]
 
@@ -27,13 +32,27 @@ NAMESPACE = "cert-manager"
 
 @dataclass(frozen=True)
 class CertManagerArgs:
-    """Inputs of :class:`CertManager`."""
+    """Inputs of :class:`CertManager`: only what it uses."""
 
-    cell: CellSpec
-    """The cell; ``versions.cert_manager`` and ``cert_manager.values`` are used."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    spec: ChartSpec = field(default_factory=ChartSpec)
+    """The ``certManager`` section (chart ``values``). Defaults to none."""
+    version: str = Versions().cert_manager
+    """Chart version (``versions.certManager``); defaults to gpucell's pin."""
+    gateway_api: bool = False
+    """cert-manager solves ACME HTTP-01 challenges with Gateway API HTTPRoutes (``enableGatewayAPI``; the Gateway API
+    CRDs must exist before it starts). Defaults to false."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> CertManagerArgs:
+        """cert-manager of ``cell`` on ``cluster``: ``certManager``, ``versions.certManager``, and the Gateway API
+        when the ``gateway`` issues from ACME."""
+        acme = cell.gateway is not None and cell.gateway.issuer.acme is not None
+        return cls(cluster, cell.cert_manager, cell.versions.cert_manager, acme)
 
 
-def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
+def cert_manager_values(*, gateway_api: bool = False) -> dict[str, Any]:
     """The chart values gpucell owns (``certManager.values`` is merged over them later).
 
     ``crds.enabled: true`` installs the CRDs with the release; ``crds.keep: true`` (the chart default,
@@ -41,13 +60,13 @@ def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
     uninstalled. The top-level ``installCRDs`` is the deprecated spelling of ``crds.enabled`` and is left
     alone.
 
-    With an ACME ``gateway`` issuer: ``config`` (a ``ControllerConfiguration``, ``controller.config.cert-manager.io/
-    v1alpha1``) with ``enableGatewayAPI: true``, which cert-manager needs to solve HTTP-01 challenges with
-    ``gatewayHTTPRoute`` (cert-manager docs "Gateway API"; the Gateway API CRDs exist before cert-manager starts,
-    since it comes after Cilium).
+    With ``gateway_api`` (a cell's ACME ``gateway`` issuer): ``config`` (a ``ControllerConfiguration``,
+    ``controller.config.cert-manager.io/v1alpha1``) with ``enableGatewayAPI: true``, which cert-manager needs to
+    solve HTTP-01 challenges with ``gatewayHTTPRoute`` (cert-manager docs "Gateway API"; on a cell the Gateway API
+    CRDs exist before cert-manager starts, since it comes after Cilium).
     """
     values: dict[str, Any] = {"crds": {"enabled": True, "keep": True}}
-    if cell.gateway is not None and cell.gateway.issuer.acme is not None:
+    if gateway_api:
         values["config"] = {
             "apiVersion": "controller.config.cert-manager.io/v1alpha1",
             "kind": "ControllerConfiguration",
@@ -57,28 +76,27 @@ def cert_manager_values(cell: CellSpec) -> dict[str, Any]:
 
 
 class CertManager(CellComponent):
-    """cert-manager for one cell. Depend on this component to run after its webhook serves.
+    """cert-manager for one cluster. Depend on this component to run after its webhook serves.
 
     Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-cert-manager"`` (Helm release
-    ``cert-manager``, chart version ``cell.versions.cert_manager``). Helm waits for the controller, webhook
-    and cainjector Deployments to be ready and for the chart's ``startupapicheck`` post-install Job, which
-    succeeds only once the webhook admits a test Certificate; so the Release is done when Certificates can
-    be created.
+    ``cert-manager``, chart version ``args.version``), on the provider of ``args.cluster`` and after its ``ready``.
+    Helm waits for the controller, webhook and cainjector Deployments to be ready and for the chart's
+    ``startupapicheck`` post-install Job, which succeeds only once the webhook admits a test Certificate; so the
+    Release is done when Certificates can be created.
     """
 
     namespace: pulumi.Output[str]
     """Namespace cert-manager runs in (``cert-manager``)."""
 
     def __init__(self, name: str, args: CertManagerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("CertManager", name, opts)
-        cell = args.cell
+        super().__init__("CertManager", name, opts, args.cluster)
         self.release: Release = helm_release(
             f"{name}-cert-manager",
             source=CHART,
-            version=cell.versions.cert_manager,
+            version=args.version,
             namespace=NAMESPACE,
-            values=cert_manager_values(cell),
-            overrides=cell.cert_manager.values,
+            values=cert_manager_values(gateway_api=args.gateway_api),
+            overrides=args.spec.values,
             opts=self.child(),
         )
         self.namespace = self.release.namespace.apply(lambda ns: ns or NAMESPACE)

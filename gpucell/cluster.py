@@ -3,7 +3,8 @@ paths and what "ready" depends on.
 
 :class:`gpucell.k3s.K3sCluster` returns one (:attr:`~gpucell.k3s.K3sCluster.cluster`); for a cluster gpucell did not
 build (kubeadm, RKE2, EKS, another k3s), :meth:`Cluster.from_kubeconfig` makes one from its kubeconfig and facts the
-API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Decision 0019.
+API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Every component that deploys into
+a cluster takes one in its ``*Args`` (``cluster``). Decision 0019.
 """
 
 from __future__ import annotations
@@ -13,20 +14,53 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
-from gpucell.gpu_operator import K3S_CONTAINERD_CONFIG, K3S_CONTAINERD_SOCKET, k3s_containerd_template
-
-__all__ = ["CONTAINERD_CONFIG", "CONTAINERD_SOCKET", "Cluster", "ContainerRuntime"]
+__all__ = [
+    "CONTAINERD_CONFIG",
+    "CONTAINERD_SOCKET",
+    "K3S_CONTAINERD_CONFIG",
+    "K3S_CONTAINERD_DIR",
+    "K3S_CONTAINERD_SOCKET",
+    "Cluster",
+    "ContainerRuntime",
+    "k3s_containerd_template",
+]
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 """containerd's default config file (host path; containerd ``defaults/defaults_unix.go``)."""
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 """containerd's default socket (host path; containerd ``defaults/defaults_unix.go``)."""
+K3S_CONTAINERD_DIR = "/var/lib/rancher/k3s/agent/etc/containerd"
+"""Where k3s keeps its containerd config and the templates it renders that config from (host path)."""
+K3S_CONTAINERD_CONFIG = f"{K3S_CONTAINERD_DIR}/config.toml"
+"""The containerd config k3s renders at every start (host path). Edits to it are lost; it is only read."""
+K3S_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
+"""k3s's containerd socket (host path), not containerd's default ``/run/containerd/containerd.sock``."""
+K3S_CONTAINERD2_MINOR = (1, 31)
+"""First Kubernetes minor whose k3s is taken to ship containerd 2.x (and so read ``config-v3.toml.tmpl``)."""
+
+
+def k3s_containerd_template(kubernetes_minor: str) -> str:
+    """The containerd config *template* k3s renders its containerd config from, as a host path.
+
+    k3s never reads hand edits of ``config.toml``: it regenerates it at start from
+    ``config-v3.toml.tmpl`` when containerd is 2.x (config schema version 3) and from ``config.toml.tmpl``
+    with containerd 1.x (schema version 2); see "Configuring containerd" in the k3s advanced docs. gpucell
+    takes k3s of Kubernetes >= 1.31 to ship containerd 2.x and earlier minors containerd 1.7, so the
+    template follows the minor. A k3s with containerd 2.x that finds no ``config-v3.toml.tmpl`` falls back to
+    ``config.toml.tmpl``, so the older name stays safe for an older minor whatever containerd its patch ships.
+
+    ``k3s_containerd_template("1.34")`` -> ``/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl``.
+    Raises ``ValueError`` when ``kubernetes_minor`` is not ``MAJOR.MINOR``.
+    """
+    major, minor = (int(part) for part in kubernetes_minor.split("."))
+    name = "config-v3.toml.tmpl" if (major, minor) >= K3S_CONTAINERD2_MINOR else "config.toml.tmpl"
+    return f"{K3S_CONTAINERD_DIR}/{name}"
 
 
 @dataclass(frozen=True)
 class ContainerRuntime:
-    """Host paths of the nodes' containerd, as the GPU Operator's container toolkit needs them (``toolkit.env``:
-    :func:`gpucell.gpu_operator.toolkit_env` documents each variable, NVIDIA/nvidia-container-toolkit v1.20.0)."""
+    """Host paths of the nodes' containerd, as the GPU Operator's container toolkit needs them (``toolkit.env``,
+    :meth:`toolkit_env`)."""
 
     config: str
     """The file the toolkit writes its ``nvidia`` runtime into (``CONTAINERD_CONFIG``)."""
@@ -38,9 +72,9 @@ class ContainerRuntime:
 
     @classmethod
     def k3s(cls, kubernetes_minor: str) -> ContainerRuntime:
-        """k3s's embedded containerd: the config *template* k3s renders at start
-        (:func:`gpucell.gpu_operator.k3s_containerd_template`, ``config-v3.toml.tmpl`` from Kubernetes 1.31), its
-        socket ``/run/k3s/containerd/containerd.sock`` and the rendered ``config.toml`` as source (k3s ships no
+        """k3s's embedded containerd: the config *template* k3s renders at start (:func:`k3s_containerd_template`,
+        ``config-v3.toml.tmpl`` from Kubernetes 1.31), so the ``nvidia`` runtime survives k3s restarts; its socket
+        ``/run/k3s/containerd/containerd.sock``; and the rendered ``config.toml`` as the source (k3s ships no
         ``containerd`` binary). Raises ``ValueError`` when ``kubernetes_minor`` is not ``MAJOR.MINOR``."""
         return cls(k3s_containerd_template(kubernetes_minor), K3S_CONTAINERD_SOCKET, f"file={K3S_CONTAINERD_CONFIG}")
 
@@ -50,8 +84,27 @@ class ContainerRuntime:
         return cls(config, socket)
 
     def toolkit_env(self) -> list[dict[str, str]]:
-        """``toolkit.env`` entries for these paths, in the order :func:`gpucell.gpu_operator.toolkit_env` renders
-        them, with ``CONTAINERD_RUNTIME_CLASS=nvidia``."""
+        """``toolkit.env`` of the GPU Operator chart for these paths: ``[{name, value}]``, every value a string (the
+        ClusterPolicy CRD types it so).
+
+        The container toolkit (``toolkit.version`` v1.20.0 in the pinned chart) is NVIDIA's
+        ``nvidia-ctk-installer``. Names verified in NVIDIA/nvidia-container-toolkit
+        ``cmd/nvidia-ctk-installer/container/runtime`` and in the operator's
+        ``transformForRuntime``/``getRuntimeConfigFiles`` (NVIDIA/gpu-operator ``controllers/object_controls.go``),
+        which rewrite these host paths into the toolkit pod's mounts:
+
+        - ``CONTAINERD_CONFIG``: :attr:`config`, the file the toolkit *writes* (flag ``--config``, env
+          ``RUNTIME_CONFIG`` or ``CONTAINERD_CONFIG``; the operator reads ``CONTAINERD_CONFIG`` first).
+        - ``CONTAINERD_SOCKET``: :attr:`socket` (flag ``--socket``, env ``RUNTIME_SOCKET`` or ``CONTAINERD_SOCKET``),
+          used to signal containerd to reload.
+        - ``RUNTIME_CONFIG_SOURCE``: :attr:`config_source`, when set: where the *current* config is read from. The
+          default source runs ``containerd config dump``. Added in NVIDIA/nvidia-container-toolkit#1251 (shipped in
+          v1.18.0); the operator maps ``file=<host path>`` to ``/host<host path>`` (NVIDIA/gpu-operator#1758).
+          NVIDIA's docs use the same variable for GKE.
+        - ``CONTAINERD_RUNTIME_CLASS=nvidia``: the runtime handler name (flag ``--runtime-name``, env
+          ``NVIDIA_RUNTIME_NAME`` or ``CONTAINERD_RUNTIME_CLASS``). The operator also sets it from
+          ``operator.runtimeClass`` (``nvidia`` in the pinned chart), so the two agree.
+        """
         env = [{"name": "CONTAINERD_CONFIG", "value": self.config}, {"name": "CONTAINERD_SOCKET", "value": self.socket}]
         if self.config_source is not None:
             env.append({"name": "RUNTIME_CONFIG_SOURCE", "value": self.config_source})
@@ -85,6 +138,12 @@ class Cluster:
     def after(self, *ready: pulumi.Resource) -> Cluster:
         """This cluster with ``ready`` added to what "ready" depends on (e.g. a CNI installed on it)."""
         return Cluster(self.provider, self.kubernetes_version, self.runtime, (*self.ready, *ready))
+
+    def component_options(self, opts: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
+        """``opts`` of a component deployed onto this cluster, with the cluster's provider (which its children
+        inherit) and :attr:`ready` first among its ``depends_on`` (gpucell's components hand their ``depends_on`` to
+        every child, :class:`gpucell._component.CellComponent`)."""
+        return pulumi.ResourceOptions.merge(self.options(), opts)
 
     @classmethod
     def from_kubeconfig(

@@ -302,7 +302,8 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
     default class; ``key`` is the config key (below the region) that names the volume's class.
     """
-    values = deep_merge(cilium_values(cell), cell.cilium.values)
+    # gpucell's own values of these keys do not depend on the rest of CiliumArgs
+    values = deep_merge(cilium_values(cell.network, cell.api_endpoint), cell.cilium.values)
     return {
         "version": FINGERPRINT_VERSION,
         "network": {

@@ -19,8 +19,9 @@ How it shares the nodes with the GPU Operator (docs/decisions/0017):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
@@ -28,8 +29,13 @@ from pulumi_kubernetes.helm.v3 import Release
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.dra import RESOURCE_API_VERSION
-from gpucell.spec import CellSpec, GpuMode
-from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, taint_tolerations
+from gpucell.spec.platform import DraDriverSpec, GpuOperatorSpec
+from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_pools, taint_tolerations
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "CHART",
@@ -67,18 +73,33 @@ KUBELET_PLUGIN_TOLERATIONS: tuple[dict[str, str], ...] = (
 
 @dataclass(frozen=True)
 class DraDriverArgs:
-    """Inputs of :class:`DraDriver`."""
+    """Inputs of :class:`DraDriver`: only what it uses."""
 
-    cell: CellSpec
-    """The cell: its ``dra`` pools (taints), ``versions.dra_driver``, ``dra_driver.values`` and the GPU Operator's
-    driver settings."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    spec: DraDriverSpec = field(default_factory=DraDriverSpec)
+    """The ``draDriver`` settings (chart ``values``). Defaults to none."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The cluster's node pools: the kubelet plugin tolerates the taints of the ``dra`` pools (it runs on the nodes
+    labelled ``gpucell.io/dra-kubelet-plugin=true``). Defaults to none."""
+    version: str = Versions().dra_driver
+    """Chart version (``versions.draDriver``); defaults to gpucell's pin."""
+    driver_root: str = OPERATOR_DRIVER_ROOT
+    """Host path of the NVIDIA driver (chart ``nvidiaDriverRoot``): the GPU Operator's driver container
+    (:data:`OPERATOR_DRIVER_ROOT`, the default), or ``/`` for a driver installed on the host (:func:`driver_root`)."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> DraDriverArgs:
+        """The DRA driver of ``cell`` on ``cluster``: ``draDriver``, ``nodePools``, ``versions.draDriver`` and the
+        GPU Operator's driver root (:func:`driver_root` of ``gpuOperator``)."""
+        return cls(cluster, cell.dra_driver, cell.node_pools, cell.versions.dra_driver, driver_root(cell.gpu_operator))
 
 
-def driver_root(cell: CellSpec) -> str:
-    """The host path of the NVIDIA driver the kubelet plugin uses: the GPU Operator's ``hostPaths.driverInstallDir``
-    (default :data:`OPERATOR_DRIVER_ROOT`), or ``/`` when ``gpuOperator.values.driver.enabled`` is false (a driver
-    installed on the host)."""
-    values = cell.gpu_operator.values
+def driver_root(gpu_operator: GpuOperatorSpec) -> str:
+    """The host path of the NVIDIA driver the kubelet plugin uses, from the GPU Operator's settings: its
+    ``hostPaths.driverInstallDir`` (default :data:`OPERATOR_DRIVER_ROOT`), or ``/`` when
+    ``gpuOperator.values.driver.enabled`` is false (a driver installed on the host)."""
+    values = gpu_operator.values
     driver = values.get("driver")
     if isinstance(driver, dict) and driver.get("enabled") is False:
         return "/"
@@ -87,10 +108,11 @@ def driver_root(cell: CellSpec) -> str:
     return str(configured or OPERATOR_DRIVER_ROOT)
 
 
-def dra_driver_values(cell: CellSpec) -> dict[str, Any]:
-    """The chart values gpucell owns (``draDriver.values`` is merged over them; the spec refuses overrides of these):
+def dra_driver_values(node_pools: Mapping[str, NodePool], root: str = OPERATOR_DRIVER_ROOT) -> dict[str, Any]:
+    """The chart values gpucell owns for the ``dra`` pools of ``node_pools`` (``draDriver.values`` is merged over
+    them; the spec refuses overrides of these):
 
-    - ``nvidiaDriverRoot``: :func:`driver_root`.
+    - ``nvidiaDriverRoot``: ``root`` (:func:`driver_root`).
     - ``resources.gpus.enabled: true`` (the GPU kubelet plugin and DeviceClasses ``gpu.nvidia.com``,
       ``mig.nvidia.com``, ``vfio.gpu.nvidia.com``) with ``gpuResourcesEnabledOverride: true`` (the chart fails without
       it, as it cannot know the device plugin is off on these nodes); ``resources.computeDomains.enabled: false``
@@ -101,11 +123,11 @@ def dra_driver_values(cell: CellSpec) -> dict[str, Any]:
     - ``kubeletPlugin.nodeSelector``: ``gpucell.io/dra-kubelet-plugin: "true"`` (the ``dra`` nodes; ANDed with the
       chart's GPU-node affinity), ``kubeletPlugin.tolerations``: the chart's default plus the ``dra`` pools' taints.
     """
-    taints = (taint for pool in cell.gpu_pools(GpuMode.DRA).values() for taint in pool.taints)
+    taints = (taint for pool in gpu_pools(node_pools, GpuMode.DRA).values() for taint in pool.taints)
     tolerations = [dict(t) for t in KUBELET_PLUGIN_TOLERATIONS]
     tolerations += [t for t in taint_tolerations(taints) if t not in tolerations]
     return {
-        "nvidiaDriverRoot": driver_root(cell),
+        "nvidiaDriverRoot": root,
         "resourceApiVersion": RESOURCE_API_VERSION,
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
@@ -115,10 +137,11 @@ def dra_driver_values(cell: CellSpec) -> dict[str, Any]:
 
 
 class DraDriver(CellComponent):
-    """The NVIDIA DRA driver for GPUs of one cell (only built when a pool has ``gpuMode: dra``).
+    """The NVIDIA DRA driver for GPUs of one cluster (a cell builds it only when a pool has ``gpuMode: dra``).
 
     Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-dra-driver"`` (release ``dra-driver-nvidia-gpu``
-    in namespace ``dra-driver-nvidia-gpu``). Construct it after the GPU Operator: the kubelet plugin's init container
+    in namespace ``dra-driver-nvidia-gpu``), on the provider of ``args.cluster`` and after its ``ready``. Construct it
+    after the GPU Operator: the kubelet plugin's init container
     waits for the operator's driver under ``nvidiaDriverRoot``. Helm's wait ends at once for the plugin's DaemonSet
     (the chart's ``maxUnavailable: 100%``), so a node still building its driver does not fail the release.
     """
@@ -127,15 +150,14 @@ class DraDriver(CellComponent):
     """Namespace of the kubelet plugin (``dra-driver-nvidia-gpu``)."""
 
     def __init__(self, name: str, args: DraDriverArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("DraDriver", name, opts)
-        cell = args.cell
+        super().__init__("DraDriver", name, opts, args.cluster)
         self.release: Release = helm_release(
             f"{name}-dra-driver",
             source=CHART,
-            version=cell.versions.dra_driver,
+            version=args.version,
             namespace=NAMESPACE,
-            values=dra_driver_values(cell),
-            overrides=cell.dra_driver.values,
+            values=dra_driver_values(args.node_pools, args.driver_root),
+            overrides=args.spec.values,
             release_name=RELEASE_NAME,
             opts=self.child(),
         )

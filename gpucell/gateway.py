@@ -34,6 +34,7 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, GATEWAY_NAMESPACE, POOL_LABEL, GatewaySpec, endpoint_host
 
 if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
@@ -200,6 +201,8 @@ def gateway_manifest(name: str, spec: GatewaySpec, routes: Sequence[EndpointRout
 class EndpointGatewayArgs:
     """Inputs of :class:`EndpointGateway`."""
 
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
     gateway: GatewaySpec
     """The region's ``gateway``."""
     routes: Sequence[EndpointRoute]
@@ -221,7 +224,7 @@ class EndpointGateway(CellComponent):
     """``metadata.name`` of every Gateway."""
 
     def __init__(self, name: str, args: EndpointGatewayArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("EndpointGateway", name, opts)
+        super().__init__("EndpointGateway", name, opts, args.cluster)
         spec, routes = args.gateway, list(args.routes)
         namespace_meta: Any = _meta(GATEWAY_NAMESPACE, None)
         self.namespace = Namespace(f"{name}-namespace", metadata=namespace_meta, opts=self.child())

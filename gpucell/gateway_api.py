@@ -11,11 +11,16 @@ depends on it. Nothing here needs a CNI: CRDs are API objects only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
 
 __all__ = ["GatewayApiCrds", "GatewayApiCrdsArgs", "standard_install_url"]
 
@@ -24,8 +29,10 @@ __all__ = ["GatewayApiCrds", "GatewayApiCrdsArgs", "standard_install_url"]
 class GatewayApiCrdsArgs:
     """Inputs of :class:`GatewayApiCrds`."""
 
-    version: str
-    """Gateway API release (``versions.gatewayApi``, ``v1.5.1``)."""
+    cluster: Cluster
+    """The cluster to install into (its provider; ``ready``: the API server answering)."""
+    version: str = Versions().gateway_api
+    """Gateway API release (``versions.gatewayApi``, ``v1.5.1``); defaults to gpucell's pin."""
 
 
 def standard_install_url(version: str) -> str:
@@ -47,7 +54,7 @@ class GatewayApiCrds(CellComponent):
     """The manifest applied."""
 
     def __init__(self, name: str, args: GatewayApiCrdsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("GatewayApiCrds", name, opts)
+        super().__init__("GatewayApiCrds", name, opts, args.cluster)
         url = standard_install_url(args.version)
         self.crds = ConfigFile(f"{name}-crds", file=url, opts=self.child(retain_on_delete=True))
         self.url = self.crds.urn.apply(lambda _: url)

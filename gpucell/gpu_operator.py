@@ -1,4 +1,4 @@
-"""The NVIDIA GPU Operator, configured from the cell's GPU pools and pointed at k3s's own containerd.
+"""The NVIDIA GPU Operator, configured from the cluster's GPU pools and pointed at its nodes' containerd.
 
 One Helm release (``gpu-operator`` from https://helm.ngc.nvidia.com/nvidia) in namespace ``gpu-operator``. The
 values we own are derived from the node pools; every key path is checked against the chart's default values at
@@ -13,8 +13,9 @@ we keep at ``container``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
@@ -24,8 +25,14 @@ from gpucell._component import CellComponent
 from gpucell.gpu_alerts import NODE_RELABELING, dcgm_metrics_csv
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import gpu_pool_tolerations
-from gpucell.spec import CellSpec, GpuMode
-from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL
+from gpucell.spec.hardware import vgpu_pools
+from gpucell.spec.platform import GpuOperatorSpec, effective_mig_strategy
+from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_pools
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster, ContainerRuntime
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "BIND_NVSWITCHES",
@@ -33,9 +40,6 @@ __all__ = [
     "DAEMONSET_TOLERATIONS",
     "DCGM_METRICS_CONFIG",
     "DRA_PLUGIN_EVICTION",
-    "K3S_CONTAINERD_CONFIG",
-    "K3S_CONTAINERD_DIR",
-    "K3S_CONTAINERD_SOCKET",
     "MIG_DEFAULT_CONFIG",
     "NAMESPACE",
     "NFD_WORKER_TOLERATIONS",
@@ -44,9 +48,7 @@ __all__ = [
     "GpuOperatorArgs",
     "dcgm_metrics_values",
     "gpu_operator_values",
-    "k3s_containerd_template",
     "merge_env",
-    "toolkit_env",
 ]
 
 CHART = ChartSource("gpu-operator", "https://helm.ngc.nvidia.com/nvidia")
@@ -55,15 +57,6 @@ NAMESPACE = "gpu-operator"
 """Namespace of the operator and its operands (fixed: each cell is its own cluster)."""
 RELEASE_NAME = "gpu-operator"
 """Helm release name in the cluster."""
-
-K3S_CONTAINERD_DIR = "/var/lib/rancher/k3s/agent/etc/containerd"
-"""Where k3s keeps its containerd config and the templates it renders that config from (host path)."""
-K3S_CONTAINERD_CONFIG = f"{K3S_CONTAINERD_DIR}/config.toml"
-"""The containerd config k3s renders at every start (host path). Edits to it are lost; it is only read."""
-K3S_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
-"""k3s's containerd socket (host path), not containerd's default ``/run/containerd/containerd.sock``."""
-K3S_CONTAINERD2_MINOR = (1, 31)
-"""First Kubernetes minor whose k3s is taken to ship containerd 2.x (and so read ``config-v3.toml.tmpl``)."""
 
 DCGM_METRICS_CONFIG = "gpucell-dcgm-metrics"
 """ConfigMap of the DCGM exporter's fields, rendered by the chart with the metrics stack on."""
@@ -93,62 +86,35 @@ advertises them (:attr:`gpucell.gpu_catalog.NvSwitch.passthrough_resource`)."""
 
 @dataclass(frozen=True)
 class GpuOperatorArgs:
-    """Inputs of :class:`GpuOperator`."""
+    """Inputs of :class:`GpuOperator`: only what it uses."""
 
-    cell: CellSpec
-    """The cell: its GPU pools, ``versions`` (gpu_operator, k3s) and ``gpu_operator`` section."""
+    cluster: Cluster
+    """The cluster to install into: its provider, readiness and container runtime (``toolkit.env`` points the
+    container toolkit at its containerd, :meth:`gpucell.cluster.ContainerRuntime.toolkit_env`)."""
+    spec: GpuOperatorSpec = field(default_factory=GpuOperatorSpec)
+    """The ``gpuOperator`` settings: MIG strategy, vGPU Manager image, DCGM exporter, chart ``values``. Defaults to
+    gpucell's."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The cluster's node pools: the GPU pools decide which operands run (sandbox workloads, VFIO, vGPU, MIG, DRA),
+    and every GPU pool's taints are tolerated. Defaults to none (a container-mode install without MIG)."""
+    version: str = Versions().gpu_operator
+    """Chart version (``versions.gpuOperator``); defaults to gpucell's pin."""
+    metrics: bool = False
+    """The cluster runs gpucell's metrics stack (:class:`gpucell.metrics.Metrics`): the DCGM exporter's fields and
+    ServiceMonitors, and the operator's own ServiceMonitor. Defaults to false."""
 
-
-def k3s_containerd_template(kubernetes_minor: str) -> str:
-    """The containerd config *template* k3s renders its containerd config from, as a host path.
-
-    k3s never reads hand edits of ``config.toml``: it regenerates it at start from
-    ``config-v3.toml.tmpl`` when containerd is 2.x (config schema version 3) and from ``config.toml.tmpl``
-    with containerd 1.x (schema version 2); see "Configuring containerd" in the k3s advanced docs. gpucell
-    takes k3s of Kubernetes >= 1.31 to ship containerd 2.x and earlier minors containerd 1.7, so the
-    template follows the minor. A k3s with containerd 2.x that finds no ``config-v3.toml.tmpl`` falls back to
-    ``config.toml.tmpl``, so the older name stays safe for an older minor whatever containerd its patch ships.
-
-    ``k3s_containerd_template("1.34")`` -> ``/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl``.
-    Raises ``ValueError`` when ``kubernetes_minor`` is not ``MAJOR.MINOR``.
-    """
-    major, minor = (int(part) for part in kubernetes_minor.split("."))
-    name = "config-v3.toml.tmpl" if (major, minor) >= K3S_CONTAINERD2_MINOR else "config.toml.tmpl"
-    return f"{K3S_CONTAINERD_DIR}/{name}"
-
-
-def toolkit_env(cell: CellSpec) -> list[dict[str, str]]:
-    """``toolkit.env`` for k3s: ``[{name, value}]``, every value a string (the ClusterPolicy CRD types it so).
-
-    The container toolkit (``toolkit.version`` v1.20.0 in the pinned chart) is NVIDIA's
-    ``nvidia-ctk-installer``. Names verified in NVIDIA/nvidia-container-toolkit
-    ``cmd/nvidia-ctk-installer/container/runtime`` and in the operator's
-    ``transformForRuntime``/``getRuntimeConfigFiles`` (NVIDIA/gpu-operator
-    ``controllers/object_controls.go``), which rewrite these host paths into the toolkit pod's mounts:
-
-    - ``CONTAINERD_CONFIG``: the file the toolkit *writes* (flag ``--config``, env ``RUNTIME_CONFIG`` or
-      ``CONTAINERD_CONFIG``; the operator reads ``CONTAINERD_CONFIG`` first). On k3s that is the template
-      (:func:`k3s_containerd_template`), so the ``nvidia`` runtime survives k3s restarts.
-    - ``CONTAINERD_SOCKET``: k3s's socket (flag ``--socket``, env ``RUNTIME_SOCKET`` or
-      ``CONTAINERD_SOCKET``), used to signal containerd to reload.
-    - ``RUNTIME_CONFIG_SOURCE=file=<config.toml>``: where the *current* config is read from. The default
-      source runs ``containerd config dump``, and k3s has no ``containerd`` binary on ``PATH``. Added in
-      NVIDIA/nvidia-container-toolkit#1251 (shipped in v1.18.0); the operator maps ``file=<host path>`` to
-      ``/host<host path>`` (NVIDIA/gpu-operator#1758). NVIDIA's docs use the same variable for GKE.
-    - ``CONTAINERD_RUNTIME_CLASS=nvidia``: the runtime handler name (flag ``--runtime-name``, env
-      ``NVIDIA_RUNTIME_NAME`` or ``CONTAINERD_RUNTIME_CLASS``). The operator also sets it from
-      ``operator.runtimeClass`` (``nvidia`` in the pinned chart), so the two agree.
-    """
-    return [
-        {"name": "CONTAINERD_CONFIG", "value": k3s_containerd_template(cell.versions.kubernetes_minor)},
-        {"name": "CONTAINERD_SOCKET", "value": K3S_CONTAINERD_SOCKET},
-        {"name": "RUNTIME_CONFIG_SOURCE", "value": f"file={K3S_CONTAINERD_CONFIG}"},
-        {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
-    ]
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> GpuOperatorArgs:
+        """The GPU Operator of ``cell`` on ``cluster``: ``gpuOperator``, ``nodePools``, ``versions.gpuOperator``,
+        ``metrics.enabled``."""
+        return cls(cluster, cell.gpu_operator, cell.node_pools, cell.versions.gpu_operator, cell.metrics.enabled)
 
 
-def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
-    """The chart values gpucell owns, derived from the cell (``gpuOperator.values`` is merged over them).
+def gpu_operator_values(
+    spec: GpuOperatorSpec, node_pools: Mapping[str, NodePool], runtime: ContainerRuntime, *, metrics: bool = False
+) -> dict[str, Any]:
+    """The chart values gpucell owns, derived from the GPU pools of ``node_pools``, the ``gpuOperator`` ``spec`` and
+    the nodes' container ``runtime`` (``gpuOperator.values`` is merged over them).
 
     - ``sandboxWorkloads``: enabled when any pool runs VMs; ``mode`` ``kubevirt``; ``defaultWorkload``
       ``container``.
@@ -164,16 +130,18 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     - ``ccManager``: off. The pinned chart enables it with ``defaultMode: "on"``, which would switch
       CC-capable GPUs (H100, H200, B200) on VM nodes into confidential-computing mode, where only confidential
       guests can use them; gpucell runs ordinary KubeVirt VMs.
-    - ``mig.strategy``: ``cell.effective_mig_strategy``; ``migManager`` enabled when any container-mode pool's
+    - ``mig.strategy``: ``spec.mig_strategy``, else ``mixed`` with a MIG layout and ``single`` without
+      (:func:`gpucell.spec.platform.effective_mig_strategy`); ``migManager`` enabled when any container-mode pool's
       GPU supports MIG (with or without ``migConfig``: gpucell labels those nodes ``all-disabled`` without one, and
       only a running MIG manager turns MIG off again when a layout is removed). Its default layout stays
       ``all-disabled``: each node's layout comes from its ``nvidia.com/mig.config`` label. No custom
       mig-parted ConfigMap is rendered: without one the MIG manager (k8s-mig-manager v0.15.0) builds the layouts
       from the node's GPUs (``all-disabled``, ``all-<profile>``, ``all-balanced``), the names every catalog model,
       built-in or ``gpucell:gpuModels``, is held to (:mod:`gpucell.spec.gpu_models`).
-    - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``; with ``metrics.enabled``: :func:`dcgm_metrics_values`
+    - ``dcgmExporter.enabled``: ``gpuOperator.dcgmExporter``; with ``metrics``: :func:`dcgm_metrics_values`
       and ``operator.metrics.serviceMonitor`` (the operator's own metrics, ``gpu_operator_*``).
-    - ``toolkit.env``: :func:`toolkit_env`.
+    - ``toolkit.env``: :meth:`gpucell.cluster.ContainerRuntime.toolkit_env` of ``runtime`` (k3s's containerd on a
+      gpucell cell, :meth:`~gpucell.cluster.ContainerRuntime.k3s`).
     - ``daemonsets.tolerations`` (every operand DaemonSet) and ``node-feature-discovery.worker.tolerations``: the
       chart's defaults (:data:`DAEMONSET_TOLERATIONS`, :data:`NFD_WORKER_TOLERATIONS`) plus the taints of every
       GPU pool (:func:`gpucell.platform_tolerations.gpu_pool_tolerations`), so a tainted GPU pool keeps its driver,
@@ -195,12 +163,12 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
 
     ``operator.defaultRuntime`` is not set: the pinned chart has no such key (the runtime is detected).
     """
-    passthrough_pools = cell.gpu_pools(GpuMode.VM_PASSTHROUGH)
-    vgpu = bool(cell.gpu_pools(GpuMode.VM_VGPU))
-    mdev = bool(cell.vgpu_pools(VgpuFramework.MDEV))
+    passthrough_pools = gpu_pools(node_pools, GpuMode.VM_PASSTHROUGH)
+    vgpu = bool(gpu_pools(node_pools, GpuMode.VM_VGPU))
+    image = spec.vgpu_driver_image
+    mdev = bool(vgpu_pools(node_pools, image, VgpuFramework.MDEV))
     runs_vms = bool(passthrough_pools) or vgpu
-    uses_mig = any(pool.mig_label is not None for pool in cell.gpu_pools().values())
-    image = cell.gpu_operator.vgpu_driver_image
+    uses_mig = any(pool.mig_label is not None for pool in gpu_pools(node_pools).values())
     vgpu_manager: dict[str, Any] = {"enabled": False}
     if vgpu and image is not None:  # the spec requires the image whenever a vm-vgpu pool exists
         vgpu_manager = {
@@ -212,7 +180,7 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
     vfio_manager: dict[str, Any] = {"enabled": bool(passthrough_pools)}
     if any(p.model.hgx is not None and p.model.hgx.nvswitch is not None for p in passthrough_pools.values()):
         vfio_manager["env"] = [dict(BIND_NVSWITCHES)]
-    tolerations = gpu_pool_tolerations(cell)
+    tolerations = gpu_pool_tolerations(node_pools)
     values: dict[str, Any] = {
         "operator": {"upgradeCRD": True},
         "daemonsets": {"tolerations": _with(DAEMONSET_TOLERATIONS, tolerations)},
@@ -223,15 +191,15 @@ def gpu_operator_values(cell: CellSpec) -> dict[str, Any]:
         "vgpuManager": vgpu_manager,
         "vgpuDeviceManager": {"enabled": mdev},
         "ccManager": {"enabled": False},
-        "mig": {"strategy": cell.effective_mig_strategy.value},
+        "mig": {"strategy": effective_mig_strategy(spec.mig_strategy, node_pools).value},
         "migManager": {"enabled": uses_mig, "config": {"default": MIG_DEFAULT_CONFIG}},
-        "dcgmExporter": {"enabled": cell.gpu_operator.dcgm_exporter},
-        "toolkit": {"env": toolkit_env(cell)},
+        "dcgmExporter": {"enabled": spec.dcgm_exporter},
+        "toolkit": {"env": runtime.toolkit_env()},
     }
-    if cell.gpu_pools(GpuMode.DRA):
+    if gpu_pools(node_pools, GpuMode.DRA):
         values["driver"] = {"manager": {"env": [dict(DRA_PLUGIN_EVICTION)]}}
-        values["devicePlugin"] = {"enabled": bool(cell.gpu_pools(GpuMode.CONTAINER))}
-    if cell.metrics.enabled and cell.gpu_operator.dcgm_exporter:
+        values["devicePlugin"] = {"enabled": bool(gpu_pools(node_pools, GpuMode.CONTAINER))}
+    if metrics and spec.dcgm_exporter:
         values["dcgmExporter"].update(dcgm_metrics_values())
         values["operator"]["metrics"] = {"serviceMonitor": {"interval": "30s"}}
     return values
@@ -258,7 +226,7 @@ def _with(defaults: tuple[dict[str, str], ...], extra: list[dict[str, str]]) -> 
 def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[dict[str, str]]:
     """``toolkit.env`` with the user's entries merged in *by name*, every value a string.
 
-    A plain deep merge would replace our list whole and drop the k3s socket and config path; here the user's
+    A plain deep merge would replace our list whole and drop the containerd socket and config path; here the user's
     entry wins for a name we set, new names are appended, and ``True``/``1`` become ``"true"``/``"1"`` (the
     ClusterPolicy CRD types env values as strings).
     """
@@ -269,11 +237,10 @@ def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[
     return [{"name": name, "value": value} for name, value in merged.items()]
 
 
-def _overrides(cell: CellSpec) -> dict[str, Any]:
+def _overrides(spec: GpuOperatorSpec, ours: dict[str, Any]) -> dict[str, Any]:
     """The user's ``gpuOperator.values`` with ``toolkit.env``, ``vfioManager.env`` and ``driver.manager.env``
-    already merged by name into ours (see :func:`merge_env`)."""
-    overrides = dict(cell.gpu_operator.values)
-    ours = gpu_operator_values(cell)
+    already merged by name into ``ours`` (see :func:`merge_env`)."""
+    overrides = dict(spec.values)
     for section in ("toolkit", "vfioManager"):
         theirs = overrides.get(section)
         if isinstance(theirs, dict) and isinstance(theirs.get("env"), list):
@@ -287,27 +254,29 @@ def _overrides(cell: CellSpec) -> dict[str, Any]:
 
 
 class GpuOperator(CellComponent):
-    """The NVIDIA GPU Operator of one cell: drivers, toolkit, device plugins, MIG, vGPU, VFIO and DCGM.
+    """The NVIDIA GPU Operator of one cluster: drivers, toolkit, device plugins, MIG, vGPU, VFIO and DCGM.
 
     Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-gpu-operator"`` (Helm release
-    ``gpu-operator`` in namespace ``gpu-operator``, chart version ``cell.versions.gpu_operator``,
-    ``disableOpenapiValidation: true`` for the CRD upgrade hook, see :func:`gpu_operator_values`). Helm
-    waits for the operator Deployment; the operands then roll out per node as the nodes' labels say.
+    ``gpu-operator`` in namespace ``gpu-operator``, chart version ``args.version``,
+    ``disableOpenapiValidation: true`` for the CRD upgrade hook, see :func:`gpu_operator_values`), on the provider
+    of ``args.cluster`` and after its ``ready``. Helm waits for the operator Deployment; the operands then roll out
+    per node as the nodes' labels say (``nvidia.com/gpu.workload.config``, ``nvidia.com/mig.config``: a gpucell cell
+    sets them, :mod:`gpucell._k3s_scripts`; on another cluster, label the nodes so).
     """
 
     namespace: pulumi.Output[str]
     """Namespace the operator and its operands run in (``gpu-operator``)."""
 
     def __init__(self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("GpuOperator", name, opts)
-        cell = args.cell
+        super().__init__("GpuOperator", name, opts, args.cluster)
+        values = gpu_operator_values(args.spec, args.node_pools, args.cluster.runtime, metrics=args.metrics)
         self.release: Release = helm_release(
             f"{name}-gpu-operator",
             source=CHART,
-            version=cell.versions.gpu_operator,
+            version=args.version,
             namespace=NAMESPACE,
-            values=gpu_operator_values(cell),
-            overrides=_overrides(cell),
+            values=values,
+            overrides=_overrides(args.spec, values),
             release_name=RELEASE_NAME,
             disable_openapi_validation=True,
             opts=self.child(),

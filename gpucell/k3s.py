@@ -64,8 +64,9 @@ from gpucell._host_setup import host_setup
 from gpucell._node_state import NodeState, node_state
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.k3s_hardening import node_files
-from gpucell.spec import CellSpec, Host, HostRemovalPolicy, NodeRole
+from gpucell.spec import Host, HostRemovalPolicy, NodeRole
 from gpucell.spec.lifecycle import removal_options
+from gpucell.spec.nodes import K3sClusterSpec, NodeViews
 
 with warnings.catch_warnings():
     # pulumi_command.remote's __init__ imports its deprecated CopyFile module, which warns at import time;
@@ -101,10 +102,11 @@ ProviderFactory = Callable[[pulumi.Output[str]], Provider]
 
 @dataclass(frozen=True)
 class K3sClusterArgs:
-    """Inputs of :class:`K3sCluster`."""
+    """Inputs of :class:`K3sCluster`: only what it uses."""
 
-    cell: CellSpec
-    """The region: its server and agent pools, network, versions, SSH defaults, etcd and removal policies."""
+    spec: K3sClusterSpec
+    """The region's nodes: server and agent pools, network, versions, SSH defaults, etcd, hardening, sign-in and
+    removal policies (:meth:`K3sClusterSpec.from_cell <gpucell.spec.nodes.K3sClusterSpec.from_cell>` of a cell)."""
     ssh_private_key: pulumi.Input[str]
     """PEM/OpenSSH private key for every node's SSH user; pass a Pulumi secret (``config.require_secret``)."""
     provider: ProviderFactory | None = None
@@ -116,6 +118,20 @@ class K3sClusterArgs:
     """Hosts the cluster already has (those of the last deployment); the other agents are first joins, which need
     no maintenance order and join ``ssh.joinConcurrency`` at a time. ``None`` (the default) takes every host as
     registered: each pool's first join then goes ``rollout.maxUnavailable`` at a time, which is always safe."""
+
+    @classmethod
+    def from_cell(
+        cls,
+        cell: NodeViews,
+        ssh_private_key: pulumi.Input[str],
+        *,
+        provider: ProviderFactory | None = None,
+        etcd_s3_credentials: pulumi.Input[str] | None = None,
+        registered_hosts: frozenset[str] | None = None,
+    ) -> K3sClusterArgs:
+        """The k3s cluster of a cell spec (its nodes, :meth:`~gpucell.spec.nodes.K3sClusterSpec.from_cell`) and the
+        rest as given."""
+        return cls(K3sClusterSpec.from_cell(cell), ssh_private_key, provider, etcd_s3_credentials, registered_hosts)
 
 
 @dataclass(frozen=True)
@@ -187,7 +203,7 @@ def even_server_warning(count: int) -> str | None:
     )
 
 
-def etcd_s3_secret_data(cell: CellSpec, credentials: str) -> dict[str, str]:
+def etcd_s3_secret_data(cell: NodeViews, credentials: str) -> dict[str, str]:
     """``stringData`` of the ``etcd.k3s.cattle.io/s3-config-secret`` Secret for ``etcd.snapshots.s3``.
 
     Keys are the k3s flags without ``--`` (k3s docs ``docs/cli/etcd-snapshot.md``, "S3 Configuration Secret
@@ -218,7 +234,7 @@ def etcd_s3_secret_data(cell: CellSpec, credentials: str) -> dict[str, str]:
 
 
 class K3sCluster(CellComponent):
-    """A k3s cluster (embedded etcd, no flannel/kube-proxy/traefik/servicelb) on the hosts of ``args.cell``.
+    """A k3s cluster (embedded etcd, no flannel/kube-proxy/traefik/servicelb) on the hosts of ``args.spec``.
 
     Children: ``<name>-token`` (``random.RandomPassword``), per node the four resources of :class:`NodeResources`
     (see the module docstring), ``<name>-kubeconfig`` (reads the admin kubeconfig on the first server once it is
@@ -226,7 +242,7 @@ class K3sCluster(CellComponent):
     target from). Without a :attr:`K3sClusterArgs.provider` factory also ``<name>-k8s``.
 
     Removal policies: the token and every server take the region's ``removalPolicy`` unless a host sets its own;
-    agents take theirs (see :meth:`gpucell.spec.CellSpec.removal_policy_of`). An even number of servers is
+    agents take theirs (see :meth:`gpucell.spec.nodes.NodeViews.removal_policy_of`). An even number of servers is
     accepted, with a warning (:func:`even_server_warning`).
 
     The kubeconfig is checked when it is read (not in a preview, where it is unknown): an empty one, or one
@@ -256,7 +272,7 @@ class K3sCluster(CellComponent):
 
     def __init__(self, name: str, args: K3sClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("K3sCluster", name, opts)
-        cell = args.cell
+        cell = args.spec
         self._cell = cell
         self._name = name
         self._connection_key = args.ssh_private_key

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from gpucell.spec import CellSpec
+from gpucell.spec.nodes import NodeViews
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES
 
 __all__ = [
@@ -97,11 +97,11 @@ class NodeFile:
     mode: str = "0600"
 
 
-def _version(cell: CellSpec) -> str:
+def _version(cell: NodeViews) -> str:
     return f"v{cell.versions.kubernetes_minor}"
 
 
-def admission_configuration(cell: CellSpec) -> dict[str, Any]:
+def admission_configuration(cell: NodeViews) -> dict[str, Any]:
     """The ``apiserver.config.k8s.io/v1`` ``AdmissionConfiguration`` of the ``cis`` profile.
 
     ``PodSecurity`` (``pod-security.admission.config.k8s.io/v1``; the guide's example still says ``v1beta1``,
@@ -159,7 +159,7 @@ def audit_policy() -> dict[str, Any]:
     }
 
 
-def authentication_configuration(cell: CellSpec) -> dict[str, Any] | None:
+def authentication_configuration(cell: NodeViews) -> dict[str, Any] | None:
     """The structured ``AuthenticationConfiguration`` for ``cell.oidc``, or ``None`` without OIDC.
 
     ``apiserver.config.k8s.io/v1`` (StructuredAuthenticationConfiguration is GA and locked on in Kubernetes
@@ -201,7 +201,7 @@ def authentication_configuration(cell: CellSpec) -> dict[str, Any] | None:
     }
 
 
-def _kubelet_args(cell: CellSpec) -> list[str]:
+def _kubelet_args(cell: NodeViews) -> list[str]:
     if not cell.k3s.cis:
         return []
     return [
@@ -210,7 +210,7 @@ def _kubelet_args(cell: CellSpec) -> list[str]:
     ]
 
 
-def agent_options(cell: CellSpec) -> dict[str, Any]:
+def agent_options(cell: NodeViews) -> dict[str, Any]:
     """Options every node (servers run an agent too) gets from the profile: ``protect-kernel-defaults``
     (the guide's host-level requirement; CIS 1.x 4.2.6) and the ``kubelet-arg`` entries of
     :func:`_kubelet_args` (to append to a pool's own). Empty with ``profile: none``."""
@@ -219,7 +219,7 @@ def agent_options(cell: CellSpec) -> dict[str, Any]:
     return {"protect-kernel-defaults": True, "kubelet-arg": _kubelet_args(cell)}
 
 
-def server_options(cell: CellSpec) -> dict[str, Any]:
+def server_options(cell: NodeViews) -> dict[str, Any]:
     """Options only servers get: ``secrets-encryption`` (CIS 1.2.27/1.2.28), and with the ``cis`` profile the
     guide's ``kube-apiserver-arg`` (admission plugins and their config, audit log path/age 30/backups 10/size
     100 MB, CIS 1.2.16-1.2.19; ``service-account-extend-token-expiration=false``, 1.2.30) and
@@ -253,7 +253,7 @@ def _yaml(document: dict[str, Any]) -> str:
     return yaml.dump(document, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, width=4096)
 
 
-def node_files(cell: CellSpec, *, server: bool) -> list[NodeFile]:
+def node_files(cell: NodeViews, *, server: bool) -> list[NodeFile]:
     """The files a node's install script writes, in order: the sysctl file with :data:`KERNEL_DEFAULTS` (``cis``,
     every node); on servers the admission configuration and audit policy (``cis``) and the authentication
     configuration (OIDC). Empty for an agent with ``profile: none``."""

@@ -12,13 +12,17 @@ The chart's pods meet Pod Security ``restricted`` (its ``securityContext``/``pod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
 
 __all__ = ["CHART", "NAMESPACE", "RELEASE_NAME", "Keda", "KedaArgs"]
 
@@ -34,8 +38,10 @@ RELEASE_NAME = "keda"
 class KedaArgs:
     """Inputs of :class:`Keda`."""
 
-    version: str
-    """Chart version (``versions.keda``)."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    version: str = Versions().keda
+    """Chart version (``versions.keda``); defaults to gpucell's pin."""
     values: dict[str, Any] = field(default_factory=dict)
     """Chart values; gpucell sets none of its own (the chart's defaults serve KServe's ScaledObjects)."""
 
@@ -48,7 +54,7 @@ class Keda(CellComponent):
     """``keda``."""
 
     def __init__(self, name: str, args: KedaArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("Keda", name, opts)
+        super().__init__("Keda", name, opts, args.cluster)
         self.release: Release = helm_release(
             f"{name}-keda",
             source=CHART,

@@ -18,16 +18,20 @@ and ``charts/kserve-runtime-configs`` of kserve/kserve).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
-from gpucell.spec import CellSpec
-from gpucell.spec.versions import kserve_has_split_charts
+from gpucell.spec.platform import KServeSpec
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, kserve_has_split_charts
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "CHART_REGISTRY",
@@ -48,10 +52,25 @@ NAMESPACE = "kserve"
 
 @dataclass(frozen=True)
 class KServeArgs:
-    """Inputs of :class:`KServe`. Construct the component with ``depends_on`` the cell's cert-manager."""
+    """Inputs of :class:`KServe`: only what it uses. Construct the component with ``depends_on`` cert-manager."""
 
-    cell: CellSpec
-    """The cell; ``versions.kserve``, ``deployment_mode`` and ``kserve.values`` are used."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    spec: KServeSpec = field(default_factory=KServeSpec)
+    """The ``kserve`` section: default ``deploymentMode`` and chart ``values``. Defaults to ``Standard`` (raw
+    Deployments)."""
+    version: str = Versions().kserve
+    """KServe release (``versions.kserve``); defaults to gpucell's pin."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> KServeArgs:
+        """KServe of ``cell`` on ``cluster``: ``kserve`` and ``versions.kserve``."""
+        return cls(cluster, cell.kserve, cell.versions.kserve)
+
+    @property
+    def deployment_mode(self) -> DeploymentMode:
+        """The default deployment mode in force: ``spec.deployment_mode``, else the release's raw-Deployment mode."""
+        return self.spec.deployment_mode or kserve_deployment_modes(self.version)[0]
 
 
 @dataclass(frozen=True)
@@ -81,10 +100,11 @@ def kserve_charts(version: str) -> KServeCharts:
     )
 
 
-def kserve_resources_values(cell: CellSpec) -> dict[str, Any]:
-    """Values gpucell owns in the controller chart (``kserve.values`` is merged over them later).
+def kserve_resources_values(version: str, mode: DeploymentMode) -> dict[str, Any]:
+    """Values gpucell owns in the controller chart of KServe ``version`` (``kserve.values`` is merged over them
+    later).
 
-    - ``kserve.controller.deploymentMode``: ``cell.deployment_mode`` (``Standard`` since v0.16,
+    - ``kserve.controller.deploymentMode``: ``mode`` (:attr:`KServeArgs.deployment_mode`: ``Standard`` since v0.16,
       ``RawDeployment`` before; the spec rejects the Knative modes, as gpucell installs no Knative).
     - ``gateway.ingressGateway.enableGatewayApi: false`` (a cell installs neither the Gateway API
       CRDs nor a gateway controller, so HTTPRoutes could not be created) and ``gateway.disableIngressCreation:
@@ -94,17 +114,17 @@ def kserve_resources_values(cell: CellSpec) -> dict[str, Any]:
       cert-manager, hence the ordering after :class:`~gpucell.cert_manager.CertManager`.
     """
     controller: dict[str, Any] = {
-        "deploymentMode": cell.deployment_mode.value,
+        "deploymentMode": mode.value,
         "gateway": {"disableIngressCreation": True, "ingressGateway": {"enableGatewayApi": False}},
     }
     kserve: dict[str, Any] = {"controller": controller}
-    if kserve_has_split_charts(cell.versions.kserve):
+    if kserve_has_split_charts(version):
         # The key appeared with the split charts; the older all-in-one chart always renders the Certificate.
         kserve["certManager"] = {"enabled": True}
     return {"kserve": kserve}
 
 
-def kserve_runtime_values(cell: CellSpec) -> dict[str, Any]:
+def kserve_runtime_values() -> dict[str, Any]:
     """Values of the ``kserve-runtime-configs`` chart: ``kserve.servingruntime.enabled: true``.
 
     The chart renders its ClusterServingRuntimes only when that flag is set (its default is ``false``);
@@ -115,9 +135,10 @@ def kserve_runtime_values(cell: CellSpec) -> dict[str, Any]:
 
 
 class KServe(CellComponent):
-    """KServe for one cell: CRDs, then the controller, then the built-in serving runtimes.
+    """KServe for one cluster: CRDs, then the controller, then the built-in serving runtimes.
 
-    Children (``kubernetes:helm.sh/v3:Release``): ``f"{name}-crd"``, ``f"{name}-resources"`` (depends on the
+    Children (``kubernetes:helm.sh/v3:Release``, on the provider of ``args.cluster`` and after its ``ready``):
+    ``f"{name}-crd"``, ``f"{name}-resources"`` (depends on the
     CRDs) and ``f"{name}-runtimes"`` (depends on the controller; absent before v0.17). The controller's
     webhooks take their certificate from cert-manager, so construct this component with
     ``opts=pulumi.ResourceOptions(depends_on=[cert_manager])``: every child then waits for cert-manager's
@@ -128,9 +149,8 @@ class KServe(CellComponent):
     """Namespace the KServe controller runs in (``kserve``)."""
 
     def __init__(self, name: str, args: KServeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("KServe", name, opts)
-        cell = args.cell
-        version = cell.versions.kserve
+        super().__init__("KServe", name, opts, args.cluster)
+        version = args.version
         charts = kserve_charts(version)
         self.crds: Release = helm_release(
             f"{name}-crd",
@@ -146,8 +166,8 @@ class KServe(CellComponent):
             source=charts.resources,
             version=version,
             namespace=NAMESPACE,
-            values=kserve_resources_values(cell),
-            overrides=cell.kserve.values,
+            values=kserve_resources_values(version, args.deployment_mode),
+            overrides=args.spec.values,
             opts=self.child(depends_on=[self.crds]),
         )
         self.runtimes: Release | None = None
@@ -157,7 +177,7 @@ class KServe(CellComponent):
                 source=charts.runtimes,
                 version=version,
                 namespace=NAMESPACE,
-                values=kserve_runtime_values(cell),
+                values=kserve_runtime_values(),
                 overrides={},
                 opts=self.child(depends_on=[self.resources]),
             )

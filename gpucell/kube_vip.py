@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from gpucell.spec import CellSpec
 from gpucell.spec.network import ApiVipMode
+from gpucell.spec.nodes import NodeViews
 
 __all__ = ["IMAGE", "IMAGE_DIGESTS", "KUBECONFIG_MOUNT", "MANIFEST_PATH", "image", "manifest", "static_pod"]
 
@@ -46,7 +46,7 @@ def image(version: str) -> str:
     return f"{IMAGE}:{version}@{IMAGE_DIGESTS[version]}"
 
 
-def _env(cell: CellSpec) -> list[dict[str, Any]]:
+def _env(cell: NodeViews) -> list[dict[str, Any]]:
     vip = cell.network.api_vip
     assert vip is not None
     arp = vip.mode is ApiVipMode.ARP
@@ -77,7 +77,7 @@ def _env(cell: CellSpec) -> list[dict[str, Any]]:
     ]
 
 
-def static_pod(cell: CellSpec) -> dict[str, Any]:
+def static_pod(cell: NodeViews) -> dict[str, Any]:
     """The ``v1`` Pod ``kube-vip`` in ``kube-system`` serving ``network.apiEndpoint`` from the servers.
 
     ARP: leader election (Lease ``plndr-cp-lock``) so that one server holds the VIP; BGP: every server advertises
@@ -114,6 +114,6 @@ def static_pod(cell: CellSpec) -> dict[str, Any]:
     }
 
 
-def manifest(cell: CellSpec) -> str:
+def manifest(cell: NodeViews) -> str:
     """:func:`static_pod` as the YAML file the servers' install scripts write to :data:`MANIFEST_PATH`."""
     return yaml.safe_dump(static_pod(cell), sort_keys=False)

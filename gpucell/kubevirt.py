@@ -16,8 +16,9 @@ of ``spec.configuration.mediatedDevicesConfiguration.enabled``, which is what we
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
@@ -27,8 +28,15 @@ from gpucell import vgpu_sriov
 from gpucell._component import CellComponent
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import vm_pool_tolerations
-from gpucell.spec import CellSpec, GpuMode
-from gpucell.spec.lifecycle import removal_options
+from gpucell.spec.hardware import vgpu_pools
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
+from gpucell.spec.platform import ImageSpec
+from gpucell.spec.pools import GpuMode, NodePool, gpu_pools
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "CPU_MANAGER_GATE",
@@ -67,10 +75,30 @@ WAIT_FOR_AVAILABLE = {"pulumi.com/waitFor": "condition=Available"}
 
 @dataclass(frozen=True)
 class KubeVirtArgs:
-    """Inputs of :class:`KubeVirt`."""
+    """Inputs of :class:`KubeVirt`: only what it uses."""
 
-    cell: CellSpec
-    """The cell; ``versions.kubevirt`` and the GPU pools (mode, model, vGPU profile, topology) are used."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The cluster's node pools: the GPUs VMs may have (``vm-passthrough``, ``vm-vgpu``, ``dra`` pools), the pools
+    whose kubelet runs the static CPU manager (``topology``), and the taints of the pools VMs run on. Defaults to none
+    (CPU-only VMs)."""
+    vgpu_driver_image: ImageSpec | None = None
+    """The vGPU Manager image of the GPU Operator (``gpuOperator.vgpuDriverImage``): its driver branch tells mdev
+    from SR-IOV vGPU pools (:func:`gpucell.spec.hardware.pool_vgpu_framework`); required with a ``vm-vgpu`` pool."""
+    version: str = Versions().kubevirt
+    """KubeVirt release (``versions.kubevirt``); defaults to gpucell's pin."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every VM):
+    ``protect`` (default), ``retain`` or ``delete``."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> KubeVirtArgs:
+        """KubeVirt of ``cell`` on ``cluster``: ``nodePools``, ``gpuOperator.vgpuDriverImage``, ``versions.kubevirt``
+        and the region's ``removalPolicy``."""
+        return cls(
+            cluster, cell.node_pools, cell.gpu_operator.vgpu_driver_image, cell.versions.kubevirt, cell.removal_policy
+        )
 
 
 def release_tag(version: str) -> str:
@@ -78,14 +106,17 @@ def release_tag(version: str) -> str:
     return version if version.startswith("v") else f"v{version}"
 
 
-def operator_manifest_url(cell: CellSpec) -> str:
-    """URL of the operator manifest of ``versions.kubevirt``."""
-    tag = release_tag(cell.versions.kubevirt)
+def operator_manifest_url(version: str) -> str:
+    """URL of the operator manifest of KubeVirt ``version`` (``versions.kubevirt``)."""
+    tag = release_tag(version)
     return f"https://github.com/kubevirt/kubevirt/releases/download/{tag}/kubevirt-operator.yaml"
 
 
-def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
-    """``spec.configuration.permittedHostDevices``: the devices VMs may have, in pool order, empty lists omitted.
+def permitted_host_devices(
+    node_pools: Mapping[str, NodePool], vgpu_driver_image: ImageSpec | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """``spec.configuration.permittedHostDevices``: the devices VMs may have on ``node_pools``, in pool order, empty
+    lists omitted (``vgpu_driver_image`` tells mdev from SR-IOV ``vm-vgpu`` pools).
 
     - ``pciHostDevices``, per model of the ``vm-passthrough`` pools: the GPU (``pciVendorSelector`` ``10DE:<device>``,
       ``resourceName`` the sandbox device plugin's ``nvidia.com/<PCI_NAME>``, ``externalResourceProvider: true``)
@@ -102,7 +133,7 @@ def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
     Entries are unique by ``resourceName``.
     """
     pci: dict[str, dict[str, Any]] = {}
-    for pool in cell.gpu_pools(GpuMode.VM_PASSTHROUGH).values():
+    for pool in gpu_pools(node_pools, GpuMode.VM_PASSTHROUGH).values():
         model = pool.model
         functions = [(model.pci_selector, model.passthrough_resource)]
         if model.hgx is not None and model.hgx.nvswitch is not None:
@@ -112,12 +143,12 @@ def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
                 resource,
                 {"pciVendorSelector": selector, "resourceName": resource, "externalResourceProvider": True},
             )
-    for pool in cell.vgpu_pools(VgpuFramework.SRIOV).values():
+    for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.SRIOV).values():
         assert pool.vgpu_profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
         entry = vgpu_sriov.permitted_vf_device(pool.model, pool.vgpu_profile)
         pci.setdefault(entry["resourceName"], entry)
     mdev: dict[str, dict[str, Any]] = {}
-    for pool in cell.vgpu_pools(VgpuFramework.MDEV).values():
+    for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.MDEV).values():
         model, profile = pool.model, pool.vgpu_profile
         assert profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
         mdev.setdefault(
@@ -136,8 +167,8 @@ def permitted_host_devices(cell: CellSpec) -> dict[str, list[dict[str, Any]]]:
     return devices
 
 
-def feature_gates(cell: CellSpec) -> list[str]:
-    """``developerConfiguration.featureGates`` for KubeVirt v1.9, in a stable order.
+def feature_gates(node_pools: Mapping[str, NodePool]) -> list[str]:
+    """``developerConfiguration.featureGates`` for KubeVirt v1.9 on ``node_pools``, in a stable order.
 
     - ``HostDevices`` when any pool hands GPUs to VMs (``vm-passthrough`` or ``vm-vgpu``).
     - ``GPUsWithDRA`` when any pool has ``gpuMode: dra``. It is Beta, so on by default in v1.9.0; it is listed
@@ -152,11 +183,11 @@ def feature_gates(cell: CellSpec) -> list[str]:
     :func:`kubevirt_spec`).
     """
     gates: list[str] = []
-    if cell.gpu_pools(GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU):
+    if gpu_pools(node_pools, GpuMode.VM_PASSTHROUGH, GpuMode.VM_VGPU):
         gates.append(HOST_DEVICES_GATE)
-    if cell.gpu_pools(GpuMode.DRA):
+    if gpu_pools(node_pools, GpuMode.DRA):
         gates.append(GPUS_WITH_DRA_GATE)
-    if any(pool.topology is not None for pool in cell.node_pools.values()):
+    if any(pool.topology is not None for pool in node_pools.values()):
         gates.append(CPU_MANAGER_GATE)
     return gates
 
@@ -170,8 +201,8 @@ writes KubeVirt's), and what KubeVirt's adds, ``userfaultfd``, serves only post-
 does not enable."""
 
 
-def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
-    """The ``spec`` of the ``KubeVirt`` CR; empty sections are omitted.
+def kubevirt_spec(node_pools: Mapping[str, NodePool], vgpu_driver_image: ImageSpec | None = None) -> dict[str, Any]:
+    """The ``spec`` of the ``KubeVirt`` CR for ``node_pools``; empty sections are omitted.
 
     ``configuration.seccompConfiguration`` (:data:`SECCOMP_CONFIGURATION`, always: tenant namespaces enforce
     ``restricted``), ``configuration.developerConfiguration.featureGates`` (:func:`feature_gates`),
@@ -189,47 +220,48 @@ def kubevirt_spec(cell: CellSpec) -> dict[str, Any]:
     ``imagePullPolicy`` (``IfNotPresent`` for the release's pinned images).
     """
     configuration: dict[str, Any] = {"seccompConfiguration": copy.deepcopy(SECCOMP_CONFIGURATION)}
-    gates = feature_gates(cell)
+    gates = feature_gates(node_pools)
     if gates:
         configuration["developerConfiguration"] = {"featureGates": gates}
-    devices = permitted_host_devices(cell)
+    devices = permitted_host_devices(node_pools, vgpu_driver_image)
     if devices:
         configuration["permittedHostDevices"] = devices
-    if cell.vgpu_pools(VgpuFramework.MDEV):
+    if vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.MDEV):
         configuration["mediatedDevicesConfiguration"] = {"enabled": False}
     spec: dict[str, Any] = {"configuration": configuration}
-    tolerations = vm_pool_tolerations(cell)
+    tolerations = vm_pool_tolerations(node_pools)
     if tolerations:
         spec["workloads"] = {"nodePlacement": {"tolerations": tolerations}}
     return spec
 
 
 class KubeVirt(CellComponent):
-    """KubeVirt for one cell. Depend on :attr:`cr` (or this component) to run after KubeVirt is Available.
+    """KubeVirt for one cluster. Depend on :attr:`cr` (or this component) to run after KubeVirt is Available.
 
     Children: ``f"{name}-operator"`` (``kubernetes:yaml/v2:ConfigFile`` of the release's operator manifest)
     and ``f"{name}-kubevirt"`` (the ``kubevirt.io/v1`` ``KubeVirt`` CR ``kubevirt`` in namespace ``kubevirt``,
-    depending on the operator and annotated ``pulumi.com/waitFor: condition=Available``). Both take the
-    region's ``removalPolicy`` (``protect`` by default); Pulumi children inherit ``protect`` from their parent,
-    which covers the manifest's objects (the CRDs among them).
+    depending on the operator and annotated ``pulumi.com/waitFor: condition=Available``), on the provider of
+    ``args.cluster`` and after its ``ready``. Both take ``args.removal_policy`` (``protect`` by default); Pulumi
+    children inherit ``protect`` from their parent, which covers the manifest's objects (the CRDs among them).
     """
 
     namespace: pulumi.Output[str]
     """Namespace of KubeVirt (``kubevirt``); resolves once the ``KubeVirt`` CR is registered."""
 
     def __init__(self, name: str, args: KubeVirtArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("KubeVirt", name, opts)
-        cell = args.cell
+        super().__init__("KubeVirt", name, opts, args.cluster)
         # Deleting the operator manifest deletes KubeVirt's CRDs, and with them every VM; deleting the CR
-        # uninstalls KubeVirt. Both take the region's removalPolicy (the manifest's objects inherit it).
-        lifecycle = removal_options(cell.removal_policy)
-        self.operator = ConfigFile(f"{name}-operator", file=operator_manifest_url(cell), opts=self.child(**lifecycle))
+        # uninstalls KubeVirt. Both take the removal policy (the manifest's objects inherit it).
+        lifecycle = removal_options(args.removal_policy)
+        self.operator = ConfigFile(
+            f"{name}-operator", file=operator_manifest_url(args.version), opts=self.child(**lifecycle)
+        )
         self.cr = CustomResource(
             f"{name}-kubevirt",
             api_version="kubevirt.io/v1",
             kind="KubeVirt",
             metadata={"name": CR_NAME, "namespace": NAMESPACE, "annotations": dict(WAIT_FOR_AVAILABLE)},
-            spec=kubevirt_spec(cell),
+            spec=kubevirt_spec(args.node_pools, args.vgpu_driver_image),
             opts=self.child(depends_on=[self.operator], **lifecycle),
         )
         self.namespace = self.cr.urn.apply(lambda _: NAMESPACE)

@@ -25,7 +25,7 @@ Aware LB", "BGP Control Plane Resources".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
@@ -44,6 +44,9 @@ from gpucell.spec.traffic import (
     LbPoolSpec,
     LoadBalancerSpec,
 )
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
 
 __all__ = [
     "ADDRESS_ANNOTATION",
@@ -68,6 +71,8 @@ _NO_SUCH_KEY = "gpucell.io/never-set"
 class LoadBalancerAddressesArgs:
     """Inputs of :class:`LoadBalancerAddresses`."""
 
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
     load_balancer: LoadBalancerSpec
     """The region's ``loadBalancer``: its pools and their announcement."""
     gateway_pool: str | None = None
@@ -196,7 +201,7 @@ class LoadBalancerAddresses(CellComponent):
     """``metadata.name`` of every pool (``gpucell-<pool>``)."""
 
     def __init__(self, name: str, args: LoadBalancerAddressesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("LoadBalancerAddresses", name, opts)
+        super().__init__("LoadBalancerAddresses", name, opts, args.cluster)
         lb = args.load_balancer
         self.pools: list[CustomResource] = [
             custom_resource(

@@ -43,9 +43,15 @@ from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
 from gpucell.inventory import GpuOffer, gpu_offers
 from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_claim_metrics
-from gpucell.spec import CellSpec, GpuMode, StorageBackend
 from gpucell.spec.metrics import MetricsSpec
+from gpucell.spec.platform import StorageBackend
+from gpucell.spec.pools import GpuMode, gpu_pools
+from gpucell.spec.versions import Versions
 from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "CHART",
@@ -56,7 +62,6 @@ __all__ = [
     "Metrics",
     "MetricsArgs",
     "hubble_service_monitor",
-    "metrics_args",
     "pod_monitor_manifests",
     "prometheus_rule_manifest",
     "remote_write_secret_data",
@@ -85,12 +90,14 @@ _MANAGED = {"app.kubernetes.io/managed-by": "gpucell"}
 class MetricsArgs:
     """Inputs of :class:`Metrics`: only what the stack uses."""
 
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness)."""
     spec: MetricsSpec
     """``metrics`` of the region (retention, storage, remote write, chart values)."""
-    version: str
-    """kube-prometheus-stack chart version (``versions.kubePrometheusStack``)."""
     storage_class: str
     """StorageClass of Prometheus's volume (the cell's default: ``longhorn`` or ``local-path``)."""
+    version: str = Versions().kube_prometheus_stack
+    """kube-prometheus-stack chart version (``versions.kubePrometheusStack``); defaults to gpucell's pin."""
     gpu_offers: Sequence[GpuOffer] = ()
     """What the device plugins advertise, per pool: the metered resources and the GPU-count alerts."""
     dra: bool = False
@@ -98,19 +105,22 @@ class MetricsArgs:
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` named by ``metrics.remoteWrite.credentialsConfigKey`` (a Pulumi secret)."""
 
-
-def metrics_args(cell: CellSpec, remote_write_credentials: pulumi.Input[str] | None = None) -> MetricsArgs:
-    """The :class:`MetricsArgs` of ``cell``: its ``metrics``, pinned chart, default StorageClass, device-plugin
-    offers (``effective_mig_strategy``) and whether it has ``dra`` pools."""
-    storage = LONGHORN_CLASS if cell.storage.backend is StorageBackend.LONGHORN else LOCAL_PATH_CLASS
-    return MetricsArgs(
-        spec=cell.metrics,
-        version=cell.versions.kube_prometheus_stack,
-        storage_class=storage,
-        gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
-        dra=bool(cell.gpu_pools(GpuMode.DRA)),
-        remote_write_credentials=remote_write_credentials,
-    )
+    @classmethod
+    def from_cell(
+        cls, cell: CellSpec, cluster: Cluster, remote_write_credentials: pulumi.Input[str] | None = None
+    ) -> MetricsArgs:
+        """The metrics stack of ``cell`` on ``cluster``: its ``metrics``, pinned chart, default StorageClass,
+        device-plugin offers (``effective_mig_strategy``) and whether it has ``dra`` pools."""
+        storage = LONGHORN_CLASS if cell.storage.backend is StorageBackend.LONGHORN else LOCAL_PATH_CLASS
+        return cls(
+            cluster,
+            spec=cell.metrics,
+            version=cell.versions.kube_prometheus_stack,
+            storage_class=storage,
+            gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
+            dra=bool(gpu_pools(cell.node_pools, GpuMode.DRA)),
+            remote_write_credentials=remote_write_credentials,
+        )
 
 
 def remote_write_secret_data(credentials: str) -> dict[str, str]:
@@ -287,7 +297,7 @@ class Metrics(CellComponent):
         spec = args.spec
         if spec.remote_write is not None and args.remote_write_credentials is None:
             raise ValueError("metrics.remoteWrite is set but no credentials were passed")
-        super().__init__("Metrics", name, opts)
+        super().__init__("Metrics", name, opts, args.cluster)
         self.namespace_resource = Namespace(
             f"{name}-namespace",
             metadata={

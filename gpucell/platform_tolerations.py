@@ -20,13 +20,9 @@ Cilium's agent tolerates every taint already (its chart's ``tolerations: [{opera
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
-from gpucell.spec.pools import NodePool, NodeRole, taint_tolerations
-
-if TYPE_CHECKING:
-    from gpucell.spec import CellSpec
+from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
 
 __all__ = ["gpu_pool_tolerations", "longhorn_taint_toleration", "vm_pool_tolerations", "worker_pool_tolerations"]
 
@@ -35,22 +31,21 @@ def _of(pools: Iterable[NodePool]) -> list[dict[str, str]]:
     return taint_tolerations(taint for pool in pools for taint in pool.taints)
 
 
-def gpu_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
-    """Tolerations for the taints of every GPU pool, in pool order."""
-    return _of(cell.gpu_pools().values())
+def gpu_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of every GPU pool of ``pools``, in pool order."""
+    return _of(gpu_pools(pools).values())
 
 
-def vm_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
-    """Tolerations for the taints of the pools VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools and
-    cpu pools (CPU-only VMs)."""
-    return _of(
-        p for p in cell.node_pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms)
-    )
+def vm_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of the pools of ``pools`` VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and
+    ``dra`` pools and cpu pools (CPU-only VMs)."""
+    return _of(p for p in pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
 
 
-def worker_pool_tolerations(cell: CellSpec) -> list[dict[str, str]]:
-    """Tolerations for the taints of every gpu and cpu pool (where tenant pods and VMs, so volumes, run)."""
-    return _of(p for p in cell.node_pools.values() if p.role is not NodeRole.SERVER)
+def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
+    run)."""
+    return _of(p for p in pools.values() if p.role is not NodeRole.SERVER)
 
 
 def longhorn_taint_toleration(tolerations: Iterable[dict[str, str]]) -> str | None:

@@ -18,8 +18,9 @@ Two backends (``storage.backend``):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
@@ -28,8 +29,14 @@ from pulumi_kubernetes.storage.v1 import StorageClassPatch
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.platform_tolerations import longhorn_taint_toleration, worker_pool_tolerations
-from gpucell.spec import CellSpec, StorageBackend
-from gpucell.spec.lifecycle import removal_options
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
+from gpucell.spec.platform import StorageBackend, StorageSpec
+from gpucell.spec.pools import NodePool
+from gpucell.spec.versions import Versions
+
+if TYPE_CHECKING:
+    from gpucell.cluster import Cluster
+    from gpucell.spec.cell import CellSpec
 
 __all__ = [
     "DEFAULT_CLASS_ANNOTATION",
@@ -57,13 +64,30 @@ StorageClass")."""
 
 @dataclass(frozen=True)
 class StorageArgs:
-    """Inputs of :class:`Storage`."""
+    """Inputs of :class:`Storage`: only what it uses."""
 
-    cell: CellSpec
-    """The cell; ``storage`` (backend, replicas, values) and ``versions.longhorn`` are used."""
+    cluster: Cluster
+    """The cluster to install into (its provider and readiness). The ``local-path`` backend is k3s's own
+    provisioner: on another cluster, use ``longhorn``."""
+    spec: StorageSpec = field(default_factory=StorageSpec)
+    """The ``storage`` section: backend, Longhorn replicas and chart ``values``. Defaults to ``local-path``."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The cluster's node pools: Longhorn tolerates the taints of every gpu and cpu pool (where volumes are used).
+    Defaults to none."""
+    version: str = Versions().longhorn
+    """Longhorn chart version (``versions.longhorn``); defaults to gpucell's pin."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """What removing the component may do to the Longhorn release (uninstalling it deletes every volume):
+    ``protect`` (default), ``retain`` or ``delete``."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> StorageArgs:
+        """The storage layer of ``cell`` on ``cluster``: ``storage``, ``nodePools``, ``versions.longhorn`` and the
+        region's ``removalPolicy``."""
+        return cls(cluster, cell.storage, cell.node_pools, cell.versions.longhorn, cell.removal_policy)
 
 
-def longhorn_values(cell: CellSpec) -> dict[str, Any]:
+def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The Longhorn chart values gpucell owns (``storage.values`` is merged over them later).
 
     - ``persistence.defaultClass: true``: the chart's class ``longhorn`` is the cluster default.
@@ -79,14 +103,14 @@ def longhorn_values(cell: CellSpec) -> dict[str, Any]:
       when every volume is detached ("the request will be rejected" otherwise, longhorn/longhorn
       ``docs/taint-toleration.md``): taint pools before they hold volumes, or detach them first.
     """
-    replicas = cell.storage.replicas
+    replicas = spec.replicas
     per_engine = json.dumps({"v1": str(replicas), "v2": str(replicas)}, separators=(",", ":"))
     settings: dict[str, Any] = {"defaultReplicaCount": per_engine}
     values: dict[str, Any] = {
         "persistence": {"defaultClass": True, "defaultClassReplicaCount": replicas},
         "defaultSettings": settings,
     }
-    tolerations = worker_pool_tolerations(cell)
+    tolerations = worker_pool_tolerations(node_pools)
     if tolerations:
         values["longhornManager"] = {"tolerations": tolerations}
         values["longhornDriver"] = {"tolerations": [dict(t) for t in tolerations]}
@@ -95,13 +119,13 @@ def longhorn_values(cell: CellSpec) -> dict[str, Any]:
 
 
 class Storage(CellComponent):
-    """The storage layer of one cell and its single default StorageClass.
+    """The storage layer of one cluster and its single default StorageClass.
 
-    Children, ``local-path``: a ``kubernetes:storage.k8s.io/v1:StorageClassPatch`` named
-    ``f"{name}-local-path-default"``. ``longhorn``: a ``kubernetes:helm.sh/v3:Release`` named
-    ``f"{name}-longhorn"`` (Helm release ``longhorn``, chart version ``cell.versions.longhorn``); Helm waits
-    for the manager, driver deployer and UI workloads. The release takes the region's ``removalPolicy``
-    (``protect`` by default).
+    Children, on the provider of ``args.cluster`` and after its ``ready``. ``local-path``: a
+    ``kubernetes:storage.k8s.io/v1:StorageClassPatch`` named ``f"{name}-local-path-default"``. ``longhorn``: a
+    ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-longhorn"`` (Helm release ``longhorn``, chart version
+    ``args.version``); Helm waits for the manager, driver deployer and UI workloads. The release takes
+    ``args.removal_policy`` (``protect`` by default).
 
     Python attributes: ``ready`` (the resources consumers such as CDI depend on before using the class),
     ``access_modes`` and ``volume_mode`` (the PVC shape VM disks should use on this backend):
@@ -118,24 +142,24 @@ class Storage(CellComponent):
     """The cell's default StorageClass: ``local-path`` or ``longhorn``; resolves once the storage is ready."""
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        cell = args.cell
-        super().__init__("Storage", name, opts)
+        super().__init__("Storage", name, opts, args.cluster)
+        spec = args.spec
         self.release: Release | None = None
         self.ready: list[pulumi.Resource]
         self.access_modes: list[str] = ["ReadWriteOnce"]
         self.volume_mode: str
-        if cell.storage.backend is StorageBackend.LONGHORN:
+        if spec.backend is StorageBackend.LONGHORN:
             class_name = LONGHORN_CLASS
             self.volume_mode = "Block"
             self.release = helm_release(
                 f"{name}-longhorn",
                 source=LONGHORN_CHART,
-                version=cell.versions.longhorn,
+                version=args.version,
                 namespace=LONGHORN_NAMESPACE,
-                values=longhorn_values(cell),
-                overrides=cell.storage.values,
+                values=longhorn_values(spec, args.node_pools),
+                overrides=spec.values,
                 # Uninstalling Longhorn takes every volume (and so every VM disk) with it.
-                opts=self.child(**removal_options(cell.removal_policy)),
+                opts=self.child(**removal_options(args.removal_policy)),
             )
             self.ready = [self.release]
         else:

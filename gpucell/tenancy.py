@@ -110,11 +110,12 @@ declares and renders itself.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
@@ -122,11 +123,15 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
 from gpucell._k3s_scripts import listen_port
+from gpucell.admission import ClusterFacts
+from gpucell.cluster import Cluster
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
+from gpucell.errors import ConfigError
 from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
+from gpucell.platform import Platform
 from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
-from gpucell.spec.lifecycle import removal_options
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
 from gpucell.workloads._common import (
@@ -135,13 +140,12 @@ from gpucell.workloads._common import (
     cilium_network_policy,
     common_labels,
     custom_resource,
-    in_cell,
     object_meta,
 )
 
 if TYPE_CHECKING:
     from gpucell.cell import RegionalCell
-    from gpucell.spec.cell import CellSpec
+    from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = [
     "BUILTIN_ROLES",
@@ -156,6 +160,10 @@ __all__ = [
     "PodSecurityLevel",
     "Tenant",
     "TenantArgs",
+    "TenantRef",
+    "TenantView",
+    "admit",
+    "admit_workload",
     "common_labels",
     "egress_policy_names",
     "gpu_resources",
@@ -202,14 +210,93 @@ class PodSecurityLevel(StrEnum):
 
 @dataclass(frozen=True)
 class TenantArgs:
-    """Inputs of :class:`Tenant`."""
+    """Inputs of :class:`Tenant`: the tenant, the cluster it lives on, that cluster's facts and its platform.
+
+    On a gpucell cell use :meth:`from_cell`; on a cluster gpucell did not build, give the handle
+    (:meth:`gpucell.cluster.Cluster.from_kubeconfig`), its :class:`~gpucell.admission.ClusterFacts` and the platform
+    components this program installs there (:class:`~gpucell.platform.Platform`).
+    """
 
     name: str
     """Tenant key in the config (``acme``); the namespace is ``tenant-<name>``."""
     spec: TenantSpec
     """The tenant's validated spec."""
-    cell: RegionalCell
-    """The region: its provider, its spec (GPU inventory, Kubernetes minor) and its Cilium (policy CRDs)."""
+    cluster: Cluster
+    """The cluster the tenant lives on: every object of the tenant and its workloads goes to its provider, after its
+    ``ready``; its Kubernetes minor pins the namespace's Pod Security labels."""
+    facts: ClusterFacts
+    """What the tenant is admitted against (GPU inventory, the other tenants' quotas, networks, classes...) and its
+    objects are rendered from (GPU resources, egress exceptions, OIDC group names, placement)."""
+    platform: Platform = field(default_factory=Platform)
+    """The platform components its objects wait for (KubeVirt, CDI, Cilium, the GPU Operator...). Defaults to none."""
+
+    @classmethod
+    def from_cell(cls, name: str, spec: TenantSpec, cell: RegionalCell) -> TenantArgs:
+        """Tenant ``name`` of ``spec`` on a gpucell cell: admitted against the cell's whole spec as a tenant in stack
+        config is (:meth:`gpucell.spec.cell.CellSpec.with_tenant`; raises :class:`~gpucell.errors.ConfigError` with
+        ``tenants.<name>...`` key paths), on the cell's provider and Kubernetes minor, with the cell's facts and
+        platform. The cell orders tenants through its platform (KubeVirt, Cilium), not through ``cell.cluster.ready``.
+        """
+        admitted = cell.spec.with_tenant(name, spec)
+        for endpoint, declared in spec.model_endpoints.items():
+            if declared.scale_metric.is_vllm and cell.keda is None:
+                raise ConfigError.at(
+                    ("tenants", name, "modelEndpoints", endpoint, "scaleMetric"),
+                    f"{declared.scale_metric.value} needs KEDA, which the cell installs only when its own spec has "
+                    "an endpoint scaled on a vLLM metric; declare the tenant in the cell's spec, or scale on cpu or "
+                    "memory",
+                )
+        return cls(
+            name, spec, dataclasses.replace(cell.cluster, ready=()), ClusterFacts.from_cell(admitted), cell.platform
+        )
+
+
+class TenantView(Protocol):
+    """What a workload reads of its tenant: a :class:`Tenant`, or a :class:`TenantRef` to one built elsewhere."""
+
+    @property
+    def name(self) -> str:
+        """Tenant key (``acme``): the namespace is ``tenant-<name>``."""
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """The cluster the tenant lives on; ``None``: the workload's provider comes from its own ``opts``."""
+
+    @property
+    def facts(self) -> ClusterFacts:
+        """What the workload is placed on and rendered with (GPU inventory, taints, KServe release...)."""
+
+    @property
+    def platform(self) -> Platform:
+        """The platform components the workload waits for."""
+
+    @property
+    def ready(self) -> Sequence[pulumi.Resource]:
+        """What the workload's objects come after (the namespace, quota, RBAC, policies)."""
+
+    @property
+    def removal_policy(self) -> RemovalPolicy:
+        """The default ``removalPolicy`` of the tenant's VMs and notebooks."""
+
+
+@dataclass(frozen=True)
+class TenantRef:
+    """A tenant built elsewhere (another program, another stack, the component package's ``Tenant``) as its workloads
+    see it; nothing of it is registered. Give the workloads ``depends_on`` its objects, or list them in
+    :attr:`ready`."""
+
+    name: str
+    """Tenant key (``acme``): its namespace ``tenant-acme`` must exist."""
+    facts: ClusterFacts
+    """The cluster's facts, the tenant among its ``tenants``."""
+    cluster: Cluster | None = None
+    """The cluster; ``None`` (default): each workload's provider comes from its own ``opts``."""
+    platform: Platform = field(default_factory=Platform)
+    """The platform components the workloads wait for. Defaults to none."""
+    ready: Sequence[pulumi.Resource] = ()
+    """What the workloads' objects come after. Defaults to nothing."""
+    removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
+    """The default ``removalPolicy`` of its VMs and notebooks: ``protect`` unless said otherwise."""
 
 
 TENANT_POD_SECURITY = PodSecurityLevel.RESTRICTED
@@ -227,25 +314,26 @@ def namespace_labels(tenant: str, kubernetes_minor: str) -> dict[str, str]:
     return labels
 
 
-def namespace_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> dict[str, Any]:
-    """The ``v1`` ``Namespace`` ``tenant-<tenant>`` with :func:`namespace_labels`."""
+def namespace_manifest(tenant: str, kubernetes_minor: str) -> dict[str, Any]:
+    """The ``v1`` ``Namespace`` ``tenant-<tenant>`` with :func:`namespace_labels` (Pod Security pinned to
+    ``v<kubernetes_minor>``)."""
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
             "name": namespace_of(tenant),
-            "labels": namespace_labels(tenant, cell.versions.kubernetes_minor),
+            "labels": namespace_labels(tenant, kubernetes_minor),
         },
     }
 
 
-def gpu_resources(spec: TenantSpec, cell: CellSpec) -> list[str]:
-    """Every GPU extended resource the region's pools advertise, plus any the quota names, sorted."""
-    offered = capacity(gpu_offers(cell.node_pools, cell.effective_mig_strategy.value))
+def gpu_resources(spec: TenantSpec, facts: ClusterFacts) -> list[str]:
+    """Every GPU extended resource the cluster's pools advertise, plus any the quota names, sorted."""
+    offered = capacity(gpu_offers(facts.node_pools, facts.effective_mig_strategy.value))
     return sorted({*offered, *spec.quota.gpus})
 
 
-def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
+def quota_hard(spec: TenantSpec, facts: ClusterFacts) -> dict[str, str]:
     """``spec.hard`` of the tenant's ResourceQuota; every quantity a string.
 
     CPU as millicores (``"16000m"``) and memory as GiB (``"64Gi"``), each for requests and limits;
@@ -282,18 +370,18 @@ def quota_hard(spec: TenantSpec, cell: CellSpec) -> dict[str, str]:
         "services.nodeports": str(quota.node_ports),
         "services.loadbalancers": str(quota.load_balancers),
     }
-    for resource in gpu_resources(spec, cell):
+    for resource in gpu_resources(spec, facts):
         hard[f"requests.{resource}"] = str(quota.gpus.get(resource, 0))
-    for resource, units in nvswitch_quota(quota.gpus, cell.node_pools).items():
+    for resource, units in nvswitch_quota(quota.gpus, facts.node_pools).items():
         hard[f"requests.{resource}"] = str(units)
-    if dra_offers(cell.node_pools):
+    if dra_offers(facts.node_pools):
         for device_class in sorted({*DEVICE_CLASSES, *quota.device_classes}):
             hard[quota_key(device_class)] = str(quota.device_classes.get(device_class, 0))
         hard[CLAIMS_QUOTA_KEY] = str(sum(quota.device_classes.values()))
     return hard
 
 
-def resource_quota_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> dict[str, Any]:
+def resource_quota_manifest(tenant: str, spec: TenantSpec, facts: ClusterFacts) -> dict[str, Any]:
     """The ``ResourceQuota`` ``tenant-quota`` with :func:`quota_hard`.
 
     With ``limits.cpu``/``limits.memory`` in the quota, KubeVirt sets the launcher pod's limits itself when a
@@ -304,7 +392,7 @@ def resource_quota_manifest(tenant: str, spec: TenantSpec, cell: CellSpec) -> di
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": object_meta(tenant, "tenant-quota"),
-        "spec": {"hard": quota_hard(spec, cell)},
+        "spec": {"hard": quota_hard(spec, facts)},
     }
 
 
@@ -415,22 +503,22 @@ def _policy(tenant: str, name: str, description: str, rules: dict[str, Any]) -> 
     return cilium_network_policy(object_meta(tenant, name), rules, description=description)
 
 
-def _egress_cluster(cell: CellSpec) -> list[dict[str, Any]]:
+def _egress_cluster(facts: ClusterFacts) -> list[dict[str, Any]]:
     platform = {f"k8s:io.cilium.k8s.namespace.labels.{PLATFORM_SERVICES_LABEL}": "true"}
     # the API server's own port only: on k3s the kube-apiserver entity is the server nodes, whose SSH, etcd and
     # kubelet ports an entity rule without toPorts would open too (the Service's 443 is translated to it first)
     rules: list[dict[str, Any]] = [
         {
             "toEntities": ["kube-apiserver"],
-            "toPorts": [{"ports": [{"port": str(listen_port(cell)), "protocol": "TCP"}]}],
+            "toPorts": [{"ports": [{"port": str(listen_port(facts.network)), "protocol": "TCP"}]}],
         }
     ]
-    api = cell.network.api_address
+    api = facts.network.api_address
     if api is not None:  # the VIP or load balancer address, on the API port only
         rules.append(
             {
                 "toCIDRSet": [{"cidr": f"{api}/32"}],
-                "toPorts": [{"ports": [{"port": str(cell.network.api_port), "protocol": "TCP"}]}],
+                "toPorts": [{"ports": [{"port": str(facts.network.api_port), "protocol": "TCP"}]}],
             }
         )
     return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
@@ -442,14 +530,14 @@ private networks and RFC 6598 shared address space (carrier-grade NAT), where ev
 and the operator's own networks live."""
 
 
-def internet_exceptions(cell: CellSpec) -> list[str]:
+def internet_exceptions(facts: ClusterFacts) -> list[str]:
     """What ``internet`` egress leaves out of ``0.0.0.0/0``: link-local (instance metadata), the private ranges
     (:data:`PRIVATE_RANGES`: other regions' cells and the operator's networks), and the cell's node, pod and
     service CIDRs where they are outside those (the node network holds the API VIP, BMCs and storage; in-cluster
     pods and nodes are Cilium identities, never CIDR matches, so listing their networks only keeps addresses
     Cilium does not know about out too). ``egressCidrs`` of an ``internet`` tenant reopen private networks in a
     policy of their own (Cilium allows what any policy allows)."""
-    net = cell.network
+    net = facts.network
     private = [LINK_LOCAL, *PRIVATE_RANGES]
     own = [n for n in (net.node_cidr, net.pod_cidr, net.service_cidr) if not any(n.subnet_of(p) for p in private)]
     return [str(n) for n in (*private, *own)]
@@ -476,12 +564,12 @@ def egress_policy_names(spec: TenantSpec) -> list[str]:
             ]
 
 
-def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> list[dict[str, Any]]:
+def network_policy_manifests(tenant: str, spec: TenantSpec, facts: ClusterFacts) -> list[dict[str, Any]]:
     """The tenant's ``cilium.io/v2`` ``CiliumNetworkPolicy`` objects, in order (semantics in the module doc).
 
     ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant``,
     then :func:`egress_policy_names` of the egress class. Every policy selects all endpoints of the namespace;
-    ``cell`` gives the networks ``internet`` leaves out and the API endpoint ``cluster`` reaches.
+    ``facts`` give the networks ``internet`` leaves out and the API endpoint ``cluster`` reaches.
     """
     own = {"matchLabels": {NAMESPACE_KEY: namespace_of(tenant)}}
     policies = [
@@ -525,11 +613,11 @@ def network_policy_manifests(tenant: str, spec: TenantSpec, cell: CellSpec) -> l
     bodies: dict[str, tuple[str, list[dict[str, Any]]]] = {
         "tenant-allow-egress-cluster": (
             f"Egress class cluster: the Kubernetes API and namespaces labelled {PLATFORM_SERVICES_LABEL}",
-            _egress_cluster(cell),
+            _egress_cluster(facts),
         ),
         "tenant-allow-egress-internet": (
             "Egress class internet: outside the cell, never link-local or the cell's node, pod and service networks",
-            [{"toCIDRSet": [{"cidr": "0.0.0.0/0", "except": internet_exceptions(cell)}]}],
+            [{"toCIDRSet": [{"cidr": "0.0.0.0/0", "except": internet_exceptions(facts)}]}],
         ),
         "tenant-allow-egress-cidrs": (
             f"Egress class {spec.egress.value}: the tenant's egressCidrs",
@@ -558,70 +646,116 @@ def _child_name(component: str, obj: dict[str, Any]) -> str:
     return f"{component}-{obj['metadata']['name'].removeprefix('tenant-')}"
 
 
-def admit(tenant: str, spec: TenantSpec, cell: CellSpec) -> None:
-    """Run the region's admission rules on ``spec`` as tenant ``tenant`` of ``cell``.
+def admit(tenant: str, spec: TenantSpec, facts: ClusterFacts) -> ClusterFacts:
+    """Run the admission rules on ``spec`` as tenant ``tenant`` of the cluster ``facts`` describe; return the facts
+    with the tenant.
 
-    Stack config is admitted when it is validated; a tenant built from Python with a spec the cell does not
-    already hold gets the same checks here (placement, quotas against the region and its other tenants, egress).
-    Raises :class:`gpucell.errors.ConfigError` with ``tenants.<tenant>...`` key paths.
+    Stack config is admitted when it is validated; a tenant built from Python with a spec the facts do not already
+    hold gets the same checks here (placement, quotas against the cluster's pools and its other tenants, egress,
+    LoadBalancer pools and addresses, group names). Raises :class:`gpucell.errors.ConfigError` with
+    ``tenants.<tenant>...`` key paths.
     """
-    if cell.tenants.get(tenant) == spec:
-        return
-    fields = {key: getattr(cell, key) for key in type(cell).model_fields}
-    with gpu_catalog(cell.gpu_catalog):  # the models the cell was validated with, its stack's own among them
-        type(cell).model_validate({**fields, "tenants": {**cell.tenants, tenant: spec}})  # raises ConfigError
+    if facts.tenants.get(tenant) == spec:
+        return facts
+    return _with_tenant(facts, tenant, spec)
+
+
+WorkloadKind = Literal["virtual_machines", "notebooks", "model_endpoints"]
+"""The :class:`~gpucell.spec.tenancy.TenantSpec` field a workload is declared in."""
+
+
+def admit_workload(
+    tenant: TenantView,
+    kind: WorkloadKind,
+    name: str,
+    spec: GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec,
+) -> ClusterFacts:
+    """The facts a workload is placed and rendered with: ``tenant.facts`` when its tenant's spec already declares it
+    as given (stack config, admitted with the cell), else those facts with the workload added to its tenant's
+    spec and admitted as stack config is (placement, the tenant's quota with its other workloads, DRA pools...).
+
+    Raises :class:`gpucell.errors.ConfigError` with ``tenants.<tenant>.<kind>.<name>...`` key paths, also when the
+    facts do not hold the tenant.
+    """
+    facts = tenant.facts
+    own = facts.tenants.get(tenant.name)
+    if own is None:
+        raise ConfigError.at(
+            ("tenants", tenant.name),
+            "is not a tenant of the cluster's facts; build its Tenant first, or list it in ClusterFacts.tenants",
+        )
+    declared: dict[str, Any] = getattr(own, kind)
+    if declared.get(name) == spec:
+        return facts
+    fields = {key: getattr(own, key) for key in TenantSpec.model_fields}
+    return _with_tenant(facts, tenant.name, {**fields, kind: {**declared, name: spec}})
+
+
+def _with_tenant(facts: ClusterFacts, tenant: str, spec: TenantSpec | dict[str, Any]) -> ClusterFacts:
+    """``facts`` with ``tenant`` of ``spec`` among its tenants, validated (raises ConfigError)."""
+    fields = {key: getattr(facts, key) for key in ClusterFacts.model_fields}
+    with gpu_catalog(facts.gpu_catalog):  # the models the facts were validated with, the stack's own among them
+        return ClusterFacts.model_validate({**fields, "tenants": {**facts.tenants, tenant: spec}})
 
 
 class Tenant(CellComponent):
-    """One tenant in one region: namespace, quota, limit defaults, RBAC and Cilium policies.
+    """One tenant on one cluster: namespace, quota, limit defaults, RBAC and Cilium policies.
 
     Children (Pulumi names from the component name ``name``): ``{name}-namespace``, ``{name}-quota``,
     ``{name}-priority-quota``,
     ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
     ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
-    ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the cell's Kubernetes provider
-    (merged into ``opts``); the namespace depends on the cell's ``KubeVirt`` CR (its seccomp profile lets VM
-    launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies also on
-    the cell's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes the
-    tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
+    ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the provider of ``args.cluster``
+    (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
+    profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
+    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes
+    the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
     before anything of it is deleted.
+
+    The spec is admitted against ``args.facts`` before anything is registered (:func:`admit`); raises
+    :class:`~gpucell.errors.ConfigError` with ``tenants.<name>...`` key paths. The cluster must run Cilium (the
+    tenant's isolation is ``CiliumNetworkPolicy`` objects) and, for VMs, KubeVirt with
+    ``seccompConfiguration`` as :func:`gpucell.kubevirt.kubevirt_spec` renders it.
     """
 
     namespace: pulumi.Output[str]
     """The tenant namespace (``tenant-<name>``), known once the Namespace is registered."""
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        admit(args.name, args.spec, args.cell.spec)  # before anything is registered
-        super().__init__("Tenant", name, in_cell(args.cell, opts))
-        cell, spec, tenant = args.cell.spec, args.spec, args.name
+        facts = admit(args.name, args.spec, args.facts)  # before anything is registered
+        super().__init__("Tenant", name, opts, args.cluster)
+        spec, tenant, platform = args.spec, args.name, args.platform
         self.name = tenant
         """Tenant key (``acme``)."""
         self.namespace_name = namespace_of(tenant)
         """Namespace name (``tenant-acme``), as a plain string."""
-        self.cell = args.cell
-        """The region the tenant lives in."""
+        self.cluster = args.cluster
+        """The cluster the tenant lives on (its workloads go there too)."""
+        self.facts = facts
+        """The cluster's facts, this tenant admitted: what its workloads are placed and rendered with."""
+        self.platform = platform
+        """The platform components its workloads wait for."""
         self.removal_policy = spec.removal_policy
         """The tenant's ``removalPolicy``: its own children's, and the default of its VMs and notebooks."""
-        self.spec = spec
-        """The tenant's validated spec (its own ServingRuntimes, which its endpoints may name)."""
 
         # The namespace holds every PVC of the tenant (VM disks, notebook homes): deleting it deletes them. The guard
         # rails share its policy, so that a refused removal leaves the tenant fenced in as it was.
         lifecycle = removal_options(spec.removal_policy)
-        ns = namespace_manifest(tenant, spec, cell)
+        ns = namespace_manifest(tenant, args.cluster.kubernetes_version)
         # After the KubeVirt CR: the namespace enforces restricted, which VM launcher pods pass only once the CR
         # gives them a seccomp profile (on a live cell too, where this orders the label change after the CR's).
+        kubevirt = [platform.kubevirt.cr] if platform.kubevirt is not None else []
         self.namespace_resource = Namespace(
             f"{name}-namespace",
             metadata=ns["metadata"],
-            opts=self.child(depends_on=[args.cell.kubevirt.cr], **lifecycle),
+            opts=self.child(depends_on=kubevirt, **lifecycle),
         )
         inside = self.child(depends_on=[self.namespace_resource], **lifecycle)
-        quota = resource_quota_manifest(tenant, spec, cell)
+        quota = resource_quota_manifest(tenant, spec, facts)
         self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"], opts=inside)
-        fence = priority_quota_manifest(tenant, allowed_classes(cell.priority_classes, tenant))
-        # After the cell's classes: the quota names them, and every workload (after tenant.ready) may name one.
-        classes = [args.cell.priority_classes] if args.cell.priority_classes is not None else []
+        fence = priority_quota_manifest(tenant, allowed_classes(facts.priority_classes, tenant))
+        # After the platform's classes: the quota names them, and every workload (after tenant.ready) may name one.
+        classes = [platform.priority_classes] if platform.priority_classes is not None else []
         self.priority_quota = ResourceQuota(
             f"{name}-priority-quota",
             metadata=fence["metadata"],
@@ -631,7 +765,7 @@ class Tenant(CellComponent):
         limits = limit_range_manifest(tenant, spec)
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
         self.rbac: list[pulumi.CustomResource] = []
-        for obj in rbac_manifests(tenant, spec, cell.oidc):
+        for obj in rbac_manifests(tenant, spec, facts.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
                 self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=inside))
@@ -641,10 +775,11 @@ class Tenant(CellComponent):
                         child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
                     )
                 )
-        after_cilium = self.child(depends_on=[self.namespace_resource, args.cell.cilium], **lifecycle)
+        cilium = [platform.cilium] if platform.cilium is not None else []
+        after_cilium = self.child(depends_on=[self.namespace_resource, *cilium], **lifecycle)
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)
-            for obj in network_policy_manifests(tenant, spec, cell)
+            for obj in network_policy_manifests(tenant, spec, facts)
         ]
         self.ready: list[pulumi.Resource] = [
             self.namespace_resource,

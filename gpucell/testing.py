@@ -108,7 +108,7 @@ def provider_outputs(
     kubeconfig read, which waits for every server), else from ``cells``, else k3s's default 6443. So ``cells`` is
     only needed for a program that reads a kubeconfig without installing the server in the same run.
     """
-    ports = {str(cell.servers[0][1].address): listen_port(cell) for cell in cells}
+    ports = {str(cell.servers[0][1].address): listen_port(cell.network) for cell in cells}
     seen: dict[str, int] = {}
 
     def outputs(args: MockResourceArgs) -> dict[str, Any]:

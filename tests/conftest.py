@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from gpucell.cilium import CiliumArgs
+from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.errors import ConfigError
+from gpucell.gpu_operator import GpuOperatorArgs, gpu_operator_values
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -99,6 +102,31 @@ def cell_config() -> dict[str, Any]:
 def cell(config: dict[str, Any]) -> CellSpec:
     """Validate a region config into a :class:`CellSpec`."""
     return CellSpec.model_validate(config)
+
+
+def offline_cluster(spec: CellSpec) -> Cluster:
+    """A handle on ``spec``'s cluster for rendering values outside a Pulumi program: no provider (nothing is
+    registered with it), the cell's Kubernetes minor and k3s's containerd."""
+    minor = spec.versions.kubernetes_minor
+    return Cluster(cast("Any", None), minor, ContainerRuntime.k3s(minor))
+
+
+def program_cluster(spec: CellSpec, name: str = "lab") -> Cluster:
+    """Inside a program under mocks: a handle on ``spec``'s cluster with a provider ``<name>-k8s`` (registered by
+    :meth:`Cluster.from_kubeconfig`), the cell's Kubernetes minor and k3s's containerd."""
+    minor = spec.versions.kubernetes_minor
+    return Cluster.from_kubeconfig(name, "apiVersion: v1\nkind: Config\n", minor, ContainerRuntime.k3s(minor))
+
+
+def operator_values(spec: CellSpec) -> dict[str, Any]:
+    """The GPU Operator values gpucell renders for cell ``spec``."""
+    args = GpuOperatorArgs.from_cell(spec, offline_cluster(spec))
+    return gpu_operator_values(args.spec, args.node_pools, args.cluster.runtime, metrics=args.metrics)
+
+
+def cell_cilium_values(spec: CellSpec) -> dict[str, Any]:
+    """The Cilium values gpucell renders for cell ``spec``."""
+    return CiliumArgs.from_cell(spec, offline_cluster(spec)).values()
 
 
 def violations(obj: dict[str, Any], *, partial: bool = False) -> list[Violation]:

@@ -15,7 +15,7 @@ from gpucell.spec import CdiSpec, CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.storage import Storage, StorageArgs
-from tests.conftest import cell, minimal_cell_config, violations
+from tests.conftest import cell, minimal_cell_config, program_cluster, violations
 
 CR = "kubernetes:cdi.kubevirt.io/v1beta1:CDI"
 PROFILE = "kubernetes:cdi.kubevirt.io/v1beta1:StorageProfilePatch"
@@ -34,8 +34,9 @@ def install(spec: CellSpec, *, after: bool = False, upload_proxy_url: str | None
 
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
-        storage = Storage("fra1-storage", StorageArgs(spec))
-        Cdi("fra1", CdiArgs(spec, storage), opts=pulumi.ResourceOptions(depends_on=deps))
+        cluster = program_cluster(spec)
+        storage = Storage("fra1-storage", StorageArgs.from_cell(spec, cluster))
+        Cdi("fra1", CdiArgs.from_cell(spec, cluster, storage), opts=pulumi.ResourceOptions(depends_on=deps))
         pulumi.export("ready", [r.urn for r in storage.ready])
 
     return run_program(program)

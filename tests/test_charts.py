@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell.cilium import cilium_values
-from gpucell.gpu_operator import toolkit_env
+from gpucell.cluster import ContainerRuntime
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.helm import fetch_charts
 from gpucell.stacks.conformance.objects import checker_for
@@ -23,7 +22,16 @@ from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import Plan, check, make_plan
-from tests.conftest import CHART, KUBERNETES_MINOR, REPO, STORE, UPSTREAM, cell, minimal_cell_config
+from tests.conftest import (
+    CHART,
+    KUBERNETES_MINOR,
+    REPO,
+    STORE,
+    UPSTREAM,
+    cell,
+    cell_cilium_values,
+    minimal_cell_config,
+)
 
 
 @functools.cache
@@ -74,14 +82,17 @@ def test_the_prod_cluster_policy_is_rendered_with_the_k3s_toolkit_paths(helm: st
     release = next(r for r in plan.region_resources("fra1") if r.name == "fra1-gpu-operator-gpu-operator")
     [result] = charts.render_releases([(release.masked_inputs(), "v1.34.2")], UPSTREAM)
     [policy] = [o for o in result.objects if o["kind"] == "ClusterPolicy"]
-    assert policy["spec"]["toolkit"]["env"][:2] == toolkit_env(plan.cells["fra1"].spec)[:2]
+    assert (
+        policy["spec"]["toolkit"]["env"][:2]
+        == ContainerRuntime.k3s(plan.cells["fra1"].spec.versions.kubernetes_minor).toolkit_env()[:2]
+    )
     assert policy["spec"]["sandboxWorkloads"]["enabled"] is True
     assert charts.gpu_operator_facts(list(result.objects), release.inputs["values"], plan.cells["fra1"].spec) == []
 
 
 # -- what it finds -----------------------------------------------------------------------------------------------
 def test_an_override_that_moves_ciliums_api_host_is_a_problem_in_the_agent(helm: str) -> None:
-    values = cilium_values(cell(minimal_cell_config()))
+    values = cell_cilium_values(cell(minimal_cell_config()))
     values["k8sServiceHost"] = "10.9.9.9"
     report = check_release(chart="cilium", version="1.20.0", namespace="kube-system", name="cilium", values=values)
     assert lines(report) == [
@@ -91,7 +102,7 @@ def test_an_override_that_moves_ciliums_api_host_is_a_problem_in_the_agent(helm:
 
 
 def test_cilium_with_kube_proxy_is_a_problem_in_cilium_config(helm: str) -> None:
-    values = {**cilium_values(cell(minimal_cell_config())), "kubeProxyReplacement": False}
+    values = {**cell_cilium_values(cell(minimal_cell_config())), "kubeProxyReplacement": False}
     report = check_release(chart="cilium", version="1.20.0", namespace="kube-system", name="cilium", values=values)
     assert lines(report) == [
         "lab/ConfigMap/kube-system/cilium-config: data.kube-proxy-replacement: is 'false'; gpucell runs k3s without "
@@ -101,7 +112,11 @@ def test_cilium_with_kube_proxy_is_a_problem_in_cilium_config(helm: str) -> None
 
 def test_a_toolkit_env_override_that_drops_the_k3s_socket_is_a_problem_in_the_cluster_policy(helm: str) -> None:
     spec = cell(minimal_cell_config())
-    env = [e for e in toolkit_env(spec) if e["name"] != "CONTAINERD_SOCKET"]
+    env = [
+        e
+        for e in ContainerRuntime.k3s(spec.versions.kubernetes_minor).toolkit_env()
+        if e["name"] != "CONTAINERD_SOCKET"
+    ]
     report = check_release(
         chart="gpu-operator",
         version="v26.7.0",

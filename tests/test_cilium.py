@@ -9,11 +9,11 @@ import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
 from gpucell._chart import deep_merge
-from gpucell.cilium import Cilium, CiliumArgs, cilium_values
+from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import commented_keys, values_problems
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import STORE, cell, minimal_cell_config
+from tests.conftest import STORE, cell, cell_cilium_values, minimal_cell_config, program_cluster
 
 
 def ha_config() -> dict[str, Any]:
@@ -28,7 +28,7 @@ def ha_config() -> dict[str, Any]:
 
 def install(spec: CellSpec) -> tuple[PlanResult, Registration]:
     def program() -> None:
-        component = Cilium("fra1", CiliumArgs(spec))
+        component = Cilium("fra1", CiliumArgs.from_cell(spec, program_cluster(spec)))
         pulumi.export("releaseName", component.release_name)
 
     plan = run_program(program)
@@ -92,7 +92,11 @@ def test_children_wait_for_the_components_dependencies() -> None:
 
     def program() -> None:
         servers_ready = ConfigMap("servers-ready")
-        Cilium("fra1", CiliumArgs(spec), opts=pulumi.ResourceOptions(depends_on=[servers_ready]))
+        Cilium(
+            "fra1",
+            CiliumArgs.from_cell(spec, program_cluster(spec)),
+            opts=pulumi.ResourceOptions(depends_on=[servers_ready]),
+        )
 
     plan = run_program(program)
     (release,) = plan.of_type("kubernetes:helm.sh/v3:Release")
@@ -111,12 +115,12 @@ def test_socket_lb_host_namespace_only_is_a_commented_default_of_its_own_block()
 @pytest.mark.parametrize("config", [minimal_cell_config(), ha_config()], ids=["single", "ha"])
 def test_our_values_fit_the_charts_values_yaml_and_schema(config: dict[str, Any]) -> None:
     spec = cell(config)
-    assert values_problems(STORE, "cilium", spec.versions.cilium, cilium_values(spec)) == []
+    assert values_problems(STORE, "cilium", spec.versions.cilium, cell_cilium_values(spec)) == []
 
 
 def test_chart_check_catches_an_unknown_key_and_a_wrong_type() -> None:
     spec = cell(minimal_cell_config())
-    bad = deep_merge(cilium_values(spec), {"socketLB": {"noSuchKey": True}, "operator": {"replicas": "two"}})
+    bad = deep_merge(cell_cilium_values(spec), {"socketLB": {"noSuchKey": True}, "operator": {"replicas": "two"}})
     assert values_problems(STORE, "cilium", spec.versions.cilium, bad) == [
         ("socketLB.noSuchKey", "is not a value of chart cilium 1.20.0 (renamed or removed upstream?)"),
         ("operator.replicas", "'two' is not of type 'integer' (chart cilium 1.20.0 values.schema.json)"),

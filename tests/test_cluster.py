@@ -8,15 +8,19 @@ import pytest
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.gpu_operator import toolkit_env
 from gpucell.stacks.mock_engine import run_program
 from gpucell.testing import CellMocks
 from tests.conftest import cell, minimal_cell_config
 
 
-def test_k3s_runtime_renders_the_toolkit_env_the_gpu_operator_sets() -> None:
+def test_k3s_runtime_renders_the_toolkit_env_for_k3s_containerd() -> None:
     spec = cell(minimal_cell_config())
-    assert ContainerRuntime.k3s(spec.versions.kubernetes_minor).toolkit_env() == toolkit_env(spec)
+    assert ContainerRuntime.k3s(spec.versions.kubernetes_minor).toolkit_env() == [
+        {"name": "CONTAINERD_CONFIG", "value": "/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl"},
+        {"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"},
+        {"name": "RUNTIME_CONFIG_SOURCE", "value": "file=/var/lib/rancher/k3s/agent/etc/containerd/config.toml"},
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": "nvidia"},
+    ]
     assert ContainerRuntime.k3s("1.30").config == "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl"
 
 

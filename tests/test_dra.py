@@ -29,7 +29,6 @@ from gpucell.dra import (
 from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.errors import ConfigError
 from gpucell.gpu_catalog import CATALOG
-from gpucell.gpu_operator import gpu_operator_values
 from gpucell.kubevirt import feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
@@ -52,7 +51,7 @@ from gpucell.workloads._common import container_placement, vm_placement
 from gpucell.workloads.model_endpoint import inference_service_manifest
 from gpucell.workloads.notebook import statefulset_manifest
 from gpucell.workloads.virtual_machine import claim_template_manifest, virtual_machine_manifest
-from tests.conftest import REPO, STORE, cell, minimal_cell_config, violations
+from tests.conftest import REPO, STORE, cell, minimal_cell_config, operator_values, violations
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RCT = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
@@ -125,7 +124,7 @@ def deploy() -> PlanResult:
     def program() -> None:
         spec = region()
         lab = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", ACME, lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", ACME, lab))
         GpuVirtualMachine("lab-acme-cad", GpuVirtualMachineArgs("cad", ACME.virtual_machines["cad"], tenant))
         Notebook("lab-acme-nb", NotebookArgs("nb", ACME.notebooks["nb"], tenant))
         ModelEndpoint("lab-acme-llm", ModelEndpointArgs("llm", ACME.model_endpoints["llm"], tenant))
@@ -289,7 +288,7 @@ def test_tenant_quota_caps_every_device_class_and_the_claims() -> None:
 
 # -- the platform around it ----------------------------------------------------------------------------------------
 def test_driver_values_by_value() -> None:
-    assert dra_driver_values(region()) == {
+    assert dra_driver_values(region().node_pools) == {
         "nvidiaDriverRoot": "/run/nvidia/driver",
         "resourceApiVersion": "resource.k8s.io/v1",
         "gpuResourcesEnabledOverride": True,
@@ -308,13 +307,13 @@ def test_driver_values_by_value() -> None:
 def test_driver_root_follows_the_gpu_operators_driver() -> None:
     config = dra_config()
     config["gpuOperator"] = {"values": {"driver": {"enabled": False}}}
-    assert driver_root(cell(config)) == "/"
+    assert driver_root(cell(config).gpu_operator) == "/"
     config["gpuOperator"] = {"values": {"hostPaths": {"driverInstallDir": "/opt/nvidia/driver"}}}
-    assert driver_root(cell(config)) == "/opt/nvidia/driver"
+    assert driver_root(cell(config).gpu_operator) == "/opt/nvidia/driver"
 
 
 def test_driver_values_are_values_of_the_pinned_chart() -> None:
-    values = dra_driver_values(region())
+    values = dra_driver_values(region().node_pools)
     assert values_problems(STORE, "dra-driver-nvidia-gpu", "0.4.1", values) == []
     values["kubeletPlugin"]["nodeSelectors"] = {"x": "y"}
     assert values_problems(STORE, "dra-driver-nvidia-gpu", "0.4.1", values) == [
@@ -337,7 +336,7 @@ def test_the_cell_installs_the_driver_after_the_gpu_operator_only_with_dra_pools
         "dra-driver-nvidia-gpu",
         NAMESPACE,
     )
-    assert release.inputs["values"] == dra_driver_values(region())
+    assert release.inputs["values"] == dra_driver_values(region().node_pools)
     assert plan.named("lab-gpu-operator-gpu-operator").urn in release.dependencies
 
     def plain() -> None:
@@ -379,21 +378,21 @@ def test_dra_workloads_wait_for_their_claim_template_and_the_dra_driver() -> Non
 
 
 def test_kubevirt_enables_gpus_with_dra_and_tolerates_the_dra_pools() -> None:
-    assert feature_gates(region()) == ["GPUsWithDRA"]
-    assert "GPUsWithDRA" not in feature_gates(cell(minimal_cell_config()))
-    assert kubevirt_spec(region())["workloads"]["nodePlacement"]["tolerations"] == [
+    assert feature_gates(region().node_pools) == ["GPUsWithDRA"]
+    assert "GPUsWithDRA" not in feature_gates(cell(minimal_cell_config()).node_pools)
+    assert kubevirt_spec(region().node_pools)["workloads"]["nodePlacement"]["tolerations"] == [
         {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}
     ]
 
 
 def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
-    values = gpu_operator_values(region())
+    values = operator_values(region())
     assert values["driver"] == {
         "manager": {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"}]}
     }
     assert values["devicePlugin"] == {"enabled": True}  # the L40S container pool needs it
-    assert gpu_operator_values(cell(dra_config(container_pool=False)))["devicePlugin"] == {"enabled": False}
-    assert "devicePlugin" not in gpu_operator_values(cell(minimal_cell_config()))
+    assert operator_values(cell(dra_config(container_pool=False)))["devicePlugin"] == {"enabled": False}
+    assert "devicePlugin" not in operator_values(cell(minimal_cell_config()))
     assert values_problems(STORE, "gpu-operator", "v26.7.0", values) == []
 
 
@@ -402,7 +401,8 @@ def test_gpu_operator_driver_manager_env_merges_by_name() -> None:
 
     config = dra_config()
     config["gpuOperator"] = {"values": {"driver": {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": True}]}}}}
-    assert _overrides(cell(config))["driver"]["manager"]["env"] == [
+    spec = cell(config)
+    assert _overrides(spec.gpu_operator, operator_values(spec))["driver"]["manager"]["env"] == [
         {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"},
         {"name": "DRAIN_USE_FORCE", "value": "true"},
     ]

@@ -1,4 +1,4 @@
-"""GpuOperator: values derived from the pools, k3s containerd wiring, and every key path against the chart."""
+"""GpuOperator: values derived from the pools, the cluster's containerd wiring, and every key path against the chart."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pulumi
 import pytest
 import yaml
 
+from gpucell.cluster import Cluster, ContainerRuntime, k3s_containerd_template
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import (
     CHART,
@@ -16,13 +17,11 @@ from gpucell.gpu_operator import (
     NFD_WORKER_TOLERATIONS,
     GpuOperator,
     GpuOperatorArgs,
-    gpu_operator_values,
-    k3s_containerd_template,
 )
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import STORE, UPSTREAM, at, cell, minimal_cell_config
+from tests.conftest import STORE, UPSTREAM, at, cell, minimal_cell_config, operator_values, program_cluster
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MIG_CONFIGMAP = UPSTREAM / "gpu-operator" / "state-mig-manager" / "0400_configmap.yaml"
@@ -71,7 +70,7 @@ def _vm_and_mig_config() -> dict[str, Any]:
 
 def _plan(spec: CellSpec) -> tuple[PlanResult, Registration]:
     def program() -> None:
-        operator = GpuOperator("fra1-gpu-operator", GpuOperatorArgs(spec))
+        operator = GpuOperator("fra1-gpu-operator", GpuOperatorArgs.from_cell(spec, program_cluster(spec)))
         pulumi.export("namespace", operator.namespace)
 
     plan = run_program(program)
@@ -265,7 +264,7 @@ def test_mig_layouts_in_use_ship_with_the_operator() -> None:
     assert in_use == {"all-1g.10gb"}
     assert in_use <= set(shipped)
     assert "all-disabled" in shipped
-    assert at(gpu_operator_values(spec), "migManager.config") == {"default": "all-disabled"}
+    assert at(operator_values(spec), "migManager.config") == {"default": "all-disabled"}
 
 
 def test_toolkit_env_points_at_k3s_containerd_with_string_values() -> None:
@@ -305,10 +304,42 @@ def test_containerd_template_rejects_a_malformed_minor() -> None:
         k3s_containerd_template("one.thirty")
 
 
+def test_on_a_cluster_with_packaged_containerd_the_toolkit_gets_its_paths_not_k3s() -> None:
+    def program() -> None:
+        cluster = Cluster.from_kubeconfig("rke2", "apiVersion: v1\nkind: Config\n", "1.33")
+        GpuOperator("rke2-gpu-operator", GpuOperatorArgs(cluster))
+
+    plan = run_program(program)
+    (release,) = plan.of_type(RELEASE)
+    assert _env(release.inputs["values"]) == {
+        "CONTAINERD_CONFIG": "/etc/containerd/config.toml",
+        "CONTAINERD_SOCKET": "/run/containerd/containerd.sock",
+        "CONTAINERD_RUNTIME_CLASS": "nvidia",
+    }
+    assert "k3s" not in str(release.inputs["values"])
+    assert release.provider == "rke2-k8s"
+    assert release.inputs["version"] == "v26.7.0"
+
+
+def test_a_given_runtime_reaches_the_toolkit() -> None:
+    rke2 = ContainerRuntime.containerd(
+        "/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl", "/run/k3s/containerd/containerd.sock"
+    )
+
+    def program() -> None:
+        cluster = Cluster.from_kubeconfig("rke2", "apiVersion: v1\nkind: Config\n", "1.33", rke2)
+        GpuOperator("rke2-gpu-operator", GpuOperatorArgs(cluster))
+
+    (release,) = run_program(program).of_type(RELEASE)
+    assert _env(release.inputs["values"])["CONTAINERD_CONFIG"] == (
+        "/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl"
+    )
+
+
 @pytest.mark.parametrize("config_factory", [minimal_cell_config, _vm_and_mig_config])
 def test_every_key_path_we_set_exists_in_the_pinned_chart(config_factory: Any) -> None:
     spec = cell(config_factory())
-    values = gpu_operator_values(spec)
+    values = operator_values(spec)
     paths = list(leaf_paths(values))
     assert ("toolkit", "env") in paths
     assert ("vgpuManager", "enabled") in paths

@@ -10,15 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.cilium import cilium_values
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import gpu_operator_values
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
 from gpucell.storage import longhorn_values
 from gpucell.vgpu_sriov import RECONCILER_PATH
-from tests.conftest import REPO, UPSTREAM
+from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
 
@@ -91,10 +89,10 @@ def test_tainting_a_gpu_pool_keeps_the_gpu_operator_and_longhorn_on_it() -> None
     config["nodePools"]["h200"]["taints"] = ["gpucell.io/gpu=h200:NoSchedule"]
     spec = CellSpec.model_validate(config)
     toleration = {"key": "gpucell.io/gpu", "operator": "Equal", "value": "h200", "effect": "NoSchedule"}
-    operator = gpu_operator_values(spec)
+    operator = operator_values(spec)
     assert toleration in operator["daemonsets"]["tolerations"]
     assert toleration in operator["node-feature-discovery"]["worker"]["tolerations"]
-    longhorn = longhorn_values(spec)
+    longhorn = longhorn_values(spec.storage, spec.node_pools)
     assert longhorn["longhornManager"]["tolerations"] == [toleration]
     assert longhorn["longhornDriver"]["tolerations"] == [toleration]
     assert longhorn["defaultSettings"]["taintToleration"] == "gpucell.io/gpu=h200:NoSchedule"
@@ -129,6 +127,6 @@ def test_cilium_agent_and_envoy_already_tolerate_every_taint() -> None:
     chart = yaml.safe_load((UPSTREAM / "cilium" / "values.yaml").read_text())
     assert chart["tolerations"] == [{"operator": "Exists"}]
     assert chart["envoy"]["tolerations"] == [{"operator": "Exists"}]
-    values = cilium_values(CellSpec.model_validate(PROD["fra1"]))
+    values = cell_cilium_values(CellSpec.model_validate(PROD["fra1"]))
     assert "tolerations" not in values
     assert "tolerations" not in values.get("envoy", {})

@@ -114,9 +114,7 @@ def build(
     def program() -> None:
         cluster = K3sCluster(
             "lab",
-            K3sClusterArgs(
-                cell=cell(config), ssh_private_key=pulumi.Output.secret(SSH_KEY), registered_hosts=registered
-            ),
+            K3sClusterArgs.from_cell(cell(config), pulumi.Output.secret(SSH_KEY), registered_hosts=registered),
         )
         built.append(cluster)
         pulumi.export("kubeconfig", cluster.kubeconfig)
@@ -554,7 +552,7 @@ def test_component_depends_on_reaches_every_command() -> None:
         before = pulumi.CustomResource("test:index:Thing", "before")
         K3sCluster(
             "lab",
-            K3sClusterArgs(cell=cell(minimal_cell_config()), ssh_private_key=SSH_KEY),
+            K3sClusterArgs.from_cell(cell(minimal_cell_config()), SSH_KEY),
             opts=pulumi.ResourceOptions(depends_on=[before]),
         )
 

@@ -12,7 +12,7 @@ from gpucell.kserve import KServe, KServeArgs, kserve_resources_values, kserve_r
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program
-from tests.conftest import STORE, at, cell, minimal_cell_config
+from tests.conftest import STORE, at, cell, minimal_cell_config, program_cluster
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -21,9 +21,10 @@ def _plan(spec: CellSpec) -> PlanResult:
     """cert-manager, then KServe depending on it, as RegionalCell wires them."""
 
     def program() -> None:
-        cert_manager = CertManager("fra1-cert-manager", CertManagerArgs(spec))
+        cluster = program_cluster(spec)
+        cert_manager = CertManager("fra1-cert-manager", CertManagerArgs.from_cell(spec, cluster))
         after_cert_manager = pulumi.ResourceOptions(depends_on=[cert_manager])
-        kserve = KServe("fra1-kserve", KServeArgs(spec), opts=after_cert_manager)
+        kserve = KServe("fra1-kserve", KServeArgs.from_cell(spec, cluster), opts=after_cert_manager)
         pulumi.export("kserveNamespace", kserve.namespace)
         pulumi.export("certManagerNamespace", cert_manager.namespace)
 
@@ -58,7 +59,8 @@ def test_cert_manager_release() -> None:
 def test_cert_manager_key_paths_exist_and_crds_key_is_the_current_one() -> None:
     spec = cell(minimal_cell_config())
     version = spec.versions.cert_manager
-    assert values_problems(STORE, "cert-manager", version, cert_manager_values(spec)) == []
+    assert values_problems(STORE, "cert-manager", version, cert_manager_values()) == []
+    assert values_problems(STORE, "cert-manager", version, cert_manager_values(gateway_api=True)) == []
     assert STORE.load("cert-manager/values.yaml")["crds"]["enabled"] is False  # the default we flip
     assert values_problems(STORE, "cert-manager", version, {"crds": {"install": True}}) == [
         ("crds.install", "is not a value of chart cert-manager v1.21.1 (renamed or removed upstream?)")
@@ -152,10 +154,10 @@ def test_charts_before_the_split_are_kserve_crd_and_kserve() -> None:
 def test_kserve_key_paths_exist_in_the_pinned_charts() -> None:
     spec = cell(minimal_cell_config())
     version = spec.versions.kserve
-    resources = kserve_resources_values(spec)
+    resources = kserve_resources_values(version, spec.deployment_mode)
     assert len(list(leaf_paths(resources))) == 4
     assert values_problems(STORE, "kserve-resources", version, resources) == []
-    assert values_problems(STORE, "kserve-runtime-configs", version, kserve_runtime_values(spec)) == []
+    assert values_problems(STORE, "kserve-runtime-configs", version, kserve_runtime_values()) == []
     # What we flip away from the chart defaults.
     assert at(STORE.load("kserve/kserve-resources/values.yaml"), "kserve.controller.deploymentMode") == "Knative"
     assert at(STORE.load("kserve/kserve-runtime-configs/values.yaml"), "kserve.servingruntime.enabled") is False

@@ -13,7 +13,7 @@ from gpucell.kubevirt import KubeVirt, KubeVirtArgs, release_tag
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.objects import Violation
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import cell, minimal_cell_config, violations
+from tests.conftest import cell, minimal_cell_config, program_cluster, violations
 
 CR = "kubernetes:kubevirt.io/v1:KubeVirt"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -53,7 +53,9 @@ def vm_cell_config() -> dict[str, Any]:
 def install(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, Registration]:
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
-        kubevirt = KubeVirt("fra1", KubeVirtArgs(spec), opts=pulumi.ResourceOptions(depends_on=deps))
+        kubevirt = KubeVirt(
+            "fra1", KubeVirtArgs.from_cell(spec, program_cluster(spec)), opts=pulumi.ResourceOptions(depends_on=deps)
+        )
         pulumi.export("namespace", kubevirt.namespace)
 
     plan = run_program(program)

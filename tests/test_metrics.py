@@ -7,15 +7,23 @@ from typing import Any
 
 import pytest
 
-from gpucell.cilium import cilium_values
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import gpu_operator_values
 from gpucell.metering import ALLOCATED
-from gpucell.metrics import Metrics, metrics_args, remote_write_secret_data, stack_values
+from gpucell.metrics import Metrics, MetricsArgs, remote_write_secret_data, stack_values
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program
-from tests.conftest import STORE, at, cell, minimal_cell_config, violations
+from tests.conftest import (
+    STORE,
+    at,
+    cell,
+    cell_cilium_values,
+    minimal_cell_config,
+    offline_cluster,
+    operator_values,
+    program_cluster,
+    violations,
+)
 
 REMOTE = {"url": "https://metrics.example.com/api/v1/push", "credentialsConfigKey": "remoteWriteLab"}
 
@@ -27,7 +35,7 @@ def _spec(**metrics: Any) -> CellSpec:
 
 
 def _plan(spec: CellSpec, credentials: str | None = None) -> PlanResult:
-    return run_program(lambda: Metrics("lab-metrics", metrics_args(spec, credentials)))
+    return run_program(lambda: Metrics("lab-metrics", MetricsArgs.from_cell(spec, program_cluster(spec), credentials)))
 
 
 def test_release_values_from_config() -> None:
@@ -118,16 +126,16 @@ def test_dashboards_are_configmaps_for_the_sidecar() -> None:
 
 def test_gpu_operator_and_cilium_export_what_the_stack_scrapes() -> None:
     on, off = _spec(), cell(minimal_cell_config())
-    dcgm = gpu_operator_values(on)["dcgmExporter"]
+    dcgm = operator_values(on)["dcgmExporter"]
     assert dcgm["config"]["name"] == "gpucell-dcgm-metrics"
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter," in dcgm["config"]["data"]
     assert dcgm["serviceMonitor"]["relabelings"] == [
         {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
     ]
-    assert gpu_operator_values(off)["dcgmExporter"] == {"enabled": True}
-    assert cilium_values(on)["hubble"]["metrics"]["enabled"][:2] == ["dns", "drop"]
-    assert "metrics" not in cilium_values(off)["hubble"]
-    assert values_problems(STORE, "gpu-operator", "v26.7.0", gpu_operator_values(on)) == []
+    assert operator_values(off)["dcgmExporter"] == {"enabled": True}
+    assert cell_cilium_values(on)["hubble"]["metrics"]["enabled"][:2] == ["dns", "drop"]
+    assert "metrics" not in cell_cilium_values(off)["hubble"]
+    assert values_problems(STORE, "gpu-operator", "v26.7.0", operator_values(on)) == []
 
 
 @pytest.mark.parametrize(
@@ -169,7 +177,8 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
     config["metrics"] = {"enabled": True, "storageGib": 100}
-    plan = run_program(lambda: Metrics("lab-metrics", metrics_args(cell(config))))
+    spec = cell(config)
+    plan = run_program(lambda: Metrics("lab-metrics", MetricsArgs.from_cell(spec, program_cluster(spec))))
     patch = plan.named("lab-metrics-volume")
     assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
     assert patch.inputs["metadata"]["name"] == (
@@ -197,6 +206,7 @@ def test_every_alert_is_documented() -> None:
     from tests.conftest import REPO
 
     doc = (REPO / "docs" / "metrics.md").read_text()
-    alerts = {r["alert"] for r in health_group(metrics_args(_spec()).gpu_offers)["rules"]}
+    spec = _spec()
+    alerts = {r["alert"] for r in health_group(MetricsArgs.from_cell(spec, offline_cluster(spec)).gpu_offers)["rules"]}
     assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
     assert len(alerts) == 13

@@ -361,7 +361,7 @@ def deploy(spec: CellSpec, credentials: dict[str, str] | None = None) -> PlanRes
 
     def program() -> None:
         lab = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", spec.tenants["acme"], lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", spec.tenants["acme"], lab))
         for name, declared in spec.tenants["acme"].model_endpoints.items():
             key = declared.credentials_config_key
             secret = pulumi.Output.secret(given[key]) if key is not None else None
@@ -480,7 +480,7 @@ def test_a_credentials_key_without_credentials_is_refused_before_registering() -
     def program() -> None:
         spec = region()
         lab = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", spec.tenants["acme"], lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", spec.tenants["acme"], lab))
         try:
             ModelEndpoint("lab-acme-bad", ModelEndpointArgs("bad", config_key_only, tenant))
         except ValueError as exc:

@@ -338,7 +338,7 @@ def deploy() -> PlanResult:
     def program() -> None:
         spec = region()
         lab = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", spec.tenants["acme"], lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", spec.tenants["acme"], lab))
         for name, declared in spec.tenants["acme"].notebooks.items():
             component = Notebook(
                 f"lab-acme-{name}",

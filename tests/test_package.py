@@ -1,12 +1,13 @@
-"""The installed package: one import package `gpucell`, its public names, the test kit, and a consumer's project.
+"""The installed package: one import package `gpucell`, its public names, the test kit, and consumers' projects.
 
 The slow test builds the wheel, installs it into a fresh virtual environment (no test extras), runs the README's
-plan command there and the consumer example's own tests (docs/examples/consumer), which has a `components`
-package of its own.
+plan command there and the examples' own tests: docs/examples/consumer (a cell, with a `components` package of its
+own) and docs/examples/existing-cluster (the platform and a tenant on a cluster gpucell did not build).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import shutil
@@ -241,8 +242,8 @@ def test_the_wheel_holds_one_import_package_with_py_typed(wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtual environment with the wheel (no extras) and what the consumer example's requirements-dev.txt
-    names for its tests, pinned by constraints.txt."""
+    """A new virtual environment with the wheel (no extras) and what the examples' requirements-dev.txt files name
+    for their tests, pinned by constraints.txt."""
     env = tmp_path_factory.mktemp("env") / "venv"
     venv.create(env, with_pip=True)
     subprocess.run(
@@ -257,6 +258,8 @@ def fresh_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(wheel),
             "-r",
             str(REPO / "docs" / "examples" / "consumer" / "requirements-dev.txt"),
+            "-r",
+            str(REPO / "docs" / "examples" / "existing-cluster" / "requirements-dev.txt"),
         ],
         check=True,
         capture_output=True,
@@ -300,9 +303,10 @@ def test_nothing_but_gpucell_lands_at_the_top_of_site_packages(fresh_env: Path) 
     assert {t for t in tops if not t.endswith(".dist-info") and t != ".."} == {"gpucell"}
 
 
-def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
-    project = tmp_path / "consumer"
-    shutil.copytree(REPO / "docs" / "examples" / "consumer", project)
+def run_example_tests(fresh_env: Path, tmp_path: Path, example: str) -> str:
+    """Run docs/examples/<example>'s own tests in the fresh environment, from a copy; their summary line."""
+    project = tmp_path / example
+    shutil.copytree(REPO / "docs" / "examples" / example, project)
     done = subprocess.run(
         [str(fresh_env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=project,
@@ -311,4 +315,22 @@ def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Pa
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_consumer_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
+    assert run_example_tests(fresh_env, tmp_path, "consumer").startswith("4 passed")
+
+
+def test_the_existing_cluster_example_passes_its_own_tests(fresh_env: Path, tmp_path: Path) -> None:
+    """GPU Operator, KubeVirt, CDI and a tenant's GPU VM on a cluster given by its kubeconfig: no K3sCluster,
+    RegionalCell or CellSpec (docs/examples/existing-cluster)."""
+    example = REPO / "docs" / "examples" / "existing-cluster"
+    used: set[str] = set()
+    for module in ("gpu_stack.py", "__main__.py"):
+        for node in ast.walk(ast.parse((example / module).read_text())):
+            used |= {node.id} if isinstance(node, ast.Name) else set()
+            used |= {alias.name for alias in node.names} if isinstance(node, ast.ImportFrom) else set()
+    assert {"Cluster", "GpuOperator", "KubeVirt", "Tenant", "GpuVirtualMachine"} <= used
+    assert not {"K3sCluster", "RegionalCell", "CellSpec"} & used
+    assert run_example_tests(fresh_env, tmp_path, "existing-cluster").startswith("6 passed")

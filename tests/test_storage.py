@@ -15,7 +15,7 @@ from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.storage import Storage, StorageArgs, longhorn_values
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, program_cluster
 
 LONGHORN_VALUES = UPSTREAM / "longhorn" / "values.yaml"
 PATCH = "kubernetes:storage.k8s.io/v1:StorageClassPatch"
@@ -36,7 +36,9 @@ def build(spec: CellSpec, *, after: bool = False) -> tuple[PlanResult, dict[str,
 
     def program() -> None:
         deps = [ConfigMap("cilium-ready")] if after else []
-        storage = Storage("fra1", StorageArgs(spec), opts=pulumi.ResourceOptions(depends_on=deps))
+        storage = Storage(
+            "fra1", StorageArgs.from_cell(spec, program_cluster(spec)), opts=pulumi.ResourceOptions(depends_on=deps)
+        )
         attrs.update(
             ready=storage.ready,
             access_modes=storage.access_modes,
@@ -135,7 +137,8 @@ def test_every_longhorn_key_we_set_exists_in_the_charts_values_yaml() -> None:
     defaults = yaml.safe_load(LONGHORN_VALUES.read_text())
     config = longhorn_config()
     config["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule"]
-    ours = longhorn_values(cell(config))
+    spec = cell(config)
+    ours = longhorn_values(spec.storage, spec.node_pools)
     assert set(ours) == {"persistence", "defaultSettings", "longhornManager", "longhornDriver"}
     for section, keys in ours.items():
         assert section in defaults
@@ -187,7 +190,8 @@ def test_tainted_worker_pools_keep_longhorn_on_them() -> None:
 
 
 def test_untainted_cell_sets_no_longhorn_tolerations() -> None:
-    values = longhorn_values(cell(longhorn_config()))
+    spec = cell(longhorn_config())
+    values = longhorn_values(spec.storage, spec.node_pools)
     assert set(values) == {"persistence", "defaultSettings"}
     assert "taintToleration" not in values["defaultSettings"]
 

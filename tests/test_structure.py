@@ -62,6 +62,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.spec.backups",
             "gpucell.spec.scheduling",
             "gpucell.spec.serving",
+            "gpucell.spec.platform",
+            "gpucell.spec.nodes",
         ),
     ),
     ("admission", ("gpucell.dra", "gpucell.inventory", "gpucell.placement", "gpucell.admission")),
@@ -224,31 +226,26 @@ def test_no_module_imports_a_layer_above_its_own_at_run_time() -> None:
 
 
 def test_type_only_imports_that_look_up_are_the_known_ones() -> None:
-    # Rules of CellSpec kept in their own modules take the whole cell; the layer is crossed for annotations only.
-    # Each entry is a candidate for a narrower parameter; the list must not grow.
+    # ClusterFacts.from_cell takes the whole cell spec (for its annotation only); the rules of CellSpec kept in part
+    # specs take narrow parameters (hardware, dra) or a protocol (traffic). The list must not grow.
     assert upward(graph(run_time=False)) == [
         "gpucell.admission (admission) -> gpucell.spec.cell (cell spec)",
-        "gpucell.spec.dra (part specs) -> gpucell.spec.cell (cell spec)",
-        "gpucell.spec.hardware (part specs) -> gpucell.spec.cell (cell spec)",
-        "gpucell.spec.traffic (part specs) -> gpucell.spec.cell (cell spec)",  # issue 20's rules, as dra's
     ]
 
 
 def test_type_only_cycles_are_the_known_ones() -> None:
-    # Annotations only (CellSpec in the rules kept beside it; the workloads' cycle through Tenant went with the lazy
-    # gpucell.workloads): harmless at run time and
-    # for mypy, but what a structure tool reports. The list must not grow.
+    # Annotations only: harmless at run time and for mypy, but what a structure tool reports. The list must not grow.
     assert cycles(graph(run_time=False)) == [
-        ["gpucell.admission", "gpucell.spec.cell", "gpucell.spec.dra", "gpucell.spec.hardware", "gpucell.spec.traffic"],
+        ["gpucell.admission", "gpucell.spec.cell"],
         ["gpucell.spec.identity", "gpucell.spec.tenancy"],
     ]
 
 
 def test_the_part_specs_import_only_facts_and_each_other() -> None:
     parts = [m for m in MODULES if LAYERS[layer_of(m)][0] == "part specs"]
-    assert "gpucell.spec.pools" in parts
+    assert {"gpucell.spec.pools", "gpucell.spec.nodes", "gpucell.spec.platform"} <= set(parts)
     outside = {t for m in parts for t in graph(run_time=False)[m] if layer_of(t) > layer_of(m)}
-    assert outside == {"gpucell.spec.cell"}  # the type-only ones above
+    assert outside == set()  # not even for annotations
 
 
 PUBLIC = sorted(

@@ -10,6 +10,7 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
+from gpucell.admission import ClusterFacts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.kubevirt import kubevirt_spec
@@ -112,7 +113,7 @@ def plan_tenants(spec: CellSpec) -> PlanResult:
     def program() -> None:
         regional = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
         for tenant in spec.tenants:
-            component = Tenant(f"lab-{tenant}", TenantArgs(tenant, spec.tenants[tenant], regional))
+            component = Tenant(f"lab-{tenant}", TenantArgs.from_cell(tenant, spec.tenants[tenant], regional))
             pulumi.export(f"{tenant}-namespace", component.namespace)
             pulumi.export(f"{tenant}-ready", [r.urn for r in component.ready])
 
@@ -151,9 +152,9 @@ def test_a_tenant_with_vms_enforces_restricted_because_launchers_get_a_seccomp_p
     plan = plan_tenants(spec)
     namespace = plan.named("lab-acme-namespace")
     assert namespace.inputs["metadata"]["labels"] == RESTRICTED_LABELS
-    assert kubevirt_spec(spec)["configuration"]["seccompConfiguration"] == {
-        "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}
-    }
+    assert kubevirt_spec(spec.node_pools, spec.gpu_operator.vgpu_driver_image)["configuration"][
+        "seccompConfiguration"
+    ] == {"virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": True}}}
     # ... and the label waits for the CR that sets it (so a VM restarted in between is not rejected)
     assert plan.named("lab-kubevirt-kubevirt").urn in namespace.dependencies
 
@@ -640,7 +641,7 @@ def test_a_tenant_built_from_python_is_admitted_like_stack_config() -> None:
     def program() -> None:
         regional = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
         registered.extend(["cell"])
-        Tenant("lab-acme", TenantArgs("acme", greedy, regional))
+        Tenant("lab-acme", TenantArgs.from_cell("acme", greedy, regional))
         registered.append("tenant")
 
     with pytest.raises(ConfigError) as info:
@@ -653,4 +654,4 @@ def test_a_tenant_built_from_python_is_admitted_like_stack_config() -> None:
     fitting = greedy.model_copy(
         update={"quota": greedy.quota.model_copy(update={"gpus": {"nvidia.com/mig-1g.10gb": 1}})}
     )
-    admit("acme", fitting, spec)  # no error
+    admit("acme", fitting, ClusterFacts.from_cell(spec))  # no error

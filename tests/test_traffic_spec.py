@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.cilium import announcement_values, cilium_values, max_load_balancers
+from gpucell.cilium import announcement_values, max_load_balancers
 from gpucell.errors import ConfigError
 from gpucell.gateway import exposed_endpoints
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.traffic import parse_block
-from tests.conftest import REPO
+from tests.conftest import REPO, cell_cilium_values
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
 F = "regions.fra1"
@@ -198,15 +198,17 @@ def test_exposed_endpoints_need_a_gateway() -> None:
 
 def test_cilium_values_enable_what_the_announcement_needs() -> None:
     fra = CellSpec.model_validate(PROD["fra1"])
-    values = cilium_values(fra)
+    values = cell_cilium_values(fra)
     assert values["bgpControlPlane"] == {"enabled": True}
     assert values["gatewayAPI"] == {"enabled": True}
     assert "l2announcements" not in values
     assert "k8sClientRateLimit" not in values
     iad = CellSpec.model_validate(PROD["iad1"])
-    assert max_load_balancers(iad) == 1 + 2  # acme's quota of 1 (globex has none), one Gateway per tenant
-    assert cilium_values(iad)["l2announcements"] == {"enabled": True}
-    assert cilium_values(iad)["k8sClientRateLimit"] == {"qps": 11, "burst": 22}
+    assert (
+        max_load_balancers(iad.tenants, iad.gateway) == 1 + 2
+    )  # acme's quota of 1 (globex has none), one Gateway per tenant
+    assert cell_cilium_values(iad)["l2announcements"] == {"enabled": True}
+    assert cell_cilium_values(iad)["k8sClientRateLimit"] == {"qps": 11, "burst": 22}
     assert announcement_values(iad.load_balancer, 100)["k8sClientRateLimit"] == {"qps": 30, "burst": 60}  # type: ignore[arg-type]
 
 

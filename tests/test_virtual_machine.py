@@ -134,7 +134,7 @@ def deploy(**vms: GpuVirtualMachineSpec) -> PlanResult:
 
     def program() -> None:
         lab = RegionalCell("lab", RegionalCellArgs(cell=region(), ssh_private_key=pulumi.Output.secret("k")))
-        tenant = Tenant("lab-acme", TenantArgs("acme", ACME, lab))
+        tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", ACME, lab))
         for vm_name, vm in vms.items():
             component = GpuVirtualMachine(f"lab-acme-{vm_name}", GpuVirtualMachineArgs(vm_name, vm, tenant))
             pulumi.export(f"{vm_name}-namespace", component.namespace)
@@ -233,7 +233,7 @@ def test_vgpu_vm_asks_for_the_vgpu_resource_on_the_vgpu_pool() -> None:
 
 def test_gpu_device_names_are_what_the_kubevirt_cr_permits() -> None:
     cell_spec = region()
-    permitted = permitted_host_devices(cell_spec)
+    permitted = permitted_host_devices(cell_spec.node_pools, cell_spec.gpu_operator.vgpu_driver_image)
     pci = {d["resourceName"] for d in permitted["pciHostDevices"]}
     assert "mediatedDevices" not in permitted  # the L40S vGPUs are SR-IOV VFs, permitted as PCI devices
     for vm in (PASSTHROUGH, VGPU):
@@ -280,9 +280,9 @@ def test_part_of_an_hgx_board_runs_with_nvlink_off() -> None:
 
 def test_the_cloud_init_secret_of_a_partial_board_vm_disables_nvlink() -> None:
     half = vm_spec(gpuModel="H100-SXM5-80GB", gpus=2, memoryGib=64, hugepages="1Gi")
-    plan = deploy(half=half, train=PASSTHROUGH)
-    for name, expected in (("half", True), ("train", False)):
-        secret = plan.named(f"lab-acme-{name}-cloud-init")
+    # each as the tenant's VM "train": beside the whole-board VM the tenant's 8 H100s of quota would not hold it
+    for vm, expected in ((half, True), (PASSTHROUGH, False)):
+        secret = deploy(train=vm).named("lab-acme-train-cloud-init")
         user_data = secret.raw_inputs["stringData"]["userdata"]
         assert ("options nvidia NVreg_NvLinkDisable=1" in user_data) is expected
 

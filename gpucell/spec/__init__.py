@@ -12,9 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpucell.spec.backups import BackupsSpec, BackupStorageSpec, TenantBackupSpec
-    from gpucell.spec.cell import (
+    from gpucell.spec.cell import CellSpec, StackSpec
+    from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
+    from gpucell.spec.gpu_models import GpuModelSpec, extend_catalog, gpu_catalog
+    from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
+    from gpucell.spec.network import Host, Network, Ssh, SshOverride
+    from gpucell.spec.nodes import K3sClusterSpec
+    from gpucell.spec.platform import (
         CdiSpec,
-        CellSpec,
         ChartSpec,
         CiliumSpec,
         DraDriverSpec,
@@ -22,14 +27,9 @@ if TYPE_CHECKING:
         ImageSpec,
         KServeSpec,
         MigStrategy,
-        StackSpec,
         StorageBackend,
         StorageSpec,
     )
-    from gpucell.spec.etcd import EtcdS3, EtcdSnapshots, EtcdSpec
-    from gpucell.spec.gpu_models import GpuModelSpec, extend_catalog, gpu_catalog
-    from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy, Rollout
-    from gpucell.spec.network import Host, Network, Ssh, SshOverride
     from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyProfile
     from gpucell.spec.scheduling import PreemptionPolicy, PriorityClassSpec
     from gpucell.spec.serving import EnvVar, ModelFormat, ProtocolVersion, RuntimePort, SecretKeyRef, ServingRuntimeSpec
@@ -88,6 +88,7 @@ __all__ = [
     "Host",
     "HostRemovalPolicy",
     "ImageSpec",
+    "K3sClusterSpec",
     "KServeSpec",
     "MigStrategy",
     "ModelEndpointSpec",
@@ -131,14 +132,14 @@ _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec.workloads",
     "BackupStorageSpec": "gpucell.spec.backups",
     "BackupsSpec": "gpucell.spec.backups",
-    "CdiSpec": "gpucell.spec.cell",
+    "CdiSpec": "gpucell.spec.platform",
     "CellSpec": "gpucell.spec.cell",
-    "ChartSpec": "gpucell.spec.cell",
-    "CiliumSpec": "gpucell.spec.cell",
+    "ChartSpec": "gpucell.spec.platform",
+    "CiliumSpec": "gpucell.spec.platform",
     "CpuTopology": "gpucell.spec.workloads",
     "DeploymentMode": "gpucell.spec.versions",
     "DiskSource": "gpucell.spec.workloads",
-    "DraDriverSpec": "gpucell.spec.cell",
+    "DraDriverSpec": "gpucell.spec.platform",
     "EgressClass": "gpucell.spec.tenancy",
     "EnvVar": "gpucell.spec.serving",
     "EtcdS3": "gpucell.spec.etcd",
@@ -149,13 +150,14 @@ _HOMES: dict[str, str] = {
     "GpuAllocation": "gpucell.spec.workloads",
     "GpuMode": "gpucell.spec.pools",
     "GpuModelSpec": "gpucell.spec.gpu_models",
-    "GpuOperatorSpec": "gpucell.spec.cell",
+    "GpuOperatorSpec": "gpucell.spec.platform",
     "GpuRequest": "gpucell.spec.workloads",
     "GpuVirtualMachineSpec": "gpucell.spec.workloads",
     "Host": "gpucell.spec.network",
-    "ImageSpec": "gpucell.spec.cell",
-    "KServeSpec": "gpucell.spec.cell",
-    "MigStrategy": "gpucell.spec.cell",
+    "K3sClusterSpec": "gpucell.spec.nodes",
+    "ImageSpec": "gpucell.spec.platform",
+    "KServeSpec": "gpucell.spec.platform",
+    "MigStrategy": "gpucell.spec.platform",
     "ModelEndpointSpec": "gpucell.spec.workloads",
     "ModelFormat": "gpucell.spec.serving",
     "Network": "gpucell.spec.network",
@@ -178,9 +180,9 @@ _HOMES: dict[str, str] = {
     "SshOverride": "gpucell.spec.network",
     "SshService": "gpucell.spec.workloads",
     "StackSpec": "gpucell.spec.cell",
-    "StorageBackend": "gpucell.spec.cell",
-    "StorageSpec": "gpucell.spec.cell",
     "TenantBackupSpec": "gpucell.spec.backups",
+    "StorageBackend": "gpucell.spec.platform",
+    "StorageSpec": "gpucell.spec.platform",
     "TenantGroups": "gpucell.spec.tenancy",
     "TenantLimits": "gpucell.spec.tenancy",
     "TenantQuota": "gpucell.spec.tenancy",

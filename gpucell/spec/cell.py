@@ -1,36 +1,52 @@
-"""The spec of one regional cell, and of a stack (its regions), with the rules that span several sections."""
+"""The spec of one regional cell, and of a stack (its regions), with the rules that span several sections.
+
+A cell's parts are what the components take (docs/decisions/0019-standalone-components.md):
+:meth:`gpucell.spec.nodes.K3sClusterSpec.from_cell` (the nodes, for :class:`gpucell.k3s.K3sCluster`),
+:meth:`gpucell.admission.ClusterFacts.from_cell` (what tenants are admitted against and rendered from) and each
+platform component's own section (``storage``, ``gpuOperator``...: see each component's ``*Args.from_cell``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from enum import StrEnum
 from ipaddress import IPv4Address
-from typing import Any, ClassVar
+from typing import Any, Self
 
-from pydantic import Field, PrivateAttr, StrictInt, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from gpucell.admission import check_announced_vms, check_tenants
+from gpucell.admission import ClusterFacts, check_announced_vms, check_tenants
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel, VgpuFramework
+from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
-from gpucell.spec._values import IMAGE_REPOSITORY, IMAGE_TAG, check_url
 from gpucell.spec.backups import BackupsSpec, check_backup_plugins
 from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, check_gpu_models, stack_catalog
-from gpucell.spec.hardware import check_hardware, pool_vgpu_framework
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
-from gpucell.spec.k3s import K3sSpec, check_k3s
-from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
+from gpucell.spec.k3s import K3sSpec
+from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.metrics import MetricsSpec
-from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, Host, Network, Ssh, check_names
+from gpucell.spec.network import Network, Ssh, check_names
+from gpucell.spec.nodes import NodeViews
+from gpucell.spec.platform import (
+    CdiSpec,
+    ChartSpec,
+    CiliumSpec,
+    DraDriverSpec,
+    GpuOperatorSpec,
+    ImageSpec,
+    KServeSpec,
+    MigStrategy,
+    StorageBackend,
+    StorageSpec,
+    check_kserve_mode,
+)
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
-from gpucell.spec.scheduling import PriorityClassSpec, check_class_name, priority_class_problem
-from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX, TenantSpec
+from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
+from gpucell.spec.tenancy import TenantSpec, check_image_namespaces, check_tenant_names
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
-from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, release
-from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
     "CdiSpec",
@@ -46,248 +62,11 @@ __all__ = [
     "StorageBackend",
     "StorageSpec",
 ]
+"""The platform sections (``ChartSpec``... ``StorageSpec``) live in :mod:`gpucell.spec.platform` and are re-exported
+here, where they were defined before."""
 
 
-class ChartSpec(SpecModel):
-    """A Helm chart we install: the typed values live in its component; ``values`` is deep-merged last.
-
-    ``values`` may not set a chart value gpucell derives from a typed key (``owned_values``): an override
-    there would silently undo a rule the typed key is checked against.
-    """
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {}
-    """Chart value path -> the config key (relative to the region) that sets it."""
-    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {}
-    """Chart value path -> why gpucell fixes it (no config key sets it)."""
-
-    values: dict[str, Any] = {}
-    """Chart values merged over what gpucell renders (maps merge key by key, anything else replaces)."""
-
-    @model_validator(mode="after")
-    def _no_owned_values(self) -> ChartSpec:
-        for path, key in self.owned_values.items():
-            node: Any = self.values
-            for part in path:
-                node = node.get(part) if isinstance(node, dict) else None
-            if node is not None:
-                raise SpecError(("values", *path), f"is set by gpucell from {key}; set {key} instead")
-        for path, reason in self.fixed_values.items():
-            node = self.values
-            for part in path:
-                node = node.get(part) if isinstance(node, dict) else None
-            if node is not None:
-                raise SpecError(("values", *path), f"is fixed by gpucell: {reason}; remove it")
-        return self
-
-
-class CiliumSpec(ChartSpec):
-    """Cilium chart overrides. The address plan comes from ``network``."""
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("k8sServiceHost",): "network.apiEndpoint",
-        ("k8sServicePort",): "network.apiPort",
-        ("ipam", "operator", "clusterPoolIPv4PodCIDRList"): "network.podCidr",
-        ("ipam", "operator", "clusterPoolIPv4MaskSize"): "network.podCidrMaskSize",
-        ("l2announcements", "enabled"): "loadBalancer.announce",
-        ("bgpControlPlane", "enabled"): "loadBalancer.announce",
-        ("gatewayAPI", "enabled"): "gateway",
-    }
-
-
-class StorageBackend(StrEnum):
-    """Where PVCs (and so VM disks) live."""
-
-    LOCAL_PATH = "local-path"
-    LONGHORN = "longhorn"
-
-
-class StorageSpec(ChartSpec):
-    """The cell's storage layer and its one default StorageClass. ``values`` go to the Longhorn chart."""
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("persistence", "defaultClassReplicaCount"): "storage.replicas",
-        ("defaultSettings", "defaultReplicaCount"): "storage.replicas",
-        ("longhornManager", "tolerations"): "nodePools.<pool>.taints",
-        ("longhornDriver", "tolerations"): "nodePools.<pool>.taints",
-        ("defaultSettings", "taintToleration"): "nodePools.<pool>.taints",
-    }
-
-    backend: StorageBackend = StorageBackend.LOCAL_PATH
-    """``local-path`` (k3s's bundled provisioner; node-local, lab use) or ``longhorn`` (replicated block storage)."""
-    replicas: StrictInt = Field(default=3, ge=1, le=10)
-    """Longhorn: replicas per volume (count), each on a different node. Defaults to 3."""
-    other_classes: list[str] = []
-    """StorageClasses installed outside gpucell (an NFS or CSI driver of the operator's) that a VM disk's or a
-    notebook's ``storageClass`` may name, besides the backend's own (``local-path`` or ``longhorn``). A PVC of a
-    class the cell does not have stays Pending for ever. Defaults to none."""
-
-    @field_validator("other_classes")
-    @classmethod
-    def _class_names(cls, names: list[str]) -> list[str]:
-        for index, name in enumerate(names):
-            if not DNS_SUBDOMAIN.fullmatch(name):
-                raise SpecError((index,), f"{shown(name)} is not a StorageClass name (a DNS-1123 subdomain)")
-        return names
-
-    @property
-    def classes(self) -> list[str]:
-        """The StorageClasses workloads may name: the backend's, then ``otherClasses``."""
-        return [self.backend.value, *self.other_classes]
-
-    @model_validator(mode="after")
-    def _values_need_a_chart(self) -> StorageSpec:
-        if self.backend is StorageBackend.LOCAL_PATH:
-            if self.values:
-                raise SpecError(
-                    ("values",),
-                    "only applies to the longhorn backend (local-path is built into k3s and has no chart values)",
-                )
-            if "replicas" in self.model_fields_set:
-                raise SpecError(
-                    ("replicas",), f"{self.replicas} only applies to the longhorn backend (local-path keeps one copy)"
-                )
-        return self
-
-
-class MigStrategy(StrEnum):
-    """How the device plugin exposes MIG devices (GPU Operator ``mig.strategy``)."""
-
-    SINGLE = "single"
-    MIXED = "mixed"
-
-
-class ImageSpec(SpecModel):
-    """A container image split the way the GPU Operator chart takes it."""
-
-    repository: str
-    """Registry and path without the image name, e.g. ``registry.example.com/nvidia``."""
-    image: str = "vgpu-manager"
-    """Image name. Defaults to ``vgpu-manager``."""
-    version: str
-    """Tag, e.g. ``580.95.02-ubuntu24.04``."""
-
-    @field_validator("repository", "image")
-    @classmethod
-    def _path(cls, value: str) -> str:
-        if len(value) > 255 or not IMAGE_REPOSITORY.fullmatch(value):
-            raise ValueError("is not an image repository path ([registry[:port]/]path, lower-case, no tag)")
-        return value
-
-    @field_validator("version")
-    @classmethod
-    def _tag(cls, value: str) -> str:
-        if not IMAGE_TAG.fullmatch(value):
-            raise ValueError("is not an image tag (letters, digits, '_', '.', '-'; at most 128; no leading . or -)")
-        return value
-
-
-class GpuOperatorSpec(ChartSpec):
-    """NVIDIA GPU Operator settings that are not derived from the node pools."""
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("mig", "strategy"): "gpuOperator.migStrategy",
-        ("vgpuManager", "repository"): "gpuOperator.vgpuDriverImage",
-        ("vgpuManager", "image"): "gpuOperator.vgpuDriverImage",
-        ("vgpuManager", "version"): "gpuOperator.vgpuDriverImage",
-        ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
-        # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
-        ("operator", "runtimeClass"): "its GPU workloads' runtimeClassName (nvidia; not configurable)",
-        ("daemonsets", "tolerations"): "nodePools.<pool>.taints",
-        ("node-feature-discovery", "worker", "tolerations"): "nodePools.<pool>.taints",
-    }
-    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("operator", "upgradeCRD"): "the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602)",
-    }
-
-    @model_validator(mode="after")
-    def _runtime_class_kept(self) -> GpuOperatorSpec:
-        env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
-        for index, entry in enumerate(env):
-            if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
-                raise SpecError(
-                    ("values", "toolkit", "env", index, "name"),
-                    f"{shown(entry['name'])} renames the "
-                    "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
-                    "remove it",
-                )
-        return self
-
-    mig_strategy: MigStrategy | None = None
-    """``single`` or ``mixed``. Defaults to ``mixed`` when any pool uses MIG (any layout works), else ``single``."""
-    vgpu_driver_image: ImageSpec | None = None
-    """The NVIDIA vGPU Manager image built from NVIDIA's licensed vGPU driver; required with a vm-vgpu pool."""
-    dcgm_exporter: bool = True
-    """Run the DCGM exporter for GPU metrics. Defaults to true."""
-
-
-class DraDriverSpec(ChartSpec):
-    """NVIDIA DRA driver for GPUs settings (chart ``dra-driver-nvidia-gpu``, installed with a ``dra`` pool); ``values``
-    is merged into the chart's values (:func:`gpucell.dra_driver.dra_driver_values` renders the rest)."""
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("kubeletPlugin", "nodeSelector"): "nodePools.<pool>.gpuMode (dra)",
-        ("kubeletPlugin", "tolerations"): "nodePools.<pool>.taints",
-    }
-    fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("nvidiaDriverRoot",): "the GPU Operator's driver root (/run/nvidia/driver, or / with "
-        "gpuOperator.values.driver.enabled false)",
-        ("resources", "gpus", "enabled"): "dra pools are the GPU kubelet plugin",
-        ("resources", "computeDomains", "enabled"): "gpucell runs no ComputeDomains (multi-node NVLink)",
-        ("gpuResourcesEnabledOverride",): "the GPU Operator's device plugin is off on dra nodes",
-        ("resourceApiVersion",): "resource.k8s.io/v1, which the claims use",
-        ("featureGates", "PassthroughSupport"): "dra pools hand GPUs to VMs",
-        ("featureGates", "DeviceMetadata"): "KubeVirt reads the VFIO devices' metadata files",
-    }
-    conflicting_gates: ClassVar[tuple[str, ...]] = ("DynamicMIG", "NVMLDeviceHealthCheck")
-    """Driver gates ``ValidateFeatureGates`` refuses together with ``PassthroughSupport`` (v0.4.1
-    ``pkg/featuregates/featuregates.go``): the kubelet plugin would not start."""
-
-    @model_validator(mode="after")
-    def _gates_fit_passthrough(self) -> DraDriverSpec:
-        gates = self.values.get("featureGates") if isinstance(self.values, dict) else None
-        for gate in self.conflicting_gates:
-            if isinstance(gates, dict) and gates.get(gate) is True:
-                raise SpecError(
-                    ("values", "featureGates", gate),
-                    "cannot be on with PassthroughSupport, which dra "
-                    "pools need: the driver refuses to start (ValidateFeatureGates); remove it",
-                )
-        return self
-
-
-class KServeSpec(ChartSpec):
-    """KServe settings; ``values`` is merged into the ``kserve-resources`` chart."""
-
-    owned_values: ClassVar[dict[tuple[str, ...], str]] = {
-        ("kserve", "controller", "deploymentMode"): "kserve.deploymentMode",
-    }
-
-    deployment_mode: DeploymentMode | None = None
-    """Default ``deploymentMode`` of InferenceServices: raw Kubernetes Deployments, ``Standard`` since KServe
-    v0.16 (``RawDeployment`` before), which is also the default. ``Knative``/``Serverless`` are rejected: they
-    need Knative Serving and a networking layer, which gpucell does not install."""
-
-
-class CdiSpec(SpecModel):
-    """CDI settings that are not derived from the storage layer."""
-
-    upload_proxy_url: str | None = None
-    """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload`` (CDI
-    ``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
-    image-upload --uploadproxy-url`` works through a port-forward."""
-
-    @field_validator("upload_proxy_url")
-    @classmethod
-    def _https(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        try:
-            return check_url(value, ("https",))
-        except ValueError:
-            raise ValueError("is not an https:// URL with a host (virtctl talks TLS to the upload proxy)") from None
-
-
-class CellSpec(SpecModel):
+class CellSpec(NodeViews, SpecModel):
     """Everything that defines one regional cell. Validated whole before any resource is registered."""
 
     versions: Versions = Versions()
@@ -352,37 +131,8 @@ class CellSpec(SpecModel):
 
     _pool_names = field_validator("node_pools")(check_names)
 
-    @field_validator("image_namespaces")
-    @classmethod
-    def _image_namespaces(cls, names: list[str]) -> list[str]:
-        for index, name in enumerate(names):
-            if not DNS_LABEL.fullmatch(name):
-                raise SpecError((index,), f"{shown(name)} is not a namespace name (a DNS-1123 label)")
-            if name.startswith(TENANT_NAMESPACE_PREFIX):
-                raise SpecError(
-                    (index,),
-                    f"{shown(name)} is a tenant's namespace ({TENANT_NAMESPACE_PREFIX}*): every "
-                    "tenant could clone that tenant's disks; put shared images in a namespace of their own",
-                )
-            if name in SYSTEM_NAMESPACES:
-                raise SpecError(
-                    (index,),
-                    f"{shown(name)} is a system or platform namespace; put shared images in a namespace of their own",
-                )
-        return names
-
-    @field_validator("tenants")
-    @classmethod
-    def _tenant_names(cls, tenants: dict[str, TenantSpec]) -> dict[str, TenantSpec]:
-        check_names(tenants)
-        for name in tenants:
-            if len(TENANT_NAMESPACE_PREFIX + name) > 63:
-                raise SpecError(
-                    (name,),
-                    f"{shown(name)} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} "
-                    "would exceed 63 characters",
-                )
-        return tenants
+    _tenant_names = field_validator("tenants")(check_tenant_names)
+    _image_namespaces = field_validator("image_namespaces")(check_image_namespaces)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -396,256 +146,30 @@ class CellSpec(SpecModel):
         first, then its stack's ``gpuModels`` (:mod:`gpucell.spec.gpu_models`); fixed when the cell was validated."""
         return self._gpu_catalog
 
-    def pools(self, role: NodeRole) -> dict[str, NodePool]:
-        """Pools of one role, in config order."""
-        return {n: p for n, p in self.node_pools.items() if p.role is role}
-
-    def gpu_pools(self, *modes: GpuMode) -> dict[str, NodePool]:
-        """GPU pools, optionally only those in ``modes``."""
-        return {n: p for n, p in self.pools(NodeRole.GPU).items() if not modes or p.mode in modes}
-
-    def vgpu_pools(self, framework: VgpuFramework) -> dict[str, NodePool]:
-        """The ``vm-vgpu`` pools whose boards expose vGPUs through ``framework`` with the region's vGPU driver
-        (:func:`gpucell.spec.hardware.pool_vgpu_framework`), in config order."""
-        return {n: p for n, p in self.gpu_pools(GpuMode.VM_VGPU).items() if pool_vgpu_framework(self, p) is framework}
-
-    @property
-    def servers(self) -> list[tuple[str, Host]]:
-        """(pool name, host) of every server, in config order; the first initialises etcd."""
-        return [(n, h) for n, p in self.pools(NodeRole.SERVER).items() for h in p.hosts]
-
-    @property
-    def control_server(self) -> tuple[str, Host]:
-        """(pool name, host) of the server the nodes' maintenance steps run on over SSH: the first server in
-        config order that is not ``removalPolicy: forget`` (a dead first server is marked so, and the steps move to
-        the next; docs/operations.md, "The first server died"). Every server forgotten is refused by the spec."""
-        alive = [(n, h) for n, h in self.servers if h.removal_policy is not HostRemovalPolicy.FORGET]
-        return (alive or self.servers)[0]
-
-    def ssh_for(self, pool_name: str) -> Ssh:
-        """The SSH settings of a pool's hosts: the region's ``ssh`` with the pool's override applied."""
-        override = self.node_pools[pool_name].ssh
-        return override.over(self.ssh) if override else self.ssh
-
-    @property
-    def init_server(self) -> str | None:
-        """The server given ``cluster-init``: ``etcd.initServer``, or the single server; ``None`` when that server
-        is no longer in the config (every server then joins through the API endpoint)."""
-        names = [host.name for _, host in self.servers]
-        init = self.etcd.init_server if self.etcd.init_server is not None else names[0]
-        return init if init in names else None
-
-    def removal_policy_of(self, pool_name: str, host: Host) -> RemovalPolicy:
-        """The effective ``removalPolicy`` of a host: its own, else the region's for servers and for agents of a
-        ``local-path`` region (their disks hold volumes), else ``delete``."""
-        if host.removal_policy is HostRemovalPolicy.FORGET:
-            return RemovalPolicy.DELETE  # its control-server steps run on removal; its install command is retained
-        if host.removal_policy is not None:
-            return RemovalPolicy(host.removal_policy.value)
-        stateful = (
-            self.node_pools[pool_name].role is NodeRole.SERVER or self.storage.backend is StorageBackend.LOCAL_PATH
-        )
-        return self.removal_policy if stateful else RemovalPolicy.DELETE
-
-    @property
-    def api_endpoint(self) -> str:
-        """Where the API server is reached: ``network.apiEndpoint`` or the single server's address."""
-        if self.network.api_endpoint is not None:
-            return self.network.api_endpoint
-        return str(self.servers[0][1].address)
-
-    @property
-    def effective_mig_strategy(self) -> MigStrategy:
-        """``gpuOperator.migStrategy``, or ``mixed`` when any pool uses MIG and ``single`` otherwise."""
-        if self.gpu_operator.mig_strategy is not None:
-            return self.gpu_operator.mig_strategy
-        uses_mig = any(p.mig_layout for p in self.gpu_pools().values())
-        return MigStrategy.MIXED if uses_mig else MigStrategy.SINGLE
-
     @property
     def deployment_mode(self) -> DeploymentMode:
         """The KServe default deployment mode in force."""
         return self.kserve.deployment_mode or kserve_deployment_modes(self.versions.kserve)[0]
 
-    def _all_hosts(self) -> Iterator[tuple[str, int, Host]]:
-        for pool_name, pool in self.node_pools.items():
-            for index, host in enumerate(pool.hosts):
-                yield pool_name, index, host
+    def with_tenant(self, name: str, spec: TenantSpec) -> Self:
+        """This cell with tenant ``name`` of ``spec`` (itself when it already holds that tenant as given), validated
+        whole: the tenant is admitted as a tenant in stack config is. Raises :class:`~gpucell.errors.ConfigError`
+        with ``tenants.<name>...`` key paths."""
+        if self.tenants.get(name) == spec:
+            return self
+        fields = {key: getattr(self, key) for key in type(self).model_fields}
+        return type(self).model_validate({**fields, "tenants": {**self.tenants, name: spec}})
 
     # -- rules (each yields every problem it finds; see _CELL_RULES) -------------------------------------------
-    def _check_hardware(self) -> Iterator[SpecError]:
-        """The first pool whose hardware setup cannot work (:func:`gpucell.spec.hardware.check_hardware`)."""
-        try:
-            check_hardware(self)
-        except SpecError as problem:
-            yield problem
-
     def _check_dra(self) -> Iterator[SpecError]:
         """The first ``dra`` pool the pinned versions cannot serve (:func:`gpucell.spec.dra.check_dra`)."""
         try:
-            check_dra(self)
+            check_dra(self.node_pools, self.versions, self.dra_driver, self.gpu_operator)
         except SpecError as problem:
             yield problem
 
-    def _check_server_count(self) -> Iterator[SpecError]:
-        # An even count is accepted, as a step of scaling down one server per run (3 -> 2 -> 1); K3sCluster warns
-        # that it tolerates no more failures than one server fewer.
-        count = len(self.servers)
-        if count == 0:
-            yield SpecError(("nodePools",), "no pool has role server; a cell needs 1 or an odd number >= 3 of servers")
-            return
-        if all(p.role is NodeRole.SERVER and not p.allow_workloads for p in self.node_pools.values()):
-            first = next(iter(self.node_pools))
-            yield SpecError(
-                ("nodePools", first, "allowWorkloads"),
-                "is false on every server pool and the cell has no gpu or cpu pool, so no pod could be "
-                "scheduled (servers carry node-role.kubernetes.io/control-plane:NoSchedule); add a "
-                f"worker pool, or set nodePools.{first}.allowWorkloads: true for a lab",
-            )
-        if all(h.removal_policy is HostRemovalPolicy.FORGET for _, h in self.servers):
-            pool, host = self.servers[0]
-            where = ("nodePools", pool, "hosts", self.node_pools[pool].hosts.index(host), "removalPolicy")
-            yield SpecError(
-                where,
-                "'forget' on every server leaves no server to run the nodes' maintenance on; "
-                "keep at least one healthy server without it",
-            )
-        init = self.etcd.init_server
-        if count > 1 and init is None:
-            yield SpecError(
-                ("etcd", "initServer"),
-                f"is required with {count} servers: name the server that initialised etcd (usually the first, "
-                f"{self.servers[0][1].name}) and keep it when that server is removed, so that no other server is "
-                "ever given cluster-init",
-            )
-        pools = {h.name: n for n, p in self.node_pools.items() for h in p.hosts}
-        if init is not None and init in pools and self.node_pools[pools[init]].role is not NodeRole.SERVER:
-            yield SpecError(
-                ("etcd", "initServer"),
-                f"{shown(init)} is a {self.node_pools[pools[init]].role} node of pool {pools[init]}, not a server",
-            )
-        elif init is not None and init not in pools and not self.etcd.init_server_removed:
-            yield SpecError(
-                ("etcd", "initServer"),
-                f"{shown(init)} is not a server of the region (servers: "
-                f"{', '.join(h.name for _, h in self.servers)}); name the server that initialises etcd, or, when "
-                "that server was removed from the running cell, keep its name and set etcd.initServerRemoved: true",
-            )
-        elif init is not None and init in pools and self.etcd.init_server_removed:
-            yield SpecError(
-                ("etcd", "initServerRemoved"),
-                f"is true, but {shown(init)} is still a server of the region; drop initServerRemoved",
-            )
-
-    def _check_hosts(self) -> Iterator[SpecError]:
-        seen_name: dict[str, tuple[str, int]] = {}
-        seen_address: dict[IPv4Address, tuple[str, int]] = {}
-        node_cidr = self.network.node_cidr
-        for pool_name, index, host in self._all_hosts():
-            where = ("nodePools", pool_name, "hosts", index)
-            other = seen_name.get(host.name) or seen_address.get(host.address)
-            conflict = list(self._check_one_mode(pool_name, other[0], host, where)) if other else []
-            if conflict:  # the one line about a host listed in two pools of different modes
-                yield from conflict
-                continue
-            if host.name in seen_name:
-                first = seen_name[host.name]
-                yield SpecError(
-                    (*where, "name"), f"{shown(host.name)} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
-                )
-            if host.address in seen_address and seen_address[host.address] != seen_name.get(host.name):
-                first = seen_address[host.address]
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(host.address))} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
-                )
-            if host.address not in node_cidr:
-                yield SpecError(
-                    (*where, "address"), f"{shown(str(host.address))} is outside network.nodeCidr {node_cidr}"
-                )
-            elif node_cidr.prefixlen < 31 and host.address in (node_cidr.network_address, node_cidr.broadcast_address):
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(host.address))} is the network or broadcast address of network.nodeCidr {node_cidr}",
-                )
-            seen_name.setdefault(host.name, (pool_name, index))
-            seen_address.setdefault(host.address, (pool_name, index))
-
-    def _check_one_mode(
-        self, pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]
-    ) -> Iterator[SpecError]:
-        mine, theirs = self.node_pools[pool_name], self.node_pools[other_pool]
-        if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
-            yield SpecError(
-                where,
-                f"host {shown(host.name)} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} "
-                f"({mine.gpu_mode}); a node runs exactly one GPU mode",
-            )
-
-    def _check_api_endpoint(self) -> Iterator[SpecError]:
-        if self.network.api_endpoint is None and len(self.servers) > 1:
-            yield SpecError(
-                ("network", "apiEndpoint"),
-                f"is required with {len(self.servers)} servers: a VIP or load-balanced name in front of all of them",
-            )
-        address = self.network.api_address
-        for pool_name, index, host in self._all_hosts():
-            if address == host.address and self.network.api_vip is not None:
-                yield SpecError(
-                    ("network", "apiEndpoint"),
-                    f"{shown(str(address))} is the address of {host.name} (nodePools.{pool_name}.hosts[{index}]); "
-                    "with apiVip it must be an unused address kube-vip can move between the servers",
-                )
-            elif address == host.address and self.node_pools[pool_name].role is not NodeRole.SERVER:
-                yield SpecError(
-                    ("network", "apiEndpoint"),
-                    f"{shown(str(address))} is the address of agent {host.name} (nodePools.{pool_name}.hosts[{index}]),"
-                    " which runs no API server; use a server's address or a VIP in front of the servers",
-                )
-
-    def _check_gpu_operator(self) -> Iterator[SpecError]:
-        vgpu_pools = self.gpu_pools(GpuMode.VM_VGPU)
-        if vgpu_pools and self.gpu_operator.vgpu_driver_image is None:
-            yield SpecError(
-                ("gpuOperator", "vgpuDriverImage"),
-                f"is required because pool {next(iter(vgpu_pools))} runs vm-vgpu; "
-                "give the repository and version of your NVIDIA vGPU Manager image",
-            )
-        if self.gpu_operator.mig_strategy is MigStrategy.SINGLE:
-            for name, pool in self.gpu_pools().items():
-                if len(pool.mig_layout) > 1:
-                    yield SpecError(
-                        ("nodePools", name, "migConfig"),
-                        f"{shown(pool.mig_config)} mixes MIG profiles, which gpuOperator.migStrategy single cannot "
-                        "advertise; use a uniform all-<profile> layout or migStrategy mixed",
-                    )
-
-    def _check_storage_replicas(self) -> Iterator[SpecError]:
-        nodes = sum(len(p.hosts) for p in self.node_pools.values())
-        if self.storage.backend is StorageBackend.LONGHORN and self.storage.replicas > nodes:
-            yield SpecError(
-                ("storage", "replicas"),
-                f"{self.storage.replicas} replicas need as many nodes, the region has {nodes}; Longhorn keeps "
-                "each replica of a volume on a different node",
-            )
-
     def _check_kserve_mode(self) -> Iterator[SpecError]:
-        mode = self.kserve.deployment_mode
-        accepted = kserve_deployment_modes(self.versions.kserve)
-        if mode is not None and mode not in accepted:
-            yield SpecError(
-                ("kserve", "deploymentMode"),
-                f"{shown(mode.value)} is not a deployment mode of KServe {self.versions.kserve}; "
-                f"accepted: {', '.join(m.value for m in accepted)}",
-            )
-        elif mode is not None and mode is not accepted[0]:
-            yield SpecError(
-                ("kserve", "deploymentMode"),
-                f"{shown(mode.value)} needs Knative Serving, which gpucell does not install; use {accepted[0].value}",
-            )
-
-    def _check_k3s(self) -> Iterator[SpecError]:
-        yield from check_k3s(self.k3s, self.versions.k3s)
+        yield from check_kserve_mode(self.kserve, self.versions.kserve)
 
     def _check_cilium(self) -> Iterator[SpecError]:
         """``socketLB.hostNamespaceOnly: false`` with VMs in the cell: under kube-proxy replacement socket-LB then
@@ -666,17 +190,12 @@ class CellSpec(SpecModel):
             )
 
     def _check_sign_in(self) -> Iterator[SpecError]:
-        if self.oidc is not None and release(self.versions.k3s.lstrip("v")) < (1, 30):
-            yield SpecError(
-                ("oidc",),
-                f"needs Kubernetes 1.30 or later (structured authentication configuration); "
-                f"versions.k3s is {self.versions.k3s}",
-            )
+        yield from self._check_oidc_version()
         yield from check_tenant_groups(self.oidc, self.tenants)
 
     def _check_traffic(self) -> Iterator[SpecError]:
         yield from check_traffic(self)
-        yield from check_announced_vms(self)
+        yield from check_announced_vms(ClusterFacts.from_cell(self))
 
     def _check_llm_scaling(self) -> Iterator[SpecError]:
         """Endpoints scaled on a vLLM metric read it from the cell's Prometheus: the metrics stack must be on."""
@@ -692,7 +211,7 @@ class CellSpec(SpecModel):
                     )
 
     def _check_tenants(self) -> Iterator[SpecError]:
-        yield from check_tenants(self)
+        yield from check_tenants(ClusterFacts.from_cell(self), (self.ssh.private_key_config_key,))
 
     def _check_backups(self) -> Iterator[SpecError]:
         """Tenant backups need the cell's ``backups``; ``backups`` needs Longhorn (CSI snapshots), a pool whose
@@ -758,23 +277,7 @@ class CellSpec(SpecModel):
                     )
 
     def _check_priority_classes(self) -> Iterator[SpecError]:
-        """Class names are the cell's own, and every workload names a class open to its tenant. A class may name
-        tenants the region does not have (regions share their classes, not their tenants)."""
-        for name in self.priority_classes:
-            problem = check_class_name(name)
-            if problem is not None:
-                yield SpecError(("priorityClasses", name), problem)
-        for tenant_name, tenant in self.tenants.items():
-            workloads: list[tuple[str, str, GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec]] = [
-                *(("virtualMachines", n, w) for n, w in tenant.virtual_machines.items()),
-                *(("notebooks", n, w) for n, w in tenant.notebooks.items()),
-                *(("modelEndpoints", n, w) for n, w in tenant.model_endpoints.items()),
-            ]
-            for kind, name, workload in workloads:
-                wanted = workload.priority_class_name
-                problem = None if wanted is None else priority_class_problem(self.priority_classes, tenant_name, wanted)
-                if problem is not None:
-                    yield SpecError(("tenants", tenant_name, kind, name, "priorityClassName"), problem)
+        yield from check_priority_classes(self.priority_classes, self.tenants)
 
 
 _CELL_RULES = (

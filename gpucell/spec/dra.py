@@ -9,11 +9,15 @@ from typing import TYPE_CHECKING
 from gpucell.errors import SpecError
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec.hardware import driver_branch
-from gpucell.spec.pools import GpuMode
+from gpucell.spec.pools import GpuMode, gpu_pools
 from gpucell.spec.versions import release
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from collections.abc import Mapping
+
+    from gpucell.spec.platform import DraDriverSpec, GpuOperatorSpec
+    from gpucell.spec.pools import NodePool
+    from gpucell.spec.versions import Versions
 
 __all__ = ["MIN_DRA_DRIVER", "MIN_KUBERNETES", "MIN_KUBEVIRT", "check_dra"]
 
@@ -27,12 +31,16 @@ MIN_DRA_DRIVER = (0, 4)
 v0.4.1)."""
 
 
-def check_dra(cell: CellSpec) -> None:
-    """Raise :class:`SpecError` (path below the region) at the first rule a ``dra`` pool breaks; ``draDriver.values``
-    without a ``dra`` pool is refused too (the chart is not installed, so they would be ignored)."""
-    pools = cell.gpu_pools(GpuMode.DRA)
+def check_dra(
+    node_pools: Mapping[str, NodePool], versions: Versions, dra_driver: DraDriverSpec, gpu_operator: GpuOperatorSpec
+) -> None:
+    """Raise :class:`SpecError` (path below the region) at the first rule a ``dra`` pool of ``node_pools`` breaks
+    with the pinned ``versions``; ``draDriver.values`` without a ``dra`` pool is refused too (the chart is not
+    installed, so they would be ignored). ``gpuOperator`` gives the vGPU driver, whose SR-IOV models may not share a
+    ``dra`` pool's model."""
+    pools = gpu_pools(node_pools, GpuMode.DRA)
     if not pools:
-        if cell.dra_driver.values:
+        if dra_driver.values:
             raise SpecError(
                 ("draDriver", "values"),
                 "no pool has gpuMode dra, so the DRA driver is not installed; "
@@ -40,7 +48,6 @@ def check_dra(cell: CellSpec) -> None:
             )
         return
     first = next(iter(pools))
-    versions = cell.versions
     for key, version, floor, what in (
         ("k3s", versions.kubernetes_minor, MIN_KUBERNETES, "Kubernetes serves resource.k8s.io/v1 from 1.34"),
         (
@@ -63,23 +70,23 @@ def check_dra(cell: CellSpec) -> None:
                 f"{shown!r} is too old for pool {first} (gpuMode dra): {what}; pin a "
                 "newer release or use another gpuMode",
             )
-    _check_sriov_models(cell)
+    _check_sriov_models(node_pools, gpu_operator)
 
 
-def _check_sriov_models(cell: CellSpec) -> None:
+def _check_sriov_models(node_pools: Mapping[str, NodePool], gpu_operator: GpuOperatorSpec) -> None:
     """A model in an SR-IOV vGPU pool may not be in a ``dra`` pool of the region: virt-handler advertises every
     function of its PCI id bound to ``vfio-pci`` as that pool's vGPU (:mod:`gpucell.vgpu_sriov`), and the DRA driver
     binds a VM's GPU to ``vfio-pci``."""
-    image = cell.gpu_operator.vgpu_driver_image
+    image = gpu_operator.vgpu_driver_image
     branch = driver_branch(image.version) if image is not None else None
     if branch is None:
         return
     sriov = {
         pool.model.name: name
-        for name, pool in cell.gpu_pools(GpuMode.VM_VGPU).items()
+        for name, pool in gpu_pools(node_pools, GpuMode.VM_VGPU).items()
         if pool.model.vgpu_framework(branch) is VgpuFramework.SRIOV
     }
-    for name, pool in cell.gpu_pools(GpuMode.DRA).items():
+    for name, pool in gpu_pools(node_pools, GpuMode.DRA).items():
         if pool.model.name in sriov:
             model = pool.model
             raise SpecError(

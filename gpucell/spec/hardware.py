@@ -12,13 +12,16 @@ from typing import TYPE_CHECKING
 
 from gpucell.errors import SpecError
 from gpucell.gpu_catalog import VgpuFramework
-from gpucell.spec.pools import GpuMode
+from gpucell.spec.platform import StorageBackend
+from gpucell.spec.pools import GpuMode, gpu_pools
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from collections.abc import Mapping
+
+    from gpucell.spec.platform import GpuOperatorSpec, ImageSpec, StorageSpec
     from gpucell.spec.pools import NodePool
 
-__all__ = ["check_hardware", "driver_branch", "pool_vgpu_framework"]
+__all__ = ["check_hardware", "driver_branch", "pool_vgpu_framework", "vgpu_pools"]
 
 _DRIVER_VERSION = re.compile(r"^v?(?P<branch>\d{3})\.\d+(\.\d+)?([-_.].*)?$")
 LONGHORN_RESERVED_TAINT_SUBSTRING = "kubernetes.io"
@@ -33,31 +36,37 @@ def driver_branch(version: str) -> int | None:
     return int(match["branch"]) if match else None
 
 
-def pool_vgpu_framework(cell: CellSpec, pool: NodePool) -> VgpuFramework:
+def pool_vgpu_framework(image: ImageSpec | None, pool: NodePool) -> VgpuFramework:
     """How the vGPUs of ``vm-vgpu`` pool ``pool`` appear on its hosts, from its board and the region's vGPU driver
-    (``gpuOperator.vgpuDriverImage.version``): :meth:`gpucell.gpu_catalog.GpuModel.vgpu_framework`.
+    ``image`` (``gpuOperator.vgpuDriverImage``, its version): :meth:`gpucell.gpu_catalog.GpuModel.vgpu_framework`.
 
     Raises ``ValueError`` for a pool that is not ``vm-vgpu``, or when the driver image is missing or its tag does
     not start with a driver version (the spec refuses both first).
     """
-    image = cell.gpu_operator.vgpu_driver_image
     branch = driver_branch(image.version) if image is not None else None
     if pool.gpu_mode is not GpuMode.VM_VGPU or branch is None:
         raise ValueError("not a vm-vgpu pool of a region with a versioned vGPU driver image")
     return pool.model.vgpu_framework(branch)
 
 
-def check_hardware(cell: CellSpec) -> None:
-    """Raise :class:`SpecError` (path below the region) at the first pool whose hardware setup cannot work."""
-    _check_driver_version(cell)
-    _check_sriov_vgpu(cell)
-    _check_hgx_pools(cell)
-    _check_longhorn_taints(cell)
+def vgpu_pools(pools: Mapping[str, NodePool], image: ImageSpec | None, framework: VgpuFramework) -> dict[str, NodePool]:
+    """The ``vm-vgpu`` pools of ``pools`` whose boards expose vGPUs through ``framework`` with the vGPU driver
+    ``image`` (:func:`pool_vgpu_framework`), in order."""
+    return {n: p for n, p in gpu_pools(pools, GpuMode.VM_VGPU).items() if pool_vgpu_framework(image, p) is framework}
 
 
-def _check_driver_version(cell: CellSpec) -> None:
-    image = cell.gpu_operator.vgpu_driver_image
-    if image is None or not cell.gpu_pools(GpuMode.VM_VGPU) or driver_branch(image.version) is not None:
+def check_hardware(pools: Mapping[str, NodePool], gpu_operator: GpuOperatorSpec, storage: StorageSpec) -> None:
+    """Raise :class:`SpecError` (path below the region) at the first pool of ``pools`` whose hardware setup cannot
+    work with the region's ``gpuOperator`` (its vGPU driver) and ``storage`` (Longhorn's taint rules)."""
+    image = gpu_operator.vgpu_driver_image
+    _check_driver_version(pools, image)
+    _check_sriov_vgpu(pools, image)
+    _check_hgx_pools(pools)
+    _check_longhorn_taints(pools, storage)
+
+
+def _check_driver_version(pools: Mapping[str, NodePool], image: ImageSpec | None) -> None:
+    if image is None or not gpu_pools(pools, GpuMode.VM_VGPU) or driver_branch(image.version) is not None:
         return
     raise SpecError(
         ("gpuOperator", "vgpuDriverImage", "version"),
@@ -66,13 +75,12 @@ def _check_driver_version(cell: CellSpec) -> None:
     )
 
 
-def _check_sriov_vgpu(cell: CellSpec) -> None:
+def _check_sriov_vgpu(pools: Mapping[str, NodePool], image: ImageSpec | None) -> None:
     """SR-IOV vGPU pools: a catalogued VF id, one vGPU type per board model, no whole-GPU passthrough of it."""
-    image = cell.gpu_operator.vgpu_driver_image
     branch = driver_branch(image.version) if image is not None else None
     sriov: dict[str, str] = {}  # model -> first SR-IOV pool
-    passthrough = {pool.model.name: name for name, pool in cell.gpu_pools(GpuMode.VM_PASSTHROUGH).items()}
-    for name, pool in cell.gpu_pools(GpuMode.VM_VGPU).items():
+    passthrough = {pool.model.name: name for name, pool in gpu_pools(pools, GpuMode.VM_PASSTHROUGH).items()}
+    for name, pool in gpu_pools(pools, GpuMode.VM_VGPU).items():
         if branch is None or pool.model.vgpu_framework(branch) is not VgpuFramework.SRIOV:
             continue
         model = pool.model
@@ -85,7 +93,7 @@ def _check_sriov_vgpu(cell: CellSpec) -> None:
                 f"permits VFs by vendor:device id); run {model.name} in vm-passthrough or container mode",
             )
         first = sriov.setdefault(model.name, name)
-        profile = cell.node_pools[first].vgpu_profile
+        profile = pools[first].vgpu_profile
         if first != name and pool.vgpu_profile != profile:
             raise SpecError(
                 (*where, "vgpuProfile"),
@@ -103,9 +111,9 @@ def _check_sriov_vgpu(cell: CellSpec) -> None:
             )
 
 
-def _check_hgx_pools(cell: CellSpec) -> None:
+def _check_hgx_pools(pools: Mapping[str, NodePool]) -> None:
     """vm-passthrough pools of SXM GPUs hold whole HGX boards, so that a VM's share of the board is known."""
-    for name, pool in cell.gpu_pools(GpuMode.VM_PASSTHROUGH).items():
+    for name, pool in gpu_pools(pools, GpuMode.VM_PASSTHROUGH).items():
         board = pool.model.hgx
         if board is not None and pool.gpus_per_node != board.gpus:
             raise SpecError(
@@ -116,12 +124,10 @@ def _check_hgx_pools(cell: CellSpec) -> None:
             )
 
 
-def _check_longhorn_taints(cell: CellSpec) -> None:
-    from gpucell.spec.cell import StorageBackend  # noqa: PLC0415  (cell imports this module)
-
-    if cell.storage.backend is not StorageBackend.LONGHORN:
+def _check_longhorn_taints(pools: Mapping[str, NodePool], storage: StorageSpec) -> None:
+    if storage.backend is not StorageBackend.LONGHORN:
         return
-    for name, pool in cell.node_pools.items():
+    for name, pool in pools.items():
         for index, taint in enumerate(pool.taints):
             if LONGHORN_RESERVED_TAINT_SUBSTRING in taint.rsplit(":", 1)[0]:
                 raise SpecError(

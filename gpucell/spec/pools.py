@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
@@ -22,6 +22,8 @@ __all__ = [
     "NodeRole",
     "TopologyManagerPolicy",
     "TopologyProfile",
+    "gpu_pools",
+    "role_pools",
     "taint_tolerations",
 ]
 
@@ -508,3 +510,13 @@ def _check_label(key: str, value: str, where: tuple[str | int, ...] | None = Non
 
 def _snake(key: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def role_pools(pools: Mapping[str, NodePool], role: NodeRole) -> dict[str, NodePool]:
+    """The pools of ``pools`` with ``role``, in order."""
+    return {n: p for n, p in pools.items() if p.role is role}
+
+
+def gpu_pools(pools: Mapping[str, NodePool], *modes: GpuMode) -> dict[str, NodePool]:
+    """The GPU pools of ``pools``, in order; only those in ``modes`` when any are given."""
+    return {n: p for n, p in role_pools(pools, NodeRole.GPU).items() if not modes or p.mode in modes}

@@ -10,7 +10,9 @@ tenant namespace with a ResourceQuota whose scope selector matches pods naming a
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import Field, StrictInt, field_validator
 
@@ -18,6 +20,9 @@ from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import check_single_line
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
+
+if TYPE_CHECKING:
+    from gpucell.spec.tenancy import TenantSpec
 
 __all__ = [
     "HIGHEST_TENANT_PRIORITY",
@@ -27,6 +32,7 @@ __all__ = [
     "PriorityClassSpec",
     "allowed_classes",
     "check_class_name",
+    "check_priority_classes",
     "priority_class_problem",
 ]
 
@@ -97,12 +103,12 @@ def check_class_name(name: str) -> str | None:
     return None
 
 
-def allowed_classes(classes: dict[str, PriorityClassSpec], tenant: str) -> list[str]:
+def allowed_classes(classes: Mapping[str, PriorityClassSpec], tenant: str) -> list[str]:
     """The classes ``tenant``'s workloads may name, in config order."""
     return [name for name, spec in classes.items() if not spec.tenants or tenant in spec.tenants]
 
 
-def priority_class_problem(classes: dict[str, PriorityClassSpec], tenant: str, name: str) -> str | None:
+def priority_class_problem(classes: Mapping[str, PriorityClassSpec], tenant: str, name: str) -> str | None:
     """Why ``tenant``'s workload may not name class ``name``, or ``None``."""
     spec = classes.get(name)
     if spec is None and (name in RESERVED_CLASSES or name.startswith("system-")):
@@ -119,3 +125,25 @@ def priority_class_problem(classes: dict[str, PriorityClassSpec], tenant: str, n
             f"{', '.join(spec.tenants)}); name one it may use: {', '.join(allowed_classes(classes, tenant)) or 'none'}"
         )
     return None
+
+
+def check_priority_classes(
+    classes: Mapping[str, PriorityClassSpec], tenants: Mapping[str, TenantSpec]
+) -> Iterator[SpecError]:
+    """``priorityClasses`` names are the cell's own, and every workload of ``tenants`` names a class open to its
+    tenant (:func:`priority_class_problem`). A class may name tenants the region does not have (regions share their
+    classes, not their tenants)."""
+    for name in classes:
+        problem = check_class_name(name)
+        if problem is not None:
+            yield SpecError(("priorityClasses", name), problem)
+    for tenant_name, tenant in tenants.items():
+        workloads = [
+            *(("virtualMachines", n, w.priority_class_name) for n, w in tenant.virtual_machines.items()),
+            *(("notebooks", n, w.priority_class_name) for n, w in tenant.notebooks.items()),
+            *(("modelEndpoints", n, w.priority_class_name) for n, w in tenant.model_endpoints.items()),
+        ]
+        for kind, name, wanted in workloads:
+            problem = None if wanted is None else priority_class_problem(classes, tenant_name, wanted)
+            if problem is not None:
+                yield SpecError(("tenants", tenant_name, kind, name, "priorityClassName"), problem)

@@ -15,7 +15,7 @@ from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.backups import TenantBackupSpec
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.lifecycle import RemovalPolicy
-from gpucell.spec.network import DNS_LABEL, check_host_name, check_service_names
+from gpucell.spec.network import DNS_LABEL, check_host_name, check_names, check_service_names
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.workloads import (
     BUILTIN_RUNTIME_FORMATS,
@@ -34,6 +34,8 @@ __all__ = [
     "TenantLimits",
     "TenantQuota",
     "TenantSpec",
+    "check_image_namespaces",
+    "check_tenant_names",
     "namespace_of",
 ]
 
@@ -378,3 +380,37 @@ class TenantSpec(SpecModel):
                     )
                 seen[name] = kind
         return self
+
+
+def check_tenant_names(tenants: dict[str, TenantSpec]) -> dict[str, TenantSpec]:
+    """``tenants`` unchanged when every name is a DNS-1123 label short enough for its namespace ``tenant-<name>``
+    (at most 63 characters); raises :class:`SpecError` (path: the name) otherwise."""
+    check_names(tenants)
+    for name in tenants:
+        if len(TENANT_NAMESPACE_PREFIX + name) > 63:
+            raise SpecError(
+                (name,),
+                f"{shown(name)} is too long: the namespace {TENANT_NAMESPACE_PREFIX}{name} would exceed 63 characters",
+            )
+    return tenants
+
+
+def check_image_namespaces(names: list[str]) -> list[str]:
+    """``names`` unchanged when each is a namespace every tenant may clone golden images from: a DNS-1123 label that
+    is neither a tenant's namespace (``tenant-*``) nor a system or platform namespace (:data:`SYSTEM_NAMESPACES`);
+    raises :class:`SpecError` (path: the index) otherwise."""
+    for index, name in enumerate(names):
+        if not DNS_LABEL.fullmatch(name):
+            raise SpecError((index,), f"{shown(name)} is not a namespace name (a DNS-1123 label)")
+        if name.startswith(TENANT_NAMESPACE_PREFIX):
+            raise SpecError(
+                (index,),
+                f"{shown(name)} is a tenant's namespace ({TENANT_NAMESPACE_PREFIX}*): every "
+                "tenant could clone that tenant's disks; put shared images in a namespace of their own",
+            )
+        if name in SYSTEM_NAMESPACES:
+            raise SpecError(
+                (index,),
+                f"{shown(name)} is a system or platform namespace; put shared images in a namespace of their own",
+            )
+    return names

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, summarize_address_range
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
@@ -25,7 +25,11 @@ from gpucell.spec._values import Ipv4Address, check_each, check_url, unicast_pro
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
 
 if TYPE_CHECKING:
-    from gpucell.spec.cell import CellSpec
+    from collections.abc import Mapping
+
+    from gpucell.spec.network import Network
+    from gpucell.spec.pools import NodePool
+    from gpucell.spec.tenancy import TenantSpec
 
 __all__ = [
     "ADDRESS_ANNOTATION",
@@ -44,6 +48,7 @@ __all__ = [
     "L2Spec",
     "LbPoolSpec",
     "LoadBalancerSpec",
+    "TrafficFacts",
     "check_traffic",
     "endpoint_host",
     "parse_block",
@@ -332,7 +337,32 @@ def endpoint_host(endpoint: str, tenant: str, domain: str, host: str | None) -> 
 
 
 # -- rules across the region ---------------------------------------------------------------------------------------
-def check_traffic(cell: CellSpec) -> Iterator[SpecError]:
+class TrafficFacts(Protocol):
+    """What the traffic rules read of a region: a :class:`~gpucell.spec.cell.CellSpec` or the
+    :class:`~gpucell.admission.ClusterFacts` of a cluster (same fields, same key paths)."""
+
+    @property
+    def load_balancer(self) -> LoadBalancerSpec | None:
+        """The LoadBalancer pools and their announcement."""
+
+    @property
+    def gateway(self) -> GatewaySpec | None:
+        """The Gateway exposed endpoints are served from."""
+
+    @property
+    def network(self) -> Network:
+        """The address plan."""
+
+    @property
+    def node_pools(self) -> Mapping[str, NodePool]:
+        """The node pools (their hosts' addresses, and what announces)."""
+
+    @property
+    def tenants(self) -> Mapping[str, TenantSpec]:
+        """The tenants (their VMs' Services, their endpoints' hosts)."""
+
+
+def check_traffic(cell: TrafficFacts) -> Iterator[SpecError]:
     """Every problem of ``loadBalancer`` and ``gateway`` against the rest of the region, as :class:`SpecError`
     (paths below the region): pools that overlap each other or the cell's networks, names that are not pools,
     tenants or node pools, gateway addresses and endpoint hosts outside what the config allows."""
@@ -344,7 +374,7 @@ def check_traffic(cell: CellSpec) -> Iterator[SpecError]:
     yield from _vm_addresses(cell)
 
 
-def _pool_overlaps(cell: CellSpec, lb: LoadBalancerSpec) -> Iterator[SpecError]:
+def _pool_overlaps(cell: TrafficFacts, lb: LoadBalancerSpec) -> Iterator[SpecError]:
     blocks = [(name, index, block) for name, pool in lb.pools.items() for index, block in enumerate(pool.parsed)]
     for (name_a, index_a, a), (name_b, index_b, b) in itertools.combinations(blocks, 2):
         if a.overlaps(b):
@@ -369,7 +399,7 @@ def _pool_overlaps(cell: CellSpec, lb: LoadBalancerSpec) -> Iterator[SpecError]:
 
 
 def _inside_node_network(
-    cell: CellSpec,
+    cell: TrafficFacts,
     lb: LoadBalancerSpec,
     block: AddressBlock,
     where: tuple[str | int, ...],
@@ -399,7 +429,7 @@ def _inside_node_network(
             return
 
 
-def _pool_references(cell: CellSpec, lb: LoadBalancerSpec) -> Iterator[SpecError]:
+def _pool_references(cell: TrafficFacts, lb: LoadBalancerSpec) -> Iterator[SpecError]:
     announcer = lb.l2 if lb.l2 is not None else lb.bgp
     mode = lb.announce.value
     for index, pool_name in enumerate(announcer.node_pools if announcer is not None else []):
@@ -410,7 +440,7 @@ def _pool_references(cell: CellSpec, lb: LoadBalancerSpec) -> Iterator[SpecError
             )
 
 
-def _gateway(cell: CellSpec) -> Iterator[SpecError]:
+def _gateway(cell: TrafficFacts) -> Iterator[SpecError]:
     gateway, lb = cell.gateway, cell.load_balancer
     exposed = [
         (t, n, e) for t, spec in cell.tenants.items() for n, e in spec.model_endpoints.items() if e.expose is not None
@@ -478,7 +508,7 @@ def vm_pool(lb: LoadBalancerSpec | None, tenant: str, pool: str | None) -> str |
     return pools[0] if pools else None
 
 
-def _vm_addresses(cell: CellSpec) -> Iterator[SpecError]:
+def _vm_addresses(cell: TrafficFacts) -> Iterator[SpecError]:
     """Each LoadBalancer VM Service draws from a pool of its tenant, a fixed address lies in that pool, and no
     address is given twice (to two VMs, or to a VM and the Gateway)."""
     lb, gateway = cell.load_balancer, cell.gateway

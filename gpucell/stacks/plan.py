@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.admission import placements
+from gpucell.admission import ClusterFacts, placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
@@ -480,10 +480,11 @@ def render_capacity(spec: CellSpec) -> list[str]:
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
+    facts = ClusterFacts.from_cell(spec)
     for tenant in spec.tenants.values():
         reserved.update(tenant.quota.gpus)
         reserved.update(nvswitch_quota(tenant.quota.gpus, spec.node_pools))
-        for _, placement, units in placements(spec, tenant):
+        for _, placement, units in placements(facts, tenant):
             if placement.resource is not None:
                 used[placement.resource] += units
             if placement.nvswitch_resource is not None:
@@ -512,9 +513,10 @@ def render_dra_capacity(spec: CellSpec) -> list[str]:
         return []
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
+    facts = ClusterFacts.from_cell(spec)
     for tenant in spec.tenants.values():
         reserved.update(tenant.quota.device_classes)
-        for _, placement, units in placements(spec, tenant):
+        for _, placement, units in placements(facts, tenant):
             if placement.device_class is not None:
                 used[placement.device_class] += units
     total = sum(o.total for o in offers)

@@ -84,7 +84,9 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
     for tenant_name, spec in cell.spec.tenants.items():
         tenant = Tenant(
-            f"{region}-{tenant_name}", TenantArgs(tenant_name, spec, cell), opts=pulumi.ResourceOptions(parent=cell)
+            f"{region}-{tenant_name}",
+            TenantArgs.from_cell(tenant_name, spec, cell),
+            opts=pulumi.ResourceOptions(parent=cell),
         )
         under = pulumi.ResourceOptions(parent=tenant)
         prefix = f"{region}-{tenant_name}"
@@ -117,7 +119,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             order.record(served.placement, served.inference_service)
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:
-        pools = vm_placement(name, vm, cell.spec).pools
+        pools = vm_placement(name, vm, cell.facts).pools
         after = order.after(pools)
         GpuVirtualMachine(
             component_name, GpuVirtualMachineArgs(name, vm, tenant, after), opts=pulumi.ResourceOptions(parent=tenant)

@@ -24,9 +24,9 @@ from gpucell.spec.tenancy import namespace_of
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 
-    from gpucell.cell import RegionalCell
+    from gpucell.admission import ClusterFacts
     from gpucell.inventory import GpuOffer
-    from gpucell.spec.cell import CellSpec
+    from gpucell.platform import Platform
     from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "container_resources",
     "custom_resource",
     "gpu_dependencies",
-    "in_cell",
     "node_affinity",
     "object_meta",
     "opaque_secret",
@@ -87,30 +86,31 @@ def object_meta(tenant: str, name: str, *, workload: str | None = None, componen
 # -- placement and scheduling --------------------------------------------------------------------------------
 
 
-def vm_placement(name: str, spec: GpuVirtualMachineSpec, cell: CellSpec) -> Placement:
+def vm_placement(name: str, spec: GpuVirtualMachineSpec, facts: ClusterFacts) -> Placement:
     """Where VM ``name`` may run and the GPU resource it asks for: :func:`gpucell.placement.place_vm` over
-    the region's inventory, the same call plan-time admission makes (so it never raises for an admitted spec).
+    the cluster's inventory (``facts``), the same call plan-time admission makes (so it never raises for an admitted
+    spec).
 
     Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
-    return place_vm(name, spec, cell.node_pools, _offers(cell), catalog=cell.gpu_catalog)
+    return place_vm(name, spec, facts.node_pools, _offers(facts), catalog=facts.gpu_catalog)
 
 
-def container_placement(gpu: GpuRequest | None, cell: CellSpec, what: str) -> Placement:
+def container_placement(gpu: GpuRequest | None, facts: ClusterFacts, what: str) -> Placement:
     """Pools and GPU resource of a notebook or endpoint pod (``gpu`` is its ``gpu`` request, ``None`` without
-    GPUs): :func:`gpucell.placement.place_container` over the region's inventory, the call plan-time
+    GPUs): :func:`gpucell.placement.place_container` over the cluster's inventory (``facts``), the call plan-time
     admission makes (so it never raises for an admitted spec). ``what`` names the workload kind in errors
     (``"a GPU notebook"``, ``"a GPU model endpoint"``).
 
     Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
     """
     return place_container(
-        gpu, cell.node_pools, _offers(cell), cell.effective_mig_strategy.value, what, catalog=cell.gpu_catalog
+        gpu, facts.node_pools, _offers(facts), facts.effective_mig_strategy.value, what, catalog=facts.gpu_catalog
     )
 
 
-def _offers(cell: CellSpec) -> list[GpuOffer]:
-    return gpu_offers(cell.node_pools, cell.effective_mig_strategy.value)
+def _offers(facts: ClusterFacts) -> list[GpuOffer]:
+    return gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
 
 
 def node_affinity(placement: Placement, modes: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -175,14 +175,14 @@ def container_claim_template_manifest(
     return container_claim_template(meta, workload, placement.model, placement.count)
 
 
-def gpu_dependencies(cell: RegionalCell, placement: Placement) -> list[pulumi.Resource]:
-    """What a GPU workload's objects wait for: the GPU Operator's Release for extended resources (device plugin,
-    the ``nvidia`` RuntimeClass), the DRA driver's Release for claims (its DeviceClasses and kubelet plugin); none
-    without GPUs."""
-    if placement.device_class is not None and cell.dra_driver is not None:
-        return [cell.dra_driver.release]
-    if placement.resource is not None:
-        return [cell.gpu_operator.release]
+def gpu_dependencies(platform: Platform, placement: Placement) -> list[pulumi.Resource]:
+    """What a GPU workload's objects wait for on ``platform``: the GPU Operator's Release for extended resources
+    (device plugin, the ``nvidia`` RuntimeClass), the DRA driver's Release for claims (its DeviceClasses and kubelet
+    plugin); none without GPUs, or when the platform does not install them."""
+    if placement.device_class is not None and platform.dra_driver is not None:
+        return [platform.dra_driver.release]
+    if placement.resource is not None and platform.gpu_operator is not None:
+        return [platform.gpu_operator.release]
     return []
 
 
@@ -217,9 +217,3 @@ def opaque_secret(
     return Secret(
         resource_name, metadata=cast("ObjectMetaArgsDict", meta), type="Opaque", string_data=secret, opts=opts
     )
-
-
-def in_cell(cell: RegionalCell, opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
-    """``opts`` with the cell's Kubernetes provider, which the component's children inherit: a tenant's
-    objects always deploy into the cell of their region."""
-    return pulumi.ResourceOptions.merge(pulumi.ResourceOptions(providers={"kubernetes": cell.provider}), opts)

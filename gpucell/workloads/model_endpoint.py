@@ -46,11 +46,11 @@ from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_o
 from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.metrics import PROMETHEUS_URL
 from gpucell.placement import Placement
-from gpucell.spec.cell import CellSpec
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -59,7 +59,6 @@ from gpucell.workloads._common import (
     container_resources,
     custom_resource,
     gpu_dependencies,
-    in_cell,
     object_meta,
     opaque_secret,
     scheduling,
@@ -67,8 +66,10 @@ from gpucell.workloads._common import (
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
+    from gpucell.admission import ClusterFacts
     from gpucell.gateway import EndpointRoute
-    from gpucell.tenancy import Tenant
+    from gpucell.platform import Platform
+    from gpucell.tenancy import TenantView
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -125,9 +126,9 @@ class ModelEndpointArgs:
     """The workload name: ``metadata.name`` of the InferenceService (DNS-1123 label, unique in the tenant)."""
     spec: ModelEndpointSpec
     """What the tenant declared."""
-    tenant: Tenant
-    """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
-    (placement, deployment mode) and the KServe and GPU Operator releases to wait for."""
+    tenant: TenantView
+    """Wiring: the tenant's namespace and readiness, its cluster (provider), its cluster's facts (placement,
+    deployment mode, KServe release) and platform (the KServe, KEDA and GPU Operator releases to wait for)."""
     credentials: pulumi.Input[str] | None = None
     """The secret named by ``spec.credentialsConfigKey``: a Hugging Face token for ``hf://``, or
     ``"<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>"`` for ``s3://``. Treated as a Pulumi secret."""
@@ -197,7 +198,7 @@ def model_format(spec: ModelEndpointSpec, runtimes: Mapping[str, ServingRuntimeS
 
 
 def endpoint_runtime(
-    spec: ModelEndpointSpec, cell: CellSpec, runtimes: Mapping[str, ServingRuntimeSpec] | None = None
+    spec: ModelEndpointSpec, cell: ClusterFacts, runtimes: Mapping[str, ServingRuntimeSpec] | None = None
 ) -> EndpointRuntime | None:
     """The runtime serving ``spec`` in ``cell`` (the tenant's own ``runtimes`` first) and its image tag
     (:func:`gpucell.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime table for
@@ -363,7 +364,7 @@ def metrics_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
 def _model(
     name: str,
     spec: ModelEndpointSpec,
-    cell: CellSpec,
+    cell: ClusterFacts,
     *,
     credentials: bool,
     runtimes: Mapping[str, ServingRuntimeSpec] | None,
@@ -396,7 +397,7 @@ def inference_service_manifest(
     tenant: str,
     name: str,
     spec: ModelEndpointSpec,
-    cell: CellSpec,
+    cell: ClusterFacts,
     placement: Placement,
     *,
     credentials: bool = False,
@@ -507,45 +508,30 @@ class ModelEndpoint(CellComponent):
 
     namespace: pulumi.Output[str]
     """The tenant namespace the endpoint lives in (``tenant-<tenant>``)."""
-    metrics_policy: pulumi.Resource | None = None
-    """The ``CiliumNetworkPolicy`` letting Prometheus scrape the predictors, with the cell's metrics stack."""
     url: pulumi.Output[str]
     """In-cluster URL of the predictor: ``http://<endpoint>-predictor.<namespace>.svc`` (KServe's raw-mode
     Service, port 80)."""
 
     def __init__(self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
-        cell = tenant.cell
         endpoint, spec = args.name, args.spec
-        scheme = storage_scheme(spec.storage_uri)
-        if spec.credentials_config_key is not None and args.credentials is None:
-            raise ValueError(
-                f"model endpoint {endpoint!r}: credentialsConfigKey {spec.credentials_config_key!r} "
-                "is set but no credentials were passed"
-            )
-        if args.credentials is not None and scheme not in CREDENTIAL_KEYS:
-            raise ValueError(
-                f"model endpoint {endpoint!r}: {scheme}:// storage takes no credentials here "
-                f"(only {', '.join(f'{s}://' for s in CREDENTIAL_KEYS)})"
-            )
-        missing = [
-            v.secret_config_key for v in spec.env if v.secret_config_key and v.secret_config_key not in args.env_secrets
-        ]
-        if missing:
-            raise ValueError(f"model endpoint {endpoint!r}: env secretConfigKey {missing[0]!r} was not passed")
+        _check_args(args)
+        facts, platform = admit_workload(tenant, "model_endpoints", endpoint, spec), tenant.platform
         with_credentials = args.credentials is not None
-        placement = container_placement(spec.gpu, cell.spec, "a GPU model endpoint")
-        runtimes = tenant.spec.serving_runtimes
+        placement = container_placement(spec.gpu, facts, "a GPU model endpoint")
+        runtimes = _tenant_runtimes(tenant)
         manifest = inference_service_manifest(
-            tenant.name, endpoint, spec, cell.spec, placement, credentials=with_credentials, runtimes=runtimes
+            tenant.name, endpoint, spec, facts, placement, credentials=with_credentials, runtimes=runtimes
         )
         # Everything that can raise is above: a bad spec registers nothing.
-        super().__init__("ModelEndpoint", name, in_cell(cell, opts))
+        super().__init__("ModelEndpoint", name, opts, tenant.cluster)
         self.placement = placement
         """Pools the replicas may run on and the GPU resource each requests."""
+        self.metrics_policy: pulumi.Resource | None = None
+        """The ``CiliumNetworkPolicy`` letting Prometheus scrape the predictors, with the platform's metrics stack."""
         after: list[pulumi.Resource] = list(tenant.ready)
-        kserve: pulumi.Resource = cell.kserve.runtimes if cell.kserve.runtimes is not None else cell.kserve.resources
-        gpu_after = gpu_dependencies(cell, placement)
+        kserve = _kserve_ready(platform)
+        gpu_after = gpu_dependencies(platform, placement)
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
         template = claim_template_manifest(tenant.name, endpoint, spec, placement)
@@ -567,7 +553,7 @@ class ModelEndpoint(CellComponent):
             f"{name}-isvc",
             manifest,
             self.child(
-                depends_on=[*after, kserve, *gpu_after, *storage, *scaling],
+                depends_on=[*after, *kserve, *gpu_after, *storage, *scaling],
                 custom_timeouts=pulumi.CustomTimeouts(create=_WAIT_TIMEOUT, update=_WAIT_TIMEOUT),
             ),
         )
@@ -642,23 +628,61 @@ class ModelEndpoint(CellComponent):
             http_route_manifest(tenant, args.name, args.route),
             self.child(depends_on=[*after, *gateway]),
         )
-        port = serving_port(args.spec, args.tenant.spec.serving_runtimes)
+        port = serving_port(args.spec, _tenant_runtimes(args.tenant))
         policy = custom_resource(
             f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name, port), self.child(depends_on=after)
         )
         return route, policy
 
     def _scaling(
-        self, name: str, tenant: Tenant, spec: ModelEndpointSpec, endpoint: str, after: list[pulumi.Resource]
+        self, name: str, tenant: TenantView, spec: ModelEndpointSpec, endpoint: str, after: list[pulumi.Resource]
     ) -> list[pulumi.Resource]:
         """What the InferenceService waits for to scale: KEDA's Release for a ``vllm-*`` metric (its ScaledObject
         needs KEDA's CRDs), and, with the cell's metrics stack, the policy letting Prometheus scrape the pods."""
-        cell = tenant.cell
+        platform = tenant.platform
         scaling: list[pulumi.Resource] = []
-        if spec.scale_metric.is_vllm and cell.keda is not None:
-            scaling.append(cell.keda.release)
-        if cell.metrics is not None:
+        if spec.scale_metric.is_vllm and platform.keda is not None:
+            scaling.append(platform.keda.release)
+        if platform.metrics is not None:
             policy = metrics_policy_manifest(tenant.name, endpoint)
             self.metrics_policy = custom_resource(f"{name}-allow-metrics", policy, self.child(depends_on=after))
             scaling.append(self.metrics_policy)
         return scaling
+
+
+def _check_args(args: ModelEndpointArgs) -> str:
+    """The storage scheme of ``args``, once its credentials fit it and every ``env`` secret was passed; raises
+    ``ValueError`` otherwise."""
+    endpoint, spec = args.name, args.spec
+    scheme = storage_scheme(spec.storage_uri)
+    if spec.credentials_config_key is not None and args.credentials is None:
+        raise ValueError(
+            f"model endpoint {endpoint!r}: credentialsConfigKey {spec.credentials_config_key!r} "
+            "is set but no credentials were passed"
+        )
+    if args.credentials is not None and scheme not in CREDENTIAL_KEYS:
+        raise ValueError(
+            f"model endpoint {endpoint!r}: {scheme}:// storage takes no credentials here "
+            f"(only {', '.join(f'{s}://' for s in CREDENTIAL_KEYS)})"
+        )
+    missing = [
+        v.secret_config_key for v in spec.env if v.secret_config_key and v.secret_config_key not in args.env_secrets
+    ]
+    if missing:
+        raise ValueError(f"model endpoint {endpoint!r}: env secretConfigKey {missing[0]!r} was not passed")
+    return scheme
+
+
+def _tenant_runtimes(tenant: TenantView) -> Mapping[str, ServingRuntimeSpec]:
+    """The tenant's own ServingRuntimes, as its facts hold its spec (none for a tenant they do not hold)."""
+    own = tenant.facts.tenants.get(tenant.name)
+    return own.serving_runtimes if own is not None else {}
+
+
+def _kserve_ready(platform: Platform) -> list[pulumi.Resource]:
+    """What an InferenceService waits for of ``platform``'s KServe: its runtimes' Release (the controller's before
+    KServe v0.17, whose chart carries the runtimes); nothing without KServe on the platform."""
+    if platform.kserve is None:
+        return []
+    runtimes = platform.kserve.runtimes
+    return [runtimes if runtimes is not None else platform.kserve.resources]

@@ -42,10 +42,10 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 from gpucell._component import CellComponent
 from gpucell.dra import pod_resource_claims
 from gpucell.placement import Placement
-from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
@@ -54,7 +54,6 @@ from gpucell.workloads._common import (
     container_resources,
     custom_resource,
     gpu_dependencies,
-    in_cell,
     object_meta,
     opaque_secret,
     scheduling,
@@ -62,7 +61,8 @@ from gpucell.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from gpucell.tenancy import Tenant
+    from gpucell.admission import ClusterFacts
+    from gpucell.tenancy import TenantView
 
 __all__ = [
     "HOME",
@@ -115,9 +115,9 @@ class NotebookArgs:
     tenant)."""
     spec: NotebookSpec
     """What the tenant declared."""
-    tenant: Tenant
-    """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
-    (placement) and the GPU Operator to wait for."""
+    tenant: TenantView
+    """Wiring: the tenant's namespace and readiness, its cluster (provider), its cluster's facts (placement) and
+    platform (the GPU Operator or DRA driver to wait for)."""
 
 
 def token_secret_name(notebook: str) -> str:
@@ -191,7 +191,7 @@ def claim_template_manifest(tenant: str, name: str, spec: NotebookSpec, placemen
 
 
 def statefulset_manifest(
-    tenant: str, name: str, spec: NotebookSpec, cell: CellSpec, placement: Placement
+    tenant: str, name: str, spec: NotebookSpec, cell: ClusterFacts, placement: Placement
 ) -> dict[str, Any]:
     """The ``apps/v1`` ``StatefulSet`` of notebook ``name`` in ``tenant``'s namespace, as a dict.
 
@@ -393,15 +393,15 @@ class Notebook(CellComponent):
 
     def __init__(self, name: str, args: NotebookArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
-        cell = tenant.cell
         notebook, spec = args.name, args.spec
-        placement = container_placement(spec.gpu, cell.spec, "a GPU notebook")
-        manifest = statefulset_manifest(tenant.name, notebook, spec, cell.spec, placement)
-        super().__init__("Notebook", name, in_cell(cell, opts))
+        facts = admit_workload(tenant, "notebooks", notebook, spec)
+        placement = container_placement(spec.gpu, facts, "a GPU notebook")
+        manifest = statefulset_manifest(tenant.name, notebook, spec, facts, placement)
+        super().__init__("Notebook", name, opts, tenant.cluster)
         after: list[pulumi.Resource] = list(tenant.ready)
         self.placement = placement
         """Pools the notebook may run on and the GPU resource it requests."""
-        gpu_after = gpu_dependencies(cell, placement)
+        gpu_after = gpu_dependencies(tenant.platform, placement)
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
         template = claim_template_manifest(tenant.name, notebook, spec, placement)

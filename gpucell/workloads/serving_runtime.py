@@ -21,10 +21,10 @@ import pulumi
 
 from gpucell._component import CellComponent, custom_resource
 from gpucell.spec.serving import EnvVar, ServingRuntimeSpec
-from gpucell.workloads._common import in_cell, object_meta
+from gpucell.workloads._common import object_meta
 
 if TYPE_CHECKING:
-    from gpucell.tenancy import Tenant
+    from gpucell.tenancy import TenantView
 
 __all__ = ["CONTAINER", "ServingRuntime", "ServingRuntimeArgs", "env_entry", "serving_runtime_manifest"]
 
@@ -102,8 +102,8 @@ class ServingRuntimeArgs:
     """The runtime's name (``metadata.name``; what endpoints name in ``runtime``)."""
     spec: ServingRuntimeSpec
     """What the tenant declared."""
-    tenant: Tenant
-    """Wiring: the tenant's namespace and readiness, and the cell's KServe (its CRDs)."""
+    tenant: TenantView
+    """The tenant: its namespace, readiness, cluster and platform (whose KServe installs the CRD and webhook)."""
 
 
 class ServingRuntime(CellComponent):
@@ -113,9 +113,9 @@ class ServingRuntime(CellComponent):
     def __init__(self, name: str, args: ServingRuntimeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
         manifest = serving_runtime_manifest(tenant.name, args.name, args.spec)
-        super().__init__("ServingRuntime", name, in_cell(tenant.cell, opts))
+        super().__init__("ServingRuntime", name, opts, tenant.cluster)
         # After KServe's controller: its webhook validates ServingRuntimes (servingruntime_webhook.go).
-        kserve = tenant.cell.kserve.resources
-        self.runtime = custom_resource(f"{name}-runtime", manifest, self.child(depends_on=[*tenant.ready, kserve]))
+        kserve = [tenant.platform.kserve.resources] if tenant.platform.kserve is not None else []
+        self.runtime = custom_resource(f"{name}-runtime", manifest, self.child(depends_on=[*tenant.ready, *kserve]))
         """The ``ServingRuntime``."""
         self.register_outputs({})

@@ -50,16 +50,15 @@ from gpucell._component import CellComponent
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
 from gpucell.gpu_catalog import needs_host_cpu_model
 from gpucell.placement import Placement
-from gpucell.spec.cell import CellSpec
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
+from gpucell.tenancy import admit_workload
 from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
     gpu_dependencies,
-    in_cell,
     object_meta,
     opaque_secret,
     scheduling,
@@ -72,7 +71,8 @@ HOST_PASSTHROUGH = "host-passthrough"
 get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
-    from gpucell.tenancy import Tenant
+    from gpucell.admission import ClusterFacts
+    from gpucell.tenancy import TenantView
 
 __all__ = [
     "CLOUD_INIT_KEY",
@@ -117,9 +117,9 @@ class GpuVirtualMachineArgs:
     """The workload name: ``metadata.name`` of the VirtualMachine (a DNS-1123 label, unique in the tenant)."""
     spec: GpuVirtualMachineSpec
     """What the tenant declared."""
-    tenant: Tenant
-    """Wiring: the tenant's namespace and readiness, and through ``tenant.cell`` the provider, the region spec
-    (placement) and the KubeVirt and CDI operators to wait for."""
+    tenant: TenantView
+    """Wiring: the tenant's namespace and readiness, its cluster (provider), its cluster's facts (placement) and
+    platform (the KubeVirt and CDI operators to wait for)."""
     after: Sequence[pulumi.Resource] = ()
     """More resources the VM waits for: the program passes the container workloads that share its ``dra`` pools, so
     that their claims are prepared before the VM's is allocated (docs/decisions/0017)."""
@@ -259,7 +259,7 @@ def claim_template_manifest(
 
 
 def virtual_machine_manifest(
-    tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: CellSpec, placement: Placement
+    tenant: str, name: str, spec: GpuVirtualMachineSpec, cell: ClusterFacts, placement: Placement
 ) -> dict[str, Any]:
     """The ``kubevirt.io/v1`` ``VirtualMachine`` of ``spec`` in ``tenant``'s namespace, as a dict.
 
@@ -278,9 +278,10 @@ def virtual_machine_manifest(
       whenever a VM pool exists).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
-    - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM in ``cell``):
-      required node affinity ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>``
-      for GPU VMs), omitted when any node will do; tolerations for the pools' taints (from ``cell``).
+    - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM on the cluster ``cell``
+      describes, a cell spec or :class:`~gpucell.admission.ClusterFacts`): required node affinity
+      ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>`` for GPU VMs), omitted when
+      any node will do; tolerations for the pools' taints (from ``cell``).
     """
     labels = workload_labels(tenant, name)
     volumes: list[dict[str, Any]] = [
@@ -408,7 +409,7 @@ def ssh_policy_manifest(tenant: str, name: str, spec: GpuVirtualMachineSpec) -> 
 
 
 class GpuVirtualMachine(CellComponent):
-    """A tenant's VM (``gpucell:index:GpuVirtualMachine``), in the tenant's cell with the cell's provider.
+    """A tenant's VM (``gpucell:index:GpuVirtualMachine``), on the tenant's cluster with its provider.
 
     Children (``name`` is the component name, e.g. ``fra1-acme-train``):
 
@@ -418,9 +419,10 @@ class GpuVirtualMachine(CellComponent):
       template);
     - ``f"{name}-ssh"`` (``Service``) and ``f"{name}-ssh-policy"`` (``CiliumNetworkPolicy``), when declared.
 
-    Every child depends on ``tenant.ready`` (namespace, quota, policies), on the ``KubeVirt`` CR (Available,
-    and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile patch (so DataVolumes get the
-    PVC shape the cell's storage needs); with DRA GPUs also on the DRA driver's Release and on ``args.after``.
+    Every child depends on ``tenant.ready`` (namespace, quota, policies) and, when the tenant's platform has them,
+    on the ``KubeVirt`` CR (Available, and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile
+    patch (so DataVolumes get the PVC shape the storage needs); with DRA GPUs also on the DRA driver's Release and
+    on ``args.after``.
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
     VM's DataVolumes, so deleting it deletes the disks.
     """
@@ -432,17 +434,21 @@ class GpuVirtualMachine(CellComponent):
 
     def __init__(self, name: str, args: GpuVirtualMachineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
-        cell = tenant.cell
-        super().__init__("GpuVirtualMachine", name, in_cell(cell, opts))
         vm, spec = args.name, args.spec
-        after: list[pulumi.Resource] = [*tenant.ready, cell.kubevirt.cr, cell.cdi.cr, cell.cdi.storage_profile]
+        facts, platform = admit_workload(tenant, "virtual_machines", vm, spec), tenant.platform
+        super().__init__("GpuVirtualMachine", name, opts, tenant.cluster)
+        after: list[pulumi.Resource] = [*tenant.ready]
+        if platform.kubevirt is not None:
+            after.append(platform.kubevirt.cr)
+        if platform.cdi is not None:
+            after += [platform.cdi.cr, platform.cdi.storage_profile]
         # Render everything first: a spec that cannot render raises before any resource is registered.
-        self.placement = vm_placement(vm, spec, cell.spec)
+        self.placement = vm_placement(vm, spec, facts)
         """Pools the VM may run on and the GPU resource it requests."""
-        manifest = virtual_machine_manifest(tenant.name, vm, spec, cell.spec, self.placement)
+        manifest = virtual_machine_manifest(tenant.name, vm, spec, facts, self.placement)
         template = claim_template_manifest(tenant.name, vm, spec, self.placement)
         ssh = spec.ssh_service
-        pool = None if ssh is None else vm_pool(cell.spec.load_balancer, tenant.name, ssh.pool)
+        pool = None if ssh is None else vm_pool(facts.load_balancer, tenant.name, ssh.pool)
         service = ssh_service_manifest(tenant.name, vm, spec, pool=pool)
         policy = ssh_policy_manifest(tenant.name, vm, spec)
         self.cloud_init = opaque_secret(
@@ -456,7 +462,7 @@ class GpuVirtualMachine(CellComponent):
         """The ``ResourceClaimTemplate`` of its DRA GPUs, with ``gpuAllocation: dra``."""
         claim: list[pulumi.Resource] = []
         if template is not None:
-            dra_after = [*after, *gpu_dependencies(cell, self.placement)]
+            dra_after = [*after, *gpu_dependencies(platform, self.placement)]
             self.claim_template = ResourceClaimTemplate(
                 f"{name}-gpu-claim",
                 metadata=template["metadata"],

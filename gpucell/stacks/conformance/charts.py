@@ -291,9 +291,9 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def gpu_operator_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: CellSpec) -> list[Fact]:
-    """The ClusterPolicy carries the toolkit's k3s containerd paths (:func:`gpucell.gpu_operator.toolkit_env`)
-    and the sandbox workloads gpucell set (``sandboxWorkloads.enabled``, ``defaultWorkload``)."""
-    from gpucell.gpu_operator import toolkit_env  # noqa: PLC0415  (components import pulumi; only when checking)
+    """The ClusterPolicy carries the toolkit's k3s containerd paths (:meth:`gpucell.cluster.ContainerRuntime.k3s`,
+    its ``toolkit_env``) and the sandbox workloads gpucell set (``sandboxWorkloads.enabled``, ``defaultWorkload``)."""
+    from gpucell.cluster import ContainerRuntime  # noqa: PLC0415  (components import pulumi; only when checking)
 
     policies = _find(objects, "ClusterPolicy")
     if not policies:
@@ -302,7 +302,7 @@ def gpu_operator_facts(objects: list[dict[str, Any]], values: dict[str, Any], ce
     facts: list[Fact] = []
     spec = policy.get("spec") or {}
     have = {e.get("name"): e.get("value") for e in (spec.get("toolkit") or {}).get("env") or []}
-    for entry in toolkit_env(cell):
+    for entry in ContainerRuntime.k3s(cell.versions.kubernetes_minor).toolkit_env():
         if have.get(entry["name"]) != entry["value"]:
             facts.append(
                 (

@@ -70,7 +70,7 @@ class GpuPlatform(pulumi.ComponentResource):
         )
         self.tenant = Tenant(
             f"{name}-ml",
-            TenantArgs("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
+            TenantArgs.from_cell("ml", TenantSpec.model_validate(ML_TENANT), self.cell),
             opts=pulumi.ResourceOptions(parent=self),
         )
         vm = {
@@ -79,6 +79,9 @@ class GpuPlatform(pulumi.ComponentResource):
             "memoryGib": 64,
             "cpu": {"cores": 16},
             "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100},
+            "sshKeys": [
+                "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0Zi1KGzcvBMcpPg4ZOgSjpQ0wUuvD9mGMyW2SGhbQ ml@example.com"
+            ],
         }
         self.train = GpuVirtualMachine(
             f"{name}-ml-train",

@@ -1,0 +1,61 @@
+"""The platform components on a cluster that tenants and their workloads wait for (decision 0019).
+
+A tenant sits on a :class:`~gpucell.cluster.Cluster` (where), :class:`~gpucell.admission.ClusterFacts` (what the plan
+knows of it) and a :class:`Platform` (what is installed there, so its objects are created after it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpucell.cdi import Cdi
+    from gpucell.cilium import Cilium
+    from gpucell.dra_driver import DraDriver
+    from gpucell.gpu_operator import GpuOperator
+    from gpucell.keda import Keda
+    from gpucell.kserve import KServe
+    from gpucell.kubevirt import KubeVirt
+    from gpucell.metrics import Metrics
+    from gpucell.priority_classes import PriorityClasses
+
+__all__ = ["Platform"]
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The platform components on a cluster that tenants and their workloads wait for; each is optional (``None``:
+    not installed by this program, e.g. installed outside gpucell, so nothing waits for it).
+
+    - a tenant's namespace waits for :attr:`kubevirt`'s ``KubeVirt`` CR (whose seccomp profile lets VM launchers
+      pass Pod Security ``restricted``), its ``CiliumNetworkPolicy`` objects for :attr:`cilium` (their CRD);
+    - a VM waits for the ``KubeVirt`` CR, :attr:`cdi`'s ``CDI`` CR and StorageProfile patch;
+    - a GPU workload for :attr:`gpu_operator`'s Release (device plugins, the ``nvidia`` RuntimeClass), or with DRA
+      GPUs :attr:`dra_driver`'s (DeviceClasses, kubelet plugin);
+    - a model endpoint for :attr:`kserve`'s runtimes Release, with a ``vllm-*`` scale metric for :attr:`keda`'s
+      Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus;
+    - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names).
+
+    :attr:`gpucell.cell.RegionalCell.platform` is a cell's; on a cluster gpucell did not build, name the components
+    this program installs there: ``Platform(kubevirt=kubevirt, cdi=cdi, gpu_operator=gpu_operator)``.
+    """
+
+    cilium: Cilium | None = None
+    """Cilium, whose release installs the ``CiliumNetworkPolicy`` CRD."""
+    kubevirt: KubeVirt | None = None
+    """KubeVirt (its ``KubeVirt`` CR, Available)."""
+    cdi: Cdi | None = None
+    """CDI (its ``CDI`` CR, Available, and the StorageProfile patch)."""
+    gpu_operator: GpuOperator | None = None
+    """The NVIDIA GPU Operator."""
+    dra_driver: DraDriver | None = None
+    """The NVIDIA DRA driver."""
+    kserve: KServe | None = None
+    """KServe."""
+    keda: Keda | None = None
+    """KEDA, for endpoints scaled on a vLLM metric."""
+    metrics: Metrics | None = None
+    """The metrics stack (kube-prometheus-stack)."""
+    priority_classes: PriorityClasses | None = None
+    """The cell's PriorityClasses (``priorityClasses``)."""

@@ -1,0 +1,309 @@
+"""The component package: every exported component analyzable by the Pulumi SDK's analyzer, its schema by name and
+type, plugin/PulumiPlugin.yaml publishing them, and components built the way the package's host builds them.
+
+The schema is generated in-process with the SDK's own analyzer and schema writer
+(``pulumi.provider.experimental``: what ``pulumi package add`` runs through plugin/__main__.py); components are
+constructed through the SDK's ``ComponentProvider.construct`` under the mock engine, with inputs as the engine
+sends them (camelCase keys, numbers as floats, enums as strings).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.errors import InputPropertiesError, InputPropertyError
+from pulumi.provider.experimental.analyzer import Analyzer
+from pulumi.provider.experimental.schema import generate_schema
+
+from gpucell import component_package
+from gpucell.component_package import COMPONENTS, PACKAGE, PackageProvider
+from gpucell.errors import ConfigError
+from gpucell.stacks.mock_engine import PlanResult, run_program
+from gpucell.stacks.package_types import render
+from tests.conftest import REPO
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+KUBECONFIG = "apiVersion: v1\nkind: Config\n"
+CLUSTER = {"kubernetesVersion": "1.33"}
+H100_POOL = {
+    "role": "gpu",
+    "gpuModel": "H100-SXM5-80GB",
+    "gpusPerNode": 8.0,
+    "gpuMode": "vm-passthrough",
+    "hosts": [{"name": "gpu-1", "address": "10.30.0.21"}],
+}
+FACTS = {
+    "network": {"nodeCidr": "10.30.0.0/24", "podCidr": "10.244.0.0/16", "serviceCidr": "10.96.0.0/12",
+                "clusterDns": "10.96.0.10", "apiEndpoint": "10.30.0.10"},
+    "nodePools": {"h100": H100_POOL},
+}  # fmt: skip
+ML = {
+    "quota": {"cpuMillicores": 64000.0, "memoryGib": 512.0, "storageGib": 1024.0,
+              "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": 8.0}},
+    "egress": "internet",
+}  # fmt: skip
+VM = {
+    "gpuModel": "H100-SXM5-80GB",
+    "gpus": 8.0,
+    "memoryGib": 256.0,
+    "cpu": {"cores": 32.0},
+    "rootDisk": {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100.0},
+    "noLogin": True,
+}
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The package schema, as the plugin's host serves it."""
+    result = Analyzer(PACKAGE).analyze(list(COMPONENTS))
+    dependencies = sorted(result["dependencies"], key=lambda d: d.name)
+    definitions, types = result["component_definitions"], result["type_definitions"]
+    return generate_schema(PACKAGE, "0.0.0", None, definitions, types, dependencies).to_json()
+
+
+def kind(prop: dict[str, Any]) -> str:
+    """A schema property's type in short: ``string``, ``ClusterInputs``, ``map<NodePool>``, ``list<string>``."""
+    if "$ref" in prop:
+        return prop["$ref"].rpartition(":")[2].rpartition("/")[2]
+    if prop.get("type") == "object" and "additionalProperties" in prop:
+        return f"map<{kind(prop['additionalProperties'])}>"
+    if prop.get("type") == "array":
+        return f"list<{kind(prop['items'])}>"
+    return str(prop["type"])
+
+
+def surface(token: str) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """Inputs (name -> kind), required inputs and outputs (name -> kind) of a resource of the schema."""
+    resource = schema()["resources"][token]
+    inputs = {name: kind(prop) for name, prop in resource["inputProperties"].items()}
+    outputs = {name: kind(prop) for name, prop in resource.get("properties", {}).items()}
+    return inputs, sorted(resource.get("requiredInputs", [])), outputs
+
+
+PLATFORM = {"cluster": "ClusterInputs", "version": "string"}
+WORKLOAD = {
+    "cluster": "ClusterInputs",
+    "tenant": "string",
+    "name": "string",
+    "facts": "ClusterFacts",
+    "tenantRemovalPolicy": "RemovalPolicy",
+}
+EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
+    "GpuOperator": (
+        {**PLATFORM, "spec": "GpuOperatorSpec", "nodePools": "map<NodePool>", "metrics": "boolean"},
+        ["cluster"],
+        {"namespace": "string"},
+    ),
+    "KubeVirt": (
+        {**PLATFORM, "nodePools": "map<NodePool>", "vgpuDriverImage": "ImageSpec", "removalPolicy": "RemovalPolicy"},
+        ["cluster"],
+        {"namespace": "string"},
+    ),
+    "Cdi": (
+        {
+            **PLATFORM,
+            "storageClass": "string",
+            "volumeMode": "string",
+            "accessModes": "list<string>",
+            "spec": "CdiSpec",
+            "nodePools": "map<NodePool>",
+            "removalPolicy": "RemovalPolicy",
+        },
+        ["cluster", "storageClass"],
+        {},
+    ),
+    "DraDriver": (
+        {**PLATFORM, "spec": "DraDriverSpec", "nodePools": "map<NodePool>", "driverRoot": "string"},
+        ["cluster"],
+        {"namespace": "string"},
+    ),
+    "CertManager": ({**PLATFORM, "spec": "ChartSpec", "gatewayApi": "boolean"}, ["cluster"], {"namespace": "string"}),
+    "KServe": ({**PLATFORM, "spec": "KServeSpec"}, ["cluster"], {"namespace": "string"}),
+    "Storage": (
+        {**PLATFORM, "spec": "StorageSpec", "nodePools": "map<NodePool>", "removalPolicy": "RemovalPolicy"},
+        ["cluster"],
+        {"storageClassName": "string"},
+    ),
+    "Keda": ({**PLATFORM, "values": "map<Any>"}, ["cluster"], {"namespace": "string"}),
+    "Tenant": (
+        {"cluster": "ClusterInputs", "name": "string", "spec": "TenantSpec", "facts": "ClusterFacts"},
+        ["cluster", "facts", "name", "spec"],
+        {"namespace": "string"},
+    ),
+    "GpuVirtualMachine": (
+        {**WORKLOAD, "spec": "GpuVirtualMachineSpec"},
+        ["cluster", "facts", "name", "spec", "tenant"],
+        {"namespace": "string", "vmName": "string"},
+    ),
+    "Notebook": (
+        {**WORKLOAD, "spec": "NotebookSpec"},
+        ["cluster", "facts", "name", "spec", "tenant"],
+        {"namespace": "string", "serviceName": "string", "url": "string", "token": "string"},
+    ),
+    "ModelEndpoint": (
+        {**WORKLOAD, "spec": "ModelEndpointSpec", "credentials": "string", "envSecrets": "map<string>"},
+        ["cluster", "facts", "name", "spec", "tenant"],
+        {"namespace": "string", "url": "string"},
+    ),
+    "RegionalCell": (
+        {
+            "cell": "CellSpec",
+            "sshPrivateKey": "string",
+            "etcdS3Credentials": "string",
+            "remoteWriteCredentials": "string",
+            "backupCredentials": "string",
+            "backupRepositoryPassword": "string",
+        },
+        ["cell", "sshPrivateKey"],
+        {"kubeconfig": "string", "apiServerUrl": "string", "storageClassName": "string"},
+    ),
+}
+
+
+# -- the schema ----------------------------------------------------------------------------------------------------
+def test_the_shipped_typed_dicts_are_what_the_spec_models_render() -> None:
+    assert (REPO / "gpucell" / "_package_types.py").read_text() == render()
+
+
+def test_every_exported_component_is_in_the_schema_as_a_component() -> None:
+    assert schema()["name"] == "gpucell"
+    assert sorted(schema()["resources"]) == sorted(f"gpucell:index:{name}" for name in EXPECTED)
+    assert all(resource["isComponent"] for resource in schema()["resources"].values())
+    assert schema()["dependencies"] == []  # no resource references: the Kubernetes provider is a resource option
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_components_inputs_and_outputs_by_name_and_type(name: str) -> None:
+    assert surface(f"gpucell:index:{name}") == EXPECTED[name]
+
+
+def test_spec_types_follow_the_spec_models_names_enums_and_required_keys() -> None:
+    types = schema()["types"]
+    pool = types["gpucell:index:NodePool"]
+    assert {k: kind(v) for k, v in pool["properties"].items() if k in ("role", "gpuMode", "gpusPerNode", "hosts")} == {
+        "role": "NodeRole",
+        "hosts": "list<Host>",
+        "gpusPerNode": "integer",
+        "gpuMode": "GpuMode",
+    }
+    assert sorted(pool["required"]) == ["hosts", "role"]
+    assert [v["value"] for v in types["gpucell:index:GpuMode"]["enum"]] == [
+        "container",
+        "vm-passthrough",
+        "vm-vgpu",
+        "dra",
+    ]
+    assert types["gpucell:index:TenantQuota"]["properties"]["gpus"]["additionalProperties"]["type"] == "integer"
+    assert types["gpucell:index:Network"]["properties"]["nodeCidr"]["type"] == "string"
+    assert types["gpucell:index:ClusterInputs"]["required"] == ["kubernetesVersion"]
+
+
+def test_the_plugin_manifest_runs_the_package_host_in_python() -> None:
+    manifest = yaml.safe_load((REPO / "plugin" / "PulumiPlugin.yaml").read_text())
+    assert manifest["runtime"]["name"] == "python"
+    main = ast.parse((REPO / "plugin" / "__main__.py").read_text())
+    imported = [(n.module, [a.name for a in n.names]) for n in ast.walk(main) if isinstance(n, ast.ImportFrom)]
+    assert imported == [("gpucell.component_package", ["main"])]
+    assert (REPO / "plugin" / "requirements.txt").read_text().splitlines()[-1] == ".."
+
+
+# -- components built as the package's host builds them ------------------------------------------------------------
+def construct(*resources: tuple[str, str, dict[str, Any]]) -> PlanResult:
+    """Construct ``(type, name, inputs)`` through the package's provider, as its host does, each on one kubeconfig
+    provider and after a resource ``<name>-after`` (what a program's ``dependsOn`` names)."""
+
+    def program() -> None:
+        provider = PackageProvider(list(COMPONENTS), PACKAGE)
+        k8s = pulumi.ProviderResource("kubernetes", "lab-k8s", {"kubeconfig": KUBECONFIG})
+        for token, name, inputs in resources:
+            after = pulumi.CustomResource("test:index:Thing", f"{name}-after")
+            options = pulumi.ResourceOptions(providers={"kubernetes": k8s}, depends_on=[after])
+            provider.construct(name, f"gpucell:index:{token}", inputs, options)
+
+    return run_program(program)
+
+
+def test_the_gpu_operator_from_engine_inputs_renders_what_the_python_component_does() -> None:
+    containerd = {"config": "/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl",
+                  "socket": "/run/k3s/containerd/containerd.sock"}  # fmt: skip
+    inputs = {"cluster": {**CLUSTER, "containerd": containerd}, "nodePools": {"h100": H100_POOL}}
+    release = construct(("GpuOperator", "lab-gpu-operator", inputs)).named("lab-gpu-operator-gpu-operator")
+    values = release.inputs["values"]
+    assert values["toolkit"]["env"][:2] == [
+        {"name": "CONTAINERD_CONFIG", "value": containerd["config"]},
+        {"name": "CONTAINERD_SOCKET", "value": containerd["socket"]},
+    ]
+    assert values["vfioManager"]["enabled"] is True
+    assert release.provider == "lab-k8s"
+    assert release.inputs["version"] == "v26.7.0"
+
+
+def test_a_tenant_and_its_vm_from_engine_inputs() -> None:
+    facts = {**FACTS, "tenants": {"ml": {**ML, "virtualMachines": {"train": VM}}}}
+    plan = construct(
+        ("KubeVirt", "lab-kubevirt", {"cluster": CLUSTER, "nodePools": {"h100": H100_POOL}}),
+        ("Tenant", "lab-ml", {"cluster": CLUSTER, "name": "ml", "spec": ML, "facts": FACTS}),
+        ("GpuVirtualMachine", "lab-ml-train", {**CLUSTER_OF_WORKLOAD, "name": "train", "spec": VM, "facts": facts}),
+    )
+    namespace = plan.named("lab-ml-namespace")
+    assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce-version"] == "v1.33"
+    assert namespace.parent == plan.named("lab-ml").urn
+    vm = plan.named("lab-ml-train-vm")
+    gpus = vm.inputs["spec"]["template"]["spec"]["domain"]["devices"]["gpus"]
+    assert [g["deviceName"] for g in gpus] == ["nvidia.com/GH100_H100_SXM5_80GB"] * 8
+    assert plan.named("lab-ml-train-after").urn in vm.dependencies  # dependsOn reaches every child
+    assert vm.options["protect"] is True
+    assert plan.named("lab-ml-quota").inputs["spec"]["hard"]["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
+
+
+CLUSTER_OF_WORKLOAD = {"cluster": CLUSTER, "tenant": "ml"}
+
+
+def test_a_mistake_is_one_config_error_line_per_problem_with_its_key_path() -> None:
+    bad_pool = {**H100_POOL, "migConfig": "all-1g.10gb"}
+    with pytest.raises(InputPropertiesError) as info:
+        construct(("GpuOperator", "x", {"cluster": {"kubernetesVersion": "v1.33"}, "nodePools": {"h100": bad_pool}}))
+    assert info.value.message == "gpucell:index:GpuOperator x: invalid inputs"
+    assert info.value.errors == [
+        {"property_path": "cluster.kubernetesVersion", "reason": "'v1.33' is not MAJOR.MINOR, e.g. '1.34'"},
+        {
+            "property_path": "nodePools.h100.migConfig",
+            "reason": "'all-1g.10gb' needs a container-mode pool; this pool is vm-passthrough",
+        },
+    ]
+
+
+def test_an_enum_value_that_is_not_one_is_refused_by_the_sdk_with_its_path() -> None:
+    with pytest.raises(InputPropertyError) as info:
+        construct(("GpuOperator", "x", {"cluster": CLUSTER, "nodePools": {"h100": {**H100_POOL, "gpuMode": "gpu"}}}))
+    assert (info.value.property_path, info.value.reason) == (
+        "nodePools.h100.gpuMode",
+        "Invalid value gpu of type <class 'str'> for enum 'GpuMode'",
+    )
+
+
+def test_a_vm_that_fits_nowhere_is_refused_with_its_tenants_path() -> None:
+    facts = {**FACTS, "tenants": {"ml": ML}}
+    with pytest.raises(InputPropertiesError) as info:
+        construct(("GpuVirtualMachine", "x", {**CLUSTER_OF_WORKLOAD, "name": "big", "spec": {**VM, "gpus": 16.0},
+                                              "facts": facts}))  # fmt: skip
+    assert info.value.errors == [
+        {
+            "property_path": "tenants.ml.virtualMachines.big.gpus",
+            "reason": "16 H100-SXM5-80GB GPUs do not fit one node: pool h100 has 8 per node",
+        }
+    ]
+
+
+def test_a_component_without_a_kubernetes_provider_is_refused() -> None:
+    def program() -> None:
+        component_package.Keda("lab-keda", {"cluster": {"kubernetesVersion": "1.33"}})
+
+    with pytest.raises(ConfigError) as info:
+        run_program(program)
+    assert info.value.lines[0].startswith("providers: the resource options name no kubernetes provider;")
