@@ -3,7 +3,8 @@ object carries and how a rendered custom resource is registered."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -12,7 +13,7 @@ from pulumi_kubernetes.apiextensions import CustomResource
 if TYPE_CHECKING:
     from gpucell.cluster import Cluster
 
-__all__ = ["MANAGED_BY", "CellComponent", "custom_resource"]
+__all__ = ["MANAGED_BY", "CellComponent", "custom_resource", "resources_later"]
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpucell"}
 """Label every gpucell object carries."""
@@ -29,6 +30,24 @@ def custom_resource(resource_name: str, manifest: Mapping[str, Any], opts: pulum
         spec=manifest["spec"],
         opts=opts,
     )
+
+
+def resources_later() -> tuple[pulumi.Output[list[pulumi.Resource]], Callable[[Sequence[pulumi.Resource]], None]]:
+    """An Output of resources that are built *after* the resources that must wait for them, and the function that
+    gives it its value: ``(after, resolve)``. Pass ``after`` as (part of) ``depends_on`` of the earlier resources and
+    call ``resolve([...])`` once the later ones exist, before the program ends.
+
+    Pulumi sends a resource's registration only once its ``depends_on`` Inputs resolve, so the earlier resources are
+    registered after the later ones, with those as dependencies: an ordering edge against the construction order
+    (the region's agents' ``-prepare`` wait for the GPU Operator, which needs the cluster they belong to). Must be
+    called while the program's event loop runs (inside a Pulumi program or :func:`gpucell.testing.run_program`).
+    """
+    future: asyncio.Future[list[pulumi.Resource]] = asyncio.get_running_loop().create_future()
+
+    def resolve(resources: Sequence[pulumi.Resource]) -> None:
+        future.set_result(list(resources))
+
+    return pulumi.Output.from_input(future), resolve
 
 
 class CellComponent(pulumi.ComponentResource):
@@ -51,9 +70,17 @@ class CellComponent(pulumi.ComponentResource):
         super().__init__(f"gpucell:index:{class_name}", name, None, opts)
         self._after: list[pulumi.Resource] = list(_as_list((opts or pulumi.ResourceOptions()).depends_on))
 
-    def child(self, *, depends_on: Sequence[pulumi.Resource] = (), **kwargs: object) -> pulumi.ResourceOptions:
-        """Options for a direct child: ``parent=self`` (so it inherits the providers) and the component's ordering."""
-        return pulumi.ResourceOptions(parent=self, depends_on=[*self._after, *depends_on], **kwargs)  # type: ignore[arg-type]
+    def child(
+        self, *, depends_on: Sequence[pulumi.Resource] | pulumi.Output[list[pulumi.Resource]] = (), **kwargs: object
+    ) -> pulumi.ResourceOptions:
+        """Options for a direct child: ``parent=self`` (so it inherits the providers) and the component's ordering.
+        ``depends_on`` may be an Output of resources (:func:`resources_later`)."""
+        after = self._after
+        if isinstance(depends_on, pulumi.Output):
+            waits: Any = depends_on.apply(lambda resources: [*after, *resources])
+        else:
+            waits = [*after, *depends_on]
+        return pulumi.ResourceOptions(parent=self, depends_on=waits, **kwargs)  # type: ignore[arg-type]
 
 
 def _as_list(value: object) -> list[pulumi.Resource]:

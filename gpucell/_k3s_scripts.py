@@ -323,7 +323,7 @@ def _heredoc_safe(text: str) -> str:
 _PREAMBLE = """\
 #!/usr/bin/env bash
 # {title}
-# Rendered by gpucell (components/_k3s_scripts.py); run over SSH by pulumi-command.
+# Rendered by gpucell ({source}); run over SSH by pulumi-command.
 set -euo pipefail
 umask 077
 
@@ -336,6 +336,9 @@ as_root() {{
   fi
 }}
 """
+
+K3S_SCRIPTS_SOURCE = "components/_k3s_scripts.py"
+"""The source path the install, uninstall and kubeconfig scripts name in their header."""
 
 _INSTALL_BODY = """\
 readonly K3S_VERSION={version}
@@ -685,12 +688,14 @@ fi
 # so that the Cilium agent cannot put anything back), then what k3s's docs ("Uninstalling K3s", Cilium) and
 # `cilium-dbg cleanup` (Cilium v1.20 cilium-dbg/cmd/cleanup.go) remove: its links, its iptables rules, the BPF
 # programs it attached (tc/tcx filters and XDP on every interface; tcx links and maps are pinned under
-# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run.
+# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run. A tool's
+# output is read whole before grep looks at it: `tool | grep -q` under pipefail fails when grep exits at the first
+# match and the tool dies of SIGPIPE, which skipped the iptables cleanup on a host with many rules (and in CI).
 _CILIUM_CLEANUP = """\
 readonly KILLALL={killall}
 
 cleanup_cilium() {{
-  local link table hook
+  local link table hook out
   if [ -x "$KILLALL" ]; then
     as_root timeout 300 "$KILLALL" >/dev/null 2>&1 || echo "gpucell: $KILLALL failed; cleaning Cilium anyway" >&2
   fi
@@ -701,18 +706,22 @@ cleanup_cilium() {{
   done
   # Only Cilium's programs (named cil_*): other tc filters and XDP programs on the host stay.
   for link in $(ip -o link show 2>/dev/null | awk -F': ' '{{ sub(/@.*/, "", $2); print $2 }}'); do
-    if ip link show dev "$link" 2>/dev/null | grep -q 'name cil_'; then
+    out=$(ip link show dev "$link" 2>/dev/null) || out=""
+    if grep -q 'name cil_' <<<"$out"; then
       as_root ip link set dev "$link" xdp off || true
     fi
     for hook in ingress egress; do
-      if tc filter show dev "$link" "$hook" 2>/dev/null | grep -q 'cil_'; then
+      out=$(tc filter show dev "$link" "$hook" 2>/dev/null) || out=""
+      if grep -q 'cil_' <<<"$out"; then
         as_root tc filter del dev "$link" "$hook" || true
       fi
     done
   done
   for table in iptables ip6tables; do
-    if command -v "$table-save" >/dev/null 2>&1 && as_root "$table-save" 2>/dev/null | grep -qi cilium; then
-      as_root "$table-save" | grep -iv cilium | as_root timeout 60 "$table-restore" \\
+    command -v "$table-save" >/dev/null 2>&1 || continue
+    out=$(as_root timeout 60 "$table-save" 2>/dev/null) || continue
+    if grep -qi cilium <<<"$out"; then
+      grep -iv cilium <<<"$out" | as_root timeout 60 "$table-restore" \\
         || echo "gpucell: could not remove Cilium's $table rules" >&2
     fi
   done
@@ -849,7 +858,7 @@ def install_script(
         waits=waits,
         tail=tail,
     )
-    return _PREAMBLE.format(title=title) + host_setup + "\n" + body
+    return _PREAMBLE.format(title=title, source=K3S_SCRIPTS_SOURCE) + host_setup + "\n" + body
 
 
 def uninstall_script(role: NodeRole, node_name: str) -> str:
@@ -891,13 +900,17 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         )
         + body
     )
-    return _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}") + "\n" + body
+    return (
+        _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}", source=K3S_SCRIPTS_SOURCE)
+        + "\n"
+        + body
+    )
 
 
 def kubeconfig_script() -> str:
     """The bash script that prints a server's admin kubeconfig (``/etc/rancher/k3s/k3s.yaml``, root-only)."""
     return (
-        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig")
+        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig", source=K3S_SCRIPTS_SOURCE)
         + "\n"
         + _KUBECONFIG_BODY.format(path=KUBECONFIG_PATH)
     )

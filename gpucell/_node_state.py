@@ -111,6 +111,12 @@ class NodeState:
     skip_pods: str = ""
     """Name prefix of GPU Operator pods not waited for: on ``dra`` nodes the validator, whose plugin check waits
     for ``nvidia.com/gpu``, which those nodes never advertise (docs/decisions/0017)."""
+    vf_type: str = ""
+    """On an SR-IOV vGPU node, the vGPU type name its VF-typing service must report done (``NVIDIA L40S-24Q``,
+    :mod:`gpucell.vgpu_sriov`); else empty."""
+    quarantine: str = ""
+    """The host's quarantine reason as a label value (:attr:`gpucell.spec.network.Quarantine.taint_value`) while it
+    is quarantined: its maintenance steps drain it and keep it cordoned. Empty for a host in service."""
 
     @property
     def is_gpu(self) -> bool:
@@ -133,6 +139,8 @@ def node_state(cell: NodeViews, pool_name: str, pool: NodePool, host_name: str) 
             resources[offer.resource] = resources.get(offer.resource, 0) + offer.per_node
     dra = pool.role is NodeRole.GPU and pool.mode is GpuMode.DRA
     profile, plugin = _gpu_profile(pool, labels) if pool.role is NodeRole.GPU else ("", None)
+    host = next(h for h in pool.hosts if h.name == host_name)
+    sriov = plugin == DEVICE_PLUGIN_PODS["vm-vgpu-sriov"] and pool.vgpu_profile is not None
     return NodeState(
         name=host_name,
         role=pool.role,
@@ -146,6 +154,8 @@ def node_state(cell: NodeViews, pool_name: str, pool: NodePool, host_name: str) 
         device_plugin=plugin,
         pod_namespaces=(DRA_DRIVER_NAMESPACE,) if dra else (),
         skip_pods=VALIDATOR_POD_PREFIX if dra else "",
+        vf_type=pool.model.vgpu_type_name(pool.vgpu_profile) if sriov and pool.vgpu_profile else "",
+        quarantine=host.quarantine.taint_value if host.quarantine is not None else "",
     )
 
 

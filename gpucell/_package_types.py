@@ -69,10 +69,11 @@ class CdiSpec(TypedDict, total=False):
 
 
 class Quarantine(TypedDict, total=False):
-    """Why a host is out of service while it stays in the config (a GPU fault, a failed burn-in): its Node carries
-    the taint ``gpucell.io/quarantine=<reason as a label value>:NoSchedule`` (kept by every run through the node's
-    NodePatch until the field is removed), and admission and the capacity view count it out
-    (docs/operations.md, "Quarantine a host").
+    """Why a host is out of service while it stays in the config (a GPU fault, a failed burn-in): its node's
+    maintenance steps cordon and drain it (its GPU VMs stopped and started again on other hosts) and keep it cordoned,
+    its Node carries the taint ``gpucell.io/quarantine=<reason as a label value>:NoSchedule`` (kept by every run
+    through the node's NodePatch until the field is removed, when it goes back into service), and admission and the
+    capacity view count it out (docs/operations.md, "Quarantine a host").
     """
 
     reason: Required[str]
@@ -100,9 +101,9 @@ class Host(TypedDict, total=False):
     """
 
     quarantine: Quarantine
-    """Takes the host out of service without removing it: ``{reason: "GPU 3 Xid 79"}`` taints its Node
-    ``gpucell.io/quarantine=<reason>:NoSchedule`` and counts it out of the region's capacity, until the field is
-    removed (:class:`Quarantine`). Defaults to in service.
+    """Takes the host out of service without removing it: ``{reason: "GPU 3 Xid 79"}`` cordons and drains it, taints
+    its Node ``gpucell.io/quarantine=<reason>:NoSchedule`` and counts it out of the region's capacity, until the
+    field is removed (:class:`Quarantine`). Defaults to in service.
     """
 
 

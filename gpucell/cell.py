@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
-from gpucell._component import CellComponent
+from gpucell._component import CellComponent, resources_later
 from gpucell.admission import ClusterFacts
 from gpucell.backups import BackupCredentials, Backups, BackupsArgs
 from gpucell.cdi import Cdi, CdiArgs
@@ -20,6 +22,7 @@ from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
 from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
 from gpucell.k3s import K3sCluster, K3sClusterArgs
 from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
@@ -63,6 +66,13 @@ class RegionalCellArgs:
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
     backup_credentials: BackupCredentials | None = None
     """The bucket credentials and repository password of ``backups`` (Pulumi secrets); required with it."""
+    control_server: str | None = None
+    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
+    to the first server not ``removalPolicy: forget``."""
+    deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
+    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
+    back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
+    theirs. ``None``, the default, a region never deployed: nothing is kept."""
 
 
 def _check_secrets(args: RegionalCellArgs) -> None:
@@ -84,7 +94,10 @@ class RegionalCell(CellComponent):
     - everything in the cluster after Cilium;
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
-    - KServe after cert-manager's webhook is ready.
+    - KServe after cert-manager's webhook is ready;
+    - a host whose GPU configuration changes (:mod:`gpucell.gpu_serving`): its ``-prepare`` after the GPU Operator,
+      the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
+      every node settled.
 
     What tenants and their workloads build on (:meth:`gpucell.tenancy.TenantArgs.from_cell`): :attr:`cluster`,
     :attr:`facts` and :attr:`platform`.
@@ -116,6 +129,15 @@ class RegionalCell(CellComponent):
                 opts=self.child(),
             )
 
+        serving = gpu_serving(cell, args.deployed_gpu_nodes)
+        self.serving = serving
+        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.gpu_serving.GpuServing`)."""
+        # Add before: a reconfigured host's -prepare waits for what serves both its configurations, built below. A
+        # renamed SR-IOV vGPU resource cannot be served twice: those hosts wait for the GPU Operator (and the DRA
+        # driver) only, and the KubeVirt CR renames it after the first of them cordoned its pool (decision 0018).
+        everything, serve_everything = resources_later()
+        but_kubevirt, serve_but_kubevirt = resources_later()
+        waits = {host: but_kubevirt if host in serving.renamed else everything for host in sorted(serving.reconfigured)}
         self.k3s = K3sCluster(
             f"{name}-k3s",
             K3sClusterArgs.from_cell(
@@ -124,6 +146,8 @@ class RegionalCell(CellComponent):
                 provider=provider,
                 etcd_s3_credentials=args.etcd_s3_credentials,
                 registered_hosts=args.registered_hosts,
+                control_server=args.control_server,
+                prepare_after=waits,
             ),
             opts=self.child(),
         )
@@ -159,21 +183,7 @@ class RegionalCell(CellComponent):
                 opts=self._ordered(self.cilium),
             )
         self.storage = Storage(f"{name}-storage", StorageArgs.from_cell(cell, on), opts=self._ordered(self.cilium))
-        self.kubevirt = KubeVirt(f"{name}-kubevirt", KubeVirtArgs.from_cell(cell, on), opts=self._ordered(self.cilium))
-        self.cdi = Cdi(
-            f"{name}-cdi", CdiArgs.from_cell(cell, on, self.storage), opts=self._ordered(self.cilium, self.storage)
-        )
-        self.gpu_operator = GpuOperator(
-            f"{name}-gpu-operator", GpuOperatorArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
-        )
-        self.dra_driver: DraDriver | None = None
-        """The NVIDIA DRA driver, when a pool has ``gpuMode: dra``."""
-        if cell.gpu_pools(GpuMode.DRA):
-            self.dra_driver = DraDriver(
-                f"{name}-dra-driver",
-                DraDriverArgs.from_cell(cell, on),
-                opts=self._ordered(self.cilium, self.gpu_operator),
-            )
+        self._serve_gpus(name, on, serving, serve_everything, serve_but_kubevirt)
         self.cert_manager = CertManager(
             f"{name}-cert-manager", CertManagerArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
         )
@@ -198,6 +208,12 @@ class RegionalCell(CellComponent):
         self.kubeconfig = self.k3s.kubeconfig
         self.api_server_url = self.k3s.api_server_url
         self.storage_class_name = self.storage.storage_class_name
+        # An instance attribute, not a declared output: the records are the program's own bookkeeping (a stack
+        # output for the next run), and their values mix strings, numbers and lists, which a component package's
+        # schema cannot type (gpucell.component_package exports this class).
+        self.gpu_nodes: pulumi.Output[dict[str, dict[str, Any]]] = self._recorded_once_settled()
+        """:func:`gpucell.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
+        program exports it as ``<region>GpuNodes`` for the next run's :attr:`RegionalCellArgs.deployed_gpu_nodes`."""
         self.register_outputs(
             {
                 "kubeconfig": self.kubeconfig,
@@ -234,6 +250,52 @@ class RegionalCell(CellComponent):
             BackupsArgs.from_cell(cell, self.cluster, args.backup_credentials, after),
             opts=self.child(),
         )
+
+    def _serve_gpus(
+        self,
+        name: str,
+        on: Cluster,
+        serving: GpuServing,
+        serve_everything: Callable[[Sequence[pulumi.Resource]], None],
+        serve_but_kubevirt: Callable[[Sequence[pulumi.Resource]], None],
+    ) -> None:
+        """KubeVirt, CDI, the GPU Operator and the DRA driver, the GPU pieces rendered from ``serving.cell``; then
+        what the reconfigured hosts' ``-prepare`` wait for is known (``serve_*``)."""
+        cell = self.spec
+        served = serving.cell
+        renaming = [
+            self.k3s.nodes[host].prepare
+            for hosts in self.k3s.rollout_starts.values()
+            for host in hosts
+            if host in serving.renamed
+        ]
+        self.kubevirt = KubeVirt(
+            f"{name}-kubevirt", KubeVirtArgs.from_cell(served, on), opts=self._ordered(self.cilium, *renaming)
+        )
+        self.cdi = Cdi(
+            f"{name}-cdi", CdiArgs.from_cell(cell, on, self.storage), opts=self._ordered(self.cilium, self.storage)
+        )
+        self.gpu_operator = GpuOperator(
+            f"{name}-gpu-operator", GpuOperatorArgs.from_cell(served, on), opts=self._ordered(self.cilium)
+        )
+        self.dra_driver: DraDriver | None = None
+        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it, :mod:`gpucell.gpu_serving`)."""
+        if served.gpu_pools(GpuMode.DRA):
+            self.dra_driver = DraDriver(
+                f"{name}-dra-driver",
+                DraDriverArgs.from_cell(served, on),
+                opts=self._ordered(self.cilium, self.gpu_operator),
+            )
+        dra = [self.dra_driver.release] if self.dra_driver is not None else []
+        serve_everything([self.gpu_operator.release, self.kubevirt.cr, *dra])
+        serve_but_kubevirt([self.gpu_operator.release, *dra])
+
+    def _recorded_once_settled(self) -> pulumi.Output[dict[str, dict[str, Any]]]:
+        """:func:`gpucell.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it never
+        resolves in a run where a node fails, so that run records nothing (decision 0018)."""
+        records = node_records(self.spec)
+        settled = [node.settle.id for node in self.k3s.nodes.values()]
+        return pulumi.Output.all(*settled).apply(lambda _: records)
 
     def _traffic_and_metrics(self, name: str, args: RegionalCellArgs, on: Cluster) -> None:
         """The Gateway (with a ``gateway``), the metrics stack (``metrics.enabled``) and KEDA (a ``vllm-*`` scale

@@ -62,6 +62,7 @@ __all__ = [
     "refused_together",
     "release_line",
     "removed_regions",
+    "skipped_releases",
 ]
 
 FINGERPRINT_VERSION = 1
@@ -293,7 +294,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "tenants": {<tenant>: {"namespace", "removalPolicy"}},
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
-         "versions": {"k3s", "charts": {<versions key>: <version>}},
+         "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>}},
          "metrics": {"storageGib"},                      # only with metrics.enabled
          # only with loadBalancer:
          "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"}}
@@ -336,7 +337,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             for name, tenant in cell.tenants.items()
         },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
-        "versions": {"k3s": cell.versions.k3s, "charts": _charts(cell)},
+        "versions": {"k3s": cell.versions.k3s, "kubevirt": cell.versions.kubevirt, "charts": _charts(cell)},
         **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
         **_traffic(cell),
     }
@@ -457,6 +458,57 @@ def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
         for region, hosts in removed.items()
         if len(hosts) > 1
     ]
+
+
+SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
+    "cilium": (
+        "Cilium",
+        "its upgrade guide tests consecutive minor releases only; cilium/cilium#46608: after 1.16 -> 1.19 the agent "
+        "no longer started on new nodes",
+    ),
+    "longhorn": (
+        "Longhorn",
+        "its manager refuses an upgrade that skips a minor release, and the chart's pre-upgrade hook fails the Helm "
+        "upgrade (longhorn/longhorn#9569)",
+    ),
+    "kubevirt": (
+        "KubeVirt",
+        "updates are supported from the previous minor release only; the maintainers test N-1 -> N "
+        "(kubevirt/kubevirt#13783)",
+    ),
+}
+"""Component (``versions`` key) -> (name, why) of components upgraded one minor release at a time."""
+
+
+def _minor_of(version: str) -> tuple[int, int] | None:
+    found = re.match(r"^v?(\d+)\.(\d+)\.", version)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def skipped_releases(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) -> list[str]:
+    """Lines for what no acknowledgement allows in one run: a component of :data:`SINGLE_STEP_UPGRADES` moved more
+    than one minor release (up or down) within its major from fingerprint ``old`` (deployed) to ``new``; each names
+    the release to go through first. Empty on a first deploy or when a version is not ``MAJOR.MINOR.PATCH``."""
+    if old is None:
+        return []
+    lines: list[str] = []
+    for key, (name, why) in SINGLE_STEP_UPGRADES.items():
+        was, now = _component_version(old, key), _component_version(new, key)
+        before, after = _minor_of(was or ""), _minor_of(now or "")
+        if before is None or after is None or before[0] != after[0] or abs(after[1] - before[1]) <= 1:
+            continue
+        step = f"{before[0]}.{before[1] + (1 if after > before else -1)}"
+        lines.append(
+            f"regions.{region}.versions.{key}: {was} -> {now} skips {name} {step}: {why}; set versions.{key} to the "
+            f"latest {step} release first, pulumi up, then {now}"
+        )
+    return lines
+
+
+def _component_version(fingerprint: Mapping[str, Any], key: str) -> str | None:
+    versions = fingerprint.get("versions") or {}
+    value = versions.get(key) or (versions.get("charts") or {}).get(key)
+    return str(value) if value is not None else None
 
 
 def removed_regions(deployed: Iterable[str], planned: Iterable[str]) -> list[DisruptiveChange]:

@@ -21,6 +21,8 @@ node *k - j*'s ``-settle``, its install (on its own host) right after its ``-pre
 in one wave (docs/decisions/0023-parallel-first-joins.md). So a k3s upgrade goes server by server and reaches the agents
 only after every server runs the new version, as the Kubernetes version-skew policy requires (no kubelet newer
 than an API server, https://kubernetes.io/releases/version-skew-policy/); a GPU reconfiguration goes node by node.
+A host whose GPU configuration changes also waits, before its ``-prepare``, for what serves both its old and new
+configuration (:attr:`K3sClusterArgs.prepare_after`, :mod:`gpucell.gpu_serving`).
 
 Removing a node runs the groups' deletes in reverse: ``-settle`` drains it, ``-labels`` is only forgotten
 (``retainOnDelete``: relinquishing the labels first would make the GPU Operator redeploy operands on a leaving
@@ -47,7 +49,7 @@ changed kubeconfig. Should the stored kubeconfig ever be stale (the client certi
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +66,7 @@ from gpucell._host_setup import host_setup
 from gpucell._node_state import NodeState, node_state
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.k3s_hardening import node_files
-from gpucell.spec import Host, HostRemovalPolicy, NodeRole
+from gpucell.spec import Host, HostRemovalPolicy, NodeRole, StorageBackend
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.nodes import K3sClusterSpec, NodeViews
 
@@ -118,6 +120,15 @@ class K3sClusterArgs:
     """Hosts the cluster already has (those of the last deployment); the other agents are first joins, which need
     no maintenance order and join ``ssh.joinConcurrency`` at a time. ``None`` (the default) takes every host as
     registered: each pool's first join then goes ``rollout.maxUnavailable`` at a time, which is always safe."""
+    control_server: str | None = None
+    """The server the nodes' maintenance steps run on (a server host name), as the program found it answering over
+    SSH (:mod:`gpucell.stacks.control_server`). ``None`` (the default): the first server that is not
+    ``removalPolicy: forget`` (:attr:`gpucell.spec.CellSpec.control_server`)."""
+    prepare_after: Mapping[str, pulumi.Output[list[pulumi.Resource]]] = field(default_factory=dict)
+    """Host -> what else its ``-prepare`` waits for: for a host whose GPU configuration changes against the last
+    completed deployment, what serves both its old and new configuration (the GPU Operator release, the ``KubeVirt``
+    CR, the DRA driver release; :mod:`gpucell.gpu_serving`). Those are built after the cluster, so each is an Output
+    (:func:`gpucell._component.resources_later`). Defaults to none."""
 
     @classmethod
     def from_cell(
@@ -128,10 +139,20 @@ class K3sClusterArgs:
         provider: ProviderFactory | None = None,
         etcd_s3_credentials: pulumi.Input[str] | None = None,
         registered_hosts: frozenset[str] | None = None,
+        control_server: str | None = None,
+        prepare_after: Mapping[str, pulumi.Output[list[pulumi.Resource]]] | None = None,
     ) -> K3sClusterArgs:
         """The k3s cluster of a cell spec (its nodes, :meth:`~gpucell.spec.nodes.K3sClusterSpec.from_cell`) and the
         rest as given."""
-        return cls(K3sClusterSpec.from_cell(cell), ssh_private_key, provider, etcd_s3_credentials, registered_hosts)
+        return cls(
+            K3sClusterSpec.from_cell(cell),
+            ssh_private_key,
+            provider,
+            etcd_s3_credentials,
+            registered_hosts,
+            control_server,
+            dict(prepare_after or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -279,6 +300,13 @@ class K3sCluster(CellComponent):
         self.node_files = {}
         self.nodes = {}
         self._states: dict[str, tuple[NodeState, str]] = {}
+        self._prepare_waits = args.prepare_after
+        self._renders: dict[str, tuple[str, list[Any], str]] = {}
+        # The maintenance steps' second way to the API, when the control server's own does not answer.
+        self._api_endpoint = scripts.api_server_url(cell) if cell.network.api_endpoint is not None else ""
+        self.rollout_starts: dict[str, list[str]] = {}
+        """Agent pool -> its registered hosts that start its rollout (the first ``rollout.maxUnavailable``, whose
+        ``-prepare`` waits for no other node of the pool)."""
         self._warn_about_servers()
 
         token = RandomPassword(
@@ -286,7 +314,9 @@ class K3sCluster(CellComponent):
         )
         # stdin is the token's only way to a node; secret so that state and plans never show it.
         self._stdin: pulumi.Output[str] = pulumi.Output.secret(token.result)
-        control_pool, control_host = cell.control_server
+        control_pool, control_host = next(
+            ((pool, host) for pool, host in cell.servers if host.name == args.control_server), cell.control_server
+        )
         self._control = self._connection(control_pool, control_host)
 
         after: list[pulumi.Resource] = []
@@ -314,6 +344,8 @@ class K3sCluster(CellComponent):
                     index = len(settles)
                     previous = [settles[index - window]] if index >= window else [self.servers_ready]
                     prepare, install = self._install(pool_name, host, previous)
+                    if index < window:
+                        self.rollout_starts.setdefault(pool_name, []).append(host.name)
                     settles.append(self._finish(pool_name, host, prepare, install).settle)
                 self.agents.append(install)
 
@@ -402,7 +434,12 @@ class K3sCluster(CellComponent):
         )
 
     def _control_command(
-        self, step: str, script: str, delete: str, after: list[pulumi.Resource], options: dict[str, Any]
+        self,
+        step: str,
+        script: str,
+        delete: str,
+        after: list[pulumi.Resource] | pulumi.Output[list[pulumi.Resource]],
+        options: dict[str, Any],
     ) -> Command:
         """``<name>-<step>``: a node's maintenance step, run over SSH on the control server; create and update
         run ``script``, delete runs ``delete`` (see :mod:`gpucell._maintenance_scripts`)."""
@@ -418,13 +455,23 @@ class K3sCluster(CellComponent):
             opts=self.child(depends_on=after, **options),
         )
 
+    def _rendered(self, pool_name: str, host: Host) -> tuple[str, list[Any], str]:
+        """(config.yaml, the other files k3s reads, restart digest) of one node, rendered once."""
+        found = self._renders.get(host.name)
+        if found is None:
+            cell = self._cell
+            pool = cell.node_pools[pool_name]
+            config = scripts.node_config(cell, pool_name, pool, host)
+            files = node_files(cell, server=pool.role is NodeRole.SERVER)
+            found = (scripts.render_config(config), files, scripts.restart_digest(cell, pool.role, config, files))
+            self._renders[host.name] = found
+        return found
+
     def _install(self, pool_name: str, host: Host, after: list[pulumi.Resource]) -> tuple[Command, Command]:
         """The node's ``-prepare`` (after ``after``) and install commands."""
         cell = self._cell
         pool = cell.node_pools[pool_name]
-        config = scripts.node_config(cell, pool_name, pool, host)
-        config_yaml = scripts.render_config(config)
-        files = node_files(cell, server=pool.role is NodeRole.SERVER)
+        config_yaml, files, digest = self._rendered(pool_name, host)
         install_text = scripts.install_script(
             cell, pool.role, host, config_yaml, files, host_setup=host_setup(cell, pool_name, pool)
         )
@@ -432,21 +479,20 @@ class K3sCluster(CellComponent):
             config_yaml=config_yaml, install_script=install_text, files={file.path: file.content for file in files}
         )
         state = node_state(cell, pool_name, pool, host.name)
-        digest = scripts.restart_digest(cell, pool.role, config, files)
         self._states[host.name] = (state, digest)
         options = removal_options(cell.removal_policy_of(pool_name, host))
         forgotten = host.removal_policy is HostRemovalPolicy.FORGET
         prepare_text = (
             maintenance.forgotten_script(host.name)
             if forgotten
-            else maintenance.prepare_script(state, cell.versions.k3s, digest)
+            else maintenance.prepare_script(state, cell.versions.k3s, digest, api_endpoint=self._api_endpoint)
         )
 
         prepare = self._control_command(
             f"{host.name}-prepare",
             prepare_text,
-            maintenance.forget_script(host.name, forgotten=forgotten),
-            after,
+            maintenance.forget_script(host.name, forgotten=forgotten, api_endpoint=self._api_endpoint),
+            self._prepare_after(host.name, after),
             options,
         )
         install_options: dict[str, Any] = dict(options)
@@ -469,6 +515,16 @@ class K3sCluster(CellComponent):
             opts=self.child(depends_on=[prepare], **install_options),
         )
         return prepare, install
+
+    def _prepare_after(
+        self, host: str, after: list[pulumi.Resource]
+    ) -> list[pulumi.Resource] | pulumi.Output[list[pulumi.Resource]]:
+        """What the host's ``-prepare`` waits for: ``after``, and for a reconfigured host also what serves both its
+        configurations (add before: decision 0018)."""
+        gate = self._prepare_waits.get(host)
+        if gate is None:
+            return after
+        return gate.apply(lambda serving: [*after, *serving])
 
     def _finish(
         self,
@@ -496,12 +552,14 @@ class K3sCluster(CellComponent):
         settle_text = (
             maintenance.forgotten_script(host.name)
             if forgotten
-            else maintenance.settle_script(state, cell.versions.k3s, digest)
+            else maintenance.settle_script(state, cell.versions.k3s, digest, api_endpoint=self._api_endpoint)
         )
         settle = self._control_command(
             f"{host.name}-settle",
             settle_text,
-            maintenance.removal_drain_script(state),
+            maintenance.removal_drain_script(
+                state, api_endpoint=self._api_endpoint, longhorn=cell.storage.backend is StorageBackend.LONGHORN
+            ),
             [labels, *(settle_after or [])],
             options,
         )

@@ -130,23 +130,29 @@ def permitted_host_devices(
       ``NVIDIA T4-8Q``, ``resourceName`` ``nvidia.com/NVIDIA_T4-8Q``, ``externalResourceProvider: true``: the
       sandbox device plugin advertises them, and KubeVirt must not delete the mdevs).
 
-    Entries are unique by ``resourceName``.
+    Entries are unique by ``resourceName`` and ``pciVendorSelector``: KubeVirt keys its PCI device plugins by the
+    ``vendor:device`` id, so a second resource for the same id could only shadow the first; the first pool in
+    ``cell.node_pools`` order wins (a configured pool before one :mod:`gpucell.gpu_serving` keeps for hosts still on
+    their deployed SR-IOV vGPU type).
     """
     pci: dict[str, dict[str, Any]] = {}
+    selectors: set[str] = set()
+
+    def permit(entry: dict[str, Any]) -> None:
+        if entry["resourceName"] not in pci and entry["pciVendorSelector"] not in selectors:
+            pci[entry["resourceName"]] = entry
+            selectors.add(entry["pciVendorSelector"])
+
     for pool in gpu_pools(node_pools, GpuMode.VM_PASSTHROUGH).values():
         model = pool.model
         functions = [(model.pci_selector, model.passthrough_resource)]
         if model.hgx is not None and model.hgx.nvswitch is not None:
             functions.append((model.hgx.nvswitch.pci_selector, model.hgx.nvswitch.passthrough_resource))
         for selector, resource in functions:
-            pci.setdefault(
-                resource,
-                {"pciVendorSelector": selector, "resourceName": resource, "externalResourceProvider": True},
-            )
+            permit({"pciVendorSelector": selector, "resourceName": resource, "externalResourceProvider": True})
     for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.SRIOV).values():
         assert pool.vgpu_profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
-        entry = vgpu_sriov.permitted_vf_device(pool.model, pool.vgpu_profile)
-        pci.setdefault(entry["resourceName"], entry)
+        permit(vgpu_sriov.permitted_vf_device(pool.model, pool.vgpu_profile))
     mdev: dict[str, dict[str, Any]] = {}
     for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.MDEV).values():
         model, profile = pool.model, pool.vgpu_profile

@@ -87,6 +87,18 @@ class StorageArgs:
         return cls(cluster, cell.storage, cell.node_pools, cell.versions.longhorn, cell.removal_policy)
 
 
+NODE_DRAIN_POLICY = "block-for-eviction-if-contains-last-replica"
+"""Longhorn's ``node-drain-policy``: "block-for-eviction-if-contains-last-replica" evicts the last healthy replica
+of a volume to another node when its node is drained, then lets the drain go on. The chart's default,
+``block-if-contains-last-replica``, holds every drain of such a node on the instance-manager's PodDisruptionBudget
+for good (longhorn/longhorn#2639, during a cluster upgrade); options from the chart's ``questions.yaml`` at 1.12.1."""
+NODE_DOWN_POD_DELETION_POLICY = "delete-both-statefulset-and-deployment-pod"
+"""Longhorn's ``node-down-pod-deletion-policy``: Kubernetes never force-deletes the pods of a dead node, so a
+volume stays attached there and the replacement pod cannot start (longhorn/longhorn#1179); with this policy Longhorn
+force-deletes the StatefulSet and Deployment pods of a node that is down, and the volume attaches elsewhere. The
+chart's default is ``do-nothing``."""
+
+
 def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The Longhorn chart values gpucell owns (``storage.values`` is merged over them later).
 
@@ -95,6 +107,11 @@ def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> di
     - ``defaultSettings.defaultReplicaCount``: the same count for volumes made outside the class (UI, API).
       Since Longhorn 1.10 this setting holds one value per data engine, as a JSON object of strings (the
       ``values.yaml`` default is ``{"v1":"3","v2":"3"}``), and the chart fails unless it is a string.
+    - ``defaultSettings.nodeDrainPolicy``: :data:`NODE_DRAIN_POLICY`, so that a node drained for maintenance while
+      it holds a volume's last healthy replica has that replica rebuilt elsewhere first, instead of the drain
+      waiting on Longhorn's instance-manager PodDisruptionBudget until its timeout.
+    - ``defaultSettings.nodeDownPodDeletionPolicy``: :data:`NODE_DOWN_POD_DELETION_POLICY`, so that a host that
+      died lets its StatefulSet and Deployment pods go and their volumes attach elsewhere.
     - With tainted gpu or cpu pools (:func:`gpucell.platform_tolerations.worker_pool_tolerations`):
       ``longhornManager.tolerations`` and ``longhornDriver.tolerations`` (the chart uses a component's list instead
       of ``global.tolerations``, ``chart/templates/daemonset-sa.yaml`` and ``deployment-driver.yaml``) and
@@ -105,7 +122,11 @@ def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> di
     """
     replicas = spec.replicas
     per_engine = json.dumps({"v1": str(replicas), "v2": str(replicas)}, separators=(",", ":"))
-    settings: dict[str, Any] = {"defaultReplicaCount": per_engine}
+    settings: dict[str, Any] = {
+        "defaultReplicaCount": per_engine,
+        "nodeDrainPolicy": NODE_DRAIN_POLICY,
+        "nodeDownPodDeletionPolicy": NODE_DOWN_POD_DELETION_POLICY,
+    }
     values: dict[str, Any] = {
         "persistence": {"defaultClass": True, "defaultClassReplicaCount": replicas},
         "defaultSettings": settings,

@@ -56,6 +56,18 @@ RECONCILER_PATH = "/usr/local/sbin/gpucell-vgpu-types"
 """Where the reconciler script is installed on the host."""
 RECONCILE_INTERVAL_SECONDS = 30
 """How often the reconciler looks at the VFs, seconds."""
+K3S_CONFIG_PATH = "/etc/rancher/k3s/config.yaml"
+"""The k3s config the reconciler reads its node's name from (:data:`gpucell._k3s_scripts.CONFIG_PATH`, which imports
+this module)."""
+NODE_KUBECONFIG_PATH = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+"""The kubelet's kubeconfig the reconciler reports with (:data:`gpucell._k3s_scripts.KUBELET_KUBECONFIG_PATH`)."""
+FAIL_AFTER_PASSES = 10
+"""Passes (x :data:`RECONCILE_INTERVAL_SECONDS`: five minutes) a GPU may stay short of vGPUs before the reconciler
+reports ``failed`` rather than ``pending``."""
+VGPU_TYPES_ANNOTATION = "gpucell.io/vgpu-types"
+"""Node annotation the reconciler reports on: ``<success|pending|failed> <vGPU type name>[: what is short]``."""
+VGPU_TYPES_RETRIGGER_ANNOTATION = "gpucell.io/vgpu-types-retrigger"
+"""Node annotation the node's settle sets to make the reconciler start over (a new value each time)."""
 
 
 def node_labels() -> dict[str, str]:
@@ -83,18 +95,69 @@ def permitted_vf_device(model: GpuModel, profile: str) -> dict[str, Any]:
 _RECONCILER = r"""#!/usr/bin/env bash
 # gpucell: give the SR-IOV vGPU virtual functions of every {model} on this host the vGPU type {type_name}, {per_gpu}
 # per GPU (NVIDIA vendor-specific VFIO framework: nvidia/current_vgpu_type of each VF).
-# Rendered by gpucell (components/vgpu_sriov.py); run by {unit}. Pass --once for a single pass.
+# Rendered by gpucell (gpucell/vgpu_sriov.py); run by {unit}. Pass --once for a single pass.
 set -uo pipefail
 
 readonly SYSFS="${{GPUCELL_SYSFS_ROOT:-/sys}}"
-readonly STATE_FILE="${{GPUCELL_STATE_DIR:-/var/lib/gpucell}}/vgpu-type"
+readonly STATE_DIR="${{GPUCELL_STATE_DIR:-/var/lib/gpucell}}"
+readonly STATE_FILE="$STATE_DIR/vgpu-type"
+readonly RETRIGGER_FILE="$STATE_DIR/vgpu-retrigger"
+readonly K3S="${{GPUCELL_K3S_BIN:-/usr/local/bin/k3s}}"
+readonly NODE_KUBECONFIG="${{GPUCELL_KUBECONFIG:-{node_kubeconfig}}}"
+readonly K3S_CONFIG="${{GPUCELL_K3S_CONFIG:-{k3s_config}}}"
 readonly VENDOR=0x{vendor}
 readonly DEVICE=0x{device}
 readonly TYPE_NAME={type_name_q}
 readonly PER_GPU={per_gpu}
 readonly INTERVAL={interval}
+readonly FAIL_AFTER="${{GPUCELL_FAIL_AFTER:-{fail_after}}}"
 want=""
 last_report=""
+reported=""
+passes=0
+
+# This node's name, from the k3s config (written by the install script).
+node_name() {{
+  awk '/^node-name:/ {{ print $2; exit }}' "$K3S_CONFIG" 2>/dev/null
+}}
+
+# kubectl as this node's kubelet, which may read and annotate its own Node (the Node authorizer).
+node_kubectl() {{
+  "$K3S" kubectl --kubeconfig "$NODE_KUBECONFIG" --request-timeout=10s "$@"
+}}
+
+# Tell the cluster how far the typing got ({annotation}: "<success|pending|failed> <type>[: what is short]"), for
+# the node's settle to wait on; written when it changes, tried again next pass when the API does not answer.
+report() {{
+  local node text="$1 $TYPE_NAME${{2:+: $2}}"
+  node=$(node_name)
+  if [ "$text" = "$reported" ] || [ -z "$node" ]; then
+    return 0
+  fi
+  if node_kubectl annotate node "$node" --overwrite "{annotation}=$text" >/dev/null 2>&1; then
+    reported=$text
+  fi
+}}
+
+# A new value of {retrigger} on the Node (set by the node's settle when the typing failed or stuck) makes this
+# service start over: the type id is learned again (a new driver may number types differently) and the VFs retyped.
+check_retrigger() {{
+  local node value
+  node=$(node_name)
+  [ -n "$node" ] || return 0
+  value=$(node_kubectl get node "$node" \
+    -o 'jsonpath={{.metadata.annotations.{retrigger_path}}}{{"\t"}}{{.metadata.annotations.{annotation_path}}}' \
+    2>/dev/null) || return 0
+  reported=${{value#*$'\t'}}  # what the Node says already: written again only when it changes
+  value=${{value%%$'\t'*}}
+  if [ -n "$value" ] && [ "$value" != "$(cat "$RETRIGGER_FILE" 2>/dev/null)" ]; then
+    echo "gpucell-vgpu-types: re-triggered ($value): learning the type id again and retyping" >&2
+    want=""
+    passes=0
+    rm -f "$STATE_FILE"
+    mkdir -p "$STATE_DIR" && printf '%s\n' "$value" >"$RETRIGGER_FILE"
+  fi
+}}
 
 # The numeric id of TYPE_NAME in a creatable_vgpu_types file ("1155 : NVIDIA L40S-12Q" lines), or nothing.
 type_id() {{
@@ -156,6 +219,7 @@ learn_type_id() {{
 
 reconcile() {{
   local pf vf current typed vfs report=""
+  check_retrigger
   learn_type_id
   while read -r pf; do
     typed=0
@@ -187,6 +251,14 @@ reconcile() {{
     echo "gpucell-vgpu-types: short of $TYPE_NAME vGPUs: $report" >&2
   fi
   last_report=$report
+  passes=$((passes + 1))
+  if [ -z "$report" ] && [ -n "$(pfs)" ]; then
+    report success
+  elif [ "$passes" -lt "$FAIL_AFTER" ]; then
+    report pending "${{report:-no $TYPE_NAME GPU found yet}}"
+  else
+    report failed "${{report:-no $TYPE_NAME GPU found}}"
+  fi
 }}
 
 reconcile
@@ -228,12 +300,28 @@ def reconciler_script(model: GpuModel, profile: str) -> str:
        profile change completes once its VMs are gone), then types free VFs until the GPU holds
        :meth:`~gpucell.gpu_catalog.GpuModel.vgpus_per_gpu` of them;
     3. reports a GPU left short (fewer VFs enabled than vGPUs wanted, or a type the driver refuses) on stderr,
-       i.e. the journal, whenever the shortfall changes.
+       i.e. the journal, whenever the shortfall changes;
+    4. reports on its Node, as the node's kubelet (``k3s kubectl --kubeconfig`` the kubelet's kubeconfig; the Node
+       authorizer lets a kubelet annotate its own Node), :data:`VGPU_TYPES_ANNOTATION` ``success <type>`` once
+       every GPU holds its vGPUs, else ``pending <type>: <shortfall>`` for its first :data:`FAIL_AFTER_PASSES`
+       passes and ``failed ...`` after: what the node's settle waits for
+       (:func:`gpucell._maintenance_scripts.settle_script`);
+    5. starts over (forgets the learned id, counts its passes again) when
+       :data:`VGPU_TYPES_RETRIGGER_ANNOTATION` on its Node takes a new value: the settle's re-trigger after
+       ``failed`` or a stuck ``pending`` (the node name comes from ``node-name`` in ``/etc/rancher/k3s/config.yaml``).
 
-    ``$GPUCELL_SYSFS_ROOT`` (default ``/sys``) and ``$GPUCELL_STATE_DIR`` (default ``/var/lib/gpucell``) let the
-    tests run it against a stub tree.
+    ``$GPUCELL_SYSFS_ROOT`` (default ``/sys``), ``$GPUCELL_STATE_DIR`` (default ``/var/lib/gpucell``),
+    ``$GPUCELL_K3S_BIN``, ``$GPUCELL_KUBECONFIG``, ``$GPUCELL_K3S_CONFIG`` and ``$GPUCELL_FAIL_AFTER`` let the tests
+    run it against a stub tree and a stub cluster.
     """
     return _RECONCILER.format(
+        node_kubeconfig=NODE_KUBECONFIG_PATH,
+        k3s_config=K3S_CONFIG_PATH,
+        annotation=VGPU_TYPES_ANNOTATION,
+        retrigger=VGPU_TYPES_RETRIGGER_ANNOTATION,
+        retrigger_path=VGPU_TYPES_RETRIGGER_ANNOTATION.replace(".", "\\."),
+        annotation_path=VGPU_TYPES_ANNOTATION.replace(".", "\\."),
+        fail_after=FAIL_AFTER_PASSES,
         model=model.name,
         type_name=model.vgpu_type_name(profile),
         type_name_q=shlex.quote(model.vgpu_type_name(profile)),
@@ -253,7 +341,7 @@ def systemd_unit(model: GpuModel, profile: str) -> str:
 
 
 _INSTALL = """
-# SR-IOV vGPU: the service that types this host's {model} VFs as {type_name} (components/vgpu_sriov.py).
+# SR-IOV vGPU: the service that types this host's {model} VFs as {type_name} (gpucell/vgpu_sriov.py).
 vgpu_work="$(mktemp -d)"
 cat >"$vgpu_work/reconciler" <<'GPUCELL_VGPU_RECONCILER'
 {script}GPUCELL_VGPU_RECONCILER

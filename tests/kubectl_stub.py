@@ -2,19 +2,27 @@
 
 Usage (as the body of a ``k3s`` executable): ``python kubectl_stub.py STATE.json kubectl [flags] VERB ...``.
 
-The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``,
+The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects) and switches: ``api_down``
+(every API), ``apis_down`` (the APIs that do not answer: ``local`` for the kubeconfig's own server, else a
+``--server`` URL),
 ``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
-delete is also listed in ``restarted``); ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
+delete is also listed in ``restarted``), ``on_annotate`` (annotation key -> the ``labels``/``annotations``/
+``allocatable`` a Node gets once that annotation is set on it: the VF-typing service acting on its re-trigger);
+``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
 ``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
-name|jsonpath=...``, ``get pods (--all-namespaces | -n NS) --field-selector ... -o jsonpath=...``, ``annotate``,
-``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``,
-``delete virtualmachineinstances.kubevirt.io`` and ``create --raw .../eviction``. JSONPath: members
+name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS)
+--field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``,
+``delete node``, ``delete pods -l``, ``delete secret`` (listed in ``deleted_secrets``), ``delete
+virtualmachineinstances.kubevirt.io``, ``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list
+of objects: Longhorn's ``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge
+``patch`` of ``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is
+false). JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
@@ -27,13 +35,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_GLOBAL_FLAGS = re.compile(r"^--(kubeconfig|request-timeout)(=.*)?$")
+_GLOBAL_FLAGS = re.compile(r"^--(kubeconfig|request-timeout|server)(=.*)?$")
 
 
 def main(argv: list[str]) -> int:
     state_path = Path(argv[0])
     state = json.loads(state_path.read_text())
     args = argv[2:] if argv[1:2] == ["kubectl"] else argv[1:]
+    server = _option(args, "--server") or "local"
     args = _strip_globals(args)
     call = " ".join(args)
     state.setdefault("calls", []).append(call)
@@ -43,6 +52,10 @@ def main(argv: list[str]) -> int:
         flaky.remove(failing)
         state_path.write_text(json.dumps(state, indent=1))
         print("Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded)", file=sys.stderr)
+        return 1
+    if server in state.get("apis_down", []):
+        print(f"The connection to the server {server} was refused - did you specify the right host?", file=sys.stderr)
+        state_path.write_text(json.dumps(state, indent=1))
         return 1
     try:
         code = _run(state, args)
@@ -103,6 +116,8 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         print("ok")
         return 0
     output = _option(rest, "-o") or ""
+    if rest[0] in ("nodes", *state.get("objects", {})):  # by label, or another kind: get KIND [NAME] [-l KEY=VALUE]
+        return _get_objects(state, rest, namespace, output)
     if rest[0] == "node":
         node = state["nodes"].get(rest[1])
         if node is None:
@@ -144,6 +159,30 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
     raise SystemExit(f"stub: unsupported get {rest}")
 
 
+def _get_objects(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
+    """``get nodes -l KEY=VALUE``, or ``get`` of a kind in ``objects`` (Longhorn's nodes and replicas) by name or by
+    one label; ``-o name`` or ``-o jsonpath=...``."""
+    objects = list(state["nodes"].values()) if rest[0] == "nodes" else state["objects"][rest[0]]
+    namespace = None if rest[0] == "nodes" else namespace
+    name = rest[1] if len(rest) > 1 and not rest[1].startswith("-") else None
+    key, _, value = (_option(rest, "-l") or "").partition("=")
+    found = [
+        o
+        for o in objects
+        if o["metadata"].get("namespace") == namespace
+        and (name is None or o["metadata"]["name"] == name)
+        and (not key or o["metadata"].get("labels", {}).get(key) == value)
+    ]
+    if name is not None and not found and "--ignore-not-found" not in rest:
+        print(f'Error from server (NotFound): {rest[0]} "{name}" not found', file=sys.stderr)
+        return 1
+    if output == "name":
+        sys.stdout.write("".join(f"{rest[0]}/{o['metadata']['name']}\n" for o in found))
+    else:
+        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": found}))
+    return 0
+
+
 def _vm(state: dict[str, Any], namespace: str | None, name: str) -> dict[str, Any]:
     return next(
         v for v in state.get("vms", []) if (v["metadata"]["namespace"], v["metadata"]["name"]) == (namespace, name)
@@ -161,10 +200,27 @@ def _annotate(state: dict[str, Any], rest: list[str], namespace: str | None, __:
         else:
             key, value = arg.split("=", 1)
             annotations[key] = value
+            _fix(node, state.get("on_annotate", {}).get(key))
     return 0
 
 
+def _fix(node: dict[str, Any], fix: dict[str, dict[str, str]] | None) -> None:
+    """What a Node becomes once the agent that acts on a change has acted (a restarted pod, a re-triggered service)."""
+    if fix is None:
+        return
+    node["metadata"].setdefault("labels", {}).update(fix.get("labels", {}))
+    node["metadata"].setdefault("annotations", {}).update(fix.get("annotations", {}))
+    node.setdefault("status", {}).setdefault("allocatable", {}).update(fix.get("allocatable", {}))
+
+
 def _patch(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    if rest[0] == "nodes.longhorn.io":  # Longhorn evicts the node's replicas once asked, when state says it can
+        target = next(o for o in state["objects"][rest[0]] if o["metadata"]["name"] == rest[1])
+        target.setdefault("spec", {}).update(json.loads(_option(rest, "-p") or "{}")["spec"])
+        if target["spec"].get("evictionRequested") and state.get("longhorn_evicts", True):
+            replicas = state["objects"].get("replicas.longhorn.io", [])
+            replicas[:] = [r for r in replicas if r["metadata"].get("labels", {}).get("longhorn.io/node") != rest[1]]
+        return 0
     assert rest[0] == "virtualmachines.kubevirt.io", rest
     assert _option(rest, "--type") == "merge", rest
     vm = _vm(state, namespace, rest[1])
@@ -215,15 +271,14 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
     if kind == "node":
         state["nodes"].pop(name, None)
         return 0
+    if kind == "secret":
+        state.setdefault("deleted_secrets", []).append(f"{namespace}/{name}")
+        return 0
     if kind == "pods":  # delete pods -l SELECTOR --field-selector spec.nodeName=NODE: a DaemonSet pod restarted
         selector = _option(rest, "-l") or ""
         node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
         state.setdefault("restarted", []).append(f"{namespace} {selector} {node}")
-        fix = state.get("restart_fixes", {}).get(selector)
-        if fix is not None:
-            target = state["nodes"][node]
-            target["metadata"]["labels"].update(fix.get("labels", {}))
-            target["status"]["allocatable"].update(fix.get("allocatable", {}))
+        _fix(state["nodes"][node], state.get("restart_fixes", {}).get(selector))
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [

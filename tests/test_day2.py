@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pulumi.runtime.mocks import MockResourceArgs
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from gpucell import _k3s_scripts as scripts
 from gpucell.errors import ConfigError
@@ -46,11 +46,21 @@ def prod_config() -> tuple[dict[str, Any], list[str]]:
     return config, files.secret_keys
 
 
-def plan(change: Callable[[dict[str, Any]], None] | None = None, *, preview: bool = False) -> PlanResult:
-    """The prod plan after ``change`` edits the config (full keys, ``gpucell:regions`` as an object)."""
+def plan(
+    change: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    preview: bool = False,
+    last_deployment: dict[str, Any] | None = None,
+) -> PlanResult:
+    """The prod plan after ``change`` edits the config (full keys, ``gpucell:regions`` as an object); with
+    ``last_deployment``, the stack outputs the program reads as its last deployment (else none: a first deploy)."""
     config, secret_keys = prod_config()
     if change is not None:
         change(config)
+
+    def invoked(args: MockCallArgs) -> dict[str, Any]:
+        return {"outputs": last_deployment or {}} if args.token == "pulumi:pulumi:readStackOutputs" else {}
+
     return run_program(
         build_cells,
         project="gpucell",
@@ -59,6 +69,7 @@ def plan(change: Callable[[dict[str, Any]], None] | None = None, *, preview: boo
         secret_keys=secret_keys,
         preview=preview,
         computed=None if preview else computed,
+        invoked=invoked,
     )
 
 

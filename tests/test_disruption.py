@@ -75,6 +75,7 @@ def test_fingerprint_of_the_minimal_cell() -> None:
         "storage": {"defaultClass": "local-path", "volumes": {}},
         "versions": {
             "k3s": "v1.34.2+k3s1",
+            "kubevirt": "v1.9.0",
             "charts": {"cilium": "1.20.0", "certManager": "v1.21.1", "gpuOperator": "v26.7.0", "kserve": "v0.20.0"},
         },
     }
@@ -366,3 +367,52 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
         "up (keep lab-srv-2 in the config, pulumi up, then remove the next)"
     ]
     assert refused_together(changes[:1]) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "deployed", "previous", "line"),
+    [
+        (
+            "cilium",
+            "1.18.4",
+            "1.19.3",
+            "regions.lab.versions.cilium: 1.18.4 -> 1.20.0 skips Cilium 1.19: its upgrade guide tests consecutive "
+            "minor releases only; cilium/cilium#46608: after 1.16 -> 1.19 the agent no longer started on new nodes; "
+            "set versions.cilium to the latest 1.19 release first, pulumi up, then 1.20.0",
+        ),
+        (
+            "longhorn",
+            "1.10.2",
+            "1.11.0",
+            "regions.lab.versions.longhorn: 1.10.2 -> 1.12.1 skips Longhorn 1.11: its manager refuses an upgrade that "
+            "skips a minor release, and the chart's pre-upgrade hook fails the Helm upgrade (longhorn/longhorn#9569); "
+            "set versions.longhorn to the latest 1.11 release first, pulumi up, then 1.12.1",
+        ),
+        (
+            "kubevirt",
+            "v1.7.2",
+            "v1.8.1",
+            "regions.lab.versions.kubevirt: v1.7.2 -> v1.9.0 skips KubeVirt 1.8: updates are supported from the "
+            "previous minor release only; the maintainers test N-1 -> N (kubevirt/kubevirt#13783); set "
+            "versions.kubevirt to the latest 1.8 release first, pulumi up, then v1.9.0",
+        ),
+    ],
+)
+def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledged(
+    key: str, deployed: str, previous: str, line: str
+) -> None:
+    from gpucell.disruption import skipped_releases
+
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    new = fingerprint(cell(config))
+
+    def deployed_at(version: str) -> dict[str, Any]:
+        old = copy.deepcopy(new)
+        versions = old["versions"]
+        (versions if key == "kubevirt" else versions["charts"])[key] = version
+        return old
+
+    assert skipped_releases(deployed_at(deployed), new, "lab") == [line]
+    assert skipped_releases(deployed_at(previous), new, "lab") == []  # one minor release: the supported path
+    assert skipped_releases(None, new, "lab") == []  # a first deploy

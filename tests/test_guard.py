@@ -240,3 +240,19 @@ def test_registered_hosts_come_from_the_last_deployed_fingerprint() -> None:
     assert registered_hosts(None) == frozenset()  # a region never deployed: every agent is a first join
     assert registered_hosts({"nodes": {"fra1-srv-1": {}, "fra1-cpu-1": {}}}) == {"fra1-srv-1", "fra1-cpu-1"}
     assert registered_hosts({"cidrs": {}}) is None  # deployed, nodes not listed: all taken as registered (safe)
+
+
+def test_an_upgrade_that_skips_a_minor_release_is_refused_even_when_acknowledged() -> None:
+    """cilium/cilium#46608: a Cilium upgrade across minor releases; pulumi up stops before anything runs."""
+    outputs = deployed_lab()
+    outputs["labFingerprint"]["versions"]["charts"]["cilium"] = "1.18.4"
+    deployment = Deployment(outputs)
+    acknowledged = [{"change": "chartMajor", "region": "lab", "reason": "CHG-1"}]
+    with pytest.raises(ConfigError) as info:
+        run({"lab": minimal_cell_config()}, deployment, acknowledged)
+    assert info.value.lines[0] == (
+        "regions.lab.versions.cilium: 1.18.4 -> 1.20.0 skips Cilium 1.19: its upgrade guide tests consecutive minor "
+        "releases only; cilium/cilium#46608: after 1.16 -> 1.19 the agent no longer started on new nodes; set "
+        "versions.cilium to the latest 1.19 release first, pulumi up, then 1.20.0"
+    )
+    assert deployment.registered == []

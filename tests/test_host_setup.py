@@ -16,7 +16,7 @@ from gpucell.gpu_catalog import CATALOG
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
 from tests.conftest import cell, minimal_cell_config
-from tests.test_k3s import _sandbox, _stub, build, stub_numa
+from tests.test_k3s import _into, _sandbox, _stub, build, stub_numa
 
 PREAMBLE = '#!/usr/bin/env bash\nset -euo pipefail\nas_root() { "$@"; }\n'
 VGPU_DRIVER = {"repository": "registry.example.com/nvidia", "version": "580.95.02-ubuntu24.04"}
@@ -262,7 +262,7 @@ def test_reconciler_and_unit_install_once_and_restart_on_change(tmp_path: Path) 
 
     first = subprocess.run(["bash", "-c", script], input="token", env=env, capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stderr
-    reconciler = vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")
+    reconciler = _into(root, vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q"))  # the sandbox's paths
     assert Path(paths[vgpu_sriov.RECONCILER_PATH]).read_text() == reconciler
     unit = vgpu_sriov.systemd_unit(CATALOG["L40S"], "L40S-12Q")
     assert Path(paths[vgpu_sriov.UNIT_PATH]).read_text() == unit.replace(
@@ -319,3 +319,78 @@ def test_unit_runs_the_reconciler_forever() -> None:
     assert "Description=gpucell: type SR-IOV vGPU virtual functions as NVIDIA L40S-12Q (4 per GPU)\n" in unit
     assert "Restart=always\n" in unit
     assert "WantedBy=multi-user.target\n" in unit
+
+
+def reconcile_against(tmp_path: Path, cluster: Any, **env: str) -> subprocess.CompletedProcess[str]:
+    """One reconciler pass that reports to the stub cluster ``cluster`` as node lab-l40s-1."""
+    config = tmp_path / "config.yaml"
+    config.write_text("node-name: lab-l40s-1\nnode-ip: 10.20.0.51\n")
+    script = vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")
+    variables = {
+        "GPUCELL_SYSFS_ROOT": str(tmp_path / "sys"),
+        "GPUCELL_STATE_DIR": str(tmp_path / "state"),
+        "GPUCELL_K3S_BIN": str(cluster.k3s),
+        "GPUCELL_K3S_CONFIG": str(config),
+        **env,
+    }
+    return subprocess.run(
+        ["bash", "-c", script, "reconciler", "--once"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**cluster.env, **variables},
+    )
+
+
+def test_reconciler_reports_on_its_node_what_settle_waits_for(tmp_path: Path) -> None:
+    from tests.test_maintenance import Cluster, node
+
+    cluster = Cluster(tmp_path, [node("lab-l40s-1", labels={}, allocatable={})])
+    gpu = stub_gpu(tmp_path / "sys", "0000:41:00.0", 3)
+    short = reconcile_against(tmp_path, cluster)
+    assert short.returncode == 0, short.stderr
+    annotations = cluster.node("lab-l40s-1")["metadata"]["annotations"]
+    assert annotations["gpucell.io/vgpu-types"] == ("pending NVIDIA L40S-12Q: 0000:41:00.0: 3 of 4 (3 VFs enabled); ")
+    failed = reconcile_against(tmp_path, cluster, GPUCELL_FAIL_AFTER="1")  # still short past the limit
+    assert failed.returncode == 0
+    assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"].startswith(
+        "failed NVIDIA L40S-12Q: 0000:41:00.0: 3 of 4"
+    )
+    (gpu / "sriov_numvfs").write_text("4\n")  # the fourth VF comes up (stub: a new virtfn link)
+    vf = gpu.parent / "0000:41:00.7.vf3"
+    (vf / "nvidia").mkdir(parents=True)
+    (vf / "nvidia" / "current_vgpu_type").write_text("0\n")
+    (vf / "nvidia" / "creatable_vgpu_types").write_text(CREATABLE)
+    (gpu / "virtfn3").symlink_to(vf)
+    done = reconcile_against(tmp_path, cluster)
+    assert done.returncode == 0
+    assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"] == ("success NVIDIA L40S-12Q")
+    writes = [c for c in cluster.calls("annotate") if "vgpu-types=" in c]
+    assert len(writes) == 3  # written when it changes, not every pass
+    assert reconcile_against(tmp_path, cluster).returncode == 0
+    assert len([c for c in cluster.calls("annotate") if "vgpu-types=" in c]) == 3
+
+
+def test_reconciler_starts_over_when_settle_re_triggers_it(tmp_path: Path) -> None:
+    """A remembered type id that the driver no longer uses (a new vGPU driver numbers types anew) keeps every VF
+    untyped; settle's re-trigger makes the service learn the id again."""
+    from tests.test_maintenance import Cluster, node
+
+    cluster = Cluster(
+        tmp_path,
+        [node("lab-l40s-1", labels={}, allocatable={}, annotations={"gpucell.io/vgpu-types-retrigger": "1700000000"})],
+    )
+    gpu = stub_gpu(tmp_path / "sys", "0000:41:00.0", 4)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "vgpu-type").write_text("999\tNVIDIA L40S-12Q\n")  # stale
+    (tmp_path / "state" / "vgpu-retrigger").write_text("1600000000\n")
+    done = reconcile_against(tmp_path, cluster)
+    assert done.returncode == 0
+    assert done.stderr.splitlines()[0] == (
+        "gpucell-vgpu-types: re-triggered (1700000000): learning the type id again and retyping"
+    )
+    assert current_types(gpu) == ["1155"] * 4
+    assert (tmp_path / "state" / "vgpu-retrigger").read_text() == "1700000000\n"
+    assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"] == "success NVIDIA L40S-12Q"
+    again = reconcile_against(tmp_path, cluster)  # the same value: nothing to start over
+    assert "re-triggered" not in again.stderr

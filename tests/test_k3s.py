@@ -1203,10 +1203,11 @@ def test_removal_drains_before_uninstalling_and_deletes_the_node_last() -> None:
         prepare, install, labels, settle = (
             result.named(f"lab-{host}{s}") for s in ("-prepare", "", "-labels", "-settle")
         )
-        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state)
+        endpoint = "https://10.20.0.5:6443"  # the maintenance steps' second way to the API
+        assert script_of(settle.inputs["delete"]) == maintenance.removal_drain_script(node.state, api_endpoint=endpoint)
         assert labels.options["retainOnDelete"] is True  # relinquishing the labels would restart GPU operands
         assert script_of(install.inputs["delete"]) == scripts.uninstall_script(node.state.role, host)
-        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host)
+        assert script_of(prepare.inputs["delete"]) == maintenance.forget_script(host, api_endpoint=endpoint)
         # prepare and settle run on the control server, whatever node they are about.
         assert prepare.raw_inputs["connection"]["host"] == settle.raw_inputs["connection"]["host"] == "10.20.0.11"
         assert "stdin" not in settle.raw_inputs
@@ -1271,3 +1272,28 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     assert not any(line.startswith("ip6tables-restore") for line in lines)  # no Cilium rule there
     assert "umount /run/cilium/cgroupv2" in lines
     assert "gpucell: removed Cilium's host state" in run.stdout
+
+
+def test_uninstall_removes_ciliums_iptables_rules_on_a_host_with_many_rules(tmp_path: Path) -> None:
+    """A host's iptables-save prints Cilium's rule first and 200,000 others after it. Under pipefail,
+    ``iptables-save | grep -q cilium`` failed when grep exited at the first match and iptables-save died of SIGPIPE,
+    so the cleanup was skipped (flaky in CI, certain on a real host with many rules). The restore must get every
+    rule but Cilium's."""
+    result, _ = build(ha_config())
+    delete = script_of(result.named("lab-lab-vm-1").inputs["delete"])
+    root, env, script = _sandbox(tmp_path, delete)
+    _stub(root, "k3s", "exit 0\n")
+    _stub(root, "k3s-agent-uninstall.sh", "exit 0\n")
+    bin_dir = tmp_path / "bin"
+    for tool in ("ip", "tc", "mountpoint", "umount", "ip6tables-save"):
+        _stub(bin_dir, tool, "exit 1\n")
+    _stub(bin_dir, "iptables-save", 'echo "-A CILIUM_INPUT -j ACCEPT"\nseq 1 200000 | sed "s/^/-A INPUT -j KEEP /"\n')
+    restored = root / "restored"
+    _stub(bin_dir, "iptables-restore", f"cat > {restored}\n")
+    _stub(bin_dir, "timeout", 'shift\nexec "$@"\n')
+    run = _run(script, env, stdin="")
+    assert run.returncode == 0, run.stderr
+    lines = restored.read_text().splitlines()
+    assert len(lines) == 200000
+    assert lines[0] == "-A INPUT -j KEEP 1"
+    assert not any("CILIUM" in line for line in lines)

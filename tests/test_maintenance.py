@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 from gpucell import _maintenance_scripts as maintenance
 from gpucell._node_state import NodeState, node_state
-from gpucell.spec import CellSpec
+from gpucell.spec import CellSpec, NodeRole
 from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
 
 VERSION = "v1.34.2+k3s1"
@@ -386,10 +387,12 @@ def test_settle_times_out_naming_what_is_missing(tmp_path: Path, change: dict[st
     assert problem in lines
     assert lines[-1] == (
         "see kubectl describe node h200-1 and the GPU Operator's pods there (kubectl -n gpu-operator "
-        "get pods -o wide), then run pulumi up again"
+        "get pods -o wide), then run pulumi up again (it re-triggers them first)"
     )
     assert cluster.node()["spec"]["unschedulable"] is True
     assert cluster.calls("uncordon") == []
+    # The wait that ran out is recorded on the node, for the next settle to re-trigger at once.
+    assert cluster.node()["metadata"]["annotations"]["gpucell.io/gpu-state-wait"] == lines[1]
 
 
 def dra_state() -> NodeState:
@@ -603,7 +606,10 @@ def test_removal_of_an_unregistered_node_and_the_last_step(tmp_path: Path) -> No
     run = cluster.run(maintenance.forget_script(MIG_NODE))
     assert run.returncode == 0, run.stderr
     assert run.stdout == "gpucell: node h200-1 removed from the cell\n"
-    assert cluster.calls() == ["delete node h200-1 --ignore-not-found --wait=false"]
+    assert cluster.calls() == [
+        "delete node h200-1 --ignore-not-found --wait=false",
+        "-n kube-system delete secret h200-1.node-password.k3s --ignore-not-found",
+    ]
     assert cluster.state["nodes"] == {}
     assert cluster.run(maintenance.forget_script(MIG_NODE)).returncode == 0  # already gone: fine
 
@@ -767,3 +773,338 @@ def test_a_gpu_vm_stopped_by_maintenance_is_started_again_after_its_node_settles
     assert given_back["spec"]["runStrategy"] == strategy
     assert given_back["metadata"]["annotations"] == {}
     assert settled.state.get("started", []) == (["tenant-acme/desk-01"] if strategy == "Manual" else [])
+
+
+# -- a GPU pool's rollout holds the nodes still waiting -----------------------------------------------------------
+def test_a_gpu_rollout_holds_the_pools_nodes_still_waiting_and_they_take_over(tmp_path: Path) -> None:
+    """Issue 18: VMs (and GPU pods) moved by the rollout must not land on a node that is next in line."""
+    old = "v1.33.6+k3s1"
+    nodes = [
+        node(MIG_NODE, version=old),
+        node("h200-2", version=old),  # waits for the same upgrade: held
+        node("h200-3"),  # already on the pinned version: left alone
+        node("h200-4", version=old, unschedulable=True),  # cordoned by someone: left as it is
+        node("cpu-1", version=old, labels={"gpucell.io/pool": "cpu"}),  # another pool
+    ]
+    cluster = Cluster(tmp_path, nodes, [pod("train-1")])
+    run = cluster.run(prepare())
+    assert run.returncode == 0, run.stderr
+    assert (
+        "gpucell: holding h200-2 (cordoned) until its own maintenance (k3s-upgrade): nothing this rollout moves "
+        "lands there"
+    ) in run.stdout.splitlines()
+    held = cluster.node("h200-2")
+    assert held["spec"]["unschedulable"] is True
+    assert held["metadata"]["annotations"] == {"gpucell.io/held": MIG_NODE}
+    for name in ("h200-3", "cpu-1"):
+        assert cluster.node(name)["spec"] == {}, name
+    assert cluster.node("h200-4")["metadata"]["annotations"] == {}
+    # Held before this node is drained, so the pods it evicts cannot go there.
+    calls = cluster.calls("annotate", "cordon", "drain")
+    assert calls.index("cordon h200-2") < calls.index(
+        "drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"
+    )
+
+    # h200-2's own prepare takes it over: it is not "cordoned by someone else", so its settle will uncordon it.
+    own = cluster.run(maintenance.prepare_script(replace(mig_state(), name="h200-2"), VERSION, DIGEST))
+    assert own.returncode == 0, own.stderr
+    assert cluster.node("h200-2")["metadata"]["annotations"] == {"gpucell.io/maintenance": "k3s-upgrade"}
+
+
+def test_a_held_node_that_needs_nothing_is_released(tmp_path: Path) -> None:
+    held = node("h200-2", unschedulable=True, annotations={"gpucell.io/held": MIG_NODE})
+    cluster = Cluster(tmp_path, [held])
+    run = cluster.run(maintenance.prepare_script(replace(mig_state(), name="h200-2"), VERSION, DIGEST))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == (
+        "gpucell: h200-2 needs no maintenance: released (it was held for the rollout begun on h200-1)"
+    )
+    assert cluster.node("h200-2")["spec"]["unschedulable"] is False
+    assert cluster.node("h200-2")["metadata"]["annotations"] == {}
+
+
+# -- the control server's API down: the cell's API endpoint ------------------------------------------------------
+ENDPOINT = "https://10.20.0.5:6443"
+
+
+def test_steps_use_the_api_endpoint_when_this_servers_api_does_not_answer(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], apis_down=["local"])
+    run = cluster.run(maintenance.prepare_script(mig_state(), VERSION, DIGEST, api_endpoint=ENDPOINT))
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[0] == (
+        f"gpucell: the API on this server (127.0.0.1) does not answer; trying the cell's API endpoint {ENDPOINT}"
+    )
+    assert run.stdout.splitlines()[0] == f"gpucell: using the API at {ENDPOINT}: this server's own does not answer"
+    assert cluster.node()["spec"]["unschedulable"] is True  # the maintenance went on through the endpoint
+
+
+def test_steps_name_every_api_they_tried(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node()], apis_down=["local", ENDPOINT])
+    run = cluster.run(maintenance.settle_script(mig_state(), VERSION, DIGEST, api_endpoint=ENDPOINT))
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-2:] == [
+        f"gpucell: neither this server's API nor {ENDPOINT} answered within 120 s",
+        "gpucell: the API server on this server does not answer; cannot settle h200-1",
+    ]
+    readyz = [c for c in cluster.state["calls"] if c == "get --raw=/readyz"]
+    assert len(readyz) == 48  # 24 rounds of both
+
+
+# -- quarantine --------------------------------------------------------------------------------------------------
+def quarantined_state(reason: str = "gpu-3-xid-79") -> NodeState:
+    return replace(mig_state(), quarantine=reason)
+
+
+def test_a_quarantined_host_is_drained_its_vms_start_elsewhere_and_it_stays_cordoned(tmp_path: Path) -> None:
+    launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
+    cluster = Cluster(
+        tmp_path,
+        [node(annotations={"gpucell.io/gpu-config": GPU_CONFIG, "gpucell.io/k3s-config": DIGEST})],
+        [launcher, pod("web", gpu=False)],
+        vms=[vm("desk-01", "Always")],
+    )
+    run = cluster.run(prepare(quarantined_state()))
+    assert run.returncode == 0, run.stderr
+    assert "gpucell: taking h200-1 out of service: quarantine" in run.stdout.splitlines()
+    assert cluster.calls("drain") == ["drain h200-1 --ignore-daemonsets --delete-emptydir-data --timeout=900s"]
+    assert cluster.state["vms"][0]["spec"]["runStrategy"] == "Halted"
+    assert cluster.state["pods"] == []
+
+    settled = Cluster(tmp_path, [cluster.node()], operator_pods(ready=False), vms=cluster.state["vms"])
+    done = settled.run(settle(quarantined_state()))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        "gpucell: started VM tenant-acme/desk-01 again (runStrategy Always), stopped for the maintenance of h200-1",
+        "gpucell: h200-1 stays cordoned: quarantined (gpu-3-xid-79); its GPU VMs start again elsewhere",
+    ]
+    assert settled.node()["spec"]["unschedulable"] is True
+    assert settled.node()["metadata"]["annotations"]["gpucell.io/maintenance"] == "quarantine"
+    assert settled.calls("uncordon") == []
+    assert not [c for c in settled.state["calls"] if "mig\\.config\\.state" in c]  # its GPU state is not waited for
+
+    # Lifted: prepare does not drain again, settle waits for the GPU state and gives the host back.
+    lifted_cluster = Cluster(tmp_path, [settled.node()], operator_pods())
+    lifting = lifted_cluster.run(prepare())
+    assert lifting.returncode == 0, lifting.stderr
+    assert "gpucell: taking h200-1 out of service: quarantine-lifted" in lifting.stdout.splitlines()
+    assert lifted_cluster.calls("drain", "create") == []
+    assert lifted_cluster.node()["metadata"]["annotations"]["gpucell.io/maintenance"] == "quarantine-lifted"
+    back = lifted_cluster.run(settle())
+    assert back.returncode == 0, back.stderr
+    assert back.stdout.splitlines()[-1] == "gpucell: h200-1 is back in service"
+    assert lifted_cluster.node()["spec"]["unschedulable"] is False
+    assert "gpucell.io/maintenance" not in lifted_cluster.node()["metadata"]["annotations"]
+
+
+def test_a_dead_host_is_quarantined_without_a_drain(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(ready="Unknown")], [pod("train-1")])
+    run = cluster.run(prepare(quarantined_state()))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        "gpucell: h200-1 is not Ready: quarantined without a drain (its kubelet cannot confirm evictions; its pods go "
+        "once it is back, or with its Node when it is removed)"
+    )
+    assert cluster.calls() == ["annotate node h200-1 --overwrite gpucell.io/maintenance=quarantine", "cordon h200-1"]
+
+
+# -- stuck and failed GPU states ---------------------------------------------------------------------------------
+def test_a_state_stuck_pending_restarts_its_manager_once_and_the_next_run_at_once(tmp_path: Path) -> None:
+    stuck = node(
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+        labels={**mig_state().labels, "nvidia.com/mig.config.state": "pending"},
+    )
+    cluster = Cluster(tmp_path, [stuck], operator_pods())
+    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=10)))
+    assert run.returncode == 1
+    assert cluster.state["restarted"] == ["gpu-operator app=nvidia-mig-manager h200-1"]  # once in 10 minutes
+    assert (
+        "gpucell: restarting app=nvidia-mig-manager pods in gpu-operator on h200-1: nvidia.com/mig.config.state has "
+        "not reached 'success' after 295 s (NVIDIA/gpu-operator#2833)"
+    ) in run.stdout.splitlines()
+    left = cluster.node()["metadata"]["annotations"]["gpucell.io/gpu-state-wait"]
+    assert left == "nvidia.com/mig.config.state is 'pending', not 'success'"
+
+    # The next pulumi up re-triggers before it waits: the restarted manager applies the layout this time.
+    state = cluster.state
+    state["restart_fixes"] = {"app=nvidia-mig-manager": {"labels": {"nvidia.com/mig.config.state": "success"}}}
+    state["restarted"] = []
+    cluster.path.write_text(json.dumps(state))
+    again = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=10)))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[:2] == [
+        f"gpucell: the last wait for h200-1's GPU state ran out ({left}): re-triggering what must act first",
+        "gpucell: restarting app=nvidia-mig-manager pods in gpu-operator on h200-1: nvidia.com/mig.config.state has "
+        "not reached 'success' after 0 s (NVIDIA/gpu-operator#2833)",
+    ]
+    assert "gpucell.io/gpu-state-wait" not in cluster.node()["metadata"]["annotations"]
+
+
+def sriov_state() -> NodeState:
+    from tests.test_host_setup import region
+
+    spec = CellSpec.model_validate(region())
+    return node_state(spec, "l40s-vgpu", spec.node_pools["l40s-vgpu"], "lab-l40s-1")
+
+
+def test_failed_sriov_vgpu_typing_is_re_triggered_through_the_node(tmp_path: Path) -> None:
+    """The VF-typing service runs on the host; settle re-triggers it through an annotation it reads every pass."""
+    state = sriov_state()
+    assert state.vf_type == "NVIDIA L40S-12Q"
+    failed = node(
+        "lab-l40s-1",
+        labels=dict(state.labels),
+        allocatable={},
+        unschedulable=True,
+        annotations={
+            "gpucell.io/maintenance": "gpu-reconfiguration",
+            "gpucell.io/vgpu-types": "failed NVIDIA L40S-12Q: 0000:41:00.0: 0 of 4 (4 VFs enabled); ",
+        },
+    )
+    plugin = pod("virt-handler-x", namespace="kubevirt", on="lab-l40s-1", owner=("DaemonSet", "vh"), gpu=False)
+    operator = pod("nvidia-vgpu-manager-x", namespace="gpu-operator", on="lab-l40s-1", owner=("DaemonSet", "m"))
+    operator["spec"]["containers"][0]["resources"]["limits"] = {}
+    cluster = Cluster(
+        tmp_path,
+        [failed],
+        [plugin, operator],
+        on_annotate={
+            "gpucell.io/vgpu-types-retrigger": {
+                "annotations": {"gpucell.io/vgpu-types": "success NVIDIA L40S-12Q"},
+                "allocatable": {"nvidia.com/NVIDIA_L40S-12Q": "8"},
+            }
+        },
+    )
+    run = cluster.run(settle(state))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == (
+        "gpucell: re-triggering the SR-IOV vGPU typing on lab-l40s-1: SR-IOV vGPU typing is 'failed' "
+        "(gpucell-vgpu-types.service on the host)"
+    )
+    assert [c.split("=")[0] for c in cluster.calls("annotate") if "retrigger" in c] == [
+        "annotate node lab-l40s-1 --overwrite gpucell.io/vgpu-types-retrigger"
+    ]
+    assert cluster.node("lab-l40s-1")["spec"]["unschedulable"] is False
+
+
+def test_a_failed_mdev_vgpu_state_restarts_the_vgpu_device_manager(tmp_path: Path) -> None:
+    from tests.test_host_setup import region
+
+    spec = CellSpec.model_validate(region())
+    state = node_state(spec, "t4-vgpu", spec.node_pools["t4-vgpu"], "lab-t4-1")
+    paused = {
+        "nvidia.com/gpu.deploy.sandbox-validator": "paused-for-vgpu-change",
+        "nvidia.com/gpu.deploy.sandbox-device-plugin": "paused-for-vgpu-change",
+    }
+    failed = node(
+        "lab-t4-1",
+        labels={**state.labels, "nvidia.com/vgpu.config.state": "failed", **paused},
+        allocatable={"nvidia.com/NVIDIA_T4-8Q": "4"},
+        unschedulable=True,
+        annotations={"gpucell.io/maintenance": "gpu-reconfiguration"},
+    )
+    cluster = Cluster(
+        tmp_path,
+        [failed],
+        [
+            pod(
+                "nvidia-sandbox-validator-x",
+                namespace="gpu-operator",
+                on="lab-t4-1",
+                owner=("DaemonSet", "v"),
+                gpu=False,
+            )
+        ],
+        restart_fixes={"app=nvidia-vgpu-device-manager": {"labels": {"nvidia.com/vgpu.config.state": "success"}}},
+    )
+    run = cluster.run(settle(state))
+    assert run.returncode == 0, run.stderr
+    assert cluster.state["restarted"] == ["gpu-operator app=nvidia-vgpu-device-manager lab-t4-1"]
+    # NVIDIA/gpu-operator#2845: the operands it left paused come back first, or its init container waits forever.
+    assert run.stdout.splitlines()[:2] == [
+        "gpucell: nvidia.com/gpu.deploy.sandbox-validator on lab-t4-1 was left paused-for-vgpu-change "
+        "(NVIDIA/gpu-operator#2845): set back to true",
+        "gpucell: nvidia.com/gpu.deploy.sandbox-device-plugin on lab-t4-1 was left paused-for-vgpu-change "
+        "(NVIDIA/gpu-operator#2845): set back to true",
+    ]
+    labels = cluster.node("lab-t4-1")["metadata"]["labels"]
+    assert {key: labels[key] for key in paused} == dict.fromkeys(paused, "true")
+
+
+# -- upstream failure modes the removal steps prevent -----------------------------------------------------------
+def test_a_removed_nodes_k3s_password_goes_with_it(tmp_path: Path) -> None:
+    """k3s-io/k3s#6054: a host rebuilt under a removed node's name cannot join while its node password is kept."""
+    cluster = Cluster(tmp_path, [node(ready="Unknown")])
+    run = cluster.run(maintenance.forget_script(MIG_NODE))
+    assert run.returncode == 0, run.stderr
+    assert cluster.state["deleted_secrets"] == ["kube-system/h200-1.node-password.k3s"]
+    assert cluster.calls("delete", "-n") == [
+        "delete node h200-1 --ignore-not-found --wait=false",
+        "-n kube-system delete secret h200-1.node-password.k3s --ignore-not-found",
+    ]
+
+
+def server_state() -> NodeState:
+    return replace(mig_state(), name="srv-3", role=NodeRole.SERVER)
+
+
+def etcd_node(name: str, ready: str = "True") -> dict[str, Any]:
+    return node(name, ready=ready, labels={"node-role.kubernetes.io/etcd": "true"}, allocatable={})
+
+
+def test_a_server_is_not_removed_while_another_server_is_down(tmp_path: Path) -> None:
+    """k3s-io/k3s#3513: removing a server while another is down leaves etcd without quorum."""
+    nodes = [etcd_node("srv-1"), etcd_node("srv-2", ready="Unknown"), etcd_node("srv-3")]
+    cluster = Cluster(tmp_path, nodes)
+    run = cluster.run(maintenance.removal_drain_script(server_state()))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: not removing server srv-3 while srv-2 is not Ready: etcd would be left with too few members "
+        "answering to keep its quorum (k3s-io/k3s#3513). Bring it back, or remove it first (removalPolicy: forget, "
+        "docs/operations.md 'A host died'), then run pulumi up again\n"
+    )
+    assert cluster.calls() == []  # not even cordoned
+    healthy = Cluster(tmp_path, [etcd_node("srv-1"), etcd_node("srv-2"), etcd_node("srv-3")])
+    assert healthy.run(maintenance.removal_drain_script(server_state())).returncode == 0
+    assert healthy.calls("cordon", "drain")[0] == "cordon srv-3"
+
+
+def longhorn_objects(*replicas_on: str) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "nodes.longhorn.io": [{"metadata": {"name": MIG_NODE, "namespace": "longhorn-system"}, "spec": {}}],
+        "replicas.longhorn.io": [
+            {
+                "metadata": {
+                    "name": f"pvc-{index}-r-{host}",
+                    "namespace": "longhorn-system",
+                    "labels": {"longhorn.io/node": host},
+                }
+            }
+            for index, host in enumerate(replicas_on)
+        ],
+    }
+
+
+def test_longhorn_rebuilds_a_removed_nodes_replicas_before_it_goes(tmp_path: Path) -> None:
+    """longhorn/longhorn#1631: a node deleted with replicas on it leaves their volumes stuck."""
+    cluster = Cluster(tmp_path, [node()], objects=longhorn_objects(MIG_NODE, MIG_NODE, "h200-2"))
+    run = cluster.run(maintenance.removal_drain_script(mig_state(), longhorn=True))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == [
+        "gpucell: Longhorn rebuilt every replica of h200-1 on other nodes",
+        "gpucell: h200-1 is drained and cordoned for removal",
+    ]
+    assert cluster.state["objects"]["nodes.longhorn.io"][0]["spec"] == {
+        "allowScheduling": False,
+        "evictionRequested": True,
+    }
+    assert [r["metadata"]["name"] for r in cluster.state["objects"]["replicas.longhorn.io"]] == ["pvc-2-r-h200-2"]
+
+    stuck = Cluster(tmp_path, [node()], objects=longhorn_objects(MIG_NODE), longhorn_evicts=False)
+    run = stuck.run(maintenance.removal_drain_script(mig_state(drainTimeoutMinutes=1), longhorn=True))
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: Longhorn replicas still on h200-1 after 60 s: replicas.longhorn.io/pvc-0-r-h200-1 - their volumes "
+        "have nowhere else to go (storage.replicas above the nodes left, or too little disk); h200-1 stays cordoned; "
+        "see kubectl -n longhorn-system get volumes.longhorn.io, then run pulumi up again\n"
+    )

@@ -134,7 +134,7 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
 
 def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     document = to_json(prod_plan, ["fra1", "iad1"])
-    assert list(document) == ["stack", "regions", "regionFilter", "resources", "outputs", "acknowledge"]
+    assert list(document) == ["stack", "regions", "regionFilter", "resources", "outputs", "acknowledge", "capacity"]
     assert (document["stack"], document["regions"], document["regionFilter"]) == ("prod", ["fra1", "iad1"], None)
     keys = ["urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"]
     assert all(list(r) in (keys, [*keys, "secrets"]) for r in document["resources"])

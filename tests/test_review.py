@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from gpucell.stacks import cli
+from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
-from gpucell.stacks.review import exit_code, render, review, show
+from gpucell.stacks.review import exit_code, focus, render, review, show
 from tests.conftest import REPO
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
@@ -57,7 +58,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -144,7 +144,7 @@
+@@ -176,7 +176,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -65,7 +66,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 +readonly WANT_CONFIG=db3bc52698d13566
  readonly DRAIN_TIMEOUT=900
  readonly DRAIN_ATTEMPTS=180
-\x20
+ readonly QUARANTINE=''
 ```
 
 </details>
@@ -76,7 +77,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -86,7 +86,7 @@
+@@ -118,7 +118,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -797,7 +798,8 @@ def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev
     shown = doc.split("<!-- sample-comment -->\n````markdown\n", 1)[1].split("````\n<!-- /sample-comment -->", 1)[0]
     assert "`gpucell diff --base origin/main dev` posts:" in doc
     notes = ["base: stack files and code at `origin/main`"]  # what --base origin/main adds (gpucell.stacks.base_ref)
-    assert shown == render([review(dev_json, plan_json(project(tmp_path, "head", sample_change)), notes=notes)])
+    head = plan_head(project(tmp_path, "head", sample_change), "dev", dev_json)  # after the base, as --base plans it
+    assert shown == render([review(dev_json, head, notes=notes)])
 
 
 def test_the_docs_table_lists_every_change_with_its_effect() -> None:
@@ -832,15 +834,6 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
     tenants' GPU VMs stop."""
 
-    def prod(name: str, edit: Any = None) -> dict[str, Any]:
-        folder = tmp_path / name
-        folder.mkdir()
-        shutil.copy(REPO / "Pulumi.yaml", folder)
-        text = (REPO / "Pulumi.prod.yaml").read_text()
-        (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
-        plan = make_plan(folder, "prod")
-        return to_json(plan, list(plan.cells))
-
     def upgrade(text: str) -> str:
         anchor = "  gpucell:regions:\n    fra1:\n"
         assert anchor in text
@@ -848,7 +841,7 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
             anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
         )
 
-    item = review(prod("base"), prod("head", upgrade))
+    item = review(prod_json_of(tmp_path / "base"), prod_json_of(tmp_path / "head", upgrade))
     assert item.disruptive == []
     work = item.maintenance["fra1"]
     assert {"fra1-srv-1", "fra1-srv-2", "fra1-srv-3", "fra1-h100-1", "fra1-l4-1", "fra1-cpu-1"} <= set(work.drained)
@@ -861,3 +854,91 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+
+
+def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:
+    """The plan JSON of the prod stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
+    folder.mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", folder)
+    text = (REPO / "Pulumi.prod.yaml").read_text()
+    (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+    plan = make_plan(folder, "prod", region=region)
+    return to_json(plan, [region] if region else list(plan.cells), region_filter=region)
+
+
+# -- folded values show what changed (issue 18) ------------------------------------------------------------------
+RELEASE = "https://github.com/kubevirt/kubevirt/releases/download/{}/kubevirt-operator.yaml"
+
+
+def test_a_long_url_shows_the_version_that_changed() -> None:
+    base = plan(res("kubernetes:yaml/v2:ConfigFile", "lab-kubevirt-operator", {"file": RELEASE.format("v1.9.0")}))
+    head = plan(res("kubernetes:yaml/v2:ConfigFile", "lab-kubevirt-operator", {"file": RELEASE.format("v1.9.1")}))
+    text = render([review(base, head)])
+    row = next(line for line in text.splitlines() if "manifest https://" in line)
+    assert row.endswith(
+        "| `file`: `…evirt/releases/download/v1.9.0/kubevirt-operator.yaml` → "
+        "`…evirt/releases/download/v1.9.1/kubevirt-operator.yaml` |"
+    )
+
+
+def test_a_permitted_devices_change_lists_the_entries_added_and_removed() -> None:
+    h100 = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:2330",
+        "resourceName": "nvidia.com/GH100_H100_SXM5_80GB",
+    }
+    switch = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:22A3",
+        "resourceName": "nvidia.com/GH100_H100_NVSWITCH",
+    }
+    l40s = {"pciVendorSelector": "10DE:26B9", "resourceName": "nvidia.com/NVIDIA_L40S-12Q"}
+    h200 = {
+        "externalResourceProvider": True,
+        "pciVendorSelector": "10DE:2335",
+        "resourceName": "nvidia.com/GH100_H200_SXM_141GB",
+    }
+
+    def kubevirt(devices: list[dict[str, Any]]) -> dict[str, Any]:
+        spec = {"configuration": {"permittedHostDevices": {"pciHostDevices": devices}}}
+        return k8s("kubevirt.io/v1", "KubeVirt", spec, "kubernetes:kubevirt.io/v1:KubeVirt")
+
+    base, head = plan(kubevirt([h100, switch, l40s])), plan(kubevirt([l40s, h200]))
+    changed = only(base, head)
+    line = next(c for c in render([review(base, head)]).splitlines() if "pciHostDevices" in c)
+    assert changed.changes[0].path == "spec.configuration.permittedHostDevices.pciHostDevices"
+    assert (
+        "`spec.configuration.permittedHostDevices.pciHostDevices`: 2 entries removed, 1 added: removed "
+        '`{"externalResourceProvider": true, "pciVendorSelector": "10DE:2330", "resourceName": '
+        '"nvidia.com/GH100_H100_SXM5_80GB"}`; removed `{"externalResourceProvider": true, "pciVendorSelector": '
+        '"10DE:22A3", "resourceName": "nvidia.com/GH100_H100_NVSWITCH"}`; added `{"externalResourceProvider": true, '
+        '"pciVendorSelector": "10DE:2335", "resourceName": "nvidia.com/GH100_H200_SXM_141GB"}`'
+    ) in line
+    assert "chars)" not in line
+
+
+def test_focus_keeps_short_values_whole_and_cuts_long_ones_around_the_change() -> None:
+    assert focus("container", "vm-passthrough") == ("container", "vm-passthrough")
+    old = "a" * 50 + "/pool-alpha/" + "b" * 50
+    new = "a" * 50 + "/pool-beta/" + "b" * 50
+    assert focus(old, new) == (
+        "…" + "a" * 23 + "/pool-alpha/" + "b" * 23 + "…",
+        "…" + "a" * 23 + "/pool-beta/" + "b" * 23 + "…",
+    )
+
+
+def test_a_forgotten_host_is_not_said_to_be_drained(tmp_path: Path) -> None:
+    """Marking a dead server forget changes its steps to do nothing: the review says so, not "drained"."""
+
+    def forget(text: str) -> str:
+        host = "- {name: fra1-srv-1, address: 10.110.0.11}"
+        assert text.count(host) == 1
+        return text.replace(host, "- {name: fra1-srv-1, address: 10.110.0.11, removalPolicy: forget}")
+
+    item = review(prod_json_of(tmp_path / "base", region="fra1"), prod_json_of(tmp_path / "head", forget, "fra1"))
+    work = item.maintenance["fra1"]
+    assert (work.forgotten, work.drained, work.reconfigured) == (["fra1-srv-1"], [], [])
+    assert (
+        "- `fra1`: `removalPolicy: forget` on `fra1-srv-1`: nothing runs on it over SSH any more (its steps do "
+        "nothing); remove it from the config next to delete its Node"
+    ) in render([item]).splitlines()

@@ -130,7 +130,12 @@ def test_user_values_are_deep_merged_into_the_longhorn_release() -> None:
     plan, _ = build(cell(longhorn_config(replicas=3, values=overrides)))
     values = plan.of_type(RELEASE)[0].inputs["values"]
     assert values["persistence"] == {"defaultClass": True, "defaultClassReplicaCount": 3, "reclaimPolicy": "Retain"}
-    assert values["defaultSettings"] == {"defaultReplicaCount": '{"v1":"3","v2":"3"}', "defaultDataPath": "/data/lh/"}
+    assert values["defaultSettings"] == {
+        "defaultReplicaCount": '{"v1":"3","v2":"3"}',
+        "nodeDrainPolicy": "block-for-eviction-if-contains-last-replica",
+        "nodeDownPodDeletionPolicy": "delete-both-statefulset-and-deployment-pod",
+        "defaultDataPath": "/data/lh/",
+    }
 
 
 def test_every_longhorn_key_we_set_exists_in_the_charts_values_yaml() -> None:
@@ -204,3 +209,17 @@ def test_longhorn_tolerations_are_owned_by_the_pools() -> None:
         "storage.values.defaultSettings.taintToleration: is set by gpucell from nodePools.<pool>.taints; set "
         "nodePools.<pool>.taints instead"
     ]
+
+
+def test_longhorn_evicts_a_last_replica_on_drain_and_lets_a_dead_nodes_pods_go() -> None:
+    """longhorn/longhorn#2639: a drain waits for good on a node holding a volume's last healthy replica;
+    longhorn/longhorn#1179: a volume stays attached to a dead node. Both values are options of the chart's own."""
+    questions = yaml.safe_load((UPSTREAM / "charts" / "longhorn-1.12.1" / "questions.yaml").read_text())["questions"]
+    flat = [*questions, *(sub for q in questions for sub in q.get("subquestions", []))]
+    options = {q["variable"]: q.get("options", []) for q in flat}
+    spec = cell(longhorn_config())
+    settings = longhorn_values(spec.storage, spec.node_pools)["defaultSettings"]
+    assert settings["nodeDrainPolicy"] == "block-for-eviction-if-contains-last-replica"
+    assert settings["nodeDownPodDeletionPolicy"] == "delete-both-statefulset-and-deployment-pod"
+    assert settings["nodeDrainPolicy"] in options["defaultSettings.nodeDrainPolicy"]
+    assert settings["nodeDownPodDeletionPolicy"] in options["defaultSettings.nodeDownPodDeletionPolicy"]

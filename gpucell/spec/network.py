@@ -93,10 +93,11 @@ _QUARANTINE_REASON = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:,/#()+-]{0,119}")
 
 
 class Quarantine(SpecModel):
-    """Why a host is out of service while it stays in the config (a GPU fault, a failed burn-in): its Node carries
-    the taint ``gpucell.io/quarantine=<reason as a label value>:NoSchedule`` (kept by every run through the node's
-    NodePatch until the field is removed), and admission and the capacity view count it out
-    (docs/operations.md, "Quarantine a host")."""
+    """Why a host is out of service while it stays in the config (a GPU fault, a failed burn-in): its node's
+    maintenance steps cordon and drain it (its GPU VMs stopped and started again on other hosts) and keep it cordoned,
+    its Node carries the taint ``gpucell.io/quarantine=<reason as a label value>:NoSchedule`` (kept by every run
+    through the node's NodePatch until the field is removed, when it goes back into service), and admission and the
+    capacity view count it out (docs/operations.md, "Quarantine a host")."""
 
     reason: str
     """Why, one line (``GPU 3 Xid 79``, ``burn-in failed``): letters, digits, spaces and ``._:,/#()+-``, at most 120
@@ -134,9 +135,9 @@ class Host(SpecModel):
     Defaults to the region's ``removalPolicy`` for servers, and for agents too with the ``local-path`` backend
     (their disks hold volumes); agents of a Longhorn region default to ``delete``."""
     quarantine: Quarantine | None = None
-    """Takes the host out of service without removing it: ``{reason: "GPU 3 Xid 79"}`` taints its Node
-    ``gpucell.io/quarantine=<reason>:NoSchedule`` and counts it out of the region's capacity, until the field is
-    removed (:class:`Quarantine`). Defaults to in service."""
+    """Takes the host out of service without removing it: ``{reason: "GPU 3 Xid 79"}`` cordons and drains it, taints
+    its Node ``gpucell.io/quarantine=<reason>:NoSchedule`` and counts it out of the region's capacity, until the
+    field is removed (:class:`Quarantine`). Defaults to in service."""
 
     @field_validator("name")
     @classmethod

@@ -27,6 +27,7 @@ from typing import Any
 
 from gpucell.disruption import fingerprint
 from gpucell.errors import ConfigError
+from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.spec import StackSpec
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
@@ -43,11 +44,18 @@ def stacks_in(project_dir: Path) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project_dir.glob("Pulumi.*.yaml"))
 
 
-def plan_head(project_dir: Path, stack: str) -> dict[str, Any]:
-    """The plan JSON of ``stack`` in the working tree (:data:`EMPTY_PLAN` when it has no stack file)."""
+def plan_head(project_dir: Path, stack: str, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan JSON of ``stack`` in the working tree (:data:`EMPTY_PLAN` when it has no stack file).
+
+    With ``base`` (the base's plan JSON), the head is planned as ``pulumi up`` would run it after the base: the
+    base's ``<region>GpuNodes`` outputs are the last deployment's, so the GPU pieces serve a pool's old and new
+    configuration as that run will (:mod:`gpucell.gpu_serving`). The base's fingerprints are not handed over: the
+    review judges them itself rather than stop at the guard."""
     if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
         return dict(EMPTY_PLAN, stack=stack)
-    plan = make_plan(project_dir, stack)
+    outputs = (base or {}).get("outputs") or {}
+    records = {key: value for key, value in outputs.items() if key.endswith(RECORD_SUFFIX)}
+    plan = make_plan(project_dir, stack, last_deployment=records or None)
     return to_json(plan, list(plan.cells))
 
 
@@ -111,14 +119,15 @@ class BaseTree:
         if root.is_dir():
             return root
         try:
-            pyproject = tomllib.loads((self.tree / "pyproject.toml").read_text())
-            package_dir: dict[str, str] = pyproject["tool"]["setuptools"]["package-dir"]
+            setuptools = tomllib.loads((self.tree / "pyproject.toml").read_text())["tool"]["setuptools"]
         except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError.at(
                 ("--base",),
-                f"{self.ref!r} has no [tool.setuptools.package-dir] in pyproject.toml "
-                f"({exc}); use --base-code worktree",
+                f"{self.ref!r} has no [tool.setuptools] in pyproject.toml ({exc}); use --base-code worktree",
             ) from None
+        package_dir: dict[str, str] | None = setuptools.get("package-dir")
+        if package_dir is None:  # each package's folder is its import path (decision 0019): the tree is the root
+            return self.tree
         for package, folder in sorted(package_dir.items(), key=lambda item: item[0].count(".")):
             shutil.copytree(
                 self.tree / folder,

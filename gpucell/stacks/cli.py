@@ -401,7 +401,11 @@ def _reviews(args: argparse.Namespace) -> list[Review]:
             base, fingerprints, notes = tree.plan(stack)
             reviews.append(
                 review(
-                    base, plan_head(args.project_dir, stack), stack=stack, base_fingerprints=fingerprints, notes=notes
+                    base,
+                    plan_head(args.project_dir, stack, base),
+                    stack=stack,
+                    base_fingerprints=fingerprints,
+                    notes=notes,
                 )
             )
         return reviews

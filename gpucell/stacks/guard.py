@@ -25,8 +25,18 @@ from typing import Any
 
 import pulumi
 
-from gpucell.disruption import Judgement, compare, fingerprint, judge, refused_together, removed_regions
+from gpucell.disruption import (
+    Judgement,
+    compare,
+    fingerprint,
+    judge,
+    refused_together,
+    removed_regions,
+    skipped_releases,
+)
 from gpucell.errors import ConfigError
+from gpucell.gpu_serving import RECORD_SUFFIX, records_from_fingerprint
+from gpucell.spec import CellSpec
 from gpucell.stacks.config import StackConfig
 
 __all__ = [
@@ -34,7 +44,9 @@ __all__ = [
     "READ_STACK_OUTPUTS",
     "check_against",
     "deployed_fingerprints",
+    "deployed_gpu_nodes",
     "fingerprint_output",
+    "gpu_nodes_output",
     "read_last_deployment",
     "stack_reference_name",
 ]
@@ -48,6 +60,23 @@ READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 def fingerprint_output(region: str) -> str:
     """The stack output that holds ``region``'s fingerprint (region names are lower case, so it never collides)."""
     return f"{region}{FINGERPRINT_SUFFIX}"
+
+
+def gpu_nodes_output(region: str) -> str:
+    """The stack output that records ``region``'s hosts' GPU configurations at the last completed deployment
+    (:func:`gpucell.gpu_serving.node_records`)."""
+    return f"{region}{RECORD_SUFFIX}"
+
+
+def deployed_gpu_nodes(outputs: Mapping[str, Any], region: str, cell: CellSpec) -> dict[str, dict[str, Any]] | None:
+    """``region``'s record of its last completed deployment from stack ``outputs``: ``<region>GpuNodes``, else (a
+    deployment by a gpucell without it) what its ``<region>Fingerprint`` tells
+    (:func:`gpucell.gpu_serving.records_from_fingerprint`), else ``None`` (never deployed)."""
+    recorded = outputs.get(gpu_nodes_output(region))
+    if isinstance(recorded, Mapping):
+        return {str(host): dict(value) for host, value in recorded.items() if isinstance(value, Mapping)}
+    deployed = outputs.get(fingerprint_output(region))
+    return records_from_fingerprint(deployed, cell) if isinstance(deployed, Mapping) else None
 
 
 def stack_reference_name() -> str:
@@ -78,7 +107,8 @@ def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]])
     """Judge the planned cells of ``stack`` against the ``deployed`` fingerprints.
 
     Raises :class:`ConfigError` with what no acknowledgement allows (:func:`gpucell.disruption.refused_together`:
-    more than one server removed from a region), then, for each unacknowledged disruptive change, its
+    more than one server removed from a region; :func:`gpucell.disruption.skipped_releases`: an upgrade that skips a
+    minor release of Cilium, Longhorn or KubeVirt), then, for each unacknowledged disruptive change, its
     :meth:`~gpucell.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
     ``acknowledge[<i>]: {change: ..., region: ...} matches no disruptive change against the last deployment of
     <region>; remove it``. Returns the judgement when nothing is refused.
@@ -87,7 +117,9 @@ def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]])
     changes = [change for region, new in planned.items() for change in compare(deployed.get(region), new, region)]
     changes += removed_regions(deployed, planned)
     judgement = judge(changes, stack.acknowledgements, judged_regions=deployed)
-    lines = refused_together(changes) + [change.refusal() for change in judgement.refused]
+    lines = refused_together(changes)
+    lines += [line for region, new in planned.items() for line in skipped_releases(deployed.get(region), new, region)]
+    lines += [change.refusal() for change in judgement.refused]
     lines += [
         f"acknowledge[{index}]: {entry.shown()} matches no disruptive change against the last deployment of "
         f"{entry.region}; remove it (it was applied, or the change it names is no longer planned)"

@@ -1,12 +1,17 @@
 """What a change does to running workloads through node maintenance, read from two plans for ``gpucell diff``.
 
 A node's ``-prepare`` command (:mod:`gpucell._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
-(the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration) and the GPU label
-checks. When one of the first two differs between the base and the head, the node is drained; when only the GPU part
-differs, its GPU workloads are evicted and its GPU VMs stopped. The GPU VMs are the head's KubeVirt
-``VirtualMachine`` resources with ``gpus``, ``hostDevices`` or resource claims, listed per tenant namespace: which of
-them run on a given node is only known in the cluster, so every one is named when a GPU node goes through
-maintenance.
+(the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration), the GPU label
+checks and ``QUARANTINE``. When one of the first two differs between the base and the head, the node is drained;
+when only the GPU part differs, its GPU workloads are evicted and its GPU VMs stopped; a quarantine set drains it
+for good, one lifted gives it back. The GPU VMs are the head's KubeVirt ``VirtualMachine`` resources with ``gpus``,
+``hostDevices`` or resource claims, listed per tenant namespace: which of them run on a given node is only known in
+the cluster, so every one is named when a GPU node goes through maintenance.
+
+A ``-prepare`` of the head that depends on the GPU Operator release, the ``KubeVirt`` CR or the DRA driver release
+belongs to a host whose GPU configuration changes: those are rendered to serve its old and new configuration until
+the first run after it settled (:mod:`gpucell.gpu_serving`). What the GPU pools offer is compared from the plans'
+``capacity`` (:func:`gpucell.stacks.plan.capacity_table`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ _PREPARE_SUFFIX = "-prepare"
 _COMMAND = "command:remote:Command"
 _VM_TYPE = "kubernetes:kubevirt.io/v1:VirtualMachine"
 _DRAIN_KEYS = ("WANT_VERSION", "WANT_CONFIG")
-_GPU_LINES = re.compile(r"^(readonly WANT_GPU=.*|if \[ \"\$\(node_field '\{\.metadata\.labels\..*)$", re.MULTILINE)
+_LABEL_CHECKS = re.compile(r"\{\.metadata\.labels\.([^}]*)\}'\)\" != (\S+)")
+"""A ``-prepare``'s GPU label checks (key, wanted value), as this gpucell and earlier ones render them."""
+_NONE = ("", "''")
+_RESOURCE_CHECKS = re.compile(r"\{\.status\.allocatable\.([^}]*)\}")
+"""The GPU resources a ``-prepare`` checks the node advertises (dots escaped)."""
+_FORGOTTEN = "is removalPolicy: forget: nothing to do"
+"""What the step of a ``removalPolicy: forget`` host says (:func:`gpucell._maintenance_scripts.forgotten_script`)."""
+_SERVING_TYPES = {
+    "kubernetes:helm.sh/v3:Release": ("-gpu-operator-gpu-operator", "-dra-driver-dra-driver"),
+    "kubernetes:kubevirt.io/v1:KubeVirt": ("-kubevirt-kubevirt",),
+}
 
 
 @dataclass
@@ -36,7 +51,19 @@ class Maintenance:
     reconfigured: list[str] = field(default_factory=list)
     """Nodes whose GPU workloads are evicted and GPU VMs stopped (a GPU reconfiguration only)."""
     gpu_vms: dict[str, list[str]] = field(default_factory=dict)
-    """Tenant namespace -> its GPU VMs (names), when any GPU node is in :attr:`drained` or :attr:`reconfigured`."""
+    """Tenant namespace -> its GPU VMs (names) that can run on a node in :attr:`drained`, :attr:`reconfigured` or
+    :attr:`quarantined`: those asking for a GPU resource such a node advertises (before or after the change), and
+    those with DRA claims when such a node is a ``dra`` node."""
+    quarantined: dict[str, str] = field(default_factory=dict)
+    """Nodes quarantined by the change -> the reason (as a label value): drained, and kept out of service."""
+    lifted: list[str] = field(default_factory=list)
+    """Nodes whose quarantine the change lifts: back into service once their GPU state is confirmed."""
+    forgotten: list[str] = field(default_factory=list)
+    """Nodes newly ``removalPolicy: forget``: nothing runs on them any more (their steps do nothing)."""
+    serving_both: list[str] = field(default_factory=list)
+    """Nodes whose ``-prepare`` waits for cell-wide GPU pieces that serve their old and new configuration."""
+    capacity: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    """GPU resource whose capacity drops -> (capacity before, after, reserved by quotas, used by workloads)."""
 
 
 def _value(script: str, key: str) -> str | None:
@@ -44,19 +71,19 @@ def _value(script: str, key: str) -> str | None:
     return match[1] if match else None
 
 
-def _has_gpu(resource: Mapping[str, Any]) -> bool:
-    spec = (((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    devices = (spec.get("domain") or {}).get("devices") or {}
-    return bool(devices.get("gpus") or devices.get("hostDevices") or spec.get("resourceClaims"))
-
-
 def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, Maintenance]:
     """Region -> its :class:`Maintenance` from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents);
-    regions without node maintenance are left out. A node new in the head is not listed (it joins, nothing runs)."""
+    regions without node maintenance or lost GPU capacity are left out. A node new in the head is not listed (it
+    joins, nothing runs)."""
     old = {r["urn"]: r for r in index_plan(base).values()}
     regions: dict[str, Maintenance] = {}
-    gpu_nodes: set[str] = set()
+    served: dict[str, tuple[set[str], bool]] = {}
     head_index = index_plan(head)
+    serving_urns = {
+        urn
+        for urn, resource in head_index.items()
+        if str(resource.get("name", "")).endswith(_SERVING_TYPES.get(str(resource.get("type")), ("\0",)))
+    }
     for urn, resource in head_index.items():
         if resource.get("type") != _COMMAND or not str(resource.get("name", "")).endswith(_PREPARE_SUFFIX):
             continue
@@ -67,19 +94,81 @@ def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, M
             continue
         node = str(resource["name"]).removesuffix(_PREPARE_SUFFIX).split("-k3s-", 1)[-1]
         item = regions.setdefault(resource["region"], Maintenance())
-        if any(_value(new, key) != _value(was, key) for key in _DRAIN_KEYS):
-            item.drained.append(node)
-        elif _GPU_LINES.findall(new) != _GPU_LINES.findall(was):
-            item.reconfigured.append(node)
-        else:
+        if serving_urns & set(resource.get("dependencies") or []):
+            item.serving_both.append(node)
+        if _note(item, node, new, was):
+            resources, dra = served.setdefault(resource["region"], (set(), False))
+            resources.update(_RESOURCE_CHECKS.findall(new + was))
+            served[resource["region"]] = (resources, dra or "mode=dra" in new + was)
+    for region, (resources, dra) in served.items():
+        names = {name.replace("\\.", ".") for name in resources}
+        regions[region].gpu_vms = _gpu_vms(head_index, region, names, dra)
+    for region, drops in _capacity_drops(base, head).items():
+        regions.setdefault(region, Maintenance()).capacity = drops
+    return {
+        region: item
+        for region, item in regions.items()
+        if item.drained or item.reconfigured or item.quarantined or item.lifted or item.capacity or item.forgotten
+    }
+
+
+def _note(item: Maintenance, node: str, new: str, was: str) -> bool:
+    """Record in ``item`` what the node's ``-prepare`` changing from ``was`` to ``new`` does; True when it takes the
+    node out of service (drained, reconfigured or quarantined)."""
+    if _FORGOTTEN in new:
+        item.forgotten.append(node)
+        return False
+    quarantine, was_quarantined = _value(new, "QUARANTINE") or "", _value(was, "QUARANTINE") or ""
+    if quarantine not in _NONE and was_quarantined in _NONE:
+        item.quarantined[node] = quarantine
+    elif was_quarantined not in _NONE and quarantine in _NONE:
+        item.lifted.append(node)
+    if any(_value(new, key) != _value(was, key) for key in _DRAIN_KEYS):
+        item.drained.append(node)
+    elif _gpu_part(new) != _gpu_part(was):
+        item.reconfigured.append(node)
+    return node in item.quarantined or node in item.drained or node in item.reconfigured
+
+
+def _gpu_part(script: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """The GPU configuration a ``-prepare`` wants: ``WANT_GPU`` and its label checks."""
+    return _value(script, "WANT_GPU"), _LABEL_CHECKS.findall(script)
+
+
+def _gpu_vms(
+    head_index: Mapping[str, Mapping[str, Any]], region: str, resources: set[str], dra: bool
+) -> dict[str, list[str]]:
+    """Tenant namespace -> the head's GPU VMs of ``region`` that ask for one of ``resources`` (``gpus`` or
+    ``hostDevices`` device names), or that hold DRA claims when ``dra``."""
+    vms: dict[str, list[str]] = {}
+    for resource in head_index.values():
+        if resource.get("type") != _VM_TYPE or resource["region"] != region:
             continue
-        if "readonly WANT_GPU=" in new:
-            gpu_nodes.add(node)
-    for region, item in regions.items():
-        if not gpu_nodes & {*item.drained, *item.reconfigured}:
+        spec = (((resource.get("inputs") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        devices = (spec.get("domain") or {}).get("devices") or {}
+        names = {d.get("deviceName") for d in (devices.get("gpus") or []) + (devices.get("hostDevices") or [])}
+        if names & resources or (dra and spec.get("resourceClaims")):
+            metadata = (resource.get("inputs") or {}).get("metadata") or {}
+            vms.setdefault(str(metadata.get("namespace")), []).append(str(metadata.get("name")))
+    return vms
+
+
+def _capacity_drops(
+    base: Mapping[str, Any], head: Mapping[str, Any]
+) -> dict[str, dict[str, tuple[int, int, int, int]]]:
+    """Region -> GPU resource -> (capacity before, after, reserved, used) where the head still offers the resource,
+    but fewer units than the base (hosts quarantined or removed); nothing for a plan without ``capacity`` (made by a
+    gpucell before it)."""
+    before, after = base.get("capacity") or {}, head.get("capacity") or {}
+    drops: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+    for region, resources in after.items():
+        was = before.get(region)
+        if not isinstance(was, Mapping):
             continue
-        for resource in head_index.values():
-            if resource.get("type") == _VM_TYPE and resource["region"] == region and _has_gpu(resource):
-                metadata = (resource.get("inputs") or {}).get("metadata") or {}
-                item.gpu_vms.setdefault(str(metadata.get("namespace")), []).append(str(metadata.get("name")))
-    return {region: item for region, item in regions.items() if item.drained or item.reconfigured}
+        for resource, (old_capacity, _, _) in sorted(was.items()):
+            if resource not in resources:
+                continue  # renamed (another vGPU type, mode or layout): the disruptive changes say so
+            new_capacity, reserved, used = resources[resource]
+            if new_capacity < old_capacity:
+                drops.setdefault(region, {})[resource] = (old_capacity, new_capacity, reserved, used)
+    return drops

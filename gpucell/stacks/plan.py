@@ -25,6 +25,7 @@ from gpucell.admission import ClusterFacts, placements
 from gpucell.cell import RegionalCell
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
+from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.config import stack_spec_input
@@ -53,7 +54,7 @@ __all__ = [
 
 _COMPONENT_PREFIX = "gpucell:index:"
 _OUT_DIRS = ("manifests", "helm", "nodes")
-_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX)
+_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX, RECORD_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -473,10 +474,10 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
             _tree_lines(result, child, indent + "  ", out)
 
 
-def render_capacity(spec: CellSpec) -> list[str]:
-    """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource;
-    HGX NVSwitches last, reserved as the quotas' whole boards imply (:func:`gpucell.inventory.nvswitch_quota`); then
-    the ``dra`` pools' GPUs as one shared line (:func:`render_dra_capacity`)."""
+def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
+    """GPU resource -> (units in service, reserved by tenant quotas, used by declared workloads) of the region's
+    device-plugin resources, HGX NVSwitches included (reserved as the quotas' whole boards imply,
+    :func:`gpucell.inventory.nvswitch_quota`); quarantined hosts are not in service."""
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
@@ -489,18 +490,24 @@ def render_capacity(spec: CellSpec) -> list[str]:
                 used[placement.resource] += units
             if placement.nvswitch_resource is not None:
                 used[placement.nvswitch_resource] += placement.nvswitch_count
+    totals = sorted(capacity(offers).items(), key=lambda item: (item[0].endswith("_NVSWITCH"), item[0]))
+    return {resource: (total, reserved[resource], used[resource]) for resource, total in totals}
+
+
+def render_capacity(spec: CellSpec) -> list[str]:
+    """The region's GPU inventory next to what tenant quotas reserve and declared workloads use, one line a resource
+    (:func:`capacity_table`), HGX NVSwitches last; then the ``dra`` pools' GPUs as one shared line
+    (:func:`render_dra_capacity`)."""
+    offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     lines = [
         f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
         f"{'reserved':>8s} {'used':>6s}"
     ]
-    for resource, total in sorted(capacity(offers).items(), key=lambda item: (item[0].endswith("_NVSWITCH"), item[0])):
+    for resource, (total, reserved, used) in capacity_table(spec).items():
         mine = [o for o in offers if o.resource == resource]
         modes = ",".join(sorted({o.mode.value for o in mine}))
         models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))
-        lines.append(
-            f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved[resource]:8d} "
-            f"{used[resource]:6d}"
-        )
+        lines.append(f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved:8d} {used:6d}")
     return lines + render_dra_capacity(spec)
 
 
@@ -545,8 +552,9 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
     resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
     and ``inputs``; a resource with secret inputs also has ``secrets``, each secret input's path ->
     :func:`gpucell.stacks.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
-    (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``); ``acknowledge`` the stack's
-    ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against).
+    (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``, ``<region>GpuNodes``); ``acknowledge`` the stack's
+    ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against); ``capacity`` each
+    region's :func:`capacity_table` (resource -> [in service, reserved, used]), which ``gpucell diff`` compares.
     """
     resources = sorted((r for region in regions for r in plan.region_resources(region)), key=lambda r: r.urn)
     return {
@@ -573,6 +581,10 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
             if k in regions or any(k == f"{region}{suffix}" for region in regions for suffix in _REGION_OUTPUT_SUFFIXES)
         },
         "acknowledge": plan.acknowledge,
+        "capacity": {
+            region: {resource: list(units) for resource, units in capacity_table(plan.cells[region].spec).items()}
+            for region in regions
+        },
     }
 
 

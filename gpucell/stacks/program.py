@@ -14,7 +14,15 @@ from gpucell.errors import ConfigError
 from gpucell.gateway import exposed_endpoints
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config
-from gpucell.stacks.guard import check_against, deployed_fingerprints, fingerprint_output, read_last_deployment
+from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
+from gpucell.stacks.guard import (
+    check_against,
+    deployed_fingerprints,
+    deployed_gpu_nodes,
+    fingerprint_output,
+    gpu_nodes_output,
+    read_last_deployment,
+)
 from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
@@ -25,20 +33,31 @@ from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachi
 __all__ = ["build_cells", "main"]
 
 
-def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
+def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = None) -> dict[str, RegionalCell]:
     """Validate the whole stack config, refuse unacknowledged disruptive changes, then build one independent cell
     per region and export its outputs.
 
     Raises :class:`ConfigError` before registering anything when the config is wrong or a disruptive change
     against the last deployment is not acknowledged (:func:`gpucell.stacks.guard.check_against`). Exports per
     region: ``<region>`` (``{apiServerUrl, storageClassName}``), ``<region>Kubeconfig`` (secret) and
-    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`).
+    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`) and
+    ``<region>GpuNodes`` (the hosts' GPU configurations, known once every node settled:
+    :attr:`gpucell.cell.RegionalCell.gpu_nodes`; while it is unknown, because a node failed, the engine keeps every
+    output of the last completed run).
+
+    ``probe`` (``pulumi up`` passes :func:`gpucell.stacks.control_server.ssh_banner_problem`) picks each region's
+    control server, the first answering over SSH, warning for each passed over; without it (the offline plan) the
+    first server not forgotten.
     """
     stack = load_stack_config(config)
-    deployed = deployed_fingerprints(read_last_deployment())
+    last = read_last_deployment()
+    deployed = deployed_fingerprints(last)
     check_against(stack, deployed)
     cells: dict[str, RegionalCell] = {}
     for region, spec in stack.spec.regions.items():
+        control = choose_control_server(spec, probe)
+        for warning in control.warnings(region):
+            pulumi.log.warn(warning)
         cell = RegionalCell(
             region,
             RegionalCellArgs(
@@ -48,12 +67,15 @@ def build_cells(config: pulumi.Config | None = None) -> dict[str, RegionalCell]:
                 registered_hosts=registered_hosts(deployed.get(region)),
                 remote_write_credentials=stack.remote_write_credentials(region),
                 backup_credentials=stack.backup_credentials(region),
+                deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
+                control_server=control.host,
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
         # Its own output, so that the secret does not hide the plain values above.
         pulumi.export(f"{region}Kubeconfig", pulumi.Output.secret(cell.kubeconfig))
         pulumi.export(fingerprint_output(region), fingerprint(spec))
+        pulumi.export(gpu_nodes_output(region), cell.gpu_nodes)
         cells[region] = cell
         build_tenants(region, cell, stack)
     return cells
@@ -130,6 +152,6 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
 def main() -> None:
     """Entry point of ``__main__.py``: a config mistake becomes a ``pulumi.RunError`` (shown without traceback)."""
     try:
-        build_cells()
+        build_cells(probe=ssh_banner_problem)
     except ConfigError as exc:
         raise pulumi.RunError(str(exc)) from None

@@ -3,13 +3,15 @@
 The review leads with the disruptive changes (the same rule ``pulumi up`` applies, :mod:`gpucell.stacks.guard`,
 between the base plan's fingerprints, taken as deployed, and the head plan's), each with what it does to running
 workloads and the ``gpucell:acknowledge`` entry it needs, then lists per region every resource to create, update,
-replace or delete: input paths old → new (long values folded, secrets ``[secret]``), Helm values as value paths,
+replace or delete: input paths old → new (long values cut to the part that changed, lists as the entries added and
+removed, secrets ``[secret]``), Helm values as value paths,
 node files (``config.yaml``, ``install.sh``) as unified diffs, replacements and protected deletions marked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,7 @@ from gpucell.disruption import (
     judge,
     refused_together,
     removed_regions,
+    skipped_releases,
 )
 from gpucell.errors import ConfigError
 from gpucell.stacks.guard import deployed_fingerprints
@@ -138,7 +141,12 @@ def review(
         notes=notes,
         carried=frozenset(i for i, entry in enumerate(entries) if entry in before),
         acknowledge_changed=entries != before,
-        refused=refused_together(changes),
+        refused=refused_together(changes)
+        + [
+            line
+            for region, fingerprint in new.items()
+            for line in skipped_releases(old.get(region), fingerprint, region)
+        ],
         maintenance=maintenance(base, head),
     )
 
@@ -191,20 +199,80 @@ def _code(text: str) -> str:
     return f"{ticks}{_cell(text)}{ticks}"
 
 
-def show(value: Any) -> str:
-    """A value as a reviewer reads it: code-formatted, secrets ``[secret]``, folded past :data:`FOLD_AT` chars."""
+def show(value: Any, fold_at: int = FOLD_AT) -> str:
+    """A value as a reviewer reads it: code-formatted, secrets ``[secret]``, folded past ``fold_at`` chars."""
     if value is MISSING:
         return "*(absent)*"
     if value in (SECRET, SECRET_CHANGED):
         return f"`{value}`"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
-    if len(text) > FOLD_AT:
-        text = f"{text[: FOLD_AT - 20]}… ({len(text)} chars)"
+    text = _as_text(value)
+    if len(text) > fold_at:
+        text = f"{text[: fold_at - 20]}… ({len(text)} chars)"
     return _code(text)
 
 
+ENTRY_FOLD_AT = 160
+"""Characters of one entry of a list shown before it is folded (an entry is read whole: a permitted device)."""
+CONTEXT = 24
+"""Characters kept on each side of the part of a long text that changed."""
+_TOKEN = re.compile(r"[A-Za-z0-9._+~-]")
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def focus(old: str, new: str) -> tuple[str, str]:
+    """Two long texts cut down to the part that differs, widened to whole words (``v1.9.0``, not ``0``), with
+    :data:`CONTEXT` characters around it and ``…`` where text was left out; each side folded past :data:`FOLD_AT`.
+    Texts both within :data:`FOLD_AT` are returned whole.
+
+    ``focus(".../download/v1.9.0/kubevirt-operator.yaml", ".../download/v1.9.1/kubevirt-operator.yaml")`` keeps
+    ``v1.9.0`` and ``v1.9.1`` with the text around them."""
+    if max(len(old), len(new)) <= FOLD_AT:
+        return old, new
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0  # characters equal at the end, not overlapping the common start
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    while start > 0 and _TOKEN.match(old[start - 1]):
+        start -= 1
+    while end > 0 and _TOKEN.match(old[len(old) - end]):
+        end -= 1
+    return _cut(old, start, len(old) - end), _cut(new, start, len(new) - end)
+
+
+def _cut(text: str, start: int, stop: int) -> str:
+    """``text[start:stop]`` with up to :data:`CONTEXT` characters on each side, folded past :data:`FOLD_AT`."""
+    left, right = max(0, start - CONTEXT), min(len(text), stop + CONTEXT)
+    middle = text[start:stop]
+    if len(middle) > FOLD_AT:
+        middle = f"{middle[: FOLD_AT - 20]}… ({stop - start} chars)"
+    return ("…" if left else "") + text[left:start] + middle + text[stop:right] + ("…" if right < len(text) else "")
+
+
+def _list_change(old: list[Any], new: list[Any]) -> str:
+    """A list that changed as a whole: the entries removed and added (each shown on its own), else reordered."""
+    removed = [item for item in old if item not in new]
+    added = [item for item in new if item not in old]
+    if not removed and not added:
+        return f"the same {len(new)} entries, in another order"
+    entries = [f"removed {show(item, ENTRY_FOLD_AT)}" for item in removed]
+    entries += [f"added {show(item, ENTRY_FOLD_AT)}" for item in added]
+    return f"{len(removed)} entries removed, {len(added)} added: " + "; ".join(entries)
+
+
 def _change_line(change: InputChange) -> str:
-    return f"{_code(change.path)}: {show(change.old)} → {show(change.new)}"
+    old, new = change.old, change.new
+    if isinstance(old, list) and isinstance(new, list):
+        return f"{_code(change.path)}: {_list_change(old, new)}"
+    secrets = (SECRET, SECRET_CHANGED)
+    if MISSING not in (old, new) and old not in secrets and new not in secrets:
+        before, after = focus(_as_text(old), _as_text(new))
+        return f"{_code(change.path)}: {_code(before)} → {_code(after)}"
+    return f"{_code(change.path)}: {show(old)} → {show(new)}"
 
 
 def _counts(diffs: list[ResourceDiff]) -> str:
@@ -237,27 +305,74 @@ def _disruptive_section(item: Review) -> list[str]:
     return lines
 
 
+def _nodes(names: list[str] | dict[str, str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
 def _maintenance_section(item: Review) -> list[str]:
     if not item.maintenance:
         return []
     lines = ["### What running workloads go through", ""]
     for region, work in item.maintenance.items():
+        lines += _serving_lines(region, work)
         if work.drained:
             lines.append(
                 f"- `{region}`: {len(work.drained)} node(s) cordoned and drained one by one (pods evicted "
-                f"through the Eviction API, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.drained)}"
+                f"through the Eviction API, GPU VMs stopped): {_nodes(work.drained)}"
             )
         if work.reconfigured:
             lines.append(
                 f"- `{region}`: {len(work.reconfigured)} node(s) cordoned for a GPU reconfiguration (GPU "
-                f"pods evicted, GPU VMs stopped): {', '.join(f'`{n}`' for n in work.reconfigured)}"
+                f"pods evicted, GPU VMs stopped): {_nodes(work.reconfigured)}"
+            )
+        for node, reason in work.quarantined.items():
+            lines.append(
+                f"- `{region}`: `{node}` quarantined (`{reason}`): cordoned and drained (pods evicted through the "
+                "Eviction API, GPU VMs stopped and started again on other nodes); it stays out of service until its "
+                "`quarantine` is removed"
+            )
+        if work.forgotten:
+            lines.append(
+                f"- `{region}`: `removalPolicy: forget` on {_nodes(work.forgotten)}: nothing runs on it over SSH any "
+                "more (its steps do nothing); remove it from the config next to delete its Node"
+            )
+        if work.lifted:
+            lines.append(
+                f"- `{region}`: quarantine lifted on {_nodes(work.lifted)}: each is uncordoned once the GPU Operator "
+                "reports its GPU state"
             )
         for namespace, vms in sorted(work.gpu_vms.items()):
             lines.append(
                 f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
                 f"again: {', '.join(f'`{v}`' for v in vms)}"
             )
+        lines += _capacity_lines(region, work)
     lines.append("")
+    return lines
+
+
+def _serving_lines(region: str, work: Maintenance) -> list[str]:
+    if not work.serving_both:
+        return []
+    return [
+        f"- `{region}`: the GPU Operator and the `KubeVirt` CR (and the DRA driver, where there is one) serve both "
+        f"the deployed and the new GPU configuration before these nodes are prepared: {_nodes(work.serving_both)}; "
+        "the first `pulumi up` after they all settled narrows them to the new one"
+    ]
+
+
+def _capacity_lines(region: str, work: Maintenance) -> list[str]:
+    lines: list[str] = []
+    for resource, (before, after, reserved, used) in work.capacity.items():
+        line = (
+            f"- `{region}`, no longer in service: `{resource}` {before} → {after} units; tenants' quotas reserve "
+            f"{reserved}, declared workloads use {used}"
+        )
+        if reserved > after:
+            line += f"; the quotas exceed what is in service by {reserved - after} (`allowGpuOvercommit`)"
+        if used > after:
+            line += "; declared workloads need more than is in service: some stay Pending"
+        lines.append(line)
     return lines
 
 
