@@ -120,9 +120,11 @@ class BackupsArgs:
     def from_cell(
         cls, cell: CellSpec, cluster: Cluster, credentials: BackupCredentials, after: tuple[pulumi.Resource, ...] = ()
     ) -> BackupsArgs:
-        """The args of ``cell`` (which must have ``backups``): its spec, pinned versions, tenants' backups and
-        removal policy."""
-        assert cell.backups is not None
+        """The args of ``cell``: its ``backups``, pinned versions, tenants' backups and removal policy.
+
+        Raises ``ValueError`` when ``cell`` has no ``backups``."""
+        if cell.backups is None:
+            raise ValueError("the cell has no backups section: Backups needs one")
         versions = cell.versions
         return cls(
             cluster,

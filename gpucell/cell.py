@@ -229,7 +229,7 @@ class RegionalCell(CellComponent):
         if cell.priority_classes:
             self.priority_classes = PriorityClasses(
                 f"{name}-priority-classes",
-                PriorityClassesArgs(self.cluster, cell.priority_classes),
+                PriorityClassesArgs.from_cell(cell, self.cluster),
                 opts=self.child(),
             )
         self.csi_snapshots: CsiSnapshots | None = None
@@ -241,7 +241,7 @@ class RegionalCell(CellComponent):
         assert args.backup_credentials is not None  # checked before anything was registered
         self.csi_snapshots = CsiSnapshots(
             f"{name}-csi-snapshots",
-            CsiSnapshotsArgs(self.cluster, cell.versions.external_snapshotter, self.storage),
+            CsiSnapshotsArgs.from_cell(cell, self.cluster, self.storage),
             opts=self.child(),
         )
         after = (self.csi_snapshots, self.kubevirt, self.cdi)

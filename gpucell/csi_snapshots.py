@@ -26,7 +26,7 @@ registered, with ``versions.externalSnapshotter`` (v8.6.0):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.apps.v1 import Deployment
@@ -36,6 +36,9 @@ from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import MANAGED_BY, CellComponent
 from gpucell.cluster import Cluster
+
+if TYPE_CHECKING:
+    from gpucell.spec import CellSpec
 
 __all__ = [
     "CONTROLLER",
@@ -251,6 +254,11 @@ class CsiSnapshotsArgs:
     """external-snapshotter release (``versions.externalSnapshotter``)."""
     storage: pulumi.Resource | None = None
     """What installs Longhorn (its Release): the VolumeSnapshotClass names its driver, so it comes after."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster, storage: pulumi.Resource | None = None) -> CsiSnapshotsArgs:
+        """The args of ``cell``: its pinned ``versions.externalSnapshotter``; ``storage`` as :attr:`storage`."""
+        return cls(cluster, cell.versions.external_snapshotter, storage)
 
 
 class CsiSnapshots(CellComponent):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi_kubernetes.scheduling.v1 import PriorityClass
@@ -19,6 +19,9 @@ from pulumi_kubernetes.scheduling.v1 import PriorityClass
 from gpucell._component import MANAGED_BY, CellComponent
 from gpucell.cluster import Cluster
 from gpucell.spec.scheduling import PriorityClassSpec
+
+if TYPE_CHECKING:
+    from gpucell.spec import CellSpec
 
 __all__ = ["PriorityClasses", "PriorityClassesArgs", "priority_class_manifest"]
 
@@ -47,6 +50,11 @@ class PriorityClassesArgs:
     """The cluster to install into."""
     classes: Mapping[str, PriorityClassSpec] = field(default_factory=dict)
     """``priorityClasses`` of the region."""
+
+    @classmethod
+    def from_cell(cls, cell: CellSpec, cluster: Cluster) -> PriorityClassesArgs:
+        """The args of ``cell``: its ``priorityClasses``."""
+        return cls(cluster, cell.priority_classes)
 
 
 class PriorityClasses(CellComponent):

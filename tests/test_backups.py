@@ -518,6 +518,16 @@ def test_backup_secrets_are_checked_before_anything_is_registered(config: dict[s
     assert not any(s in line for s in ("no-colon", "short"))
 
 
+def test_backups_args_from_a_cell_without_backups_is_a_value_error() -> None:
+    from gpucell.backups import BackupCredentials, BackupsArgs
+    from gpucell.cluster import Cluster
+
+    cell = CellSpec.model_validate(minimal_cell_config())
+    cluster = Cluster.__new__(Cluster)  # from_cell refuses before it uses the handle
+    with pytest.raises(ValueError, match=r"^the cell has no backups section: Backups needs one$"):
+        BackupsArgs.from_cell(cell, cluster, BackupCredentials("a:b", "p" * 16))
+
+
 def test_bucket_credentials_file_never_shows_the_value() -> None:
     assert bucket_credentials_file("id:se:cret") == "[default]\naws_access_key_id=id\naws_secret_access_key=se:cret\n"
     with pytest.raises(
