@@ -372,9 +372,10 @@ class StackSpec(SpecModel):
                 )
 
     def cell_secrets(self) -> dict[str, str]:
-        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key
-        and etcd S3 credentials (the k3s token and the notebook tokens are generated, never config; OIDC takes no
-        secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
+        """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key,
+        etcd S3 credentials, metrics remote-write credentials, backup bucket credentials and backup repository
+        password (the k3s token and the notebook tokens are generated, never config; OIDC takes no secret). A
+        tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
         owned: dict[str, str] = {}
         for region, cell in self.regions.items():
             owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
