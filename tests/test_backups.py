@@ -480,6 +480,12 @@ def test_the_backup_secrets_are_the_cells_no_tenant_names_them() -> None:
     ]
 
 
+def test_cell_secrets_list_both_backup_keys() -> None:
+    owned = StackSpec.model_validate({"regions": {"lab": lab_region()}}).cell_secrets()
+    assert owned["backupS3Lab"] == "regions.lab.backups.storage.credentialsConfigKey"
+    assert owned["backupRepoLab"] == "regions.lab.backups.repositoryPasswordConfigKey"
+
+
 @pytest.mark.parametrize(
     ("config", "line"),
     [
