@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         TopologyProfile,
         Versions,
         VmDisk,
+        VolumeMode,
     )
     from gpucell.storage import Storage, StorageArgs
     from gpucell.tenancy import Tenant, TenantArgs, TenantRef
@@ -190,6 +191,7 @@ __all__ = [
     "Versions",
     "VmDisk",
     "VolumeClass",
+    "VolumeMode",
 ]
 
 _HOMES: dict[str, str] = {
@@ -286,6 +288,7 @@ _HOMES: dict[str, str] = {
     "Versions": "gpucell.spec",
     "VmDisk": "gpucell.spec",
     "VolumeClass": "gpucell.cdi",
+    "VolumeMode": "gpucell.spec",
 }
 """Public name -> the module that defines it."""
 

@@ -39,6 +39,7 @@ from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.gpu_models import catalog_in_force
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.network import Network, check_names
+from gpucell.spec.nodes import check_hosts
 from gpucell.spec.platform import (
     KServeSpec,
     MigStrategy,
@@ -82,9 +83,10 @@ class ClusterFacts(SpecModel):
     :class:`~gpucell.errors.ConfigError`, one ``key.path: message`` line per problem.
 
     On a cluster gpucell did not build, ``nodePools`` describe its GPU (and CPU) nodes: each pool's ``hosts`` name
-    its Nodes (what the inventory counts), and those Nodes carry the labels gpucell's placement selects
-    (``gpucell.io/pool: <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``) and the
-    pool's ``taints``; gpucell sets none of them there.
+    its Nodes as the API shows them (``ip-10-0-1-5.ec2.internal`` on EKS; each Node once, in one pool: the
+    inventory counts them), and those Nodes carry the labels gpucell's placement selects (``gpucell.io/pool:
+    <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``; more for MIG, vGPU and ``dra``
+    pools, docs/examples/existing-cluster/README.md) and the pool's ``taints``; gpucell sets none of them there.
     """
 
     versions: Versions = Versions()
@@ -94,9 +96,12 @@ class ClusterFacts(SpecModel):
     """The OpenID Connect issuer the API server trusts: tenant groups become ``<groupsPrefix><group>`` in RoleBindings.
     None: group names are used as given."""
     network: Network
-    """The address plan: ``nodeCidr``, ``podCidr`` and ``serviceCidr`` (what ``internet`` egress leaves out and
-    ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what ``cluster`` egress reaches). The pod and
-    service CIDRs default to k3s's; give a cluster's own."""
+    """The address plan: ``nodeCidr`` (every host's address is in it), ``podCidr`` and ``serviceCidr`` (what
+    ``internet`` egress leaves out and ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what
+    ``cluster`` egress reaches). The pod and service CIDRs and ``clusterDns`` default to k3s's; give a cluster's own.
+    ``cluster`` egress reaches the API servers (Cilium's ``kube-apiserver`` entity) on the port they listen on:
+    ``apiPort`` when no ``apiEndpoint`` is given, else 6443 (kubeadm's, RKE2's and k3s's) behind the endpoint's
+    ``apiPort``. EKS, AKS and GKE API servers listen on 443: there give ``apiPort: 443`` and no ``apiEndpoint``."""
     node_pools: dict[str, NodePool] = {}
     """Pool name -> pool: the GPU inventory workloads are placed on and quotas are checked against, and each pool's
     taints (tolerated by the workloads placed there). Defaults to none (no GPU workload fits)."""
@@ -160,6 +165,9 @@ class ClusterFacts(SpecModel):
     def deployment_mode(self) -> DeploymentMode:
         """The KServe default deployment mode in force."""
         return self.kserve.deployment_mode or kserve_deployment_modes(self.versions.kserve)[0]
+
+    def _check_hosts(self) -> Iterator[SpecError]:
+        yield from check_hosts(self.network, self.node_pools)
 
     def _check_mig_strategy(self) -> Iterator[SpecError]:
         yield from check_mig_strategy(self.mig_strategy, self.node_pools, "migStrategy")
@@ -666,16 +674,22 @@ def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:
 
 
 _FACTS_RULES = (
+    Rule("hosts", ("node_pools", "network"), ClusterFacts._check_hosts),
     Rule("migStrategy", ("mig_strategy", "node_pools"), ClusterFacts._check_mig_strategy),
     Rule("kserve", ("kserve", "versions"), ClusterFacts._check_kserve_mode),
     Rule("signIn", ("oidc", "tenants"), ClusterFacts._check_groups),
-    Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), ClusterFacts._check_traffic),
+    Rule(
+        "traffic",
+        ("load_balancer", "gateway", "network", "node_pools", "tenants"),
+        ClusterFacts._check_traffic,
+        after=("hosts",),
+    ),
     Rule("priorityClasses", ("priority_classes", "tenants"), ClusterFacts._check_priority_classes),
     Rule(
         "tenants",
         tuple(ClusterFacts.model_fields),
         ClusterFacts._check_tenants,
-        after=("migStrategy", "signIn"),
+        after=("hosts", "migStrategy", "signIn"),
     ),
 )
 """ClusterFacts' cross-field rules, in the order the cell spec runs the same ones."""

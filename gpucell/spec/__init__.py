@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         ServiceType,
         SshService,
         VmDisk,
+        VolumeMode,
     )
 
 __all__ = [
@@ -122,6 +123,7 @@ __all__ = [
     "TopologyProfile",
     "Versions",
     "VmDisk",
+    "VolumeMode",
     "extend_catalog",
     "gpu_catalog",
     "kserve_deployment_modes",
@@ -190,6 +192,7 @@ _HOMES: dict[str, str] = {
     "TopologyProfile": "gpucell.spec.pools",
     "Versions": "gpucell.spec.versions",
     "VmDisk": "gpucell.spec.workloads",
+    "VolumeMode": "gpucell.spec.workloads",
     "extend_catalog": "gpucell.spec.gpu_models",
     "gpu_catalog": "gpucell.spec.gpu_models",
     "kserve_deployment_modes": "gpucell.spec.versions",

@@ -50,6 +50,7 @@ __all__ = [
     "SshService",
     "VmDisk",
     "VmPort",
+    "VolumeMode",
     "multi_gpu_shm_gib",
 ]
 
@@ -155,6 +156,15 @@ class AccessMode(StrEnum):
     RWO = "ReadWriteOnce"
     RWX = "ReadWriteMany"
     RWOP = "ReadWriteOncePod"
+
+
+class VolumeMode(StrEnum):
+    """PersistentVolumeClaim volume modes (``core/v1`` ``PersistentVolumeClaimSpec.volumeMode``)."""
+
+    FILESYSTEM = "Filesystem"
+    """A filesystem the CSI driver formats and mounts (every driver serves it)."""
+    BLOCK = "Block"
+    """A raw block device (Ceph RBD, Longhorn, most SAN drivers); KubeVirt attaches it to the VM as is."""
 
 
 class ServiceType(StrEnum):
