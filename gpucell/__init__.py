@@ -4,12 +4,12 @@
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
-  :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`ClusterApi`), each
-  ``(name, args, opts)`` with its ``*Args``: only what it uses and the :class:`Cluster` it deploys onto,
-  ``*Args.from_cell`` from a cell spec;
+  :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`PriorityClasses`,
+  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`), each ``(name, args, opts)`` with its ``*Args``:
+  only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
 - tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
-  :class:`TenantCluster`, on a :class:`Cluster`, its :class:`ClusterFacts` and :class:`Platform` (any cluster, not
-  only a gpucell cell);
+  :class:`ServingRuntime` (a tenant's own KServe runtime), :class:`TenantCluster`, on a :class:`Cluster`, its
+  :class:`ClusterFacts` and :class:`Platform` (any cluster, not only a gpucell cell);
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
 - :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpucell.admission import ClusterFacts
+    from gpucell.backups import Backups, BackupsArgs
     from gpucell.cdi import Cdi, CdiArgs, VolumeClass
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.cluster_api import ClusterApi, ClusterApiArgs
+    from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from gpucell.kubevirt import KubeVirt, KubeVirtArgs
     from gpucell.metrics import Metrics, MetricsArgs
     from gpucell.platform import Platform
+    from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.spec import (
         AccessMode,
         CdiSpec,
@@ -86,18 +89,22 @@ if TYPE_CHECKING:
         TopologyProfile,
         Versions,
         VmDisk,
+        VolumeMode,
     )
     from gpucell.spec.tenant_clusters import TenantClusterSpec
     from gpucell.storage import Storage, StorageArgs
     from gpucell.tenancy import Tenant, TenantArgs, TenantRef
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
     from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
     from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
     "CATALOG",
     "AccessMode",
+    "Backups",
+    "BackupsArgs",
     "Cdi",
     "CdiArgs",
     "CdiSpec",
@@ -115,6 +122,8 @@ __all__ = [
     "ConfigError",
     "ContainerRuntime",
     "CpuTopology",
+    "CsiSnapshots",
+    "CsiSnapshotsArgs",
     "DeploymentMode",
     "DiskSource",
     "DraClaimOrder",
@@ -159,11 +168,15 @@ __all__ = [
     "NotebookArgs",
     "NotebookSpec",
     "Platform",
+    "PriorityClasses",
+    "PriorityClassesArgs",
     "RegionalCell",
     "RegionalCellArgs",
     "RunStrategy",
     "ScaleMetric",
     "ServiceType",
+    "ServingRuntime",
+    "ServingRuntimeArgs",
     "Ssh",
     "SshOverride",
     "SshService",
@@ -186,11 +199,14 @@ __all__ = [
     "Versions",
     "VmDisk",
     "VolumeClass",
+    "VolumeMode",
 ]
 
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec",
     "CATALOG": "gpucell.gpu_catalog",
+    "Backups": "gpucell.backups",
+    "BackupsArgs": "gpucell.backups",
     "Cdi": "gpucell.cdi",
     "CdiArgs": "gpucell.cdi",
     "CdiSpec": "gpucell.spec",
@@ -208,6 +224,8 @@ _HOMES: dict[str, str] = {
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
+    "CsiSnapshots": "gpucell.csi_snapshots",
+    "CsiSnapshotsArgs": "gpucell.csi_snapshots",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
     "DraClaimOrder": "gpucell.dra_ordering",
@@ -251,12 +269,16 @@ _HOMES: dict[str, str] = {
     "Notebook": "gpucell.workloads.notebook",
     "NotebookArgs": "gpucell.workloads.notebook",
     "NotebookSpec": "gpucell.spec",
+    "PriorityClasses": "gpucell.priority_classes",
+    "PriorityClassesArgs": "gpucell.priority_classes",
     "Platform": "gpucell.platform",
     "RegionalCell": "gpucell.cell",
     "RegionalCellArgs": "gpucell.cell",
     "RunStrategy": "gpucell.spec",
     "ScaleMetric": "gpucell.spec",
     "ServiceType": "gpucell.spec",
+    "ServingRuntime": "gpucell.workloads.serving_runtime",
+    "ServingRuntimeArgs": "gpucell.workloads.serving_runtime",
     "Ssh": "gpucell.spec",
     "SshOverride": "gpucell.spec",
     "SshService": "gpucell.spec",
@@ -279,6 +301,7 @@ _HOMES: dict[str, str] = {
     "Versions": "gpucell.spec",
     "VmDisk": "gpucell.spec",
     "VolumeClass": "gpucell.cdi",
+    "VolumeMode": "gpucell.spec",
 }
 """Public name -> the module that defines it."""
 

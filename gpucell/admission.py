@@ -24,13 +24,22 @@ from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
-from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
+from gpucell.kserve_runtimes import (
+    RUNTIMES,
+    ClusterServingRuntime,
+    GpuImage,
+    RuntimeRefusedError,
+    SupportedFormat,
+    resolve_runtime,
+    runtimes_of,
+)
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.gpu_models import catalog_in_force
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.network import Network, check_names
+from gpucell.spec.nodes import check_hosts
 from gpucell.spec.platform import (
     KServeSpec,
     MigStrategy,
@@ -40,6 +49,7 @@ from gpucell.spec.platform import (
     effective_mig_strategy,
 )
 from gpucell.spec.pools import NodePool
+from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
 from gpucell.spec.tenancy import EgressClass, TenantSpec, check_image_namespaces, check_tenant_names, namespace_of
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
@@ -55,8 +65,17 @@ from gpucell.tenant_cluster_admission import (
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
+    from gpucell.spec.serving import ServingRuntimeSpec
 
-__all__ = ["ClusterFacts", "DraDemand", "check_announced_vms", "check_dra_pools", "check_tenants", "placements"]
+__all__ = [
+    "ClusterFacts",
+    "DraDemand",
+    "check_announced_vms",
+    "check_dra_pools",
+    "check_tenants",
+    "placements",
+    "tenant_runtimes",
+]
 
 
 class ClusterFacts(SpecModel):
@@ -72,9 +91,10 @@ class ClusterFacts(SpecModel):
     :class:`~gpucell.errors.ConfigError`, one ``key.path: message`` line per problem.
 
     On a cluster gpucell did not build, ``nodePools`` describe its GPU (and CPU) nodes: each pool's ``hosts`` name
-    its Nodes (what the inventory counts), and those Nodes carry the labels gpucell's placement selects
-    (``gpucell.io/pool: <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``) and the
-    pool's ``taints``; gpucell sets none of them there.
+    its Nodes as the API shows them (``ip-10-0-1-5.ec2.internal`` on EKS; each Node once, in one pool: the
+    inventory counts them), and those Nodes carry the labels gpucell's placement selects (``gpucell.io/pool:
+    <pool>``, and the GPU Operator's ``nvidia.com/gpu.workload.config: <gpuMode>``; more for MIG, vGPU and ``dra``
+    pools, docs/examples/existing-cluster/README.md) and the pool's ``taints``; gpucell sets none of them there.
     """
 
     versions: Versions = Versions()
@@ -84,9 +104,12 @@ class ClusterFacts(SpecModel):
     """The OpenID Connect issuer the API server trusts: tenant groups become ``<groupsPrefix><group>`` in RoleBindings.
     None: group names are used as given."""
     network: Network
-    """The address plan: ``nodeCidr``, ``podCidr`` and ``serviceCidr`` (what ``internet`` egress leaves out and
-    ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what ``cluster`` egress reaches). The pod and
-    service CIDRs default to k3s's; give a cluster's own."""
+    """The address plan: ``nodeCidr`` (every host's address is in it), ``podCidr`` and ``serviceCidr`` (what
+    ``internet`` egress leaves out and ``egressCidrs`` may not overlap), ``apiEndpoint`` and ``apiPort`` (what
+    ``cluster`` egress reaches). The pod and service CIDRs and ``clusterDns`` default to k3s's; give a cluster's own.
+    ``cluster`` egress reaches the API servers (Cilium's ``kube-apiserver`` entity) on the port they listen on:
+    ``apiPort`` when no ``apiEndpoint`` is given, else 6443 (kubeadm's, RKE2's and k3s's) behind the endpoint's
+    ``apiPort``. EKS, AKS and GKE API servers listen on 443: there give ``apiPort: 443`` and no ``apiEndpoint``."""
     node_pools: dict[str, NodePool] = {}
     """Pool name -> pool: the GPU inventory workloads are placed on and quotas are checked against, and each pool's
     taints (tolerated by the workloads placed there). Defaults to none (no GPU workload fits)."""
@@ -110,6 +133,9 @@ class ClusterFacts(SpecModel):
     none: such Services are refused."""
     gateway: GatewaySpec | None = None
     """The Gateway exposed model endpoints are served from; none: ``expose`` is refused."""
+    priority_classes: dict[str, PriorityClassSpec] = {}
+    """The PriorityClasses workloads may name (``priorityClassName``) and the tenants each is open to; every
+    tenant's namespace refuses pods naming another (its ``tenant-priority-classes`` quota). Defaults to none."""
 
     _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
     """The GPU catalog the facts were validated against: the built-ins, or its stack's ``gpuModels`` with them."""
@@ -148,6 +174,9 @@ class ClusterFacts(SpecModel):
         """The KServe default deployment mode in force."""
         return self.kserve.deployment_mode or kserve_deployment_modes(self.versions.kserve)[0]
 
+    def _check_hosts(self) -> Iterator[SpecError]:
+        yield from check_hosts(self.network, self.node_pools)
+
     def _check_mig_strategy(self) -> Iterator[SpecError]:
         yield from check_mig_strategy(self.mig_strategy, self.node_pools, "migStrategy")
 
@@ -163,6 +192,9 @@ class ClusterFacts(SpecModel):
 
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(self)
+
+    def _check_priority_classes(self) -> Iterator[SpecError]:
+        yield from check_priority_classes(self.priority_classes, self.tenants)
 
 
 MAX_DRA_POOL_SETS = 12
@@ -359,6 +391,29 @@ def _check_logins_and_classes(facts: ClusterFacts, tenant_name: str, tenant: Ten
             )
 
 
+def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, ClusterServingRuntime]:
+    """A tenant's own ServingRuntimes (``servingRuntimes``) as :func:`gpucell.kserve_runtimes.resolve_runtime` weighs
+    them: their formats (priority 0 when unset), protocols and image (tag or digest), a CUDA image with
+    ``gpuImage``."""
+    found: dict[str, ClusterServingRuntime] = {}
+    for name, spec in runtimes.items():
+        repository, _, digest = spec.image.partition("@")
+        head, _, tag = repository.rpartition(":") if ":" in repository.rsplit("/", 1)[-1] else (repository, "", "")
+        found[name] = ClusterServingRuntime(
+            name,
+            head,
+            tag or digest,
+            tuple(
+                SupportedFormat(f.name, f.version or "", f.auto_select, f.priority or 0)
+                for f in spec.supported_model_formats
+            ),
+            tuple(p.value for p in spec.protocol_versions),
+            GpuImage.CUDA if spec.gpu_image else GpuImage.CPU,
+            namespaced=True,
+        )
+    return found
+
+
 def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
     (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
@@ -375,6 +430,7 @@ def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -
             "or add this one's runtimes to gpucell.kserve_runtimes",
         )
         return
+    own = tenant_runtimes(tenant.serving_runtimes)
     for name, endpoint in tenant.model_endpoints.items():
         try:
             resolve_runtime(
@@ -384,6 +440,8 @@ def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -
                 model_format=endpoint.model_format,
                 runtime_version=endpoint.runtime_version,
                 gpus=endpoint.gpu is not None,
+                protocol=endpoint.protocol_version.value if endpoint.protocol_version is not None else None,
+                tenant_runtimes=own,
             )
         except RuntimeRefusedError as exc:
             yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)
@@ -687,15 +745,22 @@ def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:
 
 
 _FACTS_RULES = (
+    Rule("hosts", ("node_pools", "network"), ClusterFacts._check_hosts),
     Rule("migStrategy", ("mig_strategy", "node_pools"), ClusterFacts._check_mig_strategy),
     Rule("kserve", ("kserve", "versions"), ClusterFacts._check_kserve_mode),
     Rule("signIn", ("oidc", "tenants"), ClusterFacts._check_groups),
-    Rule("traffic", ("load_balancer", "gateway", "network", "node_pools", "tenants"), ClusterFacts._check_traffic),
+    Rule(
+        "traffic",
+        ("load_balancer", "gateway", "network", "node_pools", "tenants"),
+        ClusterFacts._check_traffic,
+        after=("hosts",),
+    ),
+    Rule("priorityClasses", ("priority_classes", "tenants"), ClusterFacts._check_priority_classes),
     Rule(
         "tenants",
         tuple(ClusterFacts.model_fields),
         ClusterFacts._check_tenants,
-        after=("migStrategy", "signIn"),
+        after=("hosts", "migStrategy", "signIn"),
     ),
 )
 """ClusterFacts' cross-field rules, in the order the cell spec runs the same ones."""

@@ -19,12 +19,14 @@ from pulumi_kubernetes.apiextensions import CustomResource, CustomResourcePatch
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
+from gpucell.errors import ConfigError, shown
 from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
 from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import CdiSpec
 from gpucell.spec.pools import NodePool
 from gpucell.spec.versions import Versions
+from gpucell.spec.workloads import AccessMode, VolumeMode
 
 if TYPE_CHECKING:
     from gpucell.cluster import Cluster
@@ -67,11 +69,26 @@ class VolumeClass:
     name: pulumi.Input[str]
     """The StorageClass: CDI's scratch space and the StorageProfile patched (the cluster's default class)."""
     access_modes: Sequence[str] = ("ReadWriteOnce",)
-    """``accessModes`` of a VM disk's PVC. Defaults to ``ReadWriteOnce``."""
+    """``accessModes`` of a VM disk's PVC (:class:`~gpucell.spec.workloads.AccessMode` values). Defaults to
+    ``ReadWriteOnce``."""
     volume_mode: str = "Filesystem"
-    """``volumeMode`` of a VM disk's PVC: ``Filesystem`` (default) or ``Block``."""
+    """``volumeMode`` of a VM disk's PVC (:class:`~gpucell.spec.workloads.VolumeMode`): ``Filesystem`` (default) or
+    ``Block``."""
     ready: Sequence[pulumi.Resource] = ()
     """What must exist before the class can be used (the ``CDI`` CR waits for it)."""
+
+    def __post_init__(self) -> None:
+        """Raises :class:`~gpucell.errors.ConfigError` (one line per problem) for a mode Kubernetes does not know:
+        the StorageProfile would be applied with it, and every VM disk's PVC refused."""
+        problems = [
+            f"VolumeClass.access_modes[{index}]: {shown(mode)} is not one of {', '.join(AccessMode)}"
+            for index, mode in enumerate(self.access_modes)
+            if mode not in set(AccessMode)
+        ]
+        if self.volume_mode not in set(VolumeMode):
+            problems.append(f"VolumeClass.volume_mode: {shown(self.volume_mode)} is not one of {', '.join(VolumeMode)}")
+        if problems:
+            raise ConfigError(problems)
 
     @classmethod
     def of(cls, storage: Storage) -> VolumeClass:

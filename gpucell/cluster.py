@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
+from gpucell.errors import ConfigError, shown
+
 __all__ = [
     "CONTAINERD_CONFIG",
     "CONTAINERD_SOCKET",
@@ -22,6 +24,7 @@ __all__ = [
     "K3S_CONTAINERD_SOCKET",
     "Cluster",
     "ContainerRuntime",
+    "check_kubernetes_minor",
     "k3s_containerd_template",
 ]
 
@@ -55,6 +58,15 @@ def k3s_containerd_template(kubernetes_minor: str) -> str:
     major, minor = (int(part) for part in kubernetes_minor.split("."))
     name = "config-v3.toml.tmpl" if (major, minor) >= K3S_CONTAINERD2_MINOR else "config.toml.tmpl"
     return f"{K3S_CONTAINERD_DIR}/{name}"
+
+
+def check_kubernetes_minor(value: str) -> str:
+    """``value`` when it is a Kubernetes ``MAJOR.MINOR`` (``1.34``: what Pod Security labels and gpucell's
+    version-dependent choices read); raises ``ValueError`` otherwise (a patch release, a leading ``v``)."""
+    major, _, minor = value.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        raise ValueError("is not MAJOR.MINOR, e.g. '1.34'")
+    return value
 
 
 @dataclass(frozen=True)
@@ -157,11 +169,13 @@ class Cluster:
         """A handle on an existing cluster: registers one Kubernetes provider ``<name>-k8s`` from ``kubeconfig``
         (made a secret) with server-side apply, ``clusterIdentifier`` ``name`` (so a rotated kubeconfig never
         replaces what it manages, pulumi/pulumi-kubernetes#3068) and ``deleteUnreachable`` off, as a gpucell cell's
-        provider. ``runtime`` defaults to :meth:`ContainerRuntime.containerd`. Raises ``ValueError`` when
-        ``kubernetes_version`` is not ``MAJOR.MINOR``."""
-        major, _, minor = kubernetes_version.partition(".")
-        if not (major.isdigit() and minor.isdigit()):
-            raise ValueError(f"kubernetes_version {kubernetes_version!r} is not MAJOR.MINOR, e.g. '1.34'")
+        provider. ``runtime`` defaults to :meth:`ContainerRuntime.containerd`. Raises
+        :class:`~gpucell.errors.ConfigError` (``kubernetes_version: 'v1.33' is not MAJOR.MINOR, e.g. '1.34'``) before
+        registering anything when ``kubernetes_version`` is not ``MAJOR.MINOR``."""
+        try:
+            check_kubernetes_minor(kubernetes_version)
+        except ValueError as exc:
+            raise ConfigError.at(("kubernetes_version",), f"{shown(kubernetes_version)} {exc}") from None
         provider = Provider(
             f"{name}-k8s",
             kubeconfig=pulumi.Output.secret(kubeconfig),

@@ -21,9 +21,10 @@ TypeScript program. Decision 0019 says which components are exported and why.
 """
 
 import importlib.metadata
+import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Required, TypeVar
+from typing import Any, TypeVar
 
 import pulumi
 from pulumi.errors import InputPropertiesError, InputPropertyErrorDetails
@@ -33,15 +34,16 @@ from pulumi.provider.server import ComponentInitError
 from gpucell import _package_types as types
 from gpucell import cdi, cell, cert_manager, gpu_operator, keda, kserve, kubevirt, package_inputs, storage, tenancy
 from gpucell import dra_driver as dra  # the component's own name is DraDriver
+from gpucell.backups import BackupCredentials
 from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
 from gpucell.gateway import EndpointRoute, gateway_name
-from gpucell.spec._base import SpecModel
 from gpucell.spec.traffic import endpoint_host
 from gpucell.workloads import model_endpoint, notebook, virtual_machine
 
 __all__ = [
     "COMPONENTS",
+    "SECRET_OUTPUTS",
     "Cdi",
     "CertManager",
     "DraDriver",
@@ -61,34 +63,7 @@ __all__ = [
 
 PACKAGE = "gpucell"
 """The package name: type tokens ``gpucell:index:<Class>``, the SDK ``@pulumi/gpucell`` in TypeScript."""
-_Inputs = TypeVar("_Inputs", bound=SpecModel)
-
-
-class CdiInputs(types.CdiInputs, total=False):
-    """Inputs of CDI: :class:`gpucell._package_types.CdiInputs` and the StorageClass."""
-
-    storageClass: Required[pulumi.Input[str]]  # noqa: N815  (the schema's camelCase key)
-    """The StorageClass VM disks live in (the cluster's default): CDI's scratch space, and the StorageProfile
-    patched with ``volumeMode`` and ``accessModes``."""
-
-
-class ModelEndpointInputs(types.ModelEndpointInputs, total=False):
-    """Inputs of a model endpoint: :class:`gpucell._package_types.ModelEndpointInputs` and its credentials."""
-
-    credentials: pulumi.Input[str]
-    """The secret ``spec.credentialsConfigKey`` stands for: a Hugging Face token for ``hf://``, or
-    ``<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>`` for ``s3://`` (made a Pulumi secret)."""
-
-
-class RegionalCellInputs(types.RegionalCellInputs, total=False):
-    """Inputs of a cell: :class:`gpucell._package_types.RegionalCellInputs` and its secrets."""
-
-    sshPrivateKey: Required[pulumi.Input[str]]  # noqa: N815  (the schema's camelCase key)
-    """SSH private key for every node of the region (made a Pulumi secret)."""
-    etcdS3Credentials: pulumi.Input[str]  # noqa: N815  (the schema's camelCase key)
-    """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3``; required with it."""
-    remoteWriteCredentials: pulumi.Input[str]  # noqa: N815  (the schema's camelCase key)
-    """``<user>:<password>`` for ``metrics.remoteWrite``; required with it."""
+_Inputs = TypeVar("_Inputs", bound=package_inputs.ComponentInputs)
 
 
 def _whole_numbers(value: Any, key: str = "") -> Any:
@@ -104,10 +79,11 @@ def _whole_numbers(value: Any, key: str = "") -> Any:
     return value
 
 
-def _validated(model: type[_Inputs], args: Mapping[str, Any], *passed_through: str) -> _Inputs:
-    """``args`` validated by ``model`` (raises :class:`ConfigError`), leaving out ``passed_through`` (inputs that may
-    be Pulumi outputs, used as given)."""
-    plain = {key: value for key, value in args.items() if key not in passed_through}
+def _validated(model: type[_Inputs], args: Mapping[str, Any]) -> _Inputs:
+    """``args`` validated by ``model`` (raises :class:`ConfigError`), leaving out its ``PASSED_THROUGH`` inputs (that
+    may be Pulumi outputs, used as given: :class:`gpucell.package_inputs.PassedThrough`)."""
+    passed = {item.key for item in model.PASSED_THROUGH}
+    plain = {key: value for key, value in args.items() if key not in passed}
     return model.model_validate(_whole_numbers(plain))
 
 
@@ -169,10 +145,10 @@ class KubeVirt(kubevirt.KubeVirt):
 class Cdi(cdi.Cdi):
     """CDI (Containerized Data Importer): the operator, its ``CDI`` CR and the StorageProfile of VM disks' class."""
 
-    def __init__(self, name: str, args: CdiInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.CdiInputs, args, "storageClass")
+    def __init__(self, name: str, args: types.CdiInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        inputs = _validated(package_inputs.CdiInputs, args)
         cluster = _cluster(inputs.cluster, opts)
-        volumes = cdi.VolumeClass(args["storageClass"], tuple(inputs.access_modes), inputs.volume_mode)
+        volumes = cdi.VolumeClass(args["storageClass"], tuple(inputs.access_modes), inputs.volume_mode.value)
         spec = cdi.CdiArgs(cluster, volumes, inputs.spec, inputs.node_pools, inputs.version, inputs.removal_policy)
         super().__init__(name, spec, opts)
 
@@ -307,14 +283,16 @@ class ModelEndpoint(model_endpoint.ModelEndpoint):
     url: pulumi.Output[str]
     """In-cluster URL of the predictor."""
 
-    def __init__(self, name: str, args: ModelEndpointInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.ModelEndpointInputs, args, "credentials")
+    def __init__(self, name: str, args: types.ModelEndpointInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        inputs = _validated(package_inputs.ModelEndpointInputs, args)
+        env_secrets = {key: pulumi.Output.secret(value) for key, value in (args.get("envSecrets") or {}).items()}
         spec = model_endpoint.ModelEndpointArgs(
             inputs.name,
             inputs.spec,
             _tenant(inputs, opts),
             args.get("credentials"),
             _route(inputs),
+            env_secrets=env_secrets,
         )
         super().__init__(name, spec, opts)
 
@@ -340,14 +318,20 @@ class RegionalCell(cell.RegionalCell):
     storage_class_name: pulumi.Output[str]
     """The cell's default StorageClass."""
 
-    def __init__(self, name: str, args: RegionalCellInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        secrets = ("sshPrivateKey", "etcdS3Credentials", "remoteWriteCredentials")
-        inputs = _validated(package_inputs.RegionalCellInputs, args, *secrets)
+    def __init__(self, name: str, args: types.RegionalCellInputs, opts: pulumi.ResourceOptions | None = None) -> None:
+        inputs = _validated(package_inputs.RegionalCellInputs, args)
+        bucket, password = args.get("backupCredentials"), args.get("backupRepositoryPassword")
+        backups = (
+            BackupCredentials(pulumi.Output.secret(bucket), pulumi.Output.secret(password))
+            if bucket is not None and password is not None
+            else None
+        )
         spec = cell.RegionalCellArgs(
             inputs.cell,
             pulumi.Output.secret(args["sshPrivateKey"]),
             etcd_s3_credentials=args.get("etcdS3Credentials"),
             remote_write_credentials=args.get("remoteWriteCredentials"),
+            backup_credentials=backups,
         )
         super().__init__(name, spec, opts)
 
@@ -378,10 +362,41 @@ def version() -> str:
         return "0.0.0"
 
 
+SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {"Notebook": ("token",), "RegionalCell": ("kubeconfig",)}
+"""Component -> its outputs that are Pulumi secrets (the schema marks them ``secret``)."""
+
+
+def _mark_secrets(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with ``secret: true`` on every secret input (a ``PassedThrough`` marked secret) and output
+    (:data:`SECRET_OUTPUTS`): the analyzer has no way to say so, and without it an SDK neither wraps a plain string
+    given for ``sshPrivateKey`` as a secret (the engine would store the component's inputs in plain text) nor lists
+    the secret outputs in ``additionalSecretOutputs``."""
+    for component in COMPONENTS:
+        resource = schema["resources"][f"{PACKAGE}:index:{component.__name__}"]
+        for passed in getattr(package_inputs, f"{component.__name__}Inputs").PASSED_THROUGH:
+            if passed.secret:
+                resource["inputProperties"][passed.key]["secret"] = True
+        for output in SECRET_OUTPUTS.get(component.__name__, ()):
+            resource["properties"][output]["secret"] = True
+    return schema
+
+
 class PackageProvider(ComponentProvider):
-    """The SDK's component provider for :data:`COMPONENTS`, with a :class:`ConfigError` from a component returned as
-    the engine's invalid-inputs error: one ``property path: reason`` per problem, no Python stack (the SDK reports any
-    other exception of a component with its traceback)."""
+    """The SDK's component provider for :data:`COMPONENTS`, serving the analyzer's schema with its secrets marked
+    (:func:`_mark_secrets`), and with a :class:`ConfigError` from a component returned as the engine's invalid-inputs
+    error: one ``property path: reason`` per problem, no Python stack (the SDK reports any other exception of a
+    component with its traceback)."""
+
+    def __init__(
+        self,
+        components: list[type[pulumi.ComponentResource]],
+        name: str,
+        namespace: str | None = None,
+        version: str = "0.0.0",
+    ) -> None:
+        super().__init__(components, name, namespace, version)
+        assert self.schema is not None  # the SDK's ComponentProvider always generates one
+        self.schema = json.dumps(_mark_secrets(json.loads(self.schema)))
 
     def construct(
         self, name: str, resource_type: str, inputs: pulumi.Inputs, options: pulumi.ResourceOptions | None = None

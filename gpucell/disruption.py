@@ -447,6 +447,8 @@ def _charts(cell: CellSpec) -> dict[str, str]:
         charts["kubePrometheusStack"] = versions.kube_prometheus_stack
     if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
         charts["keda"] = versions.keda
+    if cell.backups is not None:
+        charts["velero"] = versions.velero
     return charts
 
 

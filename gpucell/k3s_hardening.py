@@ -72,7 +72,8 @@ KUBELET_TLS_CIPHER_SUITES = (
 """The kubelet's ``tls-cipher-suites`` from the guide (CIS 4.2.12)."""
 POD_SECURITY_EXEMPT_NAMESPACES = tuple(
     sorted(
-        SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease", "monitoring", "keda", *CLUSTER_API_NAMESPACES}
+        SYSTEM_NAMESPACES
+        - {"default", "kube-public", "kube-node-lease", "monitoring", "keda", "velero", *CLUSTER_API_NAMESPACES}
     )
 )
 """Namespaces the cluster-wide ``restricted`` default does not apply to: where the cell's platform components

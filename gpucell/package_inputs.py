@@ -4,18 +4,20 @@ What a TypeScript, Go or C# program passes to :mod:`gpucell.component_package` a
 component validates them with its model here, so a mistake is one :class:`~gpucell.errors.ConfigError` line per
 problem with its key path (``nodePools.h100.gpuMode: 'passthrough' is not one of ...``), as in stack config. The
 ``TypedDict`` classes the package schema is inferred from are generated from these models
-(:mod:`gpucell.stacks.package_types`); inputs that may be Pulumi outputs (secrets, a StorageClass name) are not
-validated here and are added to those ``TypedDict`` classes by :mod:`gpucell.component_package`.
+(:mod:`gpucell.stacks.package_types`). Inputs that may be Pulumi outputs (secrets, a StorageClass name) are not
+validated: a model names them in ``PASSED_THROUGH`` (:class:`PassedThrough`), the generator adds them to its
+``TypedDict`` as ``pulumi.Input[str]`` with their docs, and the package's schema marks the secret ones ``secret``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import field_validator
 
 from gpucell.admission import ClusterFacts
-from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime
+from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime, check_kubernetes_minor
 from gpucell.dra_driver import OPERATOR_DRIVER_ROOT
 from gpucell.errors import SpecError, shown
 from gpucell.spec import (
@@ -36,12 +38,13 @@ from gpucell.spec import (
 )
 from gpucell.spec._base import SpecModel
 from gpucell.spec.lifecycle import RemovalPolicy
-from gpucell.spec.workloads import AccessMode
+from gpucell.spec.workloads import AccessMode, VolumeMode
 
 __all__ = [
     "CdiInputs",
     "CertManagerInputs",
     "ClusterInputs",
+    "ComponentInputs",
     "ContainerdInputs",
     "DraDriverInputs",
     "GpuOperatorInputs",
@@ -51,12 +54,43 @@ __all__ = [
     "KubeVirtInputs",
     "ModelEndpointInputs",
     "NotebookInputs",
+    "PassedThrough",
     "RegionalCellInputs",
     "StorageInputs",
     "TenantInputs",
 ]
 
 _PINS = Versions()
+
+
+@dataclass(frozen=True)
+class PassedThrough:
+    """An input of a component that may be a Pulumi output (a secret, a StorageClass name from another resource):
+    typed ``pulumi.Input[str]`` in the package (``Mapping[str, pulumi.Input[str]]`` when ``mapping``), used as
+    given, never validated by the input model."""
+
+    key: str
+    """The schema's camelCase key (``sshPrivateKey``)."""
+    doc: str
+    """Its description in the schema."""
+    required: bool = False
+    """The component cannot be built without it."""
+    secret: bool = False
+    """A secret: the schema marks it ``secret`` (the SDKs wrap it as one), and the component makes it one."""
+    mapping: bool = False
+    """A map of such strings by key (``envSecrets``: one value per config key), not one string."""
+
+    @property
+    def annotation(self) -> str:
+        """Its type in the generated ``TypedDict``."""
+        return "Mapping[str, pulumi.Input[str]]" if self.mapping else "pulumi.Input[str]"
+
+
+class ComponentInputs(SpecModel):
+    """The inputs of one component of the package: validated whole, but for its ``PASSED_THROUGH`` inputs."""
+
+    PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = ()
+    """The inputs used as given (:class:`PassedThrough`). Defaults to none."""
 
 
 class ContainerdInputs(SpecModel):
@@ -86,16 +120,10 @@ class ClusterInputs(SpecModel):
     containerd: ContainerdInputs = ContainerdInputs()
     """Where the nodes' containerd keeps its config and socket. Defaults to containerd's own paths."""
 
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _minor(cls, value: str) -> str:
-        major, _, minor = value.partition(".")
-        if not (major.isdigit() and minor.isdigit()):
-            raise ValueError("is not MAJOR.MINOR, e.g. '1.34'")
-        return value
+    _minor = field_validator("kubernetes_version")(check_kubernetes_minor)
 
 
-class GpuOperatorInputs(SpecModel):
+class GpuOperatorInputs(ComponentInputs):
     """Inputs of the NVIDIA GPU Operator (:class:`gpucell.gpu_operator.GpuOperatorArgs`)."""
 
     cluster: ClusterInputs
@@ -110,7 +138,7 @@ class GpuOperatorInputs(SpecModel):
     """The cluster runs gpucell's metrics stack (DCGM exporter fields, ServiceMonitors). Defaults to false."""
 
 
-class KubeVirtInputs(SpecModel):
+class KubeVirtInputs(ComponentInputs):
     """Inputs of KubeVirt (:class:`gpucell.kubevirt.KubeVirtArgs`)."""
 
     cluster: ClusterInputs
@@ -125,14 +153,23 @@ class KubeVirtInputs(SpecModel):
     """What removing it may do (deleting KubeVirt deletes every VM): ``protect`` (default), ``retain``, ``delete``."""
 
 
-class CdiInputs(SpecModel):
-    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`); the StorageClass is the ``storageClass`` input."""
+class CdiInputs(ComponentInputs):
+    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`)."""
+
+    PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = (
+        PassedThrough(
+            "storageClass",
+            "The StorageClass VM disks live in (the cluster's default): CDI's scratch space, and the StorageProfile "
+            "patched with ``volumeMode`` and ``accessModes``.",
+            required=True,
+        ),
+    )
 
     cluster: ClusterInputs
     """The cluster to install into."""
-    volume_mode: str = "Filesystem"
+    volume_mode: VolumeMode = VolumeMode.FILESYSTEM
     """``volumeMode`` of a VM disk's PVC in the StorageClass: ``Filesystem`` (default) or ``Block``."""
-    access_modes: list[str] = ["ReadWriteOnce"]
+    access_modes: list[str] = [AccessMode.RWO.value]
     """``accessModes`` of a VM disk's PVC (``ReadWriteOnce``, ``ReadWriteMany``, ``ReadWriteOncePod``). Defaults to
     ``ReadWriteOnce``."""
     spec: CdiSpec = CdiSpec()
@@ -145,16 +182,11 @@ class CdiInputs(SpecModel):
     """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
     ``delete``."""
 
-    @field_validator("volume_mode")
-    @classmethod
-    def _volume_mode(cls, value: str) -> str:
-        if value not in ("Filesystem", "Block"):
-            raise ValueError("is not a volumeMode; use Filesystem or Block")
-        return value
-
     @field_validator("access_modes")
     @classmethod
     def _access_modes(cls, values: list[str]) -> list[str]:
+        # strings, not AccessMode: the SDK's ComponentProvider maps the items of a list of enums as objects
+        # (stacks/package_types.py refuses such a field)
         known = [mode.value for mode in AccessMode]
         for index, value in enumerate(values):
             if value not in known:
@@ -162,7 +194,7 @@ class CdiInputs(SpecModel):
         return values
 
 
-class DraDriverInputs(SpecModel):
+class DraDriverInputs(ComponentInputs):
     """Inputs of the NVIDIA DRA driver (:class:`gpucell.dra_driver.DraDriverArgs`)."""
 
     cluster: ClusterInputs
@@ -177,7 +209,7 @@ class DraDriverInputs(SpecModel):
     """Host path of the NVIDIA driver: the GPU Operator's (``/run/nvidia/driver``, default) or ``/``."""
 
 
-class CertManagerInputs(SpecModel):
+class CertManagerInputs(ComponentInputs):
     """Inputs of cert-manager (:class:`gpucell.cert_manager.CertManagerArgs`)."""
 
     cluster: ClusterInputs
@@ -190,7 +222,7 @@ class CertManagerInputs(SpecModel):
     """Solve ACME HTTP-01 challenges with Gateway API HTTPRoutes. Defaults to false."""
 
 
-class KServeInputs(SpecModel):
+class KServeInputs(ComponentInputs):
     """Inputs of KServe (:class:`gpucell.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
 
     cluster: ClusterInputs
@@ -201,7 +233,7 @@ class KServeInputs(SpecModel):
     """KServe release; defaults to gpucell's pin."""
 
 
-class StorageInputs(SpecModel):
+class StorageInputs(ComponentInputs):
     """Inputs of the storage layer (:class:`gpucell.storage.StorageArgs`): Longhorn (``local-path`` is k3s's)."""
 
     cluster: ClusterInputs
@@ -217,7 +249,7 @@ class StorageInputs(SpecModel):
     ``delete``."""
 
 
-class KedaInputs(SpecModel):
+class KedaInputs(ComponentInputs):
     """Inputs of KEDA (:class:`gpucell.keda.KedaArgs`)."""
 
     cluster: ClusterInputs
@@ -228,7 +260,7 @@ class KedaInputs(SpecModel):
     """Chart values."""
 
 
-class TenantInputs(SpecModel):
+class TenantInputs(ComponentInputs):
     """Inputs of a tenant (:class:`gpucell.tenancy.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when this
     program installs it)."""
 
@@ -242,7 +274,7 @@ class TenantInputs(SpecModel):
     """What the tenant is admitted against and rendered from: the cluster's GPU pools, networks, other tenants..."""
 
 
-class _WorkloadInputs(SpecModel):
+class _WorkloadInputs(ComponentInputs):
     cluster: ClusterInputs
     """The cluster the workload's tenant lives on."""
     tenant: str
@@ -270,16 +302,54 @@ class NotebookInputs(_WorkloadInputs):
 
 
 class ModelEndpointInputs(_WorkloadInputs):
-    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`); its storage
-    credentials are the ``credentials`` input (a secret)."""
+    """Inputs of a tenant's model endpoint (:class:`gpucell.workloads.model_endpoint.ModelEndpointArgs`)."""
+
+    PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = (
+        PassedThrough(
+            "credentials",
+            "The secret ``spec.credentialsConfigKey`` stands for: a Hugging Face token for ``hf://``, or "
+            "``<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>`` for ``s3://``.",
+            secret=True,
+        ),
+        PassedThrough(
+            "envSecrets",
+            "The values of ``spec.env`` entries with ``secretConfigKey``, by that key; one for each such entry.",
+            secret=True,
+            mapping=True,
+        ),
+    )
 
     spec: ModelEndpointSpec
     """What the tenant declared."""
 
 
-class RegionalCellInputs(SpecModel):
-    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`); its secrets are the ``sshPrivateKey``,
-    ``etcdS3Credentials`` and ``remoteWriteCredentials`` inputs."""
+class RegionalCellInputs(ComponentInputs):
+    """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`)."""
+
+    PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = (
+        PassedThrough("sshPrivateKey", "SSH private key for every node of the region.", required=True, secret=True),
+        PassedThrough(
+            "etcdS3Credentials",
+            "``<access key id>:<secret access key>`` for ``etcd.snapshots.s3``; required with it.",
+            secret=True,
+        ),
+        PassedThrough(
+            "remoteWriteCredentials",
+            "``<user>:<password>`` for ``metrics.remoteWrite``; required with it.",
+            secret=True,
+        ),
+        PassedThrough(
+            "backupCredentials",
+            "``<access key id>:<secret access key>`` of ``backups.storage``'s bucket; required with ``backups``.",
+            secret=True,
+        ),
+        PassedThrough(
+            "backupRepositoryPassword",
+            "The password encrypting the backed-up volumes (``backups.repositoryPasswordConfigKey``); required with "
+            "``backups``.",
+            secret=True,
+        ),
+    )
 
     cell: CellSpec
     """The region, as ``gpucell:regions.<region>`` in a stack file."""

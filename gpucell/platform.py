@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gpucell.kserve import KServe
     from gpucell.kubevirt import KubeVirt
     from gpucell.metrics import Metrics
+    from gpucell.priority_classes import PriorityClasses
 
 __all__ = ["Platform"]
 
@@ -33,7 +34,8 @@ class Platform:
     - a GPU workload for :attr:`gpu_operator`'s Release (device plugins, the ``nvidia`` RuntimeClass), or with DRA
       GPUs :attr:`dra_driver`'s (DeviceClasses, kubelet plugin);
     - a model endpoint for :attr:`kserve`'s runtimes Release, with a ``vllm-*`` scale metric for :attr:`keda`'s
-      Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus.
+      Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus;
+    - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names).
 
     :attr:`gpucell.cell.RegionalCell.platform` is a cell's; on a cluster gpucell did not build, name the components
     this program installs there: ``Platform(kubevirt=kubevirt, cdi=cdi, gpu_operator=gpu_operator)``.
@@ -55,3 +57,5 @@ class Platform:
     """KEDA, for endpoints scaled on a vLLM metric."""
     metrics: Metrics | None = None
     """The metrics stack (kube-prometheus-stack)."""
+    priority_classes: PriorityClasses | None = None
+    """The cell's PriorityClasses (``priorityClasses``)."""

@@ -9,9 +9,9 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell.cdi import Cdi, CdiArgs
+from gpucell.cdi import Cdi, CdiArgs, VolumeClass
 from gpucell.errors import ConfigError
-from gpucell.spec import CdiSpec, CellSpec, StackSpec
+from gpucell.spec import AccessMode, CdiSpec, CellSpec, StackSpec, VolumeMode
 from gpucell.stacks.conformance.objects import Violation
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.storage import Storage, StorageArgs
@@ -140,6 +140,18 @@ def test_claim_property_set_uses_valid_pvc_access_and_volume_modes() -> None:
     assert violations(raw, partial=True) == [
         Violation("spec.claimPropertySets[0].volumeMode", "'Raw' is not one of ['Filesystem', 'Block']")
     ]
+
+
+def test_a_volume_class_with_a_mode_kubernetes_does_not_know_is_one_line_per_mode() -> None:
+    """A typo in a VolumeClass built in Python would be applied to the StorageProfile (``--check`` catches it, a
+    program's ``pulumi up`` would not): every VM disk's PVC of the class would be refused."""
+    with pytest.raises(ConfigError) as info:
+        VolumeClass("ceph-block", access_modes=("RWO", "ReadWriteMany"), volume_mode="Blok")
+    assert info.value.lines == [
+        "VolumeClass.access_modes[0]: 'RWO' is not one of ReadWriteOnce, ReadWriteMany, ReadWriteOncePod",
+        "VolumeClass.volume_mode: 'Blok' is not one of Filesystem, Block",
+    ]
+    assert VolumeClass("ceph-block", (AccessMode.RWX,), VolumeMode.BLOCK).volume_mode == "Block"
 
 
 def test_children_wait_for_the_components_dependencies() -> None:

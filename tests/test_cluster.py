@@ -8,6 +8,7 @@ import pytest
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.errors import ConfigError
 from gpucell.stacks.mock_engine import run_program
 from gpucell.testing import CellMocks
 from tests.conftest import cell, minimal_cell_config
@@ -66,6 +67,8 @@ def test_a_handle_from_a_kubeconfig_registers_one_secret_provider() -> None:
     assert built["c"].options().depends_on == []
 
 
-def test_a_kubernetes_version_that_is_not_major_minor_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"kubernetes_version 'v1.33.2' is not MAJOR.MINOR, e.g. '1.34'"):
-        Cluster.from_kubeconfig("x", "k", "v1.33.2")
+def test_a_kubernetes_version_that_is_not_major_minor_is_one_config_error_line() -> None:
+    for version in ("v1.33", "1.33.2"):
+        with pytest.raises(ConfigError) as info:
+            Cluster.from_kubeconfig("x", "k", version)
+        assert info.value.lines == [f"kubernetes_version: '{version}' is not MAJOR.MINOR, e.g. '1.34'"]

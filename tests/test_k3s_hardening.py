@@ -137,10 +137,11 @@ def test_every_platform_namespace_is_exempted() -> None:
     # Runs only cert-manager's ACME solver pods, which are restricted by cert-manager itself: no exemption on purpose.
     found.remove("gpucell-gateway")
     exempt = admission_configuration(cell(minimal_cell_config()))["plugins"][0]["configuration"]["exemptions"]
-    # The metrics stack's and KEDA's Namespaces are created by their components with their own Pod Security labels.
-    # Cluster API's controllers meet restricted (decision 0024): exempting them would also restart every server.
+    # The metrics stack's, KEDA's and Velero's Namespaces are created by their components with their own Pod
+    # Security labels. Cluster API's controllers meet restricted (decision 0024): exempting them would also restart
+    # every server.
     assert "capi-operator-system" in found
-    assert found - {"monitoring", "keda", *CLUSTER_API_NAMESPACES} <= set(exempt["namespaces"])
+    assert found - {"monitoring", "keda", "velero", *CLUSTER_API_NAMESPACES} <= set(exempt["namespaces"])
     assert not set(CLUSTER_API_NAMESPACES) & set(exempt["namespaces"])
 
 

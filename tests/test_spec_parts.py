@@ -10,7 +10,7 @@ import pytest
 from gpucell.admission import ClusterFacts
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, K3sClusterSpec, TenantSpec
-from gpucell.tenancy import admit
+from gpucell.tenancy import admit, network_policy_manifests
 from tests.conftest import cell, minimal_cell_config
 
 TENANT = {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 100, "gpus": {"nvidia.com/gpu": 2}}}
@@ -82,3 +82,65 @@ def test_cluster_facts_built_by_hand_check_their_own_fields() -> None:
         "imageNamespaces[0]: 'tenant-acme' is a tenant's namespace (tenant-*): every tenant could clone that "
         "tenant's disks; put shared images in a namespace of their own",
     ]
+
+
+EKS_FACTS: dict[str, Any] = {
+    "network": {"nodeCidr": "10.0.0.0/16", "podCidr": "10.244.0.0/16", "serviceCidr": "172.20.0.0/16",
+                "clusterDns": "172.20.0.10", "apiPort": 443},
+    "nodePools": {
+        "l40s": {"role": "gpu", "gpuModel": "L40S", "gpusPerNode": 4, "gpuMode": "container",
+                 "hosts": [{"name": "ip-10-0-1-5.us-west-2.compute.internal", "address": "10.0.1.5"}]},
+    },
+}  # fmt: skip
+"""An EKS cluster's facts: its Nodes are named after their private DNS names, as EKS names every node."""
+
+
+def test_cluster_facts_take_the_node_names_of_any_cluster() -> None:
+    facts = ClusterFacts.model_validate(EKS_FACTS)
+    assert facts.node_pools["l40s"].hosts[0].name == "ip-10-0-1-5.us-west-2.compute.internal"
+    assert lines(ClusterFacts, {**EKS_FACTS, "nodePools": {"l40s": {**EKS_FACTS["nodePools"]["l40s"], "hosts": [
+        {"name": "GPU_1", "address": "10.0.1.5"}]}}}) == [
+        "nodePools.l40s.hosts[0].name: 'GPU_1' is not a DNS-1123 label (lower-case letters, digits and '-', at "
+        "most 63 characters)"
+    ]  # fmt: skip
+
+
+def test_a_cells_own_hosts_stay_single_labels() -> None:
+    config = minimal_cell_config()
+    config["nodePools"]["cpu"]["hosts"][0]["name"] = "lab-cpu-1.example.net"
+    expected = [
+        "nodePools.cpu.hosts[0].name: 'lab-cpu-1.example.net' is not a DNS-1123 label (lower-case letters, digits "
+        "and '-', at most 63 characters): k3s names the node after it (node-name), and gpucell its resources"
+    ]
+    assert lines(CellSpec, config) == expected == lines(K3sClusterSpec, config)
+
+
+def test_cluster_facts_count_a_node_once() -> None:
+    """A Node listed in two pools would be counted twice: a tenant's quota admitted against GPUs that are not
+    there."""
+    pools = EKS_FACTS["nodePools"]
+    twice = {**EKS_FACTS, "nodePools": {**pools, "l40s-b": pools["l40s"]}}
+    assert lines(ClusterFacts, twice) == [
+        "nodePools.l40s-b.hosts[0].name: 'ip-10-0-1-5.us-west-2.compute.internal' is already used by "
+        "nodePools.l40s.hosts[0]"
+    ]
+    outside = {**pools["l40s"], "hosts": [{"name": "gpu-2", "address": "10.1.0.5"}]}
+    assert lines(ClusterFacts, {**EKS_FACTS, "nodePools": {"l40s": outside}}) == [
+        "nodePools.l40s.hosts[0].address: '10.1.0.5' is outside network.nodeCidr 10.0.0.0/16"
+    ]
+
+
+def test_cluster_egress_reaches_the_api_servers_on_the_port_they_listen_on() -> None:
+    """EKS, AKS and GKE API servers listen on 443 (the ``kubernetes`` Service's endpoints): with ``apiPort: 443`` and
+    no ``apiEndpoint`` a ``cluster`` tenant reaches them there; behind an endpoint they listen on 6443 (kubeadm,
+    RKE2, k3s), whatever port the endpoint serves."""
+    tenant = TenantSpec.model_validate({**TENANT, "egress": "cluster"})
+
+    def api_ports(network: dict[str, Any]) -> list[str]:
+        facts = ClusterFacts.model_validate({**EKS_FACTS, "network": {**EKS_FACTS["network"], **network}})
+        policies = {p["metadata"]["name"]: p for p in network_policy_manifests("acme", tenant, facts)}
+        egress = policies["tenant-allow-egress-cluster"]["spec"]["egress"]
+        return [port["port"] for rule in egress if "toEntities" in rule for port in rule["toPorts"][0]["ports"]]
+
+    assert api_ports({}) == ["443"]
+    assert api_ports({"apiEndpoint": "10.0.0.10"}) == ["6443"]

@@ -31,6 +31,7 @@ __all__ = [
     "check_dns_label",
     "check_host_name",
     "check_names",
+    "check_node_name",
     "check_service_names",
 ]
 
@@ -42,6 +43,16 @@ def check_dns_label(value: str) -> str:
     """Raise ``ValueError`` unless ``value`` is an RFC 1123 label (what Kubernetes accepts as a node or object name)."""
     if not DNS_LABEL.fullmatch(value):
         raise ValueError("is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)")
+    return value
+
+
+def check_node_name(value: str) -> str:
+    """Raise ``ValueError`` unless ``value`` is a name Kubernetes accepts for a Node: an RFC 1123 subdomain (labels
+    joined by ``.``, at most 253 characters), as EKS (``ip-10-0-1-5.ec2.internal``), kubeadm and RKE2 nodes named
+    after their FQDN are. A gpucell cell's own hosts are single labels (:class:`gpucell.spec.nodes.NodeViews`), so
+    the message names the label's rule, which every cluster accepts."""
+    if not DNS_SUBDOMAIN.fullmatch(value):
+        check_dns_label(value)
     return value
 
 
@@ -124,7 +135,9 @@ class Host(SpecModel):
     """One machine of a node pool."""
 
     name: str
-    """Kubernetes node name (``node-name`` in the k3s config); a DNS-1123 label, unique in the region."""
+    """Kubernetes node name, unique in the region: on a gpucell cell a DNS-1123 label (``node-name`` in the k3s
+    config); in the :class:`~gpucell.admission.ClusterFacts` of a cluster gpucell did not build, its Node's name as
+    the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``)."""
     address: Ipv4Address
     """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
     removal_policy: HostRemovalPolicy | None = None
@@ -141,8 +154,8 @@ class Host(SpecModel):
 
     @field_validator("name")
     @classmethod
-    def _dns_label(cls, value: str) -> str:
-        return check_dns_label(value)
+    def _node_name(cls, value: str) -> str:
+        return check_node_name(value)
 
     @field_validator("address")
     @classmethod

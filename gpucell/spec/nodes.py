@@ -10,7 +10,7 @@ checked by the same rules, with the same messages and key paths (docs/decisions/
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from gpucell.spec.hardware import check_hardware, vgpu_pools
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.k3s import K3sSpec, check_k3s
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
-from gpucell.spec.network import Host, Network, Ssh, check_names
+from gpucell.spec.network import Host, Network, Ssh, check_dns_label, check_names
 from gpucell.spec.platform import (
     GpuOperatorSpec,
     MigStrategy,
@@ -37,7 +37,7 @@ from gpucell.spec.platform import (
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, gpu_pools, role_pools
 from gpucell.spec.versions import Versions, release
 
-__all__ = ["K3sClusterSpec", "NodeViews"]
+__all__ = ["K3sClusterSpec", "NodeViews", "check_hosts"]
 
 
 class NodeViews:
@@ -121,9 +121,7 @@ class NodeViews:
         return effective_mig_strategy(self.gpu_operator.mig_strategy, self.node_pools)
 
     def _all_hosts(self) -> Iterator[tuple[str, int, Host]]:
-        for pool_name, pool in self.node_pools.items():
-            for index, host in enumerate(pool.hosts):
-                yield pool_name, index, host
+        return _all_hosts(self.node_pools)
 
     # -- rules (each yields every problem it finds) --------------------------------------------------------------
     def _check_hardware(self) -> Iterator[SpecError]:
@@ -184,49 +182,15 @@ class NodeViews:
             )
 
     def _check_hosts(self) -> Iterator[SpecError]:
-        seen_name: dict[str, tuple[str, int]] = {}
-        seen_address: dict[IPv4Address, tuple[str, int]] = {}
-        node_cidr = self.network.node_cidr
         for pool_name, index, host in self._all_hosts():
-            where = ("nodePools", pool_name, "hosts", index)
-            other = seen_name.get(host.name) or seen_address.get(host.address)
-            conflict = list(self._check_one_mode(pool_name, other[0], host, where)) if other else []
-            if conflict:  # the one line about a host listed in two pools of different modes
-                yield from conflict
-                continue
-            if host.name in seen_name:
-                first = seen_name[host.name]
+            try:
+                check_dns_label(host.name)
+            except ValueError as exc:
                 yield SpecError(
-                    (*where, "name"), f"{shown(host.name)} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+                    ("nodePools", pool_name, "hosts", index, "name"),
+                    f"{shown(host.name)} {exc}: k3s names the node after it (node-name), and gpucell its resources",
                 )
-            if host.address in seen_address and seen_address[host.address] != seen_name.get(host.name):
-                first = seen_address[host.address]
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(host.address))} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
-                )
-            if host.address not in node_cidr:
-                yield SpecError(
-                    (*where, "address"), f"{shown(str(host.address))} is outside network.nodeCidr {node_cidr}"
-                )
-            elif node_cidr.prefixlen < 31 and host.address in (node_cidr.network_address, node_cidr.broadcast_address):
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(host.address))} is the network or broadcast address of network.nodeCidr {node_cidr}",
-                )
-            seen_name.setdefault(host.name, (pool_name, index))
-            seen_address.setdefault(host.address, (pool_name, index))
-
-    def _check_one_mode(
-        self, pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]
-    ) -> Iterator[SpecError]:
-        mine, theirs = self.node_pools[pool_name], self.node_pools[other_pool]
-        if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
-            yield SpecError(
-                where,
-                f"host {shown(host.name)} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} "
-                f"({mine.gpu_mode}); a node runs exactly one GPU mode",
-            )
+        yield from check_hosts(self.network, self.node_pools)
 
     def _check_api_endpoint(self) -> Iterator[SpecError]:
         if self.network.api_endpoint is None and len(self.servers) > 1:
@@ -337,3 +301,58 @@ _K3S_RULES = (
     Rule("oidc", ("oidc", "versions"), NodeViews._check_oidc_version),
 )
 """K3sClusterSpec's cross-field rules, in the order the cell spec runs them."""
+
+
+def _all_hosts(node_pools: Mapping[str, NodePool]) -> Iterator[tuple[str, int, Host]]:
+    for pool_name, pool in node_pools.items():
+        for index, host in enumerate(pool.hosts):
+            yield pool_name, index, host
+
+
+def check_hosts(network: Network, node_pools: Mapping[str, NodePool]) -> Iterator[SpecError]:
+    """Every host of ``node_pools`` is one node: its name and address unique across the pools (a node listed in
+    two pools would be counted twice), its address in ``network.nodeCidr`` and not the network's own or broadcast
+    address; a node in two GPU pools is one line when their modes differ (a node runs one GPU mode).
+    Key paths ``nodePools.<pool>.hosts[<i>]...``."""
+    seen_name: dict[str, tuple[str, int]] = {}
+    seen_address: dict[IPv4Address, tuple[str, int]] = {}
+    node_cidr = network.node_cidr
+    for pool_name, index, host in _all_hosts(node_pools):
+        where = ("nodePools", pool_name, "hosts", index)
+        other = seen_name.get(host.name) or seen_address.get(host.address)
+        conflict = list(_check_one_mode(node_pools, pool_name, other[0], host, where)) if other else []
+        if conflict:  # the one line about a host listed in two pools of different modes
+            yield from conflict
+            continue
+        if host.name in seen_name:
+            first = seen_name[host.name]
+            yield SpecError(
+                (*where, "name"), f"{shown(host.name)} is already used by nodePools.{first[0]}.hosts[{first[1]}]"
+            )
+        if host.address in seen_address and seen_address[host.address] != seen_name.get(host.name):
+            first = seen_address[host.address]
+            yield SpecError(
+                (*where, "address"),
+                f"{shown(str(host.address))} is already used by nodePools.{first[0]}.hosts[{first[1]}]",
+            )
+        if host.address not in node_cidr:
+            yield SpecError((*where, "address"), f"{shown(str(host.address))} is outside network.nodeCidr {node_cidr}")
+        elif node_cidr.prefixlen < 31 and host.address in (node_cidr.network_address, node_cidr.broadcast_address):
+            yield SpecError(
+                (*where, "address"),
+                f"{shown(str(host.address))} is the network or broadcast address of network.nodeCidr {node_cidr}",
+            )
+        seen_name.setdefault(host.name, (pool_name, index))
+        seen_address.setdefault(host.address, (pool_name, index))
+
+
+def _check_one_mode(
+    node_pools: Mapping[str, NodePool], pool_name: str, other_pool: str, host: Host, where: tuple[Any, ...]
+) -> Iterator[SpecError]:
+    mine, theirs = node_pools[pool_name], node_pools[other_pool]
+    if mine.role is NodeRole.GPU and theirs.role is NodeRole.GPU and mine.gpu_mode != theirs.gpu_mode:
+        yield SpecError(
+            where,
+            f"host {shown(host.name)} is in pools {other_pool} ({theirs.gpu_mode}) and {pool_name} "
+            f"({mine.gpu_mode}); a node runs exactly one GPU mode",
+        )

@@ -12,11 +12,14 @@ from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_va
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Cidr, check_single_line
+from gpucell.spec.backups import TenantBackupSpec
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, check_host_name, check_names, check_service_names
+from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec, namespace_names
 from gpucell.spec.workloads import (
+    BUILTIN_RUNTIME_FORMATS,
     MAX_POD_CPU_MILLICORES,
     MAX_POD_MEMORY_GIB,
     GpuVirtualMachineSpec,
@@ -69,6 +72,7 @@ SYSTEM_NAMESPACES = frozenset(
         "monitoring",
         "keda",
         *CLUSTER_API_NAMESPACES,
+        "velero",
     }
 )
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
@@ -269,6 +273,26 @@ class TenantSpec(SpecModel):
     """What removing the tenant from the config may do to its namespace (and every PVC in it) and its guard rails
     (quota, limits, RBAC, network policies): ``protect`` (default), ``retain`` or ``delete``. Also the default of
     its VMs, notebooks and tenant clusters."""
+    serving_runtimes: dict[str, ServingRuntimeSpec] = {}
+    """Runtime name (a DNS-1123 label, not a built-in runtime's) -> the tenant's own ServingRuntime, which its
+    endpoints name in ``runtime``."""
+    backup: TenantBackupSpec | None = None
+    """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
+    bucket. Defaults to none."""
+
+    @field_validator("serving_runtimes")
+    @classmethod
+    def _runtime_names(cls, runtimes: dict[str, ServingRuntimeSpec]) -> dict[str, ServingRuntimeSpec]:
+        for name in runtimes:
+            if not DNS_LABEL.fullmatch(name):
+                raise SpecError((name,), f"{shown(name)} is not a ServingRuntime name (a DNS-1123 label)")
+            if name in BUILTIN_RUNTIME_FORMATS:
+                raise SpecError(
+                    (name,),
+                    f"{shown(name)} is a ClusterServingRuntime KServe installs; a tenant runtime of that name "
+                    "would shadow it in the tenant's namespace: choose another name",
+                )
+        return runtimes
 
     _names = field_validator("virtual_machines", "notebooks", "model_endpoints", "tenant_clusters")(check_service_names)
 
@@ -313,6 +337,34 @@ class TenantSpec(SpecModel):
                 ) from None
         return names
 
+    def _runtimes_admitted_together(self) -> None:
+        """Raise :class:`SpecError` when KServe's webhook would deny one of the tenant's runtimes next to another:
+        both auto-select a format at the same priority and share a protocol (``validateServingRuntimePriority``,
+        v0.20.0 ``servingruntime_webhook.go``)."""
+        names = list(self.serving_runtimes)
+        for later_index, later in enumerate(names):
+            for earlier in names[:later_index]:
+                a, b = self.serving_runtimes[earlier], self.serving_runtimes[later]
+                if not set(a.protocol_versions) & set(b.protocol_versions):
+                    continue
+                for entry in b.supported_model_formats:
+                    clash = any(
+                        e.auto_select
+                        and entry.auto_select
+                        and e.name == entry.name
+                        and e.version == entry.version
+                        and e.priority is not None
+                        and e.priority == entry.priority
+                        for e in a.supported_model_formats
+                    )
+                    if clash:
+                        raise SpecError(
+                            ("servingRuntimes", later, "supportedModelFormats"),
+                            f"{entry.name!r} at priority {entry.priority} is already auto-selected by runtime "
+                            f"{earlier} at that priority for the same protocol; KServe's webhook denies the second "
+                            "runtime: give them different priorities",
+                        )
+
     @model_validator(mode="after")
     def _egress_and_names(self) -> TenantSpec:
         custom = self.egress is EgressClass.CUSTOM
@@ -323,6 +375,16 @@ class TenantSpec(SpecModel):
             key = "egressFqdns" if self.egress_fqdns else "egressCidrs"
             accepted = "custom" if key == "egressFqdns" else "custom or internet"
             raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
+        self._runtimes_admitted_together()
+        for name, endpoint in self.model_endpoints.items():
+            runtime = endpoint.runtime
+            known = runtime in BUILTIN_RUNTIME_FORMATS or runtime in self.serving_runtimes
+            if endpoint.model_format is None and not known:
+                raise SpecError(
+                    ("modelEndpoints", name, "modelFormat"),
+                    f"is required with runtime {shown(runtime)}, which is neither a built-in KServe runtime "
+                    f"nor one of the tenant's servingRuntimes ({', '.join(self.serving_runtimes) or 'none'})",
+                )
         seen: dict[str, str] = {}
         for kind, names in (
             ("virtualMachines", self.virtual_machines),

@@ -33,6 +33,7 @@ __all__ = [
     "K8S_FORCE_NEW",
     "K8S_IMMUTABLE",
     "MISSING",
+    "ROLLOUTS",
     "SECRET_CHANGED",
     "InputChange",
     "PlanDiff",
@@ -233,6 +234,38 @@ K8S_IMMUTABLE: dict[str, tuple[tuple[str, str], ...]] = {
 """Kind -> (path, why) of changes the live object will not take although Pulumi updates it: KubeVirt
 ``pkg/virt-controller/watch/vm/vm.go`` (``handleDataVolumes`` creates missing DataVolumes only), CDI
 ``pkg/apiserver/webhooks/datavolume-validate.go`` ("Cannot update DataVolume Spec")."""
+
+_PREDICTOR_SCALING = tuple(
+    f"spec.predictor.{key}"
+    for key in ("minReplicas", "maxReplicas", "scaleMetric", "scaleMetricType", "scaleTarget", "autoScaling")
+)
+ROLLOUTS: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+    "InferenceService": (
+        (
+            "spec.predictor",
+            _PREDICTOR_SCALING,
+            "KServe rolls the predictor's Deployment: each replica is replaced in turn (GPU endpoints take no surge "
+            "replica, so one fewer serves meanwhile; with one replica the endpoint is down until the new one is "
+            "ready)",
+        ),
+    ),
+    "StatefulSet": (("spec.template", (), "restarts the notebook's pod (its home volume is kept)"),),
+    "VirtualMachine": (
+        (
+            "spec.template.spec.priorityClassName",
+            (),
+            "reaches the running VM at its next restart (KubeVirt marks it RestartRequired)",
+        ),
+    ),
+    "Schedule": (
+        ("spec.template.ttl", (), "applies to backups taken from now on; existing backups keep their expiry"),
+        ("spec.schedule", (), "the next backup follows the new schedule; existing backups are kept"),
+    ),
+}
+"""Kind -> (path, paths under it that do not count, what the change does to running workloads) of in-place updates
+worth a reviewer's note: KServe's raw-mode Deployment (v0.20.0 ``reconcilers/deployment``) rolls on a pod template
+change but not on a scaling change (the HPA's or ScaledObject's); a StatefulSet rolls its pod; KubeVirt applies a
+running VM's template at restart; Velero sets a Backup's ``ttl`` when it takes it."""
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _HEREDOC = re.compile(r'cat >"?[^"\n]*?([\w.-]+)"? <<\'(\w+)\'\n(.*?)^\2$', re.DOTALL | re.MULTILINE)
@@ -514,7 +547,18 @@ def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | N
     result.changes = changes + option_changes
     result.texts += texts
     _replacements(old, new, result)
+    if result.action == "update":
+        result.notes += _rollout_notes(_kind(new), [c.path for c in changes])
     return result
+
+
+def _rollout_notes(kind: str | None, paths: list[str]) -> list[str]:
+    """The :data:`ROLLOUTS` notes of ``kind`` whose path one of ``paths`` is under (its exclusions aside)."""
+    return [
+        note
+        for prefix, excluded, note in ROLLOUTS.get(kind or "", ())
+        if any(_pattern(prefix).match(p) and not _under(p, excluded) for p in paths)
+    ]
 
 
 def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: ResourceDiff) -> None:

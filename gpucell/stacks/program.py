@@ -27,6 +27,7 @@ from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
+from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
 from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
@@ -66,6 +67,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
                 etcd_s3_credentials=stack.etcd_s3_credentials(region),
                 registered_hosts=registered_hosts(deployed.get(region)),
                 remote_write_credentials=stack.remote_write_credentials(region),
+                backup_credentials=stack.backup_credentials(region),
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
                 control_server=control.host,
             ),
@@ -123,13 +125,23 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         for name, notebook in spec.notebooks.items():
             book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
             order.record(book.placement, book.statefulset)
+        runtimes = {
+            name: ServingRuntime(f"{prefix}-{name}", ServingRuntimeArgs(name, runtime, tenant), opts=under)
+            for name, runtime in spec.serving_runtimes.items()
+        }
         for name, endpoint in spec.model_endpoints.items():
             key = endpoint.credentials_config_key
             credentials = stack.credentials[key] if key is not None else None
             route = routes.get((tenant_name, name))
             gateway = cell.gateway.gateways[route.gateway] if route is not None and cell.gateway else None
+            env = {
+                v.secret_config_key: stack.credentials[v.secret_config_key] for v in endpoint.env if v.secret_config_key
+            }
+            runtime = runtimes.get(endpoint.runtime or "")
             served = ModelEndpoint(
-                f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under
+                f"{prefix}-{name}",
+                ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway, env, runtime),
+                opts=under,
             )
             order.record(served.placement, served.inference_service)
         for name, cluster_spec in spec.tenant_clusters.items():

@@ -27,7 +27,7 @@ import jsonschema
 import referencing
 from kubernetes_validate import utils as kv
 
-from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.conformance.schemas import VELERO_CRDS, SchemaStore
 
 __all__ = ["FALLBACK_SCHEMAS", "ObjectChecker", "Violation", "checker_for", "strict_schema"]
 
@@ -66,6 +66,10 @@ _CRD_FILES = (
     "cluster-api-operator/operator.cluster.x-k8s.io_infrastructureproviders.yaml",
     "cluster-api-operator/operator.cluster.x-k8s.io_addonproviders.yaml",
     "cluster-api-addon-provider-helm/addons.cluster.x-k8s.io_helmchartproxies.yaml",
+    *(f"velero/crd-{plural}.yaml" for plural in VELERO_CRDS),
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshots.yaml",
 )
 _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -205,8 +209,9 @@ helmchartproxy_types.go`` and the CRD generated from it at that tag), written ou
 _HAND_SCHEMAS = {("cdi.kubevirt.io/v1beta1", "StorageProfile"): _STORAGE_PROFILE_SCHEMA}
 FALLBACK_SCHEMAS = {("addons.cluster.x-k8s.io/v1alpha1", "HelmChartProxy"): _HELM_CHART_PROXY_SCHEMA}
 """Hand schemas used only when no CRD in the schema directory declares the kind."""
-_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io",)
-"""API groups under ``k8s.io`` that are not built into the API server: Gateway API ships as CRDs."""
+_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io", "snapshot.storage.k8s.io")
+"""API groups under ``k8s.io`` that are not built into the API server: Gateway API and CSI snapshots ship as
+CRDs."""
 _CORE_GROUP = re.compile(r"^([a-z]+/)?v\d+((alpha|beta)\d+)?$|^[a-z.]*k8s\.io/")
 
 

@@ -26,6 +26,7 @@ from gpucell.spec import CellSpec
 __all__ = [
     "DEFAULT_BASE_URL",
     "UPSTREAM_FILES",
+    "VELERO_CRDS",
     "SchemaStore",
     "UpstreamFile",
     "default_cache_dir",
@@ -33,6 +34,9 @@ __all__ = [
     "same_version",
 ]
 
+VELERO_CRDS = ("backups", "backupstoragelocations", "restores", "schedules")
+"""The Velero CRDs gpucell's own objects (Schedules, the Restores ``gpucell restore`` renders) and the chart's
+BackupStorageLocation are checked against."""
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
 """Where :func:`fetch` downloads from: ``<base>/<repo>/<tag>/<path>`` (GitHub's raw file host)."""
 
@@ -201,6 +205,35 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         "caaph",
         optional=True,
     ),
+    # Velero's chart values and schema, and the CRDs its chart ships (crds/: Velero's own plus a label).
+    **{
+        f"velero/{name}": UpstreamFile(
+            "vmware-tanzu/helm-charts",
+            f"charts/velero/{name}",
+            "velero",
+            also=f"charts/velero-*/{name}",
+            tag_prefix="velero-",
+        )
+        for name in ("values.yaml", "values.schema.json")
+    },
+    **{
+        f"velero/crd-{plural}.yaml": UpstreamFile(
+            "vmware-tanzu/helm-charts",
+            f"charts/velero/crds/{plural}.yaml",
+            "velero",
+            also=f"charts/velero-*/crds/{plural}.yaml",
+            tag_prefix="velero-",
+        )
+        for plural in VELERO_CRDS
+    },
+    **{
+        f"external-snapshotter/snapshot.storage.k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-csi/external-snapshotter",
+            f"client/config/crd/snapshot.storage.k8s.io_{plural}.yaml",
+            "external_snapshotter",
+        )
+        for plural in ("volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots")
+    },
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 
