@@ -4,10 +4,12 @@
 
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
-  :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`), each ``(name, args, opts)`` with its
-  ``*Args``: only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
-- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`, on
-  a :class:`Cluster`, its :class:`ClusterFacts` and :class:`Platform` (any cluster, not only a gpucell cell);
+  :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`PriorityClasses`,
+  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`), each ``(name, args, opts)`` with its ``*Args``:
+  only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
+- tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
+  :class:`ServingRuntime` (a tenant's own KServe runtime), :class:`TenantCluster`, on a :class:`Cluster`, its
+  :class:`ClusterFacts` and :class:`Platform` (any cluster, not only a gpucell cell);
 - the specs they take (:class:`CellSpec`, :class:`TenantSpec`, ...), validated with the same one-line
   :class:`ConfigError` a stack file gets; the GPU :data:`CATALOG`;
 - :mod:`gpucell.testing`: Pulumi mocks for testing programs built on these components.
@@ -23,11 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpucell.admission import ClusterFacts
+    from gpucell.backups import Backups, BackupsArgs
     from gpucell.cdi import Cdi, CdiArgs, VolumeClass
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
+    from gpucell.cluster_api import ClusterApi, ClusterApiArgs
+    from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
     from gpucell.kubevirt import KubeVirt, KubeVirtArgs
     from gpucell.metrics import Metrics, MetricsArgs
     from gpucell.platform import Platform
+    from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.spec import (
         AccessMode,
         CdiSpec,
@@ -85,15 +91,20 @@ if TYPE_CHECKING:
         VmDisk,
         VolumeMode,
     )
+    from gpucell.spec.tenant_clusters import TenantClusterSpec
     from gpucell.storage import Storage, StorageArgs
     from gpucell.tenancy import Tenant, TenantArgs, TenantRef
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
+    from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
+    from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
     from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = [
     "CATALOG",
     "AccessMode",
+    "Backups",
+    "BackupsArgs",
     "Cdi",
     "CdiArgs",
     "CdiSpec",
@@ -105,10 +116,14 @@ __all__ = [
     "CiliumArgs",
     "CiliumSpec",
     "Cluster",
+    "ClusterApi",
+    "ClusterApiArgs",
     "ClusterFacts",
     "ConfigError",
     "ContainerRuntime",
     "CpuTopology",
+    "CsiSnapshots",
+    "CsiSnapshotsArgs",
     "DeploymentMode",
     "DiskSource",
     "DraClaimOrder",
@@ -153,11 +168,15 @@ __all__ = [
     "NotebookArgs",
     "NotebookSpec",
     "Platform",
+    "PriorityClasses",
+    "PriorityClassesArgs",
     "RegionalCell",
     "RegionalCellArgs",
     "RunStrategy",
     "ScaleMetric",
     "ServiceType",
+    "ServingRuntime",
+    "ServingRuntimeArgs",
     "Ssh",
     "SshOverride",
     "SshService",
@@ -168,6 +187,9 @@ __all__ = [
     "StorageSpec",
     "Tenant",
     "TenantArgs",
+    "TenantCluster",
+    "TenantClusterArgs",
+    "TenantClusterSpec",
     "TenantGroups",
     "TenantLimits",
     "TenantQuota",
@@ -183,6 +205,8 @@ __all__ = [
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec",
     "CATALOG": "gpucell.gpu_catalog",
+    "Backups": "gpucell.backups",
+    "BackupsArgs": "gpucell.backups",
     "Cdi": "gpucell.cdi",
     "CdiArgs": "gpucell.cdi",
     "CdiSpec": "gpucell.spec",
@@ -194,10 +218,14 @@ _HOMES: dict[str, str] = {
     "CiliumArgs": "gpucell.cilium",
     "CiliumSpec": "gpucell.spec",
     "Cluster": "gpucell.cluster",
+    "ClusterApi": "gpucell.cluster_api",
+    "ClusterApiArgs": "gpucell.cluster_api",
     "ClusterFacts": "gpucell.admission",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
+    "CsiSnapshots": "gpucell.csi_snapshots",
+    "CsiSnapshotsArgs": "gpucell.csi_snapshots",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
     "DraClaimOrder": "gpucell.dra_ordering",
@@ -241,12 +269,16 @@ _HOMES: dict[str, str] = {
     "Notebook": "gpucell.workloads.notebook",
     "NotebookArgs": "gpucell.workloads.notebook",
     "NotebookSpec": "gpucell.spec",
+    "PriorityClasses": "gpucell.priority_classes",
+    "PriorityClassesArgs": "gpucell.priority_classes",
     "Platform": "gpucell.platform",
     "RegionalCell": "gpucell.cell",
     "RegionalCellArgs": "gpucell.cell",
     "RunStrategy": "gpucell.spec",
     "ScaleMetric": "gpucell.spec",
     "ServiceType": "gpucell.spec",
+    "ServingRuntime": "gpucell.workloads.serving_runtime",
+    "ServingRuntimeArgs": "gpucell.workloads.serving_runtime",
     "Ssh": "gpucell.spec",
     "SshOverride": "gpucell.spec",
     "SshService": "gpucell.spec",
@@ -257,6 +289,9 @@ _HOMES: dict[str, str] = {
     "StorageSpec": "gpucell.spec",
     "Tenant": "gpucell.tenancy",
     "TenantArgs": "gpucell.tenancy",
+    "TenantCluster": "gpucell.workloads.tenant_cluster",
+    "TenantClusterArgs": "gpucell.workloads.tenant_cluster",
+    "TenantClusterSpec": "gpucell.spec.tenant_clusters",
     "TenantGroups": "gpucell.spec",
     "TenantLimits": "gpucell.spec",
     "TenantQuota": "gpucell.spec",

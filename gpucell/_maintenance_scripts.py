@@ -46,6 +46,12 @@ at once for a quarantined host, which stays cordoned and tainted so the VM start
 ``RerunOnFailure`` and ``Once`` start again through their runStrategy, ``Manual`` through the ``start``
 subresource, as ``virtctl start``).
 
+A tenant cluster's VMs (labelled ``cluster.x-k8s.io/cluster-name`` by CAPK) are never stopped that way: a worker's
+Machine is deleted, so that Cluster API drains its node through the tenant cluster and creates a successor
+(docs/decisions/0024), and a control-plane VM, ``evictionStrategy: External``, answers the drain's eviction with
+429 while CAPK drains its node in the tenant cluster and then deletes it (KubeVirt v1.9.0
+``pod-eviction-admitter.go``; CAPK v0.11.2 ``pkg/kubevirt/machine.go``).
+
 Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubernetes.io "Safely Drain a Node",
 "API-initiated Eviction"); KubeVirt "Node maintenance" (user guide); the GPU Operator state labels in
 :mod:`gpucell._node_state`.
@@ -232,13 +238,67 @@ gpu_pods() {{
     | awk -F '\\t' '$5 ~ /"nvidia\\.com\\// || $6 != "" {{ print $1 "\\t" $2 "\\t" $3 "\\t" $4 }}'
 }}
 """,
+    "cluster_api_vm": """\
+# True for a VirtualMachineInstance of a tenant cluster (CAPK labels every VM it makes with its Cluster's name):
+# Cluster API takes those down itself (replace_cluster_api_workers; KubeVirt's External eviction for the others).
+cluster_api_vm() {{
+  [ -n "$(kc -n "$1" get virtualmachineinstances.kubevirt.io "$2" --ignore-not-found \\
+    -o 'jsonpath={{.metadata.labels.cluster\\.x-k8s\\.io/cluster-name}}')" ]
+}}
+""",
+    "replace_cluster_api_workers": """\
+# Tenant-cluster workers on the node (all of them with "all", else those holding GPUs) are not stopped: their
+# Machines are deleted, so Cluster API drains each node through its tenant cluster, deletes the VM and creates a
+# successor, which lands on another node or here once this one is back. Control-plane VMs are left to the drain:
+# their evictionStrategy External makes CAPK drain them through the tenant cluster before their VM moves.
+replace_cluster_api_workers() {{
+  local ns pod owner machine
+  local template='{{range .items[*]}}{{.metadata.namespace}}{{"\\t"}}{{.metadata.name}}{{"\\t"}}'
+  template+='{{.metadata.ownerReferences[0].name}}{{"\\n"}}{{end}}'
+  while IFS=$'\\t' read -r ns pod owner; do
+    [ -n "$owner" ] || continue
+    # No Machine (a pod labelled so by hand, or a cell without CAPK's CRDs): left to the drain, named if it stays.
+    machine="$(kc -n "$ns" get kubevirtmachines.infrastructure.cluster.x-k8s.io "$owner" --ignore-not-found \\
+      -o 'jsonpath={{.metadata.ownerReferences[?(@.kind=="Machine")].name}}')" || machine=""
+    if [ -n "$machine" ]; then
+      echo "gpucell: replacing tenant-cluster worker $ns/$owner on $NODE (pod $pod): deleting its Machine" \\
+        "$machine (Cluster API drains the node in the tenant cluster first)"
+      kc -n "$ns" delete machines.cluster.x-k8s.io "$machine" --ignore-not-found --wait=false >/dev/null
+    fi
+  done < <(
+    pods="$(kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE" -l cluster.x-k8s.io/role=worker \\
+      -o "jsonpath=$template")" || pods=""
+    if [ "$1" = all ]; then
+      printf '%s\\n' "$pods"
+    else  # the workers holding a GPU: their pods are among gpu_pods (namespace, pod, owner)
+      grep -F -x -f <(gpu_pods | awk -F '\\t' '{{ print $1 "\\t" $2 "\\t" $4 }}') <<<"$pods" || true
+    fi
+  )
+}}
+""",
+    "cluster_api_left": """\
+# After a timeout: name the tenant-cluster VMs still on the node and where to look. Cluster API takes them down (a
+# worker once its Machine is deleted, a control-plane VM once CAPK has drained its node), so when they stay, its
+# controllers or the Machines' drains in the tenant cluster are stuck, not a PodDisruptionBudget of the cell.
+cluster_api_left() {{
+  local left
+  left="$(kc get pods --all-namespaces --field-selector "spec.nodeName=$NODE" -l cluster.x-k8s.io/cluster-name \\
+    -o 'jsonpath={{range .items[*]}}{{.metadata.namespace}}/{{.metadata.ownerReferences[0].name}} {{end}}')" || left=""
+  [ -n "$left" ] || return 0
+  echo "gpucell: tenant-cluster VMs still on $NODE: ${{left}}- Cluster API takes them down, each after draining its" \\
+    "node in the tenant cluster (for at most the Machine's nodeDrainTimeoutSeconds): check its controllers" \\
+    "(kubectl -n capi-system get pods; kubectl -n capk-system get pods) and the Machines (kubectl -n <namespace>" \\
+    "get machines)" >&2
+}}
+""",
     "stop_gpu_vms": """\
 # A GPU VM cannot live-migrate: delete its VirtualMachineInstance, which shuts the guest down gracefully. Its
-# VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped.
+# VirtualMachine's runStrategy decides whether it starts again elsewhere (Always) or stays stopped. A tenant
+# cluster's VMs are Cluster API's to take down (replace_cluster_api_workers).
 stop_gpu_vms() {{
   local ns pod kind owner strategy
   while IFS=$'\\t' read -r ns pod kind owner; do
-    if [ "$kind" = VirtualMachineInstance ]; then
+    if [ "$kind" = VirtualMachineInstance ] && ! cluster_api_vm "$ns" "$owner"; then
       echo "gpucell: stopping VM $ns/$owner on $NODE (pod $pod): a VM with GPUs cannot live-migrate"
       # Halted first, its runStrategy recorded: settle gives it back once the node is in service again, and an
       # Always VM does not start on the next node to be drained meanwhile.
@@ -289,6 +349,7 @@ EVICTION
 # Evict (or, for GPU VMs, stop) every GPU pod on the node, retrying until none is left or the drain timeout.
 evict_gpu_pods() {{
   local pods ns pod kind owner _
+  replace_cluster_api_workers gpu
   stop_gpu_vms
   for _ in $(seq 1 "$DRAIN_ATTEMPTS"); do
     pods="$(gpu_pods)"
@@ -297,7 +358,9 @@ evict_gpu_pods() {{
       return 0
     fi
     while IFS=$'\\t' read -r ns pod kind owner; do
-      if [ "$kind" = VirtualMachineInstance ]; then
+      if [ "$kind" = VirtualMachineInstance ] && cluster_api_vm "$ns" "$owner"; then
+        :  # Cluster API deletes it once the tenant's node is drained
+      elif [ "$kind" = VirtualMachineInstance ]; then
         kc -n "$ns" delete virtualmachineinstances.kubevirt.io "$owner" --ignore-not-found --wait=false \\
           >/dev/null 2>&1 || true
       else
@@ -309,17 +372,20 @@ evict_gpu_pods() {{
   echo "gpucell: GPU workloads still on $NODE after $DRAIN_TIMEOUT s (a PodDisruptionBudget may forbid evicting" \\
     "them): $(gpu_pods | awk -F '\\t' '{{ printf "%s/%s ", $1, $2 }}')- $NODE stays cordoned; move or stop them," \\
     "then run pulumi up again" >&2
+  cluster_api_left
   return 1
 }}
 """,
     "drain_node": """\
 # Drain the whole node (GPU VMs stopped first): kubectl drain evicts through the Eviction API.
 drain_node() {{
+  replace_cluster_api_workers all
   stop_gpu_vms
   if ! kc drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout="${{DRAIN_TIMEOUT}}s"; then
     echo "gpucell: could not drain $NODE within $DRAIN_TIMEOUT s (see kubectl's message above: a" \\
       "PodDisruptionBudget, or a pod without a controller); $NODE stays cordoned; resolve it, then run" \\
       "pulumi up again" >&2
+    cluster_api_left
     return 1
   fi
 }}
@@ -856,7 +922,7 @@ def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str
 
 
 _BASE = ("kc", "api_up", "node_exists", "node_field")
-_DRAIN = ("gpu_pods", "stop_gpu_vms", "drain_node")
+_DRAIN = ("gpu_pods", "cluster_api_vm", "replace_cluster_api_workers", "cluster_api_left", "stop_gpu_vms", "drain_node")
 
 
 def _attempts(minutes: int) -> int:

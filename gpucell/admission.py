@@ -24,7 +24,15 @@ from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
-from gpucell.kserve_runtimes import RUNTIMES, RuntimeRefusedError, resolve_runtime, runtimes_of
+from gpucell.kserve_runtimes import (
+    RUNTIMES,
+    ClusterServingRuntime,
+    GpuImage,
+    RuntimeRefusedError,
+    SupportedFormat,
+    resolve_runtime,
+    runtimes_of,
+)
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
@@ -43,15 +51,25 @@ from gpucell.spec.platform import (
     effective_mig_strategy,
 )
 from gpucell.spec.pools import NodePool
+from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
 from gpucell.spec.tenancy import EgressClass, TenantSpec, check_image_namespaces, check_tenant_names, namespace_of
+from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
+from gpucell.tenant_cluster_admission import (
+    check_cluster_api_versions,
+    check_tenant_clusters,
+    machine_placements,
+    machines,
+    usage,
+)
 from gpucell.vm_rules import VmPlatform, check_vm_platform
 from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
+    from gpucell.spec.serving import ServingRuntimeSpec
     from gpucell.spec.workloads import GpuVirtualMachineSpec
 
 __all__ = [
@@ -62,6 +80,7 @@ __all__ = [
     "check_tenants",
     "placements",
     "shaped_vm",
+    "tenant_runtimes",
 ]
 
 
@@ -128,6 +147,9 @@ class ClusterFacts(SpecModel):
     """Namespace -> a catalog of golden images the catalog's tenants clone VM disks from (``source.image:
     <catalog>/<image>``): a tenant a catalog lists gets the network policy CDI's host-assisted clones need.
     Defaults to none."""
+    priority_classes: dict[str, PriorityClassSpec] = {}
+    """The PriorityClasses workloads may name (``priorityClassName``) and the tenants each is open to; every
+    tenant's namespace refuses pods naming another (its ``tenant-priority-classes`` quota). Defaults to none."""
 
     _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
     """The GPU catalog the facts were validated against: the built-ins, or its stack's ``gpuModels`` with them."""
@@ -194,14 +216,20 @@ class ClusterFacts(SpecModel):
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(self)
 
+    def _check_priority_classes(self) -> Iterator[SpecError]:
+        yield from check_priority_classes(self.priority_classes, self.tenants)
+
 
 MAX_DRA_POOL_SETS = 12
 """Up to this many ``dra`` pools, :func:`check_dra_pools` checks every set of them (Hall's condition: the
 workloads confined to a set of pools fit its GPUs); beyond, only each workload's own candidates and all pools."""
 
 
-def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[str, str], Placement, int]]:
-    """``((kind key, name), placement, units)`` of every workload of ``tenant``; units count every replica.
+def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
+    """``(key path below the tenant, placement, units)`` of every workload of ``tenant``; units count every replica.
+    The path of a VM, notebook or endpoint is ``(kind key, name)``; a tenant cluster's worker pools and control plane
+    follow (:func:`gpucell.tenant_cluster_admission.machines`: ``("tenantClusters", name, "workerPools", pool)``,
+    units = replicas x GPUs).
 
     Raises :class:`SpecError` (path relative to the tenant) when a workload fits nowhere.
     """
@@ -238,6 +266,7 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
             ),
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
+    yield from machines(tenant, facts.node_pools, offers, catalog=catalog)
 
 
 def shaped_vm(facts: ClusterFacts, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec) -> VmShape:
@@ -325,21 +354,32 @@ def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
         return  # one line per tenant: the first download its egress refuses
 
 
+def _load_balancer_types(tenant: TenantSpec) -> Iterator[tuple[str, ...]]:
+    """The key path (below the tenant) of the ``type`` of every LoadBalancer Service the tenant declares: a VM's
+    ``sshService``, a tenant cluster's ``apiServer``. Their pools and addresses are checked by
+    :mod:`gpucell.spec.traffic`."""
+    for name, vm in tenant.virtual_machines.items():
+        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
+            yield "virtualMachines", name, "sshService", "type"
+    for name, cluster in tenant.tenant_clusters.items():
+        if cluster.api_server.type is ApiServerType.LOAD_BALANCER:
+            yield "tenantClusters", name, "apiServer", "type"
+
+
 def _check_services_and_sources(
     facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, cell_secrets: Collection[str]
 ) -> Iterator[SpecError]:
     base = ("tenants", tenant_name)
     own = namespace_of(tenant_name)
-    node_ports = load_balancers = 0
+    node_ports = 0
+    for load_balancers, path in enumerate(_load_balancer_types(tenant), start=1):
+        if load_balancers > tenant.quota.load_balancers:
+            yield SpecError(
+                (*base, *path),
+                f"'LoadBalancer' brings the tenant's LoadBalancer Services to {load_balancers}, "
+                f"quota.loadBalancers allows {tenant.quota.load_balancers}; raise quota.loadBalancers",
+            )
     for name, vm in tenant.virtual_machines.items():
-        if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.LOAD_BALANCER:
-            load_balancers += 1  # the pool and address are checked by gpucell.spec.traffic
-            if load_balancers > tenant.quota.load_balancers:
-                yield SpecError(
-                    (*base, "virtualMachines", name, "sshService", "type"),
-                    f"'LoadBalancer' brings the tenant's LoadBalancer Services to {load_balancers}, "
-                    f"quota.loadBalancers allows {tenant.quota.load_balancers}; raise quota.loadBalancers",
-                )
         if vm.ssh_service is not None and vm.ssh_service.type is ServiceType.NODE_PORT:
             node_ports += 1
             if node_ports > tenant.quota.node_ports:
@@ -401,6 +441,29 @@ def _check_logins_and_classes(facts: ClusterFacts, tenant_name: str, tenant: Ten
             )
 
 
+def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, ClusterServingRuntime]:
+    """A tenant's own ServingRuntimes (``servingRuntimes``) as :func:`gpucell.kserve_runtimes.resolve_runtime` weighs
+    them: their formats (priority 0 when unset), protocols and image (tag or digest), a CUDA image with
+    ``gpuImage``."""
+    found: dict[str, ClusterServingRuntime] = {}
+    for name, spec in runtimes.items():
+        repository, _, digest = spec.image.partition("@")
+        head, _, tag = repository.rpartition(":") if ":" in repository.rsplit("/", 1)[-1] else (repository, "", "")
+        found[name] = ClusterServingRuntime(
+            name,
+            head,
+            tag or digest,
+            tuple(
+                SupportedFormat(f.name, f.version or "", f.auto_select, f.priority or 0)
+                for f in spec.supported_model_formats
+            ),
+            tuple(p.value for p in spec.protocol_versions),
+            GpuImage.CUDA if spec.gpu_image else GpuImage.CPU,
+            namespaced=True,
+        )
+    return found
+
+
 def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
     (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
@@ -417,6 +480,7 @@ def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -
             "or add this one's runtimes to gpucell.kserve_runtimes",
         )
         return
+    own = tenant_runtimes(tenant.serving_runtimes)
     for name, endpoint in tenant.model_endpoints.items():
         try:
             resolve_runtime(
@@ -426,6 +490,8 @@ def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -
                 model_format=endpoint.model_format,
                 runtime_version=endpoint.runtime_version,
                 gpus=endpoint.gpu is not None,
+                protocol=endpoint.protocol_version.value if endpoint.protocol_version is not None else None,
+                tenant_runtimes=own,
             )
         except RuntimeRefusedError as exc:
             yield SpecError(("tenants", tenant_name, "modelEndpoints", name, *exc.rel_path), exc.message)
@@ -451,7 +517,8 @@ def _check_egress_cidrs(facts: ClusterFacts, tenant_name: str, tenant: TenantSpe
 
 
 def _check_resource_quota(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
-    """Declared workloads (endpoints at max replicas) must fit the tenant's CPU, memory and storage quota; the memory
+    """Declared workloads (endpoints at max replicas, tenant clusters during a rolling update,
+    :func:`gpucell.tenant_cluster_admission.usage`) must fit the tenant's CPU, memory and storage quota; the memory
     of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`).
     A VM sized by an instancetype counts the instancetype's vCPUs (plus the host CPU an isolated emulator thread
     pins) and memory (:func:`gpucell.vm_shape.resolve_vm`)."""
@@ -470,10 +537,30 @@ def _check_resource_quota(facts: ClusterFacts, tenant_name: str, tenant: TenantS
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
+    for name, cluster in tenant.tenant_clusters.items():
+        vm_cpu, vm_memory, vm_disks = usage(cluster)  # its VMs during a rolling update
+        cpu, memory, storage = cpu + vm_cpu, memory + vm_memory, storage + vm_disks
+        yield from _within(
+            tenant_name,
+            tenant,
+            ("tenantClusters", name),
+            cpu=cpu,
+            memory=memory,
+            storage=storage,
+            note=" (a tenant cluster's VMs during a rolling update: one more control-plane VM and one more VM "
+            "per CPU worker pool)",
+        )
 
 
 def _within(
-    tenant_name: str, tenant: TenantSpec, where: tuple[str, str], *, cpu: int, memory: int, storage: int
+    tenant_name: str,
+    tenant: TenantSpec,
+    where: tuple[str, str],
+    *,
+    cpu: int,
+    memory: int,
+    storage: int,
+    note: str = "",
 ) -> Iterator[SpecError]:
     quota = tenant.quota
     for what, used, allowed, unit in (
@@ -485,7 +572,7 @@ def _within(
             key = {"CPU": "cpuMillicores", "memory": "memoryGib", "storage": "storageGib"}[what]
             yield SpecError(
                 ("tenants", tenant_name, *where),
-                f"brings the tenant's declared {what} to {used} {unit}, quota.{key} allows {allowed}",
+                f"brings the tenant's declared {what} to {used} {unit}{note}, quota.{key} allows {allowed}",
             )
             return  # one line per workload: the first resource it overruns
 
@@ -577,17 +664,17 @@ def _check_gpu_quota(
     base = ("tenants", tenant_name)
     used: dict[str, int] = {}
     try:
-        for (kind, name), placement, units in placements(facts, tenant):
+        for path, placement, units in placements(facts, tenant):
             if placement.device_class is not None:
-                key = "gpus" if kind == "virtualMachines" else "gpu"
+                key = "gpus" if path[0] == "virtualMachines" else "gpu"
                 demands.append(
-                    DraDemand((*base, kind, name, key), frozenset(placement.pools), placement.device_class, units)
+                    DraDemand((*base, *path, key), frozenset(placement.pools), placement.device_class, units)
                 )
                 used[placement.device_class] = used.get(placement.device_class, 0) + units
                 allowed = tenant.quota.device_classes.get(placement.device_class, 0)
                 if used[placement.device_class] > allowed:
                     yield SpecError(
-                        (*base, kind, name),
+                        (*base, *path),
                         f"needs {units} {placement.device_class} devices "
                         f"({used[placement.device_class]} with the tenant's other workloads), tenant "
                         f"quota.deviceClasses allows {allowed}",
@@ -599,7 +686,7 @@ def _check_gpu_quota(
             allowed = tenant.quota.gpus.get(placement.resource, 0)
             if used[placement.resource] > allowed:
                 yield SpecError(
-                    (*base, kind, name),
+                    (*base, *path),
                     f"needs {units} {placement.resource} ({used[placement.resource]} with the tenant's other "
                     f"workloads), tenant quota.gpus allows {allowed}",
                 )
@@ -616,6 +703,8 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
     reserved: dict[str, int] = {}
     reserved_dra = 0
     demands: list[DraDemand] = []
+    if any(tenant.tenant_clusters for tenant in facts.tenants.values()):
+        yield from check_cluster_api_versions(facts.versions)
     for tenant_name, tenant in facts.tenants.items():
         base = ("tenants", tenant_name)
         for resource, count in tenant.quota.gpus.items():
@@ -644,6 +733,16 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
         yield from _check_runtimes(facts, tenant_name, tenant)
         yield from _check_gpu_quota(facts, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
+        yield from check_tenant_clusters(
+            tenant_name,
+            tenant,
+            versions=facts.versions,
+            network=facts.network,
+            storage_classes=facts.storage.classes,
+            node_pools=facts.node_pools,
+            offers=offers,
+            catalog=facts.gpu_catalog,
+        )
     try:
         check_dra_pools(facts, demands)
     except SpecError as problem:
@@ -686,6 +785,21 @@ def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:
                     f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
                     "only the node running the VM announces its address, so add the pool there",
                 )
+        for name, cluster in spec.tenant_clusters.items():
+            if cluster.api_server.type is not ApiServerType.LOAD_BALANCER:
+                continue
+            try:
+                pools = machine_placements(name, cluster, facts.node_pools, offers, catalog=facts.gpu_catalog)[0].pools
+            except SpecError:
+                continue  # reported by the placement checks
+            silent = [p for p in pools if p not in announcer.node_pools]
+            if silent:
+                yield SpecError(
+                    ("tenants", tenant, "tenantClusters", name, "apiServer", "type"),
+                    f"'LoadBalancer': its control-plane VMs may run on pool {silent[0]}, whose nodes do not "
+                    f"announce (loadBalancer.{lb.announce.value}.nodePools: {', '.join(announcer.node_pools)}); "
+                    "only a node running one announces the address, so add the pool there",
+                )
 
 
 _FACTS_RULES = (
@@ -699,6 +813,7 @@ _FACTS_RULES = (
         ClusterFacts._check_traffic,
         after=("hosts",),
     ),
+    Rule("priorityClasses", ("priority_classes", "tenants"), ClusterFacts._check_priority_classes),
     Rule(
         "vmPlatform",
         ("kubevirt", "image_catalogs", "tenants", "storage", "versions", "image_namespaces"),

@@ -12,10 +12,13 @@ from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent, resources_later
 from gpucell.admission import ClusterFacts
+from gpucell.backups import BackupCredentials, Backups, BackupsArgs
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.cluster import Cluster
+from gpucell.cluster_api import ClusterApi, ClusterApiArgs
+from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
 from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
@@ -30,6 +33,7 @@ from gpucell.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
 from gpucell.metrics import Metrics, MetricsArgs
 from gpucell.platform import Platform
+from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.spec import CellSpec, GpuMode
 from gpucell.storage import Storage, StorageArgs
 
@@ -63,6 +67,8 @@ class RegionalCellArgs:
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
+    backup_credentials: BackupCredentials | None = None
+    """The bucket credentials and repository password of ``backups`` (Pulumi secrets); required with it."""
     control_server: str | None = None
     """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
     to the first server not ``removalPolicy: forget``."""
@@ -75,9 +81,16 @@ class RegionalCellArgs:
     ``credentialsConfigKey``; required for each."""
 
 
+def _check_secrets(args: RegionalCellArgs) -> None:
+    """Raise ``ValueError``, before anything is registered, when a section needs a secret ``args`` lacks."""
+    if args.cell.backups is not None and args.backup_credentials is None:
+        raise ValueError("backups is set but no backup credentials were passed")
+
+
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
-    NVIDIA DRA driver with ``dra`` pools), KServe.
+    NVIDIA DRA driver with ``dra`` pools), KServe; with ``backups``, CSI snapshots and Velero; the cell's
+    PriorityClasses.
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
@@ -88,6 +101,7 @@ class RegionalCell(CellComponent):
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready;
+    - Cluster API (with tenant clusters) after cert-manager too;
     - a host whose GPU configuration changes (:mod:`gpucell.gpu_serving`): its ``-prepare`` after the GPU Operator,
       the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
       every node settled.
@@ -104,6 +118,7 @@ class RegionalCell(CellComponent):
     """The cell's default StorageClass."""
 
     def __init__(self, name: str, args: RegionalCellArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        _check_secrets(args)
         super().__init__("RegionalCell", name, opts)
         cell = args.cell
         self.spec = cell
@@ -181,7 +196,10 @@ class RegionalCell(CellComponent):
             f"{name}-cert-manager", CertManagerArgs.from_cell(cell, on), opts=self._ordered(self.cilium)
         )
         self.kserve = KServe(f"{name}-kserve", KServeArgs.from_cell(cell, on), opts=self._ordered(self.cert_manager))
+        self.cluster_api = self._cluster_api(name, cell, on)
+        """Cluster API with CAPK and CAAPH, when a tenant has ``tenantClusters``."""
         self._traffic_and_metrics(name, args, on)
+        self._optional_platform(name, cell, args)
         self.facts = ClusterFacts.from_cell(cell)
         """What tenants on this cell are admitted against and rendered from."""
         self.platform = Platform(
@@ -194,6 +212,7 @@ class RegionalCell(CellComponent):
             keda=self.keda,
             metrics=self.metrics,
             image_catalogs=self.image_catalogs,
+            priority_classes=self.priority_classes,
         )
         """The cell's platform components that tenants and their workloads wait for."""
 
@@ -212,6 +231,44 @@ class RegionalCell(CellComponent):
                 "apiServerUrl": self.api_server_url,
                 "storageClassName": self.storage_class_name,
             }
+        )
+
+    def _cluster_api(self, name: str, cell: CellSpec, on: Cluster) -> ClusterApi | None:
+        """Cluster API when a tenant of the cell has a tenant cluster, after cert-manager (which issues every
+        provider's webhook certificate); else ``None``."""
+        if not any(tenant.tenant_clusters for tenant in cell.tenants.values()):
+            return None
+        return ClusterApi(
+            f"{name}-cluster-api", ClusterApiArgs.from_cell(cell, on), opts=self._ordered(self.cert_manager)
+        )
+
+    def _optional_platform(self, name: str, cell: CellSpec, args: RegionalCellArgs) -> None:
+        """The cell's PriorityClasses, with ``priorityClasses``; CSI snapshots and Velero, with ``backups``."""
+        self.priority_classes: PriorityClasses | None = None
+        """The cell's PriorityClasses, with ``priorityClasses``."""
+        if cell.priority_classes:
+            self.priority_classes = PriorityClasses(
+                f"{name}-priority-classes",
+                PriorityClassesArgs.from_cell(cell, self.cluster),
+                opts=self.child(),
+            )
+        self.csi_snapshots: CsiSnapshots | None = None
+        """The CSI snapshot CRDs, controller and Longhorn's VolumeSnapshotClass, with ``backups``."""
+        self.backups: Backups | None = None
+        """Velero, with ``backups``."""
+        if cell.backups is None:
+            return
+        assert args.backup_credentials is not None  # checked before anything was registered
+        self.csi_snapshots = CsiSnapshots(
+            f"{name}-csi-snapshots",
+            CsiSnapshotsArgs.from_cell(cell, self.cluster, self.storage),
+            opts=self.child(),
+        )
+        after = (self.csi_snapshots, self.kubevirt, self.cdi)
+        self.backups = Backups(
+            f"{name}-backups",
+            BackupsArgs.from_cell(cell, self.cluster, args.backup_credentials, after),
+            opts=self.child(),
         )
 
     def _serve_gpus(

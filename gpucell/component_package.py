@@ -34,6 +34,7 @@ from pulumi.provider.server import ComponentInitError
 from gpucell import _package_types as types
 from gpucell import cdi, cell, cert_manager, gpu_operator, keda, kserve, kubevirt, package_inputs, storage, tenancy
 from gpucell import dra_driver as dra  # the component's own name is DraDriver
+from gpucell.backups import BackupCredentials
 from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
 from gpucell.gateway import EndpointRoute, gateway_name
@@ -291,12 +292,14 @@ class ModelEndpoint(model_endpoint.ModelEndpoint):
 
     def __init__(self, name: str, args: types.ModelEndpointInputs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = _validated(package_inputs.ModelEndpointInputs, args)
+        env_secrets = {key: pulumi.Output.secret(value) for key, value in (args.get("envSecrets") or {}).items()}
         spec = model_endpoint.ModelEndpointArgs(
             inputs.name,
             inputs.spec,
             _tenant(inputs, opts),
             args.get("credentials"),
             _route(inputs),
+            env_secrets=env_secrets,
         )
         super().__init__(name, spec, opts)
 
@@ -324,11 +327,18 @@ class RegionalCell(cell.RegionalCell):
 
     def __init__(self, name: str, args: types.RegionalCellInputs, opts: pulumi.ResourceOptions | None = None) -> None:
         inputs = _validated(package_inputs.RegionalCellInputs, args)
+        bucket, password = args.get("backupCredentials"), args.get("backupRepositoryPassword")
+        backups = (
+            BackupCredentials(pulumi.Output.secret(bucket), pulumi.Output.secret(password))
+            if bucket is not None and password is not None
+            else None
+        )
         spec = cell.RegionalCellArgs(
             inputs.cell,
             pulumi.Output.secret(args["sshPrivateKey"]),
             etcd_s3_credentials=args.get("etcdS3Credentials"),
             remote_write_credentials=args.get("remoteWriteCredentials"),
+            backup_credentials=backups,
         )
         super().__init__(name, spec, opts)
 

@@ -54,6 +54,7 @@ __all__ = [
     "EFFECTS",
     "FINGERPRINT_VERSION",
     "ROUTING_VALUES",
+    "UNACKNOWLEDGEABLE",
     "Acknowledgement",
     "Change",
     "DisruptiveChange",
@@ -102,6 +103,7 @@ class Change(StrEnum):
     LOAD_BALANCER_ANNOUNCE = "loadBalancerAnnounce"
     INSTANCETYPE_RESIZED = "instancetypeResized"
     VM_FIRMWARE = "vmFirmware"
+    TENANT_CLUSTER_VERSION = "tenantClusterVersion"
 
 
 EFFECTS: dict[Change, str] = {
@@ -171,7 +173,8 @@ EFFECTS: dict[Change, str] = {
     ),
     Change.DATA_DELETED: (
         "the object is deleted with the data behind it (a tenant's namespace and every volume in it, a VM's "
-        "disks, a notebook's home volume): nothing brings it back; set removalPolicy retain first to keep it"
+        "disks, a notebook's home volume, a tenant cluster's VMs with their disks and its etcd): nothing brings it "
+        "back; set removalPolicy retain first to keep it"
     ),
     Change.STORAGE_CLASS: (
         "existing volumes keep their StorageClass and data: a PVC's class is immutable, KubeVirt does not "
@@ -216,8 +219,16 @@ EFFECTS: dict[Change, str] = {
         "persistent EFI or TPM state loses the NVRAM's boot entries and enrolled keys, and every secret sealed to "
         "the TPM (BitLocker, LUKS TPM unlock); check the guest first, or give the new firmware to a new VM"
     ),
+    Change.TENANT_CLUSTER_VERSION: (
+        "Cluster API's KubeadmControlPlane upgrades a tenant cluster one minor version at a time (its webhook "
+        "refuses 'cannot update Kubernetes version', controlplane/kubeadm/webhooks/admission) and kubeadm never "
+        "downgrades; no acknowledgement makes it work"
+    ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
+UNACKNOWLEDGEABLE = frozenset({Change.TENANT_CLUSTER_VERSION})
+"""Kinds of change no acknowledgement allows: :func:`refused_together` refuses each, :func:`judge` passes them by, and
+an acknowledgement naming one is refused."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +293,13 @@ class Acknowledgement(SpecModel):
     reason: str = Field(min_length=1)
     """Why it is safe now (maintenance window, ticket): for the reviewer and the stack's history."""
 
+    @field_validator("change")
+    @classmethod
+    def _acknowledgeable(cls, value: Change) -> Change:
+        if value in UNACKNOWLEDGEABLE:
+            raise ValueError(f"cannot be acknowledged: {EFFECTS[value]}")
+        return value
+
     @field_validator("reason")
     @classmethod
     def _says_why(cls, value: str) -> str:
@@ -319,7 +337,9 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          # only when VMs use gpucell-defined instancetypes:
          "instancetypes": {"<kind>/[<namespace>/]<name>": {"size", "key", "vms"}},
          # only when a VM boots with EFI or has a TPM (its own, or its preference's); any other VM boots BIOS:
-         "vmFirmware": {"<namespace>/<vm>": {"boot", "efiPersistent", "tpm", "key"}}}
+         "vmFirmware": {"<namespace>/<vm>": {"boot", "efiPersistent", "tpm", "key"}},
+         # only with tenant clusters:
+         "tenantClusters": {"<namespace>/<cluster>": {"owner", "removalPolicy", "kubernetesVersion"}}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -364,7 +384,23 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         **_traffic(cell),
         **_instancetypes_in_use(cell),
         **_vm_firmware(cell),
+        **_tenant_clusters(cell),
     }
+
+
+def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
+    """Each tenant cluster (``<namespace>/<cluster>`` -> its config key, removal policy and Kubernetes version),
+    only in regions that have one: the fingerprints of other regions stay as they were."""
+    clusters = {
+        f"{namespace_of(tenant_name)}/{name}": {
+            "owner": f"tenants.{tenant_name}.tenantClusters.{name}",
+            "removalPolicy": (cluster.removal_policy or tenant.removal_policy).value,
+            "kubernetesVersion": cluster.kubernetes_version,
+        }
+        for tenant_name, tenant in cell.tenants.items()
+        for name, cluster in tenant.tenant_clusters.items()
+    }
+    return {"tenantClusters": clusters} if clusters else {}
 
 
 def _instancetypes_in_use(cell: CellSpec) -> dict[str, Any]:
@@ -487,6 +523,8 @@ def _charts(cell: CellSpec) -> dict[str, str]:
         charts["kubePrometheusStack"] = versions.kube_prometheus_stack
     if any(e.scale_metric.is_vllm for t in cell.tenants.values() for e in t.model_endpoints.values()):
         charts["keda"] = versions.keda
+    if cell.backups is not None:
+        charts["velero"] = versions.velero
     return charts
 
 
@@ -518,22 +556,28 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_addresses(old, new, region, base),
         *_resized(old, new, region, base),
         *_firmware(old, new, region, base),
+        *_clusters(old, new, region, base),
     ]
 
 
 def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
-    """Lines for what no acknowledgement allows in one run: more than one server removed from a region (etcd
-    reconfigures one member at a time; two at once can cost the quorum). Empty when nothing is refused."""
+    """Lines for what no acknowledgement allows: more than one server removed from a region in one run (etcd
+    reconfigures one member at a time; two at once can cost the quorum), and each change of
+    :data:`UNACKNOWLEDGEABLE` (a tenant cluster's Kubernetes skipping a minor or going back). Empty when nothing is
+    refused."""
     removed: dict[str, list[str]] = {}
+    lines: list[str] = []
     for change in changes:
         if change.change is Change.SERVER_REMOVED and change.subject is not None:
             removed.setdefault(change.region, []).append(change.subject)
+        if change.change in UNACKNOWLEDGEABLE:
+            lines.append(f"{change.key}: {change.summary()} cannot be applied ({change.effect})")
     return [
         f"regions.{region}.nodePools: removes {len(hosts)} servers in one run ({', '.join(hosts)}); remove one "
         f"server per pulumi up (keep {hosts[0]} in the config, pulumi up, then remove the next)"
         for region, hosts in removed.items()
         if len(hosts) > 1
-    ]
+    ] + lines
 
 
 SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
@@ -681,6 +725,40 @@ def _firmware(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base:
             changes.append(
                 DisruptiveChange(
                     Change.VM_FIRMWARE, region, subject, f"{base}.{key}", _firmware_text(before), _firmware_text(after)
+                )
+            )
+    return changes
+
+
+def _clusters(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """A tenant cluster removed (its Cluster's deletion deletes its VMs, their disks and its etcd: ``dataDeleted``,
+    unless it was ``retain``), and a Kubernetes version that goes back or skips a minor (refused whatever is
+    acknowledged, :data:`UNACKNOWLEDGEABLE`)."""
+    was, now = old.get("tenantClusters") or {}, new.get("tenantClusters") or {}
+    changes: list[DisruptiveChange] = []
+    for subject, before in sorted(was.items()):
+        after = now.get(subject)
+        key = f"{base}.{before.get('owner')}"
+        if after is None:
+            if before.get("removalPolicy") != "retain":
+                changes.append(
+                    DisruptiveChange(Change.DATA_DELETED, region, subject, key, f"tenant cluster {subject}", "removed")
+                )
+            continue
+        old_minor, new_minor = _minor(str(before.get("kubernetesVersion"))), _minor(str(after.get("kubernetesVersion")))
+        if (
+            old_minor is not None
+            and new_minor is not None
+            and (new_minor < old_minor or new_minor[1] - old_minor[1] > 1)
+        ):
+            changes.append(
+                DisruptiveChange(
+                    Change.TENANT_CLUSTER_VERSION,
+                    region,
+                    subject,
+                    f"{key}.kubernetesVersion",
+                    str(before.get("kubernetesVersion")),
+                    str(after.get("kubernetesVersion")),
                 )
             )
     return changes
@@ -892,6 +970,8 @@ def judge(
     acknowledged: list[tuple[DisruptiveChange, Acknowledgement]] = []
     used: set[int] = set()
     for change in changes:
+        if change.change in UNACKNOWLEDGEABLE:
+            continue  # refused whatever is acknowledged (refused_together)
         match = next(((i, a) for i, a in enumerate(acknowledgements) if a.matches(change)), None)
         if match is None:
             refused.append(change)

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from gpucell.spec.nodes import NodeViews
-from gpucell.spec.tenancy import SYSTEM_NAMESPACES
+from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES, SYSTEM_NAMESPACES
 
 __all__ = [
     "AUDIT_LOG_DIR",
@@ -71,7 +71,10 @@ KUBELET_TLS_CIPHER_SUITES = (
 )
 """The kubelet's ``tls-cipher-suites`` from the guide (CIS 4.2.12)."""
 POD_SECURITY_EXEMPT_NAMESPACES = tuple(
-    sorted(SYSTEM_NAMESPACES - {"default", "kube-public", "kube-node-lease", "monitoring", "keda"})
+    sorted(
+        SYSTEM_NAMESPACES
+        - {"default", "kube-public", "kube-node-lease", "monitoring", "keda", "velero", *CLUSTER_API_NAMESPACES}
+    )
 )
 """Namespaces the cluster-wide ``restricted`` default does not apply to: where the cell's platform components
 run privileged pods (Cilium and CoreDNS in ``kube-system``, virt-handler, the GPU Operator's driver and device

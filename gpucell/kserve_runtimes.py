@@ -46,6 +46,8 @@ __all__ = [
     "runtimes_of",
 ]
 
+_NONE: Mapping[str, ClusterServingRuntime] = MappingProxyType({})
+
 INFERENCE_PROTOCOL = "v1"
 """An InferenceService's ``protocolVersion`` when it names none (KServe ``GetProtocol``); auto-selection only
 considers runtimes that speak it."""
@@ -86,6 +88,9 @@ class ClusterServingRuntime:
     """Serves one model across nodes (``workerSpec``), which gpucell does not render."""
     default: str | None = None
     """The format an endpoint naming only this runtime gets, when not its first ``supportedModelFormats`` entry."""
+    namespaced: bool = False
+    """A tenant's own ``ServingRuntime`` in its namespace, which KServe looks up before the cluster's runtimes
+    (``GetServingRuntime``, ``GetSupportingRuntimes`` at v0.20.0)."""
 
     @property
     def default_format(self) -> str:
@@ -235,18 +240,29 @@ def runtimes_of(kserve_version: str) -> Mapping[str, ClusterServingRuntime] | No
     return RUNTIMES.get(release(kserve_version))
 
 
-def auto_selected(runtimes: Mapping[str, ClusterServingRuntime], model_format: str) -> ClusterServingRuntime | None:
-    """The runtime KServe picks for an InferenceService naming only ``model_format``: among single-node runtimes
-    serving it with ``autoSelect`` and speaking :data:`INFERENCE_PROTOCOL` (a runtime listing no protocol is taken
-    to speak it), the highest ``priority``, then the name; ``None`` when there is none."""
-    candidates = []
+def _candidates(
+    runtimes: Mapping[str, ClusterServingRuntime], model_format: str, protocol: str
+) -> list[tuple[int, str, ClusterServingRuntime]]:
+    """``(-priority, name, runtime)`` of the single-node runtimes that auto-select ``model_format`` and speak
+    ``protocol`` (a runtime listing no protocol speaks any: ``IsProtocolVersionSupported``), best first."""
+    found = []
     for runtime in runtimes.values():
-        if runtime.multi_node or (runtime.protocols and INFERENCE_PROTOCOL not in runtime.protocols):
+        if runtime.multi_node or (runtime.protocols and protocol not in runtime.protocols):
             continue
         priorities = [f.priority for f in runtime.formats if f.name == model_format and f.auto_select]
         if priorities:
-            candidates.append((-max(priorities), runtime.name, runtime))
-    return min(candidates)[2] if candidates else None
+            found.append((-max(priorities), runtime.name, runtime))
+    return sorted(found, key=lambda c: (c[0], c[1]))
+
+
+def auto_selected(
+    runtimes: Mapping[str, ClusterServingRuntime], model_format: str, protocol: str = INFERENCE_PROTOCOL
+) -> ClusterServingRuntime | None:
+    """The runtime KServe picks for an InferenceService naming only ``model_format``: among single-node runtimes
+    serving it with ``autoSelect`` and speaking ``protocol`` (default :data:`INFERENCE_PROTOCOL`; a runtime listing
+    no protocol is taken to speak it), the highest ``priority``, then the name; ``None`` when there is none."""
+    candidates = _candidates(runtimes, model_format, protocol)
+    return candidates[0][2] if candidates else None
 
 
 class RuntimeRefusedError(Exception):
@@ -279,14 +295,21 @@ def resolve_runtime(
     model_format: str | None,
     runtime_version: str | None,
     gpus: bool,
+    protocol: str | None = None,
+    tenant_runtimes: Mapping[str, ClusterServingRuntime] = _NONE,
 ) -> EndpointRuntime:
-    """Check an endpoint's ``runtime``/``modelFormat``/``runtimeVersion`` against ``runtimes`` and decide its image.
+    """Check an endpoint's ``runtime``/``modelFormat``/``runtimeVersion``/``protocolVersion`` against ``runtimes``
+    (the cluster's) and ``tenant_runtimes`` (the tenant's namespaced ones, looked up first, as KServe does) and
+    decide its image.
 
     Raises :class:`RuntimeRefusedError` when the runtime is not installed or serves one model across nodes, the format
-    is not one it serves (or none auto-selects it), its image tag floats (``latest``) and ``runtimeVersion`` does not
-    pin it, or a GPU endpoint would run a CPU build (see :class:`GpuImage`).
+    is not one it serves (or none auto-selects it, or two of the tenant's tie for it), it does not speak
+    ``protocol``, its image tag floats (``latest``) and ``runtimeVersion`` does not pin it, or a GPU endpoint would
+    run a CPU build (see :class:`GpuImage`).
     """
-    chosen = _chosen(runtimes, kserve_version, runtime, model_format)
+    chosen = _chosen(
+        runtimes, tenant_runtimes, kserve_version, runtime=runtime, model_format=model_format, protocol=protocol
+    )
     image = f"{chosen.image}:{chosen.tag}"
     if not chosen.pinned and runtime_version is None:
         raise RuntimeRefusedError(
@@ -296,6 +319,12 @@ def resolve_runtime(
     if not gpus or chosen.gpu_image is GpuImage.CUDA:
         return EndpointRuntime(chosen, runtime_version, name_runtime=False)
     if chosen.gpu_image is GpuImage.CPU:
+        if runtime_version is None and chosen.namespaced:
+            raise RuntimeRefusedError(
+                ("gpu",),
+                f"{chosen.name} runs {image}, which the tenant did not declare a GPU build (servingRuntimes."
+                f"{chosen.name}.gpuImage); set gpuImage: true if it runs on GPUs, or drop gpu",
+            )
         if runtime_version is None:
             raise RuntimeRefusedError(
                 ("gpu",),
@@ -313,38 +342,75 @@ def resolve_runtime(
 
 
 def _chosen(
-    runtimes: Mapping[str, ClusterServingRuntime], kserve_version: str, runtime: str | None, model_format: str | None
+    runtimes: Mapping[str, ClusterServingRuntime],
+    tenant_runtimes: Mapping[str, ClusterServingRuntime],
+    kserve_version: str,
+    *,
+    runtime: str | None,
+    model_format: str | None,
+    protocol: str | None,
 ) -> ClusterServingRuntime:
     if runtime is not None:
-        if runtime not in runtimes:
-            raise RuntimeRefusedError(
-                ("runtime",),
-                f"{runtime!r} is not a ClusterServingRuntime KServe "
-                f"{kserve_version} installs; installed: {', '.join(sorted(runtimes))}",
-            )
-        chosen = runtimes[runtime]
-        if chosen.multi_node:
-            raise RuntimeRefusedError(
-                ("runtime",),
-                f"{runtime!r} serves one model across nodes "
-                "(predictor.workerSpec), which gpucell does not render; use "
-                "kserve-huggingfaceserver with tensor parallelism within one node",
-            )
-        if model_format is not None and not chosen.serves(model_format):
-            served = ", ".join(dict.fromkeys(f.name for f in chosen.formats))
-            raise RuntimeRefusedError(
-                ("modelFormat",), f"{model_format!r} is not a model format of {runtime}; it serves {served}"
-            )
-        return chosen
+        return _named(
+            runtimes, tenant_runtimes, kserve_version, runtime=runtime, model_format=model_format, protocol=protocol
+        )
     assert model_format is not None  # the spec requires modelFormat or runtime
-    selected = auto_selected(runtimes, model_format)
+    wanted = protocol or INFERENCE_PROTOCOL
+    own = _candidates(tenant_runtimes, model_format, wanted)
+    if len(own) > 1 and own[0][0] == own[1][0]:
+        raise RuntimeRefusedError(
+            ("runtime",),
+            f"is required: the tenant's runtimes {own[0][1]} and {own[1][1]} both auto-select {model_format!r} at "
+            "the same priority, and KServe would pick by creation time; name one",
+        )
+    selected = own[0][2] if own else auto_selected(runtimes, model_format, wanted)
     if selected is None:
         names = {f.name for r in runtimes.values() for f in r.formats}
-        formats = sorted(name for name in names if auto_selected(runtimes, name) is not None)
+        formats = sorted(name for name in names if auto_selected(runtimes, name, wanted) is not None)
         raise RuntimeRefusedError(
             ("modelFormat",),
             f"{model_format!r}: no ClusterServingRuntime of KServe "
-            f"{kserve_version} is auto-selected for it under protocol {INFERENCE_PROTOCOL} (formats: "
+            f"{kserve_version} is auto-selected for it under protocol {wanted} (formats: "
             f"{', '.join(formats)}); name a runtime that serves it",
         )
     return selected
+
+
+def _named(
+    runtimes: Mapping[str, ClusterServingRuntime],
+    tenant_runtimes: Mapping[str, ClusterServingRuntime],
+    kserve_version: str,
+    *,
+    runtime: str,
+    model_format: str | None,
+    protocol: str | None,
+) -> ClusterServingRuntime:
+    """The runtime an endpoint names: the tenant's of that name, else the cluster's."""
+    chosen = tenant_runtimes.get(runtime) or runtimes.get(runtime)
+    if chosen is None:
+        own = f"; the tenant's: {', '.join(sorted(tenant_runtimes))}" if tenant_runtimes else ""
+        raise RuntimeRefusedError(
+            ("runtime",),
+            f"{runtime!r} is not a ClusterServingRuntime KServe "
+            f"{kserve_version} installs nor a servingRuntime of the tenant; installed: "
+            f"{', '.join(sorted(runtimes))}{own}",
+        )
+    if chosen.multi_node:
+        raise RuntimeRefusedError(
+            ("runtime",),
+            f"{runtime!r} serves one model across nodes "
+            "(predictor.workerSpec), which gpucell does not render; use "
+            "kserve-huggingfaceserver with tensor parallelism within one node",
+        )
+    if model_format is not None and not chosen.serves(model_format):
+        served = ", ".join(dict.fromkeys(f.name for f in chosen.formats))
+        raise RuntimeRefusedError(
+            ("modelFormat",), f"{model_format!r} is not a model format of {runtime}; it serves {served}"
+        )
+    if protocol is not None and chosen.protocols and protocol not in chosen.protocols:
+        raise RuntimeRefusedError(
+            ("protocolVersion",),
+            f"{protocol!r} is not a protocol of {runtime}, which speaks {', '.join(chosen.protocols)}; KServe "
+            "refuses the endpoint (NoSupportingRuntime)",
+        )
+    return chosen

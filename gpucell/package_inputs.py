@@ -66,7 +66,8 @@ _PINS = Versions()
 @dataclass(frozen=True)
 class PassedThrough:
     """An input of a component that may be a Pulumi output (a secret, a StorageClass name from another resource):
-    typed ``pulumi.Input[str]`` in the package, used as given, never validated by the input model."""
+    typed ``pulumi.Input[str]`` in the package (``Mapping[str, pulumi.Input[str]]`` when ``mapping``), used as
+    given, never validated by the input model."""
 
     key: str
     """The schema's camelCase key (``sshPrivateKey``)."""
@@ -76,6 +77,13 @@ class PassedThrough:
     """The component cannot be built without it."""
     secret: bool = False
     """A secret: the schema marks it ``secret`` (the SDKs wrap it as one), and the component makes it one."""
+    mapping: bool = False
+    """A map of such strings by key (``envSecrets``: one value per config key), not one string."""
+
+    @property
+    def annotation(self) -> str:
+        """Its type in the generated ``TypedDict``."""
+        return "Mapping[str, pulumi.Input[str]]" if self.mapping else "pulumi.Input[str]"
 
 
 class ComponentInputs(SpecModel):
@@ -309,6 +317,12 @@ class ModelEndpointInputs(_WorkloadInputs):
             "``<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>`` for ``s3://``.",
             secret=True,
         ),
+        PassedThrough(
+            "envSecrets",
+            "The values of ``spec.env`` entries with ``secretConfigKey``, by that key; one for each such entry.",
+            secret=True,
+            mapping=True,
+        ),
     )
 
     spec: ModelEndpointSpec
@@ -328,6 +342,17 @@ class RegionalCellInputs(ComponentInputs):
         PassedThrough(
             "remoteWriteCredentials",
             "``<user>:<password>`` for ``metrics.remoteWrite``; required with it.",
+            secret=True,
+        ),
+        PassedThrough(
+            "backupCredentials",
+            "``<access key id>:<secret access key>`` of ``backups.storage``'s bucket; required with ``backups``.",
+            secret=True,
+        ),
+        PassedThrough(
+            "backupRepositoryPassword",
+            "The password encrypting the backed-up volumes (``backups.repositoryPasswordConfigKey``); required with "
+            "``backups``.",
             secret=True,
         ),
     )

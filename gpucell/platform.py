@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gpucell.kserve import KServe
     from gpucell.kubevirt import KubeVirt
     from gpucell.metrics import Metrics
+    from gpucell.priority_classes import PriorityClasses
 
 __all__ = ["Platform"]
 
@@ -36,7 +37,8 @@ class Platform:
     - a GPU workload for :attr:`gpu_operator`'s Release (device plugins, the ``nvidia`` RuntimeClass), or with DRA
       GPUs :attr:`dra_driver`'s (DeviceClasses, kubelet plugin);
     - a model endpoint for :attr:`kserve`'s runtimes Release, with a ``vllm-*`` scale metric for :attr:`keda`'s
-      Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus.
+      Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus;
+    - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names).
 
     :attr:`gpucell.cell.RegionalCell.platform` is a cell's; on a cluster gpucell did not build, name the components
     this program installs there: ``Platform(kubevirt=kubevirt, cdi=cdi, gpu_operator=gpu_operator)``.
@@ -60,3 +62,5 @@ class Platform:
     """The metrics stack (kube-prometheus-stack)."""
     image_catalogs: Mapping[str, ImageCatalog] = field(default_factory=dict)
     """The image catalogs, by namespace (:class:`gpucell.images.ImageCatalog`). Defaults to none."""
+    priority_classes: PriorityClasses | None = None
+    """The cell's PriorityClasses (``priorityClasses``)."""

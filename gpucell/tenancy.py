@@ -6,6 +6,8 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
 - the ``Namespace``, with Pod Security Admission labels (below);
 - a ``ResourceQuota`` ``tenant-quota``: CPU, memory, storage, object counts and every GPU resource of the
   region by name (:func:`quota_hard`);
+- a ``ResourceQuota`` ``tenant-priority-classes`` refusing pods that name a PriorityClass the tenant may not use
+  (:func:`priority_quota_manifest`);
 - a ``LimitRange`` ``tenant-defaults``: what a container gets when it does not say
   (:func:`limit_range_manifest`);
 - ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC ``groupsPrefix``) to the
@@ -133,6 +135,7 @@ from gpucell.platform import Platform
 from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
+from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
@@ -146,6 +149,7 @@ from gpucell.workloads._common import (
 
 if TYPE_CHECKING:
     from gpucell.cell import RegionalCell
+    from gpucell.spec.tenant_clusters import TenantClusterSpec
     from gpucell.spec.workloads import GpuVirtualMachineSpec, ModelEndpointSpec, NotebookSpec
 
 __all__ = [
@@ -156,6 +160,7 @@ __all__ = [
     "MANAGED_BY",
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
+    "PRIORITY_QUOTA",
     "TENANT_LABEL",
     "TENANT_POD_SECURITY",
     "PodSecurityLevel",
@@ -174,6 +179,7 @@ __all__ = [
     "namespace_labels",
     "namespace_manifest",
     "network_policy_manifests",
+    "priority_quota_manifest",
     "quota_hard",
     "rbac_manifests",
     "resource_quota_manifest",
@@ -403,6 +409,27 @@ def resource_quota_manifest(tenant: str, spec: TenantSpec, facts: ClusterFacts) 
         "kind": "ResourceQuota",
         "metadata": object_meta(tenant, "tenant-quota"),
         "spec": {"hard": quota_hard(spec, facts)},
+    }
+
+
+PRIORITY_QUOTA = "tenant-priority-classes"
+"""The ResourceQuota fencing the tenant's pods off the PriorityClasses it may not name."""
+
+
+def priority_quota_manifest(tenant: str, allowed: Sequence[str]) -> dict[str, Any]:
+    """The ``ResourceQuota`` :data:`PRIORITY_QUOTA`: ``pods: "0"`` for the pods that name a PriorityClass other than
+    ``allowed`` (scope selector ``PriorityClass Exists`` and, with ``allowed``, ``PriorityClass NotIn allowed``: the
+    expressions are ANDed), so the API server refuses such a pod in the tenant's namespace ("exceeded quota"),
+    ``system-node-critical`` and ``system-cluster-critical`` included (Kubernetes "Resource Quotas", "Quota scopes"
+    and "Limit Priority Class consumption by default"). Pods naming no class are not matched."""
+    expressions: list[dict[str, Any]] = [{"scopeName": "PriorityClass", "operator": "Exists"}]
+    if allowed:
+        expressions.append({"scopeName": "PriorityClass", "operator": "NotIn", "values": list(allowed)})
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": object_meta(tenant, PRIORITY_QUOTA),
+        "spec": {"hard": {"pods": "0"}, "scopeSelector": {"matchExpressions": expressions}},
     }
 
 
@@ -684,7 +711,7 @@ def admit(tenant: str, spec: TenantSpec, facts: ClusterFacts) -> ClusterFacts:
     return _with_tenant(facts, tenant, spec)
 
 
-WorkloadKind = Literal["virtual_machines", "notebooks", "model_endpoints"]
+WorkloadKind = Literal["virtual_machines", "notebooks", "model_endpoints", "tenant_clusters"]
 """The :class:`~gpucell.spec.tenancy.TenantSpec` field a workload is declared in."""
 
 
@@ -692,7 +719,7 @@ def admit_workload(
     tenant: TenantView,
     kind: WorkloadKind,
     name: str,
-    spec: GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec,
+    spec: GpuVirtualMachineSpec | NotebookSpec | ModelEndpointSpec | TenantClusterSpec,
 ) -> ClusterFacts:
     """The facts a workload is placed and rendered with: ``tenant.facts`` when its tenant's spec already declares it
     as given (stack config, admitted with the cell), else those facts with the workload added to its tenant's
@@ -726,6 +753,7 @@ class Tenant(CellComponent):
     """One tenant on one cluster: namespace, quota, limit defaults, RBAC and Cilium policies.
 
     Children (Pulumi names from the component name ``name``): ``{name}-namespace``, ``{name}-quota``,
+    ``{name}-priority-quota``,
     ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
     ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
     ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the provider of ``args.cluster``
@@ -776,6 +804,15 @@ class Tenant(CellComponent):
         inside = self.child(depends_on=[self.namespace_resource], **lifecycle)
         quota = resource_quota_manifest(tenant, spec, facts)
         self.quota = ResourceQuota(f"{name}-quota", metadata=quota["metadata"], spec=quota["spec"], opts=inside)
+        fence = priority_quota_manifest(tenant, allowed_classes(facts.priority_classes, tenant))
+        # After the platform's classes: the quota names them, and every workload (after tenant.ready) may name one.
+        classes = [platform.priority_classes] if platform.priority_classes is not None else []
+        self.priority_quota = ResourceQuota(
+            f"{name}-priority-quota",
+            metadata=fence["metadata"],
+            spec=fence["spec"],
+            opts=self.child(depends_on=[self.namespace_resource, *classes], **lifecycle),
+        )
         limits = limit_range_manifest(tenant, spec)
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
         self.rbac: list[pulumi.CustomResource] = []
@@ -813,6 +850,7 @@ class Tenant(CellComponent):
         self.ready: list[pulumi.Resource] = [
             self.namespace_resource,
             self.quota,
+            self.priority_quota,
             self.limit_range,
             *self.rbac,
             *self.policies,

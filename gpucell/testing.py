@@ -9,6 +9,8 @@ passwords come from ``random`` resources. :class:`CellMocks` supplies what those
   block-style line the cell rewrites to its API endpoint), on the port the first server's ``config.yaml`` sets
   (``https-listen-port``, e.g. a single server on another ``network.apiPort``), else k3s's default 6443;
 - ``random:index/randomPassword:RandomPassword``: a fixed ``result`` (declared secret by the provider SDK);
+- a read of a ``<cluster>-kubeconfig`` Secret (a tenant cluster's, which Cluster API writes): ``data.value``, a
+  kubeconfig (base64) as Cluster API writes it;
 - everything else: its inputs, as Pulumi's own mocks do.
 
 With Pulumi's own idiom::
@@ -39,6 +41,7 @@ Both run in-process: no Pulumi CLI, no cluster, no network.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -58,6 +61,7 @@ __all__ = [
     "Registration",
     "fake_kubeconfig",
     "provider_outputs",
+    "read_outputs",
     "run_program",
 ]
 
@@ -121,9 +125,19 @@ def provider_outputs(
                 seen[host] = int(found.group(1))
         if args.typ == "random:index/randomPassword:RandomPassword":
             return {"result": password}
-        return {}
+        return read_outputs(args)
 
     return outputs
+
+
+def read_outputs(args: MockResourceArgs) -> dict[str, Any]:
+    """What the cluster answers when the program reads an object it does not manage (``Resource.get``), as extra
+    state for the mock engine: a tenant cluster's ``<cluster>-kubeconfig`` Secret, which Cluster API writes, holds
+    a kubeconfig (base64) in ``data.value``; anything else, nothing. A ``computed`` function of one's own can end
+    with ``return read_outputs(args)``."""
+    if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id or "").endswith("-kubeconfig"):
+        return {"data": {"value": base64.b64encode(fake_kubeconfig().encode()).decode()}}
+    return {}
 
 
 class CellMocks(pulumi.runtime.Mocks):

@@ -11,8 +11,9 @@ import pytest
 
 from gpucell.cilium import CiliumArgs
 from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.errors import ConfigError
 from gpucell.gpu_operator import GpuOperatorArgs, gpu_operator_values
-from gpucell.spec import CellSpec
+from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
@@ -149,6 +150,23 @@ def workload(plan: PlanResult, name: str) -> Registration:
 def workload_children(plan: PlanResult, name: str, type_token: str) -> list[Registration]:
     """The children of type ``type_token`` of workload ``name`` (see :func:`workload`)."""
     return [r for r in plan.children(workload(plan, name)) if r.type == type_token]
+
+
+def region_refusals(region: dict[str, Any]) -> list[str]:
+    """The problem lines of a stack holding ``region`` as ``fra1`` (docs/workloads.md shows prod's fra1); ``[]``
+    when it validates."""
+    try:
+        StackSpec.model_validate({"regions": {"fra1": region}})
+    except ConfigError as exc:
+        return exc.lines
+    return []
+
+
+def plan_document(plan: PlanResult) -> dict[str, Any]:
+    """A mocked program's registrations as a plan JSON document, for ``gpucell.stacks.plan_diff.diff_plans``."""
+    keys = ("urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs")
+    resources = [{key: getattr(r, key) for key in keys} | {"secrets": r.secret_digests} for r in plan.resources]
+    return {"stack": "test", "resources": resources, "outputs": {}, "acknowledge": []}
 
 
 def tainted_mig_pool() -> dict[str, Any]:

@@ -11,18 +11,22 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 delete is also listed in ``restarted``), ``on_annotate`` (annotation key -> the ``labels``/``annotations``/
 ``allocatable`` a Node gets once that annotation is set on it: the VF-typing service acting on its re-trigger);
 ``vms`` (VirtualMachine objects: ``get``, ``annotate`` and merge
-``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``). Every
+``patch`` of ``virtualmachines.kubevirt.io``; ``replace --raw .../start`` is listed in ``started``); ``vmis`` and
+``kubevirtmachines`` (read one by one), and ``delete machines.cluster.x-k8s.io``, listed in ``deleted_machines``,
+which also takes the pods of that Machine's VM away, as Cluster API would (unless ``capi_down``: its controllers
+are not running, the Machine stays deleting); ``missing_kinds`` lists the kinds whose CRD is not installed. Every
 call is appended to ``calls`` (the arguments after the global flags, joined by spaces), so tests can assert what
 was done, in order.
 
 Only what the scripts use is implemented: ``get --raw=/readyz``, ``get node NAME [--ignore-not-found] -o
 name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--all-namespaces | -n NS)
---field-selector ... -o jsonpath=...``, ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``,
-``delete node``, ``delete pods -l``, ``delete secret`` (listed in ``deleted_secrets``), ``delete
-virtualmachineinstances.kubevirt.io``, ``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list
-of objects: Longhorn's ``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge
-``patch`` of ``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is
-false). JSONPath: members
+--field-selector ... [-l KEY[=VALUE]] -o jsonpath=...``, ``get KIND NAME`` of VMIs and KubevirtMachines,
+``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``, ``delete secret``
+(listed in ``deleted_secrets``), ``delete virtualmachineinstances.kubevirt.io``, ``delete machines.cluster.x-k8s.io``,
+``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list of objects: Longhorn's
+``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge ``patch`` of
+``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is false).
+JSONPath: members
 (``\\.``-escaped dots), ``[n]``, ``[*]``, ``[?(@.k=="v")]``,
 ``range``/``end`` and ``"..."`` literals with ``\\t``/``\\n``; maps and lists print as compact JSON, as kubectl does.
 """
@@ -131,25 +135,14 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         sys.stdout.write(render(output.removeprefix("jsonpath="), node))
         return 0
     if rest[0] == "virtualmachines.kubevirt.io":
-        vms = state.get("vms", [])
-        if "--all-namespaces" not in rest:
-            vms = [
-                v
-                for v in vms
-                if v["metadata"]["namespace"] == namespace
-                and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])
-            ]
-            if len(rest) > 1 and not rest[1].startswith("-"):
-                if not vms:
-                    return 0 if "--ignore-not-found" in rest else 1
-                sys.stdout.write(render(output.removeprefix("jsonpath="), vms[0]))
-                return 0
-        sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
-        return 0
+        return _get_vms(state, rest, namespace, output)
+    if rest[0] in _NAMED:
+        return _get_named(state, rest, namespace, output)
     if rest[0] == "pods":
         terms = (_option(rest, "--field-selector") or "").split(",")
         node = next(t.split("=", 1)[1] for t in terms if t.startswith("spec.nodeName="))
         pods = [p for p in state["pods"] if p["spec"].get("nodeName") == node]
+        pods = _labelled(pods, _option(rest, "-l"))
         if "--all-namespaces" not in rest:
             pods = [p for p in pods if p["metadata"]["namespace"] == namespace]
         excluded = {t.split("!=", 1)[1] for t in terms if t.startswith("status.phase!=")}
@@ -157,6 +150,59 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": pods}))
         return 0
     raise SystemExit(f"stub: unsupported get {rest}")
+
+
+def _get_vms(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
+    """``get virtualmachines.kubevirt.io [NAME] (-n NS | --all-namespaces) -o jsonpath=...``."""
+    vms = state.get("vms", [])
+    if "--all-namespaces" not in rest:
+        vms = [
+            v
+            for v in vms
+            if v["metadata"]["namespace"] == namespace
+            and (len(rest) < 2 or rest[1].startswith("-") or v["metadata"]["name"] == rest[1])
+        ]
+        if len(rest) > 1 and not rest[1].startswith("-"):
+            if not vms:
+                return 0 if "--ignore-not-found" in rest else 1
+            sys.stdout.write(render(output.removeprefix("jsonpath="), vms[0]))
+            return 0
+    sys.stdout.write(render(output.removeprefix("jsonpath="), {"items": vms}))
+    return 0
+
+
+_NAMED = {
+    "virtualmachineinstances.kubevirt.io": "vmis",
+    "kubevirtmachines.infrastructure.cluster.x-k8s.io": "kubevirtmachines",
+}
+"""Kinds read one object at a time (``get KIND NAME -n NS``) -> the state's list of them."""
+
+
+def _labelled(pods: list[dict[str, Any]], selector: str | None) -> list[dict[str, Any]]:
+    """``pods`` that match a ``KEY=VALUE`` or ``KEY`` (has the label) selector (all of them without one)."""
+    if selector is None:
+        return pods
+    if "=" not in selector:
+        return [p for p in pods if selector in (p["metadata"].get("labels") or {})]
+    key, value = selector.split("=", 1)
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(key) == value]
+
+
+def _get_named(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
+    """``get KIND NAME [--ignore-not-found] -o jsonpath=...`` of a kind of :data:`_NAMED`; a kind listed in
+    ``missing_kinds`` is one whose CRD the cluster does not have."""
+    if rest[0] in state.get("missing_kinds", []):
+        print(f'error: the server doesn\'t have a resource type "{rest[0].split(".")[0]}"', file=sys.stderr)
+        return 1
+    items = [
+        o
+        for o in state.get(_NAMED[rest[0]], [])
+        if (o["metadata"]["namespace"], o["metadata"]["name"]) == (namespace, rest[1])
+    ]
+    if not items:
+        return 0 if "--ignore-not-found" in rest else 1
+    sys.stdout.write(render(output.removeprefix("jsonpath="), items[0]))
+    return 0
 
 
 def _get_objects(state: dict[str, Any], rest: list[str], namespace: str | None, output: str) -> int:
@@ -279,6 +325,26 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
         node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
         state.setdefault("restarted", []).append(f"{namespace} {selector} {node}")
         _fix(state["nodes"][node], state.get("restart_fixes", {}).get(selector))
+        return 0
+    if kind == "machines.cluster.x-k8s.io":  # Cluster API drains the node, then deletes the Machine's VM
+        state.setdefault("deleted_machines", []).append(f"{namespace}/{name}")
+        if state.get("capi_down"):  # its controllers are not running: the Machine waits, deleting
+            return 0
+        vms = {
+            m["metadata"]["name"]
+            for m in state.get("kubevirtmachines", [])
+            if m["metadata"]["namespace"] == namespace
+            and any(o.get("name") == name for o in m["metadata"].get("ownerReferences", []))
+        }
+        state["pods"] = [
+            p
+            for p in state["pods"]
+            if not (
+                p["metadata"]["namespace"] == namespace
+                and _owner(p)[0] == "VirtualMachineInstance"
+                and _owner(p)[1] in vms
+            )
+        ]
         return 0
     if kind == "virtualmachineinstances.kubevirt.io":
         state["pods"] = [

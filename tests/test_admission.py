@@ -613,7 +613,8 @@ def endpoint(**fields: Any) -> dict[str, Any]:
     [
         (
             {"runtime": "kserve-vllm", "modelFormat": "vLLM"},
-            f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs; "
+            f"{A}.modelEndpoints.e.runtime: 'kserve-vllm' is not a ClusterServingRuntime KServe v0.20.0 installs nor "
+            "a servingRuntime of the tenant; "
             "installed: kserve-autogluonserver, kserve-huggingfaceserver, kserve-huggingfaceserver-multinode, "
             "kserve-lgbserver, kserve-mlserver, kserve-paddleserver, kserve-pmmlserver, kserve-predictiveserver, "
             "kserve-sklearnserver, kserve-tensorflow-serving, kserve-torchserve, kserve-tritonserver, "

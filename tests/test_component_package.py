@@ -158,7 +158,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {"namespace": "string", "serviceName": "string", "url": "string", "token": "string"},
     ),
     "ModelEndpoint": (
-        {**WORKLOAD, "spec": "ModelEndpointSpec", "credentials": "string"},
+        {**WORKLOAD, "spec": "ModelEndpointSpec", "credentials": "string", "envSecrets": "map<string>"},
         ["cluster", "facts", "name", "spec", "tenant"],
         {"namespace": "string", "url": "string"},
     ),
@@ -168,6 +168,8 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
             "sshPrivateKey": "string",
             "etcdS3Credentials": "string",
             "remoteWriteCredentials": "string",
+            "backupCredentials": "string",
+            "backupRepositoryPassword": "string",
         },
         ["cell", "sshPrivateKey"],
         {"kubeconfig": "string", "apiServerUrl": "string", "storageClassName": "string"},
@@ -180,15 +182,24 @@ def test_the_shipped_typed_dicts_are_what_the_spec_models_render() -> None:
     assert (REPO / "gpucell" / "_package_types.py").read_text() == render()
 
 
-def test_the_generator_refuses_a_list_of_enums_the_sdk_would_map_as_objects() -> None:
+def test_a_list_of_enums_is_a_list_of_strings_the_model_validates() -> None:
     """pulumi 3.272's ComponentProvider maps each item of a list (or map) of a ``$ref`` type as an object, so an
-    enum's value would arrive as ``{}``: such a field is refused by name, its items given as strings instead."""
+    enum's value would arrive as ``{}``: the package types such items as strings, and the spec model turns them into
+    the enum (or refuses one it does not know, by its key path)."""
 
     class Modes(SpecModel):
         modes: list[AccessMode] = []
+        by_disk: dict[str, AccessMode] = {}
 
-    with pytest.raises(TypeError, match=r"no package type for list\[.*AccessMode.*\]: give its items as str"):
-        render((Modes,))
+    rendered = render((Modes,))
+    assert "    modes: list[str]\n" in rendered
+    assert "    byDisk: dict[str, str]\n" in rendered
+    assert Modes.model_validate({"modes": ["ReadWriteMany"]}).modes == [AccessMode.RWX]
+    with pytest.raises(ConfigError) as refused:
+        Modes.model_validate({"modes": ["ReadWriteAll"]})
+    assert str(refused.value) == (
+        "modes[0]: 'ReadWriteAll' is not one of 'ReadWriteOnce', 'ReadWriteMany' or 'ReadWriteOncePod'"
+    )
 
 
 def test_every_exported_component_is_in_the_schema_as_a_component() -> None:
@@ -236,8 +247,11 @@ def test_secrets_are_marked_secret_in_the_schema() -> None:
         ("RegionalCell", "inputProperties", "sshPrivateKey"),
         ("RegionalCell", "inputProperties", "etcdS3Credentials"),
         ("RegionalCell", "inputProperties", "remoteWriteCredentials"),
+        ("RegionalCell", "inputProperties", "backupCredentials"),
+        ("RegionalCell", "inputProperties", "backupRepositoryPassword"),
         ("RegionalCell", "properties", "kubeconfig"),
         ("ModelEndpoint", "inputProperties", "credentials"),
+        ("ModelEndpoint", "inputProperties", "envSecrets"),
         ("Notebook", "properties", "token"),
     }
 

@@ -22,6 +22,7 @@ from gpucell.errors import ConfigError
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import read_stack_files
 from gpucell.stacks.program import build_cells
+from gpucell.testing import read_outputs
 from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
 
 COMMAND = "command:remote:Command"
@@ -35,7 +36,7 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
         return {"result": f"password-of-{args.name}"}
     if args.typ == COMMAND and args.name.endswith("-kubeconfig"):
         return {"stdout": KUBECONFIG}
-    return {}
+    return read_outputs(args)
 
 
 def prod_config() -> tuple[dict[str, Any], list[str]]:

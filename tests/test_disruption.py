@@ -300,7 +300,14 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "serverRemoved, "
             "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
             "publicAddress, "
-            "loadBalancerAnnounce, instancetypeResized, vmFirmware",
+            "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion",
+        ),
+        (
+            {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
+            "acknowledge[0].change: 'tenantClusterVersion' cannot be acknowledged: Cluster API's KubeadmControlPlane "
+            "upgrades a tenant cluster one minor version at a time (its webhook refuses 'cannot update Kubernetes "
+            "version', controlplane/kubeadm/webhooks/admission) and kubeadm never downgrades; no acknowledgement "
+            "makes it work",
         ),
         (
             {"change": "podCidr", "region": "lab", "reason": "  "},
@@ -416,3 +423,30 @@ def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledg
     assert skipped_releases(deployed_at(deployed), new, "lab") == [line]
     assert skipped_releases(deployed_at(previous), new, "lab") == []  # one minor release: the supported path
     assert skipped_releases(None, new, "lab") == []  # a first deploy
+
+
+def test_velero_is_a_chart_of_the_cell_with_backups_and_its_major_is_a_chart_major_change() -> None:
+    """``backups`` adds the Velero chart to the fingerprint; a deployed chart of another major (the release line of
+    12.1.0 is 12) is ``chartMajor``, a minor bump within 12 is not; removing ``backups`` is no chart change (the
+    namespace, release and repository password are protected instead, tests/test_backups.py)."""
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    assert "velero" not in fp(config)["versions"]["charts"]
+    config["backups"] = {
+        "storage": {"bucket": "lab-backups", "region": "eu-central-1", "credentialsConfigKey": "backupS3Lab"},
+        "repositoryPasswordConfigKey": "backupRepoLab",
+    }
+    new = fp(config)
+    assert new["versions"]["charts"]["velero"] == "12.1.0"
+
+    def deployed_at(version: str) -> dict[str, Any]:
+        old = copy.deepcopy(new)
+        old["versions"]["charts"]["velero"] = version
+        return old
+
+    found = [(c.change, c.subject, c.key, c.old, c.new) for c in compare(deployed_at("11.4.0"), new, "lab")]
+    assert found == [(Change.CHART_MAJOR, "velero", "regions.lab.versions.velero", "11.4.0", "12.1.0")]
+    assert compare(deployed_at("12.0.0"), new, "lab") == []
+    without = copy.deepcopy(new)
+    del without["versions"]["charts"]["velero"]
+    assert compare(new, without, "lab") == []

@@ -185,8 +185,9 @@ def test_snippets_taken_from_prod_match_it(header: re.Match[str], snippet: dict[
 
 
 def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
-    """The strings of tests/test_admission.py, tests/test_spec.py, tests/test_hardening_rules.py and
-    tests/test_dra_spec.py (adjacent literals joined, as Python does):
+    """The strings of tests/test_admission.py, tests/test_spec.py, tests/test_hardening_rules.py,
+    tests/test_dra_spec.py, tests/test_traffic_spec.py, tests/test_tenant_cluster_spec.py and the backup, runtime
+    and PriorityClass tests (adjacent literals joined, as Python does):
     plain ones as they are, f-strings as patterns in which a module constant (``A``) is its value and any other
     value (a parameter, a loop variable) is one of the files' strings or a token without spaces."""
     plain: set[str] = set()
@@ -198,6 +199,10 @@ def asserted_messages() -> tuple[set[str], list[re.Pattern[str]]]:
         "test_dra_spec.py",
         "test_traffic_spec.py",
         "test_vm_platform.py",
+        "test_tenant_cluster_spec.py",
+        "test_backups.py",
+        "test_serving_runtimes.py",
+        "test_priority_classes.py",
     ):
         tree = ast.parse((REPO / "tests" / name).read_text())
         constants = {

@@ -39,6 +39,7 @@ from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import make_plan
 from gpucell.tenancy import Tenant, TenantArgs, quota_hard
+from gpucell.testing import read_outputs
 from gpucell.workloads import (
     GpuVirtualMachine,
     GpuVirtualMachineArgs,
@@ -115,7 +116,7 @@ def region() -> CellSpec:
 def computed(args: MockResourceArgs) -> dict[str, Any]:
     if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
         return {"stdout": KUBECONFIG}
-    return {}
+    return read_outputs(args)
 
 
 def deploy() -> PlanResult:

@@ -314,16 +314,22 @@ def test_addresses_and_bounds(path: tuple[str | int, ...], value: Any, line: str
 
 def test_a_copied_region_would_install_two_cells_on_the_same_machines() -> None:
     lines = errors(lambda regions: regions.__setitem__("fra2", copy.deepcopy(regions["fra1"])))
-    assert len(lines) == FRA1_HOSTS  # one per host of fra1
+    assert len(lines) == FRA1_HOSTS + 1  # one per host of fra1, and its backups' place
     assert lines[0] == (
         "regions.fra2.nodePools.servers.hosts[0].address: '10.110.0.11' (SSH port 22) is already a host of "
         "regions.fra1.nodePools.servers.hosts[0]; one machine can be a node of one cell only"
+    )
+    assert lines[-1] == (
+        "regions.fra2.backups.storage.prefix: 'fra1' in bucket gpucell-backups-fra1 is where region fra1 keeps its "
+        "backups: each region's Velero would import and expire the other's; give each region its own prefix (e.g. "
+        "the region's name)"
     )
 
     # another SSH port is another machine behind the same address (a bastion's port forwards)
     def other_port(regions: dict[str, Any]) -> None:
         regions["fra2"] = copy.deepcopy(regions["fra1"])
         regions["fra2"]["ssh"] = {"user": "ubuntu", "port": 2222}
+        regions["fra2"]["backups"]["storage"]["prefix"] = "fra2"
 
     assert errors(other_port) == ["OK"]
 
@@ -616,7 +622,7 @@ def test_rules_across_regions_run_on_the_regions_that_validated() -> None:
         put(("iad1", "nodePools", "cpu", "role"), "cpux"),
     )
     assert lines[0] == "regions.iad1.nodePools.cpu.role: 'cpux' is not one of server, gpu, cpu"
-    assert len(lines) == 1 + FRA1_HOSTS  # and every host fra2 shares with fra1
+    assert len(lines) == 1 + FRA1_HOSTS + 1  # and every host fra2 shares with fra1, and its backups' place
 
 
 def test_several_cross_field_problems_are_all_reported() -> None:
@@ -720,6 +726,11 @@ def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> Non
         "gpucell:etcdS3CredentialsIad1": "AKIAEXAMPLE:SECRET",
         "gpucell:remoteWriteFra1": "fra1:password",
         "gpucell:remoteWriteIad1": "iad1:password",
+        "gpucell:backupS3Fra1": "AKIAEXAMPLE:SECRET",
+        "gpucell:backupS3Iad1": "AKIAEXAMPLE:SECRET",
+        "gpucell:backupRepoFra1": "a-repository-password-fra1",
+        "gpucell:backupRepoIad1": "a-repository-password-iad1",
+        "gpucell:vllmApiKeyAcme": "vllm-api-key",
     }
     registered: list[str] = []
     with pytest.raises(pulumi.RunError) as info:
@@ -826,7 +837,17 @@ def test_storage_classes_are_the_cells() -> None:
     assert errors(
         put((*ACME, "notebooks", "nb-alice", "storageClass"), "fast-nvme"),
         put(("fra1", "storage", "otherClasses"), ["fast-nvme"]),
+        put((*ACME, "backup"), None),
     ) == ["OK"]
+    # a tenant with backups keeps its volumes where Velero can snapshot them
+    assert errors(
+        put((*ACME, "notebooks", "nb-alice", "storageClass"), "fast-nvme"),
+        put(("fra1", "storage", "otherClasses"), ["fast-nvme"]),
+    ) == [
+        "regions.fra1.tenants.acme.notebooks.nb-alice.storageClass: 'fast-nvme' cannot be snapshotted by the "
+        "cell's backups (only longhorn volumes are); the tenant has a backup: move the volume to longhorn, or back "
+        "it up outside gpucell"
+    ]
 
 
 def test_the_api_endpoint_is_not_another_regions_node() -> None:

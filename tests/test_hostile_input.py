@@ -191,6 +191,11 @@ def _secrets(**overrides: str) -> dict[str, str]:
         "gpucell:etcdS3CredentialsIad1": f"AKIA{SENTINEL}:{SENTINEL}-etcd-iad1",
         "gpucell:remoteWriteFra1": f"fra1-{SENTINEL}:{SENTINEL}-remote-write",
         "gpucell:remoteWriteIad1": f"iad1-{SENTINEL}:{SENTINEL}-remote-write",
+        "gpucell:backupS3Fra1": f"AKIA{SENTINEL}:{SENTINEL}-backup-fra1",
+        "gpucell:backupS3Iad1": f"AKIA{SENTINEL}:{SENTINEL}-backup-iad1",
+        "gpucell:backupRepoFra1": f"{SENTINEL}-repository-fra1",
+        "gpucell:backupRepoIad1": f"{SENTINEL}-repository-iad1",
+        "gpucell:vllmApiKeyAcme": f"{SENTINEL}-vllm",
     }
     values.update(overrides)
     return values
@@ -249,6 +254,18 @@ def test_sentinels_in_every_secret_reach_no_warning_or_log(caplog: pytest.LogCap
             "for hf:// storage); set it with `pulumi config set --secret hfTokenAcme -- <token>`",
         ),
         (
+            {"gpucell:backupS3Fra1": f"{SENTINEL}-no-colon"},
+            "backupS3Fra1: is not '<access key id>:<secret access key>' (regions.fra1.backups.storage."
+            "credentialsConfigKey names it; the value is not shown); set it with `pulumi config set --secret "
+            "backupS3Fra1 -- '<access key id>:<secret access key>'`",
+        ),
+        (
+            {"gpucell:backupRepoIad1": SENTINEL[:15]},
+            "backupRepoIad1: is not a password of at least 16 characters (regions.iad1.backups."
+            "repositoryPasswordConfigKey names it; the value is not shown); set it with `pulumi config set --secret "
+            'backupRepoIad1 -- "$(openssl rand -base64 32)"`',
+        ),
+        (
             {"gpucell:regions": f"{{not json {SENTINEL}"},
             "regions: is a secure: value that does not decrypt to a YAML/JSON object (its text is not shown); store it "
             "as plain YAML in the stack file, or encrypt JSON text",
@@ -259,7 +276,16 @@ def test_sentinels_in_every_secret_reach_no_warning_or_log(caplog: pytest.LogCap
             "it as plain YAML in the stack file, or encrypt JSON text",
         ),
     ],
-    ids=["s3", "etcd-no-colon", "etcd-no-id", "hf-empty", "regions", "acknowledge"],
+    ids=[
+        "s3",
+        "etcd-no-colon",
+        "etcd-no-id",
+        "hf-empty",
+        "backup-no-colon",
+        "backup-password-short",
+        "regions",
+        "acknowledge",
+    ],
 )
 def test_a_malformed_secret_is_one_line_without_its_text(
     overrides: dict[str, str], expected: str, caplog: pytest.LogCaptureFixture

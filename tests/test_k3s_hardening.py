@@ -18,6 +18,7 @@ from gpucell.k3s_hardening import (
 )
 from gpucell.spec import CellSpec
 from gpucell.spec.k3s import INSTALLER_SHA256, installer_url
+from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES
 from gpucell.stacks.plan import make_plan
 from tests.conftest import REPO, cell, minimal_cell_config
 from tests.test_k3s import CIS_AGENT, CIS_SERVER, _run, _sandbox, build, ha_config, node_config
@@ -136,8 +137,12 @@ def test_every_platform_namespace_is_exempted() -> None:
     # Runs only cert-manager's ACME solver pods, which are restricted by cert-manager itself: no exemption on purpose.
     found.remove("gpucell-gateway")
     exempt = admission_configuration(cell(minimal_cell_config()))["plugins"][0]["configuration"]["exemptions"]
-    # The metrics stack's and KEDA's Namespaces are created by their components with their own Pod Security labels.
-    assert found - {"monitoring", "keda"} <= set(exempt["namespaces"])
+    # The metrics stack's, KEDA's and Velero's Namespaces are created by their components with their own Pod
+    # Security labels. Cluster API's controllers meet restricted (decision 0024): exempting them would also restart
+    # every server.
+    assert "capi-operator-system" in found
+    assert found - {"monitoring", "keda", "velero", *CLUSTER_API_NAMESPACES} <= set(exempt["namespaces"])
+    assert not set(CLUSTER_API_NAMESPACES) & set(exempt["namespaces"])
 
 
 def test_the_audit_policy_logs_metadata_only() -> None:

@@ -13,6 +13,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
+from gpucell.spec.tenancy import TenantSpec
 from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
@@ -266,12 +267,16 @@ def test_runtime_only_endpoint_gets_the_runtimes_format_and_a_whole_gpu() -> Non
 
 
 def test_a_custom_runtime_needs_a_model_format() -> None:
-    with pytest.raises(
-        ConfigError,
-        match=r"^modelFormat: is required with runtime 'acme-vllm', which is not a "
-        r"built-in KServe runtime; built-in: kserve-autogluonserver, kserve-huggingfaceserver, ",
-    ):
-        ModelEndpointSpec.model_validate({"runtime": "acme-vllm", "storageUri": "pvc://models/llama"})
+    quota = {"cpuMillicores": 16000, "memoryGib": 64, "storageGib": 100}
+    endpoint = {"runtime": "acme-vllm", "storageUri": "pvc://models/llama"}
+    with pytest.raises(ConfigError) as refused:
+        TenantSpec.model_validate({"quota": quota, "modelEndpoints": {"e": endpoint}})
+    assert refused.value.lines == [
+        "modelEndpoints.e.modelFormat: is required with runtime 'acme-vllm', which is neither a built-in KServe "
+        "runtime nor one of the tenant's servingRuntimes (none)"
+    ]
+    with pytest.raises(ValueError, match=r"^runtime 'acme-vllm' is neither a built-in KServe runtime nor the "):
+        model_format(ModelEndpointSpec.model_validate(endpoint))
     both = ModelEndpointSpec.model_validate(
         {"runtime": "acme-vllm", "modelFormat": "vllm", "storageUri": "pvc://models/llama"}
     )

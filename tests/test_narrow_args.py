@@ -43,7 +43,8 @@ NAMES: dict[str, Any] = {
 """What the ``*Args`` modules import for annotations only (under ``TYPE_CHECKING``)."""
 NOT_INTO_A_CLUSTER = {"RegionalCellArgs", "K3sClusterArgs"}
 """The cell and k3s make their cluster; the workloads deploy into their tenant's (``tenant.cluster``)."""
-WORKLOAD_ARGS = {"GpuVirtualMachineArgs", "NotebookArgs", "ModelEndpointArgs"}
+WORKLOAD_ARGS = {"GpuVirtualMachineArgs", "NotebookArgs", "ModelEndpointArgs", "ServingRuntimeArgs"}
+"""What sits on its tenant (a tenant's own ServingRuntime too), whose ``tenant.cluster`` it deploys into."""
 
 
 def field_types(args: type) -> dict[str, Any]:
@@ -84,15 +85,19 @@ def test_every_component_deployed_into_a_cluster_takes_its_handle(name: str) -> 
 @pytest.mark.parametrize(
     "name",
     [
+        "BackupsArgs",
         "CdiArgs",
         "CertManagerArgs",
         "CiliumArgs",
+        "ClusterApiArgs",
+        "CsiSnapshotsArgs",
         "DraDriverArgs",
         "GpuOperatorArgs",
         "K3sClusterArgs",
         "KServeArgs",
         "KubeVirtArgs",
         "MetricsArgs",
+        "PriorityClassesArgs",
         "StorageArgs",
         "TenantArgs",
     ],

@@ -26,8 +26,18 @@ from gpucell import CellSpec, ConfigError, NodePool, RegionalCell, RegionalCellA
 from gpucell.testing import FAKE_PASSWORD, CellMocks, fake_kubeconfig, run_program
 from tests.conftest import REPO, minimal_cell_config
 
-PLATFORM_COMPONENTS = ("K3sCluster", "Cilium", "Storage", "KubeVirt", "Cdi", "GpuOperator", "CertManager", "KServe")
-WORKLOADS = ("RegionalCell", "Tenant", "GpuVirtualMachine", "Notebook", "ModelEndpoint")
+PLATFORM_COMPONENTS = (
+    "K3sCluster",
+    "Cilium",
+    "Storage",
+    "KubeVirt",
+    "Cdi",
+    "GpuOperator",
+    "CertManager",
+    "KServe",
+    "ClusterApi",
+)
+WORKLOADS = ("RegionalCell", "Tenant", "GpuVirtualMachine", "Notebook", "ModelEndpoint", "TenantCluster")
 
 
 # -- the public names ---------------------------------------------------------------------------------------------
@@ -51,6 +61,7 @@ def test_components_their_args_specs_and_config_error_are_public() -> None:
         "GpuVirtualMachineSpec",
         "NotebookSpec",
         "ModelEndpointSpec",
+        "TenantClusterSpec",
         "StackSpec",
         "CATALOG",
     }

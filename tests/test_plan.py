@@ -18,6 +18,7 @@ from gpucell.stacks import cli
 from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
 from gpucell.stacks.program import main as program_main
+from gpucell.testing import read_outputs
 from tests.conftest import REPO
 
 TOKEN = "TOKEN-SENTINEL-7f3a"
@@ -36,7 +37,7 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
         return {"result": TOKEN}
     if args.typ == "command:remote:Command" and args.name.endswith("-kubeconfig"):
         return {"stdout": KUBECONFIG}
-    return {}
+    return read_outputs(args)
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -176,7 +176,7 @@
+@@ -233,7 +233,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -530,9 +530,10 @@ def test_replace_on_changes_option_and_metadata_name() -> None:
     ]
     renamed = pvc("data", "x")
     renamed["inputs"]["metadata"]["name"] = "data2"
-    assert only(plan(pvc("data", "x")), plan(renamed)).replaced_by == [
-        "`metadata.name` changed (metadata.name cannot change in place)"
-    ]
+    found = only(plan(pvc("data", "x")), plan(renamed))
+    assert found.replaced_by == ["`metadata.name` changed (metadata.name cannot change in place)"]
+    # pulumi-kubernetes deletes first only an object that keeps its name (a tenant cluster's hashed templates do not)
+    assert found.notes == ["created under its new name first; the old object is deleted at the end of the run"]
 
 
 def k8s(api_version: str, kind: str, spec: dict[str, Any], rtype: str | None = None) -> dict[str, Any]:
@@ -854,6 +855,28 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+
+
+def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknowledged(
+    dev_json: dict[str, Any],
+) -> None:
+    def with_cluster(version: str) -> dict[str, Any]:
+        plan = copy.deepcopy(dev_json)
+        plan["outputs"]["lab1Fingerprint"]["tenantClusters"] = {
+            "tenant-research/ml": {
+                "owner": "tenants.research.tenantClusters.ml",
+                "removalPolicy": "protect",
+                "kubernetesVersion": version,
+            }
+        }
+        return plan
+
+    item = review(with_cluster("v1.34.1"), with_cluster("v1.36.0"))
+    markdown = render([item])
+    assert "**⚠️ 1 disruptive change(s)**, 1 refused whatever is acknowledged · " in markdown
+    assert "all acknowledged" not in markdown
+    assert "   - ⛔ No acknowledgement allows it: `pulumi up` refuses it.\n" in markdown
+    assert exit_code([item]) == 2
 
 
 def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:

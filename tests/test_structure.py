@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.download_hosts",
             "gpucell.kserve_runtimes",
             "gpucell.common_instancetypes",
+            "gpucell.cluster_api_facts",
         ),
     ),
     (
@@ -60,6 +61,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.spec.metrics",
             "gpucell.spec.traffic",
             "gpucell.spec.gpu_models",
+            "gpucell.spec.backups",
+            "gpucell.spec.scheduling",
+            "gpucell.spec.serving",
             "gpucell.spec.platform",
             "gpucell.spec.nodes",
             "gpucell.spec.firmware",
@@ -67,6 +71,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.spec.instancetypes",
             "gpucell.spec.images",
             "gpucell.spec.kubevirt",
+            "gpucell.spec.tenant_clusters",
         ),
     ),
     (
@@ -77,6 +82,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "gpucell.placement",
             "gpucell.vm_shape",
             "gpucell.vm_rules",
+            "gpucell.tenant_cluster_admission",
             "gpucell.admission",
         ),
     ),

@@ -516,6 +516,7 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
     assert [children[urn].name for urn in ready] == [
         "lab-acme-namespace",
         "lab-acme-quota",
+        "lab-acme-priority-quota",
         "lab-acme-limits",
         "lab-acme-admins",
         "lab-acme-members",

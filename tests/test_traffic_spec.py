@@ -204,9 +204,8 @@ def test_cilium_values_enable_what_the_announcement_needs() -> None:
     assert "l2announcements" not in values
     assert "k8sClientRateLimit" not in values
     iad = CellSpec.model_validate(PROD["iad1"])
-    assert (
-        max_load_balancers(iad.tenants, iad.gateway) == 1 + 2
-    )  # acme's quota of 1 (globex has none), one Gateway per tenant
+    # acme's quota of 1, globex's 1 (its tenant cluster's API), one Gateway per tenant
+    assert max_load_balancers(iad.tenants, iad.gateway) == 1 + 1 + 2
     assert cell_cilium_values(iad)["l2announcements"] == {"enabled": True}
     assert cell_cilium_values(iad)["k8sClientRateLimit"] == {"qps": 11, "burst": 22}
     assert announcement_values(iad.load_balancer, 100)["k8sClientRateLimit"] == {"qps": 30, "burst": 60}  # type: ignore[arg-type]

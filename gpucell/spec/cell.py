@@ -19,6 +19,7 @@ from gpucell.errors import SpecError, shown
 from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
+from gpucell.spec.backups import BackupsSpec, check_backup_plugins
 from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, check_gpu_models, stack_catalog
@@ -43,7 +44,8 @@ from gpucell.spec.platform import (
     StorageSpec,
     check_kserve_mode,
 )
-from gpucell.spec.pools import GpuMode, NodePool
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole
+from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
 from gpucell.spec.tenancy import TenantSpec, check_image_namespaces, check_tenant_names
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
@@ -124,8 +126,15 @@ class CellSpec(NodeViews, SpecModel):
     ``loadBalancer``. None by default."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the region's stateful platform may do: its servers (and, with ``local-path``, its agents), the
-    cluster token, Longhorn, and the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM).
+    cluster token, Longhorn, the KubeVirt and CDI operators with their CRDs (deleting those deletes every VM), and
+    Velero with its namespace and repository password.
     ``protect`` (default), ``retain`` or ``delete``; see ``docs/operations.md``."""
+    backups: BackupsSpec | None = None
+    """Backups of tenants' VMs and volumes (Velero, CSI snapshots moved to an S3-compatible bucket); tenants choose
+    their schedule in ``tenants.<tenant>.backup``. None by default."""
+    priority_classes: dict[str, PriorityClassSpec] = {}
+    """PriorityClass name -> class the tenants' workloads may name (``priorityClassName``). Defaults to none: a
+    workload naming a class is refused, and every tenant namespace's quota refuses pods that name one."""
 
     _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
     """The GPU catalog the cell was validated against (the built-ins, or its stack's ``gpuModels`` with them)."""
@@ -223,6 +232,72 @@ class CellSpec(NodeViews, SpecModel):
     def _check_tenants(self) -> Iterator[SpecError]:
         yield from check_tenants(ClusterFacts.from_cell(self), (self.ssh.private_key_config_key,))
 
+    def _check_backups(self) -> Iterator[SpecError]:
+        """Tenant backups need the cell's ``backups``; ``backups`` needs Longhorn (CSI snapshots), a pool whose
+        nodes take pods without tolerations (Velero's data movers carry none), and plugins of its Velero line."""
+        backups = self.backups
+        if backups is None:
+            for name, tenant in self.tenants.items():
+                if tenant.backup is not None:
+                    yield SpecError(
+                        ("tenants", name, "backup"),
+                        "needs the cell's backups (the bucket and its secrets); add a backups section, or remove it",
+                    )
+            return
+        if self.storage.backend is not StorageBackend.LONGHORN:
+            yield SpecError(
+                ("backups",),
+                f"needs storage.backend longhorn: volumes are backed up through CSI snapshots, which "
+                f"{self.storage.backend.value} cannot take",
+            )
+            return
+        versions = self.versions
+        yield from check_backup_plugins(
+            versions.velero,
+            versions.velero_plugin_for_aws,
+            versions.kubevirt_velero_plugin,
+            disable_checksum=backups.storage.disable_checksum,
+        )
+        if backups.storage.credentials_config_key == backups.repository_password_config_key:
+            yield SpecError(
+                ("backups", "repositoryPasswordConfigKey"),
+                f"{shown(backups.repository_password_config_key)} is already backups.storage.credentialsConfigKey; "
+                "the repository password is a secret of its own",
+            )
+        if not any(
+            not p.taints and (p.role is not NodeRole.SERVER or p.allow_workloads) for p in self.node_pools.values()
+        ):
+            yield SpecError(
+                ("backups",),
+                "needs a node pool without taints: Velero's data mover pods carry no tolerations and would never "
+                "be scheduled; leave one cpu or gpu pool untainted",
+            )
+        yield from self._snapshotted_volumes()
+
+    def _snapshotted_volumes(self) -> Iterator[SpecError]:
+        """Every volume of a tenant with ``backup`` is on a class Velero can snapshot: the cell's Longhorn. A class
+        the cell does not have at all is the storage rule's line, not this one."""
+        for name, tenant in self.tenants.items():
+            if tenant.backup is None:
+                continue
+            volumes: list[tuple[tuple[str | int, ...], str | None]] = [
+                (("virtualMachines", vm_name, *(("rootDisk",) if i == 0 else ("dataDisks", i - 1))), disk.storage_class)
+                for vm_name, vm in tenant.virtual_machines.items()
+                for i, disk in enumerate(vm.disks)
+            ]
+            volumes += [(("notebooks", nb), book.storage_class) for nb, book in tenant.notebooks.items()]
+            for where, storage_class in volumes:
+                if storage_class in self.storage.other_classes:
+                    yield SpecError(
+                        ("tenants", name, *where, "storageClass"),
+                        f"{shown(storage_class)} cannot be snapshotted by the cell's backups (only longhorn "
+                        f"volumes are); the tenant has a backup: move the volume to longhorn, or back it up "
+                        "outside gpucell",
+                    )
+
+    def _check_priority_classes(self) -> Iterator[SpecError]:
+        yield from check_priority_classes(self.priority_classes, self.tenants)
+
 
 _CELL_RULES = (
     Rule("servers", ("node_pools", "etcd"), CellSpec._check_server_count),
@@ -243,6 +318,8 @@ _CELL_RULES = (
         CellSpec._check_traffic,
         after=("hosts", "apiEndpoint"),
     ),
+    Rule("backups", ("backups", "storage", "versions", "tenants", "node_pools"), CellSpec._check_backups),
+    Rule("priorityClasses", ("priority_classes", "tenants"), CellSpec._check_priority_classes),
     Rule(
         "vmPlatform",
         ("kubevirt", "image_catalogs", "tenants", "storage", "versions", "image_namespaces"),
@@ -320,16 +397,16 @@ class StackSpec(SpecModel):
 
     def cell_secrets(self) -> dict[str, str]:
         """Config key -> the cell field that names it, for every secret a cell owns: each region's SSH private key,
-        etcd S3 credentials, metrics remote-write credentials and golden images' import credentials (the k3s token
-        and the notebook tokens are generated, never config; OIDC takes no secret). A tenant's field may name none of
-        them (docs/security.md, "Who owns a secret")."""
+        etcd S3 credentials, metrics remote-write credentials, backup bucket credentials, backup repository password
+        and golden images' import credentials (the k3s token and the notebook tokens are generated, never config;
+        OIDC takes no secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
         owned: dict[str, str] = {}
         for region, cell in self.regions.items():
             owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
                 owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
-            remote = cell.metrics.remote_write
+            remote = cell.metrics.remote_write if cell.metrics.enabled else None
             if remote is not None and remote.credentials_config_key is not None:
                 owned.setdefault(
                     remote.credentials_config_key, f"regions.{region}.metrics.remoteWrite.credentialsConfigKey"
@@ -341,12 +418,20 @@ class StackSpec(SpecModel):
                         owned.setdefault(
                             key, f"regions.{region}.imageCatalogs.{catalog}.images.{image}.source.credentialsConfigKey"
                         )
+            if cell.backups is not None:
+                for key, field in (
+                    (cell.backups.storage.credentials_config_key, "backups.storage.credentialsConfigKey"),
+                    (cell.backups.repository_password_config_key, "backups.repositoryPasswordConfigKey"),
+                ):
+                    if key is not None:
+                        owned.setdefault(key, f"regions.{region}.{field}")
         return owned
 
     def tenant_secrets(self) -> Iterator[tuple[str, str, str, tuple[str | int, ...], str]]:
         """``(key, region, tenant, key path, what it holds)`` of every secret config key a tenant's field names: its
-        endpoints' storage credentials, its VMs' user data (``cloudInit.userDataConfigKey``) and disk import
-        credentials (``source.credentialsConfigKey``), in config order (docs/security.md, "Who owns a secret")."""
+        endpoints' storage credentials and the values of their ``env`` entries with ``secretConfigKey``, its VMs' user
+        data (``cloudInit.userDataConfigKey``) and disk import credentials (``source.credentialsConfigKey``), in config
+        order (docs/security.md, "Who owns a secret")."""
         for region, cell in self.regions.items():
             for tenant_name, tenant in cell.tenants.items():
                 base: tuple[str | int, ...] = ("regions", region, "tenants", tenant_name)
@@ -360,6 +445,10 @@ class StackSpec(SpecModel):
                             where,
                             "this endpoint's storage credentials",
                         )
+                    for index, var in enumerate(endpoint.env):
+                        if var.secret_config_key is not None:
+                            where = (*base, "modelEndpoints", name, "env", index, "secretConfigKey")
+                            yield var.secret_config_key, region, tenant_name, where, f"the value of {var.name}"
                 for name, vm in tenant.virtual_machines.items():
                     key = vm.cloud_init.user_data_config_key if vm.cloud_init else None
                     if key is not None:
@@ -405,10 +494,29 @@ class StackSpec(SpecModel):
                     "needs its own, its Secret is readable in the tenant's namespace",
                 )
 
+    def _check_backup_buckets(self) -> Iterator[SpecError]:
+        """Two regions never write backups to the same place: each region's Velero syncs every backup it finds
+        under its prefix into its own cell and garbage-collects the expired ones, the other region's included."""
+        seen: dict[tuple[str | None, str, str | None], str] = {}
+        for region, cell in self.regions.items():
+            if cell.backups is None:
+                continue
+            storage = cell.backups.storage
+            place = (storage.endpoint, storage.bucket, (storage.prefix or "").strip("/") or None)
+            first = seen.setdefault(place, region)
+            if first != region:
+                yield SpecError(
+                    ("regions", region, "backups", "storage", "prefix"),
+                    f"{shown(storage.prefix or '')} in bucket {storage.bucket} is where region {first} keeps its "
+                    "backups: each region's Velero would import and expire the other's; give each region its own "
+                    "prefix (e.g. the region's name)",
+                )
+
 
 _STACK_RULES = (
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
     Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),
+    Rule("backupBuckets", ("regions",), StackSpec._check_backup_buckets, partial_maps=True),
 )
 """StackSpec's rules across regions; they run on the regions that validated."""

@@ -24,6 +24,11 @@ __all__ = [
     "EtcdS3",
     "EtcdSnapshots",
     "EtcdSpec",
+    "check_cron",
+    "check_s3_bucket",
+    "check_s3_folder",
+    "check_s3_region",
+    "cron_problem",
 ]
 
 DEFAULT_SNAPSHOT_SCHEDULE = "0 */12 * * *"
@@ -74,6 +79,52 @@ def cron_problem(value: str) -> str | None:
     return None
 
 
+def check_cron(value: str) -> str:
+    """``value`` when :func:`cron_problem` finds nothing in it; raises ``ValueError`` with the problem."""
+    problem = cron_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def check_s3_bucket(value: str) -> str:
+    """An S3 bucket name by the AWS S3 User Guide's "Bucket naming rules": 3-63 of a-z, 0-9, ``.`` and ``-``, no two
+    adjacent periods, no period next to a hyphen, not shaped like an IPv4 address, none of the reserved prefixes and
+    suffixes. Raises ``ValueError`` naming what is accepted."""
+    if (
+        not _BUCKET.fullmatch(value)
+        or ".." in value
+        or ".-" in value
+        or "-." in value
+        or re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value)
+        or value.startswith(("xn--", "sthree-"))
+        or value.endswith(("-s3alias", "--ol-s3"))
+    ):
+        raise ValueError(
+            "is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending "
+            "alphanumeric, no '..', '.-' or '-.', not an IP address, no xn-- or sthree- prefix)"
+        )
+    return value
+
+
+def check_s3_region(value: str) -> str:
+    """An S3 region name (``us-east-1``). Raises ``ValueError``."""
+    if not _REGION.fullmatch(value):
+        raise ValueError("is not an S3 region name such as us-east-1")
+    return value
+
+
+def check_s3_folder(value: str | None) -> str | None:
+    """A key prefix in a bucket: letters, digits, ``.``, ``_``, ``-`` and ``/``, not starting with ``/``, no ``//``,
+    at most 512 characters (``None`` passes). Raises ``ValueError``."""
+    if value is not None and (len(value) > 512 or not _FOLDER.fullmatch(value)):
+        raise ValueError(
+            "is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', "
+            "no '//', at most 512 characters)"
+        )
+    return value
+
+
 class EtcdS3(SpecModel):
     """An S3-compatible target for the snapshots, configured through a ``kube-system`` Secret (never config.yaml)."""
 
@@ -107,42 +158,9 @@ class EtcdS3(SpecModel):
             raise ValueError(wrong) from None
         return value
 
-    @field_validator("bucket")
-    @classmethod
-    def _bucket(cls, value: str) -> str:
-        # the S3 bucket naming rules (AWS S3 User Guide, "Bucket naming rules"): no two adjacent periods, no
-        # period next to a hyphen, not shaped like an IPv4 address, none of the reserved prefixes and suffixes
-        if (
-            not _BUCKET.fullmatch(value)
-            or ".." in value
-            or ".-" in value
-            or "-." in value
-            or re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value)
-            or value.startswith(("xn--", "sthree-"))
-            or value.endswith(("-s3alias", "--ol-s3"))
-        ):
-            raise ValueError(
-                "is not an S3 bucket name (3-63 of a-z, 0-9, '.', '-', starting and ending "
-                "alphanumeric, no '..', '.-' or '-.', not an IP address, no xn-- or sthree- prefix)"
-            )
-        return value
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, value: str) -> str:
-        if not _REGION.fullmatch(value):
-            raise ValueError("is not an S3 region name such as us-east-1")
-        return value
-
-    @field_validator("folder")
-    @classmethod
-    def _folder(cls, value: str | None) -> str | None:
-        if value is not None and (len(value) > 512 or not _FOLDER.fullmatch(value)):
-            raise ValueError(
-                "is not a folder name (letters, digits, '.', '_', '-' and '/', not starting with '/', "
-                "no '//', at most 512 characters)"
-            )
-        return value
+    _bucket = field_validator("bucket")(check_s3_bucket)
+    _region = field_validator("region")(check_s3_region)
+    _folder = field_validator("folder")(check_s3_folder)
 
 
 class EtcdSnapshots(SpecModel):
@@ -162,13 +180,7 @@ class EtcdSnapshots(SpecModel):
     s3: EtcdS3 | None = None
     """Also upload each snapshot to an S3-compatible bucket. Defaults to none (local snapshots only)."""
 
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        problem = cron_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    _cron = field_validator("schedule")(check_cron)
 
 
 class EtcdSpec(SpecModel):

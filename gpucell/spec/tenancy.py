@@ -12,11 +12,15 @@ from pydantic import Field, StrictInt, ValidationInfo, field_validator, model_va
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Cidr, check_single_line
+from gpucell.spec.backups import TenantBackupSpec
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec, check_object_names
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, check_host_name, check_names, check_service_names
+from gpucell.spec.serving import ServingRuntimeSpec
+from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec, namespace_names
 from gpucell.spec.workloads import (
+    BUILTIN_RUNTIME_FORMATS,
     MAX_POD_CPU_MILLICORES,
     MAX_POD_MEMORY_GIB,
     GpuVirtualMachineSpec,
@@ -25,6 +29,7 @@ from gpucell.spec.workloads import (
 )
 
 __all__ = [
+    "CLUSTER_API_NAMESPACES",
     "LINK_LOCAL",
     "SYSTEM_NAMESPACES",
     "EgressClass",
@@ -41,6 +46,16 @@ _RESOURCE = re.compile(r"nvidia\.com/[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 _DEVICE_CLASS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 """A DNS subdomain (used with ``fullmatch``: ``$`` would accept a trailing newline)."""
 TENANT_NAMESPACE_PREFIX = "tenant-"
+CLUSTER_API_NAMESPACES = (
+    "capi-operator-system",
+    "capi-system",
+    "capi-kubeadm-bootstrap-system",
+    "capi-kubeadm-control-plane-system",
+    "capk-system",
+    "caaph-system",
+)
+"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.cluster_api`), with tenant
+clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
 SYSTEM_NAMESPACES = frozenset(
     {
         "default",
@@ -57,6 +72,8 @@ SYSTEM_NAMESPACES = frozenset(
         "dra-driver-nvidia-gpu",
         "monitoring",
         "keda",
+        *CLUSTER_API_NAMESPACES,
+        "velero",
     }
 )
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
@@ -211,6 +228,10 @@ _DERIVED_NAMES: dict[str, tuple[int, str]] = {
         "its StatefulSet's pods carry the label controller-revision-hash: <name>-<10-character hash>, "
         "a label value of at most 63 characters, or they are never created (kubernetes/kubernetes#64023)",
     ),
+    "tenant_clusters": (
+        MAX_CLUSTER_NAME,
+        "its worker pools' objects are named <cluster>-<pool>, a label value of at most 63 characters",
+    ),
     "model_endpoints": (
         53,
         "KServe names its Deployment, Service and autoscaler <name>-predictor, and a Service name "
@@ -252,15 +273,39 @@ class TenantSpec(SpecModel):
     preferences: dict[str, PreferenceSpec] = {}
     """Name -> a ``VirtualMachinePreference`` in the tenant's namespace (``preference: {name, kind:
     VirtualMachinePreference}``). Defaults to none."""
+    tenant_clusters: dict[str, TenantClusterSpec] = {}
+    """Cluster name -> a Kubernetes cluster of the tenant's own on KubeVirt VMs of its namespace, built by Cluster
+    API (docs/decisions/0024). Needs ``egress: internet`` (its nodes pull images)."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """What removing the tenant from the config may do to its namespace (and every PVC in it) and its guard rails
     (quota, limits, RBAC, network policies): ``protect`` (default), ``retain`` or ``delete``. Also the default of
-    its VMs and notebooks."""
+    its VMs, notebooks and tenant clusters."""
+    serving_runtimes: dict[str, ServingRuntimeSpec] = {}
+    """Runtime name (a DNS-1123 label, not a built-in runtime's) -> the tenant's own ServingRuntime, which its
+    endpoints name in ``runtime``."""
+    backup: TenantBackupSpec | None = None
+    """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
+    bucket. Defaults to none."""
 
-    _names = field_validator("virtual_machines", "notebooks", "model_endpoints")(check_service_names)
+    @field_validator("serving_runtimes")
+    @classmethod
+    def _runtime_names(cls, runtimes: dict[str, ServingRuntimeSpec]) -> dict[str, ServingRuntimeSpec]:
+        for name in runtimes:
+            if not DNS_LABEL.fullmatch(name):
+                raise SpecError((name,), f"{shown(name)} is not a ServingRuntime name (a DNS-1123 label)")
+            if name in BUILTIN_RUNTIME_FORMATS:
+                raise SpecError(
+                    (name,),
+                    f"{shown(name)} is a ClusterServingRuntime KServe installs; a tenant runtime of that name "
+                    "would shadow it in the tenant's namespace: choose another name",
+                )
+        return runtimes
+
     _object_names = field_validator("instancetypes", "preferences")(check_object_names)
 
-    @field_validator("virtual_machines", "notebooks", "model_endpoints")
+    _names = field_validator("virtual_machines", "notebooks", "model_endpoints", "tenant_clusters")(check_service_names)
+
+    @field_validator("virtual_machines", "notebooks", "model_endpoints", "tenant_clusters")
     @classmethod
     def _derived_names(cls, names: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         longest, why = _DERIVED_NAMES[info.field_name or ""]
@@ -301,6 +346,34 @@ class TenantSpec(SpecModel):
                 ) from None
         return names
 
+    def _runtimes_admitted_together(self) -> None:
+        """Raise :class:`SpecError` when KServe's webhook would deny one of the tenant's runtimes next to another:
+        both auto-select a format at the same priority and share a protocol (``validateServingRuntimePriority``,
+        v0.20.0 ``servingruntime_webhook.go``)."""
+        names = list(self.serving_runtimes)
+        for later_index, later in enumerate(names):
+            for earlier in names[:later_index]:
+                a, b = self.serving_runtimes[earlier], self.serving_runtimes[later]
+                if not set(a.protocol_versions) & set(b.protocol_versions):
+                    continue
+                for entry in b.supported_model_formats:
+                    clash = any(
+                        e.auto_select
+                        and entry.auto_select
+                        and e.name == entry.name
+                        and e.version == entry.version
+                        and e.priority is not None
+                        and e.priority == entry.priority
+                        for e in a.supported_model_formats
+                    )
+                    if clash:
+                        raise SpecError(
+                            ("servingRuntimes", later, "supportedModelFormats"),
+                            f"{entry.name!r} at priority {entry.priority} is already auto-selected by runtime "
+                            f"{earlier} at that priority for the same protocol; KServe's webhook denies the second "
+                            "runtime: give them different priorities",
+                        )
+
     @model_validator(mode="after")
     def _egress_and_names(self) -> TenantSpec:
         custom = self.egress is EgressClass.CUSTOM
@@ -311,11 +384,22 @@ class TenantSpec(SpecModel):
             key = "egressFqdns" if self.egress_fqdns else "egressCidrs"
             accepted = "custom" if key == "egressFqdns" else "custom or internet"
             raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
+        self._runtimes_admitted_together()
+        for name, endpoint in self.model_endpoints.items():
+            runtime = endpoint.runtime
+            known = runtime in BUILTIN_RUNTIME_FORMATS or runtime in self.serving_runtimes
+            if endpoint.model_format is None and not known:
+                raise SpecError(
+                    ("modelEndpoints", name, "modelFormat"),
+                    f"is required with runtime {shown(runtime)}, which is neither a built-in KServe runtime "
+                    f"nor one of the tenant's servingRuntimes ({', '.join(self.serving_runtimes) or 'none'})",
+                )
         seen: dict[str, str] = {}
         for kind, names in (
             ("virtualMachines", self.virtual_machines),
             ("notebooks", self.notebooks),
             ("modelEndpoints", self.model_endpoints),
+            ("tenantClusters", self.tenant_clusters),
         ):
             for name in names:
                 if name in seen:
@@ -325,6 +409,15 @@ class TenantSpec(SpecModel):
                         "tenant; workload names share the namespace",
                     )
                 seen[name] = kind
+        for cluster in self.tenant_clusters:
+            for name, what in namespace_names(cluster).items():
+                taker = seen.get(name)
+                if taker is not None and taker != "tenantClusters":
+                    raise SpecError(
+                        (taker, name),
+                        f"{shown(name)} is taken by tenant cluster {cluster} (its {what}) in this tenant; "
+                        "workload names share the namespace",
+                    )
         return self
 
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from gpucell.spec.network import Network
     from gpucell.spec.pools import NodePool
     from gpucell.spec.tenancy import TenantSpec
+    from gpucell.spec.tenant_clusters import TenantClusterApiServer
+    from gpucell.spec.workloads import SshService
 
 __all__ = [
     "ADDRESS_ANNOTATION",
@@ -508,52 +510,61 @@ def vm_pool(lb: LoadBalancerSpec | None, tenant: str, pool: str | None) -> str |
     return pools[0] if pools else None
 
 
+def _load_balancer_services(
+    cell: TrafficFacts,
+) -> Iterator[tuple[str, tuple[str, ...], SshService | TenantClusterApiServer]]:
+    """``(tenant, key path, service)`` of every LoadBalancer Service a tenant declares: a VM's ``sshService``, a
+    tenant cluster's ``apiServer``."""
+    for tenant, spec in cell.tenants.items():
+        for name, vm in spec.virtual_machines.items():
+            if vm.ssh_service is not None and vm.ssh_service.type.value == "LoadBalancer":
+                yield tenant, ("tenants", tenant, "virtualMachines", name, "sshService"), vm.ssh_service
+        for name, cluster in spec.tenant_clusters.items():
+            if cluster.api_server.type.value == "LoadBalancer":
+                yield tenant, ("tenants", tenant, "tenantClusters", name, "apiServer"), cluster.api_server
+
+
 def _vm_addresses(cell: TrafficFacts) -> Iterator[SpecError]:
-    """Each LoadBalancer VM Service draws from a pool of its tenant, a fixed address lies in that pool, and no
-    address is given twice (to two VMs, or to a VM and the Gateway)."""
+    """Each LoadBalancer Service of a tenant (a VM's SSH, a tenant cluster's API) draws from a pool of its tenant, a
+    fixed address lies in that pool, and no address is given twice (to two Services, or to one and the Gateway)."""
     lb, gateway = cell.load_balancer, cell.gateway
     owners: dict[IPv4Address, str] = {}
     if gateway is not None and gateway.address is not None:
         owners[gateway.address] = "gateway.address"
-    for tenant, spec in cell.tenants.items():
-        for name, vm in spec.virtual_machines.items():
-            service = vm.ssh_service
-            if service is None or service.type.value != "LoadBalancer":
-                continue
-            where = ("tenants", tenant, "virtualMachines", name, "sshService")
-            if lb is None:
-                yield SpecError(
-                    (*where, "type"),
-                    "'LoadBalancer' needs the region's loadBalancer (pools and their "
-                    "announcement); configure it, or use NodePort or ClusterIP",
-                )
-                continue
-            pool = vm_pool(lb, tenant, service.pool)
-            mine = tenant_pools(lb, tenant)
-            if pool is None or pool not in mine:
-                given = (
-                    f"{shown(pool)} is not a pool that lists tenant {tenant}"
-                    if pool
-                    else (f"no loadBalancer pool lists tenant {tenant}")
-                )
-                yield SpecError(
-                    (*where, "pool" if service.pool else "type"),
-                    f"{given}; its pools: {', '.join(mine) or 'none'} (add the tenant to a pool's tenants)",
-                )
-                continue
-            address = service.address
-            if address is None:
-                continue
-            if not lb.pools[pool].holds(address):
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(address))} is outside loadBalancer.pools.{pool} ({', '.join(lb.pools[pool].blocks)})",
-                )
-            elif address in owners:
-                yield SpecError(
-                    (*where, "address"),
-                    f"{shown(str(address))} is already the address of "
-                    f"{owners[address]}; two Services never share an address",
-                )
-            else:
-                owners[address] = f"tenants.{tenant}.virtualMachines.{name}"
+    for tenant, where, service in _load_balancer_services(cell):
+        if lb is None:
+            yield SpecError(
+                (*where, "type"),
+                "'LoadBalancer' needs the region's loadBalancer (pools and their "
+                "announcement); configure it, or use NodePort or ClusterIP",
+            )
+            continue
+        pool = vm_pool(lb, tenant, service.pool)
+        mine = tenant_pools(lb, tenant)
+        if pool is None or pool not in mine:
+            given = (
+                f"{shown(pool)} is not a pool that lists tenant {tenant}"
+                if pool
+                else (f"no loadBalancer pool lists tenant {tenant}")
+            )
+            yield SpecError(
+                (*where, "pool" if service.pool else "type"),
+                f"{given}; its pools: {', '.join(mine) or 'none'} (add the tenant to a pool's tenants)",
+            )
+            continue
+        address = service.address
+        if address is None:
+            continue
+        if not lb.pools[pool].holds(address):
+            yield SpecError(
+                (*where, "address"),
+                f"{shown(str(address))} is outside loadBalancer.pools.{pool} ({', '.join(lb.pools[pool].blocks)})",
+            )
+        elif address in owners:
+            yield SpecError(
+                (*where, "address"),
+                f"{shown(str(address))} is already the address of "
+                f"{owners[address]}; two Services never share an address",
+            )
+        else:
+            owners[address] = ".".join(where[:-1])

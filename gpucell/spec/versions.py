@@ -103,6 +103,32 @@ class Versions(SpecModel):
     keda: str = "2.20.2"
     """KEDA Helm chart version (https://kedacore.github.io/charts); installed when an endpoint scales on a vLLM
     metric."""
+    velero: str = "12.1.0"
+    """Velero Helm chart version (https://vmware-tanzu.github.io/helm-charts, chart 12.1.0 = Velero v1.18.1);
+    installed with ``backups``. gpucell knows the Velero release of each chart it supports
+    (:data:`gpucell.spec.backups.VELERO_CHARTS`)."""
+    velero_plugin_for_aws: str = "v1.14.2"
+    """Velero's object store plugin for S3 (image ``velero/velero-plugin-for-aws``); its line must be the one
+    Velero's release is tested with (v1.14 for Velero 1.18)."""
+    kubevirt_velero_plugin: str = "v0.9.0"
+    """KubeVirt's Velero plugin (image ``quay.io/kubevirt/kubevirt-velero-plugin``), which backs up a VM with its
+    DataVolumes and skips its launcher pod on restore; v0.9 for Velero 1.18."""
+    external_snapshotter: str = "v8.6.0"
+    """kubernetes-csi/external-snapshotter release: the VolumeSnapshot CRDs and the snapshot-controller (image
+    ``registry.k8s.io/sig-storage/snapshot-controller``), installed with ``backups`` since k3s ships neither;
+    v8.6.0 is the release of Longhorn 1.12.1's csi-snapshotter sidecar."""
+
+    cluster_api: str = "v1.14.0"
+    """Cluster API release (kubernetes-sigs/cluster-api) of the core provider and the kubeadm bootstrap and
+    control-plane providers; installed when a tenant has ``tenantClusters``."""
+    capk: str = "v0.11.2"
+    """Cluster API provider KubeVirt (CAPK) release: tenant-cluster nodes as KubeVirt VMs."""
+    caaph: str = "v0.6.4"
+    """Cluster API add-on provider for Helm (CAAPH) release: installs Cilium and the GPU Operator into tenant
+    clusters."""
+    capi_operator: str = "0.28.0"
+    """cluster-api-operator Helm chart version (https://kubernetes-sigs.github.io/cluster-api-operator), which
+    installs and upgrades the four providers above from their release manifests."""
 
     @field_validator(
         "cilium",
@@ -117,6 +143,14 @@ class Versions(SpecModel):
         "kube_prometheus_stack",
         "keda",
         "kube_vip",
+        "cluster_api",
+        "capk",
+        "caaph",
+        "capi_operator",
+        "velero",
+        "velero_plugin_for_aws",
+        "kubevirt_velero_plugin",
+        "external_snapshotter",
     )
     @classmethod
     def _exact(cls, value: str) -> str:

@@ -28,6 +28,7 @@ from gpucell.spec.images import ImportSource
 from gpucell.spec.instancetypes import InstancetypeRef, PreferenceRef
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
+from gpucell.spec.serving import EnvVar, ProtocolVersion, check_env
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -78,6 +79,12 @@ _SSH_PUBLIC_KEY = re.compile(
 )
 """One OpenSSH ``authorized_keys`` key: ``type base64 [comment]``, on one line."""
 _S3_REGION = re.compile(r"[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?")
+
+
+def _priority_class(value: str | None) -> str | None:
+    if value is not None and not DNS_SUBDOMAIN.fullmatch(value):
+        raise ValueError("is not a PriorityClass name (a DNS-1123 subdomain)")
+    return value
 
 
 def _storage_class(value: str | None) -> str | None:
@@ -396,6 +403,12 @@ class GpuVirtualMachineSpec(SpecModel):
     removal_policy: RemovalPolicy | None = None
     """What removing the VM from the config may do to the VirtualMachine and so its disks (its
     ``dataVolumeTemplates``, owned by it): ``protect``, ``retain`` or ``delete``. Defaults to the tenant's."""
+    priority_class_name: str | None = None
+    """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the VM's launcher pod
+    (``spec.template.spec.priorityClassName``); a change reaches the running VM at its next restart. Defaults to
+    none (priority 0)."""
+
+    _priority = field_validator("priority_class_name")(_priority_class)
 
     @field_validator("hugepages")
     @classmethod
@@ -605,7 +618,12 @@ class NotebookSpec(SpecModel):
     ``delete``. Defaults to the tenant's. The home PVC outlives the StatefulSet in every case (it goes with the
     tenant's namespace, or by hand)."""
 
+    priority_class_name: str | None = None
+    """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the notebook's pod; changing it
+    restarts the notebook. Defaults to none (priority 0)."""
+
     _class = field_validator("storage_class")(_storage_class)
+    _priority = field_validator("priority_class_name")(_priority_class)
 
     @field_validator("image")
     @classmethod
@@ -633,8 +651,8 @@ class ModelEndpointSpec(SpecModel):
     model_format: str | None = None
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
-    """ClusterServingRuntime name (``kserve-huggingfaceserver``, ``kserve-tritonserver``...); one the pinned KServe
-    installs (see ``gpucell.kserve_runtimes``)."""
+    """Runtime name: a ClusterServingRuntime the pinned KServe installs (``kserve-huggingfaceserver``,
+    ``kserve-tritonserver``..., see ``gpucell.kserve_runtimes``) or one of the tenant's ``servingRuntimes``."""
     runtime_version: str | None = None
     """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
     a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""
@@ -670,6 +688,19 @@ class ModelEndpointSpec(SpecModel):
     expose: EndpointExposure | None = None
     """Serve the endpoint over HTTPS on the region's Gateway (a Certificate and an HTTPRoute); none keeps it
     cluster-internal."""
+    env: list[EnvVar] = []
+    """Environment variables of the model container (``predictor.model.env``), added to the runtime's; changing
+    them rolls the endpoint's replicas. Defaults to none."""
+    protocol_version: ProtocolVersion | None = None
+    """Inference protocol (``predictor.model.protocolVersion``): ``v1``, ``v2``, ``grpc-v1`` or ``grpc-v2``; the
+    runtime must speak it. Defaults to none: KServe's ``v1`` for choosing a runtime, the runtime's own way of
+    serving."""
+    priority_class_name: str | None = None
+    """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the predictor's pods
+    (``predictor.priorityClassName``); changing it rolls the replicas. Defaults to none (priority 0)."""
+
+    _priority = field_validator("priority_class_name")(_priority_class)
+    _env = field_validator("env")(check_env)
 
     @field_validator("runtime_version")
     @classmethod
@@ -785,12 +816,6 @@ class ModelEndpointSpec(SpecModel):
     def _shape(self) -> ModelEndpointSpec:
         if self.model_format is None and self.runtime is None:
             raise SpecError(("modelFormat",), "give modelFormat, runtime or both")
-        if self.model_format is None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
-            raise SpecError(
-                ("modelFormat",),
-                f"is required with runtime {shown(self.runtime)}, which is not a "
-                f"built-in KServe runtime; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}",
-            )
         if self.max_replicas < self.min_replicas:
             raise SpecError(("maxReplicas",), f"{self.max_replicas} is below minReplicas {self.min_replicas}")
         scheme, _, path = self.storage_uri.partition("://")
@@ -817,4 +842,11 @@ class ModelEndpointSpec(SpecModel):
                 raise SpecError((key,), f"only applies to s3:// storage (storageUri is {scheme}://)")
             if value is not None and self.credentials_config_key is None:
                 raise SpecError((key,), "needs credentialsConfigKey: KServe reads it from the credentials Secret")
+        for index, var in enumerate(self.env):
+            if var.name == "HF_TOKEN" and scheme == "hf" and self.credentials_config_key is not None:
+                raise SpecError(
+                    ("env", index, "name"),
+                    f"'HF_TOKEN' is set from credentialsConfigKey {self.credentials_config_key!r} (the Hugging Face "
+                    "token of hf:// storage); drop one of the two",
+                )
         return self

@@ -4,7 +4,8 @@
 - ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins;
 - ``gpucell diff`` reviews the change between two plans (see :mod:`gpucell.stacks.review`);
 - ``gpucell usage`` prints GPU-hours per tenant and resource from a cell's Prometheus (see :mod:`gpucell.stacks.usage`);
-- ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`).
+- ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`);
+- ``gpucell restore`` prints the Velero Restore of a tenant's backup (see :mod:`gpucell.stacks.restore`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpucell.stacks.plan import (
     write_out,
 )
 from gpucell.stacks.plan_file import load_plan, restack
+from gpucell.stacks.restore import restore_document
 from gpucell.stacks.review import Review, exit_code, render, review
 from gpucell.stacks.schema import SCHEMA_FILE, render_schema
 
@@ -98,7 +100,44 @@ def _parser() -> argparse.ArgumentParser:
     _project_dir(fetch_cmd)
     _diff_parser(commands)
     _usage_parser(commands)
+    _restore_parser(commands)
     return parser
+
+
+def _restore_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "restore",
+        help="print the Velero Restore bringing a tenant's namespace (or one workload) back from a backup",
+        description="Reads Pulumi.STACK.yaml only and prints a velero.io/v1 Restore into the tenant's own namespace "
+        "for a cluster admin to apply (kubectl apply -f -); objects that still exist are left as they are. Exit "
+        "codes: 0 printed, 2 wrong command line or stack config.",
+    )
+    parser.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml")
+    parser.add_argument("--region", required=True, help="the tenant's region")
+    parser.add_argument("--tenant", required=True, help="the tenant whose namespace is restored")
+    parser.add_argument("--backup", required=True, help="the backup (velero backup get: tenant-<t>-<timestamp>)")
+    parser.add_argument("--workload", help="only this VM, notebook or endpoint (its labelled objects and volumes)")
+    parser.add_argument("--run-strategy", help="run strategy of the restored VMs (Halted: restored stopped)")
+    parser.add_argument("--name", help="the Restore's name (default <backup>-restore)")
+    _project_dir(parser)
+
+
+def _restore(args: argparse.Namespace) -> int:
+    """``gpucell restore``: print the Restore's YAML (notes on stderr)."""
+    text, notes = restore_document(
+        args.project_dir,
+        args.stack,
+        region=args.region,
+        tenant=args.tenant,
+        backup=args.backup,
+        workload=args.workload,
+        run_strategy=args.run_strategy,
+        name=args.name,
+    )
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(text, end="")
+    return EXIT_OK
 
 
 def _usage_parser(commands: Any) -> None:
@@ -402,7 +441,14 @@ def main(argv: list[str] | None = None) -> int:
     written). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
     run quietly with exit 1, as other command-line tools stop when their output is no longer read."""
     args = _parser().parse_args(argv)
-    commands = {"plan": _plan, "schemas": _fetch, "diff": _diff, "schema": _schema, "usage": _usage}
+    commands = {
+        "plan": _plan,
+        "schemas": _fetch,
+        "diff": _diff,
+        "schema": _schema,
+        "usage": _usage,
+        "restore": _restore,
+    }
     try:
         return commands[args.command](args)
     except BrokenPipeError:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pulumi
 
+from gpucell.backups import BackupCredentials
 from gpucell.disk_import import import_secret_data
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import ConfigError, join_path
@@ -32,8 +33,9 @@ class StackConfig:
     ssh_private_keys: dict[str, pulumi.Output[str]]
     """Region name -> the secret config value named by that region's ``ssh.privateKeyConfigKey``."""
     credentials: dict[str, pulumi.Output[str]]
-    """Config key -> secret value, for every secret a tenant's or the cell's field names (endpoint and import
-    credentials, VM user data, etcd S3 and remote-write credentials)."""
+    """Config key -> secret value, for every secret a tenant's or the cell's field names: endpoints'
+    ``credentialsConfigKey`` and ``env[].secretConfigKey``, import credentials, VM user data, etcd S3, remote write and
+    backup credentials."""
     acknowledgements: list[Acknowledgement] = field(default_factory=list)
     """``gpucell:acknowledge``: the disruptive changes the next ``pulumi up`` may apply (see
     :mod:`gpucell.stacks.guard`)."""
@@ -47,6 +49,16 @@ class StackConfig:
             if remote is None or remote.credentials_config_key is None
             else self.credentials[remote.credentials_config_key]
         )
+
+    def backup_credentials(self, region: str) -> BackupCredentials | None:
+        """The secrets ``regions.<region>.backups`` names, or ``None`` without ``backups``."""
+        backups = self.spec.regions[region].backups
+        if backups is None:
+            return None
+        bucket, password = backups.storage.credentials_config_key, backups.repository_password_config_key
+        assert bucket is not None  # the spec requires both
+        assert password is not None
+        return BackupCredentials(self.credentials[bucket], self.credentials[password])
 
     def etcd_s3_credentials(self, region: str) -> pulumi.Output[str] | None:
         """The secret named by ``regions.<region>.etcd.snapshots.s3.credentialsConfigKey``, or ``None``."""
@@ -282,6 +294,69 @@ def _read_vm_secrets(config: pulumi.Config, spec: StackSpec, credentials: dict[s
     return problems
 
 
+def _read_backup_secrets(
+    config: pulumi.Config, region: str, cell: CellSpec, credentials: dict[str, pulumi.Output[str]]
+) -> list[str]:
+    """Read the two secrets ``backups`` names into ``credentials``; the problem lines when one is missing, stored in
+    plain text, or (the bucket's) not ``<access key id>:<secret access key>``, never showing a value."""
+    backups = cell.backups
+    if backups is None:
+        return []
+    problems: list[str] = []
+    for key, used_by, how in (
+        (
+            backups.storage.credentials_config_key,
+            "backups.storage.credentialsConfigKey",
+            "'<access key id>:<secret access key>'",
+        ),
+        (backups.repository_password_config_key, "backups.repositoryPasswordConfigKey", '"$(openssl rand -base64 32)"'),
+    ):
+        if key is None or key in credentials:
+            continue
+        try:
+            credentials[key] = _require_secret(config, key, f"regions.{region}.{used_by} names it", f"{key} -- {how}")
+        except ConfigError as exc:
+            problems += exc.lines
+            continue
+        value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+        if value is None:
+            continue
+        if used_by.startswith("backups.storage"):
+            key_id, sep, secret = value.partition(":")
+            wrong = not (sep and key_id and secret)
+        else:
+            wrong = len(value.strip()) < 16
+        if wrong:
+            what = how if used_by.startswith("backups.storage") else "a password of at least 16 characters"
+            problems.append(
+                f"{key}: is not {what} (regions.{region}.{used_by} names it; the value is not shown); set it with "
+                f"`pulumi config set --secret {key} -- {how}`"
+            )
+    return problems
+
+
+def _read_env_secrets(
+    config: pulumi.Config, region: str, cell: CellSpec, credentials: dict[str, pulumi.Output[str]]
+) -> list[str]:
+    """Read the secrets endpoints' ``env[].secretConfigKey`` name into ``credentials``; the problem lines when one
+    is missing or stored in plain text."""
+    problems: list[str] = []
+    for tenant_name, tenant in cell.tenants.items():
+        for name, endpoint in tenant.model_endpoints.items():
+            for index, var in enumerate(endpoint.env):
+                key = var.secret_config_key
+                if key is None or key in credentials:
+                    continue
+                used_by = f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}.env[{index}]"
+                try:
+                    credentials[key] = _require_secret(
+                        config, key, f"{used_by}.secretConfigKey names it", f"{key} -- <value of {var.name}>"
+                    )
+                except ConfigError as exc:
+                    problems += exc.lines
+    return problems
+
+
 def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
     """Read and validate ``gpucell:*`` config. Registers nothing.
 
@@ -321,6 +396,8 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 if problem is not None:
                     problems.append(problem)
         problems += _read_remote_write_credentials(config, region, cell, credentials)
+        problems += _read_backup_secrets(config, region, cell, credentials)
+        problems += _read_env_secrets(config, region, cell, credentials)
         for tenant_name, tenant in cell.tenants.items():
             for name, endpoint in tenant.model_endpoints.items():
                 key = endpoint.credentials_config_key

@@ -38,6 +38,7 @@ __all__ = [
     "K8S_RESTART",
     "MISSING",
     "REVISIONED_KINDS",
+    "ROLLOUTS",
     "SECRET_CHANGED",
     "InputChange",
     "PlanDiff",
@@ -275,6 +276,39 @@ _CLOUD_INIT_NOTE = (
     "same across restarts (kubevirt v1.9.0 pkg/cloud-init/cloud-init.go): an existing VM keeps what its first boot "
     "applied (only per-boot parts such as bootcmd run again at a restart); new VMs get it"
 )
+
+_PREDICTOR_SCALING = tuple(
+    f"spec.predictor.{key}"
+    for key in ("minReplicas", "maxReplicas", "scaleMetric", "scaleMetricType", "scaleTarget", "autoScaling")
+)
+ROLLOUTS: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+    "InferenceService": (
+        (
+            "spec.predictor",
+            _PREDICTOR_SCALING,
+            "KServe rolls the predictor's Deployment: each replica is replaced in turn (GPU endpoints take no surge "
+            "replica, so one fewer serves meanwhile; with one replica the endpoint is down until the new one is "
+            "ready)",
+        ),
+    ),
+    "StatefulSet": (("spec.template", (), "restarts the notebook's pod (its home volume is kept)"),),
+    "VirtualMachine": (
+        (
+            "spec.template.spec.priorityClassName",
+            (),
+            "reaches the running VM at its next restart (KubeVirt marks it RestartRequired)",
+        ),
+    ),
+    "Schedule": (
+        ("spec.template.ttl", (), "applies to backups taken from now on; existing backups keep their expiry"),
+        ("spec.schedule", (), "the next backup follows the new schedule; existing backups are kept"),
+    ),
+}
+"""Kind -> (path, paths under it that do not count, what the change does to running workloads) of in-place updates
+worth a reviewer's note: KServe's raw-mode Deployment (v0.20.0 ``reconcilers/deployment``) rolls on a pod template
+change but not on a scaling change (the HPA's or ScaledObject's); a StatefulSet rolls its pod; KubeVirt applies a
+running VM's template at restart; Velero sets a Backup's ``ttl`` when it takes it."""
+
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _HEREDOC = re.compile(r'cat >"?[^"\n]*?([\w.-]+)"? <<\'(\w+)\'\n(.*?)^\2$', re.DOTALL | re.MULTILINE)
 
@@ -558,7 +592,18 @@ def _compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceDiff | N
     result.changes = changes + option_changes
     result.texts += texts
     _replacements(old, new, result)
+    if result.action == "update":
+        result.notes += _rollout_notes(_kind(new), [c.path for c in changes])
     return result
+
+
+def _rollout_notes(kind: str | None, paths: list[str]) -> list[str]:
+    """The :data:`ROLLOUTS` notes of ``kind`` whose path one of ``paths`` is under (its exclusions aside)."""
+    return [
+        note
+        for prefix, excluded, note in ROLLOUTS.get(kind or "", ())
+        if any(_pattern(prefix).match(p) and not _under(p, excluded) for p in paths)
+    ]
 
 
 def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: ResourceDiff) -> None:
@@ -583,7 +628,7 @@ def _replacements(old: Mapping[str, Any], new: Mapping[str, Any], result: Resour
     if result.replaced_by:
         result.action = "replace"
         if kind is not None:
-            result.notes.append("deleted, then created again under the same name: it is gone in between")
+            result.notes.append(_replacement_order(old, new))
         if rtype.startswith("pulumi:providers:kubernetes"):
             result.notes.append("a new provider replaces every Kubernetes resource of the cell that uses it")
         result.protected = bool((old.get("options") or {}).get("protect"))
@@ -597,6 +642,20 @@ def _vm_effects(kind: str | None, paths: list[str], result: ResourceDiff) -> Non
             result.restart.append(f"`{prefix}`: {why}")
     if kind in REVISIONED_KINDS and any(p.startswith("spec") for p in paths):
         result.notes.append(_REVISION_NOTE)
+
+
+def _replacement_order(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """How pulumi-kubernetes replaces a Kubernetes object: delete first only when the new one keeps the old one's
+    name and namespace (``provider/pkg/provider/provider.go`` ``Diff``, ``deleteBeforeReplace``); a renamed object
+    (a hashed template name) is created first and the old one deleted at the end of the run."""
+
+    def identity(resource: Mapping[str, Any]) -> tuple[Any, Any]:
+        meta = (resource.get("inputs") or {}).get("metadata") or {}
+        return meta.get("name"), meta.get("namespace")
+
+    if identity(old) == identity(new):
+        return "deleted, then created again under the same name: it is gone in between"
+    return "created under its new name first; the old object is deleted at the end of the run"
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
+from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
+from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = ["build_cells", "main"]
@@ -65,6 +67,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
                 etcd_s3_credentials=stack.etcd_s3_credentials(region),
                 registered_hosts=registered_hosts(deployed.get(region)),
                 remote_write_credentials=stack.remote_write_credentials(region),
+                backup_credentials=stack.backup_credentials(region),
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
                 control_server=control.host,
                 image_credentials=stack.credentials,
@@ -93,6 +96,9 @@ def registered_hosts(deployed: Mapping[str, Any] | None) -> frozenset[str] | Non
 def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[Tenant]:
     """The region's tenants (children of the cell) and their workloads (children of their tenant).
 
+    Tenant clusters export their kubeconfigs as one secret output, ``<region>TenantClusterKubeconfigs``
+    (``{"<tenant>/<cluster>": kubeconfig}``, read once each cluster's control plane is up).
+
     VMs with ``gpuAllocation: dra`` come last and wait for every notebook's StatefulSet and endpoint's
     InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
     claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
@@ -103,6 +109,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     order = DraClaimOrder()
     dra_vms: list[tuple[str, str, GpuVirtualMachineSpec, Tenant]] = []
     routes = {(route.tenant, route.endpoint): route for route in exposed_endpoints(cell.spec)}
+    kubeconfigs: dict[str, pulumi.Output[str]] = {}
     for tenant_name, spec in cell.spec.tenants.items():
         tenant = Tenant(
             f"{region}-{tenant_name}",
@@ -121,15 +128,33 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         for name, notebook in spec.notebooks.items():
             book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
             order.record(book.placement, book.statefulset)
+        runtimes = {
+            name: ServingRuntime(f"{prefix}-{name}", ServingRuntimeArgs(name, runtime, tenant), opts=under)
+            for name, runtime in spec.serving_runtimes.items()
+        }
         for name, endpoint in spec.model_endpoints.items():
             key = endpoint.credentials_config_key
             credentials = stack.credentials[key] if key is not None else None
             route = routes.get((tenant_name, name))
             gateway = cell.gateway.gateways[route.gateway] if route is not None and cell.gateway else None
+            env = {
+                v.secret_config_key: stack.credentials[v.secret_config_key] for v in endpoint.env if v.secret_config_key
+            }
+            runtime = runtimes.get(endpoint.runtime or "")
             served = ModelEndpoint(
-                f"{prefix}-{name}", ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway), opts=under
+                f"{prefix}-{name}",
+                ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway, env, runtime),
+                opts=under,
             )
             order.record(served.placement, served.inference_service)
+        for name, cluster_spec in spec.tenant_clusters.items():
+            assert cell.cluster_api is not None  # the cell installs Cluster API when a tenant has a cluster
+            built = TenantCluster(
+                f"{prefix}-{name}",
+                TenantClusterArgs.from_tenant(name, cluster_spec, tenant, cell.cluster_api),
+                opts=under,
+            )
+            kubeconfigs[f"{tenant_name}/{name}"] = built.kubeconfig
         tenants.append(tenant)
     for component_name, name, vm, tenant in dra_vms:
         pools = vm_placement(name, vm, cell.facts).pools
@@ -139,6 +164,9 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             GpuVirtualMachineArgs(name, vm, tenant, after, secrets=vm_secrets(vm, stack)),
             opts=pulumi.ResourceOptions(parent=tenant),
         )
+    if kubeconfigs:
+        # Secret as a whole: each value is Cluster API's admin kubeconfig of a tenant cluster.
+        pulumi.export(f"{region}TenantClusterKubeconfigs", pulumi.Output.secret(pulumi.Output.all(**kubeconfigs)))
     return tenants
 
 

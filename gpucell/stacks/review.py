@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucell.disruption import (
+    UNACKNOWLEDGEABLE,
     DisruptiveChange,
     Judgement,
     StackAcknowledgements,
@@ -294,7 +295,9 @@ def _disruptive_section(item: Review) -> list[str]:
         )
         lines.append(f"   - {change.effect[0].upper()}{change.effect[1:]}.")
         entry = acknowledged.get(id(change))
-        if entry is not None:
+        if change.change in UNACKNOWLEDGEABLE:
+            lines.append("   - ⛔ No acknowledgement allows it: `pulumi up` refuses it.")
+        elif entry is not None:
             lines.append(f"   - ✅ Acknowledged: {_cell(entry.reason)}")
         else:
             lines.append(
@@ -433,16 +436,23 @@ def _region_section(region: str, diffs: list[ResourceDiff]) -> list[str]:
     return lines
 
 
+def _acknowledged(item: Review) -> str:
+    """How the disruptive changes of ``item`` stand: how many lack an acknowledgement and how many no acknowledgement
+    allows (:data:`gpucell.disruption.UNACKNOWLEDGEABLE`), else "all acknowledged"."""
+    missing = len(item.judgement.refused)
+    never = sum(1 for change in item.disruptive if change.change in UNACKNOWLEDGEABLE)
+    parts = [f"{missing} not acknowledged"] if missing else []
+    parts += [f"{never} refused whatever is acknowledged"] if never else []
+    return ", ".join(parts) or "all acknowledged"
+
+
 def render(reviews: list[Review]) -> str:
     """The Markdown of one or more stack reviews, starting with :data:`COMMENT_MARKER`."""
     lines = [COMMENT_MARKER]
     for item in reviews:
         diffs = [d for ds in item.plan_diff.regions.values() for d in ds]
-        refused = len(item.judgement.refused)
         if item.disruptive:
-            status = f"**⚠️ {len(item.disruptive)} disruptive change(s)**" + (
-                f", {refused} not acknowledged" if refused else ", all acknowledged"
-            )
+            status = f"**⚠️ {len(item.disruptive)} disruptive change(s)**, " + _acknowledged(item)
         elif item.changed:
             status = "no disruptive change"
         else:

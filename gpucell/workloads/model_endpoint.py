@@ -30,7 +30,9 @@ and, by the keys each Secret holds, gives the storage-initializer container env 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -38,11 +40,13 @@ from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.admission import tenant_runtimes
 from gpucell.dra import pod_resource_claims
 from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.metrics import PROMETHEUS_URL
 from gpucell.placement import Placement
+from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
@@ -59,6 +63,7 @@ from gpucell.workloads._common import (
     opaque_secret,
     scheduling,
 )
+from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
     from gpucell.admission import ClusterFacts
@@ -71,6 +76,7 @@ __all__ = [
     "CREDENTIAL_KEYS",
     "DEPLOYMENT_MODE_ANNOTATION",
     "DEVSHM_VOLUME",
+    "ENV_SECRET_ANNOTATION",
     "HF_TOKEN_KEY",
     "PREDICTOR_LABEL",
     "PREDICTOR_PORT",
@@ -81,12 +87,14 @@ __all__ = [
     "credentials_secret_data",
     "credentials_secret_name",
     "endpoint_runtime",
+    "env_secret_name",
     "gateway_policy_manifest",
     "http_route_manifest",
     "inference_service_manifest",
     "metrics_policy_manifest",
     "model_format",
     "service_account_manifest",
+    "serving_port",
     "storage_scheme",
     "vllm_query",
 ]
@@ -128,6 +136,12 @@ class ModelEndpointArgs:
     """With ``expose``: its host and Gateway listener (:func:`gpucell.gateway.exposed_endpoints`)."""
     gateway: pulumi.Resource | None = None
     """With ``route``: the ``Gateway`` it attaches to, which the HTTPRoute waits for."""
+    env_secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Config key -> secret value, for every ``env`` entry of the spec with ``secretConfigKey``. Treated as Pulumi
+    secrets."""
+    runtime: pulumi.Resource | None = None
+    """The tenant's own ServingRuntime the endpoint names (:class:`gpucell.workloads.serving_runtime.ServingRuntime`),
+    which the InferenceService waits for."""
 
 
 def storage_scheme(storage_uri: str) -> str:
@@ -162,39 +176,69 @@ def credentials_secret_data(scheme: str, credentials: str, *, where: str = "") -
     raise ValueError(f"{where}{scheme}:// storage takes no credentials here (only {schemes})")
 
 
-def model_format(spec: ModelEndpointSpec) -> str:
-    """The ``modelFormat.name`` rendered: the declared one, or the format of a built-in ``runtime``.
+def model_format(spec: ModelEndpointSpec, runtimes: Mapping[str, ServingRuntimeSpec] | None = None) -> str:
+    """The ``modelFormat.name`` rendered: the declared one, or the first format of the named runtime: one of the
+    tenant's ``runtimes``, else a built-in one.
 
-    Raises ``ValueError`` for a runtime outside :data:`BUILTIN_RUNTIME_FORMATS` without a ``modelFormat``.
+    Raises ``ValueError`` for a runtime neither the tenant's nor in :data:`BUILTIN_RUNTIME_FORMATS` without a
+    ``modelFormat``.
     """
     if spec.model_format is not None:
         return spec.model_format
     assert spec.runtime is not None  # the spec requires one of the two
+    own = (runtimes or {}).get(spec.runtime)
+    if own is not None:
+        return own.supported_model_formats[0].name
     if spec.runtime not in BUILTIN_RUNTIME_FORMATS:
         raise ValueError(
-            f"runtime {spec.runtime!r} is not a built-in KServe runtime, so its model format is "
-            f"unknown; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}"
+            f"runtime {spec.runtime!r} is neither a built-in KServe runtime nor the tenant's, so its model format "
+            f"is unknown; built-in: {', '.join(BUILTIN_RUNTIME_FORMATS)}"
         )
     return BUILTIN_RUNTIME_FORMATS[spec.runtime]
 
 
-def endpoint_runtime(spec: ModelEndpointSpec, cell: ClusterFacts) -> EndpointRuntime | None:
-    """The runtime serving ``spec`` in ``cell`` and its image tag (:func:`gpucell.kserve_runtimes.resolve_runtime`),
-    ``None`` for a KServe release gpucell has no runtime table for (admission refuses endpoints there).
+def endpoint_runtime(
+    spec: ModelEndpointSpec, cell: ClusterFacts, runtimes: Mapping[str, ServingRuntimeSpec] | None = None
+) -> EndpointRuntime | None:
+    """The runtime serving ``spec`` in ``cell`` (the tenant's own ``runtimes`` first) and its image tag
+    (:func:`gpucell.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime table for
+    (admission refuses endpoints there).
 
     Raises :class:`gpucell.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
     """
-    runtimes = runtimes_of(cell.versions.kserve)
-    if runtimes is None:
+    cluster = runtimes_of(cell.versions.kserve)
+    if cluster is None:
         return None
     return resolve_runtime(
-        runtimes,
+        cluster,
         cell.versions.kserve,
         runtime=spec.runtime,
         model_format=spec.model_format,
         runtime_version=spec.runtime_version,
         gpus=spec.gpu is not None,
+        protocol=spec.protocol_version.value if spec.protocol_version is not None else None,
+        tenant_runtimes=tenant_runtimes(runtimes or {}),
     )
+
+
+def env_secret_name(endpoint: str) -> str:
+    """The Secret holding the values of an endpoint's ``env`` entries with ``secretConfigKey``: ``<endpoint>-env``
+    (one key per variable name)."""
+    return f"{endpoint}-env"
+
+
+ENV_SECRET_ANNOTATION = "gpucell.io/env-secret-uid"
+"""Predictor pod annotation carrying the ``uid`` of the endpoint's env Secret. A new secret value replaces the Secret
+(its ``stringData`` cannot change in place, gpucell's providers keep ``enableSecretMutable`` off), the new Secret has
+a new uid, so the pod template changes and KServe rolls the replicas: a Secret's new content reaches no running
+container by itself. The uid says nothing about the value."""
+
+
+def serving_port(spec: ModelEndpointSpec, runtimes: Mapping[str, ServingRuntimeSpec] | None = None) -> int:
+    """The port of the predictor container the endpoint's Service (port 80) reaches: its tenant runtime's first
+    port, else KServe's :data:`PREDICTOR_PORT`."""
+    own = (runtimes or {}).get(spec.runtime or "")
+    return own.serving_port if own is not None else PREDICTOR_PORT
 
 
 def claim_template_manifest(
@@ -248,17 +292,17 @@ def http_route_manifest(tenant: str, name: str, route: EndpointRoute) -> dict[st
     }
 
 
-def gateway_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
+def gateway_policy_manifest(tenant: str, name: str, port: int = 8080) -> dict[str, Any]:
     """A ``CiliumNetworkPolicy`` ``<endpoint>-gateway`` admitting the cell's Gateway (Cilium's ``ingress`` entity:
     the Envoy proxy that terminates TLS, Cilium 1.20 "Ingress and Gateway API network policy") to the predictor pods'
-    port :data:`PREDICTOR_PORT`; the tenant's default-deny would drop it otherwise."""
+    ``port`` (:func:`serving_port`); the tenant's default-deny would drop it otherwise."""
     return cilium_network_policy(
         object_meta(tenant, f"{name}-gateway", workload=name, component=_COMPONENT),
         {
             "ingress": [
                 {
                     "fromEntities": ["ingress"],
-                    "toPorts": [{"ports": [{"port": str(PREDICTOR_PORT), "protocol": "TCP"}]}],
+                    "toPorts": [{"ports": [{"port": str(port), "protocol": "TCP"}]}],
                 }
             ]
         },
@@ -317,6 +361,38 @@ def metrics_policy_manifest(tenant: str, name: str) -> dict[str, Any]:
     )
 
 
+def _model(
+    name: str,
+    spec: ModelEndpointSpec,
+    cell: ClusterFacts,
+    *,
+    credentials: bool,
+    runtimes: Mapping[str, ServingRuntimeSpec] | None,
+) -> dict[str, Any]:
+    """``predictor.model`` up to its resources: format, runtime and its version, storage URI, args, protocol, env
+    (see :func:`inference_service_manifest`)."""
+    model: dict[str, Any] = {"modelFormat": {"name": model_format(spec, runtimes)}}
+    runtime = endpoint_runtime(spec, cell, runtimes)
+    if spec.runtime is not None:
+        model["runtime"] = spec.runtime
+    elif runtime is not None and runtime.name_runtime:
+        model["runtime"] = runtime.runtime.name
+    if runtime is not None and runtime.runtime_version is not None:
+        model["runtimeVersion"] = runtime.runtime_version
+    model["storageUri"] = spec.storage_uri
+    if spec.args:
+        model["args"] = list(spec.args)
+    if spec.protocol_version is not None:
+        model["protocolVersion"] = spec.protocol_version.value
+    env = [env_entry(var, env_secret_name(name)) for var in spec.env]
+    if credentials and storage_scheme(spec.storage_uri) == "hf":
+        secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
+        env.insert(0, {"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}})
+    if env:
+        model["env"] = env
+    return model
+
+
 def inference_service_manifest(
     tenant: str,
     name: str,
@@ -325,8 +401,10 @@ def inference_service_manifest(
     placement: Placement,
     *,
     credentials: bool = False,
+    runtimes: Mapping[str, ServingRuntimeSpec] | None = None,
 ) -> dict[str, Any]:
-    """The ``serving.kserve.io/v1beta1`` ``InferenceService`` of ``spec`` in the tenant namespace, as a dict.
+    """The ``serving.kserve.io/v1beta1`` ``InferenceService`` of ``spec`` in the tenant namespace, as a dict;
+    ``runtimes`` are the tenant's own ServingRuntimes (an endpoint naming one gets its first format).
 
     - Annotations: ``serving.kserve.io/deploymentMode`` = ``cell.deployment_mode`` (raw Deployments),
       ``serving.kserve.io/autoscalerClass: hpa``, and ``pulumi.com/waitFor: condition=Ready`` so that
@@ -356,35 +434,19 @@ def inference_service_manifest(
       for their taints (from ``cell``), and ``deploymentStrategy`` RollingUpdate with ``maxSurge: 0``/
       ``maxUnavailable: 1``: a surge replica would need a GPU beyond what admission (``gpus x maxReplicas``)
       and the quota reserve.
-    - With ``credentials`` and an ``hf://`` URI: env ``HF_TOKEN`` from the credentials Secret.
+    - With ``credentials`` and an ``hf://`` URI: env ``HF_TOKEN`` from the credentials Secret; then ``env`` in
+      order (:func:`gpucell.workloads.serving_runtime.env_entry`; ``secretConfigKey`` ones from
+      :func:`env_secret_name`).
+    - ``protocolVersion`` and the predictor's ``priorityClassName`` when declared.
 
     Raises ``ValueError`` for an unknown runtime without ``modelFormat``.
     """
-    model: dict[str, Any] = {"modelFormat": {"name": model_format(spec)}}
-    runtime = endpoint_runtime(spec, cell)
-    if spec.runtime is not None:
-        model["runtime"] = spec.runtime
-    elif runtime is not None and runtime.name_runtime:
-        model["runtime"] = runtime.runtime.name
-    if runtime is not None and runtime.runtime_version is not None:
-        model["runtimeVersion"] = runtime.runtime_version
-    model["storageUri"] = spec.storage_uri
-    if spec.args:
-        model["args"] = list(spec.args)
-    if credentials and storage_scheme(spec.storage_uri) == "hf":
-        secret_ref = {"name": credentials_secret_name(name), "key": HF_TOKEN_KEY}
-        model["env"] = [{"name": HF_TOKEN_KEY, "valueFrom": {"secretKeyRef": secret_ref}}]
+    model = _model(name, spec, cell, credentials=credentials, runtimes=runtimes)
     shm = multi_gpu_shm_gib(spec.gpu)
     model["resources"] = container_resources(spec.cpu_millicores, spec.memory_gib + shm, placement)
     if shm:
         model["volumeMounts"] = [{"name": DEVSHM_VOLUME, "mountPath": "/dev/shm"}]
-    model["securityContext"] = {
-        "allowPrivilegeEscalation": False,
-        "privileged": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    model["securityContext"] = copy.deepcopy(RESTRICTED_CONTAINER)
     predictor: dict[str, Any] = {
         "minReplicas": spec.min_replicas,
         "maxReplicas": spec.max_replicas,
@@ -400,6 +462,8 @@ def inference_service_manifest(
     template = claim_template_manifest(tenant, name, spec, placement)
     if template is not None:
         predictor["resourceClaims"] = pod_resource_claims(template)
+    if spec.priority_class_name is not None:
+        predictor["priorityClassName"] = spec.priority_class_name
     if placement.resource is not None:
         predictor["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     if placement.has_gpus:
@@ -451,12 +515,13 @@ class ModelEndpoint(CellComponent):
     def __init__(self, name: str, args: ModelEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         tenant = args.tenant
         endpoint, spec = args.name, args.spec
-        scheme = _check_args(args)
+        _check_args(args)
         facts, platform = admit_workload(tenant, "model_endpoints", endpoint, spec), tenant.platform
         with_credentials = args.credentials is not None
         placement = container_placement(spec.gpu, facts, "a GPU model endpoint")
+        runtimes = _tenant_runtimes(tenant)
         manifest = inference_service_manifest(
-            tenant.name, endpoint, spec, facts, placement, credentials=with_credentials
+            tenant.name, endpoint, spec, facts, placement, credentials=with_credentials, runtimes=runtimes
         )
         # Everything that can raise is above: a bad spec registers nothing.
         super().__init__("ModelEndpoint", name, opts, tenant.cluster)
@@ -479,33 +544,10 @@ class ModelEndpoint(CellComponent):
             )
             gpu_after = [*gpu_after, self.claim_template]
 
-        self.credentials: Secret | None = None
-        """The credentials ``Secret``, when credentials are given."""
-        self.service_account: ServiceAccount | None = None
-        """The ``ServiceAccount`` listing the credentials Secret, when credentials are given."""
-        storage: list[pulumi.Resource] = []
-        if args.credentials is not None:
-            where = f"model endpoint {endpoint!r} (credentialsConfigKey {spec.credentials_config_key!r}): "
-            # Checked inside apply: only the deployment knows the value (the message never includes it).
-            data = pulumi.Output.secret(args.credentials).apply(
-                lambda value: credentials_secret_data(scheme, value, where=where)
-            )
-            metadata = object_meta(
-                tenant.name, credentials_secret_name(endpoint), workload=endpoint, component=_COMPONENT
-            )
-            s3 = {"serving.kserve.io/s3-endpoint": spec.s3_endpoint, "serving.kserve.io/s3-region": spec.s3_region}
-            if any(s3.values()):  # KServe's storage initializer reads these annotations of the Secret
-                metadata["annotations"] = {k: v for k, v in s3.items() if v is not None}
-            self.credentials = opaque_secret(f"{name}-credentials", metadata, data, self.child(depends_on=after))
-            account = service_account_manifest(tenant.name, endpoint)
-            self.service_account = ServiceAccount(
-                f"{name}-service-account",
-                metadata=account["metadata"],
-                automount_service_account_token=account["automountServiceAccountToken"],
-                secrets=account["secrets"],
-                opts=self.child(depends_on=[*after, self.credentials]),
-            )
-            storage = [self.credentials, self.service_account]
+        storage = self._credentials(name, args, after)
+        storage += self._env_secret(name, args, manifest, after)
+        if args.runtime is not None:
+            storage.append(args.runtime)
         scaling = self._scaling(name, tenant, spec, endpoint, after)
         self.inference_service = custom_resource(
             f"{name}-isvc",
@@ -523,6 +565,55 @@ class ModelEndpoint(CellComponent):
         self.url = self.inference_service.urn.apply(lambda _: address)
         self.register_outputs({"namespace": self.namespace, "url": self.url})
 
+    def _credentials(self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]) -> list[pulumi.Resource]:
+        """With credentials: the Secret :func:`credentials_secret_name` (checked inside its value, the message never
+        naming it) and the ServiceAccount listing it; returns them for the InferenceService to wait for."""
+        tenant, endpoint, spec = args.tenant, args.name, args.spec
+        scheme = storage_scheme(spec.storage_uri)
+        self.credentials: Secret | None = None
+        """The credentials ``Secret``, when credentials are given."""
+        self.service_account: ServiceAccount | None = None
+        """The ``ServiceAccount`` listing the credentials Secret, when credentials are given."""
+        if args.credentials is None:
+            return []
+        where = f"model endpoint {endpoint!r} (credentialsConfigKey {spec.credentials_config_key!r}): "
+        # Checked inside apply: only the deployment knows the value (the message never includes it).
+        data = pulumi.Output.secret(args.credentials).apply(
+            lambda value: credentials_secret_data(scheme, value, where=where)
+        )
+        metadata = object_meta(tenant.name, credentials_secret_name(endpoint), workload=endpoint, component=_COMPONENT)
+        s3 = {"serving.kserve.io/s3-endpoint": spec.s3_endpoint, "serving.kserve.io/s3-region": spec.s3_region}
+        if any(s3.values()):  # KServe's storage initializer reads these annotations of the Secret
+            metadata["annotations"] = {k: v for k, v in s3.items() if v is not None}
+        self.credentials = opaque_secret(f"{name}-credentials", metadata, data, self.child(depends_on=after))
+        account = service_account_manifest(tenant.name, endpoint)
+        self.service_account = ServiceAccount(
+            f"{name}-service-account",
+            metadata=account["metadata"],
+            automount_service_account_token=account["automountServiceAccountToken"],
+            secrets=account["secrets"],
+            opts=self.child(depends_on=[*after, self.credentials]),
+        )
+        return [self.credentials, self.service_account]
+
+    def _env_secret(
+        self, name: str, args: ModelEndpointArgs, manifest: dict[str, Any], after: list[pulumi.Resource]
+    ) -> list[pulumi.Resource]:
+        """With ``env`` entries from secret config keys: the Secret :func:`env_secret_name` (a Pulumi secret, one key
+        per variable) and, on the predictor's pods, :data:`ENV_SECRET_ANNOTATION`, so that a new value rolls the
+        replicas. Returns what the InferenceService waits for."""
+        keyed = {v.name: args.env_secrets[v.secret_config_key] for v in args.spec.env if v.secret_config_key}
+        self.env_secret: Secret | None = None
+        """The ``<endpoint>-env`` Secret, with secret ``env`` entries."""
+        if not keyed:
+            return []
+        meta = object_meta(args.tenant.name, env_secret_name(args.name), workload=args.name, component=_COMPONENT)
+        self.env_secret = opaque_secret(f"{name}-env", meta, pulumi.Output.all(**keyed), self.child(depends_on=after))
+        uid = self.env_secret.metadata.apply(lambda m: getattr(m, "uid", None) or "")
+        predictor = manifest["spec"]["predictor"]
+        predictor["annotations"] = {**predictor.get("annotations", {}), ENV_SECRET_ANNOTATION: uid}
+        return [self.env_secret]
+
     def _expose(
         self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]
     ) -> tuple[pulumi.CustomResource | None, pulumi.CustomResource | None]:
@@ -537,8 +628,9 @@ class ModelEndpoint(CellComponent):
             http_route_manifest(tenant, args.name, args.route),
             self.child(depends_on=[*after, *gateway]),
         )
+        port = serving_port(args.spec, _tenant_runtimes(args.tenant))
         policy = custom_resource(
-            f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name), self.child(depends_on=after)
+            f"{name}-gateway-policy", gateway_policy_manifest(tenant, args.name, port), self.child(depends_on=after)
         )
         return route, policy
 
@@ -559,7 +651,8 @@ class ModelEndpoint(CellComponent):
 
 
 def _check_args(args: ModelEndpointArgs) -> str:
-    """The storage scheme of ``args``, once its credentials fit it; raises ``ValueError`` otherwise."""
+    """The storage scheme of ``args``, once its credentials fit it and every ``env`` secret was passed; raises
+    ``ValueError`` otherwise."""
     endpoint, spec = args.name, args.spec
     scheme = storage_scheme(spec.storage_uri)
     if spec.credentials_config_key is not None and args.credentials is None:
@@ -572,7 +665,18 @@ def _check_args(args: ModelEndpointArgs) -> str:
             f"model endpoint {endpoint!r}: {scheme}:// storage takes no credentials here "
             f"(only {', '.join(f'{s}://' for s in CREDENTIAL_KEYS)})"
         )
+    missing = [
+        v.secret_config_key for v in spec.env if v.secret_config_key and v.secret_config_key not in args.env_secrets
+    ]
+    if missing:
+        raise ValueError(f"model endpoint {endpoint!r}: env secretConfigKey {missing[0]!r} was not passed")
     return scheme
+
+
+def _tenant_runtimes(tenant: TenantView) -> Mapping[str, ServingRuntimeSpec]:
+    """The tenant's own ServingRuntimes, as its facts hold its spec (none for a tenant they do not hold)."""
+    own = tenant.facts.tenants.get(tenant.name)
+    return own.serving_runtimes if own is not None else {}
 
 
 def _kserve_ready(platform: Platform) -> list[pulumi.Resource]:

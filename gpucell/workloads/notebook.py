@@ -222,6 +222,7 @@ def statefulset_manifest(
       deleting the notebook keeps the home.
     - Annotations ``checkov.io/skipN`` with the reason for each check that cannot hold (UID 1000 is the
       image's; tenant isolation is Cilium; a tag rather than a digest; a declared writable root).
+    - ``priorityClassName`` when declared.
     """
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -253,6 +254,8 @@ def statefulset_manifest(
     }
     if placement.resource is not None:
         pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    if spec.priority_class_name is not None:
+        pod["priorityClassName"] = spec.priority_class_name
     template = claim_template_manifest(tenant, name, spec, placement)
     if template is not None:
         pod["resourceClaims"] = pod_resource_claims(template)

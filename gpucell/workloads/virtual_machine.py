@@ -337,7 +337,7 @@ def virtual_machine_manifest(
     - ``runStrategy``: ``spec.runStrategy``; ``dataVolumeTemplates``: :func:`data_volume_template` per disk,
       root first; volumes ``root``, ``data0``... (``dataVolume``) and ``cloudinitdisk``
       (``cloudInitNoCloud.secretRef`` ``<vm>-cloud-init``), all virtio disks, root with ``bootOrder: 1``;
-      one pod-network interface with masquerade binding.
+      one pod-network interface with masquerade binding; ``priorityClassName`` when declared.
     - ``domain.cpu``: cores/sockets/threads; ``dedicatedCpuPlacement`` with ``dedicatedCpus``;
       ``numa.guestMappingPassthrough: {}`` with ``numaPassthrough``. ``domain.memory.guest`` and
       ``resources`` requests = limits (vCPUs, ``"<memoryGib>Gi"``: the quota counts limits, and KubeVirt would
@@ -370,6 +370,8 @@ def virtual_machine_manifest(
         "evictionStrategy": spec.effective_eviction_strategy.value,
         **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(shape.spec.gpus)),
     }
+    if spec.priority_class_name is not None:
+        template_spec["priorityClassName"] = spec.priority_class_name
     template = claim_template_manifest(tenant, name, spec, placement)
     if template is not None:
         template_spec["resourceClaims"] = pod_resource_claims(template)

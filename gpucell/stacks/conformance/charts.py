@@ -446,11 +446,52 @@ def longhorn_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: 
     return facts
 
 
+def velero_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: CellSpec) -> list[Fact]:
+    """The BackupStorageLocation ``default`` is the cell's bucket (provider ``aws``, default location), the Velero
+    Deployment carries the plugins gpucell pinned, the node-agent DaemonSet exists without host paths, and no
+    ClusterRole of the chart aggregates into a role tenants are bound to (their access to backups stays none)."""
+    del values
+    from gpucell.backups import AWS_PLUGIN_IMAGE, KUBEVIRT_PLUGIN_IMAGE, LOCATION  # noqa: PLC0415
+
+    assert cell.backups is not None  # the release is installed with backups only
+    location, facts = _one(objects, "BackupStorageLocation", LOCATION, "velero")
+    if location is not None:
+        spec = location.get("spec") or {}
+        have = (spec.get("provider"), (spec.get("objectStorage") or {}).get("bucket"), spec.get("default"))
+        want = ("aws", cell.backups.storage.bucket, True)
+        if have != want:
+            facts.append((location, "spec", f"is provider/bucket/default {have!r}; gpucell set {want!r}"))
+    server, missing = _one(objects, "Deployment", "velero", "velero")
+    facts += missing
+    if server is not None:
+        images = {c.get("image") for c in server["spec"]["template"]["spec"].get("initContainers") or []}
+        versions = cell.versions
+        for image in (
+            f"{AWS_PLUGIN_IMAGE}:{versions.velero_plugin_for_aws}",
+            f"{KUBEVIRT_PLUGIN_IMAGE}:{versions.kubevirt_velero_plugin}",
+        ):
+            if image not in images:
+                facts.append((server, "spec.template.spec.initContainers", f"lack {image}, which gpucell pinned"))
+    agent, missing = _one(objects, "DaemonSet", "node-agent", "velero")
+    facts += missing
+    if agent is not None:
+        paths = [v["name"] for v in agent["spec"]["template"]["spec"].get("volumes") or [] if "hostPath" in v]
+        if paths:
+            facts.append((agent, "spec.template.spec.volumes", f"mount host paths {paths}; gpucell disabled them"))
+    for role in _find(objects, "ClusterRole"):
+        labels = (role.get("metadata") or {}).get("labels") or {}
+        aggregated = sorted(k for k in labels if k.startswith("rbac.authorization.k8s.io/aggregate-to-"))
+        if aggregated:
+            facts.append((role, "metadata.labels", f"{aggregated} would give tenants' roles Velero's resources"))
+    return facts
+
+
 FACTS: dict[str, FactCheck] = {
     "gpu-operator": gpu_operator_facts,
     "cilium": cilium_facts,
     "kserve-resources": kserve_resources_facts,
     "dra-driver-nvidia-gpu": dra_driver_facts,
     "longhorn": longhorn_facts,
+    "velero": velero_facts,
 }
 """Chart name -> what gpucell relies on in its rendered objects; a chart not listed is only validated."""

@@ -53,6 +53,10 @@ CHART_FILES: dict[str, ChartFiles] = {
         ),
     ),
     "keda": ChartFiles("charts/keda-{version}/values.yaml", "keda"),
+    "cluster-api-operator": ChartFiles(
+        "cluster-api-operator/values.yaml", "capi_operator", "cluster-api-operator/values.schema.json"
+    ),
+    "velero": ChartFiles("velero/values.yaml", "velero", "velero/values.schema.json"),
 }
 """Chart name (last segment of the chart reference) -> its files."""
 

@@ -27,9 +27,9 @@ import jsonschema
 import referencing
 from kubernetes_validate import utils as kv
 
-from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.conformance.schemas import VELERO_CRDS, SchemaStore
 
-__all__ = ["ObjectChecker", "Violation", "checker_for", "strict_schema"]
+__all__ = ["FALLBACK_SCHEMAS", "ObjectChecker", "Violation", "checker_for", "strict_schema"]
 
 _SWAGGER = {
     "kubevirt.io": "kubevirt/swagger.json",
@@ -57,6 +57,23 @@ _CRD_FILES = (
     "prometheus-operator/crd-servicemonitors.yaml",
     "prometheus-operator/crd-podmonitors.yaml",
     "prometheus-operator/crd-prometheusrules.yaml",
+    "cluster-api/cluster.x-k8s.io_clusters.yaml",
+    "cluster-api/cluster.x-k8s.io_machinedeployments.yaml",
+    "cluster-api/cluster.x-k8s.io_machinehealthchecks.yaml",
+    "cluster-api/bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml",
+    "cluster-api/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml",
+    "cluster-api-provider-kubevirt/infrastructure.cluster.x-k8s.io_kubevirtclusters.yaml",
+    "cluster-api-provider-kubevirt/infrastructure.cluster.x-k8s.io_kubevirtmachinetemplates.yaml",
+    "cluster-api-operator/operator.cluster.x-k8s.io_coreproviders.yaml",
+    "cluster-api-operator/operator.cluster.x-k8s.io_bootstrapproviders.yaml",
+    "cluster-api-operator/operator.cluster.x-k8s.io_controlplaneproviders.yaml",
+    "cluster-api-operator/operator.cluster.x-k8s.io_infrastructureproviders.yaml",
+    "cluster-api-operator/operator.cluster.x-k8s.io_addonproviders.yaml",
+    "cluster-api-addon-provider-helm/addons.cluster.x-k8s.io_helmchartproxies.yaml",
+    *(f"velero/crd-{plural}.yaml" for plural in VELERO_CRDS),
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+    "external-snapshotter/snapshot.storage.k8s.io_volumesnapshots.yaml",
 )
 _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -94,9 +111,111 @@ _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
 """CDI's ``swagger.json`` has no StorageProfile definition; this is its ``StorageProfileSpec`` Go type
 (kubevirt/containerized-data-importer ``staging/src/kubevirt.io/containerized-data-importer-api/pkg/apis/core/
 v1beta1/types.go``), written out by hand."""
+_STRING: dict[str, Any] = {"type": "string"}
+_BOOLEAN: dict[str, Any] = {"type": "boolean"}
+_SECRET_REF: dict[str, Any] = {"type": "object", "properties": {"name": _STRING, "namespace": _STRING}}
+_HELM_CHART_PROXY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": _STRING,
+        "kind": _STRING,
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["clusterSelector", "chartName", "repoURL"],
+            "properties": {
+                "clusterSelector": {
+                    "type": "object",
+                    "properties": {
+                        "matchLabels": {"type": "object", "additionalProperties": _STRING},
+                        "matchExpressions": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["key", "operator"],
+                                "properties": {
+                                    "key": _STRING,
+                                    "operator": _STRING,
+                                    "values": {"type": "array", "items": _STRING},
+                                },
+                            },
+                        },
+                    },
+                },
+                "chartName": _STRING,
+                "repoURL": _STRING,
+                "releaseName": _STRING,
+                "namespace": _STRING,
+                "version": _STRING,
+                "valuesTemplate": _STRING,
+                "reconcileStrategy": {"type": "string", "enum": ["", "InstallOnce", "Continuous"]},
+                "options": {
+                    "type": "object",
+                    "properties": {
+                        **dict.fromkeys(
+                            (
+                                "disableHooks",
+                                "wait",
+                                "waitForJobs",
+                                "dependencyUpdate",
+                                "skipCRDs",
+                                "options",
+                                "disableOpenAPIValidation",
+                                "atomic",
+                                "enableClientCache",
+                                "takeOwnership",
+                            ),
+                            _BOOLEAN,
+                        ),
+                        "timeout": _STRING,
+                        "install": {
+                            "type": "object",
+                            "properties": {"createNamespace": _BOOLEAN, "includeCRDs": _BOOLEAN},
+                        },
+                        "upgrade": {
+                            "type": "object",
+                            "properties": {
+                                **dict.fromkeys(
+                                    (
+                                        "force",
+                                        "resetValues",
+                                        "reuseValues",
+                                        "resetThenReuseValues",
+                                        "recreate",
+                                        "cleanupOnFail",
+                                    ),
+                                    _BOOLEAN,
+                                ),
+                                "maxHistory": {"type": "integer"},
+                            },
+                        },
+                        "uninstall": {"type": "object", "properties": {"keepHistory": _BOOLEAN}},
+                    },
+                },
+                "credentials": {
+                    "type": "object",
+                    "required": ["secret", "key"],
+                    "properties": {"secret": _SECRET_REF, "key": _STRING},
+                },
+                "tlsConfig": {
+                    "type": "object",
+                    "properties": {"caSecret": _SECRET_REF, "insecureSkipTLSVerify": _BOOLEAN},
+                },
+            },
+        },
+    },
+}
+"""``HelmChartProxySpec`` of CAAPH v0.6.4 (kubernetes-sigs/cluster-api-addon-provider-helm ``api/v1alpha1/
+helmchartproxy_types.go`` and the CRD generated from it at that tag), written out by hand because this repository's
+``shared/upstream`` lacks the CRD: used only when the schema directory has no
+``cluster-api-addon-provider-helm/addons.cluster.x-k8s.io_helmchartproxies.yaml``."""
 _HAND_SCHEMAS = {("cdi.kubevirt.io/v1beta1", "StorageProfile"): _STORAGE_PROFILE_SCHEMA}
-_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io",)
-"""API groups under ``k8s.io`` that are not built into the API server: Gateway API ships as CRDs."""
+FALLBACK_SCHEMAS = {("addons.cluster.x-k8s.io/v1alpha1", "HelmChartProxy"): _HELM_CHART_PROXY_SCHEMA}
+"""Hand schemas used only when no CRD in the schema directory declares the kind."""
+_CRD_GROUPS_UNDER_K8S_IO = ("gateway.networking.k8s.io", "snapshot.storage.k8s.io")
+"""API groups under ``k8s.io`` that are not built into the API server: Gateway API and CSI snapshots ship as
+CRDs."""
 _CORE_GROUP = re.compile(r"^([a-z]+/)?v\d+((alpha|beta)\d+)?$|^[a-z.]*k8s\.io/")
 
 
@@ -216,7 +335,10 @@ class ObjectChecker:
             return "by hand"
         if group in _SWAGGER:
             return _SWAGGER[group]
-        return self._crd_index().get((api_version, kind), (None, None))[0]
+        source = self._crd_index().get((api_version, kind), (None, None))[0]
+        if source is None and (api_version, kind) in FALLBACK_SCHEMAS:
+            return "by hand"
+        return source
 
     @cache  # noqa: B019 - one checker per plan; the index is built once
     def _crd_index(self) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
@@ -238,7 +360,7 @@ class ObjectChecker:
     def _custom_validator(self, api_version: str, kind: str) -> tuple[jsonschema.Validator, dict[str, Any]]:
         source = self.source_of(api_version, kind)
         if source == "by hand":
-            root = strict_schema(_HAND_SCHEMAS[(api_version, kind)])
+            root = strict_schema({**FALLBACK_SCHEMAS, **_HAND_SCHEMAS}[(api_version, kind)])
             return jsonschema.Draft4Validator(root, format_checker=_FORMATS), root
         if source in _SWAGGER.values():
             assert source is not None

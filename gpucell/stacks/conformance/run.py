@@ -8,7 +8,8 @@
   its ResourceClaimTemplate too);
 - ``cloud-init``: VMs' own user data and network data against cloud-init's JSON schemas, when the schema directory
   holds them (:mod:`gpucell.stacks.conformance.cloud_init`);
-- ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`);
+- ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`), of
+  every Helm release and of every chart CAAPH installs into a tenant cluster (``HelmChartProxy``);
 - ``script``: shellcheck over every command pulumi-command will run;
 - ``node-config``: each node's k3s config file against the k3s options of its role;
 - ``security``: checkov over the rendered objects;
@@ -26,6 +27,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from kubernetes_validate.utils import major_minor as kv_minor
 
 from gpucell import kube_vip
@@ -36,7 +38,7 @@ from gpucell.stacks.conformance.cloud_init import cloud_init_report
 from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
 from gpucell.stacks.conformance.node_files import config_problems, shellcheck
-from gpucell.stacks.conformance.objects import checker_for
+from gpucell.stacks.conformance.objects import FALLBACK_SCHEMAS, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError, Notice, Problem, Subject
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.conformance.security import run_checkov
@@ -125,6 +127,13 @@ def _check_objects(
             sentence = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
             if sentence and Notice(sentence) not in report.notices:
                 report.notices.append(Notice(sentence))
+        if source == "by hand" and (obj.get("apiVersion"), obj.get("kind")) in FALLBACK_SCHEMAS:
+            notice = Notice(
+                f"{store.root} has no CRD of {obj['apiVersion']} {obj['kind']}; checked against gpucell's "
+                "transcription of its Go types (gpucell.stacks.conformance.objects)"
+            )
+            if notice not in report.notices:
+                report.notices.append(notice)
         for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
     for vm, violation in claim_template_violations([obj for obj, partial in objects if not partial]):
@@ -164,6 +173,39 @@ def _check_releases(
         version = store.version_of(values_file) or str(release.inputs.get("version", ""))
         for path, message in values_problems(store, chart, version, values):
             report.problems.append(Problem(subject, path, message, "helm-values"))
+
+
+def _check_addon_values(
+    region: str, objects: list[tuple[dict[str, Any], bool]], cell: CellSpec, store: SchemaStore, report: Report
+) -> None:
+    """The values of each ``HelmChartProxy`` (CAAPH installs the chart into a tenant cluster) against the chart's
+    own files, as a Release's are: its ``valuesTemplate`` is read as YAML (gpucell renders no Go templating there)."""
+    versions = cell.versions.model_dump()
+    for obj, _ in objects:
+        if obj.get("kind") != "HelmChartProxy":
+            continue
+        spec = obj.get("spec") or {}
+        chart, version = str(spec.get("chartName", "")), str(spec.get("version", ""))
+        subject = _object_subject(region, obj)
+        files = CHART_FILES.get(chart)
+        template = str(spec.get("valuesTemplate") or "")
+        if files is None or "{{" in template:
+            why = "templated values" if files is not None else f"chart {chart}"
+            report.problems.append(
+                Problem(subject, "spec.valuesTemplate", f"gpucell cannot check {why}", "helm-values")
+            )
+            continue
+        values_file = files.values.format(version=version.lstrip("v"))
+        pinned = versions[files.component]
+        if not store.has(values_file):
+            report.problems.append(Problem(subject, "-", f"{values_file} is missing from {store.root}", "helm-values"))
+            continue
+        notice = store.version_notice(values_file, pinned)
+        if notice and Notice(notice) not in report.notices:
+            report.notices.append(Notice(notice))
+        values = yaml.safe_load(template) or {}
+        for path, message in values_problems(store, chart, store.version_of(values_file) or version, values):
+            report.problems.append(Problem(subject, f"spec.valuesTemplate.{path}", message, "helm-values"))
 
 
 def _check_charts(regions: list[RegionInput], store: SchemaStore, report: Report) -> None:
@@ -286,6 +328,7 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
             report.notices += [n for n in notices if n not in report.notices]
         if "helm-values" in checkers:
             _check_releases(item.region, item.registrations, item.cell, store, report)
+            _check_addon_values(item.region, objects, item.cell, store, report)
         if "node-config" in checkers:
             _check_node_configs(item, report)
         whole += [(item.region, obj) for obj, partial in objects if not partial]

@@ -27,6 +27,7 @@ __all__ = [
     "CLOUD_INIT_RELEASE",
     "DEFAULT_BASE_URL",
     "UPSTREAM_FILES",
+    "VELERO_CRDS",
     "SchemaStore",
     "UpstreamFile",
     "default_cache_dir",
@@ -34,6 +35,9 @@ __all__ = [
     "same_version",
 ]
 
+VELERO_CRDS = ("backups", "backupstoragelocations", "restores", "schedules")
+"""The Velero CRDs gpucell's own objects (Schedules, the Restores ``gpucell restore`` renders) and the chart's
+BackupStorageLocation are checked against."""
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
 """Where :func:`fetch` downloads from: ``<base>/<repo>/<tag>/<path>`` (GitHub's raw file host)."""
 
@@ -61,8 +65,9 @@ class UpstreamFile:
     """The release gpucell pins itself, for a file no :class:`gpucell.spec.Versions` field pins (``component`` is
     then empty): cloud-init's schemas."""
     optional: bool = False
-    """A checker that needs the file says so in a notice when the directory lacks it, instead of the directory
-    counting as incomplete (:meth:`SchemaStore.missing`)."""
+    """Not among every schema directory's files (cloud-init's schemas, CAAPH's CRD): a checker that needs it falls
+    back on what gpucell knows and says so in a notice, instead of the directory counting as incomplete
+    (:meth:`SchemaStore.missing`); :func:`fetch` downloads it all the same."""
 
     def tag(self, version: str) -> str:
         """The git tag of ``version``: ``vX.Y.Z`` for most projects here, ``<tag_prefix>X.Y.Z`` otherwise."""
@@ -171,6 +176,87 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         )
         for name in ("schema-cloud-config-v1.json", "schema-network-config-v1.json", "schema-network-config-v2.json")
     },
+    # Tenant clusters (gpucell.workloads.tenant_cluster): Cluster API's CRDs moved to core/config/crd/bases in v1.14.
+    **{
+        f"cluster-api/{group}_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api", f"{folder}/config/crd/bases/{group}_{plural}.yaml", "cluster_api"
+        )
+        for folder, group, plural in (
+            ("core", "cluster.x-k8s.io", "clusters"),
+            ("core", "cluster.x-k8s.io", "machinedeployments"),
+            ("core", "cluster.x-k8s.io", "machinehealthchecks"),
+            ("bootstrap/kubeadm", "bootstrap.cluster.x-k8s.io", "kubeadmconfigtemplates"),
+            ("controlplane/kubeadm", "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes"),
+        )
+    },
+    **{
+        f"cluster-api-provider-kubevirt/infrastructure.cluster.x-k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api-provider-kubevirt",
+            f"config/crd/bases/infrastructure.cluster.x-k8s.io_{plural}.yaml",
+            "capk",
+        )
+        for plural in ("kubevirtclusters", "kubevirtmachinetemplates")
+    },
+    **{
+        f"cluster-api-operator/operator.cluster.x-k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-sigs/cluster-api-operator",
+            f"config/crd/bases/operator.cluster.x-k8s.io_{plural}.yaml",
+            "capi_operator",
+        )
+        for plural in (
+            "coreproviders",
+            "bootstrapproviders",
+            "controlplaneproviders",
+            "infrastructureproviders",
+            "addonproviders",
+        )
+    },
+    **{
+        f"cluster-api-operator/{name}": UpstreamFile(
+            "kubernetes-sigs/cluster-api-operator",
+            f"hack/charts/cluster-api-operator/{name}",
+            "capi_operator",
+            also=f"charts/cluster-api-operator-*/{name}",
+        )
+        for name in ("values.yaml", "values.schema.json")
+    },
+    # Not in this repository's shared/upstream: without it HelmChartProxy is checked against gpucell's transcription
+    # of CAAPH's Go types (gpucell.stacks.conformance.objects); gpucell schemas fetch downloads the real file.
+    "cluster-api-addon-provider-helm/addons.cluster.x-k8s.io_helmchartproxies.yaml": UpstreamFile(
+        "kubernetes-sigs/cluster-api-addon-provider-helm",
+        "config/crd/bases/addons.cluster.x-k8s.io_helmchartproxies.yaml",
+        "caaph",
+        optional=True,
+    ),
+    # Velero's chart values and schema, and the CRDs its chart ships (crds/: Velero's own plus a label).
+    **{
+        f"velero/{name}": UpstreamFile(
+            "vmware-tanzu/helm-charts",
+            f"charts/velero/{name}",
+            "velero",
+            also=f"charts/velero-*/{name}",
+            tag_prefix="velero-",
+        )
+        for name in ("values.yaml", "values.schema.json")
+    },
+    **{
+        f"velero/crd-{plural}.yaml": UpstreamFile(
+            "vmware-tanzu/helm-charts",
+            f"charts/velero/crds/{plural}.yaml",
+            "velero",
+            also=f"charts/velero-*/crds/{plural}.yaml",
+            tag_prefix="velero-",
+        )
+        for plural in VELERO_CRDS
+    },
+    **{
+        f"external-snapshotter/snapshot.storage.k8s.io_{plural}.yaml": UpstreamFile(
+            "kubernetes-csi/external-snapshotter",
+            f"client/config/crd/snapshot.storage.k8s.io_{plural}.yaml",
+            "external_snapshotter",
+        )
+        for plural in ("volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots")
+    },
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 
@@ -242,7 +328,8 @@ class SchemaStore:
         return self.path(rel).is_file()
 
     def missing(self) -> list[str]:
-        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order (optional ones left out)."""
+        """The files of :data:`UPSTREAM_FILES` the directory does not hold, in that order (``optional`` ones left
+        out)."""
         return [rel for rel, source in UPSTREAM_FILES.items() if not source.optional and not self.has(rel)]
 
     def load(self, rel: str) -> Any:
