@@ -116,7 +116,7 @@ def usage(spec: TenantClusterSpec) -> tuple[int, int, int]:
     parts = [(spec.control_plane_vm(), spec.control_plane.replicas + surge["controlPlane"])]
     parts += [(spec.worker_vm(name), pool.replicas + surge[name]) for name, pool in spec.worker_pools.items()]
     cpu = sum(vm.cpu.vcpus * 1000 * count for vm, count in parts)
-    memory = sum(vm.memory_gib * count for vm, count in parts)
+    memory = sum(vm.guest_memory_gib * count for vm, count in parts)
     disks = sum(vm.root_disk.size_gib * count for vm, count in parts)
     return cpu, memory, disks
 

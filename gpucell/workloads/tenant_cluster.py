@@ -68,6 +68,7 @@ from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.tenancy import admit_workload
 from gpucell.tenant_cluster_admission import machine_placements
+from gpucell.vm_shape import VmShape
 from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
@@ -218,7 +219,7 @@ def machine_vm_template(
     ``pool``, or a control-plane VM without one (see the module doc for what differs from a tenant's VM)."""
     component = "worker" if pool is not None else CONTROL_PLANE
     labels = _labels(tenant, cluster, component, pool)
-    domain = _domain(vm, placement)
+    domain = _domain(vm, placement, VmShape(vm))  # sized by its own keys: no instancetype or preference
     devices = domain["devices"]
     devices["disks"] = [d for d in devices["disks"] if d["name"] != _CLOUD_INIT_DISK]
     devices["interfaces"] = [{"name": "default", "bridge": {}}]
