@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.stacks.review import COMMENT_MARKER, EXIT_CHANGES, EXIT_DISRUPTIVE, EXIT_NO_CHANGES
+from gpucell.stacks.review import COMMENT_MARKER, EXIT_CHANGES, EXIT_DISRUPTIVE, EXIT_NO_CHANGES, EXIT_REFUSED
 from tests.conftest import REPO
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -106,6 +106,13 @@ def test_ci_runs_the_readme_commands_plan_first_on_main_and_pull_requests() -> N
     assert workflow["jobs"]["test"]["env"] == {"GPUCELL_REQUIRE_ACTIONLINT": "1"}
 
 
+def comment_script(diff: list[dict[str, Any]]) -> str:
+    """The script of the step that comments the review on the pull request and labels it."""
+    step = next(s for s in diff if s.get("uses", "").startswith("actions/github-script@"))
+    found: str = step["with"]["script"]
+    return found
+
+
 def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() -> None:
     workflow = load("preview.yml")
     assert list(workflow[True]) == ["pull_request"]
@@ -115,6 +122,13 @@ def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() ->
     assert f"{EXIT_NO_CHANGES}) outcome=none ;;" in script
     assert f"{EXIT_CHANGES}) outcome=changes ;;" in script
     assert f"{EXIT_DISRUPTIVE}) outcome=disruptive ;;" in script
+    # a refused change (exit 2, the review written) is posted and labelled, then fails the job; exit 2 without a
+    # review (a config or usage error) fails at once
+    assert f'{EXIT_REFUSED}) if [ -s "$REVIEW" ]; then outcome=refused;' in script
+    assert script.startswith('rm -f "$REVIEW"\n')
+    fail = next(s for s in diff if s.get("if") == "steps.diff.outputs.outcome == 'refused'")
+    assert fail["run"].rstrip().endswith("exit 2")
+    assert "process.env.OUTCOME === 'refused'" in comment_script(diff)
     assert 'cat "$REVIEW" >> "$GITHUB_STEP_SUMMARY"' in script
     comment = next(s for s in diff if s.get("uses", "").startswith("actions/github-script@"))
     assert f"const marker = '{COMMENT_MARKER}';" in comment["with"]["script"]
