@@ -147,6 +147,15 @@ def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     assert {r["type"] for r in document["resources"] if r["name"] in ("fra1", "iad1")} == {"gpucell:index:RegionalCell"}
     assert document["outputs"]["fra1"] == {"apiServerUrl": "https://10.110.0.10:6443", "storageClassName": "longhorn"}
     assert document["outputs"]["fra1Kubeconfig"] == "[secret]"
+    # every region output the program exports: iad1's tenant cluster kubeconfigs too (they were left out)
+    assert sorted(k for k in document["outputs"] if k.startswith("iad1")) == [
+        "iad1",
+        "iad1Fingerprint",
+        "iad1GpuNodes",
+        "iad1Kubeconfig",
+        "iad1TenantClusterKubeconfigs",
+    ]
+    assert document["outputs"]["iad1TenantClusterKubeconfigs"] == "[secret]"
     text = json.dumps(document)
     for sentinel in SENTINELS:
         assert sentinel not in text

@@ -36,6 +36,7 @@ from gpucell.stacks.guard import FINGERPRINT_SUFFIX, READ_STACK_OUTPUTS
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs
+from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX
 
 if TYPE_CHECKING:
     from gpucell.stacks.conformance.run import Report
@@ -54,7 +55,7 @@ __all__ = [
 
 _COMPONENT_PREFIX = "gpucell:index:"
 _OUT_DIRS = ("manifests", "helm", "nodes")
-_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX, RECORD_SUFFIX)
+_REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX, RECORD_SUFFIX, KUBECONFIGS_SUFFIX)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from gpucell.workloads._common import vm_placement
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
 from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
-from gpucell.workloads.tenant_cluster import TenantCluster, TenantClusterArgs
+from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX, TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
 __all__ = ["build_cells", "main"]
@@ -166,7 +166,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
         )
     if kubeconfigs:
         # Secret as a whole: each value is Cluster API's admin kubeconfig of a tenant cluster.
-        pulumi.export(f"{region}TenantClusterKubeconfigs", pulumi.Output.secret(pulumi.Output.all(**kubeconfigs)))
+        pulumi.export(f"{region}{KUBECONFIGS_SUFFIX}", pulumi.Output.secret(pulumi.Output.all(**kubeconfigs)))
     return tenants
 
 

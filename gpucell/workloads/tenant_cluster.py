@@ -82,6 +82,7 @@ __all__ = [
     "CAPI_DEPLOYMENT_LABEL",
     "CAPI_ROLE_LABEL",
     "CONTROL_PLANE",
+    "KUBECONFIGS_SUFFIX",
     "NODE_DRAIN_TIMEOUT_SECONDS",
     "NODE_STARTUP_TIMEOUT_SECONDS",
     "NVLINK_CONFIG_MAP",
@@ -106,6 +107,9 @@ __all__ = [
     "machine_template_manifest",
     "machine_vm_template",
 ]
+
+KUBECONFIGS_SUFFIX = "TenantClusterKubeconfigs"
+"""The stack output ``<region>TenantClusterKubeconfigs``: ``{"<tenant>/<cluster>": kubeconfig}``, a secret."""
 
 TENANT_CLUSTER_LABEL = "gpucell.io/tenant-cluster"
 """Label naming the tenant cluster, on its ``Cluster`` (what its HelmChartProxies select) and on its VMs."""
