@@ -329,6 +329,8 @@ class Backups(CellComponent):
             opts=on(*inside, self.bucket_secret, self.repository_secret, *args.after, **lifecycle),
             release_name=RELEASE_NAME,
         )
+        self.scheduled = frozenset(args.tenants)
+        """The tenants whose ``Schedule`` this component renders (``BackupsArgs.tenants``)."""
         self.schedules = {
             tenant: custom_resource(
                 f"{name}-schedule-{tenant}",

@@ -213,6 +213,7 @@ class RegionalCell(CellComponent):
             metrics=self.metrics,
             image_catalogs=self.image_catalogs,
             priority_classes=self.priority_classes,
+            backups=self.backups,
         )
         """The cell's platform components that tenants and their workloads wait for."""
 

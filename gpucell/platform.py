@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpucell.backups import Backups
     from gpucell.cdi import Cdi
     from gpucell.cilium import Cilium
     from gpucell.dra_driver import DraDriver
@@ -38,7 +39,9 @@ class Platform:
       GPUs :attr:`dra_driver`'s (DeviceClasses, kubelet plugin);
     - a model endpoint for :attr:`kserve`'s runtimes Release, with a ``vllm-*`` scale metric for :attr:`keda`'s
       Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus;
-    - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names).
+    - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names);
+    - a tenant's ``backup`` is the ``Schedule`` :attr:`backups` renders for it (``BackupsArgs.tenants``): a tenant
+      with ``backup`` that no such component schedules is refused, never left without its backups.
 
     :attr:`gpucell.cell.RegionalCell.platform` is a cell's; on a cluster gpucell did not build, name the components
     this program installs there: ``Platform(kubevirt=kubevirt, cdi=cdi, gpu_operator=gpu_operator)``.
@@ -64,3 +67,5 @@ class Platform:
     """The image catalogs, by namespace (:class:`gpucell.images.ImageCatalog`). Defaults to none."""
     priority_classes: PriorityClasses | None = None
     """The cell's PriorityClasses (``priorityClasses``)."""
+    backups: Backups | None = None
+    """Velero (:class:`gpucell.backups.Backups`), which renders the ``Schedule`` of each tenant with ``backup``."""

@@ -749,6 +749,23 @@ def _with_tenant(facts: ClusterFacts, tenant: str, spec: TenantSpec | dict[str, 
         return ClusterFacts.model_validate({**fields, "tenants": {**facts.tenants, tenant: spec}})
 
 
+def _check_backup_scheduled(args: TenantArgs) -> None:
+    """Raise :class:`ConfigError` when the tenant asks for ``backup`` and no :class:`gpucell.backups.Backups` of its
+    platform renders its ``Schedule``: the tenant would believe it is backed up and is not."""
+    if args.spec.backup is None:
+        return
+    backups = args.platform.backups
+    if backups is None or args.name not in backups.scheduled:
+        raise ConfigError(
+            [
+                f"tenants.{args.name}.backup: no Backups component of this cluster schedules it "
+                f"({'Platform.backups is None' if backups is None else 'not in its BackupsArgs.tenants'}), so the "
+                "tenant would have no backups; pass Backups(..., BackupsArgs(tenants={...})) holding it as "
+                "Platform(backups=...), or drop backup"
+            ]
+        )
+
+
 class Tenant(CellComponent):
     """One tenant on one cluster: namespace, quota, limit defaults, RBAC and Cilium policies.
 
@@ -774,6 +791,7 @@ class Tenant(CellComponent):
 
     def __init__(self, name: str, args: TenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         facts = admit(args.name, args.spec, args.facts)  # before anything is registered
+        _check_backup_scheduled(args)
         super().__init__("Tenant", name, opts, args.cluster)
         spec, tenant, platform = args.spec, args.name, args.platform
         self.name = tenant

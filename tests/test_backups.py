@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.admission import ClusterFacts
 from gpucell.backups import bucket_credentials_file, restore_manifest, schedule_manifest
+from gpucell.cluster import Cluster
 from gpucell.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
 from gpucell.errors import ConfigError
+from gpucell.platform import Platform
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.backups import TenantBackupSpec
-from gpucell.spec.tenancy import TenantGroups
+from gpucell.spec.tenancy import TenantGroups, TenantSpec
 from gpucell.stacks import cli
 from gpucell.stacks.conformance.charts import render_releases, velero_facts
 from gpucell.stacks.conformance.helm_values import values_problems
@@ -23,7 +26,7 @@ from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import rbac_manifests
+from gpucell.tenancy import Tenant, TenantArgs, rbac_manifests
 from gpucell.testing import provider_outputs
 from tests.conftest import (
     REPO,
@@ -578,3 +581,35 @@ def test_removing_backups_is_stopped_by_protection(plan: PlanResult) -> None:
     assert deleted["Helm release velero (velero)"] is True
     assert deleted["Secret velero/velero-repo-credentials"] is True
     assert deleted["Schedule velero/tenant-acme"] is False
+
+
+def test_a_tenant_with_backup_that_no_backups_component_schedules_is_refused() -> None:
+    """On a cluster gpucell did not build (a Tenant with ClusterFacts and a Platform without Backups), a tenant's
+    ``backup`` was accepted and nothing rendered its Schedule: the tenant had no backups and no one said so."""
+    facts = ClusterFacts.model_validate(
+        {"network": {"nodeCidr": "10.0.0.0/16", "podCidr": "10.244.0.0/16", "serviceCidr": "172.20.0.0/16",
+                     "clusterDns": "172.20.0.10", "apiPort": 443}}
+    )  # fmt: skip
+    spec = TenantSpec.model_validate(
+        {
+            "groups": {"admins": ["ml-admins"]},
+            "quota": {"cpuMillicores": 4000, "memoryGib": 16, "storageGib": 100},
+            "backup": {"schedule": "0 2 * * *"},
+        }
+    )
+    refused: list[str] = []
+
+    def program() -> None:
+        cluster = Cluster.from_kubeconfig("eks", "apiVersion: v1\nkind: Config\n", "1.34")
+        try:
+            Tenant("ml", TenantArgs("ml", spec, cluster, facts, Platform()))
+        except ConfigError as exc:
+            refused.extend(exc.lines)
+
+    result = run_program(program)
+    assert refused == [
+        "tenants.ml.backup: no Backups component of this cluster schedules it (Platform.backups is None), so the "
+        "tenant would have no backups; pass Backups(..., BackupsArgs(tenants={...})) holding it as "
+        "Platform(backups=...), or drop backup"
+    ]
+    assert not [r for r in result.resources if r.type.startswith("kubernetes:") and r.name.startswith("ml")]
