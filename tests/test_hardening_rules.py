@@ -498,6 +498,28 @@ def test_a_credentials_key_is_one_tenants_across_regions_and_never_an_ssh_key() 
     ]
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("etcd", "snapshots", "s3", "credentialsConfigKey"),
+        ("metrics", "remoteWrite", "credentialsConfigKey"),
+        ("imageCatalogs", "os-images", "images", "ubuntu-2404", "source", "credentialsConfigKey"),
+        ("backups", "storage", "credentialsConfigKey"),
+        ("backups", "repositoryPasswordConfigKey"),
+    ],
+)
+def test_no_field_of_the_cell_names_an_ssh_key_but_ssh(path: tuple[str, ...]) -> None:
+    """As the backup repository password (any 16 characters pass) the SSH key would sit in velero's Secret, as a
+    catalog image's credentials it would go to the registry: root on every node."""
+    assert errors(put(("fra1", *path), "sshPrivateKey")) == [
+        f"regions.fra1.{'.'.join(path)}: 'sshPrivateKey' is the SSH private key of region fra1; name a secret of its "
+        "own"
+    ]
+    assert errors(put(("iad1", "ssh", "privateKeyConfigKey"), "sshIad1"), put(("fra1", *path), "sshIad1")) == [
+        f"regions.fra1.{'.'.join(path)}: 'sshIad1' is the SSH private key of region iad1; name a secret of its own"
+    ]
+
+
 def test_a_tenant_may_not_name_a_cell_secret() -> None:
     """The etcd S3 credentials of any region are the cell's: a tenant's Secret would hand them to its members."""
     assert errors(put((*ACME, "modelEndpoints", "llama-8b", "credentialsConfigKey"), "etcdS3CredentialsFra1")) == [

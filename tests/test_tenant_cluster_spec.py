@@ -97,6 +97,24 @@ CASES: list[tuple[str, Edit, str]] = [
         "of v1.35.0",
     ),
     (
+        "a node image from an image catalog (rendered without the class its DataSource is picked by)",
+        lambda c: _ml(c).update(image={"image": "os-images/ubuntu-2404"}),
+        f"{ML}.image.image: 'os-images/ubuntu-2404': a tenant cluster's node image is imported for each machine; "
+        "give registry (docker://...) or http (https://...)",
+    ),
+    (
+        "a node image with import credentials (no Secret is made for the machines' disks)",
+        lambda c: _ml(c).update(
+            image={
+                "registry": "docker://quay.io/capk/ubuntu-2404-container-disk:v1.34.1",
+                "credentialsConfigKey": "sshPrivateKey",
+            }
+        ),
+        f"{ML}.image.credentialsConfigKey: 'sshPrivateKey': a tenant cluster's node image is imported without "
+        "credentials or a CA bundle (no Secret or ConfigMap is made for its machines' disks, whose import would wait "
+        "for them); serve the node image from a registry or https server that needs neither",
+    ),
+    (
         "a pod network over the cell's",
         lambda c: _ml(c).update(network={"podCidr": "10.42.0.0/16"}),
         f"{ML}.network.podCidr: '10.42.0.0/16' overlaps the cell's network.podCidr 10.42.0.0/16; the tenant cluster's "

@@ -15,7 +15,7 @@ from typing import Any, Self
 from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission import ClusterFacts, check_announced_vms, check_tenants
-from gpucell.errors import SpecError, shown
+from gpucell.errors import SpecError, join_path, shown
 from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
@@ -401,31 +401,33 @@ class StackSpec(SpecModel):
         and golden images' import credentials (the k3s token and the notebook tokens are generated, never config;
         OIDC takes no secret). A tenant's field may name none of them (docs/security.md, "Who owns a secret")."""
         owned: dict[str, str] = {}
+        for key, where in self._cell_secret_fields():
+            owned.setdefault(key, join_path(where))
+        return owned
+
+    def _cell_secret_fields(self) -> Iterator[tuple[str, tuple[str | int, ...]]]:
+        """``(key, key path)`` of every cell field naming a secret, each region's SSH private key first."""
         for region, cell in self.regions.items():
-            owned.setdefault(cell.ssh.private_key_config_key, f"regions.{region}.ssh.privateKeyConfigKey")
+            base = ("regions", region)
+            yield cell.ssh.private_key_config_key, (*base, "ssh", "privateKeyConfigKey")
             s3 = cell.etcd.snapshots.s3
             if s3 is not None:
-                owned.setdefault(s3.credentials_config_key, f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey")
+                yield s3.credentials_config_key, (*base, "etcd", "snapshots", "s3", "credentialsConfigKey")
             remote = cell.metrics.remote_write if cell.metrics.enabled else None
             if remote is not None and remote.credentials_config_key is not None:
-                owned.setdefault(
-                    remote.credentials_config_key, f"regions.{region}.metrics.remoteWrite.credentialsConfigKey"
-                )
+                yield remote.credentials_config_key, (*base, "metrics", "remoteWrite", "credentialsConfigKey")
             for catalog, spec in cell.image_catalogs.items():
                 for image, entry in spec.images.items():
                     key = entry.source.credentials_config_key
                     if key is not None:
-                        owned.setdefault(
-                            key, f"regions.{region}.imageCatalogs.{catalog}.images.{image}.source.credentialsConfigKey"
-                        )
+                        yield key, (*base, "imageCatalogs", catalog, "images", image, "source", "credentialsConfigKey")
             if cell.backups is not None:
                 for key, field in (
-                    (cell.backups.storage.credentials_config_key, "backups.storage.credentialsConfigKey"),
-                    (cell.backups.repository_password_config_key, "backups.repositoryPasswordConfigKey"),
+                    (cell.backups.storage.credentials_config_key, ("storage", "credentialsConfigKey")),
+                    (cell.backups.repository_password_config_key, ("repositoryPasswordConfigKey",)),
                 ):
                     if key is not None:
-                        owned.setdefault(key, f"regions.{region}.{field}")
-        return owned
+                        yield key, (*base, "backups", *field)
 
     def tenant_secrets(self) -> Iterator[tuple[str, str, str, tuple[str | int, ...], str]]:
         """``(key, region, tenant, key path, what it holds)`` of every secret config key a tenant's field names: its
@@ -469,8 +471,19 @@ class StackSpec(SpecModel):
     def _check_credentials(self) -> Iterator[SpecError]:
         """Every secret has one owner: the cell (:meth:`cell_secrets`) or one tenant. A credentials key's value
         becomes a Secret in its tenant's namespace, readable by that tenant: two tenants naming one key would read
-        each other's credentials, and a cell secret would hand a tenant the nodes or the etcd backups."""
+        each other's credentials, and a cell secret would hand a tenant the nodes or the etcd backups. A region's SSH
+        private key is named by its ``ssh.privateKeyConfigKey`` and no other field."""
         ssh_keys = {cell.ssh.private_key_config_key: region for region, cell in self.regions.items()}
+        for key, where in self._cell_secret_fields():
+            if key in ssh_keys and where[2:] != ("ssh", "privateKeyConfigKey"):
+                # As the backup repository password or a registry's credentials, root on every node would sit in a
+                # Secret (and go to the registry); only some fields' format checks would stop it, and only at `up`.
+                own = self.regions[str(where[1])].ssh.private_key_config_key == key
+                yield SpecError(
+                    where,
+                    f"{shown(key)} is the SSH private key of region {where[1] if own else ssh_keys[key]}; name a "
+                    "secret of its own",
+                )
         cell_owned = self.cell_secrets()
         owner: dict[str, tuple[str, str]] = {}
         for key, region, tenant_name, where, holds in self.tenant_secrets():

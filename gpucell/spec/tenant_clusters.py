@@ -271,7 +271,8 @@ class TenantClusterSpec(SpecModel):
     image: DiskSource
     """The node image every VM boots (a CDI source): an image-builder image with kubeadm, the kubelet and containerd
     of ``kubernetesVersion`` (``registry: docker://quay.io/capk/ubuntu-2404-container-disk:v1.34.1``). Its tag must
-    name ``kubernetesVersion`` when it names a Kubernetes release."""
+    name ``kubernetesVersion`` when it names a Kubernetes release. ``registry`` or ``http`` only, without
+    ``credentialsConfigKey`` or ``caBundle`` (each machine's disk is imported from it)."""
     storage_class: str | None = None
     """StorageClass of every VM's root disk; defaults to the cell's default class."""
     control_plane: ControlPlaneSpec = ControlPlaneSpec()
@@ -318,6 +319,29 @@ class TenantClusterSpec(SpecModel):
                     "<cluster>-<pool> is a label value of at most 63 characters",
                 )
         return pools
+
+    @field_validator("image")
+    @classmethod
+    def _imported_image(cls, image: DiskSource) -> DiskSource:
+        # Each machine's root disk is a CDI import from the template CAPK copies (decision 0024: golden images for
+        # machines are left for later). The renderer makes no import Secret or CA ConfigMap for it, and a catalog
+        # image has no storage class to pick its DataSource by there.
+        for key, given in (("pvc", image.pvc), ("image", image.image), ("blank", image.blank)):
+            if given:
+                raise SpecError(
+                    (key,),
+                    f"{shown(given)}: a tenant cluster's node image is imported for each machine; give registry "
+                    "(docker://...) or http (https://...)",
+                )
+        for key, given in (("credentialsConfigKey", image.credentials_config_key), ("caBundle", image.ca_bundle)):
+            if given is not None:
+                raise SpecError(
+                    (key,),
+                    f"{shown(given)}: a tenant cluster's node image is imported without credentials or a CA bundle "
+                    "(no Secret or ConfigMap is made for its machines' disks, whose import would wait for them); "
+                    "serve the node image from a registry or https server that needs neither",
+                )
+        return image
 
     @model_validator(mode="after")
     def _image_of_the_version(self) -> TenantClusterSpec:
