@@ -371,3 +371,22 @@ def test_prods_cluster_skipping_a_minor_is_refused() -> None:
         "webhook refuses 'cannot update Kubernetes version', controlplane/kubeadm/webhooks/admission) and kubeadm "
         "never downgrades; no acknowledgement makes it work)"
     ]
+
+
+def test_a_tenant_with_a_tenant_cluster_cannot_have_a_namespace_backup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Velero would back up the Cluster API objects, the machine VMs and the clusters' CA and etcd Secrets (object
+    manifests unencrypted in the bucket), and a restore of them is not something gpucell does: refused, not taken
+    silently (found by review: prod's globex has a cluster, and adding backup planned)."""
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    stack["config"]["gpucell:regions"]["iad1"]["tenants"]["globex"]["backup"] = {"schedule": "0 3 * * *"}
+    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
+    assert cli.main(["plan", "prod", "--project-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "regions.iad1.tenants.globex.backup: the tenant has tenantClusters (ml): a namespace backup would hold their "
+        "Cluster API objects, machine VMs and the clusters' CA and etcd Secrets (object manifests are not encrypted "
+        "in the bucket), and gpucell does not restore a tenant cluster that way; back up inside the tenant cluster, "
+        "or keep backups to a tenant without tenant clusters\n"
+    )

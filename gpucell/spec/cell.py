@@ -233,8 +233,18 @@ class CellSpec(NodeViews, SpecModel):
         yield from check_tenants(ClusterFacts.from_cell(self), (self.ssh.private_key_config_key,))
 
     def _check_backups(self) -> Iterator[SpecError]:
-        """Tenant backups need the cell's ``backups``; ``backups`` needs Longhorn (CSI snapshots), a pool whose
-        nodes take pods without tolerations (Velero's data movers carry none), and plugins of its Velero line."""
+        """Tenant backups need the cell's ``backups`` and no ``tenantClusters`` in the tenant; ``backups`` needs
+        Longhorn (CSI snapshots), a pool whose nodes take pods without tolerations (Velero's data movers carry none),
+        and plugins of its Velero line."""
+        for name, tenant in self.tenants.items():
+            if tenant.backup is not None and tenant.tenant_clusters:
+                yield SpecError(
+                    ("tenants", name, "backup"),
+                    f"the tenant has tenantClusters ({', '.join(sorted(tenant.tenant_clusters))}): a namespace backup "
+                    "would hold their Cluster API objects, machine VMs and the clusters' CA and etcd Secrets (object "
+                    "manifests are not encrypted in the bucket), and gpucell does not restore a tenant cluster that "
+                    "way; back up inside the tenant cluster, or keep backups to a tenant without tenant clusters",
+                )
         backups = self.backups
         if backups is None:
             for name, tenant in self.tenants.items():
