@@ -1386,7 +1386,8 @@ class TenantClusterSpec(TypedDict, total=False):
     image: Required[DiskSource]
     """The node image every VM boots (a CDI source): an image-builder image with kubeadm, the kubelet and containerd
     of ``kubernetesVersion`` (``registry: docker://quay.io/capk/ubuntu-2404-container-disk:v1.34.1``). Its tag must
-    name ``kubernetesVersion`` when it names a Kubernetes release.
+    name ``kubernetesVersion`` when it names a Kubernetes release. ``registry`` or ``http`` only, without
+    ``credentialsConfigKey`` or ``caBundle`` (each machine's disk is imported from it).
     """
 
     storageClass: str

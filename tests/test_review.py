@@ -772,8 +772,9 @@ def test_a_wrong_command_line_is_exit_2_as_documented(capsys: pytest.CaptureFixt
     )
     readme = " ".join((REPO / "README.md").read_text().split())
     doc = " ".join((REPO / "docs" / "reviewing-changes.md").read_text().split())
-    assert "2 wrong command line (argparse's usage message)" in readme
-    assert "`2` a wrong command line (argparse prints the usage)" in doc
+    assert "2 a change `pulumi up` refuses whatever is acknowledged" in readme
+    assert "or a wrong command line (argparse's usage message)" in readme
+    assert "or a wrong command line (argparse prints the usage)" in doc
 
 
 # -- docs/reviewing-changes.md -------------------------------------------------------------------------------------
