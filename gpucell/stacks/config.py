@@ -146,6 +146,18 @@ def _require_secret(config: pulumi.Config, key: str, used_by: str, how: str) -> 
     return secret
 
 
+def _read_secret(
+    config: pulumi.Config, credentials: dict[str, pulumi.Output[str]], key: str, used_by: str, how: str
+) -> list[str]:
+    """Read the secret config value ``key`` into ``credentials``; its problem lines (:func:`_require_secret`) when
+    it is missing or stored in plain text, else none."""
+    try:
+        credentials[key] = _require_secret(config, key, used_by, how)
+    except ConfigError as exc:
+        return exc.lines
+    return []
+
+
 def _acknowledgements(config: pulumi.Config, regions: list[str]) -> list[Acknowledgement]:
     """``gpucell:acknowledge``, validated; every region it names (but for ``regionRemoved``) must be in the stack."""
     try:
@@ -217,16 +229,13 @@ def _read_remote_write_credentials(
     remote = cell.metrics.remote_write if cell.metrics.enabled else None
     if remote is None or remote.credentials_config_key is None or remote.credentials_config_key in credentials:
         return []
-    try:
-        credentials[remote.credentials_config_key] = _require_secret(
-            config,
-            remote.credentials_config_key,
-            f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
-            f"{remote.credentials_config_key} -- '<user>:<password>'",
-        )
-    except ConfigError as exc:
-        return exc.lines
-    return []
+    return _read_secret(
+        config,
+        credentials,
+        remote.credentials_config_key,
+        f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
+        f"{remote.credentials_config_key} -- '<user>:<password>'",
+    )
 
 
 def _user_password_problem(key: str, used_by: str) -> str | None:
@@ -283,10 +292,9 @@ def _read_vm_secrets(config: pulumi.Config, spec: StackSpec, credentials: dict[s
     for key, path, kind, vm in wanted:
         if key not in credentials:
             how = f"{key} < user-data.yaml" if kind == "user-data" else f"{key} -- '<user>:<password>'"
-            try:
-                credentials[key] = _require_secret(config, key, f"{path} names it", how)
-            except ConfigError as exc:
-                problems += exc.lines
+            missing = _read_secret(config, credentials, key, f"{path} names it", how)
+            if missing:
+                problems += missing
                 continue
         problem = _user_data_problem(key, path, vm) if vm is not None else _user_password_problem(key, path)
         if problem is not None:
@@ -313,10 +321,9 @@ def _read_backup_secrets(
     ):
         if key is None or key in credentials:
             continue
-        try:
-            credentials[key] = _require_secret(config, key, f"regions.{region}.{used_by} names it", f"{key} -- {how}")
-        except ConfigError as exc:
-            problems += exc.lines
+        missing = _read_secret(config, credentials, key, f"regions.{region}.{used_by} names it", f"{key} -- {how}")
+        if missing:
+            problems += missing
             continue
         value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
         if value is None:
@@ -348,12 +355,9 @@ def _read_env_secrets(
                 if key is None or key in credentials:
                     continue
                 used_by = f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}.env[{index}]"
-                try:
-                    credentials[key] = _require_secret(
-                        config, key, f"{used_by}.secretConfigKey names it", f"{key} -- <value of {var.name}>"
-                    )
-                except ConfigError as exc:
-                    problems += exc.lines
+                problems += _read_secret(
+                    config, credentials, key, f"{used_by}.secretConfigKey names it", f"{key} -- <value of {var.name}>"
+                )
     return problems
 
 
@@ -382,19 +386,17 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
             problems += exc.lines
         s3 = cell.etcd.snapshots.s3
         if s3 is not None and s3.credentials_config_key not in credentials:
-            try:
-                credentials[s3.credentials_config_key] = _require_secret(
-                    config,
-                    s3.credentials_config_key,
-                    f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey names it",
-                    f"{s3.credentials_config_key} -- '<access key id>:<secret access key>'",
-                )
-            except ConfigError as exc:
-                problems += exc.lines
-            else:
-                problem = _etcd_credentials_problem(s3.credentials_config_key, region)
-                if problem is not None:
-                    problems.append(problem)
+            missing = _read_secret(
+                config,
+                credentials,
+                s3.credentials_config_key,
+                f"regions.{region}.etcd.snapshots.s3.credentialsConfigKey names it",
+                f"{s3.credentials_config_key} -- '<access key id>:<secret access key>'",
+            )
+            problems += missing
+            problem = None if missing else _etcd_credentials_problem(s3.credentials_config_key, region)
+            if problem is not None:
+                problems.append(problem)
         problems += _read_remote_write_credentials(config, region, cell, credentials)
         problems += _read_backup_secrets(config, region, cell, credentials)
         problems += _read_env_secrets(config, region, cell, credentials)
@@ -404,12 +406,11 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                 if key is None or key in credentials:
                     continue
                 used_by = f"regions.{region}.tenants.{tenant_name}.modelEndpoints.{name}"
-                try:
-                    credentials[key] = _require_secret(
-                        config, key, f"{used_by}.credentialsConfigKey names it", f"{key} -- <token>"
-                    )
-                except ConfigError as exc:
-                    problems += exc.lines
+                missing = _read_secret(
+                    config, credentials, key, f"{used_by}.credentialsConfigKey names it", f"{key} -- <token>"
+                )
+                if missing:
+                    problems += missing
                     continue
                 problem = _credentials_problem(key, storage_scheme(endpoint.storage_uri), used_by)
                 if problem is not None:
