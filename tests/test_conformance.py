@@ -330,7 +330,7 @@ def test_commented_defaults_are_scoped_to_their_parent() -> None:
 
 # -- gpucell schemas fetch ----------------------------------------------------------------------------------------
 STAND_IN = b'{"$comment": "a stand-in for an optional upstream file the shared copies lack"}\n'
-"""What the local server answers for an optional file (cloud-init's schemas, CAAPH's CRD) that ``shared/upstream`` does
+"""What the local server answers for an optional file (CAAPH's CRD) that ``shared/upstream`` does
 not hold."""
 
 
@@ -441,9 +441,9 @@ def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
             recorded[cells[1].strip("`")] = (cells[2].split(" (")[0], cells[3].strip("`").split(" (")[0])
     checked = 0
     for rel, source in UPSTREAM_FILES.items():
-        if source.optional:  # not among the shared copies: cloud-init's schemas, CAAPH's CRD
+        if source.optional:  # not among the shared copies: CAAPH's CRD
             assert rel not in recorded, rel
-            assert source.repo in ("canonical/cloud-init", "kubernetes-sigs/cluster-api-addon-provider-helm"), rel
+            assert source.repo == "kubernetes-sigs/cluster-api-addon-provider-helm", rel
             continue
         if source.also is not None:  # inside a chart directory SOURCES.md records as a whole
             assert any(p.startswith(re.split(r"-v?\*/", source.also)[0]) for p in recorded), rel
@@ -453,4 +453,4 @@ def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
             continue  # Cilium: copied from the packed chart or a CRD mirror; we fetch the same files from cilium/cilium
         assert (source.repo, source.path) == (repo, path), rel
         checked += 1
-    assert checked == 36  # 24, and 12 of Cluster API, CAPK and the operator (tenant clusters)
+    assert checked == 39  # 24, 12 of Cluster API, CAPK and the operator (tenant clusters), 3 of cloud-init

@@ -757,14 +757,16 @@ def test_the_checks_refuse_a_vm_that_sizes_itself_beside_its_instancetype_and_se
 # -- cloud-init against cloud-init's schemas (--check) -------------------------------------------------------------
 
 
-def test_cloud_init_schemas_are_optional_in_the_schema_directory(tmp_path: Path) -> None:
-    assert UPSTREAM_FILES[CLOUD_CONFIG_SCHEMA].optional
+def test_cloud_init_schemas_are_required_in_the_schema_directory(tmp_path: Path) -> None:
+    assert not UPSTREAM_FILES[CLOUD_CONFIG_SCHEMA].optional
     assert (
         UPSTREAM_FILES[CLOUD_CONFIG_SCHEMA]
         .url("26.2")
         .endswith("/canonical/cloud-init/26.2/cloudinit/config/schemas/schema-cloud-config-v1.json")
     )
-    assert CLOUD_CONFIG_SCHEMA not in SchemaStore(tmp_path).missing()
+    assert CLOUD_CONFIG_SCHEMA in SchemaStore(tmp_path).missing()  # --check names it (check_schema_dir)
+    assert SchemaStore(UPSTREAM).version_of(CLOUD_CONFIG_SCHEMA) == "26.2"  # SOURCES.md's two-part tag, read
+    # A store built by hand without them: the plan's own rules ran; the report says cloud-init's schemas did not.
     cell_spec = spec(region(vm(cloudInit={"userData": "#cloud-config\npackages: [nvtop]\n"})))
     found, notices = cloud_init_report("lab", cell_spec, SchemaStore(tmp_path))
     assert found == []

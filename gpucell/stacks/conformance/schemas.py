@@ -65,7 +65,7 @@ class UpstreamFile:
     """The release gpucell pins itself, for a file no :class:`gpucell.spec.Versions` field pins (``component`` is
     then empty): cloud-init's schemas."""
     optional: bool = False
-    """Not among every schema directory's files (cloud-init's schemas, CAAPH's CRD): a checker that needs it falls
+    """Not among every schema directory's files (CAAPH's CRD): a checker that needs it falls
     back on what gpucell knows and says so in a notice, instead of the directory counting as incomplete
     (:meth:`SchemaStore.missing`); :func:`fetch` downloads it all the same."""
 
@@ -172,7 +172,6 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
             "",
             tag_prefix="",
             release=CLOUD_INIT_RELEASE,
-            optional=True,
         )
         for name in ("schema-cloud-config-v1.json", "schema-network-config-v1.json", "schema-network-config-v2.json")
     },
@@ -260,7 +259,9 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
 }
 """Relative path in a schema directory -> where it comes from upstream."""
 
-_VERSION = re.compile(r"v?\d+\.\d+\.\d+")
+_VERSION = re.compile(r"v?\d+\.\d+\.\d+|^v?\d+\.\d+\b")
+"""A release in SOURCES.md's tag column: ``X.Y.Z`` anywhere (after a chart name), or a leading two-part ``X.Y``
+(cloud-init tags ``26.2``)."""
 _HELM_DIRECTIVE = re.compile(r"\s*\{\{.*\}\}\s*")
 
 
