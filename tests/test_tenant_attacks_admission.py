@@ -31,8 +31,9 @@ RESTRICTED = {
 }
 TOLERATIONS = (
     "tolerations: tenant acme may not tolerate the servers' or gpucell's taints "
-    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable, DaemonSets only) or every taint (a "
-    "toleration without a key); its workloads get the tolerations of their pools from gpucell"
+    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable, "
+    "DaemonSets only) or every taint (a toleration without a key); its workloads get the tolerations of their pools "
+    "from gpucell"
 )
 NODE_NAME = (
     "nodeName: tenant acme's pods never name a server or a quarantined host (iad1-srv-1, iad1-srv-2, iad1-srv-3); "
