@@ -10,10 +10,9 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   (:func:`priority_quota_manifest`);
 - a ``LimitRange`` ``tenant-defaults``: what a container gets when it does not say
   (:func:`limit_range_manifest`);
-- ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC ``groupsPrefix``) to the
-  built-in ``admin``/``edit``/``view`` ClusterRoles,
-  and namespaced ``Role`` objects for KServe, whose chart does not aggregate into those
-  (:func:`rbac_manifests`);
+- the ``Role`` objects ``tenant-admin``, ``tenant-member`` and ``tenant-viewer``, gpucell's own, stated rule by rule
+  (:mod:`gpucell.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC
+  ``groupsPrefix``) to them (:func:`rbac_manifests`);
 - ``CiliumNetworkPolicy`` objects, one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
@@ -106,8 +105,8 @@ add up:
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
 ``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
-every other tenant's flows. Namespace labels cannot be set by a tenant (``admin`` in a namespace does not
-include updating the Namespace object), and Cilium ignores pod labels that imitate namespace labels since
+every other tenant's flows. Namespace labels cannot be set by a tenant (no tenant role may update the Namespace
+object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
 label, and CIDR rules only match addresses outside the cluster (Cilium's default ``policyCIDRMatchMode``).
 Ingress from outside the tenant (an ingress controller, a NodePort, an SSH LoadBalancer) is what each workload
@@ -143,6 +142,7 @@ from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
 from gpucell.tenant_admission import admission_manifests
+from gpucell.tenant_roles import TENANT_ROLES, role_manifest
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
     MANAGED_BY,
@@ -160,9 +160,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_MEMORY_LIMITS_RATIO",
-    "BUILTIN_ROLES",
     "DNS_SELECTOR",
-    "KSERVE_RESOURCES",
     "MANAGED_BY",
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
@@ -200,17 +198,6 @@ NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
 """Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
 DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
 """The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
-BUILTIN_ROLES = (("admins", "admin"), ("members", "edit"), ("viewers", "view"))
-"""Tenant group key -> built-in ClusterRole. KubeVirt's ``kubevirt.io:admin/edit/view`` (virt-operator
-``pkg/virt-operator/resource/generate/rbac/cluster.go``) and CDI's ``cdi.kubevirt.io:admin/edit/view``
-(``createAggregateClusterRoles``) carry ``rbac.authorization.k8s.io/aggregate-to-<role>`` labels, so these
-roles cover VMs and DataVolumes."""
-KSERVE_RESOURCES = ("inferenceservices", "servingruntimes", "inferencegraphs", "trainedmodels")
-"""``serving.kserve.io`` resources tenants work with. KServe's ``kserve-resources`` chart ships no ClusterRole
-aggregating into ``admin``/``edit``/``view`` (only Kubeflow's manifests do), so the tenant gets namespaced
-Roles for them."""
-_READ = ["get", "list", "watch"]
-_WRITE = [*_READ, "create", "update", "patch", "delete"]
 
 
 class PodSecurityLevel(StrEnum):
@@ -481,42 +468,21 @@ def _binding(
     }
 
 
-def _kserve_role(tenant: str, name: str, verbs: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{RBAC_GROUP}/v1",
-        "kind": "Role",
-        "metadata": object_meta(tenant, name),
-        "rules": [
-            {"apiGroups": ["serving.kserve.io"], "resources": list(KSERVE_RESOURCES), "verbs": list(verbs)},
-            {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices/status"], "verbs": ["get"]},
-        ],
-    }
-
-
 def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) -> list[dict[str, Any]]:
-    """Roles and RoleBindings of the tenant; a binding without groups (and its Role) is left out.
-
-    - ``tenant-admins``/``tenant-members``/``tenant-viewers``: RoleBindings to the ClusterRoles ``admin``/
-      ``edit``/``view`` (:data:`BUILTIN_ROLES`), subjects ``kind: Group``.
-    - ``tenant-kserve-edit`` (admins and members) and ``tenant-kserve-view`` (viewers): a Role on
-      :data:`KSERVE_RESOURCES` and its RoleBinding of the same name.
+    """The tenant's Roles and RoleBindings: the ``Role`` objects ``tenant-admin``, ``tenant-member`` and
+    ``tenant-viewer`` (:func:`gpucell.tenant_roles.role_manifest`, always: a tenant admin may bind them), then the
+    RoleBindings ``tenant-admins``/``tenant-members``/``tenant-viewers`` from ``groups.admins``/``members``/
+    ``viewers`` to them (:data:`gpucell.tenant_roles.TENANT_ROLES`), subjects ``kind: Group``; a binding without
+    groups is left out.
 
     With ``oidc`` (the cell's identity provider), each group is the name the API server gives the token's group:
     ``<groupsPrefix><group>`` (``oidc:acme-ml``), so only tokens of that issuer match.
     """
-    groups = spec.groups
-    out: list[dict[str, Any]] = []
-    for key, role in BUILTIN_ROLES:
-        members: list[str] = getattr(groups, key)
+    out = [role_manifest(tenant, role) for role in TENANT_ROLES.values()]
+    for key, role in TENANT_ROLES.items():
+        members: list[str] = getattr(spec.groups, key)
         if members:
-            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members, oidc=oidc))
-    for name, verbs, members in (
-        ("tenant-kserve-edit", _WRITE, [*groups.admins, *groups.members]),
-        ("tenant-kserve-view", _READ, list(groups.viewers)),
-    ):
-        if members:
-            out.append(_kserve_role(tenant, name, verbs))
-            out.append(_binding(tenant, name, "Role", name, members, oidc=oidc))
+            out.append(_binding(tenant, f"tenant-{key}", "Role", role, members, oidc=oidc))
     return out
 
 
@@ -777,8 +743,8 @@ class Tenant(CellComponent):
 
     Children (Pulumi names from the component name ``name``): ``{name}-namespace``, ``{name}-quota``,
     ``{name}-priority-quota``,
-    ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
-    ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
+    ``{name}-limits``, ``{name}-admin-role``/``-member-role``/``-viewer-role`` (the Roles),
+    ``{name}-admins``/``-members``/``-viewers`` (their bindings), and ``{name}-default-deny``,
     ``{name}-allow-dns``... (the policy names without ``tenant-``), ``{name}-admission-pods``/``-vms``/``-services``
     and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
