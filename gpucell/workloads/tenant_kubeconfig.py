@@ -11,11 +11,12 @@ a new kubeconfig, in Cluster API's shape and names, from the four values above a
 named (by its place and client-go's key name, never its value): ``users[].user.exec`` and ``auth-provider`` (a
 command or plugin run on the operator's machine), ``tokenFile``, ``client-certificate``/``client-key``/
 ``certificate-authority`` (files read there), ``token``, ``username``/``password`` and ``as*`` (impersonation),
-``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url`` (a redirect), ``extensions``, more users or contexts.
+``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url`` (a redirect), ``extensions`` (further contexts
+are replaced by the rebuilt one).
 The server is the one gpucell knows: the exposed address when the API is a LoadBalancer (whatever the Secret says),
 else Cluster API's own, which must be ``https://<ClusterIP>:6443`` with the ClusterIP in the cell's service range
 (the ``<c>-lb`` Service CAPK creates; CAPK v0.11.2 sets it as the ``controlPlaneEndpoint``). A kubeconfig without a
-client certificate and key, a CA, or such a server is not exported at all.
+client certificate and key, a CA, or such a server, or with more than one cluster or user, is not exported at all.
 """
 
 from __future__ import annotations
