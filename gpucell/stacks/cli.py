@@ -240,13 +240,20 @@ def _diff_parser(commands: Any) -> None:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    """``gpucell schema``: print or write the stack file's JSON Schema."""
+    """``gpucell schema``: print or write the stack file's JSON Schema; an ``--out`` that cannot be written (a
+    directory, under a file, unwritable) is one line, exit 2, before the schema is rendered."""
+    if args.out is not None and (problems := _writable("--out", args.out, directory=False)):
+        raise CommandLineError(problems)
     text = render_schema()
     if args.out is None:
         print(text, end="")
         return EXIT_OK
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    try:
+        args.out.write_text(text)
+    except OSError as exc:  # what the probe could not foresee (a full disk, a file made read-only meanwhile)
+        raise CommandLineError(
+            [f"--out: {str(args.out)!r} cannot be written ({exc.strerror or type(exc).__name__}); give a writable path"]
+        ) from None
     print(f"wrote {args.out}")
     return EXIT_OK
 
