@@ -749,9 +749,10 @@ class Tenant(CellComponent):
     and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
     profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
-    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes
-    the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
-    before anything of it is deleted.
+    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child but the
+    Roles and RoleBindings takes the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant
+    from the config is refused before anything of it is deleted (Pulumi refuses the whole deletion phase). The Roles
+    and bindings are never protected: they hold no data, and deleting one only takes rights away.
 
     The spec is admitted against ``args.facts`` before anything is registered (:func:`admit`); raises
     :class:`~gpucell.errors.ConfigError` with ``tenants.<name>...`` key paths. The cluster must run Cilium (the
@@ -806,15 +807,20 @@ class Tenant(CellComponent):
         )
         limits = limit_range_manifest(tenant, spec)
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
+        # Roles and bindings hold no data and deleting one only takes rights away, so they never take the tenant's
+        # protection: a refused removal still leaves the tenant fenced in, and a binding's new roleRef (immutable, a
+        # replacement) goes through in one `pulumi up` (Pulumi replaces a resource whose new goal is unprotected,
+        # pulumi/pulumi#8873) instead of needing `pulumi state unprotect` on every cell.
+        grants = self.child(depends_on=[self.namespace_resource], protect=False)
         self.rbac: list[pulumi.CustomResource] = []
         for obj in rbac_manifests(tenant, spec, facts.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
-                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=inside))
+                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=grants))
             else:
                 self.rbac.append(
                     RoleBinding(
-                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
+                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=grants
                     )
                 )
         cilium = [platform.cilium] if platform.cilium is not None else []
