@@ -43,8 +43,8 @@ contract (``config/crd/kustomization.yaml`` labels end at ``cluster.x-k8s.io/v1b
 it through its v1beta1 compatibility, ``internal/contract/version.go`` ``GetCompatibleVersions``, until v1beta1 is
 dropped in v1.16) and reads Clusters and Machines as ``cluster.x-k8s.io/v1beta1``, which CAPI v1.14 still serves."""
 KNOWN_CAAPH = ((0, 6),)
-"""CAAPH minors gpucell renders ``HelmChartProxy`` objects for: v0.6.4 (8c581411's tag) declares the v1beta2
-contract (``metadata.yaml``) and is built against CAPI v1.13.0 and Helm v3.20.2 (``go.mod``)."""
+"""CAAPH minors gpucell renders ``HelmChartProxy`` objects for: v0.6.4 (82566296) declares the v1beta2 contract
+(``metadata.yaml``) and is built against CAPI v1.13.0 and Helm v3.20.2 (``go.mod``)."""
 KNOWN_CAPI_OPERATOR = ((0, 28),)
 """cluster-api-operator chart minors whose provider objects gpucell renders and checked: v0.28.0 (d32c1c2a) serves
 ``operator.cluster.x-k8s.io/v1alpha2`` with ``spec.patches`` (``config/crd/bases/``, the CRDs in

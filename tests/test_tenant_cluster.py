@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import inspect
 import json
 from typing import Any, cast
 
@@ -719,6 +720,21 @@ def _kubevirt_v1_9_minus_capk() -> set[str]:
 def test_the_fields_capk_drops_are_exactly_kubevirt_v1_9s_that_its_crd_lacks() -> None:
     assert _kubevirt_v1_9_minus_capk() == set(cluster_api_facts.CAPK_DROPPED_VM_FIELDS)
     assert cluster_api_facts.capk_dropped_fields(machine_template(region())["spec"]) == []
+
+
+def test_the_release_facts_cite_the_commits_their_tags_point_at() -> None:
+    """``git rev-parse <tag>^{commit}`` in each repository: kubernetes-sigs/cluster-api-provider-kubevirt v0.11.2,
+    kubernetes-sigs/cluster-api-operator v0.28.0, kubernetes-sigs/cluster-api-addon-provider-helm v0.6.4 (annotated
+    tag object e268739e, commit "Merge pull request #544", 2026-04-27; 8c581411, cited before, is a later commit of
+    main, "Restrict Helm repository URL schemes (#585)", in no tag)."""
+    source = " ".join(inspect.getsource(cluster_api_facts).split())
+    for tag, commit in (
+        ("v0.11.2", "2c2bb5beb8ef7265d2a0694e9fa75b73354b9484"),
+        ("v0.28.0", "d32c1c2a0bd227e2a49e8c3db9c7ef6b131ec11f"),
+        ("v0.6.4", "825662962a26dc339f3871184c91ed4bd2f83a4f"),
+    ):
+        assert f"{tag} ({commit[:8]})" in source
+    assert "8c581411" not in source
 
 
 def test_a_template_that_needs_a_field_capk_drops_is_refused_before_anything_is_registered(
