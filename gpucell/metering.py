@@ -8,7 +8,8 @@ each evaluation, whether it uses them or not (billing-grade: what was reserved f
   claims, the DeviceClass (``gpu.nvidia.com``, ``vfio.gpu.nvidia.com``);
 - ``kind``: ``vm`` for what a VM holds, ``container`` for pods (notebooks, endpoints, anything else).
 
-Sources, all from kube-state-metrics (KSM 2.20, the kube-prometheus-stack 88.5.3 subchart):
+Sources, all from kube-state-metrics' built-in collectors (KSM 2.20.0, the kube-prometheus-stack 88.5.3 subchart
+8.4.0):
 
 - ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``: KSM writes an extended resource's name with
   every character outside ``[a-zA-Z0-9_]`` replaced by ``_`` (``sanitizeLabelName``); the rules put the real name
@@ -19,16 +20,23 @@ Sources, all from kube-state-metrics (KSM 2.20, the kube-prometheus-stack 88.5.3
   ``kube_pod_labels`` with the label allow-listed, :data:`KSM_LABELS_ALLOWLIST`) are ``kind="vm"``.
 - The tenant comes from the namespace's ``gpucell.io/tenant`` label (``kube_namespace_labels``), never from a
   pod label a tenant could set.
-- DRA claims hold devices, not pods: KSM's custom-resource-state metrics over ``resource.k8s.io/v1``
-  ResourceClaims (:func:`resource_claim_metrics`) give one series per allocated device
-  (``gpucell_resourceclaim_allocated_device_info``) and the DeviceClass of each request
-  (``gpucell_resourceclaim_request_info``); a claim of class ``vfio.gpu.nvidia.com`` is a VM's (gpucell hands VFIO
-  GPUs only to VMs), any other a container's.
+- DRA claims hold devices, not pods, and KSM 2.20.0 has no ResourceClaim collector; nor can its
+  custom-resource-state metrics read one: they are built only for kinds a CRD serves
+  (``internal/discovery/discovery.go`` line 274, ``pkg/customresourcestate/config.go`` line 195), and
+  ResourceClaim is built in. The namespace's ResourceQuota counts them instead: with ``dra`` pools every tenant's
+  quota lists ``<class>.deviceclass.resource.k8s.io/devices`` for each DeviceClass (:mod:`gpucell.tenancy`), and the
+  API server keeps its ``used`` at the devices the namespace's ResourceClaims request per class (Kubernetes
+  ``pkg/quota/v1/evaluator/core/resource_claims.go``, ``claimEvaluator.Usage``: ``count`` of an ``ExactCount``
+  request). KSM exports it as ``kube_resourcequota{resource, type="used"}`` (``internal/store/resourcequota.go``),
+  computed by the API server from the claims, so no tenant can understate it. A class of ``vfio.gpu.nvidia.com`` is
+  a VM's (gpucell hands VFIO GPUs only to VMs), any other a container's.
 
 Limits: an evaluation every ``interval`` seconds samples what is held then, so GPU-hours are exact to one
 interval per allocation; Prometheus keeps ``metrics.retentionDays`` (bill from a ``remoteWrite`` store for longer
-periods); the custom-resource-state configuration is checked only by its shape here (no cluster in the tests):
-the rules are tested with ``promtool test rules`` on series named as it names them.
+periods). A DRA claim counts from its creation to its deletion, allocated or not: a pod's claim (from its
+ResourceClaimTemplate) is created with the pod, so a Pending pod's GPUs count, unlike its extended resources; an
+``All`` request counts as 32 devices (the quota's worst case). The rules are tested with ``promtool test rules``
+on series named as KSM names them.
 """
 
 from __future__ import annotations
@@ -45,7 +53,6 @@ __all__ = [
     "KSM_LABELS_ALLOWLIST",
     "ksm_sanitized",
     "metering_group",
-    "resource_claim_metrics",
     "resource_names",
 ]
 
@@ -58,7 +65,10 @@ KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]", 
 ``gpucell.io/pool`` is for :mod:`gpucell.gpu_alerts`)."""
 _NAMESPACE_TENANT = "gpucell:namespace_tenant:info"
 _POD_GPUS = "gpucell:pod_gpu_requests:sum"
-_CLAIM_DEVICES = "gpucell:claim_devices_allocated:sum"
+_CLAIM_DEVICES = "gpucell:namespace_claim_devices:max"
+_PER_CLASS = r"(.+)\\.deviceclass\\.resource\\.k8s\\.io/devices"
+"""A DRA quota key (``<class>.deviceclass.resource.k8s.io/devices``, :func:`gpucell.dra.quota_key`) as a regex
+capturing the class, spelled for a double-quoted PromQL string (whose ``\\\\`` is one backslash)."""
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -103,12 +113,11 @@ def metering_group(resources: Iterable[str]) -> dict[str, Any]:
                 '"tenant", "$1", "label_gpucell_io_tenant", "(.+)"))',
             },
             {"record": _POD_GPUS, "expr": resource_names(resources)},
+            # max: every quota of a namespace that lists a class reports the same use of it
             {
                 "record": _CLAIM_DEVICES,
-                "expr": "sum by (namespace, claim, device_class) (count by (namespace, claim, request) "
-                "(gpucell_resourceclaim_allocated_device_info) * on (namespace, claim, request) "
-                "group_left (device_class) max by (namespace, claim, request, device_class) "
-                "(gpucell_resourceclaim_request_info))",
+                "expr": "max by (namespace, device_class) (label_replace(kube_resourcequota"
+                f'{{type="used",resource=~"{_PER_CLASS}"}}, "device_class", "$1", "resource", "{_PER_CLASS}")) > 0',
             },
             # One rule per kind (promtool lints two rules of one name and labels as duplicates): pods' extended
             # resources `or` claims' device classes, which never share a resource name.
@@ -125,51 +134,4 @@ def metering_group(resources: Iterable[str]) -> dict[str, Any]:
                 f"{_by_tenant(claims('='))}",
             },
         ],
-    }
-
-
-def resource_claim_metrics() -> dict[str, Any]:
-    """kube-state-metrics' ``CustomResourceStateMetrics`` configuration for ``resource.k8s.io/v1`` ResourceClaims
-    (KSM ``docs/metrics/extend/customresourcestate-metrics.md``): ``gpucell_resourceclaim_request_info{namespace,
-    claim, request, device_class}`` per request (``spec.devices.requests[].exactly``) and
-    ``gpucell_resourceclaim_allocated_device_info{namespace, claim, request, device}`` per allocated device
-    (``status.allocation.devices.results[]``)."""
-    return {
-        "kind": "CustomResourceStateMetrics",
-        "spec": {
-            "resources": [
-                {
-                    "groupVersionKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
-                    "metricNamePrefix": "gpucell_resourceclaim",
-                    "labelsFromPath": {"namespace": ["metadata", "namespace"], "claim": ["metadata", "name"]},
-                    "metrics": [
-                        {
-                            "name": "request_info",
-                            "help": "The DeviceClass of each request of a ResourceClaim",
-                            "each": {
-                                "type": "Info",
-                                "info": {
-                                    "path": ["spec", "devices", "requests"],
-                                    "labelsFromPath": {
-                                        "request": ["name"],
-                                        "device_class": ["exactly", "deviceClassName"],
-                                    },
-                                },
-                            },
-                        },
-                        {
-                            "name": "allocated_device_info",
-                            "help": "One series per device allocated to a ResourceClaim",
-                            "each": {
-                                "type": "Info",
-                                "info": {
-                                    "path": ["status", "allocation", "devices", "results"],
-                                    "labelsFromPath": {"request": ["request"], "device": ["device"], "pool": ["pool"]},
-                                },
-                            },
-                        },
-                    ],
-                }
-            ]
-        },
     }

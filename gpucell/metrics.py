@@ -42,7 +42,7 @@ from gpucell._component import CellComponent
 from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
 from gpucell.inventory import GpuOffer, gpu_offers
-from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_claim_metrics
+from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.platform import StorageBackend
 from gpucell.spec.pools import GpuMode, gpu_pools
@@ -139,8 +139,9 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       ``storageGib`` Gi (``ReadWriteOnce``) from ``storage_class``; every ServiceMonitor, PodMonitor and
       PrometheusRule of the cluster selected (``*SelectorNilUsesHelmValues: false``); with ``remoteWrite``: one
       target with ``basicAuth`` from :data:`REMOTE_WRITE_SECRET`.
-    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`, the
-      ResourceClaim custom-resource-state metrics and the RBAC to list/watch ResourceClaims.
+    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`; no
+      custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
+      claims from the tenants' ResourceQuotas (:mod:`gpucell.metering`).
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -167,12 +168,6 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
-            "customResourceState": {"enabled": True, "config": resource_claim_metrics()},
-            "rbac": {
-                "extraRules": [
-                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list", "watch"]}
-                ]
-            },
         },
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},

@@ -67,6 +67,21 @@ def _phase(ns: str, pod: str, phase: str) -> list[dict[str, str]]:
     ]
 
 
+def _quota(ns: str, classes: dict[str, tuple[int, int]]) -> list[dict[str, str]]:
+    """``kube_resourcequota`` of quota ``tenant`` in ``ns``: per DeviceClass, its hard limit and use, with the
+    ``count/resourceclaims.resource.k8s.io`` key the quota also lists (not a device count)."""
+    rows = [(f"{c}.deviceclass.resource.k8s.io/devices", hard, used) for c, (hard, used) in classes.items()]
+    rows.append(("count/resourceclaims.resource.k8s.io", 8, sum(used for _, used in classes.values())))
+    return [
+        {
+            "series": f'kube_resourcequota{{namespace="{ns}",resourcequota="tenant",resource="{key}",type="{kind}"}}',
+            "values": f"{value}x30",
+        }
+        for key, hard, used in rows
+        for kind, value in (("hard", hard), ("used", used))
+    ]
+
+
 METERING_SERIES = [
     {"series": 'kube_namespace_labels{namespace="tenant-acme",label_gpucell_io_tenant="acme"}', "values": "1x30"},
     {"series": 'kube_namespace_labels{namespace="tenant-globex",label_gpucell_io_tenant="globex"}', "values": "1x30"},
@@ -88,35 +103,11 @@ METERING_SERIES = [
     *_phase("tenant-globex", "llama-70b-predictor-a", "Running"),
     _requests("kube-system", "gpu-burn", "nvidia.com/gpu", 1),
     *_phase("kube-system", "gpu-burn", "Running"),
-    # DRA: a VM's VFIO claim (1 device), a notebook's claim (2 devices), a claim not allocated yet
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-acme",claim="cad-01-x",request="gpu0",'
-        'device_class="vfio.gpu.nvidia.com"}',
-        "values": "1x30",
-    },
-    {
-        "series": 'gpucell_resourceclaim_allocated_device_info{namespace="tenant-acme",claim="cad-01-x",request="gpu0",'
-        'device="gpu-vfio-0",pool="l4-1"}',
-        "values": "1x30",
-    },
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-acme",claim="nb-carol-x",request="gpus",'
-        'device_class="gpu.nvidia.com"}',
-        "values": "1x30",
-    },
-    *(
-        {
-            "series": f'gpucell_resourceclaim_allocated_device_info{{namespace="tenant-acme",claim="nb-carol-x",'
-            f'request="gpus",device="gpu-{i}",pool="l4-2"}}',
-            "values": "1x30",
-        }
-        for i in (0, 1)
-    ),
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-globex",claim="later-x",request="gpus",'
-        'device_class="gpu.nvidia.com"}',
-        "values": "1x30",
-    },
+    # DRA: the tenants' ResourceQuotas, kept by the API server from their claims: acme's VM holds a VFIO GPU, its
+    # notebook two GPUs; globex has no claim; a quota outside any tenant is not metered
+    *_quota("tenant-acme", {"vfio.gpu.nvidia.com": (4, 1), "gpu.nvidia.com": (2, 2), "mig.nvidia.com": (0, 0)}),
+    *_quota("tenant-globex", {"vfio.gpu.nvidia.com": (0, 0), "gpu.nvidia.com": (4, 0), "mig.nvidia.com": (0, 0)}),
+    *_quota("kube-system", {"gpu.nvidia.com": (8, 1)}),
 ]
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from gpucell.errors import ConfigError
 from gpucell.metering import ALLOCATED
@@ -15,6 +16,7 @@ from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from tests.conftest import (
     STORE,
+    UPSTREAM,
     at,
     cell,
     cell_cilium_values,
@@ -64,6 +66,17 @@ def test_release_values_from_config() -> None:
     namespace = plan.named("lab-metrics-namespace")
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert namespace.urn in release.dependencies
+
+
+def test_kube_state_metrics_is_asked_for_no_built_in_kind_and_keeps_its_quota_collector() -> None:
+    """KSM 2.20.0 builds custom-resource-state metrics only for kinds a CRD serves (internal/discovery/discovery.go
+    line 274, pkg/customresourcestate/config.go line 195): a ResourceClaim config would yield nothing. DRA claims are
+    metered from ``kube_resourcequota`` (gpucell.metering), whose collector the subchart 8.4.0 enables by default
+    (``collectors`` in charts/kube-state-metrics/values.yaml) and gpucell leaves alone."""
+    ksm = stack_values(_spec().metrics, "local-path")["kube-state-metrics"]
+    assert set(ksm) == {"metricLabelsAllowlist"}
+    chart = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "kube-state-metrics" / "values.yaml"
+    assert "resourcequotas" in yaml.safe_load(chart.read_text())["collectors"]
 
 
 def test_values_are_values_of_the_pinned_chart() -> None:
