@@ -18,6 +18,10 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
+- cluster-scoped ``ValidatingAdmissionPolicy`` objects ``gpucell-tenant-<tenant>-pods``, ``-vms`` and ``-services``
+  with their bindings, bound to the namespace: run-time admission of what a tenant member writes with ``kubectl``
+  (tolerations, node names and selectors, GPU resources and host devices, runtime and priority classes,
+  LoadBalancer addresses; :mod:`gpucell.tenant_admission`).
 
 Pod Security Admission: ``restricted`` for every tenant, VMs included
 ---------------------------------------------------------------------
@@ -120,6 +124,7 @@ from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
+from pulumi_kubernetes.admissionregistration.v1 import ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
@@ -137,6 +142,7 @@ from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
+from gpucell.tenant_admission import admission_manifests
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
     MANAGED_BY,
@@ -773,7 +779,8 @@ class Tenant(CellComponent):
     ``{name}-priority-quota``,
     ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
     ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
-    ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the provider of ``args.cluster``
+    ``{name}-allow-dns``... (the policy names without ``tenant-``), ``{name}-admission-pods``/``-vms``/``-services``
+    and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
     profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
     also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes
@@ -850,6 +857,8 @@ class Tenant(CellComponent):
             custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec, facts)
         ]
+        self.admission = self._admission(name, facts, lifecycle)
+        """The tenant's ValidatingAdmissionPolicies and their bindings (:mod:`gpucell.tenant_admission`)."""
         self.instancetypes: Instancetypes | None = None
         """The tenant's ``VirtualMachineInstancetype``/``VirtualMachinePreference`` objects, when it defines any."""
         if spec.instancetypes or spec.preferences:
@@ -872,6 +881,7 @@ class Tenant(CellComponent):
             self.limit_range,
             *self.rbac,
             *self.policies,
+            *self.admission,
             *([self.instancetypes] if self.instancetypes is not None else []),
         ]
         """What a workload must come after: namespace, quota, limit range, RBAC and network policies."""
@@ -880,3 +890,26 @@ class Tenant(CellComponent):
         namespace_name = self.namespace_name
         self.namespace = self.namespace_resource.urn.apply(lambda _: namespace_name)
         self.register_outputs({"namespace": self.namespace})
+
+    def _admission(self, name: str, facts: ClusterFacts, lifecycle: dict[str, Any]) -> list[pulumi.CustomResource]:
+        """Register :func:`gpucell.tenant_admission.admission_manifests`: ``{name}-admission-<part>`` and
+        ``{name}-admission-<part>-binding`` (part ``pods``, ``vms``, ``services``), each binding after its policy."""
+        out: list[pulumi.CustomResource] = []
+        prefix = f"gpucell-tenant-{self.name}-"
+        for obj in admission_manifests(self.name, facts):
+            part = obj["metadata"]["name"].removeprefix(prefix)
+            if obj["kind"] == "ValidatingAdmissionPolicy":
+                policy = ValidatingAdmissionPolicy(
+                    f"{name}-admission-{part}", metadata=obj["metadata"], spec=obj["spec"], opts=self.child(**lifecycle)
+                )
+                out.append(policy)
+            else:
+                out.append(
+                    ValidatingAdmissionPolicyBinding(
+                        f"{name}-admission-{part}-binding",
+                        metadata=obj["metadata"],
+                        spec=obj["spec"],
+                        opts=self.child(depends_on=[policy], **lifecycle),
+                    )
+                )
+        return out

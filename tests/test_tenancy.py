@@ -41,6 +41,8 @@ QUOTA = "kubernetes:core/v1:ResourceQuota"
 LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
 GPU_RESOURCES = [
     "nvidia.com/GH100_H100_SXM5_80GB",
@@ -504,7 +506,8 @@ def test_children_use_the_cells_provider_and_the_tenant_as_parent(two_tenants: P
     (root,) = [r for r in plan.of_type("gpucell:index:Tenant") if r.name == "lab-acme"]
     children = plan.children(root)
     assert children == tenant_objects(plan, "acme")  # every object is a direct child of the Tenant
-    assert {c.type for c in children} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    # the admission policies and their bindings are cluster-scoped, children of the Tenant too
+    assert {c.type for c in children} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP, VAP, VAP_BINDING}
     assert {c.provider for c in children} == {"lab-k8s"}  # the cell's provider, not passed by the caller
 
 
@@ -531,6 +534,12 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
         "lab-acme-allow-intra-tenant",
         "lab-acme-allow-egress-cluster",
         "lab-acme-allow-egress-internet",
+        "lab-acme-admission-pods",
+        "lab-acme-admission-pods-binding",
+        "lab-acme-admission-vms",
+        "lab-acme-admission-vms-binding",
+        "lab-acme-admission-services",
+        "lab-acme-admission-services-binding",
     ]
     assert plan.outputs["acme-namespace"] == "tenant-acme"
 
@@ -543,6 +552,12 @@ def test_namespaced_objects_come_after_the_namespace_and_policies_after_cilium(t
     for reg in tenant_objects(plan, "acme"):
         if reg is namespace:
             assert reg.dependencies == [plan.named("lab-kubevirt-kubevirt").urn]
+            continue
+        if reg.type == VAP:  # cluster-scoped, in force before the namespace holds anything
+            assert reg.dependencies == [], reg.name
+            continue
+        if reg.type == VAP_BINDING:  # after its policy only
+            assert reg.dependencies == [plan.named(reg.name.removesuffix("-binding")).urn], reg.name
             continue
         assert namespace.urn in reg.dependencies, reg.name
         assert (cilium_release.urn in reg.dependencies) == (reg.type == CNP), reg.name
@@ -592,7 +607,7 @@ def every_kind() -> tuple[CellSpec, list[Registration]]:
     spec = cell(region_config(tenants))
     plan = plan_tenants(spec)
     rendered = [r for name in tenants for r in tenant_objects(plan, name)]
-    assert {r.type for r in rendered} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    assert {r.type for r in rendered} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP, VAP, VAP_BINDING}
     return spec, rendered
 
 
