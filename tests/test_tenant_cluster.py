@@ -221,12 +221,8 @@ def test_the_control_plane_runs_kubeadm_at_the_version_with_the_api_address_in_i
     kcp = the(plan, "KubeadmControlPlane")["spec"]
     assert kcp["replicas"] == 1
     assert kcp["version"] == "v1.34.1"
-    registration = {"nodeRegistration": {"criSocket": "unix:///var/run/containerd/containerd.sock"}}
-    assert kcp["kubeadmConfigSpec"] == {
-        "initConfiguration": registration,
-        "joinConfiguration": registration,
-        "clusterConfiguration": {"apiServer": {"certSANs": ["203.0.113.20"]}},
-    }
+    # as before the ClusterIP fix: a changed kubeadmConfigSpec would roll every live control-plane VM
+    assert kcp["kubeadmConfigSpec"] == {"clusterConfiguration": {"apiServer": {"certSANs": ["203.0.113.20"]}}}
     assert kcp["rollout"] == {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}
     assert kcp["machineTemplate"]["spec"]["deletion"] == {"nodeDrainTimeoutSeconds": 600}
     template = kcp["machineTemplate"]["spec"]["infrastructureRef"]

@@ -281,16 +281,19 @@ def _deletion() -> dict[str, int]:
 
 def control_plane_manifest(tenant: str, name: str, spec: TenantClusterSpec, template: str) -> dict[str, Any]:
     """The ``KubeadmControlPlane`` ``<c>-control-plane``: ``replicas``, ``version``, the machine template, and
-    ``kubeadmConfigSpec``: the ``nodeRegistration.criSocket`` (:data:`CRI_SOCKET`) of ``kubeadm init`` (the first
-    VM) and ``kubeadm join`` (the others), with ``apiServer.type: LoadBalancer`` the address in the API server's
-    ``certSANs``. Cluster API v1beta2 refuses an empty ``kubeadmConfigSpec`` (``minProperties: 1``, v1.14.0
-    ``controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml``), which is all a ``ClusterIP`` API server needed
-    otherwise. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
+    ``kubeadmConfigSpec``: with ``apiServer.type: LoadBalancer`` the address in the API server's ``certSANs``;
+    with a ``ClusterIP`` API server, which needs nothing, the ``nodeRegistration.criSocket`` (:data:`CRI_SOCKET`) of
+    ``kubeadm init`` (the first VM) and ``kubeadm join`` (the others), because Cluster API v1beta2 refuses an empty
+    ``kubeadmConfigSpec`` (``minProperties: 1``, v1.14.0 ``controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml``).
+    A LoadBalancer cluster's spec is as it was before, so no live control plane rolls for it. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
     accepts), so an upgrade keeps etcd's quorum; admission counts that extra VM against the tenant's quota."""
-    registration = {"nodeRegistration": {"criSocket": CRI_SOCKET}}
-    kubeadm: dict[str, Any] = {"initConfiguration": registration, "joinConfiguration": copy.deepcopy(registration)}
     if spec.api_server.type is ApiServerType.LOAD_BALANCER:
-        kubeadm["clusterConfiguration"] = {"apiServer": {"certSANs": [str(spec.api_server.address)]}}
+        kubeadm: dict[str, Any] = {"clusterConfiguration": {"apiServer": {"certSANs": [str(spec.api_server.address)]}}}
+    else:
+        # Only where the spec would be empty: a changed kubeadmConfigSpec rolls every control-plane VM of a live
+        # tenant cluster, and a LoadBalancer one (the only kind that could be deployed before) gains nothing by it.
+        registration = {"nodeRegistration": {"criSocket": CRI_SOCKET}}
+        kubeadm = {"initConfiguration": registration, "joinConfiguration": copy.deepcopy(registration)}
     return {
         "apiVersion": f"{_API_GROUPS['controlplane']}/v1beta2",
         "kind": "KubeadmControlPlane",
