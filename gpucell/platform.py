@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from gpucell.backups import Backups
     from gpucell.cdi import Cdi
     from gpucell.cilium import Cilium
+    from gpucell.cluster_deny import ClusterDeny
     from gpucell.dra_driver import DraDriver
     from gpucell.gpu_operator import GpuOperator
     from gpucell.images import ImageCatalog
@@ -32,7 +33,8 @@ class Platform:
     not installed by this program, e.g. installed outside gpucell, so nothing waits for it).
 
     - a tenant's namespace waits for :attr:`kubevirt`'s ``KubeVirt`` CR (whose seccomp profile lets VM launchers
-      pass Pod Security ``restricted``), its ``CiliumNetworkPolicy`` objects for :attr:`cilium` (their CRD);
+      pass Pod Security ``restricted``), its ``CiliumNetworkPolicy`` objects for :attr:`cilium` (their CRD) and
+      :attr:`cluster_deny` (so that nothing of the tenant runs before the cluster-wide deny rules exist);
     - a VM waits for the ``KubeVirt`` CR, :attr:`cdi`'s ``CDI`` CR and StorageProfile patch, and for the
       :attr:`image_catalogs` its disks clone from (their clone RBAC);
     - a GPU workload for :attr:`gpu_operator`'s Release (device plugins, the ``nvidia`` RuntimeClass), or with DRA
@@ -49,6 +51,8 @@ class Platform:
 
     cilium: Cilium | None = None
     """Cilium, whose release installs the ``CiliumNetworkPolicy`` CRD."""
+    cluster_deny: ClusterDeny | None = None
+    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.cluster_deny.ClusterDeny`)."""
     kubevirt: KubeVirt | None = None
     """KubeVirt (its ``KubeVirt`` CR, Available)."""
     cdi: Cdi | None = None

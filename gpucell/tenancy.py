@@ -844,7 +844,7 @@ class Tenant(CellComponent):
                         child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
                     )
                 )
-        cilium = [platform.cilium] if platform.cilium is not None else []
+        cilium = [c for c in (platform.cilium, platform.cluster_deny) if c is not None]
         after_cilium = self.child(depends_on=[self.namespace_resource, *cilium], **lifecycle)
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)
