@@ -237,8 +237,9 @@ def platform_ingress_policy(namespaces: Sequence[str]) -> dict[str, Any]:
 def private_policies(tenants: Mapping[str, TenantSpec], network: Network) -> list[dict[str, Any]]:
     """``gpucell-deny-private-<tenant>`` per tenant: ``egressDeny`` to the private ranges
     (:data:`gpucell.tenancy.PRIVATE_RANGES`) but the tenant's ``egressCidrs`` (the networks its operator chose for
-    it) and the API endpoint's address (none when those cover every range); then ``gpucell-deny-private-unlisted``, the whole ranges but the API
-    endpoint for any tenant namespace not in ``tenants`` (one built outside these facts is fenced in, not opened).
+    it) and the API endpoint's address (no policy when those cover every range); then
+    ``gpucell-deny-private-unlisted``, the whole ranges but the API endpoint for any tenant namespace not in
+    ``tenants`` (one built outside these facts is fenced in, not opened).
 
     ``internet`` egress already leaves the private ranges out, but an allow a tenant adds (a ``NetworkPolicy``
     ``ipBlock``, a name of ``egressFqdns`` the tenant's own DNS points at a private address) would reopen them."""
