@@ -14,7 +14,8 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   built-in ``admin``/``edit``/``view`` ClusterRoles,
   and namespaced ``Role`` objects for KServe, whose chart does not aggregate into those
   (:func:`rbac_manifests`);
-- ``CiliumNetworkPolicy`` objects, one per purpose so that a reviewer reads each on its own:
+- ``CiliumNetworkPolicy`` objects (allow lists inside the cell's cluster-wide deny rules,
+  :mod:`gpucell.cluster_deny`), one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
@@ -99,6 +100,14 @@ add up:
   time when they overlap link-local, the cell's networks or the API endpoint) and ``toFQDNs`` ``egressFqdns``
   (``*.`` names as ``matchPattern``), as two policies because ``toFQDNs`` cannot share a rule with other ``to*``
   peers. IPv6 is out of scope: the cell is IPv4-only.
+
+Those allow lists are not the fence: Cilium also adds the allows of any other policy selecting a tenant's pods (a
+``NetworkPolicy`` with ``egress: [{}]``, a ``CiliumNetworkPolicy`` to ``world``). What a tenant must never reach is
+denied cluster-wide by :class:`gpucell.cluster_deny.ClusterDeny` (the platform's ``CiliumClusterwideNetworkPolicy``
+objects, which the tenant's policies come after): every node but on the API servers' port, the cell's node, pod and
+service networks, the other cells, the private ranges but the tenant's ``egressCidrs``, and every pod of the platform
+namespaces but CoreDNS, whatever allow exists (docs/decisions/0031-cluster-wide-deny.md). A platform namespace
+labelled ``gpucell.io/platform-services`` therefore stays closed; the label opens namespaces of the operator's own.
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
 ``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read

@@ -268,3 +268,43 @@ def test_every_cluster_wide_policy_validates_against_cilium_crd(rendered: list[d
     assert {p["metadata"]["name"]: violations(p) for p in cluster_wide} == {
         p["metadata"]["name"]: [] for p in cluster_wide
     }
+
+
+# -- the evaluator reads Cilium as documented ----------------------------------------------------------------------
+
+
+def test_evaluator_deny_wins_over_any_allow_and_allows_add_up() -> None:
+    deny = attack_policy(
+        "CiliumNetworkPolicy",
+        "no-ssh",
+        {"endpointSelector": {}, "egressDeny": [{"toPorts": [{"ports": [{"port": "22"}]}]}]},
+    )
+    assert connect(GLOBEX, Flow(BMC, 22), [NP_ALL_EGRESS, deny]) == Verdict(
+        False, ("CiliumNetworkPolicy/tenant-globex/no-ssh",)
+    )
+    assert connect(GLOBEX, Flow(BMC, 443), [NP_ALL_EGRESS, deny]) == Verdict(
+        True, ("NetworkPolicy/tenant-globex/allow-all",)
+    )
+
+
+def test_evaluator_an_empty_cilium_rule_allows_nothing_and_deny_only_policies_may_leave_default_allow() -> None:
+    empty = attack_policy("CiliumNetworkPolicy", "empty", {"endpointSelector": {}, "egress": [{}]})
+    assert connect(GLOBEX, Flow(BMC, 443), [empty]) == Verdict(False, ("default deny",))
+    deny_only = attack_policy(
+        "CiliumNetworkPolicy", "deny", {"endpointSelector": {}, "egressDeny": [{"toEntities": ["health"]}]}
+    )
+    assert connect(GLOBEX, Flow(BMC, 443), [deny_only]) == Verdict(False, ("default deny",))
+    deny_only["spec"]["enableDefaultDeny"] = {"egress": False}
+    assert connect(GLOBEX, Flow(BMC, 443), [deny_only]) == Verdict(True, ("no policy",))
+
+
+def test_evaluator_scopes_peers_as_cilium_does() -> None:
+    # a namespaced policy's selector without a namespace: its own namespace only; a clusterwide one's: pods only
+    same_app = {"endpointSelector": {}, "egress": [{"toEndpoints": [{"matchLabels": {"app": "shell"}}]}]}
+    own = attack_policy("CiliumNetworkPolicy", "same-app", same_app)
+    assert connect(GLOBEX, Flow(tenant_pod("acme"), 80), [own]).by == ("default deny",)
+    assert connect(GLOBEX, Flow(tenant_pod("globex"), 80), [own]).allowed
+    wide = {"apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy", "metadata": {"name": "w"}}
+    everything = wide | {"spec": {"endpointSelector": {}, "egress": [{"toEndpoints": [{}]}]}}
+    assert connect(GLOBEX, Flow(tenant_pod("acme"), 80), [everything]).allowed
+    assert connect(GLOBEX, Flow(GPU_NODE, 80), [everything]) == Verdict(False, ("default deny",))
