@@ -18,7 +18,7 @@ denied here, in cluster-scoped ``cilium.io/v2`` ``CiliumClusterwideNetworkPolicy
 - ``gpucell-tenants-deny-platform``: every pod of the platform namespaces but the cluster DNS
   (:func:`platform_policy`);
 - ``gpucell-deny-private-<tenant>``, one per tenant of the facts, and ``gpucell-deny-private-unlisted`` for any other
-  tenant namespace: the private ranges (:data:`gpucell.tenancy.PRIVATE_RANGES`) but the tenant's own
+  tenant namespace: the private ranges (:data:`gpucell.spec.tenancy.PRIVATE_RANGES`) but the tenant's own
   ``egressCidrs`` and the API endpoint (:func:`private_policies`);
 - ``gpucell-platform-deny-tenants``: ingress to the platform namespaces' pods (the cluster DNS aside) from any
   tenant endpoint (:func:`platform_ingress_policy`).
@@ -53,9 +53,9 @@ from gpucell._k3s_scripts import listen_port
 from gpucell.admission import ClusterFacts
 from gpucell.cluster import Cluster
 from gpucell.spec.network import Network
-from gpucell.spec.tenancy import LINK_LOCAL, SYSTEM_NAMESPACES, TenantSpec
+from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, SYSTEM_NAMESPACES, TenantSpec
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
-from gpucell.tenancy import DNS_SELECTOR, NAMESPACE_KEY, PRIVATE_RANGES, TENANT_LABEL
+from gpucell.workloads._common import DNS_SELECTOR, NAMESPACE_KEY, TENANT_LABEL
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -236,7 +236,7 @@ def platform_ingress_policy(namespaces: Sequence[str]) -> dict[str, Any]:
 
 def private_policies(tenants: Mapping[str, TenantSpec], network: Network) -> list[dict[str, Any]]:
     """``gpucell-deny-private-<tenant>`` per tenant: ``egressDeny`` to the private ranges
-    (:data:`gpucell.tenancy.PRIVATE_RANGES`) but the tenant's ``egressCidrs`` (the networks its operator chose for
+    (:data:`gpucell.spec.tenancy.PRIVATE_RANGES`) but the tenant's ``egressCidrs`` (the networks its operator chose for
     it) and the API endpoint's address (no policy when those cover every range); then
     ``gpucell-deny-private-unlisted``, the whole ranges but the API endpoint for any tenant namespace not in
     ``tenants`` (one built outside these facts is fenced in, not opened).

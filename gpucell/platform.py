@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pulumi
+
     from gpucell.backups import Backups
     from gpucell.cdi import Cdi
     from gpucell.cilium import Cilium
-    from gpucell.cluster_deny import ClusterDeny
     from gpucell.dra_driver import DraDriver
     from gpucell.gpu_operator import GpuOperator
     from gpucell.images import ImageCatalog
@@ -51,8 +52,9 @@ class Platform:
 
     cilium: Cilium | None = None
     """Cilium, whose release installs the ``CiliumNetworkPolicy`` CRD."""
-    cluster_deny: ClusterDeny | None = None
-    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.cluster_deny.ClusterDeny`)."""
+    cluster_deny: pulumi.Resource | None = None
+    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.cluster_deny.ClusterDeny`; typed as any
+    resource so that this module names no component that imports the tenancy layer)."""
     kubevirt: KubeVirt | None = None
     """KubeVirt (its ``KubeVirt`` CR, Available)."""
     cdi: Cdi | None = None

@@ -125,7 +125,6 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
@@ -145,10 +144,12 @@ from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
-from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
+from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, EgressClass, TenantSpec, namespace_of
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
+    DNS_SELECTOR,
     MANAGED_BY,
+    NAMESPACE_KEY,
     TENANT_LABEL,
     cilium_network_policy,
     common_labels,
@@ -170,6 +171,7 @@ __all__ = [
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
     "PRIORITY_QUOTA",
+    "PRIVATE_RANGES",
     "TENANT_LABEL",
     "TENANT_POD_SECURITY",
     "PodSecurityLevel",
@@ -199,10 +201,6 @@ POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
 PLATFORM_SERVICES_LABEL = "gpucell.io/platform-services"
 """Namespace label (value ``"true"``) marking the shared services ``cluster`` egress may reach."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
-NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
-"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
-DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
-"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 BUILTIN_ROLES = (("admins", "admin"), ("members", "edit"), ("viewers", "view"))
 """Tenant group key -> built-in ClusterRole. KubeVirt's ``kubevirt.io:admin/edit/view`` (virt-operator
 ``pkg/virt-operator/resource/generate/rbac/cluster.go``) and CDI's ``cdi.kubevirt.io:admin/edit/view``
@@ -547,12 +545,6 @@ def _egress_cluster(facts: ClusterFacts) -> list[dict[str, Any]]:
             }
         )
     return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
-
-
-PRIVATE_RANGES = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
-"""What ``internet`` never reaches unless the tenant lists a network of them in ``egressCidrs``: the RFC 1918
-private networks and RFC 6598 shared address space (carrier-grade NAT), where every cell's nodes, pods and services
-and the operator's own networks live."""
 
 
 def internet_exceptions(facts: ClusterFacts) -> list[str]:
