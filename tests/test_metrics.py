@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
+from gpucell.dashboards import DASHBOARDS
 from gpucell.errors import ConfigError
 from gpucell.metering import ALLOCATED
-from gpucell.metrics import Metrics, MetricsArgs, remote_write_secret_data, stack_values
+from gpucell.metrics import (
+    PREDICTOR_METRICS,
+    Metrics,
+    MetricsArgs,
+    pod_monitor_manifests,
+    remote_write_secret_data,
+    stack_values,
+)
 from gpucell.spec import CellSpec
+from gpucell.spec.workloads import ScaleMetric
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program
+from gpucell.workloads.model_endpoint import vllm_query
 from tests.conftest import (
     STORE,
     at,
@@ -106,8 +117,39 @@ def test_monitors_and_rules_fit_the_prometheus_operator_crds() -> None:
     assert [r["labels"]["kind"] for r in groups[0]["rules"] if r.get("record") == ALLOCATED] == ["container", "vm"]
     count = [r for r in groups[1]["rules"] if r.get("alert") == "GpuCountDropped"]
     assert [r["labels"]["pool"] for r in count] == ["l40s"]
-    assert 'kube_node_labels{label_gpucell_io_pool="l40s"}' in count[0]["expr"]
+    assert 'kube_node_labels{job="kube-state-metrics",label_gpucell_io_pool="l40s"}' in count[0]["expr"]
+    models = next(r for r in groups[0]["rules"] if r.get("record") == "gpucell:node_gpu_model:info")
+    assert models["expr"] == (
+        'max by (node, gpu_model) (label_replace(label_replace(kube_node_labels{job="kube-state-metrics"}, '
+        '"gpu_model", "unknown", "node", ".*"), "gpu_model", "L40S", "label_gpucell_io_pool", "l40s"))'
+    )
     assert ") < 2 unless" in count[0]["expr"]
+
+
+def test_predictor_monitor_keeps_only_what_keda_and_the_dashboards_read() -> None:
+    [predictors] = [m for m in pod_monitor_manifests(dra=False) if m["metadata"]["name"] == "kserve-predictors"]
+    endpoint = predictors["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["honorLabels"] is False
+    assert endpoint["metricRelabelings"] == [
+        {
+            "sourceLabels": ["__name__"],
+            "regex": "(vllm:num_requests_waiting|vllm:num_requests_running|vllm:time_to_first_token_seconds_bucket"
+            "|vllm:e2e_request_latency_seconds_bucket)",
+            "action": "keep",
+        },
+        {"regex": "tenant|gpu_model|exported_.+", "action": "labeldrop"},
+    ]
+    # every vLLM name KEDA's queries and the dashboards read is kept, and nothing else
+    queries = [expr for _, panels in DASHBOARDS.values() for _, expr, _ in panels]
+    queries += [vllm_query("acme", "chat", metric) for metric in ScaleMetric if metric.is_vllm]
+    read = {name for query in queries for name in re.findall(r"vllm:[a-z0-9_]+", query)}
+    assert read == set(PREDICTOR_METRICS)
+    keep = re.compile(endpoint["metricRelabelings"][0]["regex"])  # Prometheus anchors relabel regexes
+    forged = [ALLOCATED, "kube_namespace_labels", "DCGM_FI_DEV_XID_ERRORS", "vllm:num_requests_waiting_total"]
+    assert [name for name in [*PREDICTOR_METRICS, *forged] if keep.fullmatch(name)] == list(PREDICTOR_METRICS)
+    drop = re.compile(endpoint["metricRelabelings"][1]["regex"])
+    labels = ["tenant", "gpu_model", "exported_namespace", "exported_job", "model_name", "le", "namespace", "pod"]
+    assert [label for label in labels if not drop.fullmatch(label)] == ["model_name", "le", "namespace", "pod"]
 
 
 def test_dashboards_are_configmaps_for_the_sidecar() -> None:

@@ -43,6 +43,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -70,6 +71,7 @@ from gpucell.tenancy import admit_workload
 from gpucell.tenant_cluster_admission import machine_placements
 from gpucell.vm_shape import VmShape
 from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ __all__ = [
     "TENANT_CLUSTER_LABEL",
     "UNHEALTHY_NODE_SECONDS",
     "WORKER_POOL_LABEL",
+    "KubeconfigRead",
     "TenantCluster",
     "TenantClusterArgs",
     "addon_manifests",
@@ -98,8 +101,6 @@ __all__ = [
     "cluster_api_policy_manifest",
     "cluster_manifest",
     "control_plane_manifest",
-    "exported_kubeconfig",
-    "external_kubeconfig",
     "health_check_manifest",
     "kubeconfig_secret_name",
     "kubevirt_cluster_manifest",
@@ -549,26 +550,6 @@ def api_policy_manifest(tenant: str, cluster: str, spec: TenantClusterSpec) -> d
     )
 
 
-def external_kubeconfig(kubeconfig: str, address: str | None) -> str:
-    """Cluster API's kubeconfig of a tenant cluster, its ``server`` pointed at ``https://<address>:6443`` when the
-    API is exposed at ``address`` (the certificate names it); unchanged otherwise (the ``<c>-lb`` ClusterIP, which
-    only the cell reaches). Raises ``ValueError`` when the text is not a kubeconfig with one cluster (a message that
-    quotes none of it)."""
-    if address is None:
-        return kubeconfig
-    try:
-        loaded = yaml.safe_load(kubeconfig)
-    except yaml.YAMLError:
-        # not the parser's message: it quotes the lines around the error, which hold keys
-        raise ValueError("its 'value' is not YAML") from None
-    clusters = loaded.get("clusters") if isinstance(loaded, dict) else None
-    entry = clusters[0] if isinstance(clusters, list) and len(clusters) == 1 else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("cluster"), dict):
-        raise ValueError("its 'value' is not a kubeconfig with one cluster")
-    entry["cluster"]["server"] = f"https://{address}:{API_PORT}"
-    return str(yaml.safe_dump(loaded, sort_keys=False))
-
-
 @dataclass(frozen=True)
 class MachinePlacements:
     """Where the machines of one tenant cluster run (from :func:`gpucell.placement.place_vm`, as admission found)."""
@@ -598,6 +579,9 @@ class TenantClusterArgs:
     """The region's node pools (``nodePools``): tolerations and GPU modes of the placements' pools."""
     addons: Mapping[str, str]
     """Chart versions installed into the tenant cluster: ``cilium`` and ``gpuOperator`` (the cell's own)."""
+    service_cidr: IPv4Network
+    """The cluster's service range (``network.serviceCidr``): the ``<c>-lb`` ClusterIP, the only server a ClusterIP
+    API's exported kubeconfig may name, is in it."""
     api_pool: str | None = None
     """With ``apiServer.type: LoadBalancer``: the ``loadBalancer`` pool of its address."""
     after: Sequence[pulumi.Resource] = ()
@@ -635,6 +619,7 @@ class TenantClusterArgs:
             MachinePlacements(control_plane, workers),
             facts.node_pools,
             {"cilium": facts.versions.cilium, "gpuOperator": facts.versions.gpu_operator},
+            facts.network.service_cidr,
             api_pool=pool if spec.api_server.type is ApiServerType.LOAD_BALANCER else None,
             after=[*tenant.ready, *operators, *cluster_api.ready],
             removal_policy=tenant.removal_policy,
@@ -786,10 +771,8 @@ class TenantCluster(CellComponent):
         secret_id = self.cluster.id.apply(lambda _: f"{namespace}/{kubeconfig_secret_name(cluster)}")
         self.kubeconfig_secret = Secret.get(f"{name}-kubeconfig", secret_id, opts=self.child(depends_on=[self.cluster]))
         """``<c>-kubeconfig``, read (not managed) once the control plane is initialised."""
-        where = f"{namespace}/{kubeconfig_secret_name(cluster)}"
-        self.kubeconfig = pulumi.Output.secret(
-            self.kubeconfig_secret.data.apply(lambda data: exported_kubeconfig(data, address, where))
-        )
+        read = KubeconfigRead(cluster, namespace, address, args.service_cidr)
+        self.kubeconfig = pulumi.Output.secret(self.kubeconfig_secret.data.apply(read.exported))
         self.register_outputs({"kubeconfig": self.kubeconfig})
 
     @staticmethod
@@ -817,17 +800,46 @@ def _decoded(data: Mapping[str, str] | None) -> str:
         raise ValueError("its 'value' is not base64 of a text") from None
 
 
-def exported_kubeconfig(data: Mapping[str, str] | None, address: str | None, secret: str) -> str:
-    """The kubeconfig the stack output shows for the ``data`` of Secret ``secret`` (``<namespace>/<c>-kubeconfig``):
-    :func:`external_kubeconfig` of its ``value``. Empty, with a warning naming the Secret and no byte of it, when the
-    Secret holds no kubeconfig: the tenant's ``admin`` and ``edit`` roles may write it, and the cell's ``pulumi up``
-    must not stop at it. The KubeadmControlPlane writes a new one when the Secret is deleted (Cluster API v1.14.0
-    ``controlplane/kubeadm/reconcilers/kubeadmcontrolplane/helpers.go`` ``reconcileKubeconfig``)."""
-    try:
-        return external_kubeconfig(_decoded(data), address)
-    except ValueError as problem:
-        pulumi.log.warn(
-            f"tenant cluster kubeconfig Secret {secret}: {problem}; the stack output leaves this cluster's kubeconfig "
-            f"empty until Cluster API writes one again (delete the Secret and its KubeadmControlPlane recreates it)"
-        )
-        return ""
+@dataclass(frozen=True)
+class KubeconfigRead:
+    """What the stack output makes of tenant cluster ``cluster``'s Secret ``<namespace>/<cluster>-kubeconfig``."""
+
+    cluster: str
+    """The tenant cluster's name."""
+    namespace: str
+    """The tenant's namespace."""
+    address: str | None
+    """``apiServer.address`` when the API is exposed (the exported server), else ``None``."""
+    service_cidr: IPv4Network
+    """The cell's service range (:attr:`TenantClusterArgs.service_cidr`)."""
+
+    @property
+    def secret(self) -> str:
+        """``<namespace>/<cluster>-kubeconfig``."""
+        return f"{self.namespace}/{kubeconfig_secret_name(self.cluster)}"
+
+    def exported(self, data: Mapping[str, str] | None) -> str:
+        """The kubeconfig the stack output shows for the Secret's ``data``: :func:`gpucell.workloads.
+        tenant_kubeconfig.rebuilt_kubeconfig` of its ``value``, with one warning naming the Secret and what was
+        dropped (never a byte of it) when the tenant's kubeconfig held more. Empty, with one warning, when there is
+        nothing safe to export: the tenant's roles may write the Secret, and the cell's ``pulumi up`` must not stop
+        at it. The KubeadmControlPlane writes a new one when the Secret is deleted (Cluster API v1.14.0
+        ``controlplane/kubeadm/reconcilers/kubeadmcontrolplane/helpers.go`` ``reconcileKubeconfig``)."""
+        try:
+            rebuilt = rebuilt_kubeconfig(
+                _decoded(data), self.cluster, address=self.address, service_cidr=self.service_cidr, port=API_PORT
+            )
+        except ValueError as problem:
+            pulumi.log.warn(
+                f"tenant cluster kubeconfig Secret {self.secret}: {problem}; the stack output leaves this cluster's "
+                "kubeconfig empty until Cluster API writes one again (delete the Secret and its KubeadmControlPlane "
+                "recreates it)"
+            )
+            return ""
+        if rebuilt.dropped:
+            pulumi.log.warn(
+                f"tenant cluster kubeconfig Secret {self.secret}: dropped {', '.join(rebuilt.dropped)}; the stack "
+                "output holds only its server, CA data and client certificate and key (Cluster API writes nothing "
+                "else: a tenant member rewrote the Secret, or delete it and its KubeadmControlPlane recreates it)"
+            )
+        return rebuilt.text
