@@ -63,7 +63,7 @@ def test_stack_plans_pass_every_schema_check(stack: str) -> None:
     report = check(plan, list(plan.cells), UPSTREAM, checkers=SCHEMA_CHECKERS)
     assert lines(report) == []
     # the Cilium CRDs in the schema directory are from main between 1.20 pre-releases, and the check says so
-    crds = ["ciliumnetworkpolicies"]
+    crds = ["ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"]  # the tenants' and the cluster deny's
     if stack == "prod":  # LB IPAM pools, BGP (fra1) and L2 announcements (iad1)
         crds += [
             "ciliumloadbalancerippools",
