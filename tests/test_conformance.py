@@ -98,8 +98,8 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0 of 28, custom-resource 0 of 11, cloud-init nothing checked, helm-values 0 "
-        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security 0 of 34); 3 checkov check(s) skipped by "
+        "check: 0 problem(s) (kubernetes 0 of 27, custom-resource 0 of 17, cloud-init nothing checked, helm-values 0 "
+        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security 0 of 39); 3 checkov check(s) skipped by "
         "annotation"
     )
 
@@ -137,7 +137,7 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0 of 28, custom-resource 0 of 11, cloud-init nothing checked, helm-values 0 "
+        "check: 0 problem(s) (kubernetes 0 of 27, custom-resource 0 of 17, cloud-init nothing checked, helm-values 0 "
         "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security not run)"
     )
     assert captured.err == (

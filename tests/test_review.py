@@ -23,7 +23,7 @@ from tests.conftest import REPO
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
 
-**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 4 resource(s) change: 0 to create · 4 to update · 0 to replace \
+**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 5 resource(s) change: 0 to create · 5 to update · 0 to replace \
 · 0 to delete
 
 ### ⚠️ Disruptive changes (1)
@@ -40,10 +40,12 @@ reason: "..."}`.
 - `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): \
 `lab1-srv-1`
 
-### Region `lab1`: 0 to create · 4 to update · 0 to replace · 0 to delete
+### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
+| 🟡 update | CiliumClusterwideNetworkPolicy gpucell-tenants-deny-networks | `spec.egressDeny[0].toCIDRSet[1].cidr`: \
+`10.42.0.0/16` → `10.52.0.0/16` |
 | 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: \
 `10.42.0.0/16` → `10.52.0.0/16` |
 | 🟡 update | command lab1-k3s-lab1-srv-1-prepare | `commands/lab1-k3s-lab1-srv-1-prepare/create.sh`: see the diff \
@@ -181,7 +183,7 @@ def test_acknowledged_and_stale_entries_are_shown(dev_json: dict[str, Any], tmp_
     assert "   - ✅ Acknowledged: maintenance window CHG-1234\n" in markdown
     assert (
         "**⚠️ 1 disruptive change(s)**, all acknowledged · 1 acknowledgement(s) match no disruptive change · "
-        "4 resource(s) change" in markdown
+        "5 resource(s) change" in markdown
     )
     assert (
         "### Acknowledgements that match no disruptive change\n\n- `acknowledge[1]` `{change: gpuMode, region: "

@@ -288,7 +288,8 @@ def control_plane_manifest(tenant: str, name: str, spec: TenantClusterSpec, temp
     A LoadBalancer cluster's spec is as it was before, so no live control plane rolls for it. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
     accepts), so an upgrade keeps etcd's quorum; admission counts that extra VM against the tenant's quota."""
     if spec.api_server.type is ApiServerType.LOAD_BALANCER:
-        kubeadm: dict[str, Any] = {"clusterConfiguration": {"apiServer": {"certSANs": [str(spec.api_server.address)]}}}
+        sans = [str(spec.api_server.address)]
+        kubeadm: dict[str, Any] = {"clusterConfiguration": {"apiServer": {"certSANs": sans}}}
     else:
         # Only where the spec would be empty: a changed kubeadmConfigSpec rolls every control-plane VM of a live
         # tenant cluster, and a LoadBalancer one (the only kind that could be deployed before) gains nothing by it.
