@@ -5,8 +5,8 @@
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
   :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`PriorityClasses`,
-  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`), each ``(name, args, opts)`` with its ``*Args``:
-  only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
+  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`, :class:`ClusterDeny`), each ``(name, args, opts)``
+  with its ``*Args``: only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
 - tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
   :class:`ServingRuntime` (a tenant's own KServe runtime), :class:`TenantCluster`, on a :class:`Cluster`, its
   :class:`ClusterFacts` and :class:`Platform` (any cluster, not only a gpucell cell);
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.cluster_api import ClusterApi, ClusterApiArgs
+    from gpucell.cluster_deny import ClusterDeny, ClusterDenyArgs
     from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
@@ -118,6 +119,8 @@ __all__ = [
     "Cluster",
     "ClusterApi",
     "ClusterApiArgs",
+    "ClusterDeny",
+    "ClusterDenyArgs",
     "ClusterFacts",
     "ConfigError",
     "ContainerRuntime",
@@ -220,6 +223,8 @@ _HOMES: dict[str, str] = {
     "Cluster": "gpucell.cluster",
     "ClusterApi": "gpucell.cluster_api",
     "ClusterApiArgs": "gpucell.cluster_api",
+    "ClusterDeny": "gpucell.cluster_deny",
+    "ClusterDenyArgs": "gpucell.cluster_deny",
     "ClusterFacts": "gpucell.admission",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",

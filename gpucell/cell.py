@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
@@ -18,6 +19,7 @@ from gpucell.cert_manager import CertManager, CertManagerArgs
 from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.cluster import Cluster
 from gpucell.cluster_api import ClusterApi, ClusterApiArgs
+from gpucell.cluster_deny import ClusterDeny, ClusterDenyArgs
 from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
 from gpucell.dra_driver import DraDriver, DraDriverArgs
 from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
@@ -79,6 +81,9 @@ class RegionalCellArgs:
     image_credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Config key -> ``<user>:<password>`` (a Pulumi secret) of every ``imageCatalogs`` image's
     ``credentialsConfigKey``; required for each."""
+    other_cells: Sequence[IPv4Network] = ()
+    """Networks of the stack's other cells, which this cell's tenants never reach
+    (:func:`gpucell.cluster_deny.other_cells`). Defaults to none."""
 
 
 def _check_secrets(args: RegionalCellArgs) -> None:
@@ -90,7 +95,7 @@ def _check_secrets(args: RegionalCellArgs) -> None:
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
     NVIDIA DRA driver with ``dra`` pools), KServe; with ``backups``, CSI snapshots and Velero; the cell's
-    PriorityClasses.
+    PriorityClasses; the cluster-wide deny rules fencing its tenants in (:class:`gpucell.cluster_deny.ClusterDeny`).
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
@@ -177,6 +182,12 @@ class RegionalCell(CellComponent):
             CiliumArgs.from_cell(cell, on),
             opts=self._ordered(self.k3s.servers_ready, *before_cilium),
         )
+        self.cluster_deny = ClusterDeny(
+            f"{name}-cluster-deny",
+            ClusterDenyArgs.from_cell(cell, on, args.other_cells),
+            opts=self._ordered(self.cilium),
+        )
+        """The cluster-wide deny rules fencing tenants in, after Cilium (their CRD)."""
         self.cluster: Cluster = self.k3s.cluster.after(self.cilium)
         """The cell's cluster handle, ready once the servers answer and Cilium is installed: what you build on this
         cell deploys onto it."""
@@ -204,6 +215,7 @@ class RegionalCell(CellComponent):
         """What tenants on this cell are admitted against and rendered from."""
         self.platform = Platform(
             cilium=self.cilium,
+            cluster_deny=self.cluster_deny,
             kubevirt=self.kubevirt,
             cdi=self.cdi,
             gpu_operator=self.gpu_operator,

@@ -12,10 +12,12 @@ utilisation):
   models share) are billed apart: an H100 hour is not an L4 hour. The node's pool is its ``gpucell.io/pool`` label
   (set by gpucell at registration and kept by its node patches, allow-listed in kube-state-metrics); the pool's
   model is the stack's own, written into the rule (:func:`metering_group`'s ``pool_models``), not a node label a
-  GPU Feature Discovery or a tenant could change.
+  GPU Feature Discovery or a tenant could change. DRA claims are metered per namespace, not per node, so their
+  ``gpu_model`` is the ``dra`` pools' one model, if they have one (below).
 - ``kind``: ``vm`` for what a VM holds, ``container`` for pods (notebooks, endpoints, anything else).
 
-Sources, all from kube-state-metrics (KSM 2.20, the kube-prometheus-stack 88.5.3 subchart):
+Sources, all from kube-state-metrics' built-in collectors (KSM 2.20.0, the kube-prometheus-stack 88.5.3 subchart
+8.4.0):
 
 - ``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}``: KSM writes an extended resource's name with
   every character outside ``[a-zA-Z0-9_]`` replaced by ``_`` (``sanitizeLabelName``); the rules put the real name
@@ -31,12 +33,19 @@ Sources, all from kube-state-metrics (KSM 2.20, the kube-prometheus-stack 88.5.3
   ``devices.kubevirt.io/kvm`` request), so the label, guarded at admission, is the source.
 - The tenant comes from the namespace's ``gpucell.io/tenant`` label (``kube_namespace_labels``), never from a
   pod label a tenant could set.
-- DRA claims hold devices, not pods: KSM's custom-resource-state metrics over ``resource.k8s.io/v1``
-  ResourceClaims (:func:`resource_claim_metrics`) give one series per allocated device
-  (``gpucell_resourceclaim_allocated_device_info``) and the DeviceClass of each request
-  (``gpucell_resourceclaim_request_info``); a claim of class ``vfio.gpu.nvidia.com`` is a VM's (gpucell hands VFIO
-  GPUs only to VMs), any other a container's. A device's ``pool`` is its node (the NVIDIA DRA driver's kubelet
-  plugin publishes one ResourceSlice pool per node, named after it), which gives the claim's GPU model.
+- DRA claims hold devices, not pods, and KSM 2.20.0 has no ResourceClaim collector; nor can its
+  custom-resource-state metrics read one: they are built only for kinds a CRD serves
+  (``internal/discovery/discovery.go`` line 274, ``pkg/customresourcestate/config.go`` line 195), and
+  ResourceClaim is built in. The namespace's ResourceQuota counts them instead: with ``dra`` pools every tenant's
+  quota lists ``<class>.deviceclass.resource.k8s.io/devices`` for each DeviceClass (:mod:`gpucell.tenancy`), and the
+  API server keeps its ``used`` at the devices the namespace's ResourceClaims request per class (Kubernetes
+  ``pkg/quota/v1/evaluator/core/resource_claims.go``, ``claimEvaluator.Usage``: ``count`` of an ``ExactCount``
+  request). KSM exports it as ``kube_resourcequota{resource, type="used"}`` (``internal/store/resourcequota.go``),
+  computed by the API server from the claims, so no tenant can understate it. A class of ``vfio.gpu.nvidia.com`` is
+  a VM's (gpucell hands VFIO GPUs only to VMs), any other a container's. The quota knows no node, so no GPU model:
+  a claim's devices are metered with ``gpu_model`` the one model of the cell's ``dra`` pools (``dra_model``), else
+  :data:`UNKNOWN_MODEL` (the DRA driver's own ``nvidia_dra_prepared_devices`` counts per node, not per namespace, at
+  v0.4.1).
 
 Trusted sources only: every input is read with :data:`KSM_JOB` (the chart's kube-state-metrics, whose
 ServiceMonitor takes its job from the Service's ``app.kubernetes.io/name``, as kube-prometheus-stack 88.5.3's own
@@ -47,8 +56,10 @@ that PodMonitor drops it by name (:func:`gpucell.metrics.pod_monitor_manifests`)
 
 Limits: an evaluation every ``interval`` seconds samples what is held then, so GPU-hours are exact to one
 interval per allocation; Prometheus keeps ``metrics.retentionDays`` (bill from a ``remoteWrite`` store for longer
-periods); the custom-resource-state configuration is checked only by its shape here (no cluster in the tests):
-the rules are tested with ``promtool test rules`` on series named as it names them.
+periods). A DRA claim counts from its creation to its deletion, allocated or not: a pod's claim (from its
+ResourceClaimTemplate) is created with the pod, so a Pending pod's GPUs count, unlike its extended resources; an
+``All`` request counts as 32 devices (the quota's worst case). The rules are tested with ``promtool test rules``
+on series named as KSM names them.
 """
 
 from __future__ import annotations
@@ -69,7 +80,6 @@ __all__ = [
     "ksm_sanitized",
     "metering_group",
     "node_models",
-    "resource_claim_metrics",
     "resource_names",
 ]
 
@@ -89,7 +99,10 @@ KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]", 
 _NAMESPACE_TENANT = "gpucell:namespace_tenant:info"
 _NODE_MODEL = "gpucell:node_gpu_model:info"
 _POD_GPUS = "gpucell:pod_gpu_requests:sum"
-_CLAIM_DEVICES = "gpucell:claim_devices_allocated:sum"
+_CLAIM_DEVICES = "gpucell:namespace_claim_devices:max"
+_PER_CLASS = r"(.+)\\.deviceclass\\.resource\\.k8s\\.io/devices"
+"""A DRA quota key (``<class>.deviceclass.resource.k8s.io/devices``, :func:`gpucell.dra.quota_key`) as a regex
+capturing the class, spelled for a double-quoted PromQL string (``\\\\.`` is a literal dot there)."""
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -129,16 +142,28 @@ def _by_tenant(expr: str) -> str:
     )
 
 
-def metering_group(resources: Iterable[str], pool_models: Mapping[str, str]) -> dict[str, Any]:
+def _namespace_by_tenant(expr: str) -> str:
+    """:func:`_by_tenant` for what is known per namespace, not per node (DRA claims: their ``gpu_model`` is set)."""
+    return (
+        f"sum by (tenant, resource, gpu_model) ({expr} * on (namespace) group_left (tenant) "
+        f"{_NAMESPACE_TENANT}{{{RECORDED}}})"
+    )
+
+
+def metering_group(
+    resources: Iterable[str], pool_models: Mapping[str, str], dra_model: str = UNKNOWN_MODEL
+) -> dict[str, Any]:
     """The PrometheusRule group ``gpucell-metering`` (evaluated every :data:`INTERVAL`) for a cell whose pools
     advertise ``resources`` (extended resource names) and whose GPU pools hold ``pool_models`` (pool name -> gpucell
-    catalog model name, every GPU pool, ``dra`` ones included). Record order matters: each rule reads those before
+    catalog model name, every GPU pool, ``dra`` ones included); DRA claims are metered as ``dra_model``. Record order
+    matters: each rule reads those before
     it."""
     launcher = f'max by (namespace, pod) (kube_pod_labels{{{KSM_JOB},label_kubevirt_io="virt-launcher"}})'
 
     def claims(op: str) -> str:
         selected = f'{_CLAIM_DEVICES}{{{RECORDED},device_class{op}"{VFIO_CLASS}"}}'
-        return f'label_replace({selected}, "resource", "$1", "device_class", "(.+)")'
+        named = f'label_replace({selected}, "resource", "$1", "device_class", "(.+)")'
+        return f'label_replace({named}, "gpu_model", "{dra_model}", "device_class", ".*")'
 
     return {
         "name": "gpucell-metering",
@@ -151,12 +176,12 @@ def metering_group(resources: Iterable[str], pool_models: Mapping[str, str]) -> 
             },
             {"record": _NODE_MODEL, "expr": node_models(pool_models)},
             {"record": _POD_GPUS, "expr": resource_names(resources)},
+            # max: every quota of a namespace that lists a class reports the same use of it
             {
                 "record": _CLAIM_DEVICES,
-                "expr": "sum by (namespace, claim, node, device_class) (label_replace(count by (namespace, claim, "
-                f'request, pool) (gpucell_resourceclaim_allocated_device_info{{{KSM_JOB}}}), "node", "$1", "pool", '
-                '"(.+)") * on (namespace, claim, request) group_left (device_class) max by (namespace, claim, '
-                f"request, device_class) (gpucell_resourceclaim_request_info{{{KSM_JOB}}}))",
+                "expr": "max by (namespace, device_class) (label_replace(kube_resourcequota"
+                f'{{{KSM_JOB},type="used",resource=~"{_PER_CLASS}"}}, "device_class", "$1", "resource", '
+                f'"{_PER_CLASS}")) > 0',
             },
             # One rule per kind (promtool lints two rules of one name and labels as duplicates): pods' extended
             # resources `or` claims' device classes, which never share a resource name.
@@ -164,61 +189,14 @@ def metering_group(resources: Iterable[str], pool_models: Mapping[str, str]) -> 
                 "record": ALLOCATED,
                 "labels": {"kind": "container"},
                 "expr": f"{_by_tenant(f'({_POD_GPUS}{{{RECORDED}}} unless on (namespace, pod) {launcher})')} or "
-                f"{_by_tenant(claims('!='))}",
+                f"{_namespace_by_tenant(claims('!='))}",
             },
             {
                 "record": ALLOCATED,
                 "labels": {"kind": "vm"},
                 "expr": f"{_by_tenant(f'({_POD_GPUS}{{{RECORDED}}} * on (namespace, pod) group_left () {launcher})')}"
                 " or "
-                f"{_by_tenant(claims('='))}",
+                f"{_namespace_by_tenant(claims('='))}",
             },
         ],
-    }
-
-
-def resource_claim_metrics() -> dict[str, Any]:
-    """kube-state-metrics' ``CustomResourceStateMetrics`` configuration for ``resource.k8s.io/v1`` ResourceClaims
-    (KSM ``docs/metrics/extend/customresourcestate-metrics.md``): ``gpucell_resourceclaim_request_info{namespace,
-    claim, request, device_class}`` per request (``spec.devices.requests[].exactly``) and
-    ``gpucell_resourceclaim_allocated_device_info{namespace, claim, request, device}`` per allocated device
-    (``status.allocation.devices.results[]``)."""
-    return {
-        "kind": "CustomResourceStateMetrics",
-        "spec": {
-            "resources": [
-                {
-                    "groupVersionKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaim"},
-                    "metricNamePrefix": "gpucell_resourceclaim",
-                    "labelsFromPath": {"namespace": ["metadata", "namespace"], "claim": ["metadata", "name"]},
-                    "metrics": [
-                        {
-                            "name": "request_info",
-                            "help": "The DeviceClass of each request of a ResourceClaim",
-                            "each": {
-                                "type": "Info",
-                                "info": {
-                                    "path": ["spec", "devices", "requests"],
-                                    "labelsFromPath": {
-                                        "request": ["name"],
-                                        "device_class": ["exactly", "deviceClassName"],
-                                    },
-                                },
-                            },
-                        },
-                        {
-                            "name": "allocated_device_info",
-                            "help": "One series per device allocated to a ResourceClaim",
-                            "each": {
-                                "type": "Info",
-                                "info": {
-                                    "path": ["status", "allocation", "devices", "results"],
-                                    "labelsFromPath": {"request": ["request"], "device": ["device"], "pool": ["pool"]},
-                                },
-                            },
-                        },
-                    ],
-                }
-            ]
-        },
     }

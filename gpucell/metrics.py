@@ -25,7 +25,7 @@ and PrometheusRule in the cluster (the ``*SelectorNilUsesHelmValues: false`` val
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,10 +42,10 @@ from gpucell._component import CellComponent
 from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
 from gpucell.inventory import GpuOffer, gpu_offers
-from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_claim_metrics
+from gpucell.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.platform import StorageBackend
-from gpucell.spec.pools import GpuMode, NodeRole, gpu_pools
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole, gpu_pools
 from gpucell.spec.versions import Versions
 from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
 
@@ -123,6 +123,9 @@ class MetricsArgs:
     pool_models: Mapping[str, str] = field(default_factory=dict)
     """GPU pool name -> gpucell catalog model name (every GPU pool, ``dra`` ones included): the metered
     ``gpu_model``; a pool missing here is metered as ``unknown``."""
+    dra_model: str = UNKNOWN_MODEL
+    """The metered ``gpu_model`` of DRA claims: the model of the ``dra`` pools when they all hold one (the tenants'
+    quotas count claimed devices per class, not per node), else ``unknown``."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` named by ``metrics.remoteWrite.credentialsConfigKey`` (a Pulumi secret)."""
 
@@ -141,8 +144,15 @@ class MetricsArgs:
             gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
             dra=bool(gpu_pools(cell.node_pools, GpuMode.DRA)),
             pool_models={name: pool.model.name for name, pool in cell.node_pools.items() if pool.role is NodeRole.GPU},
+            dra_model=_one_model(gpu_pools(cell.node_pools, GpuMode.DRA).values()),
             remote_write_credentials=remote_write_credentials,
         )
+
+
+def _one_model(pools: Iterable[NodePool]) -> str:
+    """The one GPU model of ``pools``, or ``unknown`` with none or several."""
+    models = {pool.model.name for pool in pools}
+    return models.pop() if len(models) == 1 else UNKNOWN_MODEL
 
 
 def remote_write_secret_data(credentials: str) -> dict[str, str]:
@@ -161,8 +171,9 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       ``storageGib`` Gi (``ReadWriteOnce``) from ``storage_class``; every ServiceMonitor, PodMonitor and
       PrometheusRule of the cluster selected (``*SelectorNilUsesHelmValues: false``); with ``remoteWrite``: one
       target with ``basicAuth`` from :data:`REMOTE_WRITE_SECRET`.
-    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`, the
-      ResourceClaim custom-resource-state metrics and the RBAC to list/watch ResourceClaims.
+    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`; no
+      custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
+      claims from the tenants' ResourceQuotas (:mod:`gpucell.metering`).
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -189,12 +200,6 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
-            "customResourceState": {"enabled": True, "config": resource_claim_metrics()},
-            "rbac": {
-                "extraRules": [
-                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list", "watch"]}
-                ]
-            },
         },
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},
@@ -320,14 +325,18 @@ def hubble_service_monitor() -> dict[str, Any]:
     }
 
 
-def prometheus_rule_manifest(offers: Sequence[GpuOffer], pool_models: Mapping[str, str]) -> dict[str, Any]:
-    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources and the GPU
-    pools' models ``pool_models``, and :func:`gpucell.gpu_alerts.health_group`."""
+def prometheus_rule_manifest(
+    offers: Sequence[GpuOffer], pool_models: Mapping[str, str], dra_model: str = UNKNOWN_MODEL
+) -> dict[str, Any]:
+    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources, the GPU
+    pools' models ``pool_models`` and the DRA claims' ``dra_model``, and :func:`gpucell.gpu_alerts.health_group`."""
     return {
         "apiVersion": MONITOR_API,
         "kind": "PrometheusRule",
         "metadata": {"name": "gpucell", "namespace": NAMESPACE, "labels": dict(_MANAGED)},
-        "spec": {"groups": [metering_group((o.resource for o in offers), pool_models), health_group(offers)]},
+        "spec": {
+            "groups": [metering_group((o.resource for o in offers), pool_models, dra_model), health_group(offers)]
+        },
     }
 
 
@@ -399,7 +408,9 @@ class Metrics(CellComponent):
         in_stack = self.child(depends_on=[self.release])
         for manifest in monitors:
             _custom(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
-        self.rules = _custom(f"{name}-rules", prometheus_rule_manifest(args.gpu_offers, args.pool_models), in_stack)
+        self.rules = _custom(
+            f"{name}-rules", prometheus_rule_manifest(args.gpu_offers, args.pool_models, args.dra_model), in_stack
+        )
         for uid in DASHBOARDS:
             board = dashboard_configmap(uid, NAMESPACE)
             ConfigMap(

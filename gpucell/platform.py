@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pulumi
+
     from gpucell.backups import Backups
     from gpucell.cdi import Cdi
     from gpucell.cilium import Cilium
@@ -32,7 +34,8 @@ class Platform:
     not installed by this program, e.g. installed outside gpucell, so nothing waits for it).
 
     - a tenant's namespace waits for :attr:`kubevirt`'s ``KubeVirt`` CR (whose seccomp profile lets VM launchers
-      pass Pod Security ``restricted``), its ``CiliumNetworkPolicy`` objects for :attr:`cilium` (their CRD);
+      pass Pod Security ``restricted``), its ``CiliumNetworkPolicy`` objects for :attr:`cilium` (their CRD) and
+      :attr:`cluster_deny` (so that nothing of the tenant runs before the cluster-wide deny rules exist);
     - a VM waits for the ``KubeVirt`` CR, :attr:`cdi`'s ``CDI`` CR and StorageProfile patch, and for the
       :attr:`image_catalogs` its disks clone from (their clone RBAC);
     - a GPU workload for :attr:`gpu_operator`'s Release (device plugins, the ``nvidia`` RuntimeClass), or with DRA
@@ -49,6 +52,9 @@ class Platform:
 
     cilium: Cilium | None = None
     """Cilium, whose release installs the ``CiliumNetworkPolicy`` CRD."""
+    cluster_deny: pulumi.Resource | None = None
+    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.cluster_deny.ClusterDeny`; typed as any
+    resource so that this module names no component that imports the tenancy layer)."""
     kubevirt: KubeVirt | None = None
     """KubeVirt (its ``KubeVirt`` CR, Available)."""
     cdi: Cdi | None = None

@@ -13,7 +13,8 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
 - the ``Role`` objects ``tenant-admin``, ``tenant-member`` and ``tenant-viewer``, gpucell's own, stated rule by rule
   (:mod:`gpucell.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC
   ``groupsPrefix``) to them (:func:`rbac_manifests`);
-- ``CiliumNetworkPolicy`` objects, one per purpose so that a reviewer reads each on its own:
+- ``CiliumNetworkPolicy`` objects (allow lists inside the cell's cluster-wide deny rules,
+  :mod:`gpucell.cluster_deny`), one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
@@ -104,6 +105,14 @@ add up:
   (``*.`` names as ``matchPattern``), as two policies because ``toFQDNs`` cannot share a rule with other ``to*``
   peers. IPv6 is out of scope: the cell is IPv4-only.
 
+Those allow lists are not the fence: Cilium also adds the allows of any other policy selecting a tenant's pods (a
+``NetworkPolicy`` with ``egress: [{}]``, a ``CiliumNetworkPolicy`` to ``world``). What a tenant must never reach is
+denied cluster-wide by :class:`gpucell.cluster_deny.ClusterDeny` (the platform's ``CiliumClusterwideNetworkPolicy``
+objects, which the tenant's policies come after): every node but on the API servers' port, the cell's node, pod and
+service networks, the other cells, the private ranges but the tenant's ``egressCidrs``, and every pod of the platform
+namespaces but CoreDNS, whatever allow exists (docs/decisions/0031-cluster-wide-deny.md). A platform namespace
+labelled ``gpucell.io/platform-services`` therefore stays closed; the label opens namespaces of the operator's own.
+
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
 ``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
 every other tenant's flows. Namespace labels cannot be set by a tenant (no tenant role may update the Namespace
@@ -120,7 +129,6 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
@@ -141,12 +149,14 @@ from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
-from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
+from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, EgressClass, TenantSpec, namespace_of
 from gpucell.tenant_admission import admission_manifests
 from gpucell.tenant_roles import TENANT_ROLES, role_manifest
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
+    DNS_SELECTOR,
     MANAGED_BY,
+    NAMESPACE_KEY,
     TENANT_LABEL,
     cilium_network_policy,
     common_labels,
@@ -166,6 +176,7 @@ __all__ = [
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
     "PRIORITY_QUOTA",
+    "PRIVATE_RANGES",
     "TENANT_LABEL",
     "TENANT_POD_SECURITY",
     "PodSecurityLevel",
@@ -195,10 +206,6 @@ POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
 PLATFORM_SERVICES_LABEL = "gpucell.io/platform-services"
 """Namespace label (value ``"true"``) marking the shared services ``cluster`` egress may reach."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
-NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
-"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
-DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
-"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 
 
 class PodSecurityLevel(StrEnum):
@@ -513,12 +520,6 @@ def _egress_cluster(facts: ClusterFacts) -> list[dict[str, Any]]:
     return [*rules, {"toEndpoints": [{"matchLabels": platform}]}]
 
 
-PRIVATE_RANGES = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
-"""What ``internet`` never reaches unless the tenant lists a network of them in ``egressCidrs``: the RFC 1918
-private networks and RFC 6598 shared address space (carrier-grade NAT), where every cell's nodes, pods and services
-and the operator's own networks live."""
-
-
 def internet_exceptions(facts: ClusterFacts) -> list[str]:
     """What ``internet`` egress leaves out of ``0.0.0.0/0``: link-local (instance metadata), the private ranges
     (:data:`PRIVATE_RANGES`: other regions' cells and the operator's networks), and the cell's node, pod and
@@ -750,9 +751,10 @@ class Tenant(CellComponent):
     ``-access``/``-secrets``/``-platform`` and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
     profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
-    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes
-    the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
-    before anything of it is deleted.
+    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child but the
+    Roles and RoleBindings takes the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant
+    from the config is refused before anything of it is deleted (Pulumi refuses the whole deletion phase). The Roles
+    and bindings are never protected: they hold no data, and deleting one only takes rights away.
 
     The spec is admitted against ``args.facts`` before anything is registered (:func:`admit`); raises
     :class:`~gpucell.errors.ConfigError` with ``tenants.<name>...`` key paths. The cluster must run Cilium (the
@@ -807,18 +809,23 @@ class Tenant(CellComponent):
         )
         limits = limit_range_manifest(tenant, spec)
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
+        # Roles and bindings hold no data and deleting one only takes rights away, so they never take the tenant's
+        # protection: a refused removal still leaves the tenant fenced in, and a binding's new roleRef (immutable, a
+        # replacement) goes through in one `pulumi up` (Pulumi replaces a resource whose new goal is unprotected,
+        # pulumi/pulumi#8873) instead of needing `pulumi state unprotect` on every cell.
+        grants = self.child(depends_on=[self.namespace_resource], protect=False)
         self.rbac: list[pulumi.CustomResource] = []
         for obj in rbac_manifests(tenant, spec, facts.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
-                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=inside))
+                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=grants))
             else:
                 self.rbac.append(
                     RoleBinding(
-                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
+                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=grants
                     )
                 )
-        cilium = [platform.cilium] if platform.cilium is not None else []
+        cilium = [c for c in (platform.cilium, platform.cluster_deny) if c is not None]
         after_cilium = self.child(depends_on=[self.namespace_resource, *cilium], **lifecycle)
         self.policies = [
             custom_resource(_child_name(name, obj), obj, after_cilium)

@@ -79,6 +79,21 @@ def _phase(ns: str, pod: str, phase: str) -> list[dict[str, str]]:
     ]
 
 
+def _quota(ns: str, classes: dict[str, tuple[int, int]]) -> list[dict[str, str]]:
+    """``kube_resourcequota`` of quota ``tenant`` in ``ns``: per DeviceClass, its hard limit and use, with the
+    ``count/resourceclaims.resource.k8s.io`` key the quota also lists (not a device count)."""
+    rows = [(f"{c}.deviceclass.resource.k8s.io/devices", hard, used) for c, (hard, used) in classes.items()]
+    rows.append(("count/resourceclaims.resource.k8s.io", 8, sum(used for _, used in classes.values())))
+    return [
+        {
+            "series": f'kube_resourcequota{{namespace="{ns}",resourcequota="tenant",resource="{key}",type="{kind}"}}',
+            "values": f"{value}x30",
+        }
+        for key, hard, used in rows
+        for kind, value in (("hard", hard), ("used", used))
+    ]
+
+
 _NODES = {"h100-1": "h100-vm", "h200m-1": "h200-mig", "h200-1": "h200", "l4-1": "l4", "l4-2": "dra-l4", "cpu-1": "cpu"}
 _SERIES = [
     *(
@@ -108,35 +123,11 @@ _SERIES = [
     *_phase("tenant-globex", "whisper-predictor-b", "Running"),
     _requests("kube-system", "gpu-burn", "nvidia.com/gpu", 1, "h200-1"),
     *_phase("kube-system", "gpu-burn", "Running"),
-    # DRA: a VM's VFIO claim (1 device), a notebook's claim (2 devices), a claim not allocated yet
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-acme",claim="cad-01-x",request="gpu0",'
-        'device_class="vfio.gpu.nvidia.com"}',
-        "values": "1x30",
-    },
-    {
-        "series": 'gpucell_resourceclaim_allocated_device_info{namespace="tenant-acme",claim="cad-01-x",request="gpu0",'
-        'device="gpu-vfio-0",pool="l4-1"}',
-        "values": "1x30",
-    },
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-acme",claim="nb-carol-x",request="gpus",'
-        'device_class="gpu.nvidia.com"}',
-        "values": "1x30",
-    },
-    *(
-        {
-            "series": f'gpucell_resourceclaim_allocated_device_info{{namespace="tenant-acme",claim="nb-carol-x",'
-            f'request="gpus",device="gpu-{i}",pool="l4-2"}}',
-            "values": "1x30",
-        }
-        for i in (0, 1)
-    ),
-    {
-        "series": 'gpucell_resourceclaim_request_info{namespace="tenant-globex",claim="later-x",request="gpus",'
-        'device_class="gpu.nvidia.com"}',
-        "values": "1x30",
-    },
+    # DRA: the tenants' ResourceQuotas, kept by the API server from their claims: acme's VM holds a VFIO GPU, its
+    # notebook two GPUs; globex has no claim; a quota outside any tenant is not metered
+    *_quota("tenant-acme", {"vfio.gpu.nvidia.com": (4, 1), "gpu.nvidia.com": (2, 2), "mig.nvidia.com": (0, 0)}),
+    *_quota("tenant-globex", {"vfio.gpu.nvidia.com": (0, 0), "gpu.nvidia.com": (4, 0), "mig.nvidia.com": (0, 0)}),
+    *_quota("kube-system", {"gpu.nvidia.com": (8, 1)}),
 ]
 METERING_SERIES = [{**entry, "series": _ksm(entry["series"])} for entry in _SERIES]
 """The inputs, as kube-state-metrics exports them (its job)."""
@@ -155,8 +146,9 @@ EXPECTED = [
     _sample("globex", "nvidia.com/gpu", "H200-SXM-141GB", "container", 4),
     _sample("globex", "nvidia.com/gpu", "L4", "container", 2),
 ]
-"""What the tenants hold in :data:`METERING_SERIES`: 8 H100s in a VM, an H200 MIG slice, L4s through DRA, and
-globex's ``nvidia.com/gpu`` split into H200 and L4 GPUs."""
+"""What the tenants hold in :data:`METERING_SERIES`: 8 H100s in a VM, an H200 MIG slice, L4s through DRA (the model
+of the one ``dra`` pool: the quota counts claimed devices per namespace, not per node), and globex's
+``nvidia.com/gpu`` split into H200 and L4 GPUs."""
 
 
 def _promtool(tmp_path: Path, groups: list[dict[str, Any]], tests: list[dict[str, Any]]) -> str:
@@ -194,7 +186,7 @@ def test_rules_pass_promtool_check(tmp_path: Path) -> None:
 def test_tenant_gpus_counted_for_containers_vms_and_claims_by_gpu_model(tmp_path: Path) -> None:
     output = _promtool(
         tmp_path,
-        [metering_group((o.resource for o in OFFERS), POOL_MODELS)],
+        [metering_group((o.resource for o in OFFERS), POOL_MODELS, "L4")],
         [
             {
                 "interval": "1m",
@@ -356,7 +348,7 @@ def test_forged_series_from_a_predictor_change_no_metering_and_fire_no_alert(tmp
     ]
     output = _promtool(
         tmp_path,
-        [metering_group((o.resource for o in OFFERS), POOL_MODELS), health_group(OFFERS)],
+        [metering_group((o.resource for o in OFFERS), POOL_MODELS, "L4"), health_group(OFFERS)],
         [
             {
                 "interval": "1m",

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from gpucell.dashboards import DASHBOARDS
 from gpucell.errors import ConfigError
@@ -26,6 +27,7 @@ from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.workloads.model_endpoint import vllm_query
 from tests.conftest import (
     STORE,
+    UPSTREAM,
     at,
     cell,
     cell_cilium_values,
@@ -75,6 +77,29 @@ def test_release_values_from_config() -> None:
     namespace = plan.named("lab-metrics-namespace")
     assert namespace.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     assert namespace.urn in release.dependencies
+
+
+def test_kube_state_metrics_is_asked_for_no_built_in_kind_and_keeps_its_quota_collector() -> None:
+    """KSM 2.20.0 builds custom-resource-state metrics only for kinds a CRD serves (internal/discovery/discovery.go
+    line 274, pkg/customresourcestate/config.go line 195): a ResourceClaim config would yield nothing. DRA claims are
+    metered from ``kube_resourcequota`` (gpucell.metering), whose collector the subchart 8.4.0 enables by default
+    (``collectors`` in charts/kube-state-metrics/values.yaml) and gpucell leaves alone."""
+    ksm = stack_values(_spec().metrics, "local-path")["kube-state-metrics"]
+    assert set(ksm) == {"metricLabelsAllowlist"}
+    chart = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "kube-state-metrics" / "values.yaml"
+    assert "resourcequotas" in yaml.safe_load(chart.read_text())["collectors"]
+
+
+def test_dra_claims_are_metered_as_the_dra_pools_one_model() -> None:
+    """The quota counts claimed devices per namespace and class, not per node: their ``gpu_model`` is the model of
+    the ``dra`` pools when they hold one (prod's fra1: one L4 ``dra`` pool), else ``unknown``."""
+    from gpucell.metrics import MetricsArgs
+    from gpucell.stacks.plan import make_plan
+    from tests.conftest import REPO
+
+    fra1 = make_plan(REPO, "prod", region="fra1").cells["fra1"].spec
+    assert MetricsArgs.from_cell(fra1, program_cluster(fra1)).dra_model == "L4"
+    assert MetricsArgs.from_cell(_spec(), program_cluster(_spec())).dra_model == "unknown"
 
 
 def test_values_are_values_of_the_pinned_chart() -> None:

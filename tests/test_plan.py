@@ -57,6 +57,7 @@ def test_dev_plan_has_one_cell_with_every_component(dev_plan: Plan) -> None:
     assert components == {
         "K3sCluster",
         "Cilium",
+        "ClusterDeny",
         "Storage",
         "KubeVirt",
         "Cdi",

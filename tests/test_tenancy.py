@@ -567,6 +567,23 @@ def test_children_use_the_cells_provider_and_the_tenant_as_parent(two_tenants: P
     assert {c.provider for c in children} == {"lab-k8s"}  # the cell's provider, not passed by the caller
 
 
+def test_roles_and_bindings_are_never_protected_and_every_other_child_is(two_tenants: Plan) -> None:
+    """A refused removal keeps the fence (namespace, quota, policies); a binding's new roleRef is a replacement that
+    Pulumi allows only when the new goal is unprotected (pulumi/pulumi#8873), and deleting a grant takes rights away."""
+    _, plan = two_tenants
+    children = tenant_objects(plan, "acme")
+    grants = {c.name: c.options.get("protect", False) for c in children if c.type in (ROLE, ROLE_BINDING)}
+    assert grants == {
+        "lab-acme-admin-role": False,
+        "lab-acme-member-role": False,
+        "lab-acme-viewer-role": False,
+        "lab-acme-admins": False,
+        "lab-acme-members": False,
+        "lab-acme-viewers": False,
+    }
+    assert {c.options.get("protect", False) for c in children if c.type not in (ROLE, ROLE_BINDING)} == {True}
+
+
 def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan) -> None:
     _, plan = two_tenants
     children = {r.urn: r for r in tenant_objects(plan, "acme")}

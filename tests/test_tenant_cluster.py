@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import inspect
 import json
 from ipaddress import IPv4Network
 from typing import Any, cast
@@ -220,6 +221,7 @@ def test_the_control_plane_runs_kubeadm_at_the_version_with_the_api_address_in_i
     kcp = the(plan, "KubeadmControlPlane")["spec"]
     assert kcp["replicas"] == 1
     assert kcp["version"] == "v1.34.1"
+    # as before the ClusterIP fix: a changed kubeadmConfigSpec would roll every live control-plane VM
     assert kcp["kubeadmConfigSpec"] == {"clusterConfiguration": {"apiServer": {"certSANs": ["203.0.113.20"]}}}
     assert kcp["rollout"] == {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}
     assert kcp["machineTemplate"]["spec"]["deletion"] == {"nodeDrainTimeoutSeconds": 600}
@@ -388,7 +390,11 @@ def test_a_cluster_ip_api_has_no_service_or_policy_of_its_own() -> None:
     spec = region(apiServer={}).tenants["acme"].tenant_clusters["ml"]
     assert tc.api_service_manifest("acme", "ml", spec, None) is None
     assert tc.api_policy_manifest("acme", "ml", spec) is None
-    assert tc.control_plane_manifest("acme", "ml", spec, "t")["spec"]["kubeadmConfigSpec"] == {}
+    registration = {"nodeRegistration": {"criSocket": "unix:///var/run/containerd/containerd.sock"}}
+    assert tc.control_plane_manifest("acme", "ml", spec, "t")["spec"]["kubeadmConfigSpec"] == {
+        "initConfiguration": registration,
+        "joinConfiguration": registration,
+    }
 
 
 # -- the component: wiring, lifecycle, kubeconfig -----------------------------------------------------------------
@@ -869,6 +875,21 @@ def test_the_fields_capk_drops_are_exactly_kubevirt_v1_9s_that_its_crd_lacks() -
     assert cluster_api_facts.capk_dropped_fields(machine_template(region())["spec"]) == []
 
 
+def test_the_release_facts_cite_the_commits_their_tags_point_at() -> None:
+    """``git rev-parse <tag>^{commit}`` in each repository: kubernetes-sigs/cluster-api-provider-kubevirt v0.11.2,
+    kubernetes-sigs/cluster-api-operator v0.28.0, kubernetes-sigs/cluster-api-addon-provider-helm v0.6.4 (annotated
+    tag object e268739e, commit "Merge pull request #544", 2026-04-27; 8c581411, cited before, is a later commit of
+    main, "Restrict Helm repository URL schemes (#585)", in no tag)."""
+    source = " ".join(inspect.getsource(cluster_api_facts).split())
+    for tag, commit in (
+        ("v0.11.2", "2c2bb5beb8ef7265d2a0694e9fa75b73354b9484"),
+        ("v0.28.0", "d32c1c2a0bd227e2a49e8c3db9c7ef6b131ec11f"),
+        ("v0.6.4", "825662962a26dc339f3871184c91ed4bd2f83a4f"),
+    ):
+        assert f"{tag} ({commit[:8]})" in source
+    assert "8c581411" not in source
+
+
 def test_a_template_that_needs_a_field_capk_drops_is_refused_before_anything_is_registered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -894,6 +915,73 @@ def test_every_object_passes_the_upstream_crds(plan: PlanResult) -> None:
     for kind in TYPES:
         for obj in objects(plan, kind):
             assert violations(obj) == [], (kind, obj["metadata"]["name"])
+
+
+def test_the_default_cluster_ip_api_server_plans_a_valid_control_plane() -> None:
+    """The default API server (``ClusterIP``) once rendered ``kubeadmConfigSpec: {}``, which Cluster API v1.14.0's
+    v1beta2 schema refuses (``minProperties: 1``, controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml) and
+    which only ``--check`` reported (issue 34)."""
+    plan = deploy(region(apiServer={}))
+    kcp = the(plan, "KubeadmControlPlane")
+    assert set(kcp["spec"]["kubeadmConfigSpec"]) == {"initConfiguration", "joinConfiguration"}
+    for kind in TYPES:
+        for obj in objects(plan, kind):
+            assert violations(obj) == [], (kind, obj["metadata"]["name"])
+            if obj["apiVersion"].endswith(".x-k8s.io/v1beta2"):
+                assert cluster_api_facts.empty_structs(obj["spec"]) == [], (kind, obj["metadata"]["name"])
+    assert [v.message for v in violations({**kcp, "spec": {**kcp["spec"], "kubeadmConfigSpec": {}}})] == [
+        "{} should be non-empty"
+    ]
+
+
+def test_an_empty_struct_cluster_api_refuses_is_refused_by_the_plain_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tc.control_plane_manifest
+
+    def empty_kubeadm(*args: Any) -> dict[str, Any]:
+        manifest = real(*args)
+        manifest["spec"]["kubeadmConfigSpec"] = {}
+        return manifest
+
+    monkeypatch.setattr(tc, "control_plane_manifest", empty_kubeadm)
+    with pytest.raises(ConfigError) as caught:
+        deploy(region(apiServer={}))
+    assert caught.value.lines == [
+        "tenants.acme.tenantClusters.ml: gpucell would render KubeadmControlPlane ml-control-plane with "
+        "spec.kubeadmConfigSpec empty, which Cluster API v1beta2 refuses (minProperties: 1); nothing was deployed: "
+        "report it as a gpucell bug"
+    ]
+
+
+def _may_be_empty(schema: dict[str, Any], key: str = "") -> list[str]:
+    """The keys under ``schema`` whose value the schema lets be ``{}``: maps, and structs with neither
+    ``minProperties`` nor required fields."""
+    found: list[str] = []
+    if schema.get("type") == "object":
+        if key and not schema.get("minProperties") and not schema.get("required"):
+            found.append(key)
+        for name, sub in schema.get("properties", {}).items():
+            found += _may_be_empty(sub, name)
+    if schema.get("type") == "array" and "items" in schema:
+        found += _may_be_empty(schema["items"])
+    return found
+
+
+def test_the_keys_that_may_be_empty_are_the_cluster_api_crds_own() -> None:
+    """Cluster API v1.14.0's v1beta2 CRDs of the kinds gpucell renders: every object but
+    :data:`gpucell.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
+    may_be_empty: set[str] = set()
+    for name in (
+        "cluster.x-k8s.io_clusters.yaml",
+        "cluster.x-k8s.io_machinedeployments.yaml",
+        "cluster.x-k8s.io_machinehealthchecks.yaml",
+        "controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml",
+        "bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml",
+    ):
+        crd = yaml.safe_load((UPSTREAM / "cluster-api" / name).read_text())
+        (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+        spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        may_be_empty.update(_may_be_empty(spec))
+    assert may_be_empty == cluster_api_facts.EMPTY_MAP_KEYS
 
 
 def test_check_finds_no_problem_and_checks_the_helm_chart_proxy_values_against_their_charts(plan: PlanResult) -> None:

@@ -31,6 +31,7 @@ from gpucell.spec.workloads import (
 __all__ = [
     "CLUSTER_API_NAMESPACES",
     "LINK_LOCAL",
+    "PRIVATE_RANGES",
     "SYSTEM_NAMESPACES",
     "EgressClass",
     "TenantGroups",
@@ -79,6 +80,10 @@ SYSTEM_NAMESPACES = frozenset(
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""
 LINK_LOCAL = IPv4Network("169.254.0.0/16")
 """Link-local addresses, where clouds and some bare-metal stacks serve instance metadata (169.254.169.254)."""
+PRIVATE_RANGES = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+"""What ``internet`` never reaches unless the tenant lists a network of them in ``egressCidrs``: the RFC 1918
+private networks and RFC 6598 shared address space (carrier-grade NAT), where every cell's nodes, pods and services
+and the operator's own networks live."""
 
 
 def namespace_of(tenant: str) -> str:

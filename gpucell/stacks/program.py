@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.cluster_deny import other_cells
 from gpucell.disruption import fingerprint
 from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
@@ -71,6 +72,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
                 control_server=control.host,
                 image_credentials=stack.credentials,
+                other_cells=other_cells(stack.spec.regions, region),
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
 __all__ = [
+    "DNS_SELECTOR",
     "MANAGED_BY",
+    "NAMESPACE_KEY",
     "NVIDIA_RUNTIME_CLASS",
     "TENANT_LABEL",
     "cilium_network_policy",
@@ -51,6 +53,10 @@ __all__ = [
 
 TENANT_LABEL = "gpucell.io/tenant"
 """Label naming the tenant on the namespace and on every object rendered for it."""
+NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
+"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
+DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
+"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 NVIDIA_RUNTIME_CLASS = "nvidia"
 """RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
 the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""

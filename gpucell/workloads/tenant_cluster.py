@@ -33,12 +33,14 @@ node affinity and tolerations of its pools), with CAPK's differences: the pod ne
 10.0.2.2), CAPK's own cloud-init volume (kubeadm's bootstrap data), ``runStrategy: Always`` and ``evictionStrategy:
 External`` (a drain of the host marks the VM for evacuation and CAPK drains the tenant's node first, ``pkg/kubevirt/
 machine.go`` ``DrainNodeIfNeeded``). A template that would set a field CAPK v0.11 drops is refused
-(:func:`gpucell.cluster_api_facts.capk_dropped_fields`).
+(:func:`gpucell.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that its
+v1beta2 schema refuses (:func:`gpucell.cluster_api_facts.empty_structs`), before anything is registered.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -56,7 +58,7 @@ from gpucell._component import CellComponent
 from gpucell.cilium import CHART as CILIUM_CHART
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.cluster_api import PROVIDER_NAMESPACES
-from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields
+from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.inventory import gpu_offers
@@ -84,6 +86,7 @@ __all__ = [
     "CAPI_DEPLOYMENT_LABEL",
     "CAPI_ROLE_LABEL",
     "CONTROL_PLANE",
+    "CRI_SOCKET",
     "KUBECONFIGS_SUFFIX",
     "NODE_DRAIN_TIMEOUT_SECONDS",
     "NODE_STARTUP_TIMEOUT_SECONDS",
@@ -142,6 +145,10 @@ _CLUSTER_DELETE_TIMEOUT = "30m"
 """How long ``pulumi up`` waits for Cluster API to take a removed tenant cluster down: every worker drained (at most
 :data:`NODE_DRAIN_TIMEOUT_SECONDS` each, in parallel), the VMs and their disks deleted, then the control plane."""
 _ROOT = "root"
+CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
+"""The container runtime kubeadm registers the control-plane nodes with: containerd of CAPK's Ubuntu images, as
+CAPK v0.11.2's templates set it (``templates/cluster-template.yaml`` ``criSocket: "${CRI_PATH}"``,
+``CRI_PATH=/var/run/containerd/containerd.sock`` in ``hack/functest.sh``), and kubeadm's own default on Linux."""
 _API_GROUPS = {
     "cluster": "cluster.x-k8s.io",
     "controlplane": "controlplane.cluster.x-k8s.io",
@@ -274,12 +281,19 @@ def _deletion() -> dict[str, int]:
 
 def control_plane_manifest(tenant: str, name: str, spec: TenantClusterSpec, template: str) -> dict[str, Any]:
     """The ``KubeadmControlPlane`` ``<c>-control-plane``: ``replicas``, ``version``, the machine template, and
-    with ``apiServer.type: LoadBalancer`` the address in the API server's ``certSANs``. ``rollout``: one VM more
-    at a time (``maxSurge: 1``, the only value a single-VM control plane accepts), so an upgrade keeps etcd's
-    quorum; admission counts that extra VM against the tenant's quota."""
-    kubeadm: dict[str, Any] = {}
+    ``kubeadmConfigSpec``: with ``apiServer.type: LoadBalancer`` the address in the API server's ``certSANs``;
+    with a ``ClusterIP`` API server, which needs nothing, the ``nodeRegistration.criSocket`` (:data:`CRI_SOCKET`) of
+    ``kubeadm init`` (the first VM) and ``kubeadm join`` (the others), because Cluster API v1beta2 refuses an empty
+    ``kubeadmConfigSpec`` (``minProperties: 1``, v1.14.0 ``controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml``).
+    A LoadBalancer cluster's spec is as it was before, so no live control plane rolls for it. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
+    accepts), so an upgrade keeps etcd's quorum; admission counts that extra VM against the tenant's quota."""
     if spec.api_server.type is ApiServerType.LOAD_BALANCER:
-        kubeadm["clusterConfiguration"] = {"apiServer": {"certSANs": [str(spec.api_server.address)]}}
+        kubeadm: dict[str, Any] = {"clusterConfiguration": {"apiServer": {"certSANs": [str(spec.api_server.address)]}}}
+    else:
+        # Only where the spec would be empty: a changed kubeadmConfigSpec rolls every control-plane VM of a live
+        # tenant cluster, and a LoadBalancer one (the only kind that could be deployed before) gains nothing by it.
+        registration = {"nodeRegistration": {"criSocket": CRI_SOCKET}}
+        kubeadm = {"initConfiguration": registration, "joinConfiguration": copy.deepcopy(registration)}
     return {
         "apiVersion": f"{_API_GROUPS['controlplane']}/v1beta2",
         "kind": "KubeadmControlPlane",
@@ -644,6 +658,18 @@ def _refuse_dropped_fields(tenant: str, name: str, part: str, template: dict[str
         )
 
 
+def _refuse_empty_structs(tenant: str, name: str, manifest: dict[str, Any]) -> None:
+    """The plan refuses what Cluster API's v1beta2 schema would: an empty struct in ``manifest`` (a gpucell bug,
+    found before anything is registered rather than by ``--check`` or the API server)."""
+    empty = empty_structs(manifest["spec"])
+    if empty:
+        raise ConfigError.at(
+            ("tenants", tenant, "tenantClusters", name),
+            f"gpucell would render {manifest['kind']} {manifest['metadata']['name']} with {', '.join(empty)} empty, "
+            "which Cluster API v1beta2 refuses (minProperties: 1); nothing was deployed: report it as a gpucell bug",
+        )
+
+
 class TenantCluster(CellComponent):
     """A tenant cluster (``gpucell:index:TenantCluster``): the objects of the module doc, in the tenant's namespace.
 
@@ -693,6 +719,14 @@ class TenantCluster(CellComponent):
             )
         for part, template in templates.items():
             _refuse_dropped_fields(tenant, cluster, part, template)
+        cp_template = machine_template_manifest(tenant, cluster, CONTROL_PLANE, templates[CONTROL_PLANE])
+        control_plane = control_plane_manifest(tenant, cluster, spec, cp_template["metadata"]["name"])
+        bootstraps = {
+            pool_name: bootstrap_template_manifest(tenant, cluster, pool_name) for pool_name in spec.worker_pools
+        }
+        cluster_object = cluster_manifest(tenant, cluster, spec)
+        for manifest in (cluster_object, control_plane, *bootstraps.values()):
+            _refuse_empty_structs(tenant, cluster, manifest)
 
         policy = spec.removal_policy or args.removal_policy
         lifecycle = removal_options(policy)
@@ -711,7 +745,7 @@ class TenantCluster(CellComponent):
         ]
         self.cluster = custom_resource(
             f"{name}-cluster",
-            cluster_manifest(tenant, cluster, spec),
+            cluster_object,
             self.child(
                 depends_on=outside,
                 custom_timeouts=pulumi.CustomTimeouts(create=_CLUSTER_CREATE_TIMEOUT, delete=_CLUSTER_DELETE_TIMEOUT),
@@ -725,19 +759,16 @@ class TenantCluster(CellComponent):
         self.infrastructure = custom_resource(
             f"{name}-infra", kubevirt_cluster_manifest(tenant, cluster), self.child(**lifecycle, **owned)
         )
-        cp_template = machine_template_manifest(tenant, cluster, CONTROL_PLANE, templates[CONTROL_PLANE])
         cp_machines = custom_resource(f"{name}-{CONTROL_PLANE}-machines", cp_template, self.child(**owned))
         self.control_plane = custom_resource(
-            f"{name}-{CONTROL_PLANE}",
-            control_plane_manifest(tenant, cluster, spec, cp_template["metadata"]["name"]),
-            self.child(depends_on=[cp_machines], **lifecycle, **owned),
+            f"{name}-{CONTROL_PLANE}", control_plane, self.child(depends_on=[cp_machines], **lifecycle, **owned)
         )
         """The ``KubeadmControlPlane``."""
         self.machine_deployments: dict[str, CustomResource] = {}
         """Worker pool -> its ``MachineDeployment``."""
         for pool_name, pool in spec.worker_pools.items():
             machines = machine_template_manifest(tenant, cluster, pool_name, templates[pool_name])
-            bootstrap = bootstrap_template_manifest(tenant, cluster, pool_name)
+            bootstrap = bootstraps[pool_name]
             made = [
                 custom_resource(f"{name}-{pool_name}-machines", machines, self.child(**owned)),
                 custom_resource(f"{name}-{pool_name}-bootstrap", bootstrap, self.child(**owned)),
