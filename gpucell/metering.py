@@ -26,7 +26,11 @@ Sources, all from kube-state-metrics' built-in collectors (KSM 2.20.0, the kube-
   Only pods in phase ``Running`` count (``kube_pod_status_phase``): a Pending pod holds nothing, a finished one
   has given its GPUs back. Init containers' requests are not counted (a GPU init container is not a pattern).
 - A VM's GPUs are requested by its ``virt-launcher`` pod: pods labelled ``kubevirt.io=virt-launcher`` (KSM's
-  ``kube_pod_labels`` with the label allow-listed, :data:`KSM_LABELS_ALLOWLIST`) are ``kind="vm"``.
+  ``kube_pod_labels`` with the label allow-listed, :data:`KSM_LABELS_ALLOWLIST`) are ``kind="vm"``. Only
+  virt-controller sets that label in a tenant namespace: the tenant's admission policy refuses it on a pod of any
+  other writer and in every pod template (:data:`gpucell.tenant_admission.LAUNCHER_LABEL`). Nothing else about a
+  pod tells a VM apart that a tenant could not write too (owner references to its own VMI, a
+  ``devices.kubevirt.io/kvm`` request), so the label, guarded at admission, is the source.
 - The tenant comes from the namespace's ``gpucell.io/tenant`` label (``kube_namespace_labels``), never from a
   pod label a tenant could set.
 - DRA claims hold devices, not pods, and KSM 2.20.0 has no ResourceClaim collector; nor can its

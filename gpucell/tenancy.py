@@ -18,10 +18,11 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
-- cluster-scoped ``ValidatingAdmissionPolicy`` objects ``gpucell-tenant-<tenant>-pods``, ``-vms`` and ``-services``
-  with their bindings, bound to the namespace: run-time admission of what a tenant member writes with ``kubectl``
-  (tolerations, node names and selectors, GPU resources and host devices, runtime and priority classes,
-  LoadBalancer addresses; :mod:`gpucell.tenant_admission`).
+- cluster-scoped ``ValidatingAdmissionPolicy`` objects ``gpucell-tenant-<tenant>-pods``, ``-vms``, ``-services``,
+  ``-access``, ``-secrets`` and ``-platform`` with their bindings, bound to the namespace: run-time admission of what
+  a tenant member writes with ``kubectl`` (tolerations, node names and selectors, GPU resources and host devices,
+  runtime and priority classes, LoadBalancer addresses, the ``kubevirt.io`` pod label, RoleBinding subjects, legacy
+  service account tokens, Cluster API's Secrets and gpucell's RoleBindings; :mod:`gpucell.tenant_admission`).
 
 Pod Security Admission: ``restricted`` for every tenant, VMs included
 ---------------------------------------------------------------------
@@ -746,8 +747,8 @@ class Tenant(CellComponent):
     ``{name}-priority-quota``,
     ``{name}-limits``, ``{name}-admin-role``/``-member-role``/``-viewer-role`` (the Roles),
     ``{name}-admins``/``-members``/``-viewers`` (their bindings), and ``{name}-default-deny``,
-    ``{name}-allow-dns``... (the policy names without ``tenant-``), ``{name}-admission-pods``/``-vms``/``-services``
-    and their ``-binding``. They use the provider of ``args.cluster``
+    ``{name}-allow-dns``... (the policy names without ``tenant-``), ``{name}-admission-pods``/``-vms``/``-services``/
+    ``-access``/``-secrets``/``-platform`` and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
     profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
     also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child but the
@@ -866,7 +867,8 @@ class Tenant(CellComponent):
 
     def _admission(self, name: str, facts: ClusterFacts, lifecycle: dict[str, Any]) -> list[pulumi.CustomResource]:
         """Register :func:`gpucell.tenant_admission.admission_manifests`: ``{name}-admission-<part>`` and
-        ``{name}-admission-<part>-binding`` (part ``pods``, ``vms``, ``services``), each binding after its policy."""
+        ``{name}-admission-<part>-binding`` (part ``pods``, ``vms``, ``services``, ``access``, ``secrets``,
+        ``platform``), each binding after its policy."""
         out: list[pulumi.CustomResource] = []
         prefix = f"gpucell-tenant-{self.name}-"
         for obj in admission_manifests(self.name, facts):

@@ -9,18 +9,25 @@ into the CEL as literals, so the :class:`~gpucell.tenancy.Tenant` component brin
 - ``gpucell-tenant-<tenant>-vms``: KubeVirt VirtualMachines, VirtualMachineInstances and their ReplicaSets
   (``spec.template.spec``, or the VMI's ``spec``; :func:`vm_rules`);
 - ``gpucell-tenant-<tenant>-services``: Services (LoadBalancer addresses, :func:`service_rules`);
+- ``gpucell-tenant-<tenant>-access``: RoleBindings (their subjects, :func:`access_rules`);
+- ``gpucell-tenant-<tenant>-secrets``: Secrets created (no legacy service account token, :func:`secret_rules`);
+- ``gpucell-tenant-<tenant>-platform``: Secrets and RoleBindings the platform owns in the namespace, which a tenant
+  identity may not create, change or delete (:func:`platform_rules`, :data:`TENANT_IDENTITY`);
 
 each with a ``ValidatingAdmissionPolicyBinding`` of the same name, ``validationActions: [Deny]``. Policy and binding
 select the namespace by ``kubernetes.io/metadata.name`` (the API server sets that label from the name; nobody can
-forge it), and match every writer, controllers included: virt-launcher pods derived from a VM, KServe's predictor
-Deployments, CAPK's VMs pass the same rules as what a tenant writes itself, so a field a controller copies from a
-tenant's object (an InferenceService's ``nodeName``, an instancetype's ``nodeSelector``) is refused where it lands.
-Objects being deleted are let through (a refused finalizer removal would keep them forever).
+forge it). All but ``-platform`` match every writer, controllers included: virt-launcher pods derived from a VM,
+KServe's predictor Deployments, CAPK's VMs pass the same rules as what a tenant writes itself, so a field a
+controller copies from a tenant's object (an InferenceService's ``nodeName``, an instancetype's ``nodeSelector``) is
+refused where it lands; the one rule that depends on the writer is the ``kubevirt.io`` pod label
+(:data:`LAUNCHER_LABEL`, virt-controller's alone). Objects being deleted are let through, except by ``-platform``
+(a refused finalizer removal would keep them forever; the platform's own objects are the platform's to finalize).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any
@@ -28,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from gpucell._component import MANAGED_BY
 from gpucell._node_state import QUARANTINE_TAINT
 from gpucell.inventory import nvswitch_quota
+from gpucell.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
 from gpucell.spec.scheduling import allowed_classes
-from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, namespace_of
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, tenant_pools
 from gpucell.spec.workloads import ServiceType
@@ -41,15 +49,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDRESS_ANNOTATIONS",
+    "CLUSTER_API_SECRET_LABEL",
+    "CLUSTER_API_SECRET_TYPE",
     "DAEMONSET_ONLY_TAINTS",
+    "GPUCELL_TAINTS",
     "GPU_RESOURCE_PREFIX",
+    "KUBECONFIG_SUFFIX",
+    "LAUNCHER_LABEL",
     "NAMESPACE_NAME_LABEL",
+    "PLATFORM_ROLE_BINDINGS",
     "SERVER_NODE_LABELS",
+    "SERVICE_ACCOUNT_TOKEN",
     "SHARING_CROSS_NAMESPACE_ANNOTATIONS",
+    "TENANT_IDENTITY",
+    "VIRT_CONTROLLER",
     "TenantFence",
+    "access_rules",
     "admission_manifests",
     "fence_of",
+    "platform_rules",
     "pod_rules",
+    "secret_rules",
     "service_rules",
     "vm_rules",
 ]
@@ -68,6 +88,10 @@ DAEMONSET_ONLY_TAINTS = ("node.kubernetes.io/unschedulable",)
 cordon`` sets ``spec.unschedulable``, the node lifecycle controller taints it). The DaemonSet controller adds the
 toleration to every pod it creates (``AddOrUpdateDaemonPodTolerations``), so refusing it there would break a
 tenant's DaemonSets."""
+GPUCELL_TAINTS = (QUARANTINE_TAINT,)
+"""gpucell's own node taints, which no tenant workload may tolerate (with the servers' taints, :func:`fence_of`):
+``gpucell.io/quarantine`` (a host taken out of service, :mod:`gpucell._node_state`). The one table of them: issue
+31's acceptance taint is one more entry here, and every tenant's pods and VMs policies refuse it."""
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 """Extended resources of the GPU Operator's device plugins (GPUs, MIG slices, vGPU and passthrough devices,
 NVSwitches): a tenant may request only those its quota grants."""
@@ -81,6 +105,39 @@ SHARING_CROSS_NAMESPACE_ANNOTATIONS = (
 )
 """Annotations letting a Service share its address with Services of other namespaces (Cilium LB IPAM "Sharing
 Keys"): refused, one tenant's ports never sit on another's address."""
+LAUNCHER_LABEL = "kubevirt.io"
+"""The pod label KubeVirt marks its own pods with (v1.9.0 ``AppLabel``, ``staging/src/kubevirt.io/api/core/v1/
+types.go``: ``virt-launcher`` on a VM's launcher pod, ``hotplug-disk``, ``virt-exporter``;
+``pkg/virt-controller/services/template.go``), which metering reads to bill a pod's GPUs as ``kind="vm"``
+(:mod:`gpucell.metering`). Only :data:`VIRT_CONTROLLER` may set or change it on a pod; no pod template carries it."""
+VIRT_CONTROLLER = f"system:serviceaccount:{KUBEVIRT_NAMESPACE}:kubevirt-controller"
+"""virt-controller's identity: the ServiceAccount ``kubevirt-controller`` (KubeVirt v1.9.0
+``pkg/virt-operator/resource/generate/components/serviceaccountnames.go``, ``ControllerServiceAccountName``) in
+gpucell's KubeVirt namespace. It creates every pod of a tenant namespace that carries :data:`LAUNCHER_LABEL`."""
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+"""The Secret type the token controller fills with a token that never expires for the ServiceAccount its annotation
+``kubernetes.io/service-account.name`` names: refused at creation in a tenant namespace (tenants ask for a bounded
+token, ``kubectl create token``). No controller of the cell creates one there at the pinned versions."""
+CLUSTER_API_SECRET_TYPE = "cluster.x-k8s.io/secret"
+"""The type of the Secrets Cluster API writes for a cluster (v1.14.0 ``ClusterSecretType``): its CAs, bootstrap
+data and kubeconfig."""
+CLUSTER_API_SECRET_LABEL = "cluster.x-k8s.io/cluster-name"
+"""The label Cluster API puts on those Secrets (and caches Secrets by)."""
+KUBECONFIG_SUFFIX = "-kubeconfig"
+"""``<cluster>-kubeconfig``: the Secret Cluster API's controllers (v1.14.0 ``util/secret``, purpose ``kubeconfig``)
+and CAAPH connect to a tenant cluster with, read by name; a Secret of that name that is not of
+:data:`CLUSTER_API_SECRET_TYPE` is kept as "user-provided" (KCP ``adoptKubeconfigSecret``)."""
+PLATFORM_ROLE_BINDINGS = ("tenant-admins", "tenant-members", "tenant-viewers")
+"""gpucell's RoleBindings in a tenant namespace: who has access is config's."""
+TENANT_IDENTITY = (
+    "!(has(request.userInfo.groups) && 'system:masters' in request.userInfo.groups) && "
+    "(!request.userInfo.username.startsWith('system:') || "
+    f"request.userInfo.username.startsWith('system:serviceaccount:{TENANT_NAMESPACE_PREFIX}'))"
+)
+"""CEL: the request comes from a tenant identity: anyone but members of ``system:masters`` (the operator: k3s's
+admin) and Kubernetes' and the platform's own ``system:`` identities (controllers, nodes, ServiceAccounts of
+platform namespaces), ServiceAccounts of tenant namespaces included. Tenant people are never ``system:``: OIDC
+names carry ``usernamePrefix``/``groupsPrefix`` and ``system:`` claims are refused (docs/security.md)."""
 _OPERATIONS = ["CREATE", "UPDATE"]
 _IPV4 = r"^[0-9]{1,3}[.][0-9]{1,3}[.][0-9]{1,3}[.][0-9]{1,3}$"
 
@@ -114,6 +171,11 @@ class TenantFence:
     """``(address, holder)`` of every fixed LoadBalancer address of another tenant's workload or of the Gateway."""
     own_reserved: tuple[tuple[str, str], ...]
     """``(address, Service name)`` of the tenant's own fixed addresses: only that Service may ask for it."""
+    groups: tuple[str, ...] = ()
+    """The tenant's groups as its RoleBindings name them (``<groupsPrefix><group>`` with OIDC): admins, members,
+    viewers."""
+    user_prefix: str = ""
+    """The cell's OIDC ``usernamePrefix`` (``oidc:``); empty without OIDC (then no ``User`` may be bound)."""
 
     @property
     def namespace(self) -> str:
@@ -157,7 +219,7 @@ def fence_of(tenant: str, facts: ClusterFacts) -> TenantFence:
     fixed = _fixed_addresses(facts)
     return TenantFence(
         tenant=tenant,
-        forbidden_taints=tuple(dict.fromkeys([*taints, QUARANTINE_TAINT])),
+        forbidden_taints=tuple(dict.fromkeys([*taints, *GPUCELL_TAINTS])),
         servers=tuple(server_hosts),
         server_pools=tuple(servers),
         pinned_nodes=tuple(dict.fromkeys([*server_hosts, *quarantined])),
@@ -171,6 +233,13 @@ def fence_of(tenant: str, facts: ClusterFacts) -> TenantFence:
             if owner != tenant
         ),
         own_reserved=tuple((address, holder) for address, owner, holder in fixed if owner == tenant),
+        groups=tuple(
+            dict.fromkeys(
+                facts.oidc.group(g) if facts.oidc else g
+                for g in (*spec.groups.admins, *spec.groups.members, *spec.groups.viewers)
+            )
+        ),
+        user_prefix=facts.oidc.username_prefix if facts.oidc else "",
     )
 
 
@@ -318,7 +387,38 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
             "only with a GPU request (the NVIDIA runtime would hand a pod without one the node's GPUs)",
         ),
         _validation(*_priority(fence, spec)),
+        _validation(*_launcher_label(fence)),
     ]
+
+
+def _has_label(obj: str) -> str:
+    """CEL: object ``obj`` (a Pod or a pod template) carries :data:`LAUNCHER_LABEL`."""
+    return f"(has({obj}.metadata) && has({obj}.metadata.labels) && '{LAUNCHER_LABEL}' in {obj}.metadata.labels)"
+
+
+def _launcher_label(fence: TenantFence) -> tuple[str, str]:
+    """A Pod's :data:`LAUNCHER_LABEL` is set or changed by :data:`VIRT_CONTROLLER` only (any other writer keeps it as
+    it was: absent at creation, unchanged on update); a pod template never carries it (its pods would be the
+    ReplicaSet or Job controller's, refused anyway)."""
+    label = f"['{LAUNCHER_LABEL}']"
+    unchanged = (
+        f"{_has_label('object')} == {_has_label('oldObject')} && "
+        f"(!{_has_label('object')} || object.metadata.labels{label} == oldObject.metadata.labels{label})"
+    )
+    pod = (
+        f"object.kind == 'Pod' && (request.userInfo.username == '{VIRT_CONTROLLER}' || "
+        f"(request.operation == 'UPDATE' ? ({unchanged}) : !{_has_label('object')}))"
+    )
+    expression = (
+        f"({pod}) || (object.kind == 'CronJob' && !{_has_label('object.spec.jobTemplate.spec.template')}) || "
+        f"(object.kind != 'Pod' && object.kind != 'CronJob' && !{_has_label('object.spec.template')})"
+    )
+    message = (
+        f"labels: the {LAUNCHER_LABEL} label marks KubeVirt's own pods (a VM's virt-launcher, whose GPUs are metered "
+        f"as kind=vm) and is virt-controller's alone; tenant {fence.tenant}'s pods and pod templates may not set or "
+        "change it"
+    )
+    return expression, message
 
 
 def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
@@ -401,6 +501,85 @@ def service_rules(fence: TenantFence) -> list[dict[str, str]]:
     ]
 
 
+def access_rules(fence: TenantFence) -> list[dict[str, str]]:
+    """The validation of ``gpucell-tenant-<tenant>-access``: every subject of a RoleBinding is one of the tenant's
+    groups as rendered (:data:`TenantFence.groups`), a ``User`` of the cell's identity provider (its
+    ``usernamePrefix``; none without OIDC) or a ServiceAccount of the tenant's namespace (no ``namespace``: the
+    binding's). So no ``system:authenticated``, ``system:unauthenticated``, ``system:serviceaccounts[:<ns>]``,
+    ``system:masters``, other tenants' groups or other namespaces' ServiceAccounts."""
+    users = (
+        f"(s.kind == 'User' && s.name.startsWith('{fence.user_prefix}') && size(s.name) > {len(fence.user_prefix)})"
+        if fence.user_prefix
+        else "false"
+    )
+    accounts = f"(s.kind == 'ServiceAccount' && (!has(s.namespace) || s.namespace in ['', '{fence.namespace}']))"
+    expression = (
+        f"!has(object.subjects) || object.subjects.all(s, (s.kind == 'Group' && s.name in {_lit(fence.groups)}) || "
+        f"{users} || {accounts})"
+    )
+    named_users = f"users of the cell's identity provider ({fence.user_prefix}...)" if fence.user_prefix else "no user"
+    message = (
+        f"subjects: tenant {fence.tenant}'s RoleBindings name only its groups ({_listed(fence.groups)}), "
+        f"{named_users} and ServiceAccounts of {fence.namespace}"
+    )
+    return [_validation(expression, message)]
+
+
+def secret_rules(fence: TenantFence) -> list[dict[str, str]]:
+    """The validation of ``gpucell-tenant-<tenant>-secrets`` (on creation): no Secret of type
+    :data:`SERVICE_ACCOUNT_TOKEN`, whichever ServiceAccount it names."""
+    return [
+        _validation(
+            f"!has(object.type) || object.type != '{SERVICE_ACCOUNT_TOKEN}'",
+            f"type: tenant {fence.tenant} may not create Secrets of type {SERVICE_ACCOUNT_TOKEN} (a token that never "
+            "expires for a ServiceAccount of the namespace); ask for a bounded one (kubectl create token)",
+        )
+    ]
+
+
+def _platform_secret(obj: str) -> str:
+    """CEL: ``obj`` is a Secret Cluster API owns or reads: of :data:`CLUSTER_API_SECRET_TYPE`, labelled
+    :data:`CLUSTER_API_SECRET_LABEL` or named ``*``:data:`KUBECONFIG_SUFFIX`."""
+    return (
+        f"({obj}.kind == 'Secret' && ((has({obj}.metadata.name) && {obj}.metadata.name.endsWith('{KUBECONFIG_SUFFIX}'))"
+        f" || (has({obj}.type) && {obj}.type == '{CLUSTER_API_SECRET_TYPE}') || (has({obj}.metadata.labels) && "
+        f"'{CLUSTER_API_SECRET_LABEL}' in {obj}.metadata.labels)))"
+    )
+
+
+def _platform_binding(obj: str) -> str:
+    return (
+        f"({obj}.kind == 'RoleBinding' && has({obj}.metadata.name) && "
+        f"{obj}.metadata.name in {_lit(PLATFORM_ROLE_BINDINGS)})"
+    )
+
+
+def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
+    """The validations of ``gpucell-tenant-<tenant>-platform``, for requests of a :data:`TENANT_IDENTITY` (create,
+    update, delete; the object before and after the request): no Secret Cluster API owns or reads
+    (:func:`_platform_secret`: its controllers, KCP and CAAPH connect to the tenant cluster with its kubeconfig, from
+    the platform's namespaces), no RoleBinding of :data:`PLATFORM_ROLE_BINDINGS`."""
+
+    def neither(test: Callable[[str], str]) -> str:
+        """CEL: neither the object written (unless deleted) nor the one it replaces (unless created) passes ``test``."""
+        after, before = test("object"), test("oldObject")
+        return f"!(request.operation != 'DELETE' && {after}) && !(request.operation != 'CREATE' && {before})"
+
+    return [
+        _validation(
+            neither(_platform_secret),
+            f"Secrets: tenant {fence.tenant} may not create, change or delete Cluster API's Secrets (type "
+            f"{CLUSTER_API_SECRET_TYPE}, label {CLUSTER_API_SECRET_LABEL}, or named <cluster>{KUBECONFIG_SUFFIX}): "
+            "Cluster API's controllers and CAAPH connect to a tenant cluster with them from the platform's namespaces",
+        ),
+        _validation(
+            neither(_platform_binding),
+            f"RoleBindings: {', '.join(PLATFORM_ROLE_BINDINGS)} are gpucell's, from tenant {fence.tenant}'s groups in "
+            "config; the tenant may add RoleBindings of its own",
+        ),
+    ]
+
+
 _POD_RESOURCES = [
     {"apiGroups": [""], "resources": ["pods", "replicationcontrollers"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
@@ -419,19 +598,29 @@ _VM_RESOURCES = [
 _VM_SPEC = "object.kind == 'VirtualMachineInstance' ? object.spec : object.spec.template.spec"
 
 
+_RBAC_RESOURCES = [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"]}]
+_SECRET_RESOURCES = [{"apiGroups": [""], "resources": ["secrets"]}]
+_NOT_BEING_DELETED = {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}
+
+
 def _policy(
-    fence: TenantFence, part: str, rules: list[dict[str, Any]], spec: str | None, validations: list[dict[str, str]]
+    fence: TenantFence,
+    part: str,
+    rules: list[dict[str, Any]],
+    spec: str | None,
+    validations: list[dict[str, str]],
+    *,
+    operations: tuple[str, ...] = tuple(_OPERATIONS),
+    conditions: tuple[dict[str, str], ...] = (_NOT_BEING_DELETED,),
 ) -> dict[str, Any]:
     selector = {"matchLabels": {NAMESPACE_NAME_LABEL: fence.namespace}}
     body: dict[str, Any] = {
         "failurePolicy": "Fail",
         "matchConstraints": {
             "namespaceSelector": selector,
-            "resourceRules": [{**rule, "apiVersions": ["*"], "operations": list(_OPERATIONS)} for rule in rules],
+            "resourceRules": [{**rule, "apiVersions": ["*"], "operations": list(operations)} for rule in rules],
         },
-        "matchConditions": [
-            {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
-        ],
+        "matchConditions": [dict(c) for c in conditions],
     }
     if spec is not None:
         body["variables"] = [{"name": "spec", "expression": spec}]
@@ -464,11 +653,23 @@ def _binding(policy: dict[str, Any], fence: TenantFence) -> dict[str, Any]:
 
 def admission_manifests(tenant: str, facts: ClusterFacts) -> list[dict[str, Any]]:
     """The tenant's policies and bindings, each policy followed by its binding: ``...-pods``, ``...-vms``,
-    ``...-services`` (see the module doc)."""
+    ``...-services``, ``...-access``, ``...-secrets``, ``...-platform`` (see the module doc)."""
     fence = fence_of(tenant, facts)
+    tenant_identity = {"name": "tenant-identity", "expression": TENANT_IDENTITY}
     policies = [
         _policy(fence, "pods", _POD_RESOURCES, _POD_SPEC, pod_rules(fence)),
         _policy(fence, "vms", _VM_RESOURCES, _VM_SPEC, vm_rules(fence)),
         _policy(fence, "services", [{"apiGroups": [""], "resources": ["services"]}], None, service_rules(fence)),
+        _policy(fence, "access", _RBAC_RESOURCES, None, access_rules(fence)),
+        _policy(fence, "secrets", _SECRET_RESOURCES, None, secret_rules(fence), operations=("CREATE",)),
+        _policy(
+            fence,
+            "platform",
+            [*_SECRET_RESOURCES, *_RBAC_RESOURCES],
+            None,
+            platform_rules(fence),
+            operations=("CREATE", "UPDATE", "DELETE"),
+            conditions=(tenant_identity,),
+        ),
     ]
     return [obj for policy in policies for obj in (policy, _binding(policy, fence))]

@@ -4,8 +4,10 @@ extension that Kubernetes' CEL environment includes: ``split``, ``trim``), as th
 
 Covers what gpucell's policies use: ``matchConstraints`` (``namespaceSelector`` ``matchLabels`` against the
 namespace's ``kubernetes.io/metadata.name``, ``resourceRules`` by group, resource and operation), ``matchConditions``,
-``variables`` (evaluated in order, each seeing the ones before) and ``validations`` (``expression``, ``message``).
-An expression that fails to evaluate refuses, as ``failurePolicy: Fail`` does.
+``variables`` (evaluated in order, each seeing the ones before) and ``validations`` (``expression``, ``message``),
+with ``object`` (``null`` on DELETE), ``oldObject`` (``null`` on CREATE) and ``request`` (``operation``, ``userInfo``
+``username`` and ``groups``) as the API server binds them. An expression that fails to evaluate refuses, as
+``failurePolicy: Fail`` does.
 """
 
 from __future__ import annotations
@@ -29,8 +31,32 @@ RESOURCES = {
     "VirtualMachine": ("kubevirt.io", "virtualmachines"),
     "VirtualMachineInstance": ("kubevirt.io", "virtualmachineinstances"),
     "VirtualMachineInstanceReplicaSet": ("kubevirt.io", "virtualmachineinstancereplicasets"),
+    "Secret": ("", "secrets"),
+    "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
 }
 """Kind -> (API group, resource) of the kinds the tests send."""
+
+
+@dataclass(frozen=True)
+class User:
+    """``request.userInfo``: who writes."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+
+
+TENANT_MEMBER = User("oidc:alice@acme.example", ("oidc:acme-ml", "system:authenticated"))
+"""A member of prod's tenant ``acme`` signed in with OIDC: the writer unless a test says otherwise."""
+OPERATOR = User("system:admin", ("system:masters", "system:authenticated"))
+"""k3s's admin, as Pulumi writes what gpucell renders."""
+
+
+def controller(namespace: str, name: str) -> User:
+    """The ServiceAccount ``name`` of ``namespace`` (a controller)."""
+    return User(
+        f"system:serviceaccount:{namespace}:{name}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+    )
 
 
 @dataclass(frozen=True)
@@ -55,27 +81,51 @@ def _matches(policy: dict[str, Any], obj: dict[str, Any], namespace: str, operat
     )
 
 
-def _context(obj: dict[str, Any], variables: dict[str, Any]) -> cel.Context:
-    context = cel.Context({"object": obj, "variables": variables})
-    add_stdlib_to_context(context, ["strings"])
-    return context
+@dataclass(frozen=True)
+class _Request:
+    obj: dict[str, Any] | None
+    old: dict[str, Any] | None
+    operation: str
+    user: User
+
+    def context(self, variables: dict[str, Any]) -> cel.Context:
+        request = {
+            "operation": self.operation,
+            "userInfo": {"username": self.user.username, "groups": list(self.user.groups)},
+        }
+        bound = {"object": self.obj, "oldObject": self.old, "request": request, "variables": variables}
+        context = cel.Context(bound)
+        add_stdlib_to_context(context, ["strings"])
+        return context
 
 
-def evaluate(policy: dict[str, Any], obj: dict[str, Any], namespace: str, operation: str = "CREATE") -> Verdict | None:
-    """The verdict of ``policy`` on ``operation`` of ``obj`` in ``namespace``; ``None`` when it does not apply."""
+def evaluate(
+    policy: dict[str, Any],
+    obj: dict[str, Any] | None,
+    namespace: str,
+    operation: str = "CREATE",
+    *,
+    old: dict[str, Any] | None = None,
+    user: User = TENANT_MEMBER,
+) -> Verdict | None:
+    """The verdict of ``policy`` on ``operation`` by ``user`` of ``obj`` (``None`` on DELETE) replacing ``old``
+    (``None`` on CREATE) in ``namespace``; ``None`` when it does not apply."""
     name = policy["metadata"]["name"]
-    if not _matches(policy, obj, namespace, operation):
+    target = obj if obj is not None else old
+    assert target is not None
+    if not _matches(policy, target, namespace, operation):
         return None
+    request = _Request(obj, old, operation, user)
     spec = policy["spec"]
     for condition in spec.get("matchConditions", []):
-        if cel.evaluate(condition["expression"], _context(obj, {})) is not True:
+        if cel.evaluate(condition["expression"], request.context({})) is not True:
             return None
     variables: dict[str, Any] = {}
     for variable in spec.get("variables", []):
-        variables[variable["name"]] = cel.evaluate(variable["expression"], _context(obj, variables))
+        variables[variable["name"]] = cel.evaluate(variable["expression"], request.context(variables))
     for validation in spec["validations"]:
         try:
-            result = cel.evaluate(validation["expression"], _context(obj, variables))
+            result = cel.evaluate(validation["expression"], request.context(variables))
         except Exception as exc:  # failurePolicy Fail: an error refuses, and the verdict says so
             return Verdict(name, False, f"expression error: {exc}")
         if result is not True:
@@ -84,8 +134,18 @@ def evaluate(policy: dict[str, Any], obj: dict[str, Any], namespace: str, operat
 
 
 def refusals(
-    policies: list[dict[str, Any]], obj: dict[str, Any], namespace: str, operation: str = "CREATE"
+    policies: list[dict[str, Any]],
+    obj: dict[str, Any] | None,
+    namespace: str,
+    operation: str = "CREATE",
+    *,
+    old: dict[str, Any] | None = None,
+    user: User = TENANT_MEMBER,
 ) -> list[Verdict]:
     """The refusing verdicts of every policy of ``policies`` (bindings are skipped) that applies."""
-    verdicts = [evaluate(p, obj, namespace, operation) for p in policies if p["kind"] == "ValidatingAdmissionPolicy"]
+    verdicts = [
+        evaluate(p, obj, namespace, operation, old=old, user=user)
+        for p in policies
+        if p["kind"] == "ValidatingAdmissionPolicy"
+    ]
     return [v for v in verdicts if v is not None and not v.allowed]

@@ -612,6 +612,12 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
         "lab-acme-admission-vms-binding",
         "lab-acme-admission-services",
         "lab-acme-admission-services-binding",
+        "lab-acme-admission-access",
+        "lab-acme-admission-access-binding",
+        "lab-acme-admission-secrets",
+        "lab-acme-admission-secrets-binding",
+        "lab-acme-admission-platform",
+        "lab-acme-admission-platform-binding",
     ]
     assert plan.outputs["acme-namespace"] == "tenant-acme"
 
