@@ -285,8 +285,9 @@ def control_plane_manifest(tenant: str, name: str, spec: TenantClusterSpec, temp
     with a ``ClusterIP`` API server, which needs nothing, the ``nodeRegistration.criSocket`` (:data:`CRI_SOCKET`) of
     ``kubeadm init`` (the first VM) and ``kubeadm join`` (the others), because Cluster API v1beta2 refuses an empty
     ``kubeadmConfigSpec`` (``minProperties: 1``, v1.14.0 ``controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml``).
-    A LoadBalancer cluster's spec is as it was before, so no live control plane rolls for it. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
-    accepts), so an upgrade keeps etcd's quorum; admission counts that extra VM against the tenant's quota."""
+    A LoadBalancer cluster's spec is as it was before, so no live control plane rolls for it. ``rollout``: one VM
+    more at a time (``maxSurge: 1``, the only value a single-VM control plane accepts), so an upgrade keeps etcd's
+    quorum; admission counts that extra VM against the tenant's quota."""
     if spec.api_server.type is ApiServerType.LOAD_BALANCER:
         sans = [str(spec.api_server.address)]
         kubeadm: dict[str, Any] = {"clusterConfiguration": {"apiServer": {"certSANs": sans}}}
