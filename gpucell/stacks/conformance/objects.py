@@ -4,7 +4,7 @@
   at the cell's Kubernetes minor, in their ``-strict`` form.
 - Custom resources use the upstream files in the schema directory: KubeVirt's and CDI's ``swagger.json``
   definitions (``v1.VirtualMachine``), and the ``openAPIV3Schema`` of the CRDs that KServe, Cilium and the GPU
-  Operator ship.
+  Operator ship, with the CEL rules (``x-kubernetes-validations``) those CRDs carry (:meth:`ObjectChecker.cel_check`).
 
 Before checking, an object gets what the API server applies first: nulls dropped and schema defaults filled
 (so ``required`` sees defaulted fields). Patches (``...Patch`` resources) are partial by design, so ``required``
@@ -27,6 +27,7 @@ import jsonschema
 import referencing
 from kubernetes_validate import utils as kv
 
+from gpucell.stacks.conformance.cel_rules import CelTally, CrdRules
 from gpucell.stacks.conformance.schemas import VELERO_CRDS, SchemaStore
 
 __all__ = ["FALLBACK_SCHEMAS", "ObjectChecker", "Violation", "checker_for", "strict_schema"]
@@ -328,21 +329,22 @@ class ObjectChecker:
         """The schema file for a custom resource (relative path), ``"kubernetes"`` for core kinds, or ``None``."""
         group = api_version.split("/", 1)[0] if "/" in api_version else ""
         if group.endswith(_CRD_GROUPS_UNDER_K8S_IO):  # installed by CRDs although named *.k8s.io
-            return self._crd_index().get((api_version, kind), (None, None))[0]
+            return self._crd_index().get((api_version, kind), (None, None, None))[0]
         if _CORE_GROUP.match(api_version):
             return "kubernetes"
         if (api_version, kind) in _HAND_SCHEMAS:
             return "by hand"
         if group in _SWAGGER:
             return _SWAGGER[group]
-        source = self._crd_index().get((api_version, kind), (None, None))[0]
+        source = self._crd_index().get((api_version, kind), (None, None, None))[0]
         if source is None and (api_version, kind) in FALLBACK_SCHEMAS:
             return "by hand"
         return source
 
     @cache  # noqa: B019 - one checker per plan; the index is built once
-    def _crd_index(self) -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
-        index: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    def _crd_index(self) -> dict[tuple[str, str], tuple[str, dict[str, Any], str]]:
+        """(apiVersion, kind) -> (file, the version's ``openAPIV3Schema``, ``NAME/VERSION`` of the CRD)."""
+        index: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         for rel in _CRD_FILES:
             if not self.store.has(rel):
                 continue
@@ -353,7 +355,8 @@ class ObjectChecker:
                 spec = document["spec"]
                 for version in spec["versions"]:
                     key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                    index[key] = (rel, version["schema"]["openAPIV3Schema"])
+                    name = f"{document['metadata']['name']}/{version['name']}"
+                    index[key] = (rel, version["schema"]["openAPIV3Schema"], name)
         return index
 
     @cache  # noqa: B019
@@ -394,7 +397,26 @@ class ObjectChecker:
         )
         return jsonschema.Draft202012Validator(schema, registry=registry)
 
+    @cache  # noqa: B019
+    def cel_rules(self, api_version: str, kind: str) -> CrdRules | None:
+        """The CEL rules of the CRD version that serves ``api_version`` ``kind``; ``None`` when no CRD of the schema
+        directory does (core kinds, KubeVirt's and CDI's swagger, hand schemas: none of them carries rules)."""
+        found = self._crd_index().get((api_version, kind))
+        return None if found is None else CrdRules(found[2], found[1])
+
     # -- checking ------------------------------------------------------------------------------------------------
+    def cel_check(self, obj: dict[str, Any], tally: CelTally) -> Iterator[Violation]:
+        """The CEL rules of ``obj``'s CRD (:mod:`gpucell.stacks.conformance.cel_rules`) that ``obj`` fails, on the
+        value the schema check sees (nulls dropped, defaults filled); counts rules and evaluations into ``tally``."""
+        api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
+        rules = self.cel_rules(api_version, kind)
+        if rules is None:
+            return
+        root = self._custom_validator(api_version, kind)[1]
+        instance = _Defaulter(root).apply(_drop_nulls(copy.deepcopy(obj)), root)
+        for path, message in rules.check(instance, tally):
+            yield Violation(path, message)
+
     def check(self, obj: dict[str, Any], *, partial: bool = False) -> Iterator[Violation]:
         """Schema violations of ``obj``; ``partial`` for patches (``required`` not enforced).
 

@@ -4,8 +4,8 @@
 
 - ``kubernetes``: core kinds against kubernetes-validate's strict schemas at the cell's Kubernetes minor;
 - ``custom-resource``: KubeVirt, CDI, KServe, Cilium and GPU Operator objects against the upstream schemas of the
-  schema directory, plus the webhook rules of :mod:`gpucell.stacks.conformance.admission` (a VM's DRA GPUs against
-  its ResourceClaimTemplate too);
+  schema directory and the CEL rules of its CRDs (:mod:`gpucell.stacks.conformance.cel_rules`), plus the webhook
+  rules of :mod:`gpucell.stacks.conformance.admission` (a VM's DRA GPUs against its ResourceClaimTemplate too);
 - ``cloud-init``: VMs' own user data and network data against cloud-init's JSON schemas, when the schema directory
   holds them (:mod:`gpucell.stacks.conformance.cloud_init`);
 - ``helm-values``: every value path against the pinned chart (:mod:`gpucell.stacks.conformance.helm_values`), of
@@ -34,6 +34,7 @@ from gpucell import kube_vip
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
+from gpucell.stacks.conformance.cel_rules import CelTally
 from gpucell.stacks.conformance.cloud_init import cloud_init_report
 from gpucell.stacks.conformance.helm_values import CHART_FILES, values_problems
 from gpucell.stacks.conformance.k3s_options import SUPPORTED_MINORS
@@ -75,6 +76,8 @@ class Report:
     documents (``cloud-init``), scripts (``script``) and k3s config files (``node-config``)."""
     selected: tuple[str, ...] = CHECKERS
     """The checkers that were asked to run."""
+    cel: CelTally = field(default_factory=CelTally)
+    """The CEL rules of the CRDs the ``custom-resource`` checker checked objects against, and what they did."""
 
     @property
     def failed(self) -> bool:
@@ -84,7 +87,8 @@ class Report:
     def summary(self) -> str:
         """``N problem(s) (kubernetes 0 of 812, ...)``: per checker its problems of what it checked
         (:attr:`checked`); ``nothing checked`` for a checker that had nothing to check, so a 0 is never silence;
-        ``not run`` for one whose program is missing and ``not selected`` for one not asked for. checkov's skips are
+        ``not run`` for one whose program is missing and ``not selected`` for one not asked for. ``custom-resource``
+        adds what the CEL rules did (:meth:`CelTally.summary`) when its objects' CRDs have any. checkov's skips are
         counted only when it ran."""
         counts = Counter(p.checker for p in self.problems)
         per = ", ".join(f"{c} {self._verdict(c, counts.get(c, 0))}" for c in CHECKERS)
@@ -99,7 +103,8 @@ class Report:
             return "not selected"
         if not problems and not self.checked[checker]:
             return "nothing checked"
-        return f"{problems} of {self.checked[checker]}"
+        cel = f" ({self.cel.summary()})" if checker == "custom-resource" and self.cel.rules else ""
+        return f"{problems} of {self.checked[checker]}{cel}"
 
 
 def _object_subject(region: str, obj: dict[str, Any]) -> Subject:
@@ -151,7 +156,8 @@ def _check_objects(
             )
             if notice not in report.notices:
                 report.notices.append(notice)
-        for violation in [*checker.check(obj, partial=partial), *admission_violations(obj)]:
+        cel = [] if partial else list(checker.cel_check(obj, report.cel))
+        for violation in [*checker.check(obj, partial=partial), *cel, *admission_violations(obj)]:
             report.problems.append(Problem(subject, violation.path, violation.message, kind))
     for vm, violation in claim_template_violations([obj for obj, partial in objects if not partial]):
         report.problems.append(
@@ -368,6 +374,7 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
         if "node-config" in checkers:
             _check_node_configs(item, report)
         whole += [(item.region, obj) for obj, partial in objects if not partial]
+    report.notices += [Notice(line) for line in report.cel.notices()]
     if "chart" in checkers:
         _unless_missing("chart", report, lambda: _check_charts(regions, store, report))
     if "script" in checkers:
