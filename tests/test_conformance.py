@@ -57,11 +57,23 @@ def check_objects(*objects: dict[str, Any], extra: Any = None, checkers: tuple[s
 
 
 # -- the stacks conform -------------------------------------------------------------------------------------------
+CEL_RULES = {
+    # the tenants' CiliumNetworkPolicies and the cluster deny's CiliumClusterwideNetworkPolicies: "spec or specs"
+    "dev": "CEL rules: 2 of 2 evaluated 12 times, 0 on unset fields, 0 transition rules skipped on create, 0 not "
+    "evaluated",
+    # 143 rules of 16 CRD versions (89 of them HTTPRoute's): Gateway API, Cilium BGP, Cluster API and its operator's
+    # providers, cert-manager's ClusterIssuer; every one compiles and calls only functions gpucell's CEL has
+    "prod": "CEL rules: 44 of 143 evaluated 182 times, 99 on unset fields, 0 transition rules skipped on create, 0 "
+    "not evaluated",
+}
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_stack_plans_pass_every_schema_check(stack: str) -> None:
     plan = planned(stack)
     report = check(plan, list(plan.cells), UPSTREAM, checkers=SCHEMA_CHECKERS)
     assert lines(report) == []
+    assert report.cel.summary() == CEL_RULES[stack]
     # the Cilium CRDs in the schema directory are from main between 1.20 pre-releases, and the check says so
     crds = ["ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"]  # the tenants' and the cluster deny's
     if stack == "prod":  # LB IPAM pools, BGP (fra1) and L2 announcements (iad1)
@@ -98,9 +110,10 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0 of 27, custom-resource 0 of 17, cloud-init nothing checked, helm-values 0 "
-        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security 0 of 39); 3 checkov check(s) skipped by "
-        "annotation"
+        "check: 0 problem(s) (kubernetes 0 of 33, custom-resource 0 of 17 (CEL rules: 2 of 2 evaluated 12 times, 0 on "
+        "unset fields, 0 transition rules skipped on create, 0 not evaluated), cloud-init nothing checked, "
+        "helm-values 0 of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security 0 of 45); 3 checkov "
+        "check(s) skipped by annotation"
     )
 
 
@@ -137,8 +150,9 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0 of 27, custom-resource 0 of 17, cloud-init nothing checked, helm-values 0 "
-        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security not run)"
+        "check: 0 problem(s) (kubernetes 0 of 33, custom-resource 0 of 17 (CEL rules: 2 of 2 evaluated 12 times, 0 on "
+        "unset fields, 0 transition rules skipped on create, 0 not evaluated), cloud-init nothing checked, "
+        "helm-values 0 of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security not run)"
     )
     assert captured.err == (
         "error: checkov not found on PATH: `pipx install checkov==3.3.30` or set GPUCELL_CHECKOV to its path "

@@ -100,7 +100,8 @@ def _compiled(expression: str) -> cel.Program | str:
     try:
         program = cel.compile(expression)
     except Exception as exc:  # the library raises ValueError on syntax it does not parse
-        return f"the cel library cannot compile it: {str(exc).splitlines()[0]}"
+        error = str(exc).splitlines()[0].removeprefix(f"Failed to parse expression '{expression}': ")
+        return f"the cel library cannot compile it: {error}"
     missing = unsupported(program.functions())
     return f"uses {', '.join(missing)}, which gpucell's CEL environment lacks" if missing else program
 
@@ -201,8 +202,9 @@ class CrdRules:
                 tally.evaluations += 1
                 failure = _failure(rule, program, _to_cel(value, node, root=not at))
                 if failure is not None:
-                    where = _join(path, rule.field_path) if rule.field_path else path
-                    yield where or "-", failure
+                    message, refused = failure
+                    where = _join(path, rule.field_path) if refused and rule.field_path else path
+                    yield where or "-", message
 
 
 def _schema_path(at: tuple[str, ...]) -> str:
@@ -235,21 +237,24 @@ def _nodes(
             yield from _nodes(item, node["items"], (*at, "[*]"), f"{path}[{index}]")
 
 
-def _failure(rule: Rule, program: cel.Program, value: Any) -> str | None:
-    """The API server's message when ``rule`` refuses ``value``, ``None`` when it holds."""
+def _failure(rule: Rule, program: cel.Program, value: Any) -> tuple[str, bool] | None:
+    """The API server's message when ``rule`` refuses ``value`` and whether it refused (``fieldPath`` applies) rather
+    than errored (the error is at the rule's node); ``None`` when it holds."""
     bound: dict[str, Any] = {"self": value}
     if rule.optional_old_self:
         bound["oldSelf"] = cel.OptionalValue.none()
     try:
         result = program.execute(cel.Context(bound, FUNCTIONS))
     except Exception as exc:  # the server refuses a rule that errors: "<error> evaluating rule: <rule>"
-        error = str(exc).splitlines()[0]
-        return f'Invalid value: "{_type_name(value)}": {error} evaluating rule: {rule.rule.strip()}'
+        error = f"no such key: {exc.args[0]}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        return f'Invalid value: "{_type_name(value)}": {error} evaluating rule: {rule.rule.strip()}', False
     if result is True:
         return None
     message = _message(rule, bound)
     reason = _REASONS.get(rule.reason or "FieldValueInvalid", "Invalid value")
-    return f'{reason}: "{_type_name(value)}": {message}' if reason == "Invalid value" else f"{reason}: {message}"
+    return (
+        f'{reason}: "{_type_name(value)}": {message}' if reason == "Invalid value" else f"{reason}: {message}"
+    ), True
 
 
 def _message(rule: Rule, bound: dict[str, Any]) -> str:
