@@ -4,16 +4,18 @@ evaluate is named, never counted as passed."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 from pulumi_kubernetes.apiextensions import CustomResource
 
+from gpucell.stacks import cli
 from gpucell.stacks.conformance.cel_rules import CelTally, CrdRules, escape
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import run_program
-from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, cell, minimal_cell_config
+from tests.conftest import REPO, SCHEMA_CHECKERS, UPSTREAM, cell, minimal_cell_config
 
 
 def check_objects(*objects: dict[str, Any]) -> Report:
@@ -174,3 +176,20 @@ def test_rules_the_library_cannot_evaluate_are_named_not_passed() -> None:
 )
 def test_property_names_are_escaped_as_the_api_server_escapes_them(name: str, spelled: str | None) -> None:
     assert escape(name) == spelled
+
+
+def test_without_the_cel_library_check_names_its_package(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the import is `cel`; the package of the check extra is common-expression-language
+    for name in [m for m in sys.modules if m.startswith(("gpucell.stacks.conformance.", "cel"))]:
+        if name not in ("gpucell.stacks.conformance.problems", "gpucell.stacks.conformance.schemas"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "cel", None)
+    code = cli.main(["plan", "dev", "--project-dir", str(REPO), "--check", "--schemas", "/nonexistent"])
+    assert code == 1
+    assert capsys.readouterr() == (
+        "",
+        "error: gpucell plan --check needs the Python package common-expression-language: pip install "
+        "'gpucell[check]'\n",
+    )
