@@ -19,7 +19,6 @@ from typing import Any
 
 from gpucell.stacks.plan import make_plan
 from tests.conftest import REPO
-
 from tests.test_tenant_attacks_admission import ATTACKS as ADMISSION_ATTACKS
 from tests.test_tenant_attacks_network import ATTACKS as NETWORK_ATTACKS
 from tests.test_tenant_attacks_rbac import ATTACKS as RBAC_ATTACKS
