@@ -59,6 +59,7 @@ __all__ = [
     "GUEST_MMIO64_WINDOW_MIB",
     "NVIDIA_PCI_VENDOR",
     "NVSWITCHES",
+    "PASSTHROUGH_ONLY",
     "VENDOR_VFIO_DRIVER_BRANCH",
     "GpuArchitecture",
     "GpuModel",
@@ -105,13 +106,23 @@ def pci_resource_name(pci_device_name: str) -> str:
 
 
 class GpuArchitecture(StrEnum):
-    """NVIDIA GPU architecture generation."""
+    """NVIDIA GPU architecture generation. Pascal and Volta boards serve ``vm-passthrough`` pools only (the guest
+    brings its own driver; :data:`PASSTHROUGH_ONLY`)."""
 
+    PASCAL = "Pascal"
+    VOLTA = "Volta"
     TURING = "Turing"
     AMPERE = "Ampere"
     ADA = "Ada Lovelace"
     HOPPER = "Hopper"
     BLACKWELL = "Blackwell"
+
+
+PASSTHROUGH_ONLY = (GpuArchitecture.PASCAL, GpuArchitecture.VOLTA)
+"""Architectures the host's NVIDIA driver no longer serves: NVIDIA's R580 branch is the last for Pascal and Volta,
+and GPU Operator v26.7.0 installs 595.91.07 (``values.yaml`` ``driver.version``); vGPU and the DRA driver need that
+host driver. A ``vm-passthrough`` node binds GPUs to vfio-pci (the operator's vfio-manager, any NVIDIA PCI device)
+and the sandbox device plugin advertises them by PCI id, so there they work."""
 
 
 class VgpuFramework(StrEnum):

@@ -326,10 +326,13 @@ def _with_topology(candidates: list[str], pools: Mapping[str, NodePool], needs_t
     if needs_topology:
         candidates = [c for c in candidates if pools[c].topology is not None]
         if not candidates:
+            # only gpu pools take a topology profile: a CPU-only NUMA VM is pinned to one with ``pool``
+            with_one = [name for name, pool in pools.items() if pool.topology is not None]
             raise PlacementError(
                 (key,),
-                "dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
-                "topology profile, and none of the candidate pools has one",
+                "dedicated CPUs, hugepages or NUMA passthrough need a pool with a topology profile, and none of the "
+                "candidate pools has one; cpu pools take none: set pool to a gpu pool that has one ("
+                f"{', '.join(with_one) or 'none in this region'})",
             )
     return Placement(tuple(candidates))
 

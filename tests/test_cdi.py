@@ -93,8 +93,8 @@ def test_upload_proxy_url_must_be_https() -> None:
     with pytest.raises(ConfigError) as info:
         StackSpec.model_validate({"regions": {"fra1": config}})
     assert info.value.lines == [
-        "regions.fra1.cdi.uploadProxyUrl: 'http://upload.example.net' is not an https:// URL with a host (virtctl "
-        "talks TLS to the upload proxy)"
+        "regions.fra1.cdi.uploadProxyUrl: 'http://upload.example.net' is not an https:// URL with a host, nor a "
+        "bare host name (with a port, write https://host:port: virtctl reads host:port as a URL scheme)"
     ]
 
 

@@ -238,8 +238,9 @@ MISTAKES = [
         "'2331'",
     ),
     (
-        {"x": _with({"architecture": "Volta"})},
-        "gpuModels.x.architecture: 'Volta' is not one of Turing, Ampere, Ada Lovelace, Hopper, Blackwell",
+        {"x": _with({"architecture": "Kepler"})},
+        "gpuModels.x.architecture: 'Kepler' is not one of Pascal, Volta, Turing, Ampere, Ada Lovelace, Hopper, "
+        "Blackwell",
     ),
     (
         {"x y": H800},

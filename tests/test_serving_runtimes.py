@@ -279,11 +279,14 @@ def _webhook(region: dict[str, Any]) -> None:
             "1 this runtime already gives 'vLLM'; KServe's webhook refuses the runtime",
         ),
         (
-            lambda r: endpoint(r).update(scaleMetric="vllm-queue", scaleTarget=5),
+            lambda r: (
+                endpoint(r).update(scaleMetric="vllm-queue", scaleTarget=5),
+                runtime(r).update(command=["python3", "-m", "sglang.launch_server"]),
+            ),
             f"{R}.tenants.acme.modelEndpoints.qwen.scaleMetric: vllm-queue is a vLLM metric, which vllm-pinned "
-            "does not "
-            "export; use cpu or memory, or a GPU endpoint on kserve-huggingfaceserver or kserve-vllmserver "
-            "(modelFormat huggingface)",
+            "does not export; use cpu or memory, or a GPU endpoint on kserve-huggingfaceserver or kserve-vllmserver "
+            "(modelFormat huggingface), or a servingRuntime whose container runs vLLM (command vllm serve or python3 "
+            "-m vllm.entrypoints.openai.api_server, or image vllm/vllm-openai)",
         ),
     ],
 )

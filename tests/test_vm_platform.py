@@ -386,7 +386,8 @@ def test_admission_and_quota_count_the_instancetypes_sizes() -> None:
     config = region(sized(instancetype={"name": "cx1.8xlarge"}))
     assert problems(config) == [
         f"{VM_BASE}.instancetype.name: 'cx1.8xlarge' sets the VM's dedicatedCpus: dedicated CPUs, hugepages or NUMA "
-        "passthrough need a pool with a topology profile, and none of the candidate pools has one"
+        "passthrough need a pool with a topology profile, and none of the candidate pools has one; cpu pools take "
+        "none: set pool to a gpu pool that has one (none in this region)"
     ]
     types = {"instancetypes": {"vgpu": {"cpus": 4, "memoryGib": 16, "gpuModel": "L40S", "gpus": 1,
                                         "vgpuProfile": "L40S-12Q"}}}  # fmt: skip

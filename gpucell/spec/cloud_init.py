@@ -289,7 +289,9 @@ def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, wher
 
     Raises :class:`UserDataError` (key below the user data) on a conflict: a ``users`` entry named like the VM's
     ``user``, ``ssh_pwauth``/``disable_root`` set otherwise than gpucell sets them, a ``write_files`` entry at
-    :data:`NVLINK_MODPROBE_PATH`, or a ``users``/``write_files`` that is not a list. Its message names gpucell's key
+    :data:`NVLINK_MODPROBE_PATH`, a ``users``/``write_files`` that is not a list; or on a key that would do nothing
+    or undo gpucell's lock: top-level ``password`` or ``ssh_authorized_keys`` with no ``default`` user, a
+    ``chpasswd`` entry for the VM's user. Its message names gpucell's key
     and never repeats the tenant's values (user data may come from a secret).
     """
     merged = dict(user_data)
@@ -308,6 +310,9 @@ def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, wher
                 f"names the VM's own user {shown(ours.user)} ({where}.user), whom gpucell creates with "
                 f"{where}.sshKeys; drop the entry, or set {where}.user to another name",
             )
+    if "default" not in {name for _, name in _user_names(users)}:
+        _no_default_user(merged, where)
+    _chpasswd_of_the_user(merged.get("chpasswd"), ours.user, where)
     merged["users"] = [*(entry for _, entry in users), ours.user_entry()]
     merged.update(_FIXED)  # a key the tenant set keeps its place; gpucell's go after users
     files = _list_of(merged, "write_files")
@@ -322,6 +327,48 @@ def merge_user_data(user_data: Mapping[str, Any], ours: GpucellUserData, *, wher
     if files or written:
         merged["write_files"] = [*files, *written]
     return merged
+
+
+def _no_default_user(user_data: Mapping[str, Any], where: str) -> None:
+    """Refuse the keys that act on cloud-init's default user when the merged ``users`` has none (gpucell's list
+    never does, unless the tenant's entries name ``default``): top-level ``password`` sets the default user's
+    password alone (``cc_set_passwords``), and top-level ``ssh_authorized_keys`` go to the default user and to root
+    behind ``disable_root``'s refusal prefix (``cc_ssh`` ``apply_credentials``): accepted, they would do nothing."""
+    if "password" in user_data:
+        raise UserDataError(
+            ("password",),
+            f"sets the password of cloud-init's default user, which this VM does not have ({where}: its users are "
+            "the tenant's entries and gpucell's, and no entry is 'default'); remove it (gpucell's user logs in with "
+            "its sshKeys), or set hashed_passwd on a users entry of your own",
+        )
+    if "ssh_authorized_keys" in user_data:
+        raise UserDataError(
+            ("ssh_authorized_keys",),
+            f"go to cloud-init's default user, which this VM does not have ({where}: no users entry is 'default'), "
+            f"and to root behind disable_root's refusal: they let nobody in; put the keys in {where}.sshKeys "
+            "(gpucell's user) or in a users entry's ssh_authorized_keys",
+        )
+
+
+def _chpasswd_of_the_user(chpasswd: object, user: str, where: str) -> None:
+    """Refuse ``chpasswd`` setting the password of the VM's own user, which gpucell keeps locked (``lock_passwd``):
+    ``chpasswd.users[].name`` and the deprecated ``chpasswd.list`` (``name:password`` lines or list items)."""
+    if not isinstance(chpasswd, dict):
+        return
+    named: list[tuple[tuple[str | int, ...], str]] = []
+    for index, entry in enumerate(chpasswd.get("users") or []):
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            named.append((("users", index, "name"), entry["name"]))
+    listed = chpasswd.get("list")
+    lines = listed.splitlines() if isinstance(listed, str) else listed if isinstance(listed, list) else []
+    named += [(("list", index), str(line).partition(":")[0]) for index, line in enumerate(lines)]
+    for path, name in named:
+        if name.strip() == user:
+            raise UserDataError(
+                ("chpasswd", *path),
+                f"sets a password for the VM's own user {shown(user)} ({where}.user), whose password gpucell keeps "
+                f"locked (it logs in with {where}.sshKeys); drop the entry, or set {where}.user to another name",
+            )
 
 
 def _user_entries(value: object) -> list[tuple[tuple[str | int, ...], Any]]:

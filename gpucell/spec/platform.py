@@ -179,17 +179,35 @@ class GpuOperatorSpec(ChartSpec):
         ("vgpuManager", "image"): "gpuOperator.vgpuDriverImage",
         ("vgpuManager", "version"): "gpuOperator.vgpuDriverImage",
         ("dcgmExporter", "enabled"): "gpuOperator.dcgmExporter",
-        # GPU notebooks and endpoints run with runtimeClassName nvidia: the RuntimeClass must keep that name.
-        ("operator", "runtimeClass"): "its GPU workloads' runtimeClassName (nvidia; not configurable)",
         ("daemonsets", "tolerations"): "nodePools.<pool>.taints",
         ("node-feature-discovery", "worker", "tolerations"): "nodePools.<pool>.taints",
+        # on with a vm-passthrough or vm-vgpu pool: the VM operands (vfio-manager, sandbox device plugin) need it
+        ("sandboxWorkloads", "enabled"): "nodePools.<pool>.gpuMode",
+        # a custom mig-parted config drops the chart's layouts, which gpucell labels MIG nodes with
+        ("migManager", "config"): "nodePools.<pool>.migConfig",
     }
     fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("operator", "upgradeCRD"): "the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602)",
+        ("devicePlugin", "config"): "a device plugin config (time-slicing, MPS) multiplies the nvidia.com/gpu nodes "
+        "advertise while capacity, quotas and metering count whole GPUs; share GPUs with MIG "
+        "(nodePools.<pool>.migConfig) or vGPU pools",
     }
+    runtime_class: ClassVar[str] = "nvidia"
+    """The RuntimeClass gpucell's GPU notebooks and endpoints name (``runtimeClassName``): the chart's default
+    ``operator.runtimeClass`` (gpu-operator v26.7.0 ``values.yaml``)."""
 
     @model_validator(mode="after")
     def _runtime_class_kept(self) -> GpuOperatorSpec:
+        """``operator.runtimeClass`` may only repeat gpucell's own value; the toolkit's runtime handler keeps its
+        name."""
+        operator = self.values.get("operator") if isinstance(self.values, dict) else None
+        runtime_class = operator.get("runtimeClass") if isinstance(operator, dict) else None
+        if runtime_class is not None and runtime_class != self.runtime_class:
+            raise SpecError(
+                ("values", "operator", "runtimeClass"),
+                f"{shown(runtime_class)} renames the RuntimeClass, which gpucell's GPU workloads name as "
+                f"runtimeClassName {self.runtime_class}; remove it (or set {self.runtime_class})",
+            )
         env = ((self.values.get("toolkit") or {}).get("env") or []) if isinstance(self.values, dict) else []
         for index, entry in enumerate(env):
             if isinstance(entry, dict) and entry.get("name") in ("CONTAINERD_RUNTIME_CLASS", "NVIDIA_RUNTIME_NAME"):
@@ -262,18 +280,29 @@ class CdiSpec(SpecModel):
 
     upload_proxy_url: str | None = None
     """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload`` (CDI
-    ``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
-    image-upload --uploadproxy-url`` works through a port-forward."""
+    ``uploadProxyURLOverride``), or a bare host name (``cdi-upload.example.net``), to which virtctl adds
+    ``https://``. Defaults to none: the cell exposes no ingress for it, and ``virtctl image-upload
+    --uploadproxy-url`` works through a port-forward."""
 
     @field_validator("upload_proxy_url")
     @classmethod
     def _https(cls, value: str | None) -> str | None:
+        """Kept as given (CDI hands it to virtctl). virtctl adds ``https://`` to a value whose Go ``url.Parse``
+        finds no scheme (kubevirt v1.9.0 ``pkg/virtctl/imageupload/imageupload.go`` 349-356); ``host:port`` parses
+        as scheme ``host``, so a port needs ``https://``."""
         if value is None:
             return None
+        bare = "://" not in value
         try:
-            return check_url(value, ("https",))
+            if bare and ":" in value:
+                raise ValueError
+            check_url("https://" + value if bare else value, ("https",))
         except ValueError:
-            raise ValueError("is not an https:// URL with a host (virtctl talks TLS to the upload proxy)") from None
+            raise ValueError(
+                "is not an https:// URL with a host, nor a bare host name (with a port, write https://host:port: "
+                "virtctl reads host:port as a URL scheme)"
+            ) from None
+        return value
 
 
 def effective_mig_strategy(configured: MigStrategy | None, pools: Mapping[str, NodePool]) -> MigStrategy:

@@ -9,7 +9,7 @@ from enum import StrEnum
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel
+from gpucell.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout
@@ -374,6 +374,7 @@ class NodePool(SpecModel):
                 raise SpecError((key,), "is required on a gpu pool")
         assert self.gpu_model is not None  # required above
         self._model = model = catalog_in_force()[self.gpu_model]  # known: the field's own check
+        self._check_driver(model)
         self._check_mig(model)
         self._check_vgpu(model)
         self._check_dra(model)
@@ -382,6 +383,15 @@ class NodePool(SpecModel):
                 ("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is container)"
             )
         return self
+
+    def _check_driver(self, model: GpuModel) -> None:
+        if model.architecture in PASSTHROUGH_ONLY and self.mode is not GpuMode.VM_PASSTHROUGH:
+            raise SpecError(
+                ("gpuMode",),
+                f"{self.mode} needs the host's NVIDIA driver, and {model.name!r} is a {model.architecture} GPU, "
+                "which the GPU Operator's driver (595) no longer supports (R580 was the last branch); use "
+                "vm-passthrough, where the guest brings its own driver",
+            )
 
     def _check_dra(self, model: GpuModel) -> None:
         if self.mode is GpuMode.DRA and model.hgx is not None:
@@ -393,6 +403,13 @@ class NodePool(SpecModel):
             )
 
     def _no_gpu_fields(self) -> None:
+        if self.topology is not None:
+            raise SpecError(
+                ("topology",),
+                f"is only valid on vm-passthrough, vm-vgpu and dra pools (this pool's role is {self.role}); a "
+                "CPU-only VM with dedicatedCpus, hugepages or numaPassthrough runs on a gpu pool with a topology "
+                "profile: name that pool in the VM's pool",
+            )
         for key in _GPU_KEYS:
             value = getattr(self, _snake(key))
             if value is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "SecretKeyRef",
     "ServingRuntimeSpec",
     "check_env",
+    "no_vllm_metrics",
 ]
 
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
@@ -39,6 +40,40 @@ ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 """A key of a Secret's ``data`` (Kubernetes ``IsConfigMapKey``)."""
 _MODEL_FORMAT = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+_VLLM_IMAGES = ("vllm/vllm-openai",)
+"""Image repositories whose entrypoint is vLLM's OpenAI server (``vllm serve``; vllm-project/vllm ``docker/Dockerfile``
+``vllm-openai`` stage)."""
+_VLLM_COMMANDS = ("vllm.entrypoints.openai.api_server", "vllm")
+"""A container command running vLLM's OpenAI server: ``python3 -m vllm.entrypoints.openai.api_server`` or
+``vllm serve``."""
+
+
+def _option(args: list[str], index: int) -> tuple[str, str | None]:
+    """``args[index]`` as ``(--name, value)``, underscores read as dashes (vLLM's ``FlexibleArgumentParser`` and
+    argparse prefixes aside): ``--backend=huggingface`` and ``--backend huggingface`` give the same."""
+    name, eq, value = args[index].partition("=")
+    name = "--" + name.removeprefix("--").replace("_", "-") if name.startswith("--") else name
+    if eq:
+        return name, value
+    following = args[index + 1] if index + 1 < len(args) else None
+    return name, following if following is not None and not following.startswith("-") else None
+
+
+def no_vllm_metrics(args: list[str]) -> tuple[int, str] | None:
+    """``(index, why)`` of the first of a model server's ``args`` that means no ``vllm:*`` metric exists, or None.
+
+    - ``--disable-log-stats``: vLLM then creates no stat loggers, its Prometheus logger among them
+      (vllm-project/vllm ``vllm/v1/engine/async_llm.py``: ``log_stats = not disable_log_stats``).
+    - ``--backend huggingface``: KServe's huggingfaceserver then serves with transformers, not vLLM (kserve v0.20.0
+      ``python/huggingfaceserver/huggingfaceserver/__main__.py`` lines 60-64 and 135).
+    """
+    for index in range(len(args)):
+        name, value = _option(args, index)
+        if name == "--disable-log-stats" and value in (None, "true", "True"):
+            return index, "makes vLLM create no stat loggers (its Prometheus metrics among them)"
+        if name == "--backend" and value == "huggingface":
+            return index, "serves with transformers, not vLLM"
+    return None
 
 
 class ProtocolVersion(StrEnum):
@@ -274,6 +309,21 @@ class ServingRuntimeSpec(SpecModel):
                 raise SpecError(("ports", index, "containerPort"), f"{port.container_port} is already a port")
             seen.add(port.container_port)
         return self
+
+    @property
+    def runs_vllm(self) -> bool:
+        """The container runs vLLM's OpenAI server (so exports ``vllm:*`` metrics unless its args say otherwise): its
+        ``command`` is ``python3 -m vllm.entrypoints.openai.api_server`` or ``vllm serve``, or, with no command, its
+        image is ``vllm/vllm-openai`` (whose entrypoint is ``vllm serve``)."""
+        if self.command:
+            argv = [*self.command, *self.args]
+            module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+            program = argv[0].rsplit("/", 1)[-1]
+            return module == _VLLM_COMMANDS[0] or (program == _VLLM_COMMANDS[1] and argv[1:2] == ["serve"])
+        name = self.image.partition("@")[0]
+        slash = name.rfind("/")
+        repository = name[: slash + 1] + name[slash + 1 :].partition(":")[0]
+        return repository.removeprefix("docker.io/") in _VLLM_IMAGES
 
     @property
     def serving_port(self) -> int:

@@ -17,12 +17,13 @@ from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec, check_object_names
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, check_host_name, check_names, check_service_names
-from gpucell.spec.serving import ServingRuntimeSpec
+from gpucell.spec.serving import ServingRuntimeSpec, no_vllm_metrics
 from gpucell.spec.tenant_clusters import MAX_CLUSTER_NAME, TenantClusterSpec, namespace_names
 from gpucell.spec.workloads import (
     BUILTIN_RUNTIME_FORMATS,
     MAX_POD_CPU_MILLICORES,
     MAX_POD_MEMORY_GIB,
+    VLLM_RUNTIMES,
     GpuVirtualMachineSpec,
     ModelEndpointSpec,
     NotebookSpec,
@@ -379,6 +380,28 @@ class TenantSpec(SpecModel):
                             "runtime: give them different priorities",
                         )
 
+    def _runtime_exports_vllm_metrics(self, name: str, endpoint: ModelEndpointSpec) -> None:
+        """An endpoint scaled on a vLLM metric on a runtime that is not built in: the tenant's, running vLLM's
+        OpenAI server (:attr:`ServingRuntimeSpec.runs_vllm`) without an argument that turns its metrics off."""
+        metric, runtime = endpoint.scale_metric.value, str(endpoint.runtime)
+        own = self.serving_runtimes.get(runtime)
+        if own is None or not own.runs_vllm:
+            raise SpecError(
+                ("modelEndpoints", name, "scaleMetric"),
+                f"{metric} is a vLLM metric, which {runtime} does not export; use cpu or memory, or a GPU endpoint "
+                f"on {' or '.join(VLLM_RUNTIMES)} (modelFormat huggingface), or a servingRuntime whose container "
+                "runs vLLM (command vllm serve or python3 -m vllm.entrypoints.openai.api_server, or image "
+                "vllm/vllm-openai)",
+            )
+        found = no_vllm_metrics(own.args)
+        if found is not None:
+            index, why = found
+            raise SpecError(
+                ("servingRuntimes", runtime, "args", index),
+                f"{shown(own.args[index])} {why}, so endpoint {name}'s scaleMetric {metric} finds no value and it "
+                "never scales; drop the argument, or scale the endpoint on cpu or memory",
+            )
+
     @model_validator(mode="after")
     def _egress_and_names(self) -> TenantSpec:
         custom = self.egress is EgressClass.CUSTOM
@@ -399,6 +422,8 @@ class TenantSpec(SpecModel):
                     f"is required with runtime {shown(runtime)}, which is neither a built-in KServe runtime "
                     f"nor one of the tenant's servingRuntimes ({', '.join(self.serving_runtimes) or 'none'})",
                 )
+            if endpoint.scale_metric.is_vllm and runtime is not None and runtime not in BUILTIN_RUNTIME_FORMATS:
+                self._runtime_exports_vllm_metrics(name, endpoint)
         seen: dict[str, str] = {}
         for kind, names in (
             ("virtualMachines", self.virtual_machines),

@@ -28,7 +28,7 @@ from gpucell.spec.images import ImportSource
 from gpucell.spec.instancetypes import InstancetypeRef, PreferenceRef
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
-from gpucell.spec.serving import EnvVar, ProtocolVersion, check_env
+from gpucell.spec.serving import EnvVar, ProtocolVersion, check_env, no_vllm_metrics
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -775,7 +775,11 @@ class ModelEndpointSpec(SpecModel):
         return self.scale_target if self.scale_target is not None else 70
 
     def _exports_vllm_metrics(self) -> bool:
-        """A GPU endpoint on a runtime that serves with vLLM (:data:`VLLM_RUNTIMES`, or ``huggingface`` picked)."""
+        """A GPU endpoint on a runtime that serves with vLLM (:data:`VLLM_RUNTIMES`, or ``huggingface`` picked). A
+        runtime that is not built in is the tenant's: :class:`~gpucell.spec.tenancy.TenantSpec`, which sees its
+        container, judges it."""
+        if self.runtime is not None and self.runtime not in BUILTIN_RUNTIME_FORMATS:
+            return True
         if self.gpu is None:
             return False
         if self.runtime is not None:
@@ -809,6 +813,15 @@ class ModelEndpointSpec(SpecModel):
                 f"{self.scale_metric.value} is a vLLM metric, which {runtime}"
                 f"{'' if self.gpu is not None else ' without gpu'} does not export; use cpu or memory, "
                 f"or a GPU endpoint on {' or '.join(VLLM_RUNTIMES)} (modelFormat huggingface)",
+            )
+        found = no_vllm_metrics(self.args) if self.scale_metric.is_vllm else None
+        if found is not None:
+            index, why = found
+            raise SpecError(
+                ("args", index),
+                f"{shown(self.args[index])} {why}, so scaleMetric {self.scale_metric.value} finds no value and "
+                f"the endpoint never scales{' (it stays at zero)' if self.min_replicas == 0 else ''}; drop the "
+                "argument, or scale on cpu or memory",
             )
         return self
 

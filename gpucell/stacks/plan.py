@@ -191,12 +191,15 @@ class _UniqueKeyLoader(yaml.CSafeLoader):
 
     PyYAML keeps the last of two equal keys, which would silently drop a copy-pasted pool. libyaml parses (a fleet's
     stack file is megabytes: the pure-Python parser took a twentieth of a whole plan); construction stays PyYAML's
-    safe constructor.
+    safe constructor, merge keys (``<<: *base``) included, as the Pulumi CLI's YAML (go-yaml v3) takes them: a key
+    written beside a merge overrides the merged one, so only keys written in the mapping itself are compared.
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # flattened by the safe constructor
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
