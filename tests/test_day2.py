@@ -386,7 +386,15 @@ def test_removing_the_init_server_gives_no_other_server_cluster_init(baseline: P
         assert "cluster-init" not in yaml.safe_load(_config_of(after.named(f"fra1-k3s-{host}")))
     # The control server is now fra1-srv-2: the kubectl commands connect there, nothing else about them changes;
     # the kubeconfig read ignores its new connection (it is not read again).
+    # The tenants' admission policies name the servers (no pod or VM lands on one): fra1-srv-1 leaves them.
+    admission = {name for name in difference.changed if name.endswith(("-admission-pods", "-admission-vms"))}
+    assert admission == {f"fra1-{t}-admission-{p}" for t in ("acme", "globex") for p in ("pods", "vms")}
+    for name in admission:
+        assert difference.changed[name] == {"spec"}, name
+        assert "fra1-srv-1" not in json.dumps(after.named(name).inputs["spec"]), name
     for name, keys in difference.changed.items():
+        if name in admission:
+            continue
         assert name.endswith(("-prepare", "-settle")) or name == "fra1-k3s-kubeconfig", name
         assert keys == {"connection"}, name
     assert after.named("fra1-k3s-kubeconfig").options["ignoreChanges"] == ["connection"]
