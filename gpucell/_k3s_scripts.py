@@ -35,11 +35,12 @@ from typing import Any
 import yaml
 
 from gpucell import kube_vip, vgpu_sriov
+from gpucell.cluster import K3S_LOCAL_PORT, listen_port
 from gpucell.gpu_catalog import VgpuFramework
 from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
 from gpucell.k3s_hardening import server_options as hardening_server_options
-from gpucell.spec import GpuMode, Host, Network, NodePool, NodeRole, StorageBackend
+from gpucell.spec import GpuMode, Host, NodePool, NodeRole, StorageBackend
 from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
 from gpucell.spec.nodes import NodeViews
@@ -96,8 +97,6 @@ KUBELET_DIR = "/var/lib/kubelet"
 KUBELET_STATE_FILES = ("cpu_manager_state", "memory_manager_state")
 """Checkpoints the kubelet validates against its CPU / memory manager policy at start (it refuses to start on a
 mismatch)."""
-K3S_LOCAL_PORT = 6443
-"""k3s's default ``https-listen-port``; the admin kubeconfig points at ``https://127.0.0.1:<this>``."""
 READY_TIMEOUT_SECONDS = 300
 """How long a server's script waits for the API server's ``/readyz`` after (re)starting k3s, seconds."""
 _HEREDOC = "GPUCELL_K3S_CONFIG"
@@ -125,16 +124,6 @@ def _host_port(host: str, port: int) -> str:
 def api_server_url(cell: NodeViews) -> str:
     """``https://<api_endpoint>:<api_port>``: what agents, joining servers and the kubeconfig use."""
     return f"https://{_host_port(cell.api_endpoint, cell.network.api_port)}"
-
-
-def listen_port(network: Network) -> int:
-    """The port k3s servers listen on (``https-listen-port``), for the address plan ``network``.
-
-    Without ``network.apiEndpoint`` the endpoint *is* the single server, so it listens on ``apiPort``. With
-    an endpoint (VIP or load balancer) the servers keep k3s's default 6443 and the endpoint maps ``apiPort``
-    to it.
-    """
-    return network.api_port if network.api_endpoint is None else K3S_LOCAL_PORT
 
 
 # -- config.yaml -----------------------------------------------------------------------------------

@@ -49,13 +49,19 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
-from gpucell._k3s_scripts import listen_port
 from gpucell.admission import ClusterFacts
-from gpucell.cluster import Cluster
+from gpucell.cluster import Cluster, listen_port
 from gpucell.spec.network import Network
-from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, SYSTEM_NAMESPACES, TenantSpec
+from gpucell.spec.tenancy import (
+    DNS_SELECTOR,
+    LINK_LOCAL,
+    NAMESPACE_KEY,
+    PRIVATE_RANGES,
+    SYSTEM_NAMESPACES,
+    TENANT_LABEL,
+    TenantSpec,
+)
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
-from gpucell.workloads._common import DNS_SELECTOR, NAMESPACE_KEY, TENANT_LABEL
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -142,7 +148,7 @@ def _policy(name: str, description: str, selector: Mapping[str, Any], rules: Map
 
 def nodes_policy(network: Network) -> dict[str, Any]:
     """``gpucell-tenants-deny-nodes``: ``egressDeny`` from tenant endpoints to the node entities (:data:`NODE_ENTITIES`)
-    on :func:`all_ports_but` the API servers' port (:func:`gpucell._k3s_scripts.listen_port`: what ``cluster`` egress
+    on :func:`all_ports_but` the API servers' port (:func:`gpucell.cluster.listen_port`: what ``cluster`` egress
     allows), and to Cilium's ``health`` endpoints on every port.
 
     On k3s the API server runs on the servers themselves, so ``kube-apiserver`` is the servers' ``host``/

@@ -25,9 +25,8 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
-from gpucell import vgpu_sriov
 from gpucell._component import CellComponent
-from gpucell.gpu_catalog import VgpuFramework
+from gpucell.gpu_catalog import GpuModel, VgpuFramework
 from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.releases import release
 from gpucell.spec.hardware import vgpu_pools
@@ -58,6 +57,7 @@ __all__ = [
     "kubevirt_spec",
     "operator_manifest_url",
     "permitted_host_devices",
+    "permitted_vf_device",
     "release_tag",
     "vm_platform_configuration",
 ]
@@ -149,6 +149,20 @@ def operator_manifest_url(version: str) -> str:
     return f"https://github.com/kubevirt/kubevirt/releases/download/{tag}/kubevirt-operator.yaml"
 
 
+def permitted_vf_device(model: GpuModel, profile: str) -> dict[str, Any]:
+    """The ``permittedHostDevices.pciHostDevices`` entry for the VFs of ``model`` typed as ``profile``:
+    ``pciVendorSelector`` the VF's id, ``resourceName`` :meth:`~gpucell.gpu_catalog.GpuModel.vgpu_resource`, and no
+    ``externalResourceProvider`` (virt-handler must advertise them itself).
+
+    KubeVirt keys its PCI device plugins by ``vendor:device``, so every typed VF of that id on any node lands in this
+    one resource; the spec allows one vGPU type per SR-IOV model per region for that reason. Raises ``ValueError``
+    for a model whose VF id is not catalogued.
+    """
+    if model.vf_pci_selector is None:
+        raise ValueError(f"{model.name}: the PCI id of its SR-IOV virtual functions is not catalogued")
+    return {"pciVendorSelector": model.vf_pci_selector, "resourceName": model.vgpu_resource(profile)}
+
+
 def permitted_host_devices(
     node_pools: Mapping[str, NodePool], vgpu_driver_image: ImageSpec | None = None
 ) -> dict[str, list[dict[str, Any]]]:
@@ -160,7 +174,7 @@ def permitted_host_devices(
       and, for SXM models on HGX boards with a catalogued NVSwitch, the board's NVSwitch
       (``10DE:22A3`` -> ``nvidia.com/GH100_H100_NVSWITCH``, also advertised by the sandbox device plugin once the
       vfio-manager binds NVSwitches, :func:`gpucell.gpu_operator.gpu_operator_values`).
-    - ``pciHostDevices`` per SR-IOV vGPU model (:func:`gpucell.vgpu_sriov.permitted_vf_device`): the VFs'
+    - ``pciHostDevices`` per SR-IOV vGPU model (:func:`permitted_vf_device`): the VFs'
       ``vendor:device`` and ``nvidia.com/NVIDIA_<type>``, *without* ``externalResourceProvider``: KubeVirt's own
       device plugin advertises typed VFs (kubevirt/kubevirt#16890), the sandbox device plugin does not.
     - ``mediatedDevices`` per vGPU type of the mdev ``vm-vgpu`` pools (``mdevNameSelector`` the mdev type name
@@ -189,7 +203,7 @@ def permitted_host_devices(
             permit({"pciVendorSelector": selector, "resourceName": resource, "externalResourceProvider": True})
     for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.SRIOV).values():
         assert pool.vgpu_profile is not None  # the spec requires a vGPU profile on vm-vgpu pools
-        permit(vgpu_sriov.permitted_vf_device(pool.model, pool.vgpu_profile))
+        permit(permitted_vf_device(pool.model, pool.vgpu_profile))
     mdev: dict[str, dict[str, Any]] = {}
     for pool in vgpu_pools(node_pools, vgpu_driver_image, VgpuFramework.MDEV).values():
         model, profile = pool.model, pool.vgpu_profile

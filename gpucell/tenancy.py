@@ -137,9 +137,8 @@ from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
-from gpucell._k3s_scripts import listen_port
 from gpucell.admission import ClusterFacts
-from gpucell.cluster import Cluster
+from gpucell.cluster import Cluster, listen_port
 from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
 from gpucell.errors import ConfigError
 from gpucell.instancetypes import Instancetypes, InstancetypesArgs

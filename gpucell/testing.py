@@ -49,7 +49,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell._k3s_scripts import listen_port
+from gpucell.cluster import listen_port
 from gpucell.spec import CellSpec
 from gpucell.stacks import mock_engine
 from gpucell.stacks.mock_engine import PlanResult, Registration
@@ -127,7 +127,7 @@ def provider_outputs(
 ) -> Callable[[MockResourceArgs], dict[str, Any]]:
     """What real providers compute for a cell's resources, as ``args -> extra state`` for the mock engine.
 
-    The kubeconfig a first server prints names the port it listens on (:func:`gpucell._k3s_scripts.listen_port`:
+    The kubeconfig a first server prints names the port it listens on (:func:`gpucell.cluster.listen_port`:
     a single server without ``network.apiEndpoint`` listens on ``network.apiPort``). That port is taken from the
     ``https-listen-port`` of the ``config.yaml`` the server's install command writes (registered before the
     kubeconfig read, which waits for every server), else from ``cells``, else k3s's default 6443. So ``cells`` is

@@ -22,13 +22,12 @@ The facts (details and citations in ``docs/decisions/0011-sriov-vgpu-and-hgx-nvs
 - KubeVirt v1.9.0's own PCI device plugin advertises a VF bound to ``nvidia`` with a non-zero ``current_vgpu_type``
   when its ``vendor:device`` is permitted in ``pciHostDevices`` *without* ``externalResourceProvider``
   (kubevirt/kubevirt#16890: ``pkg/virt-handler/device-manager/nvidia.go`` ``shouldPermitNvidia``, ``common.go``
-  ``HasVGPUProfile``, ``device_controller.go``); :func:`permitted_vf_device`.
+  ``HasVGPUProfile``, ``device_controller.go``); :func:`gpucell.kubevirt.permitted_vf_device`.
 """
 
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from gpucell.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
 from gpucell.spec.pools import SRIOV_VGPU_DISABLED_OPERANDS
@@ -40,7 +39,6 @@ __all__ = [
     "UNIT_PATH",
     "install_fragment",
     "node_labels",
-    "permitted_vf_device",
     "reconciler_script",
     "removal_fragment",
     "systemd_unit",
@@ -76,20 +74,6 @@ def node_labels() -> dict[str, str]:
     No ``nvidia.com/vgpu.config``: only the (disabled) vGPU device manager reads it.
     """
     return dict.fromkeys(DISABLED_OPERANDS, "false")
-
-
-def permitted_vf_device(model: GpuModel, profile: str) -> dict[str, Any]:
-    """The ``permittedHostDevices.pciHostDevices`` entry for the VFs of ``model`` typed as ``profile``:
-    ``pciVendorSelector`` the VF's id, ``resourceName`` :meth:`~gpucell.gpu_catalog.GpuModel.vgpu_resource`, and no
-    ``externalResourceProvider`` (virt-handler must advertise them itself).
-
-    KubeVirt keys its PCI device plugins by ``vendor:device``, so every typed VF of that id on any node lands in this
-    one resource; the spec allows one vGPU type per SR-IOV model per region for that reason. Raises ``ValueError``
-    for a model whose VF id is not catalogued.
-    """
-    if model.vf_pci_selector is None:
-        raise ValueError(f"{model.name}: the PCI id of its SR-IOV virtual functions is not catalogued")
-    return {"pciVendorSelector": model.vf_pci_selector, "resourceName": model.vgpu_resource(profile)}
 
 
 _RECONCILER = r"""#!/usr/bin/env bash

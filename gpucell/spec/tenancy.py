@@ -30,9 +30,12 @@ from gpucell.spec.workloads import (
 
 __all__ = [
     "CLUSTER_API_NAMESPACES",
+    "DNS_SELECTOR",
     "LINK_LOCAL",
+    "NAMESPACE_KEY",
     "PRIVATE_RANGES",
     "SYSTEM_NAMESPACES",
+    "TENANT_LABEL",
     "EgressClass",
     "TenantGroups",
     "TenantLimits",
@@ -57,6 +60,12 @@ CLUSTER_API_NAMESPACES = (
 )
 """Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.cluster_api`), with tenant
 clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
+TENANT_LABEL = "gpucell.io/tenant"
+"""Label naming the tenant on the namespace and on every object rendered for it."""
+NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
+"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
+DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
+"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 SYSTEM_NAMESPACES = frozenset(
     {
         "default",

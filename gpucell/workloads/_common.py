@@ -19,7 +19,7 @@ from gpucell.dra import container_claim_template, container_claims
 from gpucell.inventory import gpu_offers
 from gpucell.placement import Placement, place_container, place_vm
 from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, taint_tolerations
-from gpucell.spec.tenancy import namespace_of
+from gpucell.spec.tenancy import DNS_SELECTOR, NAMESPACE_KEY, TENANT_LABEL, namespace_of
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
@@ -51,12 +51,6 @@ __all__ = [
     "workload_labels",
 ]
 
-TENANT_LABEL = "gpucell.io/tenant"
-"""Label naming the tenant on the namespace and on every object rendered for it."""
-NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
-"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
-DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
-"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 NVIDIA_RUNTIME_CLASS = "nvidia"
 """RuntimeClass of GPU pods: the GPU Operator creates it (chart value ``operator.runtimeClass``, ``nvidia`` in
 the pinned chart) and its toolkit registers the containerd handler of that name in k3s."""
