@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from gpucell.gpu_catalog import CATALOG, mig_resource_name
+from gpucell.catalog.gpu_catalog import CATALOG, mig_resource_name
 from gpucell.inventory import WHOLE_GPU
 from gpucell.spec import StackSpec
 

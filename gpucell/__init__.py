@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpucell.admission import ClusterFacts
     from gpucell.backups import Backups, BackupsArgs
+    from gpucell.catalog.gpu_catalog import CATALOG, GpuModel
     from gpucell.cdi import Cdi, CdiArgs, VolumeClass
     from gpucell.cell import RegionalCell, RegionalCellArgs
     from gpucell.cert_manager import CertManager, CertManagerArgs
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from gpucell.dra_driver import DraDriver, DraDriverArgs
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
-    from gpucell.gpu_catalog import CATALOG, GpuModel
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
     from gpucell.k3s import K3sCluster, K3sClusterArgs
     from gpucell.keda import Keda, KedaArgs
@@ -207,7 +207,7 @@ __all__ = [
 
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec",
-    "CATALOG": "gpucell.gpu_catalog",
+    "CATALOG": "gpucell.catalog.gpu_catalog",
     "Backups": "gpucell.backups",
     "BackupsArgs": "gpucell.backups",
     "Cdi": "gpucell.cdi",
@@ -242,7 +242,7 @@ _HOMES: dict[str, str] = {
     "Exposure": "gpucell.spec",
     "GpuAllocation": "gpucell.spec",
     "GpuMode": "gpucell.spec",
-    "GpuModel": "gpucell.gpu_catalog",
+    "GpuModel": "gpucell.catalog.gpu_catalog",
     "GpuOperator": "gpucell.gpu_operator",
     "GpuOperatorArgs": "gpucell.gpu_operator",
     "GpuOperatorSpec": "gpucell.spec",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpucell import vgpu_sriov
-from gpucell.gpu_catalog import VgpuFramework
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 

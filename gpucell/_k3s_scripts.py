@@ -35,8 +35,8 @@ from typing import Any
 import yaml
 
 from gpucell import kube_vip, vgpu_sriov
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.cluster import K3S_LOCAL_PORT, listen_port
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s_hardening import agent_options as hardening_options
 from gpucell.k3s_hardening import server_options as hardening_server_options

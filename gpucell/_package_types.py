@@ -1124,7 +1124,7 @@ class ModelEndpointSpec(TypedDict, total=False):
 
     runtime: str
     """Runtime name: a ClusterServingRuntime the pinned KServe installs (``kserve-huggingfaceserver``,
-    ``kserve-tritonserver``..., see ``gpucell.kserve_runtimes``) or one of the tenant's ``servingRuntimes``.
+    ``kserve-tritonserver``..., see ``gpucell.catalog.kserve_runtimes``) or one of the tenant's ``servingRuntimes``.
     """
 
     runtimeVersion: str

@@ -19,12 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from gpucell.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
-from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel
-from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
-from gpucell.kserve_runtimes import (
+from gpucell.catalog.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
+from gpucell.catalog.gpu_catalog import GpuModel
+from gpucell.catalog.kserve_runtimes import (
     RUNTIMES,
     ClusterServingRuntime,
     GpuImage,
@@ -33,6 +30,9 @@ from gpucell.kserve_runtimes import (
     resolve_runtime,
     runtimes_of,
 )
+from gpucell.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.errors import SpecError, shown
+from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
@@ -174,8 +174,9 @@ class ClusterFacts(SpecModel):
 
     @property
     def gpu_catalog(self) -> Mapping[str, GpuModel]:
-        """The GPU models its pools and workloads may name: catalog key -> :class:`~gpucell.gpu_catalog.GpuModel`
-        (the cell's, for :meth:`from_cell`; else the catalog in force when the facts were validated:
+        """The GPU models its pools and workloads may name: catalog key ->
+        :class:`~gpucell.catalog.gpu_catalog.GpuModel` (the cell's, for :meth:`from_cell`; else the catalog in force
+        when the facts were validated:
         :func:`gpucell.spec.gpu_models.catalog_in_force`)."""
         return self._gpu_catalog
 
@@ -314,7 +315,7 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str,
     """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
-    namespace, under the tenant's network policies (:mod:`gpucell.download_hosts`).
+    namespace, under the tenant's network policies (:mod:`gpucell.catalog.download_hosts`).
     """
     for name, vm in tenant.virtual_machines.items():
         for index, disk in enumerate(vm.disks):
@@ -442,8 +443,8 @@ def _check_logins_and_classes(facts: ClusterFacts, tenant_name: str, tenant: Ten
 
 
 def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, ClusterServingRuntime]:
-    """A tenant's own ServingRuntimes (``servingRuntimes``) as :func:`gpucell.kserve_runtimes.resolve_runtime` weighs
-    them: their formats (priority 0 when unset), protocols and image (tag or digest), a CUDA image with
+    """A tenant's own ServingRuntimes (``servingRuntimes``) as :func:`gpucell.catalog.kserve_runtimes.resolve_runtime`
+    weighs them: their formats (priority 0 when unset), protocols and image (tag or digest), a CUDA image with
     ``gpuImage``."""
     found: dict[str, ClusterServingRuntime] = {}
     for name, spec in runtimes.items():
@@ -466,7 +467,7 @@ def tenant_runtimes(runtimes: Mapping[str, ServingRuntimeSpec]) -> dict[str, Clu
 
 def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Every endpoint names a runtime and format the pinned KServe installs, and a GPU endpoint a GPU image
-    (:func:`gpucell.kserve_runtimes.resolve_runtime`)."""
+    (:func:`gpucell.catalog.kserve_runtimes.resolve_runtime`)."""
     if not tenant.model_endpoints:
         return
     version = facts.versions.kserve
@@ -477,7 +478,7 @@ def _check_runtimes(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -
             ("versions", "kserve"),
             f"{shown(version)}: gpucell checks model endpoints against the "
             f"ClusterServingRuntimes KServe installs, which it knows for {known} only; pin such a release, "
-            "or add this one's runtimes to gpucell.kserve_runtimes",
+            "or add this one's runtimes to gpucell.catalog.kserve_runtimes",
         )
         return
     own = tenant_runtimes(tenant.serving_runtimes)

@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gpucell.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
+from gpucell.catalog.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
 
 __all__ = [
     "CLAIMS_QUOTA_KEY",

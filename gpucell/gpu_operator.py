@@ -22,8 +22,8 @@ from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.gpu_alerts import NODE_RELABELING, dcgm_metrics_csv
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.platform_tolerations import gpu_pool_tolerations
 from gpucell.spec.hardware import vgpu_pools
 from gpucell.spec.platform import GpuOperatorSpec, effective_mig_strategy
@@ -81,7 +81,7 @@ BIND_NVSWITCHES = {"name": "BIND_NVSWITCHES", "value": "true"}
 """``vfioManager.env`` entry making ``vfio-manage bind --all`` bind the NVSwitches to ``vfio-pci`` too (NVIDIA/
 k8s-driver-manager v0.12.0 ``cmd/vfio-manage/bind.go``: flag ``bind-nvswitches``, env ``BIND_NVSWITCHES``, "Also
 bind NVSwitches to vfio-pci (default: false)"; the operator v26.7.0 never sets it). The sandbox device plugin then
-advertises them (:attr:`gpucell.gpu_catalog.NvSwitch.passthrough_resource`)."""
+advertises them (:attr:`gpucell.catalog.gpu_catalog.NvSwitch.passthrough_resource`)."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec import CellSpec, GpuMode, NodePool, NodeRole
 from gpucell.spec.hardware import pool_vgpu_framework
 

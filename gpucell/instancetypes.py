@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
-from gpucell.gpu_catalog import CATALOG, GpuModel
+from gpucell.catalog.gpu_catalog import CATALOG, GpuModel
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec
 
 if TYPE_CHECKING:

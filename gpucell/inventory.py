@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpucell.catalog.gpu_catalog import mig_resource_name
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
-from gpucell.gpu_catalog import mig_resource_name
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 __all__ = [

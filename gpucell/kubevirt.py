@@ -26,9 +26,9 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
-from gpucell.gpu_catalog import GpuModel, VgpuFramework
+from gpucell.catalog.gpu_catalog import GpuModel, VgpuFramework
+from gpucell.catalog.releases import release
 from gpucell.platform_tolerations import vm_pool_tolerations
-from gpucell.releases import release
 from gpucell.spec.hardware import vgpu_pools
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import ImageSpec
@@ -151,8 +151,8 @@ def operator_manifest_url(version: str) -> str:
 
 def permitted_vf_device(model: GpuModel, profile: str) -> dict[str, Any]:
     """The ``permittedHostDevices.pciHostDevices`` entry for the VFs of ``model`` typed as ``profile``:
-    ``pciVendorSelector`` the VF's id, ``resourceName`` :meth:`~gpucell.gpu_catalog.GpuModel.vgpu_resource`, and no
-    ``externalResourceProvider`` (virt-handler must advertise them itself).
+    ``pciVendorSelector`` the VF's id, ``resourceName`` :meth:`~gpucell.catalog.gpu_catalog.GpuModel.vgpu_resource`, and
+    no ``externalResourceProvider`` (virt-handler must advertise them itself).
 
     KubeVirt keys its PCI device plugins by ``vendor:device``, so every typed VF of that id on any node lands in this
     one resource; the spec allows one vGPU type per SR-IOV model per region for that reason. Raises ``ValueError``
@@ -286,7 +286,7 @@ def vm_platform_configuration(
     band can change what the cell's VMs rely on:
 
     - ``commonInstancetypesDeployment.enabled``: ``common_instancetypes`` (KubeVirt's default is true; gpucell admits
-      VMs naming common ones only when it is, :mod:`gpucell.common_instancetypes`);
+      VMs naming common ones only when it is, :mod:`gpucell.catalog.common_instancetypes`);
     - ``vmStateStorageClass``: where persistent EFI NVRAM and TPM state live (on a cell
       :func:`gpucell.vm_rules.state_storage_class`: ``kubevirt.vmStateStorageClass``, else the cell's default class),
       left out when None. Without it KubeVirt takes a class annotated ``storageclass.kubevirt.io/is-default-virt-class``

@@ -11,9 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
 from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy

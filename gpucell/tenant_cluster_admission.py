@@ -13,18 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from gpucell.cluster_api_facts import (
+from gpucell.catalog.cluster_api_facts import (
     KNOWN_CAAPH,
     KNOWN_CAPI_OPERATOR,
     KNOWN_CAPK,
     MANAGEMENT_KUBERNETES,
     WORKLOAD_KUBERNETES,
 )
+from gpucell.catalog.gpu_catalog import GpuModel
+from gpucell.catalog.releases import release
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.inventory import GpuOffer
 from gpucell.placement import Placement, PlacementError, place_vm
-from gpucell.releases import release
 from gpucell.spec.tenancy import EgressClass
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def check_cluster_api_versions(versions: Versions) -> Iterator[SpecError]:
             ("versions", "clusterApi"),
             f"{shown(versions.cluster_api)}: gpucell knows the Kubernetes versions Cluster API {known} supports "
             "(docs/book/src/reference/versions.md), not this release's; pin such a release, or add its row to "
-            "gpucell.cluster_api_facts",
+            "gpucell.catalog.cluster_api_facts",
         )
         return
     low, high = MANAGEMENT_KUBERNETES[core]
@@ -157,7 +157,7 @@ def check_cluster_api_versions(versions: Versions) -> Iterator[SpecError]:
             yield SpecError(
                 ("versions", key),
                 f"{shown(pinned)}: gpucell knows {what}, at {', '.join(_minor(v) for v in known_minors)} only; "
-                "pin such a release, or add this one's facts to gpucell.cluster_api_facts",
+                "pin such a release, or add this one's facts to gpucell.catalog.cluster_api_facts",
             )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shlex
 
-from gpucell.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
+from gpucell.catalog.gpu_catalog import NVIDIA_PCI_VENDOR, GpuModel
 from gpucell.spec.pools import SRIOV_VGPU_DISABLED_OPERANDS
 
 __all__ = [
@@ -282,7 +282,7 @@ def reconciler_script(model: GpuModel, profile: str) -> str:
        present) and its enabled VFs (``virtfn0`` .. ``sriov_numvfs - 1``): counts the VFs of that type, clears VFs
        of any other type (left by an earlier ``vgpuProfile``; the kernel refuses while a VM holds the VF, so a
        profile change completes once its VMs are gone), then types free VFs until the GPU holds
-       :meth:`~gpucell.gpu_catalog.GpuModel.vgpus_per_gpu` of them;
+       :meth:`~gpucell.catalog.gpu_catalog.GpuModel.vgpus_per_gpu` of them;
     3. reports a GPU left short (fewer VFs enabled than vGPUs wanted, or a type the driver refuses) on stderr,
        i.e. the journal, whenever the shortfall changes;
     4. reports on its Node, as the node's kubelet (``k3s kubectl --kubeconfig`` the kubelet's kubeconfig; the Node

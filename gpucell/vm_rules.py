@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gpucell.common_instancetypes import common_instancetypes, common_preferences
+from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
+from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, parse_cloud_config
 from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.images import data_source_name

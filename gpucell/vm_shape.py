@@ -2,8 +2,8 @@
 
 A VM sized by an instancetype declares no ``cpu`` or ``memoryGib``; KubeVirt applies the instancetype's at start
 (``pkg/instancetype/apply`` in kubevirt/kubevirt v1.9.0). :func:`resolve_vm` finds the instancetype (the cell's
-``kubevirt.instancetypes``, KubeVirt's common ones of :mod:`gpucell.common_instancetypes`, or the tenant's own) and the
-preference the same way, and returns the VM spec as KubeVirt will run it (:attr:`VmShape.spec`: vCPUs, memory,
+``kubevirt.instancetypes``, KubeVirt's common ones of :mod:`gpucell.catalog.common_instancetypes`, or the tenant's own)
+and the preference the same way, and returns the VM spec as KubeVirt will run it (:attr:`VmShape.spec`: vCPUs, memory,
 dedicated CPUs, hugepages, guest NUMA and GPUs filled in), so placement, the quota rules and the capacity view read one
 spec whatever sized it. A common instancetype's memory is counted in whole GiB, rounded up (``u1.nano``'s 512Mi as 1).
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from gpucell.common_instancetypes import (
+from gpucell.catalog.common_instancetypes import (
     COMMON_BUNDLE_VERSIONS,
     CommonInstancetype,
     CommonPreference,

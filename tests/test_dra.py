@@ -16,6 +16,7 @@ from pulumi_kubernetes.apiextensions import CustomResource
 
 from gpucell._host_setup import host_setup, iommu_check
 from gpucell._k3s_scripts import node_config
+from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.disruption import compare, fingerprint
 from gpucell.dra import (
@@ -28,7 +29,6 @@ from gpucell.dra import (
 )
 from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import CATALOG
 from gpucell.kubevirt import feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from gpucell.admission import placements
+from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import CATALOG
 from gpucell.inventory import DRA_SHARED, OfferKind, capacity, dra_offers, gpu_offers
 from gpucell.placement import Placement
 from gpucell.spec import CellSpec, GpuMode, StackSpec

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.catalog.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
 from gpucell.disruption import compare, fingerprint
 from gpucell.errors import ConfigError, shown
-from gpucell.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
 from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, extend_catalog, gpu_catalog

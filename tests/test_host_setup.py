@@ -12,7 +12,7 @@ import pytest
 
 from gpucell import vgpu_sriov
 from gpucell._host_setup import host_setup, kernel_check, memory_check
-from gpucell.gpu_catalog import CATALOG
+from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
 from tests.conftest import cell, minimal_cell_config

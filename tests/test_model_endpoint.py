@@ -93,7 +93,7 @@ RESTRICTED_CONTAINER = {
 
 def pinned_back(kserve: str) -> CellSpec:
     """:func:`region` with KServe ``kserve`` pinned *after* validation: admission refuses endpoints on a KServe
-    without a runtime table (:mod:`gpucell.kserve_runtimes`), and these tests look only at its chart layout."""
+    without a runtime table (:mod:`gpucell.catalog.kserve_runtimes`), and these tests look only at its chart layout."""
     spec = region()
     return spec.model_copy(update={"versions": spec.versions.model_copy(update={"kserve": kserve})})
 

@@ -3,8 +3,8 @@
 The import graph is read from the source folder ``gpucell/`` (each file's path is its module name, decision 0019),
 so it needs no installed package. An import of ``a.b.c`` from outside ``a.b`` also runs ``a.b``'s
 ``__init__`` first: that edge is in the graph, since it is how an eager package ``__init__`` turns two harmless
-imports into a cycle (``gpucell.kserve_runtimes`` -> ``gpucell.spec.versions`` ran ``gpucell/spec/__init__.py``,
-which imported the workload specs, which imported ``gpucell.kserve_runtimes`` back).
+imports into a cycle (``gpucell.catalog.kserve_runtimes`` -> ``gpucell.spec.versions`` ran ``gpucell/spec/__init__.py``,
+which imported the workload specs, which imported ``gpucell.catalog.kserve_runtimes`` back).
 Decision: docs/decisions/0019-standalone-components.md.
 """
 
@@ -35,12 +35,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "facts",
         (
             "gpucell.errors",
-            "gpucell.releases",
-            "gpucell.gpu_catalog",
-            "gpucell.download_hosts",
-            "gpucell.kserve_runtimes",
-            "gpucell.common_instancetypes",
-            "gpucell.cluster_api_facts",
+            "gpucell.catalog",
+            "gpucell.catalog.releases",
+            "gpucell.catalog.gpu_catalog",
+            "gpucell.catalog.download_hosts",
+            "gpucell.catalog.kserve_runtimes",
+            "gpucell.catalog.common_instancetypes",
+            "gpucell.catalog.cluster_api_facts",
         ),
     ),
     (
@@ -223,7 +224,7 @@ def test_the_lazy_package_inits_import_nothing_at_run_time() -> None:
 
 def test_the_graph_sees_an_import_through_a_package_init() -> None:
     edges = graph(run_time=True)
-    assert {"gpucell.releases"} <= edges["gpucell.kserve_runtimes"]
+    assert {"gpucell.catalog.releases"} <= edges["gpucell.catalog.kserve_runtimes"]
     assert {"gpucell.spec.workloads", "gpucell.spec"} <= edges["gpucell.placement"]
     assert "gpucell.spec" not in edges["gpucell.spec.workloads"]  # inside its own package: the init already ran
 

@@ -15,7 +15,8 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell import cluster_api, cluster_api_facts
+from gpucell import cluster_api
+from gpucell.catalog import cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
@@ -968,7 +969,7 @@ def _may_be_empty(schema: dict[str, Any], key: str = "") -> list[str]:
 
 def test_the_keys_that_may_be_empty_are_the_cluster_api_crds_own() -> None:
     """Cluster API v1.14.0's v1beta2 CRDs of the kinds gpucell renders: every object but
-    :data:`gpucell.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
+    :data:`gpucell.catalog.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
     may_be_empty: set[str] = set()
     for name in (
         "cluster.x-k8s.io_clusters.yaml",

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
+from gpucell.catalog.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.kubevirt import permitted_host_devices
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec

@@ -16,9 +16,9 @@ import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.admission import ClusterFacts
+from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.cdi import storage_profile_spec
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.disruption import Change, compare, fingerprint
 from gpucell.errors import ConfigError
 from gpucell.images import ImageCatalogArgs, catalog_objects, clone_rbac

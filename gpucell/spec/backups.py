@@ -18,8 +18,8 @@ from types import MappingProxyType
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.releases import release
 from gpucell.errors import SpecError, shown
-from gpucell.releases import release
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import check_config_key, check_url
 from gpucell.spec.etcd import check_cron, check_s3_bucket, check_s3_folder, check_s3_region

@@ -15,8 +15,8 @@ from typing import Any, Self
 from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission import ClusterFacts, check_announced_vms, check_tenants
+from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, join_path, shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.backups import BackupsSpec, check_backup_plugins

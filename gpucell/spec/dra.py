@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import SpecError
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, gpu_pools
 from gpucell.spec.versions import release

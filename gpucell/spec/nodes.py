@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.etcd import EtcdSpec

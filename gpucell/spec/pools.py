@@ -8,8 +8,8 @@ from enum import StrEnum
 
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout

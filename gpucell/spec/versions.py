@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
-from gpucell.releases import release
+from gpucell.catalog.releases import release
 from gpucell.spec._base import SpecModel
 
 __all__ = [

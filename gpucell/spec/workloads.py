@@ -11,8 +11,8 @@ from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.kserve_runtimes import RUNTIMES
 from gpucell.errors import SpecError, shown
-from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import (
     Ipv4Address,
@@ -60,8 +60,9 @@ __all__ = [
 
 BUILTIN_RUNTIME_FORMATS: dict[str, str] = {name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()}
 """ClusterServingRuntimes of KServe v0.20's ``kserve-runtime-configs`` chart -> a model format each supports
-(:mod:`gpucell.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
-(``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
+(:mod:`gpucell.catalog.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's
+``modelFormat`` (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this
+one."""
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 """The OCI distribution spec's tag grammar."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
@@ -652,7 +653,7 @@ class ModelEndpointSpec(SpecModel):
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
     """Runtime name: a ClusterServingRuntime the pinned KServe installs (``kserve-huggingfaceserver``,
-    ``kserve-tritonserver``..., see ``gpucell.kserve_runtimes``) or one of the tenant's ``servingRuntimes``."""
+    ``kserve-tritonserver``..., see ``gpucell.catalog.kserve_runtimes``) or one of the tenant's ``servingRuntimes``."""
     runtime_version: str | None = None
     """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
     a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""

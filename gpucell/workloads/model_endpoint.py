@@ -41,8 +41,8 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.admission import tenant_runtimes
+from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.dra import pod_resource_claims
-from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.metrics import PROMETHEUS_URL
 from gpucell.placement import Placement
@@ -201,10 +201,10 @@ def endpoint_runtime(
     spec: ModelEndpointSpec, cell: ClusterFacts, runtimes: Mapping[str, ServingRuntimeSpec] | None = None
 ) -> EndpointRuntime | None:
     """The runtime serving ``spec`` in ``cell`` (the tenant's own ``runtimes`` first) and its image tag
-    (:func:`gpucell.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime table for
-    (admission refuses endpoints there).
+    (:func:`gpucell.catalog.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime
+    table for (admission refuses endpoints there).
 
-    Raises :class:`gpucell.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
+    Raises :class:`gpucell.catalog.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
     """
     cluster = runtimes_of(cell.versions.kserve)
     if cluster is None:

@@ -33,8 +33,8 @@ node affinity and tolerations of its pools), with CAPK's differences: the pod ne
 10.0.2.2), CAPK's own cloud-init volume (kubeadm's bootstrap data), ``runStrategy: Always`` and ``evictionStrategy:
 External`` (a drain of the host marks the VM for evacuation and CAPK drains the tenant's node first, ``pkg/kubevirt/
 machine.go`` ``DrainNodeIfNeeded``). A template that would set a field CAPK v0.11 drops is refused
-(:func:`gpucell.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that its
-v1beta2 schema refuses (:func:`gpucell.cluster_api_facts.empty_structs`), before anything is registered.
+(:func:`gpucell.catalog.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that
+its v1beta2 schema refuses (:func:`gpucell.catalog.cluster_api_facts.empty_structs`), before anything is registered.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from pulumi_kubernetes.core.v1 import Secret, Service
 
 from gpucell._chart import ChartSource
 from gpucell._component import CellComponent
+from gpucell.catalog.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.cilium import CHART as CILIUM_CHART
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.cluster_api import PROVIDER_NAMESPACES
-from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.inventory import gpu_offers

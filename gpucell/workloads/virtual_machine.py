@@ -35,7 +35,7 @@ gpus, requestName: gpu<i>}``, without ``deviceName`` (kubevirt/user-guide ``docs
 ``v1.GPU``). virt-launcher attaches the PCI device the DRA driver's metadata file names (``pkg/virt-launcher/virtwrap/
 device/hostdevice/dra/gpu_hostdev.go``).
 
-SXM GPUs on HGX boards (:class:`gpucell.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
+SXM GPUs on HGX boards (:class:`gpucell.catalog.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
 NVSwitches as ``devices.hostDevices`` (``nvswitch0``..), whose guest must run NVIDIA Fabric Manager before CUDA
 works (NVIDIA Fabric Manager User Guide, "Full Passthrough Virtualization Model"); a VM with part of the board gets
 no NVSwitch, so its cloud-init writes ``options nvidia NVreg_NvLinkDisable=1`` to
@@ -56,9 +56,9 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Service
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.catalog.gpu_catalog import needs_host_cpu_model
 from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.gpu_catalog import needs_host_cpu_model
 from gpucell.placement import Placement
 from gpucell.spec.cloud_init import (
     NVLINK_DISABLE_OPTION,
@@ -89,7 +89,7 @@ from gpucell.workloads._common import (
 
 HOST_PASSTHROUGH = "host-passthrough"
 """``domain.cpu.model`` for VMs of several large-BAR GPUs (KubeVirt v1.9.0 ``v1.CPU.model``: "host-passthrough" to
-get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
+get the same CPU as the node; :func:`gpucell.catalog.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict

@@ -11,7 +11,7 @@ A release gpucell has no facts for is refused at plan time with the releases it 
 
 from __future__ import annotations
 
-from gpucell.releases import release
+from gpucell.catalog.releases import release
 
 __all__ = [
     "CAPK_DROPPED_VM_FIELDS",

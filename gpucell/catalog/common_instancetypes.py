@@ -8,14 +8,14 @@ virt-operator deploys the kubevirt/common-instancetypes bundles it was built wit
 ``VirtualMachineClusterPreference`` objects, read here from the bundles in kubevirt/kubevirt v1.9.0
 ``pkg/virt-operator/resource/generate/components/data/common-instancetypes/common-cluster{instancetypes,preferences}-
 bundle.yaml``. So the names are pinned by the pinned KubeVirt; a release gpucell has no table for refuses them (see
-:func:`common_instancetypes`), as the KServe runtimes do (:mod:`gpucell.kserve_runtimes`).
+:func:`common_instancetypes`), as the KServe runtimes do (:mod:`gpucell.catalog.kserve_runtimes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucell.releases import release
+from gpucell.catalog.releases import release
 
 __all__ = [
     "COMMON_BUNDLE_VERSIONS",

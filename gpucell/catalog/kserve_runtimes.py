@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-from gpucell.releases import release
+from gpucell.catalog.releases import release
 
 __all__ = [
     "INFERENCE_PROTOCOL",

@@ -1,6 +1,6 @@
 """Release numbers of pinned versions: the one helper every layer compares versions with.
 
-It depends on nothing else in gpucell, so the catalogs (:mod:`gpucell.kserve_runtimes`) and the specs
+It depends on nothing else in gpucell, so the catalogs (:mod:`gpucell.catalog.kserve_runtimes`) and the specs
 (:mod:`gpucell.spec.versions`) both read it without importing each other.
 """
 
