@@ -24,7 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.backups import Backups, BackupsArgs
     from gpucell.catalog.gpu_catalog import CATALOG, GpuModel
     from gpucell.cdi import Cdi, CdiArgs, VolumeClass
@@ -225,7 +225,7 @@ _HOMES: dict[str, str] = {
     "ClusterApiArgs": "gpucell.cluster_api",
     "ClusterDeny": "gpucell.cluster_deny",
     "ClusterDenyArgs": "gpucell.cluster_deny",
-    "ClusterFacts": "gpucell.admission",
+    "ClusterFacts": "gpucell.admission.tenants",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",

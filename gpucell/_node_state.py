@@ -13,7 +13,7 @@ GPU Operator facts (NVIDIA/gpu-operator v26.7.0, and the managers it pins):
   reports ``nvidia.com/mig.config.state`` = ``pending`` | ``rebooting`` | ``success`` | ``failed``;
 - the vGPU device manager (v0.5.0, ``cmd/nvidia-k8s-vgpu-dm``) applies ``nvidia.com/vgpu.config`` and reports
   ``nvidia.com/vgpu.config.state`` = ``pending`` | ``success`` | ``failed``;
-- the resources a node advertises per mode are :func:`gpucell.inventory.gpu_offers`'.
+- the resources a node advertises per mode are :func:`gpucell.admission.inventory.gpu_offers`'.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpucell._k3s_scripts import pool_managed_labels
-from gpucell.inventory import gpu_offers
+from gpucell.admission.inventory import gpu_offers
 from gpucell.spec import GpuMode, NodePool, NodeRole
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.nodes import NodeViews

@@ -93,8 +93,8 @@ class Host(TypedDict, total=False):
 
     name: Required[str]
     """Kubernetes node name, unique in the region: on a gpucell cell a DNS-1123 label (``node-name`` in the k3s
-    config); in the :class:`~gpucell.admission.ClusterFacts` of a cluster gpucell did not build, its Node's name as
-    the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``).
+    config); in the :class:`~gpucell.admission.tenants.ClusterFacts` of a cluster gpucell did not build, its Node's name
+    as the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``).
     """
 
     address: Required[str]

@@ -12,7 +12,7 @@ import pulumi
 from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent, resources_later
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.backups import BackupCredentials, Backups, BackupsArgs
 from gpucell.cdi import Cdi, CdiArgs
 from gpucell.cert_manager import CertManager, CertManagerArgs

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster, listen_port
 from gpucell.spec.network import Network
 from gpucell.spec.tenancy import (
@@ -338,8 +338,8 @@ class ClusterDenyArgs:
 
     @classmethod
     def from_cell(cls, cell: CellSpec, cluster: Cluster, others: Sequence[IPv4Network] = ()) -> ClusterDenyArgs:
-        """The cluster deny of ``cell`` (its facts, :meth:`gpucell.admission.ClusterFacts.from_cell`) with the other
-        cells' networks ``others``."""
+        """The cluster deny of ``cell`` (its facts, :meth:`gpucell.admission.tenants.ClusterFacts.from_cell`) with the
+        other cells' networks ``others``."""
         return cls(cluster, ClusterFacts.from_cell(cell), tuple(others))
 
 

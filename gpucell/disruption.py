@@ -42,13 +42,13 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from gpucell._chart import deep_merge
+from gpucell.admission.vm_shape import ShapeError, resolve_vm
 from gpucell.cilium import cilium_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.instancetypes import InstancetypeKind
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import vm_pool
-from gpucell.vm_shape import ShapeError, resolve_vm
 
 __all__ = [
     "EFFECTS",
@@ -432,10 +432,11 @@ _BIOS = {"boot": "bios", "efiPersistent": False, "tpm": "none"}
 
 
 def _vm_firmware(cell: CellSpec) -> dict[str, Any]:
-    """Each VM's firmware as it boots (its own ``efi``/``tpm``, else its preference's: :func:`gpucell.vm_shape.
-    resolve_vm`), for the VMs whose firmware is not :data:`_BIOS`: ``{"vmFirmware": {"<namespace>/<vm>": {"boot":
-    "bios" | "efi" | "efi-secure-boot", "efiPersistent", "tpm": "none" | "ephemeral" | "persistent", "key"}}}``;
-    nothing when every VM boots BIOS (so the fingerprints of such regions stay as they were)."""
+    """Each VM's firmware as it boots (its own ``efi``/``tpm``, else its preference's:
+    :func:`gpucell.admission.vm_shape.resolve_vm`), for the VMs whose firmware is not :data:`_BIOS`: ``{"vmFirmware":
+    {"<namespace>/<vm>": {"boot": "bios" | "efi" | "efi-secure-boot", "efiPersistent", "tpm": "none" | "ephemeral" |
+    "persistent", "key"}}}``; nothing when every VM boots BIOS (so the fingerprints of such regions stay as they
+    were)."""
     found: dict[str, dict[str, Any]] = {}
     for tenant_name, tenant in cell.tenants.items():
         for vm_name, vm in tenant.virtual_machines.items():

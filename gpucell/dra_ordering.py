@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import pulumi
 
-from gpucell.placement import Placement
+from gpucell.admission.placement import Placement
 
 __all__ = ["DraClaimOrder"]
 

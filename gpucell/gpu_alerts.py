@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gpucell.inventory import GpuOffer
+from gpucell.admission.inventory import GpuOffer
 from gpucell.metering import KSM_JOB, ksm_sanitized
 
 __all__ = [

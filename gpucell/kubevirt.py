@@ -26,6 +26,8 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
+from gpucell.admission.vm_rules import state_storage_class
+from gpucell.admission.vm_shape import resolve_vm
 from gpucell.catalog.gpu_catalog import GpuModel, VgpuFramework
 from gpucell.catalog.releases import release
 from gpucell.platform_tolerations import vm_pool_tolerations
@@ -34,8 +36,6 @@ from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import ImageSpec
 from gpucell.spec.pools import GpuMode, NodePool, gpu_pools
 from gpucell.spec.versions import Versions
-from gpucell.vm_rules import state_storage_class
-from gpucell.vm_shape import resolve_vm
 
 if TYPE_CHECKING:
     from gpucell.cluster import Cluster
@@ -115,7 +115,7 @@ class KubeVirtArgs:
     def from_cell(cls, cell: CellSpec, cluster: Cluster) -> KubeVirtArgs:
         """KubeVirt of ``cell`` on ``cluster``: ``nodePools``, ``gpuOperator.vgpuDriverImage``, ``versions.kubevirt``,
         the region's ``removalPolicy``, ``kubevirt.commonInstancetypes``, the VM state class
-        (:func:`gpucell.vm_rules.state_storage_class`) and whether a VM keeps persistent EFI or TPM state."""
+        (:func:`gpucell.admission.vm_rules.state_storage_class`) and whether a VM keeps persistent EFI or TPM state."""
         return cls(
             cluster,
             cell.node_pools,
@@ -288,9 +288,9 @@ def vm_platform_configuration(
     - ``commonInstancetypesDeployment.enabled``: ``common_instancetypes`` (KubeVirt's default is true; gpucell admits
       VMs naming common ones only when it is, :mod:`gpucell.catalog.common_instancetypes`);
     - ``vmStateStorageClass``: where persistent EFI NVRAM and TPM state live (on a cell
-      :func:`gpucell.vm_rules.state_storage_class`: ``kubevirt.vmStateStorageClass``, else the cell's default class),
-      left out when None. Without it KubeVirt takes a class annotated ``storageclass.kubevirt.io/is-default-virt-class``
-      first, which gpucell does not manage.
+      :func:`gpucell.admission.vm_rules.state_storage_class`: ``kubevirt.vmStateStorageClass``, else the cell's default
+      class), left out when None. Without it KubeVirt takes a class annotated
+      ``storageclass.kubevirt.io/is-default-virt-class`` first, which gpucell does not manage.
     """
     configuration: dict[str, Any] = {"commonInstancetypesDeployment": {"enabled": common_instancetypes}}
     if vm_state_storage_class is not None:

@@ -68,7 +68,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpucell.dra import VFIO_CLASS
+from gpucell.admission.dra import VFIO_CLASS
 
 __all__ = [
     "ALLOCATED",
@@ -101,7 +101,7 @@ _NODE_MODEL = "gpucell:node_gpu_model:info"
 _POD_GPUS = "gpucell:pod_gpu_requests:sum"
 _CLAIM_DEVICES = "gpucell:namespace_claim_devices:max"
 _PER_CLASS = r"(.+)\\.deviceclass\\.resource\\.k8s\\.io/devices"
-"""A DRA quota key (``<class>.deviceclass.resource.k8s.io/devices``, :func:`gpucell.dra.quota_key`) as a regex
+"""A DRA quota key (``<class>.deviceclass.resource.k8s.io/devices``, :func:`gpucell.admission.dra.quota_key`) as a regex
 capturing the class, spelled for a double-quoted PromQL string (``\\\\.`` is a literal dot there)."""
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 

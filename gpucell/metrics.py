@@ -39,9 +39,9 @@ from gpucell._chart import ChartSource, helm_release
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 from gpucell._component import CellComponent
+from gpucell.admission.inventory import GpuOffer, gpu_offers
 from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
-from gpucell.inventory import GpuOffer, gpu_offers
 from gpucell.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.platform import StorageBackend

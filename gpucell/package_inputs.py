@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import field_validator
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime, check_kubernetes_minor
 from gpucell.dra_driver import OPERATOR_DRIVER_ROOT
 from gpucell.errors import SpecError, shown

@@ -1,7 +1,7 @@
 """The platform components on a cluster that tenants and their workloads wait for (decision 0019).
 
-A tenant sits on a :class:`~gpucell.cluster.Cluster` (where), :class:`~gpucell.admission.ClusterFacts` (what the plan
-knows of it) and a :class:`Platform` (what is installed there, so its objects are created after it).
+A tenant sits on a :class:`~gpucell.cluster.Cluster` (where), :class:`~gpucell.admission.tenants.ClusterFacts` (what the
+plan knows of it) and a :class:`Platform` (what is installed there, so its objects are created after it).
 """
 
 from __future__ import annotations

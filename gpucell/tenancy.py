@@ -137,12 +137,13 @@ from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
-from gpucell.admission import ClusterFacts
+from gpucell.admission.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
+from gpucell.admission.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
+from gpucell.admission.tenants import ClusterFacts
+from gpucell.admission.vm_rules import catalog_tenants
 from gpucell.cluster import Cluster, listen_port
-from gpucell.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
 from gpucell.errors import ConfigError
 from gpucell.instancetypes import Instancetypes, InstancetypesArgs
-from gpucell.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.platform import Platform
 from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
@@ -151,7 +152,6 @@ from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, EgressClass, TenantSpec, namespace_of
 from gpucell.tenant_admission import admission_manifests
 from gpucell.tenant_roles import TENANT_ROLES, role_manifest
-from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
     DNS_SELECTOR,
     MANAGED_BY,
@@ -220,8 +220,8 @@ class TenantArgs:
     """Inputs of :class:`Tenant`: the tenant, the cluster it lives on, that cluster's facts and its platform.
 
     On a gpucell cell use :meth:`from_cell`; on a cluster gpucell did not build, give the handle
-    (:meth:`gpucell.cluster.Cluster.from_kubeconfig`), its :class:`~gpucell.admission.ClusterFacts` and the platform
-    components this program installs there (:class:`~gpucell.platform.Platform`).
+    (:meth:`gpucell.cluster.Cluster.from_kubeconfig`), its :class:`~gpucell.admission.tenants.ClusterFacts` and the
+    platform components this program installs there (:class:`~gpucell.platform.Platform`).
     """
 
     name: str
@@ -360,11 +360,12 @@ def quota_hard(spec: TenantSpec, facts: ClusterFacts) -> dict[str, str]:
     ``requests.<resource>`` for every GPU resource of :func:`gpu_resources`, the quota's units or ``"0"``: a
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
-    whole boards as the quota's passthrough GPUs of that model cover (:func:`gpucell.inventory.nvswitch_quota`).
-    Extended resources only take the ``requests.`` prefix in a quota (Kubernetes "Resource Quotas").
+    whole boards as the quota's passthrough GPUs of that model cover
+    (:func:`gpucell.admission.inventory.nvswitch_quota`). Extended resources only take the ``requests.`` prefix in a
+    quota (Kubernetes "Resource Quotas").
 
     In a region with ``dra`` pools: ``<class>.deviceclass.resource.k8s.io/devices`` for every DeviceClass of the DRA
-    driver (:data:`gpucell.dra.DEVICE_CLASSES`), ``quota.deviceClasses``' devices or ``"0"``, and
+    driver (:data:`gpucell.admission.dra.DEVICE_CLASSES`), ``quota.deviceClasses``' devices or ``"0"``, and
     ``count/resourceclaims.resource.k8s.io``, the sum of those devices (each claim holds at least one device; 0
     claims for a tenant without DRA quota, whatever class a claim names). KEP-4381 "ResourceQuota".
     """

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
 from gpucell._node_state import QUARANTINE_TAINT
-from gpucell.inventory import nvswitch_quota
+from gpucell.admission.inventory import nvswitch_quota
 from gpucell.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
 from gpucell.spec.scheduling import allowed_classes
@@ -45,7 +45,7 @@ from gpucell.spec.workloads import ServiceType
 from gpucell.workloads._common import NVIDIA_RUNTIME_CLASS
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
 
 __all__ = [
     "ADDRESS_ANNOTATIONS",

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.admission.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
+from gpucell.admission.placement import place_container, place_vm
 from gpucell.errors import ConfigError
-from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
-from gpucell.placement import place_container, place_vm
 from gpucell.spec import CellSpec, GpuRequest, StackSpec
 from tests.conftest import REPO
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.backups import bucket_credentials_file, restore_manifest, schedule_manifest
 from gpucell.cluster import Cluster
 from gpucell.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class

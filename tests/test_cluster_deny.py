@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.cluster_deny import (
     ClusterDeny,

@@ -16,10 +16,7 @@ from pulumi_kubernetes.apiextensions import CustomResource
 
 from gpucell._host_setup import host_setup, iommu_check
 from gpucell._k3s_scripts import node_config
-from gpucell.catalog.gpu_catalog import CATALOG
-from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.disruption import compare, fingerprint
-from gpucell.dra import (
+from gpucell.admission.dra import (
     DEVICE_CLASSES,
     claim_template_name,
     container_claim_template,
@@ -27,6 +24,9 @@ from gpucell.dra import (
     quota_key,
     vm_claim_template,
 )
+from gpucell.catalog.gpu_catalog import CATALOG
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.disruption import compare, fingerprint
 from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.errors import ConfigError
 from gpucell.kubevirt import feature_gates, kubevirt_spec

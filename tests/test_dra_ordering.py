@@ -11,7 +11,7 @@ from gpucell.stacks.mock_engine import run_program
 
 
 def _placement(pools: tuple[str, ...], device_class: str | None) -> Any:
-    # Only the two fields DraClaimOrder reads; a real Placement comes from gpucell.placement.
+    # Only the two fields DraClaimOrder reads; a real Placement comes from gpucell.admission.placement.
     return type("P", (), {"pools": pools, "device_class": device_class})()
 
 

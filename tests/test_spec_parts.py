@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, K3sClusterSpec, TenantSpec
 from gpucell.tenancy import admit, network_policy_manifests

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.errors import ConfigError
 from gpucell.kubevirt import kubevirt_spec

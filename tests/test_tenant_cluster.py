@@ -16,11 +16,12 @@ import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell import cluster_api
+from gpucell.admission.inventory import gpu_offers
+from gpucell.admission.tenant_cluster_admission import machine_placements
 from gpucell.catalog import cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster
 from gpucell.errors import ConfigError
-from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
 from gpucell.spec.tenant_clusters import TenantClusterSpec, namespace_names
 from gpucell.spec.versions import Versions
@@ -30,7 +31,6 @@ from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.tenant_cluster_admission import machine_placements
 from gpucell.testing import fake_cluster_api_kubeconfig, provider_outputs
 from gpucell.workloads import tenant_cluster as tc
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, violations

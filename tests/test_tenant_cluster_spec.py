@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.admission.tenant_cluster_admission import rollout_surge, usage
 from gpucell.disruption import Change, compare, fingerprint, judge, refused_together
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks import cli
 from gpucell.stacks.plan import render_capacity
-from gpucell.tenant_cluster_admission import rollout_surge, usage
 from tests.conftest import REPO
 from tests.test_tenant_cluster import H100, region, region_config
 

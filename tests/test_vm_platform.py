@@ -15,7 +15,8 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
+from gpucell.admission.vm_shape import resolve_vm
 from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.cdi import storage_profile_spec
 from gpucell.cell import RegionalCell, RegionalCellArgs
@@ -43,7 +44,6 @@ from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.tenancy import Tenant, TenantArgs, image_clone_policy, namespace_labels
-from gpucell.vm_shape import resolve_vm
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
 from gpucell.workloads._common import vm_placement
 from gpucell.workloads.virtual_machine import cloud_config, cloud_init_data, virtual_machine_manifest

@@ -120,8 +120,8 @@ class GpuMode(StrEnum):
     ``nvidia.com/gpu.workload.config``), whose device plugins advertise the GPUs as extended resources. ``dra``
     (opt-in, experimental upstream): the NVIDIA DRA driver for GPUs publishes each GPU both as a container GPU and as
     a VFIO device, and a workload's ResourceClaim decides per GPU, when it is scheduled, whether it serves a container
-    or a VM (:mod:`gpucell.dra`); the node runs the operator's ``container`` workload (driver and toolkit) without its
-    device plugin.
+    or a VM (:mod:`gpucell.admission.dra`); the node runs the operator's ``container`` workload (driver and toolkit)
+    without its device plugin.
     """
 
     CONTAINER = "container"

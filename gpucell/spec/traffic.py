@@ -341,7 +341,7 @@ def endpoint_host(endpoint: str, tenant: str, domain: str, host: str | None) -> 
 # -- rules across the region ---------------------------------------------------------------------------------------
 class TrafficFacts(Protocol):
     """What the traffic rules read of a region: a :class:`~gpucell.spec.cell.CellSpec` or the
-    :class:`~gpucell.admission.ClusterFacts` of a cluster (same fields, same key paths)."""
+    :class:`~gpucell.admission.tenants.ClusterFacts` of a cluster (same fields, same key paths)."""
 
     @property
     def load_balancer(self) -> LoadBalancerSpec | None:

@@ -1,7 +1,7 @@
 """Typed tenant workloads: GPU virtual machines, notebooks and model endpoints, as a stack config declares them.
 
 These are *specs*: plan-time values only. Placement and capacity rules that need the region's GPU inventory live
-in :mod:`gpucell.admission`; the objects they render live in ``gpucell/workloads/``.
+in :mod:`gpucell.admission.tenants`; the objects they render live in ``gpucell/workloads/``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class GpuAllocation(StrEnum):
       profile, a passthrough GPU or a vGPU type), from a pool whose ``gpuMode`` serves that kind only.
     - ``dra``: a ResourceClaim, from a ``gpuMode: dra`` pool, where each GPU serves a container or a VM as claims
       ask (Kubernetes Dynamic Resource Allocation with the NVIDIA DRA driver; experimental upstream, see
-      docs/decisions/0017). gpucell renders the ResourceClaimTemplate (:mod:`gpucell.dra`).
+      docs/decisions/0017). gpucell renders the ResourceClaimTemplate (:mod:`gpucell.admission.dra`).
     """
 
     DEVICE_PLUGIN = "device-plugin"
@@ -509,9 +509,11 @@ class GpuVirtualMachineSpec(SpecModel):
     @property
     def guest_memory_gib(self) -> int:
         """Guest memory, GiB: ``memoryGib``, which a VM sized by an instancetype has once resolved
-        (:func:`gpucell.vm_shape.resolve_vm`). Raises ``ValueError`` on an unresolved one."""
+        (:func:`gpucell.admission.vm_shape.resolve_vm`). Raises ``ValueError`` on an unresolved one."""
         if self.memory_gib is None:
-            raise ValueError("the VM is sized by its instancetype: resolve it first (gpucell.vm_shape.resolve_vm)")
+            raise ValueError(
+                "the VM is sized by its instancetype: resolve it first (gpucell.admission.vm_shape.resolve_vm)"
+            )
         return self.memory_gib
 
     @property

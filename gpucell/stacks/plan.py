@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.admission import ClusterFacts, placements
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
+from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.gpu_serving import RECORD_SUFFIX
-from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -478,7 +478,7 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
 def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
     """GPU resource -> (units in service, reserved by tenant quotas, used by declared workloads) of the region's
     device-plugin resources, HGX NVSwitches included (reserved as the quotas' whole boards imply,
-    :func:`gpucell.inventory.nvswitch_quota`); quarantined hosts are not in service."""
+    :func:`gpucell.admission.inventory.nvswitch_quota`); quarantined hosts are not in service."""
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()

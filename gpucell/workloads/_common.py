@@ -15,17 +15,17 @@ import pulumi
 from pulumi_kubernetes.core.v1 import Secret
 
 from gpucell._component import MANAGED_BY, custom_resource
-from gpucell.dra import container_claim_template, container_claims
-from gpucell.inventory import gpu_offers
-from gpucell.placement import Placement, place_container, place_vm
+from gpucell.admission.dra import container_claim_template, container_claims
+from gpucell.admission.inventory import gpu_offers
+from gpucell.admission.placement import Placement, place_container, place_vm
 from gpucell.spec.pools import POOL_LABEL, WORKLOAD_LABEL, NodePool, taint_tolerations
 from gpucell.spec.tenancy import DNS_SELECTOR, NAMESPACE_KEY, TENANT_LABEL, namespace_of
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 
-    from gpucell.admission import ClusterFacts
-    from gpucell.inventory import GpuOffer
+    from gpucell.admission.inventory import GpuOffer
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.platform import Platform
     from gpucell.spec.workloads import GpuRequest, GpuVirtualMachineSpec
 
@@ -87,22 +87,22 @@ def object_meta(tenant: str, name: str, *, workload: str | None = None, componen
 
 
 def vm_placement(name: str, spec: GpuVirtualMachineSpec, facts: ClusterFacts) -> Placement:
-    """Where VM ``name`` may run and the GPU resource it asks for: :func:`gpucell.placement.place_vm` over
+    """Where VM ``name`` may run and the GPU resource it asks for: :func:`gpucell.admission.placement.place_vm` over
     the cluster's inventory (``facts``), the same call plan-time admission makes (so it never raises for an admitted
     spec).
 
-    Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
+    Raises :class:`gpucell.admission.placement.PlacementError` for a spec that admission would have refused.
     """
     return place_vm(name, spec, facts.node_pools, _offers(facts), catalog=facts.gpu_catalog)
 
 
 def container_placement(gpu: GpuRequest | None, facts: ClusterFacts, what: str) -> Placement:
     """Pools and GPU resource of a notebook or endpoint pod (``gpu`` is its ``gpu`` request, ``None`` without
-    GPUs): :func:`gpucell.placement.place_container` over the cluster's inventory (``facts``), the call plan-time
-    admission makes (so it never raises for an admitted spec). ``what`` names the workload kind in errors
+    GPUs): :func:`gpucell.admission.placement.place_container` over the cluster's inventory (``facts``), the call
+    plan-time admission makes (so it never raises for an admitted spec). ``what`` names the workload kind in errors
     (``"a GPU notebook"``, ``"a GPU model endpoint"``).
 
-    Raises :class:`gpucell.placement.PlacementError` for a spec that admission would have refused.
+    Raises :class:`gpucell.admission.placement.PlacementError` for a spec that admission would have refused.
     """
     return place_container(
         gpu, facts.node_pools, _offers(facts), facts.effective_mig_strategy.value, what, catalog=facts.gpu_catalog
@@ -152,8 +152,9 @@ def scheduling(placement: Placement, pools: Mapping[str, NodePool], *, pin_gpu_m
 def container_resources(cpu_millicores: int, memory_gib: int, placement: Placement) -> dict[str, Any]:
     """A container's ``resources``: requests = limits of ``cpu`` ``"<cpuMillicores>m"``, ``memory``
     ``"<memoryGib>Gi"`` and the placement's GPU resource x count (``nvidia.com/gpu``, ``nvidia.com/mig-...``);
-    with a DRA placement, ``claims`` naming the pod's GPU claim instead (:func:`gpucell.dra.container_claims`).
-    Limits are explicit because the tenant quota counts ``limits.*``."""
+    with a DRA placement, ``claims`` naming the pod's GPU claim instead
+    (:func:`gpucell.admission.dra.container_claims`). Limits are explicit because the tenant quota counts
+    ``limits.*``."""
     amounts: dict[str, Any] = {"cpu": f"{cpu_millicores}m", "memory": f"{memory_gib}Gi"}
     if placement.resource is not None:
         amounts[placement.resource] = placement.count
@@ -166,7 +167,7 @@ def container_resources(cpu_millicores: int, memory_gib: int, placement: Placeme
 def container_claim_template_manifest(
     tenant: str, workload: str, gpu: GpuRequest | None, placement: Placement, component: str | None = None
 ) -> dict[str, Any] | None:
-    """The ``ResourceClaimTemplate`` of a notebook's or endpoint's DRA GPUs (:func:`gpucell.dra.
+    """The ``ResourceClaimTemplate`` of a notebook's or endpoint's DRA GPUs (:func:`gpucell.admission.dra.
     container_claim_template`: ``placement.count`` ``gpu.nvidia.com`` devices, of ``gpu.model``'s architecture when a
     model is asked for), labelled as the workload's objects; ``None`` without a DRA placement."""
     if placement.device_class is None or gpu is None:

@@ -40,12 +40,12 @@ from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
-from gpucell.admission import tenant_runtimes
+from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.placement import Placement
+from gpucell.admission.tenants import tenant_runtimes
 from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
-from gpucell.dra import pod_resource_claims
 from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.metrics import PROMETHEUS_URL
-from gpucell.placement import Placement
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
@@ -66,7 +66,7 @@ from gpucell.workloads._common import (
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.gateway import EndpointRoute
     from gpucell.platform import Platform
     from gpucell.tenancy import TenantView

@@ -40,8 +40,8 @@ from pulumi_kubernetes.networking.v1 import Ingress
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
-from gpucell.dra import pod_resource_claims
-from gpucell.placement import Placement
+from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.placement import Placement
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
@@ -61,7 +61,7 @@ from gpucell.workloads._common import (
 )
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.tenancy import TenantView
 
 __all__ = [

@@ -55,14 +55,16 @@ from pulumi_kubernetes.core.v1 import Secret, Service
 
 from gpucell._chart import ChartSource
 from gpucell._component import CellComponent
+from gpucell.admission.inventory import gpu_offers
+from gpucell.admission.placement import Placement
+from gpucell.admission.tenant_cluster_admission import machine_placements
+from gpucell.admission.vm_shape import VmShape
 from gpucell.catalog.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.cilium import CHART as CILIUM_CHART
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.cluster_api import PROVIDER_NAMESPACES
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
-from gpucell.inventory import gpu_offers
-from gpucell.placement import Placement
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.pools import NodePool
 from gpucell.spec.tenancy import namespace_of
@@ -70,8 +72,6 @@ from gpucell.spec.tenant_clusters import CONTROL_PLANE, ApiServerType, TenantClu
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.tenancy import admit_workload
-from gpucell.tenant_cluster_admission import machine_placements
-from gpucell.vm_shape import VmShape
 from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
 from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
@@ -568,7 +568,8 @@ def api_policy_manifest(tenant: str, cluster: str, spec: TenantClusterSpec) -> d
 
 @dataclass(frozen=True)
 class MachinePlacements:
-    """Where the machines of one tenant cluster run (from :func:`gpucell.placement.place_vm`, as admission found)."""
+    """Where the machines of one tenant cluster run (from :func:`gpucell.admission.placement.place_vm`, as admission
+    found)."""
 
     control_plane: Placement
     """The control-plane VMs' pools."""
@@ -612,8 +613,8 @@ class TenantClusterArgs:
     ) -> TenantClusterArgs:
         """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.Tenant`, or a
         :class:`gpucell.tenancy.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed with the
-        tenant's facts as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`). A cluster
-        the tenant's spec does not declare is admitted first, as stack config is (quota, GPU pools, Cluster API
+        tenant's facts as admission placed it (:func:`gpucell.admission.tenant_cluster_admission.machine_placements`). A
+        cluster the tenant's spec does not declare is admitted first, as stack config is (quota, GPU pools, Cluster API
         versions: :func:`gpucell.tenancy.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
         ``versions.gpuOperator``. On ``tenant.cluster``, else on the cluster Cluster API is installed into.
 

@@ -18,9 +18,9 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   such Services.
 
 A VM sized by an instancetype names it (and its preference) in ``spec.instancetype``/``spec.preference`` and renders
-no CPU topology, memory or resources of its own, nor the GPUs its instancetype gives (:mod:`gpucell.vm_shape`); every
-VM has a virtio-rng device unless ``rng: false``; ``efi`` and ``tpm`` render ``firmware.bootloader.efi`` (with SMM for
-Secure Boot) and ``devices.tpm``.
+no CPU topology, memory or resources of its own, nor the GPUs its instancetype gives
+(:mod:`gpucell.admission.vm_shape`); every VM has a virtio-rng device unless ``rng: false``; ``efi`` and ``tpm`` render
+``firmware.bootloader.efi`` (with SMM for Secure Boot) and ``devices.tpm``.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
 (:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
@@ -56,10 +56,11 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Service
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
+from gpucell.admission.dra import pod_resource_claims, vm_claim_template, vm_gpus
+from gpucell.admission.placement import Placement
+from gpucell.admission.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.catalog.gpu_catalog import needs_host_cpu_model
 from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
-from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.placement import Placement
 from gpucell.spec.cloud_init import (
     NVLINK_DISABLE_OPTION,
     NVLINK_MODPROBE_PATH,
@@ -75,7 +76,6 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
 from gpucell.tenancy import admit_workload
-from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.workloads._common import (
     cilium_network_policy,
     custom_resource,
@@ -94,7 +94,7 @@ get the same CPU as the node; :func:`gpucell.catalog.gpu_catalog.needs_host_cpu_
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.platform import Platform
     from gpucell.tenancy import TenantView
 
@@ -223,14 +223,15 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False, 
     SSH public keys, passwordless sudo and a locked password; password and root SSH logins off (cloud-init ``users``,
     ``ssh_authorized_keys``, ``ssh_pwauth``, ``disable_root``).
 
-    With ``nvlink_disabled`` (a VM with part of an HGX board, :attr:`gpucell.placement.Placement.nvlink_disabled`):
-    ``write_files`` puts :data:`NVLINK_DISABLE_OPTION` into :data:`NVLINK_MODPROBE_PATH` before the NVIDIA driver
-    first loads. A guest image whose initramfs already loads ``nvidia`` needs ``update-initramfs -u`` and a reboot;
-    a guest running the GPU Operator's driver container reads module options from its ``driver.kernelModuleConfig``
-    ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``) instead.
+    With ``nvlink_disabled`` (a VM with part of an HGX board,
+    :attr:`gpucell.admission.placement.Placement.nvlink_disabled`): ``write_files`` puts :data:`NVLINK_DISABLE_OPTION`
+    into :data:`NVLINK_MODPROBE_PATH` before the NVIDIA driver first loads. A guest image whose initramfs already loads
+    ``nvidia`` needs ``update-initramfs -u`` and a reboot; a guest running the GPU Operator's driver container reads
+    module options from its ``driver.kernelModuleConfig`` ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``)
+    instead.
 
     Raises :class:`gpucell.spec.cloud_init.UserDataError` for user data that is not cloud-config or conflicts with
-    gpucell's parts (checked at plan time already, :mod:`gpucell.vm_rules` and :mod:`gpucell.stacks.config`).
+    gpucell's parts (checked at plan time already, :mod:`gpucell.admission.vm_rules` and :mod:`gpucell.stacks.config`).
     """
     own = spec.cloud_init.user_data if spec.cloud_init else None
     parsed = secret_user_data(user_data) if user_data is not None else parse_cloud_config(own) if own else {}
@@ -315,7 +316,7 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -
 def claim_template_manifest(
     tenant: str, name: str, spec: GpuVirtualMachineSpec, placement: Placement
 ) -> dict[str, Any] | None:
-    """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.dra.vm_claim_template`:
+    """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.admission.dra.vm_claim_template`:
     ``gpus`` VFIO devices of ``gpuModel``), labelled as the VM's objects; else ``None``."""
     if placement.device_class is None or placement.model is None:
         return None
@@ -350,7 +351,7 @@ def virtual_machine_manifest(
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
     - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM on the cluster ``cell``
-      describes, a cell spec or :class:`~gpucell.admission.ClusterFacts`): required node affinity
+      describes, a cell spec or :class:`~gpucell.admission.tenants.ClusterFacts`): required node affinity
       ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>`` for GPU VMs), omitted when
       any node will do; tolerations for the pools' taints (from ``cell``).
     """

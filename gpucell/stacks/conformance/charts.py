@@ -378,10 +378,10 @@ def kserve_resources_facts(objects: list[dict[str, Any]], values: dict[str, Any]
 
 
 def dra_driver_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: CellSpec) -> list[Fact]:
-    """The DeviceClasses gpucell's claims name exist with the CEL :data:`gpucell.dra.DEVICE_CLASSES` says, and the
-    kubelet plugin runs with every feature gate gpucell turned on."""
+    """The DeviceClasses gpucell's claims name exist with the CEL :data:`gpucell.admission.dra.DEVICE_CLASSES` says, and
+    the kubelet plugin runs with every feature gate gpucell turned on."""
     del cell
-    from gpucell.dra import DEVICE_CLASSES  # noqa: PLC0415
+    from gpucell.admission.dra import DEVICE_CLASSES  # noqa: PLC0415
 
     facts: list[Fact] = []
     for name, cel in DEVICE_CLASSES.items():

@@ -142,8 +142,8 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         "cert-manager/cert-manager", "deploy/charts/cert-manager/values.yaml", "cert_manager"
     ),
     "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
-    # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
-    # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
+    # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.admission.dra.DEVICE_CLASSES), its
+    # CRDs (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
     "kube-prometheus-stack/values.yaml": UpstreamFile(
         "prometheus-community/helm-charts",
         "charts/kube-prometheus-stack/values.yaml",

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from gpucell.admission.vm_shape import ShapeError, resolve_vm
 from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, shown
@@ -20,7 +21,6 @@ from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.images import data_source_name
 from gpucell.spec.instancetypes import InstancetypeSpec
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
-from gpucell.vm_shape import ShapeError, resolve_vm
 
 if TYPE_CHECKING:
     from gpucell.spec.images import ImageCatalogSpec

@@ -11,10 +11,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
 from gpucell.catalog.gpu_catalog import GpuModel
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import shown
-from gpucell.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
 from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, TopologyManagerPolicy
 from gpucell.spec.workloads import GpuAllocation, GpuRequest, GpuVirtualMachineSpec

@@ -1,9 +1,9 @@
 """Plan-time admission of tenant clusters: their machines fit the region's pools and the tenant's quota, and the
 region's Cluster API releases can build them.
 
-A tenant cluster's VMs are the tenant's VMs: placed by :func:`gpucell.placement.place_vm` (the same call the
+A tenant cluster's VMs are the tenant's VMs: placed by :func:`gpucell.admission.placement.place_vm` (the same call the
 renderer makes), their GPUs counted against ``quota.gpus`` and the pools' capacity (:func:`machines`, which
-:func:`gpucell.admission.placements` yields), their CPU, memory and disks against the tenant's quota
+:func:`gpucell.admission.tenants.placements` yields), their CPU, memory and disks against the tenant's quota
 (:func:`usage`, with the one extra VM a rolling update creates). What only tenant clusters need is here:
 :func:`check_tenant_clusters`.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from gpucell.admission.inventory import GpuOffer
+from gpucell.admission.placement import Placement, PlacementError, place_vm
 from gpucell.catalog.cluster_api_facts import (
     KNOWN_CAAPH,
     KNOWN_CAPI_OPERATOR,
@@ -23,8 +25,6 @@ from gpucell.catalog.cluster_api_facts import (
 from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.catalog.releases import release
 from gpucell.errors import SpecError, shown
-from gpucell.inventory import GpuOffer
-from gpucell.placement import Placement, PlacementError, place_vm
 from gpucell.spec.tenancy import EgressClass
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def machine_placements(
     *,
     catalog: Mapping[str, GpuModel],
 ) -> tuple[Placement, dict[str, Placement]]:
-    """Where the control-plane VMs and each worker pool's VMs run: :func:`gpucell.placement.place_vm` over the
-    region's ``nodePools``, their GPU ``offers`` (:func:`gpucell.inventory.gpu_offers`) and GPU ``catalog``
+    """Where the control-plane VMs and each worker pool's VMs run: :func:`gpucell.admission.placement.place_vm` over the
+    region's ``nodePools``, their GPU ``offers`` (:func:`gpucell.admission.inventory.gpu_offers`) and GPU ``catalog``
     (:attr:`gpucell.spec.CellSpec.gpu_catalog`), as for the tenant's own VMs. Raises :class:`SpecError` with a path
     below the tenant cluster (``controlPlane.pool``, ``workerPools.gpu.gpuModel``...) when a part fits nowhere."""
     try:
@@ -206,7 +206,7 @@ def check_tenant_clusters(
     region's Cluster API (``versions``) supports, egress ``internet``, networks clear of the cell's ``network``, one
     of the cell's ``storage_classes``, and one NVLink setting per cluster (placed over ``node_pools``, their
     ``offers`` and the GPU ``catalog``). The releases are :func:`check_cluster_api_versions`'; placement and quota are
-    :mod:`gpucell.admission`'s, through :func:`machines`."""
+    :mod:`gpucell.admission.tenants`'s, through :func:`machines`."""
     window = WORKLOAD_KUBERNETES.get(release(versions.cluster_api))
     for name, spec in tenant.tenant_clusters.items():
         where = ("tenants", tenant_name, "tenantClusters", name)

@@ -14,8 +14,8 @@ not GPUs, so they are kept apart: no tenant quota names them, a whole-board VM t
 
 ``dra`` pools advertise no extended resource: the NVIDIA DRA driver publishes their GPUs in ResourceSlices, each
 both as a container GPU (DeviceClass ``gpu.nvidia.com``) and as a VFIO device (``vfio.gpu.nvidia.com``), and claims
-take them (:func:`dra_offers`, :mod:`gpucell.dra`). They are kept apart too: one GPU per unit, shared by the two
-classes.
+take them (:func:`dra_offers`, :mod:`gpucell.admission.dra`). They are kept apart too: one GPU per unit, shared by the
+two classes.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.catalog.gpu_catalog import mig_resource_name
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 __all__ = [

@@ -19,6 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
+from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
+from gpucell.admission.tenant_cluster_admission import (
+    check_cluster_api_versions,
+    check_tenant_clusters,
+    machine_placements,
+    machines,
+    usage,
+)
+from gpucell.admission.vm_rules import VmPlatform, check_vm_platform
+from gpucell.admission.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.catalog.download_hosts import disk_source_hosts, refused_host, storage_uri_hosts
 from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.catalog.kserve_runtimes import (
@@ -30,10 +42,7 @@ from gpucell.catalog.kserve_runtimes import (
     resolve_runtime,
     runtimes_of,
 )
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.errors import SpecError, shown
-from gpucell.inventory import GpuOffer, capacity, dra_offers, gpu_offers
-from gpucell.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.gpu_models import catalog_in_force
@@ -57,15 +66,6 @@ from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
-from gpucell.tenant_cluster_admission import (
-    check_cluster_api_versions,
-    check_tenant_clusters,
-    machine_placements,
-    machines,
-    usage,
-)
-from gpucell.vm_rules import VmPlatform, check_vm_platform
-from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -182,7 +182,8 @@ class ClusterFacts(SpecModel):
 
     @property
     def vm_platform(self) -> VmPlatform:
-        """What the VM platform rules read (:mod:`gpucell.vm_rules`): instancetypes, catalogs, classes, tenants."""
+        """What the VM platform rules read (:mod:`gpucell.admission.vm_rules`): instancetypes, catalogs, classes,
+        tenants."""
         return VmPlatform.of(self)
 
     @property
@@ -229,8 +230,8 @@ workloads confined to a set of pools fit its GPUs); beyond, only each workload's
 def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[str, ...], Placement, int]]:
     """``(key path below the tenant, placement, units)`` of every workload of ``tenant``; units count every replica.
     The path of a VM, notebook or endpoint is ``(kind key, name)``; a tenant cluster's worker pools and control plane
-    follow (:func:`gpucell.tenant_cluster_admission.machines`: ``("tenantClusters", name, "workerPools", pool)``,
-    units = replicas x GPUs).
+    follow (:func:`gpucell.admission.tenant_cluster_admission.machines`: ``("tenantClusters", name, "workerPools",
+    pool)``, units = replicas x GPUs).
 
     Raises :class:`SpecError` (path relative to the tenant) when a workload fits nowhere.
     """
@@ -271,8 +272,8 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
 
 
 def shaped_vm(facts: ClusterFacts, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec) -> VmShape:
-    """:func:`gpucell.vm_shape.resolve_vm` of VM ``name``; raises :class:`SpecError` (path relative to the tenant)
-    when its instancetype or preference cannot be resolved."""
+    """:func:`gpucell.admission.vm_shape.resolve_vm` of VM ``name``; raises :class:`SpecError` (path relative to the
+    tenant) when its instancetype or preference cannot be resolved."""
     try:
         return resolve_vm(facts.kubevirt, facts.versions.kubevirt, tenant, vm)
     except ShapeError as exc:
@@ -280,7 +281,8 @@ def shaped_vm(facts: ClusterFacts, tenant: TenantSpec, name: str, vm: GpuVirtual
 
 
 _SIZE_KEYS = ("cpu", "memoryGib", "dedicatedCpus", "hugepages", "numaPassthrough")
-"""The keys of a VM an instancetype sets instead (:func:`gpucell.vm_shape.resolve_vm`), as placement names them."""
+"""The keys of a VM an instancetype sets instead (:func:`gpucell.admission.vm_shape.resolve_vm`), as placement names
+them."""
 _GPU_KEYS = ("gpuModel", "gpus", "vgpuProfile")
 
 
@@ -519,10 +521,10 @@ def _check_egress_cidrs(facts: ClusterFacts, tenant_name: str, tenant: TenantSpe
 
 def _check_resource_quota(facts: ClusterFacts, tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
     """Declared workloads (endpoints at max replicas, tenant clusters during a rolling update,
-    :func:`gpucell.tenant_cluster_admission.usage`) must fit the tenant's CPU, memory and storage quota; the memory
-    of a multi-GPU notebook or endpoint includes its ``/dev/shm`` (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`).
-    A VM sized by an instancetype counts the instancetype's vCPUs (plus the host CPU an isolated emulator thread
-    pins) and memory (:func:`gpucell.vm_shape.resolve_vm`)."""
+    :func:`gpucell.admission.tenant_cluster_admission.usage`) must fit the tenant's CPU, memory and storage quota; the
+    memory of a multi-GPU notebook or endpoint includes its ``/dev/shm``
+    (:func:`gpucell.spec.workloads.multi_gpu_shm_gib`). A VM sized by an instancetype counts the instancetype's vCPUs
+    (plus the host CPU an isolated emulator thread pins) and memory (:func:`gpucell.admission.vm_shape.resolve_vm`)."""
     cpu = memory = storage = 0
     for name, vm in tenant.virtual_machines.items():
         shape = shaped_vm(facts, tenant, name, vm)
