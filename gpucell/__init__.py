@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
     from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
-    from gpucell.k3s import K3sCluster, K3sClusterArgs
+    from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
     from gpucell.keda import Keda, KedaArgs
     from gpucell.kserve import KServe, KServeArgs
     from gpucell.kubevirt import KubeVirt, KubeVirtArgs
@@ -252,8 +252,8 @@ _HOMES: dict[str, str] = {
     "GpuVirtualMachineSpec": "gpucell.spec",
     "Host": "gpucell.spec",
     "ImageSpec": "gpucell.spec",
-    "K3sCluster": "gpucell.k3s",
-    "K3sClusterArgs": "gpucell.k3s",
+    "K3sCluster": "gpucell.k3s.cluster",
+    "K3sClusterArgs": "gpucell.k3s.cluster",
     "K3sClusterSpec": "gpucell.spec",
     "KServe": "gpucell.kserve",
     "KServeArgs": "gpucell.kserve",

@@ -133,7 +133,7 @@ class TopologyProfile(TypedDict, total=False):
     The hugepages are reserved by the host's kernel, not by gpucell: on the kernel command line, per NUMA node
     (``hugepagesz=1G hugepages=0:960,1:960``, torvalds/linux ``Documentation/admin-guide/mm/hugetlbpage.rst``:
     boot-time reservation is "the most reliable method" for 1 GiB pages). The node's install script checks that
-    the kernel reports exactly the declared memory and pages (:mod:`gpucell._host_setup`) and admission checks
+    the kernel reports exactly the declared memory and pages (:mod:`gpucell.k3s._host_setup`) and admission checks
     every VM's hugepage memory against them (kubelet advertises ``hugepages-1Gi``/``hugepages-2Mi`` only as
     reserved, "Kubernetes nodes must pre-allocate huge pages", Kubernetes "Manage HugePages").
 
@@ -429,7 +429,7 @@ class Versions(TypedDict, total=False):
 
     kubeVip: str
     """kube-vip image tag (``ghcr.io/kube-vip/kube-vip``) of the API VIP's static pods, with ``network.apiVip``;
-    pinned by digest in :data:`gpucell.kube_vip.IMAGE_DIGESTS`.
+    pinned by digest in :data:`gpucell.k3s.kube_vip.IMAGE_DIGESTS`.
     """
 
     kubePrometheusStack: str
@@ -2040,7 +2040,7 @@ class NotebookInputs(TypedDict, total=False):
 
 
 class K3sSpec(TypedDict, total=False):
-    """k3s hardening and installation. Every node's config and files follow it (:mod:`gpucell.k3s_hardening`)."""
+    """k3s hardening and installation. Every node's config and files follow it (:mod:`gpucell.k3s.hardening`)."""
 
     profile: K3sProfile
     """``cis`` (default): the k3s CIS Hardening Guide's settings (Pod Security admission defaults, audit log,

@@ -28,7 +28,7 @@ from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
 from gpucell.images import ImageCatalog, ImageCatalogArgs
 from gpucell.instancetypes import Instancetypes, InstancetypesArgs
-from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
 from gpucell.keda import Keda, KedaArgs
 from gpucell.kserve import KServe, KServeArgs
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs
@@ -65,15 +65,15 @@ class RegionalCellArgs:
     etcd_s3_credentials: pulumi.Input[str] | None = None
     """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
     registered_hosts: frozenset[str] | None = None
-    """Hosts of the last deployment (:attr:`gpucell.k3s.K3sClusterArgs.registered_hosts`): the others join in
+    """Hosts of the last deployment (:attr:`gpucell.k3s.cluster.K3sClusterArgs.registered_hosts`): the others join in
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
     backup_credentials: BackupCredentials | None = None
     """The bucket credentials and repository password of ``backups`` (Pulumi secrets); required with it."""
     control_server: str | None = None
-    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
-    to the first server not ``removalPolicy: forget``."""
+    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.cluster.K3sClusterArgs.control_server`).
+    Defaults to the first server not ``removalPolicy: forget``."""
     deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
     """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
     back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change

@@ -1,7 +1,7 @@
 """Cilium: the cell's CNI, kube-proxy replacement and network policy engine, with Hubble for flow visibility.
 
 One Helm release (``cilium`` from https://helm.cilium.io) in ``kube-system``. k3s runs with ``flannel-backend:
-none``, ``disable-network-policy`` and ``disable-kube-proxy`` (see :mod:`gpucell._k3s_scripts`), so until
+none``, ``disable-network-policy`` and ``disable-kube-proxy`` (see :mod:`gpucell.k3s._scripts`), so until
 this release is ready no node is Ready and no Service ClusterIP is routed. Key paths and types are checked
 against the chart's ``values.yaml`` and ``values.schema.json`` at the pinned version (cilium/charts
 ``cilium-1.20.0.tgz``).

@@ -1,10 +1,10 @@
 """A handle on a Kubernetes cluster gpucell can deploy onto: its provider, its version, its container runtime's
 paths and what "ready" depends on.
 
-:class:`gpucell.k3s.K3sCluster` returns one (:attr:`~gpucell.k3s.K3sCluster.cluster`); for a cluster gpucell did not
-build (kubeadm, RKE2, EKS, another k3s), :meth:`Cluster.from_kubeconfig` makes one from its kubeconfig and facts the
-API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Every component that deploys into
-a cluster takes one in its ``*Args`` (``cluster``). Decision 0019.
+:class:`gpucell.k3s.cluster.K3sCluster` returns one (:attr:`~gpucell.k3s.cluster.K3sCluster.cluster`); for a cluster
+gpucell did not build (kubeadm, RKE2, EKS, another k3s), :meth:`Cluster.from_kubeconfig` makes one from its kubeconfig
+and facts the API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Every component that
+deploys into a cluster takes one in its ``*Args`` (``cluster``). Decision 0019.
 """
 
 from __future__ import annotations

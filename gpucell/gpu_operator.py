@@ -126,7 +126,7 @@ def gpu_operator_values(
     - ``vgpuManager`` (image from ``gpuOperator.vgpuDriverImage``): with any ``vm-vgpu`` pool (it loads the vGPU
       host driver, which enables the SR-IOV VFs on Ada and newer boards). ``vgpuDeviceManager``: only with an mdev
       ``vm-vgpu`` pool (NVIDIA/vgpu-device-manager v0.5.0 creates mdevs only; on SR-IOV nodes gpucell also turns it
-      off by node label, :mod:`gpucell.vgpu_sriov`).
+      off by node label, :mod:`gpucell.k3s.vgpu_sriov`).
     - ``ccManager``: off. The pinned chart enables it with ``defaultMode: "on"``, which would switch
       CC-capable GPUs (H100, H200, B200) on VM nodes into confidential-computing mode, where only confidential
       guests can use them; gpucell runs ordinary KubeVirt VMs.
@@ -153,7 +153,7 @@ def gpu_operator_values(
       ``devicePlugin.enabled: false`` when no ``container`` pool needs it, which also drops the validator's
       plugin-validation step (``TransformValidator`` in ``controllers/object_controls.go``), as ``dra`` nodes
       advertise no ``nvidia.com/gpu``. With a ``container`` pool the plugin stays on and is off on ``dra`` nodes by
-      node label (:func:`gpucell._k3s_scripts.managed_labels`).
+      node label (:func:`gpucell.k3s._scripts.managed_labels`).
     - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
       operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
       every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
@@ -261,7 +261,7 @@ class GpuOperator(CellComponent):
     ``disableOpenapiValidation: true`` for the CRD upgrade hook, see :func:`gpu_operator_values`), on the provider
     of ``args.cluster`` and after its ``ready``. Helm waits for the operator Deployment; the operands then roll out
     per node as the nodes' labels say (``nvidia.com/gpu.workload.config``, ``nvidia.com/mig.config``: a gpucell cell
-    sets them, :mod:`gpucell._k3s_scripts`; on another cluster, label the nodes so).
+    sets them, :mod:`gpucell.k3s._scripts`; on another cluster, label the nodes so).
     """
 
     namespace: pulumi.Output[str]

@@ -6,7 +6,7 @@ a time (docs/decisions/0018). So these cell-wide pieces are rendered from a *ser
 plus, for every host whose configuration in the last completed deployment differs from its configuration now, a
 hidden pool that still holds it as it was (:func:`gpu_serving`). What served the old configuration stays while any
 node may still run it; what serves the new one is there before the first of those nodes is prepared
-(:class:`gpucell.k3s.K3sCluster` orders each such host's ``-prepare`` after the cell-wide pieces).
+(:class:`gpucell.k3s.cluster.K3sCluster` orders each such host's ``-prepare`` after the cell-wide pieces).
 
 The last completed deployment is read from the stack output ``<region>GpuNodes`` (:func:`node_records`), which
 the program exports as an Output of every ``-settle`` of the region: a run where any node fails never completes that
@@ -103,7 +103,7 @@ class GpuServing:
     model, whose virtual functions have the same PCI id. KubeVirt keys its PCI device plugins by that id, so one name
     serves every such VF in the region and both cannot be served at once: the ``KubeVirt`` CR takes the new name
     after the first of these hosts' ``-prepare`` has cordoned the pool's nodes still on the old type
-    (:func:`gpucell._maintenance_scripts.prepare_script`), and their ``-prepare`` does not wait for the CR."""
+    (:func:`gpucell.k3s._maintenance_scripts.prepare_script`), and their ``-prepare`` does not wait for the CR."""
 
 
 def gpu_serving(cell: CellSpec, deployed: Mapping[str, Mapping[str, Any]] | None) -> GpuServing:

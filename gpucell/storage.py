@@ -10,7 +10,7 @@ Two backends (``storage.backend``):
   gives consumers a resource to wait on.
 - ``longhorn``: the Longhorn Helm chart (https://charts.longhorn.io) in ``longhorn-system``, whose class
   ``longhorn`` is default. k3s is started with ``disable: [local-storage]`` on a Longhorn cell (see
-  :mod:`gpucell._k3s_scripts`); patching ``local-path`` to non-default instead would be undone by k3s on
+  :mod:`gpucell.k3s._scripts`); patching ``local-path`` to non-default instead would be undone by k3s on
   its next restart, leaving two defaults. Key paths checked against the chart's ``values.yaml``
   (longhorn/longhorn v1.12.1 ``chart/values.yaml``).
 """

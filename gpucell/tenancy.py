@@ -63,7 +63,7 @@ v1.9.0:<path>`` in kubevirt/kubevirt (tag v1.9.0, 79d34c1762169e5b0370ec491cef5c
   in the tree is the ``kubevirt`` namespace's own, in the release manifest). Should a release do it, Pulumi shows
   the label drift at the next ``pulumi preview``.
 
-The cell-wide default (the k3s CIS profile's ``PodSecurityConfiguration``, :mod:`gpucell.k3s_hardening`) is
+The cell-wide default (the k3s CIS profile's ``PodSecurityConfiguration``, :mod:`gpucell.k3s.hardening`) is
 ``restricted`` too, so a namespace a tenant's admin cannot create anyway would not be looser either.
 
 Notebooks and KServe predictors are rendered ``restricted`` by their modules (pod

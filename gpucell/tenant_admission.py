@@ -33,8 +33,8 @@ from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
-from gpucell._node_state import QUARANTINE_TAINT
 from gpucell.admission.inventory import nvswitch_quota
+from gpucell.k3s._node_state import QUARANTINE_TAINT
 from gpucell.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
 from gpucell.spec.scheduling import allowed_classes
@@ -90,7 +90,7 @@ toleration to every pod it creates (``AddOrUpdateDaemonPodTolerations``), so ref
 tenant's DaemonSets."""
 GPUCELL_TAINTS = (QUARANTINE_TAINT,)
 """gpucell's own node taints, which no tenant workload may tolerate (with the servers' taints, :func:`fence_of`):
-``gpucell.io/quarantine`` (a host taken out of service, :mod:`gpucell._node_state`). The one table of them: issue
+``gpucell.io/quarantine`` (a host taken out of service, :mod:`gpucell.k3s._node_state`). The one table of them: issue
 31's acceptance taint is one more entry here, and every tenant's pods and VMs policies refuse it."""
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 """Extended resources of the GPU Operator's device plugins (GPUs, MIG slices, vGPU and passthrough devices,

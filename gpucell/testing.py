@@ -1,7 +1,7 @@
 """A test kit for Pulumi programs built on gpucell: mocks that answer the way the real providers would.
 
 Pulumi's documented unit-test mechanism (``pulumi.runtime.set_mocks``) echoes inputs back as outputs, which is
-not enough for a cell: :class:`~gpucell.k3s.K3sCluster` reads the admin kubeconfig from the first server (a
+not enough for a cell: :class:`~gpucell.k3s.cluster.K3sCluster` reads the admin kubeconfig from the first server (a
 ``command:remote:Command``'s ``stdout``) and checks it before handing it to the Kubernetes provider, and
 passwords come from ``random`` resources. :class:`CellMocks` supplies what those providers compute:
 

@@ -19,7 +19,7 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
+from gpucell.k3s.cluster import Command  # pulumi_command.remote.Command, imported without its deprecation noise
 from gpucell.stacks import cli
 from gpucell.stacks.conformance.helm_values import commented_keys, leaf_paths
 from gpucell.stacks.conformance.run import Report, check_region

@@ -274,6 +274,6 @@ def test_operations_config_snippets_validate_in_the_prod_region() -> None:
 
 
 def test_operations_shows_the_warning_the_program_prints() -> None:
-    from gpucell.k3s import even_server_warning
+    from gpucell.k3s.cluster import even_server_warning
 
     assert f"warning: {even_server_warning(2)}\n" in OPERATIONS_DOC

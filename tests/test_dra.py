@@ -14,8 +14,6 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 from pulumi_kubernetes.apiextensions import CustomResource
 
-from gpucell._host_setup import host_setup, iommu_check
-from gpucell._k3s_scripts import node_config
 from gpucell.admission.dra import (
     DEVICE_CLASSES,
     claim_template_name,
@@ -29,6 +27,8 @@ from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.disruption import compare, fingerprint
 from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.errors import ConfigError
+from gpucell.k3s._host_setup import host_setup, iommu_check
+from gpucell.k3s._scripts import node_config
 from gpucell.kubevirt import feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec

@@ -18,7 +18,7 @@ import gpucell
 from gpucell.cell import RegionalCell
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.gateway import EndpointRoute
-from gpucell.k3s import ProviderFactory
+from gpucell.k3s.cluster import ProviderFactory
 from gpucell.spec import CellSpec, NodePool
 from gpucell.storage import Storage
 from gpucell.tenancy import TenantView

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell import _k3s_scripts as k3s
 from gpucell.errors import ConfigError
+from gpucell.k3s import _scripts as k3s
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.storage import Storage, StorageArgs, longhorn_values

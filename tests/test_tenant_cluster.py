@@ -758,7 +758,7 @@ def test_a_release_pinned_without_its_v_is_installed_by_its_release_tag() -> Non
 
 
 def test_the_provider_namespaces_are_platform_namespaces_not_exempt_from_pod_security() -> None:
-    from gpucell.k3s_hardening import POD_SECURITY_EXEMPT_NAMESPACES
+    from gpucell.k3s.hardening import POD_SECURITY_EXEMPT_NAMESPACES
     from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES, SYSTEM_NAMESPACES
 
     assert {*cluster_api.PROVIDER_NAMESPACES, cluster_api.OPERATOR_NAMESPACE} == set(CLUSTER_API_NAMESPACES)

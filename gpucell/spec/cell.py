@@ -1,7 +1,7 @@
 """The spec of one regional cell, and of a stack (its regions), with the rules that span several sections.
 
 A cell's parts are what the components take (docs/decisions/0019-standalone-components.md):
-:meth:`gpucell.spec.nodes.K3sClusterSpec.from_cell` (the nodes, for :class:`gpucell.k3s.K3sCluster`),
+:meth:`gpucell.spec.nodes.K3sClusterSpec.from_cell` (the nodes, for :class:`gpucell.k3s.cluster.K3sCluster`),
 :meth:`gpucell.admission.tenants.ClusterFacts.from_cell` (what tenants are admitted against and rendered from) and each
 platform component's own section (``storage``, ``gpuOperator``...: see each component's ``*Args.from_cell``).
 """

@@ -1,6 +1,6 @@
 """What a change does to running workloads through node maintenance, read from two plans for ``gpucell diff``.
 
-A node's ``-prepare`` command (:mod:`gpucell._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
+A node's ``-prepare`` command (:mod:`gpucell.k3s._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
 (the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration), the GPU label
 checks and ``QUARANTINE``. When one of the first two differs between the base and the head, the node is drained;
 when only the GPU part differs, its GPU workloads are evicted and its GPU VMs stopped; a quarantine set drains it
@@ -37,7 +37,8 @@ _NONE = ("", "''")
 _RESOURCE_CHECKS = re.compile(r"\{\.status\.allocatable\.([^}]*)\}")
 """The GPU resources a ``-prepare`` checks the node advertises (dots escaped)."""
 _FORGOTTEN = "is removalPolicy: forget: nothing to do"
-"""What the step of a ``removalPolicy: forget`` host says (:func:`gpucell._maintenance_scripts.forgotten_script`)."""
+"""What the step of a ``removalPolicy: forget`` host says
+(:func:`gpucell.k3s._maintenance_scripts.forgotten_script`)."""
 _SERVING_TYPES = {
     "kubernetes:helm.sh/v3:Release": ("-gpu-operator-gpu-operator", "-dra-driver-dra-driver"),
     "kubernetes:kubevirt.io/v1:KubeVirt": ("-kubevirt-kubevirt",),

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from kubernetes_validate.utils import major_minor as kv_minor
 
-from gpucell import kube_vip
+from gpucell.k3s import kube_vip
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations

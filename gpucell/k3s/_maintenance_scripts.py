@@ -1,6 +1,6 @@
 """The scripts that take a node through maintenance and out of the cell, run with ``kubectl`` on a server.
 
-Each node gets two commands besides its install command (:mod:`gpucell.k3s`), both run over SSH on the cell's
+Each node gets two commands besides its install command (:mod:`gpucell.k3s.cluster`), both run over SSH on the cell's
 *control server* (the first server in config order that answers over SSH, :mod:`gpucell.stacks.control_server`)
 with ``k3s kubectl`` and the admin kubeconfig there:
 
@@ -19,9 +19,9 @@ retried failure or the first ``pulumi up`` after an upgrade of gpucell finds not
 What they compare:
 
 - the kubelet version (``status.nodeInfo.kubeletVersion``) with the pinned k3s version;
-- the annotation ``gpucell.io/k3s-config`` (the :func:`gpucell._k3s_scripts.restart_digest` recorded by the last
+- the annotation ``gpucell.io/k3s-config`` (the :func:`gpucell.k3s._scripts.restart_digest` recorded by the last
   successful settle) with the digest of the new config: a node without it is taken as converged;
-- the GPU configuration labels (:attr:`gpucell._node_state.NodeState.gpu_config`) and the annotation
+- the GPU configuration labels (:attr:`gpucell.k3s._node_state.NodeState.gpu_config`) and the annotation
   ``gpucell.io/gpu-config`` with the desired ones.
 
 Prepare records why it cordoned in ``gpucell.io/maintenance`` (and ``gpucell.io/keep-cordoned: "true"`` when the
@@ -54,18 +54,18 @@ Machine is deleted, so that Cluster API drains its node through the tenant clust
 
 Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubernetes.io "Safely Drain a Node",
 "API-initiated Eviction"); KubeVirt "Node maintenance" (user guide); the GPU Operator state labels in
-:mod:`gpucell._node_state`.
+:mod:`gpucell.k3s._node_state`.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from gpucell._k3s_scripts import _PREAMBLE, KUBECONFIG_PATH
-from gpucell._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
+from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
+from gpucell.k3s._scripts import _PREAMBLE, KUBECONFIG_PATH
+from gpucell.k3s.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
 from gpucell.spec import NodeRole
 from gpucell.spec.pools import POOL_LABEL
-from gpucell.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
 
 __all__ = [
     "CONFIG_ANNOTATION",
@@ -85,7 +85,7 @@ __all__ = [
     "settle_script",
 ]
 
-SOURCE = "gpucell/_maintenance_scripts.py"
+SOURCE = "gpucell/_maintenance_scripts.py"  # the old path: a new one would update every node's commands (0033)
 """The source path the scripts name in their header."""
 STOPPED_BY_ANNOTATION = "gpucell.io/stopped-by-maintenance"
 """On a VirtualMachine that maintenance stopped (runStrategy set to ``Halted``): the node it ran on."""
@@ -100,9 +100,9 @@ HELD_ANNOTATION = "gpucell.io/held"
 """On a node of a GPU pool cordoned because another node of its pool began its maintenance (the value names it)
 while this one still waits for its own: no GPU pod or VM the rollout moves lands there meanwhile."""
 CONFIG_ANNOTATION = "gpucell.io/k3s-config"
-"""The :func:`gpucell._k3s_scripts.restart_digest` the node last converged to."""
+"""The :func:`gpucell.k3s._scripts.restart_digest` the node last converged to."""
 GPU_CONFIG_ANNOTATION = "gpucell.io/gpu-config"
-"""The :attr:`gpucell._node_state.NodeState.gpu_profile` the node last settled in: what prepare compares, since the
+"""The :attr:`gpucell.k3s._node_state.NodeState.gpu_profile` the node last settled in: what prepare compares, since the
 labels alone do not tell an SR-IOV vGPU type nor ``dra`` from ``container``."""
 GPU_WAIT_ANNOTATION = "gpucell.io/gpu-state-wait"
 """Set by a settle whose wait for the GPU state ran out (to the first thing missing): the next settle re-triggers

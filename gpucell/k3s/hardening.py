@@ -7,7 +7,7 @@ k3s v1.34-v1.37 releases (``docs/security/self-assessment-2.0.md``). Settings k3
 1.2.29; kubelet ``read-only-port=0``, 4.2.4; ``make-iptables-util-chains``, 4.2.6; ``event-qps=0``, 4.2.8) are not
 repeated. The table in docs/security.md lists each setting with its control.
 
-Nothing here touches Pulumi or the network: :mod:`gpucell._k3s_scripts` puts the options into each node's
+Nothing here touches Pulumi or the network: :mod:`gpucell.k3s._scripts` puts the options into each node's
 ``config.yaml`` and the files into its install script, which writes them before (re)starting k3s.
 """
 

@@ -12,7 +12,7 @@
   kubevirt-vfio-gpu-passthrough.md``), which would leave the pool without any GPU.
 - ``vm-vgpu`` pools of SR-IOV boards: Linux 6.8 or later (NVIDIA's vendor-specific VFIO framework; kubevirt/
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
-  framework for vGPU"), then the VF-typing service of :mod:`gpucell.vgpu_sriov`.
+  framework for vGPU"), then the VF-typing service of :mod:`gpucell.k3s.vgpu_sriov`.
 
 Every fragment runs under the install script's ``set -euo pipefail`` and its ``as_root`` helper, reads only
 files, and reads the roots ``$GPUCELL_SYSFS_ROOT`` (default ``/sys``) and ``$GPUCELL_PROCFS_ROOT`` (default
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpucell import vgpu_sriov
 from gpucell.catalog.gpu_catalog import VgpuFramework
+from gpucell.k3s import vgpu_sriov
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
@@ -166,8 +166,8 @@ def iommu_check(pool_name: str) -> str:
 
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; :func:`iommu_check` on
-    ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.vgpu_sriov.install_fragment`, on
-    other GPU pools :func:`gpucell.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server
+    ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.k3s.vgpu_sriov.install_fragment`, on
+    other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool). Empty for server
     and cpu pools without a topology profile."""
     parts: list[str] = []
     if pool.topology is not None:

@@ -55,10 +55,10 @@ RECONCILER_PATH = "/usr/local/sbin/gpucell-vgpu-types"
 RECONCILE_INTERVAL_SECONDS = 30
 """How often the reconciler looks at the VFs, seconds."""
 K3S_CONFIG_PATH = "/etc/rancher/k3s/config.yaml"
-"""The k3s config the reconciler reads its node's name from (:data:`gpucell._k3s_scripts.CONFIG_PATH`, which imports
+"""The k3s config the reconciler reads its node's name from (:data:`gpucell.k3s._scripts.CONFIG_PATH`, which imports
 this module)."""
 NODE_KUBECONFIG_PATH = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
-"""The kubelet's kubeconfig the reconciler reports with (:data:`gpucell._k3s_scripts.KUBELET_KUBECONFIG_PATH`)."""
+"""The kubelet's kubeconfig the reconciler reports with (:data:`gpucell.k3s._scripts.KUBELET_KUBECONFIG_PATH`)."""
 FAIL_AFTER_PASSES = 10
 """Passes (x :data:`RECONCILE_INTERVAL_SECONDS`: five minutes) a GPU may stay short of vGPUs before the reconciler
 reports ``failed`` rather than ``pending``."""
@@ -289,7 +289,7 @@ def reconciler_script(model: GpuModel, profile: str) -> str:
        authorizer lets a kubelet annotate its own Node), :data:`VGPU_TYPES_ANNOTATION` ``success <type>`` once
        every GPU holds its vGPUs, else ``pending <type>: <shortfall>`` for its first :data:`FAIL_AFTER_PASSES`
        passes and ``failed ...`` after: what the node's settle waits for
-       (:func:`gpucell._maintenance_scripts.settle_script`);
+       (:func:`gpucell.k3s._maintenance_scripts.settle_script`);
     5. starts over (forgets the learned id, counts its passes again) when
        :data:`VGPU_TYPES_RETRIGGER_ANNOTATION` on its Node takes a new value: the settle's re-trigger after
        ``failed`` or a stuck ``pending`` (the node name comes from ``node-name`` in ``/etc/rancher/k3s/config.yaml``).

@@ -2,7 +2,7 @@
 
 Nothing here touches Pulumi: every function is a pure ``spec -> str`` so the offline plan can write the files
 (``node_files``) and the tests can shellcheck them. No function ever receives the cluster token: it reaches
-nodes only on the command's stdin (see :mod:`gpucell.k3s`).
+nodes only on the command's stdin (see :mod:`gpucell.k3s.cluster`).
 
 Upstream sources of the values:
 - k3s options, as config-file keys: https://docs.k3s.io/cli/server and https://docs.k3s.io/cli/agent
@@ -34,12 +34,12 @@ from typing import Any
 
 import yaml
 
-from gpucell import kube_vip, vgpu_sriov
 from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.cluster import K3S_LOCAL_PORT, listen_port
-from gpucell.k3s_hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
-from gpucell.k3s_hardening import agent_options as hardening_options
-from gpucell.k3s_hardening import server_options as hardening_server_options
+from gpucell.k3s import kube_vip, vgpu_sriov
+from gpucell.k3s.hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
+from gpucell.k3s.hardening import agent_options as hardening_options
+from gpucell.k3s.hardening import server_options as hardening_server_options
 from gpucell.spec import GpuMode, Host, NodePool, NodeRole, StorageBackend
 from gpucell.spec.etcd import DEFAULT_SNAPSHOT_RETENTION, DEFAULT_SNAPSHOT_SCHEDULE
 from gpucell.spec.k3s import installer_url
@@ -143,7 +143,7 @@ def managed_labels(pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework
 
     A ``vm-vgpu`` pool whose boards expose SR-IOV vGPUs (``vgpu_framework`` ``sriov``, see
     :func:`gpucell.spec.hardware.pool_vgpu_framework`) gets no ``nvidia.com/vgpu.config`` but
-    :func:`gpucell.vgpu_sriov.node_labels`: the GPU Operator's mdev-only operands off on those nodes.
+    :func:`gpucell.k3s.vgpu_sriov.node_labels`: the GPU Operator's mdev-only operands off on those nodes.
 
     A ``dra`` pool runs the operator's ``container`` workload (``nvidia.com/gpu.workload.config=container``: driver,
     toolkit, GFD, validator) with :data:`gpucell.spec.pools.DRA_DISABLED_OPERANDS` ``=false`` (device plugin, DCGM,
@@ -188,7 +188,7 @@ def node_config(cell: NodeViews, pool_name: str, pool: NodePool, host: Host) -> 
     the pool's ``labels`` sorted by key), ``node-taint`` (the pool's ``node_taints``, when any: a server's
     control-plane taint, then ``taints``), ``kubelet-arg``
     (``pool.topology.kubelet_args()`` when the pool has a topology profile, then the CIS profile's) and
-    ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s_hardening.agent_options`).
+    ``protect-kernel-defaults`` (CIS profile; :func:`gpucell.k3s.hardening.agent_options`).
     The init server (``NodeViews.init_server``: ``etcd.initServer`` or the single server) gets ``cluster-init:
     true`` (it initialises embedded etcd); every other node gets ``server: <api_server_url>``, so removing any
     server never changes another server's config, and a server added later joins the existing cluster.
@@ -197,7 +197,7 @@ def node_config(cell: NodeViews, pool_name: str, pool: NodePool, host: Host) -> 
     ``disable`` traefik and servicelb (plus local-storage with Longhorn), ``https-listen-port`` when it is not
     6443 (see :func:`listen_port`), ``write-kubeconfig-mode: "0600"``, the etcd snapshot options that differ
     from k3s's defaults (:func:`etcd_snapshot_options`), then ``secrets-encryption`` and the CIS profile's and
-    sign-in's API server and controller-manager arguments (:func:`gpucell.k3s_hardening.server_options`).
+    sign-in's API server and controller-manager arguments (:func:`gpucell.k3s.hardening.server_options`).
     """
     is_server = pool.role is NodeRole.SERVER
     config: dict[str, Any] = {"node-name": host.name, "node-ip": str(host.address)}
@@ -745,7 +745,7 @@ def install_script(
 
     Reads the cluster token from stdin into ``/etc/rancher/k3s/token`` (0600, root), stages ``config_yaml`` (for
     ``/etc/rancher/k3s/config.yaml``) and ``files`` (the CIS profile's and sign-in's,
-    :func:`gpucell.k3s_hardening.node_files`), and, unless the installed version is the pinned one, every staged
+    :func:`gpucell.k3s.hardening.node_files`), and, unless the installed version is the pinned one, every staged
     file equals the node's (sha256) and the service is active (then it exits 0 without restarting), fetches the
     release's ``install.sh`` from its tag (:func:`gpucell.spec.k3s.installer_url`), refuses it when its sha256 is
     not the pinned one (``k3s.installerSha256`` or :data:`gpucell.spec.k3s.INSTALLER_SHA256`), writes the files
@@ -775,11 +775,11 @@ def install_script(
     profile added, changed or removed - the script stops the k3s service and removes
     ``/var/lib/kubelet/cpu_manager_state`` and ``memory_manager_state`` before writing the new config and
     restarting, since the kubelet will not start with a policy other than its checkpoint's. Draining comes before
-    (the node's ``-prepare`` command, see :mod:`gpucell._maintenance_scripts`), as the Kubernetes docs ask.
+    (the node's ``-prepare`` command, see :mod:`gpucell.k3s._maintenance_scripts`), as the Kubernetes docs ask.
     Raises ``KeyError`` when ``versions.k3s`` has no pinned installer checksum (the spec
     refuses such a cell). The script exits non-zero on any failure.
 
-    ``host_setup`` (:func:`gpucell._host_setup.host_setup` of the node's pool) runs first, before anything is
+    ``host_setup`` (:func:`gpucell.k3s._host_setup.host_setup` of the node's pool) runs first, before anything is
     written: checks of the host's memory, hugepages and kernel that stop the script with the reason, and host
     services such as the SR-IOV vGPU typing service.
     """
@@ -855,7 +855,7 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     or ``k3s-agent-uninstall.sh``.
 
     By then the node is drained and cordoned (its ``-settle`` command's delete ran first, see
-    :mod:`gpucell._maintenance_scripts`). On a server the script first runs ``k3s kubectl --kubeconfig
+    :mod:`gpucell.k3s._maintenance_scripts`). On a server the script first runs ``k3s kubectl --kubeconfig
     /etc/rancher/k3s/k3s.yaml delete node <node_name> --wait=false`` so that k3s removes the server's etcd
     member, and waits up to :data:`READY_TIMEOUT_SECONDS` for the Node to be gone (tolerating failure, e.g. an
     API that is already down): servers leave etcd one after another, as their commands are chained. An agent is

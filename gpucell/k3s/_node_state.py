@@ -1,8 +1,8 @@
 """What one node should look like once it converged: labels and taints through the API, and, on a GPU node, the
 state the GPU Operator must report for it.
 
-Pure ``spec -> value`` functions, shared by the NodePatch each node gets (:mod:`gpucell.k3s`) and the maintenance
-scripts that wait for a node (:mod:`gpucell._maintenance_scripts`).
+Pure ``spec -> value`` functions, shared by the NodePatch each node gets (:mod:`gpucell.k3s.cluster`) and the
+maintenance scripts that wait for a node (:mod:`gpucell.k3s._maintenance_scripts`).
 
 GPU Operator facts (NVIDIA/gpu-operator v26.7.0, and the managers it pins):
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpucell._k3s_scripts import pool_managed_labels
 from gpucell.admission.inventory import gpu_offers
+from gpucell.k3s._scripts import pool_managed_labels
 from gpucell.spec import GpuMode, NodePool, NodeRole
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.nodes import NodeViews
@@ -84,7 +84,7 @@ class NodeState:
     role: NodeRole
     """Its pool's role."""
     labels: dict[str, str]
-    """Every label gpucell keeps on the node: :func:`gpucell._k3s_scripts.pool_managed_labels`, then the pool's."""
+    """Every label gpucell keeps on the node: :func:`gpucell.k3s._scripts.pool_managed_labels`, then the pool's."""
     taints: list[dict[str, str]]
     """The node's whole taint list (``core/v1`` Taint objects), possibly empty."""
     gpu_config: dict[str, str]
@@ -113,7 +113,7 @@ class NodeState:
     for ``nvidia.com/gpu``, which those nodes never advertise (docs/decisions/0017)."""
     vf_type: str = ""
     """On an SR-IOV vGPU node, the vGPU type name its VF-typing service must report done (``NVIDIA L40S-24Q``,
-    :mod:`gpucell.vgpu_sriov`); else empty."""
+    :mod:`gpucell.k3s.vgpu_sriov`); else empty."""
     quarantine: str = ""
     """The host's quarantine reason as a label value (:attr:`gpucell.spec.network.Quarantine.taint_value`) while it
     is quarantined: its maintenance steps drain it and keep it cordoned. Empty for a host in service."""

@@ -1,6 +1,6 @@
 """The API VIP served by the cell: kube-vip's static pod manifest for every server (``network.apiVip``).
 
-Plain data, no Pulumi: :mod:`gpucell._k3s_scripts` writes the manifest into k3s's static pod directory
+Plain data, no Pulumi: :mod:`gpucell.k3s._scripts` writes the manifest into k3s's static pod directory
 (:data:`MANIFEST_PATH`; the kubelet k3s embeds runs every manifest there and reloads one that changes, so a changed
 manifest needs no k3s restart and stays out of the restart digest).
 

@@ -4,9 +4,9 @@ converged through the API for the cell's whole life.
 Every node is a group of four resources, in this order (each after the one before):
 
 1. ``<name>-<host>-prepare`` (``remote.Command`` on the control server, the first server in config order): takes
-   the node out of service when what it runs must change (see :mod:`gpucell._maintenance_scripts`);
+   the node out of service when what it runs must change (see :mod:`gpucell.k3s._maintenance_scripts`);
 2. ``<name>-<host>`` (``remote.Command`` on the node): installs or reconciles k3s, then waits for the node
-   (:func:`gpucell._k3s_scripts.install_script`);
+   (:func:`gpucell.k3s._scripts.install_script`);
 3. ``<name>-<host>-labels`` (``core/v1`` ``NodePatch``, server-side apply, field manager ``gpucell``): the node's
    labels (pool, role, GPU workload mode, MIG layout, vGPU type, the pool's own) and its whole taint list;
 4. ``<name>-<host>-settle`` (``remote.Command`` on the control server): waits for the node (and on GPU nodes for
@@ -59,13 +59,13 @@ from pulumi_kubernetes.meta.v1 import ObjectMetaPatchArgs
 from pulumi_kubernetes.provider import Provider
 from pulumi_random import RandomPassword
 
-from gpucell import _k3s_scripts as scripts
-from gpucell import _maintenance_scripts as maintenance
 from gpucell._component import CellComponent
-from gpucell._host_setup import host_setup
-from gpucell._node_state import NodeState, node_state
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.k3s_hardening import node_files
+from gpucell.k3s import _maintenance_scripts as maintenance
+from gpucell.k3s import _scripts as scripts
+from gpucell.k3s._host_setup import host_setup
+from gpucell.k3s._node_state import NodeState, node_state
+from gpucell.k3s.hardening import node_files
 from gpucell.spec import Host, HostRemovalPolicy, NodeRole, StorageBackend
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.nodes import K3sClusterSpec, NodeViews
@@ -165,7 +165,7 @@ class NodeFiles:
     """The bash script run over SSH on create and update."""
     files: dict[str, str] = field(default_factory=dict)
     """Path -> content of the other files the script writes (the CIS profile's and sign-in's, see
-    :func:`gpucell.k3s_hardening.node_files`)."""
+    :func:`gpucell.k3s.hardening.node_files`)."""
 
 
 @dataclass
@@ -268,7 +268,7 @@ class K3sCluster(CellComponent):
 
     The kubeconfig is checked when it is read (not in a preview, where it is unknown): an empty one, or one
     without ``server: https://127.0.0.1:<listen port>``, fails the update with ``ValueError``
-    (:func:`gpucell._k3s_scripts.rewrite_kubeconfig`) rather than let pulumi-kubernetes fall back to the
+    (:func:`gpucell.k3s._scripts.rewrite_kubeconfig`) rather than let pulumi-kubernetes fall back to the
     ambient ``~/.kube/config``.
     """
 
@@ -442,7 +442,7 @@ class K3sCluster(CellComponent):
         options: dict[str, Any],
     ) -> Command:
         """``<name>-<step>``: a node's maintenance step, run over SSH on the control server; create and update
-        run ``script``, delete runs ``delete`` (see :mod:`gpucell._maintenance_scripts`)."""
+        run ``script``, delete runs ``delete`` (see :mod:`gpucell.k3s._maintenance_scripts`)."""
         text = scripts.remote(script)
         return Command(
             f"{self._name}-{step}",
