@@ -253,7 +253,7 @@ class NodePool(TypedDict, total=False):
 
 
 class CdiInputs(TypedDict, total=False):
-    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`)."""
+    """Inputs of CDI (:class:`gpucell.components.cdi.CdiArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -298,7 +298,7 @@ class ChartSpec(TypedDict, total=False):
 
 
 class CertManagerInputs(TypedDict, total=False):
-    """Inputs of cert-manager (:class:`gpucell.cert_manager.CertManagerArgs`)."""
+    """Inputs of cert-manager (:class:`gpucell.components.cert_manager.CertManagerArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -315,7 +315,7 @@ class CertManagerInputs(TypedDict, total=False):
 
 class DraDriverSpec(TypedDict, total=False):
     """NVIDIA DRA driver for GPUs settings (chart ``dra-driver-nvidia-gpu``, installed with a ``dra`` pool); ``values``
-    is merged into the chart's values (:func:`gpucell.dra_driver.dra_driver_values` renders the rest).
+    is merged into the chart's values (:func:`gpucell.components.dra_driver.dra_driver_values` renders the rest).
     """
 
     values: dict[str, Any]
@@ -323,7 +323,7 @@ class DraDriverSpec(TypedDict, total=False):
 
 
 class DraDriverInputs(TypedDict, total=False):
-    """Inputs of the NVIDIA DRA driver (:class:`gpucell.dra_driver.DraDriverArgs`)."""
+    """Inputs of the NVIDIA DRA driver (:class:`gpucell.components.dra_driver.DraDriverArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -371,7 +371,7 @@ class GpuOperatorSpec(TypedDict, total=False):
 
 
 class GpuOperatorInputs(TypedDict, total=False):
-    """Inputs of the NVIDIA GPU Operator (:class:`gpucell.gpu_operator.GpuOperatorArgs`)."""
+    """Inputs of the NVIDIA GPU Operator (:class:`gpucell.components.gpu_operator.GpuOperatorArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into: its containerd paths reach the container toolkit."""
@@ -1839,7 +1839,7 @@ class ClusterFacts(TypedDict, total=False):
 
     versions: Versions
     """Pinned releases; ``versions.kserve`` decides the serving runtimes and formats an endpoint may name. Defaults
-    to gpucell's pins (those :class:`gpucell.kserve.KServe` installs by default).
+    to gpucell's pins (those :class:`gpucell.components.kserve.KServe` installs by default).
     """
 
     oidc: OidcSpec
@@ -1863,7 +1863,7 @@ class ClusterFacts(TypedDict, total=False):
 
     migStrategy: MigStrategy
     """The GPU Operator's ``mig.strategy`` (what MIG nodes advertise): ``single`` or ``mixed``; defaults to ``mixed``
-    when a pool uses MIG, else ``single`` (as :class:`gpucell.gpu_operator.GpuOperator` installs it).
+    when a pool uses MIG, else ``single`` (as :class:`gpucell.components.gpu_operator.GpuOperator` installs it).
     """
 
     storage: StorageSpec
@@ -1934,7 +1934,7 @@ class GpuVirtualMachineInputs(TypedDict, total=False):
 
 
 class KServeInputs(TypedDict, total=False):
-    """Inputs of KServe (:class:`gpucell.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
+    """Inputs of KServe (:class:`gpucell.components.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -1947,7 +1947,7 @@ class KServeInputs(TypedDict, total=False):
 
 
 class KedaInputs(TypedDict, total=False):
-    """Inputs of KEDA (:class:`gpucell.keda.KedaArgs`)."""
+    """Inputs of KEDA (:class:`gpucell.components.keda.KedaArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -1960,7 +1960,7 @@ class KedaInputs(TypedDict, total=False):
 
 
 class KubeVirtInputs(TypedDict, total=False):
-    """Inputs of KubeVirt (:class:`gpucell.kubevirt.KubeVirtArgs`)."""
+    """Inputs of KubeVirt (:class:`gpucell.components.kubevirt.KubeVirtArgs`)."""
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""
@@ -2107,7 +2107,7 @@ class RemoteWriteSpec(TypedDict, total=False):
 class MetricsSpec(TypedDict, total=False):
     """The cell's metrics stack: kube-prometheus-stack (Prometheus Operator, Prometheus, Alertmanager, Grafana,
     kube-state-metrics, node exporter) at ``versions.kubePrometheusStack``, with gpucell's scrape targets, the
-    per-tenant GPU metering rules, the GPU health alerts and the cell's dashboards (``gpucell.metrics``).
+    per-tenant GPU metering rules, the GPU health alerts and the cell's dashboards (``gpucell.components.metrics``).
     ``values`` is merged last into the chart's values.
     """
 
@@ -2251,9 +2251,9 @@ class BackupStorageSpec(TypedDict, total=False):
 
 class BackupsSpec(TypedDict, total=False):
     """Velero in the cell (namespace ``velero``, chart ``versions.velero``) with the KubeVirt and AWS plugins, the
-    CSI snapshot controller and Longhorn's VolumeSnapshotClass (:mod:`gpucell.backups`). Tenants with a ``backup``
-    get a Schedule each; a cell with ``backups`` and no such tenant runs Velero idle. Needs ``storage.backend:
-    longhorn``: volumes are backed up through CSI snapshots, which local-path cannot take.
+    CSI snapshot controller and Longhorn's VolumeSnapshotClass (:mod:`gpucell.components.backups`). Tenants with a
+    ``backup`` get a Schedule each; a cell with ``backups`` and no such tenant runs Velero idle. Needs
+    ``storage.backend: longhorn``: volumes are backed up through CSI snapshots, which local-path cannot take.
     """
 
     storage: Required[BackupStorageSpec]
@@ -2406,7 +2406,9 @@ class RegionalCellInputs(TypedDict, total=False):
 
 
 class StorageInputs(TypedDict, total=False):
-    """Inputs of the storage layer (:class:`gpucell.storage.StorageArgs`): Longhorn (``local-path`` is k3s's)."""
+    """Inputs of the storage layer (:class:`gpucell.components.storage.StorageArgs`): Longhorn (``local-path`` is
+    k3s's).
+    """
 
     cluster: Required[ClusterInputs]
     """The cluster to install into."""

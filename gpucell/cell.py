@@ -13,31 +13,31 @@ from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent, resources_later
 from gpucell.admission.tenants import ClusterFacts
-from gpucell.backups import BackupCredentials, Backups, BackupsArgs
-from gpucell.cdi import Cdi, CdiArgs
-from gpucell.cert_manager import CertManager, CertManagerArgs
-from gpucell.cilium import Cilium, CiliumArgs
 from gpucell.cluster import Cluster
-from gpucell.cluster_api import ClusterApi, ClusterApiArgs
-from gpucell.cluster_deny import ClusterDeny, ClusterDenyArgs
-from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
-from gpucell.dra_driver import DraDriver, DraDriverArgs
-from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
-from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
-from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.components.backups import BackupCredentials, Backups, BackupsArgs
+from gpucell.components.cdi import Cdi, CdiArgs
+from gpucell.components.cert_manager import CertManager, CertManagerArgs
+from gpucell.components.cilium import Cilium, CiliumArgs
+from gpucell.components.cluster_api import ClusterApi, ClusterApiArgs
+from gpucell.components.cluster_deny import ClusterDeny, ClusterDenyArgs
+from gpucell.components.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
+from gpucell.components.dra_driver import DraDriver, DraDriverArgs
+from gpucell.components.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
+from gpucell.components.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
+from gpucell.components.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.components.images import ImageCatalog, ImageCatalogArgs
+from gpucell.components.instancetypes import Instancetypes, InstancetypesArgs
+from gpucell.components.keda import Keda, KedaArgs
+from gpucell.components.kserve import KServe, KServeArgs
+from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs
+from gpucell.components.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
+from gpucell.components.metrics import Metrics, MetricsArgs
+from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
+from gpucell.components.storage import Storage, StorageArgs
 from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
-from gpucell.images import ImageCatalog, ImageCatalogArgs
-from gpucell.instancetypes import Instancetypes, InstancetypesArgs
 from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
-from gpucell.keda import Keda, KedaArgs
-from gpucell.kserve import KServe, KServeArgs
-from gpucell.kubevirt import KubeVirt, KubeVirtArgs
-from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
-from gpucell.metrics import Metrics, MetricsArgs
 from gpucell.platform import Platform
-from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.spec import CellSpec, GpuMode
-from gpucell.storage import Storage, StorageArgs
 
 __all__ = ["RegionalCell", "RegionalCellArgs", "cluster_identifier"]
 
@@ -83,7 +83,7 @@ class RegionalCellArgs:
     ``credentialsConfigKey``; required for each."""
     other_cells: Sequence[IPv4Network] = ()
     """Networks of the stack's other cells, which this cell's tenants never reach
-    (:func:`gpucell.cluster_deny.other_cells`). Defaults to none."""
+    (:func:`gpucell.components.cluster_deny.other_cells`). Defaults to none."""
 
 
 def _check_secrets(args: RegionalCellArgs) -> None:
@@ -95,7 +95,8 @@ def _check_secrets(args: RegionalCellArgs) -> None:
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
     NVIDIA DRA driver with ``dra`` pools), KServe; with ``backups``, CSI snapshots and Velero; the cell's
-    PriorityClasses; the cluster-wide deny rules fencing its tenants in (:class:`gpucell.cluster_deny.ClusterDeny`).
+    PriorityClasses; the cluster-wide deny rules fencing its tenants in
+    (:class:`gpucell.components.cluster_deny.ClusterDeny`).
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)

@@ -32,12 +32,13 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.server import ComponentInitError
 
 from gpucell import _package_types as types
-from gpucell import cdi, cell, cert_manager, gpu_operator, keda, kserve, kubevirt, package_inputs, storage, tenancy
-from gpucell import dra_driver as dra  # the component's own name is DraDriver
-from gpucell.backups import BackupCredentials
+from gpucell import cell, package_inputs, tenancy
 from gpucell.cluster import Cluster
+from gpucell.components import cdi, cert_manager, gpu_operator, keda, kserve, kubevirt, storage
+from gpucell.components import dra_driver as dra  # the component's own name is DraDriver
+from gpucell.components.backups import BackupCredentials
+from gpucell.components.gateway import EndpointRoute, gateway_name
 from gpucell.errors import ConfigError
-from gpucell.gateway import EndpointRoute, gateway_name
 from gpucell.spec.traffic import endpoint_host
 from gpucell.workloads import model_endpoint, notebook, virtual_machine
 
@@ -305,8 +306,8 @@ class ModelEndpoint(model_endpoint.ModelEndpoint):
 
 
 def _route(inputs: package_inputs.ModelEndpointInputs) -> EndpointRoute | None:
-    """The Gateway listener of an exposed endpoint, as :func:`gpucell.gateway.exposed_endpoints` names it (admission
-    refuses ``expose`` without the facts' ``gateway``)."""
+    """The Gateway listener of an exposed endpoint, as :func:`gpucell.components.gateway.exposed_endpoints` names it
+    (admission refuses ``expose`` without the facts' ``gateway``)."""
     gateway, expose = inputs.facts.gateway, inputs.spec.expose
     if gateway is None or expose is None:
         return None

@@ -41,9 +41,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from gpucell._chart import deep_merge
 from gpucell.admission.vm_shape import ShapeError, resolve_vm
-from gpucell.cilium import cilium_values
+from gpucell.components._chart import deep_merge
+from gpucell.components.cilium import cilium_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.instancetypes import InstancetypeKind
@@ -476,7 +476,8 @@ def _traffic(cell: CellSpec) -> dict[str, Any]:
 
 
 def _default_class(cell: CellSpec) -> str:
-    # The class names of gpucell.storage; not imported to keep this module free of pulumi_kubernetes resources.
+    # The class names of gpucell.components.storage; not imported to keep this module free of pulumi_kubernetes
+    # resources.
     return "longhorn" if cell.storage.backend is StorageBackend.LONGHORN else "local-path"
 
 
@@ -906,7 +907,8 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
 
 
 def _metrics(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
-    """A smaller ``metrics.storageGib`` than deployed (growing converges: :mod:`gpucell.metrics` expands the claim)."""
+    """A smaller ``metrics.storageGib`` than deployed (growing converges: :mod:`gpucell.components.metrics` expands the
+    claim)."""
     was, now = (old.get("metrics") or {}).get("storageGib"), (new.get("metrics") or {}).get("storageGib")
     if isinstance(was, int) and isinstance(now, int) and now < was:
         return [

@@ -18,7 +18,7 @@ from pydantic import field_validator
 
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, ContainerRuntime, check_kubernetes_minor
-from gpucell.dra_driver import OPERATOR_DRIVER_ROOT
+from gpucell.components.dra_driver import OPERATOR_DRIVER_ROOT
 from gpucell.errors import SpecError, shown
 from gpucell.spec import (
     CdiSpec,
@@ -124,7 +124,7 @@ class ClusterInputs(SpecModel):
 
 
 class GpuOperatorInputs(ComponentInputs):
-    """Inputs of the NVIDIA GPU Operator (:class:`gpucell.gpu_operator.GpuOperatorArgs`)."""
+    """Inputs of the NVIDIA GPU Operator (:class:`gpucell.components.gpu_operator.GpuOperatorArgs`)."""
 
     cluster: ClusterInputs
     """The cluster to install into: its containerd paths reach the container toolkit."""
@@ -139,7 +139,7 @@ class GpuOperatorInputs(ComponentInputs):
 
 
 class KubeVirtInputs(ComponentInputs):
-    """Inputs of KubeVirt (:class:`gpucell.kubevirt.KubeVirtArgs`)."""
+    """Inputs of KubeVirt (:class:`gpucell.components.kubevirt.KubeVirtArgs`)."""
 
     cluster: ClusterInputs
     """The cluster to install into."""
@@ -160,7 +160,7 @@ class KubeVirtInputs(ComponentInputs):
 
 
 class CdiInputs(ComponentInputs):
-    """Inputs of CDI (:class:`gpucell.cdi.CdiArgs`)."""
+    """Inputs of CDI (:class:`gpucell.components.cdi.CdiArgs`)."""
 
     PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = (
         PassedThrough(
@@ -201,7 +201,7 @@ class CdiInputs(ComponentInputs):
 
 
 class DraDriverInputs(ComponentInputs):
-    """Inputs of the NVIDIA DRA driver (:class:`gpucell.dra_driver.DraDriverArgs`)."""
+    """Inputs of the NVIDIA DRA driver (:class:`gpucell.components.dra_driver.DraDriverArgs`)."""
 
     cluster: ClusterInputs
     """The cluster to install into."""
@@ -216,7 +216,7 @@ class DraDriverInputs(ComponentInputs):
 
 
 class CertManagerInputs(ComponentInputs):
-    """Inputs of cert-manager (:class:`gpucell.cert_manager.CertManagerArgs`)."""
+    """Inputs of cert-manager (:class:`gpucell.components.cert_manager.CertManagerArgs`)."""
 
     cluster: ClusterInputs
     """The cluster to install into."""
@@ -229,7 +229,7 @@ class CertManagerInputs(ComponentInputs):
 
 
 class KServeInputs(ComponentInputs):
-    """Inputs of KServe (:class:`gpucell.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
+    """Inputs of KServe (:class:`gpucell.components.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
 
     cluster: ClusterInputs
     """The cluster to install into."""
@@ -240,7 +240,8 @@ class KServeInputs(ComponentInputs):
 
 
 class StorageInputs(ComponentInputs):
-    """Inputs of the storage layer (:class:`gpucell.storage.StorageArgs`): Longhorn (``local-path`` is k3s's)."""
+    """Inputs of the storage layer (:class:`gpucell.components.storage.StorageArgs`): Longhorn (``local-path`` is
+    k3s's)."""
 
     cluster: ClusterInputs
     """The cluster to install into."""
@@ -256,7 +257,7 @@ class StorageInputs(ComponentInputs):
 
 
 class KedaInputs(ComponentInputs):
-    """Inputs of KEDA (:class:`gpucell.keda.KedaArgs`)."""
+    """Inputs of KEDA (:class:`gpucell.components.keda.KedaArgs`)."""
 
     cluster: ClusterInputs
     """The cluster to install into."""

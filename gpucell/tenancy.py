@@ -14,7 +14,7 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   (:mod:`gpucell.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC
   ``groupsPrefix``) to them (:func:`rbac_manifests`);
 - ``CiliumNetworkPolicy`` objects (allow lists inside the cell's cluster-wide deny rules,
-  :mod:`gpucell.cluster_deny`), one per purpose so that a reviewer reads each on its own:
+  :mod:`gpucell.components.cluster_deny`), one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
@@ -29,7 +29,7 @@ Pod Security Admission: ``restricted`` for every tenant, VMs included
 ``enforce``, ``warn`` and ``audit`` are ``restricted`` for every tenant namespace, each pinned to the cell's
 Kubernetes minor (``v1.34``) so that a k3s upgrade does not silently change what is enforced. VMs pass because
 the cell's ``KubeVirt`` CR sets ``configuration.seccompConfiguration.virtualMachineInstanceProfile.customProfile.
-runtimeDefaultProfile: true`` (:func:`gpucell.kubevirt.kubevirt_spec`). The evidence, read with ``git show
+runtimeDefaultProfile: true`` (:func:`gpucell.components.kubevirt.kubevirt_spec`). The evidence, read with ``git show
 v1.9.0:<path>`` in kubevirt/kubevirt (tag v1.9.0, 79d34c1762169e5b0370ec491cef5ca12e6b504c):
 
 - ``pkg/virt-controller/services/template.go``: the launcher pod's ``seccompProfile`` comes only from
@@ -37,8 +37,8 @@ v1.9.0:<path>`` in kubevirt/kubevirt (tag v1.9.0, 79d34c1762169e5b0370ec491cef5c
   ``localhostProfile``) and is set at pod level by ``computePodSecurityContext``, covering every container.
   Without it the pod has no profile and ``restricted`` rejects it ("Defaults to none", ``swagger.json``).
 - The launcher runs non-root: the VMI mutator marks every VMI non-root unless the ``Root`` gate (Alpha, never
-  enabled by gpucell, see :func:`gpucell.kubevirt.feature_gates`) is on (``vmi-mutator.go`` ``markAsNonroot``,
-  ``RuntimeUser = 107``). ``computePodSecurityContext`` then sets ``runAsUser``/``runAsGroup`` 107,
+  enabled by gpucell, see :func:`gpucell.components.kubevirt.feature_gates`) is on (``vmi-mutator.go``
+  ``markAsNonroot``, ``RuntimeUser = 107``). ``computePodSecurityContext`` then sets ``runAsUser``/``runAsGroup`` 107,
   ``runAsNonRoot: true``, ``fsGroup: 107``.
 - Containers (``rendercontainer.go`` ``securityContext``): non-root, ``allowPrivilegeEscalation: false``; the
   compute container drops ``ALL`` and adds only ``NET_BIND_SERVICE`` (``requiredCapabilities``; ``SYS_NICE``
@@ -107,14 +107,15 @@ add up:
 
 Those allow lists are not the fence: Cilium also adds the allows of any other policy selecting a tenant's pods (a
 ``NetworkPolicy`` with ``egress: [{}]``, a ``CiliumNetworkPolicy`` to ``world``). What a tenant must never reach is
-denied cluster-wide by :class:`gpucell.cluster_deny.ClusterDeny` (the platform's ``CiliumClusterwideNetworkPolicy``
-objects, which the tenant's policies come after): every node but on the API servers' port, the cell's node, pod and
-service networks, the other cells, the private ranges but the tenant's ``egressCidrs``, and every pod of the platform
-namespaces but CoreDNS, whatever allow exists (docs/decisions/0031-cluster-wide-deny.md). A platform namespace
-labelled ``gpucell.io/platform-services`` therefore stays closed; the label opens namespaces of the operator's own.
+denied cluster-wide by :class:`gpucell.components.cluster_deny.ClusterDeny` (the platform's
+``CiliumClusterwideNetworkPolicy`` objects, which the tenant's policies come after): every node but on the API servers'
+port, the cell's node, pod and service networks, the other cells, the private ranges but the tenant's ``egressCidrs``,
+and every pod of the platform namespaces but CoreDNS, whatever allow exists (docs/decisions/0031-cluster-wide-deny.md).
+A platform namespace labelled ``gpucell.io/platform-services`` therefore stays closed; the label opens namespaces of the
+operator's own.
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
-``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
+``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.components.cilium`), which would let a tenant read
 every other tenant's flows. Namespace labels cannot be set by a tenant (no tenant role may update the Namespace
 object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
@@ -142,8 +143,8 @@ from gpucell.admission.inventory import capacity, dra_offers, gpu_offers, nvswit
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.admission.vm_rules import catalog_tenants
 from gpucell.cluster import Cluster, listen_port
+from gpucell.components.instancetypes import Instancetypes, InstancetypesArgs
 from gpucell.errors import ConfigError
-from gpucell.instancetypes import Instancetypes, InstancetypesArgs
 from gpucell.platform import Platform
 from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
@@ -724,8 +725,8 @@ def _with_tenant(facts: ClusterFacts, tenant: str, spec: TenantSpec | dict[str, 
 
 
 def _check_backup_scheduled(args: TenantArgs) -> None:
-    """Raise :class:`ConfigError` when the tenant asks for ``backup`` and no :class:`gpucell.backups.Backups` of its
-    platform renders its ``Schedule``: the tenant would believe it is backed up and is not."""
+    """Raise :class:`ConfigError` when the tenant asks for ``backup`` and no :class:`gpucell.components.backups.Backups`
+    of its platform renders its ``Schedule``: the tenant would believe it is backed up and is not."""
     if args.spec.backup is None:
         return
     backups = args.platform.backups
@@ -759,7 +760,7 @@ class Tenant(CellComponent):
     The spec is admitted against ``args.facts`` before anything is registered (:func:`admit`); raises
     :class:`~gpucell.errors.ConfigError` with ``tenants.<name>...`` key paths. The cluster must run Cilium (the
     tenant's isolation is ``CiliumNetworkPolicy`` objects) and, for VMs, KubeVirt with
-    ``seccompConfiguration`` as :func:`gpucell.kubevirt.kubevirt_spec` renders it.
+    ``seccompConfiguration`` as :func:`gpucell.components.kubevirt.kubevirt_spec` renders it.
     """
 
     namespace: pulumi.Output[str]

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
 from gpucell.admission.inventory import nvswitch_quota
+from gpucell.components.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.k3s._node_state import QUARANTINE_TAINT
-from gpucell.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, namespace_of
@@ -109,7 +109,8 @@ LAUNCHER_LABEL = "kubevirt.io"
 """The pod label KubeVirt marks its own pods with (v1.9.0 ``AppLabel``, ``staging/src/kubevirt.io/api/core/v1/
 types.go``: ``virt-launcher`` on a VM's launcher pod, ``hotplug-disk``, ``virt-exporter``;
 ``pkg/virt-controller/services/template.go``), which metering reads to bill a pod's GPUs as ``kind="vm"``
-(:mod:`gpucell.metering`). Only :data:`VIRT_CONTROLLER` may set or change it on a pod; no pod template carries it."""
+(:mod:`gpucell.components.metering`). Only :data:`VIRT_CONTROLLER` may set or change it on a pod; no pod template
+carries it."""
 VIRT_CONTROLLER = f"system:serviceaccount:{KUBEVIRT_NAMESPACE}:kubevirt-controller"
 """virt-controller's identity: the ServiceAccount ``kubevirt-controller`` (KubeVirt v1.9.0
 ``pkg/virt-operator/resource/generate/components/serviceaccountnames.go``, ``ControllerServiceAccountName``) in

@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import pytest
 
-from gpucell.cilium import CiliumArgs
 from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.components.cilium import CiliumArgs
+from gpucell.components.gpu_operator import GpuOperatorArgs, gpu_operator_values
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import GpuOperatorArgs, gpu_operator_values
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from gpucell.admission.tenants import ClusterFacts
-from gpucell.backups import bucket_credentials_file, restore_manifest, schedule_manifest
 from gpucell.cluster import Cluster
-from gpucell.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
+from gpucell.components.backups import bucket_credentials_file, restore_manifest, schedule_manifest
+from gpucell.components.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
 from gpucell.errors import ConfigError
 from gpucell.platform import Platform
 from gpucell.spec import CellSpec, StackSpec
@@ -528,8 +528,8 @@ def test_backup_secrets_are_checked_before_anything_is_registered(config: dict[s
 
 
 def test_backups_args_from_a_cell_without_backups_is_a_value_error() -> None:
-    from gpucell.backups import BackupCredentials, BackupsArgs
     from gpucell.cluster import Cluster
+    from gpucell.components.backups import BackupCredentials, BackupsArgs
 
     cell = CellSpec.model_validate(minimal_cell_config())
     cluster = Cluster.__new__(Cluster)  # from_cell refuses before it uses the handle

@@ -11,7 +11,7 @@ import yaml
 
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.cluster_deny import (
+from gpucell.components.cluster_deny import (
     ClusterDeny,
     ClusterDenyArgs,
     all_ports_but,

@@ -263,7 +263,7 @@ OPERATIONS_DOC = (REPO / "docs" / "operations.md").read_text()
 
 
 def test_operations_config_snippets_validate_in_the_prod_region() -> None:
-    from gpucell._chart import deep_merge
+    from gpucell.components._chart import deep_merge
     from gpucell.spec import CellSpec
 
     region = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]

@@ -24,12 +24,12 @@ from gpucell.admission.dra import (
 )
 from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.components.dra_driver import NAMESPACE, dra_driver_values, driver_root
+from gpucell.components.kubevirt import feature_gates, kubevirt_spec
 from gpucell.disruption import compare, fingerprint
-from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.errors import ConfigError
 from gpucell.k3s._host_setup import host_setup, iommu_check
 from gpucell.k3s._scripts import node_config
-from gpucell.kubevirt import feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
@@ -398,7 +398,7 @@ def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
 
 
 def test_gpu_operator_driver_manager_env_merges_by_name() -> None:
-    from gpucell.gpu_operator import _overrides
+    from gpucell.components.gpu_operator import _overrides
 
     config = dra_config()
     config["gpuOperator"] = {"values": {"driver": {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": True}]}}}}

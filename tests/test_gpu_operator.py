@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from gpucell.cluster import Cluster, ContainerRuntime, k3s_containerd_template
-from gpucell.errors import ConfigError
-from gpucell.gpu_operator import (
+from gpucell.components.gpu_operator import (
     CHART,
     DAEMONSET_TOLERATIONS,
     NAMESPACE,
@@ -18,6 +17,7 @@ from gpucell.gpu_operator import (
     GpuOperator,
     GpuOperatorArgs,
 )
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program

@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from gpucell.cert_manager import CertManager, CertManagerArgs, cert_manager_values
-from gpucell.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
+from gpucell.components.cert_manager import CertManager, CertManagerArgs, cert_manager_values
+from gpucell.components.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program

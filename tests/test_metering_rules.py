@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from gpucell.admission.inventory import GpuOffer, OfferKind
-from gpucell.gpu_alerts import DCGM_JOB, POWER_THROTTLED_NS_PER_S, health_group
-from gpucell.metering import ALLOCATED, KSM_JOB, RECORDED, ksm_sanitized, metering_group
+from gpucell.components.gpu_alerts import DCGM_JOB, POWER_THROTTLED_NS_PER_S, health_group
+from gpucell.components.metering import ALLOCATED, KSM_JOB, RECORDED, ksm_sanitized, metering_group
 from gpucell.spec import GpuMode
 from tests.conftest import UPSTREAM
 

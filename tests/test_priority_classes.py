@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpucell.priority_classes import priority_class_manifest
+from gpucell.components.priority_classes import priority_class_manifest
 from gpucell.spec import CellSpec
 from gpucell.spec.scheduling import PriorityClassSpec
 from gpucell.stacks.mock_engine import PlanResult, run_program

@@ -12,8 +12,8 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.components.kubevirt import kubevirt_spec
 from gpucell.errors import ConfigError
-from gpucell.kubevirt import kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.tenancy import TenantSpec

@@ -15,12 +15,12 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell import cluster_api
 from gpucell.admission.inventory import gpu_offers
 from gpucell.admission.tenant_cluster_admission import machine_placements
 from gpucell.catalog import cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster
+from gpucell.components import cluster_api
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.tenant_clusters import TenantClusterSpec, namespace_names

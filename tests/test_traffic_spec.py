@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.cilium import announcement_values, max_load_balancers
+from gpucell.components.cilium import announcement_values, max_load_balancers
+from gpucell.components.gateway import exposed_endpoints
 from gpucell.errors import ConfigError
-from gpucell.gateway import exposed_endpoints
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.traffic import parse_block
 from tests.conftest import REPO, cell_cilium_values

@@ -14,7 +14,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.catalog.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.kubevirt import permitted_host_devices
+from gpucell.components.kubevirt import permitted_host_devices
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.spec.workloads import GpuVirtualMachineSpec

@@ -18,13 +18,13 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.admission.vm_shape import resolve_vm
 from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
-from gpucell.cdi import storage_profile_spec
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.components.cdi import storage_profile_spec
+from gpucell.components.images import ImageCatalogArgs, catalog_objects, clone_rbac
+from gpucell.components.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
+from gpucell.components.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
 from gpucell.disruption import Change, compare, fingerprint
 from gpucell.errors import ConfigError
-from gpucell.images import ImageCatalogArgs, catalog_objects, clone_rbac
-from gpucell.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
-from gpucell.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.cloud_init import (
     PLAN_STAND_IN_PREFIX,

@@ -2,10 +2,10 @@
 gpucell renders for workloads on ``gpuMode: dra`` pools.
 
 Kubernetes 1.34 serves ``resource.k8s.io/v1`` (GA). The NVIDIA DRA driver for GPUs (kubernetes-sigs/
-dra-driver-nvidia-gpu, chart ``dra-driver-nvidia-gpu``; :mod:`gpucell.dra_driver` installs it) publishes every GPU
-of a node in a ResourceSlice of driver ``gpu.nvidia.com``. With its ``PassthroughSupport`` gate a GPU without MIG is
-published twice: as ``gpu-<minor>`` (attribute ``type`` ``gpu``, for containers) and as ``gpu-vfio-<index>`` (type
-``vfio``, bound to ``vfio-pci`` when a claim for it is prepared); once one is prepared, the driver withdraws the
+dra-driver-nvidia-gpu, chart ``dra-driver-nvidia-gpu``; :mod:`gpucell.components.dra_driver` installs it) publishes
+every GPU of a node in a ResourceSlice of driver ``gpu.nvidia.com``. With its ``PassthroughSupport`` gate a GPU without
+MIG is published twice: as ``gpu-<minor>`` (attribute ``type`` ``gpu``, for containers) and as ``gpu-vfio-<index>``
+(type ``vfio``, bound to ``vfio-pci`` when a claim for it is prepared); once one is prepared, the driver withdraws the
 other from the slice and gives it back on unprepare (v0.4.1 ``cmd/gpu-kubelet-plugin/device_state.go``
 ``RemoveSiblingDevices``, ``nvlib.go`` ``enumerateAllPossibleDevices``). So each GPU serves a container or a VM, as
 the claims scheduled onto it ask. Facts, all at v0.4.1 (tag commit 764900e7):

@@ -105,7 +105,7 @@ class ClusterFacts(SpecModel):
 
     versions: Versions = Versions()
     """Pinned releases; ``versions.kserve`` decides the serving runtimes and formats an endpoint may name. Defaults
-    to gpucell's pins (those :class:`gpucell.kserve.KServe` installs by default)."""
+    to gpucell's pins (those :class:`gpucell.components.kserve.KServe` installs by default)."""
     oidc: OidcSpec | None = None
     """The OpenID Connect issuer the API server trusts: tenant groups become ``<groupsPrefix><group>`` in RoleBindings.
     None: group names are used as given."""
@@ -121,7 +121,7 @@ class ClusterFacts(SpecModel):
     taints (tolerated by the workloads placed there). Defaults to none (no GPU workload fits)."""
     mig_strategy: MigStrategy | None = None
     """The GPU Operator's ``mig.strategy`` (what MIG nodes advertise): ``single`` or ``mixed``; defaults to ``mixed``
-    when a pool uses MIG, else ``single`` (as :class:`gpucell.gpu_operator.GpuOperator` installs it)."""
+    when a pool uses MIG, else ``single`` (as :class:`gpucell.components.gpu_operator.GpuOperator` installs it)."""
     storage: StorageSpec = StorageSpec()
     """The StorageClasses a VM disk or a notebook may name: the backend's (``local-path`` or ``longhorn``) and
     ``otherClasses``; only these keys are read."""

@@ -1,8 +1,8 @@
 """The ClusterServingRuntimes the pinned KServe installs: names, model formats, images, and what runs on GPUs.
 
 gpucell installs KServe's ``kserve-runtime-configs`` chart with ``kserve.servingruntime.enabled: true``
-(:func:`gpucell.kserve.kserve_runtime_values`); an InferenceService names one of its runtimes or a model format one
-of them serves by auto-selection. The table below is KServe v0.20.0 (kserve/kserve ``1fb7810``):
+(:func:`gpucell.components.kserve.kserve_runtime_values`); an InferenceService names one of its runtimes or a model
+format one of them serves by auto-selection. The table below is KServe v0.20.0 (kserve/kserve ``1fb7810``):
 
 - names, ``supportedModelFormats`` (name, version, ``autoSelect``, ``priority``) and ``protocolVersions`` from
   ``charts/kserve-runtime-configs/files/runtimes/resources.yaml``;

@@ -46,13 +46,13 @@ VGPU_STATE_LABEL = "nvidia.com/vgpu.config.state"
 """Set by the GPU Operator's vGPU device manager: ``success`` once the node's ``nvidia.com/vgpu.config`` is
 applied."""
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
-"""Where the GPU Operator's operands run (:data:`gpucell.gpu_operator.NAMESPACE`)."""
+"""Where the GPU Operator's operands run (:data:`gpucell.components.gpu_operator.NAMESPACE`)."""
 DRA_DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"
-"""Where the DRA driver's kubelet plugin runs (:data:`gpucell.dra_driver.NAMESPACE`)."""
+"""Where the DRA driver's kubelet plugin runs (:data:`gpucell.components.dra_driver.NAMESPACE`)."""
 VALIDATOR_POD_PREFIX = "nvidia-operator-validator-"
 """Name prefix of the GPU Operator's validator pods (its ``nvidia-operator-validator`` DaemonSet)."""
 KUBEVIRT_NAMESPACE = "kubevirt"
-"""Where KubeVirt's virt-handler runs (:data:`gpucell.kubevirt.NAMESPACE`)."""
+"""Where KubeVirt's virt-handler runs (:data:`gpucell.components.kubevirt.NAMESPACE`)."""
 _GPU_CONFIG_LABELS = (WORKLOAD_LABEL, MIG_LABEL, VGPU_LABEL)
 STATE_MANAGER_PODS = {
     MIG_STATE_LABEL: (GPU_OPERATOR_NAMESPACE, "app=nvidia-mig-manager"),

@@ -148,9 +148,9 @@ def managed_labels(pool_name: str, pool: NodePool, vgpu_framework: VgpuFramework
     A ``dra`` pool runs the operator's ``container`` workload (``nvidia.com/gpu.workload.config=container``: driver,
     toolkit, GFD, validator) with :data:`gpucell.spec.pools.DRA_DISABLED_OPERANDS` ``=false`` (device plugin, DCGM,
     DCGM exporter; the operator keeps a non-empty state label it finds) and ``gpucell.io/dra-kubelet-plugin=true``
-    (where :mod:`gpucell.dra_driver` runs its kubelet plugin). The sandbox device plugin and the vfio-manager need no
-    label: the operator deploys them only on ``vm-passthrough``/``vm-vgpu`` nodes, and deletes their state labels
-    elsewhere.
+    (where :mod:`gpucell.components.dra_driver` runs its kubelet plugin). The sandbox device plugin and the vfio-manager
+    need no label: the operator deploys them only on ``vm-passthrough``/``vm-vgpu`` nodes, and deletes their state
+    labels elsewhere.
     """
     labels = {POOL_LABEL: pool_name, ROLE_LABEL: pool.role.value}
     if pool.role is NodeRole.GPU:

@@ -22,7 +22,7 @@ The facts (details and citations in ``docs/decisions/0011-sriov-vgpu-and-hgx-nvs
 - KubeVirt v1.9.0's own PCI device plugin advertises a VF bound to ``nvidia`` with a non-zero ``current_vgpu_type``
   when its ``vendor:device`` is permitted in ``pciHostDevices`` *without* ``externalResourceProvider``
   (kubevirt/kubevirt#16890: ``pkg/virt-handler/device-manager/nvidia.go`` ``shouldPermitNvidia``, ``common.go``
-  ``HasVGPUProfile``, ``device_controller.go``); :func:`gpucell.kubevirt.permitted_vf_device`.
+  ``HasVGPUProfile``, ``device_controller.go``); :func:`gpucell.components.kubevirt.permitted_vf_device`.
 """
 
 from __future__ import annotations

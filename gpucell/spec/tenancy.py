@@ -58,8 +58,8 @@ CLUSTER_API_NAMESPACES = (
     "capk-system",
     "caaph-system",
 )
-"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.cluster_api`), with tenant
-clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
+"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.components.cluster_api`), with
+tenant clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
 TENANT_LABEL = "gpucell.io/tenant"
 """Label naming the tenant on the namespace and on every object rendered for it."""
 NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"

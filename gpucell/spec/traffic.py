@@ -65,7 +65,7 @@ ADDRESS_ANNOTATION = "lbipam.cilium.io/ips"
 SERVICE_NAMESPACE_KEY = "io.kubernetes.service.namespace"
 """The ``serviceSelector`` key Cilium matches against a Service's namespace."""
 GATEWAY_NAMESPACE = "gpucell-gateway"
-"""Namespace of the cell's Gateways, their certificates and ACME challenges (see :mod:`gpucell.gateway`)."""
+"""Namespace of the cell's Gateways, their certificates and ACME challenges (see :mod:`gpucell.components.gateway`)."""
 MAX_GATEWAY_LISTENERS = 64
 """Listeners one Gateway may have (Gateway API v1.5.1 ``gateways`` CRD: ``spec.listeners`` ``maxItems: 64``)."""
 _ASN_MAX = 4_294_967_295

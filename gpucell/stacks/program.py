@@ -8,11 +8,11 @@ from typing import Any
 import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.cluster_deny import other_cells
+from gpucell.components.cluster_deny import other_cells
+from gpucell.components.gateway import exposed_endpoints
 from gpucell.disruption import fingerprint
 from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
-from gpucell.gateway import exposed_endpoints
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem

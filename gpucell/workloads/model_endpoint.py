@@ -10,7 +10,7 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
 - with ``expose``: a ``gateway.networking.k8s.io/v1`` ``HTTPRoute`` ``<endpoint>`` from its listener of the cell's
   Gateway to ``<endpoint>-predictor`` (:func:`http_route_manifest`) and a ``CiliumNetworkPolicy``
   ``<endpoint>-gateway`` admitting the Gateway to the predictor (:func:`gateway_policy_manifest`); its certificate
-  and listener are the Gateway's (:mod:`gpucell.gateway`);
+  and listener are the Gateway's (:mod:`gpucell.components.gateway`);
 - with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<endpoint>-gpus-<hash>``; the
   predictor's pod-level ``resourceClaims`` name it (the v0.20.0 CRD's predictor carries the whole PodSpec, and
   KServe's ``MergePodSpec`` copies it into the Deployment), so every replica gets its own claim.
@@ -44,8 +44,8 @@ from gpucell.admission.dra import pod_resource_claims
 from gpucell.admission.placement import Placement
 from gpucell.admission.tenants import tenant_runtimes
 from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
-from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
-from gpucell.metrics import PROMETHEUS_URL
+from gpucell.components.metrics import NAMESPACE as METRICS_NAMESPACE
+from gpucell.components.metrics import PROMETHEUS_URL
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
@@ -67,7 +67,7 @@ from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
-    from gpucell.gateway import EndpointRoute
+    from gpucell.components.gateway import EndpointRoute
     from gpucell.platform import Platform
     from gpucell.tenancy import TenantView
 
@@ -133,7 +133,7 @@ class ModelEndpointArgs:
     """The secret named by ``spec.credentialsConfigKey``: a Hugging Face token for ``hf://``, or
     ``"<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>"`` for ``s3://``. Treated as a Pulumi secret."""
     route: EndpointRoute | None = None
-    """With ``expose``: its host and Gateway listener (:func:`gpucell.gateway.exposed_endpoints`)."""
+    """With ``expose``: its host and Gateway listener (:func:`gpucell.components.gateway.exposed_endpoints`)."""
     gateway: pulumi.Resource | None = None
     """With ``route``: the ``Gateway`` it attaches to, which the HTTPRoute waits for."""
     env_secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -328,7 +328,7 @@ def autoscaling(tenant: str, name: str, spec: ModelEndpointSpec) -> dict[str, An
     - ``cpu``/``memory``: ``scaleMetric``/``scaleTarget`` (percent), which KServe's HPA reconciler turns into one
       ``Resource`` metric (``reconcilers/hpa/hpa_reconciler.go`` ``getHPAMetrics``).
     - ``vllm-*``: ``autoScaling.metrics`` with one ``External`` metric, backend ``prometheus`` at
-      :data:`gpucell.metrics.PROMETHEUS_URL`, query :func:`vllm_query`, target ``{type: Value, value: ...}``:
+      :data:`gpucell.components.metrics.PROMETHEUS_URL`, query :func:`vllm_query`, target ``{type: Value, value: ...}``:
       ``scaleTarget`` requests for the queue and running requests, ``scaleTarget``/1000 seconds for the time to
       first token. KServe v0.20.0's webhook refuses an ``External`` target without ``value`` ("the target threshold
       value should not be empty", ``pkg/apis/serving/v1beta1/inference_service_validation.go`` lines 608-609), and

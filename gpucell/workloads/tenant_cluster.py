@@ -53,18 +53,18 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret, Service
 
-from gpucell._chart import ChartSource
 from gpucell._component import CellComponent
 from gpucell.admission.inventory import gpu_offers
 from gpucell.admission.placement import Placement
 from gpucell.admission.tenant_cluster_admission import machine_placements
 from gpucell.admission.vm_shape import VmShape
 from gpucell.catalog.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
-from gpucell.cilium import CHART as CILIUM_CHART
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.cluster_api import PROVIDER_NAMESPACES
+from gpucell.components._chart import ChartSource
+from gpucell.components.cilium import CHART as CILIUM_CHART
+from gpucell.components.cluster_api import PROVIDER_NAMESPACES
+from gpucell.components.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.pools import NodePool
 from gpucell.spec.tenancy import namespace_of
@@ -77,7 +77,7 @@ from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
-    from gpucell.cluster_api import ClusterApi
+    from gpucell.components.cluster_api import ClusterApi
     from gpucell.tenancy import TenantView
 
 __all__ = [
@@ -496,9 +496,9 @@ def addon_manifests(
 
 def cluster_api_policy_manifest(tenant: str, cluster: str) -> dict[str, Any]:
     """``<cluster>-cluster-api``: ingress to the cluster's VMs (``cluster.x-k8s.io/cluster-name``) from the provider
-    controllers' namespaces (:data:`gpucell.cluster_api.PROVIDER_NAMESPACES`) on the API port, and from CAPK's on
-    SSH (its bootstrap check). Their controllers reach the API through ``<c>-lb``, which Cilium translates to a
-    control-plane VM before the tenant's default deny is applied to it."""
+    controllers' namespaces (:data:`gpucell.components.cluster_api.PROVIDER_NAMESPACES`) on the API port, and from
+    CAPK's on SSH (its bootstrap check). Their controllers reach the API through ``<c>-lb``, which Cilium translates to
+    a control-plane VM before the tenant's default deny is applied to it."""
 
     def from_namespaces(namespaces: Sequence[str], port: int) -> dict[str, Any]:
         peers = {
@@ -603,7 +603,7 @@ class TenantClusterArgs:
     """With ``apiServer.type: LoadBalancer``: the ``loadBalancer`` pool of its address."""
     after: Sequence[pulumi.Resource] = ()
     """What its objects come after: the tenant's namespace, quota and policies, the KubeVirt and CDI CRs and the
-    Cluster API providers (:attr:`gpucell.cluster_api.ClusterApi.ready`)."""
+    Cluster API providers (:attr:`gpucell.components.cluster_api.ClusterApi.ready`)."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """The policy when ``spec.removalPolicy`` is unset (the tenant's)."""
 

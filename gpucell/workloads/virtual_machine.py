@@ -23,10 +23,11 @@ no CPU topology, memory or resources of its own, nor the GPUs its instancetype g
 ``firmware.bootloader.efi`` (with SMM for Secure Boot) and ``devices.tpm``.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
-(:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
-Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU") shows, and KubeVirt v1.9 builds
-host devices for ``gpus`` from both its PCI and its mdev pools (``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/
-hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI plugin works the same way.
+(:func:`gpucell.components.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what
+the GPU Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU") shows, and KubeVirt v1.9
+builds host devices for ``gpus`` from both its PCI and its mdev pools
+(``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/ hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI
+plugin works the same way.
 
 With ``gpuAllocation: dra`` (a ``dra`` pool), the GPUs come from a ``resource.k8s.io/v1`` ``ResourceClaimTemplate``
 ``<vm>-gpus-<hash>`` (:func:`claim_template_manifest`: one ``vfio.gpu.nvidia.com`` request per GPU with the VFIO
@@ -60,7 +61,7 @@ from gpucell.admission.dra import pod_resource_claims, vm_claim_template, vm_gpu
 from gpucell.admission.placement import Placement
 from gpucell.admission.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.catalog.gpu_catalog import needs_host_cpu_model
-from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
+from gpucell.components.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.spec.cloud_init import (
     NVLINK_DISABLE_OPTION,
     NVLINK_MODPROBE_PATH,
@@ -423,7 +424,7 @@ def ssh_service_manifest(
     the address's lease, and with BGP only such nodes advertise it (Cilium 1.20 "L2 Announcements", "BGP Control
     Plane": ``externalTrafficPolicy: Local``).
 
-    ``LoadBalancer`` also gets: label :data:`gpucell.lb_ipam.POOL_LABEL` = ``pool`` (the pool's
+    ``LoadBalancer`` also gets: label :data:`gpucell.components.lb_ipam.POOL_LABEL` = ``pool`` (the pool's
     ``serviceSelector`` requires it), annotation ``lbipam.cilium.io/ips`` with ``sshService.address``,
     ``loadBalancerSourceRanges`` = ``allowFromCidrs`` (what Cilium's load balancer drops before the policy is even
     consulted), and ``allocateLoadBalancerNodePorts: false``: Cilium's kube-proxy replacement serves the address
@@ -502,7 +503,7 @@ class GpuVirtualMachine(CellComponent):
     Every child depends on ``tenant.ready`` (namespace, quota, policies) and, when the tenant's platform has them,
     on the ``KubeVirt`` CR (Available, and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile
     patch (so DataVolumes get the PVC shape the storage needs); with DRA GPUs also on the DRA driver's Release and
-    on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.images.ImageCatalog` of the
+    on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.components.images.ImageCatalog` of the
     platform (its clone RBAC).
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
     VM's DataVolumes, so deleting it deletes the disks.

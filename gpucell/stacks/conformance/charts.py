@@ -451,7 +451,7 @@ def velero_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: Ce
     Deployment carries the plugins gpucell pinned, the node-agent DaemonSet exists without host paths, and no
     ClusterRole of the chart aggregates into a role tenants are bound to (their access to backups stays none)."""
     del values
-    from gpucell.backups import AWS_PLUGIN_IMAGE, KUBEVIRT_PLUGIN_IMAGE, LOCATION  # noqa: PLC0415
+    from gpucell.components.backups import AWS_PLUGIN_IMAGE, KUBEVIRT_PLUGIN_IMAGE, LOCATION  # noqa: PLC0415
 
     assert cell.backups is not None  # the release is installed with backups only
     location, facts = _one(objects, "BackupStorageLocation", LOCATION, "velero")

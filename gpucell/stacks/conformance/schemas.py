@@ -102,7 +102,7 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         for version, plural in (
             ("v2", "ciliumnetworkpolicies"),
             ("v2", "ciliumclusterwidenetworkpolicies"),
-            # LB IPAM and its announcements (gpucell.lb_ipam)
+            # LB IPAM and its announcements (gpucell.components.lb_ipam)
             ("v2", "ciliumloadbalancerippools"),
             ("v2alpha1", "ciliuml2announcementpolicies"),
             ("v2", "ciliumbgpclusterconfigs"),

@@ -32,9 +32,9 @@ import pulumi
 from pulumi_kubernetes.core.v1 import Namespace, Secret
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.cluster import Cluster
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.backups import BackupsSpec, TenantBackupSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.tenancy import namespace_of

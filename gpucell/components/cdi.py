@@ -19,9 +19,9 @@ from pulumi_kubernetes.apiextensions import CustomResource, CustomResourcePatch
 from pulumi_kubernetes.yaml.v2 import ConfigFile
 
 from gpucell._component import CellComponent
+from gpucell.components.kubevirt import WAIT_FOR_AVAILABLE, release_tag
+from gpucell.components.platform_tolerations import vm_pool_tolerations
 from gpucell.errors import ConfigError, shown
-from gpucell.kubevirt import WAIT_FOR_AVAILABLE, release_tag
-from gpucell.platform_tolerations import vm_pool_tolerations
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import CdiSpec
 from gpucell.spec.pools import NodePool
@@ -30,8 +30,8 @@ from gpucell.spec.workloads import AccessMode, VolumeMode
 
 if TYPE_CHECKING:
     from gpucell.cluster import Cluster
+    from gpucell.components.storage import Storage
     from gpucell.spec.cell import CellSpec
-    from gpucell.storage import Storage
 
 __all__ = [
     "API_VERSION",
@@ -66,8 +66,8 @@ PATCH_FORCE = {"pulumi.com/patchForce": "true"}
 class VolumeClass:
     """A StorageClass VM disks live in and the PVC shape they need there: what :class:`Cdi` takes of the storage.
 
-    :meth:`of` takes them from gpucell's :class:`~gpucell.storage.Storage`; on a cluster with storage of its own, name
-    its default class and the shape its CSI driver serves (``Block`` when it serves raw block volumes).
+    :meth:`of` takes them from gpucell's :class:`~gpucell.components.storage.Storage`; on a cluster with storage of its
+    own, name its default class and the shape its CSI driver serves (``Block`` when it serves raw block volumes).
     """
 
     name: pulumi.Input[str]
@@ -148,7 +148,7 @@ def cdi_spec(
     - ``imagePullPolicy: IfNotPresent``, and ``infra``/``workload`` as in the release's ``cdi-cr.yaml``: Linux
       nodes, and the control plane tolerating ``CriticalAddonsOnly`` (a taint k3s HA servers often carry).
     - ``workload.tolerations``: ``workload_tolerations`` when given (the taints of the pools VMs run on,
-      :func:`gpucell.platform_tolerations.vm_pool_tolerations`): CDI's importer, uploader and cloner pods are
+      :func:`gpucell.components.platform_tolerations.vm_pool_tolerations`): CDI's importer, uploader and cloner pods are
       placed by ``spec.workload`` (``api.NodePlacement`` in the CDI v1.66.0 swagger, "Restrict on which nodes CDI
       workload pods will be scheduled"), and with ``WaitForFirstConsumer`` an importer runs on the VM's node.
     """

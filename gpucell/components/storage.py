@@ -26,9 +26,9 @@ import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 from pulumi_kubernetes.storage.v1 import StorageClassPatch
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
-from gpucell.platform_tolerations import longhorn_taint_toleration, worker_pool_tolerations
+from gpucell.components._chart import ChartSource, helm_release
+from gpucell.components.platform_tolerations import longhorn_taint_toleration, worker_pool_tolerations
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import StorageBackend, StorageSpec
 from gpucell.spec.pools import NodePool
@@ -112,7 +112,7 @@ def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> di
       waiting on Longhorn's instance-manager PodDisruptionBudget until its timeout.
     - ``defaultSettings.nodeDownPodDeletionPolicy``: :data:`NODE_DOWN_POD_DELETION_POLICY`, so that a host that
       died lets its StatefulSet and Deployment pods go and their volumes attach elsewhere.
-    - With tainted gpu or cpu pools (:func:`gpucell.platform_tolerations.worker_pool_tolerations`):
+    - With tainted gpu or cpu pools (:func:`gpucell.components.platform_tolerations.worker_pool_tolerations`):
       ``longhornManager.tolerations`` and ``longhornDriver.tolerations`` (the chart uses a component's list instead
       of ``global.tolerations``, ``chart/templates/daemonset-sa.yaml`` and ``deployment-driver.yaml``) and
       ``defaultSettings.taintToleration`` for the components Longhorn deploys itself (instance managers, CSI

@@ -38,10 +38,10 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Namespace
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.cluster import Cluster
-from gpucell.kubevirt import release_tag
+from gpucell.components._chart import ChartSource, helm_release
+from gpucell.components.kubevirt import release_tag
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.versions import Versions
 

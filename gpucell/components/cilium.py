@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.network import Network
 from gpucell.spec.platform import CiliumSpec
 from gpucell.spec.tenancy import TenantSpec
@@ -141,13 +141,13 @@ def cilium_values(
       namespace and pod traffic is translated at the pod's interface instead (Cilium kube-proxy-free guide,
       cilium/cilium PR #17847). ``values.yaml`` documents this key commented out (its default is false).
     - with ``hubble_metrics`` (the metrics stack): ``hubble.metrics.enabled`` :data:`HUBBLE_METRICS` (the
-      ``hubble-metrics`` Service, port 9965, that :func:`gpucell.metrics.hubble_service_monitor` scrapes).
+      ``hubble-metrics`` Service, port 9965, that :func:`gpucell.components.metrics.hubble_service_monitor` scrapes).
     - ``rollOutCiliumPods`` and ``operator.rollOutPods``: the agents and operator read ``cilium-config`` only
       at start, so without a rollout a ``pulumi up`` that changes a value would leave them on the old one.
     - With ``load_balancer``: :func:`announcement_values` (L2 announcements or the BGP control plane, and the client
       rate limit L2 leases need for ``load_balancers`` Services). With ``gateway_api``: ``gatewayAPI.enabled`` (the
-      Gateway API CRDs are installed before this release, :mod:`gpucell.gateway_api`, because the operator only
-      watches kinds that exist when it starts).
+      Gateway API CRDs are installed before this release, :mod:`gpucell.components.gateway_api`, because the operator
+      only watches kinds that exist when it starts).
     """
     values = _base_values(network, api_host, operator_replicas, hubble_metrics=hubble_metrics)
     if load_balancer is not None:

@@ -1,7 +1,7 @@
 """What CDI needs to import a disk from a registry or an HTTP server: the ``source`` with its ``secretRef`` and
 ``certConfigMap``, the credentials Secret's data and the CA ConfigMap's key (CDI v1.66.0 ``api/openapi-spec/
 swagger.json``: ``v1beta1.DataVolumeSourceRegistry``, ``v1beta1.DataVolumeSourceHTTP``). Shared by VM disks
-(:mod:`gpucell.workloads.virtual_machine`) and image catalogs (:mod:`gpucell.images`)."""
+(:mod:`gpucell.workloads.virtual_machine`) and image catalogs (:mod:`gpucell.components.images`)."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.platform import KServeSpec
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, kserve_has_split_charts
 
@@ -111,7 +111,7 @@ def kserve_resources_values(version: str, mode: DeploymentMode) -> dict[str, Any
       true`` (a cell runs no ingress controller and no Istio: an ``istio``-class Ingress per InferenceService
       would never be served). Endpoints are the predictors' cluster Services.
     - ``kserve.certManager.enabled: true`` (v0.17+ charts): the webhook serving certificate comes from
-      cert-manager, hence the ordering after :class:`~gpucell.cert_manager.CertManager`.
+      cert-manager, hence the ordering after :class:`~gpucell.components.cert_manager.CertManager`.
     """
     controller: dict[str, Any] = {
         "deploymentMode": mode.value,

@@ -1,6 +1,7 @@
 """EndpointGateway: the HTTPS front door of a cell's model endpoints (Gateway API on Cilium, TLS from cert-manager).
 
-What is rendered, in namespace ``gpucell-gateway`` (:data:`gpucell.lb_ipam.GATEWAY_NAMESPACE`) unless said otherwise:
+What is rendered, in namespace ``gpucell-gateway`` (:data:`gpucell.components.lb_ipam.GATEWAY_NAMESPACE`) unless said
+otherwise:
 
 - the ``Namespace``;
 - a ``cert-manager.io/v1`` ``ClusterIssuer`` ``gpucell-gateway`` (:func:`cluster_issuer_manifest`): ACME with

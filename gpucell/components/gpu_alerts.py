@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpucell.admission.inventory import GpuOffer
-from gpucell.metering import KSM_JOB, ksm_sanitized
+from gpucell.components.metering import KSM_JOB, ksm_sanitized
 
 __all__ = [
     "CRITICAL_XIDS",
@@ -89,7 +89,9 @@ retired pages, the power limit and throttling, which the alerts read. Names as i
 
 def dcgm_metrics_csv() -> str:
     """:data:`DCGM_FIELDS` in the exporter's CSV format (``field, type, help`` per line)."""
-    lines = ["# DCGM field, Prometheus metric type, help message (gpucell: gpucell.gpu_alerts.DCGM_FIELDS)"]
+    lines = [
+        "# DCGM field, Prometheus metric type, help message (gpucell: gpucell.gpu_alerts.DCGM_FIELDS)"
+    ]  # old path: kept, the ConfigMap would change (0033)
     lines += [f"{name}, {kind}, {text}" for name, kind, text in DCGM_FIELDS]
     return "\n".join(lines) + "\n"
 

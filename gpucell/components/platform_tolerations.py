@@ -9,7 +9,7 @@ volumes never attach):
 - :func:`gpu_pool_tolerations`: GPU Operator operands (chart value ``daemonsets.tolerations``: driver, toolkit,
   device plugins, vfio-manager, vGPU manager, MIG manager, validators, DCGM exporter) and the Node Feature
   Discovery worker (``node-feature-discovery.worker.tolerations``), which labels the GPU nodes the operator selects.
-  The NVIDIA DRA driver's kubelet plugin tolerates the ``dra`` pools' taints (:mod:`gpucell.dra_driver`).
+  The NVIDIA DRA driver's kubelet plugin tolerates the ``dra`` pools' taints (:mod:`gpucell.components.dra_driver`).
 - :func:`vm_pool_tolerations`: KubeVirt's virt-handler (``KubeVirt`` CR ``spec.workloads.nodePlacement``) and CDI's
   importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed

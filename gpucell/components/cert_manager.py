@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.platform import ChartSpec
 from gpucell.spec.versions import Versions
 

@@ -4,7 +4,8 @@ One Helm release of chart ``keda`` (https://kedacore.github.io/charts) at ``vers
 installed when an endpoint of the cell has a ``vllm-*`` ``scaleMetric``. KServe v0.20.0's own KEDA integration does
 the rest: an InferenceService annotated ``serving.kserve.io/autoscalerClass: keda`` with ``autoScaling.metrics``
 gets a ScaledObject from the KServe controller (Standard mode only; KServe's "Autoscale InferenceService with LLM
-metrics"), whose ``prometheus`` trigger queries the cell's Prometheus (:data:`gpucell.metrics.PROMETHEUS_URL`).
+metrics"), whose ``prometheus`` trigger queries the cell's Prometheus
+(:data:`gpucell.components.metrics.PROMETHEUS_URL`).
 The chart's pods meet Pod Security ``restricted`` (its ``securityContext``/``podSecurityContext`` defaults at
 2.20.2), so ``keda`` keeps the cell's default level.
 """
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.versions import Versions
 
 if TYPE_CHECKING:

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.admission.dra import RESOURCE_API_VERSION
+from gpucell.components._chart import ChartSource, helm_release
 from gpucell.spec.platform import DraDriverSpec, GpuOperatorSpec
 from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_pools, taint_tolerations
 from gpucell.spec.versions import Versions

@@ -30,7 +30,7 @@ from gpucell.admission.vm_rules import state_storage_class
 from gpucell.admission.vm_shape import resolve_vm
 from gpucell.catalog.gpu_catalog import GpuModel, VgpuFramework
 from gpucell.catalog.releases import release
-from gpucell.platform_tolerations import vm_pool_tolerations
+from gpucell.components.platform_tolerations import vm_pool_tolerations
 from gpucell.spec.hardware import vgpu_pools
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.platform import ImageSpec
@@ -173,7 +173,7 @@ def permitted_host_devices(
       ``resourceName`` the sandbox device plugin's ``nvidia.com/<PCI_NAME>``, ``externalResourceProvider: true``)
       and, for SXM models on HGX boards with a catalogued NVSwitch, the board's NVSwitch
       (``10DE:22A3`` -> ``nvidia.com/GH100_H100_NVSWITCH``, also advertised by the sandbox device plugin once the
-      vfio-manager binds NVSwitches, :func:`gpucell.gpu_operator.gpu_operator_values`).
+      vfio-manager binds NVSwitches, :func:`gpucell.components.gpu_operator.gpu_operator_values`).
     - ``pciHostDevices`` per SR-IOV vGPU model (:func:`permitted_vf_device`): the VFs'
       ``vendor:device`` and ``nvidia.com/NVIDIA_<type>``, *without* ``externalResourceProvider``: KubeVirt's own
       device plugin advertises typed VFs (kubevirt/kubevirt#16890), the sandbox device plugin does not.
@@ -319,7 +319,7 @@ def kubevirt_spec(
     manager creates the mdevs on those nodes, so virt-handler must neither create nor remove any.
 
     ``workloads.nodePlacement.tolerations``: the taints of the pools VMs run on
-    (:func:`gpucell.platform_tolerations.vm_pool_tolerations`), so virt-handler (a DaemonSet placed by
+    (:func:`gpucell.components.platform_tolerations.vm_pool_tolerations`), so virt-handler (a DaemonSet placed by
     ``spec.workloads``, ``pkg/virt-operator/resource/apply/apps.go`` at v1.9.0; "additional tolerations other than
     default ones", ``v1.NodePlacement`` in the swagger) runs on tainted VM nodes.
 

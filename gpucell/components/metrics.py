@@ -11,8 +11,8 @@ What is registered (namespace ``monitoring``; decision 0021):
 - after it (its CRDs): a ``PodMonitor`` per pod target the chart does not scrape (:func:`pod_monitor_manifests`:
   KServe predictors with vLLM's ``/metrics``, the NVIDIA DRA driver's kubelet plugin), a ``ServiceMonitor`` for
   Hubble (:func:`hubble_service_monitor`), and the ``PrometheusRule`` ``gpucell`` with the metering
-  (:mod:`gpucell.metering`) and GPU health (:mod:`gpucell.gpu_alerts`) groups;
-- a ``ConfigMap`` per dashboard (:mod:`gpucell.dashboards`).
+  (:mod:`gpucell.components.metering`) and GPU health (:mod:`gpucell.components.gpu_alerts`) groups;
+- a ``ConfigMap`` per dashboard (:mod:`gpucell.components.dashboards`).
 
 Other targets are scraped through the ServiceMonitors their own projects create once the Prometheus Operator's
 CRDs exist: the DCGM exporter's (GPU Operator ``dcgmExporter.serviceMonitor``, gpucell adds the node label and the
@@ -34,20 +34,20 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import ConfigMap, Namespace, PersistentVolumeClaimPatch, Secret
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
+from gpucell.components._chart import ChartSource, helm_release
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 from gpucell._component import CellComponent
 from gpucell.admission.inventory import GpuOffer, gpu_offers
-from gpucell.dashboards import DASHBOARDS, dashboard_configmap
-from gpucell.gpu_alerts import health_group
-from gpucell.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
+from gpucell.components.dashboards import DASHBOARDS, dashboard_configmap
+from gpucell.components.gpu_alerts import health_group
+from gpucell.components.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
+from gpucell.components.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.platform import StorageBackend
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, gpu_pools
 from gpucell.spec.versions import Versions
-from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
 
 if TYPE_CHECKING:
     from gpucell.cluster import Cluster
@@ -93,10 +93,10 @@ PREDICTOR_METRICS = (
     "vllm:e2e_request_latency_seconds_bucket",
 )
 """The only series kept from KServe predictors (PodMonitor ``kserve-predictors``): what KEDA's queries
-(:func:`gpucell.workloads.model_endpoint.vllm_query`) and the endpoints dashboard (:mod:`gpucell.dashboards`) read,
-vLLM's names (``docs/design/metrics.md``). A predictor is any pod labelled ``component: predictor`` in any namespace,
-so a tenant controls what it exports: everything else it exports (``gpucell:*`` records, ``kube_*``, ``DCGM_*``) is
-dropped at the scrape."""
+(:func:`gpucell.workloads.model_endpoint.vllm_query`) and the endpoints dashboard (:mod:`gpucell.components.dashboards`)
+read, vLLM's names (``docs/design/metrics.md``). A predictor is any pod labelled ``component: predictor`` in any
+namespace, so a tenant controls what it exports: everything else it exports (``gpucell:*`` records, ``kube_*``,
+``DCGM_*``) is dropped at the scrape."""
 PREDICTOR_DROPPED_LABELS = "tenant|gpu_model|exported_.+"
 """Labels dropped from what predictors export: the metering's own (``tenant``, ``gpu_model``) and the ``exported_*``
 copies Prometheus keeps of labels that clash with the target's (``namespace``, ``pod``, ``job``, ``node``, ...) under
@@ -171,9 +171,9 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       ``storageGib`` Gi (``ReadWriteOnce``) from ``storage_class``; every ServiceMonitor, PodMonitor and
       PrometheusRule of the cluster selected (``*SelectorNilUsesHelmValues: false``); with ``remoteWrite``: one
       target with ``basicAuth`` from :data:`REMOTE_WRITE_SECRET`.
-    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`; no
+    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.components.metering.KSM_LABELS_ALLOWLIST`; no
       custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
-      claims from the tenants' ResourceQuotas (:mod:`gpucell.metering`).
+      claims from the tenants' ResourceQuotas (:mod:`gpucell.components.metering`).
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -299,8 +299,8 @@ def pod_monitor_manifests(*, dra: bool) -> list[dict[str, Any]]:
 
 def hubble_service_monitor() -> dict[str, Any]:
     """ServiceMonitor ``hubble``: Cilium's ``hubble-metrics`` Service in ``kube-system`` (label ``k8s-app: hubble``,
-    port ``hubble-metrics``, 9965), which exists once ``hubble.metrics.enabled`` lists metrics (:mod:`gpucell.cilium`
-    does with the metrics stack on)."""
+    port ``hubble-metrics``, 9965), which exists once ``hubble.metrics.enabled`` lists metrics
+    (:mod:`gpucell.components.cilium` does with the metrics stack on)."""
     return {
         "apiVersion": MONITOR_API,
         "kind": "ServiceMonitor",
@@ -328,8 +328,9 @@ def hubble_service_monitor() -> dict[str, Any]:
 def prometheus_rule_manifest(
     offers: Sequence[GpuOffer], pool_models: Mapping[str, str], dra_model: str = UNKNOWN_MODEL
 ) -> dict[str, Any]:
-    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources, the GPU
-    pools' models ``pool_models`` and the DRA claims' ``dra_model``, and :func:`gpucell.gpu_alerts.health_group`."""
+    """PrometheusRule ``gpucell``: :func:`gpucell.components.metering.metering_group` over ``offers``' resources, the
+    GPU pools' models ``pool_models`` and the DRA claims' ``dra_model``, and
+    :func:`gpucell.components.gpu_alerts.health_group`."""
     return {
         "apiVersion": MONITOR_API,
         "kind": "PrometheusRule",

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpucell.gpu_alerts import DCGM_JOB
-from gpucell.metering import ALLOCATED, KSM_JOB, RECORDED
+from gpucell.components.gpu_alerts import DCGM_JOB
+from gpucell.components.metering import ALLOCATED, KSM_JOB, RECORDED
 
 __all__ = ["DASHBOARDS", "SIDECAR_LABEL", "dashboard", "dashboard_configmap"]
 

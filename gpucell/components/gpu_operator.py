@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell._chart import ChartSource, helm_release
 from gpucell._component import CellComponent
 from gpucell.catalog.gpu_catalog import VgpuFramework
-from gpucell.gpu_alerts import NODE_RELABELING, dcgm_metrics_csv
-from gpucell.platform_tolerations import gpu_pool_tolerations
+from gpucell.components._chart import ChartSource, helm_release
+from gpucell.components.gpu_alerts import NODE_RELABELING, dcgm_metrics_csv
+from gpucell.components.platform_tolerations import gpu_pool_tolerations
 from gpucell.spec.hardware import vgpu_pools
 from gpucell.spec.platform import GpuOperatorSpec, effective_mig_strategy
 from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_pools
@@ -100,8 +100,8 @@ class GpuOperatorArgs:
     version: str = Versions().gpu_operator
     """Chart version (``versions.gpuOperator``); defaults to gpucell's pin."""
     metrics: bool = False
-    """The cluster runs gpucell's metrics stack (:class:`gpucell.metrics.Metrics`): the DCGM exporter's fields and
-    ServiceMonitors, and the operator's own ServiceMonitor. Defaults to false."""
+    """The cluster runs gpucell's metrics stack (:class:`gpucell.components.metrics.Metrics`): the DCGM exporter's
+    fields and ServiceMonitors, and the operator's own ServiceMonitor. Defaults to false."""
 
     @classmethod
     def from_cell(cls, cell: CellSpec, cluster: Cluster) -> GpuOperatorArgs:
@@ -144,9 +144,10 @@ def gpu_operator_values(
       gpucell cell, :meth:`~gpucell.cluster.ContainerRuntime.k3s`).
     - ``daemonsets.tolerations`` (every operand DaemonSet) and ``node-feature-discovery.worker.tolerations``: the
       chart's defaults (:data:`DAEMONSET_TOLERATIONS`, :data:`NFD_WORKER_TOLERATIONS`) plus the taints of every
-      GPU pool (:func:`gpucell.platform_tolerations.gpu_pool_tolerations`), so a tainted GPU pool keeps its driver,
-      device plugin and node labels.
-    - With ``dra`` pools (:mod:`gpucell.dra_driver`): ``driver.manager.env`` ``NODE_LABEL_FOR_GPU_POD_EVICTION=
+      GPU pool (:func:`gpucell.components.platform_tolerations.gpu_pool_tolerations`), so a tainted GPU pool keeps its
+      driver, device plugin and node labels.
+    - With ``dra`` pools (:mod:`gpucell.components.dra_driver`): ``driver.manager.env``
+    ``NODE_LABEL_FOR_GPU_POD_EVICTION=
       gpucell.io/dra-kubelet-plugin``, so that the driver manager (k8s-driver-manager v0.12.0 ``cmd/driver-manager``:
       "Node label for GPU pod eviction") pauses the DRA driver's kubelet plugin across a driver reload and it restarts
       against the new driver (NVIDIA's DRA-with-the-GPU-Operator install guide names this workaround); and
@@ -207,9 +208,9 @@ def gpu_operator_values(
 
 def dcgm_metrics_values() -> dict[str, Any]:
     """With the metrics stack: the exporter's fields (``dcgmExporter.config``, a ConfigMap the chart renders from
-    ``data``: :func:`gpucell.gpu_alerts.dcgm_metrics_csv`, which adds ECC, retired pages and the power limit to the
-    default list) and its ServiceMonitor with the exporter pod's node as label ``node``
-    (:data:`gpucell.gpu_alerts.NODE_RELABELING`), which the GPU alerts name."""
+    ``data``: :func:`gpucell.components.gpu_alerts.dcgm_metrics_csv`, which adds ECC, retired pages and the power limit
+    to the default list) and its ServiceMonitor with the exporter pod's node as label ``node``
+    (:data:`gpucell.components.gpu_alerts.NODE_RELABELING`), which the GPU alerts name."""
     return {
         "config": {"name": DCGM_METRICS_CONFIG, "create": True, "data": dcgm_metrics_csv()},
         "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},

@@ -43,8 +43,8 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.admission.vm_rules import catalog_tenants
-from gpucell.cdi import NAMESPACE as CDI_NAMESPACE
-from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
+from gpucell.components.cdi import NAMESPACE as CDI_NAMESPACE
+from gpucell.components.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.spec.images import CatalogImageSpec, ImageCatalogSpec, data_source_name
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 

@@ -52,7 +52,7 @@ ServiceMonitor takes its job from the Service's ``app.kubernetes.io/name``, as k
 rules select it, ``templates/prometheus/rules-1.14/*.yaml`` ``$kubeStateMetricsJob``), and every intermediate record
 with ``job=""`` (a recorded series has no job; anything scraped has one). A series of the same name that a tenant
 pod exports (the ``kserve-predictors`` PodMonitor scrapes every namespace) therefore changes nothing, even before
-that PodMonitor drops it by name (:func:`gpucell.metrics.pod_monitor_manifests`).
+that PodMonitor drops it by name (:func:`gpucell.components.metrics.pod_monitor_manifests`).
 
 Limits: an evaluation every ``interval`` seconds samples what is held then, so GPU-hours are exact to one
 interval per allocation; Prometheus keeps ``metrics.retentionDays`` (bill from a ``remoteWrite`` store for longer
@@ -95,7 +95,7 @@ INTERVAL = "1m"
 """Evaluation interval of the metering group: GPU-hours are ``sum_over_time(...[period:1m]) / 60``."""
 KSM_LABELS_ALLOWLIST = ["namespaces=[gpucell.io/tenant]", "pods=[kubevirt.io]", "nodes=[gpucell.io/pool]"]
 """kube-state-metrics ``--metric-labels-allowlist``: the labels the rules read (KSM exports no label unless asked;
-``gpucell.io/pool`` is for :mod:`gpucell.gpu_alerts`)."""
+``gpucell.io/pool`` is for :mod:`gpucell.components.gpu_alerts`)."""
 _NAMESPACE_TENANT = "gpucell:namespace_tenant:info"
 _NODE_MODEL = "gpucell:node_gpu_model:info"
 _POD_GPUS = "gpucell:pod_gpu_requests:sum"

@@ -49,8 +49,8 @@ API_VERSION = "instancetype.kubevirt.io/v1beta1"
 def instancetype_gpu_resource(spec: InstancetypeSpec, catalog: Mapping[str, GpuModel] = CATALOG) -> str | None:
     """The extended resource of an instancetype's GPUs: ``nvidia.com/<PCI device>`` for passthrough,
     ``nvidia.com/NVIDIA_<type>`` for vGPUs (what the cell's ``KubeVirt`` CR permits,
-    :func:`gpucell.kubevirt.permitted_host_devices`); ``None`` without GPUs. ``catalog``: the stack's GPU models
-    (``CellSpec.gpu_catalog``; default the built-in ones)."""
+    :func:`gpucell.components.kubevirt.permitted_host_devices`); ``None`` without GPUs. ``catalog``: the stack's GPU
+    models (``CellSpec.gpu_catalog``; default the built-in ones)."""
     if spec.gpu_model is None:
         return None
     model = catalog[spec.gpu_model]
