@@ -34,7 +34,7 @@ from gpucell.components.lb_ipam import LoadBalancerAddresses, LoadBalancerAddres
 from gpucell.components.metrics import Metrics, MetricsArgs
 from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.components.storage import Storage, StorageArgs
-from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
+from gpucell.day2.gpu_serving import GpuServing, gpu_serving, node_records
 from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
 from gpucell.platform import Platform
 from gpucell.spec import CellSpec, GpuMode
@@ -75,8 +75,8 @@ class RegionalCellArgs:
     """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.cluster.K3sClusterArgs.control_server`).
     Defaults to the first server not ``removalPolicy: forget``."""
     deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
-    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
-    back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
+    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.day2.gpu_serving.node_records`,
+    read back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
     theirs. ``None``, the default, a region never deployed: nothing is kept."""
     image_credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Config key -> ``<user>:<password>`` (a Pulumi secret) of every ``imageCatalogs`` image's
@@ -108,7 +108,7 @@ class RegionalCell(CellComponent):
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready;
     - Cluster API (with tenant clusters) after cert-manager too;
-    - a host whose GPU configuration changes (:mod:`gpucell.gpu_serving`): its ``-prepare`` after the GPU Operator,
+    - a host whose GPU configuration changes (:mod:`gpucell.day2.gpu_serving`): its ``-prepare`` after the GPU Operator,
       the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
       every node settled.
 
@@ -144,7 +144,7 @@ class RegionalCell(CellComponent):
 
         serving = gpu_serving(cell, args.deployed_gpu_nodes)
         self.serving = serving
-        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.gpu_serving.GpuServing`)."""
+        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.day2.gpu_serving.GpuServing`)."""
         # Add before: a reconfigured host's -prepare waits for what serves both its configurations, built below. A
         # renamed SR-IOV vGPU resource cannot be served twice: those hosts wait for the GPU Operator (and the DRA
         # driver) only, and the KubeVirt CR renames it after the first of them cordoned its pool (decision 0018).
@@ -237,7 +237,7 @@ class RegionalCell(CellComponent):
         # output for the next run), and their values mix strings, numbers and lists, which a component package's
         # schema cannot type (gpucell.component_package exports this class).
         self.gpu_nodes: pulumi.Output[dict[str, dict[str, Any]]] = self._recorded_once_settled()
-        """:func:`gpucell.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
+        """:func:`gpucell.day2.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
         program exports it as ``<region>GpuNodes`` for the next run's :attr:`RegionalCellArgs.deployed_gpu_nodes`."""
         self.register_outputs(
             {
@@ -313,7 +313,8 @@ class RegionalCell(CellComponent):
             f"{name}-gpu-operator", GpuOperatorArgs.from_cell(served, on), opts=self._ordered(self.cilium)
         )
         self.dra_driver: DraDriver | None = None
-        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it, :mod:`gpucell.gpu_serving`)."""
+        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it,
+        :mod:`gpucell.day2.gpu_serving`)."""
         if served.gpu_pools(GpuMode.DRA):
             self.dra_driver = DraDriver(
                 f"{name}-dra-driver",
@@ -345,8 +346,8 @@ class RegionalCell(CellComponent):
         """The image catalogs, by namespace."""
 
     def _recorded_once_settled(self) -> pulumi.Output[dict[str, dict[str, Any]]]:
-        """:func:`gpucell.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it never
-        resolves in a run where a node fails, so that run records nothing (decision 0018)."""
+        """:func:`gpucell.day2.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it
+        never resolves in a run where a node fails, so that run records nothing (decision 0018)."""
         records = node_records(self.spec)
         settled = [node.settle.id for node in self.k3s.nodes.values()]
         return pulumi.Output.all(*settled).apply(lambda _: records)

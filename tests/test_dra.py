@@ -26,7 +26,7 @@ from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.components.kubevirt import feature_gates, kubevirt_spec
-from gpucell.disruption import compare, fingerprint
+from gpucell.day2.disruption import compare, fingerprint
 from gpucell.errors import ConfigError
 from gpucell.k3s._host_setup import host_setup, iommu_check
 from gpucell.k3s._scripts import node_config

@@ -14,7 +14,7 @@ import yaml
 
 from gpucell.admission.inventory import capacity, gpu_offers
 from gpucell.catalog.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
-from gpucell.disruption import compare, fingerprint
+from gpucell.day2.disruption import compare, fingerprint
 from gpucell.errors import ConfigError, shown
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, extend_catalog, gpu_catalog

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.disruption import fingerprint
+from gpucell.day2.disruption import fingerprint
 from gpucell.errors import ConfigError
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan import make_plan

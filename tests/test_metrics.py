@@ -240,7 +240,7 @@ def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> N
 
 
 def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
-    from gpucell.disruption import Change, compare, fingerprint
+    from gpucell.day2.disruption import Change, compare, fingerprint
 
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gpucell.admission.tenant_cluster_admission import rollout_surge, usage
-from gpucell.disruption import Change, compare, fingerprint, judge, refused_together
+from gpucell.day2.disruption import Change, compare, fingerprint, judge, refused_together
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks import cli

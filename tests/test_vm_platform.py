@@ -23,7 +23,7 @@ from gpucell.components.cdi import storage_profile_spec
 from gpucell.components.images import ImageCatalogArgs, catalog_objects, clone_rbac
 from gpucell.components.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
 from gpucell.components.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
-from gpucell.disruption import Change, compare, fingerprint
+from gpucell.day2.disruption import Change, compare, fingerprint
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.cloud_init import (

@@ -14,7 +14,7 @@ ClusterInstancetypeCrd`` in ``pkg/virt-operator/resource/generate/components/crd
 A VM captures a ControllerRevision of its instancetype and preference when it first starts and keeps it
 (``pkg/instancetype/revision/store.go``: a new revision only when the VM names another instancetype), so a changed
 size reaches new VMs only; ``gpucell diff`` says so, and the guard refuses resizing one that deployed VMs use
-(:mod:`gpucell.disruption`, ``instancetypeResized``).
+(:mod:`gpucell.day2.disruption`, ``instancetypeResized``).
 """
 
 from __future__ import annotations

@@ -183,8 +183,8 @@ def permitted_host_devices(
 
     Entries are unique by ``resourceName`` and ``pciVendorSelector``: KubeVirt keys its PCI device plugins by the
     ``vendor:device`` id, so a second resource for the same id could only shadow the first; the first pool in
-    ``cell.node_pools`` order wins (a configured pool before one :mod:`gpucell.gpu_serving` keeps for hosts still on
-    their deployed SR-IOV vGPU type).
+    ``cell.node_pools`` order wins (a configured pool before one :mod:`gpucell.day2.gpu_serving` keeps for hosts still
+    on their deployed SR-IOV vGPU type).
     """
     pci: dict[str, dict[str, Any]] = {}
     selectors: set[str] = set()

@@ -22,7 +22,7 @@ in one wave (docs/decisions/0023-parallel-first-joins.md). So a k3s upgrade goes
 only after every server runs the new version, as the Kubernetes version-skew policy requires (no kubelet newer
 than an API server, https://kubernetes.io/releases/version-skew-policy/); a GPU reconfiguration goes node by node.
 A host whose GPU configuration changes also waits, before its ``-prepare``, for what serves both its old and new
-configuration (:attr:`K3sClusterArgs.prepare_after`, :mod:`gpucell.gpu_serving`).
+configuration (:attr:`K3sClusterArgs.prepare_after`, :mod:`gpucell.day2.gpu_serving`).
 
 Removing a node runs the groups' deletes in reverse: ``-settle`` drains it, ``-labels`` is only forgotten
 (``retainOnDelete``: relinquishing the labels first would make the GPU Operator redeploy operands on a leaving
@@ -127,8 +127,8 @@ class K3sClusterArgs:
     prepare_after: Mapping[str, pulumi.Output[list[pulumi.Resource]]] = field(default_factory=dict)
     """Host -> what else its ``-prepare`` waits for: for a host whose GPU configuration changes against the last
     completed deployment, what serves both its old and new configuration (the GPU Operator release, the ``KubeVirt``
-    CR, the DRA driver release; :mod:`gpucell.gpu_serving`). Those are built after the cluster, so each is an Output
-    (:func:`gpucell._component.resources_later`). Defaults to none."""
+    CR, the DRA driver release; :mod:`gpucell.day2.gpu_serving`). Those are built after the cluster, so each is an
+    Output (:func:`gpucell._component.resources_later`). Defaults to none."""
 
     @classmethod
     def from_cell(

@@ -11,7 +11,7 @@ import pulumi
 from gpucell.components.backups import BackupCredentials
 from gpucell.components.disk_import import import_secret_data
 from gpucell.components.metrics import remote_write_secret_data
-from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
+from gpucell.day2.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import TOO_MANY_PROBLEMS, ConfigError, join_path
 from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, secret_user_data

@@ -16,7 +16,7 @@ from pydantic_core import PydanticUndefined
 
 from gpucell.admission.inventory import WHOLE_GPU
 from gpucell.catalog.gpu_catalog import CATALOG, mig_resource_name
-from gpucell.disruption import Acknowledgement
+from gpucell.day2.disruption import Acknowledgement
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.gpu_models import GpuModelSpec
 

@@ -11,7 +11,7 @@ the cluster, so every one is named when a GPU node goes through maintenance.
 
 A ``-prepare`` of the head that depends on the GPU Operator release, the ``KubeVirt`` CR or the DRA driver release
 belongs to a host whose GPU configuration changes: those are rendered to serve its old and new configuration until
-the first run after it settled (:mod:`gpucell.gpu_serving`). What the GPU pools offer is compared from the plans'
+the first run after it settled (:mod:`gpucell.day2.gpu_serving`). What the GPU pools offer is compared from the plans'
 ``capacity`` (:func:`gpucell.stacks.plan.capacity_table`).
 """
 

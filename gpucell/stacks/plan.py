@@ -25,8 +25,8 @@ from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.admission.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell
+from gpucell.day2.gpu_serving import RECORD_SUFFIX
 from gpucell.errors import ConfigError, join_path, shown
-from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError

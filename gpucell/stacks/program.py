@@ -10,7 +10,7 @@ import pulumi
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.cluster_deny import other_cells
 from gpucell.components.gateway import exposed_endpoints
-from gpucell.disruption import fingerprint
+from gpucell.day2.disruption import fingerprint
 from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
@@ -42,7 +42,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
     Raises :class:`ConfigError` before registering anything when the config is wrong or a disruptive change
     against the last deployment is not acknowledged (:func:`gpucell.stacks.guard.check_against`). Exports per
     region: ``<region>`` (``{apiServerUrl, storageClassName}``), ``<region>Kubeconfig`` (secret) and
-    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`) and
+    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.day2.disruption.fingerprint`) and
     ``<region>GpuNodes`` (the hosts' GPU configurations, known once every node settled:
     :attr:`gpucell.cell.RegionalCell.gpu_nodes`; while it is unknown, because a node failed, the engine keeps every
     output of the last completed run).
