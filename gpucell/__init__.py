@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from gpucell.components.metrics import Metrics, MetricsArgs
     from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.components.storage import Storage, StorageArgs
-    from gpucell.dra_ordering import DraClaimOrder
     from gpucell.errors import ConfigError
     from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
     from gpucell.platform import Platform
@@ -94,7 +93,8 @@ if TYPE_CHECKING:
         VolumeMode,
     )
     from gpucell.spec.tenant_clusters import TenantClusterSpec
-    from gpucell.tenancy import Tenant, TenantArgs, TenantRef
+    from gpucell.tenancy.dra_ordering import DraClaimOrder
+    from gpucell.tenancy.tenant import Tenant, TenantArgs, TenantRef
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
     from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
@@ -233,7 +233,7 @@ _HOMES: dict[str, str] = {
     "CsiSnapshotsArgs": "gpucell.components.csi_snapshots",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
-    "DraClaimOrder": "gpucell.dra_ordering",
+    "DraClaimOrder": "gpucell.tenancy.dra_ordering",
     "DraDriver": "gpucell.components.dra_driver",
     "DraDriverArgs": "gpucell.components.dra_driver",
     "DraDriverSpec": "gpucell.spec",
@@ -292,15 +292,15 @@ _HOMES: dict[str, str] = {
     "StorageArgs": "gpucell.components.storage",
     "StorageBackend": "gpucell.spec",
     "StorageSpec": "gpucell.spec",
-    "Tenant": "gpucell.tenancy",
-    "TenantArgs": "gpucell.tenancy",
+    "Tenant": "gpucell.tenancy.tenant",
+    "TenantArgs": "gpucell.tenancy.tenant",
     "TenantCluster": "gpucell.workloads.tenant_cluster",
     "TenantClusterArgs": "gpucell.workloads.tenant_cluster",
     "TenantClusterSpec": "gpucell.spec.tenant_clusters",
     "TenantGroups": "gpucell.spec",
     "TenantLimits": "gpucell.spec",
     "TenantQuota": "gpucell.spec",
-    "TenantRef": "gpucell.tenancy",
+    "TenantRef": "gpucell.tenancy.tenant",
     "TenantSpec": "gpucell.spec",
     "TopologyProfile": "gpucell.spec",
     "Versions": "gpucell.spec",

@@ -622,7 +622,7 @@ class KServeSpec(TypedDict, total=False):
 
 class TenantGroups(TypedDict, total=False):
     """Identity-provider groups bound to the tenant's roles, gpucell's own Roles ``tenant-admin``/``tenant-member``/
-    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenant_roles`; docs/security.md "Tenant roles").
+    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenancy.tenant_roles`; docs/security.md "Tenant roles").
     """
 
     admins: list[str]
@@ -2429,8 +2429,8 @@ class StorageInputs(TypedDict, total=False):
 
 
 class TenantInputs(TypedDict, total=False):
-    """Inputs of a tenant (:class:`gpucell.tenancy.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when this
-    program installs it).
+    """Inputs of a tenant (:class:`gpucell.tenancy.tenant.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when
+    this program installs it).
     """
 
     cluster: Required[ClusterInputs]

@@ -112,7 +112,7 @@ class RegionalCell(CellComponent):
       the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
       every node settled.
 
-    What tenants and their workloads build on (:meth:`gpucell.tenancy.TenantArgs.from_cell`): :attr:`cluster`,
+    What tenants and their workloads build on (:meth:`gpucell.tenancy.tenant.TenantArgs.from_cell`): :attr:`cluster`,
     :attr:`facts` and :attr:`platform`.
     """
 

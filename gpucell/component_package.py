@@ -14,7 +14,7 @@ What the package takes differently from Python:
 - ordering is the resource option ``dependsOn`` (a tenant after KubeVirt, KServe after cert-manager, a workload after
   its tenant): the Python components' handles (:class:`~gpucell.platform.Platform`) are not schema types;
 - a workload names its tenant and takes the cluster's facts holding that tenant
-  (:class:`~gpucell.tenancy.TenantRef`).
+  (:class:`~gpucell.tenancy.tenant.TenantRef`).
 
 ``plugin/PulumiPlugin.yaml`` and ``plugin/__main__.py`` host them (:func:`main`); docs/component-package.md shows a
 TypeScript program. Decision 0019 says which components are exported and why.
@@ -32,7 +32,7 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.server import ComponentInitError
 
 from gpucell import _package_types as types
-from gpucell import cell, package_inputs, tenancy
+from gpucell import cell, package_inputs
 from gpucell.cluster import Cluster
 from gpucell.components import cdi, cert_manager, gpu_operator, keda, kserve, kubevirt, storage
 from gpucell.components import dra_driver as dra  # the component's own name is DraDriver
@@ -40,6 +40,7 @@ from gpucell.components.backups import BackupCredentials
 from gpucell.components.gateway import EndpointRoute, gateway_name
 from gpucell.errors import ConfigError
 from gpucell.spec.traffic import endpoint_host
+from gpucell.tenancy import tenant as tenancy
 from gpucell.workloads import model_endpoint, notebook, virtual_machine
 
 __all__ = [

@@ -268,8 +268,8 @@ class KedaInputs(ComponentInputs):
 
 
 class TenantInputs(ComponentInputs):
-    """Inputs of a tenant (:class:`gpucell.tenancy.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when this
-    program installs it)."""
+    """Inputs of a tenant (:class:`gpucell.tenancy.tenant.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when
+    this program installs it)."""
 
     cluster: ClusterInputs
     """The cluster the tenant lives on."""

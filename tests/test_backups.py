@@ -26,7 +26,7 @@ from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import Tenant, TenantArgs, rbac_manifests
+from gpucell.tenancy.tenant import Tenant, TenantArgs, rbac_manifests
 from gpucell.testing import provider_outputs
 from tests.conftest import (
     REPO,

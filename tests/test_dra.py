@@ -38,7 +38,8 @@ from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import make_plan
-from gpucell.tenancy import Tenant, TenantArgs, quota_hard
+from gpucell.tenancy._common import container_placement, vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs, quota_hard
 from gpucell.testing import read_outputs
 from gpucell.workloads import (
     GpuVirtualMachine,
@@ -48,7 +49,6 @@ from gpucell.workloads import (
     Notebook,
     NotebookArgs,
 )
-from gpucell.workloads._common import container_placement, vm_placement
 from gpucell.workloads.model_endpoint import inference_service_manifest
 from gpucell.workloads.notebook import statefulset_manifest
 from gpucell.workloads.virtual_machine import claim_template_manifest, virtual_machine_manifest

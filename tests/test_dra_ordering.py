@@ -6,8 +6,8 @@ from typing import Any
 
 import pulumi
 
-from gpucell.dra_ordering import DraClaimOrder
 from gpucell.stacks.mock_engine import run_program
+from gpucell.tenancy.dra_ordering import DraClaimOrder
 
 
 def _placement(pools: tuple[str, ...], device_class: str | None) -> Any:

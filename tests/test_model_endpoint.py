@@ -18,8 +18,8 @@ from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, multi_gpu_shm_
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.workloads._common import container_placement
+from gpucell.tenancy._common import container_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads.model_endpoint import (
     BUILTIN_RUNTIME_FORMATS,
     ModelEndpoint,

@@ -21,7 +21,7 @@ from gpucell.components.gateway import EndpointRoute
 from gpucell.components.storage import Storage
 from gpucell.k3s.cluster import ProviderFactory
 from gpucell.spec import CellSpec, NodePool
-from gpucell.tenancy import TenantView
+from gpucell.tenancy.tenant import TenantView
 
 ARGS = sorted(name for name in gpucell.__all__ if name.endswith("Args"))
 WHOLE_CELL = (CellSpec, RegionalCell)

@@ -20,7 +20,7 @@ from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from gpucell.tenancy import (
+from gpucell.tenancy.tenant import (
     TENANT_POD_SECURITY,
     PodSecurityLevel,
     Tenant,
@@ -33,7 +33,7 @@ from gpucell.tenancy import (
     quota_hard,
     rbac_manifests,
 )
-from gpucell.tenant_roles import ADMIN_ONLY, CHANGE, READ, REFUSED, RIGHTS, TENANT_ROLES, WRITE, role_rules
+from gpucell.tenancy.tenant_roles import ADMIN_ONLY, CHANGE, READ, REFUSED, RIGHTS, TENANT_ROLES, WRITE, role_rules
 from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 
 CNP = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"

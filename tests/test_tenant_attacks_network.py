@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpucell.stacks.plan import Plan, make_plan
-from gpucell.tenancy import namespace_labels
+from gpucell.tenancy.tenant import namespace_labels
 from tests.cilium_policy import Endpoint, External, Flow, Health, Node, Verdict, connect
 from tests.conftest import KUBERNETES_MINOR, REPO, violations
 

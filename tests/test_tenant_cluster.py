@@ -30,7 +30,7 @@ from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.testing import fake_cluster_api_kubeconfig, provider_outputs
 from gpucell.workloads import tenant_cluster as tc
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, violations

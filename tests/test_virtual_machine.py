@@ -21,9 +21,9 @@ from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, Registration, run_program
-from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
-from gpucell.workloads._common import vm_placement
 from gpucell.workloads.virtual_machine import (
     cloud_config,
     ssh_service_manifest,

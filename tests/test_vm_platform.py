@@ -43,9 +43,9 @@ from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
-from gpucell.tenancy import Tenant, TenantArgs, image_clone_policy, namespace_labels
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs, image_clone_policy, namespace_labels
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
-from gpucell.workloads._common import vm_placement
 from gpucell.workloads.virtual_machine import cloud_config, cloud_init_data, virtual_machine_manifest
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config
 

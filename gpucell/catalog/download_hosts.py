@@ -25,7 +25,7 @@ the import work"). What each source contacts:
   container runtime pulls;
 - ``pvc://``: nothing.
 
-Cilium's ``toFQDNs`` patterns, as rendered for ``egressFqdns`` (:mod:`gpucell.tenancy`): a name matches itself;
+Cilium's ``toFQDNs`` patterns, as rendered for ``egressFqdns`` (:mod:`gpucell.tenancy.tenant`): a name matches itself;
 ``*.example.com`` matches one more label; ``**.example.com`` any number of them (Cilium ``matchPattern``).
 """
 

@@ -1,7 +1,7 @@
 """ClusterDeny: cluster-wide Cilium deny rules that fence tenants in whatever allow is added later.
 
-A tenant's ``CiliumNetworkPolicy`` objects (:func:`gpucell.tenancy.network_policy_manifests`) are allow lists, and
-Cilium *adds up* the allows of every policy that selects an endpoint, a Kubernetes ``NetworkPolicy`` or a
+A tenant's ``CiliumNetworkPolicy`` objects (:func:`gpucell.tenancy.tenant.network_policy_manifests`) are allow lists,
+and Cilium *adds up* the allows of every policy that selects an endpoint, a Kubernetes ``NetworkPolicy`` or a
 ``CiliumNetworkPolicy`` a tenant member writes included: ``egress: [{}]`` in a tenant namespace would reopen every
 node port, every private network and every platform pod. Only deny rules win over allows ("Deny policies take
 precedence over allow policies, regardless of whether they are a Cilium Network Policy, a Clusterwide Cilium Network

@@ -28,7 +28,7 @@ Sources, all from kube-state-metrics' built-in collectors (KSM 2.20.0, the kube-
 - A VM's GPUs are requested by its ``virt-launcher`` pod: pods labelled ``kubevirt.io=virt-launcher`` (KSM's
   ``kube_pod_labels`` with the label allow-listed, :data:`KSM_LABELS_ALLOWLIST`) are ``kind="vm"``. Only
   virt-controller sets that label in a tenant namespace: the tenant's admission policy refuses it on a pod of any
-  other writer and in every pod template (:data:`gpucell.tenant_admission.LAUNCHER_LABEL`). Nothing else about a
+  other writer and in every pod template (:data:`gpucell.tenancy.tenant_admission.LAUNCHER_LABEL`). Nothing else about a
   pod tells a VM apart that a tenant could not write too (owner references to its own VMI, a
   ``devices.kubevirt.io/kvm`` request), so the label, guarded at admission, is the source.
 - The tenant comes from the namespace's ``gpucell.io/tenant`` label (``kube_namespace_labels``), never from a
@@ -37,8 +37,8 @@ Sources, all from kube-state-metrics' built-in collectors (KSM 2.20.0, the kube-
   custom-resource-state metrics read one: they are built only for kinds a CRD serves
   (``internal/discovery/discovery.go`` line 274, ``pkg/customresourcestate/config.go`` line 195), and
   ResourceClaim is built in. The namespace's ResourceQuota counts them instead: with ``dra`` pools every tenant's
-  quota lists ``<class>.deviceclass.resource.k8s.io/devices`` for each DeviceClass (:mod:`gpucell.tenancy`), and the
-  API server keeps its ``used`` at the devices the namespace's ResourceClaims request per class (Kubernetes
+  quota lists ``<class>.deviceclass.resource.k8s.io/devices`` for each DeviceClass (:mod:`gpucell.tenancy.tenant`), and
+  the API server keeps its ``used`` at the devices the namespace's ResourceClaims request per class (Kubernetes
   ``pkg/quota/v1/evaluator/core/resource_claims.go``, ``claimEvaluator.Usage``: ``count`` of an ``ExactCount``
   request). KSM exports it as ``kube_resourcequota{resource, type="used"}`` (``internal/store/resourcequota.go``),
   computed by the API server from the claims, so no tenant can understate it. A class of ``vfio.gpu.nvidia.com`` is

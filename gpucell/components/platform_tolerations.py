@@ -2,7 +2,7 @@
 the driver, device plugin, storage or VM handler they need.
 
 A pool's ``taints`` repel every pod without a matching toleration. Tenant workloads get tolerations for the pools
-they are placed on (:func:`gpucell.workloads._common.scheduling`); the platform components that must run *on*
+they are placed on (:func:`gpucell.tenancy._common.scheduling`); the platform components that must run *on*
 those nodes get them here (longhorn/longhorn#5306: a tainted node without them gets no Longhorn driver, and its
 volumes never attach):
 

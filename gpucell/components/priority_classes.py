@@ -4,7 +4,8 @@ One cluster-scoped ``scheduling.k8s.io/v1`` ``PriorityClass`` per class (Kuberne
 never ``globalDefault``. Kubernetes refuses to change a class's ``value`` or ``preemptionPolicy`` in place
 ("may not be changed in an update", ``ValidatePriorityClassUpdate``), so a change of either replaces the class
 (deleted, then created under its name): pods already running keep the priority they were admitted with, new pods
-get the new one. Who may name which class is fenced per tenant by :func:`gpucell.tenancy.priority_quota_manifest`.
+get the new one. Who may name which class is fenced per tenant by
+:func:`gpucell.tenancy.tenant.priority_quota_manifest`.
 """
 
 from __future__ import annotations

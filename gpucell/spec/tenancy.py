@@ -116,7 +116,7 @@ no Cyrillic a for a Latin a)."""
 
 class TenantGroups(SpecModel):
     """Identity-provider groups bound to the tenant's roles, gpucell's own Roles ``tenant-admin``/``tenant-member``/
-    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenant_roles`; docs/security.md "Tenant roles")."""
+    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenancy.tenant_roles`; docs/security.md "Tenant roles")."""
 
     admins: list[str] = []
     """Groups with ``tenant-admin``: what members may, and RoleBindings to the tenant roles."""

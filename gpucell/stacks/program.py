@@ -11,7 +11,6 @@ from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.cluster_deny import other_cells
 from gpucell.components.gateway import exposed_endpoints
 from gpucell.day2.disruption import fingerprint
-from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
@@ -24,8 +23,9 @@ from gpucell.stacks.guard import (
     gpu_nodes_output,
     read_last_deployment,
 )
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.workloads._common import vm_placement
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.dra_ordering import DraClaimOrder
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
 from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
@@ -105,7 +105,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
     claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
     claims cannot be allocated the same GPUs in the same ``pulumi up`` (docs/decisions/0017;
-    :class:`gpucell.dra_ordering.DraClaimOrder`, public for consumers building their own tenants).
+    :class:`gpucell.tenancy.dra_ordering.DraClaimOrder`, public for consumers building their own tenants).
     """
     tenants: list[Tenant] = []
     order = DraClaimOrder()

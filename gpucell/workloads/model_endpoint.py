@@ -50,8 +50,7 @@ from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
-from gpucell.tenancy import admit_workload
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
     container_claim_template_manifest,
@@ -63,13 +62,14 @@ from gpucell.workloads._common import (
     opaque_secret,
     scheduling,
 )
+from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
     from gpucell.components.gateway import EndpointRoute
     from gpucell.platform import Platform
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -114,7 +114,7 @@ DEVSHM_VOLUME = "devshm"
 the runtime (``MergePodSpec``: volumes by name, mounts by path) gives the one volume our ``sizeLimit``."""
 _COMPONENT = "model-endpoint"
 _NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
-"""Cilium's label of an endpoint's namespace (as :mod:`gpucell.tenancy` selects it)."""
+"""Cilium's label of an endpoint's namespace (as :mod:`gpucell.tenancy.tenant` selects it)."""
 _WAIT_TIMEOUT = "30m"
 
 
@@ -431,7 +431,7 @@ def inference_service_manifest(
     - Pod: ``automountServiceAccountToken: false``; ``securityContext`` ``runAsNonRoot`` and seccomp
       ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
       ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
-    - GPUs (``placement``: :func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in
+    - GPUs (``placement``: :func:`gpucell.tenancy._common.container_placement` of ``spec.gpu`` in
       ``cell``): ``runtimeClassName: nvidia`` (with DRA instead: ``predictor.resourceClaims`` ``gpus`` from
       :func:`claim_template_manifest`, the model container's ``resources.claims`` and the default runtime), required
       node affinity to the placement's pools, tolerations

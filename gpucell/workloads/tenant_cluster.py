@@ -71,14 +71,14 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.tenant_clusters import CONTROL_PLANE, ApiServerType, TenantClusterSpec, WorkerPoolSpec
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
-from gpucell.tenancy import admit_workload
-from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.tenancy._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
     from gpucell.components.cluster_api import ClusterApi
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "API_PORT",
@@ -611,11 +611,12 @@ class TenantClusterArgs:
     def from_tenant(
         cls, name: str, spec: TenantClusterSpec, tenant: TenantView, cluster_api: ClusterApi
     ) -> TenantClusterArgs:
-        """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.Tenant`, or a
-        :class:`gpucell.tenancy.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed with the
-        tenant's facts as admission placed it (:func:`gpucell.admission.tenant_cluster_admission.machine_placements`). A
-        cluster the tenant's spec does not declare is admitted first, as stack config is (quota, GPU pools, Cluster API
-        versions: :func:`gpucell.tenancy.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
+        """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.tenant.Tenant`, or a
+        :class:`gpucell.tenancy.tenant.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed
+        with the tenant's facts as admission placed it
+        (:func:`gpucell.admission.tenant_cluster_admission.machine_placements`). A cluster the tenant's spec does not
+        declare is admitted first, as stack config is (quota, GPU pools, Cluster API versions:
+        :func:`gpucell.tenancy.tenant.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
         ``versions.gpuOperator``. On ``tenant.cluster``, else on the cluster Cluster API is installed into.
 
         Raises :class:`gpucell.errors.ConfigError` (``tenants.<tenant>.tenantClusters.<name>...`` key paths).

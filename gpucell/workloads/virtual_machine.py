@@ -76,8 +76,7 @@ from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
-from gpucell.tenancy import admit_workload
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     cilium_network_policy,
     custom_resource,
     gpu_dependencies,
@@ -87,6 +86,7 @@ from gpucell.workloads._common import (
     vm_placement,
     workload_labels,
 )
+from gpucell.tenancy.tenant import admit_workload
 
 HOST_PASSTHROUGH = "host-passthrough"
 """``domain.cpu.model`` for VMs of several large-BAR GPUs (KubeVirt v1.9.0 ``v1.CPU.model``: "host-passthrough" to
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
 
     from gpucell.admission.tenants import ClusterFacts
     from gpucell.platform import Platform
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "CLOUD_INIT_KEY",
@@ -351,7 +351,7 @@ def virtual_machine_manifest(
       whenever a VM pool exists).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
-    - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM on the cluster ``cell``
+    - Placement (``placement``: :func:`gpucell.tenancy._common.vm_placement` of the VM on the cluster ``cell``
       describes, a cell spec or :class:`~gpucell.admission.tenants.ClusterFacts`): required node affinity
       ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>`` for GPU VMs), omitted when
       any node will do; tolerations for the pools' taints (from ``cell``).

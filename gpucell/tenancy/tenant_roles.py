@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucell.workloads._common import object_meta
+from gpucell.tenancy._common import object_meta
 
 __all__ = [
     "ADMIN_ONLY",

@@ -11,8 +11,8 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
 - a ``LimitRange`` ``tenant-defaults``: what a container gets when it does not say
   (:func:`limit_range_manifest`);
 - the ``Role`` objects ``tenant-admin``, ``tenant-member`` and ``tenant-viewer``, gpucell's own, stated rule by rule
-  (:mod:`gpucell.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC
-  ``groupsPrefix``) to them (:func:`rbac_manifests`);
+  (:mod:`gpucell.tenancy.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's
+  OIDC ``groupsPrefix``) to them (:func:`rbac_manifests`);
 - ``CiliumNetworkPolicy`` objects (allow lists inside the cell's cluster-wide deny rules,
   :mod:`gpucell.components.cluster_deny`), one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
@@ -22,7 +22,7 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   ``-access``, ``-secrets`` and ``-platform`` with their bindings, bound to the namespace: run-time admission of what
   a tenant member writes with ``kubectl`` (tolerations, node names and selectors, GPU resources and host devices,
   runtime and priority classes, LoadBalancer addresses, the ``kubevirt.io`` pod label, RoleBinding subjects, legacy
-  service account tokens, Cluster API's Secrets and gpucell's RoleBindings; :mod:`gpucell.tenant_admission`).
+  service account tokens, Cluster API's Secrets and gpucell's RoleBindings; :mod:`gpucell.tenancy.tenant_admission`).
 
 Pod Security Admission: ``restricted`` for every tenant, VMs included
 ---------------------------------------------------------------------
@@ -151,9 +151,7 @@ from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, EgressClass, TenantSpec, namespace_of
-from gpucell.tenant_admission import admission_manifests
-from gpucell.tenant_roles import TENANT_ROLES, role_manifest
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     DNS_SELECTOR,
     MANAGED_BY,
     NAMESPACE_KEY,
@@ -163,6 +161,8 @@ from gpucell.workloads._common import (
     custom_resource,
     object_meta,
 )
+from gpucell.tenancy.tenant_admission import admission_manifests
+from gpucell.tenancy.tenant_roles import TENANT_ROLES, role_manifest
 
 if TYPE_CHECKING:
     from gpucell.cell import RegionalCell
@@ -479,9 +479,9 @@ def _binding(
 
 def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) -> list[dict[str, Any]]:
     """The tenant's Roles and RoleBindings: the ``Role`` objects ``tenant-admin``, ``tenant-member`` and
-    ``tenant-viewer`` (:func:`gpucell.tenant_roles.role_manifest`, always: a tenant admin may bind them), then the
-    RoleBindings ``tenant-admins``/``tenant-members``/``tenant-viewers`` from ``groups.admins``/``members``/
-    ``viewers`` to them (:data:`gpucell.tenant_roles.TENANT_ROLES`), subjects ``kind: Group``; a binding without
+    ``tenant-viewer`` (:func:`gpucell.tenancy.tenant_roles.role_manifest`, always: a tenant admin may bind them), then
+    the RoleBindings ``tenant-admins``/``tenant-members``/``tenant-viewers`` from ``groups.admins``/``members``/
+    ``viewers`` to them (:data:`gpucell.tenancy.tenant_roles.TENANT_ROLES`), subjects ``kind: Group``; a binding without
     groups is left out.
 
     With ``oidc`` (the cell's identity provider), each group is the name the API server gives the token's group:
@@ -833,7 +833,7 @@ class Tenant(CellComponent):
             for obj in network_policy_manifests(tenant, spec, facts)
         ]
         self.admission = self._admission(name, facts, lifecycle)
-        """The tenant's ValidatingAdmissionPolicies and their bindings (:mod:`gpucell.tenant_admission`)."""
+        """The tenant's ValidatingAdmissionPolicies and their bindings (:mod:`gpucell.tenancy.tenant_admission`)."""
         self.instancetypes: Instancetypes | None = None
         """The tenant's ``VirtualMachineInstancetype``/``VirtualMachinePreference`` objects, when it defines any."""
         if spec.instancetypes or spec.preferences:
@@ -867,7 +867,7 @@ class Tenant(CellComponent):
         self.register_outputs({"namespace": self.namespace})
 
     def _admission(self, name: str, facts: ClusterFacts, lifecycle: dict[str, Any]) -> list[pulumi.CustomResource]:
-        """Register :func:`gpucell.tenant_admission.admission_manifests`: ``{name}-admission-<part>`` and
+        """Register :func:`gpucell.tenancy.tenant_admission.admission_manifests`: ``{name}-admission-<part>`` and
         ``{name}-admission-<part>-binding`` (part ``pods``, ``vms``, ``services``, ``access``, ``secrets``,
         ``platform``), each binding after its policy."""
         out: list[pulumi.CustomResource] = []

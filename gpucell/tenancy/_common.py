@@ -2,7 +2,7 @@
 resources, the ``CiliumNetworkPolicy`` shape, and the Pulumi registration of rendered objects.
 
 Used by the workload modules (:mod:`gpucell.workloads.virtual_machine`, ``notebook``, ``model_endpoint``)
-and by :mod:`gpucell.tenancy` (labels, metadata, policy shape), so that every object of a tenant carries
+and by :mod:`gpucell.tenancy.tenant` (labels, metadata, policy shape), so that every object of a tenant carries
 the same labels and every policy has the same shape.
 """
 

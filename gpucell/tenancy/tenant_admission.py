@@ -2,7 +2,8 @@
 with ``kubectl``, what ``gpucell plan`` refuses in config (docs/decisions/0030-run-time-admission.md).
 
 Per tenant, cluster-scoped (``admissionregistration.k8s.io/v1``, GA since Kubernetes 1.30), the tenant's values baked
-into the CEL as literals, so the :class:`~gpucell.tenancy.Tenant` component brings its fence alone on any cluster:
+into the CEL as literals, so the :class:`~gpucell.tenancy.tenant.Tenant` component brings its fence alone on any
+cluster:
 
 - ``gpucell-tenant-<tenant>-pods``: Pods and the pod templates of Deployments, ReplicaSets, StatefulSets, DaemonSets,
   Jobs, CronJobs and ReplicationControllers (:func:`pod_rules`);
@@ -42,7 +43,7 @@ from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, namespace_of
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, tenant_pools
 from gpucell.spec.workloads import ServiceType
-from gpucell.workloads._common import NVIDIA_RUNTIME_CLASS
+from gpucell.tenancy._common import NVIDIA_RUNTIME_CLASS
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
