@@ -50,9 +50,9 @@ import pulumi
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from gpucell.cluster import listen_port
+from gpucell.engine import mock_engine
+from gpucell.engine.mock_engine import PlanResult, Registration
 from gpucell.spec import CellSpec
-from gpucell.stacks import mock_engine
-from gpucell.stacks.mock_engine import PlanResult, Registration
 
 __all__ = [
     "FAKE_PASSWORD",

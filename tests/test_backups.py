@@ -14,6 +14,7 @@ from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster
 from gpucell.components.backups import bucket_credentials_file, restore_manifest, schedule_manifest
 from gpucell.components.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.platform import Platform
 from gpucell.spec import CellSpec, StackSpec
@@ -23,7 +24,6 @@ from gpucell.stacks import cli
 from gpucell.stacks.conformance.charts import render_releases, velero_facts
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.run import check_region
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy.tenant import Tenant, TenantArgs, rbac_manifests

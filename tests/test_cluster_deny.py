@@ -19,8 +19,8 @@ from gpucell.components.cluster_deny import (
     other_cells,
     platform_namespaces,
 )
+from gpucell.engine.mock_engine import run_program
 from gpucell.spec import StackSpec
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import make_plan
 from tests.conftest import REPO, violations
 

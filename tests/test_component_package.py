@@ -23,10 +23,10 @@ from pulumi.errors import InputPropertiesError, InputPropertyError
 
 from gpucell import component_package
 from gpucell.component_package import COMPONENTS, PACKAGE, PackageProvider
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import AccessMode
 from gpucell.spec._base import SpecModel
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.package_types import render
 from tests.conftest import REPO
 

@@ -27,6 +27,7 @@ from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.dra_driver import NAMESPACE, dra_driver_values, driver_root
 from gpucell.components.kubevirt import feature_gates, kubevirt_spec
 from gpucell.day2.disruption import compare, fingerprint
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
 from gpucell.k3s._host_setup import host_setup, iommu_check
 from gpucell.k3s._scripts import node_config
@@ -36,7 +37,6 @@ from gpucell.stacks.conformance.admission import admission_violations, claim_tem
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import check_region
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import make_plan
 from gpucell.tenancy._common import container_placement, vm_placement
 from gpucell.tenancy.tenant import Tenant, TenantArgs, quota_hard

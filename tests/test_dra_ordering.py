@@ -6,7 +6,7 @@ from typing import Any
 
 import pulumi
 
-from gpucell.stacks.mock_engine import run_program
+from gpucell.engine.mock_engine import run_program
 from gpucell.tenancy.dra_ordering import DraClaimOrder
 
 

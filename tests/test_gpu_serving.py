@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gpucell.day2.gpu_serving import gpu_serving, node_records, records_from_fingerprint
+from gpucell.engine.mock_engine import PlanResult
 from gpucell.spec import StackSpec
-from gpucell.stacks.mock_engine import PlanResult
 from tests.test_day2 import _dra_to_container, _sriov_type_24q, fra1, plan, prod_config
 
 GPU_OPERATOR = "fra1-gpu-operator-gpu-operator"

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from gpucell.components.storage import longhorn_values
+from gpucell.engine.mock_engine import Registration
 from gpucell.errors import ConfigError
 from gpucell.k3s.vgpu_sriov import RECONCILER_PATH
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
 from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values
 

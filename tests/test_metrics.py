@@ -19,11 +19,11 @@ from gpucell.components.metrics import (
     remote_write_secret_data,
     stack_values,
 )
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.workloads import ScaleMetric
 from gpucell.stacks.conformance.helm_values import values_problems
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.workloads.model_endpoint import vllm_query
 from tests.conftest import (
     STORE,

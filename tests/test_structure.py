@@ -90,7 +90,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("cell spec", ("gpucell.spec.cell",)),
     ("components", ("gpucell.*",)),
-    ("test kit", ("gpucell.testing", "gpucell.stacks.mock_engine", "gpucell.stacks._sdk_private")),
+    ("test kit", ("gpucell.testing", "gpucell.engine.mock_engine", "gpucell.engine._sdk_private")),
     ("stacks", ("gpucell.stacks*",)),
 )
 """Lowest first; a module belongs to the first layer one of whose patterns it matches. A module may import its own

@@ -13,13 +13,13 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.kubevirt import kubevirt_spec
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.tenancy.tenant import (
     TENANT_POD_SECURITY,
     PodSecurityLevel,

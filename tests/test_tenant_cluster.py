@@ -21,6 +21,7 @@ from gpucell.catalog import cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster
 from gpucell.components import cluster_api
+from gpucell.engine.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.tenant_clusters import TenantClusterSpec, namespace_names
@@ -28,7 +29,6 @@ from gpucell.spec.versions import Versions
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.testing import fake_cluster_api_kubeconfig, provider_outputs

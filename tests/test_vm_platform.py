@@ -24,6 +24,7 @@ from gpucell.components.images import ImageCatalogArgs, catalog_objects, clone_r
 from gpucell.components.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
 from gpucell.components.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
 from gpucell.day2.disruption import Change, compare, fingerprint
+from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.cloud_init import (
@@ -40,7 +41,6 @@ from gpucell.stacks.conformance.admission import admission_violations
 from gpucell.stacks.conformance.cloud_init import CLOUD_CONFIG_SCHEMA, NETWORK_CONFIG_SCHEMAS, cloud_init_report
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
-from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.tenancy._common import vm_placement

@@ -26,6 +26,7 @@ from gpucell.admission.inventory import DRA_SHARED, capacity, dra_offers, gpu_of
 from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell
 from gpucell.day2.gpu_serving import RECORD_SUFFIX
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.config import stack_spec_input
@@ -33,7 +34,6 @@ from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
 from gpucell.stacks.guard import FINGERPRINT_SUFFIX, READ_STACK_OUTPUTS
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs
 from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX
@@ -334,7 +334,7 @@ def make_plan(
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
     ``computed`` supplies outputs a real provider would compute and ``invoked`` answers invokes (see
-    :func:`gpucell.stacks.mock_engine.run_program`). ``last_deployment`` is what the program's read of its last
+    :func:`gpucell.engine.mock_engine.run_program`). ``last_deployment`` is what the program's read of its last
     deployment returns (stack outputs, e.g. a base plan's ``outputs``): the disruption guard and the registered hosts
     (decision 0023) are judged against it; without it the plan is of a stack never deployed.
     """
@@ -550,9 +550,9 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
     regions both plans hold instead of taking the missing ones for removed.
 
     Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
-    resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
+    resource options that differ from Pulumi's defaults, :func:`gpucell.engine.mock_engine.resource_options`)
     and ``inputs``; a resource with secret inputs also has ``secrets``, each secret input's path ->
-    :func:`gpucell.stacks.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
+    :func:`gpucell.engine.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
     (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``, ``<region>GpuNodes``); ``acknowledge`` the stack's
     ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against); ``capacity`` each
     region's :func:`capacity_table` (resource -> [in service, reserved, used]), which ``gpucell diff`` compares.

@@ -87,7 +87,7 @@ def check_sdk() -> list[str]:
     """One line per internal above that the installed SDK no longer has in the shape read, naming its version.
 
     Empty when all are there. Each line says: ``pulumi <version> (gpucell was checked against <TESTED_SDK>):
-    <internal> <what changed>; update gpucell/stacks/_sdk_private.py``.
+    <internal> <what changed>; update gpucell/engine/_sdk_private.py``.
     """
     problems: list[tuple[str, str]] = []
     if not isinstance(getattr(rpc, "_special_sig_key", None), str):
@@ -106,6 +106,6 @@ def check_sdk() -> list[str]:
     version = sdk_version()
     return [
         f"pulumi {version} (gpucell was checked against {TESTED_SDK}): {internal} {change}; update "
-        "gpucell/stacks/_sdk_private.py"
+        "gpucell/engine/_sdk_private.py"
         for internal, change in problems
     ]

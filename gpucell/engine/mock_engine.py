@@ -22,7 +22,7 @@ import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2, source_pb2
 
-from gpucell.stacks import _sdk_private as sdk
+from gpucell.engine import _sdk_private as sdk
 
 __all__ = [
     "ORGANIZATION",
