@@ -235,7 +235,7 @@ class RegionalCell(CellComponent):
         self.storage_class_name = self.storage.storage_class_name
         # An instance attribute, not a declared output: the records are the program's own bookkeeping (a stack
         # output for the next run), and their values mix strings, numbers and lists, which a component package's
-        # schema cannot type (gpucell.component_package exports this class).
+        # schema cannot type (gpucell.package.component_package exports this class).
         self.gpu_nodes: pulumi.Output[dict[str, dict[str, Any]]] = self._recorded_once_settled()
         """:func:`gpucell.day2.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
         program exports it as ``<region>GpuNodes`` for the next run's :attr:`RegionalCellArgs.deployed_gpu_nodes`."""

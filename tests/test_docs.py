@@ -18,13 +18,13 @@ import yaml
 
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
-from gpucell.stacks import docgen
 from tests.conftest import REPO
+from tools import docgen
 
 
 def test_config_reference_is_current() -> None:
     assert (REPO / "docs" / "config.md").read_text() == docgen.render(), (
-        "docs/config.md is stale: run `python -m gpucell.stacks.docgen > docs/config.md`"
+        "docs/config.md is stale: run `python -m tools.docgen > docs/config.md`"
     )
 
 

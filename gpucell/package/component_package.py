@@ -1,9 +1,9 @@
 """gpucell's components as a Pulumi component package, for TypeScript, Go, C#, Java and YAML programs.
 
 Each class here is the component of the same name (same type token ``gpucell:index:<Class>``, same children and
-outputs) with a schema-friendly surface: ``args`` is a ``TypedDict`` generated from :mod:`gpucell.package_inputs`
-(:mod:`gpucell._package_types`), which Pulumi's analyzer (``pulumi.provider.experimental``) turns into the package
-schema; what arrives is validated by those models, so a mistake is the same one-line
+outputs) with a schema-friendly surface: ``args`` is a ``TypedDict`` generated from :mod:`gpucell.package.inputs`
+(:mod:`gpucell.package._generated.types`), which Pulumi's analyzer (``pulumi.provider.experimental``) turns into the
+package schema; what arrives is validated by those models, so a mistake is the same one-line
 :class:`~gpucell.errors.ConfigError` as in stack config, and the component refuses before registering anything.
 
 What the package takes differently from Python:
@@ -31,14 +31,15 @@ from pulumi.errors import InputPropertiesError, InputPropertyErrorDetails
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.server import ComponentInitError
 
-from gpucell import _package_types as types
-from gpucell import cell, package_inputs
+from gpucell import cell
 from gpucell.cluster import Cluster
 from gpucell.components import cdi, cert_manager, gpu_operator, keda, kserve, kubevirt, storage
 from gpucell.components import dra_driver as dra  # the component's own name is DraDriver
 from gpucell.components.backups import BackupCredentials
 from gpucell.components.gateway import EndpointRoute, gateway_name
 from gpucell.errors import ConfigError
+from gpucell.package import inputs as package_inputs
+from gpucell.package._generated import types
 from gpucell.spec.traffic import endpoint_host
 from gpucell.tenancy import tenant as tenancy
 from gpucell.workloads import model_endpoint, notebook, virtual_machine
@@ -83,7 +84,7 @@ def _whole_numbers(value: Any, key: str = "") -> Any:
 
 def _validated(model: type[_Inputs], args: Mapping[str, Any]) -> _Inputs:
     """``args`` validated by ``model`` (raises :class:`ConfigError`), leaving out its ``PASSED_THROUGH`` inputs (that
-    may be Pulumi outputs, used as given: :class:`gpucell.package_inputs.PassedThrough`)."""
+    may be Pulumi outputs, used as given: :class:`gpucell.package.inputs.PassedThrough`)."""
     passed = {item.key for item in model.PASSED_THROUGH}
     plain = {key: value for key, value in args.items() if key not in passed}
     return model.model_validate(_whole_numbers(plain))

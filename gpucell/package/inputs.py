@@ -1,10 +1,10 @@
 """The inputs of the component package's components, as spec models: one per component, validated whole.
 
-What a TypeScript, Go or C# program passes to :mod:`gpucell.component_package` arrives as plain dicts; each
+What a TypeScript, Go or C# program passes to :mod:`gpucell.package.component_package` arrives as plain dicts; each
 component validates them with its model here, so a mistake is one :class:`~gpucell.errors.ConfigError` line per
 problem with its key path (``nodePools.h100.gpuMode: 'passthrough' is not one of ...``), as in stack config. The
 ``TypedDict`` classes the package schema is inferred from are generated from these models
-(:mod:`gpucell.stacks.package_types`). Inputs that may be Pulumi outputs (secrets, a StorageClass name) are not
+(:mod:`tools.package_types`). Inputs that may be Pulumi outputs (secrets, a StorageClass name) are not
 validated: a model names them in ``PASSED_THROUGH`` (:class:`PassedThrough`), the generator adds them to its
 ``TypedDict`` as ``pulumi.Input[str]`` with their docs, and the package's schema marks the secret ones ``secret``.
 """
@@ -192,7 +192,7 @@ class CdiInputs(ComponentInputs):
     @classmethod
     def _access_modes(cls, values: list[str]) -> list[str]:
         # strings, not AccessMode: the SDK's ComponentProvider maps the items of a list of enums as objects
-        # (stacks/package_types.py refuses such a field)
+        # (tools/package_types.py refuses such a field)
         known = [mode.value for mode in AccessMode]
         for index, value in enumerate(values):
             if value not in known:

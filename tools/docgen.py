@@ -1,6 +1,6 @@
 """Generate ``docs/config.md`` from the spec models, so the reference never drifts from what is validated.
 
-Run ``python -m gpucell.stacks.docgen > docs/config.md``; a test fails when the committed file is stale.
+Run ``python -m tools.docgen > docs/config.md``; a test fails when the committed file is stale.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def render() -> str:
     header = [
         "# Stack config reference",
         "",
-        "Generated from the spec models by `python -m gpucell.stacks.docgen > docs/config.md`; do not edit by hand.",
+        "Generated from the spec models by `python -m tools.docgen > docs/config.md`; do not edit by hand.",
         "",
         "All keys live in the `gpucell` namespace of `Pulumi.<stack>.yaml`. `gpucell:regions` maps a region name",
         "(a DNS-1123 label) to the region's cell; every key of the first table is relative to",
