@@ -417,6 +417,8 @@ def test_a_changed_resource_name_needs_the_quotas_then_converges(lab: PlanResult
     assert difference.changed == {
         "lab-kubevirt-kubevirt": {"spec"},
         "lab-acme-quota": {"spec"},
+        "lab-acme-admission-pods": {"spec"},  # the policies admit what the quota grants, and come before workloads
+        "lab-acme-admission-vms": {"spec"},
         "lab-acme-train-vm": {"spec"},
         "lab-k3s-lab-h800-1-prepare": {"create", "update"},
         "lab-k3s-lab-h800-1-settle": {"create", "update"},
