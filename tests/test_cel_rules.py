@@ -14,7 +14,7 @@ from gpucell.stacks import cli
 from gpucell.stacks.conformance.cel_rules import CelTally, CrdRules, escape
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import run_program
+from gpucell.engine.mock_engine import run_program
 from tests.conftest import REPO, SCHEMA_CHECKERS, UPSTREAM, cell, minimal_cell_config
 
 

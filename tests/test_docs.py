@@ -18,13 +18,13 @@ import yaml
 
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
-from gpucell.stacks import docgen
 from tests.conftest import REPO
+from tools import docgen
 
 
 def test_config_reference_is_current() -> None:
     assert (REPO / "docs" / "config.md").read_text() == docgen.render(), (
-        "docs/config.md is stale: run `python -m gpucell.stacks.docgen > docs/config.md`"
+        "docs/config.md is stale: run `python -m tools.docgen > docs/config.md`"
     )
 
 
@@ -263,7 +263,7 @@ OPERATIONS_DOC = (REPO / "docs" / "operations.md").read_text()
 
 
 def test_operations_config_snippets_validate_in_the_prod_region() -> None:
-    from gpucell._chart import deep_merge
+    from gpucell.components._chart import deep_merge
     from gpucell.spec import CellSpec
 
     region = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
@@ -274,6 +274,6 @@ def test_operations_config_snippets_validate_in_the_prod_region() -> None:
 
 
 def test_operations_shows_the_warning_the_program_prints() -> None:
-    from gpucell.k3s import even_server_warning
+    from gpucell.k3s.cluster import even_server_warning
 
     assert f"warning: {even_server_warning(2)}\n" in OPERATIONS_DOC

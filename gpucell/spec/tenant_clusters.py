@@ -1,7 +1,7 @@
 """Tenant clusters: Kubernetes of a tenant's own, on KubeVirt VMs of its namespace, built by Cluster API.
 
 These are *specs*: plan-time values only. The rules that need the region (pools, quota, versions, networks) are in
-:mod:`gpucell.tenant_cluster_admission`; the objects are rendered by :mod:`gpucell.workloads.tenant_cluster`.
+:mod:`gpucell.admission.tenant_cluster_admission`; the objects are rendered by :mod:`gpucell.workloads.tenant_cluster`.
 Decision: docs/decisions/0024-tenant-clusters.md.
 """
 
@@ -221,8 +221,8 @@ class WorkerPoolSpec(SpecModel):
         return self
 
     def vm_spec(self, image: DiskSource, storage_class: str | None) -> GpuVirtualMachineSpec:
-        """One worker as the VM spec placement and admission take (:func:`gpucell.placement.place_vm`): its GPUs,
-        pool, CPU, memory, NUMA options and root disk (``image``, ``diskGib``, ``storage_class``), no login of
+        """One worker as the VM spec placement and admission take (:func:`gpucell.admission.placement.place_vm`): its
+        GPUs, pool, CPU, memory, NUMA options and root disk (``image``, ``diskGib``, ``storage_class``), no login of
         gpucell's (CAPK injects its own SSH key, kubeadm's cloud-init does the rest)."""
         return GpuVirtualMachineSpec(
             gpu_model=self.gpu_model,
