@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,6 +21,7 @@ from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
+from gpucell.stacks.plan import Plan, make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")
@@ -71,6 +75,50 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"upstream schemas not found in {UPSTREAM}: put the shared/ folder beside the clone, or point "
             "GPUCELL_UPSTREAM at a directory filled by `gpucell schemas fetch dev --dest DIR`"
         )
+
+
+_SHARED_PLANS: dict[str, tuple[Plan, str]] = {}
+_TAKEN: set[str] = set()
+
+
+def shared_plan(stack: str) -> Plan:
+    """``make_plan(REPO, stack)`` (a stack of the repository: ``dev`` or ``prod``), made once per test process and
+    shared by every test that reads it: the prod plan takes about 1.5 s of CPU and some 15 modules read it. Callers
+    must not change it (copy what they change): each module that took it checks at its end that it is as made
+    (:func:`shared_plans_unchanged`)."""
+    if stack not in _SHARED_PLANS:
+        plan = make_plan(REPO, stack)
+        _SHARED_PLANS[stack] = (plan, plan_digest(plan))
+    _TAKEN.add(stack)
+    return _SHARED_PLANS[stack][0]
+
+
+def plan_digest(plan: Plan) -> str:
+    """A digest of what a test reads of ``plan``: every registration's fields (inputs with and without secrets,
+    options, dependencies), the outputs, warnings and acknowledgements, each cell's spec and node files."""
+    document = {
+        "resources": [vars(r) for r in plan.result.resources],
+        "outputs": plan.result.outputs,
+        "warnings": plan.result.warnings,
+        "acknowledge": plan.acknowledge,
+        "cells": {
+            region: [cell.spec.model_dump(mode="json"), cell.k3s.node_files] for region, cell in plan.cells.items()
+        },
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_plans_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each module: the shared plans it took (:func:`shared_plan`) are as made, else the module fails,
+    naming them (a test changed what later modules read)."""
+    yield
+    changed = sorted(stack for stack in _TAKEN if plan_digest(_SHARED_PLANS[stack][0]) != _SHARED_PLANS[stack][1])
+    _TAKEN.clear()
+    for stack in changed:
+        del _SHARED_PLANS[stack]  # the next module gets a new one
+    if changed:
+        pytest.fail(f"{request.module.__name__} changed the shared plan of {', '.join(changed)}: copy what you change")
 
 
 def minimal_cell_config() -> dict[str, Any]:

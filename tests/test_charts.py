@@ -21,22 +21,21 @@ from gpucell.stacks.conformance.helm import fetch_charts
 from gpucell.stacks.conformance.objects import checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.run import Report, check_region
-from gpucell.stacks.plan import Plan, check, make_plan
+from gpucell.stacks.plan import Plan, check
 from tests.conftest import (
     CHART,
     KUBERNETES_MINOR,
-    REPO,
     STORE,
     UPSTREAM,
     cell,
     cell_cilium_values,
     minimal_cell_config,
+    shared_plan,
 )
 
 
-@functools.cache
 def planned(stack: str) -> Plan:
-    return make_plan(REPO, stack)
+    return shared_plan(stack)
 
 
 def lines(report: Report) -> list[str]:

@@ -21,8 +21,7 @@ from gpucell.components.cluster_deny import (
 )
 from gpucell.engine.mock_engine import run_program
 from gpucell.spec import StackSpec
-from gpucell.stacks.plan import make_plan
-from tests.conftest import REPO, violations
+from tests.conftest import REPO, shared_plan, violations
 
 PROD = StackSpec.model_validate(
     {"regions": yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]}
@@ -156,7 +155,7 @@ def test_the_component_on_a_cluster_of_its_own() -> None:
 
 
 def test_the_cell_renders_it_after_cilium_and_tenants_wait_for_it() -> None:
-    plan = make_plan(REPO, "prod", region="iad1").result
+    plan = shared_plan("prod").result
     deny = plan.named("iad1-cluster-deny")
     assert deny.dependencies == [plan.named("iad1-cilium-cilium").urn]
     networks = plan.named("iad1-cluster-deny-tenants-deny-networks")

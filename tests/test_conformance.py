@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import http.server
 import json
 import os
@@ -25,15 +24,14 @@ from gpucell.stacks import cli
 from gpucell.stacks.conformance.helm_values import commented_keys, leaf_paths
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
-from gpucell.stacks.plan import Plan, check, make_plan
-from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
+from gpucell.stacks.plan import Plan, check
+from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config, shared_plan
 
 STORE = SchemaStore(UPSTREAM)
 
 
-@functools.cache
 def planned(stack: str) -> Plan:
-    return make_plan(REPO, stack)
+    return shared_plan(stack)
 
 
 def lines(report: Report) -> list[str]:

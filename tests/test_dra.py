@@ -37,7 +37,6 @@ from gpucell.stacks.conformance.admission import admission_violations, claim_tem
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import check_region
-from gpucell.stacks.plan import make_plan
 from gpucell.tenancy._common import container_placement, vm_placement
 from gpucell.tenancy.tenant import Tenant, TenantArgs, quota_hard
 from gpucell.testing import read_outputs
@@ -52,7 +51,7 @@ from gpucell.workloads import (
 from gpucell.workloads.model_endpoint import inference_service_manifest
 from gpucell.workloads.notebook import statefulset_manifest
 from gpucell.workloads.virtual_machine import claim_template_manifest, virtual_machine_manifest
-from tests.conftest import REPO, STORE, cell, minimal_cell_config, operator_values, violations
+from tests.conftest import STORE, cell, minimal_cell_config, operator_values, shared_plan, violations
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RCT = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
@@ -523,7 +522,7 @@ def _input(r: Registration, *path: str) -> Any:
 
 
 def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
-    plan = make_plan(REPO, "prod")
+    plan = shared_plan("prod")
     spec = plan.cells["fra1"].spec
     assert [name for name, pool in spec.node_pools.items() if pool.gpu_mode is not None and pool.gpu_mode == "dra"] == [
         "l4-dra"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 from pathlib import Path
@@ -14,13 +13,12 @@ import yaml
 from gpucell.engine.mock_engine import Registration
 from gpucell.stacks import cli
 from gpucell.stacks.estimate import CHART_SECONDS, CREATE_SECONDS, UPDATE_SECONDS, estimate, human
-from gpucell.stacks.plan import Plan, make_plan
-from tests.conftest import REPO
+from gpucell.stacks.plan import Plan
+from tests.conftest import REPO, shared_plan
 
 
-@functools.cache
 def planned(stack: str) -> Plan:
-    return make_plan(REPO, stack)
+    return shared_plan(stack)
 
 
 def reg(

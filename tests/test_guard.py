@@ -20,7 +20,7 @@ from gpucell.stacks.plan import make_plan
 from gpucell.stacks.program import build_cells
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import fake_kubeconfig
-from tests.conftest import REPO, cell, minimal_cell_config
+from tests.conftest import REPO, cell, minimal_cell_config, shared_plan
 
 READ_STACK_OUTPUTS = "pulumi:pulumi:readStackOutputs"
 POD_CIDR_REFUSAL = (
@@ -206,7 +206,7 @@ def test_a_preview_with_unknown_outputs_plans_as_a_first_deploy() -> None:
 
 def test_dev_stack_pod_cidr_change_is_refused_under_a_mocked_previous_deployment(tmp_path: Path) -> None:
     """Done-when: the dev stack as deployed, then its pod CIDR changed, without an acknowledgement."""
-    deployed = make_plan(REPO, "dev").result.outputs["lab1Fingerprint"]
+    deployed = shared_plan("dev").result.outputs["lab1Fingerprint"]
     shutil.copy(REPO / "Pulumi.yaml", tmp_path)
     text = (REPO / "Pulumi.dev.yaml").read_text()
     assert "podCidr: 10.42.0.0/16" in text

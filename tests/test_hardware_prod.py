@@ -15,15 +15,15 @@ from gpucell.engine.mock_engine import Registration
 from gpucell.errors import ConfigError
 from gpucell.k3s.vgpu_sriov import RECONCILER_PATH
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.stacks.plan import Plan, make_plan
-from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values
+from gpucell.stacks.plan import Plan
+from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values, shared_plan
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
 
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return make_plan(REPO, "prod")
+    return shared_plan("prod")
 
 
 def one(plan: Plan, region: str, type_token: str, name: str | None = None) -> Registration:

@@ -8,15 +8,14 @@ import pytest
 
 from gpucell.engine.mock_engine import PlanResult
 from gpucell.errors import ConfigError
-from gpucell.stacks.plan import make_plan
-from tests.conftest import REPO, cell, minimal_cell_config, violations
+from tests.conftest import cell, minimal_cell_config, shared_plan, violations
 
 ISVC = "kubernetes:serving.kserve.io/v1beta1:InferenceService"
 
 
 @pytest.fixture(scope="module")
 def prod() -> PlanResult:
-    return make_plan(REPO, "prod", region="fra1").result
+    return shared_plan("prod").result
 
 
 def test_prod_installs_keda_and_scales_llama_on_vllm_queue(prod: PlanResult) -> None:

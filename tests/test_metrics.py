@@ -35,6 +35,7 @@ from tests.conftest import (
     offline_cluster,
     operator_values,
     program_cluster,
+    shared_plan,
     violations,
 )
 
@@ -94,10 +95,8 @@ def test_dra_claims_are_metered_as_the_dra_pools_one_model() -> None:
     """The quota counts claimed devices per namespace and class, not per node: their ``gpu_model`` is the model of
     the ``dra`` pools when they hold one (prod's fra1: one L4 ``dra`` pool), else ``unknown``."""
     from gpucell.components.metrics import MetricsArgs
-    from gpucell.stacks.plan import make_plan
-    from tests.conftest import REPO
 
-    fra1 = make_plan(REPO, "prod", region="fra1").cells["fra1"].spec
+    fra1 = shared_plan("prod").cells["fra1"].spec
     assert MetricsArgs.from_cell(fra1, program_cluster(fra1)).dra_model == "L4"
     assert MetricsArgs.from_cell(_spec(), program_cluster(_spec())).dra_model == "unknown"
 

@@ -19,7 +19,7 @@ from gpucell.stacks import cli
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import read_outputs
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_plan
 
 TOKEN = "TOKEN-SENTINEL-7f3a"
 KUBECONFIG = (
@@ -425,7 +425,7 @@ def test_prod_plan_lists_every_kind(prod_plan: Plan) -> None:
 
 
 def test_written_secrets_keep_their_shape(prod_plan: Plan, tmp_path: Path) -> None:
-    write_out(make_plan(REPO, "prod"), ["fra1"], tmp_path)
+    write_out(shared_plan("prod"), ["fra1"], tmp_path)
     token = yaml.safe_load((tmp_path / "fra1/manifests/Secret_tenant-acme_nb-alice-token.yaml").read_text())
     assert token["stringData"] == {"token": "[secret]"}
 

@@ -18,7 +18,7 @@ from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
 from gpucell.stacks.review import exit_code, focus, render, review, show
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_plan
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
@@ -129,7 +129,7 @@ def plan_json(folder: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def dev_json() -> dict[str, Any]:
-    plan = make_plan(REPO, "dev")
+    plan = shared_plan("dev")
     return to_json(plan, list(plan.cells))
 
 
@@ -325,7 +325,7 @@ def test_a_file_of_another_shape_is_one_line_naming_it(
 
 @pytest.fixture(scope="module")
 def prod_json() -> dict[str, Any]:
-    plan = make_plan(REPO, "prod")
+    plan = shared_plan("prod")
     return to_json(plan, list(plan.cells))
 
 

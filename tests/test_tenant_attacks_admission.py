@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from gpucell.admission.tenants import ClusterFacts
-from gpucell.stacks.plan import Plan, make_plan
+from gpucell.stacks.plan import Plan
 from gpucell.tenancy import tenant_admission
 from gpucell.tenancy.tenant_admission import VIRT_CONTROLLER, admission_manifests
 from tests.admission_policies import OPERATOR, RESOURCES, TENANT_MEMBER, User, controller, evaluate, refusals
-from tests.conftest import REPO
+from tests.conftest import shared_plan
 from tests.pod_security import refusal
 
 NS = "tenant-acme"
@@ -405,9 +405,8 @@ _vm["spec"]["template"]["spec"]["priorityClassName"] = "globex-only"
 _fleet["spec"]["template"]["metadata"]["labels"]["kubevirt.io"] = "virt-launcher"
 
 
-@functools.cache
 def planned() -> Plan:
-    return make_plan(REPO, "prod")
+    return shared_plan("prod")
 
 
 @functools.cache

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from gpucell.stacks.plan import Plan, make_plan
+from gpucell.stacks.plan import Plan
 from gpucell.tenancy.tenant import namespace_labels
 from tests.cilium_policy import Endpoint, External, Flow, Health, Node, Verdict, connect
-from tests.conftest import KUBERNETES_MINOR, REPO, violations
+from tests.conftest import KUBERNETES_MINOR, shared_plan, violations
 
 # -- who and what -------------------------------------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ LEGITIMATE: list[tuple[str, Endpoint | Node, Flow, str]] = [
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return make_plan(REPO, "prod", region="fra1")
+    return shared_plan("prod")
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,13 @@ need and must keep.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from gpucell.stacks.plan import Plan, make_plan
-from tests.conftest import REPO, UPSTREAM
+from gpucell.stacks.plan import Plan
+from tests.conftest import UPSTREAM, shared_plan
 from tests.rbac_rights import Request, Rights, Subject, plan_rights
 
 NAMESPACE = "tenant-acme"
@@ -284,9 +283,8 @@ def allowed(rights: Rights, attack: Attack) -> bool:
     return rights.allows(subject, request(attack))
 
 
-@functools.cache
 def prod() -> Plan:
-    return make_plan(REPO, "prod")
+    return shared_plan("prod")
 
 
 @pytest.fixture

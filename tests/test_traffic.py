@@ -3,18 +3,16 @@ Service, endpoints behind the Gateway (values, ordering edges), and the CRD chec
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from gpucell.engine.mock_engine import Registration
 from gpucell.stacks.conformance.objects import checker_for
-from gpucell.stacks.plan import Plan, make_plan
-from tests.conftest import REPO, UPSTREAM
+from gpucell.stacks.plan import Plan
+from tests.conftest import UPSTREAM, shared_plan
 
 
-@cache
 def prod() -> Plan:
-    return make_plan(REPO, "prod")
+    return shared_plan("prod")
 
 
 def named(name: str) -> Registration:

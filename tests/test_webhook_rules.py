@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpucell.stacks.plan import make_plan
-from tests.conftest import REPO
+from tests.conftest import shared_plan
 
 Rule = Callable[[dict[str, Any]], list[str]]
 
@@ -28,7 +27,7 @@ Rule = Callable[[dict[str, Any]], list[str]]
 @functools.cache
 def prod_objects() -> tuple[dict[str, Any], ...]:
     """Every Kubernetes object the prod plan registers (patches left out: a webhook sees the patched object)."""
-    plan = make_plan(REPO, "prod")
+    plan = shared_plan("prod")
     return tuple(
         r.masked_inputs()
         for r in plan.result.resources
