@@ -17,7 +17,7 @@ import yaml
 
 from gpucell import errors
 from gpucell.engine.mock_engine import run_program
-from gpucell.stacks import cli, plan
+from gpucell.stacks import cli, plan, program
 from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from gpucell.stacks.plan_file import MAX_PLAN_BYTES, MAX_PLAN_DEPTH
 from gpucell.stacks.program import main as program_main
@@ -25,6 +25,14 @@ from gpucell.testing import provider_outputs
 from tests.conftest import REPO
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+
+
+@pytest.fixture(autouse=True)
+def no_server_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pulumi up``'s program probes each server's SSH port before it builds the cells (up to 5 s each when nothing
+    answers: half a minute for prod's six servers): here none answers, at once, as on a machine with no route to
+    them (each region's first server stays its control server: ``control_server.choose_control_server``)."""
+    monkeypatch.setattr(program, "ssh_banner_problem", lambda address, port: "no answer within 5 s")
 
 
 def _project(tmp_path: Path, stack_text: str | bytes, stack: str = "dev") -> Path:
