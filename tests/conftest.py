@@ -113,7 +113,7 @@ _TAKEN: set[str] = set()
 
 def shared_plan(stack: str) -> Plan:
     """``make_plan(REPO, stack)`` (a stack of the repository: ``dev`` or ``prod``), made once per test process and
-    shared by every test that reads it: the prod plan takes about 1.5 s of CPU and some 15 modules read it. Callers
+    shared by every test that reads it: the prod plan takes about 1.5 s of CPU and 17 modules read it. Callers
     must not change it (copy what they change): each module that took it checks at its end that it is as made
     (:func:`shared_plans_unchanged`)."""
     if stack not in _SHARED_PLANS:
