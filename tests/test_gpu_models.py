@@ -358,7 +358,8 @@ def test_a_stack_model_reaches_the_pools_node_labels_and_the_gpu_operator(lab: P
     assert values["migManager"] == {"enabled": True, "config": {"default": "all-disabled"}}
     assert values["mig"] == {"strategy": "mixed"}
     settle = script_of(lab.named("lab-k3s-lab-h800-2-settle"))
-    assert 'nvidia\\.com/mig-1g\\.10gb}\')"\n  if [ "$value" != 14 ]' in settle  # 7 instances x 2 GPUs
+    assert "\nreadonly RESOURCES=(nvidia.com/mig-1g.10gb)\n" in settle
+    assert "\nreadonly RESOURCE_COUNTS=(14)\n" in settle  # 7 instances x 2 GPUs
 
 
 def test_a_stack_model_reaches_permitted_host_devices_and_the_vms(lab: PlanResult) -> None:

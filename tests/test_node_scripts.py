@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucell.k3s import _maintenance_scripts as maintenance
 from gpucell.k3s import _scripts
 from gpucell.k3s._script_files import render, text
 from tests.conftest import REPO
@@ -93,3 +94,80 @@ def test_the_rendered_part_of_a_fragment_leaves_its_header_out() -> None:
     assert "k3s-io/k3s#8347" in raw
     assert text("k3s/cilium-cleanup").startswith("readonly KILLALL=@@KILLALL@@\n\ncleanup_cilium() {\n")
     assert "shellcheck" not in text("k3s/cilium-cleanup")
+
+
+def _header_and_body(script: str) -> tuple[list[str], str]:
+    lines = script.splitlines(keepends=True)
+    return [line for line in lines if line.startswith("readonly ")], "".join(
+        line for line in lines if not line.startswith("readonly ")
+    )
+
+
+def test_a_gpu_nodes_labels_resources_and_re_triggers_are_header_values_not_code() -> None:
+    from tests.test_maintenance import DIGEST, VERSION, mig_state, sriov_state
+
+    mig, sriov = mig_state(), sriov_state()
+    header, body = _header_and_body(maintenance.settle_script(mig, VERSION, DIGEST))
+    assert "readonly STATE_LABELS=(nvidia.com/mig.config.state)\n" in header
+    assert "readonly STATE_LABEL_PATHS=('nvidia\\.com/mig\\.config\\.state')\n" in header
+    assert "readonly RETRIGGER_DO=(restart_pods)\n" in header
+    assert sum(line.startswith("readonly RESOURCES=(nvidia.com/mig-") for line in header) == 1
+    # The SR-IOV node re-triggers its VF typing too, and waits for it: more values, the same loops.
+    sriov_header, sriov_body = _header_and_body(maintenance.settle_script(sriov, VERSION, DIGEST))
+    assert "readonly WANT_VF_TYPES='success NVIDIA L40S-12Q'\n" in sriov_header
+    assert "readonly RETRIGGER_DO=(retype_vfs)\n" in sriov_header
+    for text_ in (body, sriov_body):
+        assert text_.count('grep -qF "$what is \'failed" <<<"$problems"') == 2
+        assert text_.count('for i in "${!STATE_LABELS[@]}"; do') == 1
+        assert "restarted_0" not in text_
+        assert "mig.config.state" not in text_  # a label is a value, never code
+    prepare_header, prepare_body = _header_and_body(maintenance.prepare_script(mig, VERSION, DIGEST))
+    assert "readonly GPU_LABEL_PATHS=('nvidia\\.com/gpu\\.workload\\.config' 'nvidia\\.com/mig\\.config')\n" in (
+        prepare_header
+    )
+    assert "nvidia\\.com/mig" not in prepare_body
+
+
+def test_the_script_headers_name_the_modules_that_render_them() -> None:
+    from tests.test_maintenance import mig_state
+
+    state = mig_state()
+    assert "# Rendered by gpucell (gpucell/k3s/_maintenance_scripts.py);" in maintenance.forget_script(state.name)
+    assert "# Rendered by gpucell (gpucell/k3s/_scripts.py);" in _scripts.kubeconfig_script()
+    assert "# Rendered by gpucell (gpucell/k3s/vgpu_sriov.py);" in text("vgpu/reconciler")
+
+
+def test_the_review_reads_a_prepare_rendered_before_and_after_the_header_arrays_alike() -> None:
+    """``gpucell diff`` of this change itself: the base's prepare checks each label in code, the head's loops over the
+    header; the same GPU configuration must not read as a reconfiguration (every GPU VM would be named stopped)."""
+    from gpucell.stacks import maintenance_review as review
+    from tests.test_maintenance import DIGEST, VERSION, cpu_state, mig_state
+
+    head = maintenance.prepare_script(mig_state(), VERSION, DIGEST)
+    base = (  # the lines of the same node's prepare as gpucell rendered them before
+        "readonly WANT_GPU=mode=container,mig=all-balanced\n"
+        '  if [ "$(field_of "$1" \'{.metadata.labels.nvidia\\.com/gpu\\.workload\\.config}\')" != container ]; then\n'
+        '  if [ "$(field_of "$1" \'{.metadata.labels.nvidia\\.com/mig\\.config}\')" != all-balanced ]; then\n'
+        + "".join(
+            f'  if [ -z "$have" ] && [ -z "$(field_of "$1" \'{{.status.allocatable.{name}}}\')" ]; then\n'
+            for name in review._resources(head)
+        )
+    )
+    assert review._gpu_part(head) == review._gpu_part(base)
+    assert review._gpu_part(head)[1] == [
+        ("nvidia\\.com/gpu\\.workload\\.config", "container"),
+        ("nvidia\\.com/mig\\.config", "all-balanced"),
+    ]
+    assert (
+        review._resources(head)
+        == review._resources(base)
+        == {
+            "nvidia\\.com/mig-1g\\.18gb",
+            "nvidia\\.com/mig-2g\\.35gb",
+            "nvidia\\.com/mig-3g\\.71gb",
+        }
+    )
+    # A node without GPUs: no WANT_GPU line before, an empty one now.
+    cpu = maintenance.prepare_script(cpu_state(), VERSION, DIGEST)
+    assert "\nreadonly WANT_GPU=''\nreadonly GPU_LABEL_PATHS=()\n" in cpu
+    assert review._gpu_part(cpu) == review._gpu_part("readonly QUARANTINE=''\n") == ("", [])

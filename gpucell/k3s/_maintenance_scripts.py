@@ -63,6 +63,7 @@ Upstream: ``kubectl drain``/``cordon``/``uncordon`` and the Eviction API (kubern
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
 from gpucell.k3s._script_files import render, text
@@ -89,7 +90,7 @@ __all__ = [
     "settle_script",
 ]
 
-SOURCE = "gpucell/_maintenance_scripts.py"  # the old path: a new one would update every node's commands (0033)
+SOURCE = "gpucell/k3s/_maintenance_scripts.py"
 """The source path the scripts name in their header."""
 STOPPED_BY_ANNOTATION = "gpucell.io/stopped-by-maintenance"
 """On a VirtualMachine that maintenance stopped (runStrategy set to ``Halted``): the node it ran on."""
@@ -188,16 +189,27 @@ def _attempts(minutes: int) -> int:
     return max(1, minutes * 60 // POLL_SECONDS)
 
 
-def _reason_checks(state: NodeState) -> str:
-    """The GPU part of the prepare's ``reasons_of``: its labels, its recorded configuration, its resources."""
-    checks = "".join(
-        render("maintenance/gpu-check", key=jsonpath_key(key), value=shlex.quote(value))
-        for key, value in state.gpu_config.items()
+def _readonly(name: str, value: object) -> str:
+    """A header line of the scripts: ``readonly NAME=<value>``, the value quoted for bash."""
+    return f"readonly {name}={shlex.quote(str(value))}\n"
+
+
+def _array(name: str, values: Iterable[object]) -> str:
+    """A header line of the scripts: ``readonly NAME=(<values>)``, each quoted for bash; ``()`` for none."""
+    return f"readonly {name}=({' '.join(shlex.quote(str(value)) for value in values)})\n"
+
+
+def _prepare_gpu_values(state: NodeState) -> str:
+    """The GPU part of the prepare's header, which its ``reasons_of`` loops over: the GPU configuration labels (as
+    JSONPath members) and their values, the recorded configuration, the resources the node advertises; empty
+    arrays on a node without GPUs. ``POOL`` on a GPU node (whose prepare holds its pool's other nodes)."""
+    return (
+        _readonly("WANT_GPU", state.gpu_profile)
+        + _array("GPU_LABEL_PATHS", map(jsonpath_key, state.gpu_config))
+        + _array("GPU_LABEL_VALUES", state.gpu_config.values())
+        + _array("GPU_RESOURCE_PATHS", map(jsonpath_key, state.resources) if state.gpu_profile else ())
+        + (_readonly("POOL", state.labels[POOL_LABEL]) if state.is_gpu else "")
     )
-    if state.gpu_profile:
-        checks += render("maintenance/gpu-profile-check", **_ANNOTATIONS)
-        checks += "".join(render("maintenance/gpu-resource-check", key=jsonpath_key(name)) for name in state.resources)
-    return checks
 
 
 def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint: str = "") -> str:
@@ -224,11 +236,7 @@ def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint:
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
         drain_attempts=_attempts(state.rollout.drain_timeout_minutes),
         quarantine=shlex.quote(state.quarantine),
-        gpu_wanted=render("maintenance/gpu-wanted", profile=shlex.quote(state.gpu_profile))
-        if state.gpu_profile
-        else "",
-        pool=f"readonly POOL={shlex.quote(state.labels[POOL_LABEL])}\n" if hold else "",
-        gpu_checks=_reason_checks(state),
+        gpu_values=_prepare_gpu_values(state),
         hold="hold_peers\n" if hold else "",
         **_ANNOTATIONS,
     )
@@ -255,21 +263,11 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
     the digest, removes ``gpucell.io/maintenance`` and uncordons (unless ``gpucell.io/keep-cordoned``). Exits 1
     naming what is missing, leaving the node cordoned.
     """
-    gpu_state_function = gpu_wait = ""
+    gpu_values = gpu_state_function = gpu_wait = ""
     if state.is_gpu:
+        gpu_values = _settle_gpu_values(state)
         gpu_state_function = render(
-            "maintenance/gpu-state-function",
-            state_checks=_state_checks(state),
-            resource_checks="".join(
-                render("maintenance/resource-check", key=jsonpath_key(name), resource=name, count=count)
-                for name, count in state.resources.items()
-            ),
-            locals=("value " if state.state_labels or state.resources or state.vf_type else "")
-            + "namespace pods template",
-            pod_namespaces=" ".join(shlex.quote(ns) for ns in (GPU_OPERATOR_NAMESPACE, *state.pod_namespaces)),
-            skip_pods=shlex.quote(state.skip_pods),
-            gpu_attempts=_attempts(state.rollout.gpu_state_timeout_minutes),
-            gpu_timeout=state.rollout.gpu_state_timeout_minutes * 60,
+            "maintenance/gpu-state-function", vf_types_path=jsonpath_key(VGPU_TYPES_ANNOTATION), vf_types=_VF_TYPES
         )
         gpu_wait = _gpu_wait(state)
     body = render(
@@ -280,6 +278,7 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
         want_labels=shlex.quote(",".join(state.labels)),
         gpu_profile=shlex.quote(state.gpu_profile),
         quarantine=shlex.quote(state.quarantine),
+        gpu_values=gpu_values,
         gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait,
         **_ANNOTATIONS,
@@ -292,72 +291,74 @@ _VF_TYPES = "SR-IOV vGPU typing"
 """What the settle calls the VF-typing service's report in its problem lines."""
 
 
-def _state_checks(state: NodeState) -> str:
-    checks = "".join(
-        render("maintenance/state-check", key=jsonpath_key(label), label=label) for label in state.state_labels
-    )
+def _retriggers(state: NodeState) -> list[tuple[str, str, str, str, str]]:
+    """What the settle's wait may re-trigger, in order: ``(what, function, namespace, selector, why)``, ``what`` as
+    the problem lines name it. A state label's manager (its pods restarted; the vGPU device manager after its paused
+    operands are set back), then the SR-IOV VF typing (``retype_vfs``, which takes no namespace or selector)."""
+    found = []
+    for label in state.state_labels:
+        namespace, selector = STATE_MANAGER_PODS[label]
+        restart = "restart_vgpu_manager" if label == VGPU_STATE_LABEL else "restart_pods"
+        found.append((label, restart, namespace, selector, "NVIDIA/gpu-operator#2833"))
     if state.vf_type:
-        want = f"success {state.vf_type}"
-        checks += render(
-            "maintenance/vf-types-check",
-            key=jsonpath_key(VGPU_TYPES_ANNOTATION),
-            want=shlex.quote(want),
-            want_text=want,
-            what=_VF_TYPES,
-        )
-    return checks
+        found.append((_VF_TYPES, "retype_vfs", "", "", "gpucell-vgpu-types.service on the host"))
+    return found
+
+
+def _plugin(state: NodeState) -> tuple[str, str]:
+    """The device plugin's ``(namespace, selector)`` the wait restarts while only the resources are wrong; empty
+    strings when it has none or the node advertises no resources."""
+    return state.device_plugin if state.device_plugin is not None and state.resources else ("", "")
+
+
+def _settle_gpu_values(state: NodeState) -> str:
+    """The GPU part of the settle's header, which its wait loops over: the attempts and timeout, the state labels
+    (and as JSONPath members), the VF typing's wanted report, the resources and their counts, the pod namespaces,
+    and with anything to re-trigger the re-triggers (:func:`_retriggers`) and the device plugin."""
+    values = (
+        _readonly("GPU_ATTEMPTS", _attempts(state.rollout.gpu_state_timeout_minutes))
+        + _readonly("GPU_TIMEOUT", state.rollout.gpu_state_timeout_minutes * 60)
+        + _array("STATE_LABELS", state.state_labels)
+        + _array("STATE_LABEL_PATHS", map(jsonpath_key, state.state_labels))
+        + _readonly("WANT_VF_TYPES", f"success {state.vf_type}" if state.vf_type else "")
+        + _array("RESOURCES", state.resources)
+        + _array("RESOURCE_PATHS", map(jsonpath_key, state.resources))
+        + _array("RESOURCE_COUNTS", state.resources.values())
+        + _array("POD_NAMESPACES", (GPU_OPERATOR_NAMESPACE, *state.pod_namespaces))
+        + _readonly("SKIP_PODS", state.skip_pods)
+    )
+    retriggers = _retriggers(state)
+    plugin_namespace, plugin_selector = _plugin(state)
+    if retriggers or plugin_namespace:
+        columns = list(zip(*retriggers, strict=True)) or [(), (), (), (), ()]
+        for name, column in zip(("WHAT", "DO", "NS", "SELECTOR", "WHY"), columns, strict=True):
+            values += _array(f"RETRIGGER_{name}", column)
+        values += _readonly("PLUGIN_NS", plugin_namespace) + _readonly("PLUGIN_SELECTOR", plugin_selector)
+    return values
 
 
 def _gpu_wait(state: NodeState) -> str:
     """The settle's wait for the GPU state, with the restarts that re-trigger a stuck manager, VF typing or device
-    plugin."""
-    retriggers = ""
-    variables = []
+    plugin (a loop over the header's arrays, :func:`_settle_gpu_values`)."""
+    retriggers = _retriggers(state)
+    any_retrigger = bool(retriggers) or bool(_plugin(state)[0])
     helpers = ""
-    for index, label in enumerate(state.state_labels):
-        namespace, selector = STATE_MANAGER_PODS[label]
-        var = f"restarted_{index}"
-        variables.append(f"{var}=0\n")
-        restart = "restart_pods"
-        if label == VGPU_STATE_LABEL:
-            restart = "restart_vgpu_manager"
-            helpers += render("maintenance/unpause", operands=" ".join(VGPU_PAUSED_OPERANDS))
-        action = f"{restart} {shlex.quote(namespace)} {shlex.quote(selector)}"
-        retriggers += render(
-            "maintenance/state-retrigger", what=label, var=var, action=action, why="NVIDIA/gpu-operator#2833"
-        )
-    retype = ""
+    if any(function == "restart_vgpu_manager" for _, function, *_ in retriggers):
+        helpers += render("maintenance/unpause", operands=" ".join(VGPU_PAUSED_OPERANDS))
     if state.vf_type:
-        variables.append("retyped=0\n")
-        retriggers += render(
-            "maintenance/state-retrigger",
-            what=_VF_TYPES,
-            var="retyped",
-            action="retype_vfs",
-            why="gpucell-vgpu-types.service on the host",
-        )
-        retype = render("maintenance/retype", retrigger=VGPU_TYPES_RETRIGGER_ANNOTATION)
-    if state.device_plugin is not None and state.resources:
-        namespace, selector = state.device_plugin
-        retriggers += render(
-            "maintenance/plugin-retrigger", namespace=shlex.quote(namespace), selector=shlex.quote(selector)
-        )
-    restart_pods = (
-        render("maintenance/restart-pods", retrigger_polls=RETRIGGER_POLLS) + helpers + retype if retriggers else ""
-    )
-    wait = render(
+        helpers += render("maintenance/retype", retrigger=VGPU_TYPES_RETRIGGER_ANNOTATION)
+    return render(
         "maintenance/gpu-wait",
         operator_ns=GPU_OPERATOR_NAMESPACE,
-        restart_pods=restart_pods,
-        stuck=render("maintenance/stuck", stuck_polls=STUCK_POLLS) if retriggers else "",
-        retrigger_locals="".join(variables),
-        retriggers=retriggers,
-        again=" (it re-triggers them first)" if retriggers else "",
+        restart_pods=render("maintenance/restart-pods", retrigger_polls=RETRIGGER_POLLS) + helpers
+        if any_retrigger
+        else "",
+        stuck=render("maintenance/stuck", stuck_polls=STUCK_POLLS) if any_retrigger else "",
+        retriggers=text("maintenance/retriggers") if any_retrigger else "",
+        again=" (it re-triggers them first)" if any_retrigger else "",
         gpu_wait_key=GPU_WAIT_ANNOTATION,
         gpu_wait_path=jsonpath_key(GPU_WAIT_ANNOTATION),
     )
-    # Without a re-trigger the loop never reads its counter: named _ (shellcheck's unused-variable warning).
-    return wait if retriggers else wait.replace("\nfor poll in ", "\nfor _ in ", 1)
 
 
 def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: bool = False) -> str:

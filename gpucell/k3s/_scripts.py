@@ -310,7 +310,7 @@ def _heredoc_safe(text: str) -> str:
     return text
 
 
-K3S_SCRIPTS_SOURCE = "components/_k3s_scripts.py"
+K3S_SCRIPTS_SOURCE = "gpucell/k3s/_scripts.py"
 """The source path the install, uninstall and kubeconfig scripts name in their header."""
 
 

@@ -1,13 +1,14 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2034  # poll: read by the re-triggers in @@RETRIGGERS@@
+# shellcheck disable=SC2154  # GPU_ATTEMPTS, GPU_TIMEOUT: the settle's header
 # A fragment of the node scripts, rendered by gpucell/k3s/_maintenance_scripts.py (placeholders: _script_files.py).
 
 @@RESTART_PODS@@
 last_wait="$(node_field '{.metadata.annotations.@@GPU_WAIT_PATH@@}')"
 @@STUCK@@
 problems=""
-@@RETRIGGER_LOCALS@@
-for poll in $(seq 1 "$GPU_ATTEMPTS"); do
+poll=0
+while [ "$poll" -lt "$GPU_ATTEMPTS" ]; do
+  poll=$((poll + 1))
   problems="$(gpu_state_problems)"
   if [ -z "$problems" ]; then
     break

@@ -7,13 +7,12 @@ readonly WANT_CONFIG=@@DIGEST@@
 readonly DRAIN_TIMEOUT=@@DRAIN_TIMEOUT@@
 readonly DRAIN_ATTEMPTS=@@DRAIN_ATTEMPTS@@
 readonly QUARANTINE=@@QUARANTINE@@
-@@GPU_WANTED@@
-@@POOL@@
+@@GPU_VALUES@@
 
 # Why Node $1 must leave service to run what is wanted (with $2 its config digest; empty for another node of the
 # pool, whose digest is its own), comma-separated; nothing when it already does.
 reasons_of() {
-  local found="" have
+  local found="" have i path
   have="$(field_of "$1" '{.status.nodeInfo.kubeletVersion}')"
   if [ "$have" != "$WANT_VERSION" ]; then
     found+=",k3s-upgrade"
@@ -22,7 +21,25 @@ reasons_of() {
   if [ -n "$2" ] && [ -n "$have" ] && [ "$have" != "$2" ]; then
     found+=",k3s-restart"
   fi
-@@GPU_CHECKS@@
+  # The GPU configuration: its labels, the one recorded at the last settle, the resources it advertises. A node
+  # that never settled under this gpucell has no gpu-config annotation: a resource it should advertise and does not
+  # at all (another vGPU type, dra -> container) means its GPU configuration changes.
+  for i in "${!GPU_LABEL_PATHS[@]}"; do
+    if [ "$(field_of "$1" "{.metadata.labels.${GPU_LABEL_PATHS[$i]}}")" != "${GPU_LABEL_VALUES[$i]}" ]; then
+      found+=",gpu-reconfiguration"
+    fi
+  done
+  if [ -n "$WANT_GPU" ]; then
+    have="$(field_of "$1" '{.metadata.annotations.@@GPU_CONFIG_PATH@@}')"
+    if [ -n "$have" ] && [ "$have" != "$WANT_GPU" ]; then
+      found+=",gpu-reconfiguration"
+    fi
+    for path in "${GPU_RESOURCE_PATHS[@]}"; do
+      if [ -z "$have" ] && [ -z "$(field_of "$1" "{.status.allocatable.$path}")" ]; then
+        found+=",gpu-reconfiguration"
+      fi
+    done
+  fi
   tr ',' '\n' <<<"$found" | awk 'NF && !seen[$0]++' | paste -sd, -
 }
 

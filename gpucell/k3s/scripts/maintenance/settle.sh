@@ -7,6 +7,7 @@ readonly READY_ATTEMPTS=@@READY_ATTEMPTS@@
 readonly WANT_LABELS=@@WANT_LABELS@@
 readonly WANT_GPU=@@GPU_PROFILE@@
 readonly QUARANTINE=@@QUARANTINE@@
+@@GPU_VALUES@@
 
 # The GPU configuration the node now runs, for the next prepare to compare (not on non-GPU nodes).
 record_gpu_config() {

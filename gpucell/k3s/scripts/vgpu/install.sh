@@ -2,7 +2,7 @@
 # A fragment of the node scripts, rendered by gpucell/k3s/vgpu_sriov.py (placeholders: _script_files.py).
 
 
-# SR-IOV vGPU: the service that types this host's @@MODEL@@ VFs as @@TYPE_NAME@@ (gpucell/vgpu_sriov.py).
+# SR-IOV vGPU: the service that types this host's @@MODEL@@ VFs as @@TYPE_NAME@@ (gpucell/k3s/vgpu_sriov.py).
 vgpu_work="$(mktemp -d)"
 cat >"$vgpu_work/reconciler" <<'GPUCELL_VGPU_RECONCILER'
 @@SCRIPT@@

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpucell: give the SR-IOV vGPU virtual functions of every @@MODEL@@ on this host the vGPU type @@TYPE_NAME@@, @@PER_GPU@@
 # per GPU (NVIDIA vendor-specific VFIO framework: nvidia/current_vgpu_type of each VF).
-# Rendered by gpucell (gpucell/vgpu_sriov.py); run by @@UNIT@@. Pass --once for a single pass.
+# Rendered by gpucell (gpucell/k3s/vgpu_sriov.py); run by @@UNIT@@. Pass --once for a single pass.
 set -uo pipefail
 
 readonly SYSFS="${GPUCELL_SYSFS_ROOT:-/sys}"
