@@ -41,6 +41,39 @@ def test_config_reference_lists_every_key_in_camel_case() -> None:
         assert key in text
 
 
+def test_config_reference_shows_no_generator_internals() -> None:
+    text = docgen.render()
+    assert not re.findall(r":(?:class|meth|func|data|attr|mod):`", text), "a Sphinx role reached docs/config.md"
+    assert "<class " not in text
+    assert "typing." not in text
+    assert "| `metrics.values` | map of string to any |" in text
+    assert "in the `ClusterFacts` of a cluster gpucell did not build" in text
+
+
+def test_sphinx_roles_become_code_and_private_ones_go() -> None:
+    assert docgen.plain_markdown("see :class:`~gpucell.spec.Quarantine` (:data:`SERVER_TAINT`)") == (
+        "see `Quarantine` (`SERVER_TAINT`)"
+    )
+    assert docgen.plain_markdown("Refused: see :meth:`_rule`. Kept.") == "Refused. Kept."
+    assert docgen.plain_markdown("``dra`` is refused (see :meth:`Spec._rule`)") == "`dra` is refused"
+
+
+def test_nested_defaults_are_those_of_the_key_that_holds_them() -> None:
+    """A tenant cluster's workers default to ``cpu: {cores: 4}``, a VM's CPU topology to 2 cores: the reference
+    gives each key its own default, not the nested model's."""
+    from gpucell.spec.tenant_clusters import WorkerPoolSpec
+    from gpucell.spec.workloads import CpuTopology
+
+    assert WorkerPoolSpec(replicas=1).cpu.cores == 4
+    assert CpuTopology().cores == 2
+    rows = {
+        line.split(" | ")[0]: line.split(" | ")[3] for line in docgen.render().splitlines() if line.startswith("| `")
+    }
+    assert rows["| `tenants.*.tenantClusters.*.workerPools.*.cpu.cores`"] == "`4`"
+    assert rows["| `tenants.*.tenantClusters.*.controlPlane.cpu.cores`"] == "`2`"
+    assert rows["| `tenants.*.virtualMachines.*.cpu.cores`"] == "`2`"
+
+
 def test_readme_starts_with_the_two_commands_plan_first() -> None:
     lines = (REPO / "README.md").read_text().splitlines()
     fence = lines.index("```sh")

@@ -175,9 +175,12 @@ class WorkerPoolSpec(SpecModel):
     gpus: StrictInt = Field(default=0, ge=0, le=16)
     """Whole GPUs per worker (count). Defaults to 0."""
     vgpu_profile: str | None = None
-    """Refused: see :meth:`_gpus_a_guest_can_drive`. Kept as a key so the refusal names it."""
+    """Refused: a vGPU guest needs NVIDIA's licensed vGPU guest driver and a license token, which gpucell does not
+    carry into tenant clusters; use whole GPUs from a ``vm-passthrough`` pool. Kept as a key so the refusal names it."""
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
-    """``device-plugin`` only (``dra`` is refused: see :meth:`_gpus_a_guest_can_drive`)."""
+    """``device-plugin`` only: ``dra`` is refused, because Cluster API creates worker VMs whenever it scales, rolls
+    out or remediates, outside the one ``pulumi up`` that orders a ``dra`` pool's VM claims after its container
+    claims (decision 0017)."""
     pool: str | None = None
     """Node pool of the workers; defaults to any pool of the right mode and model (cpu pools without GPUs)."""
     cpu: CpuTopology = CpuTopology(cores=4)

@@ -262,7 +262,7 @@ class CpuTopology(SpecModel):
     """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
 
     cores: StrictInt = Field(default=2, ge=1, le=512)
-    """Cores per socket. Defaults to 2."""
+    """Cores per socket. Defaults to 2, or the default of the key that holds it (a tenant cluster's workers: 4)."""
     sockets: StrictInt = Field(default=1, ge=1, le=16)
     """Sockets. Defaults to 1."""
     threads: StrictInt = Field(default=1, ge=1, le=2)

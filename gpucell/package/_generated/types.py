@@ -70,8 +70,9 @@ class CdiSpec(TypedDict, total=False):
 
     uploadProxyUrl: str
     """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload`` (CDI
-    ``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
-    image-upload --uploadproxy-url`` works through a port-forward.
+    ``uploadProxyURLOverride``), or a bare host name (``cdi-upload.example.net``), to which virtctl adds
+    ``https://``. Defaults to none: the cell exposes no ingress for it, and ``virtctl image-upload
+    --uploadproxy-url`` works through a port-forward.
     """
 
 
@@ -736,7 +737,7 @@ class CpuTopology(TypedDict, total=False):
     """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
 
     cores: int
-    """Cores per socket. Defaults to 2."""
+    """Cores per socket. Defaults to 2, or the default of the key that holds it (a tenant cluster's workers: 4)."""
 
     sockets: int
     """Sockets. Defaults to 1."""
@@ -1307,10 +1308,15 @@ class WorkerPoolSpec(TypedDict, total=False):
     """Whole GPUs per worker (count). Defaults to 0."""
 
     vgpuProfile: str
-    """Refused: see :meth:`_gpus_a_guest_can_drive`. Kept as a key so the refusal names it."""
+    """Refused: a vGPU guest needs NVIDIA's licensed vGPU guest driver and a license token, which gpucell does not
+    carry into tenant clusters; use whole GPUs from a ``vm-passthrough`` pool. Kept as a key so the refusal names it.
+    """
 
     gpuAllocation: GpuAllocation
-    """``device-plugin`` only (``dra`` is refused: see :meth:`_gpus_a_guest_can_drive`)."""
+    """``device-plugin`` only: ``dra`` is refused, because Cluster API creates worker VMs whenever it scales, rolls
+    out or remediates, outside the one ``pulumi up`` that orders a ``dra`` pool's VM claims after its container
+    claims (decision 0017).
+    """
 
     pool: str
     """Node pool of the workers; defaults to any pool of the right mode and model (cpu pools without GPUs)."""
