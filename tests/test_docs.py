@@ -19,7 +19,7 @@ import yaml
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 from tests.conftest import REPO
-from tools import docgen
+from tools import component_pages, docgen
 
 
 def test_config_reference_is_current() -> None:
@@ -55,6 +55,7 @@ def test_sphinx_roles_become_code_and_private_ones_go() -> None:
         "see `Quarantine` (`SERVER_TAINT`)"
     )
     assert docgen.plain_markdown("Refused: see :meth:`_rule`. Kept.") == "Refused. Kept."
+    assert docgen.plain_markdown(":meth:`Spec.from_cell <gpucell.spec.Spec.from_cell>`") == "`Spec.from_cell`"
     assert docgen.plain_markdown("``dra`` is refused (see :meth:`Spec._rule`)") == "`dra` is refused"
 
 
@@ -310,3 +311,71 @@ def test_operations_shows_the_warning_the_program_prints() -> None:
     from gpucell.k3s.cluster import even_server_warning
 
     assert f"warning: {even_server_warning(2)}\n" in OPERATIONS_DOC
+
+
+# -- docs/components/: a page per platform component, its generated parts current, its example run -----------------
+
+
+@pytest.mark.parametrize("page", component_pages.PAGES, ids=[p.slug for p in component_pages.PAGES])
+def test_component_page_is_current(page: component_pages.Page) -> None:
+    """The pins, the Args tables and what the example renders (which runs the example under the mock engine)."""
+    assert component_pages.render_page(page) == page.path.read_text(), (
+        f"docs/components/{page.slug}.md is stale: run `python -m tools.component_pages`"
+    )
+
+
+def test_every_platform_component_has_a_page() -> None:
+    """Each component of ``gpucell.__all__`` that deploys platform pieces (not the cell, the tenant or a workload)
+    and each component of ``gpucell.components`` is described by a page; every page file is listed in ``PAGES``."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import gpucell
+    import gpucell.components
+    from gpucell._component import CellComponent
+
+    public = {
+        name
+        for name in gpucell.__all__
+        if inspect.isclass(value := getattr(gpucell, name))
+        and issubclass(value, CellComponent)
+        and value.__module__.startswith(("gpucell.components.", "gpucell.k3s."))
+    }
+    in_components = {
+        name
+        for info in pkgutil.iter_modules(gpucell.components.__path__, "gpucell.components.")
+        for name, value in vars(importlib.import_module(info.name)).items()
+        if inspect.isclass(value) and issubclass(value, CellComponent) and value.__module__ == info.name
+    }
+    paged = {spec.split(":")[1] for page in component_pages.PAGES for spec in page.components}
+    assert {"Cilium", "K3sCluster", "ClusterDeny", "Backups"} <= public
+    assert public | in_components == paged
+    files = {p.stem for p in (REPO / "docs" / "components").glob("*.md")} - {"README"}
+    assert files == {page.slug for page in component_pages.PAGES}
+
+
+def test_component_pages_are_linked_from_the_readme_and_the_index() -> None:
+    assert "- `docs/components/`: a page per platform component" in (REPO / "README.md").read_text()
+    assert "(components/README.md)" in (REPO / "docs" / "component-package.md").read_text()
+    index = (REPO / "docs" / "components" / "README.md").read_text()
+    for page in component_pages.PAGES:
+        assert f"]({page.slug}.md)" in index, f"docs/components/README.md does not link {page.slug}.md"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of ``markdown``'s headings: lower case, punctuation but ``-`` dropped, spaces as ``-``."""
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    }
+
+
+def test_component_pages_link_what_exists() -> None:
+    """Every relative link of a page names a file that exists and, with ``#``, one of its headings."""
+    for page in (REPO / "docs" / "components").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#([^)]+))?\)", page.read_text()):
+            path = (page.parent / target[0]).resolve()
+            assert path.is_file(), f"{page.name}: {target[0]} does not exist"
+            if target[1]:
+                assert target[1] in anchors(path.read_text()), f"{page.name}: {target[0]} has no #{target[1]}"

@@ -133,10 +133,14 @@ _ANY_ROLE = re.compile(_ROLE)
 
 
 def _is_private(target: str) -> bool:
+    target = target.rsplit("<", 1)[-1].rstrip(">")  # :meth:`title <target>`
     return any(part.startswith("_") and not part.startswith("__") for part in target.split("."))
 
 
 def _role_as_code(match: re.Match[str]) -> str:
+    titled = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^>]+)>", match["target"])
+    if titled:  # :meth:`title <target>`
+        return f"`{titled['title']}`"
     target = match["target"].removesuffix("()")
     return f"`{target.rsplit('.', 1)[-1] if match['tilde'] else target}`"
 
