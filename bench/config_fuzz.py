@@ -41,7 +41,10 @@ def census(stack: str, examples: int, found: dict[str, list[str]]) -> Counter[st
     )
     @given(mutations(stack))
     def run(edits: list[tuple[str, Path_, Any]]) -> None:
-        kind, detail = outcome(stack, edits)
+        try:
+            kind, detail = outcome(stack, edits)
+        except Exception as exc:  # the harness's own mistake: counted, and the run goes on
+            kind, detail = "harness error", f"{type(exc).__name__}: {exc}"
         if kind == "refused":
             kind = "refused, one line" if len(detail.splitlines()) == 1 else "refused, several lines"
         counts[kind] += 1

@@ -204,10 +204,10 @@ def _apply(config: dict[str, Any], edits: list[tuple[str, Path_, Any]]) -> None:
         parent: Any = config
         try:
             for key in path[:-1]:
-                parent = parent[key]
-            current = parent[path[-1]]
+                parent = parent[key] if isinstance(parent, dict | list) else {}[key]
+            current = parent[path[-1]] if isinstance(parent, dict | list) else {}[path[-1]]
         except (KeyError, IndexError, TypeError):
-            continue  # an earlier edit removed or replaced this path
+            continue  # an earlier edit removed or replaced this path (a string is no container, though indexable)
         last = path[-1]
         if operation == "replace":
             parent[last] = value
