@@ -626,18 +626,18 @@ class KServeSpec(TypedDict, total=False):
 
 
 class TenantGroups(TypedDict, total=False):
-    """Identity-provider groups bound to the tenant's roles (Kubernetes ``admin``/``edit``/``view``, which KubeVirt's
-    and KServe's roles aggregate into).
+    """Identity-provider groups bound to the tenant's roles, gpucell's own Roles ``tenant-admin``/``tenant-member``/
+    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenant_roles`; docs/security.md "Tenant roles").
     """
 
     admins: list[str]
-    """Groups with ``admin`` in the namespace (manage RBAC inside it too)."""
+    """Groups with ``tenant-admin``: what members may, and RoleBindings to the tenant roles."""
 
     members: list[str]
-    """Groups with ``edit``: create and run workloads."""
+    """Groups with ``tenant-member``: create and run VMs, disks, notebooks, endpoints and workloads."""
 
     viewers: list[str]
-    """Groups with ``view``: read-only."""
+    """Groups with ``tenant-viewer``: read-only, no Secrets, no console or exec."""
 
 
 class TenantQuota(TypedDict, total=False):

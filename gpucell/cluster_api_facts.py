@@ -16,12 +16,14 @@ from gpucell.releases import release
 __all__ = [
     "CAPK_DROPPED_VM_FIELDS",
     "CAPK_KUBEVIRT_API",
+    "EMPTY_MAP_KEYS",
     "KNOWN_CAAPH",
     "KNOWN_CAPI_OPERATOR",
     "KNOWN_CAPK",
     "MANAGEMENT_KUBERNETES",
     "WORKLOAD_KUBERNETES",
     "capk_dropped_fields",
+    "empty_structs",
     "workload_range",
 ]
 
@@ -43,8 +45,8 @@ contract (``config/crd/kustomization.yaml`` labels end at ``cluster.x-k8s.io/v1b
 it through its v1beta1 compatibility, ``internal/contract/version.go`` ``GetCompatibleVersions``, until v1beta1 is
 dropped in v1.16) and reads Clusters and Machines as ``cluster.x-k8s.io/v1beta1``, which CAPI v1.14 still serves."""
 KNOWN_CAAPH = ((0, 6),)
-"""CAAPH minors gpucell renders ``HelmChartProxy`` objects for: v0.6.4 (8c581411's tag) declares the v1beta2
-contract (``metadata.yaml``) and is built against CAPI v1.13.0 and Helm v3.20.2 (``go.mod``)."""
+"""CAAPH minors gpucell renders ``HelmChartProxy`` objects for: v0.6.4 (82566296) declares the v1beta2 contract
+(``metadata.yaml``) and is built against CAPI v1.13.0 and Helm v3.20.2 (``go.mod``)."""
 KNOWN_CAPI_OPERATOR = ((0, 28),)
 """cluster-api-operator chart minors whose provider objects gpucell renders and checked: v0.28.0 (d32c1c2a) serves
 ``operator.cluster.x-k8s.io/v1alpha2`` with ``spec.patches`` (``config/crd/bases/``, the CRDs in
@@ -73,6 +75,47 @@ kubevirtmachinetemplates.yaml``, KubeVirt v1.7 API): the API server prunes them 
 types would drop them on the copy into the VM. Path (``[]`` marks a list item) -> the KubeVirt minor that added it,
 as far as gpucell can tell (v1.8 or later). ``tests/test_cluster_api.py`` recomputes the difference from the two
 upstream files and fails when it changes."""
+
+
+EMPTY_MAP_KEYS = frozenset(
+    {
+        "annotations",
+        "bootstrap",
+        "config",
+        "controlPlane",
+        "featureGates",
+        "labels",
+        "matchLabels",
+        "selector",
+        "valueFrom",
+    }
+)
+"""Keys whose value may be an empty map in the ``spec`` of a Cluster API v1beta2 ``Cluster``,
+``KubeadmControlPlane``, ``KubeadmConfigTemplate``, ``MachineDeployment`` or ``MachineHealthCheck``. Every other
+object of their v1.14.0 CRDs (``core/config/crd/bases``, ``controlplane/kubeadm/config/crd/bases``,
+``bootstrap/kubeadm/config/crd/bases``) is a struct with ``minProperties: 1`` (the v1beta2 rule for optional
+structs: ``kubeadmConfigSpec``, ``initConfiguration``, ``nodeRegistration``...) or with required fields, so the API
+server refuses ``{}`` there. These keys are maps (``labels``, ``annotations``, ``matchLabels``, ``featureGates``,
+``config``) or structs with neither: ``joinConfiguration.controlPlane`` (join as a control-plane node), a label
+``selector`` (selects everything), ``extraEnvs[].valueFrom`` and a MachineDeployment template's ``bootstrap``.
+``tests/test_tenant_cluster.py`` recomputes them from the CRDs."""
+
+
+def empty_structs(spec: object, prefix: str = "spec") -> list[str]:
+    """The key paths (``spec.kubeadmConfigSpec``; ``[]`` marks a list item) of the empty maps in the ``spec`` of a
+    rendered Cluster API v1beta2 object that the API server would refuse (every key but
+    :data:`EMPTY_MAP_KEYS`), in document order. Empty for everything gpucell renders."""
+    if isinstance(spec, dict):
+        found: list[str] = []
+        for key, value in spec.items():
+            path = f"{prefix}.{key}"
+            if value == {} and key not in EMPTY_MAP_KEYS:
+                found.append(path)
+            found += empty_structs(value, path)
+        return found
+    if isinstance(spec, list):
+        return [path for item in spec for path in empty_structs(item, f"{prefix}[]")]
+    return []
 
 
 def workload_range(cluster_api: str) -> tuple[tuple[int, int], tuple[int, int]] | None:

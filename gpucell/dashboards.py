@@ -3,6 +3,8 @@ kube-prometheus-stack 88.5.3 (``grafana.sidecar.dashboards``: label ``grafana_da
 
 Each dashboard is a few timeseries panels over the series gpucell's scrape targets and rules produce; Grafana's
 dashboard JSON model (schemaVersion 39) is written out here, with the chart's default ``Prometheus`` datasource.
+Panels select the job of what they read (kube-state-metrics', the DCGM exporter's; ``job=""`` for gpucell's recorded
+series), as the rules do, so a series of the same name a tenant pod exports shows on none of them.
 """
 
 from __future__ import annotations
@@ -10,12 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpucell.gpu_alerts import DCGM_JOB
+from gpucell.metering import ALLOCATED, KSM_JOB, RECORDED
+
 __all__ = ["DASHBOARDS", "SIDECAR_LABEL", "dashboard", "dashboard_configmap"]
 
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
 """The label the chart's Grafana sidecar watches for (``grafana.sidecar.dashboards.label``/``labelValue``)."""
 
-_GPU_NODE = 'label_replace(kube_node_labels, "mode", "$1", "label_nvidia_com_gpu_workload_config", "(.*)")'
+_GPU_NODE = (
+    f'label_replace(kube_node_labels{{{KSM_JOB}}}, "mode", "$1", "label_nvidia_com_gpu_workload_config", "(.*)")'
+)
+_HELD = f"{ALLOCATED}{{{RECORDED}"
 
 DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "gpucell-gpus": (
@@ -23,43 +31,43 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         [
             (
                 "GPU units advertised per node",
-                'sum by (node, resource) (kube_node_status_capacity{resource=~"nvidia_com_.+"})',
+                f'sum by (node, resource) (kube_node_status_capacity{{{KSM_JOB},resource=~"nvidia_com_.+"}})',
                 "{{node}} {{resource}}",
             ),
             (
                 "GPU units allocatable per node",
-                'sum by (node, resource) (kube_node_status_allocatable{resource=~"nvidia_com_.+"})',
+                f'sum by (node, resource) (kube_node_status_allocatable{{{KSM_JOB},resource=~"nvidia_com_.+"}})',
                 "{{node}} {{resource}}",
             ),
             ("Nodes per GPU workload mode", f"count by (mode) ({_GPU_NODE})", "{{mode}}"),
-            ("GPU utilisation", "avg by (node, gpu) (DCGM_FI_DEV_GPU_UTIL)", "{{node}} GPU {{gpu}}"),
-            ("GPU temperature (C)", "max by (node, gpu) (DCGM_FI_DEV_GPU_TEMP)", "{{node}} GPU {{gpu}}"),
-            ("GPU power (W)", "max by (node, gpu) (DCGM_FI_DEV_POWER_USAGE)", "{{node}} GPU {{gpu}}"),
-            ("Last XID per GPU", "max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS)", "{{node}} GPU {{gpu}}"),
+            ("GPU utilisation", f"avg by (node, gpu) (DCGM_FI_DEV_GPU_UTIL{{{DCGM_JOB}}})", "{{node}} GPU {{gpu}}"),
+            ("GPU temperature (C)", f"max by (node, gpu) (DCGM_FI_DEV_GPU_TEMP{{{DCGM_JOB}}})", "{{node}} GPU {{gpu}}"),
+            ("GPU power (W)", f"max by (node, gpu) (DCGM_FI_DEV_POWER_USAGE{{{DCGM_JOB}}})", "{{node}} GPU {{gpu}}"),
+            ("Last XID per GPU", f"max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS{{{DCGM_JOB}}})", "{{node}} GPU {{gpu}}"),
         ],
     ),
     "gpucell-tenants": (
         "GPUs held per tenant (MIG, vGPU, passthrough, DRA)",
         [
             (
-                "GPU units held per tenant and resource",
-                "sum by (tenant, resource, kind) (gpucell:tenant_gpu_allocated:sum)",
-                "{{tenant}} {{resource}} {{kind}}",
+                "GPU units held per tenant, resource and GPU model",
+                f"sum by (tenant, resource, gpu_model, kind) ({_HELD}}})",
+                "{{tenant}} {{resource}} {{gpu_model}} {{kind}}",
             ),
             (
                 "MIG slices held",
-                'sum by (tenant, resource) (gpucell:tenant_gpu_allocated:sum{resource=~"nvidia.com/mig-.+"})',
+                f'sum by (tenant, resource, gpu_model) ({_HELD},resource=~"nvidia.com/mig-.+"}})',
                 "{{tenant}} {{resource}}",
             ),
             (
                 "vGPUs held",
-                'sum by (tenant, resource) (gpucell:tenant_gpu_allocated:sum{resource=~"nvidia.com/NVIDIA_.+"})',
+                f'sum by (tenant, resource) ({_HELD},resource=~"nvidia.com/NVIDIA_.+"}})',
                 "{{tenant}} {{resource}}",
             ),
             (
-                "GPU-hours in the last 24 hours",
-                "sum by (tenant) (sum_over_time(gpucell:tenant_gpu_allocated:sum[24h:1m])) / 60",
-                "{{tenant}}",
+                "GPU-hours in the last 24 hours per GPU model",
+                f"sum by (tenant, gpu_model) (sum_over_time({_HELD}}}[24h:1m])) / 60",
+                "{{tenant}} {{gpu_model}}",
             ),
         ],
     ),
@@ -69,7 +77,7 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ("Running VMIs per namespace", 'sum by (namespace) (kubevirt_vmi_info{phase="running"})', "{{namespace}}"),
             (
                 "GPUs held by VMs",
-                'sum by (tenant, resource) (gpucell:tenant_gpu_allocated:sum{kind="vm"})',
+                f'sum by (tenant, resource, gpu_model) ({_HELD},kind="vm"}})',
                 "{{tenant}} {{resource}}",
             ),
             (
@@ -111,7 +119,8 @@ DASHBOARDS: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ),
             (
                 "Replicas per endpoint",
-                'sum by (namespace, deployment) (kube_deployment_status_replicas{deployment=~".+-predictor"})',
+                "sum by (namespace, deployment) (kube_deployment_status_replicas"
+                f'{{{KSM_JOB},deployment=~".+-predictor"}})',
                 "{{namespace}} {{deployment}}",
             ),
         ],

@@ -16,14 +16,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpucell.inventory import GpuOffer
-from gpucell.metering import ksm_sanitized
+from gpucell.metering import KSM_JOB, ksm_sanitized
 
 __all__ = [
     "CRITICAL_XIDS",
     "DCGM_FIELDS",
+    "DCGM_JOB",
     "GPU_TEMPERATURE_C",
     "MEMORY_TEMPERATURE_C",
     "NODE_RELABELING",
+    "POWER_THROTTLED_NS_PER_S",
     "dcgm_metrics_csv",
     "health_group",
 ]
@@ -37,6 +39,17 @@ GPU_TEMPERATURE_C = 87
 throttle (slowdown temperatures of H100/H200/L40S/L4 are 87-92 C in ``nvidia-smi -q``)."""
 MEMORY_TEMPERATURE_C = 95
 """HBM temperature (degrees C) that raises ``GpuMemoryTooHot`` (HBM3 throttles at 95 C)."""
+DCGM_JOB = 'job="nvidia-dcgm-exporter"'
+"""Matcher of the DCGM exporter's own series: the GPU Operator's ServiceMonitor ``nvidia-dcgm-exporter`` takes its
+job from the Service's ``app`` label (``jobLabel: app``; Service ``nvidia-dcgm-exporter``, GPU Operator
+``assets/state-dcgm-exporter/0500_service_monitor.yaml`` and ``0600_service.yaml``). Every alert on DCGM fields
+selects it, so a ``DCGM_*`` series a tenant pod exports (any scraped job but this one) fires nothing."""
+POWER_THROTTLED_NS_PER_S = 500_000_000
+"""``GpuPowerThrottling`` threshold on ``rate(DCGM_FI_DEV_POWER_VIOLATION[10m])``: half of each second throttled.
+The counter is in nanoseconds (DCGM ``dcgmlib/dcgm_fields.h``; dcgm-exporter's CSV help said microseconds until
+NVIDIA/dcgm-exporter#589 corrected it to ``(in ns)``, as ``etc/default-counters.csv`` of dcgm-exporter
+4.6.0-4.8.3, the GPU Operator v26.7.0 pin, reads), so half the time is 0.5 x 10^9 ns per second; 500000 (half a
+second in microseconds) fired at 0.05 % throttled time."""
 NODE_RELABELING = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
 """Relabeling of the exporter's ServiceMonitor: the exporter pod's node as label ``node``."""
 DCGM_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -53,8 +66,8 @@ DCGM_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
-    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in us)."),
-    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in us)."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in ns)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in ns)."),
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
     ("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors."),
@@ -98,14 +111,14 @@ def _gpu_count_alerts(offers: Iterable[GpuOffer]) -> list[dict[str, Any]]:
     adding or removing a host leaves them as they are."""
     rules = []
     for offer in offers:
-        in_pool = f'kube_node_labels{{label_gpucell_io_pool="{offer.pool}"}}'
+        in_pool = f'kube_node_labels{{{KSM_JOB},label_gpucell_io_pool="{offer.pool}"}}'
         capacity = (
-            f'max by (node) (kube_node_status_capacity{{resource="{ksm_sanitized(offer.resource)}"}} '
+            f'max by (node) (kube_node_status_capacity{{{KSM_JOB},resource="{ksm_sanitized(offer.resource)}"}} '
             f"* on (node) group_left () {in_pool})"
         )
         expr = (
             f"(({capacity}) or on (node) (0 * max by (node) ({in_pool}))) < {offer.per_node} "
-            "unless on (node) (kube_node_spec_unschedulable == 1)"
+            f"unless on (node) (kube_node_spec_unschedulable{{{KSM_JOB}}} == 1)"
         )
         alert = _alert(
             "GpuCountDropped",
@@ -141,7 +154,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuXid",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) > 0",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS{{{DCGM_JOB}}}) > 0",
                 "warning",
                 f"{on_node} reported XID {{{{ $value }}}}",
                 "Look the XID up in NVIDIA's XID catalogue; application XIDs (13, 31, 43, 45) are the workload's "
@@ -149,7 +162,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuFellOffTheBus",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS) == 79",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS{{{DCGM_JOB}}}) == 79",
                 "critical",
                 f"{on_node} fell off the bus (XID 79)",
                 f"{drain} and power-cycle it (a warm reboot rarely brings the GPU back); if it falls off again, "
@@ -157,7 +170,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuDoubleBitEcc",
-                "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+                f"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{DCGM_JOB}}}[10m]) > 0",
                 "critical",
                 f"{on_node} had uncorrectable (double-bit) ECC errors",
                 f"Data on that GPU may be corrupt: {drain} and reset the GPU; the next boot retires or remaps the "
@@ -165,35 +178,36 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuRetiredPagesPending",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_PENDING) > 0",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_PENDING{{{DCGM_JOB}}}) > 0",
                 "warning",
                 f"{on_node} has memory pages waiting to be retired",
                 f"Retirement takes effect on the next GPU reset: {drain} and reboot it at the next opportunity.",
             ),
             _alert(
                 "GpuRetiredPagesHigh",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_DBE + DCGM_FI_DEV_RETIRED_SBE) >= 60",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_RETIRED_DBE{{{DCGM_JOB}}} + "
+                f"DCGM_FI_DEV_RETIRED_SBE{{{DCGM_JOB}}}) >= 60",
                 "critical",
                 f"{on_node} has retired {{{{ $value }}}} memory pages",
                 "NVIDIA's RMA threshold is 60 retired pages (or 15 in 30 days): drain the node and replace the board.",
             ),
             _alert(
                 "GpuRowRemapFailed",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_ROW_REMAP_FAILURE{{{DCGM_JOB}}}) > 0",
                 "critical",
                 f"{on_node} could not remap a memory row",
                 "The GPU's memory cannot be repaired in place: drain the node and replace the board.",
             ),
             _alert(
                 "GpuUncorrectableRowsRemapped",
-                "increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h]) > 0",
+                f"increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{{{DCGM_JOB}}}[1h]) > 0",
                 "warning",
                 f"{on_node} remapped a memory row after an uncorrectable error",
                 f"The remap takes effect on the next GPU reset: {drain} and reboot it.",
             ),
             _alert(
                 "GpuTooHot",
-                f"max by (node, gpu, UUID) (DCGM_FI_DEV_GPU_TEMP) > {GPU_TEMPERATURE_C}",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_GPU_TEMP{{{DCGM_JOB}}}) > {GPU_TEMPERATURE_C}",
                 "warning",
                 f"{on_node} is at {{{{ $value }}}} C",
                 "Check the node's fans and airflow and the rack's inlet temperature; the GPU throttles until it cools.",
@@ -201,7 +215,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuMemoryTooHot",
-                f"max by (node, gpu, UUID) (DCGM_FI_DEV_MEMORY_TEMP) > {MEMORY_TEMPERATURE_C}",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_MEMORY_TEMP{{{DCGM_JOB}}}) > {MEMORY_TEMPERATURE_C}",
                 "warning",
                 f"{on_node} memory is at {{{{ $value }}}} C",
                 "Check the node's cooling; HBM throttles above 95 C.",
@@ -209,8 +223,8 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuPowerOverLimit",
-                "max by (node, gpu, UUID) (DCGM_FI_DEV_POWER_USAGE) > 1.05 * max by (node, "
-                "gpu, UUID) (DCGM_FI_DEV_POWER_MGMT_LIMIT)",
+                f"max by (node, gpu, UUID) (DCGM_FI_DEV_POWER_USAGE{{{DCGM_JOB}}}) > 1.05 * max by (node, "
+                f"gpu, UUID) (DCGM_FI_DEV_POWER_MGMT_LIMIT{{{DCGM_JOB}}})",
                 "warning",
                 f"{on_node} draws {{{{ $value }}}} W, more than 105% of its power limit",
                 "Check the node's power supplies and the GPU's power limit (`nvidia-smi -q -d POWER`).",
@@ -218,7 +232,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
             ),
             _alert(
                 "GpuPowerThrottling",
-                "rate(DCGM_FI_DEV_POWER_VIOLATION[10m]) > 500000",
+                f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{DCGM_JOB}}}[10m]) > {POWER_THROTTLED_NS_PER_S}",
                 "info",
                 f"{on_node} spends over half its time throttled by its power limit",
                 "Expected under full load on boards run at a reduced limit; otherwise check the power supplies.",
@@ -231,5 +245,5 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
 
 def _critical_xid_expr(critical: str) -> str:
     """The last XID of a GPU is one of ``critical`` (``48|63|...``): ``max(...) == 48 or max(...) == 63 ...``."""
-    gauge = "max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS)"
+    gauge = f"max by (node, gpu, UUID) (DCGM_FI_DEV_XID_ERRORS{{{DCGM_JOB}}})"
     return " or ".join(f"{gauge} == {xid}" for xid in critical.split("|"))

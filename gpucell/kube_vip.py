@@ -7,11 +7,13 @@ manifest needs no k3s restart and stays out of the restart digest).
 Upstream: the manifest ``kube-vip manifest pod --controlplane --arp|--bgp --leaderElection`` prints
 (kube-vip.io/docs/installation/static/, "Generating a Manifest"; kube-vip v1.0 ``pkg/kubevip/config_envvar.go``
 for the variable names): ``manager`` with ``vip_arp``/``bgp_enable``, ``vip_interface``, ``address``, ``port``,
-``cp_enable``, ``vip_leaderelection`` and the lease timings, ``NET_ADMIN``/``NET_RAW``, ``hostNetwork`` and the
-admin kubeconfig mounted at ``/etc/kubernetes/admin.conf``. On k3s that kubeconfig is ``/etc/rancher/k3s/k3s.yaml``
-(``https://127.0.0.1:6443``, the local API server, so the first server's kube-vip elects itself before the VIP
-exists; the file appears once k3s started, and the kubelet retries the pod until then). ``svc_enable`` stays
-``false``: Cilium's LB IPAM serves Services (decision 0020).
+``cp_enable``, ``vip_leaderelection`` and the lease timings, ``vip_subnet`` (the VIP's prefix length, ``32``
+for the IPv4 ``apiEndpoint``; v1.0.4 reads ``vip_subnet``, ``pkg/kubevip/config_envvar.go`` line 46, and has no
+``vip_cidr``), ``NET_ADMIN``/``NET_RAW``, ``hostNetwork`` and the admin kubeconfig mounted at
+``/etc/kubernetes/admin.conf``. On k3s that kubeconfig is ``/etc/rancher/k3s/k3s.yaml`` (``https://127.0.0.1:6443``,
+the local API server, so the first server's kube-vip elects itself before the VIP exists; the file appears once k3s
+started, and the kubelet retries the pod until then). ``svc_enable`` stays ``false``: Cilium's LB IPAM serves
+Services (decision 0020).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _env(cell: NodeViews) -> list[dict[str, Any]]:
         "vip_arp": str(arp).lower(),
         "port": str(cell.network.api_port),
         "vip_interface": vip.interface,
-        "vip_cidr": "32",
+        "vip_subnet": "32",
         "cp_enable": "true",
         "cp_namespace": "kube-system",
         "svc_enable": "false",

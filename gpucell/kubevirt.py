@@ -6,7 +6,8 @@ The operator comes from the pinned release's manifest
 custom resource; its shape is checked against ``v1.KubeVirt`` in KubeVirt v1.9.0
 ``api/openapi-spec/swagger.json``.
 
-Feature gates at v1.9 (``pkg/virt-config/featuregate``): ``GPU`` (GA since kubevirt/kubevirt#12943) and
+Feature gates at v1.9 (``pkg/virt-config/featuregate/active.go`` and ``inactive.go``; the ``legacy/`` files of
+later KubeVirt do not exist at v1.9.0): ``GPU`` (GA since kubevirt/kubevirt#12943) and
 ``NUMA`` (GA since #12232) are deprecated and always on, so they are not set; ``HostDevices`` and
 ``CPUManager`` are still Alpha gates; ``GPUsWithDRA`` is Beta (on unless disabled) and set explicitly with ``dra``
 pools; ``DisableMDEVConfiguration`` is deprecated since v1.8 (#16220) in favour
@@ -66,15 +67,17 @@ NAMESPACE = "kubevirt"
 CR_NAME = "kubevirt"
 """Name of the ``KubeVirt`` CR (the operator manages exactly one)."""
 HOST_DEVICES_GATE = "HostDevices"
-"""Alpha gate for PCI and mediated host devices in VMs (``legacy/host_devices.go``)."""
+"""Alpha gate for PCI and mediated host devices in VMs (``pkg/virt-config/featuregate/active.go`` at v1.9.0: constant
+``HostDevicesGate`` line 27, registered Alpha line 299)."""
 GPUS_WITH_DRA_GATE = "GPUsWithDRA"
 """Gate for VM GPUs from ResourceClaims (``gpus[].claimName``/``requestName``): "Alpha: v1.6.0, Beta: v1.9.0"
 (``pkg/virt-config/featuregate/active.go`` at v1.9.0). Without it virt-api refuses such a VM ("contains DRA enabled
 GPUs but feature gate is not enabled", ``pkg/dra/admitter/dra_admitter.go``)."""
 CPU_MANAGER_GATE = "CPUManager"
 """Alpha gate that lets virt-handler label nodes ``cpumanager=true`` when the kubelet runs the static CPU
-manager; VMs with ``dedicatedCpuPlacement`` are scheduled only onto such nodes (``legacy/cpu_manager.go``,
-``pkg/virt-handler/heartbeat``)."""
+manager; VMs with ``dedicatedCpuPlacement`` are scheduled only onto such nodes (``pkg/virt-config/featuregate/
+active.go`` at v1.9.0: constant ``CPUManager`` line 23, registered Alpha line 295; the labels are set in
+``pkg/virt-handler/heartbeat/heartbeat.go``)."""
 WAIT_FOR_AVAILABLE = {"pulumi.com/waitFor": "condition=Available"}
 """Annotation making Pulumi wait until the operator reports the CR Available (pulumi-kubernetes v4.18+)."""
 

@@ -25,8 +25,8 @@ and PrometheusRule in the cluster (the ``*SelectorNilUsesHelmValues: false`` val
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import pulumi
@@ -42,10 +42,10 @@ from gpucell._component import CellComponent
 from gpucell.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.gpu_alerts import health_group
 from gpucell.inventory import GpuOffer, gpu_offers
-from gpucell.metering import KSM_LABELS_ALLOWLIST, metering_group, resource_claim_metrics
+from gpucell.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
 from gpucell.spec.metrics import MetricsSpec
 from gpucell.spec.platform import StorageBackend
-from gpucell.spec.pools import GpuMode, gpu_pools
+from gpucell.spec.pools import GpuMode, NodePool, NodeRole, gpu_pools
 from gpucell.spec.versions import Versions
 from gpucell.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
 
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CHART",
     "NAMESPACE",
+    "PREDICTOR_DROPPED_LABELS",
+    "PREDICTOR_METRICS",
     "PROMETHEUS_URL",
     "RELEASE_NAME",
     "REMOTE_WRITE_SECRET",
@@ -63,6 +65,7 @@ __all__ = [
     "MetricsArgs",
     "hubble_service_monitor",
     "pod_monitor_manifests",
+    "predictor_metric_relabelings",
     "prometheus_rule_manifest",
     "remote_write_secret_data",
     "stack_values",
@@ -83,6 +86,21 @@ PROMETHEUS_CLAIM = "prometheus-kube-prometheus-stack-prometheus-db-prometheus-ku
 """Prometheus's volume claim: the operator's template ``prometheus-<Prometheus>-db`` of StatefulSet
 ``prometheus-<Prometheus>``, replica 0, for the chart's Prometheus ``kube-prometheus-stack-prometheus``."""
 MONITOR_API = "monitoring.coreos.com/v1"
+PREDICTOR_METRICS = (
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_running",
+    "vllm:time_to_first_token_seconds_bucket",
+    "vllm:e2e_request_latency_seconds_bucket",
+)
+"""The only series kept from KServe predictors (PodMonitor ``kserve-predictors``): what KEDA's queries
+(:func:`gpucell.workloads.model_endpoint.vllm_query`) and the endpoints dashboard (:mod:`gpucell.dashboards`) read,
+vLLM's names (``docs/design/metrics.md``). A predictor is any pod labelled ``component: predictor`` in any namespace,
+so a tenant controls what it exports: everything else it exports (``gpucell:*`` records, ``kube_*``, ``DCGM_*``) is
+dropped at the scrape."""
+PREDICTOR_DROPPED_LABELS = "tenant|gpu_model|exported_.+"
+"""Labels dropped from what predictors export: the metering's own (``tenant``, ``gpu_model``) and the ``exported_*``
+copies Prometheus keeps of labels that clash with the target's (``namespace``, ``pod``, ``job``, ``node``, ...) under
+``honorLabels: false``, so that no kept series carries a label a tenant chose in place of one Prometheus set."""
 _MANAGED = {"app.kubernetes.io/managed-by": "gpucell"}
 
 
@@ -102,6 +120,12 @@ class MetricsArgs:
     """What the device plugins advertise, per pool: the metered resources and the GPU-count alerts."""
     dra: bool = False
     """The cell runs the NVIDIA DRA driver (``dra`` pools): scrape its kubelet plugin."""
+    pool_models: Mapping[str, str] = field(default_factory=dict)
+    """GPU pool name -> gpucell catalog model name (every GPU pool, ``dra`` ones included): the metered
+    ``gpu_model``; a pool missing here is metered as ``unknown``."""
+    dra_model: str = UNKNOWN_MODEL
+    """The metered ``gpu_model`` of DRA claims: the model of the ``dra`` pools when they all hold one (the tenants'
+    quotas count claimed devices per class, not per node), else ``unknown``."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` named by ``metrics.remoteWrite.credentialsConfigKey`` (a Pulumi secret)."""
 
@@ -119,8 +143,16 @@ class MetricsArgs:
             storage_class=storage,
             gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
             dra=bool(gpu_pools(cell.node_pools, GpuMode.DRA)),
+            pool_models={name: pool.model.name for name, pool in cell.node_pools.items() if pool.role is NodeRole.GPU},
+            dra_model=_one_model(gpu_pools(cell.node_pools, GpuMode.DRA).values()),
             remote_write_credentials=remote_write_credentials,
         )
+
+
+def _one_model(pools: Iterable[NodePool]) -> str:
+    """The one GPU model of ``pools``, or ``unknown`` with none or several."""
+    models = {pool.model.name for pool in pools}
+    return models.pop() if len(models) == 1 else UNKNOWN_MODEL
 
 
 def remote_write_secret_data(credentials: str) -> dict[str, str]:
@@ -139,8 +171,9 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       ``storageGib`` Gi (``ReadWriteOnce``) from ``storage_class``; every ServiceMonitor, PodMonitor and
       PrometheusRule of the cluster selected (``*SelectorNilUsesHelmValues: false``); with ``remoteWrite``: one
       target with ``basicAuth`` from :data:`REMOTE_WRITE_SECRET`.
-    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`, the
-      ResourceClaim custom-resource-state metrics and the RBAC to list/watch ResourceClaims.
+    - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.metering.KSM_LABELS_ALLOWLIST`; no
+      custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
+      claims from the tenants' ResourceQuotas (:mod:`gpucell.metering`).
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -167,12 +200,6 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
-            "customResourceState": {"enabled": True, "config": resource_claim_metrics()},
-            "rbac": {
-                "extraRules": [
-                    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["list", "watch"]}
-                ]
-            },
         },
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},
@@ -181,11 +208,53 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
     }
 
 
+def predictor_metric_relabelings() -> list[dict[str, Any]]:
+    """``metricRelabelings`` of ``kserve-predictors``: keep :data:`PREDICTOR_METRICS` by ``__name__`` (Prometheus
+    anchors the regex), then drop :data:`PREDICTOR_DROPPED_LABELS`."""
+    return [
+        {"sourceLabels": ["__name__"], "regex": f"({'|'.join(PREDICTOR_METRICS)})", "action": "keep"},
+        {"regex": PREDICTOR_DROPPED_LABELS, "action": "labeldrop"},
+    ]
+
+
 def _pod_monitor(
-    name: str, namespaces: dict[str, Any], labels: dict[str, str], container: str, port: int
+    name: str,
+    namespaces: dict[str, Any],
+    labels: dict[str, str],
+    container: str,
+    port: int,
+    *,
+    metric_relabelings: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A PodMonitor of ``container`` on ``port`` of the pods matching ``labels``. The target address is set from
-    the pod IP, because neither container declares its metrics port (a ``portNumber`` match would find nothing)."""
+    the pod IP, because neither container declares its metrics port (a ``portNumber`` match would find nothing).
+    ``honorLabels: false`` (Prometheus's default, stated): the target's ``job``, ``namespace``, ``pod``, ``node`` win
+    over labels the pod exports; ``metric_relabelings`` then filter what is kept."""
+    endpoint: dict[str, Any] = {
+        "path": "/metrics",
+        "interval": "15s",
+        "honorLabels": False,
+        "relabelings": [
+            {
+                "sourceLabels": ["__meta_kubernetes_pod_container_name"],
+                "regex": container,
+                "action": "keep",
+            },
+            {
+                "sourceLabels": ["__meta_kubernetes_pod_ip"],
+                "targetLabel": "__address__",
+                "replacement": f"$1:{port}",
+                "action": "replace",
+            },
+            {
+                "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                "targetLabel": "node",
+                "action": "replace",
+            },
+        ],
+    }
+    if metric_relabelings:
+        endpoint["metricRelabelings"] = metric_relabelings
     return {
         "apiVersion": MONITOR_API,
         "kind": "PodMonitor",
@@ -193,40 +262,28 @@ def _pod_monitor(
         "spec": {
             "namespaceSelector": namespaces,
             "selector": {"matchLabels": labels},
-            "podMetricsEndpoints": [
-                {
-                    "path": "/metrics",
-                    "interval": "15s",
-                    "relabelings": [
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_container_name"],
-                            "regex": container,
-                            "action": "keep",
-                        },
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_ip"],
-                            "targetLabel": "__address__",
-                            "replacement": f"$1:{port}",
-                            "action": "replace",
-                        },
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                            "targetLabel": "node",
-                            "action": "replace",
-                        },
-                    ],
-                }
-            ],
+            "podMetricsEndpoints": [endpoint],
         },
     }
 
 
 def pod_monitor_manifests(*, dra: bool) -> list[dict[str, Any]]:
     """``kserve-predictors``: KServe predictor pods (label ``component: predictor``) in every namespace, container
-    ``kserve-container`` port 8080, where KServe's model servers and vLLM serve ``/metrics``; with ``dra``:
+    ``kserve-container`` port 8080, where KServe's model servers and vLLM serve ``/metrics``, keeping only
+    :data:`PREDICTOR_METRICS` (:func:`predictor_metric_relabelings`: any pod of a tenant can carry the label); with
+    ``dra``:
     ``dra-kubelet-plugin``, container ``gpus`` of the DRA driver's kubelet plugin on ``:8080`` (chart 0.4.1
     ``kubeletPlugin.metrics.gpuHttpEndpoint``)."""
-    monitors = [_pod_monitor("kserve-predictors", {"any": True}, {"component": "predictor"}, "kserve-container", 8080)]
+    monitors = [
+        _pod_monitor(
+            "kserve-predictors",
+            {"any": True},
+            {"component": "predictor"},
+            "kserve-container",
+            8080,
+            metric_relabelings=predictor_metric_relabelings(),
+        )
+    ]
     if dra:
         monitors.append(
             _pod_monitor(
@@ -268,14 +325,18 @@ def hubble_service_monitor() -> dict[str, Any]:
     }
 
 
-def prometheus_rule_manifest(offers: Sequence[GpuOffer]) -> dict[str, Any]:
-    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources and
-    :func:`gpucell.gpu_alerts.health_group`."""
+def prometheus_rule_manifest(
+    offers: Sequence[GpuOffer], pool_models: Mapping[str, str], dra_model: str = UNKNOWN_MODEL
+) -> dict[str, Any]:
+    """PrometheusRule ``gpucell``: :func:`gpucell.metering.metering_group` over ``offers``' resources, the GPU
+    pools' models ``pool_models`` and the DRA claims' ``dra_model``, and :func:`gpucell.gpu_alerts.health_group`."""
     return {
         "apiVersion": MONITOR_API,
         "kind": "PrometheusRule",
         "metadata": {"name": "gpucell", "namespace": NAMESPACE, "labels": dict(_MANAGED)},
-        "spec": {"groups": [metering_group(o.resource for o in offers), health_group(offers)]},
+        "spec": {
+            "groups": [metering_group((o.resource for o in offers), pool_models, dra_model), health_group(offers)]
+        },
     }
 
 
@@ -347,7 +408,9 @@ class Metrics(CellComponent):
         in_stack = self.child(depends_on=[self.release])
         for manifest in monitors:
             _custom(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
-        self.rules = _custom(f"{name}-rules", prometheus_rule_manifest(args.gpu_offers), in_stack)
+        self.rules = _custom(
+            f"{name}-rules", prometheus_rule_manifest(args.gpu_offers, args.pool_models, args.dra_model), in_stack
+        )
         for uid in DASHBOARDS:
             board = dashboard_configmap(uid, NAMESPACE)
             ConfigMap(

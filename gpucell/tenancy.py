@@ -10,14 +10,17 @@ What is rendered, per tenant and region (namespace ``tenant-<tenant>``, see
   (:func:`priority_quota_manifest`);
 - a ``LimitRange`` ``tenant-defaults``: what a container gets when it does not say
   (:func:`limit_range_manifest`);
-- ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC ``groupsPrefix``) to the
-  built-in ``admin``/``edit``/``view`` ClusterRoles,
-  and namespaced ``Role`` objects for KServe, whose chart does not aggregate into those
-  (:func:`rbac_manifests`);
+- the ``Role`` objects ``tenant-admin``, ``tenant-member`` and ``tenant-viewer``, gpucell's own, stated rule by rule
+  (:mod:`gpucell.tenant_roles`), and ``RoleBinding`` objects from the tenant's groups (prefixed with the cell's OIDC
+  ``groupsPrefix``) to them (:func:`rbac_manifests`);
 - ``CiliumNetworkPolicy`` objects, one per purpose so that a reviewer reads each on its own:
   ``tenant-default-deny``, ``tenant-deny-link-local``, ``tenant-allow-dns``, ``tenant-allow-intra-tenant`` and
   the egress class's
   ``tenant-allow-egress-*`` (:func:`network_policy_manifests`).
+- cluster-scoped ``ValidatingAdmissionPolicy`` objects ``gpucell-tenant-<tenant>-pods``, ``-vms`` and ``-services``
+  with their bindings, bound to the namespace: run-time admission of what a tenant member writes with ``kubectl``
+  (tolerations, node names and selectors, GPU resources and host devices, runtime and priority classes,
+  LoadBalancer addresses; :mod:`gpucell.tenant_admission`).
 
 Pod Security Admission: ``restricted`` for every tenant, VMs included
 ---------------------------------------------------------------------
@@ -102,8 +105,8 @@ add up:
 
 Platform services are an explicit label rather than a namespace list because the obvious candidate,
 ``kube-system``, also serves Hubble Relay (enabled by :mod:`gpucell.cilium`), which would let a tenant read
-every other tenant's flows. Namespace labels cannot be set by a tenant (``admin`` in a namespace does not
-include updating the Namespace object), and Cilium ignores pod labels that imitate namespace labels since
+every other tenant's flows. Namespace labels cannot be set by a tenant (no tenant role may update the Namespace
+object), and Cilium ignores pod labels that imitate namespace labels since
 1.14.2 (CVE-2023-39347). No other tenant is reachable in any class: tenant namespaces never carry the platform
 label, and CIDR rules only match addresses outside the cluster (Cilium's default ``policyCIDRMatchMode``).
 Ingress from outside the tenant (an ingress controller, a NodePort, an SSH LoadBalancer) is what each workload
@@ -120,6 +123,7 @@ from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pulumi
+from pulumi_kubernetes.admissionregistration.v1 import ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding
 from pulumi_kubernetes.core.v1 import LimitRange, Namespace, ResourceQuota
 from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
@@ -137,6 +141,8 @@ from gpucell.spec.identity import OidcSpec
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, EgressClass, TenantSpec, namespace_of
+from gpucell.tenant_admission import admission_manifests
+from gpucell.tenant_roles import TENANT_ROLES, role_manifest
 from gpucell.vm_rules import catalog_tenants
 from gpucell.workloads._common import (
     MANAGED_BY,
@@ -154,9 +160,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_MEMORY_LIMITS_RATIO",
-    "BUILTIN_ROLES",
     "DNS_SELECTOR",
-    "KSERVE_RESOURCES",
     "MANAGED_BY",
     "PLATFORM_SERVICES_LABEL",
     "POD_SECURITY_PREFIX",
@@ -194,17 +198,6 @@ NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
 """Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
 DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
 """The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
-BUILTIN_ROLES = (("admins", "admin"), ("members", "edit"), ("viewers", "view"))
-"""Tenant group key -> built-in ClusterRole. KubeVirt's ``kubevirt.io:admin/edit/view`` (virt-operator
-``pkg/virt-operator/resource/generate/rbac/cluster.go``) and CDI's ``cdi.kubevirt.io:admin/edit/view``
-(``createAggregateClusterRoles``) carry ``rbac.authorization.k8s.io/aggregate-to-<role>`` labels, so these
-roles cover VMs and DataVolumes."""
-KSERVE_RESOURCES = ("inferenceservices", "servingruntimes", "inferencegraphs", "trainedmodels")
-"""``serving.kserve.io`` resources tenants work with. KServe's ``kserve-resources`` chart ships no ClusterRole
-aggregating into ``admin``/``edit``/``view`` (only Kubeflow's manifests do), so the tenant gets namespaced
-Roles for them."""
-_READ = ["get", "list", "watch"]
-_WRITE = [*_READ, "create", "update", "patch", "delete"]
 
 
 class PodSecurityLevel(StrEnum):
@@ -475,42 +468,21 @@ def _binding(
     }
 
 
-def _kserve_role(tenant: str, name: str, verbs: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{RBAC_GROUP}/v1",
-        "kind": "Role",
-        "metadata": object_meta(tenant, name),
-        "rules": [
-            {"apiGroups": ["serving.kserve.io"], "resources": list(KSERVE_RESOURCES), "verbs": list(verbs)},
-            {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices/status"], "verbs": ["get"]},
-        ],
-    }
-
-
 def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) -> list[dict[str, Any]]:
-    """Roles and RoleBindings of the tenant; a binding without groups (and its Role) is left out.
-
-    - ``tenant-admins``/``tenant-members``/``tenant-viewers``: RoleBindings to the ClusterRoles ``admin``/
-      ``edit``/``view`` (:data:`BUILTIN_ROLES`), subjects ``kind: Group``.
-    - ``tenant-kserve-edit`` (admins and members) and ``tenant-kserve-view`` (viewers): a Role on
-      :data:`KSERVE_RESOURCES` and its RoleBinding of the same name.
+    """The tenant's Roles and RoleBindings: the ``Role`` objects ``tenant-admin``, ``tenant-member`` and
+    ``tenant-viewer`` (:func:`gpucell.tenant_roles.role_manifest`, always: a tenant admin may bind them), then the
+    RoleBindings ``tenant-admins``/``tenant-members``/``tenant-viewers`` from ``groups.admins``/``members``/
+    ``viewers`` to them (:data:`gpucell.tenant_roles.TENANT_ROLES`), subjects ``kind: Group``; a binding without
+    groups is left out.
 
     With ``oidc`` (the cell's identity provider), each group is the name the API server gives the token's group:
     ``<groupsPrefix><group>`` (``oidc:acme-ml``), so only tokens of that issuer match.
     """
-    groups = spec.groups
-    out: list[dict[str, Any]] = []
-    for key, role in BUILTIN_ROLES:
-        members: list[str] = getattr(groups, key)
+    out = [role_manifest(tenant, role) for role in TENANT_ROLES.values()]
+    for key, role in TENANT_ROLES.items():
+        members: list[str] = getattr(spec.groups, key)
         if members:
-            out.append(_binding(tenant, f"tenant-{key}", "ClusterRole", role, members, oidc=oidc))
-    for name, verbs, members in (
-        ("tenant-kserve-edit", _WRITE, [*groups.admins, *groups.members]),
-        ("tenant-kserve-view", _READ, list(groups.viewers)),
-    ):
-        if members:
-            out.append(_kserve_role(tenant, name, verbs))
-            out.append(_binding(tenant, name, "Role", name, members, oidc=oidc))
+            out.append(_binding(tenant, f"tenant-{key}", "Role", role, members, oidc=oidc))
     return out
 
 
@@ -771,14 +743,16 @@ class Tenant(CellComponent):
 
     Children (Pulumi names from the component name ``name``): ``{name}-namespace``, ``{name}-quota``,
     ``{name}-priority-quota``,
-    ``{name}-limits``, ``{name}-admins``/``-members``/``-viewers``, ``{name}-kserve-edit`` (binding) and
-    ``{name}-kserve-edit-role`` (likewise ``kserve-view``), and ``{name}-default-deny``,
-    ``{name}-allow-dns``... (the policy names without ``tenant-``). They use the provider of ``args.cluster``
+    ``{name}-limits``, ``{name}-admin-role``/``-member-role``/``-viewer-role`` (the Roles),
+    ``{name}-admins``/``-members``/``-viewers`` (their bindings), and ``{name}-default-deny``,
+    ``{name}-allow-dns``... (the policy names without ``tenant-``), ``{name}-admission-pods``/``-vms``/``-services``
+    and their ``-binding``. They use the provider of ``args.cluster``
     (merged into ``opts``, after its ``ready``); the namespace depends on the platform's ``KubeVirt`` CR (its seccomp
     profile lets VM launchers pass ``restricted``), every namespaced child on the namespace, and the Cilium policies
-    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child takes
-    the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant from the config is refused
-    before anything of it is deleted.
+    also on the platform's Cilium (which installs their CRD). Workloads depend on :attr:`ready`. Every child but the
+    Roles and RoleBindings takes the tenant's ``removalPolicy`` (``protect`` by default): removing a protected tenant
+    from the config is refused before anything of it is deleted (Pulumi refuses the whole deletion phase). The Roles
+    and bindings are never protected: they hold no data, and deleting one only takes rights away.
 
     The spec is admitted against ``args.facts`` before anything is registered (:func:`admit`); raises
     :class:`~gpucell.errors.ConfigError` with ``tenants.<name>...`` key paths. The cluster must run Cilium (the
@@ -833,15 +807,20 @@ class Tenant(CellComponent):
         )
         limits = limit_range_manifest(tenant, spec)
         self.limit_range = LimitRange(f"{name}-limits", metadata=limits["metadata"], spec=limits["spec"], opts=inside)
+        # Roles and bindings hold no data and deleting one only takes rights away, so they never take the tenant's
+        # protection: a refused removal still leaves the tenant fenced in, and a binding's new roleRef (immutable, a
+        # replacement) goes through in one `pulumi up` (Pulumi replaces a resource whose new goal is unprotected,
+        # pulumi/pulumi#8873) instead of needing `pulumi state unprotect` on every cell.
+        grants = self.child(depends_on=[self.namespace_resource], protect=False)
         self.rbac: list[pulumi.CustomResource] = []
         for obj in rbac_manifests(tenant, spec, facts.oidc):
             child = _child_name(name, obj)
             if obj["kind"] == "Role":
-                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=inside))
+                self.rbac.append(Role(f"{child}-role", metadata=obj["metadata"], rules=obj["rules"], opts=grants))
             else:
                 self.rbac.append(
                     RoleBinding(
-                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=inside
+                        child, metadata=obj["metadata"], role_ref=obj["roleRef"], subjects=obj["subjects"], opts=grants
                     )
                 )
         cilium = [platform.cilium] if platform.cilium is not None else []
@@ -850,6 +829,8 @@ class Tenant(CellComponent):
             custom_resource(_child_name(name, obj), obj, after_cilium)
             for obj in network_policy_manifests(tenant, spec, facts)
         ]
+        self.admission = self._admission(name, facts, lifecycle)
+        """The tenant's ValidatingAdmissionPolicies and their bindings (:mod:`gpucell.tenant_admission`)."""
         self.instancetypes: Instancetypes | None = None
         """The tenant's ``VirtualMachineInstancetype``/``VirtualMachinePreference`` objects, when it defines any."""
         if spec.instancetypes or spec.preferences:
@@ -872,6 +853,7 @@ class Tenant(CellComponent):
             self.limit_range,
             *self.rbac,
             *self.policies,
+            *self.admission,
             *([self.instancetypes] if self.instancetypes is not None else []),
         ]
         """What a workload must come after: namespace, quota, limit range, RBAC and network policies."""
@@ -880,3 +862,26 @@ class Tenant(CellComponent):
         namespace_name = self.namespace_name
         self.namespace = self.namespace_resource.urn.apply(lambda _: namespace_name)
         self.register_outputs({"namespace": self.namespace})
+
+    def _admission(self, name: str, facts: ClusterFacts, lifecycle: dict[str, Any]) -> list[pulumi.CustomResource]:
+        """Register :func:`gpucell.tenant_admission.admission_manifests`: ``{name}-admission-<part>`` and
+        ``{name}-admission-<part>-binding`` (part ``pods``, ``vms``, ``services``), each binding after its policy."""
+        out: list[pulumi.CustomResource] = []
+        prefix = f"gpucell-tenant-{self.name}-"
+        for obj in admission_manifests(self.name, facts):
+            part = obj["metadata"]["name"].removeprefix(prefix)
+            if obj["kind"] == "ValidatingAdmissionPolicy":
+                policy = ValidatingAdmissionPolicy(
+                    f"{name}-admission-{part}", metadata=obj["metadata"], spec=obj["spec"], opts=self.child(**lifecycle)
+                )
+                out.append(policy)
+            else:
+                out.append(
+                    ValidatingAdmissionPolicyBinding(
+                        f"{name}-admission-{part}-binding",
+                        metadata=obj["metadata"],
+                        spec=obj["spec"],
+                        opts=self.child(depends_on=[policy], **lifecycle),
+                    )
+                )
+        return out

@@ -10,7 +10,7 @@ passwords come from ``random`` resources. :class:`CellMocks` supplies what those
   (``https-listen-port``, e.g. a single server on another ``network.apiPort``), else k3s's default 6443;
 - ``random:index/randomPassword:RandomPassword``: a fixed ``result`` (declared secret by the provider SDK);
 - a read of a ``<cluster>-kubeconfig`` Secret (a tenant cluster's, which Cluster API writes): ``data.value``, a
-  kubeconfig (base64) as Cluster API writes it;
+  kubeconfig (base64) as Cluster API writes it (:func:`fake_cluster_api_kubeconfig`);
 - everything else: its inputs, as Pulumi's own mocks do.
 
 With Pulumi's own idiom::
@@ -59,6 +59,7 @@ __all__ = [
     "CellMocks",
     "PlanResult",
     "Registration",
+    "fake_cluster_api_kubeconfig",
     "fake_kubeconfig",
     "provider_outputs",
     "read_outputs",
@@ -97,6 +98,26 @@ def fake_kubeconfig(port: int = 6443) -> str:
     return _KUBECONFIG.format(port=port)
 
 
+FAKE_CLUSTER_IP = "10.43.0.100"
+"""The ``<c>-lb`` ClusterIP of :func:`fake_cluster_api_kubeconfig`'s server: in k3s's default service range
+``10.43.0.0/16`` (the cell's default ``network.serviceCidr``)."""
+
+
+def fake_cluster_api_kubeconfig(cluster: str, server: str = f"https://{FAKE_CLUSTER_IP}:6443") -> str:
+    """A kubeconfig shaped like the one Cluster API writes into a tenant cluster's ``<cluster>-kubeconfig`` Secret
+    (Cluster API v1.14.0 ``util/kubeconfig`` ``New``, keys sorted as ``clientcmd.Write`` writes them): cluster
+    ``<cluster>``, user ``<cluster>-admin`` with a client certificate and key, context ``<cluster>-admin@<cluster>``;
+    ``server`` is CAPK's ``controlPlaneEndpoint``, the ``<cluster>-lb`` ClusterIP. Base64 placeholders, not keys."""
+    user = f"{cluster}-admin"
+    return (
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: RkFLRS1DQQ==\n"
+        f"    server: {server}\n  name: {cluster}\ncontexts:\n- context:\n    cluster: {cluster}\n"
+        f"    user: {user}\n  name: {user}@{cluster}\ncurrent-context: {user}@{cluster}\nkind: Config\n"
+        f"preferences: {{}}\nusers:\n- name: {user}\n  user:\n    client-certificate-data: RkFLRS1DRVJU\n"
+        "    client-key-data: RkFLRS1LRVk=\n"
+    )
+
+
 _LISTEN_PORT = re.compile(r"^https-listen-port:[ \t]*(\d+)[ \t]*$", re.MULTILINE)
 """The k3s option in a server's ``config.yaml`` (only written when the port is not 6443)."""
 
@@ -132,11 +153,13 @@ def provider_outputs(
 
 def read_outputs(args: MockResourceArgs) -> dict[str, Any]:
     """What the cluster answers when the program reads an object it does not manage (``Resource.get``), as extra
-    state for the mock engine: a tenant cluster's ``<cluster>-kubeconfig`` Secret, which Cluster API writes, holds
-    a kubeconfig (base64) in ``data.value``; anything else, nothing. A ``computed`` function of one's own can end
-    with ``return read_outputs(args)``."""
-    if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id or "").endswith("-kubeconfig"):
-        return {"data": {"value": base64.b64encode(fake_kubeconfig().encode()).decode()}}
+    state for the mock engine: a tenant cluster's ``<cluster>-kubeconfig`` Secret (ID ``<namespace>/<cluster>-
+    kubeconfig``), which Cluster API writes, holds :func:`fake_cluster_api_kubeconfig` (base64) in ``data.value``;
+    anything else, nothing. A ``computed`` function of one's own can end with ``return read_outputs(args)``."""
+    secret = str(args.resource_id or "").rpartition("/")[2]
+    if args.typ == "kubernetes:core/v1:Secret" and secret.endswith("-kubeconfig"):
+        text = fake_cluster_api_kubeconfig(secret.removesuffix("-kubeconfig"))
+        return {"data": {"value": base64.b64encode(text.encode()).decode()}}
     return {}
 
 

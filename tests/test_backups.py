@@ -270,7 +270,7 @@ def test_tenants_get_no_role_on_velero_objects() -> None:
     groups = TenantGroups(admins=["a"], members=["m"], viewers=["v"])
     spec = cell.tenants["acme"].model_copy(update={"groups": groups})
     rules = [rule for obj in rbac_manifests("acme", spec) for rule in obj.get("rules", [])]
-    assert rules  # KServe's Roles
+    assert rules  # the tenant roles
     assert not any("velero.io" in rule["apiGroups"] or "*" in rule["apiGroups"] for rule in rules)
     # the tenants' RoleBindings are in their own namespace; Velero's objects are in "velero"
     assert all(obj["metadata"]["namespace"] == "tenant-acme" for obj in rbac_manifests("acme", spec))

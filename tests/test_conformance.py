@@ -98,9 +98,18 @@ def test_cli_check_passes_and_prints_a_summary(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert code == 0
     assert out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, cloud-init 0, helm-values 0, chart 0, script 0, "
-        "node-config 0, "
-        "security 0); 3 checkov check(s) skipped by annotation"
+        "check: 0 problem(s) (kubernetes 0 of 28, custom-resource 0 of 11, cloud-init nothing checked, helm-values 0 "
+        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security 0 of 34); 3 checkov check(s) skipped by "
+        "annotation"
+    )
+
+
+def test_the_summary_says_what_each_checker_checked_and_which_checked_nothing() -> None:
+    config_map = {"api_version": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
+    report = check_objects(config_map, vm(cpus={"cores": 4}), vm(cpu={"cores": 4}))
+    assert report.summary() == (
+        "1 problem(s) (kubernetes 0 of 1, custom-resource 1 of 2, cloud-init not selected, helm-values nothing "
+        "checked, chart not selected, script nothing checked, node-config nothing checked, security not selected)"
     )
 
 
@@ -128,9 +137,8 @@ def test_cli_check_without_checkov_reports_every_other_verdict(
     captured = capsys.readouterr()
     assert code == 1
     assert captured.out.rstrip().endswith(
-        "check: 0 problem(s) (kubernetes 0, custom-resource 0, cloud-init 0, helm-values 0, chart 0, script 0, "
-        "node-config 0, "
-        "security not run)"
+        "check: 0 problem(s) (kubernetes 0 of 28, custom-resource 0 of 11, cloud-init nothing checked, helm-values 0 "
+        "of 5, chart 0 of 158, script 0 of 28, node-config 0 of 3, security not run)"
     )
     assert captured.err == (
         "error: checkov not found on PATH: `pipx install checkov==3.3.30` or set GPUCELL_CHECKOV to its path "

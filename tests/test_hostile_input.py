@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from gpucell import errors
 from gpucell.stacks import cli, plan
 from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from gpucell.stacks.plan_file import MAX_PLAN_BYTES, MAX_PLAN_DEPTH
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import provider_outputs
 from tests.conftest import REPO
@@ -266,6 +268,18 @@ def test_sentinels_in_every_secret_reach_no_warning_or_log(caplog: pytest.LogCap
             'backupRepoIad1 -- "$(openssl rand -base64 32)"`',
         ),
         (
+            {"gpucell:remoteWriteFra1": f"{SENTINEL}-no-colon"},
+            "remoteWriteFra1: is not '<user>:<password>' (regions.fra1.metrics.remoteWrite.credentialsConfigKey "
+            "names it; the value is not shown); set it with `pulumi config set --secret remoteWriteFra1 -- "
+            "'<user>:<password>'`",
+        ),
+        (
+            {"gpucell:remoteWriteIad1": f":{SENTINEL}"},
+            "remoteWriteIad1: is not '<user>:<password>' (regions.iad1.metrics.remoteWrite.credentialsConfigKey "
+            "names it; the value is not shown); set it with `pulumi config set --secret remoteWriteIad1 -- "
+            "'<user>:<password>'`",
+        ),
+        (
             {"gpucell:regions": f"{{not json {SENTINEL}"},
             "regions: is a secure: value that does not decrypt to a YAML/JSON object (its text is not shown); store it "
             "as plain YAML in the stack file, or encrypt JSON text",
@@ -283,6 +297,8 @@ def test_sentinels_in_every_secret_reach_no_warning_or_log(caplog: pytest.LogCap
         "hf-empty",
         "backup-no-colon",
         "backup-password-short",
+        "remote-write-no-colon",
+        "remote-write-no-user",
         "regions",
         "acknowledge",
     ],
@@ -326,4 +342,109 @@ def test_plain_regions_that_are_not_json_name_the_key_only(caplog: pytest.LogCap
     error, _ = _run_program({"gpucell:regions": "{oops", **secrets}, list(secrets), caplog)
     assert error == (
         "regions: is not a YAML/JSON object; write it as a YAML mapping or list under gpucell:regions in the stack file"
+    )
+
+
+def test_secure_regions_that_decrypt_to_json_show_key_paths_and_no_value(caplog: pytest.LogCaptureFixture) -> None:
+    """A ``secure:`` ``gpucell:regions`` is handed over decrypted and read like the plain value: a refusal keeps
+    the key path of each problem and never the value (a rule's message quotes it, shortened or not)."""
+    regions = copy.deepcopy(PROD["gpucell:regions"])
+    regions["fra1"]["network"]["podCidr"] = f"{SENTINEL}/16"
+    regions["iad1"]["ssh"]["user"] = f"{SENTINEL}-{'x' * 80}"
+    error, lines = _program({"gpucell:regions": json.dumps(regions), **_secrets()}, caplog)
+    why = (
+        "is refused (gpucell:regions is a secure: value, so the reason, which may quote it, is not shown; plan the "
+        "decrypted value as plain YAML in a scratch stack to see it)"
+    )
+    assert error.splitlines() == [f"regions.fra1.network.podCidr: {why}", f"regions.iad1.ssh.user: {why}"]
+    assert [line for line in [error, *lines] if SENTINEL[:10] in line] == []  # not even a shortened value
+
+
+def test_plain_regions_still_show_the_bad_value(caplog: pytest.LogCaptureFixture) -> None:
+    regions = copy.deepcopy(PROD["gpucell:regions"])
+    regions["fra1"]["network"]["podCidr"] = "10.0.0.0/33"
+    error, _ = _program({"gpucell:regions": regions, **_secrets()}, caplog)
+    assert error.startswith("regions.fra1.network.podCidr: '10.0.0.0/33' is invalid")
+
+
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_etcd_credentials_config_key_is_one_line(tmp_path: Path, key: str) -> None:
+    config = copy.deepcopy(PROD)
+    config["gpucell:regions"]["fra1"]["etcd"]["snapshots"]["s3"]["credentialsConfigKey"] = key
+    project = _project(tmp_path, yaml.safe_dump({"config": config}))
+    assert _run("plan", "dev", "--project-dir", str(project)) == (
+        2,
+        "",
+        f"regions.fra1.etcd.snapshots.s3.credentialsConfigKey: {key!r} is not a config key name; use letters, "
+        "digits, '_' and '-', starting with a letter (e.g. hfTokenAcme)\n",
+    )
+
+
+# -- command-line paths ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("{tmp}", "'{tmp}' is a directory; --out takes the path of a file to write"),
+        ("{tmp}/file/schema.json", "'{tmp}/file/schema.json' cannot be created: '{tmp}/file' is a file"),
+        (
+            "/proc/gpucell/schema.json",
+            "'/proc/gpucell/schema.json' cannot be written (No such file or directory); give a writable path",
+        ),
+    ],
+    ids=["directory", "under-a-file", "unwritable"],
+)
+def test_schema_out_to_a_path_that_cannot_be_written_is_one_line(tmp_path: Path, out: str, problem: str) -> None:
+    (tmp_path / "file").write_text("")
+    path = out.format(tmp=tmp_path)
+    assert _run("schema", "--out", path) == (2, "", f"--out: {problem.format(tmp=tmp_path)}\n")
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_schema_out_creates_a_missing_parent_as_plan_json_does(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "schema.json"
+    assert _run("schema", "--out", str(target)) == (0, f"wrote {target}\n", "")
+    assert json.loads(target.read_text())["type"] == "object"
+
+
+def _plan_file(path: Path, resources: list[Any]) -> Path:
+    path.write_text(json.dumps({"stack": "dev", "resources": resources, "outputs": {}}))
+    return path
+
+
+@pytest.mark.parametrize("levels", [MAX_PLAN_DEPTH + 1, 100_000])
+def test_a_plan_file_nested_past_the_bound_is_one_line(tmp_path: Path, levels: int) -> None:
+    """Past the bound (and past Python's recursion limit, where json itself gives up): one line, the diff's exit
+    for a file that is not a plan."""
+    head = _plan_file(tmp_path / "head.json", [])
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * levels + "]" * levels)
+    assert _run("diff", str(deep), str(head)) == (
+        1,
+        "",
+        f"{deep}: nests objects and lists more than {MAX_PLAN_DEPTH} levels deep; gpucell diff reads at most "
+        f"{MAX_PLAN_DEPTH} (not a `gpucell plan --json` file)\n",
+    )
+
+
+def test_a_plan_file_at_the_depth_bound_is_read(tmp_path: Path) -> None:
+    inputs: Any = 1
+    for _ in range(MAX_PLAN_DEPTH - 3):  # the document, resources and a resource hold the inputs
+        inputs = {"a": inputs}
+    resource = {"urn": "urn:pulumi:dev::gpucell::t::n", "type": "t", "name": "n", "inputs": inputs}
+    base = _plan_file(tmp_path / "base.json", [resource])
+    assert _run("diff", str(base), str(base))[0] == 0
+
+
+def test_a_plan_file_past_the_size_bound_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    head = _plan_file(tmp_path / "head.json", [])
+    big = tmp_path / "big.json"
+    with big.open("wb") as sparse:
+        sparse.truncate(MAX_PLAN_BYTES + 1)
+    assert _run("diff", str(big), str(head)) == (
+        1,
+        "",
+        f"{big}: is {MAX_PLAN_BYTES + 1} bytes; gpucell diff reads plan files of at most {MAX_PLAN_BYTES} bytes "
+        "(256 MiB)\n",
     )

@@ -37,7 +37,7 @@ def test_prod_installs_keda_and_scales_llama_on_vllm_queue(prod: PlanResult) -> 
                         "serverAddress": "http://prometheus-operated.monitoring.svc:9090",
                         "query": 'sum(vllm:num_requests_waiting{namespace="tenant-acme",pod=~"llama-8b-predictor-.*"})',
                     },
-                    "target": {"type": "AverageValue", "averageValue": "5"},
+                    "target": {"type": "Value", "value": "5"},
                 },
             }
         ]
@@ -51,6 +51,23 @@ def test_prod_installs_keda_and_scales_llama_on_vllm_queue(prod: PlanResult) -> 
         "cpu",
         60,
     )
+
+
+def test_no_inference_service_has_an_external_target_without_value(prod: PlanResult) -> None:
+    """KServe v0.20.0's webhook refuses a KEDA ``External`` metric whose target has no ``value`` ("the target
+    threshold value should not be empty", pkg/apis/serving/v1beta1/inference_service_validation.go lines 608-609) and
+    its KEDA reconciler reads the trigger's ``threshold`` from ``value`` alone (pkg/controller/v1beta1/
+    inferenceservice/reconcilers/keda/keda_reconciler.go line 125); KEDA v2.20.2 applies ``AverageValue`` to a trigger
+    without ``metricType`` (pkg/scalers/scaler.go lines 99-101), so ``value`` stays per replica."""
+    targets = [
+        metric["external"]["target"]
+        for isvc in prod.of_type(ISVC)
+        for metric in isvc.inputs["spec"]["predictor"].get("autoScaling", {}).get("metrics", [])
+        if metric["type"] == "External"
+    ]
+    assert len(targets) == 2
+    assert all(target["type"] == "Value" and "averageValue" not in target for target in targets)
+    assert sorted(target["value"] for target in targets) == ["5", "5"]
 
 
 def test_prometheus_may_scrape_the_predictors(prod: PlanResult) -> None:

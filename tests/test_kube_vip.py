@@ -36,7 +36,7 @@ def test_arp_manifest_follows_kube_vips_static_pod() -> None:
         "vip_arp": "true",
         "port": "6443",
         "vip_interface": "bond0",
-        "vip_cidr": "32",
+        "vip_subnet": "32",
         "cp_enable": "true",
         "cp_namespace": "kube-system",
         "svc_enable": "false",
@@ -58,6 +58,14 @@ def test_arp_manifest_follows_kube_vips_static_pod() -> None:
     ]
     assert pod["spec"]["hostNetwork"] is True
     assert violations(pod) == []
+
+
+def test_the_vip_prefix_is_the_variable_kube_vip_reads() -> None:
+    """kube-vip v1.0.4 reads the VIP's prefix from ``vip_subnet`` (pkg/kubevip/config_envvar.go line 46, read at
+    pkg/kubevip/config_environment.go line 239) and knows no ``vip_cidr``."""
+    env = env_of(kube_vip.static_pod(cell(vip_config())))
+    assert env["vip_subnet"] == "32"
+    assert "vip_cidr" not in env
 
 
 def test_bgp_manifest_advertises_to_the_peers_without_election() -> None:

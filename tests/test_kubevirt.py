@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
+from gpucell import kubevirt
 from gpucell.kubevirt import KubeVirt, KubeVirtArgs, release_tag
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.objects import Violation
 from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from tests.conftest import cell, minimal_cell_config, program_cluster, violations
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, program_cluster, violations
 
 CR = "kubernetes:kubevirt.io/v1:KubeVirt"
 CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
@@ -207,6 +209,21 @@ def test_gates_are_host_devices_and_cpu_manager_never_deprecated_ones() -> None:
     _, cr = install(cell(vm_cell_config()))
     gates = cr.inputs["spec"]["configuration"]["developerConfiguration"]["featureGates"]
     assert gates == ["HostDevices", "CPUManager"]
+
+
+def test_the_gates_are_alpha_at_v1_9_0_where_the_module_says() -> None:
+    """KubeVirt v1.9.0 (79d34c17) declares and registers every gate in ``pkg/virt-config/featuregate/active.go`` and
+    ``inactive.go``; ``legacy/host_devices.go`` and ``legacy/cpu_manager.go`` come from a later refactor
+    (``shared/upstream/kubevirt/feature-gates-v1.9.0.md`` lists the gates, their states and lines)."""
+    summary = (UPSTREAM / "kubevirt" / "feature-gates-v1.9.0.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in summary.splitlines() if line.startswith("| `")}
+    assert "| Alpha | `HostDevicesGate`: active.go:27 | active.go:299 |" in rows["`HostDevices`"]
+    assert "| Alpha | `CPUManager`: active.go:23 | active.go:295 |" in rows["`CPUManager`"]
+    source = inspect.getsource(kubevirt)
+    assert "legacy/host_devices.go" not in source
+    assert "legacy/cpu_manager.go" not in source
+    assert "``HostDevicesGate`` line 27, registered Alpha line 299" in source
+    assert "``CPUManager`` line 23, registered Alpha line 295" in source
 
 
 def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None:

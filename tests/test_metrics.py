@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
+import yaml
 
+from gpucell.dashboards import DASHBOARDS
 from gpucell.errors import ConfigError
 from gpucell.metering import ALLOCATED
-from gpucell.metrics import Metrics, MetricsArgs, remote_write_secret_data, stack_values
+from gpucell.metrics import (
+    PREDICTOR_METRICS,
+    Metrics,
+    MetricsArgs,
+    pod_monitor_manifests,
+    remote_write_secret_data,
+    stack_values,
+)
 from gpucell.spec import CellSpec
+from gpucell.spec.workloads import ScaleMetric
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.mock_engine import PlanResult, run_program
+from gpucell.workloads.model_endpoint import vllm_query
 from tests.conftest import (
     STORE,
+    UPSTREAM,
     at,
     cell,
     cell_cilium_values,
@@ -66,6 +79,29 @@ def test_release_values_from_config() -> None:
     assert namespace.urn in release.dependencies
 
 
+def test_kube_state_metrics_is_asked_for_no_built_in_kind_and_keeps_its_quota_collector() -> None:
+    """KSM 2.20.0 builds custom-resource-state metrics only for kinds a CRD serves (internal/discovery/discovery.go
+    line 274, pkg/customresourcestate/config.go line 195): a ResourceClaim config would yield nothing. DRA claims are
+    metered from ``kube_resourcequota`` (gpucell.metering), whose collector the subchart 8.4.0 enables by default
+    (``collectors`` in charts/kube-state-metrics/values.yaml) and gpucell leaves alone."""
+    ksm = stack_values(_spec().metrics, "local-path")["kube-state-metrics"]
+    assert set(ksm) == {"metricLabelsAllowlist"}
+    chart = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "kube-state-metrics" / "values.yaml"
+    assert "resourcequotas" in yaml.safe_load(chart.read_text())["collectors"]
+
+
+def test_dra_claims_are_metered_as_the_dra_pools_one_model() -> None:
+    """The quota counts claimed devices per namespace and class, not per node: their ``gpu_model`` is the model of
+    the ``dra`` pools when they hold one (prod's fra1: one L4 ``dra`` pool), else ``unknown``."""
+    from gpucell.metrics import MetricsArgs
+    from gpucell.stacks.plan import make_plan
+    from tests.conftest import REPO
+
+    fra1 = make_plan(REPO, "prod", region="fra1").cells["fra1"].spec
+    assert MetricsArgs.from_cell(fra1, program_cluster(fra1)).dra_model == "L4"
+    assert MetricsArgs.from_cell(_spec(), program_cluster(_spec())).dra_model == "unknown"
+
+
 def test_values_are_values_of_the_pinned_chart() -> None:
     values = stack_values(_spec(remoteWrite=REMOTE).metrics, "longhorn")
     assert values_problems(STORE, "kube-prometheus-stack", "88.5.3", values) == []
@@ -106,8 +142,39 @@ def test_monitors_and_rules_fit_the_prometheus_operator_crds() -> None:
     assert [r["labels"]["kind"] for r in groups[0]["rules"] if r.get("record") == ALLOCATED] == ["container", "vm"]
     count = [r for r in groups[1]["rules"] if r.get("alert") == "GpuCountDropped"]
     assert [r["labels"]["pool"] for r in count] == ["l40s"]
-    assert 'kube_node_labels{label_gpucell_io_pool="l40s"}' in count[0]["expr"]
+    assert 'kube_node_labels{job="kube-state-metrics",label_gpucell_io_pool="l40s"}' in count[0]["expr"]
+    models = next(r for r in groups[0]["rules"] if r.get("record") == "gpucell:node_gpu_model:info")
+    assert models["expr"] == (
+        'max by (node, gpu_model) (label_replace(label_replace(kube_node_labels{job="kube-state-metrics"}, '
+        '"gpu_model", "unknown", "node", ".*"), "gpu_model", "L40S", "label_gpucell_io_pool", "l40s"))'
+    )
     assert ") < 2 unless" in count[0]["expr"]
+
+
+def test_predictor_monitor_keeps_only_what_keda_and_the_dashboards_read() -> None:
+    [predictors] = [m for m in pod_monitor_manifests(dra=False) if m["metadata"]["name"] == "kserve-predictors"]
+    endpoint = predictors["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["honorLabels"] is False
+    assert endpoint["metricRelabelings"] == [
+        {
+            "sourceLabels": ["__name__"],
+            "regex": "(vllm:num_requests_waiting|vllm:num_requests_running|vllm:time_to_first_token_seconds_bucket"
+            "|vllm:e2e_request_latency_seconds_bucket)",
+            "action": "keep",
+        },
+        {"regex": "tenant|gpu_model|exported_.+", "action": "labeldrop"},
+    ]
+    # every vLLM name KEDA's queries and the dashboards read is kept, and nothing else
+    queries = [expr for _, panels in DASHBOARDS.values() for _, expr, _ in panels]
+    queries += [vllm_query("acme", "chat", metric) for metric in ScaleMetric if metric.is_vllm]
+    read = {name for query in queries for name in re.findall(r"vllm:[a-z0-9_]+", query)}
+    assert read == set(PREDICTOR_METRICS)
+    keep = re.compile(endpoint["metricRelabelings"][0]["regex"])  # Prometheus anchors relabel regexes
+    forged = [ALLOCATED, "kube_namespace_labels", "DCGM_FI_DEV_XID_ERRORS", "vllm:num_requests_waiting_total"]
+    assert [name for name in [*PREDICTOR_METRICS, *forged] if keep.fullmatch(name)] == list(PREDICTOR_METRICS)
+    drop = re.compile(endpoint["metricRelabelings"][1]["regex"])
+    labels = ["tenant", "gpu_model", "exported_namespace", "exported_job", "model_name", "le", "namespace", "pod"]
+    assert [label for label in labels if not drop.fullmatch(label)] == ["model_name", "le", "namespace", "pod"]
 
 
 def test_dashboards_are_configmaps_for_the_sidecar() -> None:

@@ -33,7 +33,8 @@ from gpucell.tenancy import (
     quota_hard,
     rbac_manifests,
 )
-from tests.conftest import SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
+from gpucell.tenant_roles import ADMIN_ONLY, CHANGE, READ, REFUSED, RIGHTS, TENANT_ROLES, WRITE, role_rules
+from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 
 CNP = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -41,6 +42,8 @@ QUOTA = "kubernetes:core/v1:ResourceQuota"
 LIMIT_RANGE = "kubernetes:core/v1:LimitRange"
 ROLE_BINDING = "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
 KUBECONFIG = "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: d\n"
 GPU_RESOURCES = [
     "nvidia.com/GH100_H100_SXM5_80GB",
@@ -274,7 +277,7 @@ def test_quota_bounds_hugepages_and_ephemeral_storage_as_declared() -> None:
 # -- RBAC ----------------------------------------------------------------------------------------------------
 
 
-def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
+def test_groups_are_bound_to_gpucells_own_tenant_roles() -> None:
     objects = {
         (o["kind"], o["metadata"]["name"]): o
         for o in rbac_manifests("acme", TenantSpec.model_validate(tenant_config()))
@@ -285,27 +288,84 @@ def test_groups_are_bound_to_the_builtin_roles_and_kserve_roles() -> None:
         return [{"kind": "Group", "apiGroup": group, "name": n} for n in names]
 
     for name, role, members in (
-        ("tenant-admins", "admin", ["acme-admins"]),
-        ("tenant-members", "edit", ["acme-devs", "acme-ml"]),
-        ("tenant-viewers", "view", ["acme-audit"]),
+        ("tenant-admins", "tenant-admin", ["acme-admins"]),
+        ("tenant-members", "tenant-member", ["acme-devs", "acme-ml"]),
+        ("tenant-viewers", "tenant-viewer", ["acme-audit"]),
     ):
         binding = objects["RoleBinding", name]
         assert binding["metadata"]["namespace"] == "tenant-acme"
-        assert binding["roleRef"] == {"apiGroup": group, "kind": "ClusterRole", "name": role}
+        assert binding["roleRef"] == {"apiGroup": group, "kind": "Role", "name": role}
         assert binding["subjects"] == subjects(*members)
-    assert objects["RoleBinding", "tenant-kserve-edit"]["subjects"] == subjects("acme-admins", "acme-devs", "acme-ml")
-    assert objects["RoleBinding", "tenant-kserve-edit"]["roleRef"] == {
-        "apiGroup": group,
-        "kind": "Role",
-        "name": "tenant-kserve-edit",
-    }
-    assert objects["Role", "tenant-kserve-edit"]["rules"][0] == {
+        assert objects["Role", role]["metadata"]["namespace"] == "tenant-acme"
+        assert objects["Role", role]["rules"] == role_rules(role)
+    assert {
         "apiGroups": ["serving.kserve.io"],
         "resources": ["inferenceservices", "servingruntimes", "inferencegraphs", "trainedmodels"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-    }
-    assert objects["Role", "tenant-kserve-view"]["rules"][0]["verbs"] == ["get", "list", "watch"]
-    assert objects["RoleBinding", "tenant-kserve-view"]["subjects"] == subjects("acme-audit")
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+    } in objects["Role", "tenant-member"]["rules"]
+    assert {
+        "apiGroups": [group],
+        "resources": ["roles"],
+        "verbs": ["bind"],
+        "resourceNames": ["tenant-admin", "tenant-member", "tenant-viewer"],
+    } in objects["Role", "tenant-admin"]["rules"]
+
+
+def test_no_tenant_role_aggregates_or_can_be_widened_by_a_label() -> None:
+    for obj in rbac_manifests("acme", TenantSpec.model_validate(tenant_config())):
+        assert "aggregationRule" not in obj
+        assert not any(k.startswith("rbac.authorization.k8s.io/") for k in obj["metadata"]["labels"])
+        assert obj["kind"] in ("Role", "RoleBinding")  # namespaced: nothing cluster-wide
+
+
+def test_no_tenant_role_has_a_refused_verb() -> None:
+    for refusal in REFUSED:
+        for right in RIGHTS:
+            if right.group != refusal.group or right.resource_names:
+                continue
+            if "*" not in refusal.resources and not set(right.resources) & set(refusal.resources):
+                continue
+            for role in TENANT_ROLES.values():
+                assert not set(right.verbs(role)) & set(refusal.verbs), (role, right, refusal)
+
+
+def test_the_member_is_the_admin_less_the_namespaces_access_and_the_viewer_reads_less() -> None:
+    for right in RIGHTS:
+        assert set(right.member) <= set(right.admin), right
+        assert set(right.viewer) <= set(right.member), right
+        if set(right.resources) & set(ADMIN_ONLY):
+            assert right.member == () or set(right.member) <= set(READ), right
+    viewer = {(r.group, res) for r in RIGHTS if r.viewer for res in r.resources}
+    assert ("", "secrets") not in viewer
+    assert ("", "pods/exec") not in viewer
+    assert ("subresources.kubevirt.io", "virtualmachineinstances/console") not in viewer
+
+
+def _verbs(verbs: tuple[str, ...]) -> str:
+    if verbs == WRITE:
+        return "read, write"
+    if verbs == READ:
+        return "read"
+    return ", ".join(verbs) if verbs else "-"
+
+
+def test_docs_security_md_shows_every_right_and_every_refusal() -> None:
+    text = (REPO / "docs" / "security.md").read_text()
+    section = text[text.index("## Tenant roles") :]
+    for right in RIGHTS:
+        resources = ", ".join(f"`{r}`" for r in right.resources)
+        if right.resource_names:
+            resources += f" (named {', '.join(f'`{n}`' for n in right.resource_names)})"
+        row = (
+            f"| `{right.group or 'core'}` | {resources} | {_verbs(right.admin)} | {_verbs(right.member)} | "
+            f"{_verbs(right.viewer)} |"
+        )
+        assert row in section, row
+    for refusal in REFUSED:
+        resources = ", ".join(f"`{r}`" for r in refusal.resources)
+        verbs = "write" if refusal.verbs == CHANGE else ", ".join(refusal.verbs)
+        row = f"| `{refusal.group or 'core'}` | {resources} | {verbs} | {refusal.why} |"
+        assert row in section, row
 
 
 def test_with_oidc_bindings_name_the_prefixed_groups_a_token_carries() -> None:
@@ -317,17 +377,15 @@ def test_with_oidc_bindings_name_the_prefixed_groups_a_token_carries() -> None:
         o["metadata"]["name"]: [s["name"] for s in o.get("subjects", [])] for o in objects if o["kind"] == "RoleBinding"
     }
     assert names["tenant-members"] == ["idp:acme-devs", "idp:acme-ml"]
-    assert names["tenant-kserve-edit"] == ["idp:acme-admins", "idp:acme-devs", "idp:acme-ml"]
+    assert names["tenant-admins"] == ["idp:acme-admins"]
 
 
-def test_a_role_without_groups_gets_no_binding() -> None:
+def test_a_role_without_groups_gets_no_binding_and_the_roles_are_always_there() -> None:
+    roles = [("Role", "tenant-admin"), ("Role", "tenant-member"), ("Role", "tenant-viewer")]
     objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={"members": ["devs"]})))
-    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
-        ("RoleBinding", "tenant-members"),
-        ("Role", "tenant-kserve-edit"),
-        ("RoleBinding", "tenant-kserve-edit"),
-    ]
-    assert rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={}))) == []
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [*roles, ("RoleBinding", "tenant-members")]
+    objects = rbac_manifests("acme", TenantSpec.model_validate(tenant_config(groups={})))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == roles
 
 
 # -- Cilium policies -----------------------------------------------------------------------------------------
@@ -504,8 +562,26 @@ def test_children_use_the_cells_provider_and_the_tenant_as_parent(two_tenants: P
     (root,) = [r for r in plan.of_type("gpucell:index:Tenant") if r.name == "lab-acme"]
     children = plan.children(root)
     assert children == tenant_objects(plan, "acme")  # every object is a direct child of the Tenant
-    assert {c.type for c in children} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    # the admission policies and their bindings are cluster-scoped, children of the Tenant too
+    assert {c.type for c in children} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP, VAP, VAP_BINDING}
     assert {c.provider for c in children} == {"lab-k8s"}  # the cell's provider, not passed by the caller
+
+
+def test_roles_and_bindings_are_never_protected_and_every_other_child_is(two_tenants: Plan) -> None:
+    """A refused removal keeps the fence (namespace, quota, policies); a binding's new roleRef is a replacement that
+    Pulumi allows only when the new goal is unprotected (pulumi/pulumi#8873), and deleting a grant takes rights away."""
+    _, plan = two_tenants
+    children = tenant_objects(plan, "acme")
+    grants = {c.name: c.options.get("protect", False) for c in children if c.type in (ROLE, ROLE_BINDING)}
+    assert grants == {
+        "lab-acme-admin-role": False,
+        "lab-acme-member-role": False,
+        "lab-acme-viewer-role": False,
+        "lab-acme-admins": False,
+        "lab-acme-members": False,
+        "lab-acme-viewers": False,
+    }
+    assert {c.options.get("protect", False) for c in children if c.type not in (ROLE, ROLE_BINDING)} == {True}
 
 
 def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan) -> None:
@@ -518,19 +594,24 @@ def test_ready_lists_namespace_quota_limits_rbac_and_policies(two_tenants: Plan)
         "lab-acme-quota",
         "lab-acme-priority-quota",
         "lab-acme-limits",
+        "lab-acme-admin-role",
+        "lab-acme-member-role",
+        "lab-acme-viewer-role",
         "lab-acme-admins",
         "lab-acme-members",
         "lab-acme-viewers",
-        "lab-acme-kserve-edit-role",
-        "lab-acme-kserve-edit",
-        "lab-acme-kserve-view-role",
-        "lab-acme-kserve-view",
         "lab-acme-default-deny",
         "lab-acme-deny-link-local",
         "lab-acme-allow-dns",
         "lab-acme-allow-intra-tenant",
         "lab-acme-allow-egress-cluster",
         "lab-acme-allow-egress-internet",
+        "lab-acme-admission-pods",
+        "lab-acme-admission-pods-binding",
+        "lab-acme-admission-vms",
+        "lab-acme-admission-vms-binding",
+        "lab-acme-admission-services",
+        "lab-acme-admission-services-binding",
     ]
     assert plan.outputs["acme-namespace"] == "tenant-acme"
 
@@ -543,6 +624,12 @@ def test_namespaced_objects_come_after_the_namespace_and_policies_after_cilium(t
     for reg in tenant_objects(plan, "acme"):
         if reg is namespace:
             assert reg.dependencies == [plan.named("lab-kubevirt-kubevirt").urn]
+            continue
+        if reg.type == VAP:  # cluster-scoped, in force before the namespace holds anything
+            assert reg.dependencies == [], reg.name
+            continue
+        if reg.type == VAP_BINDING:  # after its policy only
+            assert reg.dependencies == [plan.named(reg.name.removesuffix("-binding")).urn], reg.name
             continue
         assert namespace.urn in reg.dependencies, reg.name
         assert (cilium_release.urn in reg.dependencies) == (reg.type == CNP), reg.name
@@ -575,7 +662,12 @@ def test_two_tenants_in_one_region_do_not_collide(two_tenants: Plan) -> None:
 
     assert not {identity(r) for r in acme} & {identity(r) for r in globex}
     assert {r.inputs["metadata"].get("namespace") for r in globex} == {None, "tenant-globex"}
-    assert not [r for r in globex if r.type in (ROLE, ROLE_BINDING)]  # globex has no groups
+    assert not [r for r in globex if r.type == ROLE_BINDING]  # globex has no groups
+    assert sorted(r.inputs["metadata"]["name"] for r in globex if r.type == ROLE) == [
+        "tenant-admin",
+        "tenant-member",
+        "tenant-viewer",
+    ]  # the tenant roles are always there, in each tenant's own namespace
 
 
 @pytest.fixture(scope="module")
@@ -592,7 +684,7 @@ def every_kind() -> tuple[CellSpec, list[Registration]]:
     spec = cell(region_config(tenants))
     plan = plan_tenants(spec)
     rendered = [r for name in tenants for r in tenant_objects(plan, name)]
-    assert {r.type for r in rendered} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP}
+    assert {r.type for r in rendered} == {NAMESPACE, QUOTA, LIMIT_RANGE, ROLE_BINDING, ROLE, CNP, VAP, VAP_BINDING}
     return spec, rendered
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import inspect
 import json
+from ipaddress import IPv4Network
 from typing import Any, cast
 
 import pulumi
@@ -28,7 +30,7 @@ from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.tenancy import Tenant, TenantArgs
 from gpucell.tenant_cluster_admission import machine_placements
-from gpucell.testing import fake_kubeconfig, provider_outputs
+from gpucell.testing import fake_cluster_api_kubeconfig, provider_outputs
 from gpucell.workloads import tenant_cluster as tc
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, violations
 from tests.test_day2 import computed
@@ -219,7 +221,12 @@ def test_the_control_plane_runs_kubeadm_at_the_version_with_the_api_address_in_i
     kcp = the(plan, "KubeadmControlPlane")["spec"]
     assert kcp["replicas"] == 1
     assert kcp["version"] == "v1.34.1"
-    assert kcp["kubeadmConfigSpec"] == {"clusterConfiguration": {"apiServer": {"certSANs": ["203.0.113.20"]}}}
+    registration = {"nodeRegistration": {"criSocket": "unix:///var/run/containerd/containerd.sock"}}
+    assert kcp["kubeadmConfigSpec"] == {
+        "initConfiguration": registration,
+        "joinConfiguration": registration,
+        "clusterConfiguration": {"apiServer": {"certSANs": ["203.0.113.20"]}},
+    }
     assert kcp["rollout"] == {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}
     assert kcp["machineTemplate"]["spec"]["deletion"] == {"nodeDrainTimeoutSeconds": 600}
     template = kcp["machineTemplate"]["spec"]["infrastructureRef"]
@@ -387,7 +394,11 @@ def test_a_cluster_ip_api_has_no_service_or_policy_of_its_own() -> None:
     spec = region(apiServer={}).tenants["acme"].tenant_clusters["ml"]
     assert tc.api_service_manifest("acme", "ml", spec, None) is None
     assert tc.api_policy_manifest("acme", "ml", spec) is None
-    assert tc.control_plane_manifest("acme", "ml", spec, "t")["spec"]["kubeadmConfigSpec"] == {}
+    registration = {"nodeRegistration": {"criSocket": "unix:///var/run/containerd/containerd.sock"}}
+    assert tc.control_plane_manifest("acme", "ml", spec, "t")["spec"]["kubeadmConfigSpec"] == {
+        "initConfiguration": registration,
+        "joinConfiguration": registration,
+    }
 
 
 # -- the component: wiring, lifecycle, kubeconfig -----------------------------------------------------------------
@@ -471,17 +482,140 @@ def test_a_read_of_the_kubeconfig_secret_is_answered_as_cluster_api_writes_it() 
     read = MockResourceArgs(
         typ="kubernetes:core/v1:Secret", name="x", inputs={}, provider=None, resource_id="tenant-acme/ml-kubeconfig"
     )
-    assert base64.b64decode(outputs(read)["data"]["value"]).decode() == fake_kubeconfig()
-
-
-def test_a_kubeconfig_keeps_its_server_without_an_exposed_api_and_an_empty_secret_is_an_error() -> None:
-    assert tc.external_kubeconfig(fake_kubeconfig(), None) == fake_kubeconfig()
-    with pytest.raises(ValueError, match="has no 'value' key"):
-        tc._decoded({})
+    text = base64.b64decode(outputs(read)["data"]["value"]).decode()
+    assert text == fake_cluster_api_kubeconfig("ml")
+    loaded = yaml.safe_load(text)
+    assert loaded["users"] == [
+        {"name": "ml-admin", "user": {"client-certificate-data": "RkFLRS1DRVJU", "client-key-data": "RkFLRS1LRVk="}}
+    ]
+    assert loaded["clusters"][0]["cluster"]["server"] == "https://10.43.0.100:6443"
 
 
 def _encoded(text: str) -> dict[str, str]:
     return {"value": base64.b64encode(text.encode()).decode()}
+
+
+SECRET_NAME = "tenant-acme/ml-kubeconfig"
+EXPOSED = tc.KubeconfigRead("ml", "tenant-acme", "203.0.113.20", IPv4Network("10.43.0.0/16"))
+INTERNAL = tc.KubeconfigRead("ml", "tenant-acme", None, IPv4Network("10.43.0.0/16"))
+EMPTIED = (
+    "; the stack output leaves this cluster's kubeconfig empty until Cluster API writes one again (delete the "
+    "Secret and its KubeadmControlPlane recreates it)"
+)
+DROPPED = (
+    "; the stack output holds only its server, CA data and client certificate and key (Cluster API writes nothing "
+    "else: a tenant member rewrote the Secret, or delete it and its KubeadmControlPlane recreates it)"
+)
+
+
+@pytest.fixture
+def warned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    lines: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: lines.append(message))
+    return lines
+
+
+def forged(**changes: Any) -> str:
+    """Cluster API's kubeconfig of ``ml`` with ``changes`` (``user``, ``cluster``, ``top``: keys to merge there)."""
+    loaded = yaml.safe_load(fake_cluster_api_kubeconfig("ml"))
+    loaded["users"][0]["user"].update(changes.get("user", {}))
+    loaded["clusters"][0]["cluster"].update(changes.get("cluster", {}))
+    loaded.update(changes.get("top", {}))
+    return str(yaml.safe_dump(loaded))
+
+
+def test_a_clean_kubeconfig_is_exported_as_cluster_api_wrote_it_without_a_warning(warned: list[str]) -> None:
+    clean = fake_cluster_api_kubeconfig("ml")
+    assert INTERNAL.exported(_encoded(clean)) == clean
+    exposed = yaml.safe_load(EXPOSED.exported(_encoded(clean)))
+    wanted = yaml.safe_load(clean)
+    wanted["clusters"][0]["cluster"]["server"] = "https://203.0.113.20:6443"
+    assert exposed == wanted
+    assert warned == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "dropped"),
+    [
+        ({"user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh"}}}, "users[0].user.exec"),
+        (
+            {"user": {"auth-provider": {"name": "oidc", "config": {"cmd-path": "/tmp/x"}}}},
+            "users[0].user.auth-provider",
+        ),
+        ({"user": {"tokenFile": "/home/operator/.ssh/id_ed25519"}}, "users[0].user.tokenFile"),
+        ({"user": {"token": "abc"}}, "users[0].user.token"),
+        ({"user": {"client-certificate": "/etc/passwd"}}, "users[0].user.client-certificate"),
+        ({"user": {"as": "system:admin"}}, "users[0].user.as"),
+        ({"cluster": {"insecure-skip-tls-verify": True}}, "clusters[0].cluster.insecure-skip-tls-verify"),
+        ({"cluster": {"proxy-url": "socks5://203.0.113.9:1080"}}, "clusters[0].cluster.proxy-url"),
+        ({"cluster": {"tls-server-name": "evil.example"}}, "clusters[0].cluster.tls-server-name"),
+        ({"cluster": {"certificate-authority": "/tmp/ca"}}, "clusters[0].cluster.certificate-authority"),
+        ({"top": {"extensions": [{"name": "x", "extension": {}}]}}, "extensions"),
+        # a key client-go does not know is named as such: the tenant's text never reaches the operator's log
+        ({"user": {"=cmd|' /C calc'!A0\nforged line": 1}}, "users[0].user.<unknown key>"),
+    ],
+)
+def test_a_forged_kubeconfig_is_exported_without_what_can_run_code_or_redirect(
+    changes: dict[str, Any], dropped: str, warned: list[str]
+) -> None:
+    """A tenant member may rewrite <c>-kubeconfig: what the operator's kubectl would run or follow is dropped, the
+    rest is Cluster API's kubeconfig as written."""
+    exported = INTERNAL.exported(_encoded(forged(**changes)))
+    assert exported == fake_cluster_api_kubeconfig("ml")
+    assert warned == [f"tenant cluster kubeconfig Secret {SECRET_NAME}: dropped {dropped}{DROPPED}"]
+
+
+def test_every_forged_part_is_named_in_one_warning_line(warned: list[str]) -> None:
+    text = forged(
+        user={"exec": {"command": "sh"}, "auth-provider": {"name": "gcp"}, "tokenFile": "/x"},
+        cluster={"insecure-skip-tls-verify": True, "server": "https://evil.example:6443"},
+    )
+    exported = yaml.safe_load(EXPOSED.exported(_encoded(text)))
+    assert exported["users"][0]["user"] == {
+        "client-certificate-data": "RkFLRS1DRVJU",
+        "client-key-data": "RkFLRS1LRVk=",
+    }
+    assert exported["clusters"][0]["cluster"] == {
+        "certificate-authority-data": "RkFLRS1DQQ==",
+        "server": "https://203.0.113.20:6443",  # gpucell's address, whatever the Secret says
+    }
+    assert warned == [
+        f"tenant cluster kubeconfig Secret {SECRET_NAME}: dropped clusters[0].cluster.insecure-skip-tls-verify, "
+        f"users[0].user.auth-provider, users[0].user.exec, users[0].user.tokenFile{DROPPED}"
+    ]
+
+
+def test_a_kubeconfig_with_nothing_safe_to_export_empties_the_output(warned: list[str]) -> None:
+    only_exec = yaml.safe_load(forged(user={"exec": {"command": "sh"}}))
+    only_exec["users"][0]["user"] = {"exec": {"command": "sh"}}
+    assert INTERNAL.exported(_encoded(yaml.safe_dump(only_exec))) == ""
+    assert warned == [
+        f"tenant cluster kubeconfig Secret {SECRET_NAME}: it has no client-certificate-data and client-key-data, the "
+        f"only credentials gpucell exports (Cluster API writes them); it held users[0].user.exec{EMPTIED}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "https://evil.example:6443",  # a host of the tenant's choosing, resolved on the operator's machine
+        "https://10.44.0.1:6443",  # outside the cell's service range
+        "https://10.43.0.100:443",
+        "http://10.43.0.100:6443",
+        "https://user:pass@10.43.0.100:6443",
+        "https://10.43.0.100:6443/api?x=1",
+        "https://[fd00::1]:6443",
+        7,
+    ],
+)
+def test_a_clusterip_api_kubeconfig_naming_another_server_is_not_exported(server: Any, warned: list[str]) -> None:
+    """Without an exposed address gpucell cannot set the server (the <c>-lb ClusterIP is CAPK's): the Secret's must
+    be a ClusterIP of the cell, or the operator's kubectl would follow the tenant anywhere."""
+    assert INTERNAL.exported(_encoded(forged(cluster={"server": server}))) == ""
+    assert warned == [
+        f"tenant cluster kubeconfig Secret {SECRET_NAME}: its server is not https://<a ClusterIP in "
+        f"10.43.0.0/16>:6443, where Cluster API points it (the ml-lb Service){EMPTIED}"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -491,22 +625,46 @@ def _encoded(text: str) -> dict[str, str]:
         ({"value": "not base64!"}, "its 'value' is not base64 of a text"),
         # YAML whose parser error would quote the key line: the warning must not
         (_encoded("users:\n- user:\n    client-key-data: TOPSECRET\n   x: [\n"), "its 'value' is not YAML"),
+        (_encoded("[" * 5000 + "]" * 5000), "its 'value' is not YAML"),  # nested past the parser's recursion limit
         (_encoded("clusters: []\n"), "its 'value' is not a kubeconfig with one cluster"),
+        (
+            _encoded(forged(top={"users": []})),
+            "its 'value' is not a kubeconfig with one user",
+        ),
+        (
+            _encoded(forged(cluster={"certificate-authority-data": "not base64!"})),
+            "it has no certificate-authority-data (Cluster API writes it)",
+        ),
     ],
 )
 def test_a_secret_without_a_kubeconfig_empties_the_output_with_a_warning_and_no_byte_of_it(
-    data: dict[str, str], problem: str, monkeypatch: pytest.MonkeyPatch
+    data: dict[str, str], problem: str, warned: list[str]
 ) -> None:
     """Tenants may write their namespace's Secrets: a broken <c>-kubeconfig must not stop the cell's pulumi up."""
-    warned: list[str] = []
-    monkeypatch.setattr(pulumi.log, "warn", lambda message, *_, **__: warned.append(message))
-    assert tc.exported_kubeconfig(data, "203.0.113.20", "tenant-acme/ml-kubeconfig") == ""
-    assert warned == [
-        f"tenant cluster kubeconfig Secret tenant-acme/ml-kubeconfig: {problem}; the stack output leaves this "
-        "cluster's kubeconfig empty until Cluster API writes one again (delete the Secret and its "
-        "KubeadmControlPlane recreates it)"
-    ]
-    assert tc.exported_kubeconfig(_encoded(fake_kubeconfig()), None, "x") == fake_kubeconfig()
+    assert EXPOSED.exported(data) == ""
+    assert warned == [f"tenant cluster kubeconfig Secret {SECRET_NAME}: {problem}{EMPTIED}"]
+
+
+def test_the_stack_output_drops_an_exec_plugin_of_the_secret_the_cluster_answers(
+    warned: list[str],
+) -> None:
+    """Through the program: the Secret read answers a forged kubeconfig, the exported one has no exec stanza."""
+    cell_spec = region()
+    answer = provider_outputs([cell_spec])
+    text = forged(user={"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "curl"}})
+
+    def computed(args: MockResourceArgs) -> dict[str, Any]:
+        if args.typ == "kubernetes:core/v1:Secret" and str(args.resource_id).endswith("/ml-kubeconfig"):
+            return {"data": _encoded(text)}
+        return answer(args)
+
+    def program() -> None:
+        build_cells()
+
+    stack = {"gpucell:regions": {"lab": region_config()}, "gpucell:sshPrivateKey": "key"}
+    plan = run_program(program, config=stack, secret_keys=["gpucell:sshPrivateKey"], computed=computed)
+    assert plan.outputs["labTenantClusterKubeconfigs"] == SECRET
+    assert warned == [f"tenant cluster kubeconfig Secret {SECRET_NAME}: dropped users[0].user.exec{DROPPED}"]
 
 
 def test_a_first_preview_plans_everything_without_reading_the_kubeconfig() -> None:
@@ -721,6 +879,21 @@ def test_the_fields_capk_drops_are_exactly_kubevirt_v1_9s_that_its_crd_lacks() -
     assert cluster_api_facts.capk_dropped_fields(machine_template(region())["spec"]) == []
 
 
+def test_the_release_facts_cite_the_commits_their_tags_point_at() -> None:
+    """``git rev-parse <tag>^{commit}`` in each repository: kubernetes-sigs/cluster-api-provider-kubevirt v0.11.2,
+    kubernetes-sigs/cluster-api-operator v0.28.0, kubernetes-sigs/cluster-api-addon-provider-helm v0.6.4 (annotated
+    tag object e268739e, commit "Merge pull request #544", 2026-04-27; 8c581411, cited before, is a later commit of
+    main, "Restrict Helm repository URL schemes (#585)", in no tag)."""
+    source = " ".join(inspect.getsource(cluster_api_facts).split())
+    for tag, commit in (
+        ("v0.11.2", "2c2bb5beb8ef7265d2a0694e9fa75b73354b9484"),
+        ("v0.28.0", "d32c1c2a0bd227e2a49e8c3db9c7ef6b131ec11f"),
+        ("v0.6.4", "825662962a26dc339f3871184c91ed4bd2f83a4f"),
+    ):
+        assert f"{tag} ({commit[:8]})" in source
+    assert "8c581411" not in source
+
+
 def test_a_template_that_needs_a_field_capk_drops_is_refused_before_anything_is_registered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -746,6 +919,73 @@ def test_every_object_passes_the_upstream_crds(plan: PlanResult) -> None:
     for kind in TYPES:
         for obj in objects(plan, kind):
             assert violations(obj) == [], (kind, obj["metadata"]["name"])
+
+
+def test_the_default_cluster_ip_api_server_plans_a_valid_control_plane() -> None:
+    """The default API server (``ClusterIP``) once rendered ``kubeadmConfigSpec: {}``, which Cluster API v1.14.0's
+    v1beta2 schema refuses (``minProperties: 1``, controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml) and
+    which only ``--check`` reported (issue 34)."""
+    plan = deploy(region(apiServer={}))
+    kcp = the(plan, "KubeadmControlPlane")
+    assert set(kcp["spec"]["kubeadmConfigSpec"]) == {"initConfiguration", "joinConfiguration"}
+    for kind in TYPES:
+        for obj in objects(plan, kind):
+            assert violations(obj) == [], (kind, obj["metadata"]["name"])
+            if obj["apiVersion"].endswith(".x-k8s.io/v1beta2"):
+                assert cluster_api_facts.empty_structs(obj["spec"]) == [], (kind, obj["metadata"]["name"])
+    assert [v.message for v in violations({**kcp, "spec": {**kcp["spec"], "kubeadmConfigSpec": {}}})] == [
+        "{} should be non-empty"
+    ]
+
+
+def test_an_empty_struct_cluster_api_refuses_is_refused_by_the_plain_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tc.control_plane_manifest
+
+    def empty_kubeadm(*args: Any) -> dict[str, Any]:
+        manifest = real(*args)
+        manifest["spec"]["kubeadmConfigSpec"] = {}
+        return manifest
+
+    monkeypatch.setattr(tc, "control_plane_manifest", empty_kubeadm)
+    with pytest.raises(ConfigError) as caught:
+        deploy(region(apiServer={}))
+    assert caught.value.lines == [
+        "tenants.acme.tenantClusters.ml: gpucell would render KubeadmControlPlane ml-control-plane with "
+        "spec.kubeadmConfigSpec empty, which Cluster API v1beta2 refuses (minProperties: 1); nothing was deployed: "
+        "report it as a gpucell bug"
+    ]
+
+
+def _may_be_empty(schema: dict[str, Any], key: str = "") -> list[str]:
+    """The keys under ``schema`` whose value the schema lets be ``{}``: maps, and structs with neither
+    ``minProperties`` nor required fields."""
+    found: list[str] = []
+    if schema.get("type") == "object":
+        if key and not schema.get("minProperties") and not schema.get("required"):
+            found.append(key)
+        for name, sub in schema.get("properties", {}).items():
+            found += _may_be_empty(sub, name)
+    if schema.get("type") == "array" and "items" in schema:
+        found += _may_be_empty(schema["items"])
+    return found
+
+
+def test_the_keys_that_may_be_empty_are_the_cluster_api_crds_own() -> None:
+    """Cluster API v1.14.0's v1beta2 CRDs of the kinds gpucell renders: every object but
+    :data:`gpucell.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
+    may_be_empty: set[str] = set()
+    for name in (
+        "cluster.x-k8s.io_clusters.yaml",
+        "cluster.x-k8s.io_machinedeployments.yaml",
+        "cluster.x-k8s.io_machinehealthchecks.yaml",
+        "controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml",
+        "bootstrap.cluster.x-k8s.io_kubeadmconfigtemplates.yaml",
+    ):
+        crd = yaml.safe_load((UPSTREAM / "cluster-api" / name).read_text())
+        (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta2"]
+        spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        may_be_empty.update(_may_be_empty(spec))
+    assert may_be_empty == cluster_api_facts.EMPTY_MAP_KEYS
 
 
 def test_check_finds_no_problem_and_checks_the_helm_chart_proxy_values_against_their_charts(plan: PlanResult) -> None:

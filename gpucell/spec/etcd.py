@@ -15,7 +15,7 @@ from pydantic import Field, StrictInt, field_validator
 
 from gpucell.errors import shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_endpoint_host, check_single_line
+from gpucell.spec._values import check_config_key, check_endpoint_host, check_single_line
 from gpucell.spec.network import check_host_name
 
 __all__ = [
@@ -162,6 +162,7 @@ class EtcdS3(SpecModel):
     _bucket = field_validator("bucket")(check_s3_bucket)
     _region = field_validator("region")(check_s3_region)
     _folder = field_validator("folder")(check_s3_folder)
+    _credentials = field_validator("credentials_config_key")(check_config_key)
 
 
 class EtcdSnapshots(SpecModel):

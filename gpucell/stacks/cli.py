@@ -144,9 +144,11 @@ def _usage_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "usage",
         help="GPU-hours per tenant and resource for a period, from a cell's Prometheus",
-        description="Sums gpucell:tenant_gpu_allocated:sum over [--start, --end) from a Prometheus HTTP API, one "
-        "day per request (progress on stderr). Exit codes: 0 success, 1 Prometheus unreachable or failing, 2 wrong "
-        "command line.",
+        description="Sums gpucell:tenant_gpu_allocated:sum over [--start, --end) (at most 366 days) from a "
+        "Prometheus HTTP API, one day per request (progress on stderr), per tenant, resource, GPU model and kind. "
+        "Exit codes: 0 success, 1 Prometheus unreachable, failing, too slow for --deadline or answering what cannot "
+        "be billed (a label with a control character, a NaN or infinite sample, another shape), 2 wrong command "
+        "line.",
     )
     parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL (http://host:9090)")
     parser.add_argument("--start", required=True, help="start of the period, ISO 8601 (2026-11-01), UTC by default")
@@ -155,12 +157,26 @@ def _usage_parser(commands: Any) -> None:
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output (default: table)")
     parser.add_argument("--step", type=int, default=60, help="sample spacing in seconds (default: 60)")
     parser.add_argument("--timeout", type=float, default=30, help="seconds per request (default: 30)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=usage.DEFAULT_DEADLINE,
+        help=f"seconds for the whole run (default: {usage.DEFAULT_DEADLINE:g})",
+    )
 
 
 def _usage(args: argparse.Namespace) -> int:
     """``gpucell usage``: read, then print the table, CSV or JSON."""
     start, end = usage.parse_time(args.start, "--start"), usage.parse_time(args.end, "--end")
-    usage.check_arguments(args.prometheus, start, end, step=args.step, timeout=args.timeout, tenant=args.tenant)
+    usage.check_arguments(
+        args.prometheus,
+        start,
+        end,
+        step=args.step,
+        timeout=args.timeout,
+        tenant=args.tenant,
+        deadline=args.deadline,
+    )
     try:
         rows = usage.read_usage(
             args.prometheus,
@@ -169,6 +185,7 @@ def _usage(args: argparse.Namespace) -> int:
             tenant=args.tenant,
             step_seconds=args.step,
             timeout=args.timeout,
+            deadline=args.deadline,
             progress=usage.progress_line(sys.stderr),
         )
     except usage.UsageError as exc:
@@ -223,13 +240,20 @@ def _diff_parser(commands: Any) -> None:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    """``gpucell schema``: print or write the stack file's JSON Schema."""
+    """``gpucell schema``: print or write the stack file's JSON Schema; an ``--out`` that cannot be written (a
+    directory, under a file, unwritable) is one line, exit 2, before the schema is rendered."""
+    if args.out is not None and (problems := _writable("--out", args.out, directory=False)):
+        raise CommandLineError(problems)
     text = render_schema()
     if args.out is None:
         print(text, end="")
         return EXIT_OK
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    try:
+        args.out.write_text(text)
+    except OSError as exc:  # what the probe could not foresee (a full disk, a file made read-only meanwhile)
+        raise CommandLineError(
+            [f"--out: {str(args.out)!r} cannot be written ({exc.strerror or type(exc).__name__}); give a writable path"]
+        ) from None
     print(f"wrote {args.out}")
     return EXIT_OK
 

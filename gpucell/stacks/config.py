@@ -11,12 +11,13 @@ import pulumi
 from gpucell.backups import BackupCredentials
 from gpucell.disk_import import import_secret_data
 from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
-from gpucell.errors import ConfigError, join_path
+from gpucell.errors import TOO_MANY_PROBLEMS, ConfigError, join_path
+from gpucell.metrics import remote_write_secret_data
 from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, secret_user_data
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
 
-__all__ = ["PROJECT", "StackConfig", "load_stack_config", "stack_spec_input"]
+__all__ = ["PROJECT", "StackConfig", "ValueFreeError", "load_stack_config", "shown_error", "stack_spec_input"]
 
 PROJECT = "gpucell"
 """The Pulumi project name, and so the config namespace (``gpucell:regions``)."""
@@ -73,11 +74,11 @@ def _spec_input(config: pulumi.Config) -> dict[str, Any]:
         try:
             value = config.get_object(key)
         except pulumi.config.ConfigTypeError:
-            raise ConfigError.at((key,), _not_json(key, "a YAML/JSON object")) from None
+            raise ValueFreeError.at((key,), _not_json(key, "a YAML/JSON object")) from None
         if value is not None:
             values[key] = value
     if "regions" not in values:
-        raise ConfigError.at(
+        raise ValueFreeError.at(
             ("regions",), "is missing; add gpucell:regions to Pulumi.<stack>.yaml (see docs/config.md)"
         )
     return values
@@ -98,6 +99,39 @@ def _not_json(key: str, what: str) -> str:
             f"YAML in the stack file, or encrypt JSON text"
         )
     return f"is not {what}; write it as a YAML mapping or list under {PROJECT}:{key} in the stack file"
+
+
+class ValueFreeError(ConfigError):
+    """A :class:`ConfigError` whose lines quote no value of ``gpucell:regions`` or ``gpucell:gpuModels`` (key names
+    and gpucell's own words only: a secret that is missing or malformed, a key that is not JSON): :func:`shown_error`
+    passes it on whole."""
+
+
+def shown_error(error: ConfigError) -> ConfigError:
+    """``error`` as the program may show it. When ``gpucell:regions`` or ``gpucell:gpuModels`` is a ``secure:`` value
+    (Pulumi hands it over decrypted: JSON text is read like the plain value), every line keeps its key path and
+    loses its message, which may quote the value (``'10.0.0.0/33' is invalid``, shortened or not), unless the error
+    is a :class:`ValueFreeError`. The keys of a config are its structure and are shown; no value is."""
+    secret = [f"{PROJECT}:{key}" for key in _SPEC_KEYS if _is_secret(f"{PROJECT}:{key}")]
+    if not secret or isinstance(error, ValueFreeError):
+        return error
+    why = (
+        f"is refused ({' and '.join(secret)} {'is a secure: value' if len(secret) == 1 else 'are secure: values'}, so "
+        "the reason, which may quote it, is not shown; plan the decrypted value as plain YAML in a scratch stack to "
+        "see it)"
+    )
+    return ConfigError([line if line == TOO_MANY_PROBLEMS else f"{_path_of(line)}: {why}" for line in error.lines])
+
+
+def _path_of(line: str) -> str:
+    """The key path a problem line starts with (:func:`gpucell.errors.join_path`: a key holding spaces, quotes or
+    brackets is in ``[...]``, so the path ends at the first ``": "`` outside brackets)."""
+    depth = 0
+    for index, char in enumerate(line):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth == 0 and line.startswith(": ", index):
+            return line[:index]
+    return "gpucell"
 
 
 def _config_keys() -> set[str]:
@@ -122,7 +156,7 @@ def _check_top_level_keys(secret_keys: set[str]) -> None:
         if namespace == PROJECT and key not in accepted
     ]
     if unknown:
-        raise ConfigError(
+        raise ValueFreeError(
             [
                 f"{join_path((key,))}: unknown key in the {PROJECT} namespace; accepted keys are "
                 f"{', '.join(sorted(accepted))}"
@@ -225,17 +259,29 @@ def _read_remote_write_credentials(
     config: pulumi.Config, region: str, cell: CellSpec, credentials: dict[str, pulumi.Output[str]]
 ) -> list[str]:
     """Read the secret ``metrics.remoteWrite.credentialsConfigKey`` names into ``credentials`` (once per key);
-    the problem lines when it is missing or not a secret."""
+    the problem line when it is missing, not a secret or not ``<user>:<password>`` (never its value).
+
+    Its shape is checked here, as the etcd and backup credentials are, so that ``pulumi up`` stops with this line
+    and not inside the ``monitoring`` Secret's ``apply`` (:func:`gpucell.metrics.remote_write_secret_data`)."""
     remote = cell.metrics.remote_write if cell.metrics.enabled else None
-    if remote is None or remote.credentials_config_key is None or remote.credentials_config_key in credentials:
+    key = None if remote is None else remote.credentials_config_key
+    if key is None or key in credentials:
         return []
-    return _read_secret(
-        config,
-        credentials,
-        remote.credentials_config_key,
-        f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it",
-        f"{remote.credentials_config_key} -- '<user>:<password>'",
-    )
+    used_by = f"regions.{region}.metrics.remoteWrite.credentialsConfigKey names it"
+    missing = _read_secret(config, credentials, key, used_by, f"{key} -- '<user>:<password>'")
+    if missing:
+        return missing
+    value = pulumi.runtime.config.get_config(f"{PROJECT}:{key}")
+    if value is None:
+        return []
+    try:
+        remote_write_secret_data(value)
+    except ValueError:
+        return [
+            f"{key}: is not '<user>:<password>' ({used_by}; the value is not shown); set it with "
+            f"`pulumi config set --secret {key} -- '<user>:<password>'`"
+        ]
+    return []
 
 
 def _user_password_problem(key: str, used_by: str) -> str | None:
@@ -417,7 +463,7 @@ def load_stack_config(config: pulumi.Config | None = None) -> StackConfig:
                     problems.append(problem)
     problems += _read_vm_secrets(config, spec, credentials)
     if problems:
-        raise ConfigError(problems)
+        raise ValueFreeError(problems)
     acknowledgements = _acknowledgements(config, list(spec.regions))
     _check_top_level_keys({c.ssh.private_key_config_key for c in spec.regions.values()} | set(credentials))
     return StackConfig(spec=spec, ssh_private_keys=keys, credentials=credentials, acknowledgements=acknowledgements)

@@ -21,10 +21,18 @@ from typing import Any
 
 from gpucell.errors import ConfigError
 
-__all__ = ["held_regions", "load_plan", "plan_problem", "region_filter", "restack"]
+__all__ = ["MAX_PLAN_BYTES", "MAX_PLAN_DEPTH", "held_regions", "load_plan", "plan_problem", "region_filter", "restack"]
+
+MAX_PLAN_BYTES = 256 * 2**20
+"""The largest plan file ``gpucell diff`` reads: 256 MiB, about 60 times prod's (437 resources, 4.4 MB). A file past
+it is refused before it is read: in CI the base plan may come from another branch."""
+MAX_PLAN_DEPTH = 100
+"""The deepest nesting of objects and lists a plan file may hold: prod's is 20 (a Helm release's values inside its
+inputs). Past it the comparison, which recurses, would end in a ``RecursionError``."""
 
 REGION_TYPE = "gpucell:index:RegionalCell"
 _NOT_A_PLAN = "not a `gpucell plan --json` file"
+_TOO_DEEP = object()
 _REQUIRED: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
     ("urn", str, "a string"),
     ("type", str, "a string"),
@@ -116,17 +124,45 @@ def load_plan(path: Path) -> dict[str, Any]:
     """The plan JSON document in ``path``.
 
     Raises :class:`ConfigError` with one line ``<path>: <what is wrong>; not a `gpucell plan --json` file`` when
-    the file cannot be read, is not JSON or not of a plan's shape (:func:`plan_problem`).
+    the file cannot be read, is not JSON or not of a plan's shape (:func:`plan_problem`), and one line naming the
+    bound when it is past :data:`MAX_PLAN_BYTES` (before it is read) or :data:`MAX_PLAN_DEPTH`.
     """
     try:
+        size = path.stat().st_size
+        if size > MAX_PLAN_BYTES:
+            raise ConfigError(
+                [f"{path}: is {size} bytes; gpucell diff reads plan files of at most {MAX_PLAN_BYTES} bytes (256 MiB)"]
+            )
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError([f"{path}: cannot be read as JSON ({exc}); {_NOT_A_PLAN}"]) from None
+    except RecursionError:
+        data = _TOO_DEEP  # nested past Python's own bound, so past ours
+    if data is _TOO_DEEP or _depth_past(data, MAX_PLAN_DEPTH):
+        raise ConfigError(
+            [
+                f"{path}: nests objects and lists more than {MAX_PLAN_DEPTH} levels deep; gpucell diff reads at most "
+                f"{MAX_PLAN_DEPTH} ({_NOT_A_PLAN})"
+            ]
+        )
     problem = plan_problem(data)
     if problem is not None:
         raise ConfigError([f"{path}: {problem}; {_NOT_A_PLAN} (each resource has urn, type, name and inputs)"])
     result: dict[str, Any] = data
     return result
+
+
+def _depth_past(value: Any, bound: int) -> bool:
+    """Whether ``value`` nests objects and lists more than ``bound`` levels deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if depth > bound:
+            return True
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def held_regions(plan: Mapping[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ from gpucell.dra_ordering import DraClaimOrder
 from gpucell.errors import ConfigError
 from gpucell.gateway import exposed_endpoints
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
-from gpucell.stacks.config import StackConfig, load_stack_config
+from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
 from gpucell.stacks.guard import (
     check_against,
@@ -178,8 +178,9 @@ def vm_secrets(vm: GpuVirtualMachineSpec, stack: StackConfig) -> dict[str, pulum
 
 
 def main() -> None:
-    """Entry point of ``__main__.py``: a config mistake becomes a ``pulumi.RunError`` (shown without traceback)."""
+    """Entry point of ``__main__.py``: a config mistake becomes a ``pulumi.RunError`` (shown without traceback), no
+    value of a ``secure:`` ``gpucell:regions`` in it (:func:`gpucell.stacks.config.shown_error`)."""
     try:
         build_cells(probe=ssh_banner_problem)
     except ConfigError as exc:
-        raise pulumi.RunError(str(exc)) from None
+        raise pulumi.RunError(str(shown_error(exc))) from None

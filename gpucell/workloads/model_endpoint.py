@@ -328,18 +328,22 @@ def autoscaling(tenant: str, name: str, spec: ModelEndpointSpec) -> dict[str, An
     - ``cpu``/``memory``: ``scaleMetric``/``scaleTarget`` (percent), which KServe's HPA reconciler turns into one
       ``Resource`` metric (``reconcilers/hpa/hpa_reconciler.go`` ``getHPAMetrics``).
     - ``vllm-*``: ``autoScaling.metrics`` with one ``External`` metric, backend ``prometheus`` at
-      :data:`gpucell.metrics.PROMETHEUS_URL`, query :func:`vllm_query`; the target is ``AverageValue``
-      ``scaleTarget`` requests per replica for the queue and running requests, ``Value`` ``scaleTarget``/1000
-      seconds for the time to first token (the v0.20.0 CRD's ``ExternalMetricSource``). KServe's KEDA reconciler
-      turns it into a ScaledObject with a ``prometheus`` trigger.
+      :data:`gpucell.metrics.PROMETHEUS_URL`, query :func:`vllm_query`, target ``{type: Value, value: ...}``:
+      ``scaleTarget`` requests for the queue and running requests, ``scaleTarget``/1000 seconds for the time to
+      first token. KServe v0.20.0's webhook refuses an ``External`` target without ``value`` ("the target threshold
+      value should not be empty", ``pkg/apis/serving/v1beta1/inference_service_validation.go`` lines 608-609), and
+      its KEDA reconciler reads that ``value`` alone, as the ``prometheus`` trigger's ``threshold``
+      (``pkg/controller/v1beta1/inferenceservice/reconcilers/keda/keda_reconciler.go`` line 125), setting no
+      ``metricType``; KEDA v2.20.2 then uses ``AverageValue`` (``pkg/scalers/scaler.go`` lines 99-101), so the HPA
+      aims at ``value`` per replica whatever ``type`` says.
     """
     if not spec.scale_metric.is_vllm:
         return {"scaleMetric": spec.scale_metric.value, "scaleTarget": spec.effective_scale_target}
-    target: dict[str, Any]
     if spec.scale_metric is ScaleMetric.VLLM_TTFT:
-        target = {"type": "Value", "value": f"{spec.effective_scale_target / 1000:g}"}
+        threshold = f"{spec.effective_scale_target / 1000:g}"
     else:
-        target = {"type": "AverageValue", "averageValue": str(spec.effective_scale_target)}
+        threshold = str(spec.effective_scale_target)
+    target = {"type": "Value", "value": threshold}
     metric = {
         "backend": "prometheus",
         "serverAddress": PROMETHEUS_URL,

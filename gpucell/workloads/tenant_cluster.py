@@ -33,16 +33,19 @@ node affinity and tolerations of its pools), with CAPK's differences: the pod ne
 10.0.2.2), CAPK's own cloud-init volume (kubeadm's bootstrap data), ``runStrategy: Always`` and ``evictionStrategy:
 External`` (a drain of the host marks the VM for evacuation and CAPK drains the tenant's node first, ``pkg/kubevirt/
 machine.go`` ``DrainNodeIfNeeded``). A template that would set a field CAPK v0.11 drops is refused
-(:func:`gpucell.cluster_api_facts.capk_dropped_fields`).
+(:func:`gpucell.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that its
+v1beta2 schema refuses (:func:`gpucell.cluster_api_facts.empty_structs`), before anything is registered.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -55,7 +58,7 @@ from gpucell._component import CellComponent
 from gpucell.cilium import CHART as CILIUM_CHART
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.cluster_api import PROVIDER_NAMESPACES
-from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields
+from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.errors import ConfigError
 from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.inventory import gpu_offers
@@ -70,6 +73,7 @@ from gpucell.tenancy import admit_workload
 from gpucell.tenant_cluster_admission import machine_placements
 from gpucell.vm_shape import VmShape
 from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
@@ -82,6 +86,7 @@ __all__ = [
     "CAPI_DEPLOYMENT_LABEL",
     "CAPI_ROLE_LABEL",
     "CONTROL_PLANE",
+    "CRI_SOCKET",
     "KUBECONFIGS_SUFFIX",
     "NODE_DRAIN_TIMEOUT_SECONDS",
     "NODE_STARTUP_TIMEOUT_SECONDS",
@@ -89,6 +94,7 @@ __all__ = [
     "TENANT_CLUSTER_LABEL",
     "UNHEALTHY_NODE_SECONDS",
     "WORKER_POOL_LABEL",
+    "KubeconfigRead",
     "TenantCluster",
     "TenantClusterArgs",
     "addon_manifests",
@@ -98,8 +104,6 @@ __all__ = [
     "cluster_api_policy_manifest",
     "cluster_manifest",
     "control_plane_manifest",
-    "exported_kubeconfig",
-    "external_kubeconfig",
     "health_check_manifest",
     "kubeconfig_secret_name",
     "kubevirt_cluster_manifest",
@@ -141,6 +145,10 @@ _CLUSTER_DELETE_TIMEOUT = "30m"
 """How long ``pulumi up`` waits for Cluster API to take a removed tenant cluster down: every worker drained (at most
 :data:`NODE_DRAIN_TIMEOUT_SECONDS` each, in parallel), the VMs and their disks deleted, then the control plane."""
 _ROOT = "root"
+CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
+"""The container runtime kubeadm registers the control-plane nodes with: containerd of CAPK's Ubuntu images, as
+CAPK v0.11.2's templates set it (``templates/cluster-template.yaml`` ``criSocket: "${CRI_PATH}"``,
+``CRI_PATH=/var/run/containerd/containerd.sock`` in ``hack/functest.sh``), and kubeadm's own default on Linux."""
 _API_GROUPS = {
     "cluster": "cluster.x-k8s.io",
     "controlplane": "controlplane.cluster.x-k8s.io",
@@ -273,10 +281,14 @@ def _deletion() -> dict[str, int]:
 
 def control_plane_manifest(tenant: str, name: str, spec: TenantClusterSpec, template: str) -> dict[str, Any]:
     """The ``KubeadmControlPlane`` ``<c>-control-plane``: ``replicas``, ``version``, the machine template, and
-    with ``apiServer.type: LoadBalancer`` the address in the API server's ``certSANs``. ``rollout``: one VM more
-    at a time (``maxSurge: 1``, the only value a single-VM control plane accepts), so an upgrade keeps etcd's
-    quorum; admission counts that extra VM against the tenant's quota."""
-    kubeadm: dict[str, Any] = {}
+    ``kubeadmConfigSpec``: the ``nodeRegistration.criSocket`` (:data:`CRI_SOCKET`) of ``kubeadm init`` (the first
+    VM) and ``kubeadm join`` (the others), with ``apiServer.type: LoadBalancer`` the address in the API server's
+    ``certSANs``. Cluster API v1beta2 refuses an empty ``kubeadmConfigSpec`` (``minProperties: 1``, v1.14.0
+    ``controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml``), which is all a ``ClusterIP`` API server needed
+    otherwise. ``rollout``: one VM more at a time (``maxSurge: 1``, the only value a single-VM control plane
+    accepts), so an upgrade keeps etcd's quorum; admission counts that extra VM against the tenant's quota."""
+    registration = {"nodeRegistration": {"criSocket": CRI_SOCKET}}
+    kubeadm: dict[str, Any] = {"initConfiguration": registration, "joinConfiguration": copy.deepcopy(registration)}
     if spec.api_server.type is ApiServerType.LOAD_BALANCER:
         kubeadm["clusterConfiguration"] = {"apiServer": {"certSANs": [str(spec.api_server.address)]}}
     return {
@@ -549,26 +561,6 @@ def api_policy_manifest(tenant: str, cluster: str, spec: TenantClusterSpec) -> d
     )
 
 
-def external_kubeconfig(kubeconfig: str, address: str | None) -> str:
-    """Cluster API's kubeconfig of a tenant cluster, its ``server`` pointed at ``https://<address>:6443`` when the
-    API is exposed at ``address`` (the certificate names it); unchanged otherwise (the ``<c>-lb`` ClusterIP, which
-    only the cell reaches). Raises ``ValueError`` when the text is not a kubeconfig with one cluster (a message that
-    quotes none of it)."""
-    if address is None:
-        return kubeconfig
-    try:
-        loaded = yaml.safe_load(kubeconfig)
-    except yaml.YAMLError:
-        # not the parser's message: it quotes the lines around the error, which hold keys
-        raise ValueError("its 'value' is not YAML") from None
-    clusters = loaded.get("clusters") if isinstance(loaded, dict) else None
-    entry = clusters[0] if isinstance(clusters, list) and len(clusters) == 1 else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("cluster"), dict):
-        raise ValueError("its 'value' is not a kubeconfig with one cluster")
-    entry["cluster"]["server"] = f"https://{address}:{API_PORT}"
-    return str(yaml.safe_dump(loaded, sort_keys=False))
-
-
 @dataclass(frozen=True)
 class MachinePlacements:
     """Where the machines of one tenant cluster run (from :func:`gpucell.placement.place_vm`, as admission found)."""
@@ -598,6 +590,9 @@ class TenantClusterArgs:
     """The region's node pools (``nodePools``): tolerations and GPU modes of the placements' pools."""
     addons: Mapping[str, str]
     """Chart versions installed into the tenant cluster: ``cilium`` and ``gpuOperator`` (the cell's own)."""
+    service_cidr: IPv4Network
+    """The cluster's service range (``network.serviceCidr``): the ``<c>-lb`` ClusterIP, the only server a ClusterIP
+    API's exported kubeconfig may name, is in it."""
     api_pool: str | None = None
     """With ``apiServer.type: LoadBalancer``: the ``loadBalancer`` pool of its address."""
     after: Sequence[pulumi.Resource] = ()
@@ -635,6 +630,7 @@ class TenantClusterArgs:
             MachinePlacements(control_plane, workers),
             facts.node_pools,
             {"cilium": facts.versions.cilium, "gpuOperator": facts.versions.gpu_operator},
+            facts.network.service_cidr,
             api_pool=pool if spec.api_server.type is ApiServerType.LOAD_BALANCER else None,
             after=[*tenant.ready, *operators, *cluster_api.ready],
             removal_policy=tenant.removal_policy,
@@ -656,6 +652,18 @@ def _refuse_dropped_fields(tenant: str, name: str, part: str, template: dict[str
             f"its VMs would set {', '.join(dropped)}, which CAPK's KubevirtMachineTemplate (KubeVirt "
             f"{CAPK_KUBEVIRT_API} API) does not carry: the API server would drop it without a word; leave it out "
             "or pin a CAPK release built against a newer KubeVirt API",
+        )
+
+
+def _refuse_empty_structs(tenant: str, name: str, manifest: dict[str, Any]) -> None:
+    """The plan refuses what Cluster API's v1beta2 schema would: an empty struct in ``manifest`` (a gpucell bug,
+    found before anything is registered rather than by ``--check`` or the API server)."""
+    empty = empty_structs(manifest["spec"])
+    if empty:
+        raise ConfigError.at(
+            ("tenants", tenant, "tenantClusters", name),
+            f"gpucell would render {manifest['kind']} {manifest['metadata']['name']} with {', '.join(empty)} empty, "
+            "which Cluster API v1beta2 refuses (minProperties: 1); nothing was deployed: report it as a gpucell bug",
         )
 
 
@@ -708,6 +716,14 @@ class TenantCluster(CellComponent):
             )
         for part, template in templates.items():
             _refuse_dropped_fields(tenant, cluster, part, template)
+        cp_template = machine_template_manifest(tenant, cluster, CONTROL_PLANE, templates[CONTROL_PLANE])
+        control_plane = control_plane_manifest(tenant, cluster, spec, cp_template["metadata"]["name"])
+        bootstraps = {
+            pool_name: bootstrap_template_manifest(tenant, cluster, pool_name) for pool_name in spec.worker_pools
+        }
+        cluster_object = cluster_manifest(tenant, cluster, spec)
+        for manifest in (cluster_object, control_plane, *bootstraps.values()):
+            _refuse_empty_structs(tenant, cluster, manifest)
 
         policy = spec.removal_policy or args.removal_policy
         lifecycle = removal_options(policy)
@@ -726,7 +742,7 @@ class TenantCluster(CellComponent):
         ]
         self.cluster = custom_resource(
             f"{name}-cluster",
-            cluster_manifest(tenant, cluster, spec),
+            cluster_object,
             self.child(
                 depends_on=outside,
                 custom_timeouts=pulumi.CustomTimeouts(create=_CLUSTER_CREATE_TIMEOUT, delete=_CLUSTER_DELETE_TIMEOUT),
@@ -740,19 +756,16 @@ class TenantCluster(CellComponent):
         self.infrastructure = custom_resource(
             f"{name}-infra", kubevirt_cluster_manifest(tenant, cluster), self.child(**lifecycle, **owned)
         )
-        cp_template = machine_template_manifest(tenant, cluster, CONTROL_PLANE, templates[CONTROL_PLANE])
         cp_machines = custom_resource(f"{name}-{CONTROL_PLANE}-machines", cp_template, self.child(**owned))
         self.control_plane = custom_resource(
-            f"{name}-{CONTROL_PLANE}",
-            control_plane_manifest(tenant, cluster, spec, cp_template["metadata"]["name"]),
-            self.child(depends_on=[cp_machines], **lifecycle, **owned),
+            f"{name}-{CONTROL_PLANE}", control_plane, self.child(depends_on=[cp_machines], **lifecycle, **owned)
         )
         """The ``KubeadmControlPlane``."""
         self.machine_deployments: dict[str, CustomResource] = {}
         """Worker pool -> its ``MachineDeployment``."""
         for pool_name, pool in spec.worker_pools.items():
             machines = machine_template_manifest(tenant, cluster, pool_name, templates[pool_name])
-            bootstrap = bootstrap_template_manifest(tenant, cluster, pool_name)
+            bootstrap = bootstraps[pool_name]
             made = [
                 custom_resource(f"{name}-{pool_name}-machines", machines, self.child(**owned)),
                 custom_resource(f"{name}-{pool_name}-bootstrap", bootstrap, self.child(**owned)),
@@ -786,10 +799,8 @@ class TenantCluster(CellComponent):
         secret_id = self.cluster.id.apply(lambda _: f"{namespace}/{kubeconfig_secret_name(cluster)}")
         self.kubeconfig_secret = Secret.get(f"{name}-kubeconfig", secret_id, opts=self.child(depends_on=[self.cluster]))
         """``<c>-kubeconfig``, read (not managed) once the control plane is initialised."""
-        where = f"{namespace}/{kubeconfig_secret_name(cluster)}"
-        self.kubeconfig = pulumi.Output.secret(
-            self.kubeconfig_secret.data.apply(lambda data: exported_kubeconfig(data, address, where))
-        )
+        read = KubeconfigRead(cluster, namespace, address, args.service_cidr)
+        self.kubeconfig = pulumi.Output.secret(self.kubeconfig_secret.data.apply(read.exported))
         self.register_outputs({"kubeconfig": self.kubeconfig})
 
     @staticmethod
@@ -817,17 +828,46 @@ def _decoded(data: Mapping[str, str] | None) -> str:
         raise ValueError("its 'value' is not base64 of a text") from None
 
 
-def exported_kubeconfig(data: Mapping[str, str] | None, address: str | None, secret: str) -> str:
-    """The kubeconfig the stack output shows for the ``data`` of Secret ``secret`` (``<namespace>/<c>-kubeconfig``):
-    :func:`external_kubeconfig` of its ``value``. Empty, with a warning naming the Secret and no byte of it, when the
-    Secret holds no kubeconfig: the tenant's ``admin`` and ``edit`` roles may write it, and the cell's ``pulumi up``
-    must not stop at it. The KubeadmControlPlane writes a new one when the Secret is deleted (Cluster API v1.14.0
-    ``controlplane/kubeadm/reconcilers/kubeadmcontrolplane/helpers.go`` ``reconcileKubeconfig``)."""
-    try:
-        return external_kubeconfig(_decoded(data), address)
-    except ValueError as problem:
-        pulumi.log.warn(
-            f"tenant cluster kubeconfig Secret {secret}: {problem}; the stack output leaves this cluster's kubeconfig "
-            f"empty until Cluster API writes one again (delete the Secret and its KubeadmControlPlane recreates it)"
-        )
-        return ""
+@dataclass(frozen=True)
+class KubeconfigRead:
+    """What the stack output makes of tenant cluster ``cluster``'s Secret ``<namespace>/<cluster>-kubeconfig``."""
+
+    cluster: str
+    """The tenant cluster's name."""
+    namespace: str
+    """The tenant's namespace."""
+    address: str | None
+    """``apiServer.address`` when the API is exposed (the exported server), else ``None``."""
+    service_cidr: IPv4Network
+    """The cell's service range (:attr:`TenantClusterArgs.service_cidr`)."""
+
+    @property
+    def secret(self) -> str:
+        """``<namespace>/<cluster>-kubeconfig``."""
+        return f"{self.namespace}/{kubeconfig_secret_name(self.cluster)}"
+
+    def exported(self, data: Mapping[str, str] | None) -> str:
+        """The kubeconfig the stack output shows for the Secret's ``data``: :func:`gpucell.workloads.
+        tenant_kubeconfig.rebuilt_kubeconfig` of its ``value``, with one warning naming the Secret and what was
+        dropped (never a byte of it) when the tenant's kubeconfig held more. Empty, with one warning, when there is
+        nothing safe to export: the tenant's roles may write the Secret, and the cell's ``pulumi up`` must not stop
+        at it. The KubeadmControlPlane writes a new one when the Secret is deleted (Cluster API v1.14.0
+        ``controlplane/kubeadm/reconcilers/kubeadmcontrolplane/helpers.go`` ``reconcileKubeconfig``)."""
+        try:
+            rebuilt = rebuilt_kubeconfig(
+                _decoded(data), self.cluster, address=self.address, service_cidr=self.service_cidr, port=API_PORT
+            )
+        except ValueError as problem:
+            pulumi.log.warn(
+                f"tenant cluster kubeconfig Secret {self.secret}: {problem}; the stack output leaves this cluster's "
+                "kubeconfig empty until Cluster API writes one again (delete the Secret and its KubeadmControlPlane "
+                "recreates it)"
+            )
+            return ""
+        if rebuilt.dropped:
+            pulumi.log.warn(
+                f"tenant cluster kubeconfig Secret {self.secret}: dropped {', '.join(rebuilt.dropped)}; the stack "
+                "output holds only its server, CA data and client certificate and key (Cluster API writes nothing "
+                "else: a tenant member rewrote the Secret, or delete it and its KubeadmControlPlane recreates it)"
+            )
+        return rebuilt.text

@@ -2,11 +2,12 @@
 
 The schemas are canonical/cloud-init's own (``cloudinit/config/schemas/schema-cloud-config-v1.json``,
 ``schema-network-config-v1.json``, ``schema-network-config-v2.json``), at the release :data:`CLOUD_INIT_RELEASE`,
-which ``gpucell schemas fetch`` downloads into the schema directory (``cloud-init/``) and ``shared/upstream`` holds.
-A schema directory must hold them (``--check`` names them as missing otherwise); a store without them, built by
-hand, gets a notice that user data was not checked against them rather than a failure, since the plan's own rules
-(:mod:`gpucell.spec.cloud_init`) already refused user data that is not cloud-config or fights gpucell's parts. What is checked is what the VM's Secret holds: the tenant's user data with
-gpucell's parts merged in. User data from a secret (``userDataConfigKey``) is unknown offline and not checked here.
+which ``gpucell schemas fetch`` downloads into the schema directory (``cloud-init/``) and ``shared/upstream``
+holds. A schema directory must hold them (``--check`` names them as missing otherwise); a store without them, built
+by hand, gets a notice that user data was not checked against them rather than a failure, since the plan's own
+rules (:mod:`gpucell.spec.cloud_init`) already refused user data that is not cloud-config or fights gpucell's parts.
+What is checked is what the VM's Secret holds: the tenant's user data with gpucell's parts merged in. User data
+from a secret (``userDataConfigKey``) is unknown offline and not checked here.
 
 cloud-init's cloud-config schema refuses unknown top-level keys (``additionalProperties: false``), so a misspelt module
 (``packges``) is a problem, as ``cloud-init schema --config-file`` reports it in the guest.

@@ -69,6 +69,12 @@ class Report:
     checkov_skipped: int = 0
     not_run: dict[str, str] = field(default_factory=dict)
     """Checker -> why it could not run (its program is missing); the other checkers' verdicts still stand."""
+    checked: Counter[str] = field(default_factory=Counter)
+    """Checker -> how many things it checked: objects (``kubernetes``, ``custom-resource``, ``security``, and the
+    objects the charts render for ``chart``), Helm releases and HelmChartProxies (``helm-values``), cloud-init
+    documents (``cloud-init``), scripts (``script``) and k3s config files (``node-config``)."""
+    selected: tuple[str, ...] = CHECKERS
+    """The checkers that were asked to run."""
 
     @property
     def failed(self) -> bool:
@@ -76,14 +82,24 @@ class Report:
         return bool(self.problems or self.not_run)
 
     def summary(self) -> str:
-        """``N problems (kubernetes 0, ...)``; a checker that could not run shows ``not run``, and checkov's skips
-        are counted only when it ran."""
+        """``N problem(s) (kubernetes 0 of 812, ...)``: per checker its problems of what it checked
+        (:attr:`checked`); ``nothing checked`` for a checker that had nothing to check, so a 0 is never silence;
+        ``not run`` for one whose program is missing and ``not selected`` for one not asked for. checkov's skips are
+        counted only when it ran."""
         counts = Counter(p.checker for p in self.problems)
-        per = ", ".join(f"{c} {'not run' if c in self.not_run else counts.get(c, 0)}" for c in CHECKERS)
-        skipped = (
-            "" if "security" in self.not_run else (f"; {self.checkov_skipped} checkov check(s) skipped by annotation")
-        )
+        per = ", ".join(f"{c} {self._verdict(c, counts.get(c, 0))}" for c in CHECKERS)
+        ran = "security" in self.selected and "security" not in self.not_run
+        skipped = f"; {self.checkov_skipped} checkov check(s) skipped by annotation" if ran else ""
         return f"{len(self.problems)} problem(s) ({per}){skipped}"
+
+    def _verdict(self, checker: str, problems: int) -> str:
+        if checker in self.not_run:
+            return "not run"
+        if checker not in self.selected:
+            return "not selected"
+        if not problems and not self.checked[checker]:
+            return "nothing checked"
+        return f"{problems} of {self.checked[checker]}"
 
 
 def _object_subject(region: str, obj: dict[str, Any]) -> Subject:
@@ -123,6 +139,7 @@ def _check_objects(
         subject = _object_subject(region, obj)
         source = checker.source_of(obj.get("apiVersion", ""), obj.get("kind", ""))
         kind = "kubernetes" if source == "kubernetes" else "custom-resource"
+        report.checked[kind] += 1
         if source in UPSTREAM_FILES:
             sentence = store.version_notice(source, versions[UPSTREAM_FILES[source].component])
             if sentence and Notice(sentence) not in report.notices:
@@ -142,6 +159,17 @@ def _check_objects(
         )
 
 
+def _cloud_init_documents(cell: CellSpec) -> int:
+    """The VMs' own cloud-init documents (user data, network data) that :func:`cloud_init_report` checks when the
+    schema directory holds cloud-init's schemas."""
+    return sum(
+        bool(vm.cloud_init.user_data) + bool(vm.cloud_init.network_data)
+        for tenant in cell.tenants.values()
+        for vm in tenant.virtual_machines.values()
+        if vm.cloud_init is not None
+    )
+
+
 def _check_releases(
     region: str, registrations: list[Registration], cell: CellSpec, store: SchemaStore, report: Report
 ) -> None:
@@ -151,6 +179,8 @@ def _check_releases(
         subject = Subject(region, "HelmValues", release.inputs.get("namespace", ""), release.inputs.get("name", chart))
         values = release.inputs.get("values") or {}
         files = CHART_FILES.get(chart)
+        if files is not None or values:
+            report.checked["helm-values"] += 1
         if files is None:
             if values:
                 report.problems.append(
@@ -184,6 +214,7 @@ def _check_addon_values(
     for obj, _ in objects:
         if obj.get("kind") != "HelmChartProxy":
             continue
+        report.checked["helm-values"] += 1
         spec = obj.get("spec") or {}
         chart, version = str(spec.get("chartName", "")), str(spec.get("version", ""))
         subject = _object_subject(region, obj)
@@ -227,6 +258,7 @@ def _check_charts(regions: list[RegionInput], store: SchemaStore, report: Report
                 report.problems.append(Problem(release, "-", result.error, "chart"))
                 continue
             where = f"chart {result.chart} {result.version}"
+            report.checked["chart"] += len(result.objects)
             for obj in result.objects:
                 for violation in charts.validate_rendered(obj, checker, crds):
                     report.problems.append(
@@ -279,6 +311,7 @@ def _check_scripts(regions: list[RegionInput], report: Report) -> None:
                     scripts[f"{command.urn}:{step}"] = (subject, step, text)
                     for end, body in embedded_scripts(text).items():
                         scripts[f"{command.urn}:{step}:{end}"] = (subject, f"{step} {end}", body)
+    report.checked["script"] += len(scripts)
     findings = shellcheck({key: text for key, (_, _, text) in scripts.items()})
     for key, problems in findings.items():
         subject, step, _ = scripts[key]
@@ -296,6 +329,7 @@ def _check_node_configs(item: RegionInput, report: Report) -> None:
         )
         if notice not in report.notices:
             report.notices.append(notice)
+    report.checked["node-config"] += len(item.node_configs)
     for host, text in item.node_configs.items():
         for key, message in config_problems(text, server=host in servers):
             report.problems.append(Problem(Subject(item.region, "NodeConfig", "-", host), key, message, "node-config"))
@@ -304,6 +338,7 @@ def _check_node_configs(item: RegionInput, report: Report) -> None:
 def _check_security(objects: list[tuple[str, dict[str, Any]]], report: Report) -> None:
     """checkov once over every whole object of every region (``(region, object)`` pairs)."""
     findings, skipped = run_checkov([obj for _, obj in objects])
+    report.checked["security"] += len(objects)
     report.checkov_skipped += skipped
     for finding in findings:
         region, obj = objects[finding.index]
@@ -316,7 +351,7 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
     When shellcheck or checkov is missing, the other checkers still run and :attr:`Report.not_run` says how to
     get the missing program.
     """
-    report = Report()
+    report = Report(selected=tuple(c for c in CHECKERS if c in checkers))
     whole: list[tuple[str, dict[str, Any]]] = []
     for item in regions:
         objects = _objects(item.registrations)
@@ -324,6 +359,7 @@ def check_regions(regions: list[RegionInput], store: SchemaStore, checkers: Coll
             _check_objects(item.region, [*objects, *_static_pods(item.cell)], item.cell, store, report)
         if "cloud-init" in checkers:
             problems, notices = cloud_init_report(item.region, item.cell, store)
+            report.checked["cloud-init"] += 0 if notices else _cloud_init_documents(item.cell)
             report.problems += problems
             report.notices += [n for n in notices if n not in report.notices]
         if "helm-values" in checkers:

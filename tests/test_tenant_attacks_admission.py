@@ -1,0 +1,425 @@
+"""Tenant attacks refused at admission: what a member of tenant ``acme`` in prod's iad1 could apply with ``kubectl``,
+each refused by its layer with the exact message: gpucell's ValidatingAdmissionPolicies (their CEL evaluated with a
+CEL library, :mod:`tests.admission_policies`) or Pod Security ``restricted`` (:mod:`tests.pod_security`). And no
+false refusal: every object gpucell renders in a tenant namespace of the prod plan, and what the controllers derive
+from them (virt-launcher pods, KServe predictor Deployments, CAPK's VMs, StatefulSet pods), passes the same policies.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import pytest
+
+from gpucell.admission import ClusterFacts
+from gpucell.stacks.plan import Plan, make_plan
+from gpucell.tenant_admission import admission_manifests
+from tests.admission_policies import RESOURCES, evaluate, refusals
+from tests.conftest import REPO
+from tests.pod_security import refusal
+
+NS = "tenant-acme"
+VAP = "ValidatingAdmissionPolicy"
+PSA = "Pod Security"
+RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+TOLERATIONS = (
+    "tolerations: tenant acme may not tolerate the servers' or gpucell's taints "
+    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable, "
+    "DaemonSets only) or every taint (a toleration without a key); its workloads get the tolerations of their pools "
+    "from gpucell"
+)
+NODE_NAME = (
+    "nodeName: tenant acme's pods never name a server or a quarantined host (iad1-srv-1, iad1-srv-2, iad1-srv-3); "
+    "nodeName skips the scheduler, taints and cordons"
+)
+SELECTION = (
+    "nodeSelector/affinity: tenant acme's workloads never select the servers (iad1-srv-1, iad1-srv-2, iad1-srv-3: "
+    "their names, pools servers, role label or node-role.kubernetes.io/control-plane, node-role.kubernetes.io/master, "
+    "node-role.kubernetes.io/etcd)"
+)
+GRANTED = (
+    "nvidia.com/GH100_H100_NVSWITCH, nvidia.com/GH100_H100_SXM5_80GB, nvidia.com/NVIDIA_L40S-12Q, nvidia.com/gpu, "
+    "nvidia.com/mig-1g.18gb, nvidia.com/mig-3g.71gb"
+)
+RUNTIME = (
+    "runtimeClassName: tenant acme's pods may name nvidia only, and only with a GPU request (the NVIDIA runtime would "
+    "hand a pod without one the node's GPUs)"
+)
+PRIORITY = "priorityClassName: tenant acme may name only the PriorityClasses open to it: inference-high, batch"
+ADDRESS = (
+    "LoadBalancer address: tenant acme's Services may ask only for addresses of its pools (10.120.3.200-10.120.3.239), "
+    "never a fixed address of another workload (10.120.3.210 (globex's ml-api); a tenant's own is its named Service's)"
+)
+
+
+def pod(name: str, **spec: Any) -> dict[str, Any]:
+    """A restricted pod of ``acme`` (it passes Pod Security), with ``spec`` merged into its spec."""
+    container = {"name": "main", "image": "busybox:1.37", "securityContext": dict(RESTRICTED)}
+    body = {"containers": [container], **spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": body}
+
+
+def deployment(name: str, **spec: Any) -> dict[str, Any]:
+    template = {"metadata": {"labels": {"app": name}}, "spec": pod(name, **spec)["spec"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+
+
+def vm(name: str, **devices: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"devices": devices}}}},
+    }
+
+
+def service(name: str, annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS}
+    if annotations:
+        meta["annotations"] = annotations
+    body = {"type": "LoadBalancer", "ports": [{"port": 22}], **spec}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": body}
+
+
+def gpu_pod(name: str, resource: str, **spec: Any) -> dict[str, Any]:
+    obj = pod(name, **spec)
+    obj["spec"]["containers"][0]["resources"] = {"limits": {resource: 1}}
+    return obj
+
+
+PRIVILEGED = pod("root-shell")
+PRIVILEGED["spec"]["containers"][0]["securityContext"] = {
+    "privileged": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+ATTACKS: list[tuple[str, dict[str, Any], str, str]] = [
+    (
+        "toleration-of-the-server-taint",
+        pod("on-etcd", tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),
+        VAP,
+        TOLERATIONS,
+    ),
+    (
+        "toleration-of-the-quarantine-taint",
+        pod(
+            "on-broken-gpu",
+            tolerations=[{"key": "gpucell.io/quarantine", "operator": "Exists", "effect": "NoSchedule"}],
+        ),
+        VAP,
+        TOLERATIONS,
+    ),
+    ("toleration-of-every-taint", pod("anywhere", tolerations=[{"operator": "Exists"}]), VAP, TOLERATIONS),
+    (
+        "toleration-of-a-cordon",
+        pod("on-maintenance", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
+        VAP,
+        TOLERATIONS,
+    ),
+    ("node-name-of-a-server", pod("pinned", nodeName="iad1-srv-1"), VAP, NODE_NAME),
+    (
+        "node-selector-to-a-server",
+        pod("selected", nodeSelector={"kubernetes.io/hostname": "iad1-srv-2"}),
+        VAP,
+        SELECTION,
+    ),
+    (
+        "node-affinity-to-the-control-plane",
+        deployment(
+            "affine",
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+        ),
+        VAP,
+        SELECTION,
+    ),
+    (
+        "deployment-tolerating-the-server-taint",
+        deployment("fleet", tolerations=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
+        VAP,
+        TOLERATIONS,
+    ),
+    (
+        "vm-with-a-host-device-not-offered",
+        vm("stolen-gpu", hostDevices=[{"name": "gpu", "deviceName": "nvidia.com/mig-2g.35gb"}]),
+        VAP,
+        f"domain.devices: tenant acme's VMs may use these host devices and GPU resources only (its quota): {GRANTED}",
+    ),
+    (
+        "vm-with-a-gpu-of-another-tenant",
+        vm("globex-gpu", gpus=[{"name": "gpu0", "deviceName": "nvidia.com/mig-2g.35gb"}]),
+        VAP,
+        f"domain.devices: tenant acme's VMs may use these host devices and GPU resources only (its quota): {GRANTED}",
+    ),
+    # ResourceQuota pins the resource at "0" for acme too ("exceeded quota"); the policy runs first and says why
+    (
+        "pod-with-a-gpu-resource-not-granted",
+        gpu_pod("slice", "nvidia.com/mig-2g.35gb"),
+        VAP,
+        f"resources: tenant acme's quota grants these GPU resources only: {GRANTED}",
+    ),
+    ("runtime-class-not-allowed", pod("sandbox", runtimeClassName="kata"), VAP, RUNTIME),
+    ("nvidia-runtime-without-a-gpu", pod("all-gpus", runtimeClassName="nvidia"), VAP, RUNTIME),
+    # the tenant-priority-classes ResourceQuota refuses the pod too; the policy also covers templates and VMs
+    ("priority-class-not-open", pod("preempt-all", priorityClassName="system-node-critical"), VAP, PRIORITY),
+    ("priority-class-of-another-tenant-in-a-vm", _vm := vm("vip"), VAP, PRIORITY),
+    ("service-with-a-reserved-address", service("squat", loadBalancerIP="10.120.3.210"), VAP, ADDRESS),
+    (
+        "service-annotated-with-another-tenants-address",
+        service("squat2", {"lbipam.cilium.io/ips": "10.120.3.201, 10.120.3.210"}),
+        VAP,
+        ADDRESS,
+    ),
+    ("service-outside-the-tenants-pools", service("far", {"io.cilium/lb-ipam-ips": "203.0.113.20"}), VAP, ADDRESS),
+    (
+        "service-sharing-across-namespaces",
+        service("share", {"lbipam.cilium.io/sharing-key": "k", "lbipam.cilium.io/sharing-cross-namespace": "*"}),
+        VAP,
+        "annotations: tenant acme's Services never share an address with another namespace "
+        "(lbipam.cilium.io/sharing-cross-namespace, io.cilium/lb-ipam-sharing-cross-namespace)",
+    ),
+    (
+        "privileged-pod",
+        PRIVILEGED,
+        PSA,
+        'pods "root-shell" is forbidden: violates PodSecurity "restricted:v1.34": allowPrivilegeEscalation != false '
+        '(container "main" must set securityContext.allowPrivilegeEscalation=false), privileged (container "main" '
+        "must not set securityContext.privileged=true)",
+    ),
+    (
+        "host-path-and-host-network-pod",
+        pod("node-fs", hostNetwork=True, volumes=[{"name": "root", "hostPath": {"path": "/"}}]),
+        PSA,
+        'pods "node-fs" is forbidden: violates PodSecurity "restricted:v1.34": host namespaces (hostNetwork=true), '
+        'hostPath volumes (volume "root"), restricted volume types (volume "root" uses restricted volume type '
+        '"hostPath")',
+    ),
+]
+"""``(id, object, refusing layer, exact message)``: at least the issue's ten, in tenant ``acme`` of prod's iad1."""
+_vm["spec"]["template"]["spec"]["priorityClassName"] = "globex-only"
+
+
+@functools.cache
+def planned() -> Plan:
+    return make_plan(REPO, "prod")
+
+
+@functools.cache
+def policies(region: str, tenant: str) -> list[dict[str, Any]]:
+    """The tenant's rendered policies and bindings, as the prod plan registers them."""
+    return [
+        {**r.inputs}
+        for r in planned().region_resources(region)
+        if r.type.startswith("kubernetes:admissionregistration.k8s.io/v1:")
+        and r.inputs["metadata"]["labels"]["gpucell.io/tenant"] == tenant
+    ]
+
+
+def test_the_prod_plan_binds_three_policies_to_every_tenant_namespace() -> None:
+    facts = ClusterFacts.from_cell(planned().cells["iad1"].spec)
+    for region in planned().cells:
+        for tenant in ("acme", "globex"):
+            rendered = policies(region, tenant)
+            kinds = sorted((o["kind"], o["metadata"]["name"]) for o in rendered)
+            assert kinds == sorted(
+                (kind, f"gpucell-tenant-{tenant}-{part}")
+                for part in ("pods", "vms", "services")
+                for kind in (VAP, "ValidatingAdmissionPolicyBinding")
+            )
+            for obj in rendered:
+                selector = obj["spec"].get("matchResources") or obj["spec"]["matchConstraints"]
+                assert selector["namespaceSelector"] == {
+                    "matchLabels": {"kubernetes.io/metadata.name": f"tenant-{tenant}"}
+                }
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in policies("iad1", "acme")}
+    assert by_name == {(o["kind"], o["metadata"]["name"]): o for o in admission_manifests("acme", facts)}
+
+
+def verdict(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """``(layer, message)`` of the first layer refusing ``obj`` in ``tenant-acme`` of iad1, or ``None``."""
+    refused = refusals(policies("iad1", "acme"), obj, NS)
+    if refused:
+        return VAP, refused[0].message
+    if obj["kind"] == "Pod":
+        message = refusal(obj)
+        if message is not None:
+            return PSA, message
+    return None
+
+
+@pytest.mark.parametrize(("attack", "obj", "layer", "message"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_each_attack_is_refused_by_its_layer(attack: str, obj: dict[str, Any], layer: str, message: str) -> None:
+    assert verdict(obj) == (layer, message)
+
+
+def test_the_catalogue_has_the_issues_attacks() -> None:
+    assert len(ATTACKS) >= 10
+    assert {layer for _, _, layer, _ in ATTACKS} == {VAP, PSA}
+
+
+def test_the_same_objects_without_the_attack_pass() -> None:
+    """The policies refuse the attack, not the kind: each harmless twin is admitted."""
+    for obj in (
+        pod("ok", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+        pod("ok", nodeSelector={"gpucell.io/pool": "l40s"}, priorityClassName="batch"),
+        gpu_pod("ok", "nvidia.com/mig-1g.18gb", runtimeClassName="nvidia"),
+        vm("ok", gpus=[{"name": "gpu0", "deviceName": "nvidia.com/GH100_H100_SXM5_80GB"}]),
+        service("ok", {"lbipam.cilium.io/ips": "10.120.3.201"}),
+        service("ok", loadBalancerIP="10.120.3.239"),
+    ):
+        assert verdict(obj) is None, obj
+
+
+def test_a_tenants_own_fixed_address_is_its_named_services_only() -> None:
+    own = policies("iad1", "globex")
+    taken = service("ml-api", {"lbipam.cilium.io/ips": "10.120.3.210"})
+    taken["metadata"]["namespace"] = "tenant-globex"
+    assert refusals(own, taken, "tenant-globex") == []
+    taken["metadata"]["name"] = "squat"
+    assert [v.policy for v in refusals(own, taken, "tenant-globex")] == ["gpucell-tenant-globex-services"]
+
+
+def test_a_daemonsets_pods_may_tolerate_the_cordon_its_controller_adds() -> None:
+    cordon = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    owned = pod("agent-x", tolerations=cordon)
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": True}
+    ]
+    assert verdict(owned) is None
+    assert verdict(pod("agent-y", tolerations=cordon)) == (VAP, TOLERATIONS)
+
+
+def test_another_tenants_policies_leave_acme_alone_and_deleted_objects_pass() -> None:
+    attack = pod("pinned", nodeName="iad1-srv-1")
+    assert refusals(policies("iad1", "globex"), attack, NS) == []
+    leaving = copy.deepcopy(attack)
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert refusals(policies("iad1", "acme"), leaving, NS, "UPDATE") == []
+
+
+# -- no false refusal ------------------------------------------------------------------------------------------------
+
+
+def _owned(obj: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    obj["metadata"]["ownerReferences"] = [{"kind": kind, "name": name, "controller": True}]
+    return obj
+
+
+def launcher_pod(vmi: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """What virt-controller renders from a VMI spec for its virt-launcher pod, as far as the policies read it
+    (kubevirt/kubevirt v1.9.0 ``pkg/virt-controller/services/template.go``): the VMI's tolerations, affinity and
+    priority class, its node selector plus ``kubevirt.io/schedulable``, and the compute container's resources with
+    each GPU and host device's ``deviceName`` as an extended resource."""
+    devices = vmi.get("domain", {}).get("devices", {})
+    limits: dict[str, int] = {"devices.kubevirt.io/kvm": 1}
+    for device in [*devices.get("gpus", []), *devices.get("hostDevices", [])]:
+        if "deviceName" in device:
+            limits[device["deviceName"]] = limits.get(device["deviceName"], 0) + 1
+    spec: dict[str, Any] = {
+        "nodeSelector": {**vmi.get("nodeSelector", {}), "kubevirt.io/schedulable": "true"},
+        "containers": [{"name": "compute", "resources": {"requests": dict(limits), "limits": dict(limits)}}],
+    }
+    for key in ("tolerations", "affinity", "priorityClassName"):
+        if key in vmi:
+            spec[key] = vmi[key]
+    meta = {"name": f"virt-launcher-{name}-x", "namespace": namespace}
+    return _owned({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, "VirtualMachineInstance", name)
+
+
+def predictor_deployment(isvc: dict[str, Any]) -> dict[str, Any]:
+    """KServe's predictor Deployment of an InferenceService (Standard mode; kserve/kserve v0.20.0
+    ``pkg/controller/v1beta1/inferenceservice/components/predictor.go``): the predictor's pod fields and the model
+    container's resources."""
+    predictor = isvc["spec"]["predictor"]
+    spec = {
+        k: predictor[k]
+        for k in ("nodeSelector", "tolerations", "affinity", "runtimeClassName", "priorityClassName")
+        if k in predictor
+    }
+    spec["containers"] = [{"name": "kserve-container", "resources": predictor["model"].get("resources", {})}]
+    meta = {"name": f"{isvc['metadata']['name']}-predictor", "namespace": isvc["metadata"]["namespace"]}
+    template = {"metadata": {}, "spec": spec}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {"template": template}}
+
+
+def capk_vm(template: dict[str, Any]) -> dict[str, Any]:
+    """The VirtualMachine CAPK creates from a KubevirtMachineTemplate (its ``virtualMachineTemplate``)."""
+    vm_template = template["spec"]["template"]["spec"]["virtualMachineTemplate"]
+    meta = {"name": f"{template['metadata']['name']}-x", "namespace": template["metadata"]["namespace"]}
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta, "spec": vm_template["spec"]}
+
+
+def derived(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects the controllers create in the tenant namespace from ``obj``, as far as the policies read them."""
+    kind, meta = obj["kind"], obj["metadata"]
+    if kind == "VirtualMachine":
+        return [launcher_pod(obj["spec"]["template"]["spec"], meta["namespace"], meta["name"])]
+    if kind == "InferenceService":
+        deployment_ = predictor_deployment(obj)
+        pod_ = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(deployment_["metadata"])}
+        return [deployment_, _owned({**pod_, "spec": deployment_["spec"]["template"]["spec"]}, "ReplicaSet", "r")]
+    if kind == "KubevirtMachineTemplate":
+        machine = capk_vm(obj)
+        return [machine, *derived(machine)]
+    if kind == "StatefulSet":
+        pod_ = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{meta['name']}-0", "namespace": meta["namespace"]},
+        }
+        return [_owned({**pod_, "spec": obj["spec"]["template"]["spec"]}, "StatefulSet", meta["name"])]
+    return []
+
+
+def tenant_objects() -> list[tuple[str, str, dict[str, Any]]]:
+    """``(region, tenant, object)`` of everything the prod plan renders in a tenant namespace, and what it derives."""
+    out = []
+    for region in planned().cells:
+        for r in planned().region_resources(region):
+            metadata = (r.inputs or {}).get("metadata") or {}
+            namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
+            if isinstance(namespace, str) and namespace.startswith("tenant-") and r.inputs.get("kind"):
+                for obj in (r.inputs, *derived(r.inputs)):
+                    out.append((region, namespace.removeprefix("tenant-"), obj))
+    return out
+
+
+def test_nothing_gpucell_renders_in_a_tenant_namespace_or_a_controller_derives_from_it_is_refused() -> None:
+    checked: dict[str, int] = {}
+    for region, tenant, obj in tenant_objects():
+        namespace = obj["metadata"]["namespace"]
+        for policy in policies(region, tenant):
+            if policy["kind"] != VAP or obj["kind"] not in RESOURCES:
+                continue
+            verdict_ = evaluate(policy, obj, namespace)
+            if verdict_ is not None:
+                assert verdict_.allowed, (region, obj["kind"], obj["metadata"]["name"], verdict_.message)
+                checked[obj["kind"]] = checked.get(obj["kind"], 0) + 1
+    # every kind the policies read was met: VMs and their launchers, CAPK's VMs, predictors, notebooks, Services
+    # 8 VMs + 2 CAPK machines; their 10 launchers, 9 predictor pods and 5 notebook pods
+    assert checked == {"VirtualMachine": 10, "Pod": 24, "StatefulSet": 5, "Service": 11, "Deployment": 9}
