@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import Ipv4Address, Ipv4Cidr
+from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_routable_cidr, unicast_problem
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_SUBDOMAIN, check_names
 from gpucell.spec.workloads import (
@@ -102,6 +102,14 @@ class TenantClusterApiServer(SpecModel):
     allow_from_cidrs: list[Ipv4Cidr] = []
     """``LoadBalancer``: the client networks that may reach the API (required; ``0.0.0.0/0`` opens it to the world
     explicitly)."""
+
+    @field_validator("address")
+    @classmethod
+    def _unicast(cls, value: IPv4Address | None) -> IPv4Address | None:
+        problem = None if value is None else unicast_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; the API server's address is a unicast address of a loadBalancer pool")
+        return value
 
     @model_validator(mode="after")
     def _exposure(self) -> TenantClusterApiServer:
@@ -242,13 +250,16 @@ class WorkerPoolSpec(SpecModel):
 
 
 class TenantClusterNetwork(SpecModel):
-    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them)."""
+    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them); neither may
+    overlap loopback, link-local, multicast or the other special ranges (RFC 6890)."""
 
     pod_cidr: Ipv4Cidr = IPv4Network("10.243.0.0/16")
     """Pod network of the tenant cluster (``Cluster.spec.clusterNetwork.pods``; kubeadm gives each node a /24 of
     it). At most a /22. Defaults to ``10.243.0.0/16`` (CAPK's own templates)."""
     service_cidr: Ipv4Cidr = IPv4Network("10.95.0.0/16")
     """Service network of the tenant cluster. Between a /12 and a /24. Defaults to ``10.95.0.0/16``."""
+
+    _routable = field_validator("pod_cidr", "service_cidr")(check_routable_cidr)
 
     @model_validator(mode="after")
     def _sizes(self) -> TenantClusterNetwork:

@@ -18,6 +18,7 @@ from gpucell.spec._values import (
     Ipv4Address,
     Ipv4Cidr,
     check_config_key,
+    check_endpoint_host,
     check_image_reference,
     check_login_name,
     check_single_line,
@@ -685,7 +686,8 @@ class ModelEndpointSpec(SpecModel):
     """Secret stack config key holding the storage credentials (a Hugging Face token for ``hf://``, or
     ``AWS_ACCESS_KEY_ID:AWS_SECRET_ACCESS_KEY`` for ``s3://``); mounted through a Secret and ServiceAccount."""
     s3_endpoint: str | None = None
-    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
+    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3; not a loopback,
+    link-local or other non-routable address."""
     s3_region: str | None = None
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
     expose: EndpointExposure | None = None
@@ -763,6 +765,7 @@ class ModelEndpointSpec(SpecModel):
                 "is not a host name or address with an optional :port (no https://, no path; e.g. "
                 "minio.storage.example.net:9000)"
             ) from None
+        check_endpoint_host(host, "the S3 store")
         return value
 
     @field_validator("s3_region")

@@ -490,7 +490,8 @@ class OidcSpec(TypedDict, total=False):
 
     issuerUrl: Required[str]
     """``https://`` URL of the issuer, exactly the tokens' ``iss`` claim; discovery is read from
-    ``<issuerUrl>/.well-known/openid-configuration``.
+    ``<issuerUrl>/.well-known/openid-configuration``. Its host is not a loopback, link-local or other non-routable
+    address.
     """
 
     clientId: Required[str]
@@ -518,7 +519,9 @@ class BgpPeer(TypedDict, total=False):
     """A BGP router the servers advertise the API VIP to (an entry of kube-vip's ``bgp_peers``)."""
 
     address: Required[str]
-    """The router's IPv4 address."""
+    """The router's IPv4 address: a unicast host address (not loopback, link-local, multicast, broadcast,
+    reserved or unspecified), and not the VIP itself.
+    """
 
     asn: Required[int]
     """The router's AS number."""
@@ -555,7 +558,9 @@ class ApiVip(TypedDict, total=False):
 
 
 class Network(TypedDict, total=False):
-    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
+    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network, and no
+    network may overlap loopback, link-local, multicast or the other special ranges (RFC 6890).
+    """
 
     nodeCidr: Required[str]
     """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
@@ -755,7 +760,10 @@ class DiskSource(TypedDict, total=False):
     """Container disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
 
     http: str
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``); its host is not a loopback,
+    link-local or other non-routable address (the importer pod would fetch from its own node or instance
+    metadata).
+    """
 
     allowPlainHttp: bool
     """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
@@ -1174,7 +1182,9 @@ class ModelEndpointSpec(TypedDict, total=False):
     """
 
     s3Endpoint: str
-    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
+    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3; not a loopback,
+    link-local or other non-routable address.
+    """
 
     s3Region: str
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
@@ -1341,7 +1351,9 @@ class WorkerPoolSpec(TypedDict, total=False):
 
 
 class TenantClusterNetwork(TypedDict, total=False):
-    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them)."""
+    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them); neither may
+    overlap loopback, link-local, multicast or the other special ranges (RFC 6890).
+    """
 
     podCidr: str
     """Pod network of the tenant cluster (``Cluster.spec.clusterNetwork.pods``; kubeadm gives each node a /24 of
@@ -1617,7 +1629,7 @@ class BgpPeerSpec(TypedDict, total=False):
     """One BGP neighbour of the announcing nodes (a top-of-rack router)."""
 
     address: Required[str]
-    """The router's address, reachable from the nodes (Cilium ``peerAddress``)."""
+    """The router's address, reachable from the nodes (Cilium ``peerAddress``): a unicast host address."""
 
     asn: Required[int]
     """The router's AS number (Cilium ``peerASN``)."""
@@ -1692,7 +1704,9 @@ class GatewaySpec(TypedDict, total=False):
     """
 
     pool: Required[str]
-    """The ``loadBalancer.pools`` entry the Gateway's address comes from."""
+    """The ``loadBalancer.pools`` entry the Gateway's address comes from: one that lists no tenants (a tenant's
+    Service could otherwise take the address first).
+    """
 
     address: str
     """A fixed address for the Gateway, inside ``pool``; defaults to any free address of it (then the address is
@@ -1741,7 +1755,10 @@ class ImportSource(TypedDict, total=False):
     """Container disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
 
     http: str
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``); its host is not a loopback,
+    link-local or other non-routable address (the importer pod would fetch from its own node or instance
+    metadata).
+    """
 
     allowPlainHttp: bool
     """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
@@ -2103,7 +2120,9 @@ class RemoteWriteSpec(TypedDict, total=False):
     """
 
     url: Required[str]
-    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``)."""
+    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``); its
+    host is neither a loopback, link-local or other non-routable address nor a node of the cell.
+    """
 
     credentialsConfigKey: str
     """Secret stack config key holding ``<user>:<password>`` for HTTP basic auth; required: a store reachable
@@ -2147,8 +2166,8 @@ class EtcdS3(TypedDict, total=False):
     """An S3-compatible target for the snapshots, configured through a ``kube-system`` Secret (never config.yaml)."""
 
     endpoint: str
-    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``). Defaults to
-    ``s3.amazonaws.com``.
+    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``); neither a loopback, link-local
+    or other non-routable address nor a node of the cell. Defaults to ``s3.amazonaws.com``.
     """
 
     bucket: Required[str]
@@ -2236,7 +2255,8 @@ class BackupStorageSpec(TypedDict, total=False):
 
     endpoint: str
     """``https://`` URL of an S3-compatible store (``config.s3Url``, e.g. ``https://s3.fra1.example.net``);
-    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused.
+    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused, and so are hosts at a
+    loopback, link-local or other non-routable address or at a node of the cell.
     """
 
     forcePathStyle: bool
