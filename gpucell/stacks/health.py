@@ -34,6 +34,7 @@ query needs, no control character in a label, finite samples).
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 import tempfile
@@ -345,19 +346,15 @@ def _host_node(root: yaml.Node, region: str, host: str, file_name: str) -> yaml.
                     inside = pool.start_mark.index <= entry.start_mark.index < pool.end_mark.index
                     if isinstance(entry, yaml.MappingNode) and inside:
                         return entry
-    raise ConfigError(
-        [
-            f"{file_name}: host {host} of region {region} is not written as an entry of its pool's hosts (an alias "
-            "or a merge key?); quarantine it by hand (docs/operations.md, Quarantine a host)"
-        ]
-    )
+    raise ConfigError([_by_hand(file_name, region, host)])
 
 
 def quarantine_patch(text: str, file_name: str, region: str, reasons: Mapping[str, str]) -> str:
     """``text`` (a ``Pulumi.<stack>.yaml``) with ``quarantine: {reason: "<reason>"}`` added to the entry of each host
     of ``reasons`` in ``region``: inside a flow mapping (``{name: h, address: a, quarantine: {...}}``) or as the
     block mapping's last key, at its indentation. Every other byte is kept. Raises :class:`ConfigError` when a host
-    is not written as its own entry."""
+    is not written as an entry of its own (reached through an alias or a merge key, or shared with another
+    entry): the patched document must differ from the original by these quarantines alone."""
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     inserts: list[tuple[int, str]] = []
     for host, reason in reasons.items():
@@ -372,9 +369,35 @@ def quarantine_patch(text: str, file_name: str, region: str, reasons: Mapping[st
             newline = text.find("\n", last.index) if last.column else last.index - 1
             at = len(text) if newline < 0 else newline
             inserts.append((at, "\n" + " " * column + value))
+    patched = text
     for at, insert in sorted(inserts, reverse=True):
-        text = text[:at] + insert + text[at:]
-    return text
+        patched = patched[:at] + insert + patched[at:]
+    if _unshared(patched) != _quarantined(_unshared(text), region, reasons):
+        raise ConfigError([_by_hand(file_name, region, ", ".join(reasons))])
+    return patched
+
+
+def _unshared(text: str) -> Any:
+    """The document ``text`` holds, each alias and merge key expanded into a copy of its own."""
+    return json.loads(json.dumps(yaml.safe_load(text), default=str))
+
+
+def _quarantined(document: Any, region: str, reasons: Mapping[str, str]) -> Any:
+    """``document`` with the quarantine of each host of ``reasons`` set on its first entry in the region, and nothing
+    else changed."""
+    config = document["config"]
+    pools = (config.get("gpucell:regions") or config.get("regions"))[region]["nodePools"]
+    entries = [host for pool in pools.values() for host in pool.get("hosts") or []]
+    for name, reason in reasons.items():
+        next(host for host in entries if host.get("name") == name)["quarantine"] = {"reason": reason}
+    return document
+
+
+def _by_hand(file_name: str, region: str, host: str) -> str:
+    return (
+        f"{file_name}: host {host} of region {region} is not written as an entry of its own (an alias or a merge "
+        "key?); quarantine it by hand (docs/operations.md, Quarantine a host)"
+    )
 
 
 def unified_diff(before: str, after: str, file_name: str) -> str:

@@ -105,6 +105,7 @@ def get(
     where = url.partition("?")[0]
     if deadline.left() <= 0:
         raise deadline.passed(where)
+    cut = deadline.left() < timeout  # the deadline, not the request's timeout, bounds this wait
     try:
         with urllib.request.urlopen(url, timeout=min(timeout, deadline.left())) as response:
             body = _read(response, deadline, where, max_bytes)
@@ -114,7 +115,8 @@ def get(
             detail = json.loads(detail).get("error", detail)
         raise PrometheusError(f"{where}: HTTP {exc.code}: {printable(str(detail))}".strip()) from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        if deadline.left() <= 0:
+        timed_out = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+        if deadline.left() <= 0 or (cut and timed_out):
             raise deadline.passed(where) from None
         reason = getattr(exc, "reason", exc)
         raise PrometheusError(f"{where}: {reason} (is the Prometheus URL right and reachable?)") from None
