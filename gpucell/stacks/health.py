@@ -322,14 +322,14 @@ def _declared_units(spec: CellSpec) -> Iterator[tuple[str, str, str, int]]:
 # -- the stack-file patch --------------------------------------------------------------------------------------------
 
 
-def _entry(node: yaml.Node, key: str) -> yaml.Node | None:
+def _entry(node: yaml.Node | None, key: str) -> yaml.Node | None:
     """The value of ``key`` written in the mapping ``node`` itself (merge keys are not followed)."""
     if not isinstance(node, yaml.MappingNode):
         return None
     return next((value for k, value in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
 
 
-def _host_node(root: yaml.Node, region: str, host: str, file_name: str) -> yaml.MappingNode:
+def _host_node(root: yaml.Node | None, region: str, host: str, file_name: str) -> yaml.MappingNode:
     """The mapping of ``host`` under ``config.gpucell:regions.<region>.nodePools.<pool>.hosts``, written there (not
     reached through an alias or a merge key, whose edit would change other entries). Raises :class:`ConfigError`."""
     pools: yaml.Node | None = _entry(root, "config")
