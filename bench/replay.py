@@ -1,6 +1,6 @@
 """The benchmark's baselines: the raw Pulumi SDK registering what a plan registered, or as many plain resources.
 
-Both run under gpucell's mock engine (:func:`gpucell.stacks.mock_engine.run_program`) with the same computed
+Both run under gpucell's mock engine (:func:`gpucell.engine.mock_engine.run_program`) with the same computed
 outputs as the plan, so that the only difference to ``gpucell plan`` is gpucell's own work: reading and
 validating config, rendering, building components, printing and writing.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from gpucell.stacks.mock_engine import run_program
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks.plan import make_plan
 
 __all__ = ["floor", "record_registrations", "replay"]

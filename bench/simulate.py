@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from bench.synthetic import Size, write_stack
+from gpucell.engine.mock_engine import Registration
 from gpucell.stacks.estimate import estimate
-from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import make_plan, to_json
 
 __all__ = ["NEW_REGION_NODES", "UPGRADE_WINDOWS", "simulated_table", "without_join_window"]

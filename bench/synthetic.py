@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from gpucell.gpu_catalog import CATALOG, mig_resource_name
-from gpucell.inventory import WHOLE_GPU
+from gpucell.admission.inventory import WHOLE_GPU
+from gpucell.catalog.gpu_catalog import CATALOG, mig_resource_name
 from gpucell.spec import StackSpec
 
 __all__ = ["MIX", "Size", "stack_config", "write_stack"]

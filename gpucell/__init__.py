@@ -24,28 +24,28 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
-    from gpucell.backups import Backups, BackupsArgs
-    from gpucell.cdi import Cdi, CdiArgs, VolumeClass
+    from gpucell.admission.tenants import ClusterFacts
+    from gpucell.catalog.gpu_catalog import CATALOG, GpuModel
     from gpucell.cell import RegionalCell, RegionalCellArgs
-    from gpucell.cert_manager import CertManager, CertManagerArgs
-    from gpucell.cilium import Cilium, CiliumArgs
     from gpucell.cluster import Cluster, ContainerRuntime
-    from gpucell.cluster_api import ClusterApi, ClusterApiArgs
-    from gpucell.cluster_deny import ClusterDeny, ClusterDenyArgs
-    from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
-    from gpucell.dra_driver import DraDriver, DraDriverArgs
-    from gpucell.dra_ordering import DraClaimOrder
+    from gpucell.components.backups import Backups, BackupsArgs
+    from gpucell.components.cdi import Cdi, CdiArgs, VolumeClass
+    from gpucell.components.cert_manager import CertManager, CertManagerArgs
+    from gpucell.components.cilium import Cilium, CiliumArgs
+    from gpucell.components.cluster_api import ClusterApi, ClusterApiArgs
+    from gpucell.components.cluster_deny import ClusterDeny, ClusterDenyArgs
+    from gpucell.components.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
+    from gpucell.components.dra_driver import DraDriver, DraDriverArgs
+    from gpucell.components.gpu_operator import GpuOperator, GpuOperatorArgs
+    from gpucell.components.keda import Keda, KedaArgs
+    from gpucell.components.kserve import KServe, KServeArgs
+    from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs
+    from gpucell.components.metrics import Metrics, MetricsArgs
+    from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
+    from gpucell.components.storage import Storage, StorageArgs
     from gpucell.errors import ConfigError
-    from gpucell.gpu_catalog import CATALOG, GpuModel
-    from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
-    from gpucell.k3s import K3sCluster, K3sClusterArgs
-    from gpucell.keda import Keda, KedaArgs
-    from gpucell.kserve import KServe, KServeArgs
-    from gpucell.kubevirt import KubeVirt, KubeVirtArgs
-    from gpucell.metrics import Metrics, MetricsArgs
+    from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
     from gpucell.platform import Platform
-    from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.spec import (
         AccessMode,
         CdiSpec,
@@ -93,8 +93,8 @@ if TYPE_CHECKING:
         VolumeMode,
     )
     from gpucell.spec.tenant_clusters import TenantClusterSpec
-    from gpucell.storage import Storage, StorageArgs
-    from gpucell.tenancy import Tenant, TenantArgs, TenantRef
+    from gpucell.tenancy.dra_ordering import DraClaimOrder
+    from gpucell.tenancy.tenant import Tenant, TenantArgs, TenantRef
     from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
     from gpucell.workloads.notebook import Notebook, NotebookArgs
     from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
@@ -207,44 +207,44 @@ __all__ = [
 
 _HOMES: dict[str, str] = {
     "AccessMode": "gpucell.spec",
-    "CATALOG": "gpucell.gpu_catalog",
-    "Backups": "gpucell.backups",
-    "BackupsArgs": "gpucell.backups",
-    "Cdi": "gpucell.cdi",
-    "CdiArgs": "gpucell.cdi",
+    "CATALOG": "gpucell.catalog.gpu_catalog",
+    "Backups": "gpucell.components.backups",
+    "BackupsArgs": "gpucell.components.backups",
+    "Cdi": "gpucell.components.cdi",
+    "CdiArgs": "gpucell.components.cdi",
     "CdiSpec": "gpucell.spec",
     "CellSpec": "gpucell.spec",
-    "CertManager": "gpucell.cert_manager",
-    "CertManagerArgs": "gpucell.cert_manager",
+    "CertManager": "gpucell.components.cert_manager",
+    "CertManagerArgs": "gpucell.components.cert_manager",
     "ChartSpec": "gpucell.spec",
-    "Cilium": "gpucell.cilium",
-    "CiliumArgs": "gpucell.cilium",
+    "Cilium": "gpucell.components.cilium",
+    "CiliumArgs": "gpucell.components.cilium",
     "CiliumSpec": "gpucell.spec",
     "Cluster": "gpucell.cluster",
-    "ClusterApi": "gpucell.cluster_api",
-    "ClusterApiArgs": "gpucell.cluster_api",
-    "ClusterDeny": "gpucell.cluster_deny",
-    "ClusterDenyArgs": "gpucell.cluster_deny",
-    "ClusterFacts": "gpucell.admission",
+    "ClusterApi": "gpucell.components.cluster_api",
+    "ClusterApiArgs": "gpucell.components.cluster_api",
+    "ClusterDeny": "gpucell.components.cluster_deny",
+    "ClusterDenyArgs": "gpucell.components.cluster_deny",
+    "ClusterFacts": "gpucell.admission.tenants",
     "ConfigError": "gpucell.errors",
     "ContainerRuntime": "gpucell.cluster",
     "CpuTopology": "gpucell.spec",
-    "CsiSnapshots": "gpucell.csi_snapshots",
-    "CsiSnapshotsArgs": "gpucell.csi_snapshots",
+    "CsiSnapshots": "gpucell.components.csi_snapshots",
+    "CsiSnapshotsArgs": "gpucell.components.csi_snapshots",
     "DeploymentMode": "gpucell.spec",
     "DiskSource": "gpucell.spec",
-    "DraClaimOrder": "gpucell.dra_ordering",
-    "DraDriver": "gpucell.dra_driver",
-    "DraDriverArgs": "gpucell.dra_driver",
+    "DraClaimOrder": "gpucell.tenancy.dra_ordering",
+    "DraDriver": "gpucell.components.dra_driver",
+    "DraDriverArgs": "gpucell.components.dra_driver",
     "DraDriverSpec": "gpucell.spec",
     "EgressClass": "gpucell.spec",
     "EvictionStrategy": "gpucell.spec",
     "Exposure": "gpucell.spec",
     "GpuAllocation": "gpucell.spec",
     "GpuMode": "gpucell.spec",
-    "GpuModel": "gpucell.gpu_catalog",
-    "GpuOperator": "gpucell.gpu_operator",
-    "GpuOperatorArgs": "gpucell.gpu_operator",
+    "GpuModel": "gpucell.catalog.gpu_catalog",
+    "GpuOperator": "gpucell.components.gpu_operator",
+    "GpuOperatorArgs": "gpucell.components.gpu_operator",
     "GpuOperatorSpec": "gpucell.spec",
     "GpuRequest": "gpucell.spec",
     "GpuVirtualMachine": "gpucell.workloads.virtual_machine",
@@ -252,18 +252,18 @@ _HOMES: dict[str, str] = {
     "GpuVirtualMachineSpec": "gpucell.spec",
     "Host": "gpucell.spec",
     "ImageSpec": "gpucell.spec",
-    "K3sCluster": "gpucell.k3s",
-    "K3sClusterArgs": "gpucell.k3s",
+    "K3sCluster": "gpucell.k3s.cluster",
+    "K3sClusterArgs": "gpucell.k3s.cluster",
     "K3sClusterSpec": "gpucell.spec",
-    "KServe": "gpucell.kserve",
-    "KServeArgs": "gpucell.kserve",
+    "KServe": "gpucell.components.kserve",
+    "KServeArgs": "gpucell.components.kserve",
     "KServeSpec": "gpucell.spec",
-    "Keda": "gpucell.keda",
-    "KedaArgs": "gpucell.keda",
-    "KubeVirt": "gpucell.kubevirt",
-    "KubeVirtArgs": "gpucell.kubevirt",
-    "Metrics": "gpucell.metrics",
-    "MetricsArgs": "gpucell.metrics",
+    "Keda": "gpucell.components.keda",
+    "KedaArgs": "gpucell.components.keda",
+    "KubeVirt": "gpucell.components.kubevirt",
+    "KubeVirtArgs": "gpucell.components.kubevirt",
+    "Metrics": "gpucell.components.metrics",
+    "MetricsArgs": "gpucell.components.metrics",
     "MigStrategy": "gpucell.spec",
     "ModelEndpoint": "gpucell.workloads.model_endpoint",
     "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
@@ -274,8 +274,8 @@ _HOMES: dict[str, str] = {
     "Notebook": "gpucell.workloads.notebook",
     "NotebookArgs": "gpucell.workloads.notebook",
     "NotebookSpec": "gpucell.spec",
-    "PriorityClasses": "gpucell.priority_classes",
-    "PriorityClassesArgs": "gpucell.priority_classes",
+    "PriorityClasses": "gpucell.components.priority_classes",
+    "PriorityClassesArgs": "gpucell.components.priority_classes",
     "Platform": "gpucell.platform",
     "RegionalCell": "gpucell.cell",
     "RegionalCellArgs": "gpucell.cell",
@@ -288,24 +288,24 @@ _HOMES: dict[str, str] = {
     "SshOverride": "gpucell.spec",
     "SshService": "gpucell.spec",
     "StackSpec": "gpucell.spec",
-    "Storage": "gpucell.storage",
-    "StorageArgs": "gpucell.storage",
+    "Storage": "gpucell.components.storage",
+    "StorageArgs": "gpucell.components.storage",
     "StorageBackend": "gpucell.spec",
     "StorageSpec": "gpucell.spec",
-    "Tenant": "gpucell.tenancy",
-    "TenantArgs": "gpucell.tenancy",
+    "Tenant": "gpucell.tenancy.tenant",
+    "TenantArgs": "gpucell.tenancy.tenant",
     "TenantCluster": "gpucell.workloads.tenant_cluster",
     "TenantClusterArgs": "gpucell.workloads.tenant_cluster",
     "TenantClusterSpec": "gpucell.spec.tenant_clusters",
     "TenantGroups": "gpucell.spec",
     "TenantLimits": "gpucell.spec",
     "TenantQuota": "gpucell.spec",
-    "TenantRef": "gpucell.tenancy",
+    "TenantRef": "gpucell.tenancy.tenant",
     "TenantSpec": "gpucell.spec",
     "TopologyProfile": "gpucell.spec",
     "Versions": "gpucell.spec",
     "VmDisk": "gpucell.spec",
-    "VolumeClass": "gpucell.cdi",
+    "VolumeClass": "gpucell.components.cdi",
     "VolumeMode": "gpucell.spec",
 }
 """Public name -> the module that defines it."""

@@ -12,32 +12,32 @@ import pulumi
 from pulumi_kubernetes.provider import Provider
 
 from gpucell._component import CellComponent, resources_later
-from gpucell.admission import ClusterFacts
-from gpucell.backups import BackupCredentials, Backups, BackupsArgs
-from gpucell.cdi import Cdi, CdiArgs
-from gpucell.cert_manager import CertManager, CertManagerArgs
-from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster
-from gpucell.cluster_api import ClusterApi, ClusterApiArgs
-from gpucell.cluster_deny import ClusterDeny, ClusterDenyArgs
-from gpucell.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
-from gpucell.dra_driver import DraDriver, DraDriverArgs
-from gpucell.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
-from gpucell.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
-from gpucell.gpu_operator import GpuOperator, GpuOperatorArgs
-from gpucell.gpu_serving import GpuServing, gpu_serving, node_records
-from gpucell.images import ImageCatalog, ImageCatalogArgs
-from gpucell.instancetypes import Instancetypes, InstancetypesArgs
-from gpucell.k3s import K3sCluster, K3sClusterArgs
-from gpucell.keda import Keda, KedaArgs
-from gpucell.kserve import KServe, KServeArgs
-from gpucell.kubevirt import KubeVirt, KubeVirtArgs
-from gpucell.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
-from gpucell.metrics import Metrics, MetricsArgs
+from gpucell.components.backups import BackupCredentials, Backups, BackupsArgs
+from gpucell.components.cdi import Cdi, CdiArgs
+from gpucell.components.cert_manager import CertManager, CertManagerArgs
+from gpucell.components.cilium import Cilium, CiliumArgs
+from gpucell.components.cluster_api import ClusterApi, ClusterApiArgs
+from gpucell.components.cluster_deny import ClusterDeny, ClusterDenyArgs
+from gpucell.components.csi_snapshots import CsiSnapshots, CsiSnapshotsArgs
+from gpucell.components.dra_driver import DraDriver, DraDriverArgs
+from gpucell.components.gateway import EndpointGateway, EndpointGatewayArgs, exposed_endpoints
+from gpucell.components.gateway_api import GatewayApiCrds, GatewayApiCrdsArgs
+from gpucell.components.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpucell.components.images import ImageCatalog, ImageCatalogArgs
+from gpucell.components.instancetypes import Instancetypes, InstancetypesArgs
+from gpucell.components.keda import Keda, KedaArgs
+from gpucell.components.kserve import KServe, KServeArgs
+from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs
+from gpucell.components.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
+from gpucell.components.metrics import Metrics, MetricsArgs
+from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
+from gpucell.components.storage import Storage, StorageArgs
+from gpucell.day2.gpu_serving import GpuServing, gpu_serving, node_records
+from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
 from gpucell.platform import Platform
-from gpucell.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.spec import CellSpec, GpuMode
-from gpucell.storage import Storage, StorageArgs
 
 __all__ = ["RegionalCell", "RegionalCellArgs", "cluster_identifier"]
 
@@ -65,25 +65,25 @@ class RegionalCellArgs:
     etcd_s3_credentials: pulumi.Input[str] | None = None
     """``<access key id>:<secret access key>`` for ``etcd.snapshots.s3`` (a Pulumi secret); required with it."""
     registered_hosts: frozenset[str] | None = None
-    """Hosts of the last deployment (:attr:`gpucell.k3s.K3sClusterArgs.registered_hosts`): the others join in
+    """Hosts of the last deployment (:attr:`gpucell.k3s.cluster.K3sClusterArgs.registered_hosts`): the others join in
     waves. ``None``, the default, takes every host as registered."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` for ``metrics.remoteWrite`` (a Pulumi secret); required with it."""
     backup_credentials: BackupCredentials | None = None
     """The bucket credentials and repository password of ``backups`` (Pulumi secrets); required with it."""
     control_server: str | None = None
-    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.K3sClusterArgs.control_server`). Defaults
-    to the first server not ``removalPolicy: forget``."""
+    """The server the nodes' maintenance steps run on (:attr:`gpucell.k3s.cluster.K3sClusterArgs.control_server`).
+    Defaults to the first server not ``removalPolicy: forget``."""
     deployed_gpu_nodes: Mapping[str, Mapping[str, Any]] | None = None
-    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.gpu_serving.node_records`, read
-    back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
+    """The hosts' GPU configurations at the last completed deployment (:func:`gpucell.day2.gpu_serving.node_records`,
+    read back from the stack output ``<region>GpuNodes``): what the cell-wide GPU pieces keep serving while hosts change
     theirs. ``None``, the default, a region never deployed: nothing is kept."""
     image_credentials: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
     """Config key -> ``<user>:<password>`` (a Pulumi secret) of every ``imageCatalogs`` image's
     ``credentialsConfigKey``; required for each."""
     other_cells: Sequence[IPv4Network] = ()
     """Networks of the stack's other cells, which this cell's tenants never reach
-    (:func:`gpucell.cluster_deny.other_cells`). Defaults to none."""
+    (:func:`gpucell.components.cluster_deny.other_cells`). Defaults to none."""
 
 
 def _check_secrets(args: RegionalCellArgs) -> None:
@@ -95,7 +95,8 @@ def _check_secrets(args: RegionalCellArgs) -> None:
 class RegionalCell(CellComponent):
     """One independent regional cell: k3s over SSH, then Cilium, storage, KubeVirt, CDI, GPU Operator (and the
     NVIDIA DRA driver with ``dra`` pools), KServe; with ``backups``, CSI snapshots and Velero; the cell's
-    PriorityClasses; the cluster-wide deny rules fencing its tenants in (:class:`gpucell.cluster_deny.ClusterDeny`).
+    PriorityClasses; the cluster-wide deny rules fencing its tenants in
+    (:class:`gpucell.components.cluster_deny.ClusterDeny`).
 
     The cell's Kubernetes provider is built from the k3s kubeconfig Output (no file, no ``~/.kube/config``), so
     nothing in a cell can touch another region's cluster; its ``clusterIdentifier`` (:func:`cluster_identifier`)
@@ -107,11 +108,11 @@ class RegionalCell(CellComponent):
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
     - KServe after cert-manager's webhook is ready;
     - Cluster API (with tenant clusters) after cert-manager too;
-    - a host whose GPU configuration changes (:mod:`gpucell.gpu_serving`): its ``-prepare`` after the GPU Operator,
+    - a host whose GPU configuration changes (:mod:`gpucell.day2.gpu_serving`): its ``-prepare`` after the GPU Operator,
       the ``KubeVirt`` CR and the DRA driver, which serve both its old and new configuration until the first run after
       every node settled.
 
-    What tenants and their workloads build on (:meth:`gpucell.tenancy.TenantArgs.from_cell`): :attr:`cluster`,
+    What tenants and their workloads build on (:meth:`gpucell.tenancy.tenant.TenantArgs.from_cell`): :attr:`cluster`,
     :attr:`facts` and :attr:`platform`.
     """
 
@@ -143,7 +144,7 @@ class RegionalCell(CellComponent):
 
         serving = gpu_serving(cell, args.deployed_gpu_nodes)
         self.serving = serving
-        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.gpu_serving.GpuServing`)."""
+        """The spec the cell-wide GPU pieces are rendered from (:class:`gpucell.day2.gpu_serving.GpuServing`)."""
         # Add before: a reconfigured host's -prepare waits for what serves both its configurations, built below. A
         # renamed SR-IOV vGPU resource cannot be served twice: those hosts wait for the GPU Operator (and the DRA
         # driver) only, and the KubeVirt CR renames it after the first of them cordoned its pool (decision 0018).
@@ -234,9 +235,9 @@ class RegionalCell(CellComponent):
         self.storage_class_name = self.storage.storage_class_name
         # An instance attribute, not a declared output: the records are the program's own bookkeeping (a stack
         # output for the next run), and their values mix strings, numbers and lists, which a component package's
-        # schema cannot type (gpucell.component_package exports this class).
+        # schema cannot type (gpucell.package.component_package exports this class).
         self.gpu_nodes: pulumi.Output[dict[str, dict[str, Any]]] = self._recorded_once_settled()
-        """:func:`gpucell.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
+        """:func:`gpucell.day2.gpu_serving.node_records` of this run, known once every node's ``-settle`` succeeded: the
         program exports it as ``<region>GpuNodes`` for the next run's :attr:`RegionalCellArgs.deployed_gpu_nodes`."""
         self.register_outputs(
             {
@@ -312,7 +313,8 @@ class RegionalCell(CellComponent):
             f"{name}-gpu-operator", GpuOperatorArgs.from_cell(served, on), opts=self._ordered(self.cilium)
         )
         self.dra_driver: DraDriver | None = None
-        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it, :mod:`gpucell.gpu_serving`)."""
+        """The NVIDIA DRA driver, while a pool has ``gpuMode: dra`` (or a host had it,
+        :mod:`gpucell.day2.gpu_serving`)."""
         if served.gpu_pools(GpuMode.DRA):
             self.dra_driver = DraDriver(
                 f"{name}-dra-driver",
@@ -344,8 +346,8 @@ class RegionalCell(CellComponent):
         """The image catalogs, by namespace."""
 
     def _recorded_once_settled(self) -> pulumi.Output[dict[str, dict[str, Any]]]:
-        """:func:`gpucell.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it never
-        resolves in a run where a node fails, so that run records nothing (decision 0018)."""
+        """:func:`gpucell.day2.gpu_serving.node_records` of the region, as an Output of every node's ``-settle``: it
+        never resolves in a run where a node fails, so that run records nothing (decision 0018)."""
         records = node_records(self.spec)
         settled = [node.settle.id for node in self.k3s.nodes.values()]
         return pulumi.Output.all(*settled).apply(lambda _: records)

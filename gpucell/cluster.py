@@ -1,20 +1,24 @@
 """A handle on a Kubernetes cluster gpucell can deploy onto: its provider, its version, its container runtime's
 paths and what "ready" depends on.
 
-:class:`gpucell.k3s.K3sCluster` returns one (:attr:`~gpucell.k3s.K3sCluster.cluster`); for a cluster gpucell did not
-build (kubeadm, RKE2, EKS, another k3s), :meth:`Cluster.from_kubeconfig` makes one from its kubeconfig and facts the
-API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Every component that deploys into
-a cluster takes one in its ``*Args`` (``cluster``). Decision 0019.
+:class:`gpucell.k3s.cluster.K3sCluster` returns one (:attr:`~gpucell.k3s.cluster.K3sCluster.cluster`); for a cluster
+gpucell did not build (kubeadm, RKE2, EKS, another k3s), :meth:`Cluster.from_kubeconfig` makes one from its kubeconfig
+and facts the API cannot tell a plan (the Kubernetes minor, where containerd keeps its config). Every component that
+deploys into a cluster takes one in its ``*Args`` (``cluster``). Decision 0019.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
 from gpucell.errors import ConfigError, shown
+
+if TYPE_CHECKING:
+    from gpucell.spec.network import Network
 
 __all__ = [
     "CONTAINERD_CONFIG",
@@ -22,10 +26,12 @@ __all__ = [
     "K3S_CONTAINERD_CONFIG",
     "K3S_CONTAINERD_DIR",
     "K3S_CONTAINERD_SOCKET",
+    "K3S_LOCAL_PORT",
     "Cluster",
     "ContainerRuntime",
     "check_kubernetes_minor",
     "k3s_containerd_template",
+    "listen_port",
 ]
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
@@ -38,6 +44,8 @@ K3S_CONTAINERD_CONFIG = f"{K3S_CONTAINERD_DIR}/config.toml"
 """The containerd config k3s renders at every start (host path). Edits to it are lost; it is only read."""
 K3S_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
 """k3s's containerd socket (host path), not containerd's default ``/run/containerd/containerd.sock``."""
+K3S_LOCAL_PORT = 6443
+"""k3s's default ``https-listen-port``; the admin kubeconfig points at ``https://127.0.0.1:<this>``."""
 K3S_CONTAINERD2_MINOR = (1, 31)
 """First Kubernetes minor whose k3s is taken to ship containerd 2.x (and so read ``config-v3.toml.tmpl``)."""
 
@@ -185,3 +193,13 @@ class Cluster:
             opts=opts,
         )
         return cls(provider, kubernetes_version, runtime or ContainerRuntime.containerd())
+
+
+def listen_port(network: Network) -> int:
+    """The port k3s servers listen on (``https-listen-port``), for the address plan ``network``.
+
+    Without ``network.apiEndpoint`` the endpoint *is* the single server, so it listens on ``apiPort``. With
+    an endpoint (VIP or load balancer) the servers keep k3s's default 6443 and the endpoint maps ``apiPort``
+    to it.
+    """
+    return network.api_port if network.api_endpoint is None else K3S_LOCAL_PORT

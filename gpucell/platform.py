@@ -1,7 +1,7 @@
 """The platform components on a cluster that tenants and their workloads wait for (decision 0019).
 
-A tenant sits on a :class:`~gpucell.cluster.Cluster` (where), :class:`~gpucell.admission.ClusterFacts` (what the plan
-knows of it) and a :class:`Platform` (what is installed there, so its objects are created after it).
+A tenant sits on a :class:`~gpucell.cluster.Cluster` (where), :class:`~gpucell.admission.tenants.ClusterFacts` (what the
+plan knows of it) and a :class:`Platform` (what is installed there, so its objects are created after it).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pulumi
 
-    from gpucell.backups import Backups
-    from gpucell.cdi import Cdi
-    from gpucell.cilium import Cilium
-    from gpucell.dra_driver import DraDriver
-    from gpucell.gpu_operator import GpuOperator
-    from gpucell.images import ImageCatalog
-    from gpucell.keda import Keda
-    from gpucell.kserve import KServe
-    from gpucell.kubevirt import KubeVirt
-    from gpucell.metrics import Metrics
-    from gpucell.priority_classes import PriorityClasses
+    from gpucell.components.backups import Backups
+    from gpucell.components.cdi import Cdi
+    from gpucell.components.cilium import Cilium
+    from gpucell.components.dra_driver import DraDriver
+    from gpucell.components.gpu_operator import GpuOperator
+    from gpucell.components.images import ImageCatalog
+    from gpucell.components.keda import Keda
+    from gpucell.components.kserve import KServe
+    from gpucell.components.kubevirt import KubeVirt
+    from gpucell.components.metrics import Metrics
+    from gpucell.components.priority_classes import PriorityClasses
 
 __all__ = ["Platform"]
 
@@ -53,8 +53,8 @@ class Platform:
     cilium: Cilium | None = None
     """Cilium, whose release installs the ``CiliumNetworkPolicy`` CRD."""
     cluster_deny: pulumi.Resource | None = None
-    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.cluster_deny.ClusterDeny`; typed as any
-    resource so that this module names no component that imports the tenancy layer)."""
+    """The cluster-wide deny rules fencing tenants in (:class:`gpucell.components.cluster_deny.ClusterDeny`; typed as
+    any resource so that this module names no component that imports the tenancy layer)."""
     kubevirt: KubeVirt | None = None
     """KubeVirt (its ``KubeVirt`` CR, Available)."""
     cdi: Cdi | None = None
@@ -70,8 +70,9 @@ class Platform:
     metrics: Metrics | None = None
     """The metrics stack (kube-prometheus-stack)."""
     image_catalogs: Mapping[str, ImageCatalog] = field(default_factory=dict)
-    """The image catalogs, by namespace (:class:`gpucell.images.ImageCatalog`). Defaults to none."""
+    """The image catalogs, by namespace (:class:`gpucell.components.images.ImageCatalog`). Defaults to none."""
     priority_classes: PriorityClasses | None = None
     """The cell's PriorityClasses (``priorityClasses``)."""
     backups: Backups | None = None
-    """Velero (:class:`gpucell.backups.Backups`), which renders the ``Schedule`` of each tenant with ``backup``."""
+    """Velero (:class:`gpucell.components.backups.Backups`), which renders the ``Schedule`` of each tenant with
+    ``backup``."""

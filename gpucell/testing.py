@@ -1,7 +1,7 @@
 """A test kit for Pulumi programs built on gpucell: mocks that answer the way the real providers would.
 
 Pulumi's documented unit-test mechanism (``pulumi.runtime.set_mocks``) echoes inputs back as outputs, which is
-not enough for a cell: :class:`~gpucell.k3s.K3sCluster` reads the admin kubeconfig from the first server (a
+not enough for a cell: :class:`~gpucell.k3s.cluster.K3sCluster` reads the admin kubeconfig from the first server (a
 ``command:remote:Command``'s ``stdout``) and checks it before handing it to the Kubernetes provider, and
 passwords come from ``random`` resources. :class:`CellMocks` supplies what those providers compute:
 
@@ -49,10 +49,10 @@ from typing import Any
 import pulumi
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell._k3s_scripts import listen_port
+from gpucell.cluster import listen_port
+from gpucell.engine import mock_engine
+from gpucell.engine.mock_engine import PlanResult, Registration
 from gpucell.spec import CellSpec
-from gpucell.stacks import mock_engine
-from gpucell.stacks.mock_engine import PlanResult, Registration
 
 __all__ = [
     "FAKE_PASSWORD",
@@ -127,7 +127,7 @@ def provider_outputs(
 ) -> Callable[[MockResourceArgs], dict[str, Any]]:
     """What real providers compute for a cell's resources, as ``args -> extra state`` for the mock engine.
 
-    The kubeconfig a first server prints names the port it listens on (:func:`gpucell._k3s_scripts.listen_port`:
+    The kubeconfig a first server prints names the port it listens on (:func:`gpucell.cluster.listen_port`:
     a single server without ``network.apiEndpoint`` listens on ``network.apiPort``). That port is taken from the
     ``https-listen-port`` of the ``config.yaml`` the server's install command writes (registered before the
     kubeconfig read, which waits for every server), else from ``cells``, else k3s's default 6443. So ``cells`` is

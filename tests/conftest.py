@@ -9,15 +9,15 @@ from typing import Any, cast
 
 import pytest
 
-from gpucell.cilium import CiliumArgs
 from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.components.cilium import CiliumArgs
+from gpucell.components.gpu_operator import GpuOperatorArgs, gpu_operator_values
+from gpucell.engine.mock_engine import PlanResult, Registration
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import GpuOperatorArgs, gpu_operator_values
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.objects import Violation, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import PlanResult, Registration
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = Path(os.environ.get("GPUCELL_UPSTREAM") or REPO.parent / "shared" / "upstream")

@@ -238,7 +238,7 @@ def test_gpucells_own_runtime_class_is_accepted_in_gpu_operator_values() -> None
 
 # -- CDI's upload proxy: a bare host, as virtctl takes it -----------------------------------------------------------
 def test_a_bare_upload_proxy_host_is_accepted_and_kept_for_virtctl() -> None:
-    from gpucell.cdi import cdi_spec
+    from gpucell.components.cdi import cdi_spec
 
     region = minimal_cell_config()
     region["cdi"] = {"uploadProxyUrl": "cdi-upload.fra1.example.net"}

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.admission.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
+from gpucell.admission.placement import place_container, place_vm
 from gpucell.errors import ConfigError
-from gpucell.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
-from gpucell.placement import place_container, place_vm
 from gpucell.spec import CellSpec, GpuRequest, StackSpec
 from tests.conftest import REPO
 
@@ -689,7 +689,7 @@ def test_endpoints_on_a_kserve_without_a_runtime_table() -> None:
     assert errors(config) == [
         "regions.fra1.versions.kserve: 'v0.21.0': gpucell checks model endpoints against the ClusterServingRuntimes "
         "KServe installs, which it knows for v0.20 only; pin such a release, or add this one's runtimes to "
-        "gpucell.kserve_runtimes"
+        "gpucell.catalog.kserve_runtimes"
     ]
     del config["tenants"], config["loadBalancer"], config["gateway"]  # the prod pools name its tenants
     assert errors(config) == []

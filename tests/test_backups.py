@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.admission import ClusterFacts
-from gpucell.backups import bucket_credentials_file, restore_manifest, schedule_manifest
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster
-from gpucell.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
+from gpucell.components.backups import bucket_credentials_file, restore_manifest, schedule_manifest
+from gpucell.components.csi_snapshots import controller_deployment, controller_rbac, crd_url, snapshot_class
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.platform import Platform
 from gpucell.spec import CellSpec, StackSpec
@@ -23,10 +24,9 @@ from gpucell.stacks import cli
 from gpucell.stacks.conformance.charts import render_releases, velero_facts
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.run import check_region
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import Tenant, TenantArgs, rbac_manifests
+from gpucell.tenancy.tenant import Tenant, TenantArgs, rbac_manifests
 from gpucell.testing import provider_outputs
 from tests.conftest import (
     REPO,
@@ -528,8 +528,8 @@ def test_backup_secrets_are_checked_before_anything_is_registered(config: dict[s
 
 
 def test_backups_args_from_a_cell_without_backups_is_a_value_error() -> None:
-    from gpucell.backups import BackupCredentials, BackupsArgs
     from gpucell.cluster import Cluster
+    from gpucell.components.backups import BackupCredentials, BackupsArgs
 
     cell = CellSpec.model_validate(minimal_cell_config())
     cluster = Cluster.__new__(Cluster)  # from_cell refuses before it uses the handle

@@ -9,12 +9,12 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell.cdi import Cdi, CdiArgs, VolumeClass
+from gpucell.components.cdi import Cdi, CdiArgs, VolumeClass
+from gpucell.components.storage import Storage, StorageArgs
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import AccessMode, CdiSpec, CellSpec, StackSpec, VolumeMode
 from gpucell.stacks.conformance.objects import Violation
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from gpucell.storage import Storage, StorageArgs
 from tests.conftest import cell, minimal_cell_config, program_cluster, violations
 
 CR = "kubernetes:cdi.kubevirt.io/v1beta1:CDI"

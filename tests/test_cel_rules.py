@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from pulumi_kubernetes.apiextensions import CustomResource
 
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks import cli
 from gpucell.stacks.conformance.cel_rules import CelTally, CrdRules, escape
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import run_program
 from tests.conftest import REPO, SCHEMA_CHECKERS, UPSTREAM, cell, minimal_cell_config
 
 

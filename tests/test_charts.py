@@ -15,12 +15,12 @@ import pytest
 from pulumi_kubernetes.helm.v3 import Release
 
 from gpucell.cluster import ContainerRuntime
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.helm import fetch_charts
 from gpucell.stacks.conformance.objects import checker_for
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.run import Report, check_region
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import Plan, check, make_plan
 from tests.conftest import (
     CHART,

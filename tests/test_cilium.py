@@ -8,11 +8,11 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell._chart import deep_merge
-from gpucell.cilium import Cilium, CiliumArgs
+from gpucell.components._chart import deep_merge
+from gpucell.components.cilium import Cilium, CiliumArgs
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import commented_keys, values_problems
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import STORE, cell, cell_cilium_values, minimal_cell_config, program_cluster
 
 

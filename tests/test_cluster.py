@@ -8,8 +8,8 @@ import pytest
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster, ContainerRuntime
+from gpucell.engine.mock_engine import run_program
 from gpucell.errors import ConfigError
-from gpucell.stacks.mock_engine import run_program
 from gpucell.testing import CellMocks
 from tests.conftest import cell, minimal_cell_config
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.cluster_deny import (
+from gpucell.components.cluster_deny import (
     ClusterDeny,
     ClusterDenyArgs,
     all_ports_but,
@@ -19,8 +19,8 @@ from gpucell.cluster_deny import (
     other_cells,
     platform_namespaces,
 )
+from gpucell.engine.mock_engine import run_program
 from gpucell.spec import StackSpec
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import make_plan
 from tests.conftest import REPO, violations
 

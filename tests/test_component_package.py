@@ -21,14 +21,14 @@ import pytest
 import yaml
 from pulumi.errors import InputPropertiesError, InputPropertyError
 
-from gpucell import component_package
-from gpucell.component_package import COMPONENTS, PACKAGE, PackageProvider
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
+from gpucell.package import component_package
+from gpucell.package.component_package import COMPONENTS, PACKAGE, PackageProvider
 from gpucell.spec import AccessMode
 from gpucell.spec._base import SpecModel
-from gpucell.stacks.mock_engine import PlanResult, run_program
-from gpucell.stacks.package_types import render
 from tests.conftest import REPO
+from tools.package_types import render
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 KUBECONFIG = "apiVersion: v1\nkind: Config\n"
@@ -179,7 +179,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
 
 # -- the schema ----------------------------------------------------------------------------------------------------
 def test_the_shipped_typed_dicts_are_what_the_spec_models_render() -> None:
-    assert (REPO / "gpucell" / "_package_types.py").read_text() == render()
+    assert (REPO / "gpucell" / "package" / "_generated" / "types.py").read_text() == render()
 
 
 def test_a_list_of_enums_is_a_list_of_strings_the_model_validates() -> None:
@@ -282,7 +282,7 @@ def test_the_plugin_manifest_runs_the_package_host_in_python() -> None:
     assert manifest["runtime"]["name"] == "python"
     main = ast.parse((REPO / "plugin" / "__main__.py").read_text())
     imported = [(n.module, [a.name for a in n.names]) for n in ast.walk(main) if isinstance(n, ast.ImportFrom)]
-    assert imported == [("gpucell.component_package", ["main"])]
+    assert imported == [("gpucell.package.component_package", ["main"])]
     assert (REPO / "plugin" / "requirements.txt").read_text().splitlines()[-1] == ".."
     # `pulumi package add ./plugin` creates the plugin's virtualenv in the checkout (PulumiPlugin.yaml's `virtualenv`)
     ignored = subprocess.run(

@@ -19,12 +19,12 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.helm.v3 import Release
 
-from gpucell.k3s import Command  # pulumi_command.remote.Command, imported without its deprecation noise
+from gpucell.engine.mock_engine import Registration, run_program
+from gpucell.k3s.cluster import Command  # pulumi_command.remote.Command, imported without its deprecation noise
 from gpucell.stacks import cli
 from gpucell.stacks.conformance.helm_values import commented_keys, leaf_paths
 from gpucell.stacks.conformance.run import Report, check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore, fetch
-from gpucell.stacks.mock_engine import Registration, run_program
 from gpucell.stacks.plan import Plan, check, make_plan
 from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 

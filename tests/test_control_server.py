@@ -8,8 +8,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks.control_server import choose_control_server, ssh_banner_problem
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.program import build_cells
 from tests.test_day2 import computed, prod_config
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell import _k3s_scripts as scripts
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
+from gpucell.k3s import _scripts as scripts
 from gpucell.stacks.plan import read_stack_files
 from gpucell.stacks.program import build_cells
 from gpucell.testing import read_outputs

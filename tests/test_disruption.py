@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpucell.disruption import (
+from gpucell.day2.disruption import (
     Acknowledgement,
     Change,
     StackAcknowledgements,
@@ -363,7 +363,7 @@ def test_removing_a_retained_node_runs_nothing_and_is_not_disruptive() -> None:
 
 
 def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -> None:
-    from gpucell.disruption import refused_together
+    from gpucell.day2.disruption import refused_together
 
     old = fp()
     for name, address in (("lab-srv-2", "10.20.0.12"), ("lab-srv-3", "10.20.0.13")):
@@ -408,7 +408,7 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
 def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledged(
     key: str, deployed: str, previous: str, line: str
 ) -> None:
-    from gpucell.disruption import skipped_releases
+    from gpucell.day2.disruption import skipped_releases
 
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}

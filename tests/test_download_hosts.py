@@ -6,7 +6,7 @@ from ipaddress import IPv4Network
 
 import pytest
 
-from gpucell.download_hosts import (
+from gpucell.catalog.download_hosts import (
     HUGGING_FACE_HOSTS,
     disk_source_hosts,
     fqdn_allows,

@@ -14,11 +14,7 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 from pulumi_kubernetes.apiextensions import CustomResource
 
-from gpucell._host_setup import host_setup, iommu_check
-from gpucell._k3s_scripts import node_config
-from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.disruption import compare, fingerprint
-from gpucell.dra import (
+from gpucell.admission.dra import (
     DEVICE_CLASSES,
     claim_template_name,
     container_claim_template,
@@ -26,19 +22,24 @@ from gpucell.dra import (
     quota_key,
     vm_claim_template,
 )
-from gpucell.dra_driver import NAMESPACE, dra_driver_values, driver_root
+from gpucell.catalog.gpu_catalog import CATALOG
+from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.components.dra_driver import NAMESPACE, dra_driver_values, driver_root
+from gpucell.components.kubevirt import feature_gates, kubevirt_spec
+from gpucell.day2.disruption import compare, fingerprint
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import CATALOG
-from gpucell.kubevirt import feature_gates, kubevirt_spec
+from gpucell.k3s._host_setup import host_setup, iommu_check
+from gpucell.k3s._scripts import node_config
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
 from gpucell.stacks.conformance.helm_values import values_problems
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import check_region
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.plan import make_plan
-from gpucell.tenancy import Tenant, TenantArgs, quota_hard
+from gpucell.tenancy._common import container_placement, vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs, quota_hard
 from gpucell.testing import read_outputs
 from gpucell.workloads import (
     GpuVirtualMachine,
@@ -48,7 +49,6 @@ from gpucell.workloads import (
     Notebook,
     NotebookArgs,
 )
-from gpucell.workloads._common import container_placement, vm_placement
 from gpucell.workloads.model_endpoint import inference_service_manifest
 from gpucell.workloads.notebook import statefulset_manifest
 from gpucell.workloads.virtual_machine import claim_template_manifest, virtual_machine_manifest
@@ -398,7 +398,7 @@ def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
 
 
 def test_gpu_operator_driver_manager_env_merges_by_name() -> None:
-    from gpucell.gpu_operator import _overrides
+    from gpucell.components.gpu_operator import _overrides
 
     config = dra_config()
     config["gpuOperator"] = {"values": {"driver": {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": True}]}}}}

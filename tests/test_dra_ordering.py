@@ -6,12 +6,12 @@ from typing import Any
 
 import pulumi
 
-from gpucell.dra_ordering import DraClaimOrder
-from gpucell.stacks.mock_engine import run_program
+from gpucell.engine.mock_engine import run_program
+from gpucell.tenancy.dra_ordering import DraClaimOrder
 
 
 def _placement(pools: tuple[str, ...], device_class: str | None) -> Any:
-    # Only the two fields DraClaimOrder reads; a real Placement comes from gpucell.placement.
+    # Only the two fields DraClaimOrder reads; a real Placement comes from gpucell.admission.placement.
     return type("P", (), {"pools": pools, "device_class": device_class})()
 
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.admission import placements
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.inventory import DRA_SHARED, OfferKind, capacity, dra_offers, gpu_offers
+from gpucell.admission.placement import Placement
+from gpucell.admission.tenants import placements
+from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import CATALOG
-from gpucell.inventory import DRA_SHARED, OfferKind, capacity, dra_offers, gpu_offers
-from gpucell.placement import Placement
 from gpucell.spec import CellSpec, GpuMode, StackSpec
 from gpucell.stacks.plan import render_capacity
 from tests.conftest import REPO

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.engine.mock_engine import Registration
 from gpucell.stacks import cli
 from gpucell.stacks.estimate import CHART_SECONDS, CREATE_SECONDS, UPDATE_SECONDS, estimate, human
-from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
 from tests.conftest import REPO
 

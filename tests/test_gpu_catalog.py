@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.gpu_catalog import (
+from gpucell.catalog.gpu_catalog import (
     CATALOG,
     NVSWITCHES,
     GpuModel,

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.disruption import compare, fingerprint
+from gpucell.admission.inventory import capacity, gpu_offers
+from gpucell.catalog.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
+from gpucell.day2.disruption import compare, fingerprint
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError, shown
-from gpucell.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, NvSwitch, VgpuFramework
-from gpucell.inventory import capacity, gpu_offers
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, extend_catalog, gpu_catalog
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan import render_capacity
 from gpucell.stacks.program import build_cells
 from tests.conftest import REPO, minimal_cell_config

@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from gpucell.cluster import Cluster, ContainerRuntime, k3s_containerd_template
-from gpucell.errors import ConfigError
-from gpucell.gpu_operator import (
+from gpucell.components.gpu_operator import (
     CHART,
     DAEMONSET_TOLERATIONS,
     NAMESPACE,
@@ -18,9 +17,10 @@ from gpucell.gpu_operator import (
     GpuOperator,
     GpuOperatorArgs,
 )
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import STORE, UPSTREAM, at, cell, minimal_cell_config, operator_values, program_cluster
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

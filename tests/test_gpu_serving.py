@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gpucell.gpu_serving import gpu_serving, node_records, records_from_fingerprint
+from gpucell.day2.gpu_serving import gpu_serving, node_records, records_from_fingerprint
+from gpucell.engine.mock_engine import PlanResult
 from gpucell.spec import StackSpec
-from gpucell.stacks.mock_engine import PlanResult
 from tests.test_day2 import _dra_to_container, _sriov_type_24q, fra1, plan, prod_config
 
 GPU_OPERATOR = "fra1-gpu-operator-gpu-operator"
@@ -179,7 +179,7 @@ def _spec(change: Callable[[dict[str, Any]], None] | None = None) -> Any:
 
 
 def test_a_deployment_without_the_record_is_read_from_its_fingerprint() -> None:
-    from gpucell.disruption import fingerprint
+    from gpucell.day2.disruption import fingerprint
 
     before = _spec()
     records = records_from_fingerprint(fingerprint(before), before)

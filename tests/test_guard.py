@@ -13,9 +13,9 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.disruption import fingerprint
+from gpucell.day2.disruption import fingerprint
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan import make_plan
 from gpucell.stacks.program import build_cells
 from gpucell.stacks.program import main as program_main

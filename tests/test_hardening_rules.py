@@ -13,10 +13,10 @@ import pulumi
 import pytest
 import yaml
 
+from gpucell.engine.mock_engine import run_program
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.spec import StackSpec
 from gpucell.stacks import cli
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.program import main as program_main
 from tests.conftest import REPO
 

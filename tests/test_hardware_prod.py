@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.components.storage import longhorn_values
+from gpucell.engine.mock_engine import Registration
 from gpucell.errors import ConfigError
+from gpucell.k3s.vgpu_sriov import RECONCILER_PATH
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
-from gpucell.storage import longhorn_values
-from gpucell.vgpu_sriov import RECONCILER_PATH
 from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values
 
 PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gpucell import vgpu_sriov
-from gpucell._host_setup import host_setup, kernel_check, memory_check
-from gpucell.gpu_catalog import CATALOG
+from gpucell.catalog.gpu_catalog import CATALOG
+from gpucell.k3s import vgpu_sriov
+from gpucell.k3s._host_setup import host_setup, kernel_check, memory_check
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
 from tests.conftest import cell, minimal_cell_config

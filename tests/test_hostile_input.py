@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from gpucell import errors
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks import cli, plan
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from gpucell.stacks.plan_file import MAX_PLAN_BYTES, MAX_PLAN_DEPTH
 from gpucell.stacks.program import main as program_main

@@ -19,14 +19,14 @@ import pulumi
 import pytest
 import yaml
 
-from gpucell import _k3s_scripts as scripts
-from gpucell import _maintenance_scripts as maintenance
+from gpucell.engine import _sdk_private as sdk_private
+from gpucell.engine.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
-from gpucell.k3s import K3sCluster, K3sClusterArgs
+from gpucell.k3s import _maintenance_scripts as maintenance
+from gpucell.k3s import _scripts as scripts
+from gpucell.k3s.cluster import K3sCluster, K3sClusterArgs
 from gpucell.spec import CellSpec, NodeRole
 from gpucell.spec.k3s import INSTALLER_SHA256
-from gpucell.stacks import _sdk_private as sdk_private
-from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, Registration, run_program
 from tests.conftest import cell, minimal_cell_config
 
 COMMAND = "command:remote:Command"

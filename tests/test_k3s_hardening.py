@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpucell.errors import ConfigError
-from gpucell.k3s_hardening import (
+from gpucell.k3s.hardening import (
     admission_configuration,
     audit_policy,
     authentication_configuration,

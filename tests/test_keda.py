@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from gpucell.engine.mock_engine import PlanResult
 from gpucell.errors import ConfigError
-from gpucell.stacks.mock_engine import PlanResult
 from gpucell.stacks.plan import make_plan
 from tests.conftest import REPO, cell, minimal_cell_config, violations
 

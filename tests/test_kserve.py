@@ -7,11 +7,11 @@ from typing import Any
 import pulumi
 import pytest
 
-from gpucell.cert_manager import CertManager, CertManagerArgs, cert_manager_values
-from gpucell.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
+from gpucell.components.cert_manager import CertManager, CertManagerArgs, cert_manager_values
+from gpucell.components.kserve import KServe, KServeArgs, kserve_resources_values, kserve_runtime_values
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.helm_values import leaf_paths, values_problems
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from tests.conftest import STORE, at, cell, minimal_cell_config, program_cluster
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell import _k3s_scripts as scripts
-from gpucell import kube_vip
+from gpucell.k3s import _scripts as scripts
+from gpucell.k3s import kube_vip
 from gpucell.spec import NodeRole
 from tests.conftest import cell, violations
 from tests.test_k3s import SHELLCHECK, _into, _run, _sandbox, build, ha_config

@@ -10,11 +10,11 @@ import pulumi
 import pytest
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell import kubevirt
-from gpucell.kubevirt import KubeVirt, KubeVirtArgs, release_tag
+from gpucell.components import kubevirt
+from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs, release_tag
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance.objects import Violation
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from tests.conftest import UPSTREAM, cell, minimal_cell_config, program_cluster, violations
 
 CR = "kubernetes:kubevirt.io/v1:KubeVirt"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpucell.errors import ConfigError
-from gpucell.k3s import etcd_s3_secret_data, even_server_warning
+from gpucell.k3s.cluster import etcd_s3_secret_data, even_server_warning
 from gpucell.spec import CellSpec, RemovalPolicy, StackSpec
 from gpucell.spec.lifecycle import removal_options
 from tests.conftest import minimal_cell_config

@@ -7,7 +7,7 @@ import sys
 
 from tests.conftest import REPO
 
-LINTED = ["gpucell", "tests", "bench", "docs/examples", "dev.py", "__main__.py"]
+LINTED = ["gpucell", "tests", "bench", "tools", "docs/examples", "dev.py", "__main__.py"]
 """What ruff checks and formats: every Python file of the repository."""
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gpucell import _maintenance_scripts as maintenance
-from gpucell._node_state import NodeState, node_state
+from gpucell.k3s import _maintenance_scripts as maintenance
+from gpucell.k3s._node_state import NodeState, node_state
 from gpucell.spec import CellSpec, NodeRole
 from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
 
@@ -411,8 +411,8 @@ def dra_state() -> NodeState:
 def test_a_dra_node_waits_for_the_dra_plugin_but_not_the_operators_validator(tmp_path: Path) -> None:
     """On dra nodes the GPU Operator's validator never gets ready (its plugin check waits for nvidia.com/gpu);
     the DRA driver's kubelet plugin must be (docs/decisions/0017)."""
-    from gpucell import dra_driver
-    from gpucell._node_state import DRA_DRIVER_NAMESPACE
+    from gpucell.components import dra_driver
+    from gpucell.k3s._node_state import DRA_DRIVER_NAMESPACE
 
     assert dra_driver.NAMESPACE == DRA_DRIVER_NAMESPACE
     state = dra_state()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.gpu_alerts import DCGM_JOB, POWER_THROTTLED_NS_PER_S, health_group
-from gpucell.inventory import GpuOffer, OfferKind
-from gpucell.metering import ALLOCATED, KSM_JOB, RECORDED, ksm_sanitized, metering_group
+from gpucell.admission.inventory import GpuOffer, OfferKind
+from gpucell.components.gpu_alerts import DCGM_JOB, POWER_THROTTLED_NS_PER_S, health_group
+from gpucell.components.metering import ALLOCATED, KSM_JOB, RECORDED, ksm_sanitized, metering_group
 from gpucell.spec import GpuMode
 from tests.conftest import UPSTREAM
 

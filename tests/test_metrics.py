@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.dashboards import DASHBOARDS
-from gpucell.errors import ConfigError
-from gpucell.metering import ALLOCATED
-from gpucell.metrics import (
+from gpucell.components.dashboards import DASHBOARDS
+from gpucell.components.metering import ALLOCATED
+from gpucell.components.metrics import (
     PREDICTOR_METRICS,
     Metrics,
     MetricsArgs,
@@ -20,10 +19,11 @@ from gpucell.metrics import (
     remote_write_secret_data,
     stack_values,
 )
+from gpucell.engine.mock_engine import PlanResult, run_program
+from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.workloads import ScaleMetric
 from gpucell.stacks.conformance.helm_values import values_problems
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.workloads.model_endpoint import vllm_query
 from tests.conftest import (
     STORE,
@@ -82,8 +82,8 @@ def test_release_values_from_config() -> None:
 def test_kube_state_metrics_is_asked_for_no_built_in_kind_and_keeps_its_quota_collector() -> None:
     """KSM 2.20.0 builds custom-resource-state metrics only for kinds a CRD serves (internal/discovery/discovery.go
     line 274, pkg/customresourcestate/config.go line 195): a ResourceClaim config would yield nothing. DRA claims are
-    metered from ``kube_resourcequota`` (gpucell.metering), whose collector the subchart 8.4.0 enables by default
-    (``collectors`` in charts/kube-state-metrics/values.yaml) and gpucell leaves alone."""
+    metered from ``kube_resourcequota`` (gpucell.components.metering), whose collector the subchart 8.4.0 enables by
+    default (``collectors`` in charts/kube-state-metrics/values.yaml) and gpucell leaves alone."""
     ksm = stack_values(_spec().metrics, "local-path")["kube-state-metrics"]
     assert set(ksm) == {"metricLabelsAllowlist"}
     chart = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "kube-state-metrics" / "values.yaml"
@@ -93,7 +93,7 @@ def test_kube_state_metrics_is_asked_for_no_built_in_kind_and_keeps_its_quota_co
 def test_dra_claims_are_metered_as_the_dra_pools_one_model() -> None:
     """The quota counts claimed devices per namespace and class, not per node: their ``gpu_model`` is the model of
     the ``dra`` pools when they hold one (prod's fra1: one L4 ``dra`` pool), else ``unknown``."""
-    from gpucell.metrics import MetricsArgs
+    from gpucell.components.metrics import MetricsArgs
     from gpucell.stacks.plan import make_plan
     from tests.conftest import REPO
 
@@ -240,7 +240,7 @@ def test_bad_metrics_config_is_one_line(metrics: dict[str, Any], line: str) -> N
 
 
 def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
-    from gpucell.disruption import Change, compare, fingerprint
+    from gpucell.day2.disruption import Change, compare, fingerprint
 
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
@@ -270,7 +270,7 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
 
 
 def test_every_alert_is_documented() -> None:
-    from gpucell.gpu_alerts import health_group
+    from gpucell.components.gpu_alerts import health_group
     from tests.conftest import REPO
 
     doc = (REPO / "docs" / "metrics.md").read_text()

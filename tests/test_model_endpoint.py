@@ -11,15 +11,15 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, multi_gpu_shm_gib
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.workloads._common import container_placement
+from gpucell.tenancy._common import container_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads.model_endpoint import (
     BUILTIN_RUNTIME_FORMATS,
     ModelEndpoint,
@@ -93,7 +93,7 @@ RESTRICTED_CONTAINER = {
 
 def pinned_back(kserve: str) -> CellSpec:
     """:func:`region` with KServe ``kserve`` pinned *after* validation: admission refuses endpoints on a KServe
-    without a runtime table (:mod:`gpucell.kserve_runtimes`), and these tests look only at its chart layout."""
+    without a runtime table (:mod:`gpucell.catalog.kserve_runtimes`), and these tests look only at its chart layout."""
     spec = region()
     return spec.model_copy(update={"versions": spec.versions.model_copy(update={"kserve": kserve})})
 

@@ -17,11 +17,11 @@ import pytest
 import gpucell
 from gpucell.cell import RegionalCell
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.gateway import EndpointRoute
-from gpucell.k3s import ProviderFactory
+from gpucell.components.gateway import EndpointRoute
+from gpucell.components.storage import Storage
+from gpucell.k3s.cluster import ProviderFactory
 from gpucell.spec import CellSpec, NodePool
-from gpucell.storage import Storage
-from gpucell.tenancy import TenantView
+from gpucell.tenancy.tenant import TenantView
 
 ARGS = sorted(name for name in gpucell.__all__ if name.endswith("Args"))
 WHOLE_CELL = (CellSpec, RegionalCell)

@@ -11,13 +11,13 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.spec import CellSpec
 from gpucell.spec.workloads import NotebookSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.workloads._common import container_placement
+from gpucell.tenancy._common import container_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads.notebook import (
     Notebook,
     NotebookArgs,

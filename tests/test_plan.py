@@ -14,8 +14,8 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks import cli
-from gpucell.stacks.mock_engine import run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, Plan, make_plan, to_json, write_out
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import read_outputs

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from gpucell.priority_classes import priority_class_manifest
+from gpucell.components.priority_classes import priority_class_manifest
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.spec import CellSpec
 from gpucell.spec.scheduling import PriorityClassSpec
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import priority_quota_manifest
+from gpucell.tenancy.tenant import priority_quota_manifest
 from gpucell.testing import provider_outputs
 from tests.conftest import minimal_cell_config, plan_document, region_refusals, violations
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpucell._node_state import QUARANTINE_TAINT, node_state
-from gpucell.inventory import capacity, gpu_offers
+from gpucell.admission.inventory import capacity, gpu_offers
+from gpucell.k3s._node_state import QUARANTINE_TAINT, node_state
 from gpucell.spec import CellSpec
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.review import render, review

@@ -807,7 +807,7 @@ def test_the_docs_sample_comment_is_what_gpucell_diff_prints(tmp_path: Path, dev
 
 
 def test_the_docs_table_lists_every_change_with_its_effect() -> None:
-    from gpucell.disruption import EFFECTS, Change
+    from gpucell.day2.disruption import EFFECTS, Change
 
     doc = (REPO / "docs" / "reviewing-changes.md").read_text()
     for change in Change:

@@ -9,8 +9,8 @@ import pytest
 from pulumi.runtime.proto import source_pb2
 
 from bench.synthetic import Size, stack_config, write_stack
-from gpucell.stacks import _sdk_private as sdk_private
-from gpucell.stacks.mock_engine import run_program
+from gpucell.engine import _sdk_private as sdk_private
+from gpucell.engine.mock_engine import run_program
 from gpucell.stacks.plan import GraphShape, graph_shape, make_plan, render_tree
 
 

@@ -1,5 +1,5 @@
 """The private Pulumi SDK internals the mock engine needs sit in one module, and an SDK upgrade that moves one fails
-here, naming the installed SDK version (gpucell.stacks._sdk_private)."""
+here, naming the installed SDK version (gpucell.engine._sdk_private)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ast
 import pytest
 from pulumi.runtime import rpc
 
-from gpucell.stacks import _sdk_private as sdk
+from gpucell.engine import _sdk_private as sdk
 from tests.conftest import REPO
 
 
@@ -22,7 +22,7 @@ def test_a_moved_internal_is_one_line_naming_the_sdk_version(monkeypatch: pytest
     monkeypatch.setattr(sdk, "sdk_version", lambda: "3.299.1")
     assert sdk.check_sdk() == [
         "pulumi 3.299.1 (gpucell was checked against 3.272): pulumi.runtime.rpc._special_secret_sig is gone or not "
-        "a string; update gpucell/stacks/_sdk_private.py"
+        "a string; update gpucell/engine/_sdk_private.py"
     ]
 
 
@@ -45,5 +45,5 @@ def test_no_other_module_reaches_into_the_sdk() -> None:
         uses = _private_sdk_uses(ast.parse(path.read_text()))
         if uses:
             users[str(path.relative_to(REPO))] = uses
-    assert set(users) == {"gpucell/stacks/_sdk_private.py"}
-    assert "sync_await._sync_await" in users["gpucell/stacks/_sdk_private.py"]
+    assert set(users) == {"gpucell/engine/_sdk_private.py"}
+    assert "sync_await._sync_await" in users["gpucell/engine/_sdk_private.py"]

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
 from gpucell.spec.serving import ProtocolVersion
-from gpucell.stacks.mock_engine import PlanResult, run_program
 from gpucell.stacks.plan_diff import diff_plans
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs

@@ -7,8 +7,8 @@ from typing import Any
 import pydantic
 import pytest
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import ConfigError
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec import CellSpec, GpuMode, MigStrategy, StackSpec
 from tests.conftest import cell, minimal_cell_config
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, K3sClusterSpec, TenantSpec
-from gpucell.tenancy import admit, network_policy_manifests
+from gpucell.tenancy.tenant import admit, network_policy_manifests
 from tests.conftest import cell, minimal_cell_config
 
 TENANT = {"quota": {"cpuMillicores": 8000, "memoryGib": 64, "storageGib": 100, "gpus": {"nvidia.com/gpu": 2}}}

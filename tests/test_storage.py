@@ -10,11 +10,11 @@ import pytest
 import yaml
 from pulumi_kubernetes.core.v1 import ConfigMap
 
-from gpucell import _k3s_scripts as k3s
+from gpucell.components.storage import Storage, StorageArgs, longhorn_values
+from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
+from gpucell.k3s import _scripts as k3s
 from gpucell.spec import CellSpec, NodeRole
-from gpucell.stacks.mock_engine import PlanResult, run_program
-from gpucell.storage import Storage, StorageArgs, longhorn_values
 from tests.conftest import UPSTREAM, cell, minimal_cell_config, program_cluster
 
 LONGHORN_VALUES = UPSTREAM / "longhorn" / "values.yaml"

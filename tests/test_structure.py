@@ -1,11 +1,12 @@
 """The package's structure: no import cycles, layers that only look down, every public name imports alone.
 
-The import graph is read from the source folder ``gpucell/`` (each file's path is its module name, decision 0019),
-so it needs no installed package. An import of ``a.b.c`` from outside ``a.b`` also runs ``a.b``'s
-``__init__`` first: that edge is in the graph, since it is how an eager package ``__init__`` turns two harmless
-imports into a cycle (``gpucell.kserve_runtimes`` -> ``gpucell.spec.versions`` ran ``gpucell/spec/__init__.py``,
-which imported the workload specs, which imported ``gpucell.kserve_runtimes`` back).
-Decision: docs/decisions/0019-standalone-components.md.
+The import graph is read from the source folder ``gpucell/`` (each file's path is its module name, decision 0019;
+its folders are its layers, decision 0033), so it needs no installed package. An import of ``a.b.c`` from outside
+``a.b`` also runs ``a.b``'s ``__init__`` first: that edge is in the graph, since it is how an eager package
+``__init__`` turns two harmless imports into a cycle (``gpucell.catalog.kserve_runtimes`` -> ``gpucell.spec.versions``
+ran ``gpucell/spec/__init__.py``, which imported the workload specs, which imported
+``gpucell.catalog.kserve_runtimes`` back).
+Decisions: docs/decisions/0019-standalone-components.md, docs/decisions/0033-the-tree-as-the-architecture.md.
 """
 
 from __future__ import annotations
@@ -29,72 +30,34 @@ FOLDERS = {"gpucell": "gpucell"}
 LAZY_INITS = ("gpucell", "gpucell.spec", "gpucell.workloads")
 """Package ``__init__`` files that import their public names on first use (PEP 562): nothing at run time."""
 
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("lazy inits", LAZY_INITS),
-    (
-        "facts",
-        (
-            "gpucell.errors",
-            "gpucell.releases",
-            "gpucell.gpu_catalog",
-            "gpucell.download_hosts",
-            "gpucell.kserve_runtimes",
-            "gpucell.common_instancetypes",
-            "gpucell.cluster_api_facts",
-        ),
-    ),
-    (
-        "part specs",
-        (
-            "gpucell.spec._*",
-            "gpucell.spec.versions",
-            "gpucell.spec.lifecycle",
-            "gpucell.spec.network",
-            "gpucell.spec.k3s",
-            "gpucell.spec.etcd",
-            "gpucell.spec.identity",
-            "gpucell.spec.pools",
-            "gpucell.spec.workloads",
-            "gpucell.spec.tenancy",
-            "gpucell.spec.hardware",
-            "gpucell.spec.dra",
-            "gpucell.spec.metrics",
-            "gpucell.spec.traffic",
-            "gpucell.spec.gpu_models",
-            "gpucell.spec.backups",
-            "gpucell.spec.scheduling",
-            "gpucell.spec.serving",
-            "gpucell.spec.platform",
-            "gpucell.spec.nodes",
-            "gpucell.spec.firmware",
-            "gpucell.spec.cloud_init",
-            "gpucell.spec.instancetypes",
-            "gpucell.spec.images",
-            "gpucell.spec.kubevirt",
-            "gpucell.spec.tenant_clusters",
-        ),
-    ),
-    (
-        "admission",
-        (
-            "gpucell.dra",
-            "gpucell.inventory",
-            "gpucell.placement",
-            "gpucell.vm_shape",
-            "gpucell.vm_rules",
-            "gpucell.tenant_cluster_admission",
-            "gpucell.admission",
-        ),
-    ),
-    ("cell spec", ("gpucell.spec.cell",)),
-    ("components", ("gpucell.*",)),
-    ("test kit", ("gpucell.testing", "gpucell.stacks.mock_engine", "gpucell.stacks._sdk_private")),
-    ("stacks", ("gpucell.stacks*",)),
+Folder = tuple[str, tuple[str, ...]]
+"""A concept folder (or a module at the top of ``gpucell/``): its name and the module patterns it holds."""
+
+LAYERS: tuple[tuple[Folder, ...], ...] = (
+    (("lazy inits", LAZY_INITS),),
+    (("errors", ("gpucell.errors",)),),
+    (("catalog", ("gpucell.catalog", "gpucell.catalog.*")),),
+    (("part specs", ("gpucell.spec.*",)),),
+    (("admission", ("gpucell.admission", "gpucell.admission.*")),),
+    (("cell spec", ("gpucell.spec.cell",)),),
+    (("cluster handle", ("gpucell.cluster", "gpucell._component")),),
+    (("k3s", ("gpucell.k3s", "gpucell.k3s.*")), ("components", ("gpucell.components", "gpucell.components.*"))),
+    (("platform", ("gpucell.platform",)),),
+    (("day2", ("gpucell.day2", "gpucell.day2.*")),),
+    (("cell", ("gpucell.cell",)),),
+    (("tenancy", ("gpucell.tenancy", "gpucell.tenancy.*")),),
+    (("workloads", ("gpucell.workloads.*",)),),
+    (("package", ("gpucell.package", "gpucell.package.*")), ("engine", ("gpucell.engine", "gpucell.engine.*"))),
+    (("test kit", ("gpucell.testing",)),),
+    (("stacks", ("gpucell.stacks", "gpucell.stacks.*")),),
 )
-"""Lowest first; a module belongs to the first layer one of whose patterns it matches. A module may import its own
-layer and the layers below (type-only imports, under ``TYPE_CHECKING``, are not imports at run time and are
-counted apart). The lazy package inits come first: they import nothing at run time, and their type-only imports
-are their public names."""
+"""The folders of ``gpucell/`` in layer order, lowest first (docs/decisions/0033-the-tree-as-the-architecture.md).
+A module belongs to the folder of its most specific matching pattern (a name without ``*`` first, then the longest),
+so ``gpucell.spec.cell`` is the cell spec while the other ``gpucell.spec.*`` are part specs. A module may import its
+own folder and the layers below; folders of one layer are siblings that never import each other (the platform
+components do not know how k3s built the nodes; the component package and the plan engine are unrelated). Type-only
+imports (under ``TYPE_CHECKING``) are not imports at run time and are counted apart. The lazy package inits come
+first: they import nothing at run time, and their type-only imports are their public names."""
 
 
 def _modules() -> dict[str, Path]:
@@ -198,23 +161,39 @@ def cycles(edges: dict[str, frozenset[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def layer_of(module: str) -> int:
-    """Index in :data:`LAYERS` of the first layer with a pattern matching ``module``."""
-    for position, (_, patterns) in enumerate(LAYERS):
-        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
-            return position
-    raise AssertionError(f"{module} is in no layer")
+def _specificity(pattern: str) -> tuple[bool, int]:
+    return "*" not in pattern, len(pattern)
+
+
+@cache
+def home(module: str) -> tuple[int, str]:
+    """The layer (index in :data:`LAYERS`) and folder of ``module``: its most specific matching pattern's."""
+    found = [
+        (_specificity(pattern), rank, name)
+        for rank, folders in enumerate(LAYERS)
+        for name, patterns in folders
+        for pattern in patterns
+        if fnmatch.fnmatchcase(module, pattern)
+    ]
+    if not found:
+        raise AssertionError(f"{module} is in no layer")
+    _, rank, name = max(found)
+    return rank, name
 
 
 def upward(edges: dict[str, frozenset[str]]) -> list[str]:
-    """``a (layer) -> b (layer)`` for every import of a higher layer's module (a lazy init's re-exports aside)."""
-    return sorted(
-        f"{module} ({LAYERS[layer_of(module)][0]}) -> {target} ({LAYERS[layer_of(target)][0]})"
-        for module, targets in edges.items()
-        if module not in LAZY_INITS
-        for target in targets
-        if layer_of(target) > layer_of(module)
-    )
+    """``a (folder) -> b (folder)`` for every import of a higher layer's module or of a sibling folder's (a lazy init's
+    re-exports aside)."""
+    found = []
+    for module, targets in edges.items():
+        if module in LAZY_INITS:
+            continue
+        rank, folder = home(module)
+        for target in targets:
+            target_rank, target_folder = home(target)
+            if target_rank > rank or (target_rank == rank and target_folder != folder):
+                found.append(f"{module} ({folder}) -> {target} ({target_folder})")
+    return sorted(found)
 
 
 def test_the_lazy_package_inits_import_nothing_at_run_time() -> None:
@@ -223,8 +202,8 @@ def test_the_lazy_package_inits_import_nothing_at_run_time() -> None:
 
 def test_the_graph_sees_an_import_through_a_package_init() -> None:
     edges = graph(run_time=True)
-    assert {"gpucell.releases"} <= edges["gpucell.kserve_runtimes"]
-    assert {"gpucell.spec.workloads", "gpucell.spec"} <= edges["gpucell.placement"]
+    assert {"gpucell.catalog.releases"} <= edges["gpucell.catalog.kserve_runtimes"]
+    assert {"gpucell.spec.workloads", "gpucell.spec"} <= edges["gpucell.admission.placement"]
     assert "gpucell.spec" not in edges["gpucell.spec.workloads"]  # inside its own package: the init already ran
 
 
@@ -232,7 +211,7 @@ def test_cycles_and_layers_are_found_in_a_made_up_graph() -> None:
     made_up = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset({"a"})}
     assert cycles(made_up) == [["a", "b", "c"]]
     assert upward({"gpucell.errors": frozenset({"gpucell.cell"}), "gpucell.cell": frozenset()}) == [
-        "gpucell.errors (facts) -> gpucell.cell (components)"
+        "gpucell.errors (errors) -> gpucell.cell (cell)"
     ]
 
 
@@ -248,23 +227,68 @@ def test_type_only_imports_that_look_up_are_the_known_ones() -> None:
     # ClusterFacts.from_cell takes the whole cell spec (for its annotation only); the rules of CellSpec kept in part
     # specs take narrow parameters (hardware, dra) or a protocol (traffic). The list must not grow.
     assert upward(graph(run_time=False)) == [
-        "gpucell.admission (admission) -> gpucell.spec.cell (cell spec)",
+        "gpucell.admission.tenants (admission) -> gpucell.spec.cell (cell spec)",
     ]
 
 
 def test_type_only_cycles_are_the_known_ones() -> None:
     # Annotations only: harmless at run time and for mypy, but what a structure tool reports. The list must not grow.
     assert cycles(graph(run_time=False)) == [
-        ["gpucell.admission", "gpucell.spec.cell"],
+        ["gpucell.admission.tenants", "gpucell.spec.cell"],
         ["gpucell.spec.identity", "gpucell.spec.tenancy"],
     ]
 
 
 def test_the_part_specs_import_only_facts_and_each_other() -> None:
-    parts = [m for m in MODULES if LAYERS[layer_of(m)][0] == "part specs"]
+    parts = [m for m in MODULES if home(m)[1] == "part specs"]
     assert {"gpucell.spec.pools", "gpucell.spec.nodes", "gpucell.spec.platform"} <= set(parts)
-    outside = {t for m in parts for t in graph(run_time=False)[m] if layer_of(t) > layer_of(m)}
+    outside = {t for m in parts for t in graph(run_time=False)[m] if home(t)[0] > home(m)[0]}
     assert outside == set()  # not even for annotations
+
+
+def test_every_folder_holds_a_module_and_every_module_a_folder() -> None:
+    # A folder no module matches is a stale rule (a typo, a folder renamed): it would check nothing.
+    homes = {module: home(module) for module in MODULES}  # home() fails on a module in no folder
+    empty = [name for folders in LAYERS for name, _ in folders if name not in {folder for _, folder in homes.values()}]
+    assert empty == []
+    assert homes["gpucell.spec.cell"] == (5, "cell spec")
+    assert homes["gpucell.spec.pools"][1] == "part specs"
+    assert homes["gpucell.components.cilium"][1] == "components"
+    assert homes["gpucell.engine.mock_engine"][1] == "engine"
+
+
+def test_at_most_eight_modules_at_the_top() -> None:
+    top = sorted(path.name for path in (REPO / "gpucell").glob("*.py"))
+    assert top == ["__init__.py", "_component.py", "cell.py", "cluster.py", "errors.py", "platform.py", "testing.py"]
+
+
+def test_the_concept_folders_inits_import_nothing() -> None:
+    # Each is one paragraph (what lives here, what it may import), no re-exports: a module has one import path.
+    inits = [m for m in MODULES if MODULES[m].name == "__init__.py" and m not in LAZY_INITS]
+    assert "gpucell.components" in inits
+    assert {init: graph(run_time=False)[init] for init in inits} == dict.fromkeys(inits, frozenset())
+    assert all(ast.get_docstring(ast.parse(MODULES[init].read_text())) for init in inits)
+
+
+def test_the_engine_imports_nothing_else_of_gpucell() -> None:
+    engine = [m for m in MODULES if home(m)[1] == "engine"]
+    assert {t for m in engine for t in graph(run_time=False)[m] if home(t)[1] != "engine"} == set()
+
+
+def test_a_component_reaching_for_the_engine_or_k3s_fails_the_layers() -> None:
+    # The probe of issue 28: KEDA importing the SDK adapter passed every structure test while one layer held the
+    # components, the test kit and the stacks. A component importing k3s's scripts is a sibling import.
+    probed = dict(graph(run_time=True))
+    probed["gpucell.components.keda"] = probed["gpucell.components.keda"] | {
+        "gpucell.engine._sdk_private",
+        "gpucell.engine",
+    }
+    probed["gpucell.components.kubevirt"] = probed["gpucell.components.kubevirt"] | {"gpucell.k3s.vgpu_sriov"}
+    assert upward(probed) == [
+        "gpucell.components.keda (components) -> gpucell.engine (engine)",
+        "gpucell.components.keda (components) -> gpucell.engine._sdk_private (engine)",
+        "gpucell.components.kubevirt (components) -> gpucell.k3s.vgpu_sriov (k3s)",
+    ]
 
 
 PUBLIC = sorted(

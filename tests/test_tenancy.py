@@ -10,17 +10,17 @@ import pulumi
 import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.components.kubevirt import kubevirt_spec
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
-from gpucell.kubevirt import kubevirt_spec
 from gpucell.spec import CellSpec
 from gpucell.spec.identity import OidcSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
-from gpucell.tenancy import (
+from gpucell.tenancy.tenant import (
     TENANT_POD_SECURITY,
     PodSecurityLevel,
     Tenant,
@@ -33,7 +33,7 @@ from gpucell.tenancy import (
     quota_hard,
     rbac_manifests,
 )
-from gpucell.tenant_roles import ADMIN_ONLY, CHANGE, READ, REFUSED, RIGHTS, TENANT_ROLES, WRITE, role_rules
+from gpucell.tenancy.tenant_roles import ADMIN_ONLY, CHANGE, READ, REFUSED, RIGHTS, TENANT_ROLES, WRITE, role_rules
 from tests.conftest import REPO, SCHEMA_CHECKERS, SECURITY, UPSTREAM, cell, minimal_cell_config
 
 CNP = "kubernetes:cilium.io/v2:CiliumNetworkPolicy"

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from gpucell import tenant_admission
-from gpucell.admission import ClusterFacts
+from gpucell.admission.tenants import ClusterFacts
 from gpucell.stacks.plan import Plan, make_plan
-from gpucell.tenant_admission import VIRT_CONTROLLER, admission_manifests
+from gpucell.tenancy import tenant_admission
+from gpucell.tenancy.tenant_admission import VIRT_CONTROLLER, admission_manifests
 from tests.admission_policies import OPERATOR, RESOURCES, TENANT_MEMBER, User, controller, evaluate, refusals
 from tests.conftest import REPO
 from tests.pod_security import refusal

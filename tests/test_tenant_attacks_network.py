@@ -1,6 +1,7 @@
 """Tenant attacks on the network (issue 35, item 6): a policy a tenant member writes in its namespace, and what it then
-tries to reach. Each is refused by a cluster-wide Cilium deny rule (:mod:`gpucell.cluster_deny`), shown offline with a
-small Cilium policy evaluator (:mod:`tests.cilium_policy`) over every policy prod's fra1 renders plus the attack's.
+tries to reach. Each is refused by a cluster-wide Cilium deny rule (:mod:`gpucell.components.cluster_deny`), shown
+offline with a small Cilium policy evaluator (:mod:`tests.cilium_policy`) over every policy prod's fra1 renders plus the
+attack's.
 
 Legitimate flows (DNS, the API port, the internet, egressCidrs and egressFqdns, the tenant's own pods, the platform
 calling tenants and webhooks) stay allowed.
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpucell.stacks.plan import Plan, make_plan
-from gpucell.tenancy import namespace_labels
+from gpucell.tenancy.tenant import namespace_labels
 from tests.cilium_policy import Endpoint, External, Flow, Health, Node, Verdict, connect
 from tests.conftest import KUBERNETES_MINOR, REPO, violations
 

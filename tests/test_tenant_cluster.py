@@ -15,21 +15,22 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell import cluster_api, cluster_api_facts
+from gpucell.admission.inventory import gpu_offers
+from gpucell.admission.tenant_cluster_admission import machine_placements
+from gpucell.catalog import cluster_api_facts
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.cluster import Cluster
+from gpucell.components import cluster_api
+from gpucell.engine.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.errors import ConfigError
-from gpucell.inventory import gpu_offers
 from gpucell.spec import CellSpec
 from gpucell.spec.tenant_clusters import TenantClusterSpec, namespace_names
 from gpucell.spec.versions import Versions
 from gpucell.stacks.conformance.objects import strict_schema
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import SECRET, UNKNOWN, PlanResult, run_program
 from gpucell.stacks.program import build_cells
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.tenant_cluster_admission import machine_placements
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.testing import fake_cluster_api_kubeconfig, provider_outputs
 from gpucell.workloads import tenant_cluster as tc
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, violations
@@ -757,7 +758,7 @@ def test_a_release_pinned_without_its_v_is_installed_by_its_release_tag() -> Non
 
 
 def test_the_provider_namespaces_are_platform_namespaces_not_exempt_from_pod_security() -> None:
-    from gpucell.k3s_hardening import POD_SECURITY_EXEMPT_NAMESPACES
+    from gpucell.k3s.hardening import POD_SECURITY_EXEMPT_NAMESPACES
     from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES, SYSTEM_NAMESPACES
 
     assert {*cluster_api.PROVIDER_NAMESPACES, cluster_api.OPERATOR_NAMESPACE} == set(CLUSTER_API_NAMESPACES)
@@ -968,7 +969,7 @@ def _may_be_empty(schema: dict[str, Any], key: str = "") -> list[str]:
 
 def test_the_keys_that_may_be_empty_are_the_cluster_api_crds_own() -> None:
     """Cluster API v1.14.0's v1beta2 CRDs of the kinds gpucell renders: every object but
-    :data:`gpucell.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
+    :data:`gpucell.catalog.cluster_api_facts.EMPTY_MAP_KEYS` refuses ``{}``."""
     may_be_empty: set[str] = set()
     for name in (
         "cluster.x-k8s.io_clusters.yaml",

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.disruption import Change, compare, fingerprint, judge, refused_together
+from gpucell.admission.tenant_cluster_admission import rollout_surge, usage
+from gpucell.day2.disruption import Change, compare, fingerprint, judge, refused_together
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks import cli
 from gpucell.stacks.plan import render_capacity
-from gpucell.tenant_cluster_admission import rollout_surge, usage
 from tests.conftest import REPO
 from tests.test_tenant_cluster import H100, region, region_config
 
@@ -164,19 +164,20 @@ CASES: list[tuple[str, Edit, str]] = [
         lambda c: c.setdefault("versions", {}).update(clusterApi="v1.13.5"),
         "versions.clusterApi: 'v1.13.5': gpucell knows the Kubernetes versions Cluster API v1.14 supports "
         "(docs/book/src/reference/versions.md), not this release's; pin such a release, or add its row to "
-        "gpucell.cluster_api_facts",
+        "gpucell.catalog.cluster_api_facts",
     ),
     (
         "a CAPK release whose schema gpucell did not check",
         lambda c: c.setdefault("versions", {}).update(capk="v0.10.5"),
         "versions.capk: 'v0.10.5': gpucell knows CAPK, whose KubevirtMachineTemplate schema gpucell checked, at v0.11 "
-        "only; pin such a release, or add this one's facts to gpucell.cluster_api_facts",
+        "only; pin such a release, or add this one's facts to gpucell.catalog.cluster_api_facts",
     ),
     (
         "a cluster-api-operator chart whose provider objects gpucell did not check",
         lambda c: c.setdefault("versions", {}).update(capiOperator="0.9.0"),
         "versions.capiOperator: '0.9.0': gpucell knows the cluster-api-operator chart, whose provider objects "
-        "gpucell renders, at v0.28 only; pin such a release, or add this one's facts to gpucell.cluster_api_facts",
+        "gpucell renders, at v0.28 only; pin such a release, or add this one's facts to "
+        "gpucell.catalog.cluster_api_facts",
     ),
     (
         "a name a VM already has",

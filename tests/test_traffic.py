@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from gpucell.engine.mock_engine import Registration
 from gpucell.stacks.conformance.objects import checker_for
-from gpucell.stacks.mock_engine import Registration
 from gpucell.stacks.plan import Plan, make_plan
 from tests.conftest import REPO, UPSTREAM
 

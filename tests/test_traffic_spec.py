@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpucell.cilium import announcement_values, max_load_balancers
+from gpucell.components.cilium import announcement_values, max_load_balancers
+from gpucell.components.gateway import exposed_endpoints
 from gpucell.errors import ConfigError
-from gpucell.gateway import exposed_endpoints
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.traffic import parse_block
 from tests.conftest import REPO, cell_cilium_values
@@ -221,7 +221,7 @@ def test_exposed_endpoints_of_prod() -> None:
 
 # -- day 2 ----------------------------------------------------------------------------------------------------------
 def changes_between(old: dict[str, Any], new: dict[str, Any], region: str = "fra1") -> list[str]:
-    from gpucell.disruption import compare, fingerprint
+    from gpucell.day2.disruption import compare, fingerprint
 
     return [
         c.refusal()
@@ -230,7 +230,7 @@ def changes_between(old: dict[str, Any], new: dict[str, Any], region: str = "fra
 
 
 def test_a_vms_public_address_moving_is_disruptive() -> None:
-    from gpucell.disruption import fingerprint
+    from gpucell.day2.disruption import fingerprint
 
     assert fingerprint(CellSpec.model_validate(PROD["fra1"]))["publicAddresses"] == {
         "tenant-acme/desk-01": "203.0.113.20"
@@ -263,7 +263,7 @@ def test_switching_the_announcement_is_disruptive() -> None:
 
 
 def test_regions_without_load_balancer_keep_their_fingerprint() -> None:
-    from gpucell.disruption import fingerprint
+    from gpucell.day2.disruption import fingerprint
 
     config = fra1()
     del config["loadBalancer"], config["gateway"]

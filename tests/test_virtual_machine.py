@@ -12,18 +12,18 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
+from gpucell.catalog.gpu_catalog import CATALOG, needs_host_cpu_model
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.gpu_catalog import CATALOG, needs_host_cpu_model
-from gpucell.kubevirt import permitted_host_devices
+from gpucell.components.kubevirt import permitted_host_devices
+from gpucell.engine.mock_engine import SECRET, PlanResult, Registration, run_program
 from gpucell.spec import CellSpec
 from gpucell.spec.tenancy import TenantSpec
 from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import SchemaStore
-from gpucell.stacks.mock_engine import SECRET, PlanResult, Registration, run_program
-from gpucell.tenancy import Tenant, TenantArgs
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
-from gpucell.workloads._common import vm_placement
 from gpucell.workloads.virtual_machine import (
     cloud_config,
     ssh_service_manifest,

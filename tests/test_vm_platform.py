@@ -15,15 +15,17 @@ import pytest
 import yaml
 from pulumi.runtime.mocks import MockResourceArgs
 
-from gpucell.admission import ClusterFacts
-from gpucell.cdi import storage_profile_spec
+from gpucell.admission.tenants import ClusterFacts
+from gpucell.admission.vm_shape import resolve_vm
+from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.common_instancetypes import common_instancetypes, common_preferences
-from gpucell.disruption import Change, compare, fingerprint
+from gpucell.components.cdi import storage_profile_spec
+from gpucell.components.images import ImageCatalogArgs, catalog_objects, clone_rbac
+from gpucell.components.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
+from gpucell.components.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
+from gpucell.day2.disruption import Change, compare, fingerprint
+from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.errors import ConfigError
-from gpucell.images import ImageCatalogArgs, catalog_objects, clone_rbac
-from gpucell.instancetypes import InstancetypesArgs, instancetype_manifest, preference_manifest
-from gpucell.kubevirt import VM_PERSISTENT_STATE_GATE, feature_gates, kubevirt_spec
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.cloud_init import (
     PLAN_STAND_IN_PREFIX,
@@ -39,13 +41,11 @@ from gpucell.stacks.conformance.admission import admission_violations
 from gpucell.stacks.conformance.cloud_init import CLOUD_CONFIG_SCHEMA, NETWORK_CONFIG_SCHEMAS, cloud_init_report
 from gpucell.stacks.conformance.run import check_region
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
-from gpucell.stacks.mock_engine import SECRET, PlanResult, run_program
 from gpucell.stacks.plan import PLACEHOLDER_PREFIX, render_capacity
 from gpucell.stacks.plan_diff import diff_plans
-from gpucell.tenancy import Tenant, TenantArgs, image_clone_policy, namespace_labels
-from gpucell.vm_shape import resolve_vm
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.tenant import Tenant, TenantArgs, image_clone_policy, namespace_labels
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
-from gpucell.workloads._common import vm_placement
 from gpucell.workloads.virtual_machine import cloud_config, cloud_init_data, virtual_machine_manifest
 from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config
 

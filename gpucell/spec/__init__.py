@@ -2,7 +2,8 @@
 
 Names are imported on first use (PEP 562), as in :mod:`gpucell`: importing one part spec (``gpucell.spec.pools``)
 runs this file first, and an eager import of :mod:`gpucell.spec.cell` here would load the whole cell spec and the
-admission layer below it (:mod:`gpucell.admission`) under every part (docs/decisions/0019-standalone-components.md).
+admission layer below it (:mod:`gpucell.admission.tenants`) under every part
+(docs/decisions/0019-standalone-components.md).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from types import MappingProxyType
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.releases import release
 from gpucell.errors import SpecError, shown
-from gpucell.releases import release
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import check_config_key, check_url
 from gpucell.spec.etcd import check_cron, check_s3_bucket, check_s3_folder, check_s3_region
@@ -60,7 +60,7 @@ OWNED_VALUES: Mapping[tuple[str, ...], str] = MappingProxyType(
         ("schedules",): "tenants.<tenant>.backup",
     }
 )
-"""Velero chart value paths gpucell sets from a config key (:func:`gpucell.backups.velero_values`)."""
+"""Velero chart value paths gpucell sets from a config key (:func:`gpucell.components.backups.velero_values`)."""
 FIXED_VALUES: Mapping[tuple[str, ...], str] = MappingProxyType(
     {
         ("configuration", "features"): "EnableCSI turns on the CSI snapshots every backup takes",
@@ -148,9 +148,9 @@ class BackupStorageSpec(SpecModel):
 
 class BackupsSpec(SpecModel):
     """Velero in the cell (namespace ``velero``, chart ``versions.velero``) with the KubeVirt and AWS plugins, the
-    CSI snapshot controller and Longhorn's VolumeSnapshotClass (:mod:`gpucell.backups`). Tenants with a ``backup``
-    get a Schedule each; a cell with ``backups`` and no such tenant runs Velero idle. Needs ``storage.backend:
-    longhorn``: volumes are backed up through CSI snapshots, which local-path cannot take."""
+    CSI snapshot controller and Longhorn's VolumeSnapshotClass (:mod:`gpucell.components.backups`). Tenants with a
+    ``backup`` get a Schedule each; a cell with ``backups`` and no such tenant runs Velero idle. Needs
+    ``storage.backend: longhorn``: volumes are backed up through CSI snapshots, which local-path cannot take."""
 
     storage: BackupStorageSpec
     """The bucket."""

@@ -1,8 +1,8 @@
 """The spec of one regional cell, and of a stack (its regions), with the rules that span several sections.
 
 A cell's parts are what the components take (docs/decisions/0019-standalone-components.md):
-:meth:`gpucell.spec.nodes.K3sClusterSpec.from_cell` (the nodes, for :class:`gpucell.k3s.K3sCluster`),
-:meth:`gpucell.admission.ClusterFacts.from_cell` (what tenants are admitted against and rendered from) and each
+:meth:`gpucell.spec.nodes.K3sClusterSpec.from_cell` (the nodes, for :class:`gpucell.k3s.cluster.K3sCluster`),
+:meth:`gpucell.admission.tenants.ClusterFacts.from_cell` (what tenants are admitted against and rendered from) and each
 platform component's own section (``storage``, ``gpuOperator``...: see each component's ``*Args.from_cell``).
 """
 
@@ -14,9 +14,10 @@ from typing import Any, Self
 
 from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
-from gpucell.admission import ClusterFacts, check_announced_vms, check_tenants
+from gpucell.admission.tenants import ClusterFacts, check_announced_vms, check_tenants
+from gpucell.admission.vm_rules import VmPlatform, check_vm_platform
+from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, join_path, shown
-from gpucell.gpu_catalog import GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.backups import BackupsSpec, check_backup_plugins
@@ -49,7 +50,6 @@ from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
 from gpucell.spec.tenancy import TenantSpec, check_image_namespaces, check_tenant_names
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
-from gpucell.vm_rules import VmPlatform, check_vm_platform
 
 __all__ = [
     "CdiSpec",
@@ -159,7 +159,8 @@ class CellSpec(NodeViews, SpecModel):
 
     @property
     def vm_platform(self) -> VmPlatform:
-        """What the VM platform rules read (:mod:`gpucell.vm_rules`): instancetypes, catalogs, classes, tenants."""
+        """What the VM platform rules read (:mod:`gpucell.admission.vm_rules`): instancetypes, catalogs, classes,
+        tenants."""
         return VmPlatform.of(self)
 
     @property

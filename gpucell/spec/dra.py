@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import SpecError
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, gpu_pools
 from gpucell.spec.versions import release
@@ -75,7 +75,7 @@ def check_dra(
 
 def _check_sriov_models(node_pools: Mapping[str, NodePool], gpu_operator: GpuOperatorSpec) -> None:
     """A model in an SR-IOV vGPU pool may not be in a ``dra`` pool of the region: virt-handler advertises every
-    function of its PCI id bound to ``vfio-pci`` as that pool's vGPU (:mod:`gpucell.vgpu_sriov`), and the DRA driver
+    function of its PCI id bound to ``vfio-pci`` as that pool's vGPU (:mod:`gpucell.k3s.vgpu_sriov`), and the DRA driver
     binds a VM's GPU to ``vfio-pci``."""
     image = gpu_operator.vgpu_driver_image
     branch = driver_branch(image.version) if image is not None else None

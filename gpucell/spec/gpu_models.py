@@ -1,5 +1,5 @@
 """GPU models of a stack's own (``gpucell:gpuModels``) or a Python program's, beside the built-in ones
-(:data:`gpucell.gpu_catalog.CATALOG`), and the catalog a spec is validated against.
+(:data:`gpucell.catalog.gpu_catalog.CATALOG`), and the catalog a spec is validated against.
 
 A user model carries the same facts as a built-in one (PCI identity, framebuffer, MIG layouts, vGPU types, SR-IOV
 VF id, HGX board and NVSwitch chip, BAR1) and meets the same rules, which every built-in passes too
@@ -26,8 +26,16 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.gpu_catalog import (
+    CATALOG,
+    NVSWITCHES,
+    GpuArchitecture,
+    GpuModel,
+    HgxBoard,
+    NvSwitch,
+    pci_resource_name,
+)
 from gpucell.errors import ConfigError, SpecError, shown
-from gpucell.gpu_catalog import CATALOG, NVSWITCHES, GpuArchitecture, GpuModel, HgxBoard, NvSwitch, pci_resource_name
 from gpucell.spec._base import SpecModel
 
 __all__ = [
@@ -70,7 +78,7 @@ one says where the problem is instead of calling the model unknown."""
 
 
 def catalog_in_force() -> Mapping[str, GpuModel]:
-    """The catalog specs are validated against now: :data:`~gpucell.gpu_catalog.CATALOG` outside any
+    """The catalog specs are validated against now: :data:`~gpucell.catalog.gpu_catalog.CATALOG` outside any
     :func:`gpu_catalog` block."""
     return _IN_FORCE.get()
 
@@ -113,7 +121,7 @@ def _check_pci_id(value: str | None) -> str | None:
 
 
 def _check_resource_name(pci_device_name: str) -> str:
-    """A ``pci.ids`` name whose resource (:func:`gpucell.gpu_catalog.pci_resource_name`) the device plugin can
+    """A ``pci.ids`` name whose resource (:func:`gpucell.catalog.gpu_catalog.pci_resource_name`) the device plugin can
     register: an extended resource's name is a qualified name, alphanumeric at both ends, at most 63."""
     resource = pci_resource_name(pci_device_name)
     if not _RESOURCE_NAME.fullmatch(resource.removeprefix("nvidia.com/")):
@@ -132,7 +140,7 @@ def _chip_or_object(schema: dict[str, Any]) -> None:
 
 
 class NvSwitchSpec(SpecModel):
-    """An NVSwitch chip: a name of :data:`~gpucell.gpu_catalog.NVSWITCHES` (``GH100``) or its PCI identity."""
+    """An NVSwitch chip: a name of :data:`~gpucell.catalog.gpu_catalog.NVSWITCHES` (``GH100``) or its PCI identity."""
 
     model_config = ConfigDict(json_schema_extra=_chip_or_object)
 
@@ -162,7 +170,7 @@ class NvSwitchSpec(SpecModel):
 
 
 class HgxBoardSpec(SpecModel):
-    """The HGX baseboard of an SXM model (:class:`gpucell.gpu_catalog.HgxBoard`)."""
+    """The HGX baseboard of an SXM model (:class:`gpucell.catalog.gpu_catalog.HgxBoard`)."""
 
     gpus: StrictInt = Field(ge=1, le=16)
     """GPUs on one board (count)."""
@@ -192,7 +200,7 @@ class GpuModelSpec(SpecModel):
 
     ``pciDeviceId``/``vfPciDeviceId``: 4 lower-case hex digits (vendor is ``10de``). ``pciDeviceName``: the
     ``pci.ids`` name exactly as ``lspci -nn`` prints it on the node; the passthrough resource derives from it
-    (:func:`gpucell.gpu_catalog.pci_resource_name`). ``framebufferMib``: ``nvidia-smi``'s total, MiB.
+    (:func:`gpucell.catalog.gpu_catalog.pci_resource_name`). ``framebufferMib``: ``nvidia-smi``'s total, MiB.
     ``migConfigs``: ``nvidia.com/mig.config`` name -> profile -> instances, named as the MIG manager builds them
     from the GPU (``all-disabled: {}``, ``all-<profile>: {<profile>: <most instances>}``, ``all-balanced``).
     ``vgpuProfiles``: time-sliced vGPU type -> vGPUs per GPU, as the vGPU device manager config lists them.
@@ -373,7 +381,7 @@ class GpuCatalogSpec(SpecModel):
 
 def extend_catalog(models: Mapping[str, GpuModelSpec | Mapping[str, Any]]) -> Mapping[str, GpuModel]:
     """A new catalog: the built-ins plus ``models`` (catalog key -> :class:`GpuModelSpec` or its camelCase dict).
-    :data:`~gpucell.gpu_catalog.CATALOG` itself never changes; use the result with :func:`gpu_catalog`.
+    :data:`~gpucell.catalog.gpu_catalog.CATALOG` itself never changes; use the result with :func:`gpu_catalog`.
 
     ``extend_catalog({"H800-PCIe-80GB": {"pciDeviceId": "2322", ...}})["H800-PCIe-80GB"].passthrough_resource``.
     Raises :class:`~gpucell.errors.ConfigError` with ``gpuModels.<name>.<key>: ...`` lines.

@@ -2,7 +2,7 @@
 vGPU driver, and what KubeVirt, the GPU Operator and Longhorn can actually serve on them.
 
 Each rule refuses, at plan time, a combination that would deploy but never work on the hosts, naming the way out.
-The upstream facts behind them are in :mod:`gpucell.gpu_catalog` and ``docs/decisions/0011-*.md``.
+The upstream facts behind them are in :mod:`gpucell.catalog.gpu_catalog` and ``docs/decisions/0011-*.md``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import SpecError
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec.platform import StorageBackend
 from gpucell.spec.pools import GpuMode, gpu_pools
 
@@ -38,7 +38,8 @@ def driver_branch(version: str) -> int | None:
 
 def pool_vgpu_framework(image: ImageSpec | None, pool: NodePool) -> VgpuFramework:
     """How the vGPUs of ``vm-vgpu`` pool ``pool`` appear on its hosts, from its board and the region's vGPU driver
-    ``image`` (``gpuOperator.vgpuDriverImage``, its version): :meth:`gpucell.gpu_catalog.GpuModel.vgpu_framework`.
+    ``image`` (``gpuOperator.vgpuDriverImage``, its version):
+    :meth:`gpucell.catalog.gpu_catalog.GpuModel.vgpu_framework`.
 
     Raises ``ValueError`` for a pool that is not ``vm-vgpu``, or when the driver image is missing or its tag does
     not start with a driver version (the spec refuses both first).

@@ -2,7 +2,7 @@
 
 The API server reads it as a structured authentication configuration (``AuthenticationConfiguration``, Kubernetes
 "Authenticating" > "Using Authentication Configuration"; GA in v1.34, ``apiserver.config.k8s.io/v1``), which
-gpucell renders per server (:mod:`gpucell.k3s_hardening`). Every username and group from a token gets a prefix,
+gpucell renders per server (:mod:`gpucell.k3s.hardening`). Every username and group from a token gets a prefix,
 so an identity-provider group named ``system:masters`` becomes ``oidc:system:masters``, which nothing is bound to:
 a tenant's users cannot claim a Kubernetes or platform group.
 """

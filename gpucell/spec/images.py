@@ -61,7 +61,8 @@ def _check_ca_bundle(value: str) -> str:
 
 def check_catalog_namespaces(catalogs: dict[str, ImageCatalogSpec]) -> dict[str, ImageCatalogSpec]:
     """``catalogs`` unchanged when each key is a namespace name (a DNS-1123 label); raises :class:`SpecError` (path:
-    the key) otherwise. Tenant and system namespaces are refused by :func:`gpucell.vm_rules.check_vm_platform`."""
+    the key) otherwise. Tenant and system namespaces are refused by
+    :func:`gpucell.admission.vm_rules.check_vm_platform`."""
     for name in catalogs:
         if not DNS_LABEL.fullmatch(name):
             raise SpecError(

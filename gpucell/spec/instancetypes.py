@@ -4,7 +4,7 @@ A cell defines cluster-wide ones (``kubevirt.instancetypes``/``kubevirt.preferen
 ``VirtualMachineClusterInstancetype``/``VirtualMachineClusterPreference``), a tenant its own
 (``tenants.<t>.instancetypes``/``preferences``, ``VirtualMachineInstancetype``/``VirtualMachinePreference`` in its
 namespace), and KubeVirt's common ones (``u1.large``, ``windows.11``) are there too
-(:mod:`gpucell.common_instancetypes`). A VM names one (``instancetype: {name, kind}``, KubeVirt's
+(:mod:`gpucell.catalog.common_instancetypes`). A VM names one (``instancetype: {name, kind}``, KubeVirt's
 ``spec.instancetype`` matcher) instead of its own ``cpu`` and ``memoryGib``. Shapes follow KubeVirt v1.9.0's
 ``instancetype.kubevirt.io/v1beta1`` (``api/openapi-spec/swagger.json``: ``v1beta1.VirtualMachineInstancetypeSpec``,
 ``v1beta1.VirtualMachinePreferenceSpec``, ``v1.InstancetypeMatcher``).

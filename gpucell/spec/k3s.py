@@ -3,7 +3,7 @@
 The ``cis`` profile follows the k3s "CIS Hardening Guide" (docs.k3s.io/security/hardening-guide, k3s-io/docs
 ``docs/security/hardening-guide.md``, the "v1.29 and newer" configuration) with the control numbers of the k3s
 "CIS 2.0 Self-Assessment Guide" for the v1.34-v1.37 releases (``docs/security/self-assessment-2.0.md``); what it
-renders is in :mod:`gpucell.k3s_hardening`.
+renders is in :mod:`gpucell.k3s.hardening`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class K3sProfile(StrEnum):
 
 
 class K3sSpec(SpecModel):
-    """k3s hardening and installation. Every node's config and files follow it (:mod:`gpucell.k3s_hardening`)."""
+    """k3s hardening and installation. Every node's config and files follow it (:mod:`gpucell.k3s.hardening`)."""
 
     profile: K3sProfile = K3sProfile.CIS
     """``cis`` (default): the k3s CIS Hardening Guide's settings (Pod Security admission defaults, audit log,

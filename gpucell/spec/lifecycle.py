@@ -62,7 +62,7 @@ def removal_options(policy: RemovalPolicy | HostRemovalPolicy) -> dict[str, Any]
 
     ``protect`` -> ``{"protect": True}``; ``retain`` -> ``{"protect": False, "retain_on_delete": True}``;
     ``delete`` and ``forget`` -> ``{"protect": False}`` (a forgotten host's install command adds
-    ``retain_on_delete`` itself, :class:`gpucell.k3s.K3sCluster`). ``protect`` is always explicit because Pulumi
+    ``retain_on_delete`` itself, :class:`gpucell.k3s.cluster.K3sCluster`). ``protect`` is always explicit because Pulumi
     children inherit it from their parent when it is unset.
     """
     if policy.value == RemovalPolicy.PROTECT.value:

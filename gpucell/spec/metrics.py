@@ -52,7 +52,7 @@ class RemoteWriteSpec(SpecModel):
 class MetricsSpec(SpecModel):
     """The cell's metrics stack: kube-prometheus-stack (Prometheus Operator, Prometheus, Alertmanager, Grafana,
     kube-state-metrics, node exporter) at ``versions.kubePrometheusStack``, with gpucell's scrape targets, the
-    per-tenant GPU metering rules, the GPU health alerts and the cell's dashboards (``gpucell.metrics``).
+    per-tenant GPU metering rules, the GPU health alerts and the cell's dashboards (``gpucell.components.metrics``).
     ``values`` is merged last into the chart's values."""
 
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {

@@ -136,8 +136,8 @@ class Host(SpecModel):
 
     name: str
     """Kubernetes node name, unique in the region: on a gpucell cell a DNS-1123 label (``node-name`` in the k3s
-    config); in the :class:`~gpucell.admission.ClusterFacts` of a cluster gpucell did not build, its Node's name as
-    the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``)."""
+    config); in the :class:`~gpucell.admission.tenants.ClusterFacts` of a cluster gpucell did not build, its Node's name
+    as the API shows it (a DNS-1123 subdomain such as ``ip-10-0-1-5.ec2.internal``)."""
     address: Ipv4Address
     """IPv4 address on the node network, used for SSH and as the node IP; unique in the region and the stack."""
     removal_policy: HostRemovalPolicy | None = None

@@ -1,8 +1,8 @@
 """A region's nodes: the part of its spec that k3s is installed from (:class:`K3sClusterSpec`), and the views and
 rules over it that the cell spec shares (:class:`NodeViews`).
 
-:class:`gpucell.k3s.K3sCluster` takes a :class:`K3sClusterSpec`, not the whole cell: its servers and agent pools,
-the address plan, SSH, etcd, the k3s hardening and sign-in, and the two sections its node labels and removal
+:class:`gpucell.k3s.cluster.K3sCluster` takes a :class:`K3sClusterSpec`, not the whole cell: its servers and agent
+pools, the address plan, SSH, etcd, the k3s hardening and sign-in, and the two sections its node labels and removal
 policies read (the GPU Operator's vGPU driver and MIG strategy, the storage backend). A
 :class:`~gpucell.spec.cell.CellSpec` gives one with :meth:`K3sClusterSpec.from_cell`; built on its own it is
 checked by the same rules, with the same messages and key paths (docs/decisions/0019-standalone-components.md).
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import VgpuFramework
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.etcd import EtcdSpec
@@ -245,7 +245,7 @@ class NodeViews:
 
 
 class K3sClusterSpec(NodeViews, SpecModel):
-    """The nodes of one region as k3s is installed on them: what :class:`gpucell.k3s.K3sCluster` takes.
+    """The nodes of one region as k3s is installed on them: what :class:`gpucell.k3s.cluster.K3sCluster` takes.
 
     Each field is the cell spec's field of the same name (and key path). :meth:`from_cell` takes them from a validated
     :class:`~gpucell.spec.cell.CellSpec`; built on its own (``K3sClusterSpec.model_validate({...})``) it is checked

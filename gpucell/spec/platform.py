@@ -229,7 +229,7 @@ class GpuOperatorSpec(ChartSpec):
 
 class DraDriverSpec(ChartSpec):
     """NVIDIA DRA driver for GPUs settings (chart ``dra-driver-nvidia-gpu``, installed with a ``dra`` pool); ``values``
-    is merged into the chart's values (:func:`gpucell.dra_driver.dra_driver_values` renders the rest)."""
+    is merged into the chart's values (:func:`gpucell.components.dra_driver.dra_driver_values` renders the rest)."""
 
     owned_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("kubeletPlugin", "nodeSelector"): "nodePools.<pool>.gpuMode (dra)",

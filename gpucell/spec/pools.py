@@ -8,8 +8,8 @@ from enum import StrEnum
 
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.errors import SpecError, shown
-from gpucell.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.spec._base import SpecModel
 from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout
@@ -62,7 +62,7 @@ SRIOV_VGPU_DISABLED_OPERANDS = (
     "nvidia.com/gpu.deploy.sandbox-validator",
 )
 """GPU Operator state labels set to ``false`` on SR-IOV vGPU nodes: the mdev-only operands
-(:mod:`gpucell.vgpu_sriov`, decision 0011)."""
+(:mod:`gpucell.k3s.vgpu_sriov`, decision 0011)."""
 DRA_KUBELET_PLUGIN_LABEL = "gpucell.io/dra-kubelet-plugin"
 """``true`` on ``dra`` nodes: the DRA driver's kubelet plugin runs where it is set (chart value
 ``kubeletPlugin.nodeSelector``), and the GPU Operator's driver manager pauses it across a driver reload (its
@@ -120,8 +120,8 @@ class GpuMode(StrEnum):
     ``nvidia.com/gpu.workload.config``), whose device plugins advertise the GPUs as extended resources. ``dra``
     (opt-in, experimental upstream): the NVIDIA DRA driver for GPUs publishes each GPU both as a container GPU and as
     a VFIO device, and a workload's ResourceClaim decides per GPU, when it is scheduled, whether it serves a container
-    or a VM (:mod:`gpucell.dra`); the node runs the operator's ``container`` workload (driver and toolkit) without its
-    device plugin.
+    or a VM (:mod:`gpucell.admission.dra`); the node runs the operator's ``container`` workload (driver and toolkit)
+    without its device plugin.
     """
 
     CONTAINER = "container"
@@ -166,7 +166,7 @@ class TopologyProfile(SpecModel):
     The hugepages are reserved by the host's kernel, not by gpucell: on the kernel command line, per NUMA node
     (``hugepagesz=1G hugepages=0:960,1:960``, torvalds/linux ``Documentation/admin-guide/mm/hugetlbpage.rst``:
     boot-time reservation is "the most reliable method" for 1 GiB pages). The node's install script checks that
-    the kernel reports exactly the declared memory and pages (:mod:`gpucell._host_setup`) and admission checks
+    the kernel reports exactly the declared memory and pages (:mod:`gpucell.k3s._host_setup`) and admission checks
     every VM's hugepage memory against them (kubelet advertises ``hugepages-1Gi``/``hugepages-2Mi`` only as
     reserved, "Kubernetes nodes must pre-allocate huge pages", Kubernetes "Manage HugePages").
 

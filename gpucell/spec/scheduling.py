@@ -4,7 +4,7 @@ platform reserve.
 A PriorityClass is cluster-scoped (``scheduling.k8s.io/v1``): without a fence any tenant could name any class,
 ``system-node-critical`` included, and preempt other tenants' VMs or the platform's pods. gpucell fences each
 tenant namespace with a ResourceQuota whose scope selector matches pods naming a class the tenant may not use
-(:func:`gpucell.tenancy.priority_quota_manifest`), and refuses such a workload at plan time
+(:func:`gpucell.tenancy.tenant.priority_quota_manifest`), and refuses such a workload at plan time
 (:func:`priority_class_problem`).
 """
 

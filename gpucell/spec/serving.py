@@ -4,7 +4,7 @@ variables, and the inference protocol.
 - :class:`ServingRuntimeSpec` (``tenants.<tenant>.servingRuntimes.<name>``): a namespaced ``ServingRuntime``
   (``serving.kserve.io/v1alpha1``, checked against the v0.20.0 CRD ``config/crd/full/
   serving.kserve.io_servingruntimes.yaml``) in the tenant's namespace; admission treats it as it treats a built-in
-  ClusterServingRuntime (:func:`gpucell.kserve_runtimes.resolve_runtime`).
+  ClusterServingRuntime (:func:`gpucell.catalog.kserve_runtimes.resolve_runtime`).
 - :class:`EnvVar`: a plain value, a secret stack config key of the tenant (gpucell keeps it in a Secret of the
   endpoint), or a key of a Secret the tenant keeps in its namespace.
 - :class:`ProtocolVersion`: KServe v0.20.0's ``InferenceServiceProtocol`` values (``pkg/constants/constants.go``).

@@ -31,9 +31,12 @@ from gpucell.spec.workloads import (
 
 __all__ = [
     "CLUSTER_API_NAMESPACES",
+    "DNS_SELECTOR",
     "LINK_LOCAL",
+    "NAMESPACE_KEY",
     "PRIVATE_RANGES",
     "SYSTEM_NAMESPACES",
+    "TENANT_LABEL",
     "EgressClass",
     "TenantGroups",
     "TenantLimits",
@@ -56,8 +59,14 @@ CLUSTER_API_NAMESPACES = (
     "capk-system",
     "caaph-system",
 )
-"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.cluster_api`), with tenant
-clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
+"""Namespaces of the cluster-api-operator and the providers it installs (:mod:`gpucell.components.cluster_api`), with
+tenant clusters. Their pods meet Pod Security ``restricted``, so they are not exempt from it."""
+TENANT_LABEL = "gpucell.io/tenant"
+"""Label naming the tenant on the namespace and on every object rendered for it."""
+NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
+"""Cilium's identity label for a pod's namespace (set by Cilium from the pod's real namespace)."""
+DNS_SELECTOR = {NAMESPACE_KEY: "kube-system", "k8s:k8s-app": "kube-dns"}
+"""The cluster DNS pods: k3s ships CoreDNS as ``kube-dns``-labelled pods in ``kube-system``."""
 SYSTEM_NAMESPACES = frozenset(
     {
         "default",
@@ -108,7 +117,7 @@ no Cyrillic a for a Latin a)."""
 
 class TenantGroups(SpecModel):
     """Identity-provider groups bound to the tenant's roles, gpucell's own Roles ``tenant-admin``/``tenant-member``/
-    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenant_roles`; docs/security.md "Tenant roles")."""
+    ``tenant-viewer`` in the namespace (:mod:`gpucell.tenancy.tenant_roles`; docs/security.md "Tenant roles")."""
 
     admins: list[str] = []
     """Groups with ``tenant-admin``: what members may, and RoleBindings to the tenant roles."""

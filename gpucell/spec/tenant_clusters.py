@@ -1,7 +1,7 @@
 """Tenant clusters: Kubernetes of a tenant's own, on KubeVirt VMs of its namespace, built by Cluster API.
 
 These are *specs*: plan-time values only. The rules that need the region (pools, quota, versions, networks) are in
-:mod:`gpucell.tenant_cluster_admission`; the objects are rendered by :mod:`gpucell.workloads.tenant_cluster`.
+:mod:`gpucell.admission.tenant_cluster_admission`; the objects are rendered by :mod:`gpucell.workloads.tenant_cluster`.
 Decision: docs/decisions/0024-tenant-clusters.md.
 """
 
@@ -175,9 +175,12 @@ class WorkerPoolSpec(SpecModel):
     gpus: StrictInt = Field(default=0, ge=0, le=16)
     """Whole GPUs per worker (count). Defaults to 0."""
     vgpu_profile: str | None = None
-    """Refused: see :meth:`_gpus_a_guest_can_drive`. Kept as a key so the refusal names it."""
+    """Refused: a vGPU guest needs NVIDIA's licensed vGPU guest driver and a license token, which gpucell does not
+    carry into tenant clusters; use whole GPUs from a ``vm-passthrough`` pool. Kept as a key so the refusal names it."""
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
-    """``device-plugin`` only (``dra`` is refused: see :meth:`_gpus_a_guest_can_drive`)."""
+    """``device-plugin`` only: ``dra`` is refused, because Cluster API creates worker VMs whenever it scales, rolls
+    out or remediates, outside the one ``pulumi up`` that orders a ``dra`` pool's VM claims after its container
+    claims (decision 0017)."""
     pool: str | None = None
     """Node pool of the workers; defaults to any pool of the right mode and model (cpu pools without GPUs)."""
     cpu: CpuTopology = CpuTopology(cores=4)
@@ -221,8 +224,8 @@ class WorkerPoolSpec(SpecModel):
         return self
 
     def vm_spec(self, image: DiskSource, storage_class: str | None) -> GpuVirtualMachineSpec:
-        """One worker as the VM spec placement and admission take (:func:`gpucell.placement.place_vm`): its GPUs,
-        pool, CPU, memory, NUMA options and root disk (``image``, ``diskGib``, ``storage_class``), no login of
+        """One worker as the VM spec placement and admission take (:func:`gpucell.admission.placement.place_vm`): its
+        GPUs, pool, CPU, memory, NUMA options and root disk (``image``, ``diskGib``, ``storage_class``), no login of
         gpucell's (CAPK injects its own SSH key, kubeadm's cloud-init does the rest)."""
         return GpuVirtualMachineSpec(
             gpu_model=self.gpu_model,

@@ -65,7 +65,7 @@ ADDRESS_ANNOTATION = "lbipam.cilium.io/ips"
 SERVICE_NAMESPACE_KEY = "io.kubernetes.service.namespace"
 """The ``serviceSelector`` key Cilium matches against a Service's namespace."""
 GATEWAY_NAMESPACE = "gpucell-gateway"
-"""Namespace of the cell's Gateways, their certificates and ACME challenges (see :mod:`gpucell.gateway`)."""
+"""Namespace of the cell's Gateways, their certificates and ACME challenges (see :mod:`gpucell.components.gateway`)."""
 MAX_GATEWAY_LISTENERS = 64
 """Listeners one Gateway may have (Gateway API v1.5.1 ``gateways`` CRD: ``spec.listeners`` ``maxItems: 64``)."""
 _ASN_MAX = 4_294_967_295
@@ -341,7 +341,7 @@ def endpoint_host(endpoint: str, tenant: str, domain: str, host: str | None) -> 
 # -- rules across the region ---------------------------------------------------------------------------------------
 class TrafficFacts(Protocol):
     """What the traffic rules read of a region: a :class:`~gpucell.spec.cell.CellSpec` or the
-    :class:`~gpucell.admission.ClusterFacts` of a cluster (same fields, same key paths)."""
+    :class:`~gpucell.admission.tenants.ClusterFacts` of a cluster (same fields, same key paths)."""
 
     @property
     def load_balancer(self) -> LoadBalancerSpec | None:

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field, field_validator
 
-from gpucell.releases import release
+from gpucell.catalog.releases import release
 from gpucell.spec._base import SpecModel
 
 __all__ = [
@@ -95,7 +95,7 @@ class Versions(SpecModel):
 
     kube_vip: str = "v1.0.4"
     """kube-vip image tag (``ghcr.io/kube-vip/kube-vip``) of the API VIP's static pods, with ``network.apiVip``;
-    pinned by digest in :data:`gpucell.kube_vip.IMAGE_DIGESTS`."""
+    pinned by digest in :data:`gpucell.k3s.kube_vip.IMAGE_DIGESTS`."""
 
     kube_prometheus_stack: str = "88.5.3"
     """kube-prometheus-stack Helm chart version (https://prometheus-community.github.io/helm-charts); installed with

@@ -1,7 +1,7 @@
 """Typed tenant workloads: GPU virtual machines, notebooks and model endpoints, as a stack config declares them.
 
 These are *specs*: plan-time values only. Placement and capacity rules that need the region's GPU inventory live
-in :mod:`gpucell.admission`; the objects they render live in ``gpucell/workloads/``.
+in :mod:`gpucell.admission.tenants`; the objects they render live in ``gpucell/workloads/``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from enum import StrEnum
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from gpucell.catalog.kserve_runtimes import RUNTIMES
 from gpucell.errors import SpecError, shown
-from gpucell.kserve_runtimes import RUNTIMES
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import (
     Ipv4Address,
@@ -60,8 +60,9 @@ __all__ = [
 
 BUILTIN_RUNTIME_FORMATS: dict[str, str] = {name: runtime.default_format for name, runtime in RUNTIMES[(0, 20)].items()}
 """ClusterServingRuntimes of KServe v0.20's ``kserve-runtime-configs`` chart -> a model format each supports
-(:mod:`gpucell.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's ``modelFormat``
-(``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this one."""
+(:mod:`gpucell.catalog.kserve_runtimes`). KServe checks that a named runtime supports the InferenceService's
+``modelFormat`` (``RuntimeSupportsModel``) and an empty format matches none, so a spec naming only ``runtime`` gets this
+one."""
 _IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 """The OCI distribution spec's tag grammar."""
 CREDENTIAL_SCHEMES = ("hf", "s3")
@@ -127,7 +128,7 @@ class GpuAllocation(StrEnum):
       profile, a passthrough GPU or a vGPU type), from a pool whose ``gpuMode`` serves that kind only.
     - ``dra``: a ResourceClaim, from a ``gpuMode: dra`` pool, where each GPU serves a container or a VM as claims
       ask (Kubernetes Dynamic Resource Allocation with the NVIDIA DRA driver; experimental upstream, see
-      docs/decisions/0017). gpucell renders the ResourceClaimTemplate (:mod:`gpucell.dra`).
+      docs/decisions/0017). gpucell renders the ResourceClaimTemplate (:mod:`gpucell.admission.dra`).
     """
 
     DEVICE_PLUGIN = "device-plugin"
@@ -261,7 +262,7 @@ class CpuTopology(SpecModel):
     """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
 
     cores: StrictInt = Field(default=2, ge=1, le=512)
-    """Cores per socket. Defaults to 2."""
+    """Cores per socket. Defaults to 2, or the default of the key that holds it (a tenant cluster's workers: 4)."""
     sockets: StrictInt = Field(default=1, ge=1, le=16)
     """Sockets. Defaults to 1."""
     threads: StrictInt = Field(default=1, ge=1, le=2)
@@ -508,9 +509,11 @@ class GpuVirtualMachineSpec(SpecModel):
     @property
     def guest_memory_gib(self) -> int:
         """Guest memory, GiB: ``memoryGib``, which a VM sized by an instancetype has once resolved
-        (:func:`gpucell.vm_shape.resolve_vm`). Raises ``ValueError`` on an unresolved one."""
+        (:func:`gpucell.admission.vm_shape.resolve_vm`). Raises ``ValueError`` on an unresolved one."""
         if self.memory_gib is None:
-            raise ValueError("the VM is sized by its instancetype: resolve it first (gpucell.vm_shape.resolve_vm)")
+            raise ValueError(
+                "the VM is sized by its instancetype: resolve it first (gpucell.admission.vm_shape.resolve_vm)"
+            )
         return self.memory_gib
 
     @property
@@ -652,7 +655,7 @@ class ModelEndpointSpec(SpecModel):
     """KServe model format (``huggingface``, ``sklearn``, ``onnx``...): KServe picks a matching runtime."""
     runtime: str | None = None
     """Runtime name: a ClusterServingRuntime the pinned KServe installs (``kserve-huggingfaceserver``,
-    ``kserve-tritonserver``..., see ``gpucell.kserve_runtimes``) or one of the tenant's ``servingRuntimes``."""
+    ``kserve-tritonserver``..., see ``gpucell.catalog.kserve_runtimes``) or one of the tenant's ``servingRuntimes``."""
     runtime_version: str | None = None
     """The runtime image's tag for this endpoint (``predictor.model.runtimeVersion``), e.g. a pinned vLLM release or
     a GPU build; defaults to the runtime's own tag, or its ``-gpu`` build for a GPU endpoint on TensorFlow Serving."""

@@ -25,9 +25,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from gpucell.disruption import fingerprint
+from gpucell.day2.disruption import fingerprint
+from gpucell.day2.gpu_serving import RECORD_SUFFIX
 from gpucell.errors import ConfigError
-from gpucell.gpu_serving import RECORD_SUFFIX
 from gpucell.spec import StackSpec
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import make_plan, read_stack_files, to_json
@@ -49,7 +49,7 @@ def plan_head(project_dir: Path, stack: str, base: dict[str, Any] | None = None)
 
     With ``base`` (the base's plan JSON), the head is planned as ``pulumi up`` would run it after the base: the
     base's ``<region>GpuNodes`` outputs are the last deployment's, so the GPU pieces serve a pool's old and new
-    configuration as that run will (:mod:`gpucell.gpu_serving`). The base's fingerprints are not handed over: the
+    configuration as that run will (:mod:`gpucell.day2.gpu_serving`). The base's fingerprints are not handed over: the
     review judges them itself rather than stop at the guard."""
     if not (project_dir / f"Pulumi.{stack}.yaml").is_file():
         return dict(EMPTY_PLAN, stack=stack)

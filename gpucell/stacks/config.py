@@ -8,11 +8,11 @@ from typing import Any
 
 import pulumi
 
-from gpucell.backups import BackupCredentials
-from gpucell.disk_import import import_secret_data
-from gpucell.disruption import Acknowledgement, Change, StackAcknowledgements
+from gpucell.components.backups import BackupCredentials
+from gpucell.components.disk_import import import_secret_data
+from gpucell.components.metrics import remote_write_secret_data
+from gpucell.day2.disruption import Acknowledgement, Change, StackAcknowledgements
 from gpucell.errors import TOO_MANY_PROBLEMS, ConfigError, join_path
-from gpucell.metrics import remote_write_secret_data
 from gpucell.spec import CellSpec, GpuVirtualMachineSpec, StackSpec
 from gpucell.spec.cloud_init import GpucellUserData, UserDataError, merge_user_data, secret_user_data
 from gpucell.workloads.model_endpoint import credentials_secret_data, storage_scheme
@@ -262,7 +262,8 @@ def _read_remote_write_credentials(
     the problem line when it is missing, not a secret or not ``<user>:<password>`` (never its value).
 
     Its shape is checked here, as the etcd and backup credentials are, so that ``pulumi up`` stops with this line
-    and not inside the ``monitoring`` Secret's ``apply`` (:func:`gpucell.metrics.remote_write_secret_data`)."""
+    and not inside the ``monitoring`` Secret's ``apply``
+    (:func:`gpucell.components.metrics.remote_write_secret_data`)."""
     remote = cell.metrics.remote_write if cell.metrics.enabled else None
     key = None if remote is None else remote.credentials_config_key
     if key is None or key in credentials:

@@ -1,13 +1,14 @@
 """Which server runs a region's maintenance steps: the first in config order that answers over SSH.
 
-Every node's ``-prepare`` and ``-settle`` run over SSH on one *control server* (:mod:`gpucell._maintenance_scripts`).
-pulumi-command connects each step to one host, so a dead server named there stops every step of the region. Before
-the cells are built, ``pulumi up`` (and ``pulumi preview``) therefore tries each server of each region in turn, in
-config order and without those marked ``removalPolicy: forget``: a TCP connection to its SSH port that must answer
-with an SSH banner (``SSH-``, RFC 4253 section 4.2) within :data:`PROBE_SECONDS`. The first that does is the control
-server; each one passed over is named in a warning with why. When none answers, the first stays (its steps then
-fail with pulumi-command's connection error, as before). A server that answers over SSH but whose API is down is
-handled by the steps themselves: they try the cell's API endpoint next (:func:`gpucell._maintenance_scripts.api_up`).
+Every node's ``-prepare`` and ``-settle`` run over SSH on one *control server*
+(:mod:`gpucell.k3s._maintenance_scripts`). pulumi-command connects each step to one host, so a dead server named there
+stops every step of the region. Before the cells are built, ``pulumi up`` (and ``pulumi preview``) therefore tries each
+server of each region in turn, in config order and without those marked ``removalPolicy: forget``: a TCP connection to
+its SSH port that must answer with an SSH banner (``SSH-``, RFC 4253 section 4.2) within :data:`PROBE_SECONDS`. The
+first that does is the control server; each one passed over is named in a warning with why. When none answers, the first
+stays (its steps then fail with pulumi-command's connection error, as before). A server that answers over SSH but whose
+API is down is handled by the steps themselves: they try the cell's API endpoint next
+(:func:`gpucell.k3s._maintenance_scripts.api_up`).
 
 The offline plan never probes (it has no network to the nodes): it takes the first server, as config order says.
 """

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpucell.stacks.mock_engine import Registration
+from gpucell.engine.mock_engine import Registration
 
 __all__ = ["CHART_SECONDS", "CREATE_SECONDS", "UPDATE_SECONDS", "Estimate", "estimate", "human", "step_seconds"]
 

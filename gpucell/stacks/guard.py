@@ -1,6 +1,6 @@
 """The guard in ``pulumi up``: disruptive changes against the last deployment are refused unless acknowledged.
 
-Each cell exports its fingerprint (:func:`gpucell.disruption.fingerprint`) as the stack output
+Each cell exports its fingerprint (:func:`gpucell.day2.disruption.fingerprint`) as the stack output
 ``<region>Fingerprint``. Before registering anything, the program reads the outputs of this very stack's last
 deployment with the engine's builtin invoke ``pulumi:pulumi:readStackOutputs`` for ``<organization>/<project>/
 <stack>``, through the SDK's public, synchronous ``pulumi.runtime.invoke`` (the builtin is what every
@@ -8,7 +8,7 @@ deployment with the engine's builtin invoke ``pulumi:pulumi:readStackOutputs`` f
 ``sdk/nodejs/stackReference.ts``; it returns ``{name, outputs, secretOutputNames}``, the outputs an empty map when
 the stack was never deployed: pulumi/pulumi ``pkg/resource/deploy/builtins.go`` and ``pkg/backend/backend.go``
 ``GetStackOutputs``). It compares each
-region's deployed fingerprint with the planned one (:func:`gpucell.disruption.compare`) and stops with one line per
+region's deployed fingerprint with the planned one (:func:`gpucell.day2.disruption.compare`) and stops with one line per
 change that no ``gpucell:acknowledge`` entry matches, and one per entry that matches nothing in a region whose
 deployed state it read. A region without a deployed fingerprint (first deploy, or a deployment by a gpucell
 without this guard) is not judged.
@@ -25,7 +25,7 @@ from typing import Any
 
 import pulumi
 
-from gpucell.disruption import (
+from gpucell.day2.disruption import (
     Judgement,
     compare,
     fingerprint,
@@ -34,8 +34,8 @@ from gpucell.disruption import (
     removed_regions,
     skipped_releases,
 )
+from gpucell.day2.gpu_serving import RECORD_SUFFIX, records_from_fingerprint
 from gpucell.errors import ConfigError
-from gpucell.gpu_serving import RECORD_SUFFIX, records_from_fingerprint
 from gpucell.spec import CellSpec
 from gpucell.stacks.config import StackConfig
 
@@ -64,14 +64,14 @@ def fingerprint_output(region: str) -> str:
 
 def gpu_nodes_output(region: str) -> str:
     """The stack output that records ``region``'s hosts' GPU configurations at the last completed deployment
-    (:func:`gpucell.gpu_serving.node_records`)."""
+    (:func:`gpucell.day2.gpu_serving.node_records`)."""
     return f"{region}{RECORD_SUFFIX}"
 
 
 def deployed_gpu_nodes(outputs: Mapping[str, Any], region: str, cell: CellSpec) -> dict[str, dict[str, Any]] | None:
     """``region``'s record of its last completed deployment from stack ``outputs``: ``<region>GpuNodes``, else (a
     deployment by a gpucell without it) what its ``<region>Fingerprint`` tells
-    (:func:`gpucell.gpu_serving.records_from_fingerprint`), else ``None`` (never deployed)."""
+    (:func:`gpucell.day2.gpu_serving.records_from_fingerprint`), else ``None`` (never deployed)."""
     recorded = outputs.get(gpu_nodes_output(region))
     if isinstance(recorded, Mapping):
         return {str(host): dict(value) for host, value in recorded.items() if isinstance(value, Mapping)}
@@ -106,10 +106,10 @@ def deployed_fingerprints(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any
 def check_against(stack: StackConfig, deployed: Mapping[str, Mapping[str, Any]]) -> Judgement:
     """Judge the planned cells of ``stack`` against the ``deployed`` fingerprints.
 
-    Raises :class:`ConfigError` with what no acknowledgement allows (:func:`gpucell.disruption.refused_together`:
-    more than one server removed from a region; :func:`gpucell.disruption.skipped_releases`: an upgrade that skips a
-    minor release of Cilium, Longhorn or KubeVirt), then, for each unacknowledged disruptive change, its
-    :meth:`~gpucell.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
+    Raises :class:`ConfigError` with what no acknowledgement allows (:func:`gpucell.day2.disruption.refused_together`:
+    more than one server removed from a region; :func:`gpucell.day2.disruption.skipped_releases`: an upgrade that skips
+    a minor release of Cilium, Longhorn or KubeVirt), then, for each unacknowledged disruptive change, its
+    :meth:`~gpucell.day2.disruption.DisruptiveChange.refusal` line, and for each stale acknowledgement
     ``acknowledge[<i>]: {change: ..., region: ...} matches no disruptive change against the last deployment of
     <region>; remove it``. Returns the judgement when nothing is refused.
     """

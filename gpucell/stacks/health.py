@@ -3,25 +3,25 @@
 Read from the cell's Prometheus (``/api/v1/query``, one instant query each, :data:`QUERIES`):
 
 - **critical alerts firing**: ``ALERTS{alertstate="firing",severity="critical"}``, whatever rule raised them
-  (gpucell's GPU alerts, :mod:`gpucell.gpu_alerts`: ``GpuXidCritical``, ``GpuFellOffTheBus``, ``GpuDoubleBitEcc``,
-  ``GpuRetiredPagesHigh``, ``GpuRowRemapFailed``, ``GpuCountDropped``; kube-prometheus-stack's and KubeVirt's). The
-  host is the alert's ``node`` label (the DCGM exporter's ServiceMonitor copies the pod's node into it,
-  ``gpu_alerts.NODE_RELABELING``; kube-state-metrics' series carry it);
+  (gpucell's GPU alerts, :mod:`gpucell.components.gpu_alerts`: ``GpuXidCritical``, ``GpuFellOffTheBus``,
+  ``GpuDoubleBitEcc``, ``GpuRetiredPagesHigh``, ``GpuRowRemapFailed``, ``GpuCountDropped``; kube-prometheus-stack's
+  and KubeVirt's). The host is the alert's ``node`` label (the DCGM exporter's ServiceMonitor copies the pod's node
+  into it, ``gpu_alerts.NODE_RELABELING``; kube-state-metrics' series carry it);
 - **nodes NotReady**: ``kube_node_status_condition{condition="Ready",status="true"}`` is 0, and declared hosts with
   no such series (no Node);
 - **GPU capacity below what the stack declares**: per in-service host of each device-plugin pool,
-  ``kube_node_status_allocatable`` of each resource the pool offers (:func:`gpucell.inventory.gpu_offers`) against
-  the units the pool gives a node. ``dra`` pools are not covered: their GPUs are in ResourceSlices, which
-  kube-state-metrics does not export;
+  ``kube_node_status_allocatable`` of each resource the pool offers
+  (:func:`gpucell.admission.inventory.gpu_offers`) against the units the pool gives a node. ``dra`` pools are not
+  covered: their GPUs are in ResourceSlices, which kube-state-metrics does not export;
 - **workloads not ready**, as kube-state-metrics sees them in tenant namespaces (label ``gpucell.io/tenant``):
   Deployments (model endpoints' ``<endpoint>-predictor``, KServe raw deployment) and StatefulSets (notebooks) that
   want replicas and have none available/ready, and VMs whose ``virt-launcher`` pod (pod label ``kubevirt.io``) is
   ``Pending``, ``Failed`` or ``Unknown``. A VM with no launcher pod at all (halted, or crash-looping between pods) is
   not seen: KubeVirt's own VM metrics are not read.
 
-Every input is read with ``job="kube-state-metrics"`` (``gpucell.metering.KSM_JOB``), as gpucell's rules read it,
-so a series of the same name a tenant pod exports changes nothing. Hosts already quarantined in the stack file are
-left out (their alerts are notes: their fault is why they are out).
+Every input is read with ``job="kube-state-metrics"`` (``gpucell.components.metering.KSM_JOB``), as gpucell's rules
+read it, so a series of the same name a tenant pod exports changes nothing. Hosts already quarantined in the stack
+file are left out (their alerts are notes: their fault is why they are out).
 
 Each critical alert on an in-service host of the stack calls for its quarantine (docs/operations.md, "Quarantine a
 host"): :func:`quarantine_patch` adds ``quarantine: {reason: ...}`` to the host's entry in ``Pulumi.<stack>.yaml``,
@@ -46,9 +46,9 @@ from typing import Any
 
 import yaml
 
+from gpucell.admission.inventory import gpu_offers
+from gpucell.components.metering import KSM_JOB, ksm_sanitized
 from gpucell.errors import ConfigError
-from gpucell.inventory import gpu_offers
-from gpucell.metering import KSM_JOB, ksm_sanitized
 from gpucell.spec import CellSpec
 from gpucell.stacks.plan import make_plan
 from gpucell.stacks.prometheus_api import Deadline, PrometheusError, get, printable, refused_character, url_problem

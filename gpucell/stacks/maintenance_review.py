@@ -1,6 +1,6 @@
 """What a change does to running workloads through node maintenance, read from two plans for ``gpucell diff``.
 
-A node's ``-prepare`` command (:mod:`gpucell._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
+A node's ``-prepare`` command (:mod:`gpucell.k3s._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
 (the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration), the GPU label
 checks and ``QUARANTINE``. When one of the first two differs between the base and the head, the node is drained;
 when only the GPU part differs, its GPU workloads are evicted and its GPU VMs stopped; a quarantine set drains it
@@ -11,7 +11,7 @@ the cluster, so every one is named when a GPU node goes through maintenance.
 
 A ``-prepare`` of the head that depends on the GPU Operator release, the ``KubeVirt`` CR or the DRA driver release
 belongs to a host whose GPU configuration changes: those are rendered to serve its old and new configuration until
-the first run after it settled (:mod:`gpucell.gpu_serving`). What the GPU pools offer is compared from the plans'
+the first run after it settled (:mod:`gpucell.day2.gpu_serving`). What the GPU pools offer is compared from the plans'
 ``capacity`` (:func:`gpucell.stacks.plan.capacity_table`).
 """
 
@@ -37,7 +37,8 @@ _NONE = ("", "''")
 _RESOURCE_CHECKS = re.compile(r"\{\.status\.allocatable\.([^}]*)\}")
 """The GPU resources a ``-prepare`` checks the node advertises (dots escaped)."""
 _FORGOTTEN = "is removalPolicy: forget: nothing to do"
-"""What the step of a ``removalPolicy: forget`` host says (:func:`gpucell._maintenance_scripts.forgotten_script`)."""
+"""What the step of a ``removalPolicy: forget`` host says
+(:func:`gpucell.k3s._maintenance_scripts.forgotten_script`)."""
 _SERVING_TYPES = {
     "kubernetes:helm.sh/v3:Release": ("-gpu-operator-gpu-operator", "-dra-driver-dra-driver"),
     "kubernetes:kubevirt.io/v1:KubeVirt": ("-kubevirt-kubevirt",),

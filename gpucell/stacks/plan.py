@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
-from gpucell.admission import ClusterFacts, placements
+from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
+from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell
-from gpucell.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.day2.gpu_serving import RECORD_SUFFIX
+from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError, join_path, shown
-from gpucell.gpu_serving import RECORD_SUFFIX
-from gpucell.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
 from gpucell.stacks.guard import FINGERPRINT_SUFFIX, READ_STACK_OUTPUTS
-from gpucell.stacks.mock_engine import PlanResult, Registration, run_program
 from gpucell.stacks.program import build_cells
 from gpucell.testing import provider_outputs
 from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX
@@ -337,7 +337,7 @@ def make_plan(
     """Run the program for ``stack`` under mocks. Raises ``ConfigError`` for any config mistake.
 
     ``computed`` supplies outputs a real provider would compute and ``invoked`` answers invokes (see
-    :func:`gpucell.stacks.mock_engine.run_program`). ``last_deployment`` is what the program's read of its last
+    :func:`gpucell.engine.mock_engine.run_program`). ``last_deployment`` is what the program's read of its last
     deployment returns (stack outputs, e.g. a base plan's ``outputs``): the disruption guard and the registered hosts
     (decision 0023) are judged against it; without it the plan is of a stack never deployed.
     """
@@ -481,7 +481,7 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
 def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
     """GPU resource -> (units in service, reserved by tenant quotas, used by declared workloads) of the region's
     device-plugin resources, HGX NVSwitches included (reserved as the quotas' whole boards imply,
-    :func:`gpucell.inventory.nvswitch_quota`); quarantined hosts are not in service."""
+    :func:`gpucell.admission.inventory.nvswitch_quota`); quarantined hosts are not in service."""
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
@@ -553,9 +553,9 @@ def to_json(plan: Plan, regions: list[str], *, region_filter: str | None = None)
     regions both plans hold instead of taking the missing ones for removed.
 
     Each resource: ``urn``, ``type``, ``name``, ``parent``, ``provider``, ``dependencies``, ``options`` (the
-    resource options that differ from Pulumi's defaults, :func:`gpucell.stacks.mock_engine.resource_options`)
+    resource options that differ from Pulumi's defaults, :func:`gpucell.engine.mock_engine.resource_options`)
     and ``inputs``; a resource with secret inputs also has ``secrets``, each secret input's path ->
-    :func:`gpucell.stacks.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
+    :func:`gpucell.engine.mock_engine.secret_digest` of its value. ``outputs`` holds the regions' stack outputs
     (``<region>``, ``<region>Kubeconfig``, ``<region>Fingerprint``, ``<region>GpuNodes``); ``acknowledge`` the stack's
     ``gpucell:acknowledge`` entries (what ``gpucell diff`` matches disruptive changes against); ``capacity`` each
     region's :func:`capacity_table` (resource -> [in service, reserved, used]), which ``gpucell diff`` compares.

@@ -725,7 +725,7 @@ def _pair_nodes(created: dict[str, dict[str, Any]], deleted: dict[str, dict[str,
 
 def _rename_note(new: Mapping[str, Any], old_node: str, new_node: str) -> str:
     """What ``pulumi up`` does to a host renamed at the same address: it runs the new name's install first and the
-    old name's delete last (:func:`gpucell._k3s_scripts.install_script` and ``uninstall_script``)."""
+    old name's delete last (:func:`gpucell.k3s._scripts.install_script` and ``uninstall_script``)."""
     install = unwrap_script((new.get("inputs") or {}).get("create")) or ""
     if re.search(r"^readonly K3S_EXEC=server$", install, re.MULTILINE):
         return (

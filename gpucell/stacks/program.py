@@ -8,11 +8,10 @@ from typing import Any
 import pulumi
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.cluster_deny import other_cells
-from gpucell.disruption import fingerprint
-from gpucell.dra_ordering import DraClaimOrder
+from gpucell.components.cluster_deny import other_cells
+from gpucell.components.gateway import exposed_endpoints
+from gpucell.day2.disruption import fingerprint
 from gpucell.errors import ConfigError
-from gpucell.gateway import exposed_endpoints
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
@@ -24,8 +23,9 @@ from gpucell.stacks.guard import (
     gpu_nodes_output,
     read_last_deployment,
 )
-from gpucell.tenancy import Tenant, TenantArgs
-from gpucell.workloads._common import vm_placement
+from gpucell.tenancy._common import vm_placement
+from gpucell.tenancy.dra_ordering import DraClaimOrder
+from gpucell.tenancy.tenant import Tenant, TenantArgs
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
 from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
@@ -42,7 +42,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
     Raises :class:`ConfigError` before registering anything when the config is wrong or a disruptive change
     against the last deployment is not acknowledged (:func:`gpucell.stacks.guard.check_against`). Exports per
     region: ``<region>`` (``{apiServerUrl, storageClassName}``), ``<region>Kubeconfig`` (secret) and
-    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.disruption.fingerprint`) and
+    ``<region>Fingerprint`` (what the next run compares against, :func:`gpucell.day2.disruption.fingerprint`) and
     ``<region>GpuNodes`` (the hosts' GPU configurations, known once every node settled:
     :attr:`gpucell.cell.RegionalCell.gpu_nodes`; while it is unknown, because a node failed, the engine keeps every
     output of the last completed run).
@@ -105,7 +105,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
     InferenceService (all tenants) whose DRA GPUs share one of their ``dra`` pools: those are ready only once their
     claims are prepared, and the DRA driver withdraws a prepared GPU's VFIO twin from the ResourceSlice, so the VMs'
     claims cannot be allocated the same GPUs in the same ``pulumi up`` (docs/decisions/0017;
-    :class:`gpucell.dra_ordering.DraClaimOrder`, public for consumers building their own tenants).
+    :class:`gpucell.tenancy.dra_ordering.DraClaimOrder`, public for consumers building their own tenants).
     """
     tenants: list[Tenant] = []
     order = DraClaimOrder()

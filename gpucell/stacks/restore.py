@@ -1,8 +1,8 @@
 """``gpucell restore``: the Velero ``Restore`` that brings a tenant's namespace (or one workload) back from a backup.
 
 It reads the stack file only (nothing is planned, decrypted or contacted), checks the region, the tenant, its backup
-and the workload, and prints the object (:func:`gpucell.backups.restore_manifest`) for a cluster admin to apply
-(``kubectl apply -f -``). Tenants have no role in Velero's namespace: restores are the platform's, and a Restore
+and the workload, and prints the object (:func:`gpucell.components.backups.restore_manifest`) for a cluster admin to
+apply (``kubectl apply -f -``). Tenants have no role in Velero's namespace: restores are the platform's, and a Restore
 never leaves the tenant's own namespace. docs/operations.md, "Restore a tenant's VM".
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucell.backups import restore_manifest, schedule_name
+from gpucell.components.backups import restore_manifest, schedule_name
 from gpucell.errors import ConfigError, shown
 from gpucell.spec import StackSpec
 from gpucell.spec.network import DNS_SUBDOMAIN

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucell.disruption import (
+from gpucell.day2.disruption import (
     UNACKNOWLEDGEABLE,
     DisruptiveChange,
     Judgement,
@@ -79,7 +79,7 @@ class Review:
     acknowledge_changed: bool = False
     """The head's ``gpucell:acknowledge`` differs from the base's."""
     refused: list[str] = field(default_factory=list)
-    """What ``pulumi up`` refuses whatever is acknowledged (:func:`gpucell.disruption.refused_together`)."""
+    """What ``pulumi up`` refuses whatever is acknowledged (:func:`gpucell.day2.disruption.refused_together`)."""
     maintenance: dict[str, Maintenance] = field(default_factory=dict)
     """Region -> the nodes taken out of service and the GPU VMs that stop (:mod:`gpucell.stacks.maintenance_review`)."""
 
@@ -438,7 +438,7 @@ def _region_section(region: str, diffs: list[ResourceDiff]) -> list[str]:
 
 def _acknowledged(item: Review) -> str:
     """How the disruptive changes of ``item`` stand: how many lack an acknowledgement and how many no acknowledgement
-    allows (:data:`gpucell.disruption.UNACKNOWLEDGEABLE`), else "all acknowledged"."""
+    allows (:data:`gpucell.day2.disruption.UNACKNOWLEDGEABLE`), else "all acknowledged"."""
     missing = len(item.judgement.refused)
     never = sum(1 for change in item.disruptive if change.change in UNACKNOWLEDGEABLE)
     parts = [f"{missing} not acknowledged"] if missing else []

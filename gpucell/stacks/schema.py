@@ -9,7 +9,7 @@ key's docstring and flag a wrong key or value while typing; ``docs/config.md`` s
   ``gpucell plan``);
 - ``config.gpucell:gpuModels``: :class:`~gpucell.spec.gpu_models.GpuModelSpec` entries (the rules across models
   and the built-ins are ``gpucell plan``'s);
-- ``config.gpucell:acknowledge``: :class:`~gpucell.disruption.Acknowledgement` entries;
+- ``config.gpucell:acknowledge``: :class:`~gpucell.day2.disruption.Acknowledgement` entries;
 - any other ``config.gpucell:*`` key: a secret, ``{secure: <ciphertext>}`` (the SSH keys and credentials gpucell
   reads must be encrypted);
 - keys of other namespaces and the stack file's own keys (``secretsprovider``, ``encryptedkey``...) are left to
@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpucell.disruption import Acknowledgement
+from gpucell.day2.disruption import Acknowledgement
 from gpucell.spec import CellSpec
 from gpucell.spec.gpu_models import GpuModelSpec
 from gpucell.stacks.config import PROJECT

@@ -1,8 +1,8 @@
 """``gpucell usage``: GPU-hours per tenant and resource for a period, read from a Prometheus HTTP API.
 
 The metered series is ``gpucell:tenant_gpu_allocated:sum{tenant, resource, gpu_model, kind}``
-(:mod:`gpucell.metering`), the GPU units each tenant holds, evaluated every minute; only the recorded series are
-read (``job=""``: a scraped series of the same name has a job). GPU-hours over ``[start, end)`` are the sum of its
+(:mod:`gpucell.components.metering`), the GPU units each tenant holds, evaluated every minute; only the recorded series
+are read (``job=""``: a scraped series of the same name has a job). GPU-hours over ``[start, end)`` are the sum of its
 samples at ``start, start + step, ... < end`` times ``step``, read with ``/api/v1/query_range`` one day (at most)
 per request, so that no answer exceeds Prometheus's 11,000 points per series and a long period reports its
 progress. The period is at most :data:`MAX_PERIOD`; each request has a timeout and a size bound, the whole run a
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from gpucell.components.metering import ALLOCATED, RECORDED, UNKNOWN_MODEL
 from gpucell.errors import ConfigError
-from gpucell.metering import ALLOCATED, RECORDED, UNKNOWN_MODEL
 from gpucell.stacks.prometheus_api import (
     MAX_RESPONSE_BYTES,
     Deadline,

@@ -1,9 +1,8 @@
 """Tenant workloads: GPU virtual machines, notebooks and model endpoints, one module each.
 
-Names are imported on first use (PEP 562), as in :mod:`gpucell` and :mod:`gpucell.spec`: a component that needs only
-the shared helpers (``gpucell.workloads._common``: the Gateway, the LB IPAM pools) runs this file first, and an eager
-import of the workload modules here would close an import cycle through the tenant and the cell
-(docs/decisions/0019-standalone-components.md).
+Names are imported on first use (PEP 562), as in :mod:`gpucell` and :mod:`gpucell.spec`, so importing one workload
+module does not load the others (docs/decisions/0019-standalone-components.md). The helpers every tenant object
+shares live in :mod:`gpucell.tenancy` (``_common``), below the workloads (decision 0033).
 """
 
 from __future__ import annotations

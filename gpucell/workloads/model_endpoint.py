@@ -10,7 +10,7 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
 - with ``expose``: a ``gateway.networking.k8s.io/v1`` ``HTTPRoute`` ``<endpoint>`` from its listener of the cell's
   Gateway to ``<endpoint>-predictor`` (:func:`http_route_manifest`) and a ``CiliumNetworkPolicy``
   ``<endpoint>-gateway`` admitting the Gateway to the predictor (:func:`gateway_policy_manifest`); its certificate
-  and listener are the Gateway's (:mod:`gpucell.gateway`);
+  and listener are the Gateway's (:mod:`gpucell.components.gateway`);
 - with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<endpoint>-gpus-<hash>``; the
   predictor's pod-level ``resourceClaims`` name it (the v0.20.0 CRD's predictor carries the whole PodSpec, and
   KServe's ``MergePodSpec`` copies it into the Deployment), so every replica gets its own claim.
@@ -40,18 +40,17 @@ from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
-from gpucell.admission import tenant_runtimes
-from gpucell.dra import pod_resource_claims
-from gpucell.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
-from gpucell.metrics import NAMESPACE as METRICS_NAMESPACE
-from gpucell.metrics import PROMETHEUS_URL
-from gpucell.placement import Placement
+from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.placement import Placement
+from gpucell.admission.tenants import tenant_runtimes
+from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
+from gpucell.components.metrics import NAMESPACE as METRICS_NAMESPACE
+from gpucell.components.metrics import PROMETHEUS_URL
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
 from gpucell.spec.workloads import BUILTIN_RUNTIME_FORMATS, ModelEndpointSpec, ScaleMetric, multi_gpu_shm_gib
-from gpucell.tenancy import admit_workload
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
     container_claim_template_manifest,
@@ -63,13 +62,14 @@ from gpucell.workloads._common import (
     opaque_secret,
     scheduling,
 )
+from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
-    from gpucell.gateway import EndpointRoute
+    from gpucell.admission.tenants import ClusterFacts
+    from gpucell.components.gateway import EndpointRoute
     from gpucell.platform import Platform
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "BUILTIN_RUNTIME_FORMATS",
@@ -114,7 +114,7 @@ DEVSHM_VOLUME = "devshm"
 the runtime (``MergePodSpec``: volumes by name, mounts by path) gives the one volume our ``sizeLimit``."""
 _COMPONENT = "model-endpoint"
 _NAMESPACE_KEY = "k8s:io.kubernetes.pod.namespace"
-"""Cilium's label of an endpoint's namespace (as :mod:`gpucell.tenancy` selects it)."""
+"""Cilium's label of an endpoint's namespace (as :mod:`gpucell.tenancy.tenant` selects it)."""
 _WAIT_TIMEOUT = "30m"
 
 
@@ -133,7 +133,7 @@ class ModelEndpointArgs:
     """The secret named by ``spec.credentialsConfigKey``: a Hugging Face token for ``hf://``, or
     ``"<AWS_ACCESS_KEY_ID>:<AWS_SECRET_ACCESS_KEY>"`` for ``s3://``. Treated as a Pulumi secret."""
     route: EndpointRoute | None = None
-    """With ``expose``: its host and Gateway listener (:func:`gpucell.gateway.exposed_endpoints`)."""
+    """With ``expose``: its host and Gateway listener (:func:`gpucell.components.gateway.exposed_endpoints`)."""
     gateway: pulumi.Resource | None = None
     """With ``route``: the ``Gateway`` it attaches to, which the HTTPRoute waits for."""
     env_secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
@@ -201,10 +201,10 @@ def endpoint_runtime(
     spec: ModelEndpointSpec, cell: ClusterFacts, runtimes: Mapping[str, ServingRuntimeSpec] | None = None
 ) -> EndpointRuntime | None:
     """The runtime serving ``spec`` in ``cell`` (the tenant's own ``runtimes`` first) and its image tag
-    (:func:`gpucell.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime table for
-    (admission refuses endpoints there).
+    (:func:`gpucell.catalog.kserve_runtimes.resolve_runtime`), ``None`` for a KServe release gpucell has no runtime
+    table for (admission refuses endpoints there).
 
-    Raises :class:`gpucell.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
+    Raises :class:`gpucell.catalog.kserve_runtimes.RuntimeRefusedError` for a spec admission would have refused.
     """
     cluster = runtimes_of(cell.versions.kserve)
     if cluster is None:
@@ -328,7 +328,7 @@ def autoscaling(tenant: str, name: str, spec: ModelEndpointSpec) -> dict[str, An
     - ``cpu``/``memory``: ``scaleMetric``/``scaleTarget`` (percent), which KServe's HPA reconciler turns into one
       ``Resource`` metric (``reconcilers/hpa/hpa_reconciler.go`` ``getHPAMetrics``).
     - ``vllm-*``: ``autoScaling.metrics`` with one ``External`` metric, backend ``prometheus`` at
-      :data:`gpucell.metrics.PROMETHEUS_URL`, query :func:`vllm_query`, target ``{type: Value, value: ...}``:
+      :data:`gpucell.components.metrics.PROMETHEUS_URL`, query :func:`vllm_query`, target ``{type: Value, value: ...}``:
       ``scaleTarget`` requests for the queue and running requests, ``scaleTarget``/1000 seconds for the time to
       first token. KServe v0.20.0's webhook refuses an ``External`` target without ``value`` ("the target threshold
       value should not be empty", ``pkg/apis/serving/v1beta1/inference_service_validation.go`` lines 608-609), and
@@ -431,7 +431,7 @@ def inference_service_manifest(
     - Pod: ``automountServiceAccountToken: false``; ``securityContext`` ``runAsNonRoot`` and seccomp
       ``RuntimeDefault`` (also covering KServe's injected storage-initializer, which runs as UID 1000);
       ``serviceAccountName`` ``<endpoint>-storage`` with ``credentials``.
-    - GPUs (``placement``: :func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in
+    - GPUs (``placement``: :func:`gpucell.tenancy._common.container_placement` of ``spec.gpu`` in
       ``cell``): ``runtimeClassName: nvidia`` (with DRA instead: ``predictor.resourceClaims`` ``gpus`` from
       :func:`claim_template_manifest`, the model container's ``resources.claims`` and the default runtime), required
       node affinity to the placement's pools, tolerations

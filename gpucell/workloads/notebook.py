@@ -8,7 +8,7 @@ unless said otherwise:
   ``volumeClaimTemplates`` (``home-<notebook>-0``, kept when the StatefulSet is deleted);
 - a ``ClusterIP`` ``Service`` on port 8888;
 - with ``gpu.allocation: dra``: a ``resource.k8s.io/v1`` ``ResourceClaimTemplate`` ``<notebook>-gpus-<hash>`` for
-  its GPUs (:func:`gpucell.workloads._common.container_claim_template_manifest`), from which Kubernetes makes the
+  its GPUs (:func:`gpucell.tenancy._common.container_claim_template_manifest`), from which Kubernetes makes the
   pod's claim;
 - with ``expose``: a ``networking.k8s.io/v1`` ``Ingress`` for ``expose.host`` and a ``cilium.io/v2``
   ``CiliumNetworkPolicy`` ``<notebook>-ingress`` that lets the ingress controller (and ``allowFromCidrs``)
@@ -40,13 +40,12 @@ from pulumi_kubernetes.networking.v1 import Ingress
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
-from gpucell.dra import pod_resource_claims
-from gpucell.placement import Placement
+from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.placement import Placement
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.workloads import NotebookSpec, multi_gpu_shm_gib
-from gpucell.tenancy import admit_workload
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     NVIDIA_RUNTIME_CLASS,
     cilium_network_policy,
     container_claim_template_manifest,
@@ -59,10 +58,11 @@ from gpucell.workloads._common import (
     scheduling,
     workload_labels,
 )
+from gpucell.tenancy.tenant import admit_workload
 
 if TYPE_CHECKING:
-    from gpucell.admission import ClusterFacts
-    from gpucell.tenancy import TenantView
+    from gpucell.admission.tenants import ClusterFacts
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "HOME",
@@ -214,7 +214,7 @@ def statefulset_manifest(
       :func:`claim_template_manifest` and the container's ``resources.claims``, and the default runtime (containerd
       injects the claim's GPUs from the DRA driver's CDI spec; the ``nvidia`` runtime would also honour an image's
       ``NVIDIA_VISIBLE_DEVICES=all``); required node affinity to the pools of ``placement``
-      (:func:`gpucell.workloads._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
+      (:func:`gpucell.tenancy._common.container_placement` of ``spec.gpu`` in ``cell``; for a CPU
       notebook the region's cpu-role pools, or any node when there are none), tolerations for those pools'
       taints (from ``cell``).
     - Home: ``volumeClaimTemplates`` ``home`` (ReadWriteOnce, ``"<homeGib>Gi"``, ``storageClassName`` only
@@ -375,7 +375,7 @@ class Notebook(CellComponent):
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
     waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass), or with DRA GPUs for the
-    DRA driver's (:func:`gpucell.workloads._common.gpu_dependencies`). The StatefulSet takes the notebook's
+    DRA driver's (:func:`gpucell.tenancy._common.gpu_dependencies`). The StatefulSet takes the notebook's
     ``removalPolicy`` (by default the tenant's, ``protect``); its home PVC is kept in every case
     (``persistentVolumeClaimRetentionPolicy`` Retain) and goes only with the tenant's namespace. Pulumi waits up to
     30 minutes for the pod to become ready: GPU notebook images are several GB.

@@ -21,10 +21,10 @@ import pulumi
 
 from gpucell._component import CellComponent, custom_resource
 from gpucell.spec.serving import EnvVar, ServingRuntimeSpec
-from gpucell.workloads._common import object_meta
+from gpucell.tenancy._common import object_meta
 
 if TYPE_CHECKING:
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = ["CONTAINER", "ServingRuntime", "ServingRuntimeArgs", "env_entry", "serving_runtime_manifest"]
 

@@ -33,8 +33,8 @@ node affinity and tolerations of its pools), with CAPK's differences: the pod ne
 10.0.2.2), CAPK's own cloud-init volume (kubeadm's bootstrap data), ``runStrategy: Always`` and ``evictionStrategy:
 External`` (a drain of the host marks the VM for evacuation and CAPK drains the tenant's node first, ``pkg/kubevirt/
 machine.go`` ``DrainNodeIfNeeded``). A template that would set a field CAPK v0.11 drops is refused
-(:func:`gpucell.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that its
-v1beta2 schema refuses (:func:`gpucell.cluster_api_facts.empty_structs`), before anything is registered.
+(:func:`gpucell.catalog.cluster_api_facts.capk_dropped_fields`), as is a Cluster API object with an empty struct that
+its v1beta2 schema refuses (:func:`gpucell.catalog.cluster_api_facts.empty_structs`), before anything is registered.
 """
 
 from __future__ import annotations
@@ -53,32 +53,32 @@ import yaml
 from pulumi_kubernetes.apiextensions import CustomResource
 from pulumi_kubernetes.core.v1 import Secret, Service
 
-from gpucell._chart import ChartSource
 from gpucell._component import CellComponent
-from gpucell.cilium import CHART as CILIUM_CHART
+from gpucell.admission.inventory import gpu_offers
+from gpucell.admission.placement import Placement
+from gpucell.admission.tenant_cluster_admission import machine_placements
+from gpucell.admission.vm_shape import VmShape
+from gpucell.catalog.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
 from gpucell.cluster import Cluster, ContainerRuntime
-from gpucell.cluster_api import PROVIDER_NAMESPACES
-from gpucell.cluster_api_facts import CAPK_KUBEVIRT_API, capk_dropped_fields, empty_structs
+from gpucell.components._chart import ChartSource
+from gpucell.components.cilium import CHART as CILIUM_CHART
+from gpucell.components.cluster_api import PROVIDER_NAMESPACES
+from gpucell.components.gpu_operator import CHART as GPU_OPERATOR_CHART
 from gpucell.errors import ConfigError
-from gpucell.gpu_operator import CHART as GPU_OPERATOR_CHART
-from gpucell.inventory import gpu_offers
-from gpucell.placement import Placement
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.pools import NodePool
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.tenant_clusters import CONTROL_PLANE, ApiServerType, TenantClusterSpec, WorkerPoolSpec
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
-from gpucell.tenancy import admit_workload
-from gpucell.tenant_cluster_admission import machine_placements
-from gpucell.vm_shape import VmShape
-from gpucell.workloads._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.tenancy._common import cilium_network_policy, custom_resource, scheduling, workload_labels
+from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
 from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
 
 if TYPE_CHECKING:
-    from gpucell.cluster_api import ClusterApi
-    from gpucell.tenancy import TenantView
+    from gpucell.components.cluster_api import ClusterApi
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "API_PORT",
@@ -496,9 +496,9 @@ def addon_manifests(
 
 def cluster_api_policy_manifest(tenant: str, cluster: str) -> dict[str, Any]:
     """``<cluster>-cluster-api``: ingress to the cluster's VMs (``cluster.x-k8s.io/cluster-name``) from the provider
-    controllers' namespaces (:data:`gpucell.cluster_api.PROVIDER_NAMESPACES`) on the API port, and from CAPK's on
-    SSH (its bootstrap check). Their controllers reach the API through ``<c>-lb``, which Cilium translates to a
-    control-plane VM before the tenant's default deny is applied to it."""
+    controllers' namespaces (:data:`gpucell.components.cluster_api.PROVIDER_NAMESPACES`) on the API port, and from
+    CAPK's on SSH (its bootstrap check). Their controllers reach the API through ``<c>-lb``, which Cilium translates to
+    a control-plane VM before the tenant's default deny is applied to it."""
 
     def from_namespaces(namespaces: Sequence[str], port: int) -> dict[str, Any]:
         peers = {
@@ -568,7 +568,8 @@ def api_policy_manifest(tenant: str, cluster: str, spec: TenantClusterSpec) -> d
 
 @dataclass(frozen=True)
 class MachinePlacements:
-    """Where the machines of one tenant cluster run (from :func:`gpucell.placement.place_vm`, as admission found)."""
+    """Where the machines of one tenant cluster run (from :func:`gpucell.admission.placement.place_vm`, as admission
+    found)."""
 
     control_plane: Placement
     """The control-plane VMs' pools."""
@@ -602,7 +603,7 @@ class TenantClusterArgs:
     """With ``apiServer.type: LoadBalancer``: the ``loadBalancer`` pool of its address."""
     after: Sequence[pulumi.Resource] = ()
     """What its objects come after: the tenant's namespace, quota and policies, the KubeVirt and CDI CRs and the
-    Cluster API providers (:attr:`gpucell.cluster_api.ClusterApi.ready`)."""
+    Cluster API providers (:attr:`gpucell.components.cluster_api.ClusterApi.ready`)."""
     removal_policy: RemovalPolicy = RemovalPolicy.PROTECT
     """The policy when ``spec.removalPolicy`` is unset (the tenant's)."""
 
@@ -610,11 +611,12 @@ class TenantClusterArgs:
     def from_tenant(
         cls, name: str, spec: TenantClusterSpec, tenant: TenantView, cluster_api: ClusterApi
     ) -> TenantClusterArgs:
-        """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.Tenant`, or a
-        :class:`gpucell.tenancy.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed with the
-        tenant's facts as admission placed it (:func:`gpucell.tenant_cluster_admission.machine_placements`). A cluster
-        the tenant's spec does not declare is admitted first, as stack config is (quota, GPU pools, Cluster API
-        versions: :func:`gpucell.tenancy.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
+        """The args of tenant cluster ``name`` of ``tenant`` (a :class:`gpucell.tenancy.tenant.Tenant`, or a
+        :class:`gpucell.tenancy.tenant.TenantRef` to one built elsewhere), Cluster API being ``cluster_api``: placed
+        with the tenant's facts as admission placed it
+        (:func:`gpucell.admission.tenant_cluster_admission.machine_placements`). A cluster the tenant's spec does not
+        declare is admitted first, as stack config is (quota, GPU pools, Cluster API versions:
+        :func:`gpucell.tenancy.tenant.admit_workload`); the add-ons are the facts' ``versions.cilium`` and
         ``versions.gpuOperator``. On ``tenant.cluster``, else on the cluster Cluster API is installed into.
 
         Raises :class:`gpucell.errors.ConfigError` (``tenants.<tenant>.tenantClusters.<name>...`` key paths).

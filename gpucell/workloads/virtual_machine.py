@@ -18,15 +18,16 @@ What is rendered, in the tenant's namespace (``tenant-<tenant>``):
   such Services.
 
 A VM sized by an instancetype names it (and its preference) in ``spec.instancetype``/``spec.preference`` and renders
-no CPU topology, memory or resources of its own, nor the GPUs its instancetype gives (:mod:`gpucell.vm_shape`); every
-VM has a virtio-rng device unless ``rng: false``; ``efi`` and ``tpm`` render ``firmware.bootloader.efi`` (with SMM for
-Secure Boot) and ``devices.tpm``.
+no CPU topology, memory or resources of its own, nor the GPUs its instancetype gives
+(:mod:`gpucell.admission.vm_shape`); every VM has a virtio-rng device unless ``rng: false``; ``efi`` and ``tpm`` render
+``firmware.bootloader.efi`` (with SMM for Secure Boot) and ``devices.tpm``.
 
 GPUs go into ``spec.domain.devices.gpus`` with ``deviceName`` the extended resource the ``KubeVirt`` CR permits
-(:func:`gpucell.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what the GPU
-Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU") shows, and KubeVirt v1.9 builds
-host devices for ``gpus`` from both its PCI and its mdev pools (``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/
-hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI plugin works the same way.
+(:func:`gpucell.components.kubevirt.permitted_host_devices`), for passthrough, mdev and SR-IOV vGPUs alike: that is what
+the GPU Operator's "GPU Operator with KubeVirt" page ("Create a virtual machine with GPU") shows, and KubeVirt v1.9
+builds host devices for ``gpus`` from both its PCI and its mdev pools
+(``pkg/virt-launcher/virtwrap/device/hostdevice/gpu/ hostdev.go``), so an SR-IOV VF advertised by virt-handler's PCI
+plugin works the same way.
 
 With ``gpuAllocation: dra`` (a ``dra`` pool), the GPUs come from a ``resource.k8s.io/v1`` ``ResourceClaimTemplate``
 ``<vm>-gpus-<hash>`` (:func:`claim_template_manifest`: one ``vfio.gpu.nvidia.com`` request per GPU with the VFIO
@@ -35,7 +36,7 @@ gpus, requestName: gpu<i>}``, without ``deviceName`` (kubevirt/user-guide ``docs
 ``v1.GPU``). virt-launcher attaches the PCI device the DRA driver's metadata file names (``pkg/virt-launcher/virtwrap/
 device/hostdevice/dra/gpu_hostdev.go``).
 
-SXM GPUs on HGX boards (:class:`gpucell.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
+SXM GPUs on HGX boards (:class:`gpucell.catalog.gpu_catalog.HgxBoard`): a VM with the whole board also gets the board's
 NVSwitches as ``devices.hostDevices`` (``nvswitch0``..), whose guest must run NVIDIA Fabric Manager before CUDA
 works (NVIDIA Fabric Manager User Guide, "Full Passthrough Virtualization Model"); a VM with part of the board gets
 no NVSwitch, so its cloud-init writes ``options nvidia NVreg_NvLinkDisable=1`` to
@@ -56,10 +57,11 @@ from pulumi_kubernetes.core.v1 import ConfigMap, Service
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
-from gpucell.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
-from gpucell.dra import pod_resource_claims, vm_claim_template, vm_gpus
-from gpucell.gpu_catalog import needs_host_cpu_model
-from gpucell.placement import Placement
+from gpucell.admission.dra import pod_resource_claims, vm_claim_template, vm_gpus
+from gpucell.admission.placement import Placement
+from gpucell.admission.vm_shape import ShapeError, VmShape, resolve_vm
+from gpucell.catalog.gpu_catalog import needs_host_cpu_model
+from gpucell.components.disk_import import CA_BUNDLE_KEY, import_secret_data, import_source
 from gpucell.spec.cloud_init import (
     NVLINK_DISABLE_OPTION,
     NVLINK_MODPROBE_PATH,
@@ -74,9 +76,7 @@ from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import ADDRESS_ANNOTATION, POOL_LABEL, vm_pool
 from gpucell.spec.workloads import GpuVirtualMachineSpec, ServiceType, VmDisk
-from gpucell.tenancy import admit_workload
-from gpucell.vm_shape import ShapeError, VmShape, resolve_vm
-from gpucell.workloads._common import (
+from gpucell.tenancy._common import (
     cilium_network_policy,
     custom_resource,
     gpu_dependencies,
@@ -86,17 +86,18 @@ from gpucell.workloads._common import (
     vm_placement,
     workload_labels,
 )
+from gpucell.tenancy.tenant import admit_workload
 
 HOST_PASSTHROUGH = "host-passthrough"
 """``domain.cpu.model`` for VMs of several large-BAR GPUs (KubeVirt v1.9.0 ``v1.CPU.model``: "host-passthrough" to
-get the same CPU as the node; :func:`gpucell.gpu_catalog.needs_host_cpu_model`)."""
+get the same CPU as the node; :func:`gpucell.catalog.gpu_catalog.needs_host_cpu_model`)."""
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.meta.v1 import ObjectMetaArgsDict
 
-    from gpucell.admission import ClusterFacts
+    from gpucell.admission.tenants import ClusterFacts
     from gpucell.platform import Platform
-    from gpucell.tenancy import TenantView
+    from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
     "CLOUD_INIT_KEY",
@@ -223,14 +224,15 @@ def cloud_config(spec: GpuVirtualMachineSpec, *, nvlink_disabled: bool = False, 
     SSH public keys, passwordless sudo and a locked password; password and root SSH logins off (cloud-init ``users``,
     ``ssh_authorized_keys``, ``ssh_pwauth``, ``disable_root``).
 
-    With ``nvlink_disabled`` (a VM with part of an HGX board, :attr:`gpucell.placement.Placement.nvlink_disabled`):
-    ``write_files`` puts :data:`NVLINK_DISABLE_OPTION` into :data:`NVLINK_MODPROBE_PATH` before the NVIDIA driver
-    first loads. A guest image whose initramfs already loads ``nvidia`` needs ``update-initramfs -u`` and a reboot;
-    a guest running the GPU Operator's driver container reads module options from its ``driver.kernelModuleConfig``
-    ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``) instead.
+    With ``nvlink_disabled`` (a VM with part of an HGX board,
+    :attr:`gpucell.admission.placement.Placement.nvlink_disabled`): ``write_files`` puts :data:`NVLINK_DISABLE_OPTION`
+    into :data:`NVLINK_MODPROBE_PATH` before the NVIDIA driver first loads. A guest image whose initramfs already loads
+    ``nvidia`` needs ``update-initramfs -u`` and a reboot; a guest running the GPU Operator's driver container reads
+    module options from its ``driver.kernelModuleConfig`` ConfigMap (``nvidia.conf`` with ``NVreg_NvLinkDisable=1``)
+    instead.
 
     Raises :class:`gpucell.spec.cloud_init.UserDataError` for user data that is not cloud-config or conflicts with
-    gpucell's parts (checked at plan time already, :mod:`gpucell.vm_rules` and :mod:`gpucell.stacks.config`).
+    gpucell's parts (checked at plan time already, :mod:`gpucell.admission.vm_rules` and :mod:`gpucell.stacks.config`).
     """
     own = spec.cloud_init.user_data if spec.cloud_init else None
     parsed = secret_user_data(user_data) if user_data is not None else parse_cloud_config(own) if own else {}
@@ -315,7 +317,7 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -
 def claim_template_manifest(
     tenant: str, name: str, spec: GpuVirtualMachineSpec, placement: Placement
 ) -> dict[str, Any] | None:
-    """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.dra.vm_claim_template`:
+    """The VM's ``ResourceClaimTemplate`` with ``gpuAllocation: dra`` (:func:`gpucell.admission.dra.vm_claim_template`:
     ``gpus`` VFIO devices of ``gpuModel``), labelled as the VM's objects; else ``None``."""
     if placement.device_class is None or placement.model is None:
         return None
@@ -349,8 +351,8 @@ def virtual_machine_manifest(
       whenever a VM pool exists).
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
-    - Placement (``placement``: :func:`gpucell.workloads._common.vm_placement` of the VM on the cluster ``cell``
-      describes, a cell spec or :class:`~gpucell.admission.ClusterFacts`): required node affinity
+    - Placement (``placement``: :func:`gpucell.tenancy._common.vm_placement` of the VM on the cluster ``cell``
+      describes, a cell spec or :class:`~gpucell.admission.tenants.ClusterFacts`): required node affinity
       ``gpucell.io/pool In <pools>`` (plus ``nvidia.com/gpu.workload.config In <mode>`` for GPU VMs), omitted when
       any node will do; tolerations for the pools' taints (from ``cell``).
     """
@@ -422,7 +424,7 @@ def ssh_service_manifest(
     the address's lease, and with BGP only such nodes advertise it (Cilium 1.20 "L2 Announcements", "BGP Control
     Plane": ``externalTrafficPolicy: Local``).
 
-    ``LoadBalancer`` also gets: label :data:`gpucell.lb_ipam.POOL_LABEL` = ``pool`` (the pool's
+    ``LoadBalancer`` also gets: label :data:`gpucell.components.lb_ipam.POOL_LABEL` = ``pool`` (the pool's
     ``serviceSelector`` requires it), annotation ``lbipam.cilium.io/ips`` with ``sshService.address``,
     ``loadBalancerSourceRanges`` = ``allowFromCidrs`` (what Cilium's load balancer drops before the policy is even
     consulted), and ``allocateLoadBalancerNodePorts: false``: Cilium's kube-proxy replacement serves the address
@@ -501,7 +503,7 @@ class GpuVirtualMachine(CellComponent):
     Every child depends on ``tenant.ready`` (namespace, quota, policies) and, when the tenant's platform has them,
     on the ``KubeVirt`` CR (Available, and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile
     patch (so DataVolumes get the PVC shape the storage needs); with DRA GPUs also on the DRA driver's Release and
-    on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.images.ImageCatalog` of the
+    on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.components.images.ImageCatalog` of the
     platform (its clone RBAC).
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
     VM's DataVolumes, so deleting it deletes the disks.

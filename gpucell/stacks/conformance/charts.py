@@ -378,10 +378,10 @@ def kserve_resources_facts(objects: list[dict[str, Any]], values: dict[str, Any]
 
 
 def dra_driver_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: CellSpec) -> list[Fact]:
-    """The DeviceClasses gpucell's claims name exist with the CEL :data:`gpucell.dra.DEVICE_CLASSES` says, and the
-    kubelet plugin runs with every feature gate gpucell turned on."""
+    """The DeviceClasses gpucell's claims name exist with the CEL :data:`gpucell.admission.dra.DEVICE_CLASSES` says, and
+    the kubelet plugin runs with every feature gate gpucell turned on."""
     del cell
-    from gpucell.dra import DEVICE_CLASSES  # noqa: PLC0415
+    from gpucell.admission.dra import DEVICE_CLASSES  # noqa: PLC0415
 
     facts: list[Fact] = []
     for name, cel in DEVICE_CLASSES.items():
@@ -451,7 +451,7 @@ def velero_facts(objects: list[dict[str, Any]], values: dict[str, Any], cell: Ce
     Deployment carries the plugins gpucell pinned, the node-agent DaemonSet exists without host paths, and no
     ClusterRole of the chart aggregates into a role tenants are bound to (their access to backups stays none)."""
     del values
-    from gpucell.backups import AWS_PLUGIN_IMAGE, KUBEVIRT_PLUGIN_IMAGE, LOCATION  # noqa: PLC0415
+    from gpucell.components.backups import AWS_PLUGIN_IMAGE, KUBEVIRT_PLUGIN_IMAGE, LOCATION  # noqa: PLC0415
 
     assert cell.backups is not None  # the release is installed with backups only
     location, facts = _one(objects, "BackupStorageLocation", LOCATION, "velero")

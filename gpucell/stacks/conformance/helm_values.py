@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from gpucell._chart import deep_merge
+from gpucell.components._chart import deep_merge
 from gpucell.stacks.conformance.schemas import SchemaStore
 
 __all__ = ["CHART_FILES", "ChartFiles", "commented_keys", "leaf_paths", "values_problems"]

@@ -30,7 +30,8 @@ from typing import Any
 import yaml
 from kubernetes_validate.utils import major_minor as kv_minor
 
-from gpucell import kube_vip
+from gpucell.engine.mock_engine import Registration
+from gpucell.k3s import kube_vip
 from gpucell.spec import CellSpec
 from gpucell.stacks.conformance import charts
 from gpucell.stacks.conformance.admission import admission_violations, claim_template_violations
@@ -43,7 +44,6 @@ from gpucell.stacks.conformance.objects import FALLBACK_SCHEMAS, checker_for
 from gpucell.stacks.conformance.problems import MissingToolError, Notice, Problem, Subject
 from gpucell.stacks.conformance.schemas import UPSTREAM_FILES, SchemaStore
 from gpucell.stacks.conformance.security import run_checkov
-from gpucell.stacks.mock_engine import Registration
 
 __all__ = ["CHECKERS", "RegionInput", "Report", "check_region", "check_regions"]
 

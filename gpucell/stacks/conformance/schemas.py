@@ -102,7 +102,7 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         for version, plural in (
             ("v2", "ciliumnetworkpolicies"),
             ("v2", "ciliumclusterwidenetworkpolicies"),
-            # LB IPAM and its announcements (gpucell.lb_ipam)
+            # LB IPAM and its announcements (gpucell.components.lb_ipam)
             ("v2", "ciliumloadbalancerippools"),
             ("v2alpha1", "ciliuml2announcementpolicies"),
             ("v2", "ciliumbgpclusterconfigs"),
@@ -142,8 +142,8 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
         "cert-manager/cert-manager", "deploy/charts/cert-manager/values.yaml", "cert_manager"
     ),
     "longhorn/values.yaml": UpstreamFile("longhorn/longhorn", "chart/values.yaml", "longhorn"),
-    # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.dra.DEVICE_CLASSES), its CRDs
-    # (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
+    # Only the values: the chart's DeviceClasses are templates (their CEL is gpucell.admission.dra.DEVICE_CLASSES), its
+    # CRDs (ComputeDomain) are for a feature gpucell turns off, and claims are core kinds kubernetes-validate knows.
     "kube-prometheus-stack/values.yaml": UpstreamFile(
         "prometheus-community/helm-charts",
         "charts/kube-prometheus-stack/values.yaml",

@@ -1,0 +1,59 @@
+"""Which pools' taints each platform component tolerates, so that tainting a pool never strands its nodes without
+the driver, device plugin, storage or VM handler they need.
+
+A pool's ``taints`` repel every pod without a matching toleration. Tenant workloads get tolerations for the pools
+they are placed on (:func:`gpucell.tenancy._common.scheduling`); the platform components that must run *on*
+those nodes get them here (longhorn/longhorn#5306: a tainted node without them gets no Longhorn driver, and its
+volumes never attach):
+
+- :func:`gpu_pool_tolerations`: GPU Operator operands (chart value ``daemonsets.tolerations``: driver, toolkit,
+  device plugins, vfio-manager, vGPU manager, MIG manager, validators, DCGM exporter) and the Node Feature
+  Discovery worker (``node-feature-discovery.worker.tolerations``), which labels the GPU nodes the operator selects.
+  The NVIDIA DRA driver's kubelet plugin tolerates the ``dra`` pools' taints (:mod:`gpucell.components.dra_driver`).
+- :func:`vm_pool_tolerations`: KubeVirt's virt-handler (``KubeVirt`` CR ``spec.workloads.nodePlacement``) and CDI's
+  importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
+- :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
+  components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
+
+Cilium's agent tolerates every taint already (its chart's ``tolerations: [{operator: Exists}]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
+
+__all__ = ["gpu_pool_tolerations", "longhorn_taint_toleration", "vm_pool_tolerations", "worker_pool_tolerations"]
+
+
+def _of(pools: Iterable[NodePool]) -> list[dict[str, str]]:
+    return taint_tolerations(taint for pool in pools for taint in pool.taints)
+
+
+def gpu_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of every GPU pool of ``pools``, in pool order."""
+    return _of(gpu_pools(pools).values())
+
+
+def vm_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of the pools of ``pools`` VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and
+    ``dra`` pools and cpu pools (CPU-only VMs)."""
+    return _of(p for p in pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
+
+
+def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
+    run)."""
+    return _of(p for p in pools.values() if p.role is not NodeRole.SERVER)
+
+
+def longhorn_taint_toleration(tolerations: Iterable[dict[str, str]]) -> str | None:
+    """Longhorn's ``taint-toleration`` setting for ``tolerations``: ``kubectl taint`` syntax joined by ``;``
+    (``key=value:NoSchedule;key:NoExecute``; longhorn/longhorn v1.12.1 ``chart/values.yaml``
+    ``defaultSettings.taintToleration``), or ``None`` when there are none."""
+    parts = [
+        f"{t['key']}={t['value']}:{t['effect']}" if t["operator"] == "Equal" else f"{t['key']}:{t['effect']}"
+        for t in tolerations
+    ]
+    return ";".join(parts) or None
