@@ -269,17 +269,19 @@ class CdiInputs(TypedDict, total=False):
     """
 
     spec: CdiSpec
-    """The ``cdi`` settings (``uploadProxyUrl``)."""
+    """The ``cdi`` settings (``uploadProxyUrl``). Defaults to none."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: CDI's importer pods tolerate the taints of the pools VMs run on."""
+    """The cluster's node pools: CDI's importer, uploader and cloner pods tolerate the taints of the pools VMs run on.
+    Defaults to none.
+    """
 
     version: str
-    """CDI release; defaults to gpucell's pin."""
+    """CDI release (``versions.cdi``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
-    ``delete``.
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every
+    DataVolume): ``protect`` (default), ``retain`` or ``delete``.
     """
 
     storageClass: Required[pulumi.Input[str]]
@@ -306,13 +308,15 @@ class CertManagerInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: ChartSpec
-    """Chart ``values``."""
+    """The ``certManager`` section (chart ``values``). Defaults to none."""
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.certManager``); defaults to gpucell's pin."""
 
     gatewayApi: bool
-    """Solve ACME HTTP-01 challenges with Gateway API HTTPRoutes. Defaults to false."""
+    """cert-manager solves ACME HTTP-01 challenges with Gateway API HTTPRoutes (``enableGatewayAPI``; the Gateway API
+    CRDs must exist before it starts). Defaults to false.
+    """
 
 
 class DraDriverSpec(TypedDict, total=False):
@@ -331,16 +335,20 @@ class DraDriverInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: DraDriverSpec
-    """Chart ``values``."""
+    """The ``draDriver`` settings (chart ``values``). Defaults to none."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the kubelet plugin tolerates the ``dra`` pools' taints."""
+    """The cluster's node pools: the kubelet plugin tolerates the taints of the ``dra`` pools (it runs on the nodes
+    labelled ``gpucell.io/dra-kubelet-plugin=true``). Defaults to none.
+    """
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.draDriver``); defaults to gpucell's pin."""
 
     driverRoot: str
-    """Host path of the NVIDIA driver: the GPU Operator's (``/run/nvidia/driver``, default) or ``/``."""
+    """Host path of the NVIDIA driver (chart ``nvidiaDriverRoot``): the GPU Operator's driver container
+    (:data:`OPERATOR_DRIVER_ROOT`, the default), or ``/`` for a driver installed on the host (:func:`driver_root`).
+    """
 
 
 class ImageSpec(TypedDict, total=False):
@@ -379,16 +387,22 @@ class GpuOperatorInputs(TypedDict, total=False):
     """The cluster to install into: its containerd paths reach the container toolkit."""
 
     spec: GpuOperatorSpec
-    """MIG strategy, vGPU Manager image, DCGM exporter, chart ``values``."""
+    """The ``gpuOperator`` settings: MIG strategy, vGPU Manager image, DCGM exporter, chart ``values``. Defaults to
+    gpucell's.
+    """
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the GPU pools decide which operands run; their taints are tolerated."""
+    """The cluster's node pools: the GPU pools decide which operands run (sandbox workloads, VFIO, vGPU, MIG, DRA),
+    and every GPU pool's taints are tolerated. Defaults to none (a container-mode install without MIG).
+    """
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.gpuOperator``); defaults to gpucell's pin."""
 
     metrics: bool
-    """The cluster runs gpucell's metrics stack (DCGM exporter fields, ServiceMonitors). Defaults to false."""
+    """The cluster runs gpucell's metrics stack (:class:`gpucell.components.metrics.Metrics`): the DCGM exporter's
+    fields and ServiceMonitors, and the operator's own ServiceMonitor. Defaults to false.
+    """
 
 
 class Versions(TypedDict, total=False):
@@ -1964,10 +1978,12 @@ class KServeInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: KServeSpec
-    """Default ``deploymentMode`` and chart ``values``."""
+    """The ``kserve`` section: default ``deploymentMode`` and chart ``values``. Defaults to ``Standard`` (raw
+    Deployments).
+    """
 
     version: str
-    """KServe release; defaults to gpucell's pin."""
+    """KServe release (``versions.kserve``); defaults to gpucell's pin."""
 
 
 class KedaInputs(TypedDict, total=False):
@@ -1977,10 +1993,10 @@ class KedaInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.keda``); defaults to gpucell's pin."""
 
     values: dict[str, Any]
-    """Chart values."""
+    """Chart values; gpucell sets none of its own (the chart's defaults serve KServe's ScaledObjects)."""
 
 
 class KubeVirtInputs(TypedDict, total=False):
@@ -1990,25 +2006,39 @@ class KubeVirtInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the GPUs VMs may have, the CPU manager gate, the taints virt-handler tolerates."""
+    """The cluster's node pools: the GPUs VMs may have (``vm-passthrough``, ``vm-vgpu``, ``dra`` pools), the pools
+    whose kubelet runs the static CPU manager (``topology``), and the taints of the pools VMs run on. Defaults to none
+    (CPU-only VMs).
+    """
 
     vgpuDriverImage: ImageSpec
-    """The GPU Operator's vGPU Manager image (tells mdev from SR-IOV vGPU pools); required with a ``vm-vgpu`` pool."""
+    """The vGPU Manager image of the GPU Operator (``gpuOperator.vgpuDriverImage``): its driver branch tells mdev
+    from SR-IOV vGPU pools (:func:`gpucell.spec.hardware.pool_vgpu_framework`); required with a ``vm-vgpu`` pool.
+    """
 
     version: str
-    """KubeVirt release; defaults to gpucell's pin."""
+    """KubeVirt release (``versions.kubevirt``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (deleting KubeVirt deletes every VM): ``protect`` (default), ``retain``, ``delete``."""
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every VM):
+    ``protect`` (default), ``retain`` or ``delete``.
+    """
 
     commonInstancetypes: bool
-    """Whether virt-operator deploys KubeVirt's common instancetypes and preferences. Defaults to true."""
+    """Whether virt-operator deploys KubeVirt's common instancetypes and preferences (``commonInstancetypesDeployment.
+    enabled``; a cell's ``kubevirt.commonInstancetypes``). Defaults to true, KubeVirt's own default.
+    """
 
     vmStateStorageClass: str
-    """The StorageClass of VMs' persistent EFI and TPM state (``vmStateStorageClass``); none: KubeVirt picks."""
+    """The StorageClass of VMs' persistent EFI NVRAM and TPM state (``vmStateStorageClass``; a cell's
+    ``kubevirt.vmStateStorageClass``, else its default class). None: left out, KubeVirt picks (a class annotated
+    ``storageclass.kubevirt.io/is-default-virt-class``, else the cluster's default).
+    """
 
     vmPersistentState: bool
-    """Some VM keeps persistent EFI or TPM state (lists ``VMPersistentState`` on a KubeVirt older than v1.6)."""
+    """Some VM keeps persistent EFI or TPM state: on a KubeVirt older than v1.6 the ``VMPersistentState`` gate is
+    listed (:data:`VM_PERSISTENT_STATE_GATE`). Defaults to false.
+    """
 
 
 class ModelEndpointInputs(TypedDict, total=False):
@@ -2412,7 +2442,7 @@ class RegionalCellInputs(TypedDict, total=False):
     """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`)."""
 
     cell: Required[CellSpec]
-    """The region, as ``gpucell:regions.<region>`` in a stack file."""
+    """The region, validated: ``gpucell:regions.<region>`` in a stack file."""
 
     sshPrivateKey: Required[pulumi.Input[str]]
     """SSH private key for every node of the region."""
@@ -2441,17 +2471,19 @@ class StorageInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: StorageSpec
-    """Backend, Longhorn replicas and chart ``values``."""
+    """The ``storage`` section: backend, Longhorn replicas and chart ``values``. Defaults to ``local-path``."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: Longhorn tolerates every gpu and cpu pool's taints."""
+    """The cluster's node pools: Longhorn tolerates the taints of every gpu and cpu pool (where volumes are used).
+    Defaults to none.
+    """
 
     version: str
-    """Longhorn chart version; defaults to gpucell's pin."""
+    """Longhorn chart version (``versions.longhorn``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (uninstalling Longhorn deletes every volume): ``protect`` (default), ``retain``,
-    ``delete``.
+    """What removing the component may do to the Longhorn release (uninstalling it deletes every volume):
+    ``protect`` (default), ``retain`` or ``delete``.
     """
 
 
@@ -2464,10 +2496,14 @@ class TenantInputs(TypedDict, total=False):
     """The cluster the tenant lives on."""
 
     name: Required[str]
-    """Tenant key (``acme``): the namespace is ``tenant-<name>``."""
+    """Tenant key in the config (``acme``); the namespace is ``tenant-<name>``."""
 
     spec: Required[TenantSpec]
-    """The tenant: quota, limits, groups, egress, removal policy (and the workloads it declares, admitted with it)."""
+    """The tenant, validated: quota, limits, groups, egress, removal policy (and the workloads it declares, admitted
+    with it).
+    """
 
     facts: Required[ClusterFacts]
-    """What the tenant is admitted against and rendered from: the cluster's GPU pools, networks, other tenants..."""
+    """What the tenant is admitted against (GPU inventory, the other tenants' quotas, networks, classes...) and its
+    objects are rendered from (GPU resources, egress exceptions, OIDC group names, placement).
+    """
