@@ -289,7 +289,7 @@ NOT_DERIVED: dict[type, dict[str, str]] = {
         "tenant": _TENANT,
         "after": _DEPENDS_ON,
         "secrets": "not in the package yet: ``cloudInit.userDataConfigKey`` and a disk's ``credentialsConfigKey`` "
-        "have no secret input, so a VM naming one is refused",
+        "have no secret input, so a VM naming one cannot be built through the package",
     },
     NotebookArgs: {"tenant": _TENANT},
     ModelEndpointArgs: {
@@ -310,7 +310,7 @@ NOT_DERIVED: dict[type, dict[str, str]] = {
         "control_server": f"{_LAST_DEPLOYMENT} (a server being removed)",
         "deployed_gpu_nodes": _LAST_DEPLOYMENT,
         "image_credentials": "not in the package yet: ``imageCatalogs`` credentials have no secret input, so a cell "
-        "naming one is refused",
+        "naming one cannot be built through the package",
         "other_cells": "the stack's other cells: a package program builds one",
     },
 }
