@@ -532,7 +532,8 @@ def test_gateway_address_tenant_cluster_api_address_retention_and_api_vip_are_di
 
 def test_an_api_vip_switched_between_arp_and_bgp_is_not_turned_on_or_off() -> None:
     def edit(c: dict[str, Any]) -> None:
-        c["network"]["apiVip"].update(mode="bgp", bgp={"asn": 64512, "peers": [{"address": "10.120.0.1", "asn": 64513}]})
+        peers = [{"address": "10.120.0.1", "asn": 64513}]
+        c["network"]["apiVip"].update(mode="bgp", bgp={"asn": 64512, "peers": peers})
 
     assert [kind for kind, *_ in iad1_changes(edit)] == []
 

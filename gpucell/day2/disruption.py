@@ -1147,7 +1147,8 @@ def _pools(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: st
     an address Cilium assigned from it (a VM's ``sshService`` or the Gateway without a fixed address; widening a pool
     reassigns nothing since cilium/cilium#41122, in the pinned Cilium), and the Gateway's address (fixed, or its pool)."""
     changes: list[DisruptiveChange] = []
-    was, now = (old.get("loadBalancer") or {}).get("pools") or {}, (new.get("loadBalancer") or {}).get("pools") or {}
+    was = (old.get("loadBalancer") or {}).get("pools") or {}
+    now = (new.get("loadBalancer") or {}).get("pools") or {}
     assigned: set[str] = set()
     for subject, address in (old.get("publicAddresses") or {}).items():
         if str(address).startswith("pool ") and (new.get("publicAddresses") or {}).get(subject) == address:
