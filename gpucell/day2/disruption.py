@@ -1145,7 +1145,8 @@ def _covers(new: list[tuple[int, int]], old: list[tuple[int, int]]) -> bool:
 def _pools(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
     """Every pool that shrinks or moves (an address of its deployed blocks is no longer in it) while a Service keeps
     an address Cilium assigned from it (a VM's ``sshService`` or the Gateway without a fixed address; widening a pool
-    reassigns nothing since cilium/cilium#41122, in the pinned Cilium), and the Gateway's address (fixed, or its pool)."""
+    reassigns nothing since cilium/cilium#41122, in the pinned Cilium), and the Gateway's address (fixed, or its
+    pool)."""
     changes: list[DisruptiveChange] = []
     was = (old.get("loadBalancer") or {}).get("pools") or {}
     now = (new.get("loadBalancer") or {}).get("pools") or {}
