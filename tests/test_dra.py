@@ -388,8 +388,9 @@ def test_kubevirt_enables_gpus_with_dra_and_tolerates_the_dra_pools() -> None:
 
 def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
     values = operator_values(region())
-    assert values["driver"] == {
-        "manager": {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"}]}
+    assert values["driver"]["manager"]["env"][-1] == {
+        "name": "NODE_LABEL_FOR_GPU_POD_EVICTION",
+        "value": "gpucell.io/dra-kubelet-plugin",
     }
     assert values["devicePlugin"] == {"enabled": True}  # the L40S container pool needs it
     assert operator_values(cell(dra_config(container_pool=False)))["devicePlugin"] == {"enabled": False}
@@ -404,6 +405,8 @@ def test_gpu_operator_driver_manager_env_merges_by_name() -> None:
     config["gpuOperator"] = {"values": {"driver": {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": True}]}}}}
     spec = cell(config)
     assert _overrides(spec.gpu_operator, operator_values(spec))["driver"]["manager"]["env"] == [
+        {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
+        {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
         {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"},
         {"name": "DRAIN_USE_FORCE", "value": "true"},
     ]
