@@ -5,6 +5,7 @@ it against the pinned upstream files."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -339,7 +340,7 @@ def test_the_kubelet_plugin_restarts_when_the_operator_replaces_the_container_to
     spec = region()
     runtime = ContainerRuntime.k3s(spec.versions.kubernetes_minor)
     pinned = toolkit_fingerprint("v26.7.0", spec.gpu_operator, runtime)
-    assert pinned.startswith("v26.7.0-") and len(pinned) == len("v26.7.0-") + 10
+    assert re.fullmatch(r"v26\.7\.0-[0-9a-f]{10}", pinned)
     values = dra_driver_values(spec.node_pools, toolkit=pinned)
     assert values["kubeletPlugin"]["podAnnotations"] == {"gpucell.io/container-toolkit": pinned}
     assert TOOLKIT_ANNOTATION == "gpucell.io/container-toolkit"
@@ -368,7 +369,9 @@ def test_the_cell_installs_the_driver_after_the_gpu_operator_only_with_dra_pools
         "dra-driver-nvidia-gpu",
         NAMESPACE,
     )
-    toolkit = toolkit_fingerprint("v26.7.0", region().gpu_operator, ContainerRuntime.k3s(region().versions.kubernetes_minor))
+    toolkit = toolkit_fingerprint(
+        "v26.7.0", region().gpu_operator, ContainerRuntime.k3s(region().versions.kubernetes_minor)
+    )
     assert release.inputs["values"] == dra_driver_values(region().node_pools, toolkit=toolkit)
     assert plan.named("lab-gpu-operator-gpu-operator").urn in release.dependencies
 

@@ -114,7 +114,9 @@ def test_the_prometheus_operator_crds_follow_every_chart_upgrade() -> None:
     chart = yaml.safe_load((UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "values.yaml").read_text())
     assert chart["crds"]["upgradeJob"]["enabled"] is False
     assert chart["crds"]["upgradeJob"]["image"]["busybox"]["tag"] == "latest"
-    job = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "crds" / "templates" / "upgrade" / "job.yaml"
+    job = (
+        UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "crds" / "templates" / "upgrade" / "job.yaml"
+    )
     assert '"helm.sh/hook": pre-install,pre-upgrade,pre-rollback' in job.read_text()
     values = stack_values(_spec().metrics, "longhorn")
     assert values["crds"] == {

@@ -168,14 +168,14 @@ def gpu_operator_values(
       plugin-validation step (``TransformValidator`` in ``controllers/object_controls.go``), as ``dra`` nodes
       advertise no ``nvidia.com/gpu``. With a ``container`` pool the plugin stays on and is off on ``dra`` nodes by
       node label (:func:`gpucell.k3s._scripts.managed_labels`).
-    - ``driver.upgradePolicy.autoUpgrade: false`` and :data:`DRIVER_MANAGER_HANDS_OFF` in ``driver.manager.env`` (and
-      ``vgpuManager.driverManager.env`` with the vGPU Manager): gpucell's maintenance alone cordons and uncordons nodes. The operator's
-      upgrade controller (v26.7.0 ``controllers/upgrade_controller.go``, on when ``sandboxWorkloads`` is off) cordons
-      and drains nodes on its own schedule and uncordons a node gpucell cordoned after it began
-      (NVIDIA/gpu-operator#2820); the driver manager uncordons whatever it finds (NVIDIA/gpu-operator#304). The
-      driver DaemonSet is ``OnDelete`` (``assets/state-driver/0500_daemonset.yaml``): a new driver version reaches a
-      node when its driver pod is recreated, at the node's next reboot or after ``kubectl delete pod`` of it once
-      gpucell's maintenance drained the node.
+    - ``driver.upgradePolicy.autoUpgrade: false`` and :data:`DRIVER_MANAGER_HANDS_OFF` in ``driver.manager.env``
+      (and ``vgpuManager.driverManager.env`` with the vGPU Manager): gpucell's maintenance alone cordons and
+      uncordons nodes. The operator's upgrade controller (v26.7.0 ``controllers/upgrade_controller.go``, on when
+      ``sandboxWorkloads`` is off) cordons and drains nodes on its own schedule and uncordons a node gpucell cordoned
+      after it began (NVIDIA/gpu-operator#2820); the driver manager uncordons whatever it finds
+      (NVIDIA/gpu-operator#304). The driver DaemonSet is ``OnDelete`` (``assets/state-driver/0500_daemonset.yaml``):
+      a new driver version reaches a node when its driver pod is recreated, at the node's next reboot or after
+      ``kubectl delete pod`` of it once gpucell's maintenance drained the node.
     - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
       operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
       every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
