@@ -106,6 +106,7 @@ volume engines per node at a time to the new default engine image (live for atta
 volume still runs an engine older than the new release supports (longhorn/longhorn#5842, #2152). One per node keeps
 the live upgrades (each a short I/O pause) apart."""
 
+
 def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The Longhorn chart values gpucell owns (``storage.values`` is merged over them later).
 
