@@ -82,10 +82,10 @@ DRIVER_MANAGER_HANDS_OFF: tuple[dict[str, str], ...] = (
     {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
     {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
 )
-"""``driver.manager.env`` and ``vgpuManager.driverManager.env`` entries that keep the driver manager off the node's
-cordon: k8s-driver-manager v0.12.0 (``cmd/driver-manager/main.go``, both flags default ``true``) cordons before it
-evicts GPU pods and uncordons unconditionally afterwards, on failure (``cleanupOnFailure``) and on the no-driver path
-after a reboot, where it never cordoned; every ``CordonNode``/``UncordonNode`` call is gated on one of these two flags
+"""``driver.manager.env`` entries that keep the driver manager off the node's cordon: k8s-driver-manager v0.12.0
+(``cmd/driver-manager/main.go``, both flags default ``true``) cordons before it evicts GPU pods and uncordons
+unconditionally afterwards, on failure (``cleanupOnFailure``) and on the no-driver path after a reboot, where it
+never cordoned; every ``CordonNode``/``UncordonNode`` call is gated on one of these two flags
 (NVIDIA/gpu-operator#304, NVIDIA/k8s-driver-manager#212). gpucell's maintenance cordons, evicts and uncordons
 (:mod:`gpucell.k3s._maintenance_scripts`); with these off the manager waits, retrying, until a node's GPU workloads
 are gone, as the operator's own vfio-manager does (``assets/state-vfio-manager``, ``ENABLE_GPU_POD_EVICTION:
@@ -168,14 +168,15 @@ def gpu_operator_values(
       plugin-validation step (``TransformValidator`` in ``controllers/object_controls.go``), as ``dra`` nodes
       advertise no ``nvidia.com/gpu``. With a ``container`` pool the plugin stays on and is off on ``dra`` nodes by
       node label (:func:`gpucell.k3s._scripts.managed_labels`).
-    - ``driver.upgradePolicy.autoUpgrade: false`` and :data:`DRIVER_MANAGER_HANDS_OFF` in ``driver.manager.env``
-      (and ``vgpuManager.driverManager.env`` with the vGPU Manager): gpucell's maintenance alone cordons and
-      uncordons nodes. The operator's upgrade controller (v26.7.0 ``controllers/upgrade_controller.go``, on when
-      ``sandboxWorkloads`` is off) cordons and drains nodes on its own schedule and uncordons a node gpucell cordoned
-      after it began (NVIDIA/gpu-operator#2820); the driver manager uncordons whatever it finds
-      (NVIDIA/gpu-operator#304). The driver DaemonSet is ``OnDelete`` (``assets/state-driver/0500_daemonset.yaml``):
-      a new driver version reaches a node when its driver pod is recreated, at the node's next reboot or after
-      ``kubectl delete pod`` of it once gpucell's maintenance drained the node.
+    - ``driver.upgradePolicy.autoUpgrade: false`` and :data:`DRIVER_MANAGER_HANDS_OFF` in ``driver.manager.env``:
+      gpucell's maintenance alone cordons and uncordons nodes (the vGPU Manager's driver manager has both flags
+      ``"false"`` in the operator's own ``assets/state-vgpu-manager/0500_daemonset.yaml``; ``gpuOperator.values`` may
+      not turn them on there either). The operator's upgrade controller (v26.7.0 ``controllers/upgrade_controller.go``,
+      on when ``sandboxWorkloads`` is off) cordons and drains nodes on its own schedule and uncordons a node gpucell
+      cordoned after it began (NVIDIA/gpu-operator#2820); the driver manager uncordons whatever it finds
+      (NVIDIA/gpu-operator#304). The driver DaemonSet is ``OnDelete`` (``assets/state-driver/0500_daemonset.yaml``): a
+      new driver version reaches a node when its driver pod is recreated, at the node's next reboot or after ``kubectl
+      delete pod`` of it once gpucell's maintenance drained the node.
     - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
       operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
       every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
@@ -198,7 +199,6 @@ def gpu_operator_values(
             "repository": image.repository,
             "image": image.image,
             "version": image.version,
-            "driverManager": {"env": [dict(entry) for entry in DRIVER_MANAGER_HANDS_OFF]},
         }
     vfio_manager: dict[str, Any] = {"enabled": bool(passthrough_pools)}
     if any(p.model.hgx is not None and p.model.hgx.nvswitch is not None for p in passthrough_pools.values()):
