@@ -267,7 +267,8 @@ def _tolerations(fence: TenantFence, spec: str, *, daemonset: str) -> tuple[str,
     message = (
         f"tolerations: tenant {fence.tenant} may not tolerate the servers' or gpucell's taints "
         f"({_listed(fence.forbidden_taints)}), a cordon ({', '.join(DAEMONSET_ONLY_TAINTS)}; only a DaemonSet's pods "
-        "may) or every taint (a toleration without a key); its workloads get the tolerations of their pools from gpucell"
+        "may) or every taint (a toleration without a key); its workloads get the tolerations of their pools from "
+        "gpucell"
     )
     return expression, message
 
