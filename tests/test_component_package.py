@@ -133,7 +133,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {},
     ),
     "DraDriver": (
-        {**PLATFORM, "spec": "DraDriverSpec", "nodePools": "map<NodePool>", "driverRoot": "string"},
+        {**PLATFORM, "spec": "DraDriverSpec", "nodePools": "map<NodePool>", "driverRoot": "string", "toolkit": "string"},
         ["cluster"],
         {"namespace": "string"},
     ),

@@ -354,10 +354,11 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-pods``, on ``variables.spec`` (the pod spec):
 
     tolerations (:data:`TenantFence.forbidden_taints`, none without a key, :data:`DAEMONSET_ONLY_TAINTS` on
-    DaemonSets and on pods a DaemonSet controls that a platform identity writes); ``nodeName`` not a server or quarantined host; node selection
-    never onto a server; GPU resources only the quota's; ``runtimeClassName`` only ``nvidia`` and only with a GPU
-    request (the NVIDIA runtime hands a container every GPU of the node its image's ``NVIDIA_VISIBLE_DEVICES=all``
-    asks for when no device plugin set that variable); ``priorityClassName`` only one open to the tenant.
+    DaemonSets and on pods a DaemonSet controls that a platform identity writes); ``nodeName`` not a server or
+    quarantined host; node selection never onto a server; GPU resources only the quota's; ``runtimeClassName``
+    only ``nvidia`` and only with a GPU request (the NVIDIA runtime hands a container every GPU of the node its
+    image's ``NVIDIA_VISIBLE_DEVICES=all`` asks for when no device plugin set that variable); ``priorityClassName``
+    only one open to the tenant.
     """
     spec = "variables.spec"
     # A pod's ownerReferences are the writer's to set: only a pod a platform identity (the DaemonSet controller)

@@ -350,6 +350,11 @@ class DraDriverInputs(TypedDict, total=False):
     (:data:`OPERATOR_DRIVER_ROOT`, the default), or ``/`` for a driver installed on the host (:func:`driver_root`).
     """
 
+    toolkit: str
+    """What the GPU Operator's container toolkit is (:func:`toolkit_fingerprint`), written on the kubelet plugin's
+    pods (:data:`TOOLKIT_ANNOTATION`) so they restart when it changes. Defaults to none (no annotation).
+    """
+
 
 class ImageSpec(TypedDict, total=False):
     """A container image split the way the GPU Operator chart takes it."""
