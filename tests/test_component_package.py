@@ -133,7 +133,13 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {},
     ),
     "DraDriver": (
-        {**PLATFORM, "spec": "DraDriverSpec", "nodePools": "map<NodePool>", "driverRoot": "string", "toolkit": "string"},
+        {
+            **PLATFORM,
+            "spec": "DraDriverSpec",
+            "nodePools": "map<NodePool>",
+            "driverRoot": "string",
+            "toolkit": "string",
+        },
         ["cluster"],
         {"namespace": "string"},
     ),
