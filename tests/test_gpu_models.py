@@ -162,7 +162,13 @@ MISTAKES = [
     ),
     (
         {"x": _with({"vfPciDeviceId": "23A1"})},
-        "gpuModels.x.vfPciDeviceId: '23A1' is not a PCI device id; expected 4 lower-case hex digits like '2331'",
+        "gpuModels.x.vfPciDeviceId: '23A1' is not a PCI device id as lspci and sysfs print it (lower-case hex); "
+        "write '23a1'",
+    ),
+    (
+        {"x": _with({"pciDeviceId": "233F"})},
+        "gpuModels.x.pciDeviceId: '233F' is not a PCI device id as lspci and sysfs print it (lower-case hex); "
+        "write '233f'",
     ),
     (
         {"x": _with({"migConfigs": {"all-7g.141gb": {"7g.141gb": 1}}})},
@@ -234,8 +240,8 @@ MISTAKES = [
     ),
     (
         {"x": _with({"hgx": {"gpus": 8, "nvswitch": {"pciDeviceId": "22A4", "pciDeviceName": "X"}, "nvswitches": 4}})},
-        "gpuModels.x.hgx.nvswitch.pciDeviceId: '22A4' is not a PCI device id; expected 4 lower-case hex digits like "
-        "'2331'",
+        "gpuModels.x.hgx.nvswitch.pciDeviceId: '22A4' is not a PCI device id as lspci and sysfs print it (lower-case "
+        "hex); write '22a4'",
     ),
     (
         {"x": _with({"architecture": "Kepler"})},
