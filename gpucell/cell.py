@@ -59,7 +59,7 @@ class RegionalCellArgs:
     (each component the cell builds takes its own part, through its ``*Args.from_cell``)."""
 
     cell: CellSpec
-    """The validated region spec."""
+    """The region, validated: ``gpucell:regions.<region>`` in a stack file."""
     ssh_private_key: pulumi.Input[str]
     """SSH private key for every node of the region (a Pulumi secret)."""
     etcd_s3_credentials: pulumi.Input[str] | None = None

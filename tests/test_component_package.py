@@ -14,6 +14,8 @@ import functools
 import json
 import re
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pulumi
@@ -24,8 +26,9 @@ from pulumi.errors import InputPropertiesError, InputPropertyError
 from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.package import component_package
+from gpucell.package import inputs as package_inputs
 from gpucell.package.component_package import COMPONENTS, PACKAGE, PackageProvider
-from gpucell.spec import AccessMode
+from gpucell.spec import AccessMode, NodePool
 from gpucell.spec._base import SpecModel
 from tests.conftest import REPO
 from tools.package_types import render
@@ -130,7 +133,13 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {},
     ),
     "DraDriver": (
-        {**PLATFORM, "spec": "DraDriverSpec", "nodePools": "map<NodePool>", "driverRoot": "string"},
+        {
+            **PLATFORM,
+            "spec": "DraDriverSpec",
+            "nodePools": "map<NodePool>",
+            "driverRoot": "string",
+            "toolkit": "string",
+        },
         ["cluster"],
         {"namespace": "string"},
     ),
@@ -200,6 +209,67 @@ def test_a_list_of_enums_is_a_list_of_strings_the_model_validates() -> None:
     assert str(refused.value) == (
         "modes[0]: 'ReadWriteAll' is not one of 'ReadWriteOnce', 'ReadWriteMany' or 'ReadWriteOncePod'"
     )
+
+
+# -- the inputs, derived from the *Args -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _PoolsArgs:
+    cluster: pulumi.Resource
+    """A handle."""
+    node_pools: Mapping[str, NodePool] = field(default_factory=dict)
+    """The pools."""
+    replicas: int = 2
+    """How many. Defaults to 2."""
+
+
+@dataclass(frozen=True)
+class _HandleArgs:
+    gateway: pulumi.Resource | None = None
+    """A resource."""
+
+
+def test_a_field_added_to_an_args_is_an_input_with_its_type_default_and_docstring() -> None:
+    package_inputs.NOT_DERIVED[_PoolsArgs] = {"cluster": "the handle"}
+    try:
+        derived = package_inputs.derive(_PoolsArgs, "Pools.", package_inputs.ComponentInputs)
+    finally:
+        del package_inputs.NOT_DERIVED[_PoolsArgs]
+    assert derived.model.__name__ == "_PoolsInputs"
+    assert derived.derived == ("node_pools", "replicas")
+    assert '    replicas: int\n    """How many. Defaults to 2."""\n' in render((derived.model,))
+    inputs = derived.model.model_validate({"nodePools": {"h100": {**H100_POOL, "gpusPerNode": 8}}})
+    built = derived.build(inputs, cluster="handle")
+    assert (built.cluster, built.node_pools["h100"].gpus_per_node, built.replicas) == ("handle", 8, 2)
+
+
+def test_an_args_field_no_input_expresses_is_refused_unless_listed_with_its_reason() -> None:
+    with pytest.raises(TypeError) as refused:
+        package_inputs.derive(_HandleArgs, "Handle.", package_inputs.ComponentInputs)
+    assert str(refused.value) == (
+        "_HandleArgs.gateway: <class 'pulumi.resource.Resource'> is no plain value; derive it, or say in "
+        "NOT_DERIVED how the package gives it"
+    )
+    package_inputs.NOT_DERIVED[_HandleArgs] = {"gateway": "a resource: dependsOn", "route": "gone"}
+    try:
+        with pytest.raises(TypeError) as stale:
+            package_inputs.derive(_HandleArgs, "Handle.", package_inputs.ComponentInputs)
+    finally:
+        del package_inputs.NOT_DERIVED[_HandleArgs]
+    assert str(stale.value) == "NOT_DERIVED lists route, which _HandleArgs does not have"
+
+
+@pytest.mark.parametrize("derivation", package_inputs.DERIVATIONS, ids=lambda d: d.args.__name__)
+def test_every_args_field_is_an_input_of_the_same_name_or_listed_with_its_reason(
+    derivation: package_inputs.Derivation[Any, Any],
+) -> None:
+    names = [item.name for item in fields(derivation.args)]
+    listed = package_inputs.NOT_DERIVED.get(derivation.args, {})
+    assert [name for name in names if name not in listed] == list(derivation.derived)
+    assert set(derivation.derived) <= set(derivation.model.model_fields)
+    assert all(reason for reason in listed.values())
+    # the inputs that are not *Args fields stand for a listed handle: the cluster, CDI's volumes, the tenant
+    others = set(derivation.model.model_fields) - set(derivation.derived)
+    assert others <= {"cluster", "volume_mode", "access_modes", "tenant", "facts", "tenant_removal_policy"}
 
 
 def test_every_exported_component_is_in_the_schema_as_a_component() -> None:

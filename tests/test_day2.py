@@ -291,9 +291,11 @@ def test_a_new_mig_layout_changes_only_that_pools_nodes() -> None:
         labels = after.named(f"lab-k3s-{host}-labels").inputs["metadata"]["labels"]
         assert labels["nvidia.com/mig.config"] == "all-1g.18gb"
         prepare = script_of(after.named(f"lab-k3s-{host}-prepare"))
-        assert "!= all-1g.18gb" in prepare  # the GPU check that takes the node out of service
+        # the GPU label check that takes the node out of service
+        assert "\nreadonly GPU_LABEL_VALUES=(container all-1g.18gb)\n" in prepare
         settle = script_of(after.named(f"lab-k3s-{host}-settle"))
-        assert 'nvidia\\.com/mig-1g\\.18gb}\')"\n  if [ "$value" != 56 ]' in settle
+        assert "\nreadonly RESOURCES=(nvidia.com/mig-1g.18gb)\n" in settle
+        assert "\nreadonly RESOURCE_COUNTS=(56)\n" in settle
         # The install command only records the label (registration-only: no k3s restart, same digest).
         old_prepare = script_of(before.named(f"lab-k3s-{host}-prepare"))
         assert _digest_of(prepare) == _digest_of(old_prepare)
@@ -314,7 +316,8 @@ def test_a_new_gpu_mode_reconfigures_the_pool_and_what_serves_it() -> None:
     assert labels["nvidia.com/gpu.workload.config"] == "vm-passthrough"
     assert "nvidia.com/mig.config" not in labels
     settle = script_of(after.named("lab-k3s-h200x-1-settle"))
-    assert 'nvidia\\.com/GH100_H200_SXM_141GB}\')"\n  if [ "$value" != 8 ]' in settle
+    assert "\nreadonly RESOURCES=(nvidia.com/GH100_H200_SXM_141GB)\n" in settle
+    assert "\nreadonly RESOURCE_COUNTS=(8)\n" in settle
     # The GPU Operator (vfio-manager, sandbox device plugin) and KubeVirt (permitted device) follow.
     assert {"lab-gpu-operator-gpu-operator", "lab-kubevirt-kubevirt"} <= set(difference.changed)
 

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from gpucell.day2.disruption import (
     Acknowledgement,
@@ -18,7 +19,7 @@ from gpucell.day2.disruption import (
     removed_regions,
 )
 from gpucell.errors import ConfigError
-from tests.conftest import cell, minimal_cell_config
+from tests.conftest import REPO, cell, minimal_cell_config
 
 
 def fp(config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -40,6 +41,7 @@ def test_fingerprint_of_the_minimal_cell() -> None:
             "podCidrMaskSize": 24,
             "serviceCidr": "10.43.0.0/16",
             "clusterDns": "10.43.0.10",
+            "apiVip": None,
         },
         "cilium": {"kubeProxyReplacement": "true", "routing": {}, "ipamMode": "cluster-pool"},
         "nodes": {
@@ -300,7 +302,8 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "serverRemoved, "
             "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
             "publicAddress, "
-            "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion",
+            "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
+            "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
@@ -450,3 +453,123 @@ def test_velero_is_a_chart_of_the_cell_with_backups_and_its_major_is_a_chart_maj
     without = copy.deepcopy(new)
     del without["versions"]["charts"]["velero"]
     assert compare(new, without, "lab") == []
+
+
+def iad1() -> dict[str, Any]:
+    """The prod stack's iad1 region: an API VIP, a shared pool with a VM whose address Cilium assigns, per-tenant
+    Gateways from the platform pool, a tenant cluster with its API on a pool address, model endpoints."""
+    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    return copy.deepcopy(regions["iad1"])
+
+
+def iad1_changes(edit: Any, deployed: Any = None) -> list[tuple[str, str | None, str, str, str]]:
+    before, after = iad1(), iad1()
+    if deployed is not None:
+        deployed(before)
+        deployed(after)
+    edit(after)
+    return [(c.change.value, c.subject, c.key, c.old, c.new) for c in compare(fp(before), fp(after), "iad1")]
+
+
+def test_shrinking_or_moving_a_pool_with_assigned_addresses_is_disruptive_and_widening_is_not() -> None:
+    """cilium/cilium#41458, #40358: desk-01's address is assigned by Cilium from the shared pool."""
+
+    def shrink(c: dict[str, Any]) -> None:
+        c["loadBalancer"]["pools"]["shared"]["blocks"] = ["10.120.3.200-10.120.3.229"]
+
+    def widen(c: dict[str, Any]) -> None:
+        c["loadBalancer"]["pools"]["shared"]["blocks"] = ["10.120.3.200-10.120.3.239", "10.120.3.192/29"]
+
+    assert iad1_changes(shrink) == [
+        (
+            "loadBalancerPool",
+            "shared",
+            "regions.iad1.loadBalancer.pools.shared.blocks",
+            "10.120.3.200-10.120.3.239",
+            "10.120.3.200-10.120.3.229",
+        ),
+    ]
+    assert iad1_changes(widen) == []
+
+
+def test_a_pool_whose_services_all_have_fixed_addresses_shrinks_without_disruption() -> None:
+    def fixed(c: dict[str, Any]) -> None:
+        c["tenants"]["acme"]["virtualMachines"]["desk-01"]["sshService"]["address"] = "10.120.3.201"
+
+    def shrink(c: dict[str, Any]) -> None:
+        c["loadBalancer"]["pools"]["shared"]["blocks"] = ["10.120.3.200-10.120.3.229"]
+
+    assert iad1_changes(shrink, deployed=fixed) == []
+
+
+def test_gateway_address_tenant_cluster_api_address_retention_and_api_vip_are_disruptive() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        c["gateway"].update(address="10.120.3.241", perTenant=False)
+        c["tenants"]["globex"]["tenantClusters"]["ml"]["apiServer"]["address"] = "10.120.3.211"
+        c["metrics"]["retentionDays"] = 7
+        del c["network"]["apiVip"]
+
+    assert iad1_changes(edit) == [
+        ("apiVip", None, "regions.iad1.network.apiVip", "arp", "none"),
+        ("metricsRetention", None, "regions.iad1.metrics.retentionDays", "30 days", "7 days"),
+        (
+            "tenantClusterApiAddress",
+            "tenant-globex/ml",
+            "regions.iad1.tenants.globex.tenantClusters.ml.apiServer",
+            "10.120.3.210",
+            "10.120.3.211",
+        ),
+        (
+            "gatewayAddress",
+            None,
+            "regions.iad1.gateway.address",
+            "pool platform, one per tenant",
+            "10.120.3.241",
+        ),
+    ]
+    assert iad1_changes(lambda c: c["metrics"].update(retentionDays=60)) == []  # longer retention keeps everything
+
+
+def test_an_api_vip_switched_between_arp_and_bgp_is_not_turned_on_or_off() -> None:
+    def edit(c: dict[str, Any]) -> None:
+        peers = [{"address": "10.120.0.1", "asn": 64513}]
+        c["network"]["apiVip"].update(mode="bgp", bgp={"asn": 64512, "peers": peers})
+
+    assert [kind for kind, *_ in iad1_changes(edit)] == []
+
+
+def test_endpoint_autoscaler_switches_name_the_way_out() -> None:
+    """kserve/kserve#5196 (HPA -> KEDA stuck until the HPA is deleted), kedacore/keda#947 (an HPA never scales up
+    from zero)."""
+
+    def at_zero(c: dict[str, Any]) -> None:
+        c["tenants"]["acme"]["modelEndpoints"]["llama-8b"]["minReplicas"] = 0
+
+    def edit(c: dict[str, Any]) -> None:
+        c["tenants"]["acme"]["modelEndpoints"]["llama-70b"]["scaleMetric"] = "vllm-queue"
+        endpoint = c["tenants"]["acme"]["modelEndpoints"]["llama-8b"]
+        endpoint.update(scaleMetric="cpu", minReplicas=1)
+        endpoint.pop("scaleTarget", None)
+
+    before, after = iad1(), iad1()
+    at_zero(before)
+    at_zero(after)
+    edit(after)
+    changes = compare(fp(before), fp(after), "iad1")
+    assert [c.refusal() for c in changes] == [
+        "regions.iad1.tenants.acme.modelEndpoints.llama-70b.scaleMetric: tenant-acme/llama-70b: hpa (minReplicas 1) "
+        "-> keda (minReplicas 1) is a disruptive change (endpointHpaToKeda: KServe creates the endpoint's "
+        "ScaledObject while the HorizontalPodAutoscaler it made before still manages the predictor: KEDA's webhook "
+        "refuses it ('is already managed by the hpa') and the endpoint stays in a reconcile error until that HPA is "
+        "deleted by hand (kserve/kserve#5196); after pulumi up, run kubectl -n <namespace> delete hpa "
+        "<endpoint>-predictor); to apply it, add {change: endpointHpaToKeda, region: iad1, subject: "
+        'tenant-acme/llama-70b, reason: "..."} to gpucell:acknowledge',
+        "regions.iad1.tenants.acme.modelEndpoints.llama-8b.scaleMetric: tenant-acme/llama-8b: keda (minReplicas 0) "
+        "-> hpa (minReplicas 1) is a disruptive change (endpointKedaToHpa: KEDA may have scaled the predictor to "
+        "zero, and the HorizontalPodAutoscaler KServe creates instead never scales a workload up from zero replicas "
+        "(autoscaling is off at 0; kedacore/keda#947): the endpoint stays down; after pulumi up, run kubectl -n "
+        "<namespace> scale deployment <endpoint>-predictor --replicas=1); to apply it, add {change: "
+        'endpointKedaToHpa, region: iad1, subject: tenant-acme/llama-8b, reason: "..."} to gpucell:acknowledge',
+    ]
+    # KEDA that never went below one replica hands over to the HPA without a gap
+    assert iad1_changes(lambda c: c["tenants"]["acme"]["modelEndpoints"]["llama-8b"].update(scaleMetric="cpu")) == []

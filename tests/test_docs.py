@@ -19,7 +19,7 @@ import yaml
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 from tests.conftest import REPO
-from tools import docgen
+from tools import component_pages, docgen
 
 
 def test_config_reference_is_current() -> None:
@@ -39,6 +39,40 @@ def test_config_reference_lists_every_key_in_camel_case() -> None:
         "`storage.backend`",
     ):
         assert key in text
+
+
+def test_config_reference_shows_no_generator_internals() -> None:
+    text = docgen.render()
+    assert not re.findall(r":(?:class|meth|func|data|attr|mod):`", text), "a Sphinx role reached docs/config.md"
+    assert "<class " not in text
+    assert "typing." not in text
+    assert "| `metrics.values` | map of string to any |" in text
+    assert "in the `ClusterFacts` of a cluster gpucell did not build" in text
+
+
+def test_sphinx_roles_become_code_and_private_ones_go() -> None:
+    assert docgen.plain_markdown("see :class:`~gpucell.spec.Quarantine` (:data:`SERVER_TAINT`)") == (
+        "see `Quarantine` (`SERVER_TAINT`)"
+    )
+    assert docgen.plain_markdown("Refused: see :meth:`_rule`. Kept.") == "Refused. Kept."
+    assert docgen.plain_markdown(":meth:`Spec.from_cell <gpucell.spec.Spec.from_cell>`") == "`Spec.from_cell`"
+    assert docgen.plain_markdown("``dra`` is refused (see :meth:`Spec._rule`)") == "`dra` is refused"
+
+
+def test_nested_defaults_are_those_of_the_key_that_holds_them() -> None:
+    """A tenant cluster's workers default to ``cpu: {cores: 4}``, a VM's CPU topology to 2 cores: the reference
+    gives each key its own default, not the nested model's."""
+    from gpucell.spec.tenant_clusters import WorkerPoolSpec
+    from gpucell.spec.workloads import CpuTopology
+
+    assert WorkerPoolSpec(replicas=1).cpu.cores == 4
+    assert CpuTopology().cores == 2
+    rows = {
+        line.split(" | ")[0]: line.split(" | ")[3] for line in docgen.render().splitlines() if line.startswith("| `")
+    }
+    assert rows["| `tenants.*.tenantClusters.*.workerPools.*.cpu.cores`"] == "`4`"
+    assert rows["| `tenants.*.tenantClusters.*.controlPlane.cpu.cores`"] == "`2`"
+    assert rows["| `tenants.*.virtualMachines.*.cpu.cores`"] == "`2`"
 
 
 def test_readme_starts_with_the_two_commands_plan_first() -> None:
@@ -277,3 +311,71 @@ def test_operations_shows_the_warning_the_program_prints() -> None:
     from gpucell.k3s.cluster import even_server_warning
 
     assert f"warning: {even_server_warning(2)}\n" in OPERATIONS_DOC
+
+
+# -- docs/components/: a page per platform component, its generated parts current, its example run -----------------
+
+
+@pytest.mark.parametrize("page", component_pages.PAGES, ids=[p.slug for p in component_pages.PAGES])
+def test_component_page_is_current(page: component_pages.Page) -> None:
+    """The pins, the Args tables and what the example renders (which runs the example under the mock engine)."""
+    assert component_pages.render_page(page) == page.path.read_text(), (
+        f"docs/components/{page.slug}.md is stale: run `python -m tools.component_pages`"
+    )
+
+
+def test_every_platform_component_has_a_page() -> None:
+    """Each component of ``gpucell.__all__`` that deploys platform pieces (not the cell, the tenant or a workload)
+    and each component of ``gpucell.components`` is described by a page; every page file is listed in ``PAGES``."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import gpucell
+    import gpucell.components
+    from gpucell._component import CellComponent
+
+    public = {
+        name
+        for name in gpucell.__all__
+        if inspect.isclass(value := getattr(gpucell, name))
+        and issubclass(value, CellComponent)
+        and value.__module__.startswith(("gpucell.components.", "gpucell.k3s."))
+    }
+    in_components = {
+        name
+        for info in pkgutil.iter_modules(gpucell.components.__path__, "gpucell.components.")
+        for name, value in vars(importlib.import_module(info.name)).items()
+        if inspect.isclass(value) and issubclass(value, CellComponent) and value.__module__ == info.name
+    }
+    paged = {spec.split(":")[1] for page in component_pages.PAGES for spec in page.components}
+    assert {"Cilium", "K3sCluster", "ClusterDeny", "Backups"} <= public
+    assert public | in_components == paged
+    files = {p.stem for p in (REPO / "docs" / "components").glob("*.md")} - {"README"}
+    assert files == {page.slug for page in component_pages.PAGES}
+
+
+def test_component_pages_are_linked_from_the_readme_and_the_index() -> None:
+    assert "- `docs/components/`: a page per platform component" in (REPO / "README.md").read_text()
+    assert "(components/README.md)" in (REPO / "docs" / "component-package.md").read_text()
+    index = (REPO / "docs" / "components" / "README.md").read_text()
+    for page in component_pages.PAGES:
+        assert f"]({page.slug}.md)" in index, f"docs/components/README.md does not link {page.slug}.md"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of ``markdown``'s headings: lower case, punctuation but ``-`` dropped, spaces as ``-``."""
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    }
+
+
+def test_component_pages_link_what_exists() -> None:
+    """Every relative link of a page names a file that exists and, with ``#``, one of its headings."""
+    for page in (REPO / "docs" / "components").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#([^)]+))?\)", page.read_text()):
+            path = (page.parent / target[0]).resolve()
+            assert path.is_file(), f"{page.name}: {target[0]} does not exist"
+            if target[1]:
+                assert target[1] in anchors(path.read_text()), f"{page.name}: {target[0]} has no #{target[1]}"

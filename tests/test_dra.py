@@ -5,6 +5,7 @@ it against the pinned upstream files."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,14 @@ from gpucell.admission.dra import (
 )
 from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.cell import RegionalCell, RegionalCellArgs
-from gpucell.components.dra_driver import NAMESPACE, dra_driver_values, driver_root
+from gpucell.cluster import ContainerRuntime
+from gpucell.components.dra_driver import (
+    NAMESPACE,
+    TOOLKIT_ANNOTATION,
+    dra_driver_values,
+    driver_root,
+    toolkit_fingerprint,
+)
 from gpucell.components.kubevirt import feature_gates, kubevirt_spec
 from gpucell.day2.disruption import compare, fingerprint
 from gpucell.engine.mock_engine import PlanResult, Registration, run_program
@@ -324,6 +332,30 @@ def test_driver_values_are_values_of_the_pinned_chart() -> None:
     ]
 
 
+def test_the_kubelet_plugin_restarts_when_the_operator_replaces_the_container_toolkit() -> None:
+    """kubernetes-sigs/dra-driver-nvidia-gpu#1144: a kubelet plugin left running across a toolkit replacement fails
+    every claim ("empty device edits"); v0.4.1 still caches device specs (cmd/gpu-kubelet-plugin/cdi.go). Its pods
+    carry what the toolkit is, so a GPU Operator upgrade or a toolkit change rolls them, and only that."""
+    spec = region()
+    runtime = ContainerRuntime.k3s(spec.versions.kubernetes_minor)
+    pinned = toolkit_fingerprint("v26.7.0", spec.gpu_operator, runtime)
+    assert re.fullmatch(r"v26\.7\.0-[0-9a-f]{10}", pinned)
+    values = dra_driver_values(spec.node_pools, toolkit=pinned)
+    assert values["kubeletPlugin"]["podAnnotations"] == {"gpucell.io/container-toolkit": pinned}
+    assert TOOLKIT_ANNOTATION == "gpucell.io/container-toolkit"
+    assert values_problems(STORE, "dra-driver-nvidia-gpu", "0.4.1", values) == []
+    assert toolkit_fingerprint("v26.7.0", spec.gpu_operator, runtime) == pinned  # stable: no restart on a rerun
+    assert toolkit_fingerprint("v26.10.0", spec.gpu_operator, runtime) != pinned
+    custom = cell({**dra_config(), "gpuOperator": {"values": {"toolkit": {"version": "v1.20.1"}}}}).gpu_operator
+    assert toolkit_fingerprint("v26.7.0", custom, runtime) != pinned
+    containerd_1 = ContainerRuntime.k3s("1.30")  # k3s's containerd 1.x template: the toolkit's env changes
+    assert containerd_1.toolkit_env() != runtime.toolkit_env()
+    assert toolkit_fingerprint("v26.7.0", spec.gpu_operator, containerd_1) != pinned
+    unrelated = cell({**dra_config(), "gpuOperator": {"dcgmExporter": False}}).gpu_operator
+    assert toolkit_fingerprint("v26.7.0", unrelated, runtime) == pinned
+    assert "podAnnotations" not in dra_driver_values(spec.node_pools)["kubeletPlugin"]
+
+
 def test_the_cell_installs_the_driver_after_the_gpu_operator_only_with_dra_pools() -> None:
     plan = deploy()
     release = plan.named("lab-dra-driver-dra-driver")
@@ -336,7 +368,10 @@ def test_the_cell_installs_the_driver_after_the_gpu_operator_only_with_dra_pools
         "dra-driver-nvidia-gpu",
         NAMESPACE,
     )
-    assert release.inputs["values"] == dra_driver_values(region().node_pools)
+    toolkit = toolkit_fingerprint(
+        "v26.7.0", region().gpu_operator, ContainerRuntime.k3s(region().versions.kubernetes_minor)
+    )
+    assert release.inputs["values"] == dra_driver_values(region().node_pools, toolkit=toolkit)
     assert plan.named("lab-gpu-operator-gpu-operator").urn in release.dependencies
 
     def plain() -> None:
@@ -387,8 +422,9 @@ def test_kubevirt_enables_gpus_with_dra_and_tolerates_the_dra_pools() -> None:
 
 def test_gpu_operator_pauses_the_kubelet_plugin_on_driver_reloads() -> None:
     values = operator_values(region())
-    assert values["driver"] == {
-        "manager": {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"}]}
+    assert values["driver"]["manager"]["env"][-1] == {
+        "name": "NODE_LABEL_FOR_GPU_POD_EVICTION",
+        "value": "gpucell.io/dra-kubelet-plugin",
     }
     assert values["devicePlugin"] == {"enabled": True}  # the L40S container pool needs it
     assert operator_values(cell(dra_config(container_pool=False)))["devicePlugin"] == {"enabled": False}
@@ -403,6 +439,8 @@ def test_gpu_operator_driver_manager_env_merges_by_name() -> None:
     config["gpuOperator"] = {"values": {"driver": {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": True}]}}}}
     spec = cell(config)
     assert _overrides(spec.gpu_operator, operator_values(spec))["driver"]["manager"]["env"] == [
+        {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
+        {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
         {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "gpucell.io/dra-kubelet-plugin"},
         {"name": "DRAIN_USE_FORCE", "value": "true"},
     ]

@@ -113,3 +113,11 @@ def test_a_k3s_upgrade_against_a_base_plan_goes_node_by_node_through_the_largest
         "chain: 21 timed steps, from fra1-k3s-fra1-srv-1-prepare to fra1-k3s-fra1-h100-4-settle"
     )
     assert set(json.loads(base.read_text())["outputs"]["fra1Fingerprint"]["nodes"]) >= {"fra1-h100-4"}
+
+
+def test_a_tenant_cluster_counts_its_control_plane_wait_and_a_vm_one_api_call() -> None:
+    """The Cluster waits for ControlPlaneInitialized (pulumi.com/waitFor); a VirtualMachine has no wait."""
+    cluster = reg("ml", type_="kubernetes:cluster.x-k8s.io/v1beta2:Cluster")
+    vm = reg("desk-01", ("ml",), "kubernetes:kubevirt.io/v1:VirtualMachine")
+    assert estimate([cluster, vm]).seconds == 600 + 2
+    assert estimate([cluster], {"urn:ml": {"changed": True}}).seconds == 2

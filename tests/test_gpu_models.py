@@ -162,7 +162,13 @@ MISTAKES = [
     ),
     (
         {"x": _with({"vfPciDeviceId": "23A1"})},
-        "gpuModels.x.vfPciDeviceId: '23A1' is not a PCI device id; expected 4 lower-case hex digits like '2331'",
+        "gpuModels.x.vfPciDeviceId: '23A1' is not a PCI device id as lspci and sysfs print it (lower-case hex); "
+        "write '23a1'",
+    ),
+    (
+        {"x": _with({"pciDeviceId": "233F"})},
+        "gpuModels.x.pciDeviceId: '233F' is not a PCI device id as lspci and sysfs print it (lower-case hex); "
+        "write '233f'",
     ),
     (
         {"x": _with({"migConfigs": {"all-7g.141gb": {"7g.141gb": 1}}})},
@@ -234,8 +240,8 @@ MISTAKES = [
     ),
     (
         {"x": _with({"hgx": {"gpus": 8, "nvswitch": {"pciDeviceId": "22A4", "pciDeviceName": "X"}, "nvswitches": 4}})},
-        "gpuModels.x.hgx.nvswitch.pciDeviceId: '22A4' is not a PCI device id; expected 4 lower-case hex digits like "
-        "'2331'",
+        "gpuModels.x.hgx.nvswitch.pciDeviceId: '22A4' is not a PCI device id as lspci and sysfs print it (lower-case "
+        "hex); write '22a4'",
     ),
     (
         {"x": _with({"architecture": "Kepler"})},
@@ -358,7 +364,8 @@ def test_a_stack_model_reaches_the_pools_node_labels_and_the_gpu_operator(lab: P
     assert values["migManager"] == {"enabled": True, "config": {"default": "all-disabled"}}
     assert values["mig"] == {"strategy": "mixed"}
     settle = script_of(lab.named("lab-k3s-lab-h800-2-settle"))
-    assert 'nvidia\\.com/mig-1g\\.10gb}\')"\n  if [ "$value" != 14 ]' in settle  # 7 instances x 2 GPUs
+    assert "\nreadonly RESOURCES=(nvidia.com/mig-1g.10gb)\n" in settle
+    assert "\nreadonly RESOURCE_COUNTS=(14)\n" in settle  # 7 instances x 2 GPUs
 
 
 def test_a_stack_model_reaches_permitted_host_devices_and_the_vms(lab: PlanResult) -> None:

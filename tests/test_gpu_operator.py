@@ -12,6 +12,7 @@ from gpucell.cluster import Cluster, ContainerRuntime, k3s_containerd_template
 from gpucell.components.gpu_operator import (
     CHART,
     DAEMONSET_TOLERATIONS,
+    DRIVER_MANAGER_HANDS_OFF,
     NAMESPACE,
     NFD_WORKER_TOLERATIONS,
     GpuOperator,
@@ -239,6 +240,51 @@ def test_crds_follow_chart_upgrades() -> None:
     assert release.inputs["version"] == "v26.3.3"
     chart = yaml.safe_load((UPSTREAM / "gpu-operator" / "values.yaml").read_text())
     assert chart["operator"]["upgradeCRD"] is True  # the chart's default: kept explicit so it cannot drift off
+
+
+def test_only_gpucells_maintenance_cordons_and_uncordons_gpu_nodes() -> None:
+    """NVIDIA/gpu-operator#304 and #2820: k8s-driver-manager v0.12.0 (the pinned chart's ``driver.manager`` and
+    ``vgpuManager.driverManager``) uncordons a node unconditionally whenever ENABLE_GPU_POD_EVICTION or
+    ENABLE_AUTO_DRAIN is on (both default true, ``cmd/driver-manager/main.go``), also after a reboot where it never
+    cordoned; the upgrade controller (``driver.upgradePolicy.autoUpgrade``, default true) cordons, drains and
+    uncordons on its own schedule."""
+    chart = yaml.safe_load((UPSTREAM / "gpu-operator" / "values.yaml").read_text())
+    assert chart["driver"]["upgradePolicy"]["autoUpgrade"] is True  # what gpucell turns off
+    hands_off = [{"name": "ENABLE_GPU_POD_EVICTION", "value": "false"}, {"name": "ENABLE_AUTO_DRAIN", "value": "false"}]
+    assert list(DRIVER_MANAGER_HANDS_OFF) == hands_off
+    for config in (minimal_cell_config(), _vm_and_mig_config()):
+        values = _values(cell(config))
+        assert at(values, "driver.upgradePolicy.autoUpgrade") is False
+        assert at(values, "driver.manager.env") == hands_off
+    # The vGPU Manager's driver manager has both "false" in the operator's own manifest (v26.7.0
+    # assets/state-vgpu-manager/0500_daemonset.yaml): gpucell changes nothing there, since an env change would roll
+    # the vGPU Manager and reload the host driver under running VMs.
+    assert "driverManager" not in _values(cell(_vm_and_mig_config()))["vgpuManager"]
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        (
+            {"driver": {"upgradePolicy": {"autoUpgrade": True}}},
+            "regions.fra1.gpuOperator.values.driver.upgradePolicy.autoUpgrade: is fixed by gpucell: gpucell's "
+            "maintenance owns node cordons; the upgrade controller would uncordon nodes gpucell holds cordoned "
+            "(NVIDIA/gpu-operator#2820); remove it",
+        ),
+        (
+            {"vgpuManager": {"driverManager": {"env": [{"name": "ENABLE_AUTO_DRAIN", "value": "true"}]}}},
+            "regions.fra1.gpuOperator.values.vgpuManager.driverManager.env[0].name: 'ENABLE_AUTO_DRAIN' would let "
+            "the driver manager cordon and uncordon nodes, which gpucell's maintenance owns "
+            "(NVIDIA/gpu-operator#304); remove it",
+        ),
+    ],
+)
+def test_values_may_not_hand_cordons_back_to_the_operator(values: dict[str, Any], line: str) -> None:
+    config = minimal_cell_config()
+    config["gpuOperator"] = {"values": values}
+    with pytest.raises(ConfigError) as info:
+        StackSpec.model_validate({"regions": {"fra1": config}})
+    assert info.value.lines == [line]
 
 
 @pytest.mark.parametrize(("strategy", "expected"), [(None, "mixed"), ("single", "single"), ("mixed", "mixed")])

@@ -16,6 +16,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 from gpucell.day2.disruption import fingerprint
 from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
+from gpucell.stacks.guard import integral_numbers
 from gpucell.stacks.plan import make_plan
 from gpucell.stacks.program import build_cells
 from gpucell.stacks.program import main as program_main
@@ -256,3 +257,30 @@ def test_an_upgrade_that_skips_a_minor_release_is_refused_even_when_acknowledged
         "versions.cilium to the latest 1.19 release first, pulumi up, then 1.20.0"
     )
     assert deployment.registered == []
+
+
+def test_a_metrics_storage_shrink_is_refused_with_the_fingerprint_as_the_engine_returns_it() -> None:
+    """pulumi/pulumi#8459: outputs come back through a protobuf Struct, so the deployed ``storageGib`` is ``200.0``;
+    the mock engine's invoke passes the answer through the same Struct, as the real read path does."""
+    config = minimal_cell_config()
+    config["metrics"] = {"enabled": True, "storageGib": 200}
+    outputs = deployed_lab()
+    outputs["labFingerprint"] = fingerprint(cell(config))
+    config["metrics"]["storageGib"] = 100
+    deployment = Deployment(outputs)
+    with pytest.raises(ConfigError) as info:
+        run({"lab": config}, deployment)
+    assert info.value.lines == [
+        "regions.lab.metrics.storageGib: 200 GiB -> 100 GiB is a disruptive change (metricsStorage: a "
+        "PersistentVolumeClaim cannot shrink: Prometheus keeps its volume at the old size, and getting the smaller "
+        "one means deleting the volume and with it every sample not yet sent by remote write (the GPU metering "
+        "history of metrics.retentionDays); run gpucell usage for the open billing period first); to apply it, add "
+        '{change: metricsStorage, region: lab, reason: "..."} to gpucell:acknowledge'
+    ]
+    assert deployment.registered == []
+
+
+def test_whole_numbers_read_back_from_stack_outputs_are_ints_again() -> None:
+    read = integral_numbers({"network": {"podCidrMaskSize": 24.0}, "metrics": {"storageGib": 200.0}, "x": [1.0, 0.5]})
+    assert read == {"network": {"podCidrMaskSize": 24}, "metrics": {"storageGib": 200}, "x": [1, 0.5]}
+    assert type(read["network"]["podCidrMaskSize"]) is int

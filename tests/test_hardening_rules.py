@@ -314,22 +314,36 @@ def test_addresses_and_bounds(path: tuple[str | int, ...], value: Any, line: str
 
 def test_a_copied_region_would_install_two_cells_on_the_same_machines() -> None:
     lines = errors(lambda regions: regions.__setitem__("fra2", copy.deepcopy(regions["fra1"])))
-    assert len(lines) == FRA1_HOSTS + 1  # one per host of fra1, and its backups' place
+    assert len(lines) == FRA1_HOSTS + 3  # one per host of fra1, its backups' place and its two address blocks
     assert lines[0] == (
         "regions.fra2.nodePools.servers.hosts[0].address: '10.110.0.11' (SSH port 22) is already a host of "
         "regions.fra1.nodePools.servers.hosts[0]; one machine can be a node of one cell only"
     )
-    assert lines[-1] == (
+    assert lines[-3:] == [
         "regions.fra2.backups.storage.prefix: 'fra1' in bucket gpucell-backups-fra1 is where region fra1 keeps its "
         "backups: each region's Velero would import and expire the other's; give each region its own prefix (e.g. "
-        "the region's name)"
-    )
+        "the region's name)",
+        "regions.fra2.loadBalancer.pools.acme-public.blocks[0]: '203.0.113.16/28' overlaps "
+        "regions.fra1.loadBalancer.pools.acme-public.blocks[0] 203.0.113.16/28: both cells would hand out and "
+        "announce the same addresses; give each cell's pools addresses no other cell uses",
+        "regions.fra2.loadBalancer.pools.platform.blocks[0]: '203.0.113.8/30' overlaps "
+        "regions.fra1.loadBalancer.pools.platform.blocks[0] 203.0.113.8/30: both cells would hand out and announce "
+        "the same addresses; give each cell's pools addresses no other cell uses",
+    ]
 
     # another SSH port is another machine behind the same address (a bastion's port forwards)
     def other_port(regions: dict[str, Any]) -> None:
         regions["fra2"] = copy.deepcopy(regions["fra1"])
         regions["fra2"]["ssh"] = {"user": "ubuntu", "port": 2222}
         regions["fra2"]["backups"]["storage"]["prefix"] = "fra2"
+        # its public addresses are its own (two cells never hand out the same addresses)
+        fra2 = regions["fra2"]
+        fra2["loadBalancer"]["pools"]["acme-public"]["blocks"] = ["192.0.2.16/28"]
+        fra2["loadBalancer"]["pools"]["platform"]["blocks"] = ["192.0.2.8/30"]
+        fra2["gateway"]["address"] = "192.0.2.9"
+        for vm in fra2["tenants"]["acme"]["virtualMachines"].values():
+            if vm.get("sshService", {}).get("address") == "203.0.113.20":
+                vm["sshService"]["address"] = "192.0.2.20"
 
     assert errors(other_port) == ["OK"]
 
@@ -644,7 +658,8 @@ def test_rules_across_regions_run_on_the_regions_that_validated() -> None:
         put(("iad1", "nodePools", "cpu", "role"), "cpux"),
     )
     assert lines[0] == "regions.iad1.nodePools.cpu.role: 'cpux' is not one of server, gpu, cpu"
-    assert len(lines) == 1 + FRA1_HOSTS + 1  # and every host fra2 shares with fra1, and its backups' place
+    # and every host fra2 shares with fra1, its backups' place and its two address blocks
+    assert len(lines) == 1 + FRA1_HOSTS + 3
 
 
 def test_several_cross_field_problems_are_all_reported() -> None:

@@ -44,6 +44,7 @@ def test_arp_manifest_follows_kube_vips_static_pod() -> None:
         "vip_leaseduration": "5",
         "vip_renewdeadline": "3",
         "vip_retryperiod": "1",
+        "vip_preserve_on_leadership_loss": "true",
         "address": "10.20.0.5",
     }
     container = pod["spec"]["containers"][0]
@@ -66,6 +67,16 @@ def test_the_vip_prefix_is_the_variable_kube_vip_reads() -> None:
     env = env_of(kube_vip.static_pod(cell(vip_config())))
     assert env["vip_subnet"] == "32"
     assert "vip_cidr" not in env
+
+
+def test_a_lease_renewal_timeout_does_not_drop_the_api_vip() -> None:
+    """kube-vip/kube-vip#282, #1377: an ARP leader whose renewal times out deletes the VIP at once; PR #1306's
+    ``vip_preserve_on_leadership_loss`` (v1.0.4 pkg/kubevip/config_envvar.go line 13, read at
+    pkg/kubevip/config_environment.go line 298, default false) keeps it until another server leads. BGP has no
+    election, so no variable."""
+    assert env_of(kube_vip.static_pod(cell(vip_config())))["vip_preserve_on_leadership_loss"] == "true"
+    bgp = vip_config(mode="bgp", bgp={"asn": 65010, "peers": [{"address": "10.20.0.1", "asn": 65000}]})
+    assert "vip_preserve_on_leadership_loss" not in env_of(kube_vip.static_pod(cell(bgp)))
 
 
 def test_bgp_manifest_advertises_to_the_peers_without_election() -> None:

@@ -106,6 +106,25 @@ def test_values_are_values_of_the_pinned_chart() -> None:
     assert values_problems(STORE, "kube-prometheus-stack", "88.5.3", values) == []
 
 
+def test_the_prometheus_operator_crds_follow_every_chart_upgrade() -> None:
+    """prometheus-community/helm-charts#3680, #5309: Helm never upgrades a chart's crds/, so a kube-prometheus-stack
+    bump leaves the old CRDs behind. The pinned chart's own hook Job (crds.upgradeJob, off by default) applies them
+    before every install, upgrade and rollback; its busybox is pinned instead of the chart's latest."""
+    chart = yaml.safe_load((UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "values.yaml").read_text())
+    assert chart["crds"]["upgradeJob"]["enabled"] is False
+    assert chart["crds"]["upgradeJob"]["image"]["busybox"]["tag"] == "latest"
+    job = (
+        UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "crds" / "templates" / "upgrade" / "job.yaml"
+    )
+    assert '"helm.sh/hook": pre-install,pre-upgrade,pre-rollback' in job.read_text()
+    values = stack_values(_spec().metrics, "longhorn")
+    assert values["crds"] == {
+        "upgradeJob": {"enabled": True, "forceConflicts": True, "image": {"busybox": {"tag": "1.37.0"}}}
+    }
+    release = _plan(_spec()).named("lab-metrics-stack")
+    assert release.inputs["values"]["crds"]["upgradeJob"]["enabled"] is True
+
+
 def test_remote_write_is_a_secret_referenced_by_basic_auth() -> None:
     plan = _plan(_spec(remoteWrite=REMOTE), credentials="fra1:s3cret")
     secret = plan.named("lab-metrics-remote-write")

@@ -248,6 +248,9 @@ def test_the_wheel_holds_one_import_package_with_py_typed(wheel: Path) -> None:
     assert {name.split("/")[0] for name in names} == {"gpucell", wheel.name.split("-py3")[0] + ".dist-info"}
     assert "gpucell/py.typed" in names
     assert {"gpucell/stacks/cli.py", "gpucell/testing.py", "gpucell/spec/cell.py"} <= set(names)
+    scripts = sorted(str(path.relative_to(REPO)) for path in (REPO / "gpucell" / "k3s" / "scripts").rglob("*.sh"))
+    assert scripts
+    assert sorted(name for name in names if name.endswith(".sh")) == scripts  # the node scripts' bash
     entry_points = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/entry_points.txt")
     assert b"gpucell = gpucell.stacks.cli:main" in entry_points
 

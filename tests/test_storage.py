@@ -134,6 +134,7 @@ def test_user_values_are_deep_merged_into_the_longhorn_release() -> None:
         "defaultReplicaCount": '{"v1":"3","v2":"3"}',
         "nodeDrainPolicy": "block-for-eviction-if-contains-last-replica",
         "nodeDownPodDeletionPolicy": "delete-both-statefulset-and-deployment-pod",
+        "concurrentAutomaticEngineUpgradePerNodeLimit": 1,
         "defaultDataPath": "/data/lh/",
     }
 
@@ -209,6 +210,19 @@ def test_longhorn_tolerations_are_owned_by_the_pools() -> None:
         "storage.values.defaultSettings.taintToleration: is set by gpucell from nodePools.<pool>.taints; set "
         "nodePools.<pool>.taints instead"
     ]
+
+
+def test_longhorn_engines_follow_each_upgrade_so_the_next_is_not_refused() -> None:
+    """longhorn/longhorn#5842, #2152: with the chart's default 0, volume engines stay on the old engine image and a
+    later Longhorn upgrade is refused by its pre-upgrade check; 1.12.1's own question says 0 means never."""
+    questions = yaml.safe_load((UPSTREAM / "charts" / "longhorn-1.12.1" / "questions.yaml").read_text())["questions"]
+    flat = [*questions, *(sub for q in questions for sub in q.get("subquestions", []))]
+    (question,) = [q for q in flat if q["variable"] == "defaultSettings.concurrentAutomaticEngineUpgradePerNodeLimit"]
+    assert (question["type"], question["default"]) == ("int", 0)
+    assert "does not automatically upgrade volume engines" in question["description"]
+    spec = cell(longhorn_config())
+    settings = longhorn_values(spec.storage, spec.node_pools)["defaultSettings"]
+    assert settings["concurrentAutomaticEngineUpgradePerNodeLimit"] == 1
 
 
 def test_longhorn_evicts_a_last_replica_on_drain_and_lets_a_dead_nodes_pods_go() -> None:

@@ -34,9 +34,9 @@ RESTRICTED = {
 }
 TOLERATIONS = (
     "tolerations: tenant acme may not tolerate the servers' or gpucell's taints "
-    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable, "
-    "DaemonSets only) or every taint (a toleration without a key); its workloads get the tolerations of their pools "
-    "from gpucell"
+    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable; only "
+    "a DaemonSet's pods may) or every taint (a toleration without a key); its workloads get the tolerations of their "
+    "pools from gpucell"
 )
 NODE_NAME = (
     "nodeName: tenant acme's pods never name a server or a quarantined host (iad1-srv-1, iad1-srv-2, iad1-srv-3); "
@@ -544,8 +544,11 @@ def test_a_daemonsets_pods_may_tolerate_the_cordon_its_controller_adds() -> None
     owned["metadata"]["ownerReferences"] = [
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": True}
     ]
-    assert verdict(owned) is None
+    daemon_set_controller = controller("kube-system", "daemon-set-controller")
+    assert verdict(Write("CREATE", owned, user=daemon_set_controller)) is None
     assert verdict(pod("agent-y", tolerations=cordon)) == (VAP, TOLERATIONS)
+    # the same owner written by a tenant member (found by the new-user run): a forged owner lands on no cordoned node
+    assert verdict(owned) == (VAP, TOLERATIONS)
 
 
 def test_another_tenants_policies_leave_acme_alone_and_deleted_objects_pass() -> None:

@@ -280,6 +280,7 @@ def test_the_fingerprint_lists_each_tenant_cluster_only_where_there_are_some() -
             "owner": "tenants.acme.tenantClusters.ml",
             "removalPolicy": "protect",
             "kubernetesVersion": "v1.34.1",
+            "apiAddress": "203.0.113.20",
         }
     }
     assert "tenantClusters" not in fingerprint(_without_cluster())

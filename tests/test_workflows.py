@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpucell.stacks.cli import EXIT_OK, EXIT_UNHEALTHY
 from gpucell.stacks.review import COMMENT_MARKER, EXIT_CHANGES, EXIT_DISRUPTIVE, EXIT_NO_CHANGES, EXIT_REFUSED
 from tests.conftest import REPO
 
@@ -45,8 +46,8 @@ def actionlint() -> str:
     pytest.skip(why)
 
 
-def test_there_are_the_two_workflows() -> None:
-    assert [f.name for f in FILES] == ["ci.yml", "preview.yml"]
+def test_there_are_the_three_workflows() -> None:
+    assert [f.name for f in FILES] == ["ci.yml", "health.yml", "preview.yml"]
 
 
 def test_workflows_pass_actionlint() -> None:
@@ -142,3 +143,30 @@ def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() ->
         "comment-on-pr": True,
         "edit-pr-comment": True,
     }
+
+
+def test_health_proposes_quarantines_as_pull_requests_reviewed_by_gpucell_diff() -> None:
+    workflow = load("health.yml")
+    assert list(workflow[True]) == ["schedule", "workflow_dispatch"]
+    job = workflow["jobs"]["cell"]
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    # every cell with a metrics stack (dev has none: gpucell health refuses it, exit 2)
+    assert job["strategy"]["matrix"]["include"] == [
+        {"stack": "prod", "region": "fra1"},
+        {"stack": "prod", "region": "iad1"},
+    ]
+    health = next(s for s in job["steps"] if s.get("id") == "health")
+    script = health["run"]
+    assert (
+        'python3 dev.py health "$STACK" --region "$REGION" --prometheus "$PROMETHEUS_URL" --propose-quarantine '
+        '--write > "$REPORT"'
+    ) in script
+    assert f"{EXIT_OK}) outcome=none ;;" in script
+    # hosts to quarantine: the stack file must have changed (a patch that does not plan is not written)
+    assert f"{EXIT_UNHEALTHY}) if git diff --quiet; then" in script
+    propose = next(s for s in job["steps"] if s.get("if") == "steps.health.outputs.outcome == 'quarantine'")
+    lines = propose["run"].splitlines()
+    assert 'python3 dev.py diff --base HEAD "$STACK" --out "$REVIEW" >/dev/null' in lines
+    assert f'if [ "$code" != {EXIT_CHANGES} ] && [ "$code" != {EXIT_DISRUPTIVE} ]; then' in lines
+    assert sum('--body-file "$REVIEW"' in line for line in lines) == 2  # the pull request's body is the review
+    assert 'git commit -q -m "Quarantine $hosts ($STACK/$REGION): gpucell health" -- "Pulumi.$STACK.yaml"' in lines

@@ -6,6 +6,7 @@ Run ``python -m tools.docgen > docs/config.md``; a test fails when the committed
 from __future__ import annotations
 
 import enum
+import re
 import types
 import typing
 from typing import Any
@@ -20,7 +21,7 @@ from gpucell.day2.disruption import Acknowledgement
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.gpu_models import GpuModelSpec
 
-__all__ = ["render"]
+__all__ = ["plain_markdown", "render"]
 
 _EXAMPLES: dict[str, str] = {
     "versions.k3s": "`v1.34.2+k3s1`",
@@ -123,13 +124,44 @@ _UNITS: dict[str, str] = {
 }
 
 
+_ROLE = r":(?:py:)?(?:class|meth|func|data|attr|mod|obj|exc|const):`(?P<tilde>~?)(?P<target>[^`]+)`"
+_PRIVATE_ROLES = (
+    re.compile(rf"\s*\(\s*(?:see\s+)?{_ROLE}\s*\)"),  # (see :meth:`_x`)
+    re.compile(rf"(?:\s*[:;,]?\s*\bsee\s+)?{_ROLE}"),  # : see :meth:`_x`
+)
+_ANY_ROLE = re.compile(_ROLE)
+
+
+def _is_private(target: str) -> bool:
+    target = target.rsplit("<", 1)[-1].rstrip(">")  # :meth:`title <target>`
+    return any(part.startswith("_") and not part.startswith("__") for part in target.split("."))
+
+
+def _role_as_code(match: re.Match[str]) -> str:
+    titled = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^>]+)>", match["target"])
+    if titled:  # :meth:`title <target>`
+        return f"`{titled['title']}`"
+    target = match["target"].removesuffix("()")
+    return f"`{target.rsplit('.', 1)[-1] if match['tilde'] else target}`"
+
+
+def plain_markdown(text: str) -> str:
+    """A docstring's reStructuredText as Markdown: ````code```` as `` `code` ``, a Sphinx role (``:class:`X```,
+    ``:meth:`~a.b.c```) as `` `X` `` (`` `c` `` with ``~``, as Sphinx shows it), and a role naming a private name
+    (``:meth:`_rule```) dropped with the ``see`` before it or the parentheses around it: a reader of the docs
+    cannot look it up."""
+    for private in _PRIVATE_ROLES:
+        text = private.sub(lambda m: "" if _is_private(m["target"]) else m[0], text)
+    return _ANY_ROLE.sub(_role_as_code, text).replace("``", "`")
+
+
 def _type_name(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
         return _type_name(args[0])
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in args if a is not type(None))
-    if annotation is Any:
+    if annotation is Any or annotation is object:
         return "any"
     if origin is list:
         return f"list of {_type_name(args[0])}"
@@ -146,13 +178,15 @@ def _type_name(annotation: Any) -> str:
         "IPv4Network": "IPv4 CIDR",
         "IPv4Address": "IPv4 address",
         "Any": "any",
-    }.get(getattr(annotation, "__name__", str(annotation)), str(annotation))
+    }.get(getattr(annotation, "__name__", str(annotation)), getattr(annotation, "__name__", str(annotation)))
 
 
-def _default(field: FieldInfo) -> str:
-    if field.is_required():
+def _default(field: FieldInfo, enclosing: pydantic.BaseModel | None = None, name: str = "") -> str:
+    """The default column: ``field``'s own default, or its value in ``enclosing``, the default of the key that holds
+    it (a tenant cluster's workers default to ``cpu: {cores: 4}`` though a CPU topology's own default is 2)."""
+    if field.is_required() and enclosing is None:
         return "required"
-    value = field.default
+    value = field.default if enclosing is None else getattr(enclosing, name)
     if value is PydanticUndefined or value is None:
         return "none"
     if isinstance(value, pydantic.BaseModel):
@@ -185,22 +219,24 @@ def _strip_optional(annotation: Any) -> Any:
     return annotation
 
 
-def _rows(model: type[pydantic.BaseModel], prefix: str) -> list[str]:
+def _rows(model: type[pydantic.BaseModel], prefix: str, enclosing: pydantic.BaseModel | None = None) -> list[str]:
+    """One row per key of ``model`` under ``prefix``, nested models' keys after their own; ``enclosing``: the default
+    instance of ``model`` the key holding it has, whose values are the nested keys' defaults."""
     rows: list[str] = []
     for name, field in model.model_fields.items():
         key = field.alias or name
         path = f"{prefix}{key}"
         nested = _nested_model(field.annotation)
         origin = typing.get_origin(_strip_optional(field.annotation))
-        description = " ".join((field.description or "").split()).replace("|", "\\|").replace("``", "`")
+        description = plain_markdown(" ".join((field.description or "").split())).replace("|", "\\|")
         example = _EXAMPLES.get(path, "")
         unit = _UNITS.get(path, "")
-        rows.append(
-            f"| `{path}` | {_type_name(field.annotation)} | {unit} | {_default(field)} | {description} | {example} |"
-        )
+        default = _default(field, enclosing, name)
+        rows.append(f"| `{path}` | {_type_name(field.annotation)} | {unit} | {default} | {description} | {example} |")
         if nested is not None:
             suffix = {dict: ".*.", list: "[]."}.get(origin, ".")
-            rows += _rows(nested, f"{path}{suffix}")
+            holds = getattr(enclosing, name) if enclosing is not None else field.default
+            rows += _rows(nested, f"{path}{suffix}", holds if isinstance(holds, nested) else None)
     return rows
 
 

@@ -36,11 +36,10 @@ from gpucell.package import inputs as package_inputs
 __all__ = ["ROOTS", "main", "render"]
 
 ROOTS: tuple[type[BaseModel], ...] = tuple(
-    model
-    for model in (getattr(package_inputs, name) for name in package_inputs.__all__)
-    if isinstance(model, type) and issubclass(model, BaseModel) and model is not package_inputs.ComponentInputs
+    sorted((derivation.model for derivation in package_inputs.DERIVATIONS), key=lambda model: model.__name__)
 )
-"""The package's components' inputs (:mod:`gpucell.package.inputs`); every spec model they hold is rendered too."""
+"""The package's components' inputs (:data:`gpucell.package.inputs.DERIVATIONS`), by name; every spec model they
+hold is rendered too."""
 _STRINGS = (ipaddress.IPv4Address, ipaddress.IPv4Network)
 _HEADER = '''"""The spec models as ``TypedDict`` classes: the typed inputs of gpucell's component package.
 

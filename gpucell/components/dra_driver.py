@@ -19,6 +19,8 @@ How it shares the nodes with the GPU Operator (docs/decisions/0017):
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,7 @@ from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_
 from gpucell.spec.versions import Versions
 
 if TYPE_CHECKING:
-    from gpucell.cluster import Cluster
+    from gpucell.cluster import Cluster, ContainerRuntime
     from gpucell.spec.cell import CellSpec
 
 __all__ = [
@@ -44,10 +46,12 @@ __all__ = [
     "NAMESPACE",
     "OPERATOR_DRIVER_ROOT",
     "RELEASE_NAME",
+    "TOOLKIT_ANNOTATION",
     "DraDriver",
     "DraDriverArgs",
     "dra_driver_values",
     "driver_root",
+    "toolkit_fingerprint",
 ]
 
 CHART = ChartSource("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu")
@@ -70,6 +74,10 @@ KUBELET_PLUGIN_TOLERATIONS: tuple[dict[str, str], ...] = (
 )
 """The chart's default ``kubeletPlugin.tolerations`` (0.4.1 ``values.yaml``), kept first: a list replaces the whole."""
 
+TOOLKIT_ANNOTATION = "gpucell.io/container-toolkit"
+"""Pod annotation of the kubelet plugin (``kubeletPlugin.podAnnotations``): :func:`toolkit_fingerprint`. A change
+rolls the plugin's DaemonSet, so it never keeps CDI state from a container toolkit the GPU Operator replaced."""
+
 
 @dataclass(frozen=True)
 class DraDriverArgs:
@@ -87,12 +95,33 @@ class DraDriverArgs:
     driver_root: str = OPERATOR_DRIVER_ROOT
     """Host path of the NVIDIA driver (chart ``nvidiaDriverRoot``): the GPU Operator's driver container
     (:data:`OPERATOR_DRIVER_ROOT`, the default), or ``/`` for a driver installed on the host (:func:`driver_root`)."""
+    toolkit: str | None = None
+    """What the GPU Operator's container toolkit is (:func:`toolkit_fingerprint`), written on the kubelet plugin's
+    pods (:data:`TOOLKIT_ANNOTATION`) so they restart when it changes. Defaults to none (no annotation)."""
 
     @classmethod
     def from_cell(cls, cell: CellSpec, cluster: Cluster) -> DraDriverArgs:
         """The DRA driver of ``cell`` on ``cluster``: ``draDriver``, ``nodePools``, ``versions.draDriver`` and the
-        GPU Operator's driver root (:func:`driver_root` of ``gpuOperator``)."""
-        return cls(cluster, cell.dra_driver, cell.node_pools, cell.versions.dra_driver, driver_root(cell.gpu_operator))
+        GPU Operator's driver root (:func:`driver_root` of ``gpuOperator``) and its toolkit
+        (:func:`toolkit_fingerprint` of ``versions.gpuOperator``, ``gpuOperator`` and the cluster's runtime)."""
+        toolkit = toolkit_fingerprint(cell.versions.gpu_operator, cell.gpu_operator, cluster.runtime)
+        root = driver_root(cell.gpu_operator)
+        return cls(cluster, cell.dra_driver, cell.node_pools, cell.versions.dra_driver, root, toolkit)
+
+
+def toolkit_fingerprint(version: str, gpu_operator: GpuOperatorSpec, runtime: ContainerRuntime) -> str:
+    """``<gpu operator chart version>-<10 hex digits>``: the chart version (which pins ``toolkit.version``, v1.20.0 in
+    v26.7.0) and a SHA-256 of the toolkit's env for ``runtime`` and ``gpuOperator.values.toolkit``: what makes the
+    operator replace the container toolkit's pods.
+
+    kubernetes-sigs/dra-driver-nvidia-gpu#1144: after the operator replaced the toolkit, a kubelet plugin left running
+    fails every ``NodePrepareResources`` with ``invalid CDI Spec ... empty device edits`` until restarted; v0.4.1 still
+    caches the device specs it builds (``cmd/gpu-kubelet-plugin/cdi.go``: ``GetDeviceSpecsByUUIDCached``,
+    ``GetCommonEditsCached``). The driver manager only restarts it across a driver reload
+    (:data:`gpucell.components.gpu_operator.DRA_PLUGIN_EVICTION`), not a toolkit change."""
+    toolkit = {"env": runtime.toolkit_env(), "values": gpu_operator.values.get("toolkit")}
+    digest = hashlib.sha256(json.dumps(toolkit, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{version}-{digest[:10]}"
 
 
 def driver_root(gpu_operator: GpuOperatorSpec) -> str:
@@ -108,7 +137,9 @@ def driver_root(gpu_operator: GpuOperatorSpec) -> str:
     return str(configured or OPERATOR_DRIVER_ROOT)
 
 
-def dra_driver_values(node_pools: Mapping[str, NodePool], root: str = OPERATOR_DRIVER_ROOT) -> dict[str, Any]:
+def dra_driver_values(
+    node_pools: Mapping[str, NodePool], root: str = OPERATOR_DRIVER_ROOT, toolkit: str | None = None
+) -> dict[str, Any]:
     """The chart values gpucell owns for the ``dra`` pools of ``node_pools`` (``draDriver.values`` is merged over
     them; the spec refuses overrides of these):
 
@@ -122,17 +153,22 @@ def dra_driver_values(node_pools: Mapping[str, NodePool], root: str = OPERATOR_D
     - ``featureGates``: :data:`FEATURE_GATES`.
     - ``kubeletPlugin.nodeSelector``: ``gpucell.io/dra-kubelet-plugin: "true"`` (the ``dra`` nodes; ANDed with the
       chart's GPU-node affinity), ``kubeletPlugin.tolerations``: the chart's default plus the ``dra`` pools' taints.
+    - ``kubeletPlugin.podAnnotations``: :data:`TOOLKIT_ANNOTATION` = ``toolkit`` when given
+      (:func:`toolkit_fingerprint`), so the plugin restarts with a new container toolkit.
     """
     taints = (taint for pool in gpu_pools(node_pools, GpuMode.DRA).values() for taint in pool.taints)
     tolerations = [dict(t) for t in KUBELET_PLUGIN_TOLERATIONS]
     tolerations += [t for t in taint_tolerations(taints) if t not in tolerations]
+    plugin: dict[str, Any] = {"nodeSelector": {DRA_KUBELET_PLUGIN_LABEL: "true"}, "tolerations": tolerations}
+    if toolkit is not None:
+        plugin["podAnnotations"] = {TOOLKIT_ANNOTATION: toolkit}
     return {
         "nvidiaDriverRoot": root,
         "resourceApiVersion": RESOURCE_API_VERSION,
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         "featureGates": dict(FEATURE_GATES),
-        "kubeletPlugin": {"nodeSelector": {DRA_KUBELET_PLUGIN_LABEL: "true"}, "tolerations": tolerations},
+        "kubeletPlugin": plugin,
     }
 
 
@@ -142,7 +178,8 @@ class DraDriver(CellComponent):
     Children: one ``kubernetes:helm.sh/v3:Release`` named ``f"{name}-dra-driver"`` (release ``dra-driver-nvidia-gpu``
     in namespace ``dra-driver-nvidia-gpu``), on the provider of ``args.cluster`` and after its ``ready``. Construct it
     after the GPU Operator: the kubelet plugin's init container
-    waits for the operator's driver under ``nvidiaDriverRoot``. Helm's wait ends at once for the plugin's DaemonSet
+    waits for the operator's driver under ``nvidiaDriverRoot``, and a GPU Operator upgrade's new toolkit comes
+    first, then the plugin's restart (:data:`TOOLKIT_ANNOTATION`). Helm's wait ends at once for the plugin's DaemonSet
     (the chart's ``maxUnavailable: 100%``), so a node still building its driver does not fail the release.
     """
 
@@ -156,7 +193,7 @@ class DraDriver(CellComponent):
             source=CHART,
             version=args.version,
             namespace=NAMESPACE,
-            values=dra_driver_values(args.node_pools, args.driver_root),
+            values=dra_driver_values(args.node_pools, args.driver_root, args.toolkit),
             overrides=args.spec.values,
             release_name=RELEASE_NAME,
             opts=self.child(),

@@ -40,6 +40,7 @@ __all__ = [
     "DAEMONSET_TOLERATIONS",
     "DCGM_METRICS_CONFIG",
     "DRA_PLUGIN_EVICTION",
+    "DRIVER_MANAGER_HANDS_OFF",
     "MIG_DEFAULT_CONFIG",
     "NAMESPACE",
     "NFD_WORKER_TOLERATIONS",
@@ -77,6 +78,18 @@ DRA_PLUGIN_EVICTION = {"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": DRA_K
 ``paused-for-driver-upgrade`` before it reloads the driver and back afterwards, so the DRA kubelet plugin (selected by
 it) leaves the node and comes back on the new driver (k8s-driver-manager v0.12.0 ``cmd/driver-manager/main.go``:
 ``NODE_LABEL_FOR_GPU_POD_EVICTION``, ``customOperandNodeLabelValue``)."""
+DRIVER_MANAGER_HANDS_OFF: tuple[dict[str, str], ...] = (
+    {"name": "ENABLE_GPU_POD_EVICTION", "value": "false"},
+    {"name": "ENABLE_AUTO_DRAIN", "value": "false"},
+)
+"""``driver.manager.env`` entries that keep the driver manager off the node's cordon: k8s-driver-manager v0.12.0
+(``cmd/driver-manager/main.go``, both flags default ``true``) cordons before it evicts GPU pods and uncordons
+unconditionally afterwards, on failure (``cleanupOnFailure``) and on the no-driver path after a reboot, where it
+never cordoned; every ``CordonNode``/``UncordonNode`` call is gated on one of these two flags
+(NVIDIA/gpu-operator#304, NVIDIA/k8s-driver-manager#212). gpucell's maintenance cordons, evicts and uncordons
+(:mod:`gpucell.k3s._maintenance_scripts`); with these off the manager waits, retrying, until a node's GPU workloads
+are gone, as the operator's own vfio-manager does (``assets/state-vfio-manager``, ``ENABLE_GPU_POD_EVICTION:
+"false"``)."""
 BIND_NVSWITCHES = {"name": "BIND_NVSWITCHES", "value": "true"}
 """``vfioManager.env`` entry making ``vfio-manage bind --all`` bind the NVSwitches to ``vfio-pci`` too (NVIDIA/
 k8s-driver-manager v0.12.0 ``cmd/vfio-manage/bind.go``: flag ``bind-nvswitches``, env ``BIND_NVSWITCHES``, "Also
@@ -155,6 +168,15 @@ def gpu_operator_values(
       plugin-validation step (``TransformValidator`` in ``controllers/object_controls.go``), as ``dra`` nodes
       advertise no ``nvidia.com/gpu``. With a ``container`` pool the plugin stays on and is off on ``dra`` nodes by
       node label (:func:`gpucell.k3s._scripts.managed_labels`).
+    - ``driver.upgradePolicy.autoUpgrade: false`` and :data:`DRIVER_MANAGER_HANDS_OFF` in ``driver.manager.env``:
+      gpucell's maintenance alone cordons and uncordons nodes (the vGPU Manager's driver manager has both flags
+      ``"false"`` in the operator's own ``assets/state-vgpu-manager/0500_daemonset.yaml``; ``gpuOperator.values`` may
+      not turn them on there either). The operator's upgrade controller (v26.7.0 ``controllers/upgrade_controller.go``,
+      on when ``sandboxWorkloads`` is off) cordons and drains nodes on its own schedule and uncordons a node gpucell
+      cordoned after it began (NVIDIA/gpu-operator#2820); the driver manager uncordons whatever it finds
+      (NVIDIA/gpu-operator#304). The driver DaemonSet is ``OnDelete`` (``assets/state-driver/0500_daemonset.yaml``): a
+      new driver version reaches a node when its driver pod is recreated, at the node's next reboot or after ``kubectl
+      delete pod`` of it once gpucell's maintenance drained the node.
     - ``operator.upgradeCRD: true``: the chart's pre-upgrade hook Job (``templates/upgrade_crd.yaml``, running the
       operator image's ``manage-crds apply``) updates the ClusterPolicy, NVIDIADriver, GPUCluster and NFD CRDs on
       every chart upgrade; Helm itself never upgrades ``crds/`` (NVIDIA/gpu-operator#602: the operator crashloops
@@ -197,8 +219,10 @@ def gpu_operator_values(
         "dcgmExporter": {"enabled": spec.dcgm_exporter},
         "toolkit": {"env": runtime.toolkit_env()},
     }
+    manager_env = [dict(entry) for entry in DRIVER_MANAGER_HANDS_OFF]
+    values["driver"] = {"upgradePolicy": {"autoUpgrade": False}, "manager": {"env": manager_env}}
     if gpu_pools(node_pools, GpuMode.DRA):
-        values["driver"] = {"manager": {"env": [dict(DRA_PLUGIN_EVICTION)]}}
+        values["driver"]["manager"]["env"].append(dict(DRA_PLUGIN_EVICTION))
         values["devicePlugin"] = {"enabled": bool(gpu_pools(node_pools, GpuMode.CONTAINER))}
     if metrics and spec.dcgm_exporter:
         values["dcgmExporter"].update(dcgm_metrics_values())
@@ -239,18 +263,19 @@ def merge_env(ours: list[dict[str, str]], theirs: list[dict[str, Any]]) -> list[
 
 
 def _overrides(spec: GpuOperatorSpec, ours: dict[str, Any]) -> dict[str, Any]:
-    """The user's ``gpuOperator.values`` with ``toolkit.env``, ``vfioManager.env`` and ``driver.manager.env``
-    already merged by name into ``ours`` (see :func:`merge_env`)."""
+    """The user's ``gpuOperator.values`` with ``toolkit.env``, ``vfioManager.env``, ``driver.manager.env`` and
+    ``vgpuManager.driverManager.env`` already merged by name into ``ours`` (see :func:`merge_env`)."""
     overrides = dict(spec.values)
     for section in ("toolkit", "vfioManager"):
         theirs = overrides.get(section)
         if isinstance(theirs, dict) and isinstance(theirs.get("env"), list):
             overrides[section] = {**theirs, "env": merge_env(ours[section].get("env", []), theirs["env"])}
-    driver = overrides.get("driver")
-    manager = driver.get("manager") if isinstance(driver, dict) else None
-    if isinstance(driver, dict) and isinstance(manager, dict) and isinstance(manager.get("env"), list):
-        mine = ((ours.get("driver") or {}).get("manager") or {}).get("env", [])
-        overrides["driver"] = {**driver, "manager": {**manager, "env": merge_env(mine, manager["env"])}}
+    for top, sub in (("driver", "manager"), ("vgpuManager", "driverManager")):
+        theirs = overrides.get(top)
+        manager = theirs.get(sub) if isinstance(theirs, dict) else None
+        if isinstance(theirs, dict) and isinstance(manager, dict) and isinstance(manager.get("env"), list):
+            mine = ((ours.get(top) or {}).get(sub) or {}).get("env", [])
+            overrides[top] = {**theirs, sub: {**manager, "env": merge_env(mine, manager["env"])}}
     return overrides
 
 

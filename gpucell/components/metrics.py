@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHART",
+    "CRD_UPGRADE_JOB",
     "NAMESPACE",
     "PREDICTOR_DROPPED_LABELS",
     "PREDICTOR_METRICS",
@@ -164,6 +165,20 @@ def remote_write_secret_data(credentials: str) -> dict[str, str]:
     return {"username": user, "password": password}
 
 
+CRD_UPGRADE_JOB: dict[str, Any] = {
+    "enabled": True,
+    "forceConflicts": True,
+    "image": {"busybox": {"tag": "1.37.0"}},
+}
+"""``crds.upgradeJob``: the chart's pre-install/pre-upgrade/pre-rollback hook Job (88.5.3 ``charts/crds/templates/
+upgrade/job.yaml``) that applies the Prometheus Operator CRDs of the chart's version (``kubectl apply --server-side
+--force-conflicts``, taking them over from Helm). gpucell installs the chart as a Helm release, and Helm installs
+``crds/`` once and never upgrades them: after a chart bump the new operator meets old CRDs
+(prometheus-community/helm-charts#3680, #5309) and drops or refuses the new fields. Off by default ("in preview").
+The busybox init container (``bzcat`` of the packed CRDs) is pinned to a release instead of the chart's ``latest``;
+the kubectl image defaults to the cluster's Kubernetes version (``registry.k8s.io/kubectl``)."""
+
+
 def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
     """The chart values gpucell owns (``metrics.values`` is merged over them; the spec refuses the owned paths):
 
@@ -174,6 +189,7 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
     - ``kube-state-metrics``: ``metricLabelsAllowlist`` :data:`gpucell.components.metering.KSM_LABELS_ALLOWLIST`; no
       custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
       claims from the tenants' ResourceQuotas (:mod:`gpucell.components.metering`).
+    - ``crds.upgradeJob``: :data:`CRD_UPGRADE_JOB`, so that the Prometheus Operator CRDs follow every chart upgrade.
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -197,6 +213,7 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
         auth = {key: {"name": REMOTE_WRITE_SECRET, "key": key} for key in ("username", "password")}
         prometheus["remoteWrite"] = [{"url": spec.remote_write.url, "basicAuth": auth}]
     return {
+        "crds": {"upgradeJob": {**CRD_UPGRADE_JOB, "image": {"busybox": dict(CRD_UPGRADE_JOB["image"]["busybox"])}}},
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),

@@ -98,6 +98,14 @@ volume stays attached there and the replacement pod cannot start (longhorn/longh
 force-deletes the StatefulSet and Deployment pods of a node that is down, and the volume attaches elsewhere. The
 chart's default is ``do-nothing``."""
 
+ENGINE_UPGRADES_PER_NODE = 1
+"""Longhorn's ``concurrent-automatic-engine-upgrade-per-node-limit``: after an upgrade, Longhorn moves up to this many
+volume engines per node at a time to the new default engine image (live for attached volumes). The chart's default,
+``0``, never upgrades them ("When the value is 0, Longhorn does not automatically upgrade volume engines",
+``values.yaml``/``questions.yaml`` at 1.12.1), and Longhorn's pre-upgrade check then refuses a later upgrade while a
+volume still runs an engine older than the new release supports (longhorn/longhorn#5842, #2152). One per node keeps
+the live upgrades (each a short I/O pause) apart."""
+
 
 def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The Longhorn chart values gpucell owns (``storage.values`` is merged over them later).
@@ -112,6 +120,8 @@ def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> di
       waiting on Longhorn's instance-manager PodDisruptionBudget until its timeout.
     - ``defaultSettings.nodeDownPodDeletionPolicy``: :data:`NODE_DOWN_POD_DELETION_POLICY`, so that a host that
       died lets its StatefulSet and Deployment pods go and their volumes attach elsewhere.
+    - ``defaultSettings.concurrentAutomaticEngineUpgradePerNodeLimit``: :data:`ENGINE_UPGRADES_PER_NODE`, so that
+      volume engines follow each Longhorn upgrade and the next one is not refused.
     - With tainted gpu or cpu pools (:func:`gpucell.components.platform_tolerations.worker_pool_tolerations`):
       ``longhornManager.tolerations`` and ``longhornDriver.tolerations`` (the chart uses a component's list instead
       of ``global.tolerations``, ``chart/templates/daemonset-sa.yaml`` and ``deployment-driver.yaml``) and
@@ -126,6 +136,7 @@ def longhorn_values(spec: StorageSpec, node_pools: Mapping[str, NodePool]) -> di
         "defaultReplicaCount": per_engine,
         "nodeDrainPolicy": NODE_DRAIN_POLICY,
         "nodeDownPodDeletionPolicy": NODE_DOWN_POD_DELETION_POLICY,
+        "concurrentAutomaticEngineUpgradePerNodeLimit": ENGINE_UPGRADES_PER_NODE,
     }
     values: dict[str, Any] = {
         "persistence": {"defaultClass": True, "defaultClassReplicaCount": replicas},

@@ -37,6 +37,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from ipaddress import IPv4Address
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -48,7 +49,7 @@ from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.instancetypes import InstancetypeKind
 from gpucell.spec.tenancy import namespace_of
-from gpucell.spec.traffic import vm_pool
+from gpucell.spec.traffic import parse_block, vm_pool
 
 __all__ = [
     "EFFECTS",
@@ -104,6 +105,13 @@ class Change(StrEnum):
     INSTANCETYPE_RESIZED = "instancetypeResized"
     VM_FIRMWARE = "vmFirmware"
     TENANT_CLUSTER_VERSION = "tenantClusterVersion"
+    LOAD_BALANCER_POOL = "loadBalancerPool"
+    GATEWAY_ADDRESS = "gatewayAddress"
+    TENANT_CLUSTER_API_ADDRESS = "tenantClusterApiAddress"
+    METRICS_RETENTION = "metricsRetention"
+    API_VIP = "apiVip"
+    ENDPOINT_HPA_TO_KEDA = "endpointHpaToKeda"
+    ENDPOINT_KEDA_TO_HPA = "endpointKedaToHpa"
 
 
 EFFECTS: dict[Change, str] = {
@@ -224,6 +232,46 @@ EFFECTS: dict[Change, str] = {
         "refuses 'cannot update Kubernetes version', controlplane/kubeadm/webhooks/admission) and kubeadm never "
         "downgrades; no acknowledgement makes it work"
     ),
+    Change.LOAD_BALANCER_POOL: (
+        "Cilium LB IPAM reassigns addresses when a pool shrinks or moves: a Service whose address it assigned (no "
+        "fixed address) may get another address of the pool, even when its own is still inside the new blocks "
+        "(cilium/cilium#41458, #40358); its clients, DNS records and firewall rules must follow; to keep the "
+        "addresses, give those Services fixed ones first (sshService.address, gateway.address) and pulumi up"
+    ),
+    Change.GATEWAY_ADDRESS: (
+        "the Gateway's Service takes the new address (Cilium LB IPAM): every model endpoint's host name under "
+        "gateway.domain resolves to the old one until DNS follows, and open connections to it are dropped; point "
+        "*.<gateway.domain> at the new address"
+    ),
+    Change.TENANT_CLUSTER_API_ADDRESS: (
+        "the tenant cluster's API Service takes the new address at once while its KubeadmControlPlane replaces "
+        "every control-plane VM, one at a time, to put it in the API server's certificate (certSANs): until the "
+        "roll ends clients of the new address fail TLS verification, and every kubeconfig handed out (the tenant "
+        "users', the exported one) names the old address; hand out the new kubeconfig after the roll"
+    ),
+    Change.METRICS_RETENTION: (
+        "Prometheus deletes every block older than the new retention at its next compaction after the restart: "
+        "the samples (and the GPU metering history) of those days are gone unless remote write sent them; run "
+        "gpucell usage for the open billing period first"
+    ),
+    Change.API_VIP: (
+        "turning it on, kube-vip on the servers starts announcing apiEndpoint, so whatever served that address "
+        "before (an external load balancer) must stop first or the address is claimed twice; turning it off "
+        "removes kube-vip and the address with it: the agents, Cilium (k8sServiceHost) and every kubeconfig lose "
+        "the API until an external load balancer or DNS serves apiEndpoint; switch them over in the same "
+        "maintenance window"
+    ),
+    Change.ENDPOINT_HPA_TO_KEDA: (
+        "KServe creates the endpoint's ScaledObject while the HorizontalPodAutoscaler it made before still manages "
+        "the predictor: KEDA's webhook refuses it ('is already managed by the hpa') and the endpoint stays in a "
+        "reconcile error until that HPA is deleted by hand (kserve/kserve#5196); after pulumi up, run kubectl -n "
+        "<namespace> delete hpa <endpoint>-predictor"
+    ),
+    Change.ENDPOINT_KEDA_TO_HPA: (
+        "KEDA may have scaled the predictor to zero, and the HorizontalPodAutoscaler KServe creates instead never "
+        "scales a workload up from zero replicas (autoscaling is off at 0; kedacore/keda#947): the endpoint stays "
+        "down; after pulumi up, run kubectl -n <namespace> scale deployment <endpoint>-predictor --replicas=1"
+    ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
 UNACKNOWLEDGEABLE = frozenset({Change.TENANT_CLUSTER_VERSION})
@@ -324,22 +372,26 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
     Shape (version :data:`FINGERPRINT_VERSION`)::
 
         {"version": 1,
-         "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns"},
+         "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns", "apiVip": "arp" | "bgp" | None},
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
          "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile", "removalPolicy"}},
          "tenants": {<tenant>: {"namespace", "removalPolicy"}},
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
          "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>}},
-         "metrics": {"storageGib"},                      # only with metrics.enabled
-         # only with loadBalancer:
-         "loadBalancer": {"announce"}, "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"},
+         "metrics": {"storageGib", "retentionDays"},     # only with metrics.enabled
+         # only with loadBalancer (gateway only with a gateway):
+         "loadBalancer": {"announce", "pools": {<pool>: [<block>]}},
+         "publicAddresses": {"<namespace>/<vm>": "<address>" or "pool <pool>"},
+         "gateway": {"address": "<address>" or "pool <pool>"},
          # only when VMs use gpucell-defined instancetypes:
          "instancetypes": {"<kind>/[<namespace>/]<name>": {"size", "key", "vms"}},
          # only when a VM boots with EFI or has a TPM (its own, or its preference's); any other VM boots BIOS:
          "vmFirmware": {"<namespace>/<vm>": {"boot", "efiPersistent", "tpm", "key"}},
          # only with tenant clusters:
-         "tenantClusters": {"<namespace>/<cluster>": {"owner", "removalPolicy", "kubernetesVersion"}}}
+         "tenantClusters": {"<namespace>/<cluster>": {"owner", "removalPolicy", "kubernetesVersion", "apiAddress"}},
+         # only with model endpoints:
+         "modelEndpoints": {"<namespace>/<endpoint>": {"autoscaler": "hpa" | "keda", "minReplicas", "key"}}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -354,6 +406,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             "podCidrMaskSize": cell.network.pod_cidr_mask_size,
             "serviceCidr": str(cell.network.service_cidr),
             "clusterDns": str(cell.network.cluster_dns),
+            "apiVip": cell.network.api_vip.mode.value if cell.network.api_vip is not None else None,
         },
         "cilium": {
             # The chart takes "true"/"false" strings and booleans alike (values.yaml default: "false").
@@ -380,12 +433,32 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
         "versions": {"k3s": cell.versions.k3s, "kubevirt": cell.versions.kubevirt, "charts": _charts(cell)},
-        **({"metrics": {"storageGib": cell.metrics.storage_gib}} if cell.metrics.enabled else {}),
+        **(
+            {"metrics": {"storageGib": cell.metrics.storage_gib, "retentionDays": cell.metrics.retention_days}}
+            if cell.metrics.enabled
+            else {}
+        ),
         **_traffic(cell),
         **_instancetypes_in_use(cell),
         **_vm_firmware(cell),
         **_tenant_clusters(cell),
+        **_endpoints(cell),
     }
+
+
+def _endpoints(cell: CellSpec) -> dict[str, Any]:
+    """Each model endpoint's autoscaler (``keda`` for a vLLM metric, KServe's ``autoscalerClass``; else ``hpa``) and
+    ``minReplicas``, only in regions with endpoints: the fingerprints of other regions stay as they were."""
+    endpoints = {
+        f"{namespace_of(tenant_name)}/{name}": {
+            "autoscaler": "keda" if endpoint.scale_metric.is_vllm else "hpa",
+            "minReplicas": endpoint.min_replicas,
+            "key": f"tenants.{tenant_name}.modelEndpoints.{name}.scaleMetric",
+        }
+        for tenant_name, tenant in cell.tenants.items()
+        for name, endpoint in tenant.model_endpoints.items()
+    }
+    return {"modelEndpoints": endpoints} if endpoints else {}
 
 
 def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
@@ -396,6 +469,8 @@ def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
             "owner": f"tenants.{tenant_name}.tenantClusters.{name}",
             "removalPolicy": (cluster.removal_policy or tenant.removal_policy).value,
             "kubernetesVersion": cluster.kubernetes_version,
+            # None: a ClusterIP API server (no address of a pool)
+            "apiAddress": str(cluster.api_server.address) if cluster.api_server.address is not None else None,
         }
         for tenant_name, tenant in cell.tenants.items()
         for name, cluster in tenant.tenant_clusters.items()
@@ -472,7 +547,27 @@ def _traffic(cell: CellSpec) -> dict[str, Any]:
             addresses[f"{namespace_of(tenant_name)}/{vm_name}"] = (
                 str(service.address) if service.address is not None else f"pool {pool}"
             )
-    return {"loadBalancer": {"announce": lb.announce.value}, "publicAddresses": addresses}
+    gateway = cell.gateway
+    return {
+        "loadBalancer": {
+            "announce": lb.announce.value,
+            "pools": {name: list(pool.blocks) for name, pool in lb.pools.items()},
+        },
+        "publicAddresses": addresses,
+        **(
+            {"gateway": {"address": _gateway_address(gateway.address, gateway.pool, gateway.per_tenant)}}
+            if gateway is not None
+            else {}
+        ),
+    }
+
+
+def _gateway_address(address: IPv4Address | None, pool: str, per_tenant: bool) -> str:
+    """The Gateway's address as the fingerprint holds it: the fixed one, ``pool <pool>`` (Cilium assigns it) or
+    ``pool <pool>, one per tenant`` (``gateway.perTenant``: an address per tenant's Gateway)."""
+    if address is not None:
+        return str(address)
+    return f"pool {pool}, one per tenant" if per_tenant else f"pool {pool}"
 
 
 def _default_class(cell: CellSpec) -> str:
@@ -559,6 +654,8 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_resized(old, new, region, base),
         *_firmware(old, new, region, base),
         *_clusters(old, new, region, base),
+        *_pools(old, new, region, base),
+        *_endpoint_autoscalers(old, new, region, base),
     ]
 
 
@@ -747,6 +844,17 @@ def _clusters(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base:
                     DisruptiveChange(Change.DATA_DELETED, region, subject, key, f"tenant cluster {subject}", "removed")
                 )
             continue
+        if "apiAddress" in before and before["apiAddress"] != after.get("apiAddress"):
+            changes.append(
+                DisruptiveChange(
+                    Change.TENANT_CLUSTER_API_ADDRESS,
+                    region,
+                    subject,
+                    f"{key}.apiServer",
+                    _text(before["apiAddress"]),
+                    _text(after.get("apiAddress")),
+                )
+            )
         old_minor, new_minor = _minor(str(before.get("kubernetesVersion"))), _minor(str(after.get("kubernetesVersion")))
         if (
             old_minor is not None
@@ -774,11 +882,24 @@ def _network(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
         ("serviceCidr", Change.SERVICE_CIDR),
         ("clusterDns", Change.CLUSTER_DNS),
     )
-    return [
+    changes = [
         DisruptiveChange(kind, region, None, f"{base}.network.{key}", _text(before[key]), _text(after.get(key)))
         for key, kind in kinds
         if key in before and before[key] != after.get(key)
     ]
+    # On or off only: between arp and bgp the address stays served by kube-vip.
+    if "apiVip" in before and (before["apiVip"] is None) != (after.get("apiVip") is None):
+        changes.append(
+            DisruptiveChange(
+                Change.API_VIP,
+                region,
+                None,
+                f"{base}.network.apiVip",
+                _text(before["apiVip"]),
+                _text(after.get("apiVip")),
+            )
+        )
+    return changes
 
 
 def _cilium(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
@@ -909,14 +1030,18 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
 def _metrics(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
     """A smaller ``metrics.storageGib`` than deployed (growing converges: :mod:`gpucell.components.metrics` expands the
     claim)."""
-    was, now = (old.get("metrics") or {}).get("storageGib"), (new.get("metrics") or {}).get("storageGib")
-    if isinstance(was, int) and isinstance(now, int) and now < was:
-        return [
-            DisruptiveChange(
-                Change.METRICS_STORAGE, region, None, f"{base}.metrics.storageGib", f"{was} GiB", f"{now} GiB"
+    before, after = old.get("metrics") or {}, new.get("metrics") or {}
+    changes: list[DisruptiveChange] = []
+    for name, kind, unit in (
+        ("storageGib", Change.METRICS_STORAGE, "GiB"),
+        ("retentionDays", Change.METRICS_RETENTION, "days"),
+    ):
+        was, now = before.get(name), after.get(name)
+        if isinstance(was, int) and isinstance(now, int) and now < was:
+            changes.append(
+                DisruptiveChange(kind, region, None, f"{base}.metrics.{name}", f"{was} {unit}", f"{now} {unit}")
             )
-        ]
-    return []
+    return changes
 
 
 def _minor(version: str) -> tuple[int, int] | None:
@@ -991,3 +1116,86 @@ class StackAcknowledgements(SpecModel):
     acknowledge: list[Acknowledgement] = []
     """Disruptive changes the next ``pulumi up`` may apply, e.g.
     ``[{change: podCidr, region: fra1, reason: "maintenance window CHG-1234"}]``."""
+
+
+def _addresses_of(blocks: Iterable[str]) -> list[tuple[int, int]]:
+    """``(first, last)`` of each block as integers (blocks that do not parse are left out: admission refuses them)."""
+    spans: list[tuple[int, int]] = []
+    for text in blocks:
+        try:
+            block = parse_block(str(text))
+        except ValueError:
+            continue
+        spans.append((int(block.first), int(block.last)))
+    return spans
+
+
+def _covers(new: list[tuple[int, int]], old: list[tuple[int, int]]) -> bool:
+    """True when every address of the ``old`` spans is in one of the ``new`` spans (merged, so that two adjacent
+    blocks cover a span across their border)."""
+    merged: list[list[int]] = []
+    for first, last in sorted(new):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return all(any(a <= first and last <= b for a, b in merged) for first, last in old)
+
+
+def _pools(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """Every pool that shrinks or moves (an address of its deployed blocks is no longer in it) while a Service keeps
+    an address Cilium assigned from it (a VM's ``sshService`` or the Gateway without a fixed address; widening a pool
+    reassigns nothing since cilium/cilium#41122, in the pinned Cilium), and the Gateway's address (fixed, or its
+    pool)."""
+    changes: list[DisruptiveChange] = []
+    was = (old.get("loadBalancer") or {}).get("pools") or {}
+    now = (new.get("loadBalancer") or {}).get("pools") or {}
+    assigned: set[str] = set()
+    for subject, address in (old.get("publicAddresses") or {}).items():
+        if str(address).startswith("pool ") and (new.get("publicAddresses") or {}).get(subject) == address:
+            assigned.add(str(address).removeprefix("pool "))
+    gateway_was, gateway_now = (old.get("gateway") or {}).get("address"), (new.get("gateway") or {}).get("address")
+    if gateway_was is not None and gateway_was == gateway_now and str(gateway_was).startswith("pool "):
+        assigned.add(str(gateway_was).removeprefix("pool ").split(",")[0])
+    for pool, blocks in sorted(was.items()):
+        if pool in now and pool in assigned and not _covers(_addresses_of(now[pool]), _addresses_of(blocks)):
+            changes.append(
+                DisruptiveChange(
+                    Change.LOAD_BALANCER_POOL,
+                    region,
+                    pool,
+                    f"{base}.loadBalancer.pools.{pool}.blocks",
+                    ", ".join(map(str, blocks)),
+                    ", ".join(map(str, now[pool])),
+                )
+            )
+    if gateway_was is not None and gateway_now is not None and gateway_was != gateway_now:
+        changes.append(
+            DisruptiveChange(
+                Change.GATEWAY_ADDRESS, region, None, f"{base}.gateway.address", str(gateway_was), str(gateway_now)
+            )
+        )
+    return changes
+
+
+def _endpoint_autoscalers(
+    old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str
+) -> list[DisruptiveChange]:
+    """Every model endpoint whose autoscaler moves from an HPA to KEDA, or from KEDA with ``minReplicas: 0`` (so
+    possibly at zero) to an HPA."""
+    was, now = old.get("modelEndpoints") or {}, new.get("modelEndpoints") or {}
+    changes: list[DisruptiveChange] = []
+    for subject, before in sorted(was.items()):
+        after = now.get(subject)
+        if after is None or before.get("autoscaler") == after.get("autoscaler"):
+            continue
+        if after.get("autoscaler") == "keda":
+            kind = Change.ENDPOINT_HPA_TO_KEDA
+        elif before.get("minReplicas") == 0:
+            kind = Change.ENDPOINT_KEDA_TO_HPA
+        else:
+            continue
+        old_text = f"{before.get('autoscaler')} (minReplicas {before.get('minReplicas')})"
+        new_text = f"{after.get('autoscaler')} (minReplicas {after.get('minReplicas')})"
+        changes.append(DisruptiveChange(kind, region, subject, f"{base}.{after.get('key')}", old_text, new_text))
+    return changes

@@ -14,9 +14,10 @@
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
   framework for vGPU"), then the VF-typing service of :mod:`gpucell.k3s.vgpu_sriov`.
 
-Every fragment runs under the install script's ``set -euo pipefail`` and its ``as_root`` helper, reads only
-files, and reads the roots ``$GPUCELL_SYSFS_ROOT`` (default ``/sys``) and ``$GPUCELL_PROCFS_ROOT`` (default
-``/proc``) so that tests can run it with bash against stub trees.
+The fragments are ``scripts/host/*.sh`` (:mod:`gpucell.k3s._script_files`). Every fragment runs under the install
+script's ``set -euo pipefail`` and its ``as_root`` helper, reads only files, and reads the roots
+``$GPUCELL_SYSFS_ROOT`` (default ``/sys``) and ``$GPUCELL_PROCFS_ROOT`` (default ``/proc``) so that tests can run it
+with bash against stub trees.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.k3s import vgpu_sriov
+from gpucell.k3s._script_files import render
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
@@ -38,74 +40,6 @@ MIN_SRIOV_VGPU_KERNEL = (6, 8)
 """The first Linux release with NVIDIA's vendor-specific VFIO vGPU framework (secondary sources only: KubeVirt VEP
 210, kernel/hypeman PR #364 "Linux 6.8 hosts with NVIDIA R580 drop the mdev interface"); older kernels are refused
 as the safe choice."""
-
-_MEMORY = """
-# Host CPUs and memory of pool {pool} (topology profile): the kernel must report what admission budgets VMs on.
-gpucell_sysfs="${{GPUCELL_SYSFS_ROOT:-/sys}}"
-gpucell_nodes="$gpucell_sysfs/devices/system/node"
-gpucell_found=0
-for gpucell_dir in "$gpucell_nodes"/node[0-9]*; do
-  if [ -d "$gpucell_dir" ]; then
-    gpucell_found=$((gpucell_found + 1))
-  fi
-done
-if [ "$gpucell_found" -ne {numa} ]; then
-  gpucell_msg="gpucell: pool {pool} declares {numa} NUMA nodes (topology.numaNodes),"
-  echo "$gpucell_msg this host has $gpucell_found ($gpucell_nodes)" >&2
-  exit 1
-fi
-for gpucell_node in $(seq 0 {last}); do
-  gpucell_dir="$gpucell_nodes/node$gpucell_node"
-  gpucell_kb=$(awk '$3 == "MemTotal:" {{ print $4 }}' "$gpucell_dir/meminfo" 2>/dev/null || true)
-  gpucell_gib=$(( ${{gpucell_kb:-0}} / 1048576 ))
-  gpucell_cpus=$(awk -F , '{{ n = 0; for (i = 1; i <= NF; i++) {{ split($i, r, "-");
-    n += (r[2] == "" ? 1 : r[2] - r[1] + 1) }} print n }}' "$gpucell_dir/cpulist" 2>/dev/null || true)
-  if [ "${{gpucell_cpus:-0}}" -ne {cpus} ]; then
-    gpucell_msg="gpucell: NUMA node $gpucell_node has ${{gpucell_cpus:-0}} CPUs (cpulist),"
-    echo "$gpucell_msg pool {pool} declares topology.cpusPerNuma {cpus}" >&2
-    exit 1
-  fi
-  if [ "$gpucell_gib" -lt {memory} ]; then
-    gpucell_msg="gpucell: NUMA node $gpucell_node has $gpucell_gib GiB of memory (MemTotal),"
-    echo "$gpucell_msg less than pool {pool} declares (topology.memoryPerNumaGib {memory})" >&2
-    exit 1
-  fi
-{pages}done
-echo "gpucell: host of pool {pool} as declared: {numa} NUMA nodes x {cpus} CPUs and {memory} GiB{summary}"
-"""
-
-_PAGES = """  gpucell_pages=$(cat "$gpucell_dir/hugepages/hugepages-{kb}kB/nr_hugepages" 2>/dev/null || echo 0)
-  if [ "$gpucell_pages" -ne {count} ]; then
-    gpucell_msg="gpucell: NUMA node $gpucell_node has $gpucell_pages {size} hugepages, pool {pool} declares"
-    gpucell_msg+=" topology.{key} {count}; reserve them on the kernel command line ({cmdline}) and reboot"
-    echo "$gpucell_msg" >&2
-    exit 1
-  fi
-"""
-
-_KERNEL = """
-# SR-IOV vGPU needs NVIDIA's vendor-specific VFIO framework, which Linux provides from {major}.{minor}.
-gpucell_release=$(cat "${{GPUCELL_PROCFS_ROOT:-/proc}}/sys/kernel/osrelease")
-gpucell_major=$(echo "$gpucell_release" | cut -d . -f 1)
-gpucell_minor=$(echo "$gpucell_release" | cut -d . -f 2 | tr -cd '0-9')
-if [ "$gpucell_major" -lt {major} ] \
-  || {{ [ "$gpucell_major" -eq {major} ] && [ "${{gpucell_minor:-0}}" -lt {minor} ]; }}; then
-  gpucell_msg="gpucell: kernel $gpucell_release is older than {major}.{minor}: pool {pool} runs {model} vGPUs as"
-  gpucell_msg+=" SR-IOV virtual functions (vGPU driver branch {branch}), which need Linux {major}.{minor} or later;"
-  echo "$gpucell_msg boot a newer kernel or use a vGPU driver older than branch 550" >&2
-  exit 1
-fi
-"""
-
-_IOMMU = """
-# Pool {pool} (gpuMode dra): the DRA driver binds a VM's GPU to vfio-pci, which needs the IOMMU.
-gpucell_groups="${{GPUCELL_SYSFS_ROOT:-/sys}}/kernel/iommu_groups"
-if [ -z "$(find "$gpucell_groups" -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1)" ]; then
-  gpucell_msg="gpucell: pool {pool} (gpuMode dra) needs the IOMMU, and $gpucell_groups is empty: turn on VT-d or"
-  echo "$gpucell_msg AMD-Vi in firmware and boot with intel_iommu=on iommu=pt (or amd_iommu=on iommu=pt)" >&2
-  exit 1
-fi
-"""
 
 _PAGE_KB = {"1Gi": 1048576, "2Mi": 2048}
 _PAGE_KEY = {"1Gi": "hugepages1GiPerNuma", "2Mi": "hugepages2MiPerNuma"}
@@ -130,7 +64,8 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
     would take memory the admission counts as ordinary); exits 1 with one ``gpucell: ...`` line on stderr at the
     first difference."""
     pages = "".join(
-        _PAGES.format(
+        render(
+            "host/pages",
             kb=_PAGE_KB[size],
             count=topology.hugepages_per_numa(size),
             size=size,
@@ -142,7 +77,8 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
     )
     reserved = [f"{count} x {size}" for size in _PAGE_KB if (count := topology.hugepages_per_numa(size))]
     summary = f", hugepages {' and '.join(reserved)} per node" if reserved else ""
-    return _MEMORY.format(
+    return render(
+        "host/memory",
         pool=pool_name,
         numa=topology.numa_nodes,
         last=topology.numa_nodes - 1,
@@ -156,12 +92,12 @@ def memory_check(pool_name: str, topology: TopologyProfile) -> str:
 def kernel_check(pool_name: str, model: str, branch: int) -> str:
     """Bash refusing a kernel older than :data:`MIN_SRIOV_VGPU_KERNEL` on an SR-IOV vGPU node."""
     major, minor = MIN_SRIOV_VGPU_KERNEL
-    return _KERNEL.format(major=major, minor=minor, pool=pool_name, model=model, branch=branch)
+    return render("host/kernel", major=major, minor=minor, pool=pool_name, model=model, branch=branch)
 
 
 def iommu_check(pool_name: str) -> str:
     """Bash stopping the install on a ``dra`` node whose kernel runs without the IOMMU (no IOMMU groups)."""
-    return _IOMMU.format(pool=pool_name)
+    return render("host/iommu", pool=pool_name)
 
 
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:

@@ -1,7 +1,8 @@
 """What K3sCluster runs on each node: the k3s config file and the bash scripts, rendered as plain text.
 
 Nothing here touches Pulumi: every function is a pure ``spec -> str`` so the offline plan can write the files
-(``node_files``) and the tests can shellcheck them. No function ever receives the cluster token: it reaches
+(``node_files``) and the tests can shellcheck them. The bash is in ``scripts/preamble.sh`` and ``scripts/k3s/*.sh``
+(:mod:`gpucell.k3s._script_files`). No function ever receives the cluster token: it reaches
 nodes only on the command's stdin (see :mod:`gpucell.k3s.cluster`).
 
 Upstream sources of the values:
@@ -37,6 +38,7 @@ import yaml
 from gpucell.catalog.gpu_catalog import VgpuFramework
 from gpucell.cluster import K3S_LOCAL_PORT, listen_port
 from gpucell.k3s import kube_vip, vgpu_sriov
+from gpucell.k3s._script_files import render
 from gpucell.k3s.hardening import AUDIT_LOG_DIR, SYSCTL_PATH, NodeFile
 from gpucell.k3s.hardening import agent_options as hardening_options
 from gpucell.k3s.hardening import server_options as hardening_server_options
@@ -308,424 +310,8 @@ def _heredoc_safe(text: str) -> str:
     return text
 
 
-# -- scripts ---------------------------------------------------------------------------------------
-_PREAMBLE = """\
-#!/usr/bin/env bash
-# {title}
-# Rendered by gpucell ({source}); run over SSH by pulumi-command.
-set -euo pipefail
-umask 077
-
-# Root, or password-less sudo for the SSH user (sudo -n fails instead of waiting for a password).
-as_root() {{
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  else
-    sudo -n "$@"
-  fi
-}}
-"""
-
-K3S_SCRIPTS_SOURCE = "components/_k3s_scripts.py"
+K3S_SCRIPTS_SOURCE = "gpucell/k3s/_scripts.py"
 """The source path the install, uninstall and kubeconfig scripts name in their header."""
-
-_INSTALL_BODY = """\
-readonly K3S_VERSION={version}
-readonly K3S_EXEC={role}
-readonly K3S_SERVICE={service}
-readonly K3S_BIN=/usr/local/bin/k3s
-readonly NODE_NAME={node_name}
-readonly CONFIG_DIR=/etc/rancher/k3s
-readonly CONFIG_FILE={config_path}
-readonly TOKEN_FILE={token_path}
-readonly INSTALLER_URL={installer_url}
-readonly INSTALLER_SHA256={installer_sha256}
-readonly KUBELET_DIR={kubelet_dir}
-readonly NODE_KUBECONFIG={node_kubeconfig}
-readonly ETCD_DATA_DIR={etcd_data_dir}
-readonly API_URL={api_url}
-
-# The kubelet-arg entries of the k3s config on stdin that the kubelet's CPU and memory manager checkpoints
-# depend on, one a line and sorted; nothing when it has none.
-kubelet_args() {{
-  awk '/^kubelet-arg:/ {{ in_list = 1; next }}
-    in_list && /^- ({state_args})/ {{ print; next }}
-    in_list && /^[- ]/ {{ next }}
-    {{ in_list = 0 }}' | LC_ALL=C sort
-}}
-
-# The k3s config on stdin without the top-level options named in $1 (space-separated) and their list items.
-without_options() {{
-  awk -v skip="$1" 'BEGIN {{ n = split(skip, keys, " "); for (i = 1; i <= n; i++) drop[keys[i] ":"] = 1 }}
-    /^[^ -]/ {{ dropping = ($1 in drop) }}
-    !dropping {{ print }}'
-}}
-
-# This node as its kubelet sees it: "<Ready condition status> <kubelet version>"; nothing before it registered.
-node_status() {{
-  if as_root test -f "$NODE_KUBECONFIG"; then
-    as_root "$K3S_BIN" kubectl --kubeconfig "$NODE_KUBECONFIG" --request-timeout=10s get node "$NODE_NAME" \\
-      -o 'jsonpath={{.status.conditions[?(@.type=="Ready")].status}} {{.status.nodeInfo.kubeletVersion}}' \\
-      2>/dev/null || true
-  fi
-}}
-
-{waits}as_root install -d -m 0755 "$CONFIG_DIR"
-
-# The cluster token arrives on stdin (a Pulumi secret) and goes straight into a root-only file: it is never
-# in this script, an argument, the environment or the output. This must stay the first command reading stdin.
-as_root install -m 0600 /dev/null "$TOKEN_FILE.new"
-as_root tee "$TOKEN_FILE.new" >/dev/null
-as_root mv -f "$TOKEN_FILE.new" "$TOKEN_FILE"
-if ! as_root test -s "$TOKEN_FILE"; then
-  echo "gpucell: no cluster token on stdin" >&2
-  exit 1
-fi
-{encryption_guard}
-# A host that runs k3s under another node name was renamed in config at the same address. An agent joins again
-# under the new name (the old name's uninstall then leaves it alone, see the uninstall script). A server's etcd
-# member cannot be renamed in place: refuse before anything changes.
-{read_node_name}if [ -n "$have_name" ] && [ "$have_name" != "$NODE_NAME" ]; then
-  if [ "$K3S_EXEC" = server ]; then
-    echo "gpucell: this host runs the k3s server $have_name; a server cannot be renamed in place (its etcd" \\
-      "member keeps its name). Remove $have_name from the pool in one pulumi up, then add $NODE_NAME in the" \\
-      "next." >&2
-    exit 1
-  fi
-  echo "gpucell: this host ran k3s as $have_name; it joins again as $NODE_NAME"
-fi
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-# What k3s reads, staged first: its config, then the files of the CIS profile and of sign-in.
-cat >"$work/config.yaml" <<'{heredoc}'
-{config}{heredoc}
-{staged_files}{static_pods}
-readonly MANAGED=("$CONFIG_FILE"{managed})
-readonly STAGED=("$work/config.yaml"{staged})
-readonly MODES=(0600{modes})
-
-# Options k3s reads only when a node registers (node-label, node-taint; and on a server holding etcd data,
-# cluster-init and server): a change there is written for the record without a restart, while the API carries the
-# labels and taints.
-registration_only="node-label node-taint"
-if [ "$K3S_EXEC" = server ] && as_root test -d "$ETCD_DATA_DIR"; then
-  registration_only="$registration_only cluster-init server"
-fi
-
-# sha256 over every managed file, each after its path: "staged" reads this run's, "installed" the node's. With
-# "run", the k3s config leaves out the registration-only options: what a restart would apply.
-files_sum() {{
-  local i
-  for i in "${{!MANAGED[@]}}"; do
-    printf '%s\\n' "${{MANAGED[$i]}}"
-    if [ "$1" = staged ]; then
-      cat "${{STAGED[$i]}}"
-    else
-      as_root cat "${{MANAGED[$i]}}" 2>/dev/null || echo "(missing)"
-    fi | if [ "$i" = 0 ] && [ "${{2:-}}" = run ]; then without_options "$registration_only"; else cat; fi
-  done | sha256sum | cut -d ' ' -f 1
-}}
-
-# Idempotence: the pinned version, running with these files, is left alone (no restart).
-want_sum="$(files_sum staged)"
-have_sum="$(files_sum installed)"
-want_run_sum="$(files_sum staged run)"
-have_run_sum="$(files_sum installed run)"
-have_version=""
-if [ -x "$K3S_BIN" ]; then
-  # "k3s version v1.34.2+k3s1 (abcdef12)"; a binary that cannot run counts as not installed.
-  have_version="$("$K3S_BIN" --version 2>/dev/null | awk 'NR == 1 {{ print $3 }}')" || have_version=""
-fi
-if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_run_sum" = "$want_run_sum" ] \\
-  && as_root systemctl is-active --quiet "$K3S_SERVICE"; then
-  if [ "$have_sum" = "$want_sum" ]; then
-    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
-  else
-    as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
-    echo "gpucell: only options k3s reads at registration changed ($registration_only): config written," \\
-      "k3s not restarted"
-  fi
-  # Installed by an earlier run whose wait failed: the node must still come up on this version.
-  now="$(node_status)"
-  if [ -n "$now" ] && [ "${{now#* }}" != "$K3S_VERSION" ]; then
-    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${{now#* }}"
-    wait_node True
-  fi
-  exit 0
-fi
-
-# A server told to initialise etcd, without etcd data of its own, must not start a second cluster beside a live
-# one (a reinstalled init server would): when the API endpoint already answers, refuse.
-if [ "$K3S_EXEC" = server ] && grep -qx 'cluster-init: true' "$work/config.yaml" \\
-  && ! as_root test -d "$ETCD_DATA_DIR" && curl -sfk --max-time 5 "$API_URL/cacerts" >/dev/null 2>&1; then
-  echo "gpucell: refusing to initialise a new etcd cluster on $NODE_NAME: $API_URL already answers, so the" \\
-    "cell exists. A server without etcd data must join it: set etcd.initServer to a running server." >&2
-  exit 1
-fi
-
-# The installer of this release, from the release's tag (not a moving URL), run only when it is the reviewed
-# one. Fetched before anything is stopped, so that a download or checksum failure leaves the node as it was.
-curl -sfL --retry 3 "$INSTALLER_URL" -o "$work/install.sh"
-have_installer="$(sha256sum "$work/install.sh" | cut -d ' ' -f 1)"
-if [ "$have_installer" != "$INSTALLER_SHA256" ]; then
-  echo "gpucell: $INSTALLER_URL has sha256 $have_installer, not the pinned $INSTALLER_SHA256; nothing was" \\
-    "changed. Review that script; if it is the one you want, set k3s.installerSha256 to its checksum" >&2
-  exit 1
-fi
-
-{join_wait}# Ready before the restart: then it must be Ready again, on the new version, before this script succeeds.
-was="$(node_status)"
-
-# A different set of the kubelet-arg entries its checkpoints depend on (a changed topology profile) must not
-# meet the kubelet's old checkpoints: the kubelet refuses to start when its CPU or memory manager policy differs
-# from the one in its state file. As the Kubernetes docs prescribe: stop the kubelet (the whole k3s service),
-# remove the state files, and start it with the new options (the installer below restarts the service).
-# Other changes (labels, the CIS profile's kubelet arguments) leave the state files alone.
-want_kubelet_args="$(kubelet_args <"$work/config.yaml")"
-have_kubelet_args=""
-if as_root test -f "$CONFIG_FILE"; then
-  have_kubelet_args="$(as_root cat "$CONFIG_FILE" | kubelet_args)"
-fi
-if [ "$want_kubelet_args" != "$have_kubelet_args" ]; then
-  # Stopped even when failed or restarting (systemd would restart it with the old config and old checkpoint).
-  if as_root systemctl cat "$K3S_SERVICE" >/dev/null 2>&1; then
-    as_root systemctl stop "$K3S_SERVICE"
-  fi
-  as_root rm -f {state_files}
-  echo "gpucell: kubelet-arg changed; removed the kubelet's CPU and memory manager state"
-fi
-
-# (Re)install: the files first (k3s reads them at start), then the installer writes the systemd unit and
-# restarts the service.
-for i in "${{!MANAGED[@]}}"; do
-  as_root install -D -m "${{MODES[$i]}}" "${{STAGED[$i]}}" "${{MANAGED[$i]}}"
-done
-{after_files}as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" \\
-  sh "$work/install.sh" </dev/null
-echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
-{tail}"""
-
-_WAIT_API = """\
-# A server is done when its API server answers; the next server and the agents join through it.
-wait_api() {{
-  local _
-  for _ in $(seq 1 {attempts}); do
-    if as_root "$K3S_BIN" kubectl get --raw=/readyz >/dev/null 2>&1; then
-      echo "gpucell: API server ready"
-      return 0
-    fi
-    sleep 5
-  done
-  echo "gpucell: API server not ready after {timeout} s" >&2
-  exit 1
-}}
-
-"""
-
-_WAIT_VIP = """\
-# The API VIP (network.apiVip) comes from kube-vip on the servers: joining through it, or finishing the first
-# server, waits until it answers.
-wait_vip() {{
-  local _
-  for _ in $(seq 1 {attempts}); do
-    if curl -sfk --max-time 5 "$API_URL/cacerts" >/dev/null 2>&1; then
-      echo "gpucell: API VIP $API_URL answers"
-      return 0
-    fi
-    sleep 5
-  done
-  echo "gpucell: API VIP $API_URL does not answer after {timeout} s; see the kube-vip pod on the servers" \\
-    "(crictl logs, network.apiVip.interface {interface}), or remove network.apiVip and put a load balancer at" \\
-    "network.apiEndpoint" >&2
-  exit 1
-}}
-
-"""
-
-_WRITE_VIP = """
-# kube-vip's static pod (network.apiVip): the kubelet runs it from k3s's pod-manifests directory and reloads it
-# when it changes, so it is written on its own, outside the restart check.
-cat >"$work/kube-vip.yaml" <<'{heredoc}'
-{manifest}{heredoc}
-if ! as_root cmp -s "$work/kube-vip.yaml" {path}; then
-  as_root install -D -m 0600 "$work/kube-vip.yaml" {path}
-  echo "gpucell: kube-vip static pod written"
-fi
-"""
-
-_REMOVE_VIP = """
-# Without network.apiVip no kube-vip static pod of gpucell's stays behind (the kubelet then stops it).
-if as_root test -f {path}; then
-  as_root rm -f {path}
-  echo "gpucell: kube-vip static pod removed (network.apiVip is not set)"
-fi
-"""
-
-_ENCRYPTION_GUARD = """
-# k3s cannot turn secrets encryption on or off in a running cluster ("Starting K3s without encryption and
-# enabling it at a later time is currently not supported", docs.k3s.io/cli/secrets-encrypt): a server whose
-# datastore exists keeps what it was initialised with, and a config that changes it is refused before anything
-# is touched.
-readonly WANT_SECRETS_ENCRYPTION={want}
-if as_root test -d {etcd_dir}; then
-  have_secrets_encryption=false
-  if as_root test -f {encryption_config}; then
-    have_secrets_encryption=true
-  fi
-  if [ "$have_secrets_encryption" != "$WANT_SECRETS_ENCRYPTION" ]; then
-    echo "gpucell: this server's cluster runs with secrets-encryption $have_secrets_encryption, which k3s cannot" \\
-      "change on a running cluster; set k3s.secretsEncryption to $have_secrets_encryption (nothing was changed)" >&2
-    exit 1
-  fi
-fi
-"""
-
-_WAIT_NODE = """\
-# After a (re)start: a node that was Ready ($1 starts with True) is done when it is Ready again on the pinned
-# version; a new node when it registered (it becomes Ready once the CNI runs, which comes after the servers).
-wait_node() {{
-  local want what now _
-  if [ "${{1%% *}}" = True ]; then
-    want="True $K3S_VERSION"
-    what="Ready on $K3S_VERSION"
-  else
-    want=""
-    what="registered"
-  fi
-  now=""
-  for _ in $(seq 1 {attempts}); do
-    now="$(node_status)"
-    if {{ [ -n "$want" ] && [ "$now" = "$want" ]; }} || {{ [ -z "$want" ] && [ -n "$now" ]; }}; then
-      echo "gpucell: node $NODE_NAME $what"
-      return 0
-    fi
-    sleep 5
-  done
-  echo "gpucell: node $NODE_NAME not $what after {timeout} s (its kubelet reports '$now');" \\
-    "see journalctl -u $K3S_SERVICE" >&2
-  exit 1
-}}
-
-"""
-
-_LEAVE_ETCD = """\
-readonly K3S_BIN=/usr/local/bin/k3s
-readonly NODE_NAME={node_name}
-
-kc() {{
-  as_root "$K3S_BIN" kubectl --kubeconfig {kubeconfig} --request-timeout=30s "$@"
-}}
-
-# Leave etcd before going away: deleting this server's Node object (with its own admin kubeconfig) makes k3s
-# remove its etcd member, so the remaining servers keep their quorum. Never --force, which skips the finalizer
-# that does it. Waits (bounded) until the Node is gone, so that servers leave one after another. Tolerated
-# failure (API already down, node already gone): the uninstall below must still run.
-if [ -x "$K3S_BIN" ]; then
-  if kc delete node "$NODE_NAME" --wait=false; then
-    echo "gpucell: deleted node $NODE_NAME; waiting for k3s to remove its etcd member"
-    gone=""
-    for _ in $(seq 1 {attempts}); do
-      if [ -z "$(kc get node "$NODE_NAME" --ignore-not-found -o name 2>/dev/null)" ]; then
-        gone=1
-        break
-      fi
-      sleep 5
-    done
-    if [ -z "$gone" ]; then
-      echo "gpucell: node $NODE_NAME still listed after {timeout} s; check the etcd member list on the other" \\
-        "servers" >&2
-    fi
-  else
-    echo "gpucell: could not delete node $NODE_NAME; check the etcd member list on the other servers" >&2
-  fi
-fi
-
-"""
-
-_READ_NODE_NAME = """\
-have_name="$(as_root cat {config_path} 2>/dev/null | awk '/^node-name:/ {{ print $2; exit }}')" || have_name=""
-"""
-"""Sets ``have_name`` to the ``node-name`` of the k3s config installed on the host (empty without one): how the
-install and uninstall scripts tell a host renamed in config at the same address."""
-
-_RENAMED_GUARD = """\
-# Renamed at the same address: the host's k3s config names another node, installed by that node's resource
-# earlier in this pulumi up (Pulumi creates new resources before it deletes the ones that left the program).
-# Uninstalling would take k3s from the new node; only the old Node object goes (its -prepare delete).
-{read_node_name}readonly OLD_NAME={node_name}
-if [ -n "$have_name" ] && [ "$have_name" != "$OLD_NAME" ]; then
-  echo "gpucell: this host now runs k3s as $have_name: k3s stays installed; only node $OLD_NAME leaves the" \\
-    "cell"
-  exit 0
-fi
-
-"""
-
-_UNINSTALL_BODY = """\
-readonly UNINSTALL={path}
-if [ -x "$UNINSTALL" ]; then
-  cleanup_cilium
-  as_root "$UNINSTALL"
-else
-  echo "gpucell: $UNINSTALL not found; k3s is not installed here"
-fi
-"""
-
-# Cilium's host state goes before k3s's uninstall script (k3s-io/k3s#8347, k3s-io/docs#134: with it left in place
-# the host can lose its network, and the SSH session running this with it). First every pod stops (k3s-killall.sh,
-# so that the Cilium agent cannot put anything back), then what k3s's docs ("Uninstalling K3s", Cilium) and
-# `cilium-dbg cleanup` (Cilium v1.20 cilium-dbg/cmd/cleanup.go) remove: its links, its iptables rules, the BPF
-# programs it attached (tc/tcx filters and XDP on every interface; tcx links and maps are pinned under
-# /sys/fs/bpf) and its cgroup2 mount. Each step is bounded and tolerated: the uninstall must still run. A tool's
-# output is read whole before grep looks at it: `tool | grep -q` under pipefail fails when grep exits at the first
-# match and the tool dies of SIGPIPE, which skipped the iptables cleanup on a host with many rules (and in CI).
-_CILIUM_CLEANUP = """\
-readonly KILLALL={killall}
-
-cleanup_cilium() {{
-  local link table hook out
-  if [ -x "$KILLALL" ]; then
-    as_root timeout 300 "$KILLALL" >/dev/null 2>&1 || echo "gpucell: $KILLALL failed; cleaning Cilium anyway" >&2
-  fi
-  for link in cilium_host cilium_net cilium_vxlan cilium_geneve cilium_wg0; do
-    if ip link show "$link" >/dev/null 2>&1; then
-      as_root ip link delete "$link" || true
-    fi
-  done
-  # Only Cilium's programs (named cil_*): other tc filters and XDP programs on the host stay.
-  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{{ sub(/@.*/, "", $2); print $2 }}'); do
-    out=$(ip link show dev "$link" 2>/dev/null) || out=""
-    if grep -q 'name cil_' <<<"$out"; then
-      as_root ip link set dev "$link" xdp off || true
-    fi
-    for hook in ingress egress; do
-      out=$(tc filter show dev "$link" "$hook" 2>/dev/null) || out=""
-      if grep -q 'cil_' <<<"$out"; then
-        as_root tc filter del dev "$link" "$hook" || true
-      fi
-    done
-  done
-  for table in iptables ip6tables; do
-    command -v "$table-save" >/dev/null 2>&1 || continue
-    out=$(as_root timeout 60 "$table-save" 2>/dev/null) || continue
-    if grep -qi cilium <<<"$out"; then
-      grep -iv cilium <<<"$out" | as_root timeout 60 "$table-restore" \\
-        || echo "gpucell: could not remove Cilium's $table rules" >&2
-    fi
-  done
-  if mountpoint -q /run/cilium/cgroupv2 2>/dev/null; then
-    as_root umount /run/cilium/cgroupv2 || true
-  fi
-  as_root rm -rf /sys/fs/bpf/cilium /sys/fs/bpf/tc/globals/cilium_* /var/run/cilium 2>/dev/null || true
-  echo "gpucell: removed Cilium's host state"
-}}
-
-"""
-
-_KUBECONFIG_BODY = """\
-as_root cat {path}
-"""
 
 
 def _service(role: NodeRole) -> str:
@@ -791,8 +377,11 @@ def install_script(
     )
     guard = ""
     if server:
-        guard = _ENCRYPTION_GUARD.format(
-            want=str(cell.k3s.encrypts_secrets).lower(), etcd_dir=ETCD_DATA_DIR, encryption_config=ENCRYPTION_CONFIG
+        guard = render(
+            "k3s/encryption-guard",
+            want=str(cell.k3s.encrypts_secrets).lower(),
+            etcd_dir=ETCD_DATA_DIR,
+            encryption_config=ENCRYPTION_CONFIG,
         )
     after_files = ""
     if server and cell.k3s.cis:
@@ -800,13 +389,13 @@ def install_script(
     if any(file.path == SYSCTL_PATH for file in files):
         after_files += f"as_root sysctl -p {SYSCTL_PATH} >/dev/null  # before the kubelet checks them\n"
     timing = {"attempts": READY_TIMEOUT_SECONDS // 5, "timeout": READY_TIMEOUT_SECONDS}
-    waits = (_WAIT_API.format(**timing) if server else "") + _WAIT_NODE.format(**timing)
+    waits = (render("k3s/wait-api", **timing) if server else "") + render("k3s/wait-node", **timing)
     vip = cell.network.api_vip
     init = server and host.name == cell.init_server
     static_pods = join_wait = ""
     tail = ("wait_api\n" if server else "") + 'wait_node "$was"\n'
     if vip is not None:
-        waits += _WAIT_VIP.format(**timing, interface=shlex.quote(vip.interface))
+        waits += render("k3s/wait-vip", **timing, interface=shlex.quote(vip.interface))
         if init:
             tail = "wait_api\nwait_vip\n" + 'wait_node "$was"\n'
         else:
@@ -814,11 +403,12 @@ def install_script(
     if server:
         path = shlex.quote(kube_vip.MANIFEST_PATH)
         static_pods = (
-            _WRITE_VIP.format(heredoc=_HEREDOC, manifest=_heredoc_safe(kube_vip.manifest(cell)), path=path)
+            render("k3s/write-vip", manifest=_heredoc_safe(kube_vip.manifest(cell)), path=path)
             if vip is not None
-            else _REMOVE_VIP.format(path=path)
+            else render("k3s/remove-vip", path=path)
         )
-    body = _INSTALL_BODY.format(
+    body = render(
+        "k3s/install",
         version=shlex.quote(cell.versions.k3s),
         role="server" if server else "agent",
         service=_service(role),
@@ -827,7 +417,6 @@ def install_script(
         token_path=TOKEN_PATH,
         installer_url=shlex.quote(installer_url(cell.versions.k3s)),
         installer_sha256=cell.k3s.installer_checksum(cell.versions.k3s),
-        heredoc=_HEREDOC,
         config=config_yaml,
         kubelet_dir=KUBELET_DIR,
         node_kubeconfig=KUBELET_KUBECONFIG_PATH,
@@ -836,7 +425,7 @@ def install_script(
         state_args="|".join(KUBELET_STATE_ARGS),
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
         encryption_guard=guard,
-        read_node_name=_READ_NODE_NAME.format(config_path='"$CONFIG_FILE"'),
+        read_node_name=render("k3s/read-node-name", config_path='"$CONFIG_FILE"'),
         staged_files=staged,
         managed="".join(f" {shlex.quote(file.path)}" for file in files),
         staged="".join(f' "$work/file-{index}"' for index in range(1, len(files) + 1)),
@@ -847,7 +436,7 @@ def install_script(
         waits=waits,
         tail=tail,
     )
-    return _PREAMBLE.format(title=title, source=K3S_SCRIPTS_SOURCE) + host_setup + "\n" + body
+    return render("preamble", title=title, source=K3S_SCRIPTS_SOURCE) + host_setup + "\n" + body
 
 
 def uninstall_script(role: NodeRole, node_name: str) -> str:
@@ -872,11 +461,12 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     """
     service = _service(role)
     path = f"/usr/local/bin/{service}-uninstall.sh"
-    body = _CILIUM_CLEANUP.format(killall=shlex.quote("/usr/local/bin/k3s-killall.sh")) + _UNINSTALL_BODY.format(
-        path=path
+    body = render("k3s/cilium-cleanup", killall=shlex.quote("/usr/local/bin/k3s-killall.sh")) + render(
+        "k3s/uninstall", path=path
     )
     if role is NodeRole.SERVER:
-        leave = _LEAVE_ETCD.format(
+        leave = render(
+            "k3s/leave-etcd",
             node_name=shlex.quote(node_name),
             kubeconfig=KUBECONFIG_PATH,
             attempts=READY_TIMEOUT_SECONDS // 5,
@@ -884,13 +474,15 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
         )
         body = leave + body
     body = (
-        _RENAMED_GUARD.format(
-            read_node_name=_READ_NODE_NAME.format(config_path=CONFIG_PATH), node_name=shlex.quote(node_name)
+        render(
+            "k3s/renamed-guard",
+            read_node_name=render("k3s/read-node-name", config_path=CONFIG_PATH),
+            node_name=shlex.quote(node_name),
         )
         + body
     )
     return (
-        _PREAMBLE.format(title=f"gpucell: uninstall {service} from {node_name}", source=K3S_SCRIPTS_SOURCE)
+        render("preamble", title=f"gpucell: uninstall {service} from {node_name}", source=K3S_SCRIPTS_SOURCE)
         + "\n"
         + body
     )
@@ -899,9 +491,9 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
 def kubeconfig_script() -> str:
     """The bash script that prints a server's admin kubeconfig (``/etc/rancher/k3s/k3s.yaml``, root-only)."""
     return (
-        _PREAMBLE.format(title="gpucell: print the k3s admin kubeconfig", source=K3S_SCRIPTS_SOURCE)
+        render("preamble", title="gpucell: print the k3s admin kubeconfig", source=K3S_SCRIPTS_SOURCE)
         + "\n"
-        + _KUBECONFIG_BODY.format(path=KUBECONFIG_PATH)
+        + render("k3s/kubeconfig", path=KUBECONFIG_PATH)
     )
 
 

@@ -41,6 +41,12 @@ KUBECONFIG_MOUNT = "/etc/kubernetes/admin.conf"
 _K3S_KUBECONFIG = "/etc/rancher/k3s/k3s.yaml"
 _LEASE = {"vip_leaseduration": "5", "vip_renewdeadline": "3", "vip_retryperiod": "1"}
 """kube-vip's defaults as ``manifest pod`` writes them, seconds."""
+_PRESERVE = {"vip_preserve_on_leadership_loss": "true"}
+"""ARP: a server whose lease renewal times out (API server slow, etcd busy) keeps the VIP until another server is
+leader, which removes it there (``onNewLeader``). Without it kube-vip deletes the VIP at once and the API is
+unreachable until a new leader is elected (kube-vip/kube-vip#282, #1377; PR #1306). v1.0.4
+``pkg/kubevip/config_envvar.go`` names the variable, ``pkg/cluster/clusterLeaderElection.go`` acts on it; the default
+is ``false``."""
 
 
 def image(version: str) -> str:
@@ -62,6 +68,7 @@ def _env(cell: NodeViews) -> list[dict[str, Any]]:
         "svc_enable": "false",
         "vip_leaderelection": str(arp).lower(),
         **(_LEASE if arp else {}),
+        **(_PRESERVE if arp else {}),
     }
     if vip.bgp is not None:
         env.update(

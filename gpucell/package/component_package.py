@@ -20,6 +20,7 @@ What the package takes differently from Python:
 TypeScript program. Decision 0019 says which components are exported and why.
 """
 
+import dataclasses
 import importlib.metadata
 import json
 import sys
@@ -40,6 +41,7 @@ from gpucell.components.gateway import EndpointRoute, gateway_name
 from gpucell.errors import ConfigError
 from gpucell.package import inputs as package_inputs
 from gpucell.package._generated import types
+from gpucell.spec import ModelEndpointSpec
 from gpucell.spec.traffic import endpoint_host
 from gpucell.tenancy import tenant as tenancy
 from gpucell.workloads import model_endpoint, notebook, virtual_machine
@@ -124,10 +126,8 @@ class GpuOperator(gpu_operator.GpuOperator):
     """Namespace the operator and its operands run in (``gpu-operator``)."""
 
     def __init__(self, name: str, args: types.GpuOperatorInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.GpuOperatorInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        spec = gpu_operator.GpuOperatorArgs(cluster, inputs.spec, inputs.node_pools, inputs.version, inputs.metrics)
-        super().__init__(name, spec, opts)
+        inputs = _validated(package_inputs.GPU_OPERATOR.model, args)
+        super().__init__(name, package_inputs.GPU_OPERATOR.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class KubeVirt(kubevirt.KubeVirt):
@@ -137,29 +137,17 @@ class KubeVirt(kubevirt.KubeVirt):
     """Namespace of KubeVirt (``kubevirt``)."""
 
     def __init__(self, name: str, args: types.KubeVirtInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.KubeVirtInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        spec = kubevirt.KubeVirtArgs(
-            cluster,
-            inputs.node_pools,
-            inputs.vgpu_driver_image,
-            inputs.version,
-            inputs.removal_policy,
-            common_instancetypes=inputs.common_instancetypes,
-            vm_state_storage_class=inputs.vm_state_storage_class,
-            vm_persistent_state=inputs.vm_persistent_state,
-        )
-        super().__init__(name, spec, opts)
+        inputs = _validated(package_inputs.KUBEVIRT.model, args)
+        super().__init__(name, package_inputs.KUBEVIRT.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class Cdi(cdi.Cdi):
     """CDI (Containerized Data Importer): the operator, its ``CDI`` CR and the StorageProfile of VM disks' class."""
 
     def __init__(self, name: str, args: types.CdiInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.CdiInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
+        inputs = _validated(package_inputs.CDI.model, args)
         volumes = cdi.VolumeClass(args["storageClass"], tuple(inputs.access_modes), inputs.volume_mode.value)
-        spec = cdi.CdiArgs(cluster, volumes, inputs.spec, inputs.node_pools, inputs.version, inputs.removal_policy)
+        spec = package_inputs.CDI.build(inputs, cluster=_cluster(inputs.cluster, opts), volumes=volumes)
         super().__init__(name, spec, opts)
 
 
@@ -170,10 +158,8 @@ class DraDriver(dra.DraDriver):
     """Namespace of the kubelet plugin (``dra-driver-nvidia-gpu``)."""
 
     def __init__(self, name: str, args: types.DraDriverInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.DraDriverInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        spec = dra.DraDriverArgs(cluster, inputs.spec, inputs.node_pools, inputs.version, inputs.driver_root)
-        super().__init__(name, spec, opts)
+        inputs = _validated(package_inputs.DRA_DRIVER.model, args)
+        super().__init__(name, package_inputs.DRA_DRIVER.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class CertManager(cert_manager.CertManager):
@@ -183,9 +169,8 @@ class CertManager(cert_manager.CertManager):
     """Namespace cert-manager runs in (``cert-manager``)."""
 
     def __init__(self, name: str, args: types.CertManagerInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.CertManagerInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        spec = cert_manager.CertManagerArgs(cluster, inputs.spec, inputs.version, inputs.gateway_api)
+        inputs = _validated(package_inputs.CERT_MANAGER.model, args)
+        spec = package_inputs.CERT_MANAGER.build(inputs, cluster=_cluster(inputs.cluster, opts))
         super().__init__(name, spec, opts)
 
 
@@ -197,8 +182,8 @@ class KServe(kserve.KServe):
     """Namespace the KServe controller runs in (``kserve``)."""
 
     def __init__(self, name: str, args: types.KServeInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.KServeInputs, args)
-        super().__init__(name, kserve.KServeArgs(_cluster(inputs.cluster, opts), inputs.spec, inputs.version), opts)
+        inputs = _validated(package_inputs.KSERVE.model, args)
+        super().__init__(name, package_inputs.KSERVE.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class Storage(storage.Storage):
@@ -208,10 +193,8 @@ class Storage(storage.Storage):
     """The default StorageClass; resolves once the storage is ready."""
 
     def __init__(self, name: str, args: types.StorageInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.StorageInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        spec = storage.StorageArgs(cluster, inputs.spec, inputs.node_pools, inputs.version, inputs.removal_policy)
-        super().__init__(name, spec, opts)
+        inputs = _validated(package_inputs.STORAGE.model, args)
+        super().__init__(name, package_inputs.STORAGE.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class Keda(keda.Keda):
@@ -221,8 +204,8 @@ class Keda(keda.Keda):
     """``keda``."""
 
     def __init__(self, name: str, args: types.KedaInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.KedaInputs, args)
-        super().__init__(name, keda.KedaArgs(_cluster(inputs.cluster, opts), inputs.version, inputs.values), opts)
+        inputs = _validated(package_inputs.KEDA.model, args)
+        super().__init__(name, package_inputs.KEDA.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
 class Tenant(tenancy.Tenant):
@@ -234,15 +217,11 @@ class Tenant(tenancy.Tenant):
     """The tenant namespace (``tenant-<name>``)."""
 
     def __init__(self, name: str, args: types.TenantInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.TenantInputs, args)
-        cluster = _cluster(inputs.cluster, opts)
-        super().__init__(name, tenancy.TenantArgs(inputs.name, inputs.spec, cluster, inputs.facts), opts)
+        inputs = _validated(package_inputs.TENANT.model, args)
+        super().__init__(name, package_inputs.TENANT.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
-_Workload = package_inputs.GpuVirtualMachineInputs | package_inputs.NotebookInputs | package_inputs.ModelEndpointInputs
-
-
-def _tenant(inputs: _Workload, opts: pulumi.ResourceOptions | None) -> tenancy.TenantRef:
+def _tenant(inputs: package_inputs.WorkloadInputs, opts: pulumi.ResourceOptions | None) -> tenancy.TenantRef:
     """The workload's tenant, as built elsewhere (its ``dependsOn``)."""
     return tenancy.TenantRef(
         inputs.tenant, inputs.facts, _cluster(inputs.cluster, opts), removal_policy=inputs.tenant_removal_policy
@@ -261,9 +240,8 @@ class GpuVirtualMachine(virtual_machine.GpuVirtualMachine):
     def __init__(
         self, name: str, args: types.GpuVirtualMachineInputs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        inputs = _validated(package_inputs.GpuVirtualMachineInputs, args)
-        spec = virtual_machine.GpuVirtualMachineArgs(inputs.name, inputs.spec, _tenant(inputs, opts))
-        super().__init__(name, spec, opts)
+        inputs = _validated(package_inputs.GPU_VIRTUAL_MACHINE.model, args)
+        super().__init__(name, package_inputs.GPU_VIRTUAL_MACHINE.build(inputs, tenant=_tenant(inputs, opts)), opts)
 
 
 class Notebook(notebook.Notebook):
@@ -280,8 +258,8 @@ class Notebook(notebook.Notebook):
     """The access token (secret)."""
 
     def __init__(self, name: str, args: types.NotebookInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.NotebookInputs, args)
-        super().__init__(name, notebook.NotebookArgs(inputs.name, inputs.spec, _tenant(inputs, opts)), opts)
+        inputs = _validated(package_inputs.NOTEBOOK.model, args)
+        super().__init__(name, package_inputs.NOTEBOOK.build(inputs, tenant=_tenant(inputs, opts)), opts)
 
 
 class ModelEndpoint(model_endpoint.ModelEndpoint):
@@ -294,23 +272,18 @@ class ModelEndpoint(model_endpoint.ModelEndpoint):
     """In-cluster URL of the predictor."""
 
     def __init__(self, name: str, args: types.ModelEndpointInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.ModelEndpointInputs, args)
+        inputs = _validated(package_inputs.MODEL_ENDPOINT.model, args)
         env_secrets = {key: pulumi.Output.secret(value) for key, value in (args.get("envSecrets") or {}).items()}
-        spec = model_endpoint.ModelEndpointArgs(
-            inputs.name,
-            inputs.spec,
-            _tenant(inputs, opts),
-            args.get("credentials"),
-            _route(inputs),
-            env_secrets=env_secrets,
+        spec = package_inputs.MODEL_ENDPOINT.build(
+            inputs, tenant=_tenant(inputs, opts), credentials=args.get("credentials"), env_secrets=env_secrets
         )
-        super().__init__(name, spec, opts)
+        super().__init__(name, dataclasses.replace(spec, route=_route(inputs, spec.spec)), opts)
 
 
-def _route(inputs: package_inputs.ModelEndpointInputs) -> EndpointRoute | None:
+def _route(inputs: package_inputs.WorkloadInputs, spec: ModelEndpointSpec) -> EndpointRoute | None:
     """The Gateway listener of an exposed endpoint, as :func:`gpucell.components.gateway.exposed_endpoints` names it
     (admission refuses ``expose`` without the facts' ``gateway``)."""
-    gateway, expose = inputs.facts.gateway, inputs.spec.expose
+    gateway, expose = inputs.facts.gateway, spec.expose
     if gateway is None or expose is None:
         return None
     host = endpoint_host(inputs.name, inputs.tenant, gateway.domain, expose.host)
@@ -329,16 +302,16 @@ class RegionalCell(cell.RegionalCell):
     """The cell's default StorageClass."""
 
     def __init__(self, name: str, args: types.RegionalCellInputs, opts: pulumi.ResourceOptions | None = None) -> None:
-        inputs = _validated(package_inputs.RegionalCellInputs, args)
+        inputs = _validated(package_inputs.REGIONAL_CELL.model, args)
         bucket, password = args.get("backupCredentials"), args.get("backupRepositoryPassword")
         backups = (
             BackupCredentials(pulumi.Output.secret(bucket), pulumi.Output.secret(password))
             if bucket is not None and password is not None
             else None
         )
-        spec = cell.RegionalCellArgs(
-            inputs.cell,
-            pulumi.Output.secret(args["sshPrivateKey"]),
+        spec = package_inputs.REGIONAL_CELL.build(
+            inputs,
+            ssh_private_key=pulumi.Output.secret(args["sshPrivateKey"]),
             etcd_s3_credentials=args.get("etcdS3Credentials"),
             remote_write_credentials=args.get("remoteWriteCredentials"),
             backup_credentials=backups,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, ip_address
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -24,10 +24,13 @@ __all__ = [
     "Ipv4Cidr",
     "check_config_key",
     "check_each",
+    "check_endpoint_host",
     "check_image_reference",
     "check_login_name",
+    "check_routable_cidr",
     "check_single_line",
     "check_url",
+    "endpoint_host_problem",
     "unicast_problem",
 ]
 
@@ -129,6 +132,60 @@ def unicast_problem(address: IPv4Address) -> str | None:
     if address.is_link_local:
         return "is a link-local address"
     return None
+
+
+def endpoint_host_problem(host: str) -> str | None:
+    """What makes ``host`` (a name or an IPv4/IPv6 address, no port) unusable as the host of a service the cell talks
+    to (an S3 store, a remote-write receiver, an identity provider), or ``None``. An address the cell cannot route to
+    a store (unspecified, loopback, link-local, multicast, broadcast, reserved) is refused, link-local above all:
+    169.254.169.254 is where a cloud serves instance metadata and credentials. ``localhost`` names loopback."""
+    if host.rstrip(".").lower() == "localhost" or host.rstrip(".").lower().endswith(".localhost"):
+        return "names loopback (every node would reach itself)"
+    try:
+        address = ip_address(host)
+    except ValueError:
+        return None
+    if isinstance(address, IPv6Address):
+        mapped = address.ipv4_mapped
+        if mapped is None:
+            v6 = (
+                ("is_unspecified", "is the unspecified address"),
+                ("is_loopback", "is a loopback address (every node would reach itself)"),
+                ("is_link_local", "is a link-local address"),
+                ("is_multicast", "is a multicast address"),
+            )
+            return next((what for attribute, what in v6 if getattr(address, attribute)), None)
+        address = mapped
+    return unicast_problem(address)
+
+
+def check_endpoint_host(host: str, what: str) -> None:
+    """Raise ``ValueError`` when :func:`endpoint_host_problem` finds a problem with ``host``, the host of ``what``
+    (``the S3 endpoint``): the message names the host and asks for the service's own address or name."""
+    problem = endpoint_host_problem(host)
+    if problem is not None:
+        if "link-local" in problem:
+            problem += " (where clouds serve instance metadata and credentials)"
+        raise ValueError(f"has the host {host}, which {problem}; give {what}'s own routable address or DNS name")
+
+
+SPECIAL_RANGES = (
+    (IPv4Network("0.0.0.0/8"), "'this network' (0.0.0.0/8, never a destination)"),
+    (IPv4Network("127.0.0.0/8"), "loopback (127.0.0.0/8: every host would reach itself)"),
+    (IPv4Network("169.254.0.0/16"), "link-local (169.254.0.0/16, where clouds serve instance metadata)"),
+    (IPv4Network("224.0.0.0/4"), "multicast (224.0.0.0/4)"),
+    (IPv4Network("240.0.0.0/4"), "reserved (240.0.0.0/4 and the broadcast address)"),
+)
+"""IPv4 ranges (RFC 6890) no node, pod, Service or cluster network may take a part of."""
+
+
+def check_routable_cidr(value: IPv4Network) -> IPv4Network:
+    """``value`` when it overlaps none of :data:`SPECIAL_RANGES`; raises ``ValueError`` naming the range otherwise.
+    The whole default route ``0.0.0.0/0`` overlaps them all and is refused too."""
+    for special, what in SPECIAL_RANGES:
+        if value.overlaps(special):
+            raise ValueError(f"overlaps {what}; give a range outside it (e.g. of 10.0.0.0/8)")
+    return value
 
 
 def _dotted(kind: str) -> BeforeValidator:

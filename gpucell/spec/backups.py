@@ -14,15 +14,17 @@ each Velero minor has the plugin lines its plugins' READMEs test with it.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
+from urllib.parse import urlsplit
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.catalog.releases import release
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_config_key, check_url
-from gpucell.spec.etcd import check_cron, check_s3_bucket, check_s3_folder, check_s3_region
+from gpucell.spec._values import check_config_key, check_endpoint_host, check_url
+from gpucell.spec.etcd import EtcdS3, check_cron, check_s3_bucket, check_s3_folder, check_s3_region
 
 __all__ = [
     "CHECKSUM_OFF_BROKEN",
@@ -32,6 +34,7 @@ __all__ = [
     "VELERO_CHARTS",
     "BackupStorageSpec",
     "BackupsSpec",
+    "S3Place",
     "TenantBackupSpec",
     "check_backup_plugins",
     "velero_release",
@@ -102,7 +105,8 @@ class BackupStorageSpec(SpecModel):
     ``us-east-1``."""
     endpoint: str | None = None
     """``https://`` URL of an S3-compatible store (``config.s3Url``, e.g. ``https://s3.fra1.example.net``);
-    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused."""
+    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused, and so are hosts at a
+    loopback, link-local or other non-routable address or at a node of the cell."""
     force_path_style: bool = False
     """Address the bucket as ``<endpoint>/<bucket>`` (``config.s3ForcePathStyle``), which MinIO and Ceph RGW
     need. Defaults to false (virtual-hosted style, AWS S3)."""
@@ -129,6 +133,7 @@ class BackupStorageSpec(SpecModel):
             raise ValueError(
                 "is not an https:// URL with a host (backups hold tenants' disks and Secrets: they travel over TLS)"
             ) from None
+        check_endpoint_host(urlsplit(value).hostname or "", "the S3 store")
         return value
 
     @field_validator("credentials_config_key")
@@ -144,6 +149,52 @@ class BackupStorageSpec(SpecModel):
                 f"is required: name a secret config key holding the bucket's {_CREDENTIALS_HOW}",
             )
         return self
+
+
+_AWS = "AWS S3"
+"""The store of every ``*.amazonaws.com`` endpoint: AWS bucket names are global, so one name is one bucket whichever
+regional endpoint reaches it."""
+
+
+@dataclass(frozen=True)
+class S3Place:
+    """Where objects land: a store (``host:port``, or AWS S3), a bucket, and a key prefix (``""``: the bucket root)."""
+
+    store: str
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def at(cls, host: str | None, port: int, bucket: str, prefix: str | None) -> S3Place:
+        """The place of ``bucket`` under ``prefix`` on ``host:port`` (``None``: AWS S3)."""
+        host = (host or "").lower().rstrip(".")
+        store = _AWS if not host or host == "amazonaws.com" or host.endswith(".amazonaws.com") else f"{host}:{port}"
+        return cls(store, bucket, (prefix or "").strip("/"))
+
+    @classmethod
+    def of_etcd(cls, s3: EtcdS3) -> S3Place:
+        """Where k3s uploads etcd snapshots (``etcd-s3-endpoint``: ``host[:port]``, port 443, 80 when insecure)."""
+        host, _, port = s3.endpoint.rpartition(":") if s3.endpoint.count(":") == 1 else (s3.endpoint, "", "")
+        return cls.at(host, int(port) if port else (80 if s3.insecure else 443), s3.bucket, s3.folder)
+
+    @classmethod
+    def of_backups(cls, storage: BackupStorageSpec) -> S3Place:
+        """Where Velero keeps backups (``config.s3Url``, an ``https://`` URL; none: AWS S3)."""
+        url = urlsplit(storage.endpoint or "")
+        return cls.at(url.hostname, url.port or 443, storage.bucket, storage.prefix)
+
+    @property
+    def shown(self) -> str:
+        """The prefix as an error line names it."""
+        return self.prefix or "the bucket root"
+
+    def overlaps(self, other: S3Place) -> bool:
+        """True when both are in one bucket of one store and one prefix is the other or lies under it (the bucket
+        root lies over every prefix)."""
+        if (self.store, self.bucket) != (other.store, other.bucket):
+            return False
+        a, b = f"{self.prefix}/".lstrip("/"), f"{other.prefix}/".lstrip("/")
+        return a.startswith(b) or b.startswith(a)
 
 
 class BackupsSpec(SpecModel):

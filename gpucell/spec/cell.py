@@ -8,9 +8,11 @@ platform component's own section (``storage``, ``gpuOperator``...: see each comp
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Network
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
@@ -20,7 +22,7 @@ from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import SpecError, join_path, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._rules import Rule, validate_with_rules
-from gpucell.spec.backups import BackupsSpec, check_backup_plugins
+from gpucell.spec.backups import BackupsSpec, S3Place, check_backup_plugins
 from gpucell.spec.dra import check_dra
 from gpucell.spec.etcd import EtcdSpec
 from gpucell.spec.gpu_models import GpuModelSpec, catalog_in_force, check_gpu_models, stack_catalog
@@ -30,7 +32,7 @@ from gpucell.spec.k3s import K3sSpec
 from gpucell.spec.kubevirt import KubeVirtSpec
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.metrics import MetricsSpec
-from gpucell.spec.network import Network, Ssh, check_names
+from gpucell.spec.network import Network, Ssh, as_address, check_names
 from gpucell.spec.nodes import NodeViews
 from gpucell.spec.platform import (
     CdiSpec,
@@ -48,7 +50,14 @@ from gpucell.spec.platform import (
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 from gpucell.spec.scheduling import PriorityClassSpec, check_priority_classes
 from gpucell.spec.tenancy import TenantSpec, check_image_namespaces, check_tenant_names
-from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic
+from gpucell.spec.traffic import (
+    AddressBlock,
+    GatewaySpec,
+    LoadBalancerSpec,
+    check_traffic,
+    gateway_domain_problem,
+    pool_blocks,
+)
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
 
 __all__ = [
@@ -309,6 +318,97 @@ class CellSpec(NodeViews, SpecModel):
     def _check_priority_classes(self) -> Iterator[SpecError]:
         yield from check_priority_classes(self.priority_classes, self.tenants)
 
+    def own_names(self) -> list[tuple[str, str]]:
+        """``(DNS name, key path below the region)`` of every name the cell's API and sign-in answer to: a DNS
+        ``network.apiEndpoint``, the DNS names of ``network.tlsSans`` and the host of ``oidc.issuerUrl``."""
+        network = self.network
+        names = [(network.api_endpoint, "network.apiEndpoint")] if network.api_endpoint is not None else []
+        names += [(san, f"network.tlsSans[{index}]") for index, san in enumerate(network.tls_sans)]
+        if self.oidc is not None:
+            names.append((urlsplit(self.oidc.issuer_url).hostname or "", "oidc.issuerUrl"))
+        return [(name, where) for name, where in names if name and as_address(name) is None]
+
+    def _check_gateway_domain(self) -> Iterator[SpecError]:
+        """``gateway.domain`` holds neither the API's names nor the OIDC issuer's host
+        (:func:`gpucell.spec.traffic.gateway_domain_problem`)."""
+        problem = None if self.gateway is None else gateway_domain_problem(self.gateway.domain, self.own_names())
+        if problem is not None:
+            yield SpecError(("gateway", "domain"), problem)
+
+    def store_hosts(self) -> list[tuple[tuple[str | int, ...], str, str, str]]:
+        """``(key path below the region, value, host, what is sent there)`` of each store the cell itself sends data
+        to, outside the cell: the etcd snapshots' S3 endpoint, the backups' S3 endpoint, the remote-write receiver."""
+        stores: list[tuple[tuple[str | int, ...], str, str, str]] = []
+        s3 = self.etcd.snapshots.s3
+        if s3 is not None:
+            host = s3.endpoint.rpartition(":")[0] if s3.endpoint.count(":") == 1 else s3.endpoint
+            stores.append((("etcd", "snapshots", "s3", "endpoint"), s3.endpoint, host, "the etcd snapshots"))
+        if self.backups is not None and self.backups.storage.endpoint is not None:
+            url = self.backups.storage.endpoint
+            stores.append((("backups", "storage", "endpoint"), url, urlsplit(url).hostname or "", "the backups"))
+        remote = self.metrics.remote_write if self.metrics.enabled else None
+        if remote is not None:
+            url = remote.url
+            stores.append((("metrics", "remoteWrite", "url"), url, urlsplit(url).hostname or "", "the samples"))
+        return stores
+
+    def _check_store_hosts(self) -> Iterator[SpecError]:
+        """No store the cell sends data to is one of its own nodes (the data would stay in the failure domain it is
+        kept against) or an address of its loadBalancer pools (a tenant's Service could take it and receive it)."""
+        nodes = {host.address: f"node {host.name} (nodePools.{p}.hosts[{i}])" for p, i, host in self._all_hosts()}
+        blocks = pool_blocks(self.load_balancer)
+        for where, value, host, what in self.store_hosts():
+            address = as_address(host)
+            if address is None:
+                continue
+            if address in nodes:
+                yield SpecError(
+                    where,
+                    f"{shown(value)} is at {address}, the address of {nodes[address]}: {what} would stay on the "
+                    "cell they are sent away from (and be lost with it); give a store outside the cell",
+                )
+                continue
+            pool = next((path for path, block in blocks if address in block), None)
+            if pool is not None:
+                yield SpecError(
+                    where,
+                    f"{shown(value)} is at {address}, inside {join_path(pool)}, whose addresses the cell hands to "
+                    f"LoadBalancer Services: a tenant's Service could take it and receive {what}; give a store "
+                    "outside the cell",
+                )
+
+    def _check_buckets(self) -> Iterator[SpecError]:
+        """The backups' bucket and prefix lie apart from the etcd snapshots' (:meth:`S3Place.overlaps`)."""
+        s3 = self.etcd.snapshots.s3
+        if self.backups is None or s3 is None:
+            return
+        backups, snapshots = S3Place.of_backups(self.backups.storage), S3Place.of_etcd(s3)
+        if backups.overlaps(snapshots):
+            yield SpecError(("backups", "storage", "prefix"), _bucket_clash(backups, snapshots, "etcd.snapshots.s3"))
+
+
+def _addresses_used(
+    cell: CellSpec, blocks: list[tuple[tuple[str | int, ...], AddressBlock]]
+) -> Iterator[tuple[str, str, AddressBlock | IPv4Network]]:
+    """``(key path below the region, value, addresses)`` of what a cell's addresses are: its networks, then its
+    loadBalancer blocks."""
+    network = cell.network
+    networks = (("nodeCidr", network.node_cidr), ("podCidr", network.pod_cidr), ("serviceCidr", network.service_cidr))
+    for key, net in networks:
+        yield f"network.{key}", str(net), net
+    for path, block in blocks:
+        yield join_path(path), block.text, block
+
+
+def _bucket_clash(backups: S3Place, snapshots: S3Place, owner: str) -> str:
+    """The line for backups at ``backups`` overlapping the etcd snapshots of ``owner`` at ``snapshots``."""
+    return (
+        f"{shown(backups.prefix)} in bucket {backups.bucket} ({backups.store}) overlaps {owner} (folder "
+        f"{snapshots.shown}): Velero would meet k3s's objects under its prefix (a backup store holds Velero's "
+        "directories only), and the snapshots, which hold every Secret of the cell, would lie where the backup "
+        "location reads and deletes; give backups a bucket of their own, or a prefix apart from that folder"
+    )
+
 
 _CELL_RULES = (
     Rule("servers", ("node_pools", "etcd"), CellSpec._check_server_count),
@@ -331,6 +431,14 @@ _CELL_RULES = (
     ),
     Rule("backups", ("backups", "storage", "versions", "tenants", "node_pools"), CellSpec._check_backups),
     Rule("priorityClasses", ("priority_classes", "tenants"), CellSpec._check_priority_classes),
+    Rule("gatewayDomain", ("gateway", "network", "oidc"), CellSpec._check_gateway_domain),
+    Rule(
+        "storeHosts",
+        ("etcd", "backups", "metrics", "node_pools", "load_balancer"),
+        CellSpec._check_store_hosts,
+        after=("hosts",),
+    ),
+    Rule("buckets", ("etcd", "backups"), CellSpec._check_buckets),
     Rule(
         "vmPlatform",
         ("kubevirt", "image_catalogs", "tenants", "storage", "versions", "image_namespaces"),
@@ -519,22 +627,66 @@ class StackSpec(SpecModel):
                 )
 
     def _check_backup_buckets(self) -> Iterator[SpecError]:
-        """Two regions never write backups to the same place: each region's Velero syncs every backup it finds
-        under its prefix into its own cell and garbage-collects the expired ones, the other region's included."""
-        seen: dict[tuple[str | None, str, str | None], str] = {}
-        for region, cell in self.regions.items():
-            if cell.backups is None:
-                continue
-            storage = cell.backups.storage
-            place = (storage.endpoint, storage.bucket, (storage.prefix or "").strip("/") or None)
-            first = seen.setdefault(place, region)
-            if first != region:
+        """Two regions never write backups to overlapping places (:meth:`S3Place.overlaps`): each region's Velero
+        syncs every backup it finds under its prefix into its own cell and garbage-collects the expired ones, the
+        other region's included. Nor does a region's backup prefix overlap another region's etcd snapshots (its own
+        are the cell's rule)."""
+        storages = {r: c.backups.storage for r, c in self.regions.items() if c.backups is not None}
+        backups = {region: S3Place.of_backups(storage) for region, storage in storages.items()}
+        snapshots = {r: S3Place.of_etcd(s3) for r, c in self.regions.items() if (s3 := c.etcd.snapshots.s3)}
+        for (first, a), (region, b) in itertools.combinations(backups.items(), 2):
+            if b.overlaps(a):
                 yield SpecError(
                     ("regions", region, "backups", "storage", "prefix"),
-                    f"{shown(storage.prefix or '')} in bucket {storage.bucket} is where region {first} keeps its "
+                    f"{shown(storages[region].prefix or '')} in bucket {b.bucket} is where region {first} keeps its "
                     "backups: each region's Velero would import and expire the other's; give each region its own "
                     "prefix (e.g. the region's name)",
                 )
+        for region, place in backups.items():
+            for other, etcd in snapshots.items():
+                if other != region and place.overlaps(etcd):
+                    clash = _bucket_clash(place, etcd, f"regions.{other}.etcd.snapshots.s3")
+                    yield SpecError(("regions", region, "backups", "storage", "prefix"), clash)
+
+    def _check_pool_blocks(self) -> Iterator[SpecError]:
+        """No loadBalancer address block of a region overlaps another region's networks or blocks (the later region's
+        block is the one refused): the other cell would route the addresses to its own nodes, pods or Services, or
+        hand them out too."""
+        blocks = {region: pool_blocks(cell.load_balancer) for region, cell in self.regions.items()}
+        for position, region in enumerate(self.regions):
+            used = [
+                (f"regions.{other}.{where}", text, addresses)
+                for other_position, (other, cell) in enumerate(self.regions.items())
+                if other != region
+                for where, text, addresses in _addresses_used(cell, blocks[other] if other_position < position else [])
+            ]
+            for path, block in blocks[region]:
+                clash = next(((w, text, a) for w, text, a in used if block.overlaps(a)), None)
+                if clash is not None:
+                    why = (
+                        "both cells would hand out and announce the same addresses"
+                        if isinstance(clash[2], AddressBlock)
+                        else "that cell would route the addresses to its own nodes, pods or Services"
+                    )
+                    yield SpecError(
+                        ("regions", region, *path),
+                        f"{shown(block.text)} overlaps {clash[0]} {clash[1]}: {why}; give each cell's pools "
+                        "addresses no other cell uses",
+                    )
+
+    def _check_gateway_domains(self) -> Iterator[SpecError]:
+        """A region's ``gateway.domain`` holds no other region's API names or OIDC issuer host (its own are the cell's
+        rule): the CA or ACME issuer of one cell would sign names another cell answers to."""
+        for region, cell in self.regions.items():
+            others = [
+                (name, f"regions.{other}.{where}")
+                for other, theirs in self.regions.items()
+                if other != region
+                for name, where in theirs.own_names()
+            ]
+            problem = None if cell.gateway is None else gateway_domain_problem(cell.gateway.domain, others)
+            if problem is not None:
+                yield SpecError(("regions", region, "gateway", "domain"), problem)
 
 
 _STACK_RULES = (
@@ -542,5 +694,7 @@ _STACK_RULES = (
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
     Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),
     Rule("backupBuckets", ("regions",), StackSpec._check_backup_buckets, partial_maps=True),
+    Rule("poolBlocks", ("regions",), StackSpec._check_pool_blocks, partial_maps=True),
+    Rule("gatewayDomains", ("regions",), StackSpec._check_gateway_domains, partial_maps=True),
 )
 """StackSpec's rules across regions; they run on the regions that validated."""

@@ -33,6 +33,7 @@ from gpucell.spec._values import check_config_key
 __all__ = [
     "CLOUD_CONFIG_HEADER",
     "MAX_CLOUD_INIT_BYTES",
+    "MAX_CLOUD_INIT_DEPTH",
     "NVLINK_DISABLE_OPTION",
     "NVLINK_MODPROBE_PATH",
     "PLAN_STAND_IN_PREFIX",
@@ -51,6 +52,10 @@ CLOUD_CONFIG_HEADER = "#cloud-config"
 MAX_CLOUD_INIT_BYTES = 65536
 """The most bytes of user data or network data gpucell accepts (64 KiB): a Kubernetes Secret holds up to 1 MiB, but
 a cloud-config that size is a mistake, and a bound keeps a pull request's YAML from costing the plan."""
+MAX_CLOUD_INIT_DEPTH = 64
+"""The most levels of mappings and lists user data or network data may nest (the stack file's own bound,
+:data:`gpucell.stacks.plan.MAX_DEPTH`): rendering, merging and checking a document walk it recursively, and ~330
+levels of ``[[[...]]]`` in 1 KiB would exhaust Python's recursion limit (a RecursionError instead of one line)."""
 NVLINK_MODPROBE_PATH = "/etc/modprobe.d/gpucell-nvlink.conf"
 """Where a partial-board VM's cloud-init puts the ``nvidia`` module option turning NVLink off."""
 NVLINK_DISABLE_OPTION = "options nvidia NVreg_NvLinkDisable=1"
@@ -129,11 +134,23 @@ def _load(text: str, what: str, *, secret: bool = False) -> Any:
         raise UserDataError((), f"is {size} bytes; gpucell accepts {what} of at most {MAX_CLOUD_INIT_BYTES} bytes")
     try:
         # Aliases refused first: without them a document holds at most as many values as it has bytes, so the size
-        # bound above bounds what loading expands ("billion laughs" cannot grow it).
+        # bound above bounds what loading expands ("billion laughs" cannot grow it). Depth is bounded from the same
+        # events, before anything is built: constructing, merging and dumping recurse once per level.
+        depth = 0
         for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else 0
             if isinstance(event, yaml.AliasEvent):
-                line = event.start_mark.line + 1 if event.start_mark is not None else 0
                 raise UserDataError((), f"holds a YAML alias (line {line}); write the value out")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_CLOUD_INIT_DEPTH:
+                    raise UserDataError(
+                        (),
+                        f"nests mappings and lists more than {MAX_CLOUD_INIT_DEPTH} levels deep (line {line}); "
+                        f"gpucell accepts {what} of at most {MAX_CLOUD_INIT_DEPTH} levels",
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
         loader = _CheckedLoader(text)
         loader.secret = secret
         try:

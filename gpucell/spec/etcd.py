@@ -15,7 +15,7 @@ from pydantic import Field, StrictInt, field_validator
 
 from gpucell.errors import shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_config_key, check_single_line
+from gpucell.spec._values import check_config_key, check_endpoint_host, check_single_line
 from gpucell.spec.network import check_host_name
 
 __all__ = [
@@ -129,8 +129,8 @@ class EtcdS3(SpecModel):
     """An S3-compatible target for the snapshots, configured through a ``kube-system`` Secret (never config.yaml)."""
 
     endpoint: str = "s3.amazonaws.com"
-    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``). Defaults to
-    ``s3.amazonaws.com``."""
+    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``); neither a loopback, link-local
+    or other non-routable address nor a node of the cell. Defaults to ``s3.amazonaws.com``."""
     bucket: str
     """Bucket name (k3s ``etcd-s3-bucket``); it must exist."""
     region: str = "us-east-1"
@@ -156,6 +156,7 @@ class EtcdS3(SpecModel):
             check_host_name(host)
         except ValueError:
             raise ValueError(wrong) from None
+        check_endpoint_host(host, "the S3 store")
         return value
 
     _bucket = field_validator("bucket")(check_s3_bucket)

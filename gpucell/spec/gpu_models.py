@@ -115,7 +115,13 @@ def _mig_slices(layout: Mapping[str, int]) -> int:
 
 
 def _check_pci_id(value: str | None) -> str | None:
+    """``value`` when it is 4 lower-case hex digits. An upper-case id is refused, not lowered: the id is compared
+    with what ``lspci -n`` and sysfs print (lower case), and the line names the spelling to write."""
     if value is not None and not _PCI_ID.fullmatch(value):
+        if _PCI_ID.fullmatch(value.lower()):
+            raise ValueError(
+                f"is not a PCI device id as lspci and sysfs print it (lower-case hex); write {value.lower()!r}"
+            )
         raise ValueError("is not a PCI device id; expected 4 lower-case hex digits like '2331'")
     return value
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from pydantic import field_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_single_line, check_url
+from gpucell.spec._values import check_endpoint_host, check_single_line, check_url
 
 if TYPE_CHECKING:
     from gpucell.spec.tenancy import TenantSpec
@@ -32,7 +33,8 @@ class OidcSpec(SpecModel):
 
     issuer_url: str
     """``https://`` URL of the issuer, exactly the tokens' ``iss`` claim; discovery is read from
-    ``<issuerUrl>/.well-known/openid-configuration``."""
+    ``<issuerUrl>/.well-known/openid-configuration``. Its host is not a loopback, link-local or other non-routable
+    address."""
     client_id: str
     """The OIDC client the tokens are issued to: the ``aud`` the API server requires."""
     username_claim: str = "sub"
@@ -53,6 +55,7 @@ class OidcSpec(SpecModel):
         check_url(value, ("https",))
         if "?" in value or "#" in value:
             raise ValueError("must not have a query or fragment (Kubernetes requires a bare https:// issuer URL)")
+        check_endpoint_host(urlsplit(value).hostname or "", "the issuer")
         return value
 
     @field_validator("client_id", "username_claim", "groups_claim")

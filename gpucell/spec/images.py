@@ -17,12 +17,13 @@ and HTTP sources alike (``v1beta1.DataVolumeSourceRegistry``/``DataVolumeSourceH
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_config_key, check_each, check_image_reference, check_url
+from gpucell.spec._values import check_config_key, check_each, check_endpoint_host, check_image_reference, check_url
 from gpucell.spec.etcd import cron_problem
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
 
@@ -85,7 +86,9 @@ class ImportSource(SpecModel):
     registry: str | None = None
     """Container disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
     http: str | None = None
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``); its host is not a loopback,
+    link-local or other non-routable address (the importer pod would fetch from its own node or instance
+    metadata)."""
     allow_plain_http: bool = False
     """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
     replace it. Defaults to false."""
@@ -115,7 +118,11 @@ class ImportSource(SpecModel):
     @field_validator("http")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        return None if value is None else check_url(value, ("https", "http"))
+        if value is None:
+            return None
+        check_url(value, ("https", "http"))
+        check_endpoint_host(urlsplit(value).hostname or "", "the image server")
+        return value
 
     @field_validator("credentials_config_key")
     @classmethod

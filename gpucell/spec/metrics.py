@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import check_config_key, check_url
+from gpucell.spec._values import check_config_key, check_endpoint_host, check_url
 
 __all__ = ["MetricsSpec", "RemoteWriteSpec"]
 
@@ -18,7 +19,8 @@ class RemoteWriteSpec(SpecModel):
     Cortex, VictoriaMetrics...) so that a fleet of regions is queried in one place."""
 
     url: str
-    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``)."""
+    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``); its
+    host is neither a loopback, link-local or other non-routable address nor a node of the cell."""
     credentials_config_key: str | None = None
     """Secret stack config key holding ``<user>:<password>`` for HTTP basic auth; required: a store reachable
     without credentials would accept any cell's (or anyone's) samples as this one's."""
@@ -27,11 +29,13 @@ class RemoteWriteSpec(SpecModel):
     @classmethod
     def _https(cls, value: str) -> str:
         try:
-            return check_url(value, ("https",))
+            check_url(value, ("https",))
         except ValueError:
             raise ValueError(
                 "is not an https:// URL with a host (samples leave the cell; they travel over TLS)"
             ) from None
+        check_endpoint_host(urlsplit(value).hostname or "", "the remote-write receiver")
+        return value
 
     @field_validator("credentials_config_key")
     @classmethod

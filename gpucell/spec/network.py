@@ -13,7 +13,15 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_config_key, check_each, check_login_name, unicast_problem
+from gpucell.spec._values import (
+    Ipv4Address,
+    Ipv4Cidr,
+    check_config_key,
+    check_each,
+    check_login_name,
+    check_routable_cidr,
+    unicast_problem,
+)
 from gpucell.spec.lifecycle import HostRemovalPolicy
 
 __all__ = [
@@ -32,6 +40,7 @@ __all__ = [
     "check_host_name",
     "check_names",
     "check_node_name",
+    "check_peer_address",
     "check_service_names",
 ]
 
@@ -229,9 +238,15 @@ class BgpPeer(SpecModel):
     """A BGP router the servers advertise the API VIP to (an entry of kube-vip's ``bgp_peers``)."""
 
     address: Ipv4Address
-    """The router's IPv4 address."""
+    """The router's IPv4 address: a unicast host address (not loopback, link-local, multicast, broadcast,
+    reserved or unspecified), and not the VIP itself."""
     asn: StrictInt = Field(ge=1, le=4294967295)
     """The router's AS number."""
+
+    @field_validator("address")
+    @classmethod
+    def _router(cls, value: IPv4Address) -> IPv4Address:
+        return check_peer_address(value)
 
 
 class ApiVipBgp(SpecModel):
@@ -284,7 +299,8 @@ class ApiVip(SpecModel):
 
 
 class Network(SpecModel):
-    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
+    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network, and no
+    network may overlap loopback, link-local, multicast or the other special ranges (RFC 6890)."""
 
     node_cidr: Ipv4Cidr
     """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
@@ -307,6 +323,8 @@ class Network(SpecModel):
     Absent (the default): an external load balancer or DNS name serves ``apiEndpoint``."""
     tls_sans: list[str] = []
     """Extra names and addresses in the API server certificate (k3s ``tls-san``); ``apiEndpoint`` is always added."""
+
+    _routable = field_validator("node_cidr", "pod_cidr", "service_cidr")(check_routable_cidr)
 
     @field_validator("api_endpoint")
     @classmethod
@@ -393,6 +411,12 @@ class Network(SpecModel):
                 f"{shown(str(address))} is outside network.nodeCidr {self.node_cidr}; "
                 "an ARP VIP must be on the servers' own segment (or use apiVip.mode: bgp)",
             )
+        for index, peer in enumerate(vip.bgp.peers if vip.bgp is not None else []):
+            if peer.address == address:
+                raise SpecError(
+                    ("apiVip", "bgp", "peers", index, "address"),
+                    f"{shown(str(peer.address))} is the VIP itself (network.apiEndpoint); give the router's address",
+                )
         if self.api_port != K3S_API_PORT:
             raise SpecError(
                 ("apiPort",),
@@ -403,6 +427,15 @@ class Network(SpecModel):
 
 K3S_API_PORT = 6443
 """k3s's default ``https-listen-port``, the port behind a kube-vip VIP (control plane mode forwards nothing)."""
+
+
+def check_peer_address(value: IPv4Address) -> IPv4Address:
+    """``value`` when it can be a BGP router's address (:func:`~gpucell.spec._values.unicast_problem` finds nothing);
+    raises ``ValueError`` naming the problem otherwise."""
+    problem = unicast_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}; a BGP peer is a router's unicast address (e.g. 10.110.0.1)")
+    return value
 
 
 def as_address(value: str) -> IPv4Address | None:

@@ -188,6 +188,8 @@ class GpuOperatorSpec(ChartSpec):
     }
     fixed_values: ClassVar[dict[tuple[str, ...], str]] = {
         ("operator", "upgradeCRD"): "the operator's CRDs must follow every chart upgrade (NVIDIA/gpu-operator#602)",
+        ("driver", "upgradePolicy", "autoUpgrade"): "gpucell's maintenance owns node cordons; the upgrade "
+        "controller would uncordon nodes gpucell holds cordoned (NVIDIA/gpu-operator#2820)",
         ("devicePlugin", "config"): "a device plugin config (time-slicing, MPS) multiplies the nvidia.com/gpu nodes "
         "advertise while capacity, quotas and metering count whole GPUs; share GPUs with MIG "
         "(nodePools.<pool>.migConfig) or vGPU pools",
@@ -217,7 +219,23 @@ class GpuOperatorSpec(ChartSpec):
                     "NVIDIA runtime handler, which gpucell's GPU workloads use as RuntimeClass nvidia; "
                     "remove it",
                 )
+        for section in (("driver", "manager"), ("vgpuManager", "driverManager")):
+            self._no_cordon_env(section)
         return self
+
+    def _no_cordon_env(self, section: tuple[str, str]) -> None:
+        """``<section>.env`` may not turn the driver manager's cordon back on (``ENABLE_GPU_POD_EVICTION``,
+        ``ENABLE_AUTO_DRAIN``: :data:`gpucell.components.gpu_operator.DRIVER_MANAGER_HANDS_OFF`)."""
+        node: Any = self.values
+        for part in (*section, "env"):
+            node = node.get(part) if isinstance(node, dict) else None
+        for index, entry in enumerate(node if isinstance(node, list) else []):
+            if isinstance(entry, dict) and entry.get("name") in ("ENABLE_GPU_POD_EVICTION", "ENABLE_AUTO_DRAIN"):
+                raise SpecError(
+                    ("values", *section, "env", index, "name"),
+                    f"{shown(entry['name'])} would let the driver manager cordon and uncordon nodes, which "
+                    "gpucell's maintenance owns (NVIDIA/gpu-operator#304); remove it",
+                )
 
     mig_strategy: MigStrategy | None = None
     """``single`` or ``mixed``. Defaults to ``mixed`` when any pool uses MIG (any layout works), else ``single``."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
-from gpucell.spec._values import Ipv4Address, Ipv4Cidr
+from gpucell.spec._values import Ipv4Address, Ipv4Cidr, check_routable_cidr, unicast_problem
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_SUBDOMAIN, check_names
 from gpucell.spec.workloads import (
@@ -103,6 +103,14 @@ class TenantClusterApiServer(SpecModel):
     """``LoadBalancer``: the client networks that may reach the API (required; ``0.0.0.0/0`` opens it to the world
     explicitly)."""
 
+    @field_validator("address")
+    @classmethod
+    def _unicast(cls, value: IPv4Address | None) -> IPv4Address | None:
+        problem = None if value is None else unicast_problem(value)
+        if problem is not None:
+            raise ValueError(f"{problem}; the API server's address is a unicast address of a loadBalancer pool")
+        return value
+
     @model_validator(mode="after")
     def _exposure(self) -> TenantClusterApiServer:
         if self.type is ApiServerType.LOAD_BALANCER:
@@ -175,9 +183,12 @@ class WorkerPoolSpec(SpecModel):
     gpus: StrictInt = Field(default=0, ge=0, le=16)
     """Whole GPUs per worker (count). Defaults to 0."""
     vgpu_profile: str | None = None
-    """Refused: see :meth:`_gpus_a_guest_can_drive`. Kept as a key so the refusal names it."""
+    """Refused: a vGPU guest needs NVIDIA's licensed vGPU guest driver and a license token, which gpucell does not
+    carry into tenant clusters; use whole GPUs from a ``vm-passthrough`` pool. Kept as a key so the refusal names it."""
     gpu_allocation: GpuAllocation = GpuAllocation.DEVICE_PLUGIN
-    """``device-plugin`` only (``dra`` is refused: see :meth:`_gpus_a_guest_can_drive`)."""
+    """``device-plugin`` only: ``dra`` is refused, because Cluster API creates worker VMs whenever it scales, rolls
+    out or remediates, outside the one ``pulumi up`` that orders a ``dra`` pool's VM claims after its container
+    claims (decision 0017)."""
     pool: str | None = None
     """Node pool of the workers; defaults to any pool of the right mode and model (cpu pools without GPUs)."""
     cpu: CpuTopology = CpuTopology(cores=4)
@@ -239,13 +250,16 @@ class WorkerPoolSpec(SpecModel):
 
 
 class TenantClusterNetwork(SpecModel):
-    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them)."""
+    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them); neither may
+    overlap loopback, link-local, multicast or the other special ranges (RFC 6890)."""
 
     pod_cidr: Ipv4Cidr = IPv4Network("10.243.0.0/16")
     """Pod network of the tenant cluster (``Cluster.spec.clusterNetwork.pods``; kubeadm gives each node a /24 of
     it). At most a /22. Defaults to ``10.243.0.0/16`` (CAPK's own templates)."""
     service_cidr: Ipv4Cidr = IPv4Network("10.95.0.0/16")
     """Service network of the tenant cluster. Between a /12 and a /24. Defaults to ``10.95.0.0/16``."""
+
+    _routable = field_validator("pod_cidr", "service_cidr")(check_routable_cidr)
 
     @model_validator(mode="after")
     def _sizes(self) -> TenantClusterNetwork:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, summarize_address_range
 from typing import TYPE_CHECKING, Protocol
@@ -22,7 +22,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import Ipv4Address, check_each, check_url, unicast_problem
-from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN
+from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_peer_address
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -53,7 +53,9 @@ __all__ = [
     "TrafficFacts",
     "check_traffic",
     "endpoint_host",
+    "gateway_domain_problem",
     "parse_block",
+    "pool_blocks",
     "tenant_pools",
     "vm_pool",
 ]
@@ -200,9 +202,11 @@ class BgpPeerSpec(SpecModel):
     """One BGP neighbour of the announcing nodes (a top-of-rack router)."""
 
     address: Ipv4Address
-    """The router's address, reachable from the nodes (Cilium ``peerAddress``)."""
+    """The router's address, reachable from the nodes (Cilium ``peerAddress``): a unicast host address."""
     asn: StrictInt = Field(ge=1, le=_ASN_MAX)
     """The router's AS number (Cilium ``peerASN``)."""
+
+    _router = field_validator("address")(check_peer_address)
 
 
 class BgpSpec(SpecModel):
@@ -315,7 +319,8 @@ class GatewaySpec(SpecModel):
     """DNS domain every endpoint's host name is under, e.g. ``models.fra1.example.net``; the operator points
     ``*.<domain>`` (or each host) at the Gateway's address."""
     pool: str
-    """The ``loadBalancer.pools`` entry the Gateway's address comes from."""
+    """The ``loadBalancer.pools`` entry the Gateway's address comes from: one that lists no tenants (a tenant's
+    Service could otherwise take the address first)."""
     address: Ipv4Address | None = None
     """A fixed address for the Gateway, inside ``pool``; defaults to any free address of it (then the address is
     only known once Cilium assigns it)."""
@@ -336,6 +341,35 @@ class GatewaySpec(SpecModel):
 def endpoint_host(endpoint: str, tenant: str, domain: str, host: str | None) -> str:
     """The host name an exposed endpoint is served at: its ``expose.host``, else ``<endpoint>.<tenant>.<domain>``."""
     return host if host is not None else f"{endpoint}.{tenant}.{domain}"
+
+
+def gateway_domain_problem(domain: str, names: Sequence[tuple[str, str]]) -> str | None:
+    """What is wrong with ``gateway.domain`` ``domain`` given ``names`` (``(DNS name, key path naming it)``: the API's
+    names and the OIDC issuer's host, of its own region or others), or ``None``. A domain that is one of them or a
+    parent of one would let an endpoint's ``expose.host`` take that name: the Gateway would answer for it, and its
+    issuer would sign a certificate for the API or the issuer."""
+    under = [(name, where) for name, where in names if name == domain or name.endswith(f".{domain}")]
+    if not under:
+        return None
+    listed = ", ".join(f"{name} ({where})" for name, where in under[:3])
+    more = f" and {len(under) - 3} more" if len(under) > 3 else ""
+    them = "that name" if len(under) == 1 else "those names"
+    return (
+        f"{shown(domain)} covers {listed}{more}: an endpoint's expose.host under it could take {them}, and the "
+        "Gateway's issuer would sign a certificate for it; give the Gateway a domain of its own "
+        "(e.g. models.<region>.example.net)"
+    )
+
+
+def pool_blocks(lb: LoadBalancerSpec | None) -> list[tuple[tuple[str | int, ...], AddressBlock]]:
+    """``(key path below the region, block)`` of every address block of ``lb``'s pools, in config order."""
+    if lb is None:
+        return []
+    return [
+        (("loadBalancer", "pools", name, "blocks", index), block)
+        for name, pool in lb.pools.items()
+        for index, block in enumerate(pool.parsed)
+    ]
 
 
 # -- rules across the region ---------------------------------------------------------------------------------------
@@ -457,6 +491,14 @@ def _gateway(cell: TrafficFacts) -> Iterator[SpecError]:
     if lb is None or gateway.pool not in lb.pools:
         pools = ", ".join(lb.pools) if lb is not None else "none: configure loadBalancer.pools"
         yield SpecError(("gateway", "pool"), f"{shown(gateway.pool)} is not a loadBalancer pool; pools: {pools}")
+    elif lb.pools[gateway.pool].tenants:
+        own = [name for name, pool in lb.pools.items() if not pool.tenants]
+        yield SpecError(
+            ("gateway", "pool"),
+            f"{shown(gateway.pool)} lists tenants ({', '.join(lb.pools[gateway.pool].tenants)}), whose "
+            "LoadBalancer Services could take the Gateway's address first; give the Gateway a pool that lists no "
+            f"tenants ({'pools without tenants: ' + ', '.join(own) if own else 'add one'})",
+        )
     elif gateway.address is not None and not lb.pools[gateway.pool].holds(gateway.address):
         yield SpecError(
             ("gateway", "address"),

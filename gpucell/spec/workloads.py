@@ -18,6 +18,7 @@ from gpucell.spec._values import (
     Ipv4Address,
     Ipv4Cidr,
     check_config_key,
+    check_endpoint_host,
     check_image_reference,
     check_login_name,
     check_single_line,
@@ -262,7 +263,7 @@ class CpuTopology(SpecModel):
     """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
 
     cores: StrictInt = Field(default=2, ge=1, le=512)
-    """Cores per socket. Defaults to 2."""
+    """Cores per socket. Defaults to 2, or the default of the key that holds it (a tenant cluster's workers: 4)."""
     sockets: StrictInt = Field(default=1, ge=1, le=16)
     """Sockets. Defaults to 1."""
     threads: StrictInt = Field(default=1, ge=1, le=2)
@@ -685,7 +686,8 @@ class ModelEndpointSpec(SpecModel):
     """Secret stack config key holding the storage credentials (a Hugging Face token for ``hf://``, or
     ``AWS_ACCESS_KEY_ID:AWS_SECRET_ACCESS_KEY`` for ``s3://``); mounted through a Secret and ServiceAccount."""
     s3_endpoint: str | None = None
-    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
+    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3; not a loopback,
+    link-local or other non-routable address."""
     s3_region: str | None = None
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
     expose: EndpointExposure | None = None
@@ -763,6 +765,7 @@ class ModelEndpointSpec(SpecModel):
                 "is not a host name or address with an optional :port (no https://, no path; e.g. "
                 "minio.storage.example.net:9000)"
             ) from None
+        check_endpoint_host(host, "the S3 store")
         return value
 
     @field_validator("s3_region")

@@ -4,6 +4,8 @@
 - ``gpucell schemas fetch STACK`` downloads the upstream schemas for the versions the stack pins;
 - ``gpucell diff`` reviews the change between two plans (see :mod:`gpucell.stacks.review`);
 - ``gpucell usage`` prints GPU-hours per tenant and resource from a cell's Prometheus (see :mod:`gpucell.stacks.usage`);
+- ``gpucell health`` reads a cell's health from its Prometheus and proposes the quarantines it calls for as a patch
+  of the stack file (see :mod:`gpucell.stacks.health`);
 - ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`);
 - ``gpucell restore`` prints the Velero Restore of a tenant's backup (see :mod:`gpucell.stacks.restore`).
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucell.errors import ConfigError
-from gpucell.stacks import usage
+from gpucell.stacks import health, usage
 from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
@@ -32,6 +34,7 @@ from gpucell.stacks.plan import (
     write_out,
 )
 from gpucell.stacks.plan_file import load_plan, restack
+from gpucell.stacks.prometheus_api import PrometheusError
 from gpucell.stacks.restore import restore_document
 from gpucell.stacks.review import Review, exit_code, render, review
 from gpucell.stacks.schema import SCHEMA_FILE, render_schema
@@ -100,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     _project_dir(fetch_cmd)
     _diff_parser(commands)
     _usage_parser(commands)
+    _health_parser(commands)
     _restore_parser(commands)
     return parser
 
@@ -193,6 +197,85 @@ def _usage(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     print(usage.render(rows, args.format, start, end), end="")
     return EXIT_OK
+
+
+EXIT_UNHEALTHY = 3
+"""``gpucell health``: the cell is unhealthy (with ``--propose-quarantine``/``--write``: hosts to quarantine)."""
+
+
+def _health_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "health",
+        help="a cell's health from its Prometheus; proposes quarantines as a patch of the stack file",
+        description="Reads critical alerts firing, nodes NotReady, GPU capacity below what the stack declares and "
+        "tenant workloads not ready from the cell's Prometheus (one line each, naming the host, alert or workload). "
+        "With --propose-quarantine, prints the patch of Pulumi.STACK.yaml quarantining each host with a critical "
+        "alert (planned offline first); --write also writes it. Exit codes: 0 healthy (with --propose-quarantine or "
+        "--write: nothing to quarantine), 3 unhealthy (hosts to quarantine), 2 wrong command line or stack config, "
+        "1 Prometheus unreachable, failing, too slow for --deadline or answering another shape.",
+    )
+    parser.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml")
+    parser.add_argument("--prometheus", required=True, metavar="URL", help="the cell's Prometheus (http://host:9090)")
+    parser.add_argument("--region", help="the cell (default: the stack's only region)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=health.DEFAULT_DEADLINE,
+        help=f"seconds for all requests (default: {health.DEFAULT_DEADLINE:g})",
+    )
+    parser.add_argument(
+        "--propose-quarantine",
+        action="store_true",
+        help="print the stack-file patch quarantining each host with a critical alert firing",
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="write that patch into Pulumi.STACK.yaml (implies --propose-quarantine)"
+    )
+    _project_dir(parser)
+
+
+def _health(args: argparse.Namespace) -> int:
+    """``gpucell health``: the findings, the summary, and with ``--propose-quarantine``/``--write`` the patch."""
+    health.check_arguments(args.prometheus, args.deadline)
+    region, spec = health.cell_of(args.project_dir, args.stack, args.region)
+    try:
+        found = health.read_health(args.prometheus, args.stack, region, spec, deadline=args.deadline)
+    except PrometheusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for finding in found.findings:
+        print(f"{region}: {finding.line}")
+    for note in found.notes:
+        print(f"{region}: note: {note}")
+    print(found.summary())
+    if not (args.propose_quarantine or args.write):
+        return EXIT_OK if found.healthy else EXIT_UNHEALTHY
+    reasons = found.to_quarantine()
+    if not reasons:
+        print("quarantine: nothing to do")
+        return EXIT_OK
+    return _propose(args, region, reasons)
+
+
+def _propose(args: argparse.Namespace, region: str, reasons: dict[str, str]) -> int:
+    """Print (and with ``--write`` write) the quarantine patch once the patched stack file plans; exit 3."""
+    file_name = f"Pulumi.{args.stack}.yaml"
+    path = args.project_dir / file_name
+    before = path.read_text()
+    after = health.quarantine_patch(before, file_name, region, reasons)
+    for host, reason in reasons.items():
+        print(f"quarantine: {host}: {reason}")
+    problems = health.plan_problems(args.project_dir, args.stack, region, after)
+    if problems:
+        print(f"error: {file_name} with these quarantines does not plan; quarantine by hand:", file=sys.stderr)
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_UNHEALTHY
+    print(health.unified_diff(before, after, file_name), end="")
+    if args.write:
+        path.write_text(after)
+        print(f"wrote {path}; review it with: gpucell diff --base HEAD {args.stack}")
+    return EXIT_UNHEALTHY
 
 
 def _diff_parser(commands: Any) -> None:
@@ -462,8 +545,10 @@ def main(argv: list[str] | None = None) -> int:
     the command line, argparse's usage), 1 anything else (including ``plan --check`` finding problems).
     ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive changes, 1 any error (configuration errors included),
     2 wrong command line (argparse's, or :class:`CommandLineError`: one plan file, an ``--out`` that cannot be
-    written). A reader that closes the pipe early (``gpucell plan prod | head``) ends the
-    run quietly with exit 1, as other command-line tools stop when their output is no longer read."""
+    written). ``gpucell health``: 0 healthy (nothing to quarantine), 3 unhealthy (hosts to quarantine), 2 wrong
+    command line or stack config, 1 Prometheus unreachable or answering what cannot be read. A reader that closes
+    the pipe early (``gpucell plan prod | head``) ends the run quietly with exit 1, as other command-line tools stop
+    when their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {
         "plan": _plan,
@@ -471,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         "diff": _diff,
         "schema": _schema,
         "usage": _usage,
+        "health": _health,
         "restore": _restore,
     }
     try:

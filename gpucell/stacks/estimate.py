@@ -21,7 +21,16 @@ from typing import Any
 
 from gpucell.engine.mock_engine import Registration
 
-__all__ = ["CHART_SECONDS", "CREATE_SECONDS", "UPDATE_SECONDS", "Estimate", "estimate", "human", "step_seconds"]
+__all__ = [
+    "CHART_SECONDS",
+    "CREATE_SECONDS",
+    "KIND_SECONDS",
+    "UPDATE_SECONDS",
+    "Estimate",
+    "estimate",
+    "human",
+    "step_seconds",
+]
 
 CREATE_SECONDS: Mapping[str, float] = {
     "prepare": 5,  # on the control server: no Node yet, nothing to drain
@@ -57,6 +66,16 @@ CHART_SECONDS: Mapping[str, float] = {
 }
 """Seconds a Helm release takes to install or upgrade and become ready (``skipAwait: false``), by chart name; 120
 for a chart not listed."""
+KIND_SECONDS: Mapping[str, tuple[float, float]] = {
+    # pulumi.com/waitFor: condition=ControlPlaneInitialized (gpucell.workloads.tenant_cluster.cluster_manifest): the
+    # create waits while CDI imports the node image into the first control-plane VM's root disk, the VM boots and
+    # kubeadm init runs; gpucell's create timeout is 40 min (tenant_cluster._CLUSTER_CREATE_TIMEOUT), a typical run
+    # about 10. An update finds the condition already true.
+    "kubernetes:cluster.x-k8s.io/v1beta2:Cluster": (600, 2),
+}
+"""(create, update) seconds of the Kubernetes kinds ``pulumi up`` waits on longer than one API call, by resource
+type. A ``VirtualMachine`` is not among them: gpucell sets no ``pulumi.com/waitFor`` on it, so ``pulumi up`` goes on
+once the API accepted it (its disks import and it boots afterwards, outside the run's wall time)."""
 DEFAULT_CHART_SECONDS = 120.0
 _FREE = ("pulumi:providers:", "pulumi:pulumi:", "gpucell:index:", "random:")
 
@@ -83,6 +102,8 @@ def step_seconds(r: Registration, *, update: bool = False) -> float:
     if r.type == "kubernetes:helm.sh/v3:Release":
         chart = str(r.inputs.get("chart", "")).rstrip("/").rsplit("/", 1)[-1]
         return float(CHART_SECONDS.get(chart, DEFAULT_CHART_SECONDS))
+    if r.type in KIND_SECONDS:
+        return float(KIND_SECONDS[r.type][1 if update else 0])
     return float((UPDATE_SECONDS if update else CREATE_SECONDS)[_step(r)])
 
 

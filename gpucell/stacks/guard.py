@@ -47,6 +47,7 @@ __all__ = [
     "deployed_gpu_nodes",
     "fingerprint_output",
     "gpu_nodes_output",
+    "integral_numbers",
     "read_last_deployment",
     "stack_reference_name",
 ]
@@ -85,13 +86,31 @@ def stack_reference_name() -> str:
     return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
+def integral_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number turned back into the ``int`` it was exported as, in maps
+    and lists at any depth (other values unchanged).
+
+    Stack outputs cross the engine as protobuf ``Struct`` values, whose only number is a double: the Python SDK
+    reads ``200`` back as ``200.0`` (pulumi/pulumi#8459). The fingerprint's numbers are ints
+    (``network.podCidrMaskSize``, ``metrics.storageGib``, ``metrics.retentionDays``, ``version``), and the rule
+    compares them as ints: ``metrics.storageGib`` read back as ``200.0`` would never count as a shrink."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: integral_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [integral_numbers(item) for item in value]
+    return value
+
+
 def read_last_deployment() -> dict[str, Any]:
     """The stack outputs of this stack's last deployment, ``{}`` when there is none (or when the engine's answer
-    holds no outputs map). Invokes :data:`READ_STACK_OUTPUTS` for :func:`stack_reference_name`; registers nothing.
-    An engine error (e.g. a backend that cannot be read) propagates as the SDK raises it."""
+    holds no outputs map), whole numbers as ints (:func:`integral_numbers`). Invokes :data:`READ_STACK_OUTPUTS` for
+    :func:`stack_reference_name`; registers nothing. An engine error (e.g. a backend that cannot be read) propagates
+    as the SDK raises it."""
     answer = pulumi.runtime.invoke(READ_STACK_OUTPUTS, {"name": stack_reference_name()}).value
     outputs = answer.get("outputs") if isinstance(answer, Mapping) else None
-    return dict(outputs) if isinstance(outputs, Mapping) else {}
+    return integral_numbers(dict(outputs)) if isinstance(outputs, Mapping) else {}
 
 
 def deployed_fingerprints(outputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,13 +1,13 @@
 """What a change does to running workloads through node maintenance, read from two plans for ``gpucell diff``.
 
 A node's ``-prepare`` command (:mod:`gpucell.k3s._maintenance_scripts`) embeds what the node must run: ``WANT_VERSION``
-(the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration), the GPU label
-checks and ``QUARANTINE``. When one of the first two differs between the base and the head, the node is drained;
-when only the GPU part differs, its GPU workloads are evicted and its GPU VMs stopped; a quarantine set drains it
-for good, one lifted gives it back. The GPU VMs are the head's KubeVirt ``VirtualMachine`` resources with ``gpus``,
-``hostDevices`` or resource claims, their own or their instancetype's (an instancetype of the head plan), listed per
-tenant namespace: which of them run on a given node is only known in
-the cluster, so every one is named when a GPU node goes through maintenance.
+(the pinned k3s), ``WANT_CONFIG`` (the restart digest), ``WANT_GPU`` (its whole GPU configuration), the GPU labels
+(``GPU_LABEL_PATHS`` and ``GPU_LABEL_VALUES``; a check per label before issue 28) and ``QUARANTINE``. When one of
+the first two differs between the base and the head, the node is drained; when only the GPU part differs, its GPU
+workloads are evicted and its GPU VMs stopped; a quarantine set drains it for good, one lifted gives it back. The
+GPU VMs are the head's KubeVirt ``VirtualMachine`` resources with ``gpus``, ``hostDevices`` or resource claims, their
+own or their instancetype's (an instancetype of the head plan), listed per tenant namespace: which of them run on a
+given node is only known in the cluster, so every one is named when a GPU node goes through maintenance.
 
 A ``-prepare`` of the head that depends on the GPU Operator release, the ``KubeVirt`` CR or the DRA driver release
 belongs to a host whose GPU configuration changes: those are rendered to serve its old and new configuration until
@@ -18,6 +18,7 @@ the first run after it settled (:mod:`gpucell.day2.gpu_serving`). What the GPU p
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +33,12 @@ _VM_TYPE = "kubernetes:kubevirt.io/v1:VirtualMachine"
 _DRAIN_KEYS = ("WANT_VERSION", "WANT_CONFIG")
 _INSTANCETYPE_KINDS = ("VirtualMachineClusterInstancetype", "VirtualMachineInstancetype")
 _LABEL_CHECKS = re.compile(r"\{\.metadata\.labels\.([^}]*)\}'\)\" != (\S+)")
-"""A ``-prepare``'s GPU label checks (key, wanted value), as this gpucell and earlier ones render them."""
+"""A ``-prepare``'s GPU label checks (key, wanted value), as gpucell rendered them before issue 28 (one check per
+label; now a loop over the header's ``GPU_LABEL_PATHS`` and ``GPU_LABEL_VALUES``)."""
 _NONE = ("", "''")
-_RESOURCE_CHECKS = re.compile(r"\{\.status\.allocatable\.([^}]*)\}")
-"""The GPU resources a ``-prepare`` checks the node advertises (dots escaped)."""
+_RESOURCE_CHECKS = re.compile(r"\{\.status\.allocatable\.([^}$]+)\}")
+"""The GPU resources a ``-prepare`` checks the node advertises (dots escaped), as gpucell rendered them before issue 28
+(now the header's ``GPU_RESOURCE_PATHS``)."""
 _FORGOTTEN = "is removalPolicy: forget: nothing to do"
 """What the step of a ``removalPolicy: forget`` host says
 (:func:`gpucell.k3s._maintenance_scripts.forgotten_script`)."""
@@ -74,6 +77,17 @@ def _value(script: str, key: str) -> str | None:
     return match[1] if match else None
 
 
+def _array(script: str, key: str) -> list[str]:
+    """The items of the header array ``readonly KEY=(...)`` (unquoted); none without it."""
+    found = _value(script, key)
+    return shlex.split(found[1:-1]) if found and found.startswith("(") and found.endswith(")") else []
+
+
+def _resources(script: str) -> set[str]:
+    """The GPU resources a ``-prepare`` checks the node advertises (dots escaped), in either rendering."""
+    return set(_RESOURCE_CHECKS.findall(script)) | set(_array(script, "GPU_RESOURCE_PATHS"))
+
+
 def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, Maintenance]:
     """Region -> its :class:`Maintenance` from plan ``base`` to plan ``head`` (``gpucell plan --json`` documents);
     regions without node maintenance or lost GPU capacity are left out. A node new in the head is not listed (it
@@ -101,7 +115,7 @@ def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, M
             item.serving_both.append(node)
         if _note(item, node, new, was):
             resources, dra = served.setdefault(resource["region"], (set(), False))
-            resources.update(_RESOURCE_CHECKS.findall(new + was))
+            resources.update(_resources(new) | _resources(was))
             served[resource["region"]] = (resources, dra or "mode=dra" in new + was)
     for region, (resources, dra) in served.items():
         names = {name.replace("\\.", ".") for name in resources}
@@ -133,9 +147,13 @@ def _note(item: Maintenance, node: str, new: str, was: str) -> bool:
     return node in item.quarantined or node in item.drained or node in item.reconfigured
 
 
-def _gpu_part(script: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """The GPU configuration a ``-prepare`` wants: ``WANT_GPU`` and its label checks."""
-    return _value(script, "WANT_GPU"), _LABEL_CHECKS.findall(script)
+def _gpu_part(script: str) -> tuple[str, list[tuple[str, str]]]:
+    """The GPU configuration a ``-prepare`` wants: ``WANT_GPU`` (``""`` when empty or absent) and its labels as
+    (JSONPath member, quoted value), the same from either rendering, so that a new gpucell alone reconfigures
+    nothing."""
+    want = _value(script, "WANT_GPU") or ""
+    labels = zip(_array(script, "GPU_LABEL_PATHS"), _array(script, "GPU_LABEL_VALUES"), strict=True)
+    return ("" if want in _NONE else want), _LABEL_CHECKS.findall(script) + [(k, shlex.quote(v)) for k, v in labels]
 
 
 def _device_names(holder: Mapping[str, Any]) -> set[str]:

@@ -18,17 +18,12 @@ as text and never runs it as a formula.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import math
 import re
-import time
-import unicodedata
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,6 +31,15 @@ from typing import Any, TextIO
 
 from gpucell.components.metering import ALLOCATED, RECORDED, UNKNOWN_MODEL
 from gpucell.errors import ConfigError
+from gpucell.stacks.prometheus_api import (
+    MAX_RESPONSE_BYTES,
+    Deadline,
+    PrometheusError,
+    get,
+    printable,
+    refused_character,
+    url_problem,
+)
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -51,8 +55,6 @@ __all__ = [
     "render",
 ]
 
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-"""Largest answer read from Prometheus (bytes); a bigger one is refused rather than read into memory."""
 CHUNK = timedelta(days=1)
 """Period of one request (one day at the default 1-minute step: 1,440 points per series)."""
 MAX_PERIOD = timedelta(days=366)
@@ -61,13 +63,11 @@ DEFAULT_DEADLINE = 600.0
 """Seconds the whole run may take by default (``--deadline``, 1 to 86400): past it, one line and exit 1."""
 FORMATS = ("table", "csv", "json")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_REFUSED_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
-"""Unicode categories of the characters refused in a label: controls (newline, escape), format characters
-(bidirectional overrides) and line/paragraph separators."""
 
 
-class UsageError(Exception):
-    """Prometheus could not answer; the message is the one line ``gpucell usage`` prints."""
+UsageError = PrometheusError
+"""Prometheus could not answer; the message is the one line ``gpucell usage`` prints (the error
+:mod:`gpucell.stacks.prometheus_api` raises)."""
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,8 @@ def check_arguments(
 ) -> None:
     """Raise :class:`ConfigError` (one line per problem, exit 2) for arguments ``read_usage`` cannot use."""
     problems = []
-    parts = urllib.parse.urlsplit(prometheus)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(
-            f"gpucell usage: --prometheus {prometheus!r} is not an http:// or https:// URL with a host "
-            "(e.g. http://127.0.0.1:9090 after kubectl -n monitoring port-forward svc/prometheus-operated "
-            "9090)"
-        )
+    if (problem := url_problem("gpucell usage", prometheus)) is not None:
+        problems.append(problem)
     if end <= start:
         problems.append(f"gpucell usage: --end {end.isoformat()} is not after --start {start.isoformat()}")
     elif end - start > MAX_PERIOD:
@@ -144,80 +139,13 @@ def _chunks(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime
         at += CHUNK
 
 
-@dataclass(frozen=True)
-class _Deadline:
-    """When the whole run must be done (``time.monotonic()`` seconds) and the ``--deadline`` it came from."""
-
-    at: float
-    seconds: float
-
-    def left(self) -> float:
-        return self.at - time.monotonic()
-
-    def passed(self, where: str) -> UsageError:
-        return UsageError(
-            f"{where}: no complete answer within --deadline {self.seconds:g} s; use a shorter period or a longer "
-            "--deadline"
-        )
-
-
-def _read(response: Any, deadline: _Deadline, where: str) -> bytes:
-    """The body of ``response``, at most :data:`MAX_RESPONSE_BYTES` + 1 bytes, read as it arrives (``read1``) so
-    that an answer trickling in is cut at the deadline."""
-    body = bytearray()
-    while len(body) <= MAX_RESPONSE_BYTES:
-        part = response.read1(min(1 << 16, MAX_RESPONSE_BYTES + 1 - len(body)))
-        if not part:
-            break
-        body += part
-        if deadline.left() <= 0:
-            raise deadline.passed(where)
-    return bytes(body)
-
-
-def _get(url: str, timeout: float, deadline: _Deadline) -> Any:
-    where = url.partition("?")[0]
-    if deadline.left() <= 0:
-        raise deadline.passed(where)
-    try:
-        with urllib.request.urlopen(url, timeout=min(timeout, deadline.left())) as response:
-            body = _read(response, deadline, where)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(2000).decode(errors="replace")
-        with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            detail = json.loads(detail).get("error", detail)
-        raise UsageError(f"{where}: HTTP {exc.code}: {_printable(str(detail))}".strip()) from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        if deadline.left() <= 0:
-            raise deadline.passed(where) from None
-        reason = getattr(exc, "reason", exc)
-        raise UsageError(f"{where}: {reason} (is the Prometheus URL right and reachable?)") from None
-    if len(body) > MAX_RESPONSE_BYTES:
-        raise UsageError(f"{where}: answer larger than {MAX_RESPONSE_BYTES} bytes; use a shorter period")
-    try:
-        answer = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise UsageError(f"{where}: the answer is not JSON (is this a Prometheus API?)") from None
-    if not isinstance(answer, dict) or answer.get("status") != "success":
-        why = answer.get("error", "query failed") if isinstance(answer, dict) else "not a Prometheus answer"
-        raise UsageError(f"{where}: {_printable(str(why))}")
-    return answer.get("data")
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """``text`` on one line: as ``repr`` shows it when it holds a refused character, cut at ``limit``."""
-    if any(unicodedata.category(c) in _REFUSED_CATEGORIES for c in text):
-        text = repr(text)[1:-1]
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _label(labels: dict[str, str], name: str, where: str) -> str:
     value = labels.get(name)
     if value is None:
         if name == "gpu_model":
             return UNKNOWN_MODEL  # recorded before gpucell carried the model
         raise UsageError(
-            f"{where}: a series has no label {name!r} ({_printable(str(labels))}); gpucell's recorded series always "
+            f"{where}: a series has no label {name!r} ({printable(str(labels))}); gpucell's recorded series always "
             "carry tenant, resource and kind"
         )
     return value
@@ -230,7 +158,7 @@ def _series(data: Any, where: str) -> Iterator[tuple[tuple[str, str, str, str], 
     if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
         raise UsageError(
-            f"{where}: the answer is not a matrix of series ({_printable(repr(kind))}); is this a "
+            f"{where}: the answer is not a matrix of series ({printable(repr(kind))}); is this a "
             "Prometheus query_range API?"
         )
     for series in data["result"]:
@@ -244,13 +172,12 @@ def _series(data: Any, where: str) -> Iterator[tuple[tuple[str, str, str, str], 
         ):
             raise UsageError(
                 f'{where}: a series is not {{metric: labels, values: [[time, "value"], ...]}} '
-                f"({_printable(json.dumps(series))})"
+                f"({printable(json.dumps(series))})"
             )
         for name, value in labels.items():
-            bad = next((c for c in value if unicodedata.category(c) in _REFUSED_CATEGORIES), None)
-            if bad is not None:
+            if (bad := refused_character(value)) is not None:
                 raise UsageError(
-                    f"{where}: label {name}={_printable(repr(value), 120)} holds the control character "
+                    f"{where}: label {name}={printable(repr(value), 120)} holds the control character "
                     f"{bad!r}; refused (gpucell's recorded series never do: a forged series?)"
                 )
         tenant, resource, model, kind = (
@@ -265,8 +192,8 @@ def _series(data: Any, where: str) -> Iterator[tuple[tuple[str, str, str, str], 
                 sample = math.nan
             if not math.isfinite(sample) or sample < 0:
                 raise UsageError(
-                    f"{where}: {'/'.join(key)} has the sample {_printable(repr(raw), 60)} at "
-                    f"{_printable(str(at), 40)}: not a number of GPU units (finite, 0 or more)"
+                    f"{where}: {'/'.join(key)} has the sample {printable(repr(raw), 60)} at "
+                    f"{printable(str(at), 40)}: not a number of GPU units (finite, 0 or more)"
                 )
             units += sample
         yield key, units
@@ -288,7 +215,7 @@ def read_usage(
     ``progress(done, total)`` is called after each request. Raises :class:`UsageError`."""
     selector = f'{{{RECORDED},tenant="{tenant}"}}' if tenant else f"{{{RECORDED}}}"
     base = prometheus.rstrip("/") + "/api/v1/query_range"
-    clock = _Deadline(time.monotonic() + deadline, deadline)
+    clock = Deadline.starting_now(deadline, "use a shorter period or a longer --deadline")
     totals: dict[tuple[str, str, str, str], float] = {}
     chunks = list(_chunks(start, end))
     for index, (chunk_start, chunk_end) in enumerate(chunks):
@@ -303,7 +230,7 @@ def read_usage(
                 "step": str(step_seconds),
             }
         )
-        for key, units in _series(_get(f"{base}?{query}", timeout, clock), base):
+        for key, units in _series(get(f"{base}?{query}", timeout, clock), base):
             totals[key] = totals.get(key, 0.0) + units * step_seconds / 3600
         if progress is not None:
             progress(index + 1, len(chunks))

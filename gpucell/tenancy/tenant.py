@@ -228,7 +228,8 @@ class TenantArgs:
     name: str
     """Tenant key in the config (``acme``); the namespace is ``tenant-<name>``."""
     spec: TenantSpec
-    """The tenant's validated spec."""
+    """The tenant, validated: quota, limits, groups, egress, removal policy (and the workloads it declares, admitted
+    with it)."""
     cluster: Cluster
     """The cluster the tenant lives on: every object of the tenant and its workloads goes to its provider, after its
     ``ready``; its Kubernetes minor pins the namespace's Pod Security labels."""

@@ -266,8 +266,9 @@ def _tolerations(fence: TenantFence, spec: str, *, daemonset: str) -> tuple[str,
     )
     message = (
         f"tolerations: tenant {fence.tenant} may not tolerate the servers' or gpucell's taints "
-        f"({_listed(fence.forbidden_taints)}), a cordon ({', '.join(DAEMONSET_ONLY_TAINTS)}, DaemonSets only) or "
-        "every taint (a toleration without a key); its workloads get the tolerations of their pools from gpucell"
+        f"({_listed(fence.forbidden_taints)}), a cordon ({', '.join(DAEMONSET_ONLY_TAINTS)}; only a DaemonSet's pods "
+        "may) or every taint (a toleration without a key); its workloads get the tolerations of their pools from "
+        "gpucell"
     )
     return expression, message
 
@@ -353,14 +354,18 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-pods``, on ``variables.spec`` (the pod spec):
 
     tolerations (:data:`TenantFence.forbidden_taints`, none without a key, :data:`DAEMONSET_ONLY_TAINTS` on
-    DaemonSets and pods a DaemonSet controls); ``nodeName`` not a server or quarantined host; node selection
-    never onto a server; GPU resources only the quota's; ``runtimeClassName`` only ``nvidia`` and only with a GPU
-    request (the NVIDIA runtime hands a container every GPU of the node its image's ``NVIDIA_VISIBLE_DEVICES=all``
-    asks for when no device plugin set that variable); ``priorityClassName`` only one open to the tenant.
+    DaemonSets and on pods a DaemonSet controls that a platform identity writes); ``nodeName`` not a server or
+    quarantined host; node selection never onto a server; GPU resources only the quota's; ``runtimeClassName``
+    only ``nvidia`` and only with a GPU request (the NVIDIA runtime hands a container every GPU of the node its
+    image's ``NVIDIA_VISIBLE_DEVICES=all`` asks for when no device plugin set that variable); ``priorityClassName``
+    only one open to the tenant.
     """
     spec = "variables.spec"
+    # A pod's ownerReferences are the writer's to set: only a pod a platform identity (the DaemonSet controller)
+    # writes counts as a DaemonSet's, so a tenant cannot forge an owner to land on a cordoned node.
     daemonset = (
-        "object.kind == 'DaemonSet' || (object.kind == 'Pod' && has(object.metadata.ownerReferences) && "
+        "object.kind == 'DaemonSet' || (object.kind == 'Pod' && !(" + TENANT_IDENTITY + ") && "
+        "has(object.metadata.ownerReferences) && "
         "object.metadata.ownerReferences.exists(o, o.kind == 'DaemonSet' && has(o.controller) && o.controller))"
     )
     gpus = " && ".join(

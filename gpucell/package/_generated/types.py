@@ -70,8 +70,9 @@ class CdiSpec(TypedDict, total=False):
 
     uploadProxyUrl: str
     """External ``https://`` URL of ``cdi-uploadproxy`` for ``virtctl image-upload`` (CDI
-    ``uploadProxyURLOverride``). Defaults to none: the cell exposes no ingress for it, and ``virtctl
-    image-upload --uploadproxy-url`` works through a port-forward.
+    ``uploadProxyURLOverride``), or a bare host name (``cdi-upload.example.net``), to which virtctl adds
+    ``https://``. Defaults to none: the cell exposes no ingress for it, and ``virtctl image-upload
+    --uploadproxy-url`` works through a port-forward.
     """
 
 
@@ -268,17 +269,19 @@ class CdiInputs(TypedDict, total=False):
     """
 
     spec: CdiSpec
-    """The ``cdi`` settings (``uploadProxyUrl``)."""
+    """The ``cdi`` settings (``uploadProxyUrl``). Defaults to none."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: CDI's importer pods tolerate the taints of the pools VMs run on."""
+    """The cluster's node pools: CDI's importer, uploader and cloner pods tolerate the taints of the pools VMs run on.
+    Defaults to none.
+    """
 
     version: str
-    """CDI release; defaults to gpucell's pin."""
+    """CDI release (``versions.cdi``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (deleting CDI deletes every DataVolume): ``protect`` (default), ``retain``,
-    ``delete``.
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every
+    DataVolume): ``protect`` (default), ``retain`` or ``delete``.
     """
 
     storageClass: Required[pulumi.Input[str]]
@@ -305,13 +308,15 @@ class CertManagerInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: ChartSpec
-    """Chart ``values``."""
+    """The ``certManager`` section (chart ``values``). Defaults to none."""
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.certManager``); defaults to gpucell's pin."""
 
     gatewayApi: bool
-    """Solve ACME HTTP-01 challenges with Gateway API HTTPRoutes. Defaults to false."""
+    """cert-manager solves ACME HTTP-01 challenges with Gateway API HTTPRoutes (``enableGatewayAPI``; the Gateway API
+    CRDs must exist before it starts). Defaults to false.
+    """
 
 
 class DraDriverSpec(TypedDict, total=False):
@@ -330,16 +335,25 @@ class DraDriverInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: DraDriverSpec
-    """Chart ``values``."""
+    """The ``draDriver`` settings (chart ``values``). Defaults to none."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the kubelet plugin tolerates the ``dra`` pools' taints."""
+    """The cluster's node pools: the kubelet plugin tolerates the taints of the ``dra`` pools (it runs on the nodes
+    labelled ``gpucell.io/dra-kubelet-plugin=true``). Defaults to none.
+    """
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.draDriver``); defaults to gpucell's pin."""
 
     driverRoot: str
-    """Host path of the NVIDIA driver: the GPU Operator's (``/run/nvidia/driver``, default) or ``/``."""
+    """Host path of the NVIDIA driver (chart ``nvidiaDriverRoot``): the GPU Operator's driver container
+    (:data:`OPERATOR_DRIVER_ROOT`, the default), or ``/`` for a driver installed on the host (:func:`driver_root`).
+    """
+
+    toolkit: str
+    """What the GPU Operator's container toolkit is (:func:`toolkit_fingerprint`), written on the kubelet plugin's
+    pods (:data:`TOOLKIT_ANNOTATION`) so they restart when it changes. Defaults to none (no annotation).
+    """
 
 
 class ImageSpec(TypedDict, total=False):
@@ -378,16 +392,22 @@ class GpuOperatorInputs(TypedDict, total=False):
     """The cluster to install into: its containerd paths reach the container toolkit."""
 
     spec: GpuOperatorSpec
-    """MIG strategy, vGPU Manager image, DCGM exporter, chart ``values``."""
+    """The ``gpuOperator`` settings: MIG strategy, vGPU Manager image, DCGM exporter, chart ``values``. Defaults to
+    gpucell's.
+    """
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the GPU pools decide which operands run; their taints are tolerated."""
+    """The cluster's node pools: the GPU pools decide which operands run (sandbox workloads, VFIO, vGPU, MIG, DRA),
+    and every GPU pool's taints are tolerated. Defaults to none (a container-mode install without MIG).
+    """
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.gpuOperator``); defaults to gpucell's pin."""
 
     metrics: bool
-    """The cluster runs gpucell's metrics stack (DCGM exporter fields, ServiceMonitors). Defaults to false."""
+    """The cluster runs gpucell's metrics stack (:class:`gpucell.components.metrics.Metrics`): the DCGM exporter's
+    fields and ServiceMonitors, and the operator's own ServiceMonitor. Defaults to false.
+    """
 
 
 class Versions(TypedDict, total=False):
@@ -489,7 +509,8 @@ class OidcSpec(TypedDict, total=False):
 
     issuerUrl: Required[str]
     """``https://`` URL of the issuer, exactly the tokens' ``iss`` claim; discovery is read from
-    ``<issuerUrl>/.well-known/openid-configuration``.
+    ``<issuerUrl>/.well-known/openid-configuration``. Its host is not a loopback, link-local or other non-routable
+    address.
     """
 
     clientId: Required[str]
@@ -517,7 +538,9 @@ class BgpPeer(TypedDict, total=False):
     """A BGP router the servers advertise the API VIP to (an entry of kube-vip's ``bgp_peers``)."""
 
     address: Required[str]
-    """The router's IPv4 address."""
+    """The router's IPv4 address: a unicast host address (not loopback, link-local, multicast, broadcast,
+    reserved or unspecified), and not the VIP itself.
+    """
 
     asn: Required[int]
     """The router's AS number."""
@@ -554,7 +577,9 @@ class ApiVip(TypedDict, total=False):
 
 
 class Network(TypedDict, total=False):
-    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network."""
+    """The cell's address plan. Pod and service CIDRs must overlap neither each other nor the node network, and no
+    network may overlap loopback, link-local, multicast or the other special ranges (RFC 6890).
+    """
 
     nodeCidr: Required[str]
     """The network the hosts' addresses are in, e.g. ``10.20.0.0/24``."""
@@ -736,7 +761,7 @@ class CpuTopology(TypedDict, total=False):
     """Guest CPU topology (KubeVirt ``domain.cpu``): vCPUs = cores x sockets x threads."""
 
     cores: int
-    """Cores per socket. Defaults to 2."""
+    """Cores per socket. Defaults to 2, or the default of the key that holds it (a tenant cluster's workers: 4)."""
 
     sockets: int
     """Sockets. Defaults to 1."""
@@ -754,7 +779,10 @@ class DiskSource(TypedDict, total=False):
     """Container disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
 
     http: str
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``); its host is not a loopback,
+    link-local or other non-routable address (the importer pod would fetch from its own node or instance
+    metadata).
+    """
 
     allowPlainHttp: bool
     """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
@@ -1173,7 +1201,9 @@ class ModelEndpointSpec(TypedDict, total=False):
     """
 
     s3Endpoint: str
-    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3."""
+    """``s3://`` only: the S3 API host (``minio.storage.example.net``) for storage other than AWS S3; not a loopback,
+    link-local or other non-routable address.
+    """
 
     s3Region: str
     """``s3://`` only: the bucket's region (``eu-central-1``)."""
@@ -1307,10 +1337,15 @@ class WorkerPoolSpec(TypedDict, total=False):
     """Whole GPUs per worker (count). Defaults to 0."""
 
     vgpuProfile: str
-    """Refused: see :meth:`_gpus_a_guest_can_drive`. Kept as a key so the refusal names it."""
+    """Refused: a vGPU guest needs NVIDIA's licensed vGPU guest driver and a license token, which gpucell does not
+    carry into tenant clusters; use whole GPUs from a ``vm-passthrough`` pool. Kept as a key so the refusal names it.
+    """
 
     gpuAllocation: GpuAllocation
-    """``device-plugin`` only (``dra`` is refused: see :meth:`_gpus_a_guest_can_drive`)."""
+    """``device-plugin`` only: ``dra`` is refused, because Cluster API creates worker VMs whenever it scales, rolls
+    out or remediates, outside the one ``pulumi up`` that orders a ``dra`` pool's VM claims after its container
+    claims (decision 0017).
+    """
 
     pool: str
     """Node pool of the workers; defaults to any pool of the right mode and model (cpu pools without GPUs)."""
@@ -1335,7 +1370,9 @@ class WorkerPoolSpec(TypedDict, total=False):
 
 
 class TenantClusterNetwork(TypedDict, total=False):
-    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them)."""
+    """The tenant cluster's own pod and service networks (inside its VMs: Cilium tunnels between them); neither may
+    overlap loopback, link-local, multicast or the other special ranges (RFC 6890).
+    """
 
     podCidr: str
     """Pod network of the tenant cluster (``Cluster.spec.clusterNetwork.pods``; kubeadm gives each node a /24 of
@@ -1611,7 +1648,7 @@ class BgpPeerSpec(TypedDict, total=False):
     """One BGP neighbour of the announcing nodes (a top-of-rack router)."""
 
     address: Required[str]
-    """The router's address, reachable from the nodes (Cilium ``peerAddress``)."""
+    """The router's address, reachable from the nodes (Cilium ``peerAddress``): a unicast host address."""
 
     asn: Required[int]
     """The router's AS number (Cilium ``peerASN``)."""
@@ -1686,7 +1723,9 @@ class GatewaySpec(TypedDict, total=False):
     """
 
     pool: Required[str]
-    """The ``loadBalancer.pools`` entry the Gateway's address comes from."""
+    """The ``loadBalancer.pools`` entry the Gateway's address comes from: one that lists no tenants (a tenant's
+    Service could otherwise take the address first).
+    """
 
     address: str
     """A fixed address for the Gateway, inside ``pool``; defaults to any free address of it (then the address is
@@ -1735,7 +1774,10 @@ class ImportSource(TypedDict, total=False):
     """Container disk image, ``docker://quay.io/containerdisks/ubuntu:24.04``."""
 
     http: str
-    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``)."""
+    """``https://`` URL of a qcow2/raw image (``http://`` only with ``allowPlainHttp``); its host is not a loopback,
+    link-local or other non-routable address (the importer pod would fetch from its own node or instance
+    metadata).
+    """
 
     allowPlainHttp: bool
     """Accept an ``http://`` source: the image travels unencrypted and unauthenticated, anyone on the path can
@@ -1941,10 +1983,12 @@ class KServeInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: KServeSpec
-    """Default ``deploymentMode`` and chart ``values``."""
+    """The ``kserve`` section: default ``deploymentMode`` and chart ``values``. Defaults to ``Standard`` (raw
+    Deployments).
+    """
 
     version: str
-    """KServe release; defaults to gpucell's pin."""
+    """KServe release (``versions.kserve``); defaults to gpucell's pin."""
 
 
 class KedaInputs(TypedDict, total=False):
@@ -1954,10 +1998,10 @@ class KedaInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     version: str
-    """Chart version; defaults to gpucell's pin."""
+    """Chart version (``versions.keda``); defaults to gpucell's pin."""
 
     values: dict[str, Any]
-    """Chart values."""
+    """Chart values; gpucell sets none of its own (the chart's defaults serve KServe's ScaledObjects)."""
 
 
 class KubeVirtInputs(TypedDict, total=False):
@@ -1967,25 +2011,39 @@ class KubeVirtInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: the GPUs VMs may have, the CPU manager gate, the taints virt-handler tolerates."""
+    """The cluster's node pools: the GPUs VMs may have (``vm-passthrough``, ``vm-vgpu``, ``dra`` pools), the pools
+    whose kubelet runs the static CPU manager (``topology``), and the taints of the pools VMs run on. Defaults to none
+    (CPU-only VMs).
+    """
 
     vgpuDriverImage: ImageSpec
-    """The GPU Operator's vGPU Manager image (tells mdev from SR-IOV vGPU pools); required with a ``vm-vgpu`` pool."""
+    """The vGPU Manager image of the GPU Operator (``gpuOperator.vgpuDriverImage``): its driver branch tells mdev
+    from SR-IOV vGPU pools (:func:`gpucell.spec.hardware.pool_vgpu_framework`); required with a ``vm-vgpu`` pool.
+    """
 
     version: str
-    """KubeVirt release; defaults to gpucell's pin."""
+    """KubeVirt release (``versions.kubevirt``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (deleting KubeVirt deletes every VM): ``protect`` (default), ``retain``, ``delete``."""
+    """What removing the component may do to the operator manifest and the CR (deleting them deletes every VM):
+    ``protect`` (default), ``retain`` or ``delete``.
+    """
 
     commonInstancetypes: bool
-    """Whether virt-operator deploys KubeVirt's common instancetypes and preferences. Defaults to true."""
+    """Whether virt-operator deploys KubeVirt's common instancetypes and preferences (``commonInstancetypesDeployment.
+    enabled``; a cell's ``kubevirt.commonInstancetypes``). Defaults to true, KubeVirt's own default.
+    """
 
     vmStateStorageClass: str
-    """The StorageClass of VMs' persistent EFI and TPM state (``vmStateStorageClass``); none: KubeVirt picks."""
+    """The StorageClass of VMs' persistent EFI NVRAM and TPM state (``vmStateStorageClass``; a cell's
+    ``kubevirt.vmStateStorageClass``, else its default class). None: left out, KubeVirt picks (a class annotated
+    ``storageclass.kubevirt.io/is-default-virt-class``, else the cluster's default).
+    """
 
     vmPersistentState: bool
-    """Some VM keeps persistent EFI or TPM state (lists ``VMPersistentState`` on a KubeVirt older than v1.6)."""
+    """Some VM keeps persistent EFI or TPM state: on a KubeVirt older than v1.6 the ``VMPersistentState`` gate is
+    listed (:data:`VM_PERSISTENT_STATE_GATE`). Defaults to false.
+    """
 
 
 class ModelEndpointInputs(TypedDict, total=False):
@@ -2097,7 +2155,9 @@ class RemoteWriteSpec(TypedDict, total=False):
     """
 
     url: Required[str]
-    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``)."""
+    """``https://`` push URL of the store's remote-write endpoint (``https://metrics.example.com/api/v1/push``); its
+    host is neither a loopback, link-local or other non-routable address nor a node of the cell.
+    """
 
     credentialsConfigKey: str
     """Secret stack config key holding ``<user>:<password>`` for HTTP basic auth; required: a store reachable
@@ -2141,8 +2201,8 @@ class EtcdS3(TypedDict, total=False):
     """An S3-compatible target for the snapshots, configured through a ``kube-system`` Secret (never config.yaml)."""
 
     endpoint: str
-    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``). Defaults to
-    ``s3.amazonaws.com``.
+    """S3 endpoint host, optionally ``:port``, no scheme (k3s ``etcd-s3-endpoint``); neither a loopback, link-local
+    or other non-routable address nor a node of the cell. Defaults to ``s3.amazonaws.com``.
     """
 
     bucket: Required[str]
@@ -2230,7 +2290,8 @@ class BackupStorageSpec(TypedDict, total=False):
 
     endpoint: str
     """``https://`` URL of an S3-compatible store (``config.s3Url``, e.g. ``https://s3.fra1.example.net``);
-    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused.
+    defaults to AWS S3. Backups hold tenants' disks and Secrets: plain HTTP is refused, and so are hosts at a
+    loopback, link-local or other non-routable address or at a node of the cell.
     """
 
     forcePathStyle: bool
@@ -2386,7 +2447,7 @@ class RegionalCellInputs(TypedDict, total=False):
     """Inputs of a whole cell (:class:`gpucell.cell.RegionalCellArgs`)."""
 
     cell: Required[CellSpec]
-    """The region, as ``gpucell:regions.<region>`` in a stack file."""
+    """The region, validated: ``gpucell:regions.<region>`` in a stack file."""
 
     sshPrivateKey: Required[pulumi.Input[str]]
     """SSH private key for every node of the region."""
@@ -2415,17 +2476,19 @@ class StorageInputs(TypedDict, total=False):
     """The cluster to install into."""
 
     spec: StorageSpec
-    """Backend, Longhorn replicas and chart ``values``."""
+    """The ``storage`` section: backend, Longhorn replicas and chart ``values``. Defaults to ``local-path``."""
 
     nodePools: dict[str, NodePool]
-    """The cluster's node pools: Longhorn tolerates every gpu and cpu pool's taints."""
+    """The cluster's node pools: Longhorn tolerates the taints of every gpu and cpu pool (where volumes are used).
+    Defaults to none.
+    """
 
     version: str
-    """Longhorn chart version; defaults to gpucell's pin."""
+    """Longhorn chart version (``versions.longhorn``); defaults to gpucell's pin."""
 
     removalPolicy: RemovalPolicy
-    """What removing it may do (uninstalling Longhorn deletes every volume): ``protect`` (default), ``retain``,
-    ``delete``.
+    """What removing the component may do to the Longhorn release (uninstalling it deletes every volume):
+    ``protect`` (default), ``retain`` or ``delete``.
     """
 
 
@@ -2438,10 +2501,14 @@ class TenantInputs(TypedDict, total=False):
     """The cluster the tenant lives on."""
 
     name: Required[str]
-    """Tenant key (``acme``): the namespace is ``tenant-<name>``."""
+    """Tenant key in the config (``acme``); the namespace is ``tenant-<name>``."""
 
     spec: Required[TenantSpec]
-    """The tenant: quota, limits, groups, egress, removal policy (and the workloads it declares, admitted with it)."""
+    """The tenant, validated: quota, limits, groups, egress, removal policy (and the workloads it declares, admitted
+    with it).
+    """
 
     facts: Required[ClusterFacts]
-    """What the tenant is admitted against and rendered from: the cluster's GPU pools, networks, other tenants..."""
+    """What the tenant is admitted against (GPU inventory, the other tenants' quotas, networks, classes...) and its
+    objects are rendered from (GPU resources, egress exceptions, OIDC group names, placement).
+    """
