@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -29,8 +28,8 @@ from gpucell.stacks.health import quarantine_patch
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.review import render, review
 from tests.conftest import REPO
+from tests.prometheus_loopback import PROMETHEUS, running_prometheus
 
-PROMETHEUS = shutil.which("prometheus")
 if PROMETHEUS is None and os.environ.get("CI") == "true":
     raise RuntimeError("prometheus is missing under CI=true: .ci/run installs it (apt-get install prometheus)")
 STACK = "lab"
@@ -202,33 +201,10 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cell]:
         ],
     }
     (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    server = subprocess.Popen(
-        [
-            PROMETHEUS,
-            "--config.file=prometheus.yml",
-            "--storage.tsdb.path=data",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        cwd=work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-                if response.status == 200:
-                    break
-            assert time.monotonic() < deadline, "prometheus did not become ready in 60 s"
-            time.sleep(0.5)
-        yield Cell(url, targets, project)
+        with running_prometheus(work) as url:
+            yield Cell(url, targets, project)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
         targets.shutdown()
         targets.server_close()
 

@@ -8,18 +8,17 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from gpucell.stacks.cli import main
+from tests.prometheus_loopback import PROMETHEUS, running_prometheus
 
-PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
+PROMTOOL = shutil.which("promtool")
 if (PROMETHEUS is None or PROMTOOL is None) and os.environ.get("CI") == "true":
     raise RuntimeError(
         "prometheus/promtool are missing under CI=true: .ci/run installs them (apt-get install prometheus)"
@@ -56,12 +55,6 @@ would forge a table row, NaN, +Inf and negative samples, cells a spreadsheet wou
 recorded before gpucell carried the GPU model."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if PROMETHEUS is None or PROMTOOL is None:
@@ -87,35 +80,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         timeout=120,
     )
     (work / "prometheus.yml").write_text("global: {}\n")
-    port = _free_port()
     # Imported blocks carry no staleness markers (the rule engine writes them when a series ends), so the lookback
     # is kept under one step: a series that ended is not carried forward.
-    server = subprocess.Popen(
-        [
-            PROMETHEUS,
-            "--config.file=prometheus.yml",
-            "--storage.tsdb.path=data",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=100y",
-            "--query.lookback-delta=59s",
-        ],
-        cwd=work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
-                if response.status == 200:
-                    break
-            assert time.monotonic() < deadline, "prometheus did not become ready in 60 s"
-            time.sleep(0.5)
+    with running_prometheus(work, "--storage.tsdb.retention.time=100y", "--query.lookback-delta=59s") as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_usage_table_from_a_real_prometheus(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
