@@ -16,19 +16,18 @@ Run ``python -m tools.component_pages`` to rewrite the blocks in place (``--chec
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import inspect
 import re
 import sys
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpucell.engine.mock_engine import PlanResult, Registration
+from gpucell.package.inputs import field_docs
 from gpucell.spec.versions import Versions
 from gpucell.testing import run_program
 from tools.docgen import plain_markdown
@@ -106,23 +105,6 @@ _EXAMPLE = re.compile(r"^```python\n(?P<code>.*?)^```$", re.DOTALL | re.MULTILIN
 # -- the Args ------------------------------------------------------------------------------------------------------
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """Field name -> the docstring under it in ``cls``'s source (how gpucell documents dataclass fields)."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-    assert isinstance(body, ast.ClassDef)
-    docs: dict[str, str] = {}
-    for statement, following in zip(body.body, body.body[1:], strict=False):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[statement.target.id] = following.value.value
-    return docs
-
-
 def _one_line(text: str) -> str:
     return plain_markdown(" ".join(text.split())).replace("|", "\\|")
 
@@ -142,7 +124,7 @@ def args_block(page: Page) -> str:
     """The ``args`` block: a table per component's ``*Args``."""
     lines: list[str] = []
     for component, args in page.classes():
-        docs = _field_docs(args)
+        docs = field_docs(args)
         lines += [
             f"`{args.__name__}` (`{args.__module__}`), the inputs of `{component.__name__}(name, args, opts)`:",
             "",

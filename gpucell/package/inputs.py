@@ -95,6 +95,7 @@ __all__ = [
     "TenantInputs",
     "WorkloadInputs",
     "derive",
+    "field_docs",
 ]
 
 
@@ -351,7 +352,7 @@ def derive(args: type[_A], doc: str, base: type[_M], cluster: str | None = None)
     fields = {field.name: field for field in dataclasses.fields(args)}  # type: ignore[arg-type]
     if stale := sorted(set(listed) - set(fields)):
         raise TypeError(f"NOT_DERIVED lists {', '.join(stale)}, which {args.__name__} does not have")
-    docs = _field_docs(args)
+    docs = field_docs(args)
     namespace = vars(sys.modules[args.__module__])
     derived: list[str] = []
     inputs: dict[str, Any] = {}
@@ -408,8 +409,10 @@ def _default(field: dataclasses.Field[Any]) -> dict[str, Any]:
     return {}
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """Field name -> the docstring under it in ``cls``'s source (how gpucell documents dataclass fields)."""
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> the docstring under it in ``cls``'s source (how gpucell documents dataclass fields), cleaned
+    (:func:`inspect.cleandoc`). The package's input docs and the component pages (``tools/component_pages.py``) read
+    the ``*Args`` through it."""
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
     assert isinstance(body, ast.ClassDef)
     docs: dict[str, str] = {}
