@@ -15,6 +15,7 @@ from gpucell.errors import ConfigError
 from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
+from gpucell.stacks.fleet import shared_failure_domain
 from gpucell.stacks.guard import (
     check_against,
     deployed_fingerprints,
@@ -52,6 +53,9 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
     first server not forgotten.
     """
     stack = load_stack_config(config)
+    shared = shared_failure_domain(pulumi.get_stack(), stack.spec)
+    if shared is not None:
+        pulumi.log.warn(shared)
     last = read_last_deployment()
     deployed = deployed_fingerprints(last)
     check_against(stack, deployed)
@@ -72,7 +76,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
                 control_server=control.host,
                 image_credentials=stack.credentials,
-                other_cells=other_cells(stack.spec.regions, region),
+                other_cells=other_cells(stack.spec.regions, region, stack.spec.other_cells),
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})

@@ -1,0 +1,107 @@
+"""``gpucell pin-versions STACK``: write the versions a stack takes from the package's defaults into its file.
+
+A region's ``versions`` key names what the cell installs; a component it leaves out gets the gpucell package's
+default (:class:`gpucell.spec.versions.Versions`), which moves with the package. Pinned, a region installs what its
+stack file says whatever gpucell release plans it: upgrading the package plans no version change, and an upgrade is a
+reviewed edit of one stack file (docs/decisions/0034). ``production: true`` stacks must pin every component
+(:class:`gpucell.spec.StackSpec` refuses one that does not, naming this command).
+
+The file is edited as text, so its comments, anchors and layout stay: the missing keys are added at the end of each
+region's ``versions:`` block (or a new block at the top of the region), nothing else changes. The result is read back
+and must give every region the versions it had, all pinned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from gpucell.errors import ConfigError
+from gpucell.spec import StackSpec
+from gpucell.spec.versions import Versions, unpinned
+from gpucell.stacks.config import stack_spec_input
+
+__all__ = ["pin_versions"]
+
+
+def _child(node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    """The ``(key node, value node)`` of ``key`` in mapping ``node``, or ``None``."""
+    return next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+
+
+def _regions_node(root: yaml.Node, project: str) -> yaml.MappingNode:
+    config = _child(root, "config") if isinstance(root, yaml.MappingNode) else None
+    regions = None
+    if config is not None and isinstance(config[1], yaml.MappingNode):
+        regions = _child(config[1], f"{project}:regions") or _child(config[1], "regions")
+    if regions is None or not isinstance(regions[1], yaml.MappingNode):
+        raise ConfigError.at(("config", f"{project}:regions"), "is missing or not a mapping; nothing to pin")
+    return regions[1]
+
+
+def _insertions(region: str, node: yaml.MappingNode, missing: dict[str, str]) -> tuple[int, list[str]]:
+    """Where (a line index) and which lines to insert into the region mapping ``node`` to pin ``missing``."""
+    if node.flow_style or not node.value:
+        raise ConfigError.at(
+            ("regions", region), "is written as a flow mapping ({...}); write it as a block mapping to pin versions"
+        )
+    indent = node.value[0][0].start_mark.column
+    versions = _child(node, "versions")
+    if versions is None:
+        lines = [" " * indent + "versions:"] + [f"{' ' * (indent + 2)}{k}: {v}" for k, v in missing.items()]
+        return node.value[0][0].start_mark.line, lines
+    block = versions[1]
+    if not isinstance(block, yaml.MappingNode) or block.flow_style or not block.value:
+        raise ConfigError.at(
+            ("regions", region, "versions"),
+            "is not written as a block mapping (one key a line); write it so to pin versions",
+        )
+    child_indent = block.value[0][0].start_mark.column
+    last = block.value[-1][1]
+    return last.end_mark.line + 1, [f"{' ' * child_indent}{k}: {v}" for k, v in missing.items()]
+
+
+def pin_versions(text: str, project: str, project_config: dict[str, Any], spec: StackSpec) -> tuple[str, list[str]]:
+    """``text`` (a ``Pulumi.<stack>.yaml`` whose validated spec is ``spec``) with every region's unpinned versions
+    written into its ``versions`` block, and one note per region pinned (``[]``: nothing to do).
+
+    ``project_config`` is the stack's config as the program reads it (:class:`gpucell.stacks.plan.StackFiles`), for
+    the check that the new text plans the same versions. Raises :class:`ConfigError` when a region or its
+    ``versions`` is written in flow style (``{...}``), or when the result would not read back as the same
+    versions (a layout this text edit cannot follow)."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    regions = _regions_node(root, project)
+    edits: list[tuple[int, list[str]]] = []
+    notes: list[str] = []
+    for key, node in regions.value:
+        region = key.value
+        cell = spec.regions[region]
+        names = unpinned(cell.versions)
+        if not names:
+            continue
+        fields = {info.alias or name: name for name, info in Versions.model_fields.items()}
+        missing = {name: getattr(cell.versions, fields[name]) for name in names}
+        edits.append(_insertions(region, node, missing))
+        notes.append(f"regions.{region}.versions: pinned {', '.join(f'{k} {v}' for k, v in missing.items())}")
+    lines = text.splitlines(keepends=True)
+    for at, new in sorted(edits, reverse=True):
+        lines[at:at] = [line + "\n" for line in new]
+    result = "".join(lines)
+    _check_same(result, project, project_config, spec)
+    return result, notes
+
+
+def _check_same(text: str, project: str, config: dict[str, Any], spec: StackSpec) -> None:
+    """The pinned ``text`` gives every region of ``spec`` the versions it had, all pinned."""
+    raw = (yaml.safe_load(text) or {}).get("config") or {}
+    merged = dict(config)
+    merged[f"{project}:regions"] = raw.get(f"{project}:regions", raw.get("regions"))
+    after = StackSpec.model_validate(stack_spec_input(merged, project))
+    for region, cell in spec.regions.items():
+        pinned = after.regions[region].versions
+        if pinned != cell.versions or unpinned(pinned):
+            raise ConfigError.at(
+                ("regions", region, "versions"),
+                "could not be pinned by a text edit of this layout; write the versions gpucell fleet shows by hand",
+            )
