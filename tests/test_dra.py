@@ -560,7 +560,7 @@ def _input(r: Registration, *path: str) -> Any:
 
 
 def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
-    plan = shared_plan("prod")
+    plan = shared_plan("prod-fra1")
     spec = plan.cells["fra1"].spec
     assert [name for name, pool in spec.node_pools.items() if pool.gpu_mode is not None and pool.gpu_mode == "dra"] == [
         "l4-dra"

@@ -22,9 +22,10 @@ from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from gpucell.stacks.plan_file import MAX_PLAN_BYTES, MAX_PLAN_DEPTH
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import provider_outputs
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_lab_config
 
-PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+PROD: dict[str, Any] = prod_lab_config()
+"""Both production regions and their secrets as one lab stack's config."""
 
 
 @pytest.fixture(autouse=True)

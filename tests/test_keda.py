@@ -15,7 +15,7 @@ ISVC = "kubernetes:serving.kserve.io/v1beta1:InferenceService"
 
 @pytest.fixture(scope="module")
 def prod() -> PlanResult:
-    return shared_plan("prod").result
+    return shared_plan("prod-fra1").result
 
 
 def test_prod_installs_keda_and_scales_llama_on_vllm_queue(prod: PlanResult) -> None:
