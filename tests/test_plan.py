@@ -347,7 +347,7 @@ def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.Captur
     assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
         2,
         "region: unknown key in the gpucell namespace; accepted keys are acknowledge, gpuModels, hfTokenResearch, "
-        "regions, sshPrivateKey\n",
+        "otherCells, production, regions, sshPrivateKey\n",
     )
 
 
