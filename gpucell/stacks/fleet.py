@@ -110,13 +110,13 @@ def fleet_problems(specs: dict[str, StackSpec]) -> list[str]:
     problems += _unlisted_networks(specs, production)
     union = {region: cell for spec in production.values() for region, cell in spec.regions.items()}
     if len(union) < 2:
-        return []
+        return problems
     try:
         regions = {region: cell.model_dump(by_alias=True, exclude_unset=True) for region, cell in union.items()}
         StackSpec.model_validate({"regions": regions})
     except ConfigError as exc:
-        return [f"Pulumi.{owner[_region_of(line)]}.yaml: {line} (across the fleet)" for line in exc.lines]
-    return []
+        problems += [f"Pulumi.{owner[_region_of(line)]}.yaml: {line} (across the fleet)" for line in exc.lines]
+    return problems
 
 
 def _unlisted_networks(specs: dict[str, StackSpec], production: dict[str, StackSpec]) -> list[str]:
