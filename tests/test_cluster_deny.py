@@ -21,9 +21,7 @@ from gpucell.engine.mock_engine import run_program
 from gpucell.spec import StackSpec
 from tests.conftest import prod_regions, shared_plan, violations
 
-PROD = StackSpec.model_validate(
-    {"regions": prod_regions()}
-)
+PROD = StackSpec.model_validate({"regions": prod_regions()})
 
 
 def facts(**changes: Any) -> ClusterFacts:

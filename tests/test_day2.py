@@ -24,9 +24,8 @@ from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
 from gpucell.k3s import _scripts as scripts
 from gpucell.spec import StackSpec
-from gpucell.stacks.fleet import shared_failure_domain
 from gpucell.stacks.plan import read_stack_files
-from gpucell.stacks.program import build_cells
+from gpucell.stacks.program import build_cells, shared_failure_domain
 from gpucell.testing import read_outputs
 from tests.conftest import REPO, minimal_cell_config, prod_regions, tainted_mig_pool, write_prod_lab
 

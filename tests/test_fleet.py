@@ -20,8 +20,8 @@ from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.versions import Versions
 from gpucell.stacks import cli
 from gpucell.stacks.config import stack_spec_input
-from gpucell.stacks.fleet import shared_failure_domain
 from gpucell.stacks.plan import Plan, make_plan, read_stack_files, to_json
+from gpucell.stacks.program import shared_failure_domain
 from gpucell.stacks.project_config import apply_project_config, project_keys
 from tests.conftest import PROD_STACKS, REPO, minimal_cell_config, prod_plan_of, prod_regions, write_prod_lab
 

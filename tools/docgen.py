@@ -346,6 +346,12 @@ _GPU_MODELS = [
     "|---|---|---|---|---|---|",
 ]
 
+
+def _description(model: type[pydantic.BaseModel], name: str) -> str:
+    """A field's docstring on one line."""
+    return " ".join((model.model_fields[name].description or "").split())
+
+
 _FLEET = [
     "",
     "## `gpucell:production` and `gpucell:otherCells`",
@@ -363,9 +369,9 @@ _FLEET = [
     "",
     "| key | type | unit | default | meaning | example |",
     "|---|---|---|---|---|---|",
-    f"| `production` | boolean | | `false` | {' '.join(StackSpec.model_fields['production'].description.split())} | `true` |",
-    f"| `otherCells` | map of CIDR lists | | none | {' '.join(StackSpec.model_fields['other_cells'].description.split())} "
-    "| `{iad1: [10.120.0.0/22]}` |",
+    f"| `production` | boolean | | `false` | {_description(StackSpec, 'production')} | `true` |",
+    f"| `otherCells` | map of CIDR lists | | none | {_description(StackSpec, 'other_cells')} | "
+    "`{iad1: [10.120.0.0/22]}` |",
 ]
 _ACKNOWLEDGE = [
     "",

@@ -1,13 +1,13 @@
 """The fleet: every stack of the project, each region's pinned versions and the skew between them.
 
-Production is one stack per region (docs/decisions/0034): ``Pulumi.prod-fra1.yaml``, ``Pulumi.prod-iad1.yaml``,
-each with ``gpucell:production: true``. A stack that still holds several regions (a lab may) is planned with a
-warning naming the failure domain its regions share (:func:`shared_failure_domain`). ``gpucell fleet`` reads every
-``Pulumi.<stack>.yaml`` offline (:func:`read_fleet`), shows each stack's regions and component versions, marks the
-versions a stack takes from the package's defaults, and the skew between regions (:func:`render_fleet`). It also
-checks across the production stacks what one stack's rules checked across its regions when they shared a stack (a
-machine, an address block, a backup prefix, a gateway domain of two cells; a region in two stacks):
-:func:`fleet_problems`.
+Production is one stack per region (docs/decisions/0034): ``Pulumi.prod-fra1.yaml``, ``Pulumi.prod-iad1.yaml``, each
+with ``gpucell:production: true``. A stack that still holds several regions (a lab may) is planned with a warning
+naming the failure domain its regions share (:func:`gpucell.stacks.program.shared_failure_domain`). ``gpucell
+fleet`` reads every ``Pulumi.<stack>.yaml`` offline (:func:`read_fleet`), shows each stack's regions and component
+versions, marks the versions a stack takes from the package's defaults, and the skew between regions
+(:func:`render_fleet`). It also checks across the production stacks what one stack's rules checked across its
+regions when they shared a stack (a machine, an address block, a backup prefix, a gateway domain of two cells; a
+region in two stacks): :func:`fleet_problems`.
 """
 
 from __future__ import annotations
@@ -19,22 +19,11 @@ from pathlib import Path
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
 from gpucell.spec.versions import Versions, unpinned
+from gpucell.stacks.base_ref import stacks_in
 from gpucell.stacks.config import stack_spec_input
+from gpucell.stacks.plan import read_stack_files
 
-__all__ = ["FleetCell", "fleet_problems", "read_fleet", "render_fleet", "shared_failure_domain", "skew"]
-
-
-def shared_failure_domain(stack: str, spec: StackSpec) -> str | None:
-    """The warning for a stack holding several regions (``None`` for one): they share one state, one run and one
-    failure domain. A ``production: true`` stack never gets here (:class:`StackSpec` refuses it)."""
-    if len(spec.regions) < 2:
-        return None
-    return (
-        f"stack {stack} holds regions {', '.join(spec.regions)} in one state: they share one failure domain (a "
-        "failed host in one stops the others' rollout, a lock or a bad checkpoint stops them all, a version bump "
-        "reaches them all in one run); production stacks hold one region each (docs/operations.md, 'One stack per "
-        "region')"
-    )
+__all__ = ["FleetCell", "fleet_problems", "read_fleet", "render_fleet", "skew"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +43,6 @@ class FleetCell:
 def _stack_spec(project_dir: Path, stack: str) -> StackSpec:
     """``stack``'s validated spec (project-level config applied, as ``pulumi up`` reads it); each problem line
     prefixed by the stack file."""
-    from gpucell.stacks.plan import read_stack_files  # noqa: PLC0415 (plan imports the program, which imports us)
-
     try:
         files = read_stack_files(project_dir, stack)
         return StackSpec.model_validate(stack_spec_input(files.config, files.project))
@@ -67,8 +54,6 @@ def read_fleet(project_dir: Path, stacks: list[str] | None = None) -> tuple[list
     """The regions of ``stacks`` (default: every ``Pulumi.<stack>.yaml`` of ``project_dir``) and each stack's
     spec. Raises :class:`ConfigError` (every stack's problems, each line naming its file) when one does not
     validate, or when there is no stack."""
-    from gpucell.stacks.base_ref import stacks_in  # noqa: PLC0415 (it imports the plan, as _stack_spec does)
-
     names = stacks if stacks is not None else stacks_in(project_dir)
     if not names:
         raise ConfigError.at(("Pulumi.<stack>.yaml",), f"none found in {project_dir}; run gpucell fleet there")

@@ -12,10 +12,9 @@ from gpucell.components.cluster_deny import other_cells
 from gpucell.components.gateway import exposed_endpoints
 from gpucell.day2.disruption import fingerprint
 from gpucell.errors import ConfigError
-from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
+from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec, StackSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
-from gpucell.stacks.fleet import shared_failure_domain
 from gpucell.stacks.guard import (
     check_against,
     deployed_fingerprints,
@@ -33,7 +32,7 @@ from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
 from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX, TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
-__all__ = ["build_cells", "main"]
+__all__ = ["build_cells", "main", "shared_failure_domain"]
 
 
 def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = None) -> dict[str, RegionalCell]:
@@ -87,6 +86,19 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
         cells[region] = cell
         build_tenants(region, cell, stack)
     return cells
+
+
+def shared_failure_domain(stack: str, spec: StackSpec) -> str | None:
+    """The warning for a stack holding several regions (``None`` for one): they share one state, one run and one
+    failure domain. A ``production: true`` stack never gets here (:class:`StackSpec` refuses it)."""
+    if len(spec.regions) < 2:
+        return None
+    return (
+        f"stack {stack} holds regions {', '.join(spec.regions)} in one state: they share one failure domain (a "
+        "failed host in one stops the others' rollout, a lock or a bad checkpoint stops them all, a version bump "
+        "reaches them all in one run); production stacks hold one region each (docs/operations.md, 'One stack per "
+        "region')"
+    )
 
 
 def registered_hosts(deployed: Mapping[str, Any] | None) -> frozenset[str] | None:
