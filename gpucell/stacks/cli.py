@@ -613,9 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     2 wrong command line (argparse's, or :class:`CommandLineError`: one plan file, an ``--out`` that cannot be
     written). ``gpucell health``: 0 healthy (nothing to quarantine), 3 unhealthy (hosts to quarantine), 2 wrong
     command line or stack config, 1 Prometheus unreachable or answering what cannot be read. ``gpucell fleet``: 0 no
-    skew between the production stacks, 3 skew, 2 a stack that does not validate. A reader that closes
-    the pipe early (``gpucell plan prod | head``) ends the run quietly with exit 1, as other command-line tools stop
-    when their output is no longer read."""
+    skew between the production stacks, 3 skew, 2 a stack that does not validate. A reader that closes the pipe
+    early (``gpucell plan prod-fra1 | head``) ends the run quietly with exit 1, as other command-line tools stop when
+    their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {
         "plan": _plan,
