@@ -170,7 +170,7 @@ def test_every_unknown_top_level_key_is_reported_in_one_run(tmp_path: Path) -> N
     config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
     config["config"].update({"gpucell:sshPrivatekey": "x", "gpucell:aknowledge": []})
     project = _project(tmp_path, yaml.safe_dump(config))
-    accepted = "acknowledge, gpuModels, hfTokenResearch, regions, sshPrivateKey"
+    accepted = "acknowledge, gpuModels, hfTokenResearch, otherCells, production, regions, sshPrivateKey"
     assert _run("plan", "dev", "--project-dir", str(project))[:3] == (
         2,
         "",

@@ -227,12 +227,19 @@ def apply_project_config(
                     f"(config.{short}), so `pulumi up` refuses the stack without it"
                     + (f"; set it with `pulumi config set --secret {short}`" if key.secret else "")
                 )
+            elif key.secret and key.type is not None:  # the CLI validates the merged value: a default is plain
+                problems.append(
+                    f"{short}: Pulumi.yaml declares it secret with a default, which is plain text, so `pulumi up` "
+                    f"refuses every stack without its own: set it with `pulumi config set --secret {short}`"
+                )
             else:
                 merged[key.key] = key.value
             continue
         if key.type is None:
             continue
-        if key.secret and key.key not in secret_keys:
+        if key.key in secret_keys:
+            continue  # its type is checked on the decrypted value, which the offline plan does not have
+        if key.secret:
             problems.append(
                 f"{short}: is stored in plain text in Pulumi.{stack}.yaml; Pulumi.yaml declares it secret, so "
                 f"`pulumi up` refuses it: set it with `pulumi config set --secret {short}`"
