@@ -30,7 +30,7 @@ def _child(node: yaml.MappingNode, key: str) -> tuple[yaml.Node, yaml.Node] | No
     return next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
 
 
-def _regions_node(root: yaml.Node, project: str) -> yaml.MappingNode:
+def _regions_node(root: yaml.Node | None, project: str) -> yaml.MappingNode:
     config = _child(root, "config") if isinstance(root, yaml.MappingNode) else None
     regions = None
     if config is not None and isinstance(config[1], yaml.MappingNode):
