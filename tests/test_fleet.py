@@ -244,6 +244,38 @@ def test_pin_versions_writes_todays_defaults_and_keeps_the_files_comments(
     assert capsys.readouterr().out == "Pulumi.dev.yaml: every version is pinned already\n"
 
 
+def test_pin_versions_turns_a_one_line_versions_into_a_block_and_refuses_what_it_cannot_edit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def inline(texts: dict[str, str]) -> None:
+        texts["Pulumi.dev.yaml"] = texts["Pulumi.dev.yaml"].replace(
+            "    lab1:\n", "    lab1:\n      versions: {k3s: 'v1.34.2+k3s1', cilium: 1.20.0}  # reviewed CHG-7\n", 1
+        )
+
+    folder = project(tmp_path, inline)
+    assert cli.main(["pin-versions", "dev", "--project-dir", str(folder)]) == 0
+    text = (folder / "Pulumi.dev.yaml").read_text()
+    rest = [
+        f"        {k}: {v}\n" for k, v in Versions().model_dump(by_alias=True).items() if k not in ("k3s", "cilium")
+    ]
+    written = "      versions:\n        k3s: 'v1.34.2+k3s1'\n        cilium: 1.20.0\n" + "".join(rest)
+    assert text == (REPO / "Pulumi.dev.yaml").read_text().replace("    lab1:\n", "    lab1:\n" + written, 1)
+    capsys.readouterr()
+
+    def over_two_lines(texts: dict[str, str]) -> None:
+        texts["Pulumi.dev.yaml"] = texts["Pulumi.dev.yaml"].replace(
+            "    lab1:\n", "    lab1:\n      versions: {k3s: v1.34.2+k3s1,\n        cilium: 1.20.0}\n", 1
+        )
+
+    folder = project(tmp_path / "two-lines", over_two_lines)
+    before = (folder / "Pulumi.dev.yaml").read_text()
+    assert cli.main(["pin-versions", "dev", "--project-dir", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        "regions.lab1.versions: is a flow mapping ({...}) over several lines; write it one key a line to pin versions\n"
+    )
+    assert (folder / "Pulumi.dev.yaml").read_text() == before
+
+
 def test_a_k3s_bump_in_prod_fra1s_file_changes_nothing_in_prod_iad1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

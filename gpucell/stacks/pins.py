@@ -7,8 +7,8 @@ reviewed edit of one stack file (docs/decisions/0034). ``production: true`` stac
 (:class:`gpucell.spec.StackSpec` refuses one that does not, naming this command).
 
 The file is edited as text, so its comments, anchors and layout stay: the missing keys are added at the end of each
-region's ``versions:`` block (or a new block at the top of the region), nothing else changes. The result is read back
-and must give every region the versions it had, all pinned.
+region's ``versions:`` block (a one-line ``versions: {...}`` becomes a block, or a new block goes at the top of the
+region), nothing else changes. The result is read back and must give every region the versions it had, all pinned.
 """
 
 from __future__ import annotations
@@ -40,26 +40,36 @@ def _regions_node(root: yaml.Node | None, project: str) -> yaml.MappingNode:
     return regions[1]
 
 
-def _insertions(region: str, node: yaml.MappingNode, missing: dict[str, str]) -> tuple[int, list[str]]:
-    """Where (a line index) and which lines to insert into the region mapping ``node`` to pin ``missing``."""
+def _edit(text: str, region: str, node: yaml.MappingNode, missing: dict[str, str]) -> tuple[int, int, list[str]]:
+    """The lines ``[start, end)`` of ``text`` to replace, and by what, to pin ``missing`` in the region mapping
+    ``node``: the missing keys after the last of a block ``versions``; a one-line flow ``versions: {...}`` rewritten
+    as a block (its values as written); a new block at the top of a region without ``versions``."""
     if node.flow_style or not node.value:
         raise ConfigError.at(
             ("regions", region), "is written as a flow mapping ({...}); write it as a block mapping to pin versions"
         )
     indent = node.value[0][0].start_mark.column
+    pins = [f"{' ' * (indent + 2)}{k}: {v}" for k, v in missing.items()]
     versions = _child(node, "versions")
     if versions is None:
-        lines = [" " * indent + "versions:"] + [f"{' ' * (indent + 2)}{k}: {v}" for k, v in missing.items()]
-        return node.value[0][0].start_mark.line, lines
-    block = versions[1]
-    if not isinstance(block, yaml.MappingNode) or block.flow_style or not block.value:
-        raise ConfigError.at(
-            ("regions", region, "versions"),
-            "is not written as a block mapping (one key a line); write it so to pin versions",
-        )
+        first = node.value[0][0].start_mark.line
+        return first, first, [" " * indent + "versions:", *pins]
+    key, block = versions
+    if not isinstance(block, yaml.MappingNode) or not block.value:
+        raise ConfigError.at(("regions", region, "versions"), "is not a mapping of component versions")
+    if block.flow_style:
+        if key.start_mark.line != block.end_mark.line:
+            raise ConfigError.at(
+                ("regions", region, "versions"),
+                "is a flow mapping ({...}) over several lines; write it one key a line to pin versions",
+            )
+        written = [
+            f"{' ' * (indent + 2)}{k.value}: {text[v.start_mark.index : v.end_mark.index]}" for k, v in block.value
+        ]
+        return key.start_mark.line, key.start_mark.line + 1, [" " * indent + "versions:", *written, *pins]
     child_indent = block.value[0][0].start_mark.column
-    last = block.value[-1][1]
-    return last.end_mark.line + 1, [f"{' ' * child_indent}{k}: {v}" for k, v in missing.items()]
+    after = block.value[-1][1].end_mark.line + 1
+    return after, after, [f"{' ' * child_indent}{k}: {v}" for k, v in missing.items()]
 
 
 def pin_versions(text: str, project: str, project_config: dict[str, Any], spec: StackSpec) -> tuple[str, list[str]]:
@@ -67,12 +77,12 @@ def pin_versions(text: str, project: str, project_config: dict[str, Any], spec: 
     written into its ``versions`` block, and one note per region pinned (``[]``: nothing to do).
 
     ``project_config`` is the stack's config as the program reads it (:class:`gpucell.stacks.plan.StackFiles`), for
-    the check that the new text plans the same versions. Raises :class:`ConfigError` when a region or its
-    ``versions`` is written in flow style (``{...}``), or when the result would not read back as the same
-    versions (a layout this text edit cannot follow)."""
+    the check that the new text plans the same versions. Raises :class:`ConfigError` when a region is written in
+    flow style (``{...}``) or its ``versions`` as a flow mapping over several lines, or when the result would not
+    read back as the same versions (a layout this text edit cannot follow)."""
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     regions = _regions_node(root, project)
-    edits: list[tuple[int, list[str]]] = []
+    edits: list[tuple[int, int, list[str]]] = []
     notes: list[str] = []
     for key, node in regions.value:
         region = key.value
@@ -82,11 +92,11 @@ def pin_versions(text: str, project: str, project_config: dict[str, Any], spec: 
             continue
         fields = {info.alias or name: name for name, info in Versions.model_fields.items()}
         missing = {name: getattr(cell.versions, fields[name]) for name in names}
-        edits.append(_insertions(region, node, missing))
+        edits.append(_edit(text, region, node, missing))
         notes.append(f"regions.{region}.versions: pinned {', '.join(f'{k} {v}' for k, v in missing.items())}")
     lines = text.splitlines(keepends=True)
-    for at, new in sorted(edits, reverse=True):
-        lines[at:at] = [line + "\n" for line in new]
+    for first, end, new in sorted(edits, reverse=True):
+        lines[first:end] = [line + "\n" for line in new]
     result = "".join(lines)
     _check_same(result, project, project_config, spec)
     return result, notes
