@@ -360,6 +360,10 @@ def test_fleet_bad_input_is_one_line_per_problem(tmp_path: Path, capsys: pytest.
         "Pulumi.prod-fra1.yaml: regions.fra1.nodePools.l4-dra.gpuMode: 'draa' is not one of container, "
         "vm-passthrough, vm-vgpu, dra"
     ]
+    assert cli.main(["fleet", "nope", "--project-dir", str(folder)]) == 2
+    assert (
+        capsys.readouterr().err == f"Pulumi.nope.yaml: not found in {folder}; run gpucell from the project directory\n"
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", empty)

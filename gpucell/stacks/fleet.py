@@ -47,7 +47,8 @@ def _stack_spec(project_dir: Path, stack: str) -> StackSpec:
         files = read_stack_files(project_dir, stack)
         return StackSpec.model_validate(stack_spec_input(files.config, files.project))
     except ConfigError as exc:
-        raise ConfigError([f"Pulumi.{stack}.yaml: {line}" for line in exc.lines]) from None
+        file = f"Pulumi.{stack}.yaml"
+        raise ConfigError([line if line.startswith(file) else f"{file}: {line}" for line in exc.lines]) from None
 
 
 def read_fleet(project_dir: Path, stacks: list[str] | None = None) -> tuple[list[FleetCell], dict[str, StackSpec]]:
