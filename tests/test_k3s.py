@@ -802,6 +802,9 @@ def _into(root: Path, script: str) -> str:
         .replace("/var/lib/kubelet", str(root / "kubelet"))
         .replace("/var/lib/rancher/k3s", str(root / "rancher"))
         .replace("/etc/sysctl.d", str(root / "sysctl.d"))
+        .replace("/usr/local/sbin/gpucell-gpu-health", str(root / "gpucell-gpu-health"))
+        .replace("/etc/systemd/system/gpucell-gpu-health", str(root / "systemd" / "gpucell-gpu-health"))
+        .replace("/var/lib/gpucell/node-exporter", str(root / "textfile"))
     )
     fake = root.parent / "installer.sh"
     if fake.exists():
