@@ -217,7 +217,8 @@ def host_alerts(pools: Sequence[HostGpuPool]) -> list[dict[str, Any]]:
         ),
         _alert(
             "GpuPcieAerNonFatal",
-            f'increase(gpucell_host_gpu_pcie_aer_errors_total{{{host},severity="nonfatal"}}[10m]) > 0',
+            f'max by (node, bdf) (increase(gpucell_host_gpu_pcie_aer_errors_total{{{host},severity="nonfatal"}}[10m])) '
+            "> 0",
             "warning",
             f"{on_gpu} had uncorrectable (non-fatal) PCIe AER errors in the last 10 minutes",
             f"Transactions to the GPU were lost; read the host's `journalctl -k` for the AER lines; if they repeat, "
@@ -225,7 +226,7 @@ def host_alerts(pools: Sequence[HostGpuPool]) -> list[dict[str, Any]]:
         ),
         _alert(
             "GpuVfioErrors",
-            f"increase(gpucell_host_gpu_vfio_error_lines_total{{{host}}}[10m]) > 0",
+            f"max by (node, bdf) (increase(gpucell_host_gpu_vfio_error_lines_total{{{host}}}[10m])) > 0",
             "warning",
             f"vfio-pci reported errors for {on_gpu} in the last 10 minutes",
             "A reset or setup of the GPU for a VM failed (`journalctl -k | grep vfio-pci`); the VM on it may not "
