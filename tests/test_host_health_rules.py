@@ -208,3 +208,11 @@ def test_no_host_side_alert_without_such_pools() -> None:
         "GpuHostHealthSilent",
     ]
     assert len(health_group(OFFERS)["rules"]) == len(names) - 7
+
+
+def test_every_host_side_alert_has_its_row_in_docs_metrics() -> None:
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    names = {r["alert"] for r in health_group(OFFERS, POOLS)["rules"][-7:]}
+    assert {name for name in names if f"| `{name}` " not in doc} == set()
