@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# gpucell: host-side GPU health of a @@MODE@@ node (pool @@POOL@@), where DCGM does not run: the NVIDIA GPUs that
-# answer on the PCI bus, their PCIe AER counters, vfio-pci errors and the NVIDIA driver's Xid lines in this boot's
-# kernel log, written every @@INTERVAL@@ s as @@TEXTFILE@@ for node-exporter's textfile collector.
-# Rendered by gpucell (gpucell/k3s/gpu_host_health.py); run by @@UNIT@@. Pass --once for a single pass.
+# gpucell: host-side GPU health of a @@MODE@@ node (pool @@POOL@@), where DCGM does not run: the NVIDIA GPUs
+# that answer on the PCI bus, their PCIe AER counters, vfio-pci errors and the NVIDIA driver's Xid lines in this
+# boot's kernel log, for node-exporter's textfile collector, written every @@INTERVAL@@ s to
+# @@TEXTFILE@@
+# Rendered by gpucell (gpucell/k3s/gpu_host_health.py); run by @@UNIT@@.
+# Pass --once for a single pass.
 set -uo pipefail
 
 readonly SYSFS="${GPUCELL_SYSFS_ROOT:-/sys}"
@@ -53,7 +55,7 @@ collect() {
     readable=0
     log=""
   fi
-  echo "# HELP gpucell_host_gpu_pci_device_up Whether the NVIDIA GPU at this PCI address answers (config space reads 0x10de)."
+  echo "# HELP gpucell_host_gpu_pci_device_up Whether the NVIDIA GPU at this address answers (config reads 0x10de)."
   echo "# TYPE gpucell_host_gpu_pci_device_up gauge"
   for gpu in "${listed[@]}"; do
     driver=$(readlink "$SYSFS/bus/pci/devices/$gpu/driver" 2>/dev/null)
