@@ -8,6 +8,10 @@ GPU Operator's ServiceMonitor for the exporter copies the pod's node into label 
 drain, reset or reboot, and replace the board when the counters say the memory cannot be repaired in place. A
 node is taken out of service with ``kubectl cordon`` and ``kubectl drain`` (GPU VMs stop, they cannot migrate);
 gpucell's own maintenance (docs/operations.md) does the same on a config change.
+
+Where DCGM cannot see (GPUs of ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools), :func:`host_alerts` reads the
+host-side GPU health node-exporter exports from the hosts' collector (:data:`NODE_EXPORTER_JOB`,
+``gpucell/k3s/gpu_host_health.py``, decision 0038).
 """
 
 from __future__ import annotations

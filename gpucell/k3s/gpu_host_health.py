@@ -65,7 +65,7 @@ TEXTFILE = HOST_HEALTH_TEXTFILE
 TEXTFILE_NAME = PurePosixPath(TEXTFILE).name
 """The file's name (``gpucell-gpu-health.prom``): node-exporter's ``node_textfile_mtime_seconds{file}`` ends with it."""
 INTERVAL_SECONDS = 60
-"""How often the collector writes the file, seconds (about one scrape of node-exporter in two at the chart's 30 s)."""
+"""How often the collector writes the file, seconds: a GPU off the bus shows within a minute and a scrape."""
 
 
 def collector_script(pool_name: str, mode: GpuMode) -> str:
