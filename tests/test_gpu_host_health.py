@@ -167,6 +167,7 @@ def test_the_install_script_installs_the_collector_once_and_restarts_it_on_chang
     unit = (root / "systemd" / gpu_host_health.UNIT_NAME).read_text()
     assert f"ExecStart={collector}\n" in unit
     assert "Restart=always\n" in unit
+    assert "UMask=0022\n" in unit  # node-exporter reads the file as user 65534
     assert "gpucell: gpucell-gpu-health.service (re)started: GPU health of pool l40s-vm every 60 s" in first.stdout
     calls = log.read_text().splitlines()
     assert calls[calls.index("enable gpucell-gpu-health.service") - 1 :][:3] == [

@@ -92,6 +92,7 @@ After=local-fs.target
 [Service]
 Type=simple
 ExecStart={path}
+UMask=0022
 Restart=always
 RestartSec=10
 
@@ -101,7 +102,9 @@ WantedBy=multi-user.target
 
 
 def systemd_unit(pool_name: str) -> str:
-    """The ``gpucell-gpu-health.service`` unit: runs the collector, restarted by systemd whenever it stops."""
+    """The ``gpucell-gpu-health.service`` unit: runs the collector, restarted by systemd whenever it stops, with
+    ``UMask=0022``: node-exporter reads the file as user 65534 (the chart's ``securityContext.runAsUser``), so the
+    directories it creates and the file must be readable by others."""
     return _UNIT.format(pool=pool_name, path=SCRIPT_PATH)
 
 
