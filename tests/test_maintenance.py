@@ -709,6 +709,12 @@ def test_shellcheck_passes_on_the_forget_and_retrigger_variants(tmp_path: Path) 
         "settle-mig": settle(),
         "prepare-mig": prepare(),
         "settle-dra": settle(dra_state()),
+        "settle-bake": settle(mig_state(bakeMinutes=10)),
+        "prepare-window": maintenance.prepare_script(mig_state(), VERSION, DIGEST, next_in_line=("h200-2", "h200-3")),
+        "prepare-sriov": maintenance.prepare_script(sriov_state(), VERSION, DIGEST, next_in_line=("lab-l40s-2",)),
+        "settle-cpu-bake": maintenance.settle_script(
+            replace(cpu_state(), rollout=mig_state(bakeMinutes=1).rollout), VERSION, DIGEST
+        ),
     }
     paths = []
     for name, text in scripts.items():
