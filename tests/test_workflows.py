@@ -214,7 +214,8 @@ def test_deploy_bake_stays_green_with_gpucell_health() -> None:
     assert 'python3 dev.py health "$STACK" --region "$REGION" --prometheus "$PROMETHEUS_URL" > "$REPORT"' in script
     assert f'if [ "$code" != {EXIT_OK} ]; then' in script  # unhealthy (3), unreachable (1), bad input (2): stop
     assert "the bake cannot be judged" in script  # a cell without a Prometheus URL fails, it is never skipped
-    assert step["env"]["BAKE_MINUTES"] == "${{ inputs.bake-minutes || 30 }}"
+    assert step["env"]["BAKE_MINUTES"] == "${{ inputs.bake-minutes }}"
+    assert 'BAKE_MINUTES="${BAKE_MINUTES:-30}"' in script.splitlines()  # a push: 30; a dispatch's 0 stays 0
     assert bake["timeout-minutes"] > 300  # the longest bake accepted, and its checks
 
 
@@ -268,3 +269,59 @@ def test_deploy_waves_job_reads_the_data_and_refuses_an_empty_wave(tmp_path: Pat
         2,
         '::error file=.github/deploy-waves.json::canary must be a non-empty list of {"stack", "region"}\n',
     )
+
+
+def bake_script(tmp_path: Path, health_exit: int, **env: str) -> subprocess.CompletedProcess[str]:
+    """The bake step's script run by bash, ``python3`` a stub that answers ``gpucell health`` with ``health_exit``
+    and records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    stub = bin_dir / "python3"
+    stub.write_text(f'#!/usr/bin/env bash\necho "$*" >> "{tmp_path}/calls"\necho "health report"\nexit {health_exit}\n')
+    stub.chmod(0o755)
+    step = next(s for s in load("deploy.yml")["jobs"]["bake"]["steps"] if "dev.py health" in s.get("run", ""))
+    (tmp_path / "summary").write_text("")
+    variables = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "STACK": "prod-fra1",
+        "REGION": "fra1",
+        "PROMETHEUS_URL": "http://prometheus.fra1:9090",
+        "BAKE_MINUTES": "0",
+        "INTERVAL_SECONDS": "0",
+        "REPORT": str(tmp_path / "report"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        **env,
+    }
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=variables, capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+
+
+def test_deploy_bake_passes_green_and_stops_the_waves_otherwise(tmp_path: Path) -> None:
+    green = bake_script(tmp_path / "green", EXIT_OK)
+    assert green.returncode == 0, green.stderr
+    assert (tmp_path / "green" / "calls").read_text() == (
+        "dev.py health prod-fra1 --region fra1 --prometheus http://prometheus.fra1:9090\n"
+    )
+    assert (tmp_path / "green" / "summary").read_text() == (
+        "prod-fra1/fra1 stayed healthy for 0 min (1 checks of gpucell health)\n"
+    )
+    sick = bake_script(tmp_path / "sick", EXIT_UNHEALTHY)
+    assert (sick.returncode, sick.stdout) == (
+        EXIT_UNHEALTHY,
+        f"::error::prod-fra1/fra1 is not healthy at check 1 of its bake (gpucell health exit {EXIT_UNHEALTHY}): "
+        "the waves stop here\n",
+    )
+    assert "health report" in (tmp_path / "sick" / "summary").read_text()
+    blind = bake_script(tmp_path / "blind", EXIT_OK, PROMETHEUS_URL="")
+    assert (blind.returncode, blind.stdout) == (
+        2,
+        "::error::no Prometheus URL for prod-fra1/fra1 in the variable PROMETHEUS_URLS: the bake cannot be judged\n",
+    )
+    assert not (tmp_path / "blind" / "calls").exists()
+    for bad in ("301", "-1", "x"):
+        refused = bake_script(tmp_path / f"bad{bad}", EXIT_OK, BAKE_MINUTES=bad)
+        assert (refused.returncode, refused.stdout) == (
+            2,
+            f"::error::bake-minutes: '{bad}' is not a whole number of minutes from 0 to 300\n",
+        ), bad
