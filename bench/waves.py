@@ -35,7 +35,16 @@ from bench.synthetic import Size, write_stack
 from gpucell.stacks.estimate import timeline
 from gpucell.stacks.plan import make_plan, to_json
 
-__all__ = ["FLEET_BAKE_MINUTES", "FLEET_WINDOWS", "Run", "Scenario", "fleet_runs", "held_out", "waves_table"]
+__all__ = [
+    "FLEET_BAKE_MINUTES",
+    "FLEET_WINDOWS",
+    "Run",
+    "Scenario",
+    "fleet_runs",
+    "held_out",
+    "region_factory",
+    "waves_table",
+]
 
 FLEET_NODES = 200
 """Nodes per region (servers included)."""
@@ -166,9 +175,12 @@ def fleet_runs(
     return found
 
 
-def _region_factory(project: Path) -> tuple[Callable[[int, int], tuple[dict[str, Any], float]], list[Any]]:
-    """The synthetic region's upgrade timeline by (window, bakeMinutes), and its GPU pools (hosts, GPUs per node)."""
-    write_stack(project, "bench", Size(1, FLEET_NODES, 10))
+def region_factory(
+    project: Path, nodes: int = FLEET_NODES
+) -> tuple[Callable[[int, int], tuple[dict[str, Any], float]], list[Any]]:
+    """A synthetic region of ``nodes`` written into ``project``: its upgrade's timeline by (window, bakeMinutes), as
+    :func:`fleet_runs` takes it, and its GPU pools (hosts in order, GPUs per node)."""
+    write_stack(project, "bench", Size(1, nodes, 10))
     base = to_json(make_plan(project, "bench"), ["r0"])
     inputs = {r["urn"].replace("urn:pulumi:bench::", "urn:pulumi:up::", 1): r["inputs"] for r in base["resources"]}
     config = yaml.safe_load((project / "Pulumi.bench.yaml").read_text())
@@ -197,7 +209,7 @@ def waves_table(progress: Callable[[str], None] = lambda _: None) -> str:
     """The fleet tables as Markdown, one per :data:`FLEET_WINDOWS`."""
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gpucell-waves-") as tmp:
-        region, pools = _region_factory(Path(tmp))
+        region, pools = region_factory(Path(tmp))
         cache: dict[tuple[int, int], tuple[dict[str, Any], float]] = {}
 
         def cached(window: int, bake_minutes: int) -> tuple[dict[str, Any], float]:

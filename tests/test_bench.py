@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -181,3 +182,17 @@ def test_waves_take_longer_and_hold_less_than_all_at_once() -> None:
     assert (before.held_gpu_hours, window.held_gpu_hours) == (2 * 600 * 8 / 3600, 2 * 300 * 8 / 3600)
     # at the start: g-0 in maintenance and the pool's 3 others held, in both regions at once
     assert (before.peak_gpus, window.peak_gpus, waves.peak_gpus) == (64, 32, 16)
+
+
+def test_the_fleet_simulation_reads_a_real_upgrade_plan(tmp_path: Path) -> None:
+    """bench/waves.py on a 10-node region: the plan's step names are found, and the figures hold together."""
+    from bench.waves import FLEET_BAKE_MINUTES, fleet_runs, region_factory
+
+    region, pools = region_factory(tmp_path, nodes=10)
+    assert [len(hosts) for hosts, _ in pools] == [1, 1, 1, 1]  # h100-vm, h200, h200-mig, l40s-vgpu: 8 GPUs each
+    before, window, waves, baked = fleet_runs(region, pools, 1).values()
+    # one node a pool: nothing to hold, 8 x 4 GPUs x 2 regions out at once, and each in maintenance for as long
+    assert (before.held_gpu_hours, window.held_gpu_hours, before.peak_gpus, waves.peak_gpus) == (0, 0, 64, 32)
+    assert before.gpu_hours == window.gpu_hours == waves.gpu_hours > 0
+    assert waves.seconds == 2 * before.seconds + FLEET_BAKE_MINUTES * 60
+    assert baked.seconds > waves.seconds
