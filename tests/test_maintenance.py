@@ -938,6 +938,20 @@ def test_a_failed_settle_releases_the_peers_held_for_it(tmp_path: Path) -> None:
     assert cluster.node()["spec"]["unschedulable"] is True
 
 
+def test_the_release_survives_an_api_call_that_fails_once(tmp_path: Path) -> None:
+    """An API server restarting under the rollout: the release retries (kc) rather than leaving a peer held."""
+    nodes = [
+        node(MIG_NODE, version=OLD, unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}),
+        node("h200-2", version=OLD, unschedulable=True, annotations={"gpucell.io/held": MIG_NODE}),
+    ]
+    cluster = Cluster(tmp_path, nodes, operator_pods(), flaky=["uncordon h200-2", "get nodes -l gpucell.io/pool=h200"])
+    run = cluster.run(settle())
+    assert run.returncode == 1
+    assert "gpucell: kubectl uncordon failed (attempt 1 of 3); retrying in 5 s" in run.stderr.splitlines()
+    assert held(cluster) == {}
+    assert cluster.node("h200-2")["spec"]["unschedulable"] is False
+
+
 def test_a_successful_step_releases_nothing(tmp_path: Path) -> None:
     nodes = [
         node(MIG_NODE, unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}),
