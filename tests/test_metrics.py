@@ -287,17 +287,6 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
     assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]
 
 
-def test_every_alert_is_documented() -> None:
-    from gpucell.components.gpu_alerts import health_group
-    from tests.conftest import REPO
-
-    doc = (REPO / "docs" / "metrics.md").read_text()
-    spec = _spec()
-    alerts = {r["alert"] for r in health_group(MetricsArgs.from_cell(spec, offline_cluster(spec)).gpu_offers)["rules"]}
-    assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
-    assert len(alerts) == 13
-
-
 def test_node_exporter_reads_the_host_side_gpu_health_with_the_node_label() -> None:
     """The textfile collector reads the host's /var/lib/gpucell/node-exporter through the chart's mount of the host's
     / at /host/root (no extra mount); the chart's own two extraArgs are kept (Helm replaces a list whole); the
@@ -320,3 +309,14 @@ def test_node_exporter_reads_the_host_side_gpu_health_with_the_node_label() -> N
         "node-exporter",
         "jobLabel",
     )
+
+
+def test_every_alert_is_documented() -> None:
+    from gpucell.components.gpu_alerts import health_group
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "metrics.md").read_text()
+    spec = _spec()
+    alerts = {r["alert"] for r in health_group(MetricsArgs.from_cell(spec, offline_cluster(spec)).gpu_offers)["rules"]}
+    assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
+    assert len(alerts) == 13
