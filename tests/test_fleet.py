@@ -5,6 +5,7 @@ pin-versions`` and ``gpucell fleet``."""
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from ipaddress import IPv4Network
@@ -369,3 +370,13 @@ def test_fleet_bad_input_is_one_line_per_problem(tmp_path: Path, capsys: pytest.
     shutil.copy(REPO / "Pulumi.yaml", empty)
     assert cli.main(["fleet", "--project-dir", str(empty)]) == 2
     assert capsys.readouterr().err == f"Pulumi.<stack>.yaml: none found in {empty}; run gpucell fleet there\n"
+
+
+def test_the_deploy_waves_name_every_production_stack_once_with_its_region() -> None:
+    """.github/deploy-waves.json (decision 0035) deploys what `gpucell fleet` lists as production, stack by stack."""
+    waves = json.loads((REPO / ".github" / "deploy-waves.json").read_text())
+    entries = [(entry["stack"], entry["region"]) for wave in ("canary", "rest") for entry in waves[wave]]
+    assert sorted(entries) == sorted((stack, region) for region, stack in PROD_STACKS.items())
+    for stack, region in entries:
+        spec = StackSpec.model_validate(stack_spec_input(read_stack_files(REPO, stack).config))
+        assert (spec.production, list(spec.regions)) == (True, [region])
