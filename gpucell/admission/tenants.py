@@ -15,12 +15,13 @@ import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
+from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.admission.tenant_cluster_admission import (
     check_cluster_api_versions,
@@ -65,7 +66,7 @@ from gpucell.spec.tenancy import EgressClass, TenantSpec, check_image_namespaces
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
-from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
+from gpucell.spec.workloads import ModelEndpointSpec, NotebookSpec, ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -78,6 +79,7 @@ __all__ = [
     "check_announced_vms",
     "check_dra_pools",
     "check_tenants",
+    "isolated_vms",
     "placements",
     "shaped_vm",
     "tenant_runtimes",
@@ -246,7 +248,11 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
             path, message = _sized_by_instancetype(vm, shape, exc.rel_path, exc.message)
             raise SpecError(("virtualMachines", name, *path), message) from None
         yield ("virtualMachines", name), placement, placement.count
-    for name, notebook in tenant.notebooks.items():
+    for kind, name, guest in isolated_vms(tenant):
+        placement = _placed((kind, name), functools.partial(_place_guest, name, guest, facts, offers))
+        units = placement.count * (tenant.model_endpoints[name].max_replicas if kind == "modelEndpoints" else 1)
+        yield (kind, name), placement, units
+    for name, notebook in _containers(tenant.notebooks, tenant):
         placement = _placed(
             ("notebooks", name),
             functools.partial(
@@ -254,7 +260,7 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
             ),
         )
         yield ("notebooks", name), placement, placement.count
-    for name, endpoint in tenant.model_endpoints.items():
+    for name, endpoint in _containers(tenant.model_endpoints, tenant):
         placement = _placed(
             ("modelEndpoints", name),
             functools.partial(
@@ -269,6 +275,41 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
     yield from machines(tenant, facts.node_pools, offers, catalog=catalog)
+
+
+_W = TypeVar("_W", NotebookSpec, ModelEndpointSpec)
+
+_GUEST_KEYS: dict[str, tuple[str, ...]] = {
+    "gpuModel": ("gpu", "model"),
+    "gpus": ("gpu", "count"),
+    "gpuAllocation": ("gpu", "allocation"),
+    "memoryGib": ("memoryGib",),
+    "cpu": ("cpuMillicores",),
+}
+"""A key of an isolated workload's VM (:func:`gpucell.admission.isolation.guest_vm`) -> the workload's key it comes
+from, so that a placement problem names what the tenant wrote."""
+
+
+def isolated_vms(tenant: TenantSpec) -> Iterator[tuple[str, str, GpuVirtualMachineSpec]]:
+    """``(kind key, name, VM)`` of every isolated notebook and model endpoint of ``tenant``, in config order."""
+    for kind, workloads in (("notebooks", tenant.notebooks), ("modelEndpoints", tenant.model_endpoints)):
+        for name, spec in workloads.items():
+            if is_isolated(spec, tenant.isolation):
+                yield kind, name, guest_vm(spec, tenant.isolation)
+
+
+def _containers(workloads: Mapping[str, _W], tenant: TenantSpec) -> Iterator[tuple[str, _W]]:
+    """The workloads of ``workloads`` that run as containers (not isolated)."""
+    return ((name, spec) for name, spec in workloads.items() if not is_isolated(spec, tenant.isolation))
+
+
+def _place_guest(name: str, guest: GpuVirtualMachineSpec, facts: ClusterFacts, offers: list[GpuOffer]) -> Placement:
+    """:func:`place_vm` of an isolated workload's VM, its problems moved to the workload's own keys."""
+    try:
+        return place_vm(name, guest, facts.node_pools, offers, catalog=facts.gpu_catalog)
+    except PlacementError as exc:
+        path = _GUEST_KEYS.get(exc.rel_path[0], ("isolation",)) if exc.rel_path else ("isolation",)
+        raise PlacementError(path, exc.message) from None
 
 
 def shaped_vm(facts: ClusterFacts, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec) -> VmShape:
@@ -532,11 +573,15 @@ def _check_resource_quota(facts: ClusterFacts, tenant_name: str, tenant: TenantS
         cpu, memory = cpu + vcpus * 1000, memory + shape.spec.guest_memory_gib
         storage += sum(d.size_gib for d in vm.disks)
         yield from _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
-    for name, notebook in tenant.notebooks.items():
+    for kind, name, guest in isolated_vms(tenant):
+        cpu, memory = cpu + guest.cpu.vcpus * 1000, memory + guest.guest_memory_gib
+        storage += sum(d.size_gib for d in guest.disks)
+        yield from _within(tenant_name, tenant, (kind, name), cpu=cpu, memory=memory, storage=storage)
+    for name, notebook in _containers(tenant.notebooks, tenant):
         cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib + multi_gpu_shm_gib(notebook.gpu)
         storage += notebook.home_gib
         yield from _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
-    for name, endpoint in tenant.model_endpoints.items():
+    for name, endpoint in _containers(tenant.model_endpoints, tenant):
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)
