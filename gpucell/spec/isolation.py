@@ -108,6 +108,13 @@ def _check_endpoint(spec: ModelEndpointSpec) -> None:
             "only applies to an autoscaled endpoint; an isolated endpoint is one VM: drop it, or set isolation: "
             "container",
         )
+    for index, var in enumerate(spec.env):
+        if var.secret_key_ref is not None:
+            raise SpecError(
+                ("env", index, "secretKeyRef"),
+                "an isolated endpoint's guest gets its secrets from gpucell's own Secret, not from one of the "
+                "namespace; use secretConfigKey, or isolation: container",
+            )
     scheme = spec.storage_uri.split("://", 1)[0]
     if scheme != "hf":
         raise SpecError(
