@@ -18,6 +18,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 from gpucell.admission.isolation import guest_vm
 from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell, RegionalCellArgs
+from gpucell.day2.disruption import compare, fingerprint
 from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
@@ -60,7 +61,12 @@ def config(isolation: dict[str, Any] | None = None, **workloads: dict[str, Any])
             "images": {"gpu-guest": {"source": {"registry": "docker://registry.lab/guest:580-1"}, "sizeGib": 30}}
         }
     }
-    quota = {"cpuMillicores": 64000, "memoryGib": 256, "storageGib": 1000, "gpus": {PASSTHROUGH: 2}}
+    quota = {
+        "cpuMillicores": 64000,
+        "memoryGib": 256,
+        "storageGib": 1000,
+        "gpus": {PASSTHROUGH: 2, "nvidia.com/gpu": 2},
+    }
     tenant: dict[str, Any] = {"quota": quota, "egress": "internet"}
     tenant["isolation"] = ISOLATED if isolation is None else isolation
     region["tenants"] = {"acme": {**tenant, **workloads}}
@@ -373,3 +379,41 @@ def test_a_mixed_tenant_has_no_isolated_policy() -> None:
     names = {p["metadata"]["name"] for p in admission_manifests("acme", ClusterFacts.from_cell(spec))}
     assert "gpucell-tenant-acme-isolated" not in names
     assert refusals(admission_manifests("acme", ClusterFacts.from_cell(spec)), POD, "tenant-acme") == []
+
+
+# -- the review: a running workload's isolation changes -------------------------------------------------------------
+def test_changing_a_running_workloads_isolation_is_disruptive_and_says_what_happens() -> None:
+    mixed = {"guestImage": GUEST}
+    plain = cell(config(mixed, notebooks={"nb": NOTEBOOK}, modelEndpoints={"llm": {**ENDPOINT, "isolation": "vm"}}))
+    isolated = cell(config(mixed, notebooks={"nb": {**NOTEBOOK, "isolation": "vm"}}, modelEndpoints={"llm": ENDPOINT}))
+    assert fingerprint(isolated)["isolatedWorkloads"] == {
+        "tenant-acme/nb": {"key": "tenants.acme.notebooks.nb.isolation"}
+    }
+    assert "tenant-acme/nb-data0" in fingerprint(isolated)["storage"]["volumes"]
+    changes = compare(fingerprint(plain), fingerprint(isolated), "lab")
+    # the pod's home volume leaves the config too: reported as for a removed notebook (dataDeleted), the way back
+    # deletes the VM's disks for real
+    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in changes] == [
+        (
+            "dataDeleted",
+            "tenant-acme/home-nb-0",
+            "regions.lab.tenants.acme.notebooks.nb",
+            "volume tenant-acme/home-nb-0",
+            "removed",
+        ),
+        (
+            "workloadIsolation",
+            "tenant-acme/llm",
+            "regions.lab.tenants.acme.modelEndpoints.llm.isolation",
+            "vm",
+            "container",
+        ),
+        ("workloadIsolation", "tenant-acme/nb", "regions.lab.tenants.acme.notebooks.nb.isolation", "container", "vm"),
+    ]
+    assert changes[2].effect.startswith(
+        "the notebook or endpoint is replaced by its other form (its pods and a VM, docs/decisions/0040): it is down"
+    )
+    assert compare(fingerprint(isolated), fingerprint(isolated), "lab") == []
+    # a workload declared for the first time is no change of a running one
+    fresh = cell(config(mixed, notebooks={"nb": {**NOTEBOOK, "isolation": "vm"}}))
+    assert compare(fingerprint(cell(config(mixed))), fingerprint(fresh), "lab") == []
