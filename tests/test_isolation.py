@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 import pulumi
 import pytest
 import yaml
@@ -29,7 +30,7 @@ from gpucell.workloads.isolated_endpoint import guest_env_file
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs
 from tests.admission_policies import TENANT_MEMBER, controller, refusals
-from tests.conftest import cell, minimal_cell_config
+from tests.conftest import UPSTREAM, cell, minimal_cell_config
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -323,6 +324,17 @@ def test_the_guest_runs_the_image_with_its_gpu_and_reads_the_token_file(plan: Pl
         'Exec="--model_name=llm" "--model_id=Qwen/Qwen2.5-7B-Instruct" "--http_port=8080" "--max_model_len=8192"'
         in lines
     )
+
+
+def test_the_guests_user_data_is_valid_cloud_config(plan: PlanResult) -> None:
+    """cloud-init 26.2's own schema (``schema-cloud-config-v1.json``, Draft 4, unknown top-level keys refused)."""
+    schema = json.loads((UPSTREAM / "cloud-init" / "schema-cloud-config-v1.json").read_text())
+    for name in ("nb", "llm"):
+        errors = [e.message for e in jsonschema.Draft4Validator(schema).iter_errors(user_data(plan, name))]
+        assert errors == [], name
+    assert user_data(plan, "nb")["fs_setup"] == [
+        {"label": "home", "filesystem": "ext4", "device": "/dev/disk/by-id/virtio-gpucell-home"}
+    ]
 
 
 def test_helpers() -> None:
