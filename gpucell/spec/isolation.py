@@ -11,16 +11,13 @@ a tenant (:func:`check_isolated`); the VM it becomes is :mod:`gpucell.admission.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pydantic import Field, StrictInt, field_validator
 
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 from gpucell.spec.network import DNS_LABEL
-
-if TYPE_CHECKING:
-    from gpucell.spec.workloads import GpuRequest, ModelEndpointSpec, NotebookSpec
 
 __all__ = [
     "ISOLATED_RUNTIME",
@@ -75,7 +72,11 @@ def effective_isolation(declared: Isolation | None, tenant: TenantIsolation) -> 
     return declared if declared is not None else tenant.default
 
 
-def _check_gpu(gpu: GpuRequest | None) -> None:
+# The workload specs are typed Any here: gpucell.spec.workloads imports this module for the Isolation enum, and
+# an import back, even for annotations only, would be a cycle (tests/test_structure.py).
+
+
+def _check_gpu(gpu: Any) -> None:
     """An isolated workload's GPUs are whole GPUs of one model (a VM's passthrough or VFIO devices)."""
     if gpu is None:
         return
@@ -93,7 +94,7 @@ def _check_gpu(gpu: GpuRequest | None) -> None:
         )
 
 
-def _check_endpoint(spec: ModelEndpointSpec) -> None:
+def _check_endpoint(spec: Any) -> None:
     """What an isolated endpoint refuses: an autoscaler, storage other than ``hf://``, another runtime."""
     if spec.min_replicas != 1 or spec.max_replicas != 1:
         raise SpecError(
@@ -133,14 +134,14 @@ def _check_endpoint(spec: ModelEndpointSpec) -> None:
         )
 
 
-def check_isolated(
-    kind: str, name: str, spec: NotebookSpec | ModelEndpointSpec, declared: Isolation | None, tenant: TenantIsolation
-) -> None:
-    """Check workload ``name`` of ``kind`` (``notebooks``, ``modelEndpoints``) of a tenant whose isolation settings
-    are ``tenant``; ``declared`` is the workload's own ``isolation``. Raises :class:`SpecError` (path below the
-    tenant) for a ``container`` workload of an isolated-only tenant, an isolated one without
-    ``isolation.guestImage``, and what the isolated form does not support (:func:`_check_gpu`, and for an endpoint
-    :func:`_check_endpoint`)."""
+def check_isolated(kind: str, name: str, spec: Any, declared: Isolation | None, tenant: TenantIsolation) -> None:
+    """Check workload ``name`` of ``kind`` (``notebooks``, ``modelEndpoints``; ``spec`` its
+    :class:`~gpucell.spec.workloads.NotebookSpec` or :class:`~gpucell.spec.workloads.ModelEndpointSpec`) of a tenant
+    whose isolation settings are ``tenant``; ``declared`` is the workload's own ``isolation``.
+
+    Raises :class:`SpecError` (path below the tenant) for a ``container`` workload of an isolated-only tenant, an
+    isolated one without ``isolation.guestImage``, and what the isolated form does not support (:func:`_check_gpu`,
+    and for an endpoint :func:`_check_endpoint`)."""
     if tenant.default is Isolation.VM and declared is Isolation.CONTAINER:
         raise SpecError(
             (kind, name, "isolation"),
@@ -158,6 +159,6 @@ def check_isolated(
     try:
         _check_gpu(spec.gpu)
         if kind == "modelEndpoints":
-            _check_endpoint(spec)  # type: ignore[arg-type]
+            _check_endpoint(spec)
     except SpecError as exc:
         raise SpecError((kind, name, *exc.rel_path), exc.message) from None
