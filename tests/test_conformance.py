@@ -61,7 +61,7 @@ CEL_RULES = {
     "evaluated",
     # 143 rules of 16 CRD versions (89 of them HTTPRoute's): Gateway API, Cilium BGP, Cluster API and its operator's
     # providers, cert-manager's ClusterIssuer; every one compiles and calls only functions gpucell's CEL has
-    "prod": "CEL rules: 44 of 143 evaluated 182 times, 99 on unset fields, 0 transition rules skipped on create, 0 "
+    "prod": "CEL rules: 44 of 143 evaluated 183 times, 99 on unset fields, 0 transition rules skipped on create, 0 "
     "not evaluated",
 }
 
