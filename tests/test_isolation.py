@@ -146,6 +146,23 @@ def test_what_an_isolated_endpoint_refuses(change: dict[str, Any], line: str) ->
     assert refused(config(modelEndpoints={"llm": endpoint})) == line
 
 
+def test_the_guest_pulls_through_the_tenants_egress() -> None:
+    closed = config(notebooks={"nb": NOTEBOOK})
+    closed["tenants"]["acme"]["egress"] = "none"
+    assert refused(closed) == (
+        "tenants.acme.notebooks.nb.isolation: the guest of an isolated workload pulls "
+        "quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24 from the tenant's namespace, but its egress is 'none'; "
+        "use egress internet, or custom with those hosts in egressFqdns"
+    )
+    custom = config(modelEndpoints={"llm": ENDPOINT})
+    custom["tenants"]["acme"].update(egress="custom", egressFqdns=["**.huggingface.co", "huggingface.co", "**.hf.co"])
+    assert refused(custom) == (
+        "tenants.acme.modelEndpoints.llm.isolation: the guest of an isolated workload pulls kserve/huggingfaceserver "
+        "from registry-1.docker.io, which the tenant's custom egress does not allow; add it (or a wildcard such as "
+        "'**.docker.io') to tenants.acme.egressFqdns"
+    )
+
+
 def test_the_guest_image_must_be_a_catalog_image() -> None:
     assert refused(config({"default": "vm", "guestImage": "guests/nope"}, notebooks={"nb": NOTEBOOK})) == (
         "tenants.acme.isolation.guestImage: 'guests/nope': catalog guests has no image nope; its images: gpu-guest"

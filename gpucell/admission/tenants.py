@@ -49,6 +49,7 @@ from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.gpu_models import catalog_in_force
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.images import ImageCatalogSpec, check_catalog_namespaces
+from gpucell.spec.isolation import ISOLATED_RUNTIME
 from gpucell.spec.kubevirt import KubeVirtSpec
 from gpucell.spec.network import Network, check_names
 from gpucell.spec.nodes import check_hosts
@@ -278,6 +279,8 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
 
 
 _W = TypeVar("_W", NotebookSpec, ModelEndpointSpec)
+_ISOLATED_IMAGE = RUNTIMES[(0, 20)][ISOLATED_RUNTIME].image
+"""The image an isolated endpoint's guest pulls (its registry is what egress must allow)."""
 
 _GUEST_KEYS: dict[str, tuple[str, ...]] = {
     "gpuModel": ("gpu", "model"),
@@ -358,7 +361,8 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str,
     """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
-    namespace, under the tenant's network policies (:mod:`gpucell.catalog.download_hosts`).
+    namespace, under the tenant's network policies (:mod:`gpucell.catalog.download_hosts`); so do the guests of
+    isolated workloads, which pull the workload's image themselves (docs/decisions/0040).
     """
     for name, vm in tenant.virtual_machines.items():
         for index, disk in enumerate(vm.disks):
@@ -370,6 +374,10 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str,
         hosts = storage_uri_hosts(endpoint.storage_uri, endpoint.s3_endpoint, endpoint.s3_region)
         if hosts:
             yield ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}", hosts
+    for kind, name, _ in isolated_vms(tenant):
+        image = tenant.notebooks[name].image if kind == "notebooks" else _ISOLATED_IMAGE
+        hosts = disk_source_hosts(f"docker://{image}", None)
+        yield (kind, name, "isolation"), f"the guest of an isolated workload pulls {image}", hosts
 
 
 def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
