@@ -28,7 +28,7 @@ from gpucell.tenancy.tenant_admission import CDI_CONTROLLER, VIRT_CONTROLLER, ad
 from gpucell.workloads.isolated import GUEST_UNIT, SECRET_VOLUME_LABEL, qualified_image
 from gpucell.workloads.isolated_endpoint import guest_env_file
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
-from gpucell.workloads.notebook import Notebook, NotebookArgs
+from gpucell.workloads.notebook import Notebook, NotebookArgs, isolated_manifest
 from tests.admission_policies import TENANT_MEMBER, controller, refusals
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 from tests.conftest import workload as component
@@ -195,6 +195,33 @@ def test_an_isolated_workload_is_placed_as_a_passthrough_vm_and_counted_in_the_q
     )
     hard = resource_quota_manifest("acme", spec.tenants["acme"], facts)["spec"]["hard"]
     assert hard[f"requests.{PASSTHROUGH}"] == "2"
+
+
+def test_an_isolated_workload_on_a_dra_pool_gets_vfio_devices_through_a_claim() -> None:
+    region_config = config(notebooks={"nb": {**NOTEBOOK, "gpu": {"model": "L4", "allocation": "dra"}}})
+    region_config["nodePools"]["l4-dra"] = {
+        "role": "gpu",
+        "gpuModel": "L4",
+        "gpusPerNode": 4,
+        "gpuMode": "dra",
+        "hosts": [{"name": "lab-l4-1", "address": "10.20.0.41"}],
+    }
+    region_config["tenants"]["acme"]["quota"]["deviceClasses"] = {"vfio.gpu.nvidia.com": 1}
+    spec = cell(region_config)
+    facts = ClusterFacts.from_cell(spec)
+    ((path, placement, units),) = placements(facts, spec.tenants["acme"])
+    assert (path, placement.pools, placement.device_class, units) == (
+        ("notebooks", "nb"),
+        ("l4-dra",),
+        "vfio.gpu.nvidia.com",
+        1,
+    )
+    guest = guest_vm(spec.tenants["acme"].notebooks["nb"], spec.tenants["acme"].isolation)
+    vm = isolated_manifest("acme", "nb", guest, facts, placement)
+    template = vm["spec"]["template"]["spec"]
+    assert template["domain"]["devices"]["gpus"] == [{"name": "gpu0", "claimName": "gpus", "requestName": "gpu0"}]
+    assert template["resourceClaims"][0]["name"] == "gpus"
+    assert template["resourceClaims"][0]["resourceClaimTemplateName"].startswith("nb-gpus-")
 
 
 # -- rendered: a VM behind the same Service, secrets on a disk -----------------------------------------------------

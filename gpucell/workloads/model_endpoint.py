@@ -70,6 +70,7 @@ from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads import isolated_endpoint
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
 from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name, vm_platform_ready
+from gpucell.workloads.virtual_machine import claim_template_manifest as vm_claim_template_manifest
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
@@ -647,6 +648,16 @@ class ModelEndpoint(CellComponent):
         )
         """The Service ``<endpoint>-predictor``, KServe's name and port, in front of the VM."""
         vm_after = [*after, *vm_platform_ready(tenant.platform, guest), *gpu_dependencies(tenant.platform, placement)]
+        self.claim_template = None
+        template = vm_claim_template_manifest(tenant.name, endpoint, guest, placement)
+        if template is not None:  # DRA VFIO GPUs (gpu.allocation: dra)
+            self.claim_template = ResourceClaimTemplate(
+                f"{name}-gpu-claim",
+                metadata=template["metadata"],
+                spec=template["spec"],
+                opts=self.child(depends_on=vm_after),
+            )
+            vm_after.append(self.claim_template)
         self.vm = custom_resource(
             f"{name}-vm",
             manifest,
