@@ -509,6 +509,11 @@ class ModelEndpoint(CellComponent):
     - ``f"{name}-isvc"``: the ``InferenceService`` (:func:`inference_service_manifest`), after all of them. Pulumi
       waits up to 30 minutes for it to become Ready (model download and load).
 
+    An isolated endpoint (``isolation: vm``, its own or its tenant's default) has instead
+    ``f"{name}-guest"`` (its secrets as an environment file, with credentials or secret ``env``),
+    ``f"{name}-cloud-init"``, ``f"{name}-predictor"`` (the Service KServe would make) and ``f"{name}-vm"``
+    (:mod:`gpucell.workloads.isolated_endpoint`), plus the route, gateway and metrics policies as above.
+
     Every child depends on ``tenant.ready``; the InferenceService also on KServe's runtimes Release (or the
     controller Release for KServe before v0.17, whose chart carries the runtimes) and, with GPUs, on the GPU
     Operator's Release (the DRA driver's with DRA GPUs).

@@ -437,6 +437,11 @@ class Notebook(CellComponent):
     - with ``expose``: ``f"{name}-ingress"`` and ``f"{name}-ingress-policy"``
       (:func:`ingress_policy_manifest`).
 
+    An isolated notebook (``isolation: vm``, its own or its tenant's default; :mod:`gpucell.workloads.isolated`) has
+    ``f"{name}-cloud-init"`` (its guest's user data) and ``f"{name}-vm"`` (:func:`isolated_manifest`, after the token
+    Secret, the cloud-init Secret and the Service) instead of the StatefulSet; the token, Service, Ingress and policy
+    are the same.
+
     Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
     waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass), or with DRA GPUs for the
     DRA driver's (:func:`gpucell.tenancy._common.gpu_dependencies`). The StatefulSet takes the notebook's
