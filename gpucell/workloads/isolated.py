@@ -23,7 +23,8 @@ KubeVirt v1.9.0 ``v1.SecretVolumeSource`` with ``volumeLabel``); the user data n
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpucell.spec.cloud_init import NVLINK_DISABLE_OPTION, NVLINK_MODPROBE_PATH, render_cloud_config
@@ -58,37 +59,27 @@ _GUEST_HOME = "/var/lib/gpucell/home"
 _SECRET_DISK = "secrets"
 
 
+@dataclass(frozen=True)
 class GuestContainer:
     """What the guest runs: the workload's image, its port, GPUs, mounts, environment and arguments."""
 
-    def __init__(
-        self,
-        image: str,
-        port: int,
-        *,
-        gpus: bool,
-        volumes: Sequence[str] = (),
-        env: Mapping[str, str] | None = None,
-        env_file: bool = False,
-        args: Sequence[str] = (),
-        shm_gib: int = 0,
-    ) -> None:
-        self.image = image
-        """Fully qualified image reference (:func:`qualified_image`)."""
-        self.port = port
-        """Port the container serves, published on the same guest port."""
-        self.gpus = gpus
-        """Hand the container every GPU of the guest (the VM's own, nothing else exists there)."""
-        self.volumes = tuple(volumes)
-        """Quadlet ``Volume=`` values (``host:container[:options]``)."""
-        self.env = dict(env or {})
-        """Plain environment variables (never a secret)."""
-        self.env_file = env_file
-        """Read ``KEY=value`` lines from ``<GUEST_SECRETS>/env`` (the secret disk)."""
-        self.args = tuple(args)
-        """Arguments after the image's entrypoint (``Exec=``)."""
-        self.shm_gib = shm_gib
-        """``/dev/shm`` size, GiB; 0 keeps podman's default."""
+    image: str
+    """Fully qualified image reference (:func:`qualified_image`)."""
+    port: int
+    """Port the container serves, published on the same guest port."""
+    gpus: bool
+    """Hand the container every GPU of the guest (the VM's own; no other GPU exists there)."""
+    volumes: tuple[str, ...] = ()
+    """Quadlet ``Volume=`` values (``host:container[:options]``); each host directory outside the secret disk is
+    created first."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Plain environment variables (never a secret)."""
+    env_file: bool = False
+    """Read ``KEY=value`` lines from ``<GUEST_SECRETS>/env`` (the secret disk)."""
+    args: tuple[str, ...] = ()
+    """Arguments after the image's entrypoint (``Exec=``)."""
+    shm_gib: int = 0
+    """``/dev/shm`` size, GiB; 0 keeps podman's default."""
 
 
 def qualified_image(image: str) -> str:
