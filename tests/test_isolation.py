@@ -325,7 +325,9 @@ def test_the_vm_has_its_gpu_the_guest_image_and_the_secret_disk(plan: PlanResult
     assert {"name": "data0", "disk": {"bus": "virtio"}, "serial": "gpucell-home"} in template["domain"]["devices"][
         "disks"
     ]
+    assert vm.options.get("protect") is True  # the notebook's home: the tenant's removalPolicy, protect
     (vm,) = child(plan, "llm", VM)
+    assert "protect" not in vm.options  # a cache only
     volumes = vm.inputs["spec"]["template"]["spec"]["volumes"]
     assert {"name": "secrets", "secret": {"secretName": "llm-guest", "volumeLabel": SECRET_VOLUME_LABEL}} in volumes
 

@@ -47,7 +47,7 @@ from gpucell.admission.tenants import tenant_runtimes
 from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.components.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.components.metrics import PROMETHEUS_URL
-from gpucell.spec.lifecycle import removal_options
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
@@ -668,7 +668,8 @@ class ModelEndpoint(CellComponent):
             manifest,
             self.child(
                 depends_on=[*vm_after, *secrets, self.cloud_init],
-                **removal_options(tenant.removal_policy),
+                # Its disk holds the image and the model cache only: removable as an InferenceService is.
+                **removal_options(RemovalPolicy.DELETE),
             ),
         )
         """The ``VirtualMachine`` the endpoint runs in."""
