@@ -68,13 +68,16 @@ class Verdict:
     message: str = ""
 
 
-def _matches(policy: dict[str, Any], obj: dict[str, Any], namespace: str, operation: str) -> bool:
+def _matches(
+    policy: dict[str, Any], obj: dict[str, Any], namespace: str, operation: str, sub_resource: str = ""
+) -> bool:
     constraints = policy["spec"]["matchConstraints"]
     wanted = (constraints.get("namespaceSelector") or {}).get("matchLabels") or {}
     labels = {"kubernetes.io/metadata.name": namespace}
     if any(labels.get(k) != v for k, v in wanted.items()):
         return False
     group, resource = RESOURCES[obj["kind"]]
+    resource = f"{resource}/{sub_resource}" if sub_resource else resource
     return any(
         group in rule["apiGroups"] and resource in rule["resources"] and operation in rule["operations"]
         for rule in constraints["resourceRules"]
@@ -87,10 +90,12 @@ class _Request:
     old: dict[str, Any] | None
     operation: str
     user: User
+    sub_resource: str = ""
 
     def context(self, variables: dict[str, Any]) -> cel.Context:
         request = {
             "operation": self.operation,
+            "subResource": self.sub_resource,
             "userInfo": {"username": self.user.username, "groups": list(self.user.groups)},
         }
         bound = {"object": self.obj, "oldObject": self.old, "request": request, "variables": variables}
@@ -107,15 +112,17 @@ def evaluate(
     *,
     old: dict[str, Any] | None = None,
     user: User = TENANT_MEMBER,
+    sub_resource: str = "",
 ) -> Verdict | None:
     """The verdict of ``policy`` on ``operation`` by ``user`` of ``obj`` (``None`` on DELETE) replacing ``old``
-    (``None`` on CREATE) in ``namespace``; ``None`` when it does not apply."""
+    (``None`` on CREATE) in ``namespace``, through ``sub_resource`` (``ephemeralcontainers``; ``request.subResource``,
+    empty for the object itself); ``None`` when it does not apply."""
     name = policy["metadata"]["name"]
     target = obj if obj is not None else old
     assert target is not None
-    if not _matches(policy, target, namespace, operation):
+    if not _matches(policy, target, namespace, operation, sub_resource):
         return None
-    request = _Request(obj, old, operation, user)
+    request = _Request(obj, old, operation, user, sub_resource)
     spec = policy["spec"]
     for condition in spec.get("matchConditions", []):
         if cel.evaluate(condition["expression"], request.context({})) is not True:
@@ -141,10 +148,11 @@ def refusals(
     *,
     old: dict[str, Any] | None = None,
     user: User = TENANT_MEMBER,
+    sub_resource: str = "",
 ) -> list[Verdict]:
     """The refusing verdicts of every policy of ``policies`` (bindings are skipped) that applies."""
     verdicts = [
-        evaluate(p, obj, namespace, operation, old=old, user=user)
+        evaluate(p, obj, namespace, operation, old=old, user=user, sub_resource=sub_resource)
         for p in policies
         if p["kind"] == "ValidatingAdmissionPolicy"
     ]

@@ -207,6 +207,7 @@ def _secrets(**overrides: str) -> dict[str, str]:
         "gpucell:backupRepoFra1": f"{SENTINEL}-repository-fra1",
         "gpucell:backupRepoIad1": f"{SENTINEL}-repository-iad1",
         "gpucell:vllmApiKeyAcme": f"{SENTINEL}-vllm",
+        "gpucell:hfTokenGlobex": f"hf_{SENTINEL}-hf-globex",  # globex's isolated endpoint (issue 33)
     }
     values.update(overrides)
     return values

@@ -679,11 +679,13 @@ def test_nothing_gpucell_renders_in_a_tenant_namespace_or_a_controller_derives_f
                     key = f"{obj['kind']} {operation}"
                     checked[key] = checked.get(key, 0) + 1
     # every kind the policies read was met, created and updated: VMs and their launchers, CAPK's VMs, predictors,
-    # notebooks, Services: 8 VMs + 2 CAPK machines; their 10 launchers, 9 predictor pods and 5 notebook pods; the
-    # 10 RoleBindings gpucell renders; 15 Secrets gpucell renders and the 10 of globex's cluster ml (5 per region)
-    # at creation. The operator and the controllers are no tenant identity: the -platform policy never applies.
-    pairs = {"VirtualMachine": 10, "Pod": 24, "StatefulSet": 5, "Service": 11, "Deployment": 9, "RoleBinding": 10}
+    # notebooks, Services: 8 VMs + 2 CAPK machines + fra1 globex's isolated notebook and endpoint (issue 33); their
+    # 12 launchers, 9 predictor pods and 5 notebook pods; the 10 RoleBindings gpucell renders; 19 Secrets gpucell
+    # renders (the isolated ones' token, guest and two cloud-init Secrets among them) and the 10 of globex's cluster
+    # ml (5 per region) at creation. The operator and the controllers are no tenant identity: the -platform policy
+    # never applies.
+    pairs = {"VirtualMachine": 12, "Pod": 26, "StatefulSet": 5, "Service": 13, "Deployment": 9, "RoleBinding": 10}
     assert checked == {
         **{f"{kind} {op}": n for kind, n in pairs.items() for op in ("CREATE", "UPDATE")},
-        "Secret CREATE": 25,
+        "Secret CREATE": 29,
     }

@@ -15,12 +15,13 @@ import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
+from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.admission.tenant_cluster_admission import (
     check_cluster_api_versions,
@@ -48,6 +49,7 @@ from gpucell.spec._rules import Rule, validate_with_rules
 from gpucell.spec.gpu_models import catalog_in_force
 from gpucell.spec.identity import OidcSpec, check_tenant_groups
 from gpucell.spec.images import ImageCatalogSpec, check_catalog_namespaces
+from gpucell.spec.isolation import ISOLATED_RUNTIME
 from gpucell.spec.kubevirt import KubeVirtSpec
 from gpucell.spec.network import Network, check_names
 from gpucell.spec.nodes import check_hosts
@@ -65,7 +67,7 @@ from gpucell.spec.tenancy import EgressClass, TenantSpec, check_image_namespaces
 from gpucell.spec.tenant_clusters import ApiServerType
 from gpucell.spec.traffic import GatewaySpec, LoadBalancerSpec, check_traffic, tenant_pools, vm_pool
 from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
-from gpucell.spec.workloads import ServiceType, multi_gpu_shm_gib
+from gpucell.spec.workloads import ModelEndpointSpec, NotebookSpec, ServiceType, multi_gpu_shm_gib
 
 if TYPE_CHECKING:
     from gpucell.spec.cell import CellSpec
@@ -78,6 +80,7 @@ __all__ = [
     "check_announced_vms",
     "check_dra_pools",
     "check_tenants",
+    "isolated_vms",
     "placements",
     "shaped_vm",
     "tenant_runtimes",
@@ -246,7 +249,11 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
             path, message = _sized_by_instancetype(vm, shape, exc.rel_path, exc.message)
             raise SpecError(("virtualMachines", name, *path), message) from None
         yield ("virtualMachines", name), placement, placement.count
-    for name, notebook in tenant.notebooks.items():
+    for kind, name, guest in isolated_vms(tenant):
+        placement = _placed((kind, name), functools.partial(_place_guest, name, guest, facts, offers))
+        units = placement.count * (tenant.model_endpoints[name].max_replicas if kind == "modelEndpoints" else 1)
+        yield (kind, name), placement, units
+    for name, notebook in _containers(tenant.notebooks, tenant):
         placement = _placed(
             ("notebooks", name),
             functools.partial(
@@ -254,7 +261,7 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
             ),
         )
         yield ("notebooks", name), placement, placement.count
-    for name, endpoint in tenant.model_endpoints.items():
+    for name, endpoint in _containers(tenant.model_endpoints, tenant):
         placement = _placed(
             ("modelEndpoints", name),
             functools.partial(
@@ -269,6 +276,43 @@ def placements(facts: ClusterFacts, tenant: TenantSpec) -> Iterator[tuple[tuple[
         )
         yield ("modelEndpoints", name), placement, placement.count * endpoint.max_replicas
     yield from machines(tenant, facts.node_pools, offers, catalog=catalog)
+
+
+_W = TypeVar("_W", NotebookSpec, ModelEndpointSpec)
+_ISOLATED_IMAGE = RUNTIMES[(0, 20)][ISOLATED_RUNTIME].image
+"""The image an isolated endpoint's guest pulls (its registry is what egress must allow)."""
+
+_GUEST_KEYS: dict[str, tuple[str, ...]] = {
+    "gpuModel": ("gpu", "model"),
+    "gpus": ("gpu", "count"),
+    "gpuAllocation": ("gpu", "allocation"),
+    "memoryGib": ("memoryGib",),
+    "cpu": ("cpuMillicores",),
+}
+"""A key of an isolated workload's VM (:func:`gpucell.admission.isolation.guest_vm`) -> the workload's key it comes
+from, so that a placement problem names what the tenant wrote."""
+
+
+def isolated_vms(tenant: TenantSpec) -> Iterator[tuple[str, str, GpuVirtualMachineSpec]]:
+    """``(kind key, name, VM)`` of every isolated notebook and model endpoint of ``tenant``, in config order."""
+    for kind, workloads in (("notebooks", tenant.notebooks), ("modelEndpoints", tenant.model_endpoints)):
+        for name, spec in workloads.items():
+            if is_isolated(spec, tenant.isolation):
+                yield kind, name, guest_vm(spec, tenant.isolation)
+
+
+def _containers(workloads: Mapping[str, _W], tenant: TenantSpec) -> Iterator[tuple[str, _W]]:
+    """The workloads of ``workloads`` that run as containers (not isolated)."""
+    return ((name, spec) for name, spec in workloads.items() if not is_isolated(spec, tenant.isolation))
+
+
+def _place_guest(name: str, guest: GpuVirtualMachineSpec, facts: ClusterFacts, offers: list[GpuOffer]) -> Placement:
+    """:func:`place_vm` of an isolated workload's VM, its problems moved to the workload's own keys."""
+    try:
+        return place_vm(name, guest, facts.node_pools, offers, catalog=facts.gpu_catalog)
+    except PlacementError as exc:
+        path = _GUEST_KEYS.get(exc.rel_path[0], ("isolation",)) if exc.rel_path else ("isolation",)
+        raise PlacementError(path, exc.message) from None
 
 
 def shaped_vm(facts: ClusterFacts, tenant: TenantSpec, name: str, vm: GpuVirtualMachineSpec) -> VmShape:
@@ -317,7 +361,8 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str,
     """Every download the tenant's namespace makes, as (key path, what, hosts contacted).
 
     CDI's importer pods (registry and http disk sources) and KServe's storage initializer run in the tenant's
-    namespace, under the tenant's network policies (:mod:`gpucell.catalog.download_hosts`).
+    namespace, under the tenant's network policies (:mod:`gpucell.catalog.download_hosts`); so do the guests of
+    isolated workloads, which pull the workload's image themselves (docs/decisions/0040).
     """
     for name, vm in tenant.virtual_machines.items():
         for index, disk in enumerate(vm.disks):
@@ -329,6 +374,10 @@ def _downloads(tenant: TenantSpec) -> Iterator[tuple[tuple[str | int, ...], str,
         hosts = storage_uri_hosts(endpoint.storage_uri, endpoint.s3_endpoint, endpoint.s3_region)
         if hosts:
             yield ("modelEndpoints", name, "storageUri"), f"KServe downloads {endpoint.storage_uri}", hosts
+    for kind, name, _ in isolated_vms(tenant):
+        image = tenant.notebooks[name].image if kind == "notebooks" else _ISOLATED_IMAGE
+        hosts = disk_source_hosts(f"docker://{image}", None)
+        yield (kind, name, "isolation"), f"the guest of an isolated workload pulls {image}", hosts
 
 
 def _check_egress(tenant_name: str, tenant: TenantSpec) -> Iterator[SpecError]:
@@ -532,11 +581,15 @@ def _check_resource_quota(facts: ClusterFacts, tenant_name: str, tenant: TenantS
         cpu, memory = cpu + vcpus * 1000, memory + shape.spec.guest_memory_gib
         storage += sum(d.size_gib for d in vm.disks)
         yield from _within(tenant_name, tenant, ("virtualMachines", name), cpu=cpu, memory=memory, storage=storage)
-    for name, notebook in tenant.notebooks.items():
+    for kind, name, guest in isolated_vms(tenant):
+        cpu, memory = cpu + guest.cpu.vcpus * 1000, memory + guest.guest_memory_gib
+        storage += sum(d.size_gib for d in guest.disks)
+        yield from _within(tenant_name, tenant, (kind, name), cpu=cpu, memory=memory, storage=storage)
+    for name, notebook in _containers(tenant.notebooks, tenant):
         cpu, memory = cpu + notebook.cpu_millicores, memory + notebook.memory_gib + multi_gpu_shm_gib(notebook.gpu)
         storage += notebook.home_gib
         yield from _within(tenant_name, tenant, ("notebooks", name), cpu=cpu, memory=memory, storage=storage)
-    for name, endpoint in tenant.model_endpoints.items():
+    for name, endpoint in _containers(tenant.model_endpoints, tenant):
         cpu += endpoint.cpu_millicores * endpoint.max_replicas
         memory += (endpoint.memory_gib + multi_gpu_shm_gib(endpoint.gpu)) * endpoint.max_replicas
         yield from _within(tenant_name, tenant, ("modelEndpoints", name), cpu=cpu, memory=memory, storage=storage)

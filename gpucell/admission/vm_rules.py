@@ -21,14 +21,16 @@ from gpucell.spec.gpu_models import unknown_model
 from gpucell.spec.images import data_source_name
 from gpucell.spec.instancetypes import InstancetypeSpec
 from gpucell.spec.tenancy import SYSTEM_NAMESPACES, TENANT_NAMESPACE_PREFIX
+from gpucell.spec.workloads import DiskSource, VmDisk
 
 if TYPE_CHECKING:
     from gpucell.spec.images import ImageCatalogSpec
+    from gpucell.spec.isolation import TenantIsolation
     from gpucell.spec.kubevirt import KubeVirtSpec
     from gpucell.spec.platform import StorageSpec
     from gpucell.spec.tenancy import TenantSpec
     from gpucell.spec.versions import Versions
-    from gpucell.spec.workloads import GpuVirtualMachineSpec, VmDisk
+    from gpucell.spec.workloads import GpuVirtualMachineSpec
 
 __all__ = [
     "VmPlatform",
@@ -289,6 +291,19 @@ def _check_vm(
         )
 
 
+def _check_guest_image(cell: VmPlatform, tenant_name: str, isolation: TenantIsolation) -> Iterator[SpecError]:
+    """The tenant's ``isolation.guestImage`` is a catalog image it may clone, in the cell's default class, no larger
+    than ``isolation.rootDiskGib`` (the root disk of every isolated workload's VM,
+    :func:`gpucell.admission.isolation.guest_vm`); problems name the tenant's ``isolation`` keys."""
+    if isolation.guest_image is None:
+        return
+    root = VmDisk(source=DiskSource(image=isolation.guest_image), size_gib=isolation.root_disk_gib)
+    where = ("tenants", tenant_name, "isolation")
+    for problem in _check_image_disk(cell, tenant_name, where, root):
+        key = "rootDiskGib" if problem.rel_path[-1] == "sizeGib" else "guestImage"
+        yield SpecError((*where, key), problem.message)
+
+
 def check_vm_platform(cell: VmPlatform) -> Iterator[SpecError]:
     """Every problem of the cell's instancetypes, preferences, image catalogs and VM state storage, and of each VM's
     instancetype, preference, catalog images and user data (paths below the region)."""
@@ -301,6 +316,8 @@ def check_vm_platform(cell: VmPlatform) -> Iterator[SpecError]:
         for problem in _check_vm(cell, tenant_name, tenant, name, vm)
     ]
     yield from vm_problems
+    for tenant_name, tenant in cell.tenants.items():
+        yield from _check_guest_image(cell, tenant_name, tenant.isolation)
     state = cell.kubevirt.vm_state_storage_class
     if state is not None and state not in cell.storage_classes and not any(_STATE in p.message for p in vm_problems):
         yield SpecError(

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from gpucell.admission.isolation import is_isolated
 from gpucell.admission.vm_shape import ShapeError, resolve_vm
 from gpucell.components._chart import deep_merge
 from gpucell.components.cilium import cilium_values
@@ -112,6 +113,7 @@ class Change(StrEnum):
     API_VIP = "apiVip"
     ENDPOINT_HPA_TO_KEDA = "endpointHpaToKeda"
     ENDPOINT_KEDA_TO_HPA = "endpointKedaToHpa"
+    WORKLOAD_ISOLATION = "workloadIsolation"
 
 
 EFFECTS: dict[Change, str] = {
@@ -272,6 +274,14 @@ EFFECTS: dict[Change, str] = {
         "scales a workload up from zero replicas (autoscaling is off at 0; kedacore/keda#947): the endpoint stays "
         "down; after pulumi up, run kubectl -n <namespace> scale deployment <endpoint>-predictor --replicas=1"
     ),
+    Change.WORKLOAD_ISOLATION: (
+        "the notebook or endpoint is replaced by its other form (its pods and a VM, docs/decisions/0040): it is down "
+        "from the old form's deletion until the new one answers (a VM clones its guest image, boots and pulls the "
+        "workload's image: minutes), kernels and requests in flight are lost, and a notebook's home does not move "
+        "(the pod's home-<notebook>-0 volume is kept, the VM's home disk <notebook>-data0 starts empty; the other "
+        "way the VM's disks go with it); with removalPolicy protect (the default) pulumi up refuses to delete the "
+        "old form: copy the home first, then set removalPolicy retain or delete for the change"
+    ),
 }
 """What each kind of change does to running workloads: the text the diff and the refusal show."""
 UNACKNOWLEDGEABLE = frozenset({Change.TENANT_CLUSTER_VERSION})
@@ -391,7 +401,9 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          # only with tenant clusters:
          "tenantClusters": {"<namespace>/<cluster>": {"owner", "removalPolicy", "kubernetesVersion", "apiAddress"}},
          # only with model endpoints:
-         "modelEndpoints": {"<namespace>/<endpoint>": {"autoscaler": "hpa" | "keda", "minReplicas", "key"}}}
+         "modelEndpoints": {"<namespace>/<endpoint>": {"autoscaler": "hpa" | "keda", "minReplicas", "key"}},
+         # only with isolated notebooks or endpoints (docs/decisions/0040):
+         "isolatedWorkloads": {"<namespace>/<workload>": {"key"}}}
 
     Cilium values are the merged chart values (gpucell's, then ``cilium.values``), so an override of
     ``kubeProxyReplacement`` or ``routingMode`` counts. ``storageClass`` is ``None`` for volumes of the cell's
@@ -443,6 +455,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         **_vm_firmware(cell),
         **_tenant_clusters(cell),
         **_endpoints(cell),
+        **_isolated(cell),
     }
 
 
@@ -459,6 +472,19 @@ def _endpoints(cell: CellSpec) -> dict[str, Any]:
         for name, endpoint in tenant.model_endpoints.items()
     }
     return {"modelEndpoints": endpoints} if endpoints else {}
+
+
+def _isolated(cell: CellSpec) -> dict[str, Any]:
+    """Each isolated notebook and endpoint (``<namespace>/<workload>`` -> its ``isolation`` key), only in regions that
+    have one: the fingerprints of other regions stay as they were."""
+    isolated = {
+        f"{namespace_of(tenant_name)}/{name}": {"key": f"tenants.{tenant_name}.{kind}.{name}.isolation"}
+        for tenant_name, tenant in cell.tenants.items()
+        for kind, workloads in (("notebooks", tenant.notebooks), ("modelEndpoints", tenant.model_endpoints))
+        for name, workload in workloads.items()
+        if is_isolated(workload, tenant.isolation)
+    }
+    return {"isolatedWorkloads": isolated} if isolated else {}
 
 
 def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
@@ -578,7 +604,7 @@ def _default_class(cell: CellSpec) -> str:
 
 def _volumes(cell: CellSpec) -> dict[str, dict[str, Any]]:
     """Every persistent volume gpucell renders: VM disks (DataVolume ``<vm>-root``, ``<vm>-data<N>``) and notebook
-    homes (the StatefulSet's claim ``home-<notebook>-0``)."""
+    homes (the StatefulSet's claim ``home-<notebook>-0``, or an isolated notebook's VM disk ``<notebook>-data0``)."""
     volumes: dict[str, dict[str, Any]] = {}
     for tenant_name, tenant in cell.tenants.items():
         namespace = namespace_of(tenant_name)
@@ -593,7 +619,9 @@ def _volumes(cell: CellSpec) -> dict[str, dict[str, Any]]:
                     "removalPolicy": (vm.removal_policy or tenant.removal_policy).value,
                 }
         for notebook_name, notebook in tenant.notebooks.items():
-            volumes[f"{namespace}/home-{notebook_name}-0"] = {
+            # An isolated notebook's home is its VM's first data disk (gpucell.admission.isolation.guest_vm).
+            home = f"{notebook_name}-data0" if is_isolated(notebook, tenant.isolation) else f"home-{notebook_name}-0"
+            volumes[f"{namespace}/{home}"] = {
                 "storageClass": notebook.storage_class,
                 "key": f"tenants.{tenant_name}.notebooks.{notebook_name}.storageClass",
                 "owner": f"tenants.{tenant_name}.notebooks.{notebook_name}",
@@ -656,6 +684,7 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_clusters(old, new, region, base),
         *_pools(old, new, region, base),
         *_endpoint_autoscalers(old, new, region, base),
+        *_isolation(old, new, region, base),
     ]
 
 
@@ -1198,4 +1227,29 @@ def _endpoint_autoscalers(
         old_text = f"{before.get('autoscaler')} (minReplicas {before.get('minReplicas')})"
         new_text = f"{after.get('autoscaler')} (minReplicas {after.get('minReplicas')})"
         changes.append(DisruptiveChange(kind, region, subject, f"{base}.{after.get('key')}", old_text, new_text))
+    return changes
+
+
+def _declared_workloads(fingerprint: Mapping[str, Any]) -> set[str]:
+    """``<namespace>/<workload>`` of every notebook (the owner of a home volume) and endpoint a fingerprint holds."""
+    declared = set(fingerprint.get("modelEndpoints") or {})
+    for volume in ((fingerprint.get("storage") or {}).get("volumes") or {}).values():
+        parts = str(volume.get("owner", "")).split(".")
+        if len(parts) == 4 and parts[0] == "tenants" and parts[2] == "notebooks":
+            declared.add(f"{namespace_of(parts[1])}/{parts[3]}")
+    return declared
+
+
+def _isolation(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """Every notebook and endpoint deployed and still declared whose isolation changed (``container`` <-> ``vm``):
+    it is replaced by its other form (:data:`EFFECTS`)."""
+    was, now = old.get("isolatedWorkloads") or {}, new.get("isolatedWorkloads") or {}
+    deployed, declared = _declared_workloads(old), _declared_workloads(new)
+    changes: list[DisruptiveChange] = []
+    for subject in sorted(deployed & declared):
+        if (subject in was) == (subject in now):
+            continue
+        key = (now.get(subject) or was[subject])["key"]
+        before, after = ("vm", "container") if subject in was else ("container", "vm")
+        changes.append(DisruptiveChange(Change.WORKLOAD_ISOLATION, region, subject, f"{base}.{key}", before, after))
     return changes

@@ -15,6 +15,7 @@ from gpucell.spec._values import Ipv4Cidr, check_single_line
 from gpucell.spec.backups import TenantBackupSpec
 from gpucell.spec.identity import RESERVED_PREFIX
 from gpucell.spec.instancetypes import InstancetypeSpec, PreferenceSpec, check_object_names
+from gpucell.spec.isolation import TenantIsolation, check_isolated
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, check_host_name, check_names, check_service_names
 from gpucell.spec.serving import ServingRuntimeSpec, no_vllm_metrics
@@ -298,6 +299,10 @@ class TenantSpec(SpecModel):
     serving_runtimes: dict[str, ServingRuntimeSpec] = {}
     """Runtime name (a DNS-1123 label, not a built-in runtime's) -> the tenant's own ServingRuntime, which its
     endpoints name in ``runtime``."""
+    isolation: TenantIsolation = TenantIsolation()
+    """The default isolation of the tenant's notebooks and endpoints (``default``: ``container`` or ``vm``, the
+    latter making the tenant isolated-only) and the guest image isolated ones boot (``guestImage``); see
+    docs/decisions/0040. Defaults to ``container`` and no guest image."""
     backup: TenantBackupSpec | None = None
     """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
     bucket. Defaults to none."""
@@ -411,6 +416,12 @@ class TenantSpec(SpecModel):
                 "never scales; drop the argument, or scale the endpoint on cpu or memory",
             )
 
+    def _isolation(self) -> None:
+        """Each notebook and endpoint against the tenant's isolation (:func:`gpucell.spec.isolation.check_isolated`)."""
+        for kind, workloads in (("notebooks", self.notebooks), ("modelEndpoints", self.model_endpoints)):
+            for name, workload in workloads.items():
+                check_isolated(kind, name, workload, workload.isolation, self.isolation)
+
     @model_validator(mode="after")
     def _egress_and_names(self) -> TenantSpec:
         custom = self.egress is EgressClass.CUSTOM
@@ -422,6 +433,7 @@ class TenantSpec(SpecModel):
             accepted = "custom" if key == "egressFqdns" else "custom or internet"
             raise SpecError((key,), f"only applies with egress: {accepted} (egress is {self.egress.value})")
         self._runtimes_admitted_together()
+        self._isolation()
         for name, endpoint in self.model_endpoints.items():
             runtime = endpoint.runtime
             known = runtime in BUILTIN_RUNTIME_FORMATS or runtime in self.serving_runtimes

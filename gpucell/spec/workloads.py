@@ -27,6 +27,7 @@ from gpucell.spec.cloud_init import CloudInitSpec
 from gpucell.spec.firmware import EfiSpec, TpmSpec
 from gpucell.spec.images import ImportSource
 from gpucell.spec.instancetypes import InstancetypeRef, PreferenceRef
+from gpucell.spec.isolation import Isolation
 from gpucell.spec.lifecycle import RemovalPolicy
 from gpucell.spec.network import DNS_LABEL, DNS_SUBDOMAIN, check_host_name
 from gpucell.spec.serving import EnvVar, ProtocolVersion, check_env, no_vllm_metrics
@@ -625,6 +626,10 @@ class NotebookSpec(SpecModel):
     priority_class_name: str | None = None
     """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the notebook's pod; changing it
     restarts the notebook. Defaults to none (priority 0)."""
+    isolation: Isolation | None = None
+    """``container`` (a pod on the host's kernel) or ``vm`` (the notebook's image runs in a KubeVirt VM of its own,
+    with its GPUs passed through; docs/decisions/0040). Changing it replaces the notebook, home included. Defaults to
+    the tenant's ``isolation.default``."""
 
     _class = field_validator("storage_class")(_storage_class)
     _priority = field_validator("priority_class_name")(_priority_class)
@@ -703,6 +708,11 @@ class ModelEndpointSpec(SpecModel):
     priority_class_name: str | None = None
     """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the predictor's pods
     (``predictor.priorityClassName``); changing it rolls the replicas. Defaults to none (priority 0)."""
+    isolation: Isolation | None = None
+    """``container`` (KServe predictor pods on the host's kernel) or ``vm`` (one KubeVirt VM running
+    ``kserve-huggingfaceserver`` on an ``hf://`` model behind the same Service ``<endpoint>-predictor``; no
+    autoscaler; docs/decisions/0040). Changing it replaces the endpoint. Defaults to the tenant's
+    ``isolation.default``."""
 
     _priority = field_validator("priority_class_name")(_priority_class)
     _env = field_validator("env")(check_env)

@@ -145,7 +145,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
             )
         for name, notebook in spec.notebooks.items():
             book = Notebook(f"{prefix}-{name}", NotebookArgs(name, notebook, tenant), opts=under)
-            order.record(book.placement, book.statefulset)
+            order.record(book.placement, book.workload)
         runtimes = {
             name: ServingRuntime(f"{prefix}-{name}", ServingRuntimeArgs(name, runtime, tenant), opts=under)
             for name, runtime in spec.serving_runtimes.items()
@@ -164,7 +164,7 @@ def build_tenants(region: str, cell: RegionalCell, stack: StackConfig) -> list[T
                 ModelEndpointArgs(name, endpoint, tenant, credentials, route, gateway, env, runtime),
                 opts=under,
             )
-            order.record(served.placement, served.inference_service)
+            order.record(served.placement, served.workload)
         for name, cluster_spec in spec.tenant_clusters.items():
             assert cell.cluster_api is not None  # the cell installs Cluster API when a tenant has a cluster
             built = TenantCluster(

@@ -14,6 +14,9 @@ cluster:
 - ``gpucell-tenant-<tenant>-secrets``: Secrets created (no legacy service account token, :func:`secret_rules`);
 - ``gpucell-tenant-<tenant>-platform``: Secrets and RoleBindings the platform owns in the namespace, which a tenant
   identity may not create, change or delete (:func:`platform_rules`, :data:`TENANT_IDENTITY`);
+- only for a tenant that runs isolated workloads only (``isolation.default: vm``, docs/decisions/0040):
+  ``gpucell-tenant-<tenant>-isolated``: no pod but KubeVirt's and CDI's, and no ephemeral container in any
+  (:func:`isolated_rules`);
 
 each with a ``ValidatingAdmissionPolicyBinding`` of the same name, ``validationActions: [Deny]``. Policy and binding
 select the namespace by ``kubernetes.io/metadata.name`` (the API server sets that label from the name; nobody can
@@ -35,8 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
 from gpucell.admission.inventory import nvswitch_quota
+from gpucell.components.cdi import NAMESPACE as CDI_NAMESPACE
 from gpucell.components.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.k3s._node_state import QUARANTINE_TAINT
+from gpucell.spec.isolation import Isolation
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import TENANT_NAMESPACE_PREFIX, namespace_of
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDRESS_ANNOTATIONS",
+    "CDI_CONTROLLER",
     "CLUSTER_API_SECRET_LABEL",
     "CLUSTER_API_SECRET_TYPE",
     "DAEMONSET_ONLY_TAINTS",
@@ -68,6 +74,7 @@ __all__ = [
     "access_rules",
     "admission_manifests",
     "fence_of",
+    "isolated_rules",
     "platform_rules",
     "pod_rules",
     "secret_rules",
@@ -116,6 +123,10 @@ VIRT_CONTROLLER = f"system:serviceaccount:{KUBEVIRT_NAMESPACE}:kubevirt-controll
 """virt-controller's identity: the ServiceAccount ``kubevirt-controller`` (KubeVirt v1.9.0
 ``pkg/virt-operator/resource/generate/components/serviceaccountnames.go``, ``ControllerServiceAccountName``) in
 gpucell's KubeVirt namespace. It creates every pod of a tenant namespace that carries :data:`LAUNCHER_LABEL`."""
+CDI_CONTROLLER = f"system:serviceaccount:{CDI_NAMESPACE}:cdi-sa"
+"""CDI's controller identity: the ServiceAccount ``cdi-sa`` (kubevirt/containerized-data-importer v1.66.0
+``pkg/operator/resources/cluster/controller.go``, whose ClusterRole creates pods) in gpucell's CDI namespace. It
+creates the importer, upload and clone pods that fill a VM's DataVolumes in the tenant's namespace."""
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 """The Secret type the token controller fills with a token that never expires for the ServiceAccount its annotation
 ``kubernetes.io/service-account.name`` names: refused at creation in a tenant namespace (tenants ask for a bounded
@@ -178,6 +189,8 @@ class TenantFence:
     viewers."""
     user_prefix: str = ""
     """The cell's OIDC ``usernamePrefix`` (``oidc:``); empty without OIDC (then no ``User`` may be bound)."""
+    isolated_only: bool = False
+    """The tenant's ``isolation.default`` is ``vm``: its namespace runs VMs only (:func:`isolated_rules`)."""
 
     @property
     def namespace(self) -> str:
@@ -242,6 +255,7 @@ def fence_of(tenant: str, facts: ClusterFacts) -> TenantFence:
             )
         ),
         user_prefix=facts.oidc.username_prefix if facts.oidc else "",
+        isolated_only=spec.isolation.default is Isolation.VM,
     )
 
 
@@ -454,6 +468,23 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
     ]
 
 
+def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
+    """The validation of ``gpucell-tenant-<tenant>-isolated`` (an isolated-only tenant): a pod is created only by
+    :data:`VIRT_CONTROLLER` (a VM's ``virt-launcher``, hotplug and export pods) or :data:`CDI_CONTROLLER` (its disks'
+    importer, upload and clone pods), never by a tenant identity, nor by the ReplicaSet, Job or StatefulSet controllers
+    on behalf of a tenant's Deployment; and nobody adds an ephemeral container (``kubectl debug``) to a pod there, which
+    would run a container on the host's kernel next to the VM. A tenant member's code then runs in a guest only."""
+    writers = (VIRT_CONTROLLER, CDI_CONTROLLER)
+    return [
+        _validation(
+            f"request.subResource == '' && request.userInfo.username in {_lit(writers)}",
+            f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): the pods of its namespace "
+            "are KubeVirt's and CDI's (a VM's launcher, a disk import), and none gets an ephemeral container; run "
+            "the code in a VirtualMachine, or a notebook or model endpoint (isolated)",
+        )
+    ]
+
+
 def _address_allowed(fence: TenantFence, address: str) -> str:
     """CEL: ``address`` (a string) is an IPv4 address in the tenant's pools, not another's fixed address, and one of
     the tenant's own fixed addresses only for the Service gpucell renders with it."""
@@ -660,7 +691,8 @@ def _binding(policy: dict[str, Any], fence: TenantFence) -> dict[str, Any]:
 
 def admission_manifests(tenant: str, facts: ClusterFacts) -> list[dict[str, Any]]:
     """The tenant's policies and bindings, each policy followed by its binding: ``...-pods``, ``...-vms``,
-    ``...-services``, ``...-access``, ``...-secrets``, ``...-platform`` (see the module doc)."""
+    ``...-services``, ``...-access``, ``...-secrets``, ``...-platform`` and, for an isolated-only tenant,
+    ``...-isolated`` (see the module doc)."""
     fence = fence_of(tenant, facts)
     tenant_identity = {"name": "tenant-identity", "expression": TENANT_IDENTITY}
     policies = [
@@ -679,4 +711,11 @@ def admission_manifests(tenant: str, facts: ClusterFacts) -> list[dict[str, Any]
             conditions=(tenant_identity,),
         ),
     ]
+    if fence.isolated_only:
+        isolated = _policy(fence, "isolated", [{"apiGroups": [""], "resources": ["pods"]}], None, isolated_rules(fence))
+        rules = isolated["spec"]["matchConstraints"]["resourceRules"]
+        rules[0]["operations"] = ["CREATE"]
+        rules.append({"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "apiVersions": ["*"]})
+        rules[1]["operations"] = ["UPDATE"]
+        policies.append(isolated)
     return [obj for policy in policies for obj in (policy, _binding(policy, fence))]

@@ -36,16 +36,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pulumi
-from pulumi_kubernetes.core.v1 import Secret, ServiceAccount
+from pulumi_kubernetes.core.v1 import Secret, Service, ServiceAccount
 from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement
 from gpucell.admission.tenants import tenant_runtimes
 from gpucell.catalog.kserve_runtimes import EndpointRuntime, resolve_runtime, runtimes_of
 from gpucell.components.metrics import NAMESPACE as METRICS_NAMESPACE
 from gpucell.components.metrics import PROMETHEUS_URL
+from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.serving import ServingRuntimeSpec
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import GATEWAY_NAMESPACE
@@ -61,14 +63,20 @@ from gpucell.tenancy._common import (
     object_meta,
     opaque_secret,
     scheduling,
+    vm_placement,
+    workload_labels,
 )
 from gpucell.tenancy.tenant import admit_workload
+from gpucell.workloads import isolated_endpoint
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
+from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name, vm_platform_ready
+from gpucell.workloads.virtual_machine import claim_template_manifest as vm_claim_template_manifest
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
     from gpucell.components.gateway import EndpointRoute
     from gpucell.platform import Platform
+    from gpucell.spec.workloads import GpuVirtualMachineSpec
     from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
@@ -501,6 +509,11 @@ class ModelEndpoint(CellComponent):
     - ``f"{name}-isvc"``: the ``InferenceService`` (:func:`inference_service_manifest`), after all of them. Pulumi
       waits up to 30 minutes for it to become Ready (model download and load).
 
+    An isolated endpoint (``isolation: vm``, its own or its tenant's default) has instead
+    ``f"{name}-guest"`` (its secrets as an environment file, with credentials or secret ``env``),
+    ``f"{name}-cloud-init"``, ``f"{name}-predictor"`` (the Service KServe would make) and ``f"{name}-vm"``
+    (:mod:`gpucell.workloads.isolated_endpoint`), plus the route, gateway and metrics policies as above.
+
     Every child depends on ``tenant.ready``; the InferenceService also on KServe's runtimes Release (or the
     controller Release for KServe before v0.17, whose chart carries the runtimes) and, with GPUs, on the GPU
     Operator's Release (the DRA driver's with DRA GPUs).
@@ -521,6 +534,10 @@ class ModelEndpoint(CellComponent):
         endpoint, spec = args.name, args.spec
         _check_args(args)
         facts, platform = admit_workload(tenant, "model_endpoints", endpoint, spec), tenant.platform
+        isolation = facts.tenants[tenant.name].isolation
+        if is_isolated(spec, isolation):
+            self._isolated(name, args, facts, guest_vm(spec, isolation), opts)
+            return
         with_credentials = args.credentials is not None
         placement = container_placement(spec.gpu, facts, "a GPU model endpoint")
         runtimes = _tenant_runtimes(tenant)
@@ -562,12 +579,107 @@ class ModelEndpoint(CellComponent):
             ),
         )
         """The ``InferenceService``."""
+        self.workload: pulumi.Resource = self.inference_service
+        """What is ready when the endpoint is: its InferenceService, or its VirtualMachine when isolated."""
         self.http_route, self.gateway_policy = self._expose(name, args, after)
-        namespace = namespace_of(tenant.name)
+        self._outputs(tenant.name, endpoint)
+
+    def _outputs(self, tenant: str, endpoint: str) -> None:
+        namespace = namespace_of(tenant)
         address = f"http://{endpoint}-predictor.{namespace}.svc"
-        self.namespace = self.inference_service.urn.apply(lambda _: namespace)
-        self.url = self.inference_service.urn.apply(lambda _: address)
+        self.namespace = self.workload.urn.apply(lambda _: namespace)
+        self.url = self.workload.urn.apply(lambda _: address)
         self.register_outputs({"namespace": self.namespace, "url": self.url})
+
+    def _isolated(
+        self,
+        name: str,
+        args: ModelEndpointArgs,
+        facts: ClusterFacts,
+        guest: GpuVirtualMachineSpec,
+        opts: pulumi.ResourceOptions | None,
+    ) -> None:
+        """An isolated endpoint (:mod:`gpucell.workloads.isolated_endpoint`): the guest Secret (credentials and
+        secret ``env`` as an environment file), the cloud-init Secret, the ``VirtualMachine`` and the Service
+        ``<endpoint>-predictor``; with ``expose``, the HTTPRoute and gateway policy as for a container endpoint; with
+        the metrics stack, the metrics policy. Everything that can raise runs before the first registration."""
+        tenant, endpoint, spec = args.tenant, args.name, args.spec
+        placement = vm_placement(endpoint, guest, facts)
+        runtime = endpoint_runtime(spec, facts, _tenant_runtimes(tenant))
+        keyed: dict[str, pulumi.Input[str]] = {}
+        if args.credentials is not None:
+            keyed[HF_TOKEN_KEY] = args.credentials
+        keyed.update({v.name: args.env_secrets[v.secret_config_key] for v in spec.env if v.secret_config_key})
+        pod_labels = {**workload_labels(tenant.name, endpoint, _COMPONENT), PREDICTOR_LABEL: endpoint}
+        manifest = isolated_endpoint.isolated_manifest(
+            tenant.name, endpoint, guest, facts, placement, pod_labels=pod_labels, secrets=bool(keyed)
+        )
+        user_data = isolated_endpoint.guest_data(
+            endpoint, spec, runtime, secrets=bool(keyed), nvlink_disabled=placement.nvlink_disabled
+        )
+        super().__init__("ModelEndpoint", name, opts, tenant.cluster)
+        self.placement = placement
+        """Pools the endpoint may run on and the GPU resource it requests (its VM's, when isolated)."""
+        after: list[pulumi.Resource] = list(tenant.ready)
+        self.guest_secret: Secret | None = None
+        """The isolated endpoint's guest ``Secret`` (its environment file), with credentials or secret ``env``."""
+        secrets: list[pulumi.Resource] = []
+        if keyed:
+            where = f"model endpoint {endpoint!r}: "
+            data = pulumi.Output.all(**keyed).apply(
+                lambda values: {isolated_endpoint.ENV_FILE_KEY: isolated_endpoint.guest_env_file(values, where=where)}
+            )
+            meta = object_meta(
+                tenant.name, isolated_endpoint.guest_secret_name(endpoint), workload=endpoint, component=_COMPONENT
+            )
+            self.guest_secret = opaque_secret(f"{name}-guest", meta, data, self.child(depends_on=after))
+            secrets.append(self.guest_secret)
+        self.cloud_init = opaque_secret(
+            f"{name}-cloud-init",
+            object_meta(tenant.name, cloud_init_secret_name(endpoint), workload=endpoint),
+            {CLOUD_INIT_KEY: user_data},
+            self.child(depends_on=after),
+        )
+        """The cloud-init ``Secret`` (the guest's unit; no secret value in it)."""
+        service = isolated_endpoint.predictor_service_manifest(
+            object_meta(tenant.name, f"{endpoint}-predictor", workload=endpoint, component=_COMPONENT),
+            {PREDICTOR_LABEL: endpoint},
+        )
+        self.service = Service(
+            f"{name}-predictor",
+            metadata=service["metadata"],
+            spec=service["spec"],
+            opts=self.child(depends_on=after),
+        )
+        """The Service ``<endpoint>-predictor``, KServe's name and port, in front of the VM."""
+        vm_after = [*after, *vm_platform_ready(tenant.platform, guest), *gpu_dependencies(tenant.platform, placement)]
+        self.claim_template = None
+        template = vm_claim_template_manifest(tenant.name, endpoint, guest, placement)
+        if template is not None:  # DRA VFIO GPUs (gpu.allocation: dra)
+            self.claim_template = ResourceClaimTemplate(
+                f"{name}-gpu-claim",
+                metadata=template["metadata"],
+                spec=template["spec"],
+                opts=self.child(depends_on=vm_after),
+            )
+            vm_after.append(self.claim_template)
+        self.vm = custom_resource(
+            f"{name}-vm",
+            manifest,
+            self.child(
+                depends_on=[*vm_after, *secrets, self.cloud_init],
+                # Its disk holds the image and the model cache only: removable as an InferenceService is.
+                **removal_options(RemovalPolicy.DELETE),
+            ),
+        )
+        """The ``VirtualMachine`` the endpoint runs in."""
+        self.workload = self.vm
+        self.http_route, self.gateway_policy = self._expose(name, args, after)
+        self.metrics_policy = None
+        if tenant.platform.metrics is not None:
+            policy = metrics_policy_manifest(tenant.name, endpoint)
+            self.metrics_policy = custom_resource(f"{name}-allow-metrics", policy, self.child(depends_on=after))
+        self._outputs(tenant.name, endpoint)
 
     def _credentials(self, name: str, args: ModelEndpointArgs, after: list[pulumi.Resource]) -> list[pulumi.Resource]:
         """With credentials: the Secret :func:`credentials_secret_name` (checked inside its value, the message never

@@ -41,6 +41,7 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.admission.dra import pod_resource_claims
+from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement
 from gpucell.spec.lifecycle import removal_options
 from gpucell.spec.tenancy import namespace_of
@@ -56,12 +57,17 @@ from gpucell.tenancy._common import (
     object_meta,
     opaque_secret,
     scheduling,
+    vm_placement,
     workload_labels,
 )
 from gpucell.tenancy.tenant import admit_workload
+from gpucell.workloads.isolated import GUEST_SECRETS, GuestContainer, guest_manifest, guest_user_data, qualified_image
+from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name, vm_platform_ready
+from gpucell.workloads.virtual_machine import claim_template_manifest as vm_claim_template_manifest
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
+    from gpucell.spec.workloads import GpuVirtualMachineSpec
     from gpucell.tenancy.tenant import TenantView
 
 __all__ = [
@@ -75,8 +81,11 @@ __all__ = [
     "Notebook",
     "NotebookArgs",
     "claim_template_manifest",
+    "guest_container",
+    "guest_data",
     "ingress_manifest",
     "ingress_policy_manifest",
+    "isolated_manifest",
     "service_manifest",
     "statefulset_manifest",
     "token_secret_name",
@@ -286,8 +295,10 @@ def statefulset_manifest(
     }
 
 
-def service_manifest(tenant: str, name: str) -> dict[str, Any]:
-    """The ``ClusterIP`` ``Service`` named after the notebook: port ``http`` 8888 -> the pod's ``http``."""
+def service_manifest(tenant: str, name: str, *, isolated: bool = False) -> dict[str, Any]:
+    """The ``ClusterIP`` ``Service`` named after the notebook: port ``http`` 8888 -> the pod's ``http``; for an
+    ``isolated`` notebook the same Service, selecting its VM's ``virt-launcher`` pod by the same labels, to port 8888
+    by number (a launcher pod names no port; KubeVirt's masquerade binding forwards it to the guest)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -295,9 +306,48 @@ def service_manifest(tenant: str, name: str) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": _selector(name),
-            "ports": [{"name": "http", "protocol": "TCP", "port": JUPYTER_PORT, "targetPort": "http"}],
+            "ports": [
+                {
+                    "name": "http",
+                    "protocol": "TCP",
+                    "port": JUPYTER_PORT,
+                    "targetPort": JUPYTER_PORT if isolated else "http",
+                }
+            ],
         },
     }
+
+
+def guest_container(spec: NotebookSpec) -> GuestContainer:
+    """What an isolated notebook's guest runs: ``spec.image`` on port 8888 with the VM's GPUs, the home disk at
+    :data:`HOME`, the token from the secret disk as ``JUPYTER_TOKEN_FILE`` (a file, as in the pod), ``/dev/shm`` half
+    of ``memoryGib`` (as the pod's)."""
+    return GuestContainer(
+        qualified_image(spec.image),
+        JUPYTER_PORT,
+        gpus=spec.gpu is not None,
+        volumes=(f"/var/lib/gpucell/home:{HOME}", f"{GUEST_SECRETS}:{TOKEN_MOUNT}:ro"),
+        env={"JUPYTER_TOKEN_FILE": f"{TOKEN_MOUNT}/{TOKEN_KEY}"},
+        shm_gib=_shm_gib(spec),
+    )
+
+
+def guest_data(name: str, spec: NotebookSpec, *, nvlink_disabled: bool = False) -> str:
+    """The isolated notebook's user data (:func:`gpucell.workloads.isolated.guest_user_data`): home disk, secret disk
+    (the token Secret), the notebook's unit. The token itself is never in it."""
+    return guest_user_data(name, guest_container(spec), home=True, secrets=True, nvlink_disabled=nvlink_disabled)
+
+
+def isolated_manifest(
+    tenant: str, name: str, guest: GpuVirtualMachineSpec, cell: ClusterFacts, placement: Placement
+) -> dict[str, Any]:
+    """The ``VirtualMachine`` of an isolated notebook (:func:`gpucell.workloads.isolated.guest_manifest`): its
+    launcher pod labelled as the notebook's pod was (so the Service and the ingress policy select it), the token
+    Secret as its secret disk, the home on its data disk."""
+    labels = {**workload_labels(tenant, name, _COMPONENT)}
+    return guest_manifest(
+        tenant, name, guest, cell, placement, pod_labels=labels, secret=token_secret_name(name), home=True
+    )
 
 
 def ingress_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[str, Any] | None:
@@ -360,6 +410,20 @@ def ingress_policy_manifest(tenant: str, name: str, spec: NotebookSpec) -> dict[
     return cilium_network_policy(meta, {"ingress": rules}, match_labels=_selector(name))
 
 
+def _rendered(
+    tenant: str, name: str, spec: NotebookSpec, facts: ClusterFacts
+) -> tuple[GpuVirtualMachineSpec | None, Placement, dict[str, Any]]:
+    """``(guest VM or None, placement, StatefulSet or VirtualMachine manifest)`` of notebook ``name``: isolated by its
+    own ``isolation`` or its tenant's default (:func:`gpucell.admission.isolation.is_isolated`), or a container."""
+    isolation = facts.tenants[tenant].isolation
+    if not is_isolated(spec, isolation):
+        placement = container_placement(spec.gpu, facts, "a GPU notebook")
+        return None, placement, statefulset_manifest(tenant, name, spec, facts, placement)
+    guest = guest_vm(spec, isolation)
+    placement = vm_placement(name, guest, facts)
+    return guest, placement, isolated_manifest(tenant, name, guest, facts, placement)
+
+
 class Notebook(CellComponent):
     """A tenant's Jupyter notebook (``gpucell:index:Notebook``) in its cell, with the cell's provider.
 
@@ -372,6 +436,11 @@ class Notebook(CellComponent):
       the StatefulSet;
     - with ``expose``: ``f"{name}-ingress"`` and ``f"{name}-ingress-policy"``
       (:func:`ingress_policy_manifest`).
+
+    An isolated notebook (``isolation: vm``, its own or its tenant's default; :mod:`gpucell.workloads.isolated`) has
+    ``f"{name}-cloud-init"`` (its guest's user data) and ``f"{name}-vm"`` (:func:`isolated_manifest`, after the token
+    Secret, the cloud-init Secret and the Service) instead of the StatefulSet; the token, Service, Ingress and policy
+    are the same.
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies); with GPUs, the StatefulSet also
     waits for the GPU Operator's Release (device plugin and the ``nvidia`` RuntimeClass), or with DRA GPUs for the
@@ -395,16 +464,19 @@ class Notebook(CellComponent):
         tenant = args.tenant
         notebook, spec = args.name, args.spec
         facts = admit_workload(tenant, "notebooks", notebook, spec)
-        placement = container_placement(spec.gpu, facts, "a GPU notebook")
-        manifest = statefulset_manifest(tenant.name, notebook, spec, facts, placement)
+        guest, placement, manifest = _rendered(tenant.name, notebook, spec, facts)
         super().__init__("Notebook", name, opts, tenant.cluster)
         after: list[pulumi.Resource] = list(tenant.ready)
         self.placement = placement
-        """Pools the notebook may run on and the GPU resource it requests."""
+        """Pools the notebook may run on and the GPU resource it requests (its VM's, when isolated)."""
         gpu_after = gpu_dependencies(tenant.platform, placement)
         self.claim_template: ResourceClaimTemplate | None = None
         """The ``ResourceClaimTemplate`` of its DRA GPUs, when ``gpu.allocation`` is ``dra``."""
-        template = claim_template_manifest(tenant.name, notebook, spec, placement)
+        template = (
+            claim_template_manifest(tenant.name, notebook, spec, placement)
+            if guest is None
+            else vm_claim_template_manifest(tenant.name, notebook, guest, placement)
+        )
         if template is not None:
             self.claim_template = ResourceClaimTemplate(
                 f"{name}-gpu-claim",
@@ -425,7 +497,7 @@ class Notebook(CellComponent):
             self.child(depends_on=after),
         )
         """The ``Secret`` with the token."""
-        service = service_manifest(tenant.name, notebook)
+        service = service_manifest(tenant.name, notebook, isolated=guest is not None)
         self.service = Service(
             f"{name}-service",
             metadata=service["metadata"],
@@ -433,17 +505,8 @@ class Notebook(CellComponent):
             opts=self.child(depends_on=after),
         )
         """The ``ClusterIP`` Service."""
-        self.statefulset = StatefulSet(
-            f"{name}-statefulset",
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=self.child(
-                depends_on=[*after, *gpu_after, self.token_secret, self.service],
-                custom_timeouts=pulumi.CustomTimeouts(create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT),
-                **removal_options(spec.removal_policy or tenant.removal_policy),
-            ),
-        )
-        """The ``StatefulSet``."""
+        self.workload = self._run(name, args, guest, manifest, [*after, *gpu_after])
+        """What is ready when the notebook is: its StatefulSet, or its VirtualMachine when isolated."""
         self.ingress: Ingress | None = None
         """The ``Ingress``, when exposed."""
         self.ingress_policy: CustomResource | None = None
@@ -465,9 +528,9 @@ class Notebook(CellComponent):
             address = f"{scheme}://{spec.expose.host}/"
         else:
             address = f"http://{notebook}.{namespace}.svc:{JUPYTER_PORT}/"
-        self.namespace = self.statefulset.metadata.apply(lambda _: namespace)
+        self.namespace = self.workload.urn.apply(lambda _: namespace)
         self.service_name = self.service.metadata.apply(lambda _: notebook)
-        self.url = self.statefulset.metadata.apply(lambda _: address)
+        self.url = self.workload.urn.apply(lambda _: address)
         self.token = pulumi.Output.secret(self.password.result)
         self.register_outputs(
             {
@@ -477,3 +540,55 @@ class Notebook(CellComponent):
                 "token": self.token,
             }
         )
+
+    def _run(
+        self,
+        name: str,
+        args: NotebookArgs,
+        guest: GpuVirtualMachineSpec | None,
+        manifest: dict[str, Any],
+        after: list[pulumi.Resource],
+    ) -> pulumi.Resource:
+        """Register what runs the notebook, after ``after``, the token Secret and the Service: its StatefulSet, or
+        when isolated its cloud-init Secret and VirtualMachine; returns the StatefulSet or the VirtualMachine."""
+        tenant, notebook, spec = args.tenant, args.name, args.spec
+        lifecycle = removal_options(spec.removal_policy or tenant.removal_policy)
+        self.statefulset: StatefulSet | None = None
+        """The ``StatefulSet``; none when isolated."""
+        self.vm: pulumi.CustomResource | None = None
+        """The ``VirtualMachine`` the notebook runs in, when isolated (:mod:`gpucell.workloads.isolated`)."""
+        self.cloud_init: pulumi.Resource | None = None
+        """The isolated notebook's cloud-init ``Secret`` (the guest's unit; no secret value in it)."""
+        if guest is None:
+            self.statefulset = StatefulSet(
+                f"{name}-statefulset",
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=self.child(
+                    depends_on=[*after, self.token_secret, self.service],
+                    custom_timeouts=pulumi.CustomTimeouts(create=_STATEFULSET_TIMEOUT, update=_STATEFULSET_TIMEOUT),
+                    **lifecycle,
+                ),
+            )
+            return self.statefulset
+        self.cloud_init = opaque_secret(
+            f"{name}-cloud-init",
+            object_meta(tenant.name, cloud_init_secret_name(notebook), workload=notebook),
+            {CLOUD_INIT_KEY: guest_data(notebook, spec, nvlink_disabled=self.placement.nvlink_disabled)},
+            self.child(depends_on=list(tenant.ready)),
+        )
+        self.vm = custom_resource(
+            f"{name}-vm",
+            manifest,
+            self.child(
+                depends_on=[
+                    *after,
+                    *vm_platform_ready(tenant.platform, guest),
+                    self.token_secret,
+                    self.cloud_init,
+                    self.service,
+                ],
+                **lifecycle,
+            ),
+        )
+        return self.vm

@@ -119,6 +119,7 @@ __all__ = [
     "ssh_policy_manifest",
     "ssh_service_manifest",
     "virtual_machine_manifest",
+    "vm_platform_ready",
 ]
 
 CLOUD_INIT_KEY = "userdata"
@@ -519,12 +520,7 @@ class GpuVirtualMachine(CellComponent):
         vm, spec = args.name, args.spec
         facts, platform = admit_workload(tenant, "virtual_machines", vm, spec), tenant.platform
         super().__init__("GpuVirtualMachine", name, opts, tenant.cluster)
-        after: list[pulumi.Resource] = [*tenant.ready]
-        if platform.kubevirt is not None:
-            after.append(platform.kubevirt.cr)
-        if platform.cdi is not None:
-            after += [platform.cdi.cr, platform.cdi.storage_profile]
-        after += _catalogs_used(platform, spec)
+        after: list[pulumi.Resource] = [*tenant.ready, *vm_platform_ready(platform, spec)]
         # Render everything first: a spec that cannot render raises before any resource is registered.
         try:
             shape = resolve_vm(facts.kubevirt, facts.versions.kubevirt, facts.tenants[tenant.name], spec)
@@ -634,6 +630,18 @@ def cloud_init_data(
     if own is not None and own.network_data is not None:
         data[NETWORK_DATA_KEY] = own.network_data
     return data
+
+
+def vm_platform_ready(platform: Platform, spec: GpuVirtualMachineSpec) -> list[pulumi.Resource]:
+    """What a VM of ``spec`` waits for of ``platform``: the ``KubeVirt`` CR (Available, permitting its GPUs), the
+    ``CDI`` CR and its StorageProfile patch, and the image catalogs its disks clone from; each only when the platform
+    has it."""
+    after: list[pulumi.Resource] = []
+    if platform.kubevirt is not None:
+        after.append(platform.kubevirt.cr)
+    if platform.cdi is not None:
+        after += [platform.cdi.cr, platform.cdi.storage_profile]
+    return after + _catalogs_used(platform, spec)
 
 
 def _catalogs_used(platform: Platform, spec: GpuVirtualMachineSpec) -> list[pulumi.Resource]:

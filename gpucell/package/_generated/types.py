@@ -11,6 +11,7 @@ from typing import Any, Required, TypedDict
 import pulumi
 
 from gpucell.spec.instancetypes import CpuTopologyPreference, DiskBus, InstancetypeKind, InterfaceModel, PreferenceKind
+from gpucell.spec.isolation import Isolation
 from gpucell.spec.k3s import K3sProfile
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
 from gpucell.spec.network import ApiVipMode
@@ -1112,6 +1113,12 @@ class NotebookSpec(TypedDict, total=False):
     restarts the notebook. Defaults to none (priority 0).
     """
 
+    isolation: Isolation
+    """``container`` (a pod on the host's kernel) or ``vm`` (the notebook's image runs in a KubeVirt VM of its own,
+    with its GPUs passed through; docs/decisions/0040). Changing it replaces the notebook, home included. Defaults to
+    the tenant's ``isolation.default``.
+    """
+
 
 class EndpointExposure(TypedDict, total=False):
     """How a model endpoint is served from outside the cell: an HTTPS host name on the region's Gateway."""
@@ -1234,6 +1241,13 @@ class ModelEndpointSpec(TypedDict, total=False):
     priorityClassName: str
     """A PriorityClass of the cell (``priorityClasses``) open to the tenant, for the predictor's pods
     (``predictor.priorityClassName``); changing it rolls the replicas. Defaults to none (priority 0).
+    """
+
+    isolation: Isolation
+    """``container`` (KServe predictor pods on the host's kernel) or ``vm`` (one KubeVirt VM running
+    ``kserve-huggingfaceserver`` on an ``hf://`` model behind the same Service ``<endpoint>-predictor``; no
+    autoscaler; docs/decisions/0040). Changing it replaces the endpoint. Defaults to the tenant's
+    ``isolation.default``.
     """
 
 
@@ -1529,6 +1543,27 @@ class ServingRuntimeSpec(TypedDict, total=False):
     """
 
 
+class TenantIsolation(TypedDict, total=False):
+    """A tenant's isolation default and the guest its isolated workloads boot."""
+
+    default: Isolation
+    """The isolation of the tenant's notebooks and endpoints that do not say; ``vm`` also refuses any that say
+    ``container`` (in config, and plain pods in its namespace at run time): the tenant runs isolated workloads
+    only. Defaults to ``container``.
+    """
+
+    guestImage: str
+    """``<catalog>/<image>`` of the region's ``imageCatalogs``: the golden image an isolated workload's VM boots,
+    carrying podman (with Quadlet, podman 4.4 or later), the NVIDIA driver and the NVIDIA Container Toolkit's CDI
+    spec (``nvidia.com/gpu=all``), and cloud-init. Required once a workload of the tenant is isolated.
+    """
+
+    rootDiskGib: int
+    """Size of an isolated workload's root disk (the guest image's clone, where podman keeps the workload's image and
+    an endpoint's model cache), GiB; at least the guest image's size. Defaults to 100.
+    """
+
+
 class TenantBackupSpec(TypedDict, total=False):
     """When a tenant's namespace is backed up, and for how long: a Velero ``Schedule`` in the ``velero`` namespace,
     each Backup taking every object of the namespace (VMs with their DataVolumes, Secrets, notebooks' and endpoints'
@@ -1612,6 +1647,12 @@ class TenantSpec(TypedDict, total=False):
     servingRuntimes: dict[str, ServingRuntimeSpec]
     """Runtime name (a DNS-1123 label, not a built-in runtime's) -> the tenant's own ServingRuntime, which its
     endpoints name in ``runtime``.
+    """
+
+    isolation: TenantIsolation
+    """The default isolation of the tenant's notebooks and endpoints (``default``: ``container`` or ``vm``, the
+    latter making the tenant isolated-only) and the guest image isolated ones boot (``guestImage``); see
+    docs/decisions/0040. Defaults to ``container`` and no guest image.
     """
 
     backup: TenantBackupSpec
