@@ -10,6 +10,7 @@ from typing import Any, Required, TypedDict
 
 import pulumi
 
+from gpucell.spec.fabric import LinkType
 from gpucell.spec.instancetypes import CpuTopologyPreference, DiskBus, InstancetypeKind, InterfaceModel, PreferenceKind
 from gpucell.spec.k3s import K3sProfile
 from gpucell.spec.lifecycle import HostRemovalPolicy, RemovalPolicy
@@ -176,6 +177,45 @@ class TopologyProfile(TypedDict, total=False):
     """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0; at most 33554432 (64 TiB)."""
 
 
+class PcieSwitch(TypedDict, total=False):
+    """One PCIe switch (or root port) of a host: its NUMA node and the GPUs and NICs behind it, by PCI address."""
+
+    numaNode: Required[int]
+    """The NUMA node the switch hangs off (``/sys/bus/pci/devices/<bdf>/numa_node`` of its devices)."""
+
+    gpus: Required[list[str]]
+    """PCI addresses of its GPUs (``0000:18:00.0``)."""
+
+    nics: Required[list[str]]
+    """PCI addresses of its NICs' physical functions, one per GPU: the GPU at position i pairs with the NIC at i."""
+
+
+class FabricSpec(TypedDict, total=False):
+    """The PCIe topology and RDMA fabric of a pool's hosts (``nodePools.<p>.fabric``): only ``vm-passthrough`` pools
+    with a ``topology`` profile; see docs/decisions/0039-gpu-fabric-rdma-nics.md.
+    """
+
+    linkType: Required[LinkType]
+    """``ethernet`` (RoCE) or ``infiniband``: what the SR-IOV Network Operator sets the ports to."""
+
+    nicModel: str
+    """The NICs' model, one of :data:`NIC_MODELS`. Defaults to ``ConnectX-7``."""
+
+    vfsPerNic: int
+    """SR-IOV virtual functions created on each NIC (``numVfs``): VMs on one host that can share a rail (count).
+    Defaults to 1 (a host's VMs take whole NUMA nodes, so no two share a NIC).
+    """
+
+    mtu: int
+    """The physical functions' MTU (``SriovNetworkNodePolicy.mtu``); none: the NIC's own."""
+
+    nvswitches: list[str]
+    """PCI addresses of the HGX board's NVSwitches (``10de`` devices); none: not checked."""
+
+    switches: Required[list[PcieSwitch]]
+    """The host's PCIe switches with their GPUs and NICs, in the order the rails are numbered."""
+
+
 class Rollout(TypedDict, total=False):
     """How a pool's nodes are taken out of service for maintenance: a k3s upgrade or restart, a GPU reconfiguration.
 
@@ -232,6 +272,12 @@ class NodePool(TypedDict, total=False):
 
     topology: TopologyProfile
     """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
+
+    fabric: FabricSpec
+    """``vm-passthrough`` pools with a ``topology``: the hosts' PCIe topology (GPUs and ConnectX NICs per PCIe switch
+    and NUMA node, NVSwitches) and the RDMA fabric their NICs serve as SR-IOV VFs (docs/decisions/0039); none: no
+    RDMA NICs.
+    """
 
     labels: dict[str, str]
     """Extra node labels, set at registration and kept by gpucell through the API (field manager ``gpucell``)."""
