@@ -46,7 +46,10 @@ def fabric_region(fabric: dict[str, Any] | None = None) -> dict[str, Any]:
         "gpuMode": "vm-passthrough",
         "topology": dict(TOPOLOGY),
         "fabric": copy.deepcopy(fabric or FABRIC),
-        "hosts": [{"name": "lab-h100-1", "address": "10.20.0.41"}],
+        "hosts": [
+            {"name": "lab-h100-1", "address": "10.20.0.41"},
+            {"name": "lab-h100-2", "address": "10.20.0.42"},
+        ],
     }
     return config
 
@@ -184,3 +187,200 @@ def test_the_install_fragment_checks_the_fabric_after_memory() -> None:
     fragment = host_setup(spec, "h100-vm", pool)
     assert fabric_check("h100-vm", pool) in fragment
     assert fragment.index("topology.numaNodes") < fragment.index("PCIe topology of pool h100-vm")
+
+
+# -- tenants, VMs and admission ------------------------------------------------------------------------------------
+DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 50}
+
+
+def training_vm(gpus: int, rails: list[int], **extra: Any) -> dict[str, Any]:
+    return {
+        "gpuModel": "H100-SXM5-80GB",
+        "gpus": gpus,
+        "cpu": {"cores": 16},
+        "memoryGib": 64,
+        "dedicatedCpus": True,
+        "hugepages": "1Gi",
+        "numaPassthrough": True,
+        "rdmaNics": rails,
+        "rootDisk": DISK,
+        "noLogin": True,
+        **extra,
+    }
+
+
+def tenant_region(vms: dict[str, dict[str, Any]], *, vlan: int | None = 101, gpus: int = 8) -> dict[str, Any]:
+    config = fabric_region()
+    tenant: dict[str, Any] = {
+        "quota": {
+            "cpuMillicores": 64000,
+            "memoryGib": 512,
+            "storageGib": 1000,
+            "gpus": {"nvidia.com/GH100_H100_SXM5_80GB": gpus},
+        },
+        "egress": "internet",
+        "virtualMachines": vms,
+    }
+    if vlan is not None:
+        tenant["fabricVlan"] = vlan
+    config["tenants"] = {"acme": tenant}
+    return config
+
+
+def test_an_eight_gpu_vm_gets_every_rail_as_a_sriov_interface_on_its_tenants_network() -> None:
+    from gpucell.tenancy._common import vm_placement
+    from gpucell.workloads.virtual_machine import virtual_machine_manifest
+
+    spec = cell(tenant_region({"train": training_vm(8, list(range(8)))}))
+    vm = spec.tenants["acme"].virtual_machines["train"]
+    placement = vm_placement("train", vm, spec)
+    assert (placement.pools, placement.rails, placement.count) == (("h100-vm",), tuple(range(8)), 8)
+    template = virtual_machine_manifest("acme", "train", vm, spec, placement)["spec"]["template"]["spec"]
+    assert template["domain"]["cpu"]["numa"] == {"guestMappingPassthrough": {}}
+    assert template["domain"]["cpu"]["dedicatedCpuPlacement"] is True
+    assert template["domain"]["devices"]["interfaces"][1:3] == [
+        {"name": "rail0", "sriov": {}},
+        {"name": "rail1", "sriov": {}},
+    ]
+    assert template["networks"][-1] == {"name": "rail7", "multus": {"networkName": "acme-h100-vm-rail7"}}
+    assert len(template["domain"]["devices"]["gpus"]) == len(template["networks"]) - 1 == 8
+
+
+def test_a_half_node_vm_gets_the_rails_of_one_numa_node() -> None:
+    from gpucell.tenancy._common import vm_placement
+
+    spec = cell(tenant_region({"half": training_vm(4, [4, 5, 6, 7])}))
+    assert vm_placement("half", spec.tenants["acme"].virtual_machines["half"], spec).rails == (4, 5, 6, 7)
+
+
+def test_a_vm_with_a_nic_from_the_other_socket_is_refused_with_one_line() -> None:
+    assert refusal(tenant_region({"half": training_vm(4, [0, 1, 2, 7])})).endswith(
+        "tenants.acme.virtualMachines.half.rdmaNics: [0, 1, 2, 7] takes NICs from NUMA nodes 0 and 1 of pool "
+        "h100-vm, and 4 GPUs come from 1 whole NUMA node with the NICs beside them; name exactly the rails of the "
+        "GPUs' NUMA nodes (NUMA node 0: rails 0-3, NUMA node 1: rails 4-7)"
+    )
+
+
+def test_a_vm_smaller_than_a_numa_node_is_refused_with_the_way_out() -> None:
+    assert refusal(tenant_region({"pair": training_vm(2, [0, 1])})).endswith(
+        "tenants.acme.virtualMachines.pair.gpus: 2 GPUs with rdmaNics: pool h100-vm pairs GPUs with NICs by whole "
+        "NUMA nodes of 4 GPUs (NUMA node 0: rails 0-3, NUMA node 1: rails 4-7); give the VM a multiple of 4 GPUs, "
+        "or drop rdmaNics"
+    )
+
+
+def test_rdma_nics_need_numa_passthrough_and_one_nic_per_gpu() -> None:
+    vm = training_vm(4, [0, 1, 2, 3])
+    vm["numaPassthrough"] = False
+    assert refusal(tenant_region({"x": vm})).endswith(
+        "tenants.acme.virtualMachines.x.numaPassthrough: is required with rdmaNics: the guest must see which NUMA "
+        "node each GPU and NIC sits on to pair them"
+    )
+    assert refusal(tenant_region({"x": training_vm(4, [0, 1])})).endswith(
+        "tenants.acme.virtualMachines.x.rdmaNics: 2 NICs for 4 whole GPUs: a VM gets one RDMA NIC per passthrough "
+        "GPU, the one beside it"
+    )
+
+
+def test_a_tenant_needs_its_own_vlan_for_rdma_nics() -> None:
+    assert refusal(tenant_region({"x": training_vm(4, [0, 1, 2, 3])}, vlan=None)).endswith(
+        "tenants.acme.virtualMachines.x.rdmaNics: needs the tenant's fabricVlan (tenants.acme.fabricVlan), the VLAN "
+        "its NICs' VFs are put on; give the tenant a VLAN of the fabric no other tenant has"
+    )
+    config = tenant_region({})
+    config["tenants"]["globex"] = copy.deepcopy(config["tenants"]["acme"])
+    config["tenants"]["acme"]["quota"]["gpus"] = {"nvidia.com/GH100_H100_SXM5_80GB": 4}
+    config["tenants"]["globex"]["quota"]["gpus"] = {"nvidia.com/GH100_H100_SXM5_80GB": 4}
+    assert refusal(config).endswith(
+        "tenants.globex.fabricVlan: 101 is already tenant acme's: a VLAN isolates one tenant on the fabric; pick "
+        "another"
+    )
+
+
+def test_two_vms_on_the_same_rails_exceed_a_one_host_quota() -> None:
+    vms = {"a": training_vm(4, [0, 1, 2, 3]), "b": training_vm(4, [0, 1, 2, 3])}
+    assert refusal(tenant_region(vms)).endswith(
+        "tenants.acme.virtualMachines.b.rdmaNics: takes VF 2 of nvidia.com/h100vm_rail0, the tenant's quota allows "
+        "1 (one per host its GPU quota of the pool covers, decision 0039); raise quota.gpus"
+    )
+
+
+def test_the_tenant_quota_counts_each_rails_vfs() -> None:
+    from gpucell.tenancy.tenant import quota_hard
+
+    spec = cell(tenant_region({}, gpus=16))
+    hard = quota_hard(spec.tenants["acme"], spec)
+    rails = {key: value for key, value in hard.items() if "_rail" in key}
+    assert rails == {f"requests.nvidia.com/h100vm_rail{i}": "2" for i in range(8)}
+    bare = cell(tenant_region({}, vlan=None, gpus=16))
+    assert {v for k, v in quota_hard(bare.tenants["acme"], bare).items() if "_rail" in k} == {"0"}
+
+
+# -- the platform --------------------------------------------------------------------------------------------------
+def test_the_kubevirt_cr_turns_the_pci_numa_gate_on_with_a_fabric() -> None:
+    from gpucell.components.kubevirt import feature_gates
+
+    assert feature_gates(cell(fabric_region()).node_pools) == ["HostDevices", "CPUManager", "PCINUMAAwareTopology"]
+    assert "PCINUMAAwareTopology" not in feature_gates(cell(minimal_cell_config()).node_pools)
+
+
+def test_the_network_operator_objects_by_value() -> None:
+    from gpucell.components.cilium import CiliumArgs
+    from gpucell.components.network_operator import nic_cluster_policy, node_policies, tenant_networks
+
+    pools = cell(fabric_region()).node_pools
+    first, *rest = node_policies(pools)
+    assert first == {
+        "apiVersion": "sriovnetwork.openshift.io/v1",
+        "kind": "SriovNetworkNodePolicy",
+        "metadata": {
+            "name": "h100-vm-rail0",
+            "namespace": "nvidia-network-operator",
+            "labels": {"app.kubernetes.io/managed-by": "gpucell"},
+        },
+        "spec": {
+            "resourceName": "h100vm_rail0",
+            "nodeSelector": {"gpucell.io/pool": "h100-vm"},
+            "numVfs": 1,
+            "nicSelector": {"vendor": "15b3", "deviceID": "1021", "rootDevices": ["0000:17:00.0"]},
+            "deviceType": "vfio-pci",
+            "linkType": "eth",
+        },
+    }
+    assert [p["spec"]["nicSelector"]["rootDevices"] for p in rest][-1] == ["0000:da:00.0"]
+    networks = tenant_networks(pools, {"acme": 101})
+    assert len(networks) == 8
+    assert networks[3]["metadata"]["name"] == "acme-h100-vm-rail3"
+    assert networks[3]["spec"] == {
+        "resourceName": "h100vm_rail3",
+        "networkNamespace": "tenant-acme",
+        "vlan": 101,
+        "spoofChk": "on",
+        "trust": "off",
+        "linkState": "enable",
+    }
+    policy = nic_cluster_policy(pools)["spec"]
+    term = policy["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    assert term == {"matchExpressions": [{"key": "gpucell.io/pool", "operator": "In", "values": ["h100-vm"]}]}
+    assert policy["ofedDriver"]["version"] == "doca3.4.1-26.04-1.1.0.0-1"
+    assert "cni" not in CiliumArgs.from_cell(cell(minimal_cell_config()), None).values()  # type: ignore[arg-type]
+    assert CiliumArgs.from_cell(cell(fabric_region()), None).values()["cni"] == {"exclusive": False}  # type: ignore[arg-type]
+
+
+def test_a_pools_fabric_change_is_disruptive_for_each_of_its_hosts() -> None:
+    from gpucell.day2.disruption import Change, compare, fingerprint
+
+    before = cell(fabric_region())
+    changed = copy.deepcopy(FABRIC)
+    changed["vfsPerNic"] = 2
+    after = cell(fabric_region(changed))
+    change, other = compare(fingerprint(before), fingerprint(after), "lab")
+    assert (change.change, change.subject, change.key, other.subject) == (
+        Change.FABRIC,
+        "lab-h100-1",
+        "regions.lab.nodePools.h100-vm.fabric",
+        "lab-h100-2",
+    )
+    assert change.old.startswith("ethernet, 8 x ConnectX-7, 1 VF each, topology ")
+    assert change.new.startswith("ethernet, 8 x ConnectX-7, 2 VF each, topology ")
+    assert compare(fingerprint(before), fingerprint(cell(fabric_region())), "lab") == []

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.fabric import nic_quota, rail_resource
 from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
 from gpucell.admission.tenant_cluster_admission import (
@@ -706,6 +707,7 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
     reserved: dict[str, int] = {}
     reserved_dra = 0
     demands: list[DraDemand] = []
+    vlans: dict[int, str] = {}
     if any(tenant.tenant_clusters for tenant in facts.tenants.values()):
         yield from check_cluster_api_versions(facts.versions)
     for tenant_name, tenant in facts.tenants.items():
@@ -736,6 +738,7 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
         yield from _check_runtimes(facts, tenant_name, tenant)
         yield from _check_gpu_quota(facts, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
+        yield from _check_fabric(facts, tenant_name, tenant, vlans)
         yield from check_tenant_clusters(
             tenant_name,
             tenant,
@@ -750,6 +753,53 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
         check_dra_pools(facts, demands)
     except SpecError as problem:
         yield problem
+
+
+def _check_fabric(
+    facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, vlans: dict[int, str]
+) -> Iterator[SpecError]:
+    """The tenant's ``fabricVlan`` is its own (``vlans``: VLAN -> the tenant that took it first, filled in here), a VM
+    with ``rdmaNics`` has one to put its VFs on, and the VFs its VMs take of each rail fit the quota
+    (:func:`gpucell.admission.fabric.nic_quota`). Workloads that fit nowhere are reported elsewhere."""
+    base = ("tenants", tenant_name)
+    vlan = tenant.fabric_vlan
+    if vlan is not None and vlans.setdefault(vlan, tenant_name) != tenant_name:
+        yield SpecError(
+            (*base, "fabricVlan"),
+            f"{vlan} is already tenant {vlans[vlan]}'s: a VLAN isolates one tenant on the fabric; pick another",
+        )
+    quota = nic_quota(tenant.quota.gpus, vlan, facts.node_pools)
+    used: dict[str, int] = {}
+    for name, vm in tenant.virtual_machines.items():
+        if not vm.rdma_nics:
+            continue
+        if vlan is None:
+            yield SpecError(
+                (*base, "virtualMachines", name, "rdmaNics"),
+                f"needs the tenant's fabricVlan (tenants.{tenant_name}.fabricVlan), the VLAN its NICs' VFs are put "
+                "on; give the tenant a VLAN of the fabric no other tenant has",
+            )
+            continue
+        try:
+            placement = place_vm(
+                name,
+                shaped_vm(facts, tenant, name, vm).spec,
+                facts.node_pools,
+                gpu_offers(facts.node_pools, facts.effective_mig_strategy.value),
+                catalog=facts.gpu_catalog,
+            )
+        except (PlacementError, ShapeError, SpecError):
+            continue
+        for rail in placement.rails:
+            resource = rail_resource(placement.pools[0], rail)
+            used[resource] = used.get(resource, 0) + 1
+            if used[resource] > quota.get(resource, 0):
+                yield SpecError(
+                    (*base, "virtualMachines", name, "rdmaNics"),
+                    f"takes VF {used[resource]} of {resource}, the tenant's quota allows {quota.get(resource, 0)} "
+                    "(one per host its GPU quota of the pool covers, decision 0039); raise quota.gpus",
+                )
+                return
 
 
 def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:

@@ -34,6 +34,7 @@ from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
+from gpucell.admission.fabric import nic_quota
 from gpucell.admission.inventory import nvswitch_quota
 from gpucell.components.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
 from gpucell.k3s._node_state import QUARANTINE_TAINT
@@ -212,6 +213,7 @@ def fence_of(tenant: str, facts: ClusterFacts) -> TenantFence:
     server_hosts = [h.name for p in servers.values() for h in p.hosts]
     granted = {r for r, n in spec.quota.gpus.items() if n > 0}
     granted |= {r for r, n in nvswitch_quota(spec.quota.gpus, pools).items() if n > 0}
+    granted |= {r for r, n in nic_quota(spec.quota.gpus, spec.fabric_vlan, pools).items() if n > 0}
     lb = facts.load_balancer
     ranges = (
         [(int(block.first), int(block.last)) for pool in tenant_pools(lb, tenant) for block in lb.pools[pool].parsed]

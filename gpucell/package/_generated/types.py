@@ -489,6 +489,12 @@ class Versions(TypedDict, total=False):
     pool has ``gpuMode: dra``.
     """
 
+    networkOperator: str
+    """NVIDIA Network Operator Helm chart version (chart ``network-operator`` at https://helm.ngc.nvidia.com/nvidia,
+    Mellanox/network-operator v26.4.1 with its SR-IOV Network Operator subchart); installed when a pool declares a
+    ``fabric``.
+    """
+
     gatewayApi: str
     """Gateway API release whose standard-channel CRDs the cell installs with a ``gateway`` (the release's
     ``standard-install.yaml``); v1.5.1 is the version Cilium 1.20 supports.
@@ -1004,6 +1010,12 @@ class GpuVirtualMachineSpec(TypedDict, total=False):
     numaPassthrough: bool
     """Mirror the host NUMA topology into the guest (``numa.guestMappingPassthrough``); needs dedicated CPUs and
     hugepages.
+    """
+
+    rdmaNics: list[int]
+    """Rails of the pool's ``fabric`` whose RDMA NICs the VM gets, one SR-IOV VF each on the tenant's ``fabricVlan``
+    (``[0, 1, 2, 3]``): one per GPU, exactly the rails of the NUMA nodes its GPUs come from, so that each GPU's NIC
+    sits on its NUMA node and PCIe switch (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to none.
     """
 
     rootDisk: Required[VmDisk]
@@ -1656,6 +1668,12 @@ class TenantSpec(TypedDict, total=False):
     backup: TenantBackupSpec
     """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
     bucket. Defaults to none.
+    """
+
+    fabricVlan: int
+    """The VLAN (802.1Q id) isolating the tenant on the region's RoCE fabric: every SR-IOV VF its VMs get carries it,
+    set by the host on the VF (the guest cannot change it), unique among the region's tenants (docs/decisions/0039).
+    Required for a VM with ``rdmaNics``; none by default.
     """
 
 
