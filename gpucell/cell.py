@@ -229,6 +229,7 @@ class RegionalCell(CellComponent):
             image_catalogs=self.image_catalogs,
             priority_classes=self.priority_classes,
             backups=self.backups,
+            network_operator=self.network_operator,
         )
         """The cell's platform components that tenants and their workloads wait for."""
 

@@ -384,3 +384,31 @@ def test_a_pools_fabric_change_is_disruptive_for_each_of_its_hosts() -> None:
     assert change.old.startswith("ethernet, 8 x ConnectX-7, 1 VF each, topology ")
     assert change.new.startswith("ethernet, 8 x ConnectX-7, 2 VF each, topology ")
     assert compare(fingerprint(before), fingerprint(cell(fabric_region())), "lab") == []
+
+
+# -- tenant clusters -----------------------------------------------------------------------------------------------
+def fabric_cluster_region(rails: list[int], gpus: int = 4) -> dict[str, Any]:
+    """tests/test_tenant_cluster.py's region, its H100 pool with FABRIC and acme's workers with ``gpus`` GPUs and the
+    rails ``rails``."""
+    from tests.test_tenant_cluster import region_config
+
+    config = region_config()
+    config["nodePools"]["h100-vm"]["fabric"] = copy.deepcopy(FABRIC)
+    config["tenants"]["acme"]["fabricVlan"] = 101
+    workers = config["tenants"]["acme"]["tenantClusters"]["ml"]["workerPools"]["gpu"]
+    workers.update({"replicas": 1, "gpus": gpus, "dedicatedCpus": True, "numaPassthrough": True, "rdmaNics": rails})
+    return config
+
+
+def test_a_tenant_clusters_gpu_workers_get_their_gpus_nics_the_same_way() -> None:
+    from tests.test_tenant_cluster import machine_template
+
+    template = machine_template(cell(fabric_cluster_region([4, 5, 6, 7])))["spec"]["template"]["spec"]
+    assert template["domain"]["devices"]["interfaces"][1:] == [{"name": f"rail{r}", "sriov": {}} for r in (4, 5, 6, 7)]
+    assert template["networks"][1] == {"name": "rail4", "multus": {"networkName": "acme-h100-vm-rail4"}}
+    assert template["domain"]["cpu"]["numa"] == {"guestMappingPassthrough": {}}
+    assert refusal(fabric_cluster_region([3, 4, 5, 6])).endswith(
+        "tenants.acme.tenantClusters.ml.workerPools.gpu.rdmaNics: [3, 4, 5, 6] takes NICs from NUMA nodes 0 and 1 of "
+        "pool h100-vm, and 4 GPUs come from 1 whole NUMA node with the NICs beside them; name exactly the rails of the "
+        "GPUs' NUMA nodes (NUMA node 0: rails 0-3, NUMA node 1: rails 4-7)"
+    )

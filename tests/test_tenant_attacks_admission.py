@@ -49,7 +49,8 @@ SELECTION = (
 )
 GRANTED = (
     "nvidia.com/GH100_H100_NVSWITCH, nvidia.com/GH100_H100_SXM5_80GB, nvidia.com/NVIDIA_L40S-12Q, nvidia.com/gpu, "
-    "nvidia.com/mig-1g.18gb, nvidia.com/mig-3g.71gb"
+    + "".join(f"nvidia.com/h100vm_rail{rail}, " for rail in range(8))  # acme's fabricVlan: its rails (decision 0039)
+    + "nvidia.com/mig-1g.18gb, nvidia.com/mig-3g.71gb"
 )
 RUNTIME = (
     "runtimeClassName: tenant acme's pods may name nvidia only, and only with a GPU request (the NVIDIA runtime would "

@@ -759,8 +759,8 @@ def _check_fabric(
     facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, vlans: dict[int, str]
 ) -> Iterator[SpecError]:
     """The tenant's ``fabricVlan`` is its own (``vlans``: VLAN -> the tenant that took it first, filled in here), a VM
-    with ``rdmaNics`` has one to put its VFs on, and the VFs its VMs take of each rail fit the quota
-    (:func:`gpucell.admission.fabric.nic_quota`). Workloads that fit nowhere are reported elsewhere."""
+    or tenant-cluster worker pool with ``rdmaNics`` has one to put its VFs on, and the VFs they take of each rail fit
+    the quota (:func:`gpucell.admission.fabric.nic_quota`). Workloads that fit nowhere are reported elsewhere."""
     base = ("tenants", tenant_name)
     vlan = tenant.fabric_vlan
     if vlan is not None and vlans.setdefault(vlan, tenant_name) != tenant_name:
@@ -770,36 +770,47 @@ def _check_fabric(
         )
     quota = nic_quota(tenant.quota.gpus, vlan, facts.node_pools)
     used: dict[str, int] = {}
-    for name, vm in tenant.virtual_machines.items():
-        if not vm.rdma_nics:
-            continue
+    for path, vm, copies in _rdma_machines(facts, tenant):
         if vlan is None:
             yield SpecError(
-                (*base, "virtualMachines", name, "rdmaNics"),
+                (*base, *path, "rdmaNics"),
                 f"needs the tenant's fabricVlan (tenants.{tenant_name}.fabricVlan), the VLAN its NICs' VFs are put "
                 "on; give the tenant a VLAN of the fabric no other tenant has",
             )
             continue
         try:
-            placement = place_vm(
-                name,
-                shaped_vm(facts, tenant, name, vm).spec,
-                facts.node_pools,
-                gpu_offers(facts.node_pools, facts.effective_mig_strategy.value),
-                catalog=facts.gpu_catalog,
-            )
+            offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
+            placement = place_vm(path[-1], vm, facts.node_pools, offers, catalog=facts.gpu_catalog)
         except (PlacementError, ShapeError, SpecError):
             continue
         for rail in placement.rails:
             resource = rail_resource(placement.pools[0], rail)
-            used[resource] = used.get(resource, 0) + 1
+            used[resource] = used.get(resource, 0) + copies
             if used[resource] > quota.get(resource, 0):
                 yield SpecError(
-                    (*base, "virtualMachines", name, "rdmaNics"),
+                    (*base, *path, "rdmaNics"),
                     f"takes VF {used[resource]} of {resource}, the tenant's quota allows {quota.get(resource, 0)} "
                     "(one per host its GPU quota of the pool covers, decision 0039); raise quota.gpus",
                 )
                 return
+
+
+def _rdma_machines(
+    facts: ClusterFacts, tenant: TenantSpec
+) -> Iterator[tuple[tuple[str, ...], GpuVirtualMachineSpec, int]]:
+    """``(key path below the tenant, VM spec, copies)`` of the tenant's VMs and tenant-cluster worker pools with
+    ``rdmaNics`` (a worker pool's copies: its replicas)."""
+    for name, vm in tenant.virtual_machines.items():
+        if vm.rdma_nics:
+            try:
+                yield ("virtualMachines", name), shaped_vm(facts, tenant, name, vm).spec, 1
+            except SpecError:
+                continue
+    for cluster_name, cluster in tenant.tenant_clusters.items():
+        for pool_name, pool in cluster.worker_pools.items():
+            if pool.rdma_nics:
+                path = ("tenantClusters", cluster_name, "workerPools", pool_name)
+                yield path, cluster.worker_vm(pool_name), pool.replicas
 
 
 def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:

@@ -519,7 +519,8 @@ class GpuVirtualMachine(CellComponent):
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies) and, when the tenant's platform has them,
     on the ``KubeVirt`` CR (Available, and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile
-    patch (so DataVolumes get the PVC shape the storage needs); with DRA GPUs also on the DRA driver's Release and
+    patch (so DataVolumes get the PVC shape the storage needs); with ``rdmaNics`` on the Network Operator's tenant
+    networks; with DRA GPUs also on the DRA driver's Release and
     on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.components.images.ImageCatalog` of the
     platform (its clone RBAC).
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
@@ -542,6 +543,8 @@ class GpuVirtualMachine(CellComponent):
         if platform.cdi is not None:
             after += [platform.cdi.cr, platform.cdi.storage_profile]
         after += _catalogs_used(platform, spec)
+        if spec.rdma_nics and platform.network_operator is not None:
+            after += platform.network_operator.networks  # the NetworkAttachmentDefinitions its interfaces name
         # Render everything first: a spec that cannot render raises before any resource is registered.
         try:
             shape = resolve_vm(facts.kubevirt, facts.versions.kubevirt, facts.tenants[tenant.name], spec)

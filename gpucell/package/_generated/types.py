@@ -1423,6 +1423,12 @@ class WorkerPoolSpec(TypedDict, total=False):
     numaPassthrough: bool
     """Mirror the host NUMA topology into each worker (needs dedicatedCpus and hugepages)."""
 
+    rdmaNics: list[int]
+    """Rails of the pool's ``fabric`` whose RDMA NICs each worker gets as SR-IOV VFs on the tenant's ``fabricVlan``,
+    one per GPU beside it, as a VM's ``rdmaNics`` (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to
+    none.
+    """
+
     diskGib: int
     """Root disk of each worker (the node image, container images, emptyDir volumes), GiB. Defaults to 100."""
 
