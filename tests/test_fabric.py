@@ -412,3 +412,13 @@ def test_a_tenant_clusters_gpu_workers_get_their_gpus_nics_the_same_way() -> Non
         "pool h100-vm, and 4 GPUs come from 1 whole NUMA node with the NICs beside them; name exactly the rails of the "
         "GPUs' NUMA nodes (NUMA node 0: rails 0-3, NUMA node 1: rails 4-7)"
     )
+
+
+def test_the_capacity_view_counts_each_rails_vfs_beside_the_gpus() -> None:
+    from gpucell.stacks.plan import capacity_table
+
+    table = capacity_table(cell(tenant_region({"train": training_vm(8, list(range(8)))})))
+    assert table["nvidia.com/GH100_H100_SXM5_80GB"] == (16, 8, 8)
+    assert {k: v for k, v in table.items() if "_rail" in k} == {
+        f"nvidia.com/h100vm_rail{i}": (2, 1, 1) for i in range(8)
+    }
