@@ -2045,6 +2045,12 @@ class GpuVirtualMachineInputs(TypedDict, total=False):
     spec: Required[GpuVirtualMachineSpec]
     """What the tenant declared."""
 
+    secrets: Mapping[str, pulumi.Input[str]]
+    """The value of every config key the spec names, by that key: ``cloudInit.userDataConfigKey`` (the user's cloud-
+    config) and each disk's ``source.credentialsConfigKey`` (``<user>:<password>`` of the import source); one for
+    each.
+    """
+
 
 class KServeInputs(TypedDict, total=False):
     """Inputs of KServe (:class:`gpucell.components.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
@@ -2534,6 +2540,11 @@ class RegionalCellInputs(TypedDict, total=False):
     backupRepositoryPassword: pulumi.Input[str]
     """The password encrypting the backed-up volumes (``backups.repositoryPasswordConfigKey``); required with
     ``backups``.
+    """
+
+    imageCredentials: Mapping[str, pulumi.Input[str]]
+    """``<user>:<password>`` of every ``imageCatalogs`` image source's ``credentialsConfigKey``, by that key; one for
+    each.
     """
 
 
