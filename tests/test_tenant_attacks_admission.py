@@ -197,7 +197,28 @@ PRIVILEGED["spec"]["containers"][0]["securityContext"] = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
+OTHERS_FABRIC = vm("on-globex-vlan", interfaces=[{"name": "rail0", "sriov": {}}])
+OTHERS_FABRIC["spec"]["template"]["spec"]["networks"] = [
+    {"name": "rail0", "multus": {"networkName": "tenant-globex/globex-h100-vm-rail0"}}
+]
+FABRIC_POD = pod("on-a-vlan")
+FABRIC_POD["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": "tenant-acme/acme-h100-vm-rail0"}
+
 ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
+    (
+        "vm-on-another-tenants-fabric-network",
+        OTHERS_FABRIC,
+        VAP,
+        "networks.multus.networkName: tenant acme's VMs may attach only to networks of their own namespace "
+        "(tenant-acme); another namespace's network is another tenant's fabric",
+    ),
+    (
+        "pod-with-a-multus-network",
+        FABRIC_POD,
+        VAP,
+        "metadata.annotations: tenant acme's pods may not set k8s.v1.cni.cncf.io/networks; secondary networks (the GPU "
+        "fabric) reach VMs only, through their own namespace's networks",
+    ),
     (
         "toleration-of-the-server-taint",
         pod("on-etcd", tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),

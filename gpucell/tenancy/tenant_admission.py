@@ -58,6 +58,7 @@ __all__ = [
     "GPU_RESOURCE_PREFIX",
     "KUBECONFIG_SUFFIX",
     "LAUNCHER_LABEL",
+    "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
     "PLATFORM_ROLE_BINDINGS",
     "SERVER_NODE_LABELS",
@@ -360,7 +361,7 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
     quarantined host; node selection never onto a server; GPU resources only the quota's; ``runtimeClassName``
     only ``nvidia`` and only with a GPU request (the NVIDIA runtime hands a container every GPU of the node its
     image's ``NVIDIA_VISIBLE_DEVICES=all`` asks for when no device plugin set that variable); ``priorityClassName``
-    only one open to the tenant.
+    only one open to the tenant; no Multus networks annotation written by the tenant (:func:`_pod_networks`).
     """
     spec = "variables.spec"
     # A pod's ownerReferences are the writer's to set: only a pod a platform identity (the DaemonSet controller)
@@ -397,6 +398,7 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
         ),
         _validation(*_priority(fence, spec)),
         _validation(*_launcher_label(fence)),
+        _validation(*_pod_networks(fence)),
     ]
 
 
@@ -434,7 +436,7 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-vms``, on ``variables.spec`` (the VMI spec): tolerations and
     node selection as for pods, ``priorityClassName``, and every ``domain.devices.gpus``/``hostDevices``
     ``deviceName`` (and GPU resource of ``domain.resources``) one the tenant's quota grants (DRA GPUs name a claim,
-    no ``deviceName``)."""
+    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`)."""
     spec = "variables.spec"
     devices = f"{spec}.domain.devices"
     names = " && ".join(
@@ -453,7 +455,42 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
             f"(its quota): {_listed(fence.gpu_resources)}",
         ),
         _validation(*_priority(fence, spec)),
+        _validation(*_own_networks(fence, spec)),
     ]
+
+
+def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
+    """A VM's Multus networks are its own namespace's: a ``networkName`` of ``<namespace>/<name>`` names another
+    namespace's NetworkAttachmentDefinition, which Multus would attach (another tenant's fabric VLAN, decision
+    0039)."""
+    own = f"{namespace_of(fence.tenant)}/"
+    expression = (
+        f"!has({spec}.networks) || {spec}.networks.all(n, !has(n.multus) || "
+        f"!n.multus.networkName.contains('/') || n.multus.networkName.startsWith('{own}'))"
+    )
+    message = (
+        f"networks.multus.networkName: tenant {fence.tenant}'s VMs may attach only to networks of their own namespace "
+        f"({namespace_of(fence.tenant)}); another namespace's network is another tenant's fabric"
+    )
+    return expression, message
+
+
+def _pod_networks(fence: TenantFence) -> tuple[str, str]:
+    """A pod (or pod template) the tenant writes carries no Multus networks annotation: only KubeVirt's
+    virt-controller attaches a launcher pod to the tenant's fabric networks, from the VM's own (checked) networks."""
+    metadata = (
+        "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
+        "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
+    )
+    expression = (
+        f"!({TENANT_IDENTITY}) || !has({metadata}.annotations) || "
+        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)"
+    )
+    message = (
+        f"metadata.annotations: tenant {fence.tenant}'s pods may not set {MULTUS_NETWORKS_ANNOTATION}; secondary "
+        "networks (the GPU fabric) reach VMs only, through their own namespace's networks"
+    )
+    return expression, message
 
 
 def _address_allowed(fence: TenantFence, address: str) -> str:
@@ -589,6 +626,9 @@ def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
     ]
 
 
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+"""The pod annotation Multus reads a pod's secondary networks from (``<namespace>/<name>`` or JSON with
+``namespace``), which KubeVirt's virt-controller writes on a launcher pod from the VM's ``networks``."""
 _POD_RESOURCES = [
     {"apiGroups": [""], "resources": ["pods", "replicationcontrollers"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
