@@ -204,6 +204,11 @@ OTHERS_FABRIC["spec"]["template"]["spec"]["networks"] = [
 FABRIC_POD = pod("on-a-vlan")
 FABRIC_POD["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": "tenant-acme/acme-h100-vm-rail0"}
 
+FABRIC_PODS = (
+    "metadata.annotations: tenant acme's pods may neither set k8s.v1.cni.cncf.io/networks nor request a fabric rail's "
+    "VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF would carry no VLAN)"
+)
+
 ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
     (
         "vm-on-another-tenants-fabric-network",
@@ -212,13 +217,8 @@ ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
         "networks.multus.networkName: tenant acme's VMs may attach only to networks of their own namespace "
         "(tenant-acme); another namespace's network is another tenant's fabric",
     ),
-    (
-        "pod-with-a-multus-network",
-        FABRIC_POD,
-        VAP,
-        "metadata.annotations: tenant acme's pods may not set k8s.v1.cni.cncf.io/networks; secondary networks (the GPU "
-        "fabric) reach VMs only, through their own namespace's networks",
-    ),
+    ("pod-with-a-multus-network", FABRIC_POD, VAP, FABRIC_PODS),
+    ("pod-with-a-bare-vf-of-a-rail", gpu_pod("bare-vf", "nvidia.com/h100vm_rail0"), VAP, FABRIC_PODS),
     (
         "toleration-of-the-server-taint",
         pod("on-etcd", tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),

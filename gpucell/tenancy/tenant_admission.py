@@ -61,6 +61,7 @@ __all__ = [
     "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
     "PLATFORM_ROLE_BINDINGS",
+    "RAIL_RESOURCE_PATTERN",
     "SERVER_NODE_LABELS",
     "SERVICE_ACCOUNT_TOKEN",
     "SHARING_CROSS_NAMESPACE_ANNOTATIONS",
@@ -476,19 +477,30 @@ def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
 
 
 def _pod_networks(fence: TenantFence) -> tuple[str, str]:
-    """A pod (or pod template) the tenant writes carries no Multus networks annotation: only KubeVirt's
-    virt-controller attaches a launcher pod to the tenant's fabric networks, from the VM's own (checked) networks."""
+    """A pod (or pod template) the tenant writes carries no Multus networks annotation and requests no fabric rail's
+    VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own (checked) networks."""
     metadata = (
         "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
         "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
     )
+    spec = "variables.spec"
+    rails = " && ".join(
+        f"(!has({c}) || {c}.all(c, !has(c.resources) || "
+        + " && ".join(
+            f"(!has(c.resources.{part}) || c.resources.{part}.all(r, !r.matches('{RAIL_RESOURCE_PATTERN}')))"
+            for part in ("requests", "limits")
+        )
+        + "))"
+        for c in _containers(spec)
+    )
     expression = (
-        f"!({TENANT_IDENTITY}) || !has({metadata}.annotations) || "
-        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)"
+        f"!({TENANT_IDENTITY}) || ((!has({metadata}.annotations) || "
+        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)) && ({rails}))"
     )
     message = (
-        f"metadata.annotations: tenant {fence.tenant}'s pods may not set {MULTUS_NETWORKS_ANNOTATION}; secondary "
-        "networks (the GPU fabric) reach VMs only, through their own namespace's networks"
+        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set {MULTUS_NETWORKS_ANNOTATION} nor request "
+        "a fabric rail's VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF "
+        "would carry no VLAN)"
     )
     return expression, message
 
@@ -629,6 +641,8 @@ def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 """The pod annotation Multus reads a pod's secondary networks from (``<namespace>/<name>`` or JSON with
 ``namespace``), which KubeVirt's virt-controller writes on a launcher pod from the VM's ``networks``."""
+RAIL_RESOURCE_PATTERN = r"^nvidia\\.com/[A-Za-z0-9]+_rail[0-9]+$"
+"""CEL regular expression of a fabric rail's SR-IOV resource (:func:`gpucell.admission.fabric.rail_resource`)."""
 _POD_RESOURCES = [
     {"apiGroups": [""], "resources": ["pods", "replicationcontrollers"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},
