@@ -303,7 +303,8 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "nodeRemoved, dataDeleted, storageClass, k3sMinor, chartMajor, metricsStorage, regionRemoved, "
             "publicAddress, "
             "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
-            "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, fabric",
+            "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, "
+            "fabric",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
