@@ -238,6 +238,13 @@ class Rollout(TypedDict, total=False):
     new resources advertised, the GPU Operator's pods ready), minutes. Defaults to 30.
     """
 
+    bakeMinutes: int
+    """How long each node, back in service after its maintenance, must stay Ready on the pinned k3s version before
+    the next node of its window begins, minutes (0 to 120). Its ``-settle`` watches it: a node that is not Ready on
+    that version fails the run (the rollout stops there, and the next ``pulumi up`` bakes it again before going on).
+    Defaults to 0: no bake, the next node begins at once.
+    """
+
 
 class NodePool(TypedDict, total=False):
     """A set of identical hosts with one role. GPU pools name a catalog model and exactly one workload mode."""
