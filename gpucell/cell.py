@@ -32,6 +32,7 @@ from gpucell.components.kserve import KServe, KServeArgs
 from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs
 from gpucell.components.lb_ipam import LoadBalancerAddresses, LoadBalancerAddressesArgs
 from gpucell.components.metrics import Metrics, MetricsArgs
+from gpucell.components.network_operator import NetworkOperator, NetworkOperatorArgs, fabric_pools
 from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
 from gpucell.components.storage import Storage, StorageArgs
 from gpucell.day2.gpu_serving import GpuServing, gpu_serving, node_records
@@ -106,6 +107,7 @@ class RegionalCell(CellComponent):
     - everything in the cluster after Cilium;
     - CDI after storage; custom resources after their operator (inside each component);
     - the DRA driver after the GPU Operator (its kubelet plugin uses the operator's driver);
+    - the Network Operator (with a fabric pool) after the GPU Operator, whose NFD labels the nodes;
     - KServe after cert-manager's webhook is ready;
     - Cluster API (with tenant clusters) after cert-manager too;
     - a host whose GPU configuration changes (:mod:`gpucell.day2.gpu_serving`): its ``-prepare`` after the GPU Operator,
@@ -233,6 +235,7 @@ class RegionalCell(CellComponent):
             image_catalogs=self.image_catalogs,
             priority_classes=self.priority_classes,
             backups=self.backups,
+            network_operator=self.network_operator,
         )
         """The cell's platform components that tenants and their workloads wait for."""
 
@@ -325,6 +328,15 @@ class RegionalCell(CellComponent):
             self.dra_driver = DraDriver(
                 f"{name}-dra-driver",
                 DraDriverArgs.from_cell(served, on),
+                opts=self._ordered(self.cilium, self.gpu_operator),
+            )
+        self.network_operator: NetworkOperator | None = None
+        """The NVIDIA Network Operator, its SR-IOV policies and the tenants' fabric networks, while a pool declares a
+        ``fabric`` (docs/decisions/0039)."""
+        if fabric_pools(cell.node_pools):
+            self.network_operator = NetworkOperator(
+                f"{name}-network-operator",
+                NetworkOperatorArgs.from_cell(cell, on),
                 opts=self._ordered(self.cilium, self.gpu_operator),
             )
         dra = [self.dra_driver.release] if self.dra_driver is not None else []

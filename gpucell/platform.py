@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpucell.components.kserve import KServe
     from gpucell.components.kubevirt import KubeVirt
     from gpucell.components.metrics import Metrics
+    from gpucell.components.network_operator import NetworkOperator
     from gpucell.components.priority_classes import PriorityClasses
 
 __all__ = ["Platform"]
@@ -42,6 +43,7 @@ class Platform:
       GPUs :attr:`dra_driver`'s (DeviceClasses, kubelet plugin);
     - a model endpoint for :attr:`kserve`'s runtimes Release, with a ``vllm-*`` scale metric for :attr:`keda`'s
       Release; with :attr:`metrics`, its pods admit the metrics stack's Prometheus;
+    - a VM with ``rdmaNics`` for :attr:`network_operator`'s tenant networks (its NetworkAttachmentDefinitions);
     - a tenant's ``tenant-priority-classes`` quota for :attr:`priority_classes` (the classes it names);
     - a tenant's ``backup`` is the ``Schedule`` :attr:`backups` renders for it (``BackupsArgs.tenants``): a tenant
       with ``backup`` that no such component schedules is refused, never left without its backups.
@@ -76,3 +78,6 @@ class Platform:
     backups: Backups | None = None
     """Velero (:class:`gpucell.components.backups.Backups`), which renders the ``Schedule`` of each tenant with
     ``backup``."""
+    network_operator: NetworkOperator | None = None
+    """The NVIDIA Network Operator with the tenants' fabric networks, with a ``fabric`` pool: a VM with ``rdmaNics``
+    waits for its ``SriovNetwork`` objects (decision 0039)."""

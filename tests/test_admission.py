@@ -117,6 +117,7 @@ def test_vm_with_more_gpus_than_a_node_holds() -> None:
 def test_dedicated_cpus_need_a_topology_pool() -> None:
     config = region(acme={"virtualMachines": {"x": vm(dedicatedCpus=True)}})
     del config["nodePools"]["h100-vm"]["topology"]
+    del config["nodePools"]["h100-vm"]["fabric"]  # a fabric needs the topology profile (decision 0039)
     assert errors(config) == [
         f"{A}.virtualMachines.x.dedicatedCpus: dedicated CPUs, hugepages or NUMA passthrough need a pool with a "
         "topology profile; no vm-passthrough pool with H100-SXM5-80GB has one"
@@ -335,6 +336,7 @@ def test_too_many_container_gpus_points_at_the_count() -> None:
 def test_hugepages_without_topology_points_at_hugepages() -> None:
     config = region(acme={"virtualMachines": {"x": vm(hugepages="1Gi")}})
     del config["nodePools"]["h100-vm"]["topology"]
+    del config["nodePools"]["h100-vm"]["fabric"]  # a fabric needs the topology profile (decision 0039)
     assert errors(config)[0].startswith(f"{A}.virtualMachines.x.hugepages: dedicated CPUs, hugepages")
 
 

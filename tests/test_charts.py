@@ -64,8 +64,8 @@ def test_kube_version_is_the_k3s_release_without_its_suffix() -> None:
 
 
 # -- the stacks' releases render and hold ------------------------------------------------------------------------
-# prod-iad1 has the cluster-api-operator, prod-fra1 the DRA driver
-@pytest.mark.parametrize(("stack", "releases"), [("dev", 6), ("prod-fra1", 11), ("prod-iad1", 11)])
+# prod-iad1 has the cluster-api-operator, prod-fra1 the DRA driver, both the network-operator (their H100 fabric)
+@pytest.mark.parametrize(("stack", "releases"), [("dev", 6), ("prod-fra1", 12), ("prod-iad1", 12)])
 def test_every_release_of_the_stacks_renders_and_passes(stack: str, releases: int, helm: str) -> None:
     plan = planned(stack)
     report = check(plan, list(plan.cells), UPSTREAM, checkers=CHART)

@@ -59,12 +59,14 @@ CEL_RULES = {
     # the tenants' CiliumNetworkPolicies and the cluster deny's CiliumClusterwideNetworkPolicies: "spec or specs"
     "dev": "CEL rules: 2 of 2 evaluated 12 times, 0 on unset fields, 0 transition rules skipped on create, 0 not "
     "evaluated",
-    # Gateway API (89 of HTTPRoute's), Cilium BGP, cert-manager's ClusterIssuer: every rule compiles and calls only
-    # functions gpucell's CEL has
-    "prod-fra1": "CEL rules: 38 of 114 evaluated 88 times, 76 on unset fields, 0 transition rules skipped on create, "
+    # Gateway API (89 of HTTPRoute's), Cilium BGP, cert-manager's ClusterIssuer, the NicClusterPolicy (its 2 rules are
+    # transitions: `self == oldSelf` on nicFirmwareStorage): every rule compiles and calls only functions gpucell's
+    # CEL has
+    "prod-fra1": "CEL rules: 38 of 116 evaluated 88 times, 76 on unset fields, 2 transition rules skipped on create, "
     "0 not evaluated",
-    # Gateway API, Cluster API and its operator's providers (iad1's tenant cluster), cert-manager's ClusterIssuer
-    "prod-iad1": "CEL rules: 37 of 137 evaluated 95 times, 100 on unset fields, 0 transition rules skipped on "
+    # Gateway API, Cluster API and its operator's providers (iad1's tenant cluster), cert-manager's ClusterIssuer,
+    # the NicClusterPolicy
+    "prod-iad1": "CEL rules: 37 of 139 evaluated 95 times, 100 on unset fields, 2 transition rules skipped on "
     "create, 0 not evaluated",
 }
 CILIUM_CRDS = {
@@ -480,4 +482,4 @@ def test_fetch_urls_match_where_the_upstream_files_came_from() -> None:
             continue  # Cilium: copied from the packed chart or a CRD mirror; we fetch the same files from cilium/cilium
         assert (source.repo, source.path) == (repo, path), rel
         checked += 1
-    assert checked == 39  # 24, 12 of Cluster API, CAPK and the operator (tenant clusters), 3 of cloud-init
+    assert checked == 43  # 24, 12 of Cluster API, CAPK and the operator (tenant clusters), 3 of cloud-init, 4 fabric

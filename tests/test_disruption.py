@@ -304,6 +304,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
             "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, "
             "workloadIsolation",
+            "fabric",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},

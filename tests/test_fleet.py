@@ -224,7 +224,7 @@ def test_a_production_stack_that_pins_not_every_version_is_refused_naming_the_wa
     assert capsys.readouterr().out.splitlines()[0] == "regions.iad1.versions: pinned cilium 1.20.0"
     assert (folder / "Pulumi.prod-iad1.yaml").read_text() == (REPO / "Pulumi.prod-iad1.yaml").read_text().replace(
         "        cilium: 1.20.0\n", ""
-    ).replace("        capiOperator: 0.28.0\n", "        capiOperator: 0.28.0\n        cilium: 1.20.0\n")
+    ).replace("        networkOperator: 26.4.1\n", "        networkOperator: 26.4.1\n        cilium: 1.20.0\n")
     assert cli.main(["plan", "prod-iad1", "--project-dir", str(folder)]) == 0
 
 

@@ -85,18 +85,20 @@ def test_nothing_waits_when_no_configuration_changes(deployed: PlanResult) -> No
 
 
 def _passthrough_to_container(config: dict[str, Any]) -> None:
-    """h100-vm from vm-passthrough to container (its topology profile goes; the H100 VMs and their quotas too)."""
+    """h100-vm from vm-passthrough to container (its topology profile and fabric go; the H100 VMs and their quotas
+    too)."""
     region = fra1(config)
     pool = region["nodePools"]["h100-vm"]
     pool["gpuMode"] = "container"
     del pool["topology"]
+    del pool["fabric"]
     for tenant, vm in (("acme", "train-01"), ("globex", "sim-01")):
         del region["tenants"][tenant]["virtualMachines"][vm]
         region["tenants"][tenant]["quota"]["gpus"].pop("nvidia.com/GH100_H100_SXM5_80GB")
 
 
 def test_passthrough_to_container_serves_both_before_the_first_node_and_narrows_after(deployed: PlanResult) -> None:
-    changing = up(_passthrough_to_container, deployed, "gpuMode", "dataDeleted")
+    changing = up(_passthrough_to_container, deployed, "gpuMode", "dataDeleted", "fabric")
     # Add before: the H100 pool's passthrough operands, its permitted devices and the HostDevices gate stay while
     # its nodes still run them; every H100 host's -prepare waits for the GPU Operator and the KubeVirt CR.
     assert values(changing)["vfioManager"] == {"enabled": True, "env": [{"name": "BIND_NVSWITCHES", "value": "true"}]}

@@ -48,7 +48,8 @@ SELECTION = (
 )
 GRANTED = (
     "nvidia.com/GH100_H100_NVSWITCH, nvidia.com/GH100_H100_SXM5_80GB, nvidia.com/NVIDIA_L40S-12Q, nvidia.com/gpu, "
-    "nvidia.com/mig-1g.18gb, nvidia.com/mig-3g.71gb"
+    + "".join(f"nvidia.com/h100vm_rail{rail}, " for rail in range(8))  # acme's fabricVlan: its rails (decision 0039)
+    + "nvidia.com/mig-1g.18gb, nvidia.com/mig-3g.71gb"
 )
 RUNTIME = (
     "runtimeClassName: tenant acme's pods may name nvidia only, and only with a GPU request (the NVIDIA runtime would "
@@ -195,7 +196,28 @@ PRIVILEGED["spec"]["containers"][0]["securityContext"] = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 
+OTHERS_FABRIC = vm("on-globex-vlan", interfaces=[{"name": "rail0", "sriov": {}}])
+OTHERS_FABRIC["spec"]["template"]["spec"]["networks"] = [
+    {"name": "rail0", "multus": {"networkName": "tenant-globex/globex-h100-vm-rail0"}}
+]
+FABRIC_POD = pod("on-a-vlan")
+FABRIC_POD["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": "tenant-acme/acme-h100-vm-rail0"}
+
+FABRIC_PODS = (
+    "metadata.annotations: tenant acme's pods may neither set k8s.v1.cni.cncf.io/networks nor request a fabric rail's "
+    "VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF would carry no VLAN)"
+)
+
 ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
+    (
+        "vm-on-another-tenants-fabric-network",
+        OTHERS_FABRIC,
+        VAP,
+        "networks.multus.networkName: tenant acme's VMs may attach only to networks of their own namespace "
+        "(tenant-acme); another namespace's network is another tenant's fabric",
+    ),
+    ("pod-with-a-multus-network", FABRIC_POD, VAP, FABRIC_PODS),
+    ("pod-with-a-bare-vf-of-a-rail", gpu_pod("bare-vf", "nvidia.com/h100vm_rail0"), VAP, FABRIC_PODS),
     (
         "toleration-of-the-server-taint",
         pod("on-etcd", tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]),

@@ -79,6 +79,7 @@ PAGES = (
     Page("cdi", (C + "cdi:Cdi",), ("cdi",)),
     Page("gpu-operator", (C + "gpu_operator:GpuOperator",), ("gpu_operator",)),
     Page("dra-driver", (C + "dra_driver:DraDriver",), ("dra_driver",)),
+    Page("network-operator", (C + "network_operator:NetworkOperator",), ("network_operator",)),
     Page("cert-manager", (C + "cert_manager:CertManager",), ("cert_manager",)),
     Page("kserve", (C + "kserve:KServe",), ("kserve",)),
     Page("keda", (C + "keda:Keda",), ("keda",)),

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.fabric import rail_refusal
 from gpucell.admission.inventory import WHOLE_GPU, GpuOffer, OfferKind, dra_offers
 from gpucell.catalog.gpu_catalog import GpuModel
 from gpucell.errors import shown
@@ -53,6 +54,9 @@ class Placement:
     model: GpuModel | None = None
     """The GPU model the workload asked for (its catalog entry: what the renderers read, never the catalog
     again), ``None`` without GPUs or for any model."""
+    rails: tuple[int, ...] = ()
+    """A VM with ``rdmaNics``: the rails of its pool's fabric it gets a VF of, in the VM's order (its ``pools`` is
+    then the one fabric pool they belong to); else empty."""
 
     @property
     def has_gpus(self) -> bool:
@@ -114,6 +118,8 @@ def place_vm(
         raise PlacementError(("gpuModel",), unknown_model(vm.gpu_model, catalog))
     model = catalog[vm.gpu_model]
     if vm.gpu_allocation is GpuAllocation.DRA:
+        if vm.rdma_nics:
+            raise PlacementError(("rdmaNics",), "needs a vm-passthrough pool with a fabric; dra pools have no NICs")
         return dataclasses.replace(_place_dra_vm(vm, pools, needs_topology), model=model)
     profiles = model.vgpu_profiles
     if vm.vgpu_profile is not None and vm.vgpu_profile not in profiles:
@@ -146,8 +152,28 @@ def place_vm(
         )
     fitting = _fit(matching, vm.gpus, "vGPUs" if vm.vgpu_profile else f"{vm.gpu_model} GPUs", ("gpus",))
     fitting = tuple(_host_fits(vm, fitting, pools))
+    if vm.rdma_nics:
+        fitting = _with_rails(vm, fitting, pools)
     placement = Placement(tuple(o.pool for o in fitting), fitting[0].resource, vm.gpus, model=model)
+    if vm.rdma_nics:
+        placement = dataclasses.replace(placement, rails=tuple(vm.rdma_nics))
     return _with_fabric(placement, model, kind)
+
+
+def _with_rails(
+    vm: GpuVirtualMachineSpec, offers: Sequence[GpuOffer], pools: Mapping[str, NodePool]
+) -> tuple[GpuOffer, ...]:
+    """The first offer whose pool has the fabric rails ``vm.rdmaNics`` names, aligned with its GPUs
+    (:func:`gpucell.admission.fabric.rail_refusal`): a VM's rails are resources of one pool, so it is pinned there;
+    raises with the first refusal."""
+    refusals = []
+    for offer in offers:
+        refusal = rail_refusal(vm, offer.pool, pools[offer.pool])
+        if refusal is None:
+            return (offer,)
+        refusals.append(refusal)
+    with_fabric = [r for o, r in zip(offers, refusals, strict=True) if pools[o.pool].fabric is not None]
+    raise PlacementError(*(with_fabric or refusals)[0])
 
 
 def _place_dra_vm(vm: GpuVirtualMachineSpec, pools: Mapping[str, NodePool], needs_topology: bool) -> Placement:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.fabric import nic_quota, rail_resource
 from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
@@ -759,6 +760,7 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
     reserved: dict[str, int] = {}
     reserved_dra = 0
     demands: list[DraDemand] = []
+    vlans: dict[int, str] = {}
     if any(tenant.tenant_clusters for tenant in facts.tenants.values()):
         yield from check_cluster_api_versions(facts.versions)
     for tenant_name, tenant in facts.tenants.items():
@@ -789,6 +791,7 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
         yield from _check_runtimes(facts, tenant_name, tenant)
         yield from _check_gpu_quota(facts, tenant_name, tenant, demands)
         yield from _check_egress(tenant_name, tenant)
+        yield from _check_fabric(facts, tenant_name, tenant, vlans)
         yield from check_tenant_clusters(
             tenant_name,
             tenant,
@@ -803,6 +806,64 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
         check_dra_pools(facts, demands)
     except SpecError as problem:
         yield problem
+
+
+def _check_fabric(
+    facts: ClusterFacts, tenant_name: str, tenant: TenantSpec, vlans: dict[int, str]
+) -> Iterator[SpecError]:
+    """The tenant's ``fabricVlan`` is its own (``vlans``: VLAN -> the tenant that took it first, filled in here), a VM
+    or tenant-cluster worker pool with ``rdmaNics`` has one to put its VFs on, and the VFs they take of each rail fit
+    the quota (:func:`gpucell.admission.fabric.nic_quota`). Workloads that fit nowhere are reported elsewhere."""
+    base = ("tenants", tenant_name)
+    vlan = tenant.fabric_vlan
+    if vlan is not None and vlans.setdefault(vlan, tenant_name) != tenant_name:
+        yield SpecError(
+            (*base, "fabricVlan"),
+            f"{vlan} is already tenant {vlans[vlan]}'s: a VLAN isolates one tenant on the fabric; pick another",
+        )
+    quota = nic_quota(tenant.quota.gpus, vlan, facts.node_pools)
+    used: dict[str, int] = {}
+    for path, vm, copies in _rdma_machines(facts, tenant):
+        if vlan is None:
+            yield SpecError(
+                (*base, *path, "rdmaNics"),
+                f"needs the tenant's fabricVlan (tenants.{tenant_name}.fabricVlan), the VLAN its NICs' VFs are put "
+                "on; give the tenant a VLAN of the fabric no other tenant has",
+            )
+            continue
+        try:
+            offers = gpu_offers(facts.node_pools, facts.effective_mig_strategy.value)
+            placement = place_vm(path[-1], vm, facts.node_pools, offers, catalog=facts.gpu_catalog)
+        except (PlacementError, ShapeError, SpecError):
+            continue
+        for rail in placement.rails:
+            resource = rail_resource(placement.pools[0], rail)
+            used[resource] = used.get(resource, 0) + copies
+            if used[resource] > quota.get(resource, 0):
+                yield SpecError(
+                    (*base, *path, "rdmaNics"),
+                    f"takes VF {used[resource]} of {resource}, the tenant's quota allows {quota.get(resource, 0)} "
+                    "(one per host its GPU quota of the pool covers, decision 0039); raise quota.gpus",
+                )
+                return
+
+
+def _rdma_machines(
+    facts: ClusterFacts, tenant: TenantSpec
+) -> Iterator[tuple[tuple[str, ...], GpuVirtualMachineSpec, int]]:
+    """``(key path below the tenant, VM spec, copies)`` of the tenant's VMs and tenant-cluster worker pools with
+    ``rdmaNics`` (a worker pool's copies: its replicas)."""
+    for name, vm in tenant.virtual_machines.items():
+        if vm.rdma_nics:
+            try:
+                yield ("virtualMachines", name), shaped_vm(facts, tenant, name, vm).spec, 1
+            except SpecError:
+                continue
+    for cluster_name, cluster in tenant.tenant_clusters.items():
+        for pool_name, pool in cluster.worker_pools.items():
+            if pool.rdma_nics:
+                path = ("tenantClusters", cluster_name, "workerPools", pool_name)
+                yield path, cluster.worker_vm(pool_name), pool.replicas
 
 
 def check_announced_vms(facts: ClusterFacts) -> Iterator[SpecError]:

@@ -77,6 +77,9 @@ class CiliumArgs:
     """Cilium serves the Gateway API (``gatewayAPI.enabled``; its CRDs are installed first). Defaults to false."""
     hubble_metrics: bool = False
     """Hubble's flow metrics for the metrics stack. Defaults to false."""
+    multus: bool = False
+    """Multus chains secondary networks behind Cilium (a ``fabric`` pool's Network Operator): ``cni.exclusive:
+    false``, or Cilium would rename Multus' CNI configuration away. Defaults to false."""
 
     @classmethod
     def from_cell(cls, cell: CellSpec, cluster: Cluster) -> CiliumArgs:
@@ -93,6 +96,7 @@ class CiliumArgs:
             max_load_balancers(cell.tenants, cell.gateway),
             gateway_api=cell.gateway is not None,
             hubble_metrics=cell.metrics.enabled,
+            multus=any(pool.fabric is not None for pool in cell.node_pools.values()),
         )
 
     def values(self) -> dict[str, Any]:
@@ -105,6 +109,7 @@ class CiliumArgs:
             load_balancers=self.load_balancers,
             gateway_api=self.gateway_api,
             hubble_metrics=self.hubble_metrics,
+            multus=self.multus,
         )
 
 
@@ -121,6 +126,7 @@ def cilium_values(
     load_balancers: int = 0,
     gateway_api: bool = False,
     hubble_metrics: bool = False,
+    multus: bool = False,
 ) -> dict[str, Any]:
     """The chart values gpucell owns (``cilium.values`` is merged over them later); the keyword arguments are
     :class:`CiliumArgs`' fields.
@@ -148,8 +154,13 @@ def cilium_values(
       rate limit L2 leases need for ``load_balancers`` Services). With ``gateway_api``: ``gatewayAPI.enabled`` (the
       Gateway API CRDs are installed before this release, :mod:`gpucell.components.gateway_api`, because the operator
       only watches kinds that exist when it starts).
+    - With ``multus``: ``cni.exclusive: false``. By default Cilium takes ``/etc/cni/net.d`` over and renames every
+      other CNI configuration (``values.yaml`` 1.20.0 ``cni.exclusive``), Multus' among them, which would leave a
+      fabric pool's VMs without their SR-IOV networks (docs/decisions/0039).
     """
     values = _base_values(network, api_host, operator_replicas, hubble_metrics=hubble_metrics)
+    if multus:
+        values["cni"] = {"exclusive": False}
     if load_balancer is not None:
         values.update(announcement_values(load_balancer, load_balancers))
     if gateway_api:

@@ -48,6 +48,7 @@ __all__ = [
     "GPUS_WITH_DRA_GATE",
     "HOST_DEVICES_GATE",
     "NAMESPACE",
+    "PCI_NUMA_AWARE_TOPOLOGY_GATE",
     "SECCOMP_CONFIGURATION",
     "VM_PERSISTENT_STATE_GATE",
     "WAIT_FOR_AVAILABLE",
@@ -66,6 +67,11 @@ NAMESPACE = "kubevirt"
 """Namespace the operator manifest creates and the ``KubeVirt`` CR lives in."""
 CR_NAME = "kubevirt"
 """Name of the ``KubeVirt`` CR (the operator manages exactly one)."""
+PCI_NUMA_AWARE_TOPOLOGY_GATE = "PCINUMAAwareTopology"
+"""Places passthrough devices (GPUs, host devices, SR-IOV VFs) behind a ``pxb-pcie`` expander bus of the guest NUMA
+cell matching their host NUMA node, with ``guestMappingPassthrough`` (VEP 115). Alpha at v1.9.0, so off unless
+listed (``pkg/virt-config/featuregate/active.go`` line 113, registered line 313; ../shared/upstream/kubevirt/
+feature-gates-v1.9.0.md). It groups by NUMA node, not by PCIe switch (kubevirt/kubevirt#19103)."""
 HOST_DEVICES_GATE = "HostDevices"
 """Alpha gate for PCI and mediated host devices in VMs (``pkg/virt-config/featuregate/active.go`` at v1.9.0: constant
 ``HostDevicesGate`` line 27, registered Alpha line 299)."""
@@ -238,6 +244,8 @@ def feature_gates(
     - ``CPUManager`` when any pool has a ``topology`` profile: those nodes run the kubelet's static CPU
       manager for VMs with dedicated CPUs, and only the gate makes virt-handler label them
       ``cpumanager=true``.
+    - ``PCINUMAAwareTopology`` (:data:`PCI_NUMA_AWARE_TOPOLOGY_GATE`) when any pool declares a ``fabric``: a guest
+      with ``guestMappingPassthrough`` then sees each GPU and NIC on its host NUMA node (docs/decisions/0039).
     - ``VMPersistentState`` when a VM keeps persistent EFI or TPM state (``vm_persistent_state``) on a KubeVirt older
       than v1.6 (:data:`VM_PERSISTENT_STATE_GATE`; GA, so not listed, from v1.6 on).
 
@@ -251,6 +259,8 @@ def feature_gates(
         gates.append(GPUS_WITH_DRA_GATE)
     if any(pool.topology is not None for pool in node_pools.values()):
         gates.append(CPU_MANAGER_GATE)
+    if any(pool.fabric is not None for pool in node_pools.values()):
+        gates.append(PCI_NUMA_AWARE_TOPOLOGY_GATE)
     if vm_persistent_state and release(version) < VM_PERSISTENT_STATE_GA_SINCE:
         gates.append(VM_PERSISTENT_STATE_GATE)
     return gates

@@ -32,6 +32,7 @@ Why each setting is disruptive (what happens to running workloads) is :data:`EFF
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -48,6 +49,7 @@ from gpucell.components._chart import deep_merge
 from gpucell.components.cilium import cilium_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
+from gpucell.spec.fabric import FabricSpec
 from gpucell.spec.instancetypes import InstancetypeKind
 from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import parse_block, vm_pool
@@ -63,6 +65,7 @@ __all__ = [
     "Judgement",
     "StackAcknowledgements",
     "compare",
+    "fabric_text",
     "fingerprint",
     "judge",
     "refused_together",
@@ -114,9 +117,15 @@ class Change(StrEnum):
     ENDPOINT_HPA_TO_KEDA = "endpointHpaToKeda"
     ENDPOINT_KEDA_TO_HPA = "endpointKedaToHpa"
     WORKLOAD_ISOLATION = "workloadIsolation"
+    FABRIC = "fabric"
 
 
 EFFECTS: dict[Change, str] = {
+    Change.FABRIC: (
+        "the SR-IOV Network Operator reconfigures the host's NICs (VFs recreated, the link type or MTU changed), "
+        "which drains the node, and the rail resources its VMs ask for change: GPU VMs with RDMA NICs stop, and the "
+        "host's install script checks the new PCIe topology against the hardware before k3s is touched"
+    ),
     Change.POD_CIDR: (
         "every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate "
         "the pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network "
@@ -384,7 +393,8 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         {"version": 1,
          "network": {"podCidr", "podCidrMaskSize", "serviceCidr", "clusterDns", "apiVip": "arp" | "bgp" | None},
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
-         "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile", "removalPolicy"}},
+         "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile", "removalPolicy",
+                            "fabric" (only with one: fabric_text)}},
          "tenants": {<tenant>: {"namespace", "removalPolicy"}},
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
@@ -435,6 +445,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                 "migConfig": pool.mig_config,
                 "vgpuProfile": pool.vgpu_profile,
                 "removalPolicy": (host.removal_policy or cell.removal_policy_of(pool_name, host)).value,
+                **({"fabric": fabric_text(pool.fabric)} if pool.fabric is not None else {}),
             }
             for pool_name, pool in cell.node_pools.items()
             for host in pool.hosts
@@ -457,6 +468,17 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
         **_endpoints(cell),
         **_isolated(cell),
     }
+
+
+def fabric_text(fabric: FabricSpec) -> str:
+    """A pool's ``fabric`` in one line for the review: ``ethernet, 8 x ConnectX-7, 1 VF each, mtu 9000,
+    topology 3f2a9c01`` (the last part: the first 8 hex digits of a SHA-256 of the whole declared topology)."""
+    digest = hashlib.sha256(json.dumps(fabric.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:8]
+    mtu = f", mtu {fabric.mtu}" if fabric.mtu is not None else ""
+    return (
+        f"{fabric.link_type.value}, {len(fabric.rails)} x {fabric.nic_model}, {fabric.vfs_per_nic} VF each{mtu}, "
+        f"topology {digest}"
+    )
 
 
 def _endpoints(cell: CellSpec) -> dict[str, Any]:
@@ -997,6 +1019,7 @@ def _nodes(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: st
             ("gpuMode", Change.GPU_MODE),
             ("migConfig", Change.MIG_CONFIG),
             ("vgpuProfile", Change.VGPU_PROFILE),
+            ("fabric", Change.FABRIC),
         ):
             if was.get(name) != now.get(name) and (was.get(name) is not None or now.get(name) is not None):
                 changes.append(

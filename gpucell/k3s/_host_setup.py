@@ -6,6 +6,10 @@
   command line that reserves them. Admission budgets VMs on these numbers, so a host that differs is refused
   rather than admitted VMs that cannot start (kubevirt/kubevirt#14854: a VM whose hugepages fit the node's
   allocatable but not what is free on its NUMA node fails with "unable to map backing store for guest RAM").
+- Pools with a ``fabric``: every GPU, NIC and NVSwitch the pool declares must be a PCI device of the host with the
+  declared vendor:device id (``/sys/bus/pci/devices/<address>/{vendor,device}``) on the declared NUMA node
+  (``numa_node``), else the script stops naming the device and the way out: admission pairs each GPU with the NIC of
+  its NUMA node from these addresses (docs/decisions/0039).
 - ``dra`` pools: the IOMMU must be on (``/sys/kernel/iommu_groups`` not empty): the NVIDIA DRA driver binds a VM's
   GPU to ``vfio-pci``, and "the GPU kubelet plugin fails to start with ``PassthroughSupport`` enabled if IOMMU is
   off" (kubernetes-sigs/dra-driver-nvidia-gpu ``site/content/docs/guides/gpu-allocation/
@@ -27,9 +31,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpucell.catalog.gpu_catalog import VgpuFramework
+from gpucell.catalog.gpu_catalog import NVIDIA_PCI_VENDOR, VgpuFramework
 from gpucell.k3s import gpu_host_health, vgpu_sriov
 from gpucell.k3s._script_files import render
+from gpucell.spec.fabric import MELLANOX_PCI_VENDOR
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
     from gpucell.spec.nodes import NodeViews
     from gpucell.spec.pools import TopologyProfile
 
-__all__ = ["MIN_SRIOV_VGPU_KERNEL", "host_setup", "iommu_check", "kernel_check", "memory_check"]
+__all__ = ["MIN_SRIOV_VGPU_KERNEL", "fabric_check", "host_setup", "iommu_check", "kernel_check", "memory_check"]
 
 MIN_SRIOV_VGPU_KERNEL = (6, 8)
 """The first Linux release with NVIDIA's vendor-specific VFIO vGPU framework (secondary sources only: KubeVirt VEP
@@ -98,13 +103,44 @@ def kernel_check(pool_name: str, model: str, branch: int) -> str:
     return render("host/kernel", major=major, minor=minor, pool=pool_name, model=model, branch=branch)
 
 
+def fabric_check(pool_name: str, pool: NodePool) -> str:
+    """Bash checking the PCIe topology ``pool.fabric`` declares: each GPU, NIC and NVSwitch at its PCI address with
+    its vendor:device id and (GPUs and NICs) on its NUMA node; exits 1 with one ``gpucell: ...`` line naming the
+    device, what the host reports and the way out at the first difference."""
+    fabric = pool.fabric
+    if fabric is None:
+        raise ValueError("not a pool with a fabric")
+    gpu = f"{NVIDIA_PCI_VENDOR}:{pool.model.pci_device_id}"
+    nic = f"{MELLANOX_PCI_VENDOR}:{fabric.nic_device_id}"
+    lines = []
+    for index, switch in enumerate(fabric.switches):
+        for key, what, pci_id in (("gpus", "GPU", gpu), ("nics", "NIC", nic)):
+            for position, address in enumerate(getattr(switch, key)):
+                lines.append(f"{what} {address} {pci_id} {switch.numa_node} fabric.switches[{index}].{key}[{position}]")
+    board = pool.model.hgx
+    if board is not None and board.nvswitch is not None:
+        switch_id = f"{NVIDIA_PCI_VENDOR}:{board.nvswitch.pci_device_id}"
+        lines += [f"NVSwitch {a} {switch_id} - fabric.nvswitches[{i}]" for i, a in enumerate(fabric.nvswitches)]
+    numa = ", ".join(f"NUMA node {node}: rails {_ranges(fabric.rails_of(node))}" for node in fabric.numa_nodes)
+    summary = f"{fabric.gpu_count} GPUs and {len(fabric.rails)} {fabric.nic_model} NICs ({numa})"
+    return render("host/fabric", pool=pool_name, devices="".join(f"{line}\n" for line in lines), summary=summary)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``0-3`` for a run of consecutive numbers, else ``0, 2``."""
+    if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(map(str, numbers))
+
+
 def iommu_check(pool_name: str) -> str:
     """Bash stopping the install on a ``dra`` node whose kernel runs without the IOMMU (no IOMMU groups)."""
     return render("host/iommu", pool=pool_name)
 
 
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
-    """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; :func:`iommu_check` on
+    """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile, then :func:`fabric_check`
+    with a fabric; :func:`iommu_check` on
     ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.k3s.vgpu_sriov.install_fragment`, on
     other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool); on
     ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools the host-side GPU health collector
@@ -113,6 +149,8 @@ def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     parts: list[str] = []
     if pool.topology is not None:
         parts.append(memory_check(pool_name, pool.topology))
+    if pool.fabric is not None:
+        parts.append(fabric_check(pool_name, pool))
     if pool.gpu_mode is GpuMode.DRA:
         parts.append(iommu_check(pool_name))
     if pool.gpu_mode is GpuMode.VM_VGPU and pool_name in cell.vgpu_pools(VgpuFramework.SRIOV):

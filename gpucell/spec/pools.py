@@ -11,6 +11,7 @@ from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_valid
 from gpucell.catalog.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
+from gpucell.spec.fabric import FabricSpec
 from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout
 from gpucell.spec.network import Host, SshOverride
@@ -289,7 +290,7 @@ class TopologyProfile(SpecModel):
         ]
 
 
-_GPU_KEYS = ("gpuModel", "gpusPerNode", "gpuMode", "migConfig", "vgpuProfile", "topology")
+_GPU_KEYS = ("gpuModel", "gpusPerNode", "gpuMode", "migConfig", "vgpuProfile", "topology", "fabric")
 
 
 class NodePool(SpecModel):
@@ -315,6 +316,10 @@ class NodePool(SpecModel):
     """``vm-vgpu`` pools: the vGPU type every GPU is split into (``L40S-24Q``)."""
     topology: TopologyProfile | None = None
     """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
+    fabric: FabricSpec | None = None
+    """``vm-passthrough`` pools with a ``topology``: the hosts' PCIe topology (GPUs and ConnectX NICs per PCIe switch
+    and NUMA node, NVSwitches) and the RDMA fabric their NICs serve as SR-IOV VFs (docs/decisions/0039); none: no
+    RDMA NICs."""
     labels: dict[str, str] = {}
     """Extra node labels, set at registration and kept by gpucell through the API (field manager ``gpucell``)."""
     taints: list[str] = []
@@ -389,7 +394,55 @@ class NodePool(SpecModel):
             raise SpecError(
                 ("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is container)"
             )
+        self._check_fabric(model)
         return self
+
+    def _check_fabric(self, model: GpuModel) -> None:
+        """The declared PCIe topology holds the pool's GPUs, spread evenly over the topology profile's NUMA nodes."""
+        fabric = self.fabric
+        if fabric is None:
+            return
+        if self.mode is not GpuMode.VM_PASSTHROUGH or self.topology is None:
+            why = f"this pool is {self.mode}" if self.mode is not GpuMode.VM_PASSTHROUGH else "this pool has none"
+            raise SpecError(
+                ("fabric",),
+                "needs a vm-passthrough pool with a topology profile (its VMs get each GPU's NIC as an SR-IOV VF, "
+                f"aligned by NUMA node; {why})",
+            )
+        if fabric.gpu_count != self.gpus_per_node:
+            raise SpecError(
+                ("fabric", "switches"),
+                f"hold {fabric.gpu_count} GPUs, the pool declares gpusPerNode {self.gpus_per_node}; list every GPU "
+                "of a host behind its PCIe switch",
+            )
+        numa = self.topology.numa_nodes
+        for index, switch in enumerate(fabric.switches):
+            if switch.numa_node >= numa:
+                raise SpecError(
+                    ("fabric", "switches", index, "numaNode"),
+                    f"{switch.numa_node}: the pool's hosts have {numa} NUMA nodes (topology.numaNodes), 0-{numa - 1}",
+                )
+        per_numa = {node: len(fabric.rails_of(node)) for node in range(numa)}
+        if len(set(per_numa.values())) > 1:
+            counts = ", ".join(f"node {node}: {count}" for node, count in per_numa.items())
+            raise SpecError(
+                ("fabric", "switches"),
+                f"spread the GPUs unevenly over the NUMA nodes ({counts}); gpucell hands VMs whole NUMA nodes of "
+                "GPUs and NICs, so every NUMA node must hold as many",
+            )
+        board = model.hgx
+        if fabric.nvswitches and board is not None and len(fabric.nvswitches) != board.nvswitches:
+            raise SpecError(
+                ("fabric", "nvswitches"),
+                f"lists {len(fabric.nvswitches)} NVSwitches, a {model.name} HGX board has {board.nvswitches}",
+            )
+
+    @property
+    def gpus_per_numa(self) -> int:
+        """GPUs on each NUMA node of a host of a pool with a ``fabric`` (count). Raises ``ValueError`` without."""
+        if self.fabric is None or self.topology is None:
+            raise ValueError("not a pool with a fabric")
+        return (self.gpus_per_node or 0) // self.topology.numa_nodes
 
     def _check_driver(self, model: GpuModel) -> None:
         if model.architecture in PASSTHROUGH_ONLY and self.mode is not GpuMode.VM_PASSTHROUGH:

@@ -306,6 +306,10 @@ class TenantSpec(SpecModel):
     backup: TenantBackupSpec | None = None
     """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
     bucket. Defaults to none."""
+    fabric_vlan: StrictInt | None = Field(default=None, ge=2, le=4094)
+    """The VLAN (802.1Q id) isolating the tenant on the region's RoCE fabric: every SR-IOV VF its VMs get carries it,
+    set by the host on the VF (the guest cannot change it), unique among the region's tenants (docs/decisions/0039).
+    Required for a VM with ``rdmaNics``; none by default."""
 
     @field_validator("serving_runtimes")
     @classmethod

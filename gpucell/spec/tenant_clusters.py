@@ -201,6 +201,10 @@ class WorkerPoolSpec(SpecModel):
     """Back each worker's memory with hugepages, ``1Gi`` or ``2Mi`` (needs a pool with a topology profile)."""
     numa_passthrough: bool = False
     """Mirror the host NUMA topology into each worker (needs dedicatedCpus and hugepages)."""
+    rdma_nics: list[StrictInt] = Field(default=[], max_length=16)
+    """Rails of the pool's ``fabric`` whose RDMA NICs each worker gets as SR-IOV VFs on the tenant's ``fabricVlan``,
+    one per GPU beside it, as a VM's ``rdmaNics`` (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to
+    none."""
     disk_gib: StrictInt = Field(default=100, ge=20, le=65536)
     """Root disk of each worker (the node image, container images, emptyDir volumes), GiB. Defaults to 100."""
 
@@ -244,6 +248,7 @@ class WorkerPoolSpec(SpecModel):
             dedicated_cpus=self.dedicated_cpus,
             hugepages=self.hugepages,
             numa_passthrough=self.numa_passthrough,
+            rdma_nics=self.rdma_nics,
             root_disk=VmDisk(source=image, size_gib=self.disk_gib, storage_class=storage_class),
             no_login=True,
         )

@@ -90,6 +90,10 @@ class Versions(SpecModel):
     """NVIDIA DRA driver for GPUs Helm chart version (chart ``dra-driver-nvidia-gpu`` of
     kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
     pool has ``gpuMode: dra``."""
+    network_operator: str = "26.4.1"
+    """NVIDIA Network Operator Helm chart version (chart ``network-operator`` at https://helm.ngc.nvidia.com/nvidia,
+    Mellanox/network-operator v26.4.1 with its SR-IOV Network Operator subchart); installed when a pool declares a
+    ``fabric``."""
     gateway_api: str = "v1.5.1"
     """Gateway API release whose standard-channel CRDs the cell installs with a ``gateway`` (the release's
     ``standard-install.yaml``); v1.5.1 is the version Cilium 1.20 supports."""
@@ -140,6 +144,7 @@ class Versions(SpecModel):
         "cert_manager",
         "longhorn",
         "dra_driver",
+        "network_operator",
         "gateway_api",
         "kube_prometheus_stack",
         "keda",

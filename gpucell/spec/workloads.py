@@ -371,6 +371,10 @@ class GpuVirtualMachineSpec(SpecModel):
     numa_passthrough: bool = False
     """Mirror the host NUMA topology into the guest (``numa.guestMappingPassthrough``); needs dedicated CPUs and
     hugepages."""
+    rdma_nics: list[StrictInt] = Field(default=[], max_length=16)
+    """Rails of the pool's ``fabric`` whose RDMA NICs the VM gets, one SR-IOV VF each on the tenant's ``fabricVlan``
+    (``[0, 1, 2, 3]``): one per GPU, exactly the rails of the NUMA nodes its GPUs come from, so that each GPU's NIC
+    sits on its NUMA node and PCIe switch (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to none."""
     root_disk: VmDisk
     """The boot disk."""
     data_disks: list[VmDisk] = []
@@ -488,6 +492,7 @@ class GpuVirtualMachineSpec(SpecModel):
                 )
         if self.numa_passthrough and not (self.dedicated_cpus and self.hugepages):
             raise SpecError(("numaPassthrough",), "needs dedicatedCpus: true and hugepages (KubeVirt guest NUMA)")
+        self._check_rdma_nics()
         if self.eviction_strategy in (EvictionStrategy.LIVE_MIGRATE, EvictionStrategy.LIVE_MIGRATE_IF_POSSIBLE):
             if self.gpus:
                 raise SpecError(
@@ -502,6 +507,23 @@ class GpuVirtualMachineSpec(SpecModel):
                     f"ReadWriteMany disks, disk {rwo[0]} is not; use None or External",
                 )
         return self
+
+    def _check_rdma_nics(self) -> None:
+        if not self.rdma_nics:
+            return
+        if len(set(self.rdma_nics)) != len(self.rdma_nics):
+            raise SpecError(("rdmaNics",), f"{self.rdma_nics} names a rail twice; a VM gets one NIC of each rail")
+        if len(self.rdma_nics) != self.gpus or self.vgpu_profile is not None:
+            raise SpecError(
+                ("rdmaNics",),
+                f"{len(self.rdma_nics)} NICs for {self.gpus} whole GPUs: a VM gets one RDMA NIC per passthrough GPU, "
+                "the one beside it",
+            )
+        if not self.numa_passthrough:
+            raise SpecError(
+                ("numaPassthrough",),
+                "is required with rdmaNics: the guest must see which NUMA node each GPU and NIC sits on to pair them",
+            )
 
     @property
     def disks(self) -> list[VmDisk]:

@@ -22,6 +22,7 @@ import yaml
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
+from gpucell.admission.fabric import nic_offers, nic_quota, rail_resource
 from gpucell.admission.inventory import DRA_SHARED, capacity, dra_offers, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.admission.tenants import ClusterFacts, placements
 from gpucell.cell import RegionalCell
@@ -486,7 +487,9 @@ def _tree_lines(result: PlanResult, node: Registration, indent: str, out: list[s
 def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
     """GPU resource -> (units in service, reserved by tenant quotas, used by declared workloads) of the region's
     device-plugin resources, HGX NVSwitches included (reserved as the quotas' whole boards imply,
-    :func:`gpucell.admission.inventory.nvswitch_quota`); quarantined hosts are not in service."""
+    :func:`gpucell.admission.inventory.nvswitch_quota`), then the RDMA NICs' VFs of each fabric rail (reserved as
+    :func:`gpucell.admission.fabric.nic_quota`, used by the VMs' ``rdmaNics``); quarantined hosts are not in
+    service."""
     offers = gpu_offers(spec.node_pools, spec.effective_mig_strategy.value) + nvswitch_offers(spec.node_pools)
     reserved: Counter[str] = Counter()
     used: Counter[str] = Counter()
@@ -499,7 +502,13 @@ def capacity_table(spec: CellSpec) -> dict[str, tuple[int, int, int]]:
                 used[placement.resource] += units
             if placement.nvswitch_resource is not None:
                 used[placement.nvswitch_resource] += placement.nvswitch_count
+    nics = nic_offers(spec.node_pools)
+    for tenant in spec.tenants.values():
+        reserved.update(nic_quota(tenant.quota.gpus, tenant.fabric_vlan, spec.node_pools))
+        for _, placement, _ in placements(facts, tenant):
+            used.update(rail_resource(placement.pools[0], rail) for rail in placement.rails)
     totals = sorted(capacity(offers).items(), key=lambda item: (item[0].endswith("_NVSWITCH"), item[0]))
+    totals += [(resource, units) for resource, (_, units) in nics.items()]
     return {resource: (total, reserved[resource], used[resource]) for resource, total in totals}
 
 
@@ -512,10 +521,15 @@ def render_capacity(spec: CellSpec) -> list[str]:
         f"  GPU capacity:  {'resource':34s} {'mode':15s} {'model (pools)':34s} {'capacity':>8s} "
         f"{'reserved':>8s} {'used':>6s}"
     ]
+    nics = nic_offers(spec.node_pools)
     for resource, (total, reserved, used) in capacity_table(spec).items():
         mine = [o for o in offers if o.resource == resource]
-        modes = ",".join(sorted({o.mode.value for o in mine}))
+        modes = ",".join(sorted({o.mode.value for o in mine})) or ("sriov-vf" if resource in nics else "")
         models = ", ".join(sorted({f"{o.model} ({o.pool})" for o in mine}))
+        if resource in nics:
+            pool = spec.node_pools[nics[resource][0]]
+            assert pool.fabric is not None  # nic_offers
+            models = f"{pool.fabric.nic_model} ({nics[resource][0]})"
         lines.append(f"                 {resource:34s} {modes:15s} {models:34s} {total:8d} {reserved:8d} {used:6d}")
     return lines + render_dra_capacity(spec)
 

@@ -139,6 +139,7 @@ from pulumi_kubernetes.rbac.v1 import Role, RoleBinding
 
 from gpucell._component import CellComponent
 from gpucell.admission.dra import CLAIMS_QUOTA_KEY, DEVICE_CLASSES, quota_key
+from gpucell.admission.fabric import nic_quota
 from gpucell.admission.inventory import capacity, dra_offers, gpu_offers, nvswitch_quota
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.admission.vm_rules import catalog_tenants
@@ -363,7 +364,9 @@ def quota_hard(spec: TenantSpec, facts: ClusterFacts) -> dict[str, str]:
     resource the quota does not list would otherwise be unlimited, so an ungranted GPU kind is pinned to zero.
     HGX NVSwitches (``requests.nvidia.com/GH100_H100_NVSWITCH``) are derived, not declared: the NVSwitches of as many
     whole boards as the quota's passthrough GPUs of that model cover
-    (:func:`gpucell.admission.inventory.nvswitch_quota`). Extended resources only take the ``requests.`` prefix in a
+    (:func:`gpucell.admission.inventory.nvswitch_quota`); so are the RDMA NICs' VFs of each fabric rail
+    (``requests.nvidia.com/<pool>_rail<i>``, :func:`gpucell.admission.fabric.nic_quota`: one per host the quota's GPUs
+    of that pool cover, 0 without ``fabricVlan``). Extended resources only take the ``requests.`` prefix in a
     quota (Kubernetes "Resource Quotas").
 
     In a region with ``dra`` pools: ``<class>.deviceclass.resource.k8s.io/devices`` for every DeviceClass of the DRA
@@ -392,6 +395,8 @@ def quota_hard(spec: TenantSpec, facts: ClusterFacts) -> dict[str, str]:
     for resource in gpu_resources(spec, facts):
         hard[f"requests.{resource}"] = str(quota.gpus.get(resource, 0))
     for resource, units in nvswitch_quota(quota.gpus, facts.node_pools).items():
+        hard[f"requests.{resource}"] = str(units)
+    for resource, units in nic_quota(quota.gpus, spec.fabric_vlan, facts.node_pools).items():
         hard[f"requests.{resource}"] = str(units)
     if dra_offers(facts.node_pools):
         for device_class in sorted({*DEVICE_CLASSES, *quota.device_classes}):

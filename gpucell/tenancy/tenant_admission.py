@@ -37,6 +37,7 @@ from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Any
 
 from gpucell._component import MANAGED_BY
+from gpucell.admission.fabric import nic_quota
 from gpucell.admission.inventory import nvswitch_quota
 from gpucell.components.cdi import NAMESPACE as CDI_NAMESPACE
 from gpucell.components.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
@@ -63,8 +64,10 @@ __all__ = [
     "GPU_RESOURCE_PREFIX",
     "KUBECONFIG_SUFFIX",
     "LAUNCHER_LABEL",
+    "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
     "PLATFORM_ROLE_BINDINGS",
+    "RAIL_RESOURCE_PATTERN",
     "SERVER_NODE_LABELS",
     "SERVICE_ACCOUNT_TOKEN",
     "SHARING_CROSS_NAMESPACE_ANNOTATIONS",
@@ -225,6 +228,7 @@ def fence_of(tenant: str, facts: ClusterFacts) -> TenantFence:
     server_hosts = [h.name for p in servers.values() for h in p.hosts]
     granted = {r for r, n in spec.quota.gpus.items() if n > 0}
     granted |= {r for r, n in nvswitch_quota(spec.quota.gpus, pools).items() if n > 0}
+    granted |= {r for r, n in nic_quota(spec.quota.gpus, spec.fabric_vlan, pools).items() if n > 0}
     lb = facts.load_balancer
     ranges = (
         [(int(block.first), int(block.last)) for pool in tenant_pools(lb, tenant) for block in lb.pools[pool].parsed]
@@ -372,7 +376,7 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
     quarantined host; node selection never onto a server; GPU resources only the quota's; ``runtimeClassName``
     only ``nvidia`` and only with a GPU request (the NVIDIA runtime hands a container every GPU of the node its
     image's ``NVIDIA_VISIBLE_DEVICES=all`` asks for when no device plugin set that variable); ``priorityClassName``
-    only one open to the tenant.
+    only one open to the tenant; no Multus networks annotation written by the tenant (:func:`_pod_networks`).
     """
     spec = "variables.spec"
     # A pod's ownerReferences are the writer's to set: only a pod a platform identity (the DaemonSet controller)
@@ -409,6 +413,7 @@ def pod_rules(fence: TenantFence) -> list[dict[str, str]]:
         ),
         _validation(*_priority(fence, spec)),
         _validation(*_launcher_label(fence)),
+        _validation(*_pod_networks(fence)),
     ]
 
 
@@ -446,7 +451,7 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-vms``, on ``variables.spec`` (the VMI spec): tolerations and
     node selection as for pods, ``priorityClassName``, and every ``domain.devices.gpus``/``hostDevices``
     ``deviceName`` (and GPU resource of ``domain.resources``) one the tenant's quota grants (DRA GPUs name a claim,
-    no ``deviceName``)."""
+    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`)."""
     spec = "variables.spec"
     devices = f"{spec}.domain.devices"
     names = " && ".join(
@@ -465,6 +470,7 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
             f"(its quota): {_listed(fence.gpu_resources)}",
         ),
         _validation(*_priority(fence, spec)),
+        _validation(*_own_networks(fence, spec)),
     ]
 
 
@@ -483,6 +489,51 @@ def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
             "the code in a VirtualMachine, or a notebook or model endpoint (isolated)",
         )
     ]
+
+
+def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
+    """A VM's Multus networks are its own namespace's: a ``networkName`` of ``<namespace>/<name>`` names another
+    namespace's NetworkAttachmentDefinition, which Multus would attach (another tenant's fabric VLAN, decision
+    0039)."""
+    own = f"{namespace_of(fence.tenant)}/"
+    expression = (
+        f"!has({spec}.networks) || {spec}.networks.all(n, !has(n.multus) || "
+        f"!n.multus.networkName.contains('/') || n.multus.networkName.startsWith('{own}'))"
+    )
+    message = (
+        f"networks.multus.networkName: tenant {fence.tenant}'s VMs may attach only to networks of their own namespace "
+        f"({namespace_of(fence.tenant)}); another namespace's network is another tenant's fabric"
+    )
+    return expression, message
+
+
+def _pod_networks(fence: TenantFence) -> tuple[str, str]:
+    """A pod (or pod template) the tenant writes carries no Multus networks annotation and requests no fabric rail's
+    VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own (checked) networks."""
+    metadata = (
+        "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
+        "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
+    )
+    spec = "variables.spec"
+    rails = " && ".join(
+        f"(!has({c}) || {c}.all(c, !has(c.resources) || "
+        + " && ".join(
+            f"(!has(c.resources.{part}) || c.resources.{part}.all(r, !r.matches('{RAIL_RESOURCE_PATTERN}')))"
+            for part in ("requests", "limits")
+        )
+        + "))"
+        for c in _containers(spec)
+    )
+    expression = (
+        f"!({TENANT_IDENTITY}) || ((!has({metadata}.annotations) || "
+        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)) && ({rails}))"
+    )
+    message = (
+        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set {MULTUS_NETWORKS_ANNOTATION} nor request "
+        "a fabric rail's VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF "
+        "would carry no VLAN)"
+    )
+    return expression, message
 
 
 def _address_allowed(fence: TenantFence, address: str) -> str:
@@ -618,6 +669,11 @@ def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
     ]
 
 
+MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+"""The pod annotation Multus reads a pod's secondary networks from (``<namespace>/<name>`` or JSON with
+``namespace``), which KubeVirt's virt-controller writes on a launcher pod from the VM's ``networks``."""
+RAIL_RESOURCE_PATTERN = r"^nvidia\\.com/[A-Za-z0-9]+_rail[0-9]+$"
+"""CEL regular expression of a fabric rail's SR-IOV resource (:func:`gpucell.admission.fabric.rail_resource`)."""
 _POD_RESOURCES = [
     {"apiGroups": [""], "resources": ["pods", "replicationcontrollers"]},
     {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"]},

@@ -412,6 +412,13 @@ REFUSED: tuple[Refusal, ...] = (
         "CAAPH fetches a HelmChartProxy's chart from its repository URL, from the platform's namespace",
     ),
     Refusal("keda.sh", ("*",), "KEDA queries a trigger's server from the platform's namespace"),
+    Refusal(
+        "k8s.cni.cncf.io",
+        ("*",),
+        "NetworkAttachmentDefinitions: the Network Operator renders the tenant's fabric networks, each with the "
+        "tenant's VLAN (decision 0039); one of the tenant's own could name another VLAN or another tenant's",
+    ),
+    Refusal("sriovnetwork.openshift.io", ("*",), "the fabric's VFs and networks are the platform's (decision 0039)"),
     Refusal("velero.io", ("*",), "backups and restores are the platform's"),
 )
 """What no tenant role grants (a row's verbs on its group's resources; ``*``: the whole group), with the reason."""

@@ -74,7 +74,7 @@ from gpucell.spec.workloads import GpuVirtualMachineSpec
 from gpucell.tenancy._common import cilium_network_policy, custom_resource, scheduling, workload_labels
 from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads.tenant_kubeconfig import rebuilt_kubeconfig
-from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _domain, data_volume_template
+from gpucell.workloads.virtual_machine import _CLOUD_INIT_DISK, _add_rails, _domain, data_volume_template
 
 if TYPE_CHECKING:
     from gpucell.components.cluster_api import ClusterApi
@@ -236,6 +236,10 @@ def machine_vm_template(
     devices["disks"] = [d for d in devices["disks"] if d["name"] != _CLOUD_INIT_DISK]
     devices["interfaces"] = [{"name": "default", "bridge": {}}]
     devices["networkInterfaceMultiqueue"] = True
+    networks: list[dict[str, Any]] = [{"name": "default", "pod": {}}]
+    if placement.rails:  # each GPU's NIC, on the tenant's fabric network of its rail (decision 0039)
+        rails = {"domain": domain, "networks": networks}
+        _add_rails(rails, tenant, placement)
     root = data_volume_template(cluster, 0, vm.root_disk, labels)
     root["metadata"]["name"] = _ROOT  # CAPK prefixes it with the machine's name (``prefixDataVolumeTemplates``)
     return {
@@ -247,7 +251,7 @@ def machine_vm_template(
                 "metadata": {"labels": dict(labels)},
                 "spec": {
                     "domain": domain,
-                    "networks": [{"name": "default", "pod": {}}],
+                    "networks": networks,
                     "volumes": [{"name": _ROOT, "dataVolume": {"name": _ROOT}}],
                     "evictionStrategy": "External",
                     **scheduling(placement, node_pools, pin_gpu_mode=bool(vm.gpus)),

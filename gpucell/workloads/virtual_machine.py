@@ -58,6 +58,7 @@ from pulumi_kubernetes.resource.v1 import ResourceClaimTemplate
 
 from gpucell._component import CellComponent
 from gpucell.admission.dra import pod_resource_claims, vm_claim_template, vm_gpus
+from gpucell.admission.fabric import tenant_network_name
 from gpucell.admission.placement import Placement
 from gpucell.admission.vm_shape import ShapeError, VmShape, resolve_vm
 from gpucell.catalog.gpu_catalog import needs_host_cpu_model
@@ -315,6 +316,17 @@ def _domain(spec: GpuVirtualMachineSpec, placement: Placement, shape: VmShape) -
     return domain
 
 
+def _add_rails(template_spec: dict[str, Any], tenant: str, placement: Placement) -> None:
+    """One SR-IOV interface ``rail<i>`` per rail of ``placement``, each on the tenant's network of that rail
+    (``multus.networkName``: :func:`gpucell.admission.fabric.tenant_network_name`, the NetworkAttachmentDefinition the
+    Network Operator renders in the tenant's namespace, whose resource KubeVirt requests for the launcher pod)."""
+    pool = placement.pools[0]
+    for rail in placement.rails:
+        template_spec["domain"]["devices"]["interfaces"].append({"name": f"rail{rail}", "sriov": {}})
+        network = tenant_network_name(tenant, pool, rail)
+        template_spec["networks"].append({"name": f"rail{rail}", "multus": {"networkName": network}})
+
+
 def claim_template_manifest(
     tenant: str, name: str, spec: GpuVirtualMachineSpec, placement: Placement
 ) -> dict[str, Any] | None:
@@ -350,6 +362,9 @@ def virtual_machine_manifest(
       and the template's ``resourceClaims`` (:func:`claim_template_manifest`); a whole HGX board also
       ``devices.hostDevices`` ``nvswitch0``.. with the board's NVSwitch resource (the ``HostDevices`` gate is on
       whenever a VM pool exists).
+    - RDMA NICs (``rdmaNics``): an interface ``rail<i>`` with ``sriov`` binding per rail, on the tenant's network of
+      that rail (:func:`_add_rails`); with ``numaPassthrough`` and the ``PCINUMAAwareTopology`` gate the guest sees
+      each beside its GPU on the host's NUMA node.
     - ``evictionStrategy``: ``spec.effective_eviction_strategy`` (``None`` with GPUs or ReadWriteOnce disks),
       always explicit so a cluster-wide default cannot turn on live migration.
     - Placement (``placement``: :func:`gpucell.tenancy._common.vm_placement` of the VM on the cluster ``cell``
@@ -373,6 +388,8 @@ def virtual_machine_manifest(
         "evictionStrategy": spec.effective_eviction_strategy.value,
         **scheduling(placement, cell.node_pools, pin_gpu_mode=bool(shape.spec.gpus)),
     }
+    if placement.rails:
+        _add_rails(template_spec, tenant, placement)
     if spec.priority_class_name is not None:
         template_spec["priorityClassName"] = spec.priority_class_name
     template = claim_template_manifest(tenant, name, spec, placement)
@@ -503,7 +520,8 @@ class GpuVirtualMachine(CellComponent):
 
     Every child depends on ``tenant.ready`` (namespace, quota, policies) and, when the tenant's platform has them,
     on the ``KubeVirt`` CR (Available, and permitting the VM's GPUs) and on the ``CDI`` CR and its StorageProfile
-    patch (so DataVolumes get the PVC shape the storage needs); with DRA GPUs also on the DRA driver's Release and
+    patch (so DataVolumes get the PVC shape the storage needs); with ``rdmaNics`` on the Network Operator's tenant
+    networks; with DRA GPUs also on the DRA driver's Release and
     on ``args.after``; a VM cloning a catalog image also on that :class:`gpucell.components.images.ImageCatalog` of the
     platform (its clone RBAC).
     The ``VirtualMachine`` takes the VM's ``removalPolicy`` (by default the tenant's, ``protect``): it owns the
@@ -521,6 +539,8 @@ class GpuVirtualMachine(CellComponent):
         facts, platform = admit_workload(tenant, "virtual_machines", vm, spec), tenant.platform
         super().__init__("GpuVirtualMachine", name, opts, tenant.cluster)
         after: list[pulumi.Resource] = [*tenant.ready, *vm_platform_ready(platform, spec)]
+        if spec.rdma_nics and platform.network_operator is not None:
+            after += platform.network_operator.networks  # the NetworkAttachmentDefinitions its interfaces name
         # Render everything first: a spec that cannot render raises before any resource is registered.
         try:
             shape = resolve_vm(facts.kubevirt, facts.versions.kubevirt, facts.tenants[tenant.name], spec)

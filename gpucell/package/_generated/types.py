@@ -10,6 +10,7 @@ from typing import Any, Required, TypedDict
 
 import pulumi
 
+from gpucell.spec.fabric import LinkType
 from gpucell.spec.instancetypes import CpuTopologyPreference, DiskBus, InstancetypeKind, InterfaceModel, PreferenceKind
 from gpucell.spec.isolation import Isolation
 from gpucell.spec.k3s import K3sProfile
@@ -177,6 +178,45 @@ class TopologyProfile(TypedDict, total=False):
     """2 MiB hugepages the kernel reserves on each NUMA node (count). Defaults to 0; at most 33554432 (64 TiB)."""
 
 
+class PcieSwitch(TypedDict, total=False):
+    """One PCIe switch (or root port) of a host: its NUMA node and the GPUs and NICs behind it, by PCI address."""
+
+    numaNode: Required[int]
+    """The NUMA node the switch hangs off (``/sys/bus/pci/devices/<bdf>/numa_node`` of its devices)."""
+
+    gpus: Required[list[str]]
+    """PCI addresses of its GPUs (``0000:18:00.0``)."""
+
+    nics: Required[list[str]]
+    """PCI addresses of its NICs' physical functions, one per GPU: the GPU at position i pairs with the NIC at i."""
+
+
+class FabricSpec(TypedDict, total=False):
+    """The PCIe topology and RDMA fabric of a pool's hosts (``nodePools.<p>.fabric``): only ``vm-passthrough`` pools
+    with a ``topology`` profile; see docs/decisions/0039-gpu-fabric-rdma-nics.md.
+    """
+
+    linkType: Required[LinkType]
+    """``ethernet`` (RoCE) or ``infiniband``: what the SR-IOV Network Operator sets the ports to."""
+
+    nicModel: str
+    """The NICs' model, one of :data:`NIC_MODELS`. Defaults to ``ConnectX-7``."""
+
+    vfsPerNic: int
+    """SR-IOV virtual functions created on each NIC (``numVfs``): VMs on one host that can share a rail (count).
+    Defaults to 1 (a host's VMs take whole NUMA nodes, so no two share a NIC).
+    """
+
+    mtu: int
+    """The physical functions' MTU (``SriovNetworkNodePolicy.mtu``); none: the NIC's own."""
+
+    nvswitches: list[str]
+    """PCI addresses of the HGX board's NVSwitches (``10de`` devices); none: not checked."""
+
+    switches: Required[list[PcieSwitch]]
+    """The host's PCIe switches with their GPUs and NICs, in the order the rails are numbered."""
+
+
 class Rollout(TypedDict, total=False):
     """How a pool's nodes are taken out of service for maintenance: a k3s upgrade or restart, a GPU reconfiguration.
 
@@ -240,6 +280,12 @@ class NodePool(TypedDict, total=False):
 
     topology: TopologyProfile
     """VM pools: kubelet CPU/memory/topology managers for NUMA-aligned VMs (dedicated CPUs, hugepages)."""
+
+    fabric: FabricSpec
+    """``vm-passthrough`` pools with a ``topology``: the hosts' PCIe topology (GPUs and ConnectX NICs per PCIe switch
+    and NUMA node, NVSwitches) and the RDMA fabric their NICs serve as SR-IOV VFs (docs/decisions/0039); none: no
+    RDMA NICs.
+    """
 
     labels: dict[str, str]
     """Extra node labels, set at registration and kept by gpucell through the API (field manager ``gpucell``)."""
@@ -449,6 +495,12 @@ class Versions(TypedDict, total=False):
     """NVIDIA DRA driver for GPUs Helm chart version (chart ``dra-driver-nvidia-gpu`` of
     kubernetes-sigs/dra-driver-nvidia-gpu at ``oci://registry.k8s.io/dra-driver-nvidia/charts``); installed when a
     pool has ``gpuMode: dra``.
+    """
+
+    networkOperator: str
+    """NVIDIA Network Operator Helm chart version (chart ``network-operator`` at https://helm.ngc.nvidia.com/nvidia,
+    Mellanox/network-operator v26.4.1 with its SR-IOV Network Operator subchart); installed when a pool declares a
+    ``fabric``.
     """
 
     gatewayApi: str
@@ -968,6 +1020,12 @@ class GpuVirtualMachineSpec(TypedDict, total=False):
     hugepages.
     """
 
+    rdmaNics: list[int]
+    """Rails of the pool's ``fabric`` whose RDMA NICs the VM gets, one SR-IOV VF each on the tenant's ``fabricVlan``
+    (``[0, 1, 2, 3]``): one per GPU, exactly the rails of the NUMA nodes its GPUs come from, so that each GPU's NIC
+    sits on its NUMA node and PCIe switch (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to none.
+    """
+
     rootDisk: Required[VmDisk]
     """The boot disk."""
 
@@ -1386,6 +1444,12 @@ class WorkerPoolSpec(TypedDict, total=False):
     numaPassthrough: bool
     """Mirror the host NUMA topology into each worker (needs dedicatedCpus and hugepages)."""
 
+    rdmaNics: list[int]
+    """Rails of the pool's ``fabric`` whose RDMA NICs each worker gets as SR-IOV VFs on the tenant's ``fabricVlan``,
+    one per GPU beside it, as a VM's ``rdmaNics`` (docs/decisions/0039). Needs ``numaPassthrough``. Defaults to
+    none.
+    """
+
     diskGib: int
     """Root disk of each worker (the node image, container images, emptyDir volumes), GiB. Defaults to 100."""
 
@@ -1658,6 +1722,12 @@ class TenantSpec(TypedDict, total=False):
     backup: TenantBackupSpec
     """Scheduled backups of the tenant's namespace (every VM, disk and volume in it) to the cell's ``backups``
     bucket. Defaults to none.
+    """
+
+    fabricVlan: int
+    """The VLAN (802.1Q id) isolating the tenant on the region's RoCE fabric: every SR-IOV VF its VMs get carries it,
+    set by the host on the VF (the guest cannot change it), unique among the region's tenants (docs/decisions/0039).
+    Required for a VM with ``rdmaNics``; none by default.
     """
 
 

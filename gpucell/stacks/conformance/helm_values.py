@@ -57,6 +57,13 @@ CHART_FILES: dict[str, ChartFiles] = {
         "cluster-api-operator/values.yaml", "capi_operator", "cluster-api-operator/values.schema.json"
     ),
     "velero": ChartFiles("velero/values.yaml", "velero", "velero/values.schema.json"),
+    "network-operator": ChartFiles(
+        "charts/network-operator-{version}/values.yaml",
+        "network_operator",
+        subcharts=(
+            ("sriov-network-operator", "charts/network-operator-{version}/charts/sriov-network-operator/values.yaml"),
+        ),
+    ),
 }
 """Chart name (last segment of the chart reference) -> its files."""
 

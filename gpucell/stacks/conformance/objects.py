@@ -75,6 +75,10 @@ _CRD_FILES = (
     "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
     "external-snapshotter/snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
     "external-snapshotter/snapshot.storage.k8s.io_volumesnapshots.yaml",
+    "network-operator/mellanox.com_nicclusterpolicies.yaml",
+    "network-operator/sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml",
+    "network-operator/sriovnetwork.openshift.io_sriovnetworks.yaml",
+    "network-operator/k8s.cni.cncf.io_networkattachmentdefinitions_crd.yaml",
 )
 _STORAGE_PROFILE_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -138,6 +138,27 @@ UPSTREAM_FILES: dict[str, UpstreamFile] = {
     "gpu-operator/state-mig-manager/0400_configmap.yaml": UpstreamFile(
         "NVIDIA/gpu-operator", "assets/state-mig-manager/0400_configmap.yaml", "gpu_operator"
     ),
+    # The GPU fabric (decision 0039): the Network Operator's NicClusterPolicy, its SR-IOV subchart's policies and
+    # networks, and Multus' NetworkAttachmentDefinition, as the network-operator chart carries them.
+    **{
+        f"network-operator/{rel}": UpstreamFile(
+            "Mellanox/network-operator", f"deployment/network-operator/{path}", "network_operator"
+        )
+        for rel, path in (
+            ("mellanox.com_nicclusterpolicies.yaml", "crds/mellanox.com_nicclusterpolicies.yaml"),
+            *(
+                (
+                    f"sriovnetwork.openshift.io_{plural}.yaml",
+                    f"charts/sriov-network-operator/crds/sriovnetwork.openshift.io_{plural}.yaml",
+                )
+                for plural in ("sriovnetworknodepolicies", "sriovnetworks")
+            ),
+            (
+                "k8s.cni.cncf.io_networkattachmentdefinitions_crd.yaml",
+                "crds/k8s.cni.cncf.io_networkattachmentdefinitions_crd.yaml",
+            ),
+        )
+    },
     "cert-manager/values.yaml": UpstreamFile(
         "cert-manager/cert-manager", "deploy/charts/cert-manager/values.yaml", "cert_manager"
     ),
