@@ -85,8 +85,8 @@ def test_nothing_waits_when_no_configuration_changes(deployed: PlanResult) -> No
 
 
 def _passthrough_to_container(config: dict[str, Any]) -> None:
-    """h100-vm from vm-passthrough to container (its topology profile and fabric go; the H100 VMs and their quotas
-    too)."""
+    """h100-vm from vm-passthrough to container (its topology profile and fabric go; the H100 VMs, globex's isolated
+    notebook and endpoint and the H100 quotas too)."""
     region = fra1(config)
     pool = region["nodePools"]["h100-vm"]
     pool["gpuMode"] = "container"
@@ -95,6 +95,9 @@ def _passthrough_to_container(config: dict[str, Any]) -> None:
     for tenant, vm in (("acme", "train-01"), ("globex", "sim-01")):
         del region["tenants"][tenant]["virtualMachines"][vm]
         region["tenants"][tenant]["quota"]["gpus"].pop("nvidia.com/GH100_H100_SXM5_80GB")
+    del region["tenants"]["globex"]["notebooks"]["nb-secure"]
+    del region["tenants"]["globex"]["modelEndpoints"]["llm-secure"]
+    config.pop("gpucell:hfTokenGlobex", None)  # llm-secure's token: an unused secret is refused
 
 
 def test_passthrough_to_container_serves_both_before_the_first_node_and_narrows_after(deployed: PlanResult) -> None:
