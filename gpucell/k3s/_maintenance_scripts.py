@@ -65,6 +65,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
+from gpucell.k3s._acceptance import (
+    ACCEPTANCE_ANNOTATION,
+    ACCEPTANCE_MACHINE_ANNOTATION,
+    ACCEPTANCE_RESULT_ANNOTATION,
+    ACCEPTANCE_TAINT,
+    AcceptancePlan,
+    job_name,
+    manifest_text,
+)
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
 from gpucell.k3s._script_files import render, text
 from gpucell.k3s._scripts import KUBECONFIG_PATH
@@ -245,7 +254,14 @@ def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint:
     return _header(title, state.name, functions, api_endpoint) + body
 
 
-def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: str = "") -> str:
+def settle_script(
+    state: NodeState,
+    version: str,
+    digest: str,
+    *,
+    api_endpoint: str = "",
+    acceptance: AcceptancePlan | None = None,
+) -> str:
     """Create/update of ``<node>-settle``: bring a node that prepare took out of service back.
 
     First, in every case, it removes the labels listed in ``gpucell.io/labels`` (what gpucell kept at the last
@@ -262,6 +278,13 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
     that runs out leaves ``gpucell.io/gpu-state-wait`` so that the next settle re-triggers at once. Then it records
     the digest, removes ``gpucell.io/maintenance`` and uncordons (unless ``gpucell.io/keep-cordoned``). Exits 1
     naming what is missing, leaving the node cordoned.
+
+    With ``acceptance`` (a GPU node whose pool runs acceptance, :mod:`gpucell.k3s._acceptance`): a node that joins,
+    was reconfigured, comes back from a quarantine, was re-imaged or failed an earlier run first gets the taint
+    ``gpucell.io/acceptance``; after the GPU state is reached the node's acceptance Job runs, and its pass lifts the
+    taint (then the node is uncordoned as above) while its failure keeps taint and cordon, records the reason on the
+    node and exits 1 naming the way out. A node in service before (a ``gpucell.io/k3s-config`` record, no
+    acceptance record) is adopted without a run.
     """
     gpu_values = gpu_state_function = gpu_wait = ""
     if state.is_gpu:
@@ -281,10 +304,44 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
         gpu_values=gpu_values,
         gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait,
+        **_acceptance_blocks(state, acceptance),
         **_ANNOTATIONS,
     )
     title = f"gpucell: settle {state.name} after maintenance"
     return _header(title, state.name, (*_BASE, "start_stopped_vms"), api_endpoint) + body
+
+
+def _acceptance_blocks(state: NodeState, plan: AcceptancePlan | None) -> dict[str, str]:
+    """The settle's acceptance blocks: its functions (with the Job's manifest), the check of whether the node is
+    due, the taint, the run; all empty without ``plan`` or on a node without GPUs."""
+    if plan is None or not state.is_gpu:
+        return dict.fromkeys(("acceptance_functions", "accept_due", "accept_hold", "accept_run"), "")
+    taints = [
+        f"{t['key']}={t['value']}:{t['effect']}" if "value" in t else f"{t['key']}:{t['effect']}" for t in state.taints
+    ]
+    functions = render(
+        "maintenance/acceptance",
+        namespace=shlex.quote(GPU_OPERATOR_NAMESPACE),
+        job_name=shlex.quote(job_name(state.name)),
+        attempts=max(1, plan.timeout_seconds // POLL_SECONDS),
+        timeout=plan.timeout_seconds,
+        estimate=plan.seconds,
+        manifest=shlex.quote(manifest_text(plan, state.name, taints)),
+        acceptance=ACCEPTANCE_ANNOTATION,
+        acceptance_path=jsonpath_key(ACCEPTANCE_ANNOTATION),
+        machine=ACCEPTANCE_MACHINE_ANNOTATION,
+        machine_path=jsonpath_key(ACCEPTANCE_MACHINE_ANNOTATION),
+        result=ACCEPTANCE_RESULT_ANNOTATION,
+        result_path=jsonpath_key(ACCEPTANCE_RESULT_ANNOTATION),
+        taint=ACCEPTANCE_TAINT,
+        config_path=jsonpath_key(CONFIG_ANNOTATION),
+    )
+    return {
+        "acceptance_functions": functions,
+        "accept_due": 'accept="$(acceptance_due "$reasons")"\n',
+        "accept_hold": 'if [ -n "$accept" ]; then\n  acceptance_hold "$accept"\nfi\n',
+        "accept_run": 'if [ -n "$accept" ]; then\n  run_acceptance "$accept" || exit 1\nfi\n',
+    }
 
 
 _VF_TYPES = "SR-IOV vGPU typing"
