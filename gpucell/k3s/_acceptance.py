@@ -40,6 +40,7 @@ from gpucell.catalog.acceptance_facts import (
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE
 from gpucell.k3s._script_files import render
 from gpucell.spec import GpuMode, NodePool
+from gpucell.spec.acceptance import ACCEPTANCE_TAINT, ACCEPTANCE_TOLERATION
 from gpucell.spec.pools import taint_tolerations
 from gpucell.spec.versions import Versions
 
@@ -54,8 +55,6 @@ __all__ = [
     "job_name",
 ]
 
-ACCEPTANCE_TAINT = "gpucell.io/acceptance"
-"""Taint key (effect ``NoSchedule``, no value) of a GPU node whose acceptance run has not passed."""
 ACCEPTANCE_ANNOTATION = "gpucell.io/acceptance"
 """On a GPU node: ``running``, ``passed``, ``failed``, or ``adopted`` (in service before gpucell ran acceptance)."""
 ACCEPTANCE_MACHINE_ANNOTATION = "gpucell.io/acceptance-machine"
@@ -198,7 +197,7 @@ def job_manifest(plan: AcceptancePlan, node: str, pool_taints: list[str]) -> dic
     the API at the run's timeout (``activeDeadlineSeconds``); no service account token."""
     steps = _steps(plan)
     tolerations = [
-        {"key": ACCEPTANCE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+        dict(ACCEPTANCE_TOLERATION),
         {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
         *taint_tolerations(pool_taints),
     ]

@@ -9,7 +9,14 @@ from pydantic import Field, StrictBool, StrictInt
 
 from gpucell.spec._base import SpecModel
 
-__all__ = ["Acceptance"]
+__all__ = ["ACCEPTANCE_TAINT", "ACCEPTANCE_TOLERATION", "Acceptance"]
+
+ACCEPTANCE_TAINT = "gpucell.io/acceptance"
+"""Taint key (effect ``NoSchedule``, no value) of a GPU node whose acceptance run has not passed; no tenant workload
+may tolerate it (:data:`gpucell.tenancy.tenant_admission.GPUCELL_TAINTS`)."""
+ACCEPTANCE_TOLERATION = {"key": ACCEPTANCE_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+"""What tolerates it: the acceptance Job, and the platform components a GPU node needs before its run (GPU Operator
+operands, NFD, virt-handler, CDI, Longhorn, the DRA driver's plugin)."""
 
 
 class Acceptance(SpecModel):
