@@ -224,5 +224,6 @@ def job_manifest(plan: AcceptancePlan, node: str, pool_taints: list[str]) -> dic
 
 
 def manifest_text(plan: AcceptancePlan, node: str, pool_taints: list[str]) -> str:
-    """:func:`job_manifest` as compact JSON, what the settle applies."""
-    return json.dumps(job_manifest(plan, node, pool_taints), separators=(",", ":"), sort_keys=True)
+    """:func:`job_manifest` as JSON, what the settle applies: one field a line, so that a review's script diff shows
+    the fields that change (each container's script stays one line)."""
+    return json.dumps(job_manifest(plan, node, pool_taints), indent=1, sort_keys=True)
