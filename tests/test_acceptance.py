@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from gpucell.k3s._acceptance import AcceptancePlan, acceptance_plan, job_manifes
 from gpucell.k3s._node_state import NodeState, node_state
 from gpucell.spec import CellSpec
 from gpucell.spec.versions import Versions
+from gpucell.stacks.plan_diff import unwrap_script
 from gpucell.tenancy.tenant_admission import GPUCELL_TAINTS
-from tests.conftest import UPSTREAM, minimal_cell_config
+from tests.conftest import UPSTREAM, minimal_cell_config, shared_plan
 from tests.test_maintenance import DIGEST, VERSION, Cluster, operator_pods
 
 NODE = "h100-1"
@@ -341,3 +343,43 @@ def test_acceptance_images_are_pinned(key: str) -> None:
     with pytest.raises(ConfigError) as raised:
         Versions.model_validate({key: "latest"})
     assert re.search(rf"^{key}: .*is not a pinned release", str(raised.value))
+
+
+# -- the prod stack -------------------------------------------------------------------------------------------------
+def test_every_gpu_node_of_prod_runs_acceptance_before_tenants() -> None:
+    """Every GPU node's -settle in both prod regions taints it and runs its acceptance Job (the nvidia run on
+    container and dra pools, host-side checks on VM pools); the GPU Operator's operands tolerate the taint."""
+    plan = shared_plan("prod")
+    kinds: dict[str, str] = {}
+    for region in ("fra1", "iad1"):
+        resources = plan.region_resources(region)
+        patches = [r for r in resources if r.type == "kubernetes:core/v1:NodePatch"]
+        gpu_nodes = {
+            p.inputs["metadata"]["name"]: p.inputs["metadata"]["labels"]["nvidia.com/gpu.workload.config"]
+            for p in patches
+            if "nvidia.com/gpu.workload.config" in p.inputs["metadata"]["labels"]
+        }
+        assert gpu_nodes
+        for node, mode in gpu_nodes.items():
+            script = unwrap_script(plan.result.named(f"{region}-k3s-{node}-settle").inputs["create"]) or ""
+            assert 'run_acceptance "$accept" || exit 1' in script, node
+            job = json.loads(first_word(script.split("\nreadonly ACCEPT_JOB=", 1)[1]))
+            containers = [c["name"] for c in job["spec"]["template"]["spec"].get("initContainers", [])]
+            containers += [c["name"] for c in job["spec"]["template"]["spec"]["containers"]]
+            kinds[f"{region}/{node}"] = f"{mode}: {' '.join(containers)}"
+        operator = next(r for r in resources if r.name.endswith("-gpu-operator-gpu-operator"))
+        assert TAINT | {"operator": "Exists"} in operator.inputs["values"]["daemonsets"]["tolerations"]
+    assert set(kinds.values()) == {
+        "vm-passthrough: host-checks",
+        "vm-vgpu: host-checks",
+        "container: dcgm-diag all-reduce",  # the H200 pool without MIG, and fra1's L4 dra pool
+        "container: dcgm-diag",  # the MIG pool: NVLink is off in MIG mode
+    }
+    assert kinds["fra1/fra1-h200-1"] == "container: dcgm-diag"
+
+
+def first_word(text: str) -> str:
+    """The first shell word of ``text``, unquoted."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    return str(lexer.get_token())
