@@ -7,6 +7,7 @@ readonly ACCEPT_JOB_NAME=@@JOB_NAME@@
 readonly ACCEPT_ATTEMPTS=@@ATTEMPTS@@
 readonly ACCEPT_TIMEOUT=@@TIMEOUT@@
 readonly ACCEPT_ESTIMATE_SECONDS=@@ESTIMATE@@
+# shellcheck disable=SC2016  # the Job's own scripts, expanded in its pod, not here
 readonly ACCEPT_JOB=@@MANIFEST@@
 
 # Why the node must pass an acceptance run before tenants may use it (empty: it need not): a GPU reconfiguration,
