@@ -23,7 +23,9 @@ name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--a
 --field-selector ... [-l KEY[=VALUE]] -o jsonpath=...``, ``get KIND NAME`` of VMIs and KubevirtMachines,
 ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``, ``delete secret``
 (listed in ``deleted_secrets``), ``delete virtualmachineinstances.kubevirt.io``, ``delete machines.cluster.x-k8s.io``,
-``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list of objects: Longhorn's
+``create --raw .../eviction``, ``taint node`` (add, ``--overwrite``, remove with ``-``), ``apply -f FILE`` of the
+acceptance Job (kept in ``jobs``, its condition the state's ``job_outcome``), ``get job``, ``delete job`` and
+``logs job/NAME`` (the state's ``job_logs``) and, for the kinds in ``objects`` (kind -> a list of objects: Longhorn's
 ``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge ``patch`` of
 ``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is false).
 JSONPath: members

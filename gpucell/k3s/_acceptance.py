@@ -40,7 +40,7 @@ from gpucell.catalog.acceptance_facts import (
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE
 from gpucell.k3s._script_files import render
 from gpucell.spec import GpuMode, NodePool
-from gpucell.spec.acceptance import ACCEPTANCE_TAINT, ACCEPTANCE_TOLERATION
+from gpucell.spec.acceptance import ACCEPTANCE_TAINT, ACCEPTANCE_TOLERATION, Acceptance
 from gpucell.spec.pools import taint_tolerations
 from gpucell.spec.versions import Versions
 
@@ -135,7 +135,7 @@ def acceptance_plan(pool: NodePool, versions: Versions) -> AcceptancePlan | None
     )  # fmt: skip
 
 
-def _timeout(run: Any, seconds: int) -> int:
+def _timeout(run: Acceptance, seconds: int) -> int:
     """The run's ``timeoutMinutes`` in seconds, else twice ``seconds`` and at least 10 minutes."""
     if run.timeout_minutes is not None:
         return int(run.timeout_minutes) * 60

@@ -33,6 +33,7 @@ __all__ = [
     "NEW_GPU_STATE_SECONDS",
     "UPDATE_SECONDS",
     "Estimate",
+    "acceptance_seconds",
     "estimate",
     "human",
     "step_seconds",
