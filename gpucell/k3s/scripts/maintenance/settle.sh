@@ -68,6 +68,7 @@ if ! node_exists; then
   echo "gpucell: $NODE is not registered; its k3s did not join the cell" >&2
   exit 1
 fi
+@@RELEASE_TRAP@@
 prune_labels
 reasons="$(node_field '{.metadata.annotations.@@MAINTENANCE_PATH@@}')"
 accept=""
@@ -78,6 +79,7 @@ if [ -z "$reasons" ] && [ -z "$accept" ]; then
   fi
   record_gpu_config
   start_stopped_vms
+@@BAKE_UNFINISHED@@
   echo "gpucell: $NODE was not taken out of service; nothing to settle"
   exit 0
 fi
@@ -111,3 +113,4 @@ else
 fi
 start_stopped_vms
 echo "gpucell: $NODE is back in service"
+@@BAKE@@
