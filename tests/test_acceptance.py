@@ -20,7 +20,7 @@ from gpucell.spec import CellSpec
 from gpucell.spec.versions import Versions
 from gpucell.stacks.plan_diff import unwrap_script
 from gpucell.tenancy.tenant_admission import GPUCELL_TAINTS
-from tests.conftest import UPSTREAM, minimal_cell_config, shared_plan
+from tests.conftest import UPSTREAM, minimal_cell_config, shared_plan, violations
 from tests.test_maintenance import DIGEST, VERSION, Cluster, operator_pods
 
 NODE = "h100-1"
@@ -279,6 +279,19 @@ def test_a_mig_pool_runs_dcgm_only_and_a_vm_pool_checks_from_the_host() -> None:
     (check,) = pod["containers"]
     assert check["securityContext"]["runAsNonRoot"] is True
     assert "readonly GPUS=8\nreadonly DEVICE=2330\nreadonly DRIVER=vfio-pci\n" in check["command"][2]
+
+
+def test_both_jobs_are_valid_batch_v1_jobs() -> None:
+    """The Job is applied by the settle over SSH, not rendered as a Pulumi object, so --check does not see it."""
+    _, plan = state_and_plan()
+    _, host = state_and_plan({**h100_pool(), "gpuMode": "vm-passthrough"})
+    assert plan is not None
+    assert host is not None
+    assert violations(job_manifest(plan, NODE, ["nvidia.com/gpu=present:NoSchedule"])) == []
+    assert violations(job_manifest(host, NODE, [])) == []
+    wrong = job_manifest(host, NODE, [])
+    wrong["spec"]["backoffLimits"] = 0
+    assert violations(wrong) != []  # the checker does read Jobs
 
 
 def test_a_long_node_name_gives_a_job_name_within_63_characters() -> None:
