@@ -362,9 +362,9 @@ def test_acceptance_images_are_pinned(key: str) -> None:
 def test_every_gpu_node_of_prod_runs_acceptance_before_tenants() -> None:
     """Every GPU node's -settle in both prod regions taints it and runs its acceptance Job (the nvidia run on
     container and dra pools, host-side checks on VM pools); the GPU Operator's operands tolerate the taint."""
-    plan = shared_plan("prod")
     kinds: dict[str, str] = {}
     for region in ("fra1", "iad1"):
+        plan = shared_plan(f"prod-{region}")
         resources = plan.region_resources(region)
         patches = [r for r in resources if r.type == "kubernetes:core/v1:NodePatch"]
         gpu_nodes = {

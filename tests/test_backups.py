@@ -303,7 +303,7 @@ def test_restore_manifest_fits_velero_s_crd() -> None:
 
 
 def test_gpucell_restore_prints_a_restore_of_the_prod_stack(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["restore", "prod", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-20261201020000"]
+    argv = ["restore", "prod-fra1", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-20261201020000"]
     assert cli.main([*argv, "--workload", "train-01", "--project-dir", str(REPO)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed == restore_manifest("acme", "tenant-acme-20261201020000", workload="train-01")
@@ -327,7 +327,7 @@ def test_gpucell_restore_prints_a_restore_of_the_prod_stack(capsys: pytest.Captu
 def test_gpucell_restore_refuses_what_it_cannot_restore_in_one_line(
     args: list[str], line: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["restore", "prod", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-1"]
+    base = ["restore", "prod-fra1", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-1"]
     assert cli.main([*base, *args, "--project-dir", str(REPO)]) == 2
     assert capsys.readouterr().err.splitlines() == [line]
 

@@ -18,7 +18,7 @@ from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
 from gpucell.stacks.review import exit_code, focus, render, review, show
-from tests.conftest import REPO, shared_plan
+from tests.conftest import REPO, shared_plan, write_prod_lab
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
@@ -324,8 +324,14 @@ def test_a_file_of_another_shape_is_one_line_naming_it(
 
 
 @pytest.fixture(scope="module")
-def prod_json() -> dict[str, Any]:
-    plan = shared_plan("prod")
+def prod_lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose stack ``prod`` holds both production regions (:func:`tests.conftest.write_prod_lab`)."""
+    return write_prod_lab(tmp_path_factory.mktemp("prod-lab"))
+
+
+@pytest.fixture(scope="module")
+def prod_json(prod_lab: Path) -> dict[str, Any]:
+    plan = make_plan(prod_lab, "prod")
     return to_json(plan, list(plan.cells))
 
 
@@ -363,11 +369,11 @@ def test_plans_of_two_stacks_need_cross_stack(
 
 
 def test_a_one_region_plan_is_compared_on_the_regions_both_hold(
-    tmp_path: Path, prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, prod_lab: Path, prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     full, fra1 = tmp_path / "full.json", tmp_path / "fra1.json"
     full.write_text(json.dumps(prod_json))
-    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1", "--json", str(fra1)]) == 0
+    assert cli.main(["plan", "prod", "--project-dir", str(prod_lab), "--region", "fra1", "--json", str(fra1)]) == 0
     capsys.readouterr()
     written = json.loads(fra1.read_text())
     assert (written["regions"], written["regionFilter"]) == (["fra1"], "fra1")
@@ -754,13 +760,13 @@ def test_base_ref_with_a_stack_that_exists_nowhere_or_plan_files(
     assert capsys.readouterr() == (
         "",
         f"gpucell diff: no stack Dev: neither 'HEAD' nor the working tree ({repo}) has "
-        "Pulumi.Dev.yaml; stacks: dev, prod\n",
+        "Pulumi.Dev.yaml; stacks: dev, prod-fra1, prod-iad1\n",
     )
     assert cli.main(["diff", "--base", "HEAD", "a.json", "b.json", "--project-dir", str(repo)]) == 1
     assert capsys.readouterr() == (
         "",
         "gpucell diff: a.json, b.json: with --base REF the arguments are stack names "
-        "(stacks: dev, prod); to compare two plan files, leave out --base: gpucell "
+        "(stacks: dev, prod-fra1, prod-iad1); to compare two plan files, leave out --base: gpucell "
         "diff BASE.json HEAD.json\n",
     )
 
@@ -835,15 +841,15 @@ def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_jso
 
 
 def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop(tmp_path: Path) -> None:
-    """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
+    """Issue 18: on prod-fra1 a patch upgrade is no disruptive change, but every node is drained and the
     tenants' GPU VMs stop."""
 
     def upgrade(text: str) -> str:
-        anchor = "  gpucell:regions:\n    fra1:\n"
+        anchor, pin = "  gpucell:regions:\n    fra1:\n", "        k3s: v1.34.2+k3s1\n"
         assert anchor in text
-        return text.replace(
-            anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
-        )
+        assert text.count(pin) == 1
+        text = text.replace(pin, "        k3s: v1.34.3+k3s1\n")
+        return text.replace(anchor, anchor + "      k3s: {installerSha256: '" + "0" * 64 + "'}\n")
 
     item = review(prod_json_of(tmp_path / "base"), prod_json_of(tmp_path / "head", upgrade))
     assert item.disruptive == []
@@ -883,12 +889,12 @@ def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknow
 
 
 def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:
-    """The plan JSON of the prod stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
+    """The plan JSON of prod-fra1's stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
     folder.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", folder)
-    text = (REPO / "Pulumi.prod.yaml").read_text()
-    (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
-    plan = make_plan(folder, "prod", region=region)
+    text = (REPO / "Pulumi.prod-fra1.yaml").read_text()
+    (folder / "Pulumi.prod-fra1.yaml").write_text(edit(text) if edit else text)
+    plan = make_plan(folder, "prod-fra1", region=region)
     return to_json(plan, [region] if region else list(plan.cells), region_filter=region)
 
 
