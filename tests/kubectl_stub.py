@@ -23,7 +23,9 @@ name|jsonpath=...``, ``get nodes -l KEY=VALUE -o jsonpath=...``, ``get pods (--a
 --field-selector ... [-l KEY[=VALUE]] -o jsonpath=...``, ``get KIND NAME`` of VMIs and KubevirtMachines,
 ``annotate``, ``label``, ``cordon``, ``uncordon``, ``drain``, ``delete node``, ``delete pods -l``, ``delete secret``
 (listed in ``deleted_secrets``), ``delete virtualmachineinstances.kubevirt.io``, ``delete machines.cluster.x-k8s.io``,
-``create --raw .../eviction`` and, for the kinds in ``objects`` (kind -> a list of objects: Longhorn's
+``create --raw .../eviction``, ``taint node`` (add, ``--overwrite``, remove with ``-``), ``apply -f FILE`` of the
+acceptance Job (kept in ``jobs``, its condition the state's ``job_outcome``), ``get job``, ``delete job`` and
+``logs job/NAME`` (the state's ``job_logs``) and, for the kinds in ``objects`` (kind -> a list of objects: Longhorn's
 ``nodes.longhorn.io`` and ``replicas.longhorn.io``), ``get`` by name or label and a merge ``patch`` of
 ``nodes.longhorn.io`` (``evictionRequested`` removes the node's replicas unless ``longhorn_evicts`` is false).
 JSONPath: members
@@ -102,6 +104,9 @@ def _run(state: dict[str, Any], args: list[str]) -> int:
         "create": _create,
         "patch": _patch,
         "replace": _replace,
+        "taint": _taint,
+        "apply": _apply,
+        "logs": _logs,
     }[verb]
     return handler(state, rest, namespace, verb)
 
@@ -136,6 +141,13 @@ def _get(state: dict[str, Any], rest: list[str], namespace: str | None, _: str) 
         return 0
     if rest[0] == "virtualmachines.kubevirt.io":
         return _get_vms(state, rest, namespace, output)
+    if rest[0] == "job":  # the acceptance Job: once applied, it ends as ``job_outcome`` says
+        job = state.get("jobs", {}).get(f"{namespace}/{rest[1]}")
+        if job is None:
+            print(f'Error from server (NotFound): jobs.batch "{rest[1]}" not found', file=sys.stderr)
+            return 1
+        sys.stdout.write(render(output.removeprefix("jsonpath="), job))
+        return 0
     if rest[0] in _NAMED:
         return _get_named(state, rest, namespace, output)
     if rest[0] == "pods":
@@ -320,6 +332,9 @@ def _delete(state: dict[str, Any], rest: list[str], namespace: str | None, _: st
     if kind == "secret":
         state.setdefault("deleted_secrets", []).append(f"{namespace}/{name}")
         return 0
+    if kind == "job":
+        state.get("jobs", {}).pop(f"{namespace}/{name}", None)
+        return 0
     if kind == "pods":  # delete pods -l SELECTOR --field-selector spec.nodeName=NODE: a DaemonSet pod restarted
         selector = _option(rest, "-l") or ""
         node = (_option(rest, "--field-selector") or "").removeprefix("spec.nodeName=")
@@ -370,6 +385,44 @@ def _create(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> i
         )
         return 1
     state["pods"] = [p for p in state["pods"] if (p["metadata"]["namespace"], p["metadata"]["name"]) != match.groups()]
+    return 0
+
+
+def _taint(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    """``taint node NAME KEY[=VALUE]:EFFECT[-] [--overwrite]``."""
+    spec = state["nodes"][rest[1]].setdefault("spec", {})
+    taints = spec.setdefault("taints", [])
+    for arg in rest[2:]:
+        if arg.startswith("--"):
+            continue
+        remove = arg.endswith("-")
+        key_value, effect = arg.removesuffix("-").rsplit(":", 1)
+        key, _sep, value = key_value.partition("=")
+        kept = [t for t in taints if (t["key"], t["effect"]) != (key, effect)]
+        if remove and len(kept) == len(taints):
+            print(f"error: taint {key!r} not found", file=sys.stderr)
+            return 1
+        taints[:] = kept if remove else [*kept, {"key": key, **({"value": value} if value else {}), "effect": effect}]
+    return 0
+
+
+def _apply(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    """``apply -f FILE`` of a Job: kept in ``jobs`` (``applied`` lists each), its status the ``job_outcome``
+    condition (``Complete``, ``Failed``; none: it never ends)."""
+    manifest = json.loads(Path(_option(rest, "-f") or "").read_text())
+    assert manifest["kind"] == "Job", manifest
+    key = f"{manifest['metadata']['namespace']}/{manifest['metadata']['name']}"
+    outcome = state.get("job_outcome")
+    manifest["status"] = {"conditions": [{"type": outcome, "status": "True"}]} if outcome else {}
+    state.setdefault("jobs", {})[key] = manifest
+    state.setdefault("applied", []).append(manifest)
+    return 0
+
+
+def _logs(state: dict[str, Any], rest: list[str], namespace: str | None, __: str) -> int:
+    """``logs job/NAME --all-containers=true --tail=N``: the state's ``job_logs``."""
+    assert f"{namespace}/{rest[0].removeprefix('job/')}" in state.get("jobs", {}), rest
+    sys.stdout.write(state.get("job_logs", ""))
     return 0
 
 

@@ -307,6 +307,7 @@ def test_driver_values_by_value() -> None:
             "tolerations": [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                 {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"},
+                {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"},
             ],
         },
     }
@@ -416,7 +417,8 @@ def test_kubevirt_enables_gpus_with_dra_and_tolerates_the_dra_pools() -> None:
     assert feature_gates(region().node_pools) == ["GPUsWithDRA"]
     assert "GPUsWithDRA" not in feature_gates(cell(minimal_cell_config()).node_pools)
     assert kubevirt_spec(region().node_pools)["workloads"]["nodePlacement"]["tolerations"] == [
-        {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"}
+        {"key": "gpucell.io/dra", "operator": "Equal", "value": "l4", "effect": "NoSchedule"},
+        {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"},
     ]
 
 

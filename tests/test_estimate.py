@@ -68,14 +68,22 @@ def test_human_readable_times() -> None:
     ]
 
 
-def test_a_new_region_goes_through_its_servers_then_the_charts_not_through_its_agents() -> None:
+def test_a_new_region_goes_through_its_servers_then_its_gpu_nodes_acceptance_runs() -> None:
+    """Since issue 31 a new GPU node's -settle waits for its GPU state and runs its acceptance run (decision 0037),
+    and the first-join window (decision 0023) chains the new nodes' settles, so they, not the charts, end the chain."""
     plan = planned("prod-fra1")
     found = estimate(plan.region_resources("fra1"))
     servers = [f"fra1-k3s-fra1-srv-{i}{step}" for i in (1, 2, 3) for step in ("-prepare", "", "-labels", "-settle")]
     assert [n for n in found.chain if n.startswith("fra1-k3s-fra1-srv")] == servers
-    assert not any(n.startswith("fra1-k3s-fra1-") and "srv" not in n for n in found.chain)
-    assert "fra1-cilium-cilium" in found.chain
-    assert 10 * 60 < found.seconds < 30 * 60
+    assert found.chain[len(servers) + 1 :] == (
+        "fra1-k3s-fra1-h100-2-prepare",
+        "fra1-k3s-fra1-h100-2",
+        "fra1-k3s-fra1-h100-2-labels",
+        "fra1-k3s-fra1-h100-2-settle",
+        "fra1-k3s-fra1-h200x-1-settle",
+        "fra1-k3s-fra1-l4-2-settle",
+    )
+    assert 30 * 60 < found.seconds < 50 * 60
 
 
 def test_the_plan_prints_each_regions_estimate(capsys: pytest.CaptureFixture[str]) -> None:

@@ -210,6 +210,8 @@ def test_tainted_gpu_pools_keep_every_operand_and_nfd() -> None:
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "gpucell.io/tenant", "operator": "Equal", "value": "acme", "effect": "NoExecute"},
     ]
+    # Then the acceptance taint a GPU node keeps until its acceptance run passes (docs/decisions/0037).
+    extra.append({"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"})
     assert at(values, "daemonsets.tolerations") == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
         *extra,
@@ -226,7 +228,10 @@ def test_tolerations_keep_the_chart_defaults_first() -> None:
     assert list(DAEMONSET_TOLERATIONS) == chart["daemonsets"]["tolerations"]
     assert list(NFD_WORKER_TOLERATIONS) == chart["node-feature-discovery"]["worker"]["tolerations"]
     values = _values(cell(minimal_cell_config()))
-    assert at(values, "daemonsets.tolerations") == chart["daemonsets"]["tolerations"]
+    assert at(values, "daemonsets.tolerations") == [
+        *chart["daemonsets"]["tolerations"],
+        {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"},
+    ]
 
 
 def test_crds_follow_chart_upgrades() -> None:

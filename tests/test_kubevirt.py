@@ -199,6 +199,7 @@ def test_tainted_vm_pools_keep_virt_handler() -> None:
             "tolerations": [
                 {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
                 {"key": "gpucell.io/gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
+                {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"},
             ]
         }
     }
@@ -230,7 +231,7 @@ def test_passthrough_only_cell_has_no_mdev_settings_and_no_cpu_manager() -> None
     config = minimal_cell_config()
     config["nodePools"]["h100-vm"] = gpu_pool("H100-SXM5-80GB", "vm-passthrough", [("h100-1", "10.20.0.41")])
     _, cr = install(cell(config))
-    assert set(cr.inputs["spec"]) == {"configuration"}
+    assert set(cr.inputs["spec"]) == {"configuration", "workloads"}  # workloads: virt-handler tolerates acceptance
     configuration = cr.inputs["spec"]["configuration"]
     assert set(configuration) == {
         "seccompConfiguration",

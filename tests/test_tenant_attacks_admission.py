@@ -33,7 +33,8 @@ RESTRICTED = {
 }
 TOLERATIONS = (
     "tolerations: tenant acme may not tolerate the servers' or gpucell's taints "
-    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine), a cordon (node.kubernetes.io/unschedulable; only "
+    "(node-role.kubernetes.io/control-plane, gpucell.io/quarantine, gpucell.io/acceptance), a cordon "
+    "(node.kubernetes.io/unschedulable; only "
     "a DaemonSet's pods may) or every taint (a toleration without a key); its workloads get the tolerations of their "
     "pools from gpucell"
 )
@@ -542,13 +543,17 @@ def test_the_platform_writes_what_tenants_may_not() -> None:
 
 
 def test_gpucells_taints_are_one_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 31's acceptance taint is one entry of ``GPUCELL_TAINTS``: every tenant's policies then refuse it."""
+    """Issue 31's acceptance taint is one entry of ``GPUCELL_TAINTS``: every tenant's policies refuse it, and would
+    refuse a further entry the same way."""
     facts = ClusterFacts.from_cell(planned().cells["iad1"].spec)
     acceptance = [{"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"}]
-    assert refusals(admission_manifests("acme", facts), pod("early", tolerations=acceptance), NS) == []
-    monkeypatch.setattr(tenant_admission, "GPUCELL_TAINTS", (*tenant_admission.GPUCELL_TAINTS, "gpucell.io/acceptance"))
     refused = refusals(admission_manifests("acme", facts), pod("early", tolerations=acceptance), NS)
-    assert [v.message for v in refused] == [TOLERATIONS.replace("quarantine)", "quarantine, gpucell.io/acceptance)")]
+    assert [v.message for v in refused] == [TOLERATIONS]
+    later = [{"key": "gpucell.io/later", "operator": "Exists", "effect": "NoSchedule"}]
+    assert refusals(admission_manifests("acme", facts), pod("early", tolerations=later), NS) == []
+    monkeypatch.setattr(tenant_admission, "GPUCELL_TAINTS", (*tenant_admission.GPUCELL_TAINTS, "gpucell.io/later"))
+    refused = refusals(admission_manifests("acme", facts), pod("early", tolerations=later), NS)
+    assert [v.message for v in refused] == [TOLERATIONS.replace("acceptance)", "acceptance, gpucell.io/later)")]
 
 
 def test_a_tenants_own_fixed_address_is_its_named_services_only() -> None:

@@ -31,6 +31,7 @@ from pulumi_kubernetes.helm.v3 import Release
 from gpucell._component import CellComponent
 from gpucell.admission.dra import RESOURCE_API_VERSION
 from gpucell.components._chart import ChartSource, helm_release
+from gpucell.spec.acceptance import ACCEPTANCE_TOLERATION
 from gpucell.spec.platform import DraDriverSpec, GpuOperatorSpec
 from gpucell.spec.pools import DRA_KUBELET_PLUGIN_LABEL, GpuMode, NodePool, gpu_pools, taint_tolerations
 from gpucell.spec.versions import Versions
@@ -152,13 +153,18 @@ def dra_driver_values(
       render without the cluster's discovery may not see; the claims use v1.
     - ``featureGates``: :data:`FEATURE_GATES`.
     - ``kubeletPlugin.nodeSelector``: ``gpucell.io/dra-kubelet-plugin: "true"`` (the ``dra`` nodes; ANDed with the
-      chart's GPU-node affinity), ``kubeletPlugin.tolerations``: the chart's default plus the ``dra`` pools' taints.
+      chart's GPU-node affinity), ``kubeletPlugin.tolerations``: the chart's default plus the ``dra`` pools' taints
+      (and ``gpucell.io/acceptance`` when a ``dra`` pool runs acceptance).
     - ``kubeletPlugin.podAnnotations``: :data:`TOOLKIT_ANNOTATION` = ``toolkit`` when given
       (:func:`toolkit_fingerprint`), so the plugin restarts with a new container toolkit.
     """
-    taints = (taint for pool in gpu_pools(node_pools, GpuMode.DRA).values() for taint in pool.taints)
+    dra = gpu_pools(node_pools, GpuMode.DRA).values()
     tolerations = [dict(t) for t in KUBELET_PLUGIN_TOLERATIONS]
-    tolerations += [t for t in taint_tolerations(taints) if t not in tolerations]
+    tolerations += [
+        t for t in taint_tolerations(taint for pool in dra for taint in pool.taints) if t not in tolerations
+    ]
+    if any(pool.acceptance_run is not None for pool in dra):  # the node's acceptance run needs the plugin first
+        tolerations.append(dict(ACCEPTANCE_TOLERATION))
     plugin: dict[str, Any] = {"nodeSelector": {DRA_KUBELET_PLUGIN_LABEL: "true"}, "tolerations": tolerations}
     if toolkit is not None:
         plugin["podAnnotations"] = {TOOLKIT_ANNOTATION: toolkit}

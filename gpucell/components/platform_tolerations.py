@@ -15,6 +15,12 @@ volumes never attach):
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
   components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
 
+The GPU Operator's operands, NFD, virt-handler and CDI also tolerate ``gpucell.io/acceptance`` when one of their
+pools is a GPU pool that runs acceptance: a GPU node keeps that taint from its join until its acceptance run passes
+(docs/decisions/0037), and the GPU state the run waits for needs them there first (virt-handler advertises SR-IOV
+vGPUs). Longhorn does not: the run needs no volume, and Longhorn applies a changed toleration only once every volume
+is detached, which a running cell would wait for.
+
 Cilium's agent tolerates every taint already (its chart's ``tolerations: [{operator: Exists}]``).
 """
 
@@ -22,30 +28,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from gpucell.spec.acceptance import ACCEPTANCE_TOLERATION
 from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
 
 __all__ = ["gpu_pool_tolerations", "longhorn_taint_toleration", "vm_pool_tolerations", "worker_pool_tolerations"]
 
 
-def _of(pools: Iterable[NodePool]) -> list[dict[str, str]]:
-    return taint_tolerations(taint for pool in pools for taint in pool.taints)
+def _of(pools: Iterable[NodePool], *, acceptance: bool = True) -> list[dict[str, str]]:
+    pools = list(pools)
+    tolerations = taint_tolerations(taint for pool in pools for taint in pool.taints)
+    if acceptance and any(pool.acceptance_run is not None for pool in pools):
+        tolerations.append(dict(ACCEPTANCE_TOLERATION))
+    return tolerations
 
 
 def gpu_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
-    """Tolerations for the taints of every GPU pool of ``pools``, in pool order."""
+    """Tolerations for the taints of every GPU pool of ``pools``, in pool order, then ``gpucell.io/acceptance``'s
+    when one of them runs acceptance."""
     return _of(gpu_pools(pools).values())
 
 
 def vm_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
     """Tolerations for the taints of the pools of ``pools`` VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and
-    ``dra`` pools and cpu pools (CPU-only VMs)."""
+    ``dra`` pools and cpu pools (CPU-only VMs); then ``gpucell.io/acceptance``'s when one of them runs acceptance."""
     return _of(p for p in pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
 
 
 def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
     """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
     run)."""
-    return _of(p for p in pools.values() if p.role is not NodeRole.SERVER)
+    return _of((p for p in pools.values() if p.role is not NodeRole.SERVER), acceptance=False)
 
 
 def longhorn_taint_toleration(tolerations: Iterable[dict[str, str]]) -> str | None:

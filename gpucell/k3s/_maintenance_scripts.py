@@ -70,6 +70,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
+from gpucell.k3s._acceptance import (
+    ACCEPTANCE_ANNOTATION,
+    ACCEPTANCE_MACHINE_ANNOTATION,
+    ACCEPTANCE_RESULT_ANNOTATION,
+    ACCEPTANCE_TAINT,
+    AcceptancePlan,
+    job_name,
+    manifest_text,
+)
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
 from gpucell.k3s._script_files import render, text
 from gpucell.k3s._scripts import KUBECONFIG_PATH
@@ -271,7 +280,14 @@ def prepare_script(
     return _header(title, state.name, functions, api_endpoint) + body
 
 
-def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: str = "") -> str:
+def settle_script(
+    state: NodeState,
+    version: str,
+    digest: str,
+    *,
+    api_endpoint: str = "",
+    acceptance: AcceptancePlan | None = None,
+) -> str:
     """Create/update of ``<node>-settle``: bring a node that prepare took out of service back.
 
     First, in every case, it removes the labels listed in ``gpucell.io/labels`` (what gpucell kept at the last
@@ -292,6 +308,13 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
     With ``state.rollout.bake_minutes``, a node it put back in service (or whose bake the last run did not finish,
     annotation ``gpucell.io/baking``) must then stay Ready on ``version`` that long, polled every
     :data:`POLL_SECONDS`; exits 1 naming what it reports when it does not, which stops the pool's rollout.
+
+    With ``acceptance`` (a GPU node whose pool runs acceptance, :mod:`gpucell.k3s._acceptance`): a node that joins,
+    was reconfigured, comes back from a quarantine, was re-imaged or failed an earlier run first gets the taint
+    ``gpucell.io/acceptance``; after the GPU state is reached the node's acceptance Job runs, and its pass lifts the
+    taint (then the node is uncordoned as above) while its failure keeps taint and cordon, records the reason on the
+    node and exits 1 naming the way out. A node in service before (a ``gpucell.io/k3s-config`` record, no
+    acceptance record) is adopted without a run.
     """
     gpu_values = gpu_state_function = gpu_wait = release_trap = ""
     if state.is_gpu:
@@ -316,6 +339,7 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
         release_trap=release_trap,
         bake="bake\n" if baking else "",
         bake_unfinished="  bake_unfinished\n" if baking else "",
+        **_acceptance_blocks(state, acceptance),
         **_ANNOTATIONS,
     )
     title = f"gpucell: settle {state.name} after maintenance"
@@ -330,6 +354,39 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
         "bake_seconds": state.rollout.bake_minutes * 60,
     }
     return _header(title, state.name, functions, api_endpoint, **bake_values) + body
+
+
+def _acceptance_blocks(state: NodeState, plan: AcceptancePlan | None) -> dict[str, str]:
+    """The settle's acceptance blocks: its functions (with the Job's manifest), the check of whether the node is
+    due, the taint, the run; all empty without ``plan`` or on a node without GPUs."""
+    if plan is None or not state.is_gpu:
+        return dict.fromkeys(("acceptance_functions", "accept_due", "accept_hold", "accept_run"), "")
+    taints = [
+        f"{t['key']}={t['value']}:{t['effect']}" if "value" in t else f"{t['key']}:{t['effect']}" for t in state.taints
+    ]
+    functions = render(
+        "maintenance/acceptance",
+        namespace=shlex.quote(GPU_OPERATOR_NAMESPACE),
+        job_name=shlex.quote(job_name(state.name)),
+        attempts=max(1, plan.timeout_seconds // POLL_SECONDS),
+        timeout=plan.timeout_seconds,
+        estimate=plan.seconds,
+        manifest=shlex.quote(manifest_text(plan, state.name, taints)),
+        acceptance=ACCEPTANCE_ANNOTATION,
+        acceptance_path=jsonpath_key(ACCEPTANCE_ANNOTATION),
+        machine=ACCEPTANCE_MACHINE_ANNOTATION,
+        machine_path=jsonpath_key(ACCEPTANCE_MACHINE_ANNOTATION),
+        result=ACCEPTANCE_RESULT_ANNOTATION,
+        result_path=jsonpath_key(ACCEPTANCE_RESULT_ANNOTATION),
+        taint=ACCEPTANCE_TAINT,
+        config_path=jsonpath_key(CONFIG_ANNOTATION),
+    )
+    return {
+        "acceptance_functions": functions,
+        "accept_due": 'accept="$(acceptance_due "$reasons")"\n',
+        "accept_hold": 'if [ -n "$accept" ]; then\n  acceptance_hold "$accept"\nfi\n',
+        "accept_run": 'if [ -n "$accept" ]; then\n  run_acceptance "$accept" || exit 1\nfi\n',
+    }
 
 
 _VF_TYPES = "SR-IOV vGPU typing"

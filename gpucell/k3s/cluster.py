@@ -63,6 +63,7 @@ from gpucell._component import CellComponent
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.k3s import _maintenance_scripts as maintenance
 from gpucell.k3s import _scripts as scripts
+from gpucell.k3s._acceptance import acceptance_plan
 from gpucell.k3s._host_setup import host_setup
 from gpucell.k3s._node_state import NodeState, node_state
 from gpucell.k3s.hardening import node_files
@@ -560,7 +561,13 @@ class K3sCluster(CellComponent):
         settle_text = (
             maintenance.forgotten_script(host.name)
             if forgotten
-            else maintenance.settle_script(state, cell.versions.k3s, digest, api_endpoint=self._api_endpoint)
+            else maintenance.settle_script(
+                state,
+                cell.versions.k3s,
+                digest,
+                api_endpoint=self._api_endpoint,
+                acceptance=acceptance_plan(cell.node_pools[pool_name], cell.versions),
+            )
         )
         settle = self._control_command(
             f"{host.name}-settle",

@@ -7,10 +7,13 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
+from gpucell.catalog.acceptance_facts import min_bus_bandwidth
 from gpucell.catalog.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
+from gpucell.spec.acceptance import Acceptance
 from gpucell.spec.fabric import FabricSpec
 from gpucell.spec.gpu_models import catalog_in_force, unknown_model
 from gpucell.spec.lifecycle import Rollout
@@ -290,7 +293,7 @@ class TopologyProfile(SpecModel):
         ]
 
 
-_GPU_KEYS = ("gpuModel", "gpusPerNode", "gpuMode", "migConfig", "vgpuProfile", "topology", "fabric")
+_GPU_KEYS = ("gpuModel", "gpusPerNode", "gpuMode", "migConfig", "vgpuProfile", "topology", "fabric", "acceptance")
 
 
 class NodePool(SpecModel):
@@ -330,6 +333,11 @@ class NodePool(SpecModel):
     toleration only once every volume is detached."""
     rollout: Rollout = Rollout()
     """How the pool's nodes go through maintenance (k3s upgrades and restarts, GPU reconfigurations)."""
+    acceptance: Acceptance | None = None
+    """GPU pools: the acceptance run (burn-in) a node must pass before tenants may use it, after it joins or comes
+    back from a GPU reconfiguration, a quarantine or a re-image. Defaults to ``{}``: DCGM diagnostics at level 2 and
+    an all-reduce on ``container`` and ``dra`` pools, host-side checks on VM pools (docs/decisions/0037);
+    ``{skip: true}`` goes without."""
     allow_workloads: bool = False
     """Server pools: leave the servers untainted, so that any pod may land on the etcd members (a small lab
     whose servers are its only nodes). Without it every server carries
@@ -390,6 +398,7 @@ class NodePool(SpecModel):
         self._check_mig(model)
         self._check_vgpu(model)
         self._check_dra(model)
+        self._check_acceptance(model)
         if self.topology is not None and not self.mode.runs_vms:
             raise SpecError(
                 ("topology",), "is only valid on vm-passthrough, vm-vgpu and dra pools (this pool is container)"
@@ -461,6 +470,39 @@ class NodePool(SpecModel):
                 "not hand to VMs, and a board shared by VMs and containers has no fabric mode; use a PCIe model "
                 "(L40S, L4, T4) for dra pools, or vm-passthrough / container mode",
             )
+
+    def _check_acceptance(self, model: GpuModel) -> None:
+        acceptance = self.acceptance_run
+        if acceptance is None:
+            return
+        if not self.mode.runs_containers:
+            for key in ("dcgm_level", "all_reduce", "min_bus_bandwidth_gbps"):
+                if key in acceptance.model_fields_set:
+                    raise SpecError(
+                        ("acceptance", to_camel(key)),
+                        f"does not apply to {self.mode} pools: their GPUs are bound to vfio-pci or serve vGPUs, "
+                        "so acceptance checks them from the host (PCI bus, link, AER; docs/decisions/0037); remove it",
+                    )
+            return
+        if (
+            acceptance.all_reduce
+            and acceptance.min_bus_bandwidth_gbps is None
+            and min_bus_bandwidth(model.name, model.hgx is not None) is None
+        ):
+            raise SpecError(
+                ("acceptance", "minBusBandwidthGbps"),
+                f"is required: gpucell has no all-reduce bus bandwidth for {model.name!r}, an HGX model; give the "
+                "least GB/s all_reduce_perf must reach on a healthy node, or allReduce: false",
+            )
+
+    @property
+    def acceptance_run(self) -> Acceptance | None:
+        """The acceptance run of a GPU pool: its ``acceptance`` or the default; ``None`` on other pools and with
+        ``skip``."""
+        if self.role is not NodeRole.GPU:
+            return None
+        run = self.acceptance or Acceptance()
+        return None if run.skip else run
 
     def _no_gpu_fields(self) -> None:
         if self.topology is not None:

@@ -102,6 +102,14 @@ class Versions(SpecModel):
     """kube-vip image tag (``ghcr.io/kube-vip/kube-vip``) of the API VIP's static pods, with ``network.apiVip``;
     pinned by digest in :data:`gpucell.k3s.kube_vip.IMAGE_DIGESTS`."""
 
+    dcgm: str = "4.6.0-1-ubuntu24.04"
+    """DCGM image tag (``nvcr.io/nvidia/cloud-native/dcgm``) whose ``dcgmi diag`` a GPU node's acceptance run
+    runs: the one the GPU Operator v26.7.0 chart pins (``values.yaml`` ``dcgm.version``)."""
+    nccl_tests: str = "12.9.1-devel-ubuntu24.04-nccl2.29.2-1-d73ec07"
+    """nccl-tests image tag (``ghcr.io/coreweave/nccl-tests``: CUDA 12.9.1, NCCL 2.29.2) whose ``all_reduce_perf``
+    a GPU node's acceptance run runs across its GPUs; CUDA 12.9 runs on every driver branch the GPU Operator
+    installs (R580 and later)."""
+
     kube_prometheus_stack: str = "88.5.3"
     """kube-prometheus-stack Helm chart version (https://prometheus-community.github.io/helm-charts); installed with
     ``metrics.enabled``."""
@@ -149,6 +157,8 @@ class Versions(SpecModel):
         "kube_prometheus_stack",
         "keda",
         "kube_vip",
+        "dcgm",
+        "nccl_tests",
         "cluster_api",
         "capk",
         "caaph",

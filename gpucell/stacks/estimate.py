@@ -10,11 +10,16 @@ minute.
 
 For a new region every resource is created. Against a base plan only what differs runs: a resource missing from the
 base is created, one whose inputs differ is updated, the others take no time.
+
+A GPU node's ``-settle`` whose pool runs acceptance (docs/decisions/0037) embeds its run's estimate
+(``ACCEPT_ESTIMATE_SECONDS``): a new node waits for its GPU state (:data:`NEW_GPU_STATE_SECONDS`) and runs it; an
+existing one runs it when its GPU configuration (``WANT_GPU``) changes or its quarantine is lifted.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +30,10 @@ __all__ = [
     "CHART_SECONDS",
     "CREATE_SECONDS",
     "KIND_SECONDS",
+    "NEW_GPU_STATE_SECONDS",
     "UPDATE_SECONDS",
     "Estimate",
+    "acceptance_seconds",
     "estimate",
     "human",
     "step_seconds",
@@ -77,6 +84,12 @@ KIND_SECONDS: Mapping[str, tuple[float, float]] = {
 """(create, update) seconds of the Kubernetes kinds ``pulumi up`` waits on longer than one API call, by resource
 type. A ``VirtualMachine`` is not among them: gpucell sets no ``pulumi.com/waitFor`` on it, so ``pulumi up`` goes on
 once the API accepted it (its disks import and it boots afterwards, outside the run's wall time)."""
+NEW_GPU_STATE_SECONDS = 300.0
+"""Seconds a new GPU node takes to reach its GPU state (the GPU Operator's driver container builds and loads the driver,
+then the toolkit, device plugin and validators start): what a new node's ``-settle`` waits for before its acceptance
+run."""
+_ACCEPT = re.compile(r"^readonly ACCEPT_ESTIMATE_SECONDS=(\d+)$", re.MULTILINE)
+_WANT = re.compile(r"^readonly (?:WANT_GPU|QUARANTINE)=(.*)$", re.MULTILINE)
 DEFAULT_CHART_SECONDS = 120.0
 _FREE = ("pulumi:providers:", "pulumi:pulumi:", "gpucell:index:", "random:")
 
@@ -93,6 +106,25 @@ def _step(r: Registration) -> str:
     if r.type == "kubernetes:yaml/v2:ConfigFile":
         return "manifests"
     return "kubernetes"
+
+
+def _script(inputs: Mapping[str, Any] | None) -> str:
+    create = (inputs or {}).get("create")
+    return create if isinstance(create, str) else json.dumps(create, default=str)
+
+
+def acceptance_seconds(r: Registration, base: Mapping[str, Any] | None) -> float:
+    """The acceptance run a node's ``-settle`` ``r`` adds (0 for anything else): created (``base`` ``None``), its GPU
+    state and its run; updated with another ``WANT_GPU`` or ``QUARANTINE`` than ``base`` (its inputs), its run."""
+    if r.type != "command:remote:Command" or not r.name.endswith("-settle"):
+        return 0.0
+    script = _script(r.inputs)
+    found = _ACCEPT.search(script)
+    if found is None:
+        return 0.0
+    if base is None:
+        return NEW_GPU_STATE_SECONDS + float(found[1])
+    return float(found[1]) if _WANT.findall(script) != _WANT.findall(_script(base)) else 0.0
 
 
 def step_seconds(r: Registration, *, update: bool = False) -> float:
@@ -165,9 +197,9 @@ def _walk(
     cost: dict[str, float] = {}
     for r in registrations:
         if base is None or r.urn not in base:
-            cost[r.urn] = step_seconds(r)
+            cost[r.urn] = step_seconds(r) + acceptance_seconds(r, None)
         elif _canonical(base[r.urn]) != _canonical(r.inputs):
-            cost[r.urn] = step_seconds(r, update=True)
+            cost[r.urn] = step_seconds(r, update=True) + acceptance_seconds(r, base[r.urn])
         else:
             cost[r.urn] = 0.0
         cost[r.urn] += extra.get(r.name, 0.0)

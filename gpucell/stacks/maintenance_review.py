@@ -13,6 +13,10 @@ A ``-prepare`` of the head that depends on the GPU Operator release, the ``KubeV
 belongs to a host whose GPU configuration changes: those are rendered to serve its old and new configuration until
 the first run after it settled (:mod:`gpucell.day2.gpu_serving`). What the GPU pools offer is compared from the plans'
 ``capacity`` (:func:`gpucell.stacks.plan.capacity_table`).
+
+A node's ``-settle`` of a GPU pool that runs acceptance (docs/decisions/0037) embeds ``ACCEPT_ESTIMATE_SECONDS``: such
+a node that is new in the head, reconfigured or has its quarantine lifted runs its acceptance run before tenants may
+use it, for about that long.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gpucell.stacks.plan_diff import index_plan, unwrap_script
 __all__ = ["Maintenance", "maintenance"]
 
 _PREPARE_SUFFIX = "-prepare"
+_SETTLE_SUFFIX = "-settle"
 _COMMAND = "command:remote:Command"
 _VM_TYPE = "kubernetes:kubevirt.io/v1:VirtualMachine"
 _DRAIN_KEYS = ("WANT_VERSION", "WANT_CONFIG")
@@ -70,6 +75,9 @@ class Maintenance:
     """Nodes whose ``-prepare`` waits for cell-wide GPU pieces that serve their old and new configuration."""
     capacity: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     """GPU resource whose capacity drops -> (capacity before, after, reserved by quotas, used by workloads)."""
+    acceptance: dict[str, int] = field(default_factory=dict)
+    """GPU nodes that run an acceptance run before tenants may use them (new, reconfigured, quarantine lifted) ->
+    its estimated duration, seconds."""
 
 
 def _value(script: str, key: str) -> str | None:
@@ -122,11 +130,36 @@ def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, M
         regions[region].gpu_vms = _gpu_vms(head_index, region, names, dra)
     for region, drops in _capacity_drops(base, head).items():
         regions.setdefault(region, Maintenance()).capacity = drops
+    _acceptance_runs(old, head_index, regions)
     return {
         region: item
         for region, item in regions.items()
-        if item.drained or item.reconfigured or item.quarantined or item.lifted or item.capacity or item.forgotten
+        if item.drained
+        or item.reconfigured
+        or item.quarantined
+        or item.lifted
+        or item.capacity
+        or item.forgotten
+        or item.acceptance
     }
+
+
+def _acceptance_runs(
+    old: Mapping[str, Mapping[str, Any]], head_index: Mapping[str, Mapping[str, Any]], regions: dict[str, Maintenance]
+) -> None:
+    """Record in ``regions`` the GPU nodes whose head ``-settle`` runs acceptance (``ACCEPT_ESTIMATE_SECONDS``) and that
+    are new in the head, reconfigured or have their quarantine lifted."""
+    for urn, resource in head_index.items():
+        if resource.get("type") != _COMMAND or not str(resource.get("name", "")).endswith(_SETTLE_SUFFIX):
+            continue
+        seconds = _value(unwrap_script((resource.get("inputs") or {}).get("create")) or "", "ACCEPT_ESTIMATE_SECONDS")
+        if seconds is None:
+            continue
+        node = str(resource["name"]).removesuffix(_SETTLE_SUFFIX).split("-k3s-", 1)[-1]
+        item = regions.get(resource["region"])
+        changed = item is not None and (node in item.reconfigured or node in item.lifted)
+        if urn not in old or changed:
+            regions.setdefault(resource["region"], Maintenance()).acceptance[node] = int(seconds)
 
 
 def _note(item: Maintenance, node: str, new: str, was: str) -> bool:

@@ -28,6 +28,7 @@ from gpucell.day2.disruption import (
     skipped_releases,
 )
 from gpucell.errors import ConfigError
+from gpucell.stacks.estimate import human
 from gpucell.stacks.guard import deployed_fingerprints
 from gpucell.stacks.maintenance_review import Maintenance, maintenance
 from gpucell.stacks.plan_diff import (
@@ -344,6 +345,7 @@ def _maintenance_section(item: Review) -> list[str]:
                 f"- `{region}`: quarantine lifted on {_nodes(work.lifted)}: each is uncordoned once the GPU Operator "
                 "reports its GPU state"
             )
+        lines += _acceptance_lines(region, work)
         for namespace, vms in sorted(work.gpu_vms.items()):
             lines.append(
                 f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
@@ -352,6 +354,18 @@ def _maintenance_section(item: Review) -> list[str]:
         lines += _capacity_lines(region, work)
     lines.append("")
     return lines
+
+
+def _acceptance_lines(region: str, work: Maintenance) -> list[str]:
+    if not work.acceptance:
+        return []
+    low, high = min(work.acceptance.values()), max(work.acceptance.values())
+    span = human(low) if low == high else f"{human(low)} to {human(high).removeprefix('about ')}"
+    return [
+        f"- `{region}`: {len(work.acceptance)} GPU node(s) run their acceptance run (DCGM diagnostics and an "
+        f"all-reduce, or host-side checks on VM pools) before tenants may use them, {span} each, within their "
+        f"rollout: {_nodes(list(work.acceptance))}"
+    ]
 
 
 def _serving_lines(region: str, work: Maintenance) -> list[str]:

@@ -41,6 +41,7 @@ from gpucell.admission.fabric import nic_quota
 from gpucell.admission.inventory import nvswitch_quota
 from gpucell.components.cdi import NAMESPACE as CDI_NAMESPACE
 from gpucell.components.kubevirt import NAMESPACE as KUBEVIRT_NAMESPACE
+from gpucell.k3s._acceptance import ACCEPTANCE_TAINT
 from gpucell.k3s._node_state import QUARANTINE_TAINT
 from gpucell.spec.isolation import Isolation
 from gpucell.spec.pools import POOL_LABEL, ROLE_LABEL, SERVER_TAINT, NodeRole
@@ -99,10 +100,11 @@ DAEMONSET_ONLY_TAINTS = ("node.kubernetes.io/unschedulable",)
 cordon`` sets ``spec.unschedulable``, the node lifecycle controller taints it). The DaemonSet controller adds the
 toleration to every pod it creates (``AddOrUpdateDaemonPodTolerations``), so refusing it there would break a
 tenant's DaemonSets."""
-GPUCELL_TAINTS = (QUARANTINE_TAINT,)
+GPUCELL_TAINTS = (QUARANTINE_TAINT, ACCEPTANCE_TAINT)
 """gpucell's own node taints, which no tenant workload may tolerate (with the servers' taints, :func:`fence_of`):
-``gpucell.io/quarantine`` (a host taken out of service, :mod:`gpucell.k3s._node_state`). The one table of them: issue
-31's acceptance taint is one more entry here, and every tenant's pods and VMs policies refuse it."""
+``gpucell.io/quarantine`` (a host taken out of service, :mod:`gpucell.k3s._node_state`) and ``gpucell.io/acceptance``
+(a GPU node whose acceptance run has not passed, :mod:`gpucell.k3s._acceptance`). The one table of them: every
+tenant's pods and VMs policies refuse them."""
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 """Extended resources of the GPU Operator's device plugins (GPUs, MIG slices, vGPU and passthrough devices,
 NVSwitches): a tenant may request only those its quota grants."""

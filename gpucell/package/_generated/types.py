@@ -247,6 +247,44 @@ class Rollout(TypedDict, total=False):
     """
 
 
+class Acceptance(TypedDict, total=False):
+    """A GPU pool's acceptance run. A node that joins, or comes back from a GPU reconfiguration, a quarantine or a
+    re-image, keeps the taint ``gpucell.io/acceptance`` (which no tenant may tolerate) until the run passes on it.
+
+    On ``container`` and ``dra`` pools (GPUs on the ``nvidia`` driver) a Job on the node runs DCGM's diagnostics at
+    ``dcgmLevel`` and, with ``allReduce`` on a node of more than one GPU without MIG, nccl-tests' ``all_reduce_perf``
+    across its GPUs. On ``vm-passthrough`` and ``vm-vgpu`` pools it checks the GPUs from the host (each on the PCI
+    bus with the driver its mode binds, its link at full width and speed, no PCIe AER error), so ``dcgmLevel``,
+    ``allReduce`` and ``minBusBandwidthGbps`` do not apply there.
+    """
+
+    skip: bool
+    """Take the pool's nodes into service without an acceptance run (a lab, or hardware accepted elsewhere).
+    Defaults to false: every GPU pool runs it.
+    """
+
+    dcgmLevel: int
+    """``dcgmi diag -r <level>``: 1 (seconds), 2 (about two minutes), 3 (about 15 minutes) or 4 (extended; an hour
+    budgeted), as the DCGM documentation gives them. Defaults to 2.
+    """
+
+    allReduce: bool
+    """Run ``all_reduce_perf`` across the node's GPUs (NVLink/NVSwitch, or PCIe peer traffic) and require
+    ``minBusBandwidthGbps``. Defaults to true; not run on one-GPU nodes nor on MIG nodes (NVLink is off in MIG
+    mode).
+    """
+
+    minBusBandwidthGbps: float
+    """The least average bus bandwidth ``all_reduce_perf`` must report, GB/s. Defaults to the GPU model's figure
+    (:func:`gpucell.catalog.acceptance_facts.min_bus_bandwidth`); required for an HGX model gpucell has none for.
+    """
+
+    timeoutMinutes: int
+    """How long the run may take before the node counts as failed, minutes. Defaults to twice its estimate
+    (DCGM level, all-reduce, image pulls), at least 10.
+    """
+
+
 class NodePool(TypedDict, total=False):
     """A set of identical hosts with one role. GPU pools name a catalog model and exactly one workload mode."""
 
@@ -300,6 +338,13 @@ class NodePool(TypedDict, total=False):
 
     rollout: Rollout
     """How the pool's nodes go through maintenance (k3s upgrades and restarts, GPU reconfigurations)."""
+
+    acceptance: Acceptance
+    """GPU pools: the acceptance run (burn-in) a node must pass before tenants may use it, after it joins or comes
+    back from a GPU reconfiguration, a quarantine or a re-image. Defaults to ``{}``: DCGM diagnostics at level 2 and
+    an all-reduce on ``container`` and ``dra`` pools, host-side checks on VM pools (docs/decisions/0037);
+    ``{skip: true}`` goes without.
+    """
 
     allowWorkloads: bool
     """Server pools: leave the servers untainted, so that any pod may land on the etcd members (a small lab
@@ -511,6 +556,17 @@ class Versions(TypedDict, total=False):
     kubeVip: str
     """kube-vip image tag (``ghcr.io/kube-vip/kube-vip``) of the API VIP's static pods, with ``network.apiVip``;
     pinned by digest in :data:`gpucell.k3s.kube_vip.IMAGE_DIGESTS`.
+    """
+
+    dcgm: str
+    """DCGM image tag (``nvcr.io/nvidia/cloud-native/dcgm``) whose ``dcgmi diag`` a GPU node's acceptance run
+    runs: the one the GPU Operator v26.7.0 chart pins (``values.yaml`` ``dcgm.version``).
+    """
+
+    ncclTests: str
+    """nccl-tests image tag (``ghcr.io/coreweave/nccl-tests``: CUDA 12.9.1, NCCL 2.29.2) whose ``all_reduce_perf``
+    a GPU node's acceptance run runs across its GPUs; CUDA 12.9 runs on every driver branch the GPU Operator
+    installs (R580 and later).
     """
 
     kubePrometheusStack: str

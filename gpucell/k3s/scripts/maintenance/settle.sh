@@ -55,6 +55,7 @@ wait_ready() {
 }
 
 @@GPU_STATE_FUNCTION@@
+@@ACCEPTANCE_FUNCTIONS@@
 if [ ! -x "$K3S_BIN" ]; then
   echo "gpucell: k3s is not installed on this server; cannot settle $NODE" >&2
   exit 1
@@ -70,7 +71,9 @@ fi
 @@RELEASE_TRAP@@
 prune_labels
 reasons="$(node_field '{.metadata.annotations.@@MAINTENANCE_PATH@@}')"
-if [ -z "$reasons" ]; then
+accept=""
+@@ACCEPT_DUE@@
+if [ -z "$reasons" ] && [ -z "$accept" ]; then
   if [ "$(node_field '{.metadata.annotations.@@CONFIG_PATH@@}')" != "$WANT_CONFIG" ]; then
     kc annotate node "$NODE" --overwrite "@@CONFIG@@=$WANT_CONFIG" >/dev/null
   fi
@@ -81,6 +84,7 @@ if [ -z "$reasons" ]; then
   exit 0
 fi
 
+@@ACCEPT_HOLD@@
 # A quarantined host stays out of service: Ready on the pinned version after a k3s change, but its GPU state is not
 # waited for (its fault is why it is out); the GPU VMs stopped on it start again elsewhere.
 if [ -n "$QUARANTINE" ]; then
@@ -95,9 +99,12 @@ fi
 
 wait_ready || exit 1
 @@GPU_WAIT@@
+@@ACCEPT_RUN@@
 kc annotate node "$NODE" --overwrite "@@CONFIG@@=$WANT_CONFIG" >/dev/null
 record_gpu_config
-if [ "$(node_field '{.metadata.annotations.@@KEEP_CORDONED_PATH@@}')" = true ]; then
+if [ -z "$reasons" ]; then
+  : # a node that joined: it was never cordoned
+elif [ "$(node_field '{.metadata.annotations.@@KEEP_CORDONED_PATH@@}')" = true ]; then
   echo "gpucell: $NODE was cordoned before its maintenance; it stays cordoned"
   kc annotate node "$NODE" "@@MAINTENANCE@@-" "@@KEEP_CORDONED@@-" >/dev/null
 else
