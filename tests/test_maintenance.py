@@ -293,10 +293,39 @@ def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> 
     assert run.returncode == 1
     assert run.stderr == (
         "error: cannot delete Pods that declare no controller (use --force to override): tenant-acme/web\n"
-        "gpucell: could not drain h200-1 within 900 s (see kubectl's message above: a PodDisruptionBudget, or a pod "
-        "without a controller); h200-1 stays cordoned; resolve it, then run pulumi up again\n"
-    )
+        "gpucell: kubectl drain h200-1 failed after 0 s, before its 900 s timeout (see its message above); h200-1 "
+        "stays cordoned; resolve it, then run pulumi up again\n"
+    )  # issue 30: a drain refused at once blames neither its timeout nor a PodDisruptionBudget
     assert cluster.node()["spec"]["unschedulable"] is True
+
+
+def test_a_drain_that_runs_out_its_timeout_names_a_pod_disruption_budget(tmp_path: Path) -> None:
+    cluster = Cluster(
+        tmp_path,
+        [node(version="v1.33.6+k3s1")],
+        [pod("web", gpu=False)],
+        drain_fails='error: unable to drain node "h200-1": global timeout reached: 3s',
+        drain_seconds=1.2,
+    )
+    run = cluster.run(prepare().replace("readonly DRAIN_TIMEOUT=900", "readonly DRAIN_TIMEOUT=3"))
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == (
+        "gpucell: could not drain h200-1 within 3 s (see kubectl's message above: a PodDisruptionBudget that forbids "
+        "an eviction, or a pod that does not terminate); h200-1 stays cordoned; resolve it, then run pulumi up again"
+    )
+
+
+def test_a_host_that_dies_mid_drain_is_named_with_the_way_out(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, [node(version="v1.33.6+k3s1")], [pod("web", gpu=False)], drain_kills_node=True)
+    run = cluster.run(prepare())
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[1:] == [
+        "gpucell: h200-1 stopped answering during its drain (it is not Ready: its host is down or its kubelet "
+        "stopped), so its pods cannot be confirmed gone",
+        "gpucell: h200-1 stays cordoned (k3s-upgrade). If the host is down for good, set removalPolicy: forget on it "
+        "and remove it from the config (see docs/operations.md, 'A host died'); if it comes back, run pulumi up again",
+    ]
+    assert "PodDisruptionBudget" not in run.stderr
 
 
 def test_prepare_fails_when_the_api_does_not_answer(tmp_path: Path) -> None:
@@ -773,6 +802,68 @@ def test_a_gpu_vm_stopped_by_maintenance_is_started_again_after_its_node_settles
     assert given_back["spec"]["runStrategy"] == strategy
     assert given_back["metadata"]["annotations"] == {}
     assert settled.state.get("started", []) == (["tenant-acme/desk-01"] if strategy == "Manual" else [])
+
+
+def _halted(name: str, strategy: str, on: str = MIG_NODE) -> dict[str, Any]:
+    """A VM a drain of ``on`` stopped: Halted, its own runStrategy recorded."""
+    stopped = vm(name, "Halted")
+    stopped["metadata"]["annotations"] = {
+        "gpucell.io/stopped-by-maintenance": on,
+        "gpucell.io/run-strategy": strategy,
+    }
+    return stopped
+
+
+@pytest.mark.parametrize("strategy", ["Always", "RerunOnFailure"])
+def test_a_removed_hosts_gpu_vms_get_their_run_strategy_back_and_start_elsewhere(tmp_path: Path, strategy: str) -> None:
+    """Issue 30: the removal drain halts them, and no settle of that node runs again to give them back."""
+    launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
+    cluster = Cluster(tmp_path, [node()], [launcher], vms=[vm("desk-01", strategy)])
+    run = cluster.run(maintenance.removal_drain_script(mig_state()))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == [
+        f"gpucell: started VM tenant-acme/desk-01 again (runStrategy {strategy}), stopped for the maintenance of "
+        "h200-1",
+        "gpucell: h200-1 is drained and cordoned for removal",
+    ]
+    assert cluster.state["vms"][0] == vm("desk-01", strategy)
+    assert cluster.node()["spec"]["unschedulable"] is True  # so it starts on another node
+
+
+def test_gpu_vms_halted_by_a_drain_the_host_died_in_are_given_back(tmp_path: Path) -> None:
+    """The host died mid-drain: this run finds it NotReady (no drain), or dies during its own drain."""
+    dead = Cluster(tmp_path, [node(ready="Unknown")], [], vms=[_halted("desk-01", "Always"), vm("other", "Halted")])
+    run = dead.run(maintenance.removal_drain_script(mig_state()))
+    assert run.returncode == 0, run.stderr
+    assert [v["spec"]["runStrategy"] for v in dead.state["vms"]] == ["Always", "Halted"]
+    launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
+    dying = Cluster(
+        tmp_path, [node()], [launcher, pod("web", gpu=False)], vms=[vm("desk-01", "Always")], drain_kills_node=True
+    )
+    run = dying.run(maintenance.removal_drain_script(mig_state()))
+    assert run.returncode == 0, run.stderr
+    assert (
+        run.stdout.splitlines()[-1] == "gpucell: h200-1 is removed without its drain; its pods go with its Node object"
+    )
+    assert "PodDisruptionBudget" not in run.stderr
+    assert dying.state["vms"][0] == vm("desk-01", "Always")
+
+
+def test_a_failed_removal_drain_and_the_last_step_give_halted_vms_back(tmp_path: Path) -> None:
+    launcher = pod("virt-launcher-desk-01-x", owner=("VirtualMachineInstance", "desk-01"))
+    failing = Cluster(
+        tmp_path,
+        [node()],
+        [launcher, pod("web", gpu=False)],
+        vms=[vm("desk-01", "RerunOnFailure")],
+        drain_fails="error: cannot delete Pods that declare no controller: tenant-acme/web",
+    )
+    assert failing.run(maintenance.removal_drain_script(mig_state())).returncode == 1
+    assert failing.state["vms"][0] == vm("desk-01", "RerunOnFailure")
+    forgotten = Cluster(tmp_path, [node(ready="Unknown")], [], vms=[_halted("desk-01", "Always", on="h200-1")])
+    run = forgotten.run(maintenance.forget_script(MIG_NODE, forgotten=True))
+    assert run.returncode == 0, run.stderr
+    assert forgotten.state["vms"][0] == vm("desk-01", "Always")
 
 
 # -- a GPU pool's rollout holds the nodes still waiting -----------------------------------------------------------

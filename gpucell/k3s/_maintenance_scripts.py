@@ -42,7 +42,8 @@ not evicted: its VirtualMachineInstance is deleted, which shuts the guest down g
 cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
 VirtualMachine is first set to ``runStrategy: Halted``, its own recorded in ``gpucell.io/run-strategy`` with
 ``gpucell.io/stopped-by-maintenance: <node>``; the node's settle restores it once the node is back in service, or
-at once for a quarantined host, which stays cordoned and tainted so the VM starts elsewhere (``Always``,
+at once for a quarantined host, which stays cordoned and tainted so the VM starts elsewhere; a removal's drain (and
+its last step) restores it at once too, the node staying cordoned until it goes (``Always``,
 ``RerunOnFailure`` and ``Once`` start again through their runStrategy, ``Manual`` through the ``start``
 subresource, as ``virtctl start``).
 
@@ -371,7 +372,10 @@ def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: 
     1 before anything changes, naming it (etcd quorum). Exits 0 without draining when the node is not registered,
     when it is not Ready (a dead kubelet cannot confirm evictions; the pods go with the Node object) or when k3s is
     not on the control server; exits 1 when the API does not answer or the drain (or the eviction of replicas)
-    fails, which stops the removal before anything is uninstalled.
+    fails, which stops the removal before anything is uninstalled. A node found NotReady after its drain failed (the
+    host died mid-drain) counts as dead: exits 0. In every case but a down API, the GPU VMs a drain of this node
+    stopped (``gpucell.io/stopped-by-maintenance: <node>``, on this run or an earlier one) get their recorded
+    runStrategy back and start on another node: no settle of a leaving node runs again to give it back (issue 30).
     """
     body = render(
         "maintenance/removal-drain",
@@ -383,14 +387,14 @@ def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: 
         replicas=text("maintenance/replicas") if longhorn else "",
     )
     title = f"gpucell: drain {state.name} before removing it"
-    return _header(title, state.name, (*_BASE, *_DRAIN), api_endpoint) + body
+    return _header(title, state.name, (*_BASE, *_DRAIN, "start_stopped_vms"), api_endpoint) + body
 
 
 def forget_script(node: str, *, forgotten: bool = False, api_endpoint: str = "") -> str:
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
     from it by then, so it cannot register again), wait up to 5 minutes for it to be gone, then delete its k3s node
     password (the ``kube-system`` Secret ``<node>.node-password.k3s``: k3s-io/k3s#6054, a host rebuilt under the same
-    name could not join again). A server's Node is already gone (it deleted its own to leave etcd). Exits 0 when k3s
+    name could not join again) and give the GPU VMs a drain of it stopped their runStrategy back. A server's Node is already gone (it deleted its own to leave etcd). Exits 0 when k3s
     is not on the control server.
 
     ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
@@ -401,7 +405,7 @@ def forget_script(node: str, *, forgotten: bool = False, api_endpoint: str = "")
         timeout=300,
         alive_guard=text("maintenance/alive-guard") if forgotten else "",
     )
-    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()))
+    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()), "start_stopped_vms")
     return _header(f"gpucell: delete node {node} from the cell", node, functions, api_endpoint) + body
 
 
