@@ -821,7 +821,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     as ``kubectl``, reports the node ``True <version>`` (Ready, kubelet version), or ``root/node-status`` when
     that file exists; it also writes the kubelet kubeconfig. ``systemctl cat`` succeeds once k3s is installed
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
-    ``root/systemctl``.
+    ``root/systemctl``; ``systemctl restart`` appends ``restart <unit>`` and, when ``root/restart-fixes`` exists,
+    removes ``root/node-status`` (the kubelet comes up on the installed version).
     """
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     root.mkdir()
@@ -855,6 +856,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f'case "$1" in\n'
         f"  cat) exec test -x {k3s_bin} ;;\n"
         f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
+        f'  restart) echo "restart $2" >> {root}/systemctl\n'
+        f"    [ ! -e {root}/restart-fixes ] || rm -f {root}/node-status ;;\n"
         f"esac\nexit 0\n",
     )
     sysfs = tmp_path / "sys"
@@ -978,15 +981,50 @@ def test_a_node_that_was_ready_must_be_ready_again_on_the_new_version(tmp_path: 
         "gpucell: node lab-cpu-1 not Ready on v1.34.3+k3s1 after 300 s (its kubelet reports 'True v1.34.2+k3s1'); "
         "see journalctl -u k3s-agent\n"
     )
-    # Retried (the next pulumi up): nothing to install, but the node must still come up on the new version.
+    # Retried (the next pulumi up): nothing to install, but the node must still come up on the new version: k3s is
+    # restarted (once a run), and a kubelet that stays old names the way out.
     retried = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
     assert retried.returncode == 1
-    assert "k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1" in retried.stdout
+    assert retried.stdout == (
+        "gpucell: k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1: restarting "
+        "k3s-agent (an upgrade interrupted before its restart)\n"
+    )
+    assert retried.stderr == (
+        "gpucell: node lab-cpu-1 not Ready on v1.34.3+k3s1 after 300 s (its kubelet reports 'True v1.34.2+k3s1'); "
+        "k3s v1.34.3+k3s1 is installed and k3s-agent was restarted: fix what keeps it from starting (journalctl -u "
+        "k3s-agent on the host), then run pulumi up again; the node stays cordoned\n"
+    )
+    assert (root / "systemctl").read_text() == "restart k3s-agent\n"
     (root / "node-status").write_text("True v1.34.3+k3s1\n")
     again = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "gpucell: k3s v1.34.3+k3s1 already runs this config; nothing to do\n"
     assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"
+
+
+def test_an_upgrade_killed_between_the_binary_swap_and_the_restart_converges_on_the_next_run(tmp_path: Path) -> None:
+    """Issue 30: the installer replaced the binary, then the run died before it restarted k3s; the old kubelet still
+    runs and the service is active. The next run restarts k3s and waits for the new version."""
+    new = ha_config()
+    new["versions"] = {"k3s": "v1.34.3+k3s1"}
+    new["k3s"] = {"installerSha256": INSTALLER_SHA256["v1.34.2+k3s1"]}
+    _, a = build(ha_config())
+    _, b = build(new)
+    root, env, script = _sandbox(tmp_path, a.node_files["lab-cpu-1"].install_script)
+    assert _run(script, env).returncode == 0
+    upgraded = _into(root, b.node_files["lab-cpu-1"].install_script)
+    (root / "node-status").write_text("True v1.34.2+k3s1\n")
+    assert _run(upgraded, env).returncode == 1  # the wait of the run that was killed
+    (root / "restart-fixes").touch()  # the restart starts the new binary
+    run = _run(upgraded, env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "gpucell: k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1: restarting "
+        "k3s-agent (an upgrade interrupted before its restart)",
+        "gpucell: node lab-cpu-1 Ready on v1.34.3+k3s1",
+    ]
+    assert (root / "systemctl").read_text() == "restart k3s-agent\n"
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"  # not installed again
 
 
 def test_a_new_node_only_has_to_register(tmp_path: Path) -> None:

@@ -394,11 +394,10 @@ def forget_script(node: str, *, forgotten: bool = False, api_endpoint: str = "")
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
     from it by then, so it cannot register again), wait up to 5 minutes for it to be gone, then delete its k3s node
     password (the ``kube-system`` Secret ``<node>.node-password.k3s``: k3s-io/k3s#6054, a host rebuilt under the same
-    name could not join again) and give the GPU VMs a drain of it stopped their runStrategy back. A server's Node is already gone (it deleted its own to leave etcd). Exits 0 when k3s
-    is not on the control server.
-
-    ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
-    Node is Ready (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
+    name could not join again) and give the GPU VMs a drain of it stopped their runStrategy back. A server's Node is
+    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server. ``forgotten``
+    (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the Node is Ready
+    (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
     body = render(
         "maintenance/forget",
         attempts=_attempts(5),

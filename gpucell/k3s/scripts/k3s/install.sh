@@ -117,18 +117,24 @@ if [ -x "$K3S_BIN" ]; then
 fi
 if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_run_sum" = "$want_run_sum" ] \
   && as_root systemctl is-active --quiet "$K3S_SERVICE"; then
-  if [ "$have_sum" = "$want_sum" ]; then
-    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
-  else
+  if [ "$have_sum" != "$want_sum" ]; then
     as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
     echo "gpucell: only options k3s reads at registration changed ($registration_only): config written," \
       "k3s not restarted"
   fi
-  # Installed by an earlier run whose wait failed: the node must still come up on this version.
+  # Installed by an earlier run, but the node still reports another version: that run's wait failed, or it was
+  # killed between the installer's binary swap and its restart of the service (the old k3s process still runs,
+  # from the replaced binary). The service is restarted, once a run, and the node must come up on this version.
   now="$(node_status)"
   if [ -n "$now" ] && [ "${now#* }" != "$K3S_VERSION" ]; then
-    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${now#* }"
+    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${now#* }: restarting" \
+      "$K3S_SERVICE (an upgrade interrupted before its restart)"
+    as_root systemctl restart "$K3S_SERVICE"
+    WAIT_WAY_OUT="; k3s $K3S_VERSION is installed and $K3S_SERVICE was restarted: fix what keeps it from starting"
+    WAIT_WAY_OUT+=" (journalctl -u $K3S_SERVICE on the host), then run pulumi up again; the node stays cordoned"
     wait_node True
+  elif [ "$have_sum" = "$want_sum" ]; then
+    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
   fi
   exit 0
 fi
