@@ -293,8 +293,8 @@ def test_a_failed_drain_stops_the_run_with_the_node_cordoned(tmp_path: Path) -> 
     assert run.returncode == 1
     assert run.stderr == (
         "error: cannot delete Pods that declare no controller (use --force to override): tenant-acme/web\n"
-        "gpucell: kubectl drain h200-1 failed after 0 s, before its 900 s timeout (see its message above); h200-1 "
-        "stays cordoned; resolve it, then run pulumi up again\n"
+        "gpucell: kubectl drain h200-1 failed before its 900 s timeout (see its message above); h200-1 stays "
+        "cordoned; resolve it, then run pulumi up again\n"
     )  # issue 30: a drain refused at once blames neither its timeout nor a PodDisruptionBudget
     assert cluster.node()["spec"]["unschedulable"] is True
 
@@ -506,9 +506,13 @@ def test_a_failed_mig_state_restarts_the_mig_manager_then_ends_the_wait(tmp_path
         "nvidia.com/mig.config.state is 'failed', not 'success'",
         "pod gpu-operator/nvidia-device-plugin-daemonset-x is not ready (Running)",
     ]
-    # Still failed a minute (12 polls) after the restart: the wait ends long before its 30 minutes.
+    # Still failed a minute (12 polls) after the restart: the wait ends long before its 30 minutes, and says so.
     reads = [c for c in cluster.state["calls"] if "mig\\.config\\.state" in c]
     assert len(reads) == 13
+    assert run.stderr.splitlines()[0] == (
+        "gpucell: h200-1 did not reach its GPU state; the wait ended after 65 s of at most 1800 s: "
+        "nvidia.com/mig.config.state is still 'failed' 60 s after the restart; it stays cordoned:"
+    )
 
 
 def test_a_restarted_mig_manager_that_succeeds_settles_the_node(tmp_path: Path) -> None:
@@ -545,6 +549,29 @@ def test_a_device_plugin_that_does_not_see_the_new_devices_is_restarted(tmp_path
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
     assert cluster.state["restarted"] == ["gpu-operator app=nvidia-device-plugin-daemonset h200-1"]
+
+
+def test_a_gpu_off_the_bus_ends_the_wait_naming_the_missing_count_and_the_quarantine(tmp_path: Path) -> None:
+    """Issue 30: Xid 79 leaves the node short of one GPU's resources; no restart of the device plugin finds it."""
+    short = {"nvidia.com/mig-1g.18gb": "14", "nvidia.com/mig-2g.35gb": "7", "nvidia.com/mig-3g.71gb": "7"}
+    lost = node(unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}, allocatable=short)
+    cluster = Cluster(tmp_path, [lost], operator_pods())
+    run = cluster.run(settle(mig_state(gpuStateTimeoutMinutes=30)))
+    assert run.returncode == 1
+    assert cluster.state["restarted"] == ["gpu-operator app=nvidia-device-plugin-daemonset h200-1"] * 2
+    assert run.stderr.splitlines() == [
+        "gpucell: h200-1 did not reach its GPU state; the wait ended after 180 s of at most 1800 s: 2 restarts of "
+        "the device plugin did not bring the GPU resources back; it stays cordoned:",
+        "allocatable nvidia.com/mig-1g.18gb is '14', expected 16",
+        "allocatable nvidia.com/mig-2g.35gb is '7', expected 8",
+        "allocatable nvidia.com/mig-3g.71gb is '7', expected 8",
+        "gpucell: h200-1 is missing 2 of its 16 nvidia.com/mig-1g.18gb, 1 of its 8 nvidia.com/mig-2g.35gb, 1 of its 8 "
+        "nvidia.com/mig-3g.71gb: a GPU its device plugin no longer finds is off the bus or failed (Xid 79 or "
+        "48/74/94/95: see nvidia-smi and the kernel log on the host), which no restart brings back. Quarantine the "
+        "host: quarantine: {reason: ...} on it under nodePools.h200.hosts in the stack config (its Node gets the "
+        "taint gpucell.io/quarantine; docs/operations.md, 'Quarantine a host'), then run pulumi up again",
+    ]
+    assert cluster.node()["spec"]["unschedulable"] is True
 
 
 def test_settle_survives_api_calls_that_fail_once(tmp_path: Path) -> None:

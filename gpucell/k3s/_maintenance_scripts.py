@@ -66,7 +66,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
+from gpucell.k3s._node_state import (
+    GPU_OPERATOR_NAMESPACE,
+    QUARANTINE_TAINT,
+    STATE_MANAGER_PODS,
+    VGPU_STATE_LABEL,
+    NodeState,
+)
 from gpucell.k3s._script_files import render, text
 from gpucell.k3s._scripts import KUBECONFIG_PATH
 from gpucell.k3s.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
@@ -126,6 +132,11 @@ KC_ATTEMPTS = 3
 RETRIGGER_POLLS = 12
 """Polls (x :data:`POLL_SECONDS`: one minute) a GPU node's state may stay ``failed`` after the manager was restarted
 before the wait ends, and between two restarts of the device plugin while only the resources are wrong."""
+PLUGIN_RESTARTS = 2
+"""Restarts of the device plugin (one every :data:`RETRIGGER_POLLS`) after which a node that still advertises fewer
+GPU resources than it has ends its wait: a GPU off the bus (Xid 79) is not found again by a restart
+(kubevirt/kubevirt#7084 is a plugin that missed new devices; one restart fixes that), so settle names the missing
+count and the host's quarantine instead of restarting the plugin for the rest of ``gpuStateTimeoutMinutes``."""
 STUCK_POLLS = 60
 """Polls (x :data:`POLL_SECONDS`: five minutes) a state may stay neither ``success`` nor ``failed`` before settle
 restarts what must act, once; 1 when the node's last wait ran out (:data:`GPU_WAIT_ANNOTATION`)."""
@@ -335,6 +346,7 @@ def _settle_gpu_values(state: NodeState) -> str:
         for name, column in zip(("WHAT", "DO", "NS", "SELECTOR", "WHY"), columns, strict=True):
             values += _array(f"RETRIGGER_{name}", column)
         values += _readonly("PLUGIN_NS", plugin_namespace) + _readonly("PLUGIN_SELECTOR", plugin_selector)
+        values += _readonly("POOL_NAME", state.labels[POOL_LABEL])
     return values
 
 
@@ -351,7 +363,13 @@ def _gpu_wait(state: NodeState) -> str:
     return render(
         "maintenance/gpu-wait",
         operator_ns=GPU_OPERATOR_NAMESPACE,
-        restart_pods=render("maintenance/restart-pods", retrigger_polls=RETRIGGER_POLLS) + helpers
+        restart_pods=render(
+            "maintenance/restart-pods",
+            retrigger_polls=RETRIGGER_POLLS,
+            plugin_restarts=PLUGIN_RESTARTS,
+            quarantine_taint=QUARANTINE_TAINT,
+        )
+        + helpers
         if any_retrigger
         else "",
         stuck=render("maintenance/stuck", stuck_polls=STUCK_POLLS) if any_retrigger else "",

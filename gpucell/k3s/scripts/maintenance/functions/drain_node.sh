@@ -25,8 +25,8 @@ drain_node() {
       "PodDisruptionBudget that forbids an eviction, or a pod that does not terminate); $NODE stays cordoned;" \
       "resolve it, then run pulumi up again" >&2
   else
-    echo "gpucell: kubectl drain $NODE failed after $((SECONDS - started)) s, before its $DRAIN_TIMEOUT s" \
-      "timeout (see its message above); $NODE stays cordoned; resolve it, then run pulumi up again" >&2
+    echo "gpucell: kubectl drain $NODE failed before its $DRAIN_TIMEOUT s timeout (see its message above);" \
+      "$NODE stays cordoned; resolve it, then run pulumi up again" >&2
   fi
   cluster_api_left
   return 1
