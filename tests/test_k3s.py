@@ -1287,8 +1287,11 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     _stub(
         bin_dir,
         "tc",
-        record + '[ "$2 $4" = "show eth0" ] && echo "filter protocol all pref 1 bpf '
-        'cil_from_netdev-eth0 direct-action"\nexit 0\n',
+        record + '[ "$2 $4 $5" = "show eth0 ingress" ] && printf "%s\\n" "filter protocol all pref 1 bpf chain 0" '
+        '"filter protocol all pref 1 bpf chain 0 handle 0x1 cil_from_netdev-eth0 direct-action not_in_hw id 12 jited" '
+        '"filter protocol all pref 2 bpf chain 0" '
+        '"filter protocol all pref 2 bpf chain 0 handle 0x1 site_shaper direct-action not_in_hw id 13 jited"\n'
+        'exit 0\n',
     )
     _stub(bin_dir, "iptables-save", record + 'echo "-A CILIUM_INPUT -j ACCEPT"\necho "-A INPUT -j KEEP"\n')
     _stub(bin_dir, "ip6tables-save", record + 'echo "-A INPUT -j KEEP"\n')
@@ -1305,7 +1308,10 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     assert "ip link delete cilium_net" not in lines  # not there
     assert "ip link set dev eth0 xdp off" in lines
     assert "ip link set dev lo xdp off" not in lines
-    assert {"tc filter del dev eth0 ingress", "tc filter del dev eth0 egress"} <= set(lines)
+    # Issue 30: only Cilium's filter goes; another program on the same hook stays.
+    assert [line for line in lines if line.startswith("tc filter del")] == [
+        "tc filter del dev eth0 ingress protocol all pref 1 handle 0x1 bpf"
+    ]
     assert "iptables-restore -A INPUT -j KEEP" in lines  # Cilium's rules left out, the rest restored
     assert not any(line.startswith("ip6tables-restore") for line in lines)  # no Cilium rule there
     assert "umount /run/cilium/cgroupv2" in lines
