@@ -586,8 +586,36 @@ def test_settle_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
     run = cluster.run(settle())
     assert run.returncode == 0, run.stderr
     assert cluster.state["flaky"] == []  # each failed once
-    assert "gpucell: kubectl uncordon failed (attempt 1 of 3); retrying in 5 s" in run.stderr.splitlines()
+    assert "gpucell: kubectl uncordon failed (attempt 1 of 13); retrying in 5 s" in run.stderr.splitlines()
     assert cluster.node()["spec"]["unschedulable"] is False
+
+
+def test_an_api_down_for_20_s_is_waited_out_and_one_down_for_good_names_the_way_out(tmp_path: Path) -> None:
+    """Issue 30: 3 tries 5 s apart failed a step on an API server that restarted in about 20 s."""
+    annotate = "annotate node h200-1 --overwrite gpucell.io/k3s"
+    restarting = Cluster(tmp_path, [node()], operator_pods(), flaky=[annotate] * 5)
+    run = restarting.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[-1] == "gpucell: kubectl annotate failed (attempt 5 of 13); retrying in 5 s"
+    down = Cluster(tmp_path, [node()], operator_pods(), flaky=[annotate] * 13)
+    run = down.run(settle())
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == (
+        f"gpucell: kubectl {annotate}-config={DIGEST} could not reach the API for 60 s (13 attempts): longer than a "
+        "restart of an API server takes; check the servers (sudo k3s kubectl get --raw=/readyz, journalctl -u k3s on "
+        "each), then run pulumi up again: every step resumes from the node's state"
+    )
+
+
+def test_an_answer_of_the_api_is_not_retried(tmp_path: Path) -> None:
+    """A kind whose CRD is missing answers at once and the same way every time."""
+    cluster = Cluster(tmp_path, [node()], missing_kinds=["virtualmachineinstances.kubevirt.io"])
+    script = settle().split("\nprune_labels\n")[0]  # its functions and first checks, then one call of kc
+    run = cluster.run(script + "\nkc -n a get virtualmachineinstances.kubevirt.io b\n")
+    assert run.returncode == 1
+    assert run.stderr == 'error: the server doesn\'t have a resource type "virtualmachineinstances"\n'
+    assert cluster.state["calls"][-1] == "-n a get virtualmachineinstances.kubevirt.io b"
+    assert len([c for c in cluster.state["calls"] if "virtualmachineinstances" in c]) == 1
 
 
 def test_prepare_survives_api_calls_that_fail_once(tmp_path: Path) -> None:

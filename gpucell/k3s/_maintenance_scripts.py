@@ -127,8 +127,16 @@ POLL_SECONDS = 5
 VGPU_PAUSED_OPERANDS = ("nvidia.com/gpu.deploy.sandbox-validator", "nvidia.com/gpu.deploy.sandbox-device-plugin")
 """The operand labels the vGPU device manager sets to ``paused-for-vgpu-change`` while it applies a type and can
 leave so (NVIDIA/gpu-operator#2845; vgpu-device-manager ``cmd/nvidia-k8s-vgpu-dm/main.go`` ``shutdownGPUOperands``)."""
-KC_ATTEMPTS = 3
-"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` before the script gives up on it."""
+KC_ATTEMPTS = 13
+"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` that did not reach the API before the script
+gives up on it: 12 x :data:`POLL_SECONDS`, a minute, longer than a k3s server takes to restart (issue 30: 3 attempts
+over 10 s failed a step on an API that was down about 20 s)."""
+KC_UNREACHABLE = (
+    "unable to connect|connection refused|connection reset|was refused|i/o timeout|Client.Timeout|TLS handshake"
+    "|no route to host|ServiceUnavailable|currently unable to handle|etcdserver|EOF$|timed out|http2: "
+)
+"""What kubectl's error says when the call did not reach a working API (an extended regular expression, matched
+without case): retried. Any other error is an answer of the API and fails at once."""
 RETRIGGER_POLLS = 12
 """Polls (x :data:`POLL_SECONDS`: one minute) a GPU node's state may stay ``failed`` after the manager was restarted
 before the wait ends, and between two restarts of the device plugin while only the resources are wrong."""
@@ -185,6 +193,8 @@ def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str
             api_attempts=API_ATTEMPTS,
             api_timeout=API_ATTEMPTS * POLL_SECONDS,
             kc_attempts=KC_ATTEMPTS,
+            kc_seconds=(KC_ATTEMPTS - 1) * POLL_SECONDS,
+            unreachable=KC_UNREACHABLE,
             poll=POLL_SECONDS,
             **_ANNOTATIONS,
         )
