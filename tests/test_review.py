@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from gpucell.k3s import _maintenance_scripts as maintenance
+from gpucell.k3s._scripts import uninstall_script
+from gpucell.spec import NodeRole
 from gpucell.stacks import cli
 from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
@@ -60,7 +63,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -233,7 +233,7 @@
+@@ -259,7 +259,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -79,7 +82,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -118,7 +118,7 @@
+@@ -127,7 +127,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -519,6 +522,30 @@ def test_protected_and_retained_deletions() -> None:
             ["`retainOnDelete`: Pulumi forgets it, the object stays in the cluster"],
         ),
     ]
+
+
+def test_deleted_node_commands_say_what_their_delete_really_does() -> None:
+    """Issue 30: every deleted command said "runs its delete script (the k3s uninstall)", also where none runs."""
+    def command(name: str, script: str, **options: Any) -> dict[str, Any]:
+        return res("command:remote:Command", name, {"create": "true", "delete": f"bash -c {shlex.quote(script)}"},
+                   options)  # fmt: skip
+
+    uninstall = uninstall_script(NodeRole.CPU, "lab-cpu-1")
+    base = plan(
+        command("k3s-lab-cpu-1", uninstall),
+        command("k3s-lab-cpu-1-prepare", maintenance.forget_script("lab-cpu-1")),
+        command("k3s-lab-gpu-1", uninstall_script(NodeRole.CPU, "lab-gpu-1"), retainOnDelete=True),
+        command("k3s-lab-gpu-2-prepare", maintenance.forget_script("lab-gpu-2"), retainOnDelete=True),
+    )
+    notes = {d.label.split()[-1]: d.notes for d in diff_plans(base, plan()).regions["lab"]}
+    assert notes == {
+        "k3s-lab-cpu-1": ["runs its delete script: uninstall k3s-agent from lab-cpu-1"],
+        "k3s-lab-cpu-1-prepare": ["runs its delete script: delete node lab-cpu-1 from the cell"],
+        "k3s-lab-gpu-1": [
+            "`retainOnDelete`: Pulumi forgets it; its delete script does not run: k3s stays installed on the host"
+        ],
+        "k3s-lab-gpu-2-prepare": ["`retainOnDelete`: Pulumi forgets it; its delete script does not run"],
+    }
 
 
 def test_replace_on_changes_option_and_metadata_name() -> None:
