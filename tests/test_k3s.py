@@ -1027,6 +1027,46 @@ def test_an_upgrade_killed_between_the_binary_swap_and_the_restart_converges_on_
     assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"  # not installed again
 
 
+def _api_clock(tmp_path: Path, offset: int) -> None:
+    """A curl whose API server answers ``/cacerts`` with a ``Date`` ``offset`` seconds from the host's clock (and that
+    serves the sandbox's installer)."""
+    _stub(
+        tmp_path / "bin",
+        "curl",
+        'served=""; headers=""\n'
+        'while [ $# -gt 0 ]; do case "$1" in\n'
+        f'  -o) [ "$2" = /dev/null ] || {{ cp {tmp_path}/installer.sh "$2"; served=1; }}; shift ;;\n'
+        "  -D) headers=1 ;;\n"
+        "esac; shift; done\n"
+        'if [ -n "$headers" ]; then\n'
+        f'  printf "HTTP/1.1 200 OK\\r\\nDate: %s\\r\\n\\r\\n" "$(date -u -d "@$(($(date +%s) + {offset}))" '
+        "'+%a, %d %b %Y %H:%M:%S GMT')\"\n"
+        "  exit 0\n"
+        "fi\n"
+        '[ -n "$served" ] || exit 7\n',
+    )
+
+
+def test_a_host_whose_clock_is_off_the_api_servers_is_refused_naming_the_way_out(tmp_path: Path) -> None:
+    """Issue 30: a skewed clock failed TLS on a server, and no host check said why."""
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-2"].install_script)
+    _api_clock(tmp_path, -120)  # the API server's clock is two minutes behind this host's
+    run = _run(script, env)
+    assert run.returncode == 1
+    assert run.stderr in {
+        f"gpucell: this host's clock is {skew} s off the cell's API server at https://10.20.0.5:6443 (positive: "
+        "ahead); TLS and etcd need clocks within 10 s, so nothing was changed. Sync its time (timedatectl set-ntp "
+        "true, or chrony: chronyc makestep), check it with timedatectl status, then run pulumi up again\n"
+        for skew in (120, 121)
+    }
+    assert not (root / "installs").exists()
+    _api_clock(tmp_path, -3)  # within the bound: installed
+    run = _run(script, env)
+    assert run.returncode == 0, run.stderr
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"
+
+
 def test_a_new_node_only_has_to_register(tmp_path: Path) -> None:
     _, cluster = build(ha_config())
     root, env, script = _sandbox(tmp_path, cluster.node_files["lab-cpu-1"].install_script)
@@ -1291,7 +1331,7 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
         '"filter protocol all pref 1 bpf chain 0 handle 0x1 cil_from_netdev-eth0 direct-action not_in_hw id 12 jited" '
         '"filter protocol all pref 2 bpf chain 0" '
         '"filter protocol all pref 2 bpf chain 0 handle 0x1 site_shaper direct-action not_in_hw id 13 jited"\n'
-        'exit 0\n',
+        "exit 0\n",
     )
     _stub(bin_dir, "iptables-save", record + 'echo "-A CILIUM_INPUT -j ACCEPT"\necho "-A INPUT -j KEEP"\n')
     _stub(bin_dir, "ip6tables-save", record + 'echo "-A INPUT -j KEEP"\n')

@@ -43,6 +43,21 @@ node_status() {
 }
 
 @@WAITS@@
+# The host's clock against the cell's API server (the Date header of its /cacerts answer), before anything changes: a
+# host far off fails TLS (certificates not yet or no longer valid) and etcd's peer checks, with messages that do not
+# say why. Nothing to compare with while no API answers (a new cell).
+api_date="$(curl -sk --max-time 5 -o /dev/null -D - "$API_URL/cacerts" 2>/dev/null \
+  | awk 'tolower($1) == "date:" { sub(/^[^:]*: */, ""); sub(/\r$/, ""); print; exit }')" || api_date=""
+if [ -n "$api_date" ] && api_time="$(date -d "$api_date" +%s 2>/dev/null)"; then
+  skew=$(($(date +%s) - api_time))
+  max_skew=@@MAX_SKEW@@
+  if [ "${skew#-}" -gt "$max_skew" ]; then
+    echo "gpucell: this host's clock is $skew s off the cell's API server at $API_URL (positive: ahead); TLS and" \
+      "etcd need clocks within $max_skew s, so nothing was changed. Sync its time (timedatectl set-ntp true, or" \
+      "chrony: chronyc makestep), check it with timedatectl status, then run pulumi up again" >&2
+    exit 1
+  fi
+fi
 as_root install -d -m 0755 "$CONFIG_DIR"
 
 # The cluster token arrives on stdin (a Pulumi secret) and goes straight into a root-only file: it is never
