@@ -868,9 +868,9 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     def upgrade(text: str) -> str:
         anchor = "  gpucell:regions:\n    fra1:\n"
         assert anchor in text
-        return text.replace(
-            anchor, anchor + "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
-        )
+        pin = "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
+        assert text.count("\n    iad1:\n") == 1
+        return text.replace(anchor, anchor + pin).replace("\n    iad1:\n", "\n    iad1:\n" + pin)
 
     item = review(prod_json_of(tmp_path / "base"), prod_json_of(tmp_path / "head", upgrade))
     assert item.disruptive == []
@@ -885,6 +885,13 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+    # Issue 30: the tenant clusters' GPU workers on the H100 hosts are named too (globex's ml cluster in iad1).
+    assert work.gpu_workers == {}
+    assert item.maintenance["iad1"].gpu_workers == {"tenant-globex": ["ml/gpu"]}
+    assert (
+        "  - tenant-cluster GPU workers of `tenant-globex` on such a node replaced by Cluster API (each drained in its "
+        "tenant cluster first, then recreated on another node): `ml/gpu`"
+    ) in text
 
 
 def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknowledged(
