@@ -1,7 +1,8 @@
 """Fleet-scale benchmark: gpucell's plan against the raw Pulumi SDK registering the same resources.
 
     python3 dev.py bench [--quick] [--repeats N] [--write-doc]
-    python3 dev.py bench --simulate [--write-doc]     # only the simulated pulumi up times (bench/simulate.py)
+    python3 dev.py bench --simulate [--write-doc]     # only the simulated pulumi up times (bench/simulate.py,
+                                                      # bench/waves.py)
 
 For each synthetic size (:mod:`bench.synthetic`: regions x nodes x workloads) and in the same run, interleaved, each
 in a fresh process:
@@ -329,8 +330,8 @@ def parser() -> argparse.ArgumentParser:
     parsed.add_argument(
         "--simulate",
         action="store_true",
-        help="only the simulated `pulumi up` wall times of new regions and k3s upgrades "
-        "(bench/simulate.py, about a minute)",
+        help="only the simulated `pulumi up` wall times of new regions and k3s upgrades, and a fleet's upgrade "
+        "all at once against waves (bench/simulate.py, bench/waves.py, a few minutes)",
     )
     return parsed
 
@@ -347,14 +348,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick and args.write_doc:  # the doc records a full run, never a smoke run
         command.error("--write-doc records a full run: leave out --quick")
     from bench.simulate import simulated_table  # noqa: PLC0415
+    from bench.waves import waves_table  # noqa: PLC0415
 
     report = None if args.simulate else run(QUICK if args.quick else FULL, args.repeats)
     simulated = simulated_table(lambda line: print(line, file=sys.stderr))
-    print(f"{report}\n{simulated}" if report else simulated)
+    waves = waves_table(lambda line: print(line, file=sys.stderr))
+    print(f"{report}\n{simulated}\n{waves}" if report else f"{simulated}\n{waves}")
     if args.write_doc:
         if report is not None:
             _write_between("bench", report)
         _write_between("simulate", simulated)
+        _write_between("waves", waves)
 
 
 def _write_between(marker: str, table: str) -> None:

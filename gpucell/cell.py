@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 from pulumi_kubernetes.provider import Provider
 
-from gpucell._component import CellComponent, resources_later
+from gpucell._component import CellComponent, resolved_or_failed, resources_later
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster
 from gpucell.components.backups import BackupCredentials, Backups, BackupsArgs
@@ -126,6 +126,12 @@ class RegionalCell(CellComponent):
     def __init__(self, name: str, args: RegionalCellArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         _check_secrets(args)
         super().__init__("RegionalCell", name, opts)
+        with resolved_or_failed(f"RegionalCell {name}"):
+            self._build(name, args)
+
+    def _build(self, name: str, args: RegionalCellArgs) -> None:
+        """Everything :meth:`__init__` builds; the hosts' ``-prepare`` that wait for the GPU pieces (built later)
+        fail with this code's error rather than wait forever (:func:`gpucell._component.resolved_or_failed`)."""
         cell = args.cell
         self.spec = cell
         """The region's validated spec."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,70 @@ def test_simulated_first_joins_come_close_to_the_limit_and_far_below_the_old_cha
 def test_simulate_is_an_option_of_its_own() -> None:
     args = parser().parse_args(["--simulate", "--write-doc"])
     assert (args.simulate, args.write_doc, args.quick) == (True, True, False)
+
+
+# -- bench/waves.py: a fleet's k3s upgrade all at once against waves (issue 29) ------------------------------------
+def _pool_steps(hosts: list[str], window: int) -> dict[str, tuple[float, float]]:
+    """A pool's rollout chain as the cluster builds it: node i's prepare (10 s) after node i - window's settle; the
+    settle ends 100 s after the prepare began."""
+    steps: dict[str, tuple[float, float]] = {}
+    for i, host in enumerate(hosts):
+        start = steps[f"{hosts[i - window]}-settle"][1] if i >= window else 0.0
+        steps[f"{host}-prepare"] = (start, start + 10)
+        steps[f"{host}-settle"] = (start + 90, start + 100)
+    return steps
+
+
+def test_the_whole_pool_was_held_the_next_window_is() -> None:
+    from bench.waves import held_out
+
+    hosts = ["g-0", "g-1", "g-2", "g-3"]
+    steps = _pool_steps(hosts, 1)
+    maintenance, pool = held_out([(hosts, 8)], steps, 1, whole_pool=True)
+    assert maintenance == [(0.0, 100.0, 8), (100.0, 200.0, 8), (200.0, 300.0, 8), (300.0, 400.0, 8)]
+    assert pool == [(0.0, 100.0, 8), (0.0, 200.0, 8), (0.0, 300.0, 8)]
+    _, window = held_out([(hosts, 8)], steps, 1, whole_pool=False)
+    assert window == [(0.0, 100.0, 8), (100.0, 200.0, 8), (200.0, 300.0, 8)]
+    # two at a time: g-1 starts with g-0 (never held), g-2 from g-0's start, g-3 from g-1's
+    _, window = held_out([(hosts, 8)], _pool_steps(hosts, 2), 2, whole_pool=False)
+    assert window == [(0.0, 100.0, 8), (0.0, 100.0, 8)]
+    # a node whose prepare takes no time needs nothing: neither in maintenance nor held
+    steps["g-3-prepare"] = (300.0, 300.0)
+    maintenance, pool = held_out([(hosts, 8)], steps, 1, whole_pool=True)
+    assert (len(maintenance), len(pool)) == (3, 2)
+
+
+def test_waves_take_longer_and_hold_less_than_all_at_once() -> None:
+    from bench.waves import FLEET_BAKE_MINUTES, SCENARIOS, fleet_runs
+
+    hosts = ["g-0", "g-1", "g-2", "g-3"]
+
+    def region(window: int, bake_minutes: int) -> tuple[dict[str, tuple[float, float]], float]:
+        assert bake_minutes in (0, 5)
+        return _pool_steps(hosts, window), 400.0
+
+    runs = list(fleet_runs(region, [(hosts, 8)], 1).values())
+    before, window, waves = runs[0], runs[1], runs[2]
+    assert [s.name for s in SCENARIOS][:3] == [
+        "all at once, whole pool held (before)",
+        "all at once, next window held",
+        f"waves: canary, {FLEET_BAKE_MINUTES} min bake, the rest",
+    ]
+    assert (before.seconds, window.seconds, waves.seconds) == (400.0, 400.0, 400.0 + FLEET_BAKE_MINUTES * 60 + 400.0)
+    assert (before.held_gpu_hours, window.held_gpu_hours) == (2 * 600 * 8 / 3600, 2 * 300 * 8 / 3600)
+    # at the start: g-0 in maintenance and the pool's 3 others held, in both regions at once
+    assert (before.peak_gpus, window.peak_gpus, waves.peak_gpus) == (64, 32, 16)
+
+
+def test_the_fleet_simulation_reads_a_real_upgrade_plan(tmp_path: Path) -> None:
+    """bench/waves.py on a 10-node region: the plan's step names are found, and the figures hold together."""
+    from bench.waves import FLEET_BAKE_MINUTES, fleet_runs, region_factory
+
+    region, pools = region_factory(tmp_path, nodes=10)
+    assert [len(hosts) for hosts, _ in pools] == [1, 1, 1, 1]  # h100-vm, h200, h200-mig, l40s-vgpu: 8 GPUs each
+    before, window, waves, baked = fleet_runs(region, pools, 1).values()
+    # one node a pool: nothing to hold, 8 x 4 GPUs x 2 regions out at once, and each in maintenance for as long
+    assert (before.held_gpu_hours, window.held_gpu_hours, before.peak_gpus, waves.peak_gpus) == (0, 0, 64, 32)
+    assert before.gpu_hours == window.gpu_hours == waves.gpu_hours > 0
+    assert waves.seconds == 2 * before.seconds + FLEET_BAKE_MINUTES * 60
+    assert baked.seconds > waves.seconds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
 import pytest
 
 from gpucell.cell import RegionalCell, RegionalCellArgs
@@ -72,3 +73,47 @@ def test_a_kubernetes_version_that_is_not_major_minor_is_one_config_error_line()
         with pytest.raises(ConfigError) as info:
             Cluster.from_kubeconfig("x", "k", version)
         assert info.value.lines == [f"kubernetes_version: '{version}' is not MAJOR.MINOR, e.g. '1.34'"]
+
+
+_FAILING_CELL = """
+import sys
+from pathlib import Path
+
+import gpucell.k3s._script_files as files
+from gpucell.stacks.plan import make_plan
+
+def missing(name):
+    raise FileNotFoundError(f"scripts/{name}.sh")
+
+files.text = missing  # every node script fails to render, after the cell made its resources_later() Outputs
+try:
+    make_plan(Path(sys.argv[1]), "dev")
+except FileNotFoundError as error:
+    print("failed:", error)
+"""
+
+
+def test_a_cell_whose_construction_fails_fails_the_plan_instead_of_hanging(tmp_path: Any) -> None:
+    """A node script that cannot be rendered raised inside K3sCluster, after the cell made the Outputs its
+    reconfigured hosts wait for: the SDK then waited for them forever (a hang of the plan and of `pulumi up`)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_CELL, str(REPO)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.stdout.strip() == "failed: scripts/k3s/encryption-guard.sh", done.stderr[-2000:]
+
+
+def test_a_resources_later_output_never_resolved_fails_naming_the_block() -> None:
+    from gpucell._component import resolved_or_failed, resources_later
+
+    def program() -> None:
+        with resolved_or_failed("RegionalCell fra1"):
+            later, _resolve = resources_later()
+        pulumi.export("later", later)
+
+    with pytest.raises(RuntimeError, match=r"^RegionalCell fra1: a resources_later\(\) Output was never resolved$"):
+        run_program(program)

@@ -157,7 +157,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {"namespace": "string"},
     ),
     "GpuVirtualMachine": (
-        {**WORKLOAD, "spec": "GpuVirtualMachineSpec"},
+        {**WORKLOAD, "spec": "GpuVirtualMachineSpec", "secrets": "map<string>"},
         ["cluster", "facts", "name", "spec", "tenant"],
         {"namespace": "string", "vmName": "string"},
     ),
@@ -179,6 +179,7 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
             "remoteWriteCredentials": "string",
             "backupCredentials": "string",
             "backupRepositoryPassword": "string",
+            "imageCredentials": "map<string>",
         },
         ["cell", "sshPrivateKey"],
         {"kubeconfig": "string", "apiServerUrl": "string", "storageClassName": "string"},
@@ -319,6 +320,8 @@ def test_secrets_are_marked_secret_in_the_schema() -> None:
         ("RegionalCell", "inputProperties", "remoteWriteCredentials"),
         ("RegionalCell", "inputProperties", "backupCredentials"),
         ("RegionalCell", "inputProperties", "backupRepositoryPassword"),
+        ("RegionalCell", "inputProperties", "imageCredentials"),
+        ("GpuVirtualMachine", "inputProperties", "secrets"),
         ("RegionalCell", "properties", "kubeconfig"),
         ("ModelEndpoint", "inputProperties", "credentials"),
         ("ModelEndpoint", "inputProperties", "envSecrets"),
@@ -435,6 +438,25 @@ def test_a_tenant_and_its_vm_from_engine_inputs() -> None:
     assert plan.named("lab-ml-train-after").urn in vm.dependencies  # dependsOn reaches every child
     assert vm.options["protect"] is True
     assert plan.named("lab-ml-quota").inputs["spec"]["hard"]["requests.nvidia.com/GH100_H100_SXM5_80GB"] == "8"
+
+
+def test_a_vms_user_data_from_engine_inputs_is_a_secret_of_its_cloud_init() -> None:
+    """``secrets`` was missing from the package: a VM naming ``cloudInit.userDataConfigKey`` failed with a bare
+    ValueError traceback in the plugin's host."""
+    vm = {**VM, "cloudInit": {"userDataConfigKey": "trainUserData"}}
+    facts = {**FACTS, "tenants": {"ml": {**ML, "virtualMachines": {"train": vm}}}}
+    user_data = "#cloud-config\npackages: [htop]\n"
+    inputs = {
+        **CLUSTER_OF_WORKLOAD,
+        "name": "train",
+        "spec": vm,
+        "facts": facts,
+        "secrets": {"trainUserData": user_data},
+    }
+    plan = construct(("GpuVirtualMachine", "lab-ml-train", inputs))
+    cloud_init = plan.named("lab-ml-train-cloud-init")
+    assert "stringData" in cloud_init.secret_paths, cloud_init.secret_paths
+    assert "packages:\n- htop\n" in cloud_init.raw_inputs["stringData"]["userdata"]
 
 
 def test_cdi_from_engine_inputs_takes_the_pvc_modes_as_enums() -> None:

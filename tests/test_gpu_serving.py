@@ -152,6 +152,9 @@ def test_an_sriov_vgpu_type_is_renamed_after_the_pools_first_node_held_the_other
     prepare = changing.named(f"fra1-k3s-{first}-prepare").raw_inputs["create"]
     assert "hold_peers\n" in prepare
     assert "readonly POOL=l40s-vgpu" in prepare
+    # every node still typed the old way is held, not only the next window (decision 0035)
+    assert "readonly HOLD_RETYPED=true" in prepare
+    assert f"readonly NEXT_IN_LINE=({second})" in prepare
 
 
 def test_the_gpu_record_waits_for_every_settle(deployed: PlanResult) -> None:

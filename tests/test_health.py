@@ -1,8 +1,9 @@
-"""``gpucell health`` against a real Prometheus on loopback: it scrapes synthetic DCGM exporter and kube-state-metrics
-series from a small local server (jobs ``nvidia-dcgm-exporter`` and ``kube-state-metrics``, as the cell's
-ServiceMonitors name them) and evaluates gpucell's own rules, taken from the plan's PrometheusRule, so the alerts that
-fire are the ones a cell raises. Each test sets a scenario and waits until Prometheus shows it. The failure answers
-come from a second small server. The quarantine the command proposes is planned and reviewed by ``gpucell diff``."""
+"""``gpucell health`` against a real Prometheus on loopback: it scrapes synthetic DCGM exporter, kube-state-metrics
+and node-exporter series (the host-side GPU health of a ``vm-passthrough`` host) from a small local server (jobs
+``nvidia-dcgm-exporter``, ``kube-state-metrics`` and ``node-exporter``, as the cell's ServiceMonitors name them) and
+evaluates gpucell's own rules, taken from the plan's PrometheusRule, so the alerts that fire are the ones a cell
+raises. Each test sets a scenario and waits until Prometheus shows it. The failure answers come from a second small
+server. The quarantine the command proposes is planned and reviewed by ``gpucell diff``."""
 
 from __future__ import annotations
 
@@ -33,18 +34,38 @@ from tests.prometheus_loopback import PROMETHEUS, running_prometheus
 if PROMETHEUS is None and os.environ.get("CI") == "true":
     raise RuntimeError("prometheus is missing under CI=true: .ci/run installs it (apt-get install prometheus)")
 STACK = "lab"
-HOSTS = {"lab1-srv-1": "servers", "lab1-gpu-1": "l40s", "lab1-gpu-2": "l40s", "lab1-cpu-1": "cpu"}
+HOSTS = {
+    "lab1-srv-1": "servers",
+    "lab1-gpu-1": "l40s",
+    "lab1-gpu-2": "l40s",
+    "lab1-cpu-1": "cpu",
+    "lab1-vm-1": "l40s-vm",
+}
 NS = "tenant-research"
+VM_POOL = """\
+        l40s-vm:
+          role: gpu
+          gpuModel: L40S
+          gpusPerNode: 2
+          gpuMode: vm-passthrough
+          hosts:
+          - {name: lab1-vm-1, address: 10.20.0.41}
+"""
+"""A pool of L40S bound to vfio-pci for VMs: no DCGM exporter sees its GPUs, the host-side collector does."""
+RESOURCES = {"lab1-gpu-1": "nvidia_com_gpu", "lab1-gpu-2": "nvidia_com_gpu", "lab1-vm-1": "nvidia_com_AD102GL_L40S"}
+"""The GPU resource each GPU host advertises, as kube-state-metrics names it."""
 
 
 def lab_stack() -> str:
-    """The dev stack with a second L40S host (so that one can be quarantined and the quota still fits) and the
-    metrics stack on."""
+    """The dev stack with a second L40S host (so that one can be quarantined and the quota still fits), a
+    ``vm-passthrough`` pool of one host and the metrics stack on."""
     text = (REPO / "Pulumi.dev.yaml").read_text()
     host = "          - {name: lab1-gpu-1, address: 10.20.0.21}\n"
+    cpu = "          - {name: lab1-cpu-1, address: 10.20.0.31}\n"
     storage = "      storage: {backend: local-path}\n"
-    assert text.count(host) == text.count(storage) == 1
+    assert text.count(host) == text.count(storage) == text.count(cpu) == 1
     text = text.replace(host, host + "          - {name: lab1-gpu-2, address: 10.20.0.22}\n")
+    text = text.replace(cpu, cpu + VM_POOL)
     return text.replace(storage, storage + "      metrics: {enabled: true}\n")
 
 
@@ -60,7 +81,7 @@ def ksm(
 ) -> str:
     """kube-state-metrics' series of the lab cell: every host Ready, 4 ``nvidia.com/gpu`` per L40S host, the
     tenant's endpoint, notebook and VM running, but for what the arguments break."""
-    gpus = {"lab1-gpu-1": 4, "lab1-gpu-2": 4, **(allocatable or {})}
+    gpus = {"lab1-gpu-1": 4, "lab1-gpu-2": 4, "lab1-vm-1": 2, **(allocatable or {})}
     lines = [
         f'kube_node_status_condition{{node="{host}",condition="Ready",status="true"}} {0 if host == not_ready else 1}'
         for host in HOSTS
@@ -69,7 +90,7 @@ def ksm(
         lines.append(f'kube_node_labels{{node="{host}",label_gpucell_io_pool="{pool}"}} 1')
     for host, units in gpus.items():
         for metric in ("kube_node_status_allocatable", "kube_node_status_capacity"):
-            lines.append(f'{metric}{{node="{host}",resource="nvidia_com_gpu",unit="integer"}} {units}')
+            lines.append(f'{metric}{{node="{host}",resource="{RESOURCES[host]}",unit="integer"}} {units}')
     available = 0 if broken_workloads else 1
     launcher = "virt-launcher-bastion-x7k2p"
     lines += [
@@ -103,10 +124,22 @@ def dcgm(xid: dict[tuple[str, int], int] | None = None) -> str:
     )
 
 
+def host(gpus: int = 2) -> str:
+    """node-exporter's host-side GPU health of the VM host (the collector's textfile): ``gpus`` of its 2 GPUs
+    answer on the PCI bus."""
+    lines = [
+        f'gpucell_host_gpu_pci_device_up{{node="lab1-vm-1",bdf="0000:{bus}:00.0",device="0x26b9",driver="vfio-pci"}} '
+        f"{int(index < gpus)}"
+        for index, bus in enumerate(("41", "42"))
+    ]
+    return "\n".join([*lines, f'gpucell_host_gpu_pci_devices{{node="lab1-vm-1"}} {gpus}']) + "\n"
+
+
 FORGED = (
     'kube_node_status_condition{node="lab1-srv-1",condition="Ready",status="true"} 0\n'
     'kube_node_status_allocatable{node="lab1-gpu-1",resource="nvidia_com_gpu",unit="integer"} 0\n'
     'DCGM_FI_DEV_XID_ERRORS{node="lab1-gpu-1",gpu="0",UUID="GPU-forged"} 79\n'
+    'gpucell_host_gpu_pci_devices{node="lab1-vm-1"} 0\n'
 )
 """What a tenant pod could export under gpucell's input names (another job): neither the rules nor ``gpucell health``
 read it."""
@@ -151,12 +184,13 @@ class Cell:
         self.url, self.targets, self.project = url, targets, project
         self.serial = 0
 
-    def show(self, ksm_text: str, dcgm_text: str, critical: set[tuple[str, str]]) -> None:
-        """Serve these series, then wait until Prometheus has scraped them and fires exactly the ``critical``
-        alerts ``(alertname, node)``."""
+    def show(self, ksm_text: str, dcgm_text: str, critical: set[tuple[str, str]], host_text: str | None = None) -> None:
+        """Serve these series (``host_text``: node-exporter's, default :func:`host`), then wait until Prometheus has
+        scraped them and fires exactly the ``critical`` alerts ``(alertname, node)``."""
         self.serial += 1
         marker = f"gpucell_test_scenario {self.serial}\n"
-        self.targets.pages.update(ksm=ksm_text + marker, dcgm=dcgm_text)  # type: ignore[attr-defined]
+        pages = {"ksm": ksm_text + marker, "dcgm": dcgm_text, "host": host() if host_text is None else host_text}
+        self.targets.pages.update(pages)  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(OSError, KeyError, ValueError):
@@ -184,9 +218,14 @@ def cell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cell]:
     rule = next(r for r in plan.result.resources if r.type == "kubernetes:monitoring.coreos.com/v1:PrometheusRule")
     (work / "rules.yml").write_text(yaml.safe_dump({"groups": rule.inputs["spec"]["groups"]}))
     targets = _serve(_Targets)
-    targets.pages = {"ksm": ksm(), "dcgm": dcgm(), "tenant": FORGED}  # type: ignore[attr-defined]
+    targets.pages = {"ksm": ksm(), "dcgm": dcgm(), "host": host(), "tenant": FORGED}  # type: ignore[attr-defined]
     target = f"127.0.0.1:{targets.server_address[1]}"
-    jobs = [("kube-state-metrics", "ksm"), ("nvidia-dcgm-exporter", "dcgm"), ("monitoring/kserve-predictors", "tenant")]
+    jobs = [
+        ("kube-state-metrics", "ksm"),
+        ("nvidia-dcgm-exporter", "dcgm"),
+        ("node-exporter", "host"),
+        ("monitoring/kserve-predictors", "tenant"),
+    ]
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": ["rules.yml"],
@@ -290,6 +329,47 @@ def test_write_quarantines_the_host_and_gpucell_diff_reviews_it(
         "health: stack lab region lab1: healthy",
         "quarantine: nothing to do",
     ]
+
+
+def test_a_vfio_bound_gpu_off_the_bus_names_the_host_exits_3_and_its_quarantine_is_reviewed(
+    cell: Cell, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 31's end to end: one of the two vfio-bound GPUs of lab1-vm-1 stops answering on its PCI bus (no DCGM
+    exporter sees it); the host-side GpuFellOffTheBus fires; gpucell health names the host, exits 3, proposes and
+    writes its quarantine; the patched stack plans, and gpucell diff reviews the change."""
+    cell.show(ksm(), dcgm(), {("GpuFellOffTheBus", "lab1-vm-1")}, host(gpus=1))
+    assert cell.health() == 3
+    assert capsys.readouterr().out.splitlines() == [
+        "lab1: alert GpuFellOffTheBus firing on host lab1-vm-1",
+        "health: stack lab region lab1: unhealthy, 1 problem(s), 1 host(s)",
+    ]
+    reason = "gpucell health: GpuFellOffTheBus"
+    assert cell.health("--propose-quarantine") == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == f"quarantine: lab1-vm-1: {reason}"
+    assert [line for line in out[3:] if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))] == [
+        "-          - {name: lab1-vm-1, address: 10.20.0.41}",
+        f'+          - {{name: lab1-vm-1, address: 10.20.0.41, quarantine: {{reason: "{reason}"}}}}',
+    ]
+    project = lab_project(tmp_path / "head")
+    assert main(["health", STACK, "--prometheus", cell.url, "--project-dir", str(project), "--write"]) == 3
+    capsys.readouterr()
+    written = (project / f"Pulumi.{STACK}.yaml").read_text()
+    assert written == lab_stack().replace(
+        "address: 10.20.0.41}", f'address: 10.20.0.41, quarantine: {{reason: "{reason}"}}}}'
+    )
+    base = to_json(make_plan(lab_project(tmp_path / "base"), STACK), ["lab1"])
+    head = to_json(make_plan(project, STACK), ["lab1"])
+    lines = render([review(base, head)]).splitlines()
+    assert (
+        "- `lab1`: `lab1-vm-1` quarantined (`gpucell-health-gpufelloffthebus`): cordoned and drained (pods evicted "
+        "through the Eviction API, GPU VMs stopped and started again on other nodes); it stays out of service until "
+        "its `quarantine` is removed"
+    ) in lines
+    assert (
+        "- `lab1`, no longer in service: `nvidia.com/AD102GL_L40S` 2 → 0 units; tenants' quotas reserve 0, "
+        "declared workloads use 0"
+    ) in lines
 
 
 def test_a_node_not_ready_exits_3_and_is_not_quarantined(cell: Cell, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from gpucell.catalog.gpu_catalog import CATALOG
-from gpucell.k3s import vgpu_sriov
+from gpucell.k3s import gpu_host_health, vgpu_sriov
 from gpucell.k3s._host_setup import MULTIPATH_DROP_IN, host_setup, kernel_check, memory_check, multipath_blacklist
+from gpucell.spec.pools import GpuMode
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
 from tests.conftest import cell, minimal_cell_config
@@ -164,15 +165,24 @@ def test_only_topology_and_sriov_pools_get_a_host_fragment() -> None:
     spec = cell(region())
     pools = spec.node_pools
     assert host_setup(spec, "cpu", pools["cpu"]) == ""
-    # mdev: the GPU Operator does everything; the VF-typing service goes if an earlier pool left it
-    assert host_setup(spec, "t4-vgpu", pools["t4-vgpu"]) == vgpu_sriov.removal_fragment()
+    # mdev: the GPU Operator does everything; the VF-typing service goes if an earlier pool left it; the host-side
+    # GPU health collector runs on every VM pool's host (decision 0038), and goes from a container pool's
+    vgpu = GpuMode.VM_VGPU
+    assert host_setup(spec, "t4-vgpu", pools["t4-vgpu"]) == vgpu_sriov.removal_fragment() + (
+        gpu_host_health.install_fragment("t4-vgpu", vgpu)
+    )
     topology = pools["h100-vm"].topology
     assert topology is not None
     assert host_setup(spec, "h100-vm", pools["h100-vm"]) == memory_check("h100-vm", topology) + (
-        vgpu_sriov.removal_fragment()
+        vgpu_sriov.removal_fragment() + gpu_host_health.install_fragment("h100-vm", GpuMode.VM_PASSTHROUGH)
     )
     sriov = host_setup(spec, "l40s-vgpu", pools["l40s-vgpu"])
-    assert sriov == kernel_check("l40s-vgpu", "L40S", 580) + vgpu_sriov.install_fragment(CATALOG["L40S"], "L40S-12Q")
+    assert sriov == kernel_check("l40s-vgpu", "L40S", 580) + vgpu_sriov.install_fragment(
+        CATALOG["L40S"], "L40S-12Q"
+    ) + (gpu_host_health.install_fragment("l40s-vgpu", vgpu))
+    assert host_setup(spec, "l40s", pools["l40s"]) == vgpu_sriov.removal_fragment() + (
+        gpu_host_health.removal_fragment()
+    )
 
 
 # -- the SR-IOV vGPU typing service --------------------------------------------------------------------------
@@ -305,11 +315,15 @@ def test_host_scripts_pass_shellcheck() -> None:
     _, cluster = build(region())
     install = cluster.node_files["lab-l40s-1"].install_script
     embedded = embedded_scripts(install)
-    assert embedded == {"GPUCELL_VGPU_RECONCILER": vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q")}
+    assert embedded == {
+        "GPUCELL_VGPU_RECONCILER": vgpu_sriov.reconciler_script(CATALOG["L40S"], "L40S-12Q"),
+        "GPUCELL_GPU_HEALTH_COLLECTOR": gpu_host_health.collector_script("l40s-vgpu", GpuMode.VM_VGPU),
+    }
     scripts = {
         "install-l40s": install,
         "install-h100": cluster.node_files["lab-h100-1"].install_script,
         "reconciler": embedded["GPUCELL_VGPU_RECONCILER"],
+        "gpu-health": embedded["GPUCELL_GPU_HEALTH_COLLECTOR"],
     }
     assert shellcheck(scripts) == {name: [] for name in scripts}
 

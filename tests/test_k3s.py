@@ -463,6 +463,28 @@ def test_max_unavailable_lets_that_many_nodes_of_a_pool_go_at_once() -> None:
     assert after("lab-cpu-5") == {"lab-lab-cpu-3-settle"}
 
 
+def test_a_gpu_nodes_prepare_holds_the_next_window_of_registered_nodes() -> None:
+    """Issue 29: each GPU node's ``-prepare`` holds the pool's next ``maxUnavailable`` registered hosts (the
+    rollout's order); a first join is no one's peer."""
+    config = ha_config()
+    pool = config["nodePools"]["l40s-vm"]
+    pool["hosts"] = [{"name": f"lab-vm-{i}", "address": f"10.20.0.3{i}"} for i in range(1, 6)]
+    pool["rollout"] = {"maxUnavailable": 2}
+    hosts = [h["name"] for p in config["nodePools"].values() for h in p["hosts"]]
+    result, _ = build(config, registered=frozenset(h for h in hosts if h != "lab-vm-3"))
+
+    def window(host: str) -> str:
+        script = script_of(result.named(f"lab-{host}-prepare").inputs["create"])
+        return next(line for line in script.splitlines() if line.startswith("readonly NEXT_IN_LINE="))
+
+    assert window("lab-vm-1") == "readonly NEXT_IN_LINE=(lab-vm-2 lab-vm-4)"
+    assert window("lab-vm-2") == "readonly NEXT_IN_LINE=(lab-vm-4 lab-vm-5)"
+    assert window("lab-vm-4") == "readonly NEXT_IN_LINE=(lab-vm-5)"
+    assert window("lab-vm-5") == window("lab-vm-3") == "readonly NEXT_IN_LINE=()"
+    cpu = script_of(result.named("lab-lab-cpu-1-prepare").inputs["create"])
+    assert "NEXT_IN_LINE" not in cpu  # only GPU pools hold
+
+
 def cpu_pool_of(count: int, config: dict[str, Any] | None = None) -> dict[str, Any]:
     config = config or ha_config()
     config["nodePools"]["cpu"]["hosts"] = [
@@ -802,6 +824,9 @@ def _into(root: Path, script: str) -> str:
         .replace("/var/lib/kubelet", str(root / "kubelet"))
         .replace("/var/lib/rancher/k3s", str(root / "rancher"))
         .replace("/etc/sysctl.d", str(root / "sysctl.d"))
+        .replace("/usr/local/sbin/gpucell-gpu-health", str(root / "gpucell-gpu-health"))
+        .replace("/etc/systemd/system/gpucell-gpu-health", str(root / "systemd" / "gpucell-gpu-health"))
+        .replace("/var/lib/gpucell/node-exporter", str(root / "textfile"))
     )
     fake = root.parent / "installer.sh"
     if fake.exists():

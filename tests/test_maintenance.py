@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from gpucell.errors import ConfigError
 from gpucell.k3s import _maintenance_scripts as maintenance
 from gpucell.k3s._node_state import NodeState, node_state
 from gpucell.spec import CellSpec, NodeRole
@@ -792,6 +793,12 @@ def test_shellcheck_passes_on_the_forget_and_retrigger_variants(tmp_path: Path) 
         "settle-mig": settle(),
         "prepare-mig": prepare(),
         "settle-dra": settle(dra_state()),
+        "settle-bake": settle(mig_state(bakeMinutes=10)),
+        "prepare-window": maintenance.prepare_script(mig_state(), VERSION, DIGEST, next_in_line=("h200-2", "h200-3")),
+        "prepare-sriov": maintenance.prepare_script(sriov_state(), VERSION, DIGEST, next_in_line=("lab-l40s-2",)),
+        "settle-cpu-bake": maintenance.settle_script(
+            replace(cpu_state(), rollout=mig_state(bakeMinutes=1).rollout), VERSION, DIGEST
+        ),
     }
     paths = []
     for name, text in scripts.items():
@@ -921,30 +928,51 @@ def test_a_failed_removal_drain_and_the_last_step_give_halted_vms_back(tmp_path:
     assert forgotten.state["vms"][0] == vm("desk-01", "Always")
 
 
-# -- a GPU pool's rollout holds the nodes still waiting -----------------------------------------------------------
-def test_a_gpu_rollout_holds_the_pools_nodes_still_waiting_and_they_take_over(tmp_path: Path) -> None:
-    """Issue 18: VMs (and GPU pods) moved by the rollout must not land on a node that is next in line."""
-    old = "v1.33.6+k3s1"
+# -- a GPU pool's rollout holds its next window of nodes still waiting (issues 18, 29) ----------------------------
+OLD = "v1.33.6+k3s1"
+
+
+def peer_state(name: str, **rollout: int) -> NodeState:
+    """:func:`mig_state` for another node of the same pool."""
+    return replace(mig_state(**rollout), name=name)
+
+
+def held(cluster: Cluster) -> dict[str, str]:
+    """Node -> the node that holds it."""
+    nodes = cluster.state["nodes"].values()
+    return {
+        n["metadata"]["name"]: n["metadata"]["annotations"]["gpucell.io/held"]
+        for n in nodes
+        if "gpucell.io/held" in n["metadata"]["annotations"]
+    }
+
+
+def test_a_gpu_rollout_holds_only_its_next_window_and_they_take_over(tmp_path: Path) -> None:
+    """Issue 18: VMs (and GPU pods) moved by the rollout must not land on a node that is next in line; issue 29: only
+    the next window (rollout.maxUnavailable) is held, the rest of the pool keeps serving."""
     nodes = [
-        node(MIG_NODE, version=old),
-        node("h200-2", version=old),  # waits for the same upgrade: held
-        node("h200-3"),  # already on the pinned version: left alone
-        node("h200-4", version=old, unschedulable=True),  # cordoned by someone: left as it is
-        node("cpu-1", version=old, labels={"gpucell.io/pool": "cpu"}),  # another pool
+        node(MIG_NODE, version=OLD),
+        node("h200-2", version=OLD),  # next in line, waits for the same upgrade: held
+        node("h200-3"),  # next in line, already on the pinned version: left alone
+        node("h200-4", version=OLD),  # beyond the window: keeps serving
+        node("h200-5", version=OLD, unschedulable=True),  # cordoned by someone: left as it is
+        node("cpu-1", version=OLD, labels={"gpucell.io/pool": "cpu"}),  # another pool
     ]
     cluster = Cluster(tmp_path, nodes, [pod("train-1")])
-    run = cluster.run(prepare())
+    script = maintenance.prepare_script(mig_state(maxUnavailable=2), VERSION, DIGEST, next_in_line=("h200-2", "h200-3"))
+    run = cluster.run(script)
     assert run.returncode == 0, run.stderr
     assert (
         "gpucell: holding h200-2 (cordoned) until its own maintenance (k3s-upgrade): nothing this rollout moves "
         "lands there"
     ) in run.stdout.splitlines()
-    held = cluster.node("h200-2")
-    assert held["spec"]["unschedulable"] is True
-    assert held["metadata"]["annotations"] == {"gpucell.io/held": MIG_NODE}
-    for name in ("h200-3", "cpu-1"):
+    assert held(cluster) == {"h200-2": MIG_NODE}
+    assert cluster.node("h200-2")["spec"]["unschedulable"] is True
+    for name in ("h200-3", "h200-4", "cpu-1"):
         assert cluster.node(name)["spec"] == {}, name
-    assert cluster.node("h200-4")["metadata"]["annotations"] == {}
+    assert cluster.node("h200-5")["metadata"]["annotations"] == {}
+    # Beyond the window a node is not even looked at (a 39-node pool costs no 39 x reasons_of).
+    assert not [c for c in cluster.calls("get") if c.startswith(("get node h200-4 ", "get node h200-5 "))]
     # Held before this node is drained, so the pods it evicts cannot go there.
     calls = cluster.calls("annotate", "cordon", "drain")
     assert calls.index("cordon h200-2") < calls.index(
@@ -952,15 +980,201 @@ def test_a_gpu_rollout_holds_the_pools_nodes_still_waiting_and_they_take_over(tm
     )
 
     # h200-2's own prepare takes it over: it is not "cordoned by someone else", so its settle will uncordon it.
-    own = cluster.run(maintenance.prepare_script(replace(mig_state(), name="h200-2"), VERSION, DIGEST))
+    own = cluster.run(maintenance.prepare_script(peer_state("h200-2"), VERSION, DIGEST))
     assert own.returncode == 0, own.stderr
     assert cluster.node("h200-2")["metadata"]["annotations"] == {"gpucell.io/maintenance": "k3s-upgrade"}
+
+
+def test_a_rollout_holds_at_most_its_next_window(tmp_path: Path) -> None:
+    """A whole pool of 6 rolls a k3s upgrade 2 at a time in the order the cluster chains it (node i's prepare after
+    node i - 2's settle; the install, on the host, moves the node to the new version): after every step at most
+    maxUnavailable nodes are held and at most 2 x maxUnavailable are out of service, and none is left so."""
+    names = [MIG_NODE, *(f"h200-{i}" for i in range(2, 7))]
+    window = 2
+    cluster = Cluster(
+        tmp_path,
+        [node(name, version=OLD) for name in names],
+        [p for name in names for p in operator_pods_on(name)],
+    )
+
+    def out_of_service() -> tuple[int, int]:
+        nodes = cluster.state["nodes"].values()
+        return len(held(cluster)), sum(bool(n["spec"].get("unschedulable")) for n in nodes)
+
+    def prepare_of(index: int) -> None:
+        state = peer_state(names[index], maxUnavailable=window)
+        script = maintenance.prepare_script(state, VERSION, DIGEST, next_in_line=tuple(names[index + 1 : index + 3]))
+        run = cluster.run(script)
+        assert run.returncode == 0, run.stderr
+        state_now = cluster.state
+        state_now["nodes"][names[index]]["status"]["nodeInfo"]["kubeletVersion"] = VERSION  # the install
+        cluster.path.write_text(json.dumps(state_now))
+
+    def settle_of(index: int) -> None:
+        run = cluster.run(maintenance.settle_script(peer_state(names[index], maxUnavailable=window), VERSION, DIGEST))
+        assert run.returncode == 0, run.stderr
+
+    seen = []
+    prepare_of(0)
+    seen.append(out_of_service())
+    prepare_of(1)
+    seen.append(out_of_service())
+    for index in range(len(names)):
+        settle_of(index)
+        if index + window < len(names):
+            prepare_of(index + window)
+        seen.append(out_of_service())
+    assert max(h for h, _ in seen) == window
+    assert max(o for _, o in seen) == 2 * window
+    assert seen[-1] == (0, 0)
+    assert seen[0] == (2, 3)  # h200-1 in maintenance, h200-2 and h200-3 held (h200-2 taken over next)
+
+
+def operator_pods_on(name: str) -> list[dict[str, Any]]:
+    """The GPU Operator's ready pods on node ``name``."""
+    return [
+        pod(f"nvidia-device-plugin-{name}", namespace="gpu-operator", on=name, owner=("DaemonSet", "dp"), gpu=False)
+    ]
+
+
+def test_a_failed_prepare_releases_the_peers_it_held_and_the_next_run_resumes(tmp_path: Path) -> None:
+    nodes = [node(MIG_NODE, version=OLD), node("h200-2", version=OLD), node("h200-3", version=OLD)]
+    cluster = Cluster(
+        tmp_path,
+        nodes,
+        [pod("web", gpu=False)],
+        drain_fails="error: cannot delete Pods that declare no controller (use --force to override): tenant-acme/web",
+    )
+    script = maintenance.prepare_script(mig_state(maxUnavailable=2), VERSION, DIGEST, next_in_line=("h200-2", "h200-3"))
+    run = cluster.run(script)
+    assert run.returncode == 1
+    assert run.stdout.splitlines()[-2:] == [
+        "gpucell: released h200-2 (held for the maintenance of h200-1, which failed)",
+        "gpucell: released h200-3 (held for the maintenance of h200-1, which failed)",
+    ]
+    assert run.stderr.splitlines()[-1].startswith("gpucell: could not drain h200-1 within 900 s")
+    assert held(cluster) == {}
+    for name in ("h200-2", "h200-3"):
+        assert cluster.node(name)["spec"]["unschedulable"] is False, name
+    # The node itself stays out of service, its reasons recorded for the next run.
+    assert cluster.node()["spec"]["unschedulable"] is True
+    assert cluster.node()["metadata"]["annotations"]["gpucell.io/maintenance"] == "k3s-upgrade"
+
+    state = cluster.state
+    del state["drain_fails"]
+    cluster.path.write_text(json.dumps(state))
+    again = cluster.run(script)
+    assert again.returncode == 0, again.stderr
+    assert held(cluster) == {"h200-2": MIG_NODE, "h200-3": MIG_NODE}
+
+
+def test_a_failed_settle_releases_the_peers_held_for_it(tmp_path: Path) -> None:
+    nodes = [
+        node(MIG_NODE, version=OLD, unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}),
+        node("h200-2", version=OLD, unschedulable=True, annotations={"gpucell.io/held": MIG_NODE}),
+        node("h200-3", version=OLD, unschedulable=True, annotations={"gpucell.io/held": "h200-9"}),  # not its own
+    ]
+    cluster = Cluster(tmp_path, nodes, operator_pods())
+    run = cluster.run(settle())
+    assert run.returncode == 1
+    assert run.stderr.startswith(f"gpucell: h200-1 is not Ready on {VERSION} within 300 s")
+    assert run.stdout.splitlines()[-1] == "gpucell: released h200-2 (held for the maintenance of h200-1, which failed)"
+    assert held(cluster) == {"h200-3": "h200-9"}
+    assert cluster.node("h200-2")["spec"]["unschedulable"] is False
+    assert cluster.node()["spec"]["unschedulable"] is True
+
+
+def test_the_release_survives_an_api_call_that_fails_once(tmp_path: Path) -> None:
+    """An API server restarting under the rollout: the release retries (kc) rather than leaving a peer held."""
+    nodes = [
+        node(MIG_NODE, version=OLD, unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}),
+        node("h200-2", version=OLD, unschedulable=True, annotations={"gpucell.io/held": MIG_NODE}),
+    ]
+    cluster = Cluster(tmp_path, nodes, operator_pods(), flaky=["uncordon h200-2", "get nodes -l gpucell.io/pool=h200"])
+    run = cluster.run(settle())
+    assert run.returncode == 1
+    assert "gpucell: kubectl uncordon failed (attempt 1 of 3); retrying in 5 s" in run.stderr.splitlines()
+    assert held(cluster) == {}
+    assert cluster.node("h200-2")["spec"]["unschedulable"] is False
+
+
+def test_a_successful_step_releases_nothing(tmp_path: Path) -> None:
+    nodes = [
+        node(MIG_NODE, unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"}),
+        node("h200-2", version=OLD, unschedulable=True, annotations={"gpucell.io/held": MIG_NODE}),
+    ]
+    cluster = Cluster(tmp_path, nodes, operator_pods())
+    run = cluster.run(settle())
+    assert run.returncode == 0, run.stderr
+    assert held(cluster) == {"h200-2": MIG_NODE}  # its own prepare, next, takes it over
+
+
+def test_an_sriov_retype_holds_every_node_still_typed_the_old_way(tmp_path: Path) -> None:
+    """KubeVirt serves every vGPU type of a model under one resource name: beyond the window too."""
+    state = sriov_state()
+    old = {"gpucell.io/gpu-config": "mode=vm-vgpu,vgpu=L40S-24Q,vgpu-framework=sriov"}
+    assert old["gpucell.io/gpu-config"] != state.gpu_profile
+    names = ["lab-l40s-1", "lab-l40s-2", "lab-l40s-3", "lab-l40s-4"]
+    nodes = [node(n, labels=dict(state.labels), annotations=dict(old), allocatable={}) for n in names]
+    nodes[3]["status"]["nodeInfo"]["kubeletVersion"] = OLD
+    nodes[3]["metadata"]["annotations"] = {"gpucell.io/gpu-config": state.gpu_profile}  # only k3s: not beyond
+    cluster = Cluster(tmp_path, nodes)
+    run = cluster.run(maintenance.prepare_script(state, VERSION, DIGEST, next_in_line=("lab-l40s-2",)))
+    assert run.returncode == 0, run.stderr
+    assert held(cluster) == {"lab-l40s-2": "lab-l40s-1", "lab-l40s-3": "lab-l40s-1"}
+
+
+# -- the bake between windows (rollout.bakeMinutes) -----------------------------------------------------------------
+def test_settle_bakes_the_node_back_in_service_before_the_next_one(tmp_path: Path) -> None:
+    state = mig_state(bakeMinutes=1)
+    cluster = Cluster(
+        tmp_path, [node(unschedulable=True, annotations={"gpucell.io/maintenance": "k3s-upgrade"})], operator_pods()
+    )
+    run = cluster.run(maintenance.settle_script(state, VERSION, DIGEST))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-2:] == [
+        "gpucell: h200-1 is back in service",
+        f"gpucell: h200-1 stayed Ready on {VERSION} through its bake (60 s)",
+    ]
+    calls = cluster.calls("annotate", "uncordon", "get node h200-1 -o jsonpath={.status.conditions")
+    assert calls[-14:] == [
+        f"annotate node h200-1 --overwrite gpucell.io/baking={VERSION}",
+        *[
+            'get node h200-1 -o jsonpath={.status.conditions[?(@.type=="Ready")].status} '
+            "{.status.nodeInfo.kubeletVersion}"
+        ]
+        * 12,
+        "annotate node h200-1 gpucell.io/baking-",
+    ]
+    assert "gpucell.io/baking" not in cluster.node()["metadata"]["annotations"]
+    assert "bake" not in settle()  # bakeMinutes 0 (the default): nothing rendered
+
+
+def test_a_failed_bake_stops_the_rollout_and_the_next_run_bakes_again(tmp_path: Path) -> None:
+    baking = node(ready="False", annotations={"gpucell.io/baking": VERSION, "gpucell.io/k3s-config": DIGEST})
+    cluster = Cluster(tmp_path, [baking], operator_pods())
+    run = cluster.run(maintenance.settle_script(mig_state(bakeMinutes=1), VERSION, DIGEST))
+    assert run.returncode == 1
+    assert run.stdout.splitlines()[0] == "gpucell: h200-1's bake did not finish in the last run: baking it again"
+    assert run.stderr == (
+        "gpucell: h200-1 failed its bake after 5 s of 60 s: it reports 'False v1.34.2+k3s1'; the pool's rollout "
+        "stops here; see kubectl describe node h200-1, then run pulumi up again\n"
+    )
+    assert cluster.node()["metadata"]["annotations"]["gpucell.io/baking"] == VERSION
+
+
+def test_bake_minutes_are_bounded() -> None:
+    with pytest.raises(ConfigError) as raised:
+        mig_state(bakeMinutes=121)
+    assert str(raised.value) == (
+        "nodePools.h200.rollout.bakeMinutes: 121 is invalid: Input should be less than or equal to 120"
+    )
 
 
 def test_a_held_node_that_needs_nothing_is_released(tmp_path: Path) -> None:
     held = node("h200-2", unschedulable=True, annotations={"gpucell.io/held": MIG_NODE})
     cluster = Cluster(tmp_path, [held])
-    run = cluster.run(maintenance.prepare_script(replace(mig_state(), name="h200-2"), VERSION, DIGEST))
+    run = cluster.run(maintenance.prepare_script(peer_state("h200-2"), VERSION, DIGEST))
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0] == (
         "gpucell: h200-2 needs no maintenance: released (it was held for the rollout begun on h200-1)"

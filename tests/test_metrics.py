@@ -287,6 +287,30 @@ def test_storage_grows_in_place_and_shrinking_is_disruptive() -> None:
     assert not [r for r in _plan(_spec()).resources if r.type.endswith("PersistentVolumeClaimPatch")]
 
 
+def test_node_exporter_reads_the_host_side_gpu_health_with_the_node_label() -> None:
+    """The textfile collector reads the host's /var/lib/gpucell/node-exporter through the chart's mount of the host's
+    / at /host/root (no extra mount); the chart's own two extraArgs are kept (Helm replaces a list whole); the
+    ServiceMonitor copies the pod's node into label ``node``, which the host-side alerts and gpucell health read."""
+    from gpucell.components.gpu_alerts import NODE_RELABELING
+
+    root = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3"
+    chart = yaml.safe_load((root / "values.yaml").read_text())["prometheus-node-exporter"]
+    values = stack_values(_spec().metrics, "local-path")["prometheus-node-exporter"]
+    assert values["extraArgs"] == [
+        *chart["extraArgs"],
+        "--collector.textfile.directory=/host/root/var/lib/gpucell/node-exporter",
+    ]
+    subchart = root / "charts" / "prometheus-node-exporter"
+    assert yaml.safe_load((subchart / "values.yaml").read_text())["hostRootFsMount"]["enabled"] is True
+    assert "mountPath: /host/root\n" in (subchart / "templates" / "daemonset.yaml").read_text()
+    assert values["prometheus"]["monitor"] == {"relabelings": [NODE_RELABELING]}
+    # the job the alerts select: the Service's jobLabel label, as the ServiceMonitor's jobLabel names it
+    assert (chart["service"]["labels"]["jobLabel"], chart["prometheus"]["monitor"]["jobLabel"]) == (
+        "node-exporter",
+        "jobLabel",
+    )
+
+
 def test_every_alert_is_documented() -> None:
     from gpucell.components.gpu_alerts import health_group
     from tests.conftest import REPO

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -46,8 +47,8 @@ def actionlint() -> str:
     pytest.skip(why)
 
 
-def test_there_are_the_three_workflows() -> None:
-    assert [f.name for f in FILES] == ["ci.yml", "health.yml", "preview.yml"]
+def test_there_are_the_five_workflows() -> None:
+    assert [f.name for f in FILES] == ["ci.yml", "deploy-stack.yml", "deploy.yml", "health.yml", "preview.yml"]
 
 
 def test_workflows_pass_actionlint() -> None:
@@ -64,7 +65,7 @@ def run_scripts() -> list[tuple[str, str]]:
     for path in FILES:
         workflow = yaml.safe_load(path.read_text())
         for job_name, job in workflow["jobs"].items():
-            for index, step in enumerate(job["steps"]):
+            for index, step in enumerate(job.get("steps", [])):  # a job that calls a workflow has none
                 if "run" in step:
                     scripts.append((f"{path.name}:{job_name}[{index}]", step["run"]))
     return scripts
@@ -170,3 +171,157 @@ def test_health_proposes_quarantines_as_pull_requests_reviewed_by_gpucell_diff()
     assert f'if [ "$code" != {EXIT_CHANGES} ] && [ "$code" != {EXIT_DISRUPTIVE} ]; then' in lines
     assert sum('--body-file "$REVIEW"' in line for line in lines) == 2  # the pull request's body is the review
     assert 'git commit -q -m "Quarantine $hosts ($STACK/$REGION): gpucell health" -- "Pulumi.$STACK.yaml"' in lines
+
+
+# -- deploy: promotion in waves (issue 29) -------------------------------------------------------------------------
+WAVES = REPO / ".github" / "deploy-waves.json"
+
+
+def test_deploy_waves_are_data_canary_region_first() -> None:
+    assert json.loads(WAVES.read_text()) == {
+        "canary": [{"stack": "prod-fra1", "region": "fra1"}],
+        "rest": [{"stack": "prod-iad1", "region": "iad1"}],
+    }
+
+
+def test_deploy_needs_give_canary_then_bake_then_rest() -> None:
+    workflow = load("deploy.yml")
+    assert list(workflow[True]) == ["push", "workflow_dispatch"]
+    jobs = workflow["jobs"]
+    assert list(jobs) == ["waves", "canary", "bake", "rest"]
+    assert (jobs["canary"]["needs"], jobs["bake"]["needs"], jobs["rest"]["needs"]) == (
+        "waves",
+        ["waves", "canary"],
+        ["waves", "bake"],
+    )
+    assert jobs["canary"]["if"] == "needs.waves.outputs.configured == 'true'"
+    # a failure inside a wave never cancels another stack's run in flight
+    for name, wave in (("canary", "canary"), ("bake", "canary"), ("rest", "rest")):
+        assert jobs[name]["strategy"] == {
+            "fail-fast": False,
+            "matrix": {"include": f"${{{{ fromJSON(needs.waves.outputs.{wave}) }}}}"},
+        }, name
+    for name in ("canary", "rest"):
+        assert jobs[name]["uses"] == "./.github/workflows/deploy-stack.yml"
+        assert jobs[name]["with"] == {"stack": "${{ matrix.stack }}"}
+    assert "concurrency" not in workflow  # per stack, in deploy-stack.yml: two stacks never wait for each other
+
+
+def test_deploy_bake_stays_green_with_gpucell_health() -> None:
+    bake = load("deploy.yml")["jobs"]["bake"]
+    step = next(s for s in bake["steps"] if "dev.py health" in s.get("run", ""))
+    script = step["run"]
+    assert 'python3 dev.py health "$STACK" --region "$REGION" --prometheus "$PROMETHEUS_URL" > "$REPORT"' in script
+    assert f'if [ "$code" != {EXIT_OK} ]; then' in script  # unhealthy (3), unreachable (1), bad input (2): stop
+    assert "the bake cannot be judged" in script  # a cell without a Prometheus URL fails, it is never skipped
+    assert step["env"]["BAKE_MINUTES"] == "${{ inputs.bake-minutes }}"
+    assert 'BAKE_MINUTES="${BAKE_MINUTES:-30}"' in script.splitlines()  # a push: 30; a dispatch's 0 stays 0
+    assert bake["timeout-minutes"] > 300  # the longest bake accepted, and its checks
+
+
+def test_deploy_stack_runs_pulumi_up_pinned_one_run_per_stack_never_cancelled() -> None:
+    workflow = load("deploy-stack.yml")
+    assert list(workflow[True]) == ["workflow_call"]
+    job = workflow["jobs"]["up"]
+    assert job["concurrency"] == {"group": "deploy-${{ inputs.stack }}", "cancel-in-progress": False}
+    assert job["environment"] == "${{ inputs.stack }}"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    up = next(s for s in job["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
+    pin = re.search(r"^pulumi==(\S+)", (REPO / "constraints.txt").read_text(), re.MULTILINE)
+    assert pin is not None
+    assert (up["with"]["command"], up["with"]["pulumi-version"]) == ("up", pin.group(1))
+    # secrets only as the action's environment, never in a script
+    assert all("secrets." not in s.get("run", "") for s in job["steps"])
+    assert up["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+
+
+def waves_script(tmp_path: Path, waves: str, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The waves job's script, run by bash on a copy of the repository's layout with ``waves`` as the data."""
+    (tmp_path / ".github").mkdir(parents=True)
+    (tmp_path / ".github" / "deploy-waves.json").write_text(waves)
+    output = tmp_path / "output"
+    output.write_text("")
+    script = next(s["run"] for s in load("deploy.yml")["jobs"]["waves"]["steps"] if s.get("id") == "waves")
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(output), **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done, output.read_text()
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq (on GitHub's runners) is not installed here")
+def test_deploy_waves_job_reads_the_data_and_refuses_an_empty_wave(tmp_path: Path) -> None:
+    done, output = waves_script(tmp_path / "a", WAVES.read_text(), PULUMI_ACCESS_TOKEN="x")
+    assert done.returncode == 0, done.stderr
+    assert output.splitlines() == [
+        'canary=[{"stack":"prod-fra1","region":"fra1"}]',
+        'rest=[{"stack":"prod-iad1","region":"iad1"}]',
+        "configured=true",
+    ]
+    done, output = waves_script(tmp_path / "b", WAVES.read_text())
+    assert (done.returncode, output.splitlines()[-1]) == (0, "configured=false")
+    done, _ = waves_script(tmp_path / "c", '{"canary": [], "rest": [{"stack": "prod-iad1", "region": "iad1"}]}')
+    assert (done.returncode, done.stdout) == (
+        2,
+        '::error file=.github/deploy-waves.json::canary must be a non-empty list of {"stack", "region"}\n',
+    )
+
+
+def bake_script(tmp_path: Path, health_exit: int, **env: str) -> subprocess.CompletedProcess[str]:
+    """The bake step's script run by bash, ``python3`` a stub that answers ``gpucell health`` with ``health_exit``
+    and records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    stub = bin_dir / "python3"
+    stub.write_text(f'#!/usr/bin/env bash\necho "$*" >> "{tmp_path}/calls"\necho "health report"\nexit {health_exit}\n')
+    stub.chmod(0o755)
+    step = next(s for s in load("deploy.yml")["jobs"]["bake"]["steps"] if "dev.py health" in s.get("run", ""))
+    (tmp_path / "summary").write_text("")
+    variables = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "STACK": "prod-fra1",
+        "REGION": "fra1",
+        "PROMETHEUS_URL": "http://prometheus.fra1:9090",
+        "BAKE_MINUTES": "0",
+        "INTERVAL_SECONDS": "0",
+        "REPORT": str(tmp_path / "report"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        **env,
+    }
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=variables, capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+
+
+def test_deploy_bake_passes_green_and_stops_the_waves_otherwise(tmp_path: Path) -> None:
+    green = bake_script(tmp_path / "green", EXIT_OK)
+    assert green.returncode == 0, green.stderr
+    assert (tmp_path / "green" / "calls").read_text() == (
+        "dev.py health prod-fra1 --region fra1 --prometheus http://prometheus.fra1:9090\n"
+    )
+    assert (tmp_path / "green" / "summary").read_text() == (
+        "prod-fra1/fra1 stayed healthy for 0 min (1 checks of gpucell health)\n"
+    )
+    sick = bake_script(tmp_path / "sick", EXIT_UNHEALTHY)
+    assert (sick.returncode, sick.stdout) == (
+        EXIT_UNHEALTHY,
+        f"::error::prod-fra1/fra1 is not healthy at check 1 of its bake (gpucell health exit {EXIT_UNHEALTHY}): "
+        "the waves stop here\n",
+    )
+    assert "health report" in (tmp_path / "sick" / "summary").read_text()
+    blind = bake_script(tmp_path / "blind", EXIT_OK, PROMETHEUS_URL="")
+    assert (blind.returncode, blind.stdout) == (
+        2,
+        "::error::no Prometheus URL for prod-fra1/fra1 in the variable PROMETHEUS_URLS: the bake cannot be judged\n",
+    )
+    assert not (tmp_path / "blind" / "calls").exists()
+    for bad in ("301", "-1", "x"):
+        refused = bake_script(tmp_path / f"bad{bad}", EXIT_OK, BAKE_MINUTES=bad)
+        assert (refused.returncode, refused.stdout) == (
+            2,
+            f"::error::bake-minutes: '{bad}' is not a whole number of minutes from 0 to 300\n",
+        ), bad

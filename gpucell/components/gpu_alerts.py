@@ -8,26 +8,36 @@ GPU Operator's ServiceMonitor for the exporter copies the pod's node into label 
 drain, reset or reboot, and replace the board when the counters say the memory cannot be repaired in place. A
 node is taken out of service with ``kubectl cordon`` and ``kubectl drain`` (GPU VMs stop, they cannot migrate);
 gpucell's own maintenance (docs/operations.md) does the same on a config change.
+
+Where DCGM cannot see (GPUs of ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools), :func:`host_alerts` reads the
+host-side GPU health node-exporter exports from the hosts' collector (:data:`NODE_EXPORTER_JOB`,
+``gpucell/k3s/gpu_host_health.py``, decision 0038).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpucell.admission.inventory import GpuOffer
 from gpucell.components.metering import KSM_JOB, ksm_sanitized
+from gpucell.spec.metrics import HOST_HEALTH_TEXTFILE
 
 __all__ = [
     "CRITICAL_XIDS",
     "DCGM_FIELDS",
     "DCGM_JOB",
     "GPU_TEMPERATURE_C",
+    "HOST_SILENT_SECONDS",
     "MEMORY_TEMPERATURE_C",
+    "NODE_EXPORTER_JOB",
     "NODE_RELABELING",
     "POWER_THROTTLED_NS_PER_S",
+    "HostGpuPool",
     "dcgm_metrics_csv",
     "health_group",
+    "host_alerts",
 ]
 
 CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
@@ -50,6 +60,13 @@ The counter is in nanoseconds (DCGM ``dcgmlib/dcgm_fields.h``; dcgm-exporter's C
 NVIDIA/dcgm-exporter#589 corrected it to ``(in ns)``, as ``etc/default-counters.csv`` of dcgm-exporter
 4.6.0-4.8.3, the GPU Operator v26.7.0 pin, reads), so half the time is 0.5 x 10^9 ns per second; 500000 (half a
 second in microseconds) fired at 0.05 % throttled time."""
+NODE_EXPORTER_JOB = 'job="node-exporter"'
+"""Matcher of node-exporter's series, the host-side GPU health among them (:mod:`gpucell.k3s.gpu_host_health`): the
+chart's ServiceMonitor takes its job from the Service's ``jobLabel`` label, ``node-exporter`` (kube-prometheus-stack
+88.5.3 ``values.yaml``, ``prometheus-node-exporter.service.labels.jobLabel``)."""
+HOST_SILENT_SECONDS = 600
+"""Age (seconds) of the host-side GPU health file past which ``GpuHostHealthSilent`` fires: ten passes of the
+collector (:data:`gpucell.k3s.gpu_host_health.INTERVAL_SECONDS`) missed."""
 NODE_RELABELING = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}
 """Relabeling of the exporter's ServiceMonitor: the exporter pod's node as label ``node``."""
 DCGM_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -138,8 +155,104 @@ def _gpu_count_alerts(offers: Iterable[GpuOffer]) -> list[dict[str, Any]]:
     return rules
 
 
-def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
-    """The PrometheusRule group ``gpucell-gpu-health`` for the device-plugin offers of a cell."""
+@dataclass(frozen=True)
+class HostGpuPool:
+    """A GPU pool whose hosts run the host-side GPU health collector (``vm-passthrough``, ``vm-vgpu``, ``dra``)."""
+
+    pool: str
+    """The pool's name (node label ``gpucell.io/pool``)."""
+    mode: str
+    """Its ``gpuMode``."""
+    gpus: int
+    """``gpusPerNode``: the physical GPUs each host must show on its PCI bus."""
+
+
+def host_alerts(pools: Sequence[HostGpuPool]) -> list[dict[str, Any]]:
+    """The alerts on the host-side GPU health series (:mod:`gpucell.k3s.gpu_host_health`), read with
+    :data:`NODE_EXPORTER_JOB`: one ``GpuFellOffTheBus`` per pool (fewer GPUs answer on a host's PCI bus than the pool
+    declares), ``GpuHostXidCritical``, ``GpuPcieAerFatal``, ``GpuPcieAerNonFatal``, ``GpuVfioErrors`` and
+    ``GpuHostHealthSilent`` (no fresh file from a host of these pools, or its kernel log unreadable). None without
+    such pools."""
+    if not pools:
+        return []
+    host = NODE_EXPORTER_JOB
+    drain = "cordon and drain the node (`kubectl cordon`, `kubectl drain`; GPU VMs stop)"
+    rules = []
+    for entry in pools:
+        in_pool = f'max by (node) (kube_node_labels{{{KSM_JOB},label_gpucell_io_pool="{entry.pool}"}})'
+        alert = _alert(
+            "GpuFellOffTheBus",
+            f"(max by (node) (gpucell_host_gpu_pci_devices{{{host}}}) * on (node) group_left () {in_pool}) "
+            f"< {entry.gpus}",
+            "critical",
+            f"Node {{{{ $labels.node }}}} has {{{{ $value }}}} of its {entry.gpus} GPUs answering on the PCI bus "
+            f"(pool {entry.pool}, gpuMode {entry.mode})",
+            "A GPU fell off the bus: `gpucell_host_gpu_pci_device_up == 0` on the node names it (listed but not "
+            "answering), a missing address is gone from the bus; read the host's `journalctl -k` (AER, pciehp, Xid "
+            f"79); {drain} and power-cycle it (a warm reboot rarely brings the GPU back); if it falls off again, "
+            "check its power and PCIe seating and replace the board.",
+        )
+        alert["labels"].update(pool=entry.pool)
+        rules.append(alert)
+    critical = "|".join(str(x) for x in CRITICAL_XIDS)
+    on_gpu = "GPU {{ $labels.bdf }} of node {{ $labels.node }}"
+    textfile = HOST_HEALTH_TEXTFILE.rsplit("/", 1)[1]
+    pools_re = "|".join(entry.pool for entry in pools)
+    fresh = (
+        f'(time() - max by (node) (node_textfile_mtime_seconds{{{host},file=~".*/{textfile}"}})) '
+        f"< {HOST_SILENT_SECONDS}"
+    )
+    rules += [
+        _alert(
+            "GpuHostXidCritical",
+            f'max by (node, bdf, xid) (gpucell_host_gpu_xid_lines{{{host},xid=~"{critical}"}}) > 0',
+            "critical",
+            f"{on_gpu} logged Xid {{{{ $labels.xid }}}} in the host's kernel log ({{{{ $value }}}} line(s) this boot)",
+            f"Xid {{{{ $labels.xid }}}} needs the GPU reset: {drain}, then reboot it; Xid 48/63/64/94/95 again "
+            "after the reboot, or Xid 79: replace the board.",
+        ),
+        _alert(
+            "GpuPcieAerFatal",
+            f'max by (node, bdf) (gpucell_host_gpu_pcie_aer_errors_total{{{host},severity="fatal"}}) > 0',
+            "critical",
+            f"{on_gpu} had {{{{ $value }}}} fatal PCIe AER error(s) since boot",
+            f"The link was reset under the GPU and whatever used it: {drain} and reboot it; check the riser, slot "
+            "and cabling if it repeats, then replace the board.",
+        ),
+        _alert(
+            "GpuPcieAerNonFatal",
+            f'max by (node, bdf) (increase(gpucell_host_gpu_pcie_aer_errors_total{{{host},severity="nonfatal"}}[10m])) '
+            "> 0",
+            "warning",
+            f"{on_gpu} had uncorrectable (non-fatal) PCIe AER errors in the last 10 minutes",
+            f"Transactions to the GPU were lost; read the host's `journalctl -k` for the AER lines; if they repeat, "
+            f"{drain} and reseat or replace the board.",
+        ),
+        _alert(
+            "GpuVfioErrors",
+            f"max by (node, bdf) (increase(gpucell_host_gpu_vfio_error_lines_total{{{host}}}[10m])) > 0",
+            "warning",
+            f"vfio-pci reported errors for {on_gpu} in the last 10 minutes",
+            "A reset or setup of the GPU for a VM failed (`journalctl -k | grep vfio-pci`); the VM on it may not "
+            f"start; if it repeats, {drain} and reboot it.",
+        ),
+        _alert(
+            "GpuHostHealthSilent",
+            f'max by (node) (kube_node_labels{{{KSM_JOB},label_gpucell_io_pool=~"{pools_re}"}}) unless on (node) '
+            f"({fresh}) or on (node) (max by (node) (gpucell_host_gpu_kernel_log_readable{{{host}}}) == 0)",
+            "warning",
+            "Node {{ $labels.node }} has no fresh host-side GPU health (its GPUs, AER and Xid lines go unseen)",
+            "Check the host's `systemctl status gpucell-gpu-health` and `journalctl -u gpucell-gpu-health` (its "
+            "install script installs it), and node-exporter's pod on the node.",
+            for_="15m",
+        ),
+    ]
+    return rules
+
+
+def health_group(offers: Iterable[GpuOffer], host_pools: Sequence[HostGpuPool] = ()) -> dict[str, Any]:
+    """The PrometheusRule group ``gpucell-gpu-health`` for the device-plugin offers of a cell and the GPU pools whose
+    hosts run the host-side GPU health collector (:func:`host_alerts`)."""
     critical = "|".join(str(x) for x in CRITICAL_XIDS)
     on_node = "GPU {{ $labels.gpu }} of node {{ $labels.node }}"
     drain = "cordon and drain the node (`kubectl cordon`, `kubectl drain`; GPU VMs stop)"
@@ -241,6 +354,7 @@ def health_group(offers: Iterable[GpuOffer]) -> dict[str, Any]:
                 for_="30m",
             ),
             *_gpu_count_alerts(offers),
+            *host_alerts(host_pools),
         ],
     }
 

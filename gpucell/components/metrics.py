@@ -41,10 +41,10 @@ if TYPE_CHECKING:
 from gpucell._component import CellComponent
 from gpucell.admission.inventory import GpuOffer, gpu_offers
 from gpucell.components.dashboards import DASHBOARDS, dashboard_configmap
-from gpucell.components.gpu_alerts import health_group
+from gpucell.components.gpu_alerts import NODE_RELABELING, HostGpuPool, health_group
 from gpucell.components.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
 from gpucell.components.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
-from gpucell.spec.metrics import MetricsSpec
+from gpucell.spec.metrics import HOST_HEALTH_TEXTFILE_DIR, MetricsSpec
 from gpucell.spec.platform import StorageBackend
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole, gpu_pools
 from gpucell.spec.versions import Versions
@@ -57,6 +57,7 @@ __all__ = [
     "CHART",
     "CRD_UPGRADE_JOB",
     "NAMESPACE",
+    "NODE_EXPORTER_ARGS",
     "PREDICTOR_DROPPED_LABELS",
     "PREDICTOR_METRICS",
     "PROMETHEUS_URL",
@@ -64,6 +65,7 @@ __all__ = [
     "REMOTE_WRITE_SECRET",
     "Metrics",
     "MetricsArgs",
+    "host_gpu_pools",
     "hubble_service_monitor",
     "pod_monitor_manifests",
     "predictor_metric_relabelings",
@@ -121,6 +123,9 @@ class MetricsArgs:
     """What the device plugins advertise, per pool: the metered resources and the GPU-count alerts."""
     dra: bool = False
     """The cell runs the NVIDIA DRA driver (``dra`` pools): scrape its kubelet plugin."""
+    host_pools: Sequence[HostGpuPool] = ()
+    """The GPU pools whose hosts run the host-side GPU health collector (``vm-passthrough``, ``vm-vgpu``, ``dra``):
+    the host-side GPU alerts (:func:`gpucell.components.gpu_alerts.host_alerts`)."""
     pool_models: Mapping[str, str] = field(default_factory=dict)
     """GPU pool name -> gpucell catalog model name (every GPU pool, ``dra`` ones included): the metered
     ``gpu_model``; a pool missing here is metered as ``unknown``."""
@@ -144,10 +149,23 @@ class MetricsArgs:
             storage_class=storage,
             gpu_offers=gpu_offers(cell.node_pools, cell.effective_mig_strategy.value),
             dra=bool(gpu_pools(cell.node_pools, GpuMode.DRA)),
+            host_pools=host_gpu_pools(cell.node_pools),
             pool_models={name: pool.model.name for name, pool in cell.node_pools.items() if pool.role is NodeRole.GPU},
             dra_model=_one_model(gpu_pools(cell.node_pools, GpuMode.DRA).values()),
             remote_write_credentials=remote_write_credentials,
         )
+
+
+def host_gpu_pools(pools: Mapping[str, NodePool]) -> list[HostGpuPool]:
+    """The GPU pools of ``pools`` whose hosts run the host-side GPU health collector
+    (:attr:`gpucell.spec.pools.GpuMode.host_health`), with their ``gpusPerNode``."""
+    found = []
+    for name, pool in pools.items():
+        if pool.role is NodeRole.GPU and pool.gpu_mode is not None and pool.gpu_mode.host_health:
+            # A GPU pool's spec requires gpusPerNode.
+            assert pool.gpus_per_node is not None
+            found.append(HostGpuPool(name, pool.gpu_mode.value, pool.gpus_per_node))
+    return found
 
 
 def _one_model(pools: Iterable[NodePool]) -> str:
@@ -164,6 +182,20 @@ def remote_write_secret_data(credentials: str) -> dict[str, str]:
         raise ValueError("metrics.remoteWrite credentials must be '<user>:<password>'")
     return {"username": user, "password": password}
 
+
+NODE_EXPORTER_ARGS = (
+    "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run/containerd/.+|var/lib/docker/.+|"
+    "var/lib/kubelet/.+)($|/)",
+    "--collector.filesystem.fs-types-exclude=^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|"
+    "fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|"
+    "sysfs|tracefs|erofs)$",
+    f"--collector.textfile.directory=/host/root{HOST_HEALTH_TEXTFILE_DIR}",
+)
+"""``prometheus-node-exporter.extraArgs``: the chart's own two (kube-prometheus-stack 88.5.3 ``values.yaml``; Helm
+replaces a list whole, so they are repeated) and the textfile collector's directory, the host's
+:data:`gpucell.spec.metrics.HOST_HEALTH_TEXTFILE_DIR` under the chart's mount of the host's ``/`` at ``/host/root``
+(``prometheus-node-exporter`` 4.56.1 ``hostRootFsMount``, ``templates/daemonset.yaml``), where the host-side GPU
+health collector writes (:mod:`gpucell.k3s.gpu_host_health`)."""
 
 CRD_UPGRADE_JOB: dict[str, Any] = {
     "enabled": True,
@@ -190,6 +222,10 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
       claims from the tenants' ResourceQuotas (:mod:`gpucell.components.metering`).
     - ``crds.upgradeJob``: :data:`CRD_UPGRADE_JOB`, so that the Prometheus Operator CRDs follow every chart upgrade.
+    - ``prometheus-node-exporter``: ``extraArgs`` :data:`NODE_EXPORTER_ARGS` (the textfile collector reads the
+      host-side GPU health) and its ServiceMonitor's ``relabelings`` copying the pod's node into label ``node``
+      (:data:`gpucell.components.gpu_alerts.NODE_RELABELING`), which the host-side GPU alerts and ``gpucell health``
+      name the host by.
     - ``kubeControllerManager``, ``kubeScheduler``, ``kubeEtcd``, ``kubeProxy`` off: k3s runs the first three inside
       its own process, listening on localhost only, and the cell runs no kube-proxy (Cilium replaces it); scraping
       them would only raise TargetDown.
@@ -217,6 +253,10 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
+        },
+        "prometheus-node-exporter": {
+            "extraArgs": list(NODE_EXPORTER_ARGS),
+            "prometheus": {"monitor": {"relabelings": [dict(NODE_RELABELING)]}},
         },
         "kubeControllerManager": {"enabled": False},
         "kubeScheduler": {"enabled": False},
@@ -343,17 +383,23 @@ def hubble_service_monitor() -> dict[str, Any]:
 
 
 def prometheus_rule_manifest(
-    offers: Sequence[GpuOffer], pool_models: Mapping[str, str], dra_model: str = UNKNOWN_MODEL
+    offers: Sequence[GpuOffer],
+    pool_models: Mapping[str, str],
+    dra_model: str = UNKNOWN_MODEL,
+    host_pools: Sequence[HostGpuPool] = (),
 ) -> dict[str, Any]:
     """PrometheusRule ``gpucell``: :func:`gpucell.components.metering.metering_group` over ``offers``' resources, the
     GPU pools' models ``pool_models`` and the DRA claims' ``dra_model``, and
-    :func:`gpucell.components.gpu_alerts.health_group`."""
+    :func:`gpucell.components.gpu_alerts.health_group` over ``offers`` and ``host_pools``."""
     return {
         "apiVersion": MONITOR_API,
         "kind": "PrometheusRule",
         "metadata": {"name": "gpucell", "namespace": NAMESPACE, "labels": dict(_MANAGED)},
         "spec": {
-            "groups": [metering_group((o.resource for o in offers), pool_models, dra_model), health_group(offers)]
+            "groups": [
+                metering_group((o.resource for o in offers), pool_models, dra_model),
+                health_group(offers, host_pools),
+            ]
         },
     }
 
@@ -427,7 +473,9 @@ class Metrics(CellComponent):
         for manifest in monitors:
             _custom(f"{name}-{manifest['metadata']['name']}", manifest, in_stack)
         self.rules = _custom(
-            f"{name}-rules", prometheus_rule_manifest(args.gpu_offers, args.pool_models, args.dra_model), in_stack
+            f"{name}-rules",
+            prometheus_rule_manifest(args.gpu_offers, args.pool_models, args.dra_model, args.host_pools),
+            in_stack,
         )
         for uid in DASHBOARDS:
             board = dashboard_configmap(uid, NAMESPACE)

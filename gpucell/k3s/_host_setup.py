@@ -15,6 +15,9 @@
 - ``vm-vgpu`` pools of SR-IOV boards: Linux 6.8 or later (NVIDIA's vendor-specific VFIO framework; kubevirt/
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
   framework for vGPU"), then the VF-typing service of :mod:`gpucell.k3s.vgpu_sriov`.
+- ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools: the host-side GPU health collector of
+  :mod:`gpucell.k3s.gpu_host_health` (GPUs on the PCI bus, AER, vfio errors, Xid lines for node-exporter), where no
+  DCGM exporter watches the GPUs; removed from hosts of ``container`` pools.
 
 The fragments are ``scripts/host/*.sh`` (:mod:`gpucell.k3s._script_files`). Every fragment runs under the install
 script's ``set -euo pipefail`` and its ``as_root`` helper, reads only files, and reads the roots
@@ -27,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpucell.catalog.gpu_catalog import VgpuFramework
-from gpucell.k3s import vgpu_sriov
+from gpucell.k3s import gpu_host_health, vgpu_sriov
 from gpucell.k3s._script_files import render
 from gpucell.spec.hardware import driver_branch
 from gpucell.spec.platform import StorageBackend
@@ -130,9 +133,11 @@ def multipath_blacklist() -> str:
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile; :func:`iommu_check` on
     ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.k3s.vgpu_sriov.install_fragment`, on
-    other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool); first, on every
-    node of a Longhorn cell, :func:`multipath_blacklist`. Empty for server and cpu pools without a topology profile
-    on other cells."""
+    other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool); on
+    ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools the host-side GPU health collector
+    (:func:`gpucell.k3s.gpu_host_health.install_fragment`), on ``container`` pools its removal; first, on every node
+    of a Longhorn cell, :func:`multipath_blacklist`. Empty for server and cpu pools without a topology profile on
+    other cells."""
     parts: list[str] = []
     if cell.storage.backend is StorageBackend.LONGHORN:
         parts.append(multipath_blacklist())
@@ -150,4 +155,8 @@ def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
         parts.append(vgpu_sriov.install_fragment(pool.model, pool.vgpu_profile))
     elif pool.role is NodeRole.GPU:
         parts.append(vgpu_sriov.removal_fragment())
+    if pool.gpu_mode is not None and pool.gpu_mode.host_health:
+        parts.append(gpu_host_health.install_fragment(pool_name, pool.gpu_mode))
+    elif pool.role is NodeRole.GPU:
+        parts.append(gpu_host_health.removal_fragment())
     return "".join(parts)

@@ -29,11 +29,16 @@ node was already cordoned by someone else, so settle leaves it cordoned); settle
 is there. Every wait is bounded (the pool's ``rollout``), and a failure leaves the node cordoned and says what is
 left; the next ``pulumi up`` resumes where it stopped.
 
-While a GPU pool rolls, its nodes still waiting for their own maintenance are *held*: the first node's prepare
-cordons them (annotation ``gpucell.io/held: <node>``), so that neither the GPU pods it evicts nor the GPU VMs a
-settle starts again land on a node that is next in line, and an SR-IOV vGPU type that KubeVirt renames for the
-whole region is not handed out on a node still typed the old way. Each held node's own prepare takes it over (or
-releases it, when it needs nothing); its settle uncordons it (docs/decisions/0018).
+While a GPU pool rolls, the next window of its nodes still waiting for their own maintenance is *held*: a node's
+prepare cordons the pool's next ``rollout.maxUnavailable`` registered hosts in the rollout's order (annotation
+``gpucell.io/held: <node>``), so that neither the GPU pods it evicts nor the GPU VMs its settle starts again land on
+a node whose turn comes next; the rest of the pool keeps serving. On an SR-IOV vGPU pool every node still typed the
+old way is held, wherever it is in line, since KubeVirt renames the type for the whole region under one resource
+name. Each held node's own prepare takes it over (or releases it, when it needs nothing); its settle uncordons it. A
+GPU node's prepare or settle that fails releases the nodes it held (an ``EXIT`` trap), and the next run holds the
+window again as it resumes (docs/decisions/0018, 0035). With ``rollout.bakeMinutes``, each settle then watches its node,
+back in service, for that long before the next node of its window begins (annotation ``gpucell.io/baking`` while
+it runs, so that a bake cut short is done again).
 
 GPU workloads are pods whose containers or init containers have a limit on an ``nvidia.com/`` resource, or
 that hold a DRA ResourceClaim (``spec.resourceClaims``). Pods are evicted through the
@@ -80,6 +85,7 @@ from gpucell.spec import NodeRole
 from gpucell.spec.pools import POOL_LABEL
 
 __all__ = [
+    "BAKING_ANNOTATION",
     "CONFIG_ANNOTATION",
     "GPU_CONFIG_ANNOTATION",
     "GPU_WAIT_ANNOTATION",
@@ -111,6 +117,9 @@ KEEP_CORDONED_ANNOTATION = "gpucell.io/keep-cordoned"
 HELD_ANNOTATION = "gpucell.io/held"
 """On a node of a GPU pool cordoned because another node of its pool began its maintenance (the value names it)
 while this one still waits for its own: no GPU pod or VM the rollout moves lands there meanwhile."""
+BAKING_ANNOTATION = "gpucell.io/baking"
+"""On a node whose settle is baking it (``rollout.bakeMinutes``), the k3s version it bakes on; removed when the bake
+passes. A settle that finds it (the bake failed or was cut short) bakes the node again."""
 CONFIG_ANNOTATION = "gpucell.io/k3s-config"
 """The :func:`gpucell.k3s._scripts.restart_digest` the node last converged to."""
 GPU_CONFIG_ANNOTATION = "gpucell.io/gpu-config"
@@ -167,6 +176,8 @@ _ANNOTATIONS = {
     "keep_cordoned_path": jsonpath_key(KEEP_CORDONED_ANNOTATION),
     "held": HELD_ANNOTATION,
     "held_path": jsonpath_key(HELD_ANNOTATION),
+    "baking": BAKING_ANNOTATION,
+    "baking_path": jsonpath_key(BAKING_ANNOTATION),
     "labels": LABELS_ANNOTATION,
     "stopped_by": STOPPED_BY_ANNOTATION,
     "stopped_by_path": jsonpath_key(STOPPED_BY_ANNOTATION),
@@ -179,7 +190,9 @@ _ANNOTATIONS = {
 }
 
 
-def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str = "") -> str:
+def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str = "", **values: object) -> str:
+    """The preamble, the variables and ``functions`` (each a file of ``scripts/maintenance/functions/``), rendered
+    with the annotations, the API and ``kubectl`` bounds and ``values``."""
     variables = render(
         "maintenance/variables",
         kubeconfig=KUBECONFIG_PATH,
@@ -197,6 +210,7 @@ def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str
             unreachable=KC_UNREACHABLE,
             poll=POLL_SECONDS,
             **_ANNOTATIONS,
+            **values,
         )
         for name in functions
     ]
@@ -221,20 +235,30 @@ def _array(name: str, values: Iterable[object]) -> str:
     return f"readonly {name}=({' '.join(shlex.quote(str(value)) for value in values)})\n"
 
 
-def _prepare_gpu_values(state: NodeState) -> str:
+def _prepare_gpu_values(state: NodeState, next_in_line: tuple[str, ...]) -> str:
     """The GPU part of the prepare's header, which its ``reasons_of`` loops over: the GPU configuration labels (as
     JSONPath members) and their values, the recorded configuration, the resources the node advertises; empty
-    arrays on a node without GPUs. ``POOL`` on a GPU node (whose prepare holds its pool's other nodes)."""
-    return (
+    arrays on a node without GPUs. On a GPU node (whose prepare holds the next window of its pool) also ``POOL``,
+    ``NEXT_IN_LINE`` (the window) and ``HOLD_RETYPED`` (``true`` on an SR-IOV vGPU pool: a node still typed the old
+    way is held wherever it is in line)."""
+    values = (
         _readonly("WANT_GPU", state.gpu_profile)
         + _array("GPU_LABEL_PATHS", map(jsonpath_key, state.gpu_config))
         + _array("GPU_LABEL_VALUES", state.gpu_config.values())
         + _array("GPU_RESOURCE_PATHS", map(jsonpath_key, state.resources) if state.gpu_profile else ())
-        + (_readonly("POOL", state.labels[POOL_LABEL]) if state.is_gpu else "")
     )
+    if state.is_gpu:
+        values += (
+            _readonly("POOL", state.labels[POOL_LABEL])
+            + _array("NEXT_IN_LINE", next_in_line)
+            + _readonly("HOLD_RETYPED", "true" if state.vf_type else "false")
+        )
+    return values
 
 
-def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint: str = "") -> str:
+def prepare_script(
+    state: NodeState, version: str, digest: str, *, api_endpoint: str = "", next_in_line: tuple[str, ...] = ()
+) -> str:
     """Create/update of ``<node>-prepare``: take the node out of service when what it runs must change.
 
     Reasons, from the live Node: ``k3s-upgrade`` (kubelet version is not ``version``), ``k3s-restart`` (annotation
@@ -243,12 +267,14 @@ def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint:
     plus any left in ``gpucell.io/maintenance`` by an interrupted run (``quarantine`` there becomes
     ``quarantine-lifted`` once the config lifts it). With none it exits 0, releasing the node when another node of
     its pool held it; also when k3s is not installed on the control server (a new cell) or the node is not
-    registered (a new node). Otherwise: record the reasons, cordon, on a GPU node hold the other nodes of its pool
-    (label ``gpucell.io/pool``) that still need another k3s version or GPU configuration, and drain (k3s reasons and
-    a quarantine) or evict only GPU workloads,
-    within ``state.rollout.drain_timeout_minutes``; exits 1 with the pods left when that runs out. A NotReady node
-    fails at once (a quarantined one is only cordoned). ``api_endpoint`` (``https://<apiEndpoint>:<port>``) is
-    tried when this server's API does not answer.
+    registered (a new node). Otherwise: record the reasons, cordon, on a GPU node hold the nodes of
+    ``next_in_line`` (the pool's next ``rollout.maxUnavailable`` registered hosts after this one, in the rollout's
+    order; on an SR-IOV vGPU pool also every node of the pool, label ``gpucell.io/pool``, still on another GPU
+    configuration) that are in service and still need another k3s version or GPU configuration, and drain (k3s
+    reasons and a quarantine) or evict only GPU workloads, within ``state.rollout.drain_timeout_minutes``; exits 1
+    with the pods left when that runs out, releasing the nodes it held (an ``EXIT`` trap). A NotReady node fails at
+    once (a quarantined one is only cordoned). ``api_endpoint`` (``https://<apiEndpoint>:<port>``) is tried when
+    this server's API does not answer.
     """
     hold = state.is_gpu
     body = render(
@@ -258,11 +284,11 @@ def prepare_script(state: NodeState, version: str, digest: str, *, api_endpoint:
         drain_timeout=state.rollout.drain_timeout_minutes * 60,
         drain_attempts=_attempts(state.rollout.drain_timeout_minutes),
         quarantine=shlex.quote(state.quarantine),
-        gpu_values=_prepare_gpu_values(state),
-        hold="hold_peers\n" if hold else "",
+        gpu_values=_prepare_gpu_values(state, next_in_line),
+        hold="trap release_on_failure EXIT\nhold_peers\n" if hold else "",
         **_ANNOTATIONS,
     )
-    functions = (*_BASE, *_DRAIN, "evict", "evict_gpu_pods", *(("hold_peers",) if hold else ()))
+    functions = (*_BASE, *_DRAIN, "evict", "evict_gpu_pods", *(("hold_peers", "release_peers") if hold else ()))
     title = f"gpucell: prepare {state.name} for maintenance"
     return _header(title, state.name, functions, api_endpoint) + body
 
@@ -283,15 +309,21 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
     the wait a minute later if it stays; a state stuck elsewhere five minutes gets the same restart once; a wait
     that runs out leaves ``gpucell.io/gpu-state-wait`` so that the next settle re-triggers at once. Then it records
     the digest, removes ``gpucell.io/maintenance`` and uncordons (unless ``gpucell.io/keep-cordoned``). Exits 1
-    naming what is missing, leaving the node cordoned.
+    naming what is missing, leaving the node cordoned; on a GPU node it then releases the nodes its prepare held.
+
+    With ``state.rollout.bake_minutes``, a node it put back in service (or whose bake the last run did not finish,
+    annotation ``gpucell.io/baking``) must then stay Ready on ``version`` that long, polled every
+    :data:`POLL_SECONDS`; exits 1 naming what it reports when it does not, which stops the pool's rollout.
     """
-    gpu_values = gpu_state_function = gpu_wait = ""
+    gpu_values = gpu_state_function = gpu_wait = release_trap = ""
     if state.is_gpu:
         gpu_values = _settle_gpu_values(state)
+        release_trap = "trap release_on_failure EXIT\n"
         gpu_state_function = render(
             "maintenance/gpu-state-function", vf_types_path=jsonpath_key(VGPU_TYPES_ANNOTATION), vf_types=_VF_TYPES
         )
         gpu_wait = _gpu_wait(state)
+    baking = state.rollout.bake_minutes > 0
     body = render(
         "maintenance/settle",
         version=shlex.quote(version),
@@ -303,10 +335,23 @@ def settle_script(state: NodeState, version: str, digest: str, *, api_endpoint: 
         gpu_values=gpu_values,
         gpu_state_function=gpu_state_function,
         gpu_wait=gpu_wait,
+        release_trap=release_trap,
+        bake="bake\n" if baking else "",
+        bake_unfinished="  bake_unfinished\n" if baking else "",
         **_ANNOTATIONS,
     )
     title = f"gpucell: settle {state.name} after maintenance"
-    return _header(title, state.name, (*_BASE, "start_stopped_vms"), api_endpoint) + body
+    functions = (
+        *_BASE,
+        "start_stopped_vms",
+        *(("release_peers",) if state.is_gpu else ()),
+        *(("bake",) if baking else ()),
+    )
+    bake_values = {
+        "bake_attempts": _attempts(state.rollout.bake_minutes),
+        "bake_seconds": state.rollout.bake_minutes * 60,
+    }
+    return _header(title, state.name, functions, api_endpoint, **bake_values) + body
 
 
 _VF_TYPES = "SR-IOV vGPU typing"
@@ -348,6 +393,7 @@ def _settle_gpu_values(state: NodeState) -> str:
         + _array("RESOURCE_COUNTS", state.resources.values())
         + _array("POD_NAMESPACES", (GPU_OPERATOR_NAMESPACE, *state.pod_namespaces))
         + _readonly("SKIP_PODS", state.skip_pods)
+        + _readonly("POOL", state.labels[POOL_LABEL])
     )
     retriggers = _retriggers(state)
     plugin_namespace, plugin_selector = _plugin(state)

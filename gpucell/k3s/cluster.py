@@ -336,6 +336,9 @@ class K3sCluster(CellComponent):
                 continue
             settles: list[pulumi.Resource] = []
             window = pool.rollout.max_unavailable
+            # The rollout's order: registered node i after registered node i - window (a GPU node's -prepare holds
+            # the next window of it, nodes i + 1 .. i + window).
+            order = [h.name for h in pool.hosts if args.registered_hosts is None or h.name in args.registered_hosts]
             for host in pool.hosts:
                 if args.registered_hosts is not None and host.name not in args.registered_hosts:
                     prepare, install = self._install(pool_name, host, joins.prepare_after())
@@ -343,7 +346,8 @@ class K3sCluster(CellComponent):
                 else:
                     index = len(settles)
                     previous = [settles[index - window]] if index >= window else [self.servers_ready]
-                    prepare, install = self._install(pool_name, host, previous)
+                    next_in_line = tuple(order[index + 1 : index + 1 + window])
+                    prepare, install = self._install(pool_name, host, previous, next_in_line)
                     if index < window:
                         self.rollout_starts.setdefault(pool_name, []).append(host.name)
                     settles.append(self._finish(pool_name, host, prepare, install).settle)
@@ -467,8 +471,10 @@ class K3sCluster(CellComponent):
             self._renders[host.name] = found
         return found
 
-    def _install(self, pool_name: str, host: Host, after: list[pulumi.Resource]) -> tuple[Command, Command]:
-        """The node's ``-prepare`` (after ``after``) and install commands."""
+    def _install(
+        self, pool_name: str, host: Host, after: list[pulumi.Resource], next_in_line: tuple[str, ...] = ()
+    ) -> tuple[Command, Command]:
+        """The node's ``-prepare`` (after ``after``; holding ``next_in_line`` on a GPU node) and install commands."""
         cell = self._cell
         pool = cell.node_pools[pool_name]
         config_yaml, files, digest = self._rendered(pool_name, host)
@@ -485,7 +491,9 @@ class K3sCluster(CellComponent):
         prepare_text = (
             maintenance.forgotten_script(host.name)
             if forgotten
-            else maintenance.prepare_script(state, cell.versions.k3s, digest, api_endpoint=self._api_endpoint)
+            else maintenance.prepare_script(
+                state, cell.versions.k3s, digest, api_endpoint=self._api_endpoint, next_in_line=next_in_line
+            )
         )
 
         prepare = self._control_command(

@@ -241,7 +241,9 @@ class GpuVirtualMachine(virtual_machine.GpuVirtualMachine):
         self, name: str, args: types.GpuVirtualMachineInputs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         inputs = _validated(package_inputs.GPU_VIRTUAL_MACHINE.model, args)
-        super().__init__(name, package_inputs.GPU_VIRTUAL_MACHINE.build(inputs, tenant=_tenant(inputs, opts)), opts)
+        secrets = {key: pulumi.Output.secret(value) for key, value in (args.get("secrets") or {}).items()}
+        spec = package_inputs.GPU_VIRTUAL_MACHINE.build(inputs, tenant=_tenant(inputs, opts), secrets=secrets)
+        super().__init__(name, spec, opts)
 
 
 class Notebook(notebook.Notebook):
@@ -315,6 +317,9 @@ class RegionalCell(cell.RegionalCell):
             etcd_s3_credentials=args.get("etcdS3Credentials"),
             remote_write_credentials=args.get("remoteWriteCredentials"),
             backup_credentials=backups,
+            image_credentials={
+                key: pulumi.Output.secret(value) for key, value in (args.get("imageCredentials") or {}).items()
+            },
         )
         super().__init__(name, spec, opts)
 

@@ -81,6 +81,7 @@ __all__ = [
     "DraDriverInputs",
     "GpuOperatorInputs",
     "GpuVirtualMachineInputs",
+    "GpuVirtualMachineSecrets",
     "KServeInputs",
     "KedaInputs",
     "KubeVirtInputs",
@@ -232,6 +233,21 @@ class ModelEndpointSecrets(WorkloadInputs):
     )
 
 
+class GpuVirtualMachineSecrets(WorkloadInputs):
+    """A VM's secrets, passed through."""
+
+    PASSED_THROUGH: ClassVar[tuple[PassedThrough, ...]] = (
+        PassedThrough(
+            "secrets",
+            "The value of every config key the spec names, by that key: ``cloudInit.userDataConfigKey`` (the "
+            "user's cloud-config) and each disk's ``source.credentialsConfigKey`` (``<user>:<password>`` of the "
+            "import source); one for each.",
+            secret=True,
+            mapping=True,
+        ),
+    )
+
+
 class RegionalCellSecrets(ComponentInputs):
     """A cell's secrets, passed through."""
 
@@ -257,6 +273,13 @@ class RegionalCellSecrets(ComponentInputs):
             "The password encrypting the backed-up volumes (``backups.repositoryPasswordConfigKey``); required with "
             "``backups``.",
             secret=True,
+        ),
+        PassedThrough(
+            "imageCredentials",
+            "``<user>:<password>`` of every ``imageCatalogs`` image source's ``credentialsConfigKey``, by that key; "
+            "one for each.",
+            secret=True,
+            mapping=True,
         ),
     )
 
@@ -289,8 +312,7 @@ NOT_DERIVED: dict[type, dict[str, str]] = {
     GpuVirtualMachineArgs: {
         "tenant": _TENANT,
         "after": _DEPENDS_ON,
-        "secrets": "not in the package yet: ``cloudInit.userDataConfigKey`` and a disk's ``credentialsConfigKey`` "
-        "have no secret input, so a VM naming one cannot be built through the package",
+        "secrets": _PASSED.format("secrets"),
     },
     NotebookArgs: {"tenant": _TENANT},
     ModelEndpointArgs: {
@@ -310,8 +332,7 @@ NOT_DERIVED: dict[type, dict[str, str]] = {
         "``backupRepositoryPassword``, used as given",
         "control_server": f"{_LAST_DEPLOYMENT} (a server being removed)",
         "deployed_gpu_nodes": _LAST_DEPLOYMENT,
-        "image_credentials": "not in the package yet: ``imageCatalogs`` credentials have no secret input, so a cell "
-        "naming one cannot be built through the package",
+        "image_credentials": _PASSED.format("imageCredentials"),
         "other_cells": "the stack's other cells: a package program builds one",
     },
 }
@@ -479,7 +500,7 @@ TenantInputs = TENANT.model
 GPU_VIRTUAL_MACHINE = derive(
     GpuVirtualMachineArgs,
     "Inputs of a tenant's VM (:class:`gpucell.workloads.virtual_machine.GpuVirtualMachineArgs`).",
-    WorkloadInputs,
+    GpuVirtualMachineSecrets,
 )
 GpuVirtualMachineInputs = GPU_VIRTUAL_MACHINE.model
 NOTEBOOK = derive(

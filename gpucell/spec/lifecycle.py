@@ -88,3 +88,8 @@ class Rollout(SpecModel):
     gpu_state_timeout_minutes: StrictInt = Field(default=30, ge=1, le=1440)
     """How long a GPU node may take after a change to report its new GPU state (MIG or vGPU state ``success``, the
     new resources advertised, the GPU Operator's pods ready), minutes. Defaults to 30."""
+    bake_minutes: StrictInt = Field(default=0, ge=0, le=120)
+    """How long each node, back in service after its maintenance, must stay Ready on the pinned k3s version before
+    the next node of its window begins, minutes (0 to 120). Its ``-settle`` watches it: a node that is not Ready on
+    that version fails the run (the rollout stops there, and the next ``pulumi up`` bakes it again before going on).
+    Defaults to 0: no bake, the next node begins at once."""

@@ -11,7 +11,14 @@ from gpucell.errors import SpecError
 from gpucell.spec._base import SpecModel
 from gpucell.spec._values import check_config_key, check_endpoint_host, check_url
 
-__all__ = ["MetricsSpec", "RemoteWriteSpec"]
+__all__ = ["HOST_HEALTH_TEXTFILE", "HOST_HEALTH_TEXTFILE_DIR", "MetricsSpec", "RemoteWriteSpec"]
+
+HOST_HEALTH_TEXTFILE_DIR = "/var/lib/gpucell/node-exporter"
+"""The host directory node-exporter's textfile collector reads (every ``*.prom`` file in it): the host-side GPU
+health collector (:mod:`gpucell.k3s.gpu_host_health`) writes there, node-exporter reads it through its mount of the
+host's ``/`` (:mod:`gpucell.components.metrics`)."""
+HOST_HEALTH_TEXTFILE = f"{HOST_HEALTH_TEXTFILE_DIR}/gpucell-gpu-health.prom"
+"""The file the host-side GPU health collector writes whole each pass."""
 
 
 class RemoteWriteSpec(SpecModel):

@@ -135,6 +135,13 @@ class GpuMode(StrEnum):
         return self is not GpuMode.CONTAINER
 
     @property
+    def host_health(self) -> bool:
+        """True for the modes whose GPUs DCGM does not see, bound to ``vfio-pci`` or split by a host's vGPU Manager
+        (``vm-passthrough``, ``vm-vgpu``, ``dra``): their hosts run the host-side GPU health collector
+        (:mod:`gpucell.k3s.gpu_host_health`, decision 0038)."""
+        return self is not GpuMode.CONTAINER
+
+    @property
     def runs_containers(self) -> bool:
         """True for the modes whose GPUs serve containers (``container`` and ``dra``)."""
         return self in (GpuMode.CONTAINER, GpuMode.DRA)

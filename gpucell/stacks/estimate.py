@@ -30,6 +30,7 @@ __all__ = [
     "estimate",
     "human",
     "step_seconds",
+    "timeline",
 ]
 
 CREATE_SECONDS: Mapping[str, float] = {
@@ -128,6 +129,36 @@ def estimate(registrations: list[Registration], base: Mapping[str, Any] | None =
     """The :class:`Estimate` of running ``registrations``: all created (``base`` ``None``: a new region), or against
     ``base`` (URN -> inputs of the base plan): created when missing there, updated when their inputs differ, else
     free. Linear in resources and edges."""
+    by_urn, cost, finish, critical = _walk(registrations, base, {})
+    if not finish:
+        return Estimate(0.0, ())
+    end = max(finish, key=lambda u: finish[u])
+    total = finish[end]
+    last: str | None = end
+    chain: list[str] = []
+    while last is not None:
+        if cost[last] > 0:
+            chain.append(by_urn[last].name)
+        last = critical[last]
+    return Estimate(total, tuple(reversed(chain)))
+
+
+def timeline(
+    registrations: list[Registration],
+    base: Mapping[str, Any] | None = None,
+    extra: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float, float]]:
+    """Resource name -> (start, finish) seconds from the run's start, as :func:`estimate` walks it; ``extra``
+    (resource name -> seconds) lengthens those steps (a bake a step waits out, for the benchmark). A step that takes
+    no time starts and finishes at once."""
+    by_urn, cost, finish, _ = _walk(registrations, base, extra or {})
+    return {by_urn[u].name: (finish[u] - cost[u], finish[u]) for u in finish}
+
+
+def _walk(
+    registrations: list[Registration], base: Mapping[str, Any] | None, extra: Mapping[str, float]
+) -> tuple[dict[str, Registration], dict[str, float], dict[str, float], dict[str, str | None]]:
+    """(URN -> registration, URN -> cost, URN -> finish, URN -> the dependency that finished last) of a run."""
     providers = {r.name: r.urn for r in registrations if r.type.startswith("pulumi:providers:")}
     by_urn = {r.urn: r for r in registrations}
     after = {
@@ -142,6 +173,7 @@ def estimate(registrations: list[Registration], base: Mapping[str, Any] | None =
             cost[r.urn] = step_seconds(r, update=True)
         else:
             cost[r.urn] = 0.0
+        cost[r.urn] += extra.get(r.name, 0.0)
     finish: dict[str, float] = {}
     critical: dict[str, str | None] = {}
     for start in after:
@@ -158,17 +190,7 @@ def estimate(registrations: list[Registration], base: Mapping[str, Any] | None =
             before = max(after[urn], key=lambda u: finish[u], default=None)
             critical[urn] = before
             finish[urn] = cost[urn] + (finish[before] if before is not None else 0.0)
-    if not finish:
-        return Estimate(0.0, ())
-    end = max(finish, key=lambda u: finish[u])
-    total = finish[end]
-    last: str | None = end
-    chain: list[str] = []
-    while last is not None:
-        if cost[last] > 0:
-            chain.append(by_urn[last].name)
-        last = critical[last]
-    return Estimate(total, tuple(reversed(chain)))
+    return by_urn, cost, finish, critical
 
 
 def human(seconds: float) -> str:

@@ -4,9 +4,12 @@ Read from the cell's Prometheus (``/api/v1/query``, one instant query each, :dat
 
 - **critical alerts firing**: ``ALERTS{alertstate="firing",severity="critical"}``, whatever rule raised them
   (gpucell's GPU alerts, :mod:`gpucell.components.gpu_alerts`: ``GpuXidCritical``, ``GpuFellOffTheBus``,
-  ``GpuDoubleBitEcc``, ``GpuRetiredPagesHigh``, ``GpuRowRemapFailed``, ``GpuCountDropped``; kube-prometheus-stack's
-  and KubeVirt's). The host is the alert's ``node`` label (the DCGM exporter's ServiceMonitor copies the pod's node
-  into it, ``gpu_alerts.NODE_RELABELING``; kube-state-metrics' series carry it);
+  ``GpuDoubleBitEcc``, ``GpuRetiredPagesHigh``, ``GpuRowRemapFailed``, ``GpuCountDropped``, and on the hosts of
+  ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools the host-side ``GpuFellOffTheBus``, ``GpuHostXidCritical`` and
+  ``GpuPcieAerFatal``; kube-prometheus-stack's and KubeVirt's). The host is the alert's ``node`` label (the DCGM
+  exporter's and node-exporter's ServiceMonitors copy the pod's node into it, ``gpu_alerts.NODE_RELABELING``;
+  kube-state-metrics' series carry it); the GPU is its ``gpu`` label (DCGM's index) or ``bdf`` (the host's PCI
+  address);
 - **nodes NotReady**: ``kube_node_status_condition{condition="Ready",status="true"}`` is 0, and declared hosts with
   no such series (no Node);
 - **GPU capacity below what the stack declares**: per in-service host of each device-plugin pool,
@@ -298,15 +301,16 @@ def read_health(prometheus: str, stack: str, region: str, spec: CellSpec, *, dea
 
 
 def _alert_finding(labels: Mapping[str, str], hosts: Mapping[str, Any]) -> Finding:
-    name, node, gpu = labels["alertname"], labels.get("node"), labels.get("gpu")
-    detail = f" (gpu {gpu})" if gpu is not None else ""
+    """The finding of one firing alert; its GPU is DCGM's index (label ``gpu``: ``gpu 3``) or, for the host-side
+    alerts, the PCI address (label ``bdf``: ``pci 0000:41:00.0``)."""
+    name, node = labels["alertname"], labels.get("node")
+    gpu = f"gpu {labels['gpu']}" if "gpu" in labels else f"pci {labels['bdf']}" if "bdf" in labels else None
+    detail = f" ({gpu})" if gpu is not None else ""
     if node is None:
         return Finding(f"alert {name} firing{detail} (no node label)")
     if node not in hosts:
         return Finding(f"alert {name} firing on node {node}{detail} (not a host of the region)")
-    return Finding(
-        f"alert {name} firing on host {node}{detail}", node, f"{name} gpu {gpu}" if gpu is not None else name
-    )
+    return Finding(f"alert {name} firing on host {node}{detail}", node, f"{name} {gpu}" if gpu is not None else name)
 
 
 def _declared_units(spec: CellSpec) -> Iterator[tuple[str, str, str, int]]:

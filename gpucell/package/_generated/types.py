@@ -198,6 +198,13 @@ class Rollout(TypedDict, total=False):
     new resources advertised, the GPU Operator's pods ready), minutes. Defaults to 30.
     """
 
+    bakeMinutes: int
+    """How long each node, back in service after its maintenance, must stay Ready on the pinned k3s version before
+    the next node of its window begins, minutes (0 to 120). Its ``-settle`` watches it: a node that is not Ready on
+    that version fails the run (the rollout stops there, and the next ``pulumi up`` bakes it again before going on).
+    Defaults to 0: no bake, the next node begins at once.
+    """
+
 
 class NodePool(TypedDict, total=False):
     """A set of identical hosts with one role. GPU pools name a catalog model and exactly one workload mode."""
@@ -1975,6 +1982,12 @@ class GpuVirtualMachineInputs(TypedDict, total=False):
     spec: Required[GpuVirtualMachineSpec]
     """What the tenant declared."""
 
+    secrets: Mapping[str, pulumi.Input[str]]
+    """The value of every config key the spec names, by that key: ``cloudInit.userDataConfigKey`` (the user's cloud-
+    config) and each disk's ``source.credentialsConfigKey`` (``<user>:<password>`` of the import source); one for
+    each.
+    """
+
 
 class KServeInputs(TypedDict, total=False):
     """Inputs of KServe (:class:`gpucell.components.kserve.KServeArgs`); give it ``dependsOn`` cert-manager."""
@@ -2464,6 +2477,11 @@ class RegionalCellInputs(TypedDict, total=False):
     backupRepositoryPassword: pulumi.Input[str]
     """The password encrypting the backed-up volumes (``backups.repositoryPasswordConfigKey``); required with
     ``backups``.
+    """
+
+    imageCredentials: Mapping[str, pulumi.Input[str]]
+    """``<user>:<password>`` of every ``imageCatalogs`` image source's ``credentialsConfigKey``, by that key; one for
+    each.
     """
 
 

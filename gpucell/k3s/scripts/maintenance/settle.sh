@@ -67,6 +67,7 @@ if ! node_exists; then
   echo "gpucell: $NODE is not registered; its k3s did not join the cell" >&2
   exit 1
 fi
+@@RELEASE_TRAP@@
 prune_labels
 reasons="$(node_field '{.metadata.annotations.@@MAINTENANCE_PATH@@}')"
 if [ -z "$reasons" ]; then
@@ -75,6 +76,7 @@ if [ -z "$reasons" ]; then
   fi
   record_gpu_config
   start_stopped_vms
+@@BAKE_UNFINISHED@@
   echo "gpucell: $NODE was not taken out of service; nothing to settle"
   exit 0
 fi
@@ -104,3 +106,4 @@ else
 fi
 start_stopped_vms
 echo "gpucell: $NODE is back in service"
+@@BAKE@@
