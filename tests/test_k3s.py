@@ -846,8 +846,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     as ``kubectl``, reports the node ``True <version>`` (Ready, kubelet version), or ``root/node-status`` when
     that file exists; it also writes the kubelet kubeconfig. ``systemctl cat`` succeeds once k3s is installed
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
-    ``root/systemctl``; ``systemctl restart`` appends ``restart <unit>`` and, when ``root/restart-fixes`` exists,
-    removes ``root/node-status`` (the kubelet comes up on the installed version).
+    ``root/systemctl``; ``systemctl restart`` of a k3s unit appends ``restart <unit>`` and, when
+    ``root/restart-fixes`` exists, removes ``root/node-status`` (the kubelet comes up on the installed version).
     """
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     root.mkdir()
@@ -881,8 +881,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f'case "$1" in\n'
         f"  cat) exec test -x {k3s_bin} ;;\n"
         f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
-        f'  restart) echo "restart $2" >> {root}/systemctl\n'
-        f"    [ ! -e {root}/restart-fixes ] || rm -f {root}/node-status ;;\n"
+        f'  restart) case "$2" in k3s*) echo "restart $2" >> {root}/systemctl\n'
+        f"    [ ! -e {root}/restart-fixes ] || rm -f {root}/node-status ;; esac ;;\n"
         f"esac\nexit 0\n",
     )
     sysfs = tmp_path / "sys"

@@ -615,8 +615,8 @@ def test_an_answer_of_the_api_is_not_retried(tmp_path: Path) -> None:
     run = cluster.run(script + "\nkc -n a get virtualmachineinstances.kubevirt.io b\n")
     assert run.returncode == 1
     assert run.stderr == 'error: the server doesn\'t have a resource type "virtualmachineinstances"\n'
-    assert cluster.state["calls"][-1] == "-n a get virtualmachineinstances.kubevirt.io b"
-    assert len([c for c in cluster.state["calls"] if "virtualmachineinstances" in c]) == 1
+    asked = [c for c in cluster.state["calls"] if "virtualmachineinstances" in c]
+    assert asked == ["-n a get virtualmachineinstances.kubevirt.io b"]  # once: not retried
 
 
 def test_prepare_survives_api_calls_that_fail_once(tmp_path: Path) -> None:
@@ -1052,7 +1052,8 @@ def test_a_failed_prepare_releases_the_peers_it_held_and_the_next_run_resumes(tm
         "gpucell: released h200-2 (held for the maintenance of h200-1, which failed)",
         "gpucell: released h200-3 (held for the maintenance of h200-1, which failed)",
     ]
-    assert run.stderr.splitlines()[-1].startswith("gpucell: could not drain h200-1 within 900 s")
+    # issue 30: a drain refused at once says so, not that its timeout ran out
+    assert run.stderr.splitlines()[-1].startswith("gpucell: kubectl drain h200-1 failed before its 900 s timeout")
     assert held(cluster) == {}
     for name in ("h200-2", "h200-3"):
         assert cluster.node(name)["spec"]["unschedulable"] is False, name
@@ -1093,7 +1094,7 @@ def test_the_release_survives_an_api_call_that_fails_once(tmp_path: Path) -> Non
     cluster = Cluster(tmp_path, nodes, operator_pods(), flaky=["uncordon h200-2", "get nodes -l gpucell.io/pool=h200"])
     run = cluster.run(settle())
     assert run.returncode == 1
-    assert "gpucell: kubectl uncordon failed (attempt 1 of 3); retrying in 5 s" in run.stderr.splitlines()
+    assert "gpucell: kubectl uncordon failed (attempt 1 of 13); retrying in 5 s" in run.stderr.splitlines()
     assert held(cluster) == {}
     assert cluster.node("h200-2")["spec"]["unschedulable"] is False
 
