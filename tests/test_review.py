@@ -526,6 +526,7 @@ def test_protected_and_retained_deletions() -> None:
 
 def test_deleted_node_commands_say_what_their_delete_really_does() -> None:
     """Issue 30: every deleted command said "runs its delete script (the k3s uninstall)", also where none runs."""
+
     def command(name: str, script: str, **options: Any) -> dict[str, Any]:
         return res("command:remote:Command", name, {"create": "true", "delete": f"bash -c {shlex.quote(script)}"},
                    options)  # fmt: skip
