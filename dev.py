@@ -2,7 +2,7 @@
 """Set up the project's environments on demand, then run gpucell or the tests. Needs only python3 (3.11+).
 
     python3 dev.py plan dev              # = gpucell plan dev, in .venv (created and installed when needed)
-    python3 dev.py plan prod --check     # the same, with the check extra, the checkov tool environment and helm
+    python3 dev.py plan prod-fra1 --check  # the same, with the check extra, the checkov tool environment and helm
     python3 dev.py test [ARGS]           # = pytest ARGS, with the test extras, the checkov tool environment and helm
     python3 dev.py bench [ARGS]          # = the fleet-scale benchmark, bench/fleet.py ARGS
 

@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/config_fuzz.py [--total 10000] [--show 5]
 
-The total is split evenly over the three bases (dev, prod, dev with the keys added since): each mutant is drawn by
-the test's hypothesis strategy (derandomized, no shrinking: every example is a census entry, none stops the run) and
-planned in-process by ``gpucell plan``, bounded to ``CASE_SECONDS``. Prints, per base and in total: planned,
-refused with one line, refused with several lines (one per problem), and every other outcome (exit 1, an exception,
-a malformed line, a hang) with its first examples. Exit 0 when there is no other outcome, else 1.
+The total is split evenly over the four bases (dev, prod-fra1, prod-iad1, dev with the keys added since): each
+mutant is drawn by the test's hypothesis strategy (derandomized, no shrinking: every example is a census entry, none
+stops the run) and planned in-process by ``gpucell plan``, bounded to ``CASE_SECONDS``. Prints, per base and in
+total: planned, refused with one line, refused with several lines (one per problem), and every other outcome (exit
+1, an exception, a malformed line, a hang) with its first examples. Exit 0 when there is no other outcome, else 1.
 """
 
 from __future__ import annotations

@@ -36,10 +36,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     baseline = _median_seconds(lambda: make_plan(REPO, "dev"), args.repeats)
-    prod = make_plan(REPO, "prod")
+    prod = make_plan(REPO, "prod-fra1")
     measurements = {
-        "plan prod": lambda: make_plan(REPO, "prod"),
-        "check prod (schemas warm)": lambda: check(prod, list(prod.cells), args.upstream),
+        "plan prod-fra1": lambda: make_plan(REPO, "prod-fra1"),
+        "plan prod-iad1": lambda: make_plan(REPO, "prod-iad1"),
+        "check prod-fra1 (schemas warm)": lambda: check(prod, list(prod.cells), args.upstream),
     }
     print(f"{'baseline: plan dev':32s} {baseline:8.3f}s     1.0x")
     for name, work in measurements.items():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.components.cilium import CiliumArgs
@@ -112,15 +113,90 @@ _TAKEN: set[str] = set()
 
 
 def shared_plan(stack: str) -> Plan:
-    """``make_plan(REPO, stack)`` (a stack of the repository: ``dev`` or ``prod``), made once per test process and
-    shared by every test that reads it: the prod plan takes about 1.5 s of CPU and 17 modules read it. Callers
-    must not change it (copy what they change): each module that took it checks at its end that it is as made
-    (:func:`shared_plans_unchanged`)."""
+    """``make_plan(REPO, stack)`` (a stack of the repository: ``dev``, ``prod-fra1`` or ``prod-iad1``), made once per
+    test process and shared by every test that reads it: a prod plan takes about 1 s of CPU and 17 modules read one.
+    Callers must not change it (copy what they change): each module that took it checks at its end that it is as
+    made (:func:`shared_plans_unchanged`)."""
     if stack not in _SHARED_PLANS:
         plan = make_plan(REPO, stack)
         _SHARED_PLANS[stack] = (plan, plan_digest(plan))
     _TAKEN.add(stack)
     return _SHARED_PLANS[stack][0]
+
+
+PROD_STACKS: dict[str, str] = {"fra1": "prod-fra1", "iad1": "prod-iad1"}
+"""Production region -> its stack: one stack per region (docs/decisions/0034)."""
+
+
+def prod_stack_file(region: str) -> Path:
+    """``Pulumi.prod-<region>.yaml``."""
+    return REPO / f"Pulumi.{PROD_STACKS[region]}.yaml"
+
+
+def prod_regions() -> dict[str, Any]:
+    """``gpucell:regions`` of every production stack, fra1 then iad1, as one mapping (a fresh copy): the regions as a
+    lab stack holding them all lists them (the rules across regions judge them together)."""
+    regions: dict[str, Any] = {}
+    for region in PROD_STACKS:
+        regions.update(yaml.safe_load(prod_stack_file(region).read_text())["config"]["gpucell:regions"])
+    return regions
+
+
+def prod_lab_config() -> dict[str, Any]:
+    """The config of one lab stack holding every production region (fra1 then iad1) with their secrets: what
+    ``Pulumi.prod.yaml`` was before production became a stack per region (docs/decisions/0034). Not production
+    (``production: true`` holds one region); its regions plan as in their own stacks (tests/test_fleet.py)."""
+    config: dict[str, Any] = {}
+    regions: dict[str, Any] = {}
+    for region in PROD_STACKS:
+        stack = yaml.safe_load(prod_stack_file(region).read_text())["config"]
+        regions.update(stack.pop("gpucell:regions"))
+        stack.pop("gpucell:production")
+        config.update(stack)
+    return {"gpucell:regions": regions, **config}
+
+
+def write_prod_lab(folder: Path, stack: str = "prod") -> Path:
+    """``folder`` (created) as a project whose stack ``stack`` is :func:`prod_lab_config`, beside the repository's
+    ``Pulumi.yaml``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": prod_lab_config()}, sort_keys=False))
+    return folder
+
+
+def shared_prod_plans() -> list[Plan]:
+    """:func:`shared_plan` of every production stack, fra1's first."""
+    return [shared_plan(stack) for stack in PROD_STACKS.values()]
+
+
+def prod_plan_of(region: str) -> Plan:
+    """:func:`shared_plan` of the production stack of ``region``."""
+    return shared_plan(PROD_STACKS[region])
+
+
+class ProdPlans:
+    """The production plans read by region: each region's resources and cell from its own stack's shared plan."""
+
+    def __init__(self) -> None:
+        self.plans = {region: prod_plan_of(region) for region in PROD_STACKS}
+
+    @property
+    def cells(self) -> dict[str, Any]:
+        """Region -> its RegionalCell."""
+        return {region: plan.cells[region] for region, plan in self.plans.items()}
+
+    def region_resources(self, region: str) -> list[Registration]:
+        """The region's RegionalCell and everything below it, from its stack's plan."""
+        return self.plans[region].region_resources(region)
+
+    def resources(self) -> list[Registration]:
+        """Every registration of every production plan, fra1's first."""
+        return [r for plan in self.plans.values() for r in plan.result.resources]
+
+    def named(self, name: str) -> Registration:
+        """The registration ``name`` (``<region>-...``) of its region's plan."""
+        return self.plans[name.split("-", 1)[0]].result.named(name)
 
 
 def plan_digest(plan: Plan) -> str:
@@ -231,7 +307,7 @@ def workload_children(plan: PlanResult, name: str, type_token: str) -> list[Regi
 
 
 def region_refusals(region: dict[str, Any]) -> list[str]:
-    """The problem lines of a stack holding ``region`` as ``fra1`` (docs/workloads.md shows prod's fra1); ``[]``
+    """The problem lines of a stack holding ``region`` as ``fra1`` (docs/workloads.md shows prod-fra1's); ``[]``
     when it validates."""
     try:
         StackSpec.model_validate({"regions": {"fra1": region}})

@@ -6,15 +6,14 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from gpucell.admission.inventory import capacity, gpu_offers, nvswitch_offers, nvswitch_quota
 from gpucell.admission.placement import place_container, place_vm
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, GpuRequest, StackSpec
-from tests.conftest import REPO
+from tests.conftest import prod_regions
 
-PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
+PROD_FRA1: dict[str, Any] = prod_regions()["fra1"]
 DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 100}
 QUOTA = {
     "cpuMillicores": 100000,

@@ -305,7 +305,7 @@ def test_restore_manifest_fits_velero_s_crd() -> None:
 
 
 def test_gpucell_restore_prints_a_restore_of_the_prod_stack(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["restore", "prod", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-20261201020000"]
+    argv = ["restore", "prod-fra1", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-20261201020000"]
     assert cli.main([*argv, "--workload", "train-01", "--project-dir", str(REPO)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed == restore_manifest("acme", "tenant-acme-20261201020000", workload="train-01")
@@ -329,7 +329,7 @@ def test_gpucell_restore_prints_a_restore_of_the_prod_stack(capsys: pytest.Captu
 def test_gpucell_restore_refuses_what_it_cannot_restore_in_one_line(
     args: list[str], line: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["restore", "prod", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-1"]
+    base = ["restore", "prod-fra1", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-1"]
     assert cli.main([*base, *args, "--project-dir", str(REPO)]) == 2
     assert capsys.readouterr().err.splitlines() == [line]
 
@@ -619,7 +619,7 @@ def test_a_tenant_with_backup_that_no_backups_component_schedules_is_refused() -
 
 def test_gpucell_restore_reads_the_stacks_own_gpu_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 30: a stack whose pools name a model of its own (gpucell:gpuModels) could not render a Restore."""
-    config = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    config = yaml.safe_load((REPO / "Pulumi.prod-fra1.yaml").read_text())
     config["config"]["gpucell:gpuModels"] = {"H800-PCIe-80GB": H800}
     config["config"]["gpucell:regions"]["fra1"]["nodePools"]["h800"] = {
         "role": "gpu",

@@ -21,7 +21,7 @@ from gpucell.spec.backups import S3Place
 from gpucell.spec.cell import StackSpec
 from gpucell.spec.cloud_init import MAX_CLOUD_INIT_DEPTH
 from gpucell.stacks import cli
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_lab_config
 from tests.test_gpu_models import H800
 
 Edit = Callable[[dict[str, Any]], None]
@@ -29,6 +29,10 @@ Edit = Callable[[dict[str, Any]], None]
 
 
 def _stack(stack: str) -> dict[str, Any]:
+    """The stack file of ``stack``; ``prod`` is both production regions in one lab stack
+    (:func:`tests.conftest.prod_lab_config`), where the rules across regions judge them together."""
+    if stack == "prod":
+        return {"config": prod_lab_config()}
     loaded: dict[str, Any] = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())
     return loaded
 

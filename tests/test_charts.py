@@ -64,7 +64,8 @@ def test_kube_version_is_the_k3s_release_without_its_suffix() -> None:
 
 
 # -- the stacks' releases render and hold ------------------------------------------------------------------------
-@pytest.mark.parametrize(("stack", "releases"), [("dev", 6), ("prod", 22)])  # prod: iad1 has the cluster-api-operator
+# prod-iad1 has the cluster-api-operator, prod-fra1 the DRA driver
+@pytest.mark.parametrize(("stack", "releases"), [("dev", 6), ("prod-fra1", 11), ("prod-iad1", 11)])
 def test_every_release_of_the_stacks_renders_and_passes(stack: str, releases: int, helm: str) -> None:
     plan = planned(stack)
     report = check(plan, list(plan.cells), UPSTREAM, checkers=CHART)
@@ -77,7 +78,7 @@ def test_every_release_of_the_stacks_renders_and_passes(stack: str, releases: in
 
 
 def test_the_prod_cluster_policy_is_rendered_with_the_k3s_toolkit_paths(helm: str) -> None:
-    plan = planned("prod")
+    plan = planned("prod-fra1")
     release = next(r for r in plan.region_resources("fra1") if r.name == "fra1-gpu-operator-gpu-operator")
     [result] = charts.render_releases([(release.masked_inputs(), "v1.34.2")], UPSTREAM)
     [policy] = [o for o in result.objects if o["kind"] == "ClusterPolicy"]

@@ -7,8 +7,6 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Any
 
-import yaml
-
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.cluster import Cluster, ContainerRuntime
 from gpucell.components.cluster_deny import (
@@ -21,11 +19,9 @@ from gpucell.components.cluster_deny import (
 )
 from gpucell.engine.mock_engine import run_program
 from gpucell.spec import StackSpec
-from tests.conftest import REPO, shared_plan, violations
+from tests.conftest import prod_regions, shared_plan, violations
 
-PROD = StackSpec.model_validate(
-    {"regions": yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]}
-)
+PROD = StackSpec.model_validate({"regions": prod_regions()})
 
 
 def facts(**changes: Any) -> ClusterFacts:
@@ -155,7 +151,7 @@ def test_the_component_on_a_cluster_of_its_own() -> None:
 
 
 def test_the_cell_renders_it_after_cilium_and_tenants_wait_for_it() -> None:
-    plan = shared_plan("prod").result
+    plan = shared_plan("prod-iad1").result
     deny = plan.named("iad1-cluster-deny")
     assert deny.dependencies == [plan.named("iad1-cilium-cilium").urn]
     networks = plan.named("iad1-cluster-deny-tenants-deny-networks")

@@ -2,12 +2,12 @@
 one ``key.path: message`` line per problem, each naming a key; never a traceback, never exit 1, never a hang (each
 plan is bounded to :data:`CASE_SECONDS`).
 
-Mutants start from Pulumi.dev.yaml and Pulumi.prod.yaml: one to three edits at random key paths (a value replaced
-by a hostile one or by a value found elsewhere in the stack, a key removed, an unknown key added, a string given a
-trailing newline, a list entry doubled), written back as YAML (so dates, ``!!set`` and ``!!binary`` reach the YAML
-reader) and planned by the CLI. The search is derandomized with a fixed example budget, so a CI run is bounded
-(about a minute) and repeatable: ``GPUCELL_FUZZ_EXAMPLES`` sets the budget per stack (80 by default), and
-``bench/config_fuzz.py`` runs 10,000 mutants and counts what became of them.
+Mutants start from Pulumi.dev.yaml, Pulumi.prod-fra1.yaml and Pulumi.prod-iad1.yaml: one to three edits at random
+key paths (a value replaced by a hostile one or by a value found elsewhere in the stack, a key removed, an unknown
+key added, a string given a trailing newline, a list entry doubled), written back as YAML (so dates, ``!!set`` and
+``!!binary`` reach the YAML reader) and planned by the CLI. The search is derandomized with a fixed example budget,
+so a CI run is bounded (about a minute) and repeatable: ``GPUCELL_FUZZ_EXAMPLES`` sets the budget per stack (80 by
+default), and ``bench/config_fuzz.py`` runs 10,000 mutants and counts what became of them.
 """
 
 from __future__ import annotations
@@ -165,7 +165,12 @@ def _leaves(node: Any) -> Iterator[Any]:
 
 FUZZED = ("gpucell:regions", "gpucell:acknowledge")
 """The config keys whose values are mutated."""
-BASES = {"dev": _base("dev"), "prod": _base("prod"), "dev-extended": _extended_dev()}
+BASES = {
+    "dev": _base("dev"),
+    "prod-fra1": _base("prod-fra1"),
+    "prod-iad1": _base("prod-iad1"),
+    "dev-extended": _extended_dev(),
+}
 PATHS = {
     stack: [path for key in FUZZED if key in config["config"] for path in _paths({key: config["config"][key]})]
     for stack, config in BASES.items()
@@ -242,7 +247,7 @@ def _bounded(seconds: int) -> Iterator[None]:
 
 
 def _plan(stack: str, config: dict[str, Any]) -> tuple[int, str, str]:
-    stack = stack.split("-", maxsplit=1)[0]  # dev-extended is planned as stack dev
+    stack = stack.split("-", maxsplit=1)[0]  # dev-extended is planned as stack dev, prod-fra1 as prod
     with tempfile.TemporaryDirectory(prefix="gpucell-fuzz-") as tmp:
         (Path(tmp) / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
         (Path(tmp) / f"Pulumi.{stack}.yaml").write_text(yaml.dump(config, Dumper=yaml.SafeDumper, allow_unicode=True))
@@ -300,9 +305,15 @@ def test_mutated_dev_configs_plan_or_fail_with_one_line_per_problem(edits: list[
 
 
 @FUZZ
-@given(mutations("prod"))
-def test_mutated_prod_configs_plan_or_fail_with_one_line_per_problem(edits: list[tuple[str, Path_, Any]]) -> None:
-    _check("prod", edits)
+@given(mutations("prod-fra1"))
+def test_mutated_prod_fra1_configs_plan_or_fail_with_one_line_per_problem(edits: list[tuple[str, Path_, Any]]) -> None:
+    _check("prod-fra1", edits)
+
+
+@FUZZ
+@given(mutations("prod-iad1"))
+def test_mutated_prod_iad1_configs_plan_or_fail_with_one_line_per_problem(edits: list[tuple[str, Path_, Any]]) -> None:
+    _check("prod-iad1", edits)
 
 
 @FUZZ
@@ -325,6 +336,6 @@ def test_the_extended_base_plans_and_covers_the_keys_added_since() -> None:
         (*lab, "nodePools", "servers"),
     ]:
         assert any(c[: len(path)] == path for c in covered), path
-    prod = {path[:6] for path in PATHS["prod"]}
+    prod = {path[:6] for path in PATHS["prod-fra1"]}
     for key in ("nodePorts", "deviceClasses"):
         assert ("gpucell:regions", "fra1", "tenants", "acme", "quota", key) in prod

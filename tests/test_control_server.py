@@ -60,7 +60,7 @@ def test_an_ssh_server_answers_and_others_are_named() -> None:
 def test_the_offline_plan_takes_the_first_server_and_a_dead_one_is_passed_over() -> None:
     from gpucell.spec import StackSpec
 
-    config, _ = prod_config()
+    config, _ = prod_config("prod-fra1")
     fra1 = StackSpec.model_validate({"regions": config["gpucell:regions"]}).regions["fra1"]
     assert choose_control_server(fra1, None).host == "fra1-srv-1"
     answers = {"10.110.0.11": "no answer within 5 s", "10.110.0.12": "connection refused"}
@@ -73,7 +73,7 @@ def test_the_offline_plan_takes_the_first_server_and_a_dead_one_is_passed_over()
 
 def test_a_first_server_that_does_not_answer_moves_every_step_of_its_region() -> None:
     """Issue 18: a dead first server that is not yet marked forget must not block the region."""
-    config, secret_keys = prod_config()
+    config, secret_keys = prod_config("prod-fra1")
     probed: list[tuple[str, int]] = []
 
     def probe(address: str, port: int) -> str | None:
@@ -83,12 +83,12 @@ def test_a_first_server_that_does_not_answer_moves_every_step_of_its_region() ->
     result = run_program(
         functools.partial(build_cells, probe=probe),
         project="gpucell",
-        stack="prod",
+        stack="prod-fra1",
         config=config,
         secret_keys=secret_keys,
         computed=computed,
     )
-    assert probed == [("10.110.0.11", 22), ("10.110.0.12", 22), ("10.120.0.11", 22)]
+    assert probed == [("10.110.0.11", 22), ("10.110.0.12", 22)]
     assert result.warnings == [
         "fra1: server fra1-srv-1 does not answer over SSH (no answer within 5 s); this run's maintenance steps run "
         "on fra1-srv-2. If fra1-srv-1 is gone for good, set removalPolicy: forget on it (docs/operations.md, 'The "
@@ -98,6 +98,6 @@ def test_a_first_server_that_does_not_answer_moves_every_step_of_its_region() ->
     fra1 = [r for r in steps if r.name.startswith("fra1-")]
     assert len(fra1) == 2 * 18  # every node of the region: 18 hosts
     assert {r.raw_inputs["connection"]["host"] for r in fra1} == {"10.110.0.12"}
-    assert {r.raw_inputs["connection"]["host"] for r in steps if r.name.startswith("iad1-")} == {"10.120.0.11"}
+    assert len(steps) == len(fra1)  # iad1 is a stack of its own: its run probes its own servers
     # Read once, from the first server, when the cell was built: never read again.
     assert result.named("fra1-k3s-kubeconfig").options["ignoreChanges"] == ["connection"]

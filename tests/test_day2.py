@@ -1,4 +1,5 @@
-"""Day 2 on the prod stack: each change is planned before and after, and the difference is what the issue asks.
+"""Day 2 on the production regions, fra1 and iad1 in one lab stack (:func:`tests.conftest.prod_lab_config`): each
+change is planned before and after, and the difference is what the issue asks.
 
 ``diff(before, after)`` compares two runs of the same program resource by resource (URN): added, removed, and
 changed inputs (unwrapped, so a new secret value counts) or options.
@@ -9,8 +10,10 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +23,11 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 from gpucell.engine.mock_engine import PlanResult, Registration, run_program
 from gpucell.errors import ConfigError
 from gpucell.k3s import _scripts as scripts
+from gpucell.spec import StackSpec
 from gpucell.stacks.plan import read_stack_files
-from gpucell.stacks.program import build_cells
+from gpucell.stacks.program import build_cells, shared_failure_domain
 from gpucell.testing import read_outputs
-from tests.conftest import REPO, minimal_cell_config, tainted_mig_pool
+from tests.conftest import REPO, minimal_cell_config, prod_regions, tainted_mig_pool, write_prod_lab
 
 COMMAND = "command:remote:Command"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
@@ -39,9 +43,12 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
     return read_outputs(args)
 
 
-def prod_config() -> tuple[dict[str, Any], list[str]]:
-    """The prod stack's config as ``pulumi up`` hands it to the program, with placeholder secrets."""
-    files = read_stack_files(REPO, "prod")
+def prod_config(stack: str = "prod") -> tuple[dict[str, Any], list[str]]:
+    """The config of ``stack`` as ``pulumi up`` hands it to the program, with placeholder secrets: ``prod`` is
+    :func:`tests.conftest.prod_lab_config` (both production regions in one lab stack), else a stack of the
+    repository (``prod-fra1``)."""
+    with tempfile.TemporaryDirectory(prefix="gpucell-day2-") as tmp:
+        files = read_stack_files(write_prod_lab(Path(tmp)) if stack == "prod" else REPO, stack)
     config = copy.deepcopy(files.config)
     config["gpucell:etcdS3CredentialsFra1"] = S3_SECRET
     return config, files.secret_keys
@@ -72,6 +79,10 @@ def plan(
         computed=None if preview else computed,
         invoked=invoked,
     )
+
+
+LAB_WARNING = shared_failure_domain("prod", StackSpec.model_validate({"regions": prod_regions()}))
+"""The warning every plan of the lab stack holding both regions carries."""
 
 
 def fra1(config: dict[str, Any]) -> dict[str, Any]:
@@ -368,10 +379,11 @@ def test_removing_one_of_three_servers_plans_with_a_warning(baseline: PlanResult
         for suffix in ("", "-prepare", "-labels", "-settle"):
             assert f"fra1-k3s-{host}{suffix}" not in difference.changed
     assert after.warnings == [
+        LAB_WARNING,
         "2 servers: an even number of etcd members tolerates no more failures than 1 (0: quorum is 2 of 2); use it "
-        "only as a step to 1 or 3 servers"
+        "only as a step to 1 or 3 servers",
     ]
-    assert baseline.warnings == []
+    assert baseline.warnings == [LAB_WARNING]
     # The removed server's group is protected: pulumi up stops before draining it until removalPolicy says so.
     assert baseline.named("fra1-k3s-fra1-srv-3-settle").options["protect"] is True
 

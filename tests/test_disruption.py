@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from gpucell.day2.disruption import (
     Acknowledgement,
@@ -19,7 +18,7 @@ from gpucell.day2.disruption import (
     removed_regions,
 )
 from gpucell.errors import ConfigError
-from tests.conftest import REPO, cell, minimal_cell_config
+from tests.conftest import cell, minimal_cell_config, prod_regions
 
 
 def fp(config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -458,7 +457,7 @@ def test_velero_is_a_chart_of_the_cell_with_backups_and_its_major_is_a_chart_maj
 def iad1() -> dict[str, Any]:
     """The prod stack's iad1 region: an API VIP, a shared pool with a VM whose address Cilium assigns, per-tenant
     Gateways from the platform pool, a tenant cluster with its API on a pool address, model endpoints."""
-    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    regions = prod_regions()
     return copy.deepcopy(regions["iad1"])
 
 

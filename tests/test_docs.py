@@ -18,7 +18,7 @@ import yaml
 
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_regions
 from tools import component_pages, docgen
 
 
@@ -128,11 +128,11 @@ def test_ci_installs_promtool_when_missing(tmp_path: Path) -> None:
 # -- docs/workloads.md: the tenant config snippets validate, the error lines are the ones the tests assert -------
 
 WORKLOADS_DOC = (REPO / "docs" / "workloads.md").read_text()
-PROD_REGIONS: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+PROD_REGIONS: dict[str, Any] = prod_regions()
 SNIPPET_HEADER = re.compile(
     r"# (?P<source>[^\n]+?), under gpucell:regions\.(?P<region>[a-z0-9-]+)\.(?P<path>tenants(?:\.[a-z0-9-]+)*)"
 )
-"""First line of a tenant config snippet: ``# Pulumi.prod.yaml, under gpucell:regions.fra1.tenants.acme`` (then
+"""First line of a tenant config snippet: ``# Pulumi.prod-fra1.yaml, under gpucell:regions.fra1.tenants.acme`` (then
 the snippet is part of that file) or ``# <anything else>, under ...`` (an example that must still validate)."""
 TENANT_KEYS = {"groups", "quota", "egressCidrs", "egressFqdns", "virtualMachines", "notebooks", "modelEndpoints"}
 """Keys that mark a mapping as tenant config (TenantSpec keys that rendered Kubernetes objects do not use)."""
@@ -160,7 +160,7 @@ SNIPPET_IDS = [f"{h['region']}.{h['path']}:{','.join(snippet)}" for h, snippet i
 
 def test_the_tenant_snippets_are_found() -> None:
     paths = {header["path"] for header, _ in SNIPPETS}
-    assert "tenants" in paths, "no whole-tenant snippet (# Pulumi.prod.yaml, under gpucell:regions.fra1.tenants)"
+    assert "tenants" in paths, "no whole-tenant snippet (# Pulumi.prod-fra1.yaml, under gpucell:regions.fra1.tenants)"
     for kind in ("virtualMachines", "notebooks", "modelEndpoints"):
         assert any(kind in snippet for _, snippet in SNIPPETS), f"no marked snippet declares {kind}"
 
@@ -197,10 +197,10 @@ def is_part_of(snippet: Any, actual: Any, where: str) -> None:
     """Assert ``snippet`` is ``actual`` with mapping keys left out (the doc trims with ``# ...``)."""
     if isinstance(snippet, dict) and isinstance(actual, dict):
         for key, value in snippet.items():
-            assert key in actual, f"{where}.{key} is not in Pulumi.prod.yaml"
+            assert key in actual, f"{where}.{key} is not in its prod stack file"
             is_part_of(value, actual[key], f"{where}.{key}")
     else:
-        assert snippet == actual, f"{where}: the doc says {snippet!r}, Pulumi.prod.yaml {actual!r}"
+        assert snippet == actual, f"{where}: the doc says {snippet!r}, the stack file {actual!r}"
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def is_part_of(snippet: Any, actual: Any, where: str) -> None:
     [
         pytest.param(h, snippet, id=i)
         for (h, snippet), i in zip(SNIPPETS, SNIPPET_IDS, strict=True)
-        if h["source"] == "Pulumi.prod.yaml"
+        if h["source"] == f"Pulumi.prod-{h['region']}.yaml"
     ],
 )
 def test_snippets_taken_from_prod_match_it(header: re.Match[str], snippet: dict[str, Any]) -> None:
@@ -300,7 +300,7 @@ def test_operations_config_snippets_validate_in_the_prod_region() -> None:
     from gpucell.components._chart import deep_merge
     from gpucell.spec import CellSpec
 
-    region = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
+    region = prod_regions()["fra1"]
     snippets = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", OPERATIONS_DOC, re.DOTALL)]
     assert len(snippets) == 5
     for snippet in snippets:

@@ -560,7 +560,7 @@ def _input(r: Registration, *path: str) -> Any:
 
 
 def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
-    plan = shared_plan("prod")
+    plan = shared_plan("prod-fra1")
     spec = plan.cells["fra1"].spec
     assert [name for name, pool in spec.node_pools.items() if pool.gpu_mode is not None and pool.gpu_mode == "dra"] == [
         "l4-dra"
@@ -594,7 +594,8 @@ def test_prod_dra_pool_serves_a_vm_and_a_notebook_from_the_same_gpus() -> None:
     # the VM's claim is allocated only after the notebook's is prepared (docs/decisions/0017)
     assert notebook.urn in vm.dependencies
     assert any(r.name == "fra1-dra-driver-dra-driver" for r in resources)
-    assert not any(r.name.endswith("dra-driver-dra-driver") for r in plan.region_resources("iad1"))
+    iad1 = shared_plan("prod-iad1")  # no dra pool: no DRA driver
+    assert not any(r.name.endswith("dra-driver-dra-driver") for r in iad1.region_resources("iad1"))
 
 
 def test_a_dra_driver_minor_bump_and_a_move_to_dra_are_disruptive() -> None:

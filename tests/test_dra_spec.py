@@ -7,7 +7,6 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
 from gpucell.admission.inventory import DRA_SHARED, OfferKind, capacity, dra_offers, gpu_offers
@@ -17,9 +16,9 @@ from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, GpuMode, StackSpec
 from gpucell.stacks.plan import render_capacity
-from tests.conftest import REPO
+from tests.conftest import prod_regions
 
-PROD_FRA1: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]["fra1"]
+PROD_FRA1: dict[str, Any] = prod_regions()["fra1"]
 DISK = {"source": {"registry": "docker://quay.io/containerdisks/ubuntu:24.04"}, "sizeGib": 50}
 A = "regions.fra1.tenants.acme"
 QUOTA = {"cpuMillicores": 100000, "memoryGib": 1024, "storageGib": 4096, "deviceClasses": {GPU_CLASS: 4, VFIO_CLASS: 4}}

@@ -69,7 +69,7 @@ def test_human_readable_times() -> None:
 
 
 def test_a_new_region_goes_through_its_servers_then_the_charts_not_through_its_agents() -> None:
-    plan = planned("prod")
+    plan = planned("prod-fra1")
     found = estimate(plan.region_resources("fra1"))
     servers = [f"fra1-k3s-fra1-srv-{i}{step}" for i in (1, 2, 3) for step in ("-prepare", "", "-labels", "-settle")]
     assert [n for n in found.chain if n.startswith("fra1-k3s-fra1-srv")] == servers
@@ -93,17 +93,19 @@ def test_a_k3s_upgrade_against_a_base_plan_goes_node_by_node_through_the_largest
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = tmp_path / "base.json"
-    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--json", str(base)]) == 0
+    assert cli.main(["plan", "prod-fra1", "--project-dir", str(REPO), "--json", str(base)]) == 0
     head = tmp_path / "head"
     head.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", head)
-    stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    stack = yaml.safe_load((REPO / "Pulumi.prod-fra1.yaml").read_text())
     for region in stack["config"]["gpucell:regions"].values():
         region.setdefault("versions", {})["k3s"] = "v1.34.3+k3s1"
         region.setdefault("k3s", {})["installerSha256"] = "0" * 64
-    (head / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
+    (head / "Pulumi.prod-fra1.yaml").write_text(yaml.safe_dump(stack))
     capsys.readouterr()
-    assert cli.main(["plan", "prod", "--project-dir", str(head), "--base-plan", str(base), "--region", "fra1"]) == 0
+    assert (
+        cli.main(["plan", "prod-fra1", "--project-dir", str(head), "--base-plan", str(base), "--region", "fra1"]) == 0
+    )
     [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  estimate:")]
     # the base's nodes are registered: fra1's largest pool (h100-vm, 4 nodes, maxUnavailable 1) upgrades one by one
     # after the 3 servers: 7 nodes drained (240 s), upgraded (120 s a server, 90 s an agent), settled (90 s) in turn

@@ -1,5 +1,5 @@
 """Every bad config is one clear line: strings, addresses, bounds, tenant isolation and sign-in rules, each with its
-exact message, on the fra1 region of Pulumi.prod.yaml; and how the lines are shown (one line, shortened, never an
+exact message, on the fra1 region of Pulumi.prod-fra1.yaml; and how the lines are shown (one line, shortened, never an
 empty key path, cross-field rules beside field errors)."""
 
 from __future__ import annotations
@@ -11,16 +11,15 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from gpucell.engine.mock_engine import run_program
 from gpucell.errors import ConfigError, join_path, shown
 from gpucell.spec import StackSpec
 from gpucell.stacks import cli
 from gpucell.stacks.program import main as program_main
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_regions
 
-PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+PROD: dict[str, Any] = prod_regions()
 FRA1_HOSTS = sum(len(pool["hosts"]) for pool in PROD["fra1"]["nodePools"].values())
 FRA1 = ("fra1",)
 ACME = ("fra1", "tenants", "acme")
@@ -495,7 +494,7 @@ def test_explicit_opt_ins_are_accepted() -> None:
 
 
 def test_a_credentials_key_is_one_tenants_across_regions_and_never_an_ssh_key() -> None:
-    # acme names hfTokenAcme in fra1 and iad1 (Pulumi.prod.yaml): the same tenant
+    # acme names hfTokenAcme in fra1 and iad1 (both prod stack files): the same tenant
     assert errors(
         put(("iad1", "tenants", "globex", "modelEndpoints", "embedder", "credentialsConfigKey"), "hfTokenAcme")
     ) == [
@@ -753,9 +752,8 @@ def test_yaml_values_json_cannot_carry_are_config_errors(
 
 
 def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> None:
-    prod = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
     config = {
-        "gpucell:regions": prod["gpucell:regions"],
+        "gpucell:regions": prod_regions(),
         "gpucell:sshPrivateKey": "key",
         "gpucell:hfTokenAcme": "hf_token",
         "gpucell:s3CredentialsGlobex": "AKIAEXAMPLE-NO-COLON-SECRET",

@@ -15,18 +15,17 @@ from gpucell.engine.mock_engine import Registration
 from gpucell.errors import ConfigError
 from gpucell.k3s.vgpu_sriov import RECONCILER_PATH
 from gpucell.spec import CellSpec, StackSpec
-from gpucell.stacks.plan import Plan
-from tests.conftest import REPO, UPSTREAM, cell_cilium_values, operator_values, shared_plan
+from tests.conftest import UPSTREAM, ProdPlans, cell_cilium_values, operator_values, prod_regions
 
-PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+PROD: dict[str, Any] = prod_regions()
 
 
 @pytest.fixture(scope="module")
-def prod() -> Plan:
-    return shared_plan("prod")
+def prod() -> ProdPlans:
+    return ProdPlans()
 
 
-def one(plan: Plan, region: str, type_token: str, name: str | None = None) -> Registration:
+def one(plan: ProdPlans, region: str, type_token: str, name: str | None = None) -> Registration:
     (found,) = [
         r
         for r in plan.region_resources(region)
@@ -36,7 +35,7 @@ def one(plan: Plan, region: str, type_token: str, name: str | None = None) -> Re
 
 
 @pytest.mark.parametrize("region", ["fra1", "iad1"])
-def test_no_mdev_vgpu_for_sriov_boards(prod: Plan, region: str) -> None:
+def test_no_mdev_vgpu_for_sriov_boards(prod: ProdPlans, region: str) -> None:
     spec = one(prod, region, "kubernetes:kubevirt.io/v1:KubeVirt").inputs["spec"]["configuration"]
     assert "mediatedDevices" not in spec["permittedHostDevices"]
     assert "mediatedDevicesConfiguration" not in spec
@@ -56,7 +55,7 @@ def test_no_mdev_vgpu_for_sriov_boards(prod: Plan, region: str) -> None:
     assert RECONCILER_PATH in files.install_script
 
 
-def test_the_8_gpu_sxm_vm_carries_its_nvswitches(prod: Plan) -> None:
+def test_the_8_gpu_sxm_vm_carries_its_nvswitches(prod: ProdPlans) -> None:
     vm = one(prod, "fra1", "kubernetes:kubevirt.io/v1:VirtualMachine", "train-01").inputs
     devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
     assert len(devices["gpus"]) == 8
@@ -75,7 +74,7 @@ def test_the_8_gpu_sxm_vm_carries_its_nvswitches(prod: Plan) -> None:
     assert "hostDevices" not in sim["spec"]["template"]["spec"]["domain"]["devices"]  # 4 GPUs: NVLink off
 
 
-def test_the_multi_gpu_endpoint_has_a_memory_backed_dev_shm(prod: Plan) -> None:
+def test_the_multi_gpu_endpoint_has_a_memory_backed_dev_shm(prod: ProdPlans) -> None:
     isvc = one(prod, "fra1", "kubernetes:serving.kserve.io/v1beta1:InferenceService", "llama-70b").inputs
     predictor = isvc["spec"]["predictor"]
     assert predictor["volumes"] == [{"name": "devshm", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}}]

@@ -28,7 +28,7 @@ from gpucell.stacks.cli import main
 from gpucell.stacks.health import quarantine_patch
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.review import render, review
-from tests.conftest import REPO
+from tests.conftest import REPO, write_prod_lab
 from tests.prometheus_loopback import PROMETHEUS, running_prometheus
 
 if PROMETHEUS is None and os.environ.get("CI") == "true":
@@ -427,12 +427,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
 
 
-def test_a_stack_of_two_regions_needs_region_and_metrics(capsys: pytest.CaptureFixture[str]) -> None:
-    url = ["--prometheus", "http://127.0.0.1:9090", "--project-dir", str(REPO)]
+def test_a_stack_of_two_regions_needs_region_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = ["--prometheus", "http://127.0.0.1:9090", "--project-dir", str(write_prod_lab(tmp_path))]
     assert main(["health", "prod", *url]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "gpucell health: stack prod has regions fra1, iad1; each cell has its own Prometheus: give --region"
     ]
+    url[-1] = str(REPO)
     assert main(["health", "dev", *url]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "regions.lab1.metrics.enabled: false in stack dev: the cell has no metrics stack, so no alerts of gpucell's "

@@ -22,9 +22,10 @@ from gpucell.stacks.plan import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from gpucell.stacks.plan_file import MAX_PLAN_BYTES, MAX_PLAN_DEPTH
 from gpucell.stacks.program import main as program_main
 from gpucell.testing import provider_outputs
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_lab_config
 
-PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+PROD: dict[str, Any] = prod_lab_config()
+"""Both production regions and their secrets as one lab stack's config."""
 
 
 @pytest.fixture(autouse=True)
@@ -169,7 +170,7 @@ def test_every_unknown_top_level_key_is_reported_in_one_run(tmp_path: Path) -> N
     config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())
     config["config"].update({"gpucell:sshPrivatekey": "x", "gpucell:aknowledge": []})
     project = _project(tmp_path, yaml.safe_dump(config))
-    accepted = "acknowledge, gpuModels, hfTokenResearch, regions, sshPrivateKey"
+    accepted = "acknowledge, gpuModels, hfTokenResearch, otherCells, production, regions, sshPrivateKey"
     assert _run("plan", "dev", "--project-dir", str(project))[:3] == (
         2,
         "",

@@ -19,7 +19,7 @@ from gpucell.k3s.hardening import (
 from gpucell.spec import CellSpec
 from gpucell.spec.k3s import INSTALLER_SHA256, installer_url
 from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES
-from tests.conftest import cell, minimal_cell_config, shared_plan
+from tests.conftest import ProdPlans, cell, minimal_cell_config
 from tests.test_k3s import CIS_AGENT, CIS_SERVER, _run, _sandbox, build, ha_config, node_config
 
 PSA = "/var/lib/rancher/k3s/server/psa.yaml"
@@ -35,11 +35,11 @@ def with_k3s(**k3s: Any) -> dict[str, Any]:
     return config
 
 
-# -- the prod stack ------------------------------------------------------------------------------------------
+# -- the prod stacks -----------------------------------------------------------------------------------------
 
 
 def test_every_prod_server_carries_the_cis_options_and_every_node_the_kubelet_ones() -> None:
-    plan = shared_plan("prod")
+    plan = ProdPlans()
     for region in ("fra1", "iad1"):
         cluster = plan.cells[region].k3s
         for host, files in cluster.node_files.items():

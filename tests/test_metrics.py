@@ -96,7 +96,7 @@ def test_dra_claims_are_metered_as_the_dra_pools_one_model() -> None:
     the ``dra`` pools when they hold one (prod's fra1: one L4 ``dra`` pool), else ``unknown``."""
     from gpucell.components.metrics import MetricsArgs
 
-    fra1 = shared_plan("prod").cells["fra1"].spec
+    fra1 = shared_plan("prod-fra1").cells["fra1"].spec
     assert MetricsArgs.from_cell(fra1, program_cluster(fra1)).dra_model == "L4"
     assert MetricsArgs.from_cell(_spec(), program_cluster(_spec())).dra_model == "unknown"
 

@@ -1,4 +1,5 @@
-"""The offline plan end to end: the dev and prod stacks, exit codes, JSON, written files, secrets, preview."""
+"""The offline plan end to end: the dev and prod stacks (prod-fra1, prod-iad1), exit codes, JSON, written files,
+secrets, preview."""
 
 from __future__ import annotations
 
@@ -42,7 +43,12 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def prod_plan() -> Plan:
-    return make_plan(REPO, "prod", computed=computed)
+    return make_plan(REPO, "prod-fra1", computed=computed)
+
+
+@pytest.fixture(scope="module")
+def iad1_plan() -> Plan:
+    return make_plan(REPO, "prod-iad1", computed=computed)
 
 
 @pytest.fixture(scope="module")
@@ -77,23 +83,22 @@ def test_dev_plan_has_one_cell_with_every_component(dev_plan: Plan) -> None:
     }
 
 
-def test_prod_plan_has_two_independent_cells(prod_plan: Plan) -> None:
-    assert list(prod_plan.cells) == ["fra1", "iad1"]
-    fra1 = {r.urn for r in prod_plan.region_resources("fra1")}
-    iad1 = {r.urn for r in prod_plan.region_resources("iad1")}
-    assert not fra1 & iad1
-    for urn_set, other in ((fra1, iad1), (iad1, fra1)):
-        for r in prod_plan.result.resources:
-            if r.urn in urn_set:
-                assert not set(r.dependencies) & other, f"{r.name} depends on the other region"
-                assert r.provider in ("", *[o.name for o in prod_plan.result.resources if o.urn in urn_set])
+def test_each_prod_stack_is_one_cell(prod_plan: Plan, iad1_plan: Plan) -> None:
+    assert list(prod_plan.cells) == ["fra1"]
+    assert list(iad1_plan.cells) == ["iad1"]
+    for plan, region in ((prod_plan, "fra1"), (iad1_plan, "iad1")):
+        cell = plan.region_resources(region)
+        assert {r.urn for r in plan.result.resources if r.type != "pulumi:pulumi:Stack"} == {r.urn for r in cell}
+        assert all(r.urn.startswith(f"urn:pulumi:prod-{region}::gpucell::") for r in cell)
+        for r in cell:
+            assert r.provider in ("", *[o.name for o in cell])
 
 
-def test_in_cluster_resources_use_their_cells_provider(prod_plan: Plan) -> None:
-    for region in ("fra1", "iad1"):
+def test_in_cluster_resources_use_their_cells_provider(prod_plan: Plan, iad1_plan: Plan) -> None:
+    for plan, region in ((prod_plan, "fra1"), (iad1_plan, "iad1")):
         k8s = [
             r
-            for r in prod_plan.region_resources(region)
+            for r in plan.region_resources(region)
             if r.custom and r.type.startswith("kubernetes:") and not r.type.startswith("pulumi:providers:")
         ]
         assert k8s
@@ -134,10 +139,10 @@ def test_kserve_comes_after_cert_manager(prod_plan: Plan) -> None:
     )
 
 
-def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
-    document = to_json(prod_plan, ["fra1", "iad1"])
+def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan, iad1_plan: Plan) -> None:
+    document = to_json(prod_plan, ["fra1"])
     assert list(document) == ["stack", "regions", "regionFilter", "resources", "outputs", "acknowledge", "capacity"]
-    assert (document["stack"], document["regions"], document["regionFilter"]) == ("prod", ["fra1", "iad1"], None)
+    assert (document["stack"], document["regions"], document["regionFilter"]) == ("prod-fra1", ["fra1"], None)
     keys = ["urn", "type", "name", "parent", "provider", "dependencies", "options", "inputs"]
     assert all(list(r) in (keys, [*keys, "secrets"]) for r in document["resources"])
     by_name = {r["name"]: r for r in document["resources"]}
@@ -145,19 +150,20 @@ def test_json_has_the_documented_shape_and_no_secret(prod_plan: Plan) -> None:
     assert set(by_name["fra1-k3s-fra1-srv-1"]["secrets"]) == {"connection", "stdin"}
     assert "secrets" not in by_name["fra1-cilium"]
     assert [r["urn"] for r in document["resources"]] == sorted(r["urn"] for r in document["resources"])
-    assert {r["type"] for r in document["resources"] if r["name"] in ("fra1", "iad1")} == {"gpucell:index:RegionalCell"}
+    assert {r["type"] for r in document["resources"] if r["name"] == "fra1"} == {"gpucell:index:RegionalCell"}
     assert document["outputs"]["fra1"] == {"apiServerUrl": "https://10.110.0.10:6443", "storageClassName": "longhorn"}
     assert document["outputs"]["fra1Kubeconfig"] == "[secret]"
     # every region output the program exports: iad1's tenant cluster kubeconfigs too (they were left out)
-    assert sorted(k for k in document["outputs"] if k.startswith("iad1")) == [
+    iad1 = to_json(iad1_plan, ["iad1"])
+    assert sorted(iad1["outputs"]) == [
         "iad1",
         "iad1Fingerprint",
         "iad1GpuNodes",
         "iad1Kubeconfig",
         "iad1TenantClusterKubeconfigs",
     ]
-    assert document["outputs"]["iad1TenantClusterKubeconfigs"] == "[secret]"
-    text = json.dumps(document)
+    assert iad1["outputs"]["iad1TenantClusterKubeconfigs"] == "[secret]"
+    text = json.dumps([document, iad1])
     for sentinel in SENTINELS:
         assert sentinel not in text
 
@@ -178,7 +184,7 @@ def test_written_files_have_no_secret(prod_plan: Plan, tmp_path: Path) -> None:
 
 
 def test_preview_with_unknown_kubeconfig_registers_everything(prod_plan: Plan) -> None:
-    unknown = make_plan(REPO, "prod", preview=True)
+    unknown = make_plan(REPO, "prod-fra1", preview=True)
     assert sorted(r.urn for r in unknown.result.resources) == sorted(r.urn for r in prod_plan.result.resources)
     assert unknown.result.named("fra1-k8s").inputs["kubeconfig"] == "[unknown]"
     assert prod_plan.result.named("fra1-k8s").inputs["kubeconfig"] == "[secret]"
@@ -244,15 +250,15 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_cli_plan_prod_writes_out_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, json_file = tmp_path / "prod", tmp_path / "prod.json"
-    code = cli.main(["plan", "prod", "--project-dir", str(REPO), "--out", str(out), "--json", str(json_file)])
+    code = cli.main(["plan", "prod-iad1", "--project-dir", str(REPO), "--out", str(out), "--json", str(json_file)])
     printed = capsys.readouterr().out
     assert code == 0
-    assert "region fra1:" in printed
     assert "region iad1:" in printed
-    assert "K3sCluster fra1-k3s" in printed
+    assert "region fra1:" not in printed
+    assert "K3sCluster iad1-k3s" in printed
     assert "total:" in printed
     assert (out / "iad1" / "nodes" / "iad1-srv-3" / "config.yaml").is_file()
-    assert json.loads(json_file.read_text())["stack"] == "prod"
+    assert json.loads(json_file.read_text())["stack"] == "prod-iad1"
 
 
 def test_output_paths_of_the_wrong_kind_are_one_line_before_planning(
@@ -341,7 +347,7 @@ def test_unknown_top_level_key_is_rejected(tmp_path: Path, capsys: pytest.Captur
     assert _plan_errors(_scratch_project(tmp_path, typo), capsys) == (
         2,
         "region: unknown key in the gpucell namespace; accepted keys are acknowledge, gpuModels, hfTokenResearch, "
-        "regions, sshPrivateKey\n",
+        "otherCells, production, regions, sshPrivateKey\n",
     )
 
 
@@ -371,7 +377,7 @@ def test_out_dir_is_rewritten_not_accumulated(prod_plan: Plan, tmp_path: Path) -
 
 
 def test_plan_prints_the_gpu_capacity_view(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1"]) == 0
+    assert cli.main(["plan", "prod-fra1", "--project-dir", str(REPO), "--region", "fra1"]) == 0
     rows = {
         line.split()[0]: line.split()[-3:]
         for line in capsys.readouterr().out.splitlines()
@@ -425,7 +431,7 @@ def test_prod_plan_lists_every_kind(prod_plan: Plan) -> None:
 
 
 def test_written_secrets_keep_their_shape(prod_plan: Plan, tmp_path: Path) -> None:
-    write_out(shared_plan("prod"), ["fra1"], tmp_path)
+    write_out(shared_plan("prod-fra1"), ["fra1"], tmp_path)
     token = yaml.safe_load((tmp_path / "fra1/manifests/Secret_tenant-acme_nb-alice-token.yaml").read_text())
     assert token["stringData"] == {"token": "[secret]"}
 
@@ -483,9 +489,9 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
         assert resources[name + "-labels"]["options"] == {"protect": True, "retainOnDelete": True}
 
 
-def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan) -> None:
+def test_plan_json_shows_protection_and_the_cluster_identifier(prod_plan: Plan, iad1_plan: Plan) -> None:
     """The issue's "done when", read from the JSON a reviewer gets."""
-    resources = {r["name"]: r for r in to_json(prod_plan, ["fra1", "iad1"])["resources"]}
+    resources = {r["name"]: r for plan in (prod_plan, iad1_plan) for r in to_json(plan, list(plan.cells))["resources"]}
     for region in ("fra1", "iad1"):
         assert resources[f"{region}-k8s"]["inputs"]["clusterIdentifier"] == f"gpucell-{region}"
         for tenant in ("acme", "globex"):

@@ -81,8 +81,8 @@ def prod_project(tmp_path: Path, edit: Callable[[str], str] | None = None) -> Pa
     folder = tmp_path / ("head" if edit else "base")
     folder.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", folder)
-    text = (REPO / "Pulumi.prod.yaml").read_text()
-    (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
+    text = (REPO / "Pulumi.prod-fra1.yaml").read_text()
+    (folder / "Pulumi.prod-fra1.yaml").write_text(edit(text) if edit else text)
     return folder
 
 
@@ -93,9 +93,9 @@ def quarantine_l40s_2(text: str) -> str:
 
 
 def test_a_quarantine_drains_the_host_and_the_review_says_what_no_longer_fits(tmp_path: Path) -> None:
-    base_plan = make_plan(prod_project(tmp_path), "prod")
-    head_plan = make_plan(prod_project(tmp_path, quarantine_l40s_2), "prod")
-    base, head = to_json(base_plan, ["fra1", "iad1"]), to_json(head_plan, ["fra1", "iad1"])
+    base_plan = make_plan(prod_project(tmp_path), "prod-fra1")
+    head_plan = make_plan(prod_project(tmp_path, quarantine_l40s_2), "prod-fra1")
+    base, head = to_json(base_plan, ["fra1"]), to_json(head_plan, ["fra1"])
     prepare = next(r for r in head["resources"] if r["name"] == "fra1-k3s-fra1-l40s-2-prepare")
     assert "readonly QUARANTINE=gpu-3-xid-79\n" in prepare["inputs"]["create"]
     assert head["capacity"]["fra1"]["nvidia.com/NVIDIA_L40S-12Q"] == [32, 24, 1]

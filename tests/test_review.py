@@ -21,7 +21,7 @@ from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
 from gpucell.stacks.plan_diff import MISSING, InputChange, diff_plans, diff_values, force_new
 from gpucell.stacks.review import exit_code, focus, render, review, show
-from tests.conftest import REPO, shared_plan
+from tests.conftest import REPO, shared_plan, write_prod_lab
 
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
@@ -327,8 +327,14 @@ def test_a_file_of_another_shape_is_one_line_naming_it(
 
 
 @pytest.fixture(scope="module")
-def prod_json() -> dict[str, Any]:
-    plan = shared_plan("prod")
+def prod_lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project whose stack ``prod`` holds both production regions (:func:`tests.conftest.write_prod_lab`)."""
+    return write_prod_lab(tmp_path_factory.mktemp("prod-lab"))
+
+
+@pytest.fixture(scope="module")
+def prod_json(prod_lab: Path) -> dict[str, Any]:
+    plan = make_plan(prod_lab, "prod")
     return to_json(plan, list(plan.cells))
 
 
@@ -366,11 +372,11 @@ def test_plans_of_two_stacks_need_cross_stack(
 
 
 def test_a_one_region_plan_is_compared_on_the_regions_both_hold(
-    tmp_path: Path, prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, prod_lab: Path, prod_json: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     full, fra1 = tmp_path / "full.json", tmp_path / "fra1.json"
     full.write_text(json.dumps(prod_json))
-    assert cli.main(["plan", "prod", "--project-dir", str(REPO), "--region", "fra1", "--json", str(fra1)]) == 0
+    assert cli.main(["plan", "prod", "--project-dir", str(prod_lab), "--region", "fra1", "--json", str(fra1)]) == 0
     capsys.readouterr()
     written = json.loads(fra1.read_text())
     assert (written["regions"], written["regionFilter"]) == (["fra1"], "fra1")
@@ -782,13 +788,13 @@ def test_base_ref_with_a_stack_that_exists_nowhere_or_plan_files(
     assert capsys.readouterr() == (
         "",
         f"gpucell diff: no stack Dev: neither 'HEAD' nor the working tree ({repo}) has "
-        "Pulumi.Dev.yaml; stacks: dev, prod\n",
+        "Pulumi.Dev.yaml; stacks: dev, prod-fra1, prod-iad1\n",
     )
     assert cli.main(["diff", "--base", "HEAD", "a.json", "b.json", "--project-dir", str(repo)]) == 1
     assert capsys.readouterr() == (
         "",
         "gpucell diff: a.json, b.json: with --base REF the arguments are stack names "
-        "(stacks: dev, prod); to compare two plan files, leave out --base: gpucell "
+        "(stacks: dev, prod-fra1, prod-iad1); to compare two plan files, leave out --base: gpucell "
         "diff BASE.json HEAD.json\n",
     )
 
@@ -863,15 +869,15 @@ def test_deleting_a_notebook_and_its_home_volume_exits_4(tmp_path: Path, dev_jso
 
 
 def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop(tmp_path: Path) -> None:
-    """Issue 18: on the prod stack a patch upgrade is no disruptive change, but every node is drained and the
+    """Issue 18: on prod-fra1 a patch upgrade is no disruptive change, but every node is drained and the
     tenants' GPU VMs stop."""
 
     def upgrade(text: str) -> str:
-        anchor = "  gpucell:regions:\n    fra1:\n"
+        anchor, pin = "  gpucell:regions:\n    fra1:\n", "        k3s: v1.34.2+k3s1\n"
         assert anchor in text
-        pin = "      versions: {k3s: v1.34.3+k3s1}\n      k3s: {installerSha256: '" + "0" * 64 + "'}\n"
-        assert text.count("\n    iad1:\n") == 1
-        return text.replace(anchor, anchor + pin).replace("\n    iad1:\n", "\n    iad1:\n" + pin)
+        assert text.count(pin) == 1
+        text = text.replace(pin, "        k3s: v1.34.3+k3s1\n")
+        return text.replace(anchor, anchor + "      k3s: {installerSha256: '" + "0" * 64 + "'}\n")
 
     item = review(prod_json_of(tmp_path / "base"), prod_json_of(tmp_path / "head", upgrade))
     assert item.disruptive == []
@@ -886,13 +892,21 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
-    # Issue 30: the tenant clusters' GPU workers on the H100 hosts are named too (globex's ml cluster in iad1).
-    assert work.gpu_workers == {}
-    assert item.maintenance["iad1"].gpu_workers == {"tenant-globex": ["ml/gpu"]}
+    assert work.gpu_workers == {}  # fra1 has no tenant cluster
+    # Issue 30: the tenant clusters' GPU workers on the H100 hosts are named too (globex's ml cluster, prod-iad1).
+
+    def upgrade_iad1(text: str) -> str:
+        return upgrade(text.replace("    iad1:\n", "    fra1:\n", 1)).replace("    fra1:\n", "    iad1:\n", 1)
+
+    iad1 = review(
+        prod_json_of(tmp_path / "iad1-base", stack="prod-iad1"),
+        prod_json_of(tmp_path / "iad1-head", upgrade_iad1, stack="prod-iad1"),
+    )
+    assert iad1.maintenance["iad1"].gpu_workers == {"tenant-globex": ["ml/gpu"]}
     assert (
         "  - tenant-cluster GPU workers of `tenant-globex` on such a node replaced by Cluster API (each drained in its "
         "tenant cluster first, then recreated on another node): `ml/gpu`"
-    ) in text
+    ) in render([iad1]).splitlines()
 
 
 def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknowledged(
@@ -917,13 +931,14 @@ def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknow
     assert exit_code([item]) == 2
 
 
-def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:
-    """The plan JSON of the prod stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
+def prod_json_of(folder: Path, edit: Any = None, region: str | None = None, stack: str = "prod-fra1") -> dict[str, Any]:
+    """The plan JSON of ``stack``'s stack file (prod-fra1's by default), edited by ``edit(text) -> text``, in a project
+    folder of its own."""
     folder.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", folder)
-    text = (REPO / "Pulumi.prod.yaml").read_text()
-    (folder / "Pulumi.prod.yaml").write_text(edit(text) if edit else text)
-    plan = make_plan(folder, "prod", region=region)
+    text = (REPO / f"Pulumi.{stack}.yaml").read_text()
+    (folder / f"Pulumi.{stack}.yaml").write_text(edit(text) if edit else text)
+    plan = make_plan(folder, stack, region=region)
     return to_json(plan, [region] if region else list(plan.cells), region_filter=region)
 
 

@@ -37,7 +37,7 @@ def test_schema_is_valid_json_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod-fra1", "prod-iad1"])
 def test_schema_accepts_the_stack_files_with_their_secure_values(stack: str) -> None:
     document = stack_file(stack)
     assert any(isinstance(v, dict) and "secure" in v for v in document["config"].values())

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tests.conftest import shared_plan
+from tests.conftest import ProdPlans
 from tests.test_tenant_attacks_admission import ATTACKS as ADMISSION_ATTACKS
 from tests.test_tenant_attacks_network import ATTACKS as NETWORK_ATTACKS
 from tests.test_tenant_attacks_rbac import ATTACKS as RBAC_ATTACKS
@@ -69,7 +69,7 @@ def test_the_attacks_issue_35_names_are_in_the_catalogue() -> None:
 def test_every_monitor_that_scrapes_any_namespace_keeps_its_series_by_name() -> None:
     """A tenant pod that looks like a scrape target (a predictor's labels) may export anything: a monitor reading
     every namespace keeps only the series it is for, by ``__name__``, and never the target's own labels."""
-    plan = shared_plan("prod")
+    plan = ProdPlans()
     any_namespace: list[tuple[str, dict[str, Any]]] = []
     for region in plan.cells:
         for resource in plan.region_resources(region):

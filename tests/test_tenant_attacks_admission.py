@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from gpucell.admission.tenants import ClusterFacts
-from gpucell.stacks.plan import Plan
 from gpucell.tenancy import tenant_admission
 from gpucell.tenancy.tenant_admission import VIRT_CONTROLLER, admission_manifests
 from tests.admission_policies import OPERATOR, RESOURCES, TENANT_MEMBER, User, controller, evaluate, refusals
-from tests.conftest import shared_plan
+from tests.conftest import ProdPlans
 from tests.pod_security import refusal
 
 NS = "tenant-acme"
@@ -405,8 +404,9 @@ _vm["spec"]["template"]["spec"]["priorityClassName"] = "globex-only"
 _fleet["spec"]["template"]["metadata"]["labels"]["kubevirt.io"] = "virt-launcher"
 
 
-def planned() -> Plan:
-    return shared_plan("prod")
+@functools.cache
+def planned() -> ProdPlans:
+    return ProdPlans()
 
 
 @functools.cache

@@ -176,7 +176,7 @@ LEGITIMATE: list[tuple[str, Endpoint | Node, Flow, str]] = [
 
 @pytest.fixture(scope="module")
 def prod() -> Plan:
-    return shared_plan("prod")
+    return shared_plan("prod-fra1")
 
 
 @pytest.fixture(scope="module")

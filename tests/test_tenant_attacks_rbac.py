@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from gpucell.stacks.plan import Plan
-from tests.conftest import UPSTREAM, shared_plan
+from tests.conftest import UPSTREAM, prod_plan_of, shared_plan
 from tests.rbac_rights import Request, Rights, Subject, plan_rights
 
 NAMESPACE = "tenant-acme"
 GROUPS = {"admins": "oidc:acme-platform", "members": "oidc:acme-ml", "viewers": "oidc:acme-finance"}
-"""Tenant acme's groups in Pulumi.prod.yaml, with the cell's OIDC groupsPrefix."""
+"""Tenant acme's groups in Pulumi.prod-fra1.yaml, with the cell's OIDC groupsPrefix."""
 
 
 def obj(api_version: str, kind: str, name: str, namespace: str | None = NAMESPACE, **body: Any) -> dict[str, Any]:
@@ -284,7 +284,7 @@ def allowed(rights: Rights, attack: Attack) -> bool:
 
 
 def prod() -> Plan:
-    return shared_plan("prod")
+    return shared_plan("prod-fra1")
 
 
 @pytest.fixture
@@ -357,7 +357,7 @@ def test_no_tenant_binding_of_prod_grants_network_policy_cert_manager_or_monitor
     region: str, helm: str
 ) -> None:
     del helm
-    plan = prod()
+    plan = prod_plan_of(region)
     rights = plan_rights(plan, region, UPSTREAM)
     tenant_bindings = [
         b

@@ -18,7 +18,7 @@ from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.stacks import cli
 from gpucell.stacks.plan import render_capacity
-from tests.conftest import REPO
+from tests.conftest import REPO, prod_regions
 from tests.test_tenant_cluster import H100, region, region_config
 
 Edit = Callable[[dict[str, Any]], None]
@@ -237,12 +237,12 @@ def test_an_unsupported_version_in_a_stack_file_stops_gpucell_plan_with_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shutil.copy(REPO / "Pulumi.yaml", tmp_path)
-    stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    stack = yaml.safe_load((REPO / "Pulumi.prod-iad1.yaml").read_text())
     ml = stack["config"]["gpucell:regions"]["iad1"]["tenants"]["globex"]["tenantClusters"]["ml"]
     ml["kubernetesVersion"] = "v1.37.0"
     ml["image"] = {"registry": "docker://quay.io/capk/ubuntu-2404-container-disk:v1.37.0"}
-    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
-    assert cli.main(["plan", "prod", "--project-dir", str(tmp_path)]) == 2
+    (tmp_path / "Pulumi.prod-iad1.yaml").write_text(yaml.safe_dump(stack))
+    assert cli.main(["plan", "prod-iad1", "--project-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
         "regions.iad1.tenants.globex.tenantClusters.ml.kubernetesVersion: 'v1.37.0' is outside what Cluster API "
         "v1.14.0 builds: v1.31 to v1.36\n"
@@ -329,7 +329,7 @@ PROD_ML = "regions.iad1.tenants.globex.tenantClusters.ml"
 
 
 def prod_lines(edit: Edit) -> list[str]:
-    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    regions = prod_regions()
     edit(regions["iad1"]["tenants"]["globex"]["tenantClusters"]["ml"])
     with pytest.raises(ConfigError) as caught:
         StackSpec.model_validate({"regions": regions})
@@ -363,7 +363,7 @@ def test_prods_cluster_over_globexs_gpu_quota() -> None:
 
 
 def test_prods_cluster_skipping_a_minor_is_refused() -> None:
-    regions = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+    regions = prod_regions()
     before = fingerprint(StackSpec.model_validate({"regions": regions}).regions["iad1"])
     after = copy.deepcopy(before)
     after["tenantClusters"]["tenant-globex/ml"]["kubernetesVersion"] = "v1.36.0"
@@ -382,10 +382,10 @@ def test_a_tenant_with_a_tenant_cluster_cannot_have_a_namespace_backup(
     manifests unencrypted in the bucket), and a restore of them is not something gpucell does: refused, not taken
     silently (found by review: prod's globex has a cluster, and adding backup planned)."""
     shutil.copy(REPO / "Pulumi.yaml", tmp_path)
-    stack = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())
+    stack = yaml.safe_load((REPO / "Pulumi.prod-iad1.yaml").read_text())
     stack["config"]["gpucell:regions"]["iad1"]["tenants"]["globex"]["backup"] = {"schedule": "0 3 * * *"}
-    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack))
-    assert cli.main(["plan", "prod", "--project-dir", str(tmp_path)]) == 2
+    (tmp_path / "Pulumi.prod-iad1.yaml").write_text(yaml.safe_dump(stack))
+    assert cli.main(["plan", "prod-iad1", "--project-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (
         "regions.iad1.tenants.globex.backup: the tenant has tenantClusters (ml): a namespace backup would hold their "
         "Cluster API objects, machine VMs and the clusters' CA and etcd Secrets (object manifests are not encrypted "

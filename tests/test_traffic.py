@@ -1,5 +1,6 @@
-"""Traffic in, as the prod plan renders it: LB IPAM pools and their announcement, a VM behind a LoadBalancer
-Service, endpoints behind the Gateway (values, ordering edges), and the CRD check catching a wrong field."""
+"""Traffic in, as the prod-fra1 and prod-iad1 plans render it: LB IPAM pools and their announcement, a VM behind a
+LoadBalancer Service, endpoints behind the Gateway (values, ordering edges), and the CRD check catching a wrong
+field."""
 
 from __future__ import annotations
 
@@ -7,16 +8,12 @@ from typing import Any
 
 from gpucell.engine.mock_engine import Registration
 from gpucell.stacks.conformance.objects import checker_for
-from gpucell.stacks.plan import Plan
-from tests.conftest import UPSTREAM, shared_plan
-
-
-def prod() -> Plan:
-    return shared_plan("prod")
+from tests.conftest import UPSTREAM, prod_plan_of
 
 
 def named(name: str) -> Registration:
-    return prod().result.named(name)
+    """The registration ``name`` (``fra1-...``) of its region's production stack."""
+    return prod_plan_of(name.split("-", 1)[0]).result.named(name)
 
 
 def spec(name: str) -> Any:

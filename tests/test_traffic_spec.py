@@ -8,16 +8,15 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from gpucell.components.cilium import announcement_values, max_load_balancers
 from gpucell.components.gateway import exposed_endpoints
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec, StackSpec
 from gpucell.spec.traffic import parse_block
-from tests.conftest import REPO, cell_cilium_values
+from tests.conftest import cell_cilium_values, prod_regions
 
-PROD: dict[str, Any] = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]["gpucell:regions"]
+PROD: dict[str, Any] = prod_regions()
 F = "regions.fra1"
 ACME = f"{F}.tenants.acme"
 

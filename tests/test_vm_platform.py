@@ -47,7 +47,7 @@ from gpucell.tenancy._common import vm_placement
 from gpucell.tenancy.tenant import Tenant, TenantArgs, image_clone_policy, namespace_labels
 from gpucell.workloads import GpuVirtualMachine, GpuVirtualMachineArgs
 from gpucell.workloads.virtual_machine import cloud_config, cloud_init_data, virtual_machine_manifest
-from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config
+from tests.conftest import SCHEMA_CHECKERS, UPSTREAM, minimal_cell_config, prod_regions
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucell alice@example.net"
 UBUNTU = "docker://quay.io/containerdisks/ubuntu:24.04"
@@ -887,9 +887,7 @@ def test_gpucell_diff_says_which_vm_changes_need_a_restart_and_which_never_reach
 
 # -- the refusals docs/workloads.md shows, on the prod region ------------------------------------------------------
 
-PROD: dict[str, Any] = yaml.safe_load((Path(__file__).resolve().parent.parent / "Pulumi.prod.yaml").read_text())[
-    "config"
-]["gpucell:regions"]
+PROD: dict[str, Any] = prod_regions()
 
 
 def prod_problems(change: Any) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shared_plan
+from tests.conftest import ProdPlans
 
 Rule = Callable[[dict[str, Any]], list[str]]
 
@@ -26,11 +26,11 @@ Rule = Callable[[dict[str, Any]], list[str]]
 # -- the prod plan's objects --------------------------------------------------------------------------------------
 @functools.cache
 def prod_objects() -> tuple[dict[str, Any], ...]:
-    """Every Kubernetes object the prod plan registers (patches left out: a webhook sees the patched object)."""
-    plan = shared_plan("prod")
+    """Every Kubernetes object the prod plans register, fra1's then iad1's (patches left out: a webhook sees the
+    patched object)."""
     return tuple(
         r.masked_inputs()
-        for r in plan.result.resources
+        for r in ProdPlans().resources()
         if r.type.startswith("kubernetes:")
         and not r.type.endswith("Patch")
         and "apiVersion" in r.inputs

@@ -101,7 +101,8 @@ def test_ci_runs_the_readme_commands_plan_first_on_main_and_pull_requests() -> N
     assert (runs[0], runs[-1]) == (first, second) == ("python3 dev.py plan dev", "python3 dev.py test")
     assert runs[1].splitlines() == [  # between them, and only there: the upstream files the tests read
         'python3 dev.py schemas fetch dev --dest "$RUNNER_TEMP/upstream"',
-        'python3 dev.py schemas fetch prod --dest "$RUNNER_TEMP/upstream"',
+        'python3 dev.py schemas fetch prod-fra1 --dest "$RUNNER_TEMP/upstream"',
+        'python3 dev.py schemas fetch prod-iad1 --dest "$RUNNER_TEMP/upstream"',
         'echo "GPUCELL_UPSTREAM=$RUNNER_TEMP/upstream" >> "$GITHUB_ENV"',
     ]
     assert len(runs) == 3
@@ -136,7 +137,7 @@ def test_preview_posts_gpucell_diff_and_runs_pulumi_preview_when_configured() ->
     assert f"const marker = '{COMMENT_MARKER}';" in comment["with"]["script"]
     preview = workflow["jobs"]["pulumi-preview"]
     assert preview["if"] == "needs.credentials.outputs.configured == 'true'"
-    assert preview["strategy"]["matrix"]["stack"] == ["dev", "prod"]
+    assert preview["strategy"]["matrix"]["stack"] == ["dev", "prod-fra1", "prod-iad1"]
     action = next(s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert {k: action["with"][k] for k in ("command", "diff", "comment-on-pr", "edit-pr-comment")} == {
         "command": "preview",
@@ -153,8 +154,8 @@ def test_health_proposes_quarantines_as_pull_requests_reviewed_by_gpucell_diff()
     assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
     # every cell with a metrics stack (dev has none: gpucell health refuses it, exit 2)
     assert job["strategy"]["matrix"]["include"] == [
-        {"stack": "prod", "region": "fra1"},
-        {"stack": "prod", "region": "iad1"},
+        {"stack": "prod-fra1", "region": "fra1"},
+        {"stack": "prod-iad1", "region": "iad1"},
     ]
     health = next(s for s in job["steps"] if s.get("id") == "health")
     script = health["run"]

@@ -260,7 +260,8 @@ def render() -> str:
         "| key | type | unit | default | meaning | example |",
         "|---|---|---|---|---|---|",
     ]
-    assert set(StackSpec.model_fields) == {"regions", "gpu_models"}  # regions' values are CellSpec
+    # regions' values are CellSpec; production and otherCells have a section of their own
+    assert set(StackSpec.model_fields) == {"regions", "gpu_models", "production", "other_cells"}
     return (
         "\n".join(
             [
@@ -269,6 +270,7 @@ def render() -> str:
                 *gpu_catalog_section(),
                 *_GPU_MODELS,
                 *_rows(GpuModelSpec, "gpuModels.*."),
+                *_FLEET,
                 *_ACKNOWLEDGE,
                 *_rows(Acknowledgement, "acknowledge[]."),
                 *_EDITORS,
@@ -344,6 +346,33 @@ _GPU_MODELS = [
     "|---|---|---|---|---|---|",
 ]
 
+
+def _description(model: type[pydantic.BaseModel], name: str) -> str:
+    """A field's docstring on one line."""
+    return " ".join((model.model_fields[name].description or "").split())
+
+
+_FLEET = [
+    "",
+    "## `gpucell:production` and `gpucell:otherCells`",
+    "",
+    "Production is one stack per region (docs/decisions/0034). `gpucell:production: true` (default `false`, declared",
+    "in `Pulumi.yaml`) makes a stack hold one region and pin every component version in `regions.<region>.versions`",
+    "(`gpucell pin-versions STACK` writes them); a stack without it may hold several regions (a lab), planned with a",
+    "warning naming the failure domain they share. `gpucell:otherCells` (region -> CIDRs, written once for the fleet",
+    "in `Pulumi.yaml`) lists the networks of the cells other stacks deploy: each cell's tenants are denied them, as",
+    "they are denied the networks of their stack's other regions; a stack skips the entries of its own regions.",
+    "",
+    "```yaml",
+    "  gpucell:production: true",
+    "```",
+    "",
+    "| key | type | unit | default | meaning | example |",
+    "|---|---|---|---|---|---|",
+    f"| `production` | boolean | | `false` | {_description(StackSpec, 'production')} | `true` |",
+    f"| `otherCells` | map of CIDR lists | | none | {_description(StackSpec, 'other_cells')} | "
+    "`{iad1: [10.120.0.0/22]}` |",
+]
 _ACKNOWLEDGE = [
     "",
     "## `gpucell:acknowledge`",

@@ -316,10 +316,16 @@ def _outermost(networks: Iterable[IPv4Network]) -> list[IPv4Network]:
     return [net for net in unique if not any(net != other and net.subnet_of(other) for other in unique)]
 
 
-def other_cells(cells: Mapping[str, CellSpec], region: str) -> list[IPv4Network]:
-    """:func:`cell_networks` of every cell of ``cells`` but ``region``'s, in region order, without repeats or
-    networks inside another (a LoadBalancer block or API VIP on its cell's node network)."""
-    return _outermost(n for name, cell in cells.items() if name != region for n in cell_networks(cell))
+def other_cells(
+    cells: Mapping[str, CellSpec], region: str, outside: Mapping[str, Sequence[IPv4Network]] | None = None
+) -> list[IPv4Network]:
+    """:func:`cell_networks` of every cell of ``cells`` but ``region``'s, in region order, then the networks of
+    ``outside`` (``gpucell:otherCells``: region -> networks of the fleet's cells deployed by other stacks; an entry
+    naming a region of ``cells`` is skipped, that cell's own networks count), without repeats or networks inside
+    another (a LoadBalancer block or API VIP on its cell's node network). So a region planned in a stack of its own
+    with ``outside`` listing the other regions denies what it denied in a stack holding them all."""
+    fleet = [n for name, nets in (outside or {}).items() if name not in cells for n in nets]
+    return _outermost([*(n for name, cell in cells.items() if name != region for n in cell_networks(cell)), *fleet])
 
 
 @dataclass(frozen=True)

@@ -376,7 +376,9 @@ def run_program(
     finally:
         pulumi.runtime.set_all_config({}, [])
         logger.removeHandler(warnings)
-    return PlanResult(resources=monitor.registrations, outputs=outputs, warnings=warnings.messages)
+    # A copy: a resource built after the program ended (outside any run, e.g. by a test) still reaches the last
+    # mocks' monitor, and must not join a plan already returned.
+    return PlanResult(resources=list(monitor.registrations), outputs=outputs, warnings=list(warnings.messages))
 
 
 @contextmanager

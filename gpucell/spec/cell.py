@@ -58,7 +58,7 @@ from gpucell.spec.traffic import (
     gateway_domain_problem,
     pool_blocks,
 )
-from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes
+from gpucell.spec.versions import DeploymentMode, Versions, kserve_deployment_modes, unpinned
 
 __all__ = [
     "CdiSpec",
@@ -463,6 +463,16 @@ class StackSpec(SpecModel):
     """Region name (DNS-1123 label, used in every resource name of the cell) -> cell spec."""
     gpu_models: dict[str, GpuModelSpec] = {}
     """GPU models besides the built-in ones, for every region (:mod:`gpucell.spec.gpu_models`)."""
+    production: bool = False
+    """A production stack (docs/decisions/0034): one region, one cell, one failure domain (a stack listing several
+    regions is refused), and every component version pinned in each region's ``versions`` (``gpucell pin-versions
+    STACK`` writes them), so that a new gpucell release never moves a deployed region. Default ``false`` (a lab:
+    several regions allowed, with a warning)."""
+    other_cells: dict[str, list[IPv4Network]] = {}
+    """Region -> the networks (CIDRs) of a cell of the fleet that another stack deploys: each cell's tenants are
+    denied them as they are denied the networks of the stack's other regions (the cluster-wide deny,
+    docs/decisions/0031). Written once for the fleet in ``Pulumi.yaml`` (project-level config); an entry naming a
+    region of the stack is skipped. Default none."""
 
     _gpu_catalog: Mapping[str, GpuModel] = PrivateAttr(default_factory=catalog_in_force)
 
@@ -480,6 +490,27 @@ class StackSpec(SpecModel):
     def gpu_catalog(self) -> Mapping[str, GpuModel]:
         """The built-in GPU models plus ``gpuModels``: catalog key -> :class:`GpuModel`."""
         return self._gpu_catalog
+
+    def _check_production(self) -> Iterator[SpecError]:
+        """A production stack holds one region, each of whose component versions is pinned in the stack file."""
+        if not self.production:
+            return
+        if len(self.regions) > 1:
+            yield SpecError(
+                ("regions",),
+                f"holds {', '.join(self.regions)}, but production: true stacks hold one region: one state, one "
+                "run and one failure domain for all of them (a failed host in one stops the others' rollout); give "
+                "each region a stack of its own (docs/operations.md, 'One stack per region')",
+            )
+        for region, cell in self.regions.items():
+            loose = unpinned(cell.versions)
+            if loose:
+                yield SpecError(
+                    ("regions", region, "versions"),
+                    f"does not pin {', '.join(loose)}; a production: true stack pins every component version, so "
+                    "that a new gpucell release never moves a deployed region: run `gpucell pin-versions STACK` to "
+                    "write today's defaults into the stack file",
+                )
 
     def _check_machines(self) -> Iterator[SpecError]:
         """Pulumi reaches every host from one place: the same address and SSH port in two regions is one machine,
@@ -690,6 +721,7 @@ class StackSpec(SpecModel):
 
 
 _STACK_RULES = (
+    Rule("production", ("production", "regions"), StackSpec._check_production, partial_maps=True),
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
     Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),

@@ -22,6 +22,7 @@ __all__ = [
     "kserve_deployment_modes",
     "kserve_has_split_charts",
     "release",
+    "unpinned",
 ]
 
 _SEMVER = re.compile(r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?")
@@ -169,3 +170,9 @@ class Versions(SpecModel):
         match = _K3S.fullmatch(self.k3s)
         assert match is not None  # validated above
         return f"{match['major']}.{match['minor']}"
+
+
+def unpinned(versions: Versions) -> list[str]:
+    """The config names (``gpuOperator``) of the components whose version ``versions`` takes from the package's
+    defaults, not from the stack file, in field order (``[]``: every version is pinned)."""
+    return [info.alias or name for name, info in Versions.model_fields.items() if name not in versions.model_fields_set]

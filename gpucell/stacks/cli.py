@@ -7,7 +7,11 @@
 - ``gpucell health`` reads a cell's health from its Prometheus and proposes the quarantines it calls for as a patch
   of the stack file (see :mod:`gpucell.stacks.health`);
 - ``gpucell schema`` writes the editor JSON Schema of ``Pulumi.<stack>.yaml`` (see :mod:`gpucell.stacks.schema`);
-- ``gpucell restore`` prints the Velero Restore of a tenant's backup (see :mod:`gpucell.stacks.restore`).
+- ``gpucell restore`` prints the Velero Restore of a tenant's backup (see :mod:`gpucell.stacks.restore`);
+- ``gpucell fleet`` shows every stack's regions, their component versions and the skew between them (see
+  :mod:`gpucell.stacks.fleet`);
+- ``gpucell pin-versions STACK`` writes the versions the stack takes from the package's defaults into its file (see
+  :mod:`gpucell.stacks.pins`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from gpucell.errors import ConfigError
-from gpucell.stacks import health, usage
+from gpucell.spec import StackSpec
+from gpucell.stacks import fleet, health, pins, usage
 from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
 from gpucell.stacks.conformance.schemas import DEFAULT_BASE_URL, default_cache_dir, fetch
 from gpucell.stacks.plan import (
@@ -29,6 +35,7 @@ from gpucell.stacks.plan import (
     check_libraries,
     check_schema_dir,
     make_plan,
+    read_stack_files,
     render_tree,
     write_json,
     write_out,
@@ -105,7 +112,66 @@ def _parser() -> argparse.ArgumentParser:
     _usage_parser(commands)
     _health_parser(commands)
     _restore_parser(commands)
+    _fleet_parsers(commands)
     return parser
+
+
+EXIT_SKEW = 3
+"""``gpucell fleet``: the production stacks install different versions of a component."""
+
+
+def _fleet_parsers(commands: Any) -> None:
+    parser = commands.add_parser(
+        "fleet",
+        help="every stack's regions, component versions and the skew between them",
+        description="Reads every Pulumi.STACK.yaml of the project (or the STACKs given) offline and prints a column "
+        "per stack/region and a row per component version (* marks the package's default, not pinned in the stack "
+        "file), then the skew: each component installed at several versions, with where. Checks across the "
+        "production stacks what one stack checks across its regions (a region in two stacks, one machine, address "
+        "block, backup prefix or gateway domain for two cells). Exit codes: 0 no skew between production stacks, 3 "
+        "skew, 2 a stack that does not validate or a problem across the fleet (one line each), 1 anything else.",
+    )
+    parser.add_argument("stacks", nargs="*", metavar="STACK", help="the stacks to show (default: every stack file)")
+    _project_dir(parser)
+    pin = commands.add_parser(
+        "pin-versions",
+        help="write the versions STACK takes from the package's defaults into Pulumi.STACK.yaml",
+        description="Adds to each region's versions block every component version the region takes from the "
+        "gpucell package's defaults, so that a new gpucell release never moves it (production: true stacks must "
+        "pin every version). Comments and layout stay; the file is read back and must plan the same versions. Exit "
+        "codes: 0 written (or nothing to pin), 2 wrong command line or stack config.",
+    )
+    pin.add_argument("stack", help="stack name; edits Pulumi.STACK.yaml")
+    _project_dir(pin)
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    """``gpucell fleet``: the table, then the skew; exit 3 on skew between production stacks."""
+    cells, specs = fleet.read_fleet(args.project_dir, args.stacks or None)
+    problems = fleet.fleet_problems(specs)
+    if problems:
+        raise ConfigError(problems)
+    print(fleet.render_fleet(cells), end="")
+    production = [cell for cell in cells if cell.production]
+    return EXIT_SKEW if fleet.skew(production) else EXIT_OK
+
+
+def _pin_versions(args: argparse.Namespace) -> int:
+    """``gpucell pin-versions``: pin, write, and name what was pinned."""
+    files = read_stack_files(args.project_dir, args.stack)
+    path = args.project_dir / f"Pulumi.{args.stack}.yaml"
+    # Read as a lab: a production stack that pins nothing yet is what this command is for.
+    loose = {key: value for key, value in files.config.items() if key != f"{files.project}:production"}
+    spec = StackSpec.model_validate(stack_spec_input(loose, files.project))
+    text, notes = pins.pin_versions(path.read_text(), files.project, files.config, spec)
+    if not notes:
+        print(f"Pulumi.{args.stack}.yaml: every version is pinned already")
+        return EXIT_OK
+    path.write_text(text)
+    for note in notes:
+        print(note)
+    print(f"wrote {path}; review it with: gpucell diff --base HEAD {args.stack}")
+    return EXIT_OK
 
 
 def _restore_parser(commands: Any) -> None:
@@ -546,9 +612,10 @@ def main(argv: list[str] | None = None) -> int:
     ``gpucell diff``: 0 no changes, 3 changes, 4 disruptive changes, 1 any error (configuration errors included),
     2 wrong command line (argparse's, or :class:`CommandLineError`: one plan file, an ``--out`` that cannot be
     written). ``gpucell health``: 0 healthy (nothing to quarantine), 3 unhealthy (hosts to quarantine), 2 wrong
-    command line or stack config, 1 Prometheus unreachable or answering what cannot be read. A reader that closes
-    the pipe early (``gpucell plan prod | head``) ends the run quietly with exit 1, as other command-line tools stop
-    when their output is no longer read."""
+    command line or stack config, 1 Prometheus unreachable or answering what cannot be read. ``gpucell fleet``: 0 no
+    skew between the production stacks, 3 skew, 2 a stack that does not validate. A reader that closes the pipe
+    early (``gpucell plan prod-fra1 | head``) ends the run quietly with exit 1, as other command-line tools stop when
+    their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {
         "plan": _plan,
@@ -558,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
         "usage": _usage,
         "health": _health,
         "restore": _restore,
+        "fleet": _fleet,
+        "pin-versions": _pin_versions,
     }
     try:
         return commands[args.command](args)

@@ -21,7 +21,7 @@ __all__ = ["PROJECT", "StackConfig", "ValueFreeError", "load_stack_config", "sho
 
 PROJECT = "gpucell"
 """The Pulumi project name, and so the config namespace (``gpucell:regions``)."""
-_SPEC_KEYS = ("regions", "gpuModels")
+_SPEC_KEYS = ("regions", "gpuModels", "production", "otherCells")
 """The ``gpucell:*`` keys :class:`~gpucell.spec.StackSpec` reads; ``acknowledge`` and the secrets are read apart."""
 
 

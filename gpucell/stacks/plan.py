@@ -35,6 +35,7 @@ from gpucell.stacks.conformance.schemas import SchemaStore
 from gpucell.stacks.estimate import estimate, human
 from gpucell.stacks.guard import FINGERPRINT_SUFFIX, READ_STACK_OUTPUTS
 from gpucell.stacks.program import build_cells
+from gpucell.stacks.project_config import apply_project_config, project_keys
 from gpucell.testing import provider_outputs
 from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX
 
@@ -60,7 +61,8 @@ _REGION_OUTPUT_SUFFIXES = ("Kubeconfig", FINGERPRINT_SUFFIX, RECORD_SUFFIX, KUBE
 
 @dataclass(frozen=True)
 class StackFiles:
-    """What ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` say, as the Pulumi CLI would hand it to the program."""
+    """What ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` say, as the Pulumi CLI would hand it to the program: the
+    stack's config with the project-level config applied (:mod:`gpucell.stacks.project_config`)."""
 
     project: str
     stack: str
@@ -93,9 +95,11 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
     for path in (project_file, stack_file):
         if not path.is_file():
             raise ConfigError.at((path.name,), f"not found in {project_dir}; run gpucell from the project directory")
-    project = _load_yaml(project_file).get("name")
+    project_data = _load_yaml(project_file)
+    project = project_data.get("name")
     if not isinstance(project, str):
         raise ConfigError.at(("Pulumi.yaml", "name"), "is missing; it names the project (gpucell)")
+    shared = project_keys(project, project_data.get("config"))
     raw = _load_yaml(stack_file).get("config")
     if raw is None:
         raw = {}
@@ -123,6 +127,7 @@ def read_stack_files(project_dir: Path, stack: str) -> StackFiles:
             secret_keys.append(full_key)
         else:
             config[full_key] = value
+    config = apply_project_config(stack, shared, config, secret_keys)
     return StackFiles(project=project, stack=stack, config=config, secret_keys=secret_keys)
 
 

@@ -12,7 +12,7 @@ from gpucell.components.cluster_deny import other_cells
 from gpucell.components.gateway import exposed_endpoints
 from gpucell.day2.disruption import fingerprint
 from gpucell.errors import ConfigError
-from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec
+from gpucell.spec import GpuAllocation, GpuVirtualMachineSpec, StackSpec
 from gpucell.stacks.config import StackConfig, load_stack_config, shown_error
 from gpucell.stacks.control_server import Probe, choose_control_server, ssh_banner_problem
 from gpucell.stacks.guard import (
@@ -32,7 +32,7 @@ from gpucell.workloads.serving_runtime import ServingRuntime, ServingRuntimeArgs
 from gpucell.workloads.tenant_cluster import KUBECONFIGS_SUFFIX, TenantCluster, TenantClusterArgs
 from gpucell.workloads.virtual_machine import GpuVirtualMachine, GpuVirtualMachineArgs
 
-__all__ = ["build_cells", "main"]
+__all__ = ["build_cells", "main", "shared_failure_domain"]
 
 
 def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = None) -> dict[str, RegionalCell]:
@@ -52,6 +52,9 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
     first server not forgotten.
     """
     stack = load_stack_config(config)
+    shared = shared_failure_domain(pulumi.get_stack(), stack.spec)
+    if shared is not None:
+        pulumi.log.warn(shared)
     last = read_last_deployment()
     deployed = deployed_fingerprints(last)
     check_against(stack, deployed)
@@ -72,7 +75,7 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
                 deployed_gpu_nodes=deployed_gpu_nodes(last, region, spec),
                 control_server=control.host,
                 image_credentials=stack.credentials,
-                other_cells=other_cells(stack.spec.regions, region),
+                other_cells=other_cells(stack.spec.regions, region, stack.spec.other_cells),
             ),
         )
         pulumi.export(region, {"apiServerUrl": cell.api_server_url, "storageClassName": cell.storage_class_name})
@@ -83,6 +86,19 @@ def build_cells(config: pulumi.Config | None = None, *, probe: Probe | None = No
         cells[region] = cell
         build_tenants(region, cell, stack)
     return cells
+
+
+def shared_failure_domain(stack: str, spec: StackSpec) -> str | None:
+    """The warning for a stack holding several regions (``None`` for one): they share one state, one run and one
+    failure domain. A ``production: true`` stack never gets here (:class:`StackSpec` refuses it)."""
+    if len(spec.regions) < 2:
+        return None
+    return (
+        f"stack {stack} holds regions {', '.join(spec.regions)} in one state: they share one failure domain (a "
+        "failed host in one stops the others' rollout, a lock or a bad checkpoint stops them all, a version bump "
+        "reaches them all in one run); production stacks hold one region each (docs/operations.md, 'One stack per "
+        "region')"
+    )
 
 
 def registered_hosts(deployed: Mapping[str, Any] | None) -> frozenset[str] | None:

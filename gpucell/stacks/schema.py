@@ -22,6 +22,7 @@ file is stale.
 from __future__ import annotations
 
 import json
+from ipaddress import IPv4Network
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +47,10 @@ class _GpucellConfig(BaseModel):
     """Region name (a DNS-1123 label) -> the region's cell. See docs/config.md."""
     gpu_models: dict[str, GpuModelSpec] = Field(default={}, alias=f"{PROJECT}:gpuModels", title="GPU models")
     """GPU models of your own, beside the built-in ones, for every region: catalog name -> facts (docs/gpus.md)."""
+    production: bool = Field(default=False, alias=f"{PROJECT}:production", title="Production")
+    """One region, every component version pinned (docs/decisions/0034); default false (Pulumi.yaml declares it)."""
+    other_cells: dict[str, list[IPv4Network]] = Field(default={}, alias=f"{PROJECT}:otherCells", title="Other cells")
+    """Region -> networks of the fleet's cells other stacks deploy, denied to tenants; written once in Pulumi.yaml."""
     acknowledge: list[Acknowledgement] = Field(default=[], alias=f"{PROJECT}:acknowledge", title="Acknowledgements")
     """Disruptive changes the next `pulumi up` may apply (see docs/reviewing-changes.md)."""
 
@@ -66,11 +71,14 @@ def stack_file_schema() -> dict[str, Any]:
     definitions["Secure"] = _SECURE
     config.pop("title", None)
     config["description"] = (
-        "Stack config. gpucell reads gpucell:regions, gpucell:gpuModels, gpucell:acknowledge and the secret "
+        "Stack config. gpucell reads gpucell:regions, gpucell:gpuModels, gpucell:production, gpucell:otherCells, "
+        "gpucell:acknowledge and the secret "
         "keys they name (gpucell:sshPrivateKey by default); other gpucell:* keys must be secrets."
     )
     config["required"] = [f"{PROJECT}:regions"]
-    config["patternProperties"] = {f"^{PROJECT}:(?!regions$|gpuModels$|acknowledge$)": {"$ref": "#/$defs/Secure"}}
+    config["patternProperties"] = {
+        f"^{PROJECT}:(?!regions$|gpuModels$|production$|otherCells$|acknowledge$)": {"$ref": "#/$defs/Secure"}
+    }
     config["additionalProperties"] = True
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
