@@ -6,6 +6,7 @@ The state holds ``nodes`` (name -> Node object), ``pods`` (a list of Pod objects
 (every API), ``apis_down`` (the APIs that do not answer: ``local`` for the kubeconfig's own server, else a
 ``--server`` URL),
 ``pdb_blocked`` (pod names whose eviction answers 429), ``drain_fails`` (kubectl drain's error text),
+``drain_seconds`` (how long a drain takes), ``drain_kills_node`` (the host dies mid-drain: the Node turns NotReady),
 ``flaky`` (call prefixes that fail once each, as a timeout would) and ``restart_fixes`` (label selector -> the
 ``labels``/``allocatable`` a Node gets once its pods of that selector are deleted, i.e. restarted; every such
 delete is also listed in ``restarted``), ``on_annotate`` (annotation key -> the ``labels``/``annotations``/
@@ -38,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +318,12 @@ def _cordon(state: dict[str, Any], rest: list[str], _: str | None, verb: str) ->
 
 
 def _drain(state: dict[str, Any], rest: list[str], _: str | None, __: str) -> int:
+    time.sleep(state.get("drain_seconds", 0))  # a drain that waits out its timeout
+    if state.get("drain_kills_node"):  # the host dies mid-drain: its pods never confirm, the Node goes NotReady
+        ready = next(c for c in state["nodes"][rest[0]]["status"]["conditions"] if c["type"] == "Ready")
+        ready["status"] = "Unknown"
+        print(f'error: unable to drain node "{rest[0]}" due to error: global timeout reached', file=sys.stderr)
+        return 1
     if state.get("drain_fails"):
         print(state["drain_fails"], file=sys.stderr)
         return 1

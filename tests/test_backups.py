@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +39,7 @@ from tests.conftest import (
     region_refusals,
     violations,
 )
+from tests.test_gpu_models import H800
 
 BUCKET_KEY_ID = "AKIA-BACKUP-SENTINEL"
 BUCKET_SECRET = "BUCKET-SECRET-SENTINEL-7d21"
@@ -613,3 +615,21 @@ def test_a_tenant_with_backup_that_no_backups_component_schedules_is_refused() -
         "Platform(backups=...), or drop backup"
     ]
     assert not [r for r in result.resources if r.type.startswith("kubernetes:") and r.name.startswith("ml")]
+
+
+def test_gpucell_restore_reads_the_stacks_own_gpu_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: a stack whose pools name a model of its own (gpucell:gpuModels) could not render a Restore."""
+    config = yaml.safe_load((REPO / "Pulumi.prod-fra1.yaml").read_text())
+    config["config"]["gpucell:gpuModels"] = {"H800-PCIe-80GB": H800}
+    config["config"]["gpucell:regions"]["fra1"]["nodePools"]["h800"] = {
+        "role": "gpu",
+        "gpuModel": "H800-PCIe-80GB",
+        "gpusPerNode": 2,
+        "gpuMode": "container",
+        "hosts": [{"name": "fra1-h800-1", "address": "10.110.0.91"}],
+    }
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.own.yaml").write_text(yaml.safe_dump(config))
+    argv = ["restore", "own", "--region", "fra1", "--tenant", "acme", "--backup", "tenant-acme-20261201020000"]
+    assert cli.main([*argv, "--project-dir", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert yaml.safe_load(capsys.readouterr().out) == restore_manifest("acme", "tenant-acme-20261201020000")

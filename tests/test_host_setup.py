@@ -12,7 +12,7 @@ import pytest
 
 from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.k3s import gpu_host_health, vgpu_sriov
-from gpucell.k3s._host_setup import host_setup, kernel_check, memory_check
+from gpucell.k3s._host_setup import MULTIPATH_DROP_IN, host_setup, kernel_check, memory_check, multipath_blacklist
 from gpucell.spec.pools import GpuMode
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
@@ -408,3 +408,32 @@ def test_reconciler_starts_over_when_settle_re_triggers_it(tmp_path: Path) -> No
     assert cluster.node("lab-l40s-1")["metadata"]["annotations"]["gpucell.io/vgpu-types"] == "success NVIDIA L40S-12Q"
     again = reconcile_against(tmp_path, cluster)  # the same value: nothing to start over
     assert "re-triggered" not in again.stderr
+
+
+# -- Longhorn and multipathd --------------------------------------------------------------------------------------
+def test_a_longhorn_cells_nodes_keep_multipathd_off_longhorns_disks(tmp_path: Path) -> None:
+    """longhorn/longhorn#1210: multipathd claims the engine's iSCSI disk and the volume's mount fails."""
+    config = region()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    spec = cell(config)
+    assert host_setup(spec, "cpu", spec.node_pools["cpu"]) == multipath_blacklist()
+    assert host_setup(cell(region()), "cpu", cell(region()).node_pools["cpu"]) == ""  # local-path: none
+    drop_in = tmp_path / "etc" / "multipath" / "conf.d" / "gpucell-longhorn.conf"
+    script = PREAMBLE + multipath_blacklist().replace(MULTIPATH_DROP_IN, str(drop_in))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "systemctl.log"
+    (bin_dir / "systemctl").write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\nexit 0\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    first = run(script, **env)
+    assert first.returncode == 0, first.stderr
+    assert drop_in.read_text() == 'blacklist {\n  device {\n    vendor "IET"\n    product "VIRTUAL-DISK"\n  }\n}\n'
+    assert log.read_text().splitlines() == ["is-active --quiet multipathd", "reload multipathd"]
+    assert first.stdout == (
+        f"gpucell: multipathd leaves Longhorn's disks alone ({drop_in} written, multipathd reloaded)\n"
+    )
+    again = run(script, **env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == ""
+    assert log.read_text().count("reload") == 1  # written and reloaded once

@@ -846,7 +846,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     as ``kubectl``, reports the node ``True <version>`` (Ready, kubelet version), or ``root/node-status`` when
     that file exists; it also writes the kubelet kubeconfig. ``systemctl cat`` succeeds once k3s is installed
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
-    ``root/systemctl``.
+    ``root/systemctl``; ``systemctl restart`` of a k3s unit appends ``restart <unit>`` and, when
+    ``root/restart-fixes`` exists, removes ``root/node-status`` (the kubelet comes up on the installed version).
     """
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     root.mkdir()
@@ -880,6 +881,8 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f'case "$1" in\n'
         f"  cat) exec test -x {k3s_bin} ;;\n"
         f'  stop) {{ echo "stop $2"; ls -A {kubelet} 2>/dev/null; }} >> {root}/systemctl ;;\n'
+        f'  restart) case "$2" in k3s*) echo "restart $2" >> {root}/systemctl\n'
+        f"    [ ! -e {root}/restart-fixes ] || rm -f {root}/node-status ;; esac ;;\n"
         f"esac\nexit 0\n",
     )
     sysfs = tmp_path / "sys"
@@ -1003,15 +1006,90 @@ def test_a_node_that_was_ready_must_be_ready_again_on_the_new_version(tmp_path: 
         "gpucell: node lab-cpu-1 not Ready on v1.34.3+k3s1 after 300 s (its kubelet reports 'True v1.34.2+k3s1'); "
         "see journalctl -u k3s-agent\n"
     )
-    # Retried (the next pulumi up): nothing to install, but the node must still come up on the new version.
+    # Retried (the next pulumi up): nothing to install, but the node must still come up on the new version: k3s is
+    # restarted (once a run), and a kubelet that stays old names the way out.
     retried = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
     assert retried.returncode == 1
-    assert "k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1" in retried.stdout
+    assert retried.stdout == (
+        "gpucell: k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1: restarting "
+        "k3s-agent (an upgrade interrupted before its restart)\n"
+    )
+    assert retried.stderr == (
+        "gpucell: node lab-cpu-1 not Ready on v1.34.3+k3s1 after 300 s (its kubelet reports 'True v1.34.2+k3s1'); "
+        "k3s v1.34.3+k3s1 is installed and k3s-agent was restarted: fix what keeps it from starting (journalctl -u "
+        "k3s-agent on the host), then run pulumi up again; the node stays cordoned\n"
+    )
+    assert (root / "systemctl").read_text() == "restart k3s-agent\n"
     (root / "node-status").write_text("True v1.34.3+k3s1\n")
     again = _run(_into(root, b.node_files["lab-cpu-1"].install_script), env)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "gpucell: k3s v1.34.3+k3s1 already runs this config; nothing to do\n"
     assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"
+
+
+def test_an_upgrade_killed_between_the_binary_swap_and_the_restart_converges_on_the_next_run(tmp_path: Path) -> None:
+    """Issue 30: the installer replaced the binary, then the run died before it restarted k3s; the old kubelet still
+    runs and the service is active. The next run restarts k3s and waits for the new version."""
+    new = ha_config()
+    new["versions"] = {"k3s": "v1.34.3+k3s1"}
+    new["k3s"] = {"installerSha256": INSTALLER_SHA256["v1.34.2+k3s1"]}
+    _, a = build(ha_config())
+    _, b = build(new)
+    root, env, script = _sandbox(tmp_path, a.node_files["lab-cpu-1"].install_script)
+    assert _run(script, env).returncode == 0
+    upgraded = _into(root, b.node_files["lab-cpu-1"].install_script)
+    (root / "node-status").write_text("True v1.34.2+k3s1\n")
+    assert _run(upgraded, env).returncode == 1  # the wait of the run that was killed
+    (root / "restart-fixes").touch()  # the restart starts the new binary
+    run = _run(upgraded, env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "gpucell: k3s v1.34.3+k3s1 is installed, but node lab-cpu-1 still reports v1.34.2+k3s1: restarting "
+        "k3s-agent (an upgrade interrupted before its restart)",
+        "gpucell: node lab-cpu-1 Ready on v1.34.3+k3s1",
+    ]
+    assert (root / "systemctl").read_text() == "restart k3s-agent\n"
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"  # not installed again
+
+
+def _api_clock(tmp_path: Path, offset: int) -> None:
+    """A curl whose API server answers ``/cacerts`` with a ``Date`` ``offset`` seconds from the host's clock (and that
+    serves the sandbox's installer)."""
+    _stub(
+        tmp_path / "bin",
+        "curl",
+        'served=""; headers=""\n'
+        'while [ $# -gt 0 ]; do case "$1" in\n'
+        f'  -o) [ "$2" = /dev/null ] || {{ cp {tmp_path}/installer.sh "$2"; served=1; }}; shift ;;\n'
+        "  -D) headers=1 ;;\n"
+        "esac; shift; done\n"
+        'if [ -n "$headers" ]; then\n'
+        f'  printf "HTTP/1.1 200 OK\\r\\nDate: %s\\r\\n\\r\\n" "$(date -u -d "@$(($(date +%s) + {offset}))" '
+        "'+%a, %d %b %Y %H:%M:%S GMT')\"\n"
+        "  exit 0\n"
+        "fi\n"
+        '[ -n "$served" ] || exit 7\n',
+    )
+
+
+def test_a_host_whose_clock_is_off_the_api_servers_is_refused_naming_the_way_out(tmp_path: Path) -> None:
+    """Issue 30: a skewed clock failed TLS on a server, and no host check said why."""
+    _, cluster = build(ha_config())
+    root, env, script = _sandbox(tmp_path, cluster.node_files["lab-srv-2"].install_script)
+    _api_clock(tmp_path, -120)  # the API server's clock is two minutes behind this host's
+    run = _run(script, env)
+    assert run.returncode == 1
+    assert run.stderr in {
+        f"gpucell: this host's clock is {skew} s off the cell's API server at https://10.20.0.5:6443 (positive: "
+        "ahead); TLS and etcd need clocks within 10 s, so nothing was changed. Sync its time (timedatectl set-ntp "
+        "true, or chrony: chronyc makestep), check it with timedatectl status, then run pulumi up again\n"
+        for skew in (120, 121)
+    }
+    assert not (root / "installs").exists()
+    _api_clock(tmp_path, -3)  # within the bound: installed
+    run = _run(script, env)
+    assert run.returncode == 0, run.stderr
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 server\n"
 
 
 def test_a_new_node_only_has_to_register(tmp_path: Path) -> None:
@@ -1274,8 +1352,11 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     _stub(
         bin_dir,
         "tc",
-        record + '[ "$2 $4" = "show eth0" ] && echo "filter protocol all pref 1 bpf '
-        'cil_from_netdev-eth0 direct-action"\nexit 0\n',
+        record + '[ "$2 $4 $5" = "show eth0 ingress" ] && printf "%s\\n" "filter protocol all pref 1 bpf chain 0" '
+        '"filter protocol all pref 1 bpf chain 0 handle 0x1 cil_from_netdev-eth0 direct-action not_in_hw id 12 jited" '
+        '"filter protocol all pref 2 bpf chain 0" '
+        '"filter protocol all pref 2 bpf chain 0 handle 0x1 site_shaper direct-action not_in_hw id 13 jited"\n'
+        "exit 0\n",
     )
     _stub(bin_dir, "iptables-save", record + 'echo "-A CILIUM_INPUT -j ACCEPT"\necho "-A INPUT -j KEEP"\n')
     _stub(bin_dir, "ip6tables-save", record + 'echo "-A INPUT -j KEEP"\n')
@@ -1292,7 +1373,10 @@ def test_uninstall_stops_the_pods_and_removes_ciliums_host_state_first(tmp_path:
     assert "ip link delete cilium_net" not in lines  # not there
     assert "ip link set dev eth0 xdp off" in lines
     assert "ip link set dev lo xdp off" not in lines
-    assert {"tc filter del dev eth0 ingress", "tc filter del dev eth0 egress"} <= set(lines)
+    # Issue 30: only Cilium's filter goes; another program on the same hook stays.
+    assert [line for line in lines if line.startswith("tc filter del")] == [
+        "tc filter del dev eth0 ingress protocol all pref 1 handle 0x1 bpf"
+    ]
     assert "iptables-restore -A INPUT -j KEEP" in lines  # Cilium's rules left out, the rest restored
     assert not any(line.startswith("ip6tables-restore") for line in lines)  # no Cilium rule there
     assert "umount /run/cilium/cgroupv2" in lines

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from gpucell.k3s import _maintenance_scripts as maintenance
+from gpucell.k3s._scripts import uninstall_script
+from gpucell.spec import NodeRole
 from gpucell.stacks import cli
 from gpucell.stacks.base_ref import plan_head
 from gpucell.stacks.plan import make_plan, to_json
@@ -60,7 +63,7 @@ lab1-k3s-lab1-srv-1-prepare)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
-@@ -233,7 +233,7 @@
+@@ -259,7 +259,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -79,7 +82,7 @@ lab1-k3s-lab1-srv-1-settle)</summary>
 ```diff
 --- a/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
-@@ -118,7 +118,7 @@
+@@ -127,7 +127,7 @@
  }
 \x20
  readonly WANT_VERSION=v1.34.2+k3s1
@@ -527,6 +530,31 @@ def test_protected_and_retained_deletions() -> None:
     ]
 
 
+def test_deleted_node_commands_say_what_their_delete_really_does() -> None:
+    """Issue 30: every deleted command said "runs its delete script (the k3s uninstall)", also where none runs."""
+
+    def command(name: str, script: str, **options: Any) -> dict[str, Any]:
+        return res("command:remote:Command", name, {"create": "true", "delete": f"bash -c {shlex.quote(script)}"},
+                   options)  # fmt: skip
+
+    uninstall = uninstall_script(NodeRole.CPU, "lab-cpu-1")
+    base = plan(
+        command("k3s-lab-cpu-1", uninstall),
+        command("k3s-lab-cpu-1-prepare", maintenance.forget_script("lab-cpu-1")),
+        command("k3s-lab-gpu-1", uninstall_script(NodeRole.CPU, "lab-gpu-1"), retainOnDelete=True),
+        command("k3s-lab-gpu-2-prepare", maintenance.forget_script("lab-gpu-2"), retainOnDelete=True),
+    )
+    notes = {d.label.split()[-1]: d.notes for d in diff_plans(base, plan()).regions["lab"]}
+    assert notes == {
+        "k3s-lab-cpu-1": ["runs its delete script: uninstall k3s-agent from lab-cpu-1"],
+        "k3s-lab-cpu-1-prepare": ["runs its delete script: delete node lab-cpu-1 from the cell"],
+        "k3s-lab-gpu-1": [
+            "`retainOnDelete`: Pulumi forgets it; its delete script does not run: k3s stays installed on the host"
+        ],
+        "k3s-lab-gpu-2-prepare": ["`retainOnDelete`: Pulumi forgets it; its delete script does not run"],
+    }
+
+
 def test_replace_on_changes_option_and_metadata_name() -> None:
     command = res(
         "command:remote:Command", "c", {"create": "true", "triggers": ["a"]}, {"replaceOnChanges": ["triggers[*]"]}
@@ -864,6 +892,21 @@ def test_a_k3s_patch_upgrade_says_which_nodes_are_drained_and_which_gpu_vms_stop
     assert any(
         line.startswith("  - GPU VMs of `tenant-acme` stopped while their node is in maintenance") for line in text
     )
+    assert work.gpu_workers == {}  # fra1 has no tenant cluster
+    # Issue 30: the tenant clusters' GPU workers on the H100 hosts are named too (globex's ml cluster, prod-iad1).
+
+    def upgrade_iad1(text: str) -> str:
+        return upgrade(text.replace("    iad1:\n", "    fra1:\n", 1)).replace("    fra1:\n", "    iad1:\n", 1)
+
+    iad1 = review(
+        prod_json_of(tmp_path / "iad1-base", stack="prod-iad1"),
+        prod_json_of(tmp_path / "iad1-head", upgrade_iad1, stack="prod-iad1"),
+    )
+    assert iad1.maintenance["iad1"].gpu_workers == {"tenant-globex": ["ml/gpu"]}
+    assert (
+        "  - tenant-cluster GPU workers of `tenant-globex` on such a node replaced by Cluster API (each drained in its "
+        "tenant cluster first, then recreated on another node): `ml/gpu`"
+    ) in render([iad1]).splitlines()
 
 
 def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknowledged(
@@ -888,13 +931,14 @@ def test_a_tenant_cluster_version_no_acknowledgement_allows_is_not_called_acknow
     assert exit_code([item]) == 2
 
 
-def prod_json_of(folder: Path, edit: Any = None, region: str | None = None) -> dict[str, Any]:
-    """The plan JSON of prod-fra1's stack file, edited by ``edit(text) -> text``, in a project folder of its own."""
+def prod_json_of(folder: Path, edit: Any = None, region: str | None = None, stack: str = "prod-fra1") -> dict[str, Any]:
+    """The plan JSON of ``stack``'s stack file (prod-fra1's by default), edited by ``edit(text) -> text``, in a project
+    folder of its own."""
     folder.mkdir()
     shutil.copy(REPO / "Pulumi.yaml", folder)
-    text = (REPO / "Pulumi.prod-fra1.yaml").read_text()
-    (folder / "Pulumi.prod-fra1.yaml").write_text(edit(text) if edit else text)
-    plan = make_plan(folder, "prod-fra1", region=region)
+    text = (REPO / f"Pulumi.{stack}.yaml").read_text()
+    (folder / f"Pulumi.{stack}.yaml").write_text(edit(text) if edit else text)
+    plan = make_plan(folder, stack, region=region)
     return to_json(plan, [region] if region else list(plan.cells), region_filter=region)
 
 

@@ -17,7 +17,7 @@ from pulumi.runtime.mocks import MockResourceArgs
 
 from gpucell.admission.tenants import ClusterFacts
 from gpucell.admission.vm_shape import resolve_vm
-from gpucell.catalog.common_instancetypes import common_instancetypes, common_preferences
+from gpucell.catalog.common_instancetypes import CommonPreference, common_instancetypes, common_preferences
 from gpucell.cell import RegionalCell, RegionalCellArgs
 from gpucell.components.cdi import storage_profile_spec
 from gpucell.components.images import ImageCatalogArgs, catalog_objects, clone_rbac
@@ -351,6 +351,13 @@ def test_kubevirts_common_ones_are_the_v1_9_bundle_and_gpucell_refuses_what_it_c
     assert table["cx1.large"].isolate_emulator_thread
     assert table["cx1.large"].hugepages == "2Mi"
     assert common_instancetypes("v1.8.4") is None
+    # Issue 30: v1.10 deploys the same common-instancetypes v1.7.0 bundles, so a minor upgrade keeps `ubuntu`.
+    assert common_instancetypes("v1.10.0") == table
+    assert common_preferences("v1.10.0") == common_preferences("v1.9.0")
+    assert common_preferences("v1.10.0")["ubuntu"] == CommonPreference(min_cpus=1, min_memory_mib=2048)  # type: ignore[index]
+    upgraded = region(sized(instancetype={"name": "u1.large"}, preference={"name": "ubuntu"}))
+    upgraded["versions"] = {**upgraded.get("versions", {}), "kubevirt": "v1.10.0"}
+    assert problems(upgraded) == []
     preferences = common_preferences("v1.9.0")
     assert preferences is not None
     assert len(preferences) == 54

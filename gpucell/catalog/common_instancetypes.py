@@ -298,10 +298,18 @@ _PREFERENCES_V1_9 = {
 }
 """KubeVirt v1.9 (common-instancetypes v1.7.0): ``VirtualMachineClusterPreference`` name -> spec."""
 
-COMMON_BUNDLE_VERSIONS: dict[tuple[int, int], str] = {(1, 9): "v1.7.0"}
-"""KubeVirt ``(major, minor)`` -> the common-instancetypes release its virt-operator deploys."""
-_INSTANCETYPES = {(1, 9): _INSTANCETYPES_V1_9}
-_PREFERENCES = {(1, 9): _PREFERENCES_V1_9}
+COMMON_BUNDLE_VERSIONS: dict[tuple[int, int], str] = {(1, 9): "v1.7.0", (1, 10): "v1.7.0"}
+"""KubeVirt ``(major, minor)`` -> the common-instancetypes release its virt-operator deploys.
+
+v1.10 (issue 30: a minor upgrade v1.9 -> v1.10 refused every VM naming a common preference such as ``ubuntu``):
+kubevirt/kubevirt's development line after ``release-1.9`` branched, at d923fdb815cd (2026-08-22, the newest commit
+read; v1.10.0 is not tagged there), still pins common-instancetypes v1.7.0 in ``hack/common-instancetypes/default.sh``
+(last bumped by "Automated update of common-instancetypes bundles to v1.7.0", 0e2758607c), and its two bundles under
+``pkg/virt-operator/resource/generate/components/data/common-instancetypes/`` are byte for byte v1.9.0's (sha256 of
+the preferences bundle ``40df8d62c699...``, the ``cluster_preferences_sha256`` both pin). So v1.10 serves the v1.9
+tables; should v1.10.0 ship another bundle, this entry and its tables change with it."""
+_INSTANCETYPES = {(1, 9): _INSTANCETYPES_V1_9, (1, 10): _INSTANCETYPES_V1_9}
+_PREFERENCES = {(1, 9): _PREFERENCES_V1_9, (1, 10): _PREFERENCES_V1_9}
 
 
 def common_instancetypes(kubevirt_version: str) -> dict[str, CommonInstancetype] | None:

@@ -14,6 +14,8 @@
   GPU to ``vfio-pci``, and "the GPU kubelet plugin fails to start with ``PassthroughSupport`` enabled if IOMMU is
   off" (kubernetes-sigs/dra-driver-nvidia-gpu ``site/content/docs/guides/gpu-allocation/
   kubevirt-vfio-gpu-passthrough.md``), which would leave the pool without any GPU.
+- Every node of a Longhorn cell: multipathd must leave Longhorn's iSCSI disks alone (:func:`multipath_blacklist`,
+  longhorn/longhorn#1210).
 - ``vm-vgpu`` pools of SR-IOV boards: Linux 6.8 or later (NVIDIA's vendor-specific VFIO framework; kubevirt/
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
   framework for vGPU"), then the VF-typing service of :mod:`gpucell.k3s.vgpu_sriov`.
@@ -36,18 +38,36 @@ from gpucell.k3s import gpu_host_health, vgpu_sriov
 from gpucell.k3s._script_files import render
 from gpucell.spec.fabric import MELLANOX_PCI_VENDOR
 from gpucell.spec.hardware import driver_branch
+from gpucell.spec.platform import StorageBackend
 from gpucell.spec.pools import GpuMode, NodePool, NodeRole
 
 if TYPE_CHECKING:
     from gpucell.spec.nodes import NodeViews
     from gpucell.spec.pools import TopologyProfile
 
-__all__ = ["MIN_SRIOV_VGPU_KERNEL", "fabric_check", "host_setup", "iommu_check", "kernel_check", "memory_check"]
+__all__ = [
+    "MIN_SRIOV_VGPU_KERNEL",
+    "MULTIPATH_DROP_IN",
+    "fabric_check",
+    "host_setup",
+    "iommu_check",
+    "kernel_check",
+    "memory_check",
+    "multipath_blacklist",
+]
 
 MIN_SRIOV_VGPU_KERNEL = (6, 8)
 """The first Linux release with NVIDIA's vendor-specific VFIO vGPU framework (secondary sources only: KubeVirt VEP
 210, kernel/hypeman PR #364 "Linux 6.8 hosts with NVIDIA R580 drop the mdev interface"); older kernels are refused
 as the safe choice."""
+
+MULTIPATH_DROP_IN = "/etc/multipath/conf.d/gpucell-longhorn.conf"
+"""The drop-in :func:`multipath_blacklist` writes: a file of multipathd's ``config_dir`` (its default,
+``/etc/multipath/conf.d/``, multipath.conf(5)), so that the host's own ``/etc/multipath.conf`` stays as it is."""
+MULTIPATH_BLACKLIST = 'blacklist {\n  device {\n    vendor "IET"\n    product "VIRTUAL-DISK"\n  }\n}'
+"""The blacklist of Longhorn's disks: the SCSI vendor and product its engine's tgt iSCSI target reports (tgt's
+defaults, ``IET`` / ``VIRTUAL-DISK``), rather than the Longhorn KB's ``devnode "^sd[a-z0-9]+"``, which would also
+take away every multipath device the host has of its own."""
 
 _PAGE_KB = {"1Gi": 1048576, "2Mi": 2048}
 _PAGE_KEY = {"1Gi": "hugepages1GiPerNuma", "2Mi": "hugepages2MiPerNuma"}
@@ -138,15 +158,26 @@ def iommu_check(pool_name: str) -> str:
     return render("host/iommu", pool=pool_name)
 
 
+def multipath_blacklist() -> str:
+    """The fragment that keeps multipathd off Longhorn's disks (longhorn/longhorn#1210: Ubuntu runs multipathd, which
+    claims the engine's iSCSI disk, and the volume's mount fails ``already mounted or mount point busy``): writes
+    :data:`MULTIPATH_BLACKLIST` to :data:`MULTIPATH_DROP_IN` when the file differs, then reloads multipathd if it
+    runs. Nothing when the file is already so."""
+    return render("host/multipath", path=MULTIPATH_DROP_IN, blacklist=MULTIPATH_BLACKLIST)
+
+
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile, then :func:`fabric_check`
     with a fabric; :func:`iommu_check` on
     ``dra`` pools; on SR-IOV vGPU pools :func:`kernel_check` and :func:`gpucell.k3s.vgpu_sriov.install_fragment`, on
     other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool); on
     ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools the host-side GPU health collector
-    (:func:`gpucell.k3s.gpu_host_health.install_fragment`), on ``container`` pools its removal. Empty for server and
-    cpu pools without a topology profile."""
+    (:func:`gpucell.k3s.gpu_host_health.install_fragment`), on ``container`` pools its removal; first, on every node
+    of a Longhorn cell, :func:`multipath_blacklist`. Empty for server and cpu pools without a topology profile on
+    other cells."""
     parts: list[str] = []
+    if cell.storage.backend is StorageBackend.LONGHORN:
+        parts.append(multipath_blacklist())
     if pool.topology is not None:
         parts.append(memory_check(pool_name, pool.topology))
     if pool.fabric is not None:

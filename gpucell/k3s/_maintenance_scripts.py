@@ -47,7 +47,8 @@ not evicted: its VirtualMachineInstance is deleted, which shuts the guest down g
 cannot live-migrate (KubeVirt v1.9.0 ``pkg/virt-handler/vm.go``: host devices and GPUs are not migratable). Its
 VirtualMachine is first set to ``runStrategy: Halted``, its own recorded in ``gpucell.io/run-strategy`` with
 ``gpucell.io/stopped-by-maintenance: <node>``; the node's settle restores it once the node is back in service, or
-at once for a quarantined host, which stays cordoned and tainted so the VM starts elsewhere (``Always``,
+at once for a quarantined host, which stays cordoned and tainted so the VM starts elsewhere; a removal's drain (and
+its last step) restores it at once too, the node staying cordoned until it goes (``Always``,
 ``RerunOnFailure`` and ``Once`` start again through their runStrategy, ``Manual`` through the ``start``
 subresource, as ``virtctl start``).
 
@@ -79,7 +80,13 @@ from gpucell.k3s._acceptance import (
     job_name,
     manifest_text,
 )
-from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE, STATE_MANAGER_PODS, VGPU_STATE_LABEL, NodeState
+from gpucell.k3s._node_state import (
+    GPU_OPERATOR_NAMESPACE,
+    QUARANTINE_TAINT,
+    STATE_MANAGER_PODS,
+    VGPU_STATE_LABEL,
+    NodeState,
+)
 from gpucell.k3s._script_files import render, text
 from gpucell.k3s._scripts import KUBECONFIG_PATH
 from gpucell.k3s.vgpu_sriov import VGPU_TYPES_ANNOTATION, VGPU_TYPES_RETRIGGER_ANNOTATION
@@ -138,11 +145,24 @@ POLL_SECONDS = 5
 VGPU_PAUSED_OPERANDS = ("nvidia.com/gpu.deploy.sandbox-validator", "nvidia.com/gpu.deploy.sandbox-device-plugin")
 """The operand labels the vGPU device manager sets to ``paused-for-vgpu-change`` while it applies a type and can
 leave so (NVIDIA/gpu-operator#2845; vgpu-device-manager ``cmd/nvidia-k8s-vgpu-dm/main.go`` ``shutdownGPUOperands``)."""
-KC_ATTEMPTS = 3
-"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` before the script gives up on it."""
+KC_ATTEMPTS = 13
+"""Attempts of every ``kubectl`` call but ``drain`` and ``create`` that did not reach the API before the script
+gives up on it: 12 x :data:`POLL_SECONDS`, a minute, longer than a k3s server takes to restart (issue 30: 3 attempts
+over 10 s failed a step on an API that was down about 20 s)."""
+KC_UNREACHABLE = (
+    "unable to connect|connection refused|connection reset|was refused|i/o timeout|Client.Timeout|TLS handshake"
+    "|no route to host|ServiceUnavailable|currently unable to handle|etcdserver|EOF$|timed out|http2: "
+)
+"""What kubectl's error says when the call did not reach a working API (an extended regular expression, matched
+without case): retried. Any other error is an answer of the API and fails at once."""
 RETRIGGER_POLLS = 12
 """Polls (x :data:`POLL_SECONDS`: one minute) a GPU node's state may stay ``failed`` after the manager was restarted
 before the wait ends, and between two restarts of the device plugin while only the resources are wrong."""
+PLUGIN_RESTARTS = 2
+"""Restarts of the device plugin (one every :data:`RETRIGGER_POLLS`) after which a node that still advertises fewer
+GPU resources than it has ends its wait: a GPU off the bus (Xid 79) is not found again by a restart
+(kubevirt/kubevirt#7084 is a plugin that missed new devices; one restart fixes that), so settle names the missing
+count and the host's quarantine instead of restarting the plugin for the rest of ``gpuStateTimeoutMinutes``."""
 STUCK_POLLS = 60
 """Polls (x :data:`POLL_SECONDS`: five minutes) a state may stay neither ``success`` nor ``failed`` before settle
 restarts what must act, once; 1 when the node's last wait ran out (:data:`GPU_WAIT_ANNOTATION`)."""
@@ -195,6 +215,8 @@ def _header(title: str, node: str, functions: tuple[str, ...], api_endpoint: str
             api_attempts=API_ATTEMPTS,
             api_timeout=API_ATTEMPTS * POLL_SECONDS,
             kc_attempts=KC_ATTEMPTS,
+            kc_seconds=(KC_ATTEMPTS - 1) * POLL_SECONDS,
+            unreachable=KC_UNREACHABLE,
             poll=POLL_SECONDS,
             **_ANNOTATIONS,
             **values,
@@ -437,6 +459,7 @@ def _settle_gpu_values(state: NodeState) -> str:
         for name, column in zip(("WHAT", "DO", "NS", "SELECTOR", "WHY"), columns, strict=True):
             values += _array(f"RETRIGGER_{name}", column)
         values += _readonly("PLUGIN_NS", plugin_namespace) + _readonly("PLUGIN_SELECTOR", plugin_selector)
+        values += _readonly("POOL_NAME", state.labels[POOL_LABEL])
     return values
 
 
@@ -453,7 +476,13 @@ def _gpu_wait(state: NodeState) -> str:
     return render(
         "maintenance/gpu-wait",
         operator_ns=GPU_OPERATOR_NAMESPACE,
-        restart_pods=render("maintenance/restart-pods", retrigger_polls=RETRIGGER_POLLS) + helpers
+        restart_pods=render(
+            "maintenance/restart-pods",
+            retrigger_polls=RETRIGGER_POLLS,
+            plugin_restarts=PLUGIN_RESTARTS,
+            quarantine_taint=QUARANTINE_TAINT,
+        )
+        + helpers
         if any_retrigger
         else "",
         stuck=render("maintenance/stuck", stuck_polls=STUCK_POLLS) if any_retrigger else "",
@@ -474,7 +503,10 @@ def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: 
     1 before anything changes, naming it (etcd quorum). Exits 0 without draining when the node is not registered,
     when it is not Ready (a dead kubelet cannot confirm evictions; the pods go with the Node object) or when k3s is
     not on the control server; exits 1 when the API does not answer or the drain (or the eviction of replicas)
-    fails, which stops the removal before anything is uninstalled.
+    fails, which stops the removal before anything is uninstalled. A node found NotReady after its drain failed (the
+    host died mid-drain) counts as dead: exits 0. In every case but a down API, the GPU VMs a drain of this node
+    stopped (``gpucell.io/stopped-by-maintenance: <node>``, on this run or an earlier one) get their recorded
+    runStrategy back and start on another node: no settle of a leaving node runs again to give it back (issue 30).
     """
     body = render(
         "maintenance/removal-drain",
@@ -486,25 +518,24 @@ def removal_drain_script(state: NodeState, *, api_endpoint: str = "", longhorn: 
         replicas=text("maintenance/replicas") if longhorn else "",
     )
     title = f"gpucell: drain {state.name} before removing it"
-    return _header(title, state.name, (*_BASE, *_DRAIN), api_endpoint) + body
+    return _header(title, state.name, (*_BASE, *_DRAIN, "start_stopped_vms"), api_endpoint) + body
 
 
 def forget_script(node: str, *, forgotten: bool = False, api_endpoint: str = "") -> str:
     """Delete of ``<node>-prepare``, the last step of removing a node: delete its Node object (k3s is uninstalled
     from it by then, so it cannot register again), wait up to 5 minutes for it to be gone, then delete its k3s node
     password (the ``kube-system`` Secret ``<node>.node-password.k3s``: k3s-io/k3s#6054, a host rebuilt under the same
-    name could not join again). A server's Node is already gone (it deleted its own to leave etcd). Exits 0 when k3s
-    is not on the control server.
-
-    ``forgotten`` (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the
-    Node is Ready (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
+    name could not join again) and give the GPU VMs a drain of it stopped their runStrategy back. A server's Node is
+    already gone (it deleted its own to leave etcd). Exits 0 when k3s is not on the control server. ``forgotten``
+    (``removalPolicy: forget``, nothing was uninstalled): exits 1 without deleting anything when the Node is Ready
+    (its k3s still runs); else deleting a server's Node makes k3s remove its etcd member."""
     body = render(
         "maintenance/forget",
         attempts=_attempts(5),
         timeout=300,
         alive_guard=text("maintenance/alive-guard") if forgotten else "",
     )
-    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()))
+    functions = ("kc", "api_up", "node_exists", *(("node_field",) if forgotten else ()), "start_stopped_vms")
     return _header(f"gpucell: delete node {node} from the cell", node, functions, api_endpoint) + body
 
 

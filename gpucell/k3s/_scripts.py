@@ -99,6 +99,11 @@ KUBELET_DIR = "/var/lib/kubelet"
 KUBELET_STATE_FILES = ("cpu_manager_state", "memory_manager_state")
 """Checkpoints the kubelet validates against its CPU / memory manager policy at start (it refuses to start on a
 mismatch)."""
+MAX_CLOCK_SKEW_SECONDS = 10
+"""The most a host's clock may differ from the cell's API server's (its HTTP ``Date``, 1 s resolution) before the
+install script refuses to touch it (issue 30: a server with a skewed clock failed TLS, and nothing said why). etcd
+already warns past 1 s (etcd ``rafthttp`` "clock difference against peer ... is too high"); 10 s leaves room for the
+header's resolution and the request, and refuses a host off by minutes, as an unsynchronised one is."""
 READY_TIMEOUT_SECONDS = 300
 """How long a server's script waits for the API server's ``/readyz`` after (re)starting k3s, seconds."""
 _HEREDOC = "GPUCELL_K3S_CONFIG"
@@ -367,7 +372,11 @@ def install_script(
 
     ``host_setup`` (:func:`gpucell.k3s._host_setup.host_setup` of the node's pool) runs first, before anything is
     written: checks of the host's memory, hugepages and kernel that stop the script with the reason, and host
-    services such as the SR-IOV vGPU typing service.
+    services such as the SR-IOV vGPU typing service. Then, before anything changes, the host's clock is compared
+    with the cell's API server's (the ``Date`` of its ``/cacerts`` answer; skipped while none answers): more than
+    :data:`MAX_CLOCK_SKEW_SECONDS` off, the script exits 1 with the measured skew and the way out (time sync). A
+    node already on ``versions.k3s`` with this config whose kubelet still reports another version (an upgrade killed
+    between the installer's binary swap and its restart) gets its service restarted, once a run, and is waited for.
     """
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
@@ -422,6 +431,7 @@ def install_script(
         node_kubeconfig=KUBELET_KUBECONFIG_PATH,
         etcd_data_dir=ETCD_DATA_DIR,
         api_url=shlex.quote(api_server_url(cell)),
+        max_skew=MAX_CLOCK_SKEW_SECONDS,
         state_args="|".join(KUBELET_STATE_ARGS),
         state_files=" ".join(f'"$KUBELET_DIR/{name}"' for name in KUBELET_STATE_FILES),
         encryption_guard=guard,

@@ -83,7 +83,10 @@ KIND_SECONDS: Mapping[str, tuple[float, float]] = {
 }
 """(create, update) seconds of the Kubernetes kinds ``pulumi up`` waits on longer than one API call, by resource
 type. A ``VirtualMachine`` is not among them: gpucell sets no ``pulumi.com/waitFor`` on it, so ``pulumi up`` goes on
-once the API accepted it (its disks import and it boots afterwards, outside the run's wall time)."""
+once the API accepted it (its disks import and it boots afterwards, outside the run's wall time). Checked for issue 30
+against pulumi-kubernetes (pinned 4.34.2): ``ReadyCondition`` in ``provider/pkg/await`` waits on a kind without
+built-in await logic only for a ``pulumi.com/waitFor`` annotation or with ``PULUMI_K8S_AWAIT_ALL=true`` ("Otherwise
+we no-op"), which neither gpucell nor its workflows set; so 2 s, one API call, is the VM's share of the run."""
 NEW_GPU_STATE_SECONDS = 300.0
 """Seconds a new GPU node takes to reach its GPU state (the GPU Operator's driver container builds and loads the driver,
 then the toolkit, device plugin and validators start): what a new node's ``-settle`` waits for before its acceptance

@@ -36,6 +36,11 @@ _SETTLE_SUFFIX = "-settle"
 _COMMAND = "command:remote:Command"
 _VM_TYPE = "kubernetes:kubevirt.io/v1:VirtualMachine"
 _DRAIN_KEYS = ("WANT_VERSION", "WANT_CONFIG")
+_MACHINE_TEMPLATE = "KubevirtMachineTemplate"
+_WORKER_POOL = "gpucell.io/worker-pool"
+"""The label of a tenant cluster's worker-pool objects (:data:`gpucell.workloads.tenant_cluster.WORKER_POOL_LABEL`)."""
+_CLUSTER = "gpucell.io/tenant-cluster"
+"""The label naming their cluster (:data:`gpucell.workloads.tenant_cluster.TENANT_CLUSTER_LABEL`)."""
 _INSTANCETYPE_KINDS = ("VirtualMachineClusterInstancetype", "VirtualMachineInstancetype")
 _LABEL_CHECKS = re.compile(r"\{\.metadata\.labels\.([^}]*)\}'\)\" != (\S+)")
 """A ``-prepare``'s GPU label checks (key, wanted value), as gpucell rendered them before issue 28 (one check per
@@ -61,6 +66,10 @@ class Maintenance:
     """Nodes cordoned and drained (a k3s upgrade or restart), in plan order."""
     reconfigured: list[str] = field(default_factory=list)
     """Nodes whose GPU workloads are evicted and GPU VMs stopped (a GPU reconfiguration only)."""
+    gpu_workers: dict[str, list[str]] = field(default_factory=dict)
+    """Tenant namespace -> its tenant clusters' GPU worker pools (``<cluster>/<pool>``) whose VMs can run on such a
+    node: the same rule as :attr:`gpu_vms`, read from each worker pool's ``KubevirtMachineTemplate`` (Cluster API
+    replaces those workers: their Machines are deleted, each node drained in the tenant cluster first)."""
     gpu_vms: dict[str, list[str]] = field(default_factory=dict)
     """Tenant namespace -> its GPU VMs (names) that can run on a node in :attr:`drained`, :attr:`reconfigured` or
     :attr:`quarantined`: those asking for a GPU resource such a node advertises (before or after the change), and
@@ -128,6 +137,7 @@ def maintenance(base: Mapping[str, Any], head: Mapping[str, Any]) -> dict[str, M
     for region, (resources, dra) in served.items():
         names = {name.replace("\\.", ".") for name in resources}
         regions[region].gpu_vms = _gpu_vms(head_index, region, names, dra)
+        regions[region].gpu_workers = _gpu_workers(head_index, region, names, dra)
     for region, drops in _capacity_drops(base, head).items():
         regions.setdefault(region, Maintenance()).capacity = drops
     _acceptance_runs(old, head_index, regions)
@@ -235,6 +245,30 @@ def _gpu_vms(
             metadata = (resource.get("inputs") or {}).get("metadata") or {}
             vms.setdefault(str(metadata.get("namespace")), []).append(str(metadata.get("name")))
     return vms
+
+
+def _gpu_workers(
+    head_index: Mapping[str, Mapping[str, Any]], region: str, resources: set[str], dra: bool
+) -> dict[str, list[str]]:
+    """Tenant namespace -> ``<cluster>/<pool>`` of the head's tenant-cluster worker pools of ``region`` whose VM
+    template (``spec.template.spec.virtualMachineTemplate`` of their ``KubevirtMachineTemplate``) asks for one of
+    ``resources``, or holds DRA claims when ``dra`` (issue 30: a k3s upgrade of the H100 hosts named the tenant VMs
+    but not the tenant clusters' GPU workers on them)."""
+    workers: dict[str, list[str]] = {}
+    for resource in head_index.values():
+        inputs = resource.get("inputs") or {}
+        if inputs.get("kind") != _MACHINE_TEMPLATE or resource.get("region") != region:
+            continue
+        labels = (inputs.get("metadata") or {}).get("labels") or {}
+        if _WORKER_POOL not in labels:
+            continue  # the control plane's: no GPUs
+        template = (((inputs.get("spec") or {}).get("template") or {}).get("spec") or {}).get("virtualMachineTemplate")
+        spec = ((((template or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+        names = _device_names((spec.get("domain") or {}).get("devices") or {})
+        if names & resources or (dra and spec.get("resourceClaims")):
+            namespace = str((inputs.get("metadata") or {}).get("namespace"))
+            workers.setdefault(namespace, []).append(f"{labels.get(_CLUSTER, '')}/{labels[_WORKER_POOL]}")
+    return workers
 
 
 def _capacity_drops(

@@ -694,11 +694,24 @@ def _deleted(resource: Mapping[str, Any]) -> ResourceDiff:
     options = resource.get("options") or {}
     if options.get("protect"):
         result.protected = True
-    if options.get("retainOnDelete"):
+    script = unwrap_script((resource.get("inputs") or {}).get("delete")) if resource["type"] == COMMAND_TYPE else None
+    if script is not None:
+        result.notes.append(_delete_script_note(script, retained=bool(options.get("retainOnDelete"))))
+    elif options.get("retainOnDelete"):
         result.notes.append("`retainOnDelete`: Pulumi forgets it, the object stays in the cluster")
-    if resource["type"] == COMMAND_TYPE and unwrap_script((resource.get("inputs") or {}).get("delete")):
-        result.notes.append("runs its delete script (for a node: the k3s uninstall)")
     return result
+
+
+def _delete_script_note(script: str, *, retained: bool) -> str:
+    """What deleting a command with a delete script really does (issue 30: a forgotten or retained host's rows said
+    the k3s uninstall runs): the script's own title (its second line, ``# gpucell: uninstall k3s from <node>``,
+    ``drain <node> before removing it``, ``delete node <node> from the cell``), or that it does not run."""
+    lines = script.splitlines()
+    title = lines[1].removeprefix("# gpucell: ") if len(lines) > 1 and lines[1].startswith("# gpucell: ") else ""
+    if retained:
+        kept = ": k3s stays installed on the host" if title.startswith("uninstall ") else ""
+        return f"`retainOnDelete`: Pulumi forgets it; its delete script does not run{kept}"
+    return f"runs its delete script: {title}" if title else "runs its delete script"
 
 
 def _pair_nodes(created: dict[str, dict[str, Any]], deleted: dict[str, dict[str, Any]]) -> list[ResourceDiff]:

@@ -17,6 +17,7 @@ from gpucell.errors import ConfigError, shown
 from gpucell.spec import StackSpec
 from gpucell.spec.network import DNS_SUBDOMAIN
 from gpucell.spec.workloads import RunStrategy
+from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.plan import read_stack_files
 
 __all__ = ["restore_document"]
@@ -37,7 +38,8 @@ def restore_document(
     such region or tenant, the tenant has no ``backup``, the workload is not the tenant's, the run strategy is not
     KubeVirt's, or a name is not a Kubernetes object name."""
     files = read_stack_files(project_dir, stack)
-    spec = StackSpec.model_validate({"regions": files.config.get(f"{files.project}:regions") or {}})
+    # gpucell:gpuModels too: a region whose pools name the stack's own models is not valid without them (issue 30).
+    spec = StackSpec.model_validate({"regions": {}, **stack_spec_input(files.config, files.project)})
     cell = spec.regions.get(region)
     if cell is None:
         raise ConfigError.at(

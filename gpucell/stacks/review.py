@@ -351,6 +351,11 @@ def _maintenance_section(item: Review) -> list[str]:
                 f"  - GPU VMs of `{namespace}` stopped while their node is in maintenance, then started "
                 f"again: {', '.join(f'`{v}`' for v in vms)}"
             )
+        for namespace, pools in sorted(work.gpu_workers.items()):
+            lines.append(
+                f"  - tenant-cluster GPU workers of `{namespace}` on such a node replaced by Cluster API (each drained "
+                f"in its tenant cluster first, then recreated on another node): {', '.join(f'`{p}`' for p in pools)}"
+            )
         lines += _capacity_lines(region, work)
     lines.append("")
     return lines

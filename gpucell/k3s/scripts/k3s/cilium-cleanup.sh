@@ -12,7 +12,7 @@
 readonly KILLALL=@@KILLALL@@
 
 cleanup_cilium() {
-  local link table hook out
+  local link table hook out proto pref handle
   if [ -x "$KILLALL" ]; then
     as_root timeout 300 "$KILLALL" >/dev/null 2>&1 || echo "gpucell: $KILLALL failed; cleaning Cilium anyway" >&2
   fi
@@ -29,9 +29,18 @@ cleanup_cilium() {
     fi
     for hook in ingress egress; do
       out=$(tc filter show dev "$link" "$hook" 2>/dev/null) || out=""
-      if grep -q 'cil_' <<<"$out"; then
-        as_root tc filter del dev "$link" "$hook" || true
-      fi
+      # Each cil_ filter by its protocol, pref and handle ("filter protocol all pref 1 bpf chain 0 handle 0x1
+      # cil_from_netdev-eth0 direct-action ..."): a hook's other filters stay.
+      awk '/ cil_/ { proto = pref = handle = ""
+          for (i = 1; i < NF; i++) {
+            if ($i == "protocol") proto = $(i + 1)
+            if ($i == "pref") pref = $(i + 1)
+            if ($i == "handle") handle = $(i + 1)
+          }
+          if (proto != "" && pref != "" && handle != "") print proto, pref, handle }' <<<"$out" \
+        | while read -r proto pref handle; do
+          as_root tc filter del dev "$link" "$hook" protocol "$proto" pref "$pref" handle "$handle" bpf || true
+        done
     done
   done
   for table in iptables ip6tables; do

@@ -43,6 +43,21 @@ node_status() {
 }
 
 @@WAITS@@
+# The host's clock against the cell's API server (the Date header of its /cacerts answer), before anything changes: a
+# host far off fails TLS (certificates not yet or no longer valid) and etcd's peer checks, with messages that do not
+# say why. Nothing to compare with while no API answers (a new cell).
+api_date="$(curl -sk --max-time 5 -o /dev/null -D - "$API_URL/cacerts" 2>/dev/null \
+  | awk 'tolower($1) == "date:" { sub(/^[^:]*: */, ""); sub(/\r$/, ""); print; exit }')" || api_date=""
+if [ -n "$api_date" ] && api_time="$(date -d "$api_date" +%s 2>/dev/null)"; then
+  skew=$(($(date +%s) - api_time))
+  max_skew=@@MAX_SKEW@@
+  if [ "${skew#-}" -gt "$max_skew" ]; then
+    echo "gpucell: this host's clock is $skew s off the cell's API server at $API_URL (positive: ahead); TLS and" \
+      "etcd need clocks within $max_skew s, so nothing was changed. Sync its time (timedatectl set-ntp true, or" \
+      "chrony: chronyc makestep), check it with timedatectl status, then run pulumi up again" >&2
+    exit 1
+  fi
+fi
 as_root install -d -m 0755 "$CONFIG_DIR"
 
 # The cluster token arrives on stdin (a Pulumi secret) and goes straight into a root-only file: it is never
@@ -117,18 +132,24 @@ if [ -x "$K3S_BIN" ]; then
 fi
 if [ "$have_version" = "$K3S_VERSION" ] && [ "$have_run_sum" = "$want_run_sum" ] \
   && as_root systemctl is-active --quiet "$K3S_SERVICE"; then
-  if [ "$have_sum" = "$want_sum" ]; then
-    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
-  else
+  if [ "$have_sum" != "$want_sum" ]; then
     as_root install -m 0600 "$work/config.yaml" "$CONFIG_FILE"
     echo "gpucell: only options k3s reads at registration changed ($registration_only): config written," \
       "k3s not restarted"
   fi
-  # Installed by an earlier run whose wait failed: the node must still come up on this version.
+  # Installed by an earlier run, but the node still reports another version: that run's wait failed, or it was
+  # killed between the installer's binary swap and its restart of the service (the old k3s process still runs,
+  # from the replaced binary). The service is restarted, once a run, and the node must come up on this version.
   now="$(node_status)"
   if [ -n "$now" ] && [ "${now#* }" != "$K3S_VERSION" ]; then
-    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${now#* }"
+    echo "gpucell: k3s $K3S_VERSION is installed, but node $NODE_NAME still reports ${now#* }: restarting" \
+      "$K3S_SERVICE (an upgrade interrupted before its restart)"
+    as_root systemctl restart "$K3S_SERVICE"
+    WAIT_WAY_OUT="; k3s $K3S_VERSION is installed and $K3S_SERVICE was restarted: fix what keeps it from starting"
+    WAIT_WAY_OUT+=" (journalctl -u $K3S_SERVICE on the host), then run pulumi up again; the node stays cordoned"
     wait_node True
+  elif [ "$have_sum" = "$want_sum" ]; then
+    echo "gpucell: k3s $K3S_VERSION already runs this config; nothing to do"
   fi
   exit 0
 fi

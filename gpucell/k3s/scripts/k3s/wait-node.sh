@@ -3,6 +3,7 @@
 
 # After a (re)start: a node that was Ready ($1 starts with True) is done when it is Ready again on the pinned
 # version; a new node when it registered (it becomes Ready once the CNI runs, which comes after the servers).
+# WAIT_WAY_OUT, when set, ends the message instead of the pointer to the journal.
 wait_node() {
   local want what now _
   if [ "${1%% *}" = True ]; then
@@ -21,8 +22,8 @@ wait_node() {
     fi
     sleep 5
   done
-  echo "gpucell: node $NODE_NAME not $what after @@TIMEOUT@@ s (its kubelet reports '$now');" \
-    "see journalctl -u $K3S_SERVICE" >&2
+  echo "gpucell: node $NODE_NAME not $what after @@TIMEOUT@@ s (its kubelet reports" \
+    "'$now')${WAIT_WAY_OUT:-"; see journalctl -u $K3S_SERVICE"}" >&2
   exit 1
 }
 

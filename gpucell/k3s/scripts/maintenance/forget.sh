@@ -17,6 +17,9 @@ for _ in $(seq 1 @@ATTEMPTS@@); do
   if ! node_exists; then
     # The node's password goes too: a host rebuilt under the same name could not join again (k3s-io/k3s#6054).
     kc -n kube-system delete secret "$NODE.node-password.k3s" --ignore-not-found >/dev/null
+    # A GPU VM a drain of this node stopped and nothing gave back yet (a removal begun before gpucell gave them back
+    # on the drain): its runStrategy back, so that it starts on another node.
+    start_stopped_vms
     echo "gpucell: node $NODE removed from the cell"
     exit 0
   fi

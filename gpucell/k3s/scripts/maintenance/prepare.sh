@@ -1,5 +1,6 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # DRAIN_TIMEOUT, DRAIN_ATTEMPTS: read by the drain functions
+# shellcheck disable=SC2153  # DRAIN_LOST: set by functions/drain_node.sh
 # A fragment of the node scripts, rendered by gpucell/k3s/_maintenance_scripts.py (placeholders: _script_files.py).
 
 readonly WANT_VERSION=@@VERSION@@
@@ -109,7 +110,16 @@ fi
 kc cordon "$NODE"
 @@HOLD@@
 case ",$reasons," in
-  *,k3s-upgrade,* | *,k3s-restart,* | *,quarantine,*) drain_node ;;
+  *,k3s-upgrade,* | *,k3s-restart,* | *,quarantine,*)
+    if ! drain_node; then
+      if [ "$DRAIN_LOST" = 1 ]; then
+        echo "gpucell: $NODE stays cordoned ($reasons). If the host is down for good, set removalPolicy: forget on" \
+          "it and remove it from the config (see docs/operations.md, 'A host died'); if it comes back, run pulumi" \
+          "up again" >&2
+      fi
+      exit 1
+    fi
+    ;;
   *,gpu-reconfiguration,*) evict_gpu_pods ;;
   *) ;;  # quarantine-lifted alone: drained when it was quarantined
 esac

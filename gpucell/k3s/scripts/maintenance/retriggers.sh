@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # problems, poll, stuck_after, restarted: the loop of maintenance/gpu-wait.sh
+# shellcheck disable=SC2154  # problems, poll, stuck_after, restarted, plugin_restarts: the loop of gpu-wait.sh
+# shellcheck disable=SC2034  # gave_up, gpus_lost: read after the loop of maintenance/gpu-wait.sh
 # shellcheck disable=SC2153  # RETRIGGER_*, PLUGIN_*: the settle's header
 # A fragment of the node scripts, rendered by gpucell/k3s/_maintenance_scripts.py (placeholders: _script_files.py).
 # A state manager acts on a *change* of its label: after 'failed' it is restarted so that it reads the label
@@ -22,10 +23,19 @@
         restarted[i]=$poll
       fi
     elif grep -qF "$what is 'failed" <<<"$problems" && [ $((poll - restarted[i])) -ge "$RETRIGGER_POLLS" ]; then
+      gave_up="$what is still 'failed' $(((poll - restarted[i]) * POLL_SECONDS)) s after the restart"
       break 2
     fi
   done
   if [ -n "$PLUGIN_NS" ] && ! grep -qv '^allocatable ' <<<"$problems" \
     && { [ $((poll % RETRIGGER_POLLS)) -eq 0 ] || [ "$poll" -eq "$stuck_after" ]; }; then
-    restart_pods "$PLUGIN_NS" "$PLUGIN_SELECTOR" "the node does not advertise its GPU resources (kubevirt/kubevirt#7084)"
+    # Still short after PLUGIN_RESTARTS restarts: the devices are not there to find (a GPU off the bus, Xid 79),
+    # which no restart brings back: the way out is the host's quarantine, not the rest of the timeout.
+    if [ "$plugin_restarts" -ge "$PLUGIN_RESTARTS" ] && gpus_lost="$(gpus_missing)"; then
+      gave_up="$plugin_restarts restarts of the device plugin did not bring the GPU resources back"
+    else
+      plugin_restarts=$((plugin_restarts + 1))
+      restart_pods "$PLUGIN_NS" "$PLUGIN_SELECTOR" \
+        "the node does not advertise its GPU resources (kubevirt/kubevirt#7084)"
+    fi
   fi
