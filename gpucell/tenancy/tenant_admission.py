@@ -65,6 +65,7 @@ __all__ = [
     "GPU_RESOURCE_PREFIX",
     "KUBECONFIG_SUFFIX",
     "LAUNCHER_LABEL",
+    "MULTUS_ANNOTATIONS",
     "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
     "PLATFORM_ROLE_BINDINGS",
@@ -453,7 +454,8 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-vms``, on ``variables.spec`` (the VMI spec): tolerations and
     node selection as for pods, ``priorityClassName``, and every ``domain.devices.gpus``/``hostDevices``
     ``deviceName`` (and GPU resource of ``domain.resources``) one the tenant's quota grants (DRA GPUs name a claim,
-    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`)."""
+    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`), named in its
+    ``networks`` and never in an annotation (:func:`_vm_annotations`)."""
     spec = "variables.spec"
     devices = f"{spec}.domain.devices"
     names = " && ".join(
@@ -473,6 +475,7 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
         ),
         _validation(*_priority(fence, spec)),
         _validation(*_own_networks(fence, spec)),
+        _validation(*_vm_annotations(fence)),
     ]
 
 
@@ -509,9 +512,33 @@ def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
     return expression, message
 
 
+def _no_multus_annotation(metadata: str) -> str:
+    """CEL: ``metadata`` (an object's metadata) carries none of :data:`MULTUS_ANNOTATIONS`."""
+    return f"(!has({metadata}.annotations) || !{_lit(MULTUS_ANNOTATIONS)}.exists(a, a in {metadata}.annotations))"
+
+
+def _vm_annotations(fence: TenantFence) -> tuple[str, str]:
+    """A VMI (or a VM's or replica set's template) carries no Multus annotation: virt-controller copies a VMI's
+    annotations onto its ``virt-launcher`` pod (kubevirt/kubevirt v1.9.0 ``pkg/virt-controller/services/
+    template.go``, ``filterVMIAnnotationsForPod``) and writes its own networks annotation only for a VM with Multus
+    networks, so a VM without them would hand Multus ``<other namespace>/<network>`` past :func:`_own_networks`
+    (with a rail's VF requested as a host device: a VF on another tenant's VLAN in the launcher pod)."""
+    template = "object.spec.template"
+    expression = (
+        f"object.kind == 'VirtualMachineInstance' ? {_no_multus_annotation('object.metadata')} : "
+        f"(!has({template}.metadata) || {_no_multus_annotation(f'{template}.metadata')})"
+    )
+    message = (
+        f"metadata.annotations: tenant {fence.tenant}'s VMs may not set {', '.join(MULTUS_ANNOTATIONS)} (virt-"
+        "controller copies them onto the VM's launcher pod); name the VM's networks in spec.networks"
+    )
+    return expression, message
+
+
 def _pod_networks(fence: TenantFence) -> tuple[str, str]:
-    """A pod (or pod template) the tenant writes carries no Multus networks annotation and requests no fabric rail's
-    VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own (checked) networks."""
+    """A pod (or pod template) the tenant writes carries no Multus annotation (:data:`MULTUS_ANNOTATIONS`) and
+    requests no fabric rail's VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own
+    (checked) networks."""
     metadata = (
         "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
         "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
@@ -526,14 +553,11 @@ def _pod_networks(fence: TenantFence) -> tuple[str, str]:
         + "))"
         for c in _containers(spec)
     )
-    expression = (
-        f"!({TENANT_IDENTITY}) || ((!has({metadata}.annotations) || "
-        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)) && ({rails}))"
-    )
+    expression = f"!({TENANT_IDENTITY}) || ({_no_multus_annotation(metadata)} && ({rails}))"
     message = (
-        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set {MULTUS_NETWORKS_ANNOTATION} nor request "
-        "a fabric rail's VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF "
-        "would carry no VLAN)"
+        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set a Multus annotation "
+        f"({', '.join(MULTUS_ANNOTATIONS)}) nor request a fabric rail's VFs; the GPU fabric reaches VMs only, through "
+        "their own namespace's networks (a bare VF would carry no VLAN)"
     )
     return expression, message
 
@@ -674,6 +698,10 @@ def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 """The pod annotation Multus reads a pod's secondary networks from (``<namespace>/<name>`` or JSON with
 ``namespace``), which KubeVirt's virt-controller writes on a launcher pod from the VM's ``networks``."""
+MULTUS_ANNOTATIONS = (MULTUS_NETWORKS_ANNOTATION, "v1.multus-cni.io/default-network")
+"""Every pod annotation Multus attaches networks from: the secondary networks and the one that replaces the pod's
+cluster network (``v1.multus-cni.io/default-network``, k8snetworkplumbingwg/multus-cni ``pkg/types``
+``DefaultNetworkAnnot``), both ``<namespace>/<name>`` of any namespace."""
 RAIL_RESOURCE_PATTERN = r"^nvidia\\.com/[A-Za-z0-9]+_rail[0-9]+$"
 """CEL regular expression of a fabric rail's SR-IOV resource (:func:`gpucell.admission.fabric.rail_resource`)."""
 _POD_RESOURCES = [
