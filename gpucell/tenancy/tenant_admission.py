@@ -539,9 +539,11 @@ def _pod_networks(fence: TenantFence) -> tuple[str, str]:
     """A pod (or pod template) the tenant writes carries no Multus annotation (:data:`MULTUS_ANNOTATIONS`) and
     requests no fabric rail's VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own
     (checked) networks."""
-    metadata = (
-        "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
-        "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
+    # a template's metadata is optional (a CronJob's job template has none unless written): absent, it has no
+    # annotation, where reading it would fail the expression and refuse the object
+    pod = (
+        "(object.kind == 'Pod' ? object : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template : "
+        "object.spec.template)"
     )
     spec = "variables.spec"
     rails = " && ".join(
@@ -553,7 +555,8 @@ def _pod_networks(fence: TenantFence) -> tuple[str, str]:
         + "))"
         for c in _containers(spec)
     )
-    expression = f"!({TENANT_IDENTITY}) || ({_no_multus_annotation(metadata)} && ({rails}))"
+    annotations = f"(!has({pod}.metadata) || {_no_multus_annotation(f'{pod}.metadata')})"
+    expression = f"!({TENANT_IDENTITY}) || ({annotations} && ({rails}))"
     message = (
         f"metadata.annotations: tenant {fence.tenant}'s pods may neither set a Multus annotation "
         f"({', '.join(MULTUS_ANNOTATIONS)}) nor request a fabric rail's VFs; the GPU fabric reaches VMs only, through "
