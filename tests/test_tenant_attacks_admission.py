@@ -227,6 +227,21 @@ DEFAULT_NETWORK_VMI = {
 }
 DEFAULT_NETWORK_POD = pod("off-cilium")
 DEFAULT_NETWORK_POD["metadata"]["annotations"] = {"v1.multus-cni.io/default-network": "tenant-acme/acme-h100-vm-rail0"}
+# what KServe writes from an InferenceService whose predictor carries the Multus annotation and a rail's VF
+# (spec.predictor.annotations and resources): a tenant's model server with a VF on globex's VLAN
+KSERVE_ON_GLOBEX = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "relay-predictor", "namespace": NS},
+    "spec": {
+        "template": {
+            "metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "tenant-globex/globex-h100-vm-rail0"}},
+            "spec": {
+                "containers": [{"name": "kserve-container", "resources": {"limits": {"nvidia.com/h100vm_rail0": 1}}}]
+            },
+        }
+    },
+}
 VM_ANNOTATIONS = (
     "metadata.annotations: tenant acme's VMs may not set k8s.v1.cni.cncf.io/networks, v1.multus-cni.io/default-network "
     "(virt-controller copies them onto the VM's launcher pod); name the VM's networks in spec.networks"
@@ -242,6 +257,12 @@ ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
     ),
     ("pod-with-a-multus-network", FABRIC_POD, VAP, FABRIC_PODS),
     ("pod-with-a-multus-default-network", DEFAULT_NETWORK_POD, VAP, FABRIC_PODS),
+    (
+        "inference-service-with-another-tenants-network",
+        Write("CREATE", KSERVE_ON_GLOBEX, user=controller("kserve", "kserve-controller-manager")),
+        VAP,
+        FABRIC_PODS,
+    ),
     ("vm-template-with-another-tenants-network-annotation", ANNOTATED_VM, VAP, VM_ANNOTATIONS),
     ("vmi-with-a-multus-default-network-annotation", DEFAULT_NETWORK_VMI, VAP, VM_ANNOTATIONS),
     ("pod-with-a-bare-vf-of-a-rail", gpu_pod("bare-vf", "nvidia.com/h100vm_rail0"), VAP, FABRIC_PODS),

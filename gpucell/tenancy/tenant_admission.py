@@ -536,9 +536,10 @@ def _vm_annotations(fence: TenantFence) -> tuple[str, str]:
 
 
 def _pod_networks(fence: TenantFence) -> tuple[str, str]:
-    """A pod (or pod template) the tenant writes carries no Multus annotation (:data:`MULTUS_ANNOTATIONS`) and
-    requests no fabric rail's VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own
-    (checked) networks."""
+    """A pod (or pod template) in the tenant's namespace carries no Multus annotation (:data:`MULTUS_ANNOTATIONS`) and
+    requests no fabric rail's VFs, whoever writes it (a tenant member, or a controller from a tenant's object: KServe
+    from an InferenceService's ``annotations`` and ``resources``): only KubeVirt's virt-controller writes a launcher
+    pod with both, from the VM's own (checked) networks."""
     # a template's metadata is optional (a CronJob's job template has none unless written): absent, it has no
     # annotation, where reading it would fail the expression and refuse the object
     pod = (
@@ -556,7 +557,9 @@ def _pod_networks(fence: TenantFence) -> tuple[str, str]:
         for c in _containers(spec)
     )
     annotations = f"(!has({pod}.metadata) || {_no_multus_annotation(f'{pod}.metadata')})"
-    expression = f"!({TENANT_IDENTITY}) || ({annotations} && ({rails}))"
+    # every writer but virt-controller: KServe's controller writes a tenant's InferenceService's annotations and
+    # resources into its predictor's pod template, so a check of tenant identities only would let them through
+    expression = f"request.userInfo.username == '{VIRT_CONTROLLER}' || ({annotations} && ({rails}))"
     message = (
         f"metadata.annotations: tenant {fence.tenant}'s pods may neither set a Multus annotation "
         f"({', '.join(MULTUS_ANNOTATIONS)}) nor request a fabric rail's VFs; the GPU fabric reaches VMs only, through "
