@@ -386,6 +386,27 @@ def test_a_pools_fabric_change_is_disruptive_for_each_of_its_hosts() -> None:
     assert compare(fingerprint(before), fingerprint(cell(fabric_region())), "lab") == []
 
 
+def test_a_tenants_vlan_change_is_disruptive_its_first_vlan_is_not() -> None:
+    """Review of round 1: a running VM keeps its VFs' VLAN until restarted, so a changed (or swapped) VLAN was
+    applied with no word in the review."""
+    from gpucell.day2.disruption import Change, compare, fingerprint
+
+    config = tenant_region({"train": training_vm(8, list(range(8)))})
+    before = fingerprint(cell(config))
+    config["tenants"]["acme"]["fabricVlan"] = 102
+    (change,) = compare(before, fingerprint(cell(config)), "lab")
+    assert (change.change, change.subject, change.key, change.old, change.new) == (
+        Change.FABRIC_VLAN,
+        "acme",
+        "regions.lab.tenants.acme.fabricVlan",
+        "101",
+        "102",
+    )
+    assert change.acknowledgement() == '{change: fabricVlan, region: lab, subject: acme, reason: "..."}'
+    first = fingerprint(cell(tenant_region({}, vlan=None)))
+    assert compare(first, fingerprint(cell(tenant_region({}))), "lab") == []
+
+
 # -- tenant clusters -----------------------------------------------------------------------------------------------
 def fabric_cluster_region(rails: list[int], gpus: int = 4) -> dict[str, Any]:
     """tests/test_tenant_cluster.py's region, its H100 pool with FABRIC and acme's workers with ``gpus`` GPUs and the
