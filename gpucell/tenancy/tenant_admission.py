@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADDRESS_ANNOTATIONS",
     "CDI_CONTROLLER",
+    "CDI_VDDK_CONTAINER",
     "CLUSTER_API_SECRET_LABEL",
     "CLUSTER_API_SECRET_TYPE",
     "DAEMONSET_ONLY_TAINTS",
@@ -133,6 +134,10 @@ CDI_CONTROLLER = f"system:serviceaccount:{CDI_NAMESPACE}:cdi-sa"
 """CDI's controller identity: the ServiceAccount ``cdi-sa`` (kubevirt/containerized-data-importer v1.66.0
 ``pkg/operator/resources/cluster/controller.go``, whose ClusterRole creates pods) in gpucell's CDI namespace. It
 creates the importer, upload and clone pods that fill a VM's DataVolumes in the tenant's namespace."""
+CDI_VDDK_CONTAINER = "vddk-side-car"
+"""The init container CDI's importer pod runs for a VDDK (VMware) source, from the image the DataVolume's
+``source.vddk.initImageURL`` names, with that image's own entrypoint (kubevirt/containerized-data-importer
+``pkg/controller/import-controller.go``, ``makeImporterInitContainersSpec``)."""
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 """The Secret type the token controller fills with a token that never expires for the ServiceAccount its annotation
 ``kubernetes.io/service-account.name`` names: refused at creation in a tenant namespace (tenants ask for a bounded
@@ -486,13 +491,22 @@ def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
     on behalf of a tenant's Deployment; and nobody adds an ephemeral container (``kubectl debug``) to a pod there, which
     would run a container on the host's kernel next to the VM. A tenant member's code then runs in a guest only."""
     writers = (VIRT_CONTROLLER, CDI_CONTROLLER)
+    init = "object.spec.initContainers"
     return [
         _validation(
             f"request.subResource == '' && request.userInfo.username in {_lit(writers)}",
             f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): the pods of its namespace "
             "are KubeVirt's and CDI's (a VM's launcher, a disk import), and none gets an ephemeral container; run "
             "the code in a VirtualMachine, or a notebook or model endpoint (isolated)",
-        )
+        ),
+        # CDI runs a VDDK import's init container from an image the DataVolume names (spec.source.vddk.initImageURL
+        # or the PVC annotation cdi.kubevirt.io/storage.pod.vddk.initimageurl): the tenant's code, on the host kernel
+        _validation(
+            f"request.subResource != '' || !has({init}) || {init}.all(c, c.name != '{CDI_VDDK_CONTAINER}')",
+            f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): a disk import from VMware "
+            f"(vddk) runs its {CDI_VDDK_CONTAINER} container from an image of the tenant's choosing on the host's "
+            "kernel; import the disk over http or from a registry instead",
+        ),
     ]
 
 
