@@ -242,6 +242,14 @@ KSERVE_ON_GLOBEX = {
         }
     },
 }
+# a rail's VF without a network: no CNI tags it, and it sends any 802.1Q tag onto the fabric (VGT)
+RAIL = "nvidia.com/h100vm_rail0"
+BARE_VF_VM = vm("vgt")
+BARE_VF_VM["spec"]["template"]["spec"]["domain"]["resources"] = {"limits": {RAIL: 1}}
+BARE_VF = (
+    "domain.devices: tenant acme's VMs get a fabric rail's VFs only as rdmaNics (sriov interfaces on the tenant's own "
+    "networks), never as a host device or resource: such a VF would carry no VLAN"
+)
 VM_ANNOTATIONS = (
     "metadata.annotations: tenant acme's VMs may not set k8s.v1.cni.cncf.io/networks, v1.multus-cni.io/default-network "
     "(virt-controller copies them onto the VM's launcher pod); name the VM's networks in spec.networks"
@@ -265,6 +273,8 @@ ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
     ),
     ("vm-template-with-another-tenants-network-annotation", ANNOTATED_VM, VAP, VM_ANNOTATIONS),
     ("vmi-with-a-multus-default-network-annotation", DEFAULT_NETWORK_VMI, VAP, VM_ANNOTATIONS),
+    ("vm-with-a-bare-vf-as-a-host-device", vm("vgt", hostDevices=[{"name": "vf", "deviceName": RAIL}]), VAP, BARE_VF),
+    ("vm-with-a-bare-vf-as-a-resource", BARE_VF_VM, VAP, BARE_VF),
     ("pod-with-a-bare-vf-of-a-rail", gpu_pod("bare-vf", "nvidia.com/h100vm_rail0"), VAP, FABRIC_PODS),
     (
         "toleration-of-the-server-taint",

@@ -481,6 +481,7 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
         _validation(*_priority(fence, spec)),
         _validation(*_own_networks(fence, spec)),
         _validation(*_vm_annotations(fence)),
+        _validation(*_no_bare_vf(fence, spec)),
     ]
 
 
@@ -529,6 +530,28 @@ def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
 def _no_multus_annotation(metadata: str) -> str:
     """CEL: ``metadata`` (an object's metadata) carries none of :data:`MULTUS_ANNOTATIONS`."""
     return f"(!has({metadata}.annotations) || !{_lit(MULTUS_ANNOTATIONS)}.exists(a, a in {metadata}.annotations))"
+
+
+def _no_bare_vf(fence: TenantFence, spec: str) -> tuple[str, str]:
+    """A VM gets a fabric rail's VF only as an ``sriov`` interface on one of its networks (the rail is in the quota
+    for those, as virt-controller requests it on the launcher pod): named as a host device or in
+    ``domain.resources``, the VF reaches the launcher pod with no network, so no CNI ever puts it on a VLAN and it
+    sends whatever 802.1Q tags it likes onto the fabric."""
+    devices, resources = f"{spec}.domain.devices", f"{spec}.domain.resources"
+    rail = f"matches('{RAIL_RESOURCE_PATTERN}')"
+    named = " && ".join(
+        f"(!has({devices}.{kind}) || {devices}.{kind}.all(d, !has(d.deviceName) || !d.deviceName.{rail}))"
+        for kind in ("gpus", "hostDevices")
+    )
+    asked = " && ".join(
+        f"(!has({resources}.{part}) || {resources}.{part}.all(r, !r.{rail}))" for part in ("requests", "limits")
+    )
+    expression = f"!has({spec}.domain) || ((!has({devices}) || ({named})) && (!has({resources}) || ({asked})))"
+    message = (
+        f"domain.devices: tenant {fence.tenant}'s VMs get a fabric rail's VFs only as rdmaNics (sriov interfaces on "
+        "the tenant's own networks), never as a host device or resource: such a VF would carry no VLAN"
+    )
+    return expression, message
 
 
 def _vm_annotations(fence: TenantFence) -> tuple[str, str]:
