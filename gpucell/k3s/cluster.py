@@ -34,7 +34,9 @@ to every ``remote.Command``, and the provider's ``CommandInputs`` tag only ``tri
 see pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/command.go``):
 
 - A *replacement* runs the new ``create`` and then the old ``delete``; for a node that would run the uninstall right
-  after the reinstall. So no command has triggers: nothing about a node forces replacement.
+  after the reinstall. So no command has triggers: nothing about a node forces replacement, and the install command
+  is ``deleteBeforeReplace``: an operator's ``pulumi up --replace`` of it (a re-imaged host, docs/operations.md)
+  runs the uninstall first (nothing to remove on a fresh host), then the install.
 - Any other input change is an *update*, which runs ``update`` - the same idempotent script as ``create``. The
   scripts decide by looking at the node, so an update caused by a new SSH key, user or port (the ``connection``),
   or by a change of the control server, finds nothing to do.
@@ -504,7 +506,9 @@ class K3sCluster(CellComponent):
             self._prepare_after(host.name, after),
             options,
         )
-        install_options: dict[str, Any] = dict(options)
+        # A replacement (`pulumi up --replace` of this command: nothing else replaces it) uninstalls first, then
+        # installs: created first, the new install would be removed at once by the old delete (decision 0036).
+        install_options: dict[str, Any] = {**options, "delete_before_replace": True}
         if forgotten:
             # The machine is gone: nothing runs on it over SSH again, neither an update nor the uninstall.
             install_options.update(retain_on_delete=True, ignore_changes=_FORGOTTEN_IGNORED)
