@@ -80,7 +80,9 @@ with warnings.catch_warnings():
     from pulumi_command.remote import Command, ConnectionArgs, Logging
 
 __all__ = [
+    "DIAL_ERROR_LIMIT",
     "FIELD_MANAGER",
+    "PER_DIAL_TIMEOUT_SECONDS",
     "K3sCluster",
     "K3sClusterArgs",
     "NodeFiles",
@@ -97,6 +99,16 @@ FIELD_MANAGER = "gpucell"
 NODE_PATCH_ANNOTATIONS = {"pulumi.com/patchFieldManager": FIELD_MANAGER, "pulumi.com/patchForce": "true"}
 """pulumi-kubernetes: the field manager name, and force (gpucell is the source of the fields it applies: a label
 k3s set at registration, or a taint list a controller rewrote, is taken over instead of failing the update)."""
+
+DIAL_ERROR_LIMIT = 10
+"""How many times pulumi-command dials a node's SSH before its command fails (``dialErrorLimit``). With
+:data:`PER_DIAL_TIMEOUT_SECONDS`, an unreachable host fails its command (named ``<name>-<host>``, or ``-prepare`` /
+``-settle`` for the control server) after at most 10 x 15 s of dialling plus the provider's back-off between tries,
+instead of never (``-1``). The SDK's defaults (pulumi-command 1.2.1 ``ConnectionArgs``), set here so that they are
+a decision and a test, not a default that may move: changing them would update every node command. ``gpucell
+reach`` (:mod:`gpucell.stacks.reach`) finds an unreachable region in seconds, before ``pulumi up``."""
+PER_DIAL_TIMEOUT_SECONDS = 15
+"""The most one SSH dial may take, seconds (pulumi-command's ``perDialTimeout``; ``0`` would be no bound)."""
 
 _FORGOTTEN_IGNORED = ["connection", "create", "update", "delete", "stdin", "logging"]
 """The install command's inputs a ``removalPolicy: forget`` host ignores: Pulumi never runs it again."""
@@ -438,6 +450,8 @@ class K3sCluster(CellComponent):
             port=ssh.port,
             user=ssh.user,
             private_key=pulumi.Output.secret(self._connection_key),
+            dial_error_limit=DIAL_ERROR_LIMIT,
+            per_dial_timeout=PER_DIAL_TIMEOUT_SECONDS,
         )
 
     def _control_command(
