@@ -448,7 +448,8 @@ def test_an_unreachable_prometheus_is_one_line_exit_1(tmp_path: Path, capsys: py
     url = f"http://127.0.0.1:{port}"
     assert main(["health", STACK, "--prometheus", url, "--project-dir", str(lab_project(tmp_path))]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"error: {url}/api/v1/query: [Errno 111] Connection refused (is the Prometheus URL right and reachable?)"
+        f"error: region lab1: {url}/api/v1/query: [Errno 111] Connection refused (is the Prometheus URL right and "
+        "reachable?)"
     ]
 
 
@@ -474,7 +475,7 @@ class _Answers(http.server.BaseHTTPRequestHandler):
         pass
 
 
-QUERY = "error: http://127.0.0.1:{port}/api/v1/query"
+QUERY = "error: region lab1: http://127.0.0.1:{port}/api/v1/query"
 
 
 @pytest.mark.parametrize(

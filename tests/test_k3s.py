@@ -848,6 +848,7 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
     and ``systemctl stop`` appends ``stop <unit>`` and the kubelet dir's files at that moment to
     ``root/systemctl``; ``systemctl restart`` of a k3s unit appends ``restart <unit>`` and, when
     ``root/restart-fixes`` exists, removes ``root/node-status`` (the kubelet comes up on the installed version).
+    ``journalctl`` prints ``root/journal`` (nothing when it does not exist).
     """
     root, bin_dir = tmp_path / "root", tmp_path / "bin"
     root.mkdir()
@@ -885,6 +886,7 @@ def _sandbox(tmp_path: Path, script: str) -> tuple[Path, dict[str, str], str]:
         f"    [ ! -e {root}/restart-fixes ] || rm -f {root}/node-status ;; esac ;;\n"
         f"esac\nexit 0\n",
     )
+    _stub(bin_dir, "journalctl", f"cat {root}/journal 2>/dev/null\nexit 0\n")
     sysfs = tmp_path / "sys"
     stub_numa(sysfs, nodes=2, cpus=64, mem_gib=256, pages_1g=192)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUCELL_SYSFS_ROOT": str(sysfs)}
@@ -1050,6 +1052,64 @@ def test_an_upgrade_killed_between_the_binary_swap_and_the_restart_converges_on_
     ]
     assert (root / "systemctl").read_text() == "restart k3s-agent\n"
     assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\nv1.34.3+k3s1 agent\n"  # not installed again
+
+
+REJECTED = (
+    'level=info msg="Waiting to retrieve agent configuration; server is not ready: Node password rejected, duplicate '
+    "hostname or contents of '/etc/rancher/node/password' may not match server node-passwd entry, try enabling a "
+    'unique node name with the --with-node-id flag"\n'
+)
+"""What k3s's journal says while the cell refuses a node's password (k3s-io/k3s#6054)."""
+
+
+def test_a_reimaged_host_is_refused_at_the_join_naming_the_way_out(tmp_path: Path) -> None:
+    """Issue 30: a host wiped and reinstalled under a name the cell knows. k3s's installer waits for a Type=notify
+    service that never gets its configuration (the cell refuses the new machine's node password); the script sees
+    the refusal in k3s's journal, stops the service (ending the installer's wait) and names the way out."""
+    _, cluster = build(ha_config())
+    original = cluster.node_files["lab-cpu-1"].install_script
+    root, env, _ = _sandbox(tmp_path, original)
+    installer = tmp_path / "installer.sh"
+    # The installer's `systemctl start` returns only when the service is stopped (then it fails).
+    wait = f'until grep -q "^stop" {root}/systemctl 2>/dev/null; do /bin/sleep 0.05; done\nexit 1\n'
+    installer.write_text(installer.read_text() + wait)
+    (root / "journal").write_text(REJECTED)
+    run = _run(_into(root, original), env)
+    assert run.returncode == 1
+    assert run.stderr == (
+        "gpucell: the cell refused lab-cpu-1's node password (k3s: 'Node password rejected'): it knows a node "
+        "lab-cpu-1 registered from another machine, so this host was re-imaged (or another host has its name). "
+        "k3s v1.34.2+k3s1 is installed here with k3s-agent stopped; the cell is unchanged. To bring a re-imaged host "
+        "back under its name, remove lab-cpu-1 from the config in one pulumi up (its old Node, its node-password "
+        "secret kube-system/lab-cpu-1.node-password.k3s and a server's etcd member go) and add it back in the next "
+        "(docs/operations.md, 'A re-imaged host')\n"
+    )
+    assert (root / "systemctl").read_text() == "stop k3s-agent\n"
+    assert (root / "installs").read_text() == "v1.34.2+k3s1 agent\n"
+    assert "registered" not in run.stdout  # never waited for the node
+
+
+def test_an_installer_that_fails_stops_the_script_with_its_status(tmp_path: Path) -> None:
+    _, cluster = build(ha_config())
+    original = cluster.node_files["lab-cpu-1"].install_script
+    root, env, _ = _sandbox(tmp_path, original)
+    installer = tmp_path / "installer.sh"
+    installer.write_text(installer.read_text() + "exit 3\n")
+    run = _run(_into(root, original), env)
+    assert run.returncode == 3
+    assert run.stderr == "gpucell: the k3s installer failed (exit 3); see journalctl -u k3s-agent\n"
+    assert not (root / "systemctl").exists()
+
+
+def test_the_install_command_is_replaced_by_uninstalling_first() -> None:
+    """`pulumi up --replace` of a node's install command (a re-imaged host): created first, the new install would
+    be removed at once by the old delete; delete-before-replace runs the uninstall (nothing to remove on a fresh
+    host, see test_delete_of_a_node_without_k3s_succeeds) and then the install."""
+    result, _ = build(ha_config())
+    for name in ("lab-lab-srv-1", "lab-lab-cpu-1", "lab-lab-vm-1"):
+        assert result.named(name).options["deleteBeforeReplace"] is True
+    for step in ("prepare", "settle"):  # never replaced by the way out: their deletes remove the node
+        assert not result.named(f"lab-lab-cpu-1-{step}").options.get("deleteBeforeReplace")
 
 
 def _api_clock(tmp_path: Path, offset: int) -> None:
@@ -1236,7 +1296,9 @@ def test_delete_of_a_node_without_k3s_succeeds(tmp_path: Path) -> None:
         tmp_path, script_of(result.named("lab-lab-srv-1").inputs["delete"]), kubectl_rc=0, installed=False
     )
     assert not (root / "calls").exists()
-    assert "k3s is not installed here" in output
+    assert output.splitlines()[-1] == (
+        f"gpucell: {root}/k3s-uninstall.sh not found; k3s is not installed here: nothing to uninstall"
+    )
 
 
 def test_agent_delete_only_uninstalls(tmp_path: Path) -> None:

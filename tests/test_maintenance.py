@@ -733,7 +733,8 @@ def test_prepare_of_a_not_ready_node_fails_at_once_naming_the_way_out(tmp_path: 
     assert run.stderr == (
         "gpucell: h200-1 is not Ready (its kubelet does not answer), so it cannot be drained for: k3s-upgrade. If "
         "the host is down for good, set removalPolicy: forget on it and remove it from the config (see "
-        "docs/operations.md, 'A host died'); if it comes back, run pulumi up again\n"
+        "docs/operations.md, 'A host died'); if it was re-imaged, remove it in one pulumi up and add it back in the "
+        "next ('A re-imaged host'); if it comes back, run pulumi up again\n"
     )
     assert cluster.calls() == []  # neither cordoned nor drained
     resumed = Cluster(

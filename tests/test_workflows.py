@@ -236,6 +236,23 @@ def test_deploy_stack_runs_pulumi_up_pinned_one_run_per_stack_never_cancelled() 
     assert up["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
 
 
+@pytest.mark.parametrize(
+    ("file", "job", "action"), [("deploy-stack.yml", "up", "up"), ("preview.yml", "pulumi-preview", "preview")]
+)
+def test_pulumi_runs_only_after_the_region_answers_within_minutes(file: str, job: str, action: str) -> None:
+    """Issue 30: a runner that cannot reach a region hung in the first SSH step; `gpucell reach` fails in seconds
+    naming the region, bounded by the step's own timeout."""
+    found = steps(load(file), job)
+    reach = next(i for i, s in enumerate(found) if "dev.py reach" in s.get("run", ""))
+    pulumi = next(i for i, s in enumerate(found) if s.get("uses", "").startswith("pulumi/actions@"))
+    assert reach < pulumi
+    assert found[pulumi]["with"]["command"] == action
+    assert found[reach]["run"] == 'python3 dev.py reach "$STACK"'
+    assert found[reach]["timeout-minutes"] == 3
+    plan = next(i for i, s in enumerate(found) if "dev.py plan" in s.get("run", ""))
+    assert plan < reach  # the project environment (.venv) exists by then
+
+
 def waves_script(tmp_path: Path, waves: str, **env: str) -> tuple[subprocess.CompletedProcess[str], str]:
     """The waves job's script, run by bash on a copy of the repository's layout with ``waves`` as the data."""
     (tmp_path / ".github").mkdir(parents=True)

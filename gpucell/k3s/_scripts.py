@@ -377,6 +377,12 @@ def install_script(
     :data:`MAX_CLOCK_SKEW_SECONDS` off, the script exits 1 with the measured skew and the way out (time sync). A
     node already on ``versions.k3s`` with this config whose kubelet still reports another version (an upgrade killed
     between the installer's binary swap and its restart) gets its service restarted, once a run, and is waited for.
+
+    The installer runs in the background while k3s's journal is read every 5 s: a host the cell refuses the node
+    password of (``Node password rejected``: the cell holds another machine's under this name, i.e. the host was
+    re-imaged; k3s-io/k3s#6054) would keep k3s's ``Type=notify`` start, and so the installer, waiting for ever. The
+    script then stops the service and exits 1 naming the way out (remove the node in one ``pulumi up``, add it back
+    in the next: docs/operations.md, "A re-imaged host"). An installer that fails ends the script with its status.
     """
     server = role is NodeRole.SERVER
     title = f"gpucell: install k3s {cell.versions.k3s} ({'server' if server else 'agent'}) on {host.name}"
@@ -467,7 +473,9 @@ def uninstall_script(role: NodeRole, node_name: str) -> str:
     Succeeds when k3s is already gone, so a half-installed node can still be deleted. Leaves k3s installed (exit
     0) when the host's ``/etc/rancher/k3s/config.yaml`` names another node: the host was renamed in config at the
     same address, and Pulumi ran the new name's install before this delete (an agent joins again under its new
-    name; a server refuses the rename in :func:`install_script`).
+    name; a server refuses the rename in :func:`install_script`). On a fresh host (re-imaged: no uninstaller) it
+    exits 0 saying there is nothing to uninstall; the install command is ``deleteBeforeReplace``
+    (:mod:`gpucell.k3s.cluster`), so a replacement's delete never meets the installation the replacement made.
     """
     service = _service(role)
     path = f"/usr/local/bin/{service}-uninstall.sh"

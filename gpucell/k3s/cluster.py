@@ -34,7 +34,9 @@ to every ``remote.Command``, and the provider's ``CommandInputs`` tag only ``tri
 see pulumi/pulumi-command ``provider/pkg/provider/common/inputs.go`` and ``remote/command.go``):
 
 - A *replacement* runs the new ``create`` and then the old ``delete``; for a node that would run the uninstall right
-  after the reinstall. So no command has triggers: nothing about a node forces replacement.
+  after the reinstall. So no command has triggers: nothing about a node forces replacement, and the install command
+  is ``deleteBeforeReplace``: an operator's ``pulumi up --replace`` of it (a re-imaged host, docs/operations.md)
+  runs the uninstall first (nothing to remove on a fresh host), then the install.
 - Any other input change is an *update*, which runs ``update`` - the same idempotent script as ``create``. The
   scripts decide by looking at the node, so an update caused by a new SSH key, user or port (the ``connection``),
   or by a change of the control server, finds nothing to do.
@@ -78,7 +80,9 @@ with warnings.catch_warnings():
     from pulumi_command.remote import Command, ConnectionArgs, Logging
 
 __all__ = [
+    "DIAL_ERROR_LIMIT",
     "FIELD_MANAGER",
+    "PER_DIAL_TIMEOUT_SECONDS",
     "K3sCluster",
     "K3sClusterArgs",
     "NodeFiles",
@@ -95,6 +99,16 @@ FIELD_MANAGER = "gpucell"
 NODE_PATCH_ANNOTATIONS = {"pulumi.com/patchFieldManager": FIELD_MANAGER, "pulumi.com/patchForce": "true"}
 """pulumi-kubernetes: the field manager name, and force (gpucell is the source of the fields it applies: a label
 k3s set at registration, or a taint list a controller rewrote, is taken over instead of failing the update)."""
+
+DIAL_ERROR_LIMIT = 10
+"""How many times pulumi-command dials a node's SSH before its command fails (``dialErrorLimit``). With
+:data:`PER_DIAL_TIMEOUT_SECONDS`, an unreachable host fails its command (named ``<name>-<host>``, or ``-prepare`` /
+``-settle`` for the control server) after at most 10 x 15 s of dialling plus the provider's back-off between tries,
+instead of never (``-1``). The SDK's defaults (pulumi-command 1.2.1 ``ConnectionArgs``), set here so that they are
+a decision and a test, not a default that may move: changing them would update every node command. ``gpucell
+reach`` (:mod:`gpucell.stacks.reach`) finds an unreachable region in seconds, before ``pulumi up``."""
+PER_DIAL_TIMEOUT_SECONDS = 15
+"""The most one SSH dial may take, seconds (pulumi-command's ``perDialTimeout``; ``0`` would be no bound)."""
 
 _FORGOTTEN_IGNORED = ["connection", "create", "update", "delete", "stdin", "logging"]
 """The install command's inputs a ``removalPolicy: forget`` host ignores: Pulumi never runs it again."""
@@ -436,6 +450,8 @@ class K3sCluster(CellComponent):
             port=ssh.port,
             user=ssh.user,
             private_key=pulumi.Output.secret(self._connection_key),
+            dial_error_limit=DIAL_ERROR_LIMIT,
+            per_dial_timeout=PER_DIAL_TIMEOUT_SECONDS,
         )
 
     def _control_command(
@@ -504,7 +520,9 @@ class K3sCluster(CellComponent):
             self._prepare_after(host.name, after),
             options,
         )
-        install_options: dict[str, Any] = dict(options)
+        # A replacement (`pulumi up --replace` of this command: nothing else replaces it) uninstalls first, then
+        # installs: created first, the new install would be removed at once by the old delete (decision 0036).
+        install_options: dict[str, Any] = {**options, "delete_before_replace": True}
         if forgotten:
             # The machine is gone: nothing runs on it over SSH again, neither an update nor the uninstall.
             install_options.update(retain_on_delete=True, ignore_changes=_FORGOTTEN_IGNORED)

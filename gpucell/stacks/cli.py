@@ -11,7 +11,9 @@
 - ``gpucell fleet`` shows every stack's regions, their component versions and the skew between them (see
   :mod:`gpucell.stacks.fleet`);
 - ``gpucell pin-versions STACK`` writes the versions the stack takes from the package's defaults into its file (see
-  :mod:`gpucell.stacks.pins`).
+  :mod:`gpucell.stacks.pins`);
+- ``gpucell reach STACK`` checks, in seconds, that this machine reaches each region of the stack over SSH and at its
+  API endpoint, before ``pulumi up`` (see :mod:`gpucell.stacks.reach`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from gpucell.errors import ConfigError
 from gpucell.spec import StackSpec
-from gpucell.stacks import fleet, health, pins, usage
+from gpucell.stacks import fleet, health, pins, reach, usage
 from gpucell.stacks.base_ref import BaseTree, plan_head, stacks_in
 from gpucell.stacks.config import stack_spec_input
 from gpucell.stacks.conformance.problems import MissingToolError
@@ -111,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     _diff_parser(commands)
     _usage_parser(commands)
     _health_parser(commands)
+    _reach_parser(commands)
     _restore_parser(commands)
     _fleet_parsers(commands)
     return parser
@@ -300,6 +303,39 @@ def _health_parser(commands: Any) -> None:
     _project_dir(parser)
 
 
+def _reach_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "reach",
+        help="whether this machine reaches the stack's regions (SSH to the servers, the API endpoint), in seconds",
+        description="Probes, all at once, each server of each region of the stack for an SSH banner and the region's "
+        "API endpoint for a TCP connection, each within --timeout seconds; run it before pulumi up, which otherwise "
+        "waits out SSH's dial retries. Exit codes: 0 every region reachable (a note when only its API endpoint does "
+        "not answer: a new cell has none yet), 1 a region where no server answers over SSH (one line naming it, "
+        "each probe's answer and what to check), 2 wrong command line or stack config.",
+    )
+    parser.add_argument("stack", help="stack name; reads Pulumi.STACK.yaml")
+    parser.add_argument("--region", help="only this region (default: every region of the stack)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=reach.PROBE_SECONDS,
+        help=f"seconds each probe may take; they run at once (default: {reach.PROBE_SECONDS:g})",
+    )
+    _project_dir(parser)
+
+
+def _reach(args: argparse.Namespace) -> int:
+    """``gpucell reach``: one report per region; exit 1 when one cannot be reached."""
+    if not 0 < args.timeout <= 60:
+        raise CommandLineError([f"gpucell reach: --timeout {args.timeout:g} is not a number of seconds from 0 to 60"])
+    spec = reach.stack_spec(args.project_dir, args.stack)
+    found = reach.stack_reach(spec.regions, args.region, args.stack, timeout=args.timeout)
+    for region in found:
+        for line in region.lines(args.stack):
+            print(line, file=sys.stdout if region.reachable else sys.stderr)
+    return EXIT_OK if all(region.reachable for region in found) else reach.EXIT_UNREACHABLE
+
+
 def _health(args: argparse.Namespace) -> int:
     """``gpucell health``: the findings, the summary, and with ``--propose-quarantine``/``--write`` the patch."""
     health.check_arguments(args.prometheus, args.deadline)
@@ -307,7 +343,7 @@ def _health(args: argparse.Namespace) -> int:
     try:
         found = health.read_health(args.prometheus, args.stack, region, spec, deadline=args.deadline)
     except PrometheusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: region {region}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     for finding in found.findings:
         print(f"{region}: {finding.line}")
@@ -613,9 +649,10 @@ def main(argv: list[str] | None = None) -> int:
     2 wrong command line (argparse's, or :class:`CommandLineError`: one plan file, an ``--out`` that cannot be
     written). ``gpucell health``: 0 healthy (nothing to quarantine), 3 unhealthy (hosts to quarantine), 2 wrong
     command line or stack config, 1 Prometheus unreachable or answering what cannot be read. ``gpucell fleet``: 0 no
-    skew between the production stacks, 3 skew, 2 a stack that does not validate. A reader that closes the pipe
-    early (``gpucell plan prod-fra1 | head``) ends the run quietly with exit 1, as other command-line tools stop when
-    their output is no longer read."""
+    skew between the production stacks, 3 skew, 2 a stack that does not validate. ``gpucell reach``: 0 every region
+    reachable, 1 one is not (no server answers over SSH), 2 wrong command line or stack config. A reader that closes
+    the pipe early (``gpucell plan prod-fra1 | head``) ends the run quietly with exit 1, as other command-line tools
+    stop when their output is no longer read."""
     args = _parser().parse_args(argv)
     commands = {
         "plan": _plan,
@@ -624,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": _schema,
         "usage": _usage,
         "health": _health,
+        "reach": _reach,
         "restore": _restore,
         "fleet": _fleet,
         "pin-versions": _pin_versions,

@@ -42,6 +42,15 @@ node_status() {
   fi
 }
 
+# Whether k3s's journal since $1 holds the cell's refusal of this node's password: the agent's message on the
+# supervisor's 403 for its kubelet certificates (k3s pkg/agent/config/config.go: "Node password rejected, duplicate
+# hostname or contents of '/etc/rancher/node/password' may not match server node-passwd entry"). Read whole before grep looks at it (pipefail and SIGPIPE, as in the Cilium cleanup).
+password_rejected() {
+  local out
+  out="$(as_root journalctl -u "$K3S_SERVICE" --since "$1" --no-pager -q 2>/dev/null)" || return 1
+  grep -q 'Node password rejected' <<<"$out"
+}
+
 @@WAITS@@
 # The host's clock against the cell's API server (the Date header of its /cacerts answer), before anything changes: a
 # host far off fails TLS (certificates not yet or no longer valid) and etcd's peer checks, with messages that do not
@@ -202,7 +211,37 @@ for i in "${!MANAGED[@]}"; do
   as_root install -D -m "${MODES[$i]}" "${STAGED[$i]}" "${MANAGED[$i]}"
 done
 @@AFTER_FILES@@
+# The installer (re)starts the service and waits for it: k3s's units are Type=notify with TimeoutStartSec=0, so the
+# wait has no end while k3s cannot get its node's configuration. The cell refusing this node's password is such a
+# case: it already knows a node of this name from another machine (a re-imaged host; k3s-io/k3s#6054, #802), and
+# k3s retries for ever. So the installer runs in the background while k3s's journal is watched; on that refusal
+# the service is stopped (which ends the installer's wait) and the script stops with the way out.
+since="$(date '+%Y-%m-%d %H:%M:%S')"
 as_root env INSTALL_K3S_VERSION="$K3S_VERSION" INSTALL_K3S_EXEC="$K3S_EXEC" \
-  sh "$work/install.sh" </dev/null
+  sh "$work/install.sh" </dev/null &
+rejected=""
+while [ -n "$(jobs -rp)" ]; do
+  if password_rejected "$since"; then
+    rejected=1
+    as_root systemctl stop "$K3S_SERVICE" || true
+    break
+  fi
+  sleep 5
+done
+installed=0
+wait "$!" || installed=$?
+if [ -n "$rejected" ]; then
+  echo "gpucell: the cell refused $NODE_NAME's node password (k3s: 'Node password rejected'): it knows a node" \
+    "$NODE_NAME registered from another machine, so this host was re-imaged (or another host has its name)." \
+    "k3s $K3S_VERSION is installed here with $K3S_SERVICE stopped; the cell is unchanged. To bring a re-imaged" \
+    "host back under its name, remove $NODE_NAME from the config in one pulumi up (its old Node, its" \
+    "node-password secret kube-system/$NODE_NAME.node-password.k3s and a server's etcd member go) and add it" \
+    "back in the next (docs/operations.md, 'A re-imaged host')" >&2
+  exit 1
+fi
+if [ "$installed" != 0 ]; then
+  echo "gpucell: the k3s installer failed (exit $installed); see journalctl -u $K3S_SERVICE" >&2
+  exit "$installed"
+fi
 echo "gpucell: k3s $K3S_VERSION ($K3S_EXEC) installed"
 @@TAIL@@

@@ -6,5 +6,5 @@ if [ -x "$UNINSTALL" ]; then
   cleanup_cilium
   as_root "$UNINSTALL"
 else
-  echo "gpucell: $UNINSTALL not found; k3s is not installed here"
+  echo "gpucell: $UNINSTALL not found; k3s is not installed here: nothing to uninstall"
 fi

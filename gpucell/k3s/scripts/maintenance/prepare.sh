@@ -94,7 +94,8 @@ if [ "$(node_field '{.status.conditions[?(@.type=="Ready")].status}')" != True ]
   fi
   echo "gpucell: $NODE is not Ready (its kubelet does not answer), so it cannot be drained for: $reasons." \
     "If the host is down for good, set removalPolicy: forget on it and remove it from the config (see" \
-    "docs/operations.md, 'A host died'); if it comes back, run pulumi up again" >&2
+    "docs/operations.md, 'A host died'); if it was re-imaged, remove it in one pulumi up and add it back in the" \
+    "next ('A re-imaged host'); if it comes back, run pulumi up again" >&2
   exit 1
 fi
 
