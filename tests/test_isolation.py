@@ -29,7 +29,7 @@ from gpucell.workloads.isolated import GUEST_UNIT, SECRET_VOLUME_LABEL, qualifie
 from gpucell.workloads.isolated_endpoint import guest_env_file
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs, isolated_manifest
-from tests.admission_policies import TENANT_MEMBER, controller, refusals
+from tests.admission_policies import OPERATOR, TENANT_MEMBER, controller, refusals
 from tests.conftest import UPSTREAM, cell, minimal_cell_config
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
@@ -430,6 +430,42 @@ def test_an_isolated_only_namespace_refuses_plain_pods_but_not_kubevirts_or_cdis
         sub_resource="ephemeralcontainers",
     )
     assert [v.policy for v in verdicts] == ["gpucell-tenant-acme-isolated"]
+
+
+EXEC_MESSAGE = (
+    "tenant acme runs isolated workloads only (isolation.default: vm): no exec or attach into its pods (a VM's "
+    "virt-launcher runs QEMU on the host's kernel, outside the VM), by anyone but the operator; reach the guest with "
+    "virtctl console or virtctl ssh, a notebook with kubectl port-forward"
+)
+
+
+def connect(kind: str, **options: Any) -> dict[str, Any]:
+    """The object of a ``CONNECT`` (kubectl exec, attach, port-forward): the subresource's options, no metadata."""
+    return {"apiVersion": "v1", "kind": kind, **options}
+
+
+def test_an_isolated_only_namespace_refuses_exec_and_attach_to_all_but_the_operator() -> None:
+    policies = admission_manifests("acme", ClusterFacts.from_cell(region()))
+    (policy,) = [
+        p for p in policies if p["kind"] == "ValidatingAdmissionPolicy" and p["metadata"]["name"].endswith("-isolated")
+    ]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][-1] == {
+        "apiGroups": [""],
+        "resources": ["pods/exec", "pods/attach"],
+        "apiVersions": ["*"],
+        "operations": ["CONNECT"],
+    }
+    shell = connect("PodExecOptions", container="compute", command=["/bin/sh"], stdin=True, tty=True)
+    attach = connect("PodAttachOptions", container="compute", stdin=True)
+    velero = controller("velero", "velero-server")  # a backup hook annotated on the launcher pod by the tenant
+    for obj, sub in ((shell, "exec"), (attach, "attach")):
+        for user in (TENANT_MEMBER, velero, controller(*VIRT_CONTROLLER.rsplit(":", 2)[1:])):
+            verdicts = refusals(policies, obj, "tenant-acme", "CONNECT", user=user, sub_resource=sub)
+            assert [(v.policy, v.message) for v in verdicts] == [("gpucell-tenant-acme-isolated", EXEC_MESSAGE)]
+        assert refusals(policies, obj, "tenant-acme", "CONNECT", user=OPERATOR, sub_resource=sub) == []
+        assert refusals(policies, obj, "tenant-globex", "CONNECT", sub_resource=sub) == []  # another namespace
+    forward = connect("PodPortForwardOptions", ports=[8888])
+    assert refusals(policies, forward, "tenant-acme", "CONNECT", sub_resource="portforward") == []
 
 
 def test_a_mixed_tenant_has_no_isolated_policy() -> None:
