@@ -5,8 +5,9 @@
 - the cell: :class:`RegionalCell` and the platform components it is made of (:class:`K3sCluster`,
   :class:`Cilium`, :class:`Storage`, :class:`KubeVirt`, :class:`Cdi`, :class:`GpuOperator`, :class:`DraDriver`,
   :class:`CertManager`, :class:`KServe`, :class:`Metrics`, :class:`Keda`, :class:`PriorityClasses`,
-  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`, :class:`ClusterDeny`), each ``(name, args, opts)``
-  with its ``*Args``: only what it uses and the :class:`Cluster` it deploys onto, ``*Args.from_cell`` from a cell spec;
+  :class:`CsiSnapshots`, :class:`Backups`, :class:`ClusterApi`, :class:`ClusterDeny`, :class:`NetworkOperator`),
+  each ``(name, args, opts)`` with its ``*Args``: only what it uses and the :class:`Cluster` it deploys onto,
+  ``*Args.from_cell`` from a cell spec;
 - tenants and workloads: :class:`Tenant`, :class:`GpuVirtualMachine`, :class:`Notebook`, :class:`ModelEndpoint`,
   :class:`ServingRuntime` (a tenant's own KServe runtime), :class:`TenantCluster`, on a :class:`Cluster`, its
   :class:`ClusterFacts` and :class:`Platform` (any cluster, not only a gpucell cell);
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from gpucell.components.kserve import KServe, KServeArgs
     from gpucell.components.kubevirt import KubeVirt, KubeVirtArgs
     from gpucell.components.metrics import Metrics, MetricsArgs
+    from gpucell.components.network_operator import NetworkOperator, NetworkOperatorArgs
     from gpucell.components.priority_classes import PriorityClasses, PriorityClassesArgs
     from gpucell.components.storage import Storage, StorageArgs
     from gpucell.errors import ConfigError
@@ -165,6 +167,8 @@ __all__ = [
     "ModelEndpointArgs",
     "ModelEndpointSpec",
     "Network",
+    "NetworkOperator",
+    "NetworkOperatorArgs",
     "NodePool",
     "NodeRole",
     "Notebook",
@@ -269,6 +273,8 @@ _HOMES: dict[str, str] = {
     "ModelEndpointArgs": "gpucell.workloads.model_endpoint",
     "ModelEndpointSpec": "gpucell.spec",
     "Network": "gpucell.spec",
+    "NetworkOperator": "gpucell.components.network_operator",
+    "NetworkOperatorArgs": "gpucell.components.network_operator",
     "NodePool": "gpucell.spec",
     "NodeRole": "gpucell.spec",
     "Notebook": "gpucell.workloads.notebook",

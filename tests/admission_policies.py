@@ -20,6 +20,9 @@ from cel.stdlib import add_stdlib_to_context
 
 RESOURCES = {
     "Pod": ("", "pods"),
+    "PodExecOptions": ("", "pods"),
+    "PodAttachOptions": ("", "pods"),
+    "PodPortForwardOptions": ("", "pods"),
     "ReplicationController": ("", "replicationcontrollers"),
     "Service": ("", "services"),
     "Deployment": ("apps", "deployments"),
@@ -34,7 +37,8 @@ RESOURCES = {
     "Secret": ("", "secrets"),
     "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
 }
-"""Kind -> (API group, resource) of the kinds the tests send."""
+"""Kind -> (API group, resource) of the kinds the tests send; a ``CONNECT``'s object is the subresource's options
+(``PodExecOptions`` for ``pods/exec``), its resource the pod's."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ import pytest
 import yaml
 from pulumi.errors import InputPropertiesError, InputPropertyError
 
+from gpucell.cluster import CONTAINERD_CONFIG, CONTAINERD_SOCKET, Cluster, ContainerRuntime
+from gpucell.components.network_operator import NetworkOperator, NetworkOperatorArgs
 from gpucell.engine.mock_engine import PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.package import component_package
@@ -30,7 +32,8 @@ from gpucell.package import inputs as package_inputs
 from gpucell.package.component_package import COMPONENTS, PACKAGE, PackageProvider
 from gpucell.spec import AccessMode, NodePool
 from gpucell.spec._base import SpecModel
-from tests.conftest import REPO
+from tests.conftest import REPO, cell
+from tests.test_fabric import fabric_region
 from tools.package_types import render
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -151,6 +154,11 @@ EXPECTED: dict[str, tuple[dict[str, str], list[str], dict[str, str]]] = {
         {"storageClassName": "string"},
     ),
     "Keda": ({**PLATFORM, "values": "map<Any>"}, ["cluster"], {"namespace": "string"}),
+    "NetworkOperator": (
+        {**PLATFORM, "nodePools": "map<NodePool>", "tenantVlans": "map<integer>", "values": "map<Any>"},
+        ["cluster"],
+        {"namespace": "string"},
+    ),
     "Tenant": (
         {"cluster": "ClusterInputs", "name": "string", "spec": "TenantSpec", "facts": "ClusterFacts"},
         ["cluster", "facts", "name", "spec"],
@@ -420,6 +428,39 @@ def test_the_gpu_operator_from_engine_inputs_renders_what_the_python_component_d
     assert values["vfioManager"]["enabled"] is True
     assert release.provider == "lab-k8s"
     assert release.inputs["version"] == "v26.7.0"
+
+
+def test_the_network_operator_from_engine_inputs_renders_what_the_python_component_does() -> None:
+    region = fabric_region()
+    pool = {**region["nodePools"]["h100-vm"], "gpusPerNode": 8.0}
+    inputs = {"cluster": CLUSTER, "nodePools": {"h100-vm": pool}, "tenantVlans": {"ml": 210.0}}
+    plan = construct(("NetworkOperator", "lab-network-operator", inputs))
+    release = plan.named("lab-network-operator-network-operator")
+    assert (release.inputs["version"], release.inputs["namespace"]) == ("26.4.1", "nvidia-network-operator")
+    assert release.provider == "lab-k8s"
+    policies = [r.inputs for r in plan.of_type("kubernetes:sriovnetwork.openshift.io/v1:SriovNetworkNodePolicy")]
+    assert [p["spec"]["resourceName"] for p in policies] == [f"h100vm_rail{i}" for i in range(8)]
+    assert policies[0]["spec"]["nicSelector"]["rootDevices"] == ["0000:17:00.0"]
+    networks = [r.inputs for r in plan.of_type("kubernetes:sriovnetwork.openshift.io/v1:SriovNetwork")]
+    assert {(n["spec"]["networkNamespace"], n["spec"]["vlan"]) for n in networks} == {("tenant-ml", 210)}
+    assert len(networks) == 8
+    python = run_program(
+        lambda: NetworkOperator(
+            "lab-network-operator",
+            NetworkOperatorArgs(
+                Cluster(
+                    pulumi.ProviderResource("kubernetes", "lab-k8s", {}),
+                    "1.33",
+                    ContainerRuntime(CONTAINERD_CONFIG, CONTAINERD_SOCKET),
+                ),
+                cell(region).node_pools,
+                {"ml": 210},
+            ),
+        )
+    )
+    assert sorted(r.name for r in python.resources if r.type.startswith("kubernetes:")) == sorted(
+        r.name for r in plan.resources if r.type.startswith("kubernetes:") and r.name != "lab-k8s"
+    )
 
 
 def test_a_tenant_and_its_vm_from_engine_inputs() -> None:

@@ -367,6 +367,34 @@ def test_the_network_operator_objects_by_value() -> None:
     assert CiliumArgs.from_cell(cell(fabric_region()), None).values()["cni"] == {"exclusive": False}  # type: ignore[arg-type]
 
 
+def test_the_network_operators_daemonsets_tolerate_the_fabric_pools_taints_and_acceptance() -> None:
+    from gpucell.components.network_operator import nic_cluster_policy
+
+    acceptance = {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"}
+    region = fabric_region()
+    assert nic_cluster_policy(cell(region).node_pools)["spec"]["tolerations"] == [acceptance]
+    region["nodePools"]["h100-vm"]["taints"] = ["gpucell.io/fabric=h100:NoSchedule", "nvidia.com/gpu:NoExecute"]
+    assert nic_cluster_policy(cell(region).node_pools)["spec"]["tolerations"] == [
+        {"key": "gpucell.io/fabric", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"},
+        acceptance,
+    ]
+    region["nodePools"]["h100-vm"]["acceptance"] = {"skip": True}
+    region["nodePools"]["h100-vm"]["taints"] = []
+    assert "tolerations" not in nic_cluster_policy(cell(region).node_pools)["spec"]
+    # a tainted pool without a fabric does not widen the Network Operator's DaemonSets
+    region = fabric_region()
+    region["nodePools"]["gpu"] = {
+        "role": "gpu",
+        "gpuModel": "L40S",
+        "gpusPerNode": 2,
+        "gpuMode": "container",
+        "taints": ["l40s:NoSchedule"],
+        "hosts": [{"name": "lab-l40s-1", "address": "10.20.0.51"}],
+    }
+    assert nic_cluster_policy(cell(region).node_pools)["spec"]["tolerations"] == [acceptance]
+
+
 def test_a_pools_fabric_change_is_disruptive_for_each_of_its_hosts() -> None:
     from gpucell.day2.disruption import Change, compare, fingerprint
 

@@ -23,14 +23,16 @@ from gpucell.day2.disruption import compare, fingerprint
 from gpucell.engine.mock_engine import SECRET, PlanResult, run_program
 from gpucell.errors import ConfigError
 from gpucell.spec import CellSpec
+from gpucell.stacks.plan_diff import UNIT_CHANGE_NOTE, diff_plans
+from gpucell.tenancy._common import vm_placement
 from gpucell.tenancy.tenant import Tenant, TenantArgs, resource_quota_manifest
 from gpucell.tenancy.tenant_admission import CDI_CONTROLLER, VIRT_CONTROLLER, admission_manifests
-from gpucell.workloads.isolated import GUEST_UNIT, SECRET_VOLUME_LABEL, qualified_image
+from gpucell.workloads.isolated import GUEST_UNIT, SECRET_VOLUME_LABEL, UNIT_KEY, qualified_image, unit_serial
 from gpucell.workloads.isolated_endpoint import guest_env_file
 from gpucell.workloads.model_endpoint import ModelEndpoint, ModelEndpointArgs
 from gpucell.workloads.notebook import Notebook, NotebookArgs, isolated_manifest
-from tests.admission_policies import TENANT_MEMBER, controller, refusals
-from tests.conftest import UPSTREAM, cell, minimal_cell_config
+from tests.admission_policies import OPERATOR, TENANT_MEMBER, controller, refusals
+from tests.conftest import UPSTREAM, cell, minimal_cell_config, plan_document
 from tests.conftest import workload as component
 from tests.conftest import workload_children as child
 
@@ -217,7 +219,7 @@ def test_an_isolated_workload_on_a_dra_pool_gets_vfio_devices_through_a_claim() 
         1,
     )
     guest = guest_vm(spec.tenants["acme"].notebooks["nb"], spec.tenants["acme"].isolation)
-    vm = isolated_manifest("acme", "nb", guest, facts, placement)
+    vm = isolated_manifest("acme", "nb", guest, facts, placement, spec=spec.tenants["acme"].notebooks["nb"])
     template = vm["spec"]["template"]["spec"]
     assert template["domain"]["devices"]["gpus"] == [{"name": "gpu0", "claimName": "gpus", "requestName": "gpu0"}]
     assert template["resourceClaims"][0]["name"] == "gpus"
@@ -233,9 +235,15 @@ def computed(args: MockResourceArgs) -> dict[str, Any]:
     return {}
 
 
-def deploy() -> PlanResult:
+def deploy(image: str | None = None) -> PlanResult:
+    """The lab region's tenant acme with the isolated notebook ``nb`` (its image ``image`` when given) and endpoint
+    ``llm``."""
+
     def program() -> None:
         spec = region()
+        if image is not None:
+            notebooks = spec.tenants["acme"].notebooks
+            notebooks["nb"] = notebooks["nb"].model_copy(update={"image": image})
         lab = RegionalCell("lab", RegionalCellArgs(cell=spec, ssh_private_key=pulumi.Output.secret("k")))
         tenant = Tenant("lab-acme", TenantArgs.from_cell("acme", spec.tenants["acme"], lab))
         under = pulumi.ResourceOptions(parent=tenant)
@@ -349,20 +357,30 @@ def test_secrets_reach_the_guest_on_the_secret_disk_never_in_user_data(plan: Pla
     assert guest.raw_inputs["stringData"] == {"env": f'HF_TOKEN="{HF_TOKEN}"\nAPI_KEY="{API_KEY}"\n'}
 
 
+def unit_of(plan: PlanResult, name: str) -> list[str]:
+    """The lines of the Quadlet unit the cloud-init Secret of ``name`` carries (and the VM's unit disk)."""
+    secret = next(r for r in child(plan, name, SECRET_TYPE) if r.name.endswith("-cloud-init"))
+    return secret.raw_inputs["stringData"][UNIT_KEY].splitlines()
+
+
 def test_the_guest_runs_the_image_with_its_gpu_and_reads_the_token_file(plan: PlanResult) -> None:
-    data = user_data(plan, "nb")
-    (unit,) = (f for f in data["write_files"] if f["path"] == GUEST_UNIT)
-    lines = unit["content"].splitlines()
+    lines = unit_of(plan, "nb")
     assert "Image=quay.io/jupyter/pytorch-notebook:cuda12-2025-11-24" in lines
     assert "AddDevice=nvidia.com/gpu=all" in lines
     assert "PublishPort=8888:8888" in lines
     assert "Volume=/run/gpucell/secrets:/etc/gpucell/jupyter:ro" in lines
     assert 'Environment="JUPYTER_TOKEN_FILE=/etc/gpucell/jupyter/token"' in lines
+    service = lines[lines.index("[Service]") + 1 : lines.index("[Install]") - 1]
+    assert service == [
+        "ExecStartPre=/usr/bin/mkdir -p /var/lib/gpucell/home",
+        "ExecStartPre=/usr/bin/chown 1000:100 /var/lib/gpucell/home",
+        "Restart=always",
+        "TimeoutStartSec=1800",
+    ]
+    data = user_data(plan, "nb")
     assert ["LABEL=gpucellsecret", "/run/gpucell/secrets", "iso9660", "ro,nofail"] in data["mounts"]
-    assert data["runcmd"][-1] == ["systemctl", "start", "gpucell-workload.service"]
-    data = user_data(plan, "llm")
-    (unit,) = (f for f in data["write_files"] if f["path"] == GUEST_UNIT)
-    lines = unit["content"].splitlines()
+    assert "write_files" not in data  # the unit is not user data: cloud-init would write it once per instance
+    lines = unit_of(plan, "llm")
     assert "Image=docker.io/kserve/huggingfaceserver:v0.20.0" in lines
     assert "EnvironmentFile=/run/gpucell/secrets/env" in lines
     assert 'Environment="LOG_LEVEL=info"' in lines
@@ -370,6 +388,61 @@ def test_the_guest_runs_the_image_with_its_gpu_and_reads_the_token_file(plan: Pl
         'Exec="--model_name=llm" "--model_id=Qwen/Qwen2.5-7B-Instruct" "--http_port=8080" "--max_model_len=8192"'
         in lines
     )
+
+
+def test_the_guest_installs_its_unit_from_the_unit_disk_at_every_boot(plan: PlanResult) -> None:
+    # bootcmd is the cloud-init module that runs on every boot (write_files and runcmd: once per instance)
+    for name in ("nb", "llm"):
+        assert user_data(plan, name)["bootcmd"] == [
+            ["mkdir", "-p", "/run/gpucell/unit"],
+            ["mount", "-o", "ro", "LABEL=gpucellunit", "/run/gpucell/unit"],
+            ["install", "-D", "-m", "0644", "/run/gpucell/unit/gpucell-workload.container", GUEST_UNIT],
+            ["umount", "/run/gpucell/unit"],
+            ["systemctl", "daemon-reload"],
+            ["systemctl", "start", "--no-block", "gpucell-workload.service"],
+        ]
+        (vm,) = child(plan, name, VM)
+        template = vm.inputs["spec"]["template"]["spec"]
+        unit = "\n".join(unit_of(plan, name)) + "\n"
+        assert {"name": "workload-unit", "disk": {"bus": "virtio"}, "serial": unit_serial(unit)} in template["domain"][
+            "devices"
+        ]["disks"]
+        volume = {"name": "workload-unit", "secret": {"secretName": f"{name}-cloud-init", "volumeLabel": "gpucellunit"}}
+        assert volume in template["volumes"]
+
+
+def test_an_image_or_argument_change_changes_the_vms_spec_so_kubevirt_asks_for_a_restart() -> None:
+    """The unit's digest is the unit disk's serial: a new image changes ``spec.template.spec.domain`` (KubeVirt marks
+    the running VM RestartRequired), an unchanged unit leaves the VM's spec as it was."""
+    facts = ClusterFacts.from_cell(region())
+    notebook = region().tenants["acme"].notebooks["nb"]
+    guest = guest_vm(notebook, region().tenants["acme"].isolation)
+    placement = vm_placement("nb", guest, facts)
+    before = isolated_manifest("acme", "nb", guest, facts, placement, spec=notebook)
+    assert isolated_manifest("acme", "nb", guest, facts, placement, spec=notebook) == before
+    changed = notebook.model_copy(update={"image": "quay.io/jupyter/pytorch-notebook:cuda12-2026-01-05"})
+    after = isolated_manifest("acme", "nb", guest, facts, placement, spec=changed)
+    disks = [d["serial"] for d in after["spec"]["template"]["spec"]["domain"]["devices"]["disks"] if "serial" in d]
+    old = [d["serial"] for d in before["spec"]["template"]["spec"]["domain"]["devices"]["disks"] if "serial" in d]
+    assert disks[0] == old[0] == "gpucell-home"
+    assert disks[1] != old[1]
+    assert disks[1].startswith("unit-")
+    assert len(disks[1]) == 17
+    assert {**after, "spec": {}} == {**before, "spec": {}}
+
+
+def test_gpucell_diff_says_an_image_change_needs_a_restart_of_the_vm(plan: PlanResult) -> None:
+    changed = deploy(image="quay.io/jupyter/pytorch-notebook:cuda12-2026-01-05")
+    diffs = [d for ds in diff_plans(plan_document(plan), plan_document(changed)).regions.values() for d in ds]
+    vm, secret = (next(d for d in diffs if d.type == kind) for kind in (VM, SECRET_TYPE))
+    assert [(d.action, d.name) for d in diffs] == [("replace", secret.name), ("update", vm.name)]
+    assert (secret.name, vm.name) == ("lab-acme-nb-cloud-init", "lab-acme-nb-vm")
+    assert [c.path for c in vm.changes] == ["spec.template.spec.domain.devices.disks[name=workload-unit].serial"]
+    assert vm.notes == [UNIT_CHANGE_NOTE]
+    assert [r.split(":", 1)[0] for r in vm.restart] == ["`spec.template.spec.domain`"]
+    assert "virtctl restart <vm> -n <namespace>" in UNIT_CHANGE_NOTE
+    # the Secret (unit and user data) is replaced in place: pulumi-kubernetes replaces a changed Secret; the running
+    # VM's disks were built at its start, and the restart reads the new one
 
 
 def test_the_guests_user_data_is_valid_cloud_config(plan: PlanResult) -> None:
@@ -430,6 +503,42 @@ def test_an_isolated_only_namespace_refuses_plain_pods_but_not_kubevirts_or_cdis
         sub_resource="ephemeralcontainers",
     )
     assert [v.policy for v in verdicts] == ["gpucell-tenant-acme-isolated"]
+
+
+EXEC_MESSAGE = (
+    "tenant acme runs isolated workloads only (isolation.default: vm): no exec or attach into its pods (a VM's "
+    "virt-launcher runs QEMU on the host's kernel, outside the VM), by anyone but the operator; reach the guest with "
+    "virtctl console or virtctl ssh, a notebook with kubectl port-forward"
+)
+
+
+def connect(kind: str, **options: Any) -> dict[str, Any]:
+    """The object of a ``CONNECT`` (kubectl exec, attach, port-forward): the subresource's options, no metadata."""
+    return {"apiVersion": "v1", "kind": kind, **options}
+
+
+def test_an_isolated_only_namespace_refuses_exec_and_attach_to_all_but_the_operator() -> None:
+    policies = admission_manifests("acme", ClusterFacts.from_cell(region()))
+    (policy,) = [
+        p for p in policies if p["kind"] == "ValidatingAdmissionPolicy" and p["metadata"]["name"].endswith("-isolated")
+    ]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][-1] == {
+        "apiGroups": [""],
+        "resources": ["pods/exec", "pods/attach"],
+        "apiVersions": ["*"],
+        "operations": ["CONNECT"],
+    }
+    shell = connect("PodExecOptions", container="compute", command=["/bin/sh"], stdin=True, tty=True)
+    attach = connect("PodAttachOptions", container="compute", stdin=True)
+    velero = controller("velero", "velero-server")  # a backup hook annotated on the launcher pod by the tenant
+    for obj, sub in ((shell, "exec"), (attach, "attach")):
+        for user in (TENANT_MEMBER, velero, controller(*VIRT_CONTROLLER.rsplit(":", 2)[1:])):
+            verdicts = refusals(policies, obj, "tenant-acme", "CONNECT", user=user, sub_resource=sub)
+            assert [(v.policy, v.message) for v in verdicts] == [("gpucell-tenant-acme-isolated", EXEC_MESSAGE)]
+        assert refusals(policies, obj, "tenant-acme", "CONNECT", user=OPERATOR, sub_resource=sub) == []
+        assert refusals(policies, obj, "tenant-globex", "CONNECT", sub_resource=sub) == []  # another namespace
+    forward = connect("PodPortForwardOptions", ports=[8888])
+    assert refusals(policies, forward, "tenant-acme", "CONNECT", sub_resource="portforward") == []
 
 
 def test_an_isolated_only_namespace_refuses_cdis_vddk_import_which_runs_the_tenants_image() -> None:

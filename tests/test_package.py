@@ -37,6 +37,7 @@ PLATFORM_COMPONENTS = (
     "CertManager",
     "KServe",
     "ClusterApi",
+    "NetworkOperator",
 )
 WORKLOADS = ("RegionalCell", "Tenant", "GpuVirtualMachine", "Notebook", "ModelEndpoint", "TenantCluster")
 

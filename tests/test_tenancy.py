@@ -341,6 +341,22 @@ def test_the_member_is_the_admin_less_the_namespaces_access_and_the_viewer_reads
     assert ("subresources.kubevirt.io", "virtualmachineinstances/console") not in viewer
 
 
+def test_an_isolated_only_tenants_roles_have_no_exec_nor_attach_but_keep_port_forward() -> None:
+    spec = TenantSpec.model_validate(tenant_config(isolation={"default": "vm", "guestImage": "guests/gpu"}))
+    roles = {o["metadata"]["name"]: o for o in rbac_manifests("acme", spec) if o["kind"] == "Role"}
+    for name in ("tenant-admin", "tenant-member"):
+        rules = roles[name]["rules"]
+        granted = {r for rule in rules if rule["apiGroups"] == [""] for r in rule["resources"]}
+        assert not granted & {"pods/exec", "pods/attach", "pods/ephemeralcontainers"}, name
+        assert {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]} in rules
+        assert rules == [r for r in role_rules(name) if r["resources"] != ["pods/exec", "pods/attach"]]
+    plain = {o["metadata"]["name"]: o for o in rbac_manifests("acme", TenantSpec.model_validate(tenant_config()))}
+    assert {"apiGroups": [""], "resources": ["pods/exec", "pods/attach"], "verbs": ["get", "create"]} in plain[
+        "tenant-member"
+    ]["rules"]
+    assert [r.resources for r in RIGHTS if not r.isolated_tenants] == [("pods/exec", "pods/attach")]
+
+
 def _verbs(verbs: tuple[str, ...]) -> str:
     if verbs == WRITE:
         return "read, write"
@@ -361,6 +377,9 @@ def test_docs_security_md_shows_every_right_and_every_refusal() -> None:
             f"{_verbs(right.viewer)} |"
         )
         assert row in section, row
+        if not right.isolated_tenants:  # the For column says an isolated-only tenant's roles lack it
+            assert f"{row} {right.why} |" in section, row
+            assert "not for an isolated-only tenant" in right.why, row
     for refusal in REFUSED:
         resources = ", ".join(f"`{r}`" for r in refusal.resources)
         verbs = "write" if refusal.verbs == CHANGE else ", ".join(refusal.verbs)

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from gpucell.stacks.plan import Plan
+from gpucell.tenancy.tenant_roles import TENANT_ROLES, role_rules
 from tests.conftest import UPSTREAM, prod_plan_of, shared_plan
-from tests.rbac_rights import Request, Rights, Subject, plan_rights
+from tests.rbac_rights import BOOTSTRAP, Request, Rights, Subject, plan_rights, region_objects
 
 NAMESPACE = "tenant-acme"
+ROLES = tuple(TENANT_ROLES.values())
 GROUPS = {"admins": "oidc:acme-platform", "members": "oidc:acme-ml", "viewers": "oidc:acme-finance"}
 """Tenant acme's groups in Pulumi.prod-fra1.yaml, with the cell's OIDC groupsPrefix."""
 
@@ -235,6 +237,24 @@ NEEDED: tuple[Attack, ...] = (
 )
 """What tenants need and must keep: the same requests, each allowed by RBAC."""
 
+ISOLATED_ATTACKS: tuple[Attack, ...] = tuple(
+    Attack(f"isolated-{who}-{sub}-{verb}", who, verb, obj("v1", "Pod", "virt-launcher-nb-secure-x"), sub)
+    for who in ("admins", "members", "viewers")
+    for sub, verbs in (("exec", ("get", "create")), ("attach", ("get", "create")), ("ephemeralcontainers", ("patch",)))
+    for verb in verbs
+)
+"""Tenant acme made isolated-only (``isolation.default: vm``): no group of it may exec, attach or add a debug
+container into any pod of its namespace, a VM's ``virt-launcher`` (QEMU on the host's kernel) above all."""
+ISOLATED_NEEDED: tuple[Attack, ...] = (
+    Attack("isolated-port-forward", "members", "create", obj("v1", "Pod", "virt-launcher-nb-secure-x"), "portforward"),
+    Attack("isolated-logs", "members", "get", obj("v1", "Pod", "virt-launcher-nb-secure-x"), "log"),
+    Attack("isolated-vm-console", "members", "get", obj("kubevirt.io/v1", "VirtualMachineInstance", "vm"), "console"),
+    Attack("isolated-vm-ssh", "members", "get", obj("kubevirt.io/v1", "VirtualMachine", "vm"), "portforward"),
+    Attack("isolated-restart-vm", "members", "update", obj("kubevirt.io/v1", "VirtualMachine", "vm"), "restart"),
+)
+"""What an isolated-only tenant keeps: port-forward (its notebook without ``expose``), logs, the guest's console and
+SSH, VM actions."""
+
 PLURALS = {
     "NetworkPolicy": "networkpolicies",
     "Ingress": "ingresses",
@@ -333,6 +353,44 @@ def test_rbac_refuses_the_attack(attack: Attack, rights: Rights) -> None:
 @pytest.mark.parametrize("attack", NEEDED, ids=[a.id for a in NEEDED])
 def test_rbac_allows_what_tenants_need(attack: Attack, rights: Rights) -> None:
     assert allowed(rights, attack)
+
+
+@pytest.fixture
+def isolated_rights(helm: str) -> Rights:
+    """The prod region fra1's rights with tenant acme isolated-only: its Roles as gpucell renders them for a tenant
+    whose ``isolation.default`` is ``vm`` (every other Role, ClusterRole and binding, charts included, unchanged)."""
+    del helm
+    objects = [
+        {**o, "rules": role_rules(o["metadata"]["name"], isolated_only=True)}
+        if o["kind"] == "Role" and o["metadata"].get("namespace") == NAMESPACE and o["metadata"]["name"] in ROLES
+        else o
+        for o in region_objects(prod(), "fra1", UPSTREAM)
+    ]
+    assert sum(o["kind"] == "Role" and o["metadata"].get("namespace") == NAMESPACE for o in objects) >= len(ROLES)
+    return Rights([*BOOTSTRAP, *objects])
+
+
+@pytest.mark.parametrize("attack", ISOLATED_ATTACKS, ids=[a.id for a in ISOLATED_ATTACKS])
+def test_rbac_refuses_exec_and_attach_in_an_isolated_only_tenant(attack: Attack, isolated_rights: Rights) -> None:
+    assert not allowed(isolated_rights, attack)
+
+
+@pytest.mark.parametrize("attack", ISOLATED_NEEDED, ids=[a.id for a in ISOLATED_NEEDED])
+def test_an_isolated_only_tenant_keeps_port_forward_and_its_vms(attack: Attack, isolated_rights: Rights) -> None:
+    assert allowed(isolated_rights, attack)
+
+
+def test_an_isolated_only_tenants_admin_cannot_bind_its_way_back_to_exec(isolated_rights: Rights) -> None:
+    # the escalation check: an admin lacking pods/exec may bind no role holding it (edit, admin, cluster-admin)
+    admin = Subject("admin@acme.example", (GROUPS["admins"],))
+    for role in ("cluster-admin", "admin", "edit"):
+        assert not isolated_rights.may_bind(admin, NAMESPACE, {"kind": "ClusterRole", "name": role}), role
+    member = Subject("m@acme.example", (GROUPS["members"],))
+    exec_ = Request("create", "", "pods/exec", NAMESPACE, "")
+    assert not isolated_rights.allows(member, exec_)
+    assert allowed(
+        plan_rights(prod(), "fra1", UPSTREAM), Attack("exec", "members", "create", obj("v1", "Pod", "p"), "exec")
+    )
 
 
 def test_the_evaluator_sees_chart_aggregation_and_what_edit_would_have_granted(rights: Rights) -> None:

@@ -28,6 +28,7 @@ import pulumi
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.admission.fabric import tenant_network_name
 from gpucell.components._chart import ChartSource, helm_release
+from gpucell.components.platform_tolerations import fabric_pool_tolerations
 from gpucell.spec.fabric import MELLANOX_PCI_VENDOR, LinkType, rail_resource_name
 from gpucell.spec.pools import POOL_LABEL, NodePool
 from gpucell.spec.versions import Versions
@@ -99,9 +100,12 @@ def _on_pools(pools: Mapping[str, NodePool]) -> dict[str, Any]:
 
 def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The ``NicClusterPolicy``: the DOCA driver (:data:`DOCA_DRIVER_VERSION`; upgraded one node at a time, drained
-    first), Multus and the CNI plugins, on the nodes of :func:`fabric_pools` (``nodeAffinity``)."""
+    first), Multus and the CNI plugins, on the nodes of :func:`fabric_pools` (``nodeAffinity``), tolerating those
+    pools' taints and, when one runs acceptance, ``gpucell.io/acceptance``
+    (:func:`gpucell.components.platform_tolerations.fabric_pool_tolerations`; ``spec.tolerations``, which the
+    operator adds to every DaemonSet it manages, beside its own ``nvidia.com/gpu``)."""
     image = {"repository": IMAGE_REPOSITORY, "version": COMPONENT_VERSION}
-    return {
+    policy: dict[str, Any] = {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
         "metadata": {"name": POLICY_NAME, "labels": dict(MANAGED_BY)},
@@ -123,6 +127,10 @@ def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
             },
         },
     }
+    tolerations = fabric_pool_tolerations(node_pools)
+    if tolerations:
+        policy["spec"]["tolerations"] = tolerations
+    return policy
 
 
 def node_policies(node_pools: Mapping[str, NodePool]) -> list[dict[str, Any]]:

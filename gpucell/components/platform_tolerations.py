@@ -12,14 +12,20 @@ volumes never attach):
   The NVIDIA DRA driver's kubelet plugin tolerates the ``dra`` pools' taints (:mod:`gpucell.components.dra_driver`).
 - :func:`vm_pool_tolerations`: KubeVirt's virt-handler (``KubeVirt`` CR ``spec.workloads.nodePlacement``) and CDI's
   importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
+- :func:`fabric_pool_tolerations`: the Network Operator's DaemonSets (``NicClusterPolicy`` ``spec.tolerations``: the
+  DOCA driver, Multus, the CNI plugins), on the pools that declare a ``fabric``. The SR-IOV Network Operator's config
+  daemon and device plugin need none: they tolerate every taint already (sriov-network-operator
+  ``bindata/manifests/daemon/daemonset.yaml`` and ``bindata/manifests/plugins/sriov-device-plugin.yaml``:
+  ``tolerations: [{operator: Exists}]``), as Cilium's agent does.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
   components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
 
-The GPU Operator's operands, NFD, virt-handler and CDI also tolerate ``gpucell.io/acceptance`` when one of their
-pools is a GPU pool that runs acceptance: a GPU node keeps that taint from its join until its acceptance run passes
-(docs/decisions/0037), and the GPU state the run waits for needs them there first (virt-handler advertises SR-IOV
-vGPUs). Longhorn does not: the run needs no volume, and Longhorn applies a changed toleration only once every volume
-is detached, which a running cell would wait for.
+The GPU Operator's operands, NFD, virt-handler, CDI and the Network Operator's DaemonSets also tolerate
+``gpucell.io/acceptance`` when one of their pools is a GPU pool that runs acceptance: a GPU node keeps that taint
+from its join until its acceptance run passes (docs/decisions/0037), and the GPU state the run waits for needs them
+there first (virt-handler advertises SR-IOV vGPUs; a fabric node's NICs need their driver). Longhorn does not: the
+run needs no volume, and Longhorn applies a changed toleration only once every volume is detached, which a running
+cell would wait for.
 
 Cilium's agent tolerates every taint already (its chart's ``tolerations: [{operator: Exists}]``).
 """
@@ -31,7 +37,13 @@ from collections.abc import Iterable, Mapping
 from gpucell.spec.acceptance import ACCEPTANCE_TOLERATION
 from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
 
-__all__ = ["gpu_pool_tolerations", "longhorn_taint_toleration", "vm_pool_tolerations", "worker_pool_tolerations"]
+__all__ = [
+    "fabric_pool_tolerations",
+    "gpu_pool_tolerations",
+    "longhorn_taint_toleration",
+    "vm_pool_tolerations",
+    "worker_pool_tolerations",
+]
 
 
 def _of(pools: Iterable[NodePool], *, acceptance: bool = True) -> list[dict[str, str]]:
@@ -52,6 +64,12 @@ def vm_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
     """Tolerations for the taints of the pools of ``pools`` VMs may run on: ``vm-passthrough``, ``vm-vgpu`` and
     ``dra`` pools and cpu pools (CPU-only VMs); then ``gpucell.io/acceptance``'s when one of them runs acceptance."""
     return _of(p for p in pools.values() if p.role is NodeRole.CPU or (p.role is NodeRole.GPU and p.mode.runs_vms))
+
+
+def fabric_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of the pools of ``pools`` that declare a ``fabric`` (RDMA NICs, decision 0039),
+    in pool order, then ``gpucell.io/acceptance``'s when one of them runs acceptance (a fabric pool is a GPU pool)."""
+    return _of(p for p in pools.values() if p.fabric is not None)
 
 
 def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:

@@ -34,7 +34,7 @@ from pulumi.provider.server import ComponentInitError
 
 from gpucell import cell
 from gpucell.cluster import Cluster
-from gpucell.components import cdi, cert_manager, gpu_operator, keda, kserve, kubevirt, storage
+from gpucell.components import cdi, cert_manager, gpu_operator, keda, kserve, kubevirt, network_operator, storage
 from gpucell.components import dra_driver as dra  # the component's own name is DraDriver
 from gpucell.components.backups import BackupCredentials
 from gpucell.components.gateway import EndpointRoute, gateway_name
@@ -58,6 +58,7 @@ __all__ = [
     "Keda",
     "KubeVirt",
     "ModelEndpoint",
+    "NetworkOperator",
     "Notebook",
     "PackageProvider",
     "RegionalCell",
@@ -208,6 +209,23 @@ class Keda(keda.Keda):
         super().__init__(name, package_inputs.KEDA.build(inputs, cluster=_cluster(inputs.cluster, opts)), opts)
 
 
+class NetworkOperator(network_operator.NetworkOperator):
+    """The NVIDIA Network Operator for the cluster's fabric pools: the DOCA driver, SR-IOV VFs per rail, Multus and
+    one network per tenant and rail on the tenant's VLAN (one Helm release ``network-operator`` in namespace
+    ``nvidia-network-operator``, then its ``NicClusterPolicy``, ``SriovNetworkNodePolicy`` and ``SriovNetwork``
+    objects)."""
+
+    namespace: pulumi.Output[str]
+    """Namespace of the operator and its policies (``nvidia-network-operator``)."""
+
+    def __init__(
+        self, name: str, args: types.NetworkOperatorInputs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        inputs = _validated(package_inputs.NETWORK_OPERATOR.model, args)
+        cluster = _cluster(inputs.cluster, opts)
+        super().__init__(name, package_inputs.NETWORK_OPERATOR.build(inputs, cluster=cluster), opts)
+
+
 class Tenant(tenancy.Tenant):
     """One tenant: namespace (Pod Security ``restricted``), quota, limit defaults, RBAC and default-deny Cilium
     policies, admitted against the cluster's facts (give it ``dependsOn`` KubeVirt, and Cilium when this program
@@ -333,6 +351,7 @@ COMPONENTS: tuple[type[pulumi.ComponentResource], ...] = (
     KServe,
     Storage,
     Keda,
+    NetworkOperator,
     Tenant,
     GpuVirtualMachine,
     Notebook,

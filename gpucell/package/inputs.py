@@ -45,6 +45,7 @@ from gpucell.components.gpu_operator import GpuOperatorArgs
 from gpucell.components.keda import KedaArgs
 from gpucell.components.kserve import KServeArgs
 from gpucell.components.kubevirt import KubeVirtArgs
+from gpucell.components.network_operator import NetworkOperatorArgs
 from gpucell.components.storage import StorageArgs
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
@@ -66,6 +67,7 @@ __all__ = [
     "KSERVE",
     "KUBEVIRT",
     "MODEL_ENDPOINT",
+    "NETWORK_OPERATOR",
     "NOTEBOOK",
     "NOT_DERIVED",
     "REGIONAL_CELL",
@@ -87,6 +89,7 @@ __all__ = [
     "KubeVirtInputs",
     "ModelEndpointInputs",
     "ModelEndpointSecrets",
+    "NetworkOperatorInputs",
     "NotebookInputs",
     "OnCluster",
     "PassedThrough",
@@ -308,6 +311,7 @@ NOT_DERIVED: dict[type, dict[str, str]] = {
     KServeArgs: {"cluster": _CLUSTER},
     StorageArgs: {"cluster": _CLUSTER},
     KedaArgs: {"cluster": _CLUSTER},
+    NetworkOperatorArgs: {"cluster": _CLUSTER},
     TenantArgs: {"cluster": _CLUSTER, "platform": f"component handles, not schema types; {_DEPENDS_ON}"},
     GpuVirtualMachineArgs: {
         "tenant": _TENANT,
@@ -489,6 +493,13 @@ STORAGE = derive(
 StorageInputs = STORAGE.model
 KEDA = derive(KedaArgs, "Inputs of KEDA (:class:`gpucell.components.keda.KedaArgs`).", OnCluster)
 KedaInputs = KEDA.model
+NETWORK_OPERATOR = derive(
+    NetworkOperatorArgs,
+    "Inputs of the NVIDIA Network Operator (:class:`gpucell.components.network_operator.NetworkOperatorArgs`);\n"
+    "give it ``dependsOn`` the GPU Operator when this program installs it (its node labels).",
+    OnCluster,
+)
+NetworkOperatorInputs = NETWORK_OPERATOR.model
 TENANT = derive(
     TenantArgs,
     "Inputs of a tenant (:class:`gpucell.tenancy.tenant.TenantArgs`); give it ``dependsOn`` KubeVirt (and Cilium when\n"
@@ -527,6 +538,7 @@ DERIVATIONS: tuple[Derivation[Any, Any], ...] = (
     KSERVE,
     STORAGE,
     KEDA,
+    NETWORK_OPERATOR,
     TENANT,
     GPU_VIRTUAL_MACHINE,
     NOTEBOOK,

@@ -40,6 +40,7 @@ __all__ = [
     "REVISIONED_KINDS",
     "ROLLOUTS",
     "SECRET_CHANGED",
+    "UNIT_CHANGE_NOTE",
     "InputChange",
     "PlanDiff",
     "ResourceDiff",
@@ -277,6 +278,15 @@ _CLOUD_INIT_NOTE = (
     "applied (only per-boot parts such as bootcmd run again at a restart); new VMs get it"
 )
 
+UNIT_CHANGE_NOTE = (
+    "an isolated notebook's or endpoint's unit changed (its image, arguments or environment; the unit disk's serial "
+    "is the unit's digest): the guest installs the new unit from its unit disk at its next boot, and KubeVirt marks "
+    "the running VM RestartRequired; until `virtctl restart <vm> -n <namespace>` (the tenant's or the operator's) the "
+    "old image keeps running, and the restart takes the workload down until the guest has booted and pulled the new "
+    "image (a notebook's home disk is kept; docs/decisions/0040)"
+)
+"""What ``gpucell diff`` says of an isolated workload whose unit changed (:mod:`gpucell.workloads.isolated`)."""
+
 _PREDICTOR_SCALING = tuple(
     f"spec.predictor.{key}"
     for key in ("minReplicas", "maxReplicas", "scaleMetric", "scaleMetricType", "scaleTarget", "autoScaling")
@@ -297,6 +307,11 @@ ROLLOUTS: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
             "spec.template.spec.priorityClassName",
             (),
             "reaches the running VM at its next restart (KubeVirt marks it RestartRequired)",
+        ),
+        (
+            "spec.template.spec.domain.devices.disks[*].serial",
+            (),
+            UNIT_CHANGE_NOTE,
         ),
     ),
     "Schedule": (

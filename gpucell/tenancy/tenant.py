@@ -149,6 +149,7 @@ from gpucell.errors import ConfigError
 from gpucell.platform import Platform
 from gpucell.spec.gpu_models import gpu_catalog
 from gpucell.spec.identity import OidcSpec
+from gpucell.spec.isolation import Isolation
 from gpucell.spec.lifecycle import RemovalPolicy, removal_options
 from gpucell.spec.scheduling import allowed_classes
 from gpucell.spec.tenancy import LINK_LOCAL, PRIVATE_RANGES, EgressClass, TenantSpec, namespace_of
@@ -488,12 +489,14 @@ def rbac_manifests(tenant: str, spec: TenantSpec, oidc: OidcSpec | None = None) 
     ``tenant-viewer`` (:func:`gpucell.tenancy.tenant_roles.role_manifest`, always: a tenant admin may bind them), then
     the RoleBindings ``tenant-admins``/``tenant-members``/``tenant-viewers`` from ``groups.admins``/``members``/
     ``viewers`` to them (:data:`gpucell.tenancy.tenant_roles.TENANT_ROLES`), subjects ``kind: Group``; a binding without
-    groups is left out.
+    groups is left out. An isolated-only tenant's (``isolation.default: vm``) Roles have no ``pods/exec`` nor
+    ``pods/attach`` (:attr:`gpucell.tenancy.tenant_roles.Right.isolated_tenants`).
 
     With ``oidc`` (the cell's identity provider), each group is the name the API server gives the token's group:
     ``<groupsPrefix><group>`` (``oidc:acme-ml``), so only tokens of that issuer match.
     """
-    out = [role_manifest(tenant, role) for role in TENANT_ROLES.values()]
+    isolated_only = spec.isolation.default is Isolation.VM
+    out = [role_manifest(tenant, role, isolated_only=isolated_only) for role in TENANT_ROLES.values()]
     for key, role in TENANT_ROLES.items():
         members: list[str] = getattr(spec.groups, key)
         if members:

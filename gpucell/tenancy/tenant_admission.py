@@ -64,11 +64,13 @@ __all__ = [
     "DAEMONSET_ONLY_TAINTS",
     "GPUCELL_TAINTS",
     "GPU_RESOURCE_PREFIX",
+    "ISOLATED_CONNECT",
     "KUBECONFIG_SUFFIX",
     "LAUNCHER_LABEL",
     "MULTUS_ANNOTATIONS",
     "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
+    "OPERATOR_GROUP",
     "PLATFORM_ROLE_BINDINGS",
     "RAIL_RESOURCE_PATTERN",
     "SERVER_NODE_LABELS",
@@ -130,6 +132,17 @@ VIRT_CONTROLLER = f"system:serviceaccount:{KUBEVIRT_NAMESPACE}:kubevirt-controll
 """virt-controller's identity: the ServiceAccount ``kubevirt-controller`` (KubeVirt v1.9.0
 ``pkg/virt-operator/resource/generate/components/serviceaccountnames.go``, ``ControllerServiceAccountName``) in
 gpucell's KubeVirt namespace. It creates every pod of a tenant namespace that carries :data:`LAUNCHER_LABEL`."""
+ISOLATED_CONNECT = ("pods/exec", "pods/attach")
+"""The pod subresources whose ``CONNECT`` an isolated-only tenant's ``-isolated`` policy refuses (but to
+:data:`OPERATOR_GROUP`). A ValidatingAdmissionPolicy sees ``CONNECT``: its admission plugin handles ``Connect``,
+``Create``, ``Delete`` and ``Update`` (kubernetes ``staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/
+validating/plugin.go``, ``NewPlugin``), and ``admissionregistration.k8s.io/v1`` ``RuleWithOperations.operations``
+takes ``CONNECT``; ``object`` is then the ``PodExecOptions``/``PodAttachOptions``. ``pods/portforward`` stays open:
+it runs nothing in a container (the kubelet forwards to a port of the pod's network namespace), and it is how an
+isolated notebook without ``expose`` is reached."""
+OPERATOR_GROUP = "system:masters"
+"""The operator's group (k3s's admin, what Pulumi runs as): the one break-glass identity allowed to exec into an
+isolated-only tenant's pods."""
 CDI_CONTROLLER = f"system:serviceaccount:{CDI_NAMESPACE}:cdi-sa"
 """CDI's controller identity: the ServiceAccount ``cdi-sa`` (kubevirt/containerized-data-importer v1.66.0
 ``pkg/operator/resources/cluster/controller.go``, whose ClusterRole creates pods) in gpucell's CDI namespace. It
@@ -486,16 +499,28 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
 
 
 def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
-    """The validation of ``gpucell-tenant-<tenant>-isolated`` (an isolated-only tenant): a pod is created only by
-    :data:`VIRT_CONTROLLER` (a VM's ``virt-launcher``, hotplug and export pods) or :data:`CDI_CONTROLLER` (its disks'
-    importer, upload and clone pods), never by a tenant identity, nor by the ReplicaSet, Job or StatefulSet controllers
-    on behalf of a tenant's Deployment; and nobody adds an ephemeral container (``kubectl debug``) to a pod there, which
-    would run a container on the host's kernel next to the VM. A tenant member's code then runs in a guest only."""
+    """The validations of ``gpucell-tenant-<tenant>-isolated`` (an isolated-only tenant):
+
+    - a pod is created only by :data:`VIRT_CONTROLLER` (a VM's ``virt-launcher``, hotplug and export pods) or
+      :data:`CDI_CONTROLLER` (its disks' importer, upload and clone pods), never by a tenant identity, nor by the
+      ReplicaSet, Job or StatefulSet controllers on behalf of a tenant's Deployment; and nobody adds an ephemeral
+      container (``kubectl debug``) to a pod there, which would run a container on the host's kernel next to the VM;
+    - no CDI importer pod runs a VDDK init container (:data:`CDI_VDDK_CONTAINER`), whose image the tenant names;
+    - nobody but the operator (``system:masters``, break-glass) connects to a pod's ``exec`` or ``attach``
+      (``CONNECT``, :data:`ISOLATED_CONNECT`): a shell in a ``virt-launcher`` pod's ``compute`` container sits next to
+      QEMU on the host's kernel. The tenant roles drop both rights for such a tenant already
+      (:attr:`gpucell.tenancy.tenant_roles.Right.isolated_tenants`); this also refuses an exec made on the tenant's
+      behalf, such as a Velero backup hook a tenant writes as annotations on its own launcher pod
+      (``pre.hook.backup.velero.io/command``, run by Velero's ServiceAccount when the tenant's schedule backs the
+      namespace up), and any right granted outside the tenant roles.
+
+    A tenant member's code then runs in a guest only."""
     writers = (VIRT_CONTROLLER, CDI_CONTROLLER)
     init = "object.spec.initContainers"
     return [
         _validation(
-            f"request.subResource == '' && request.userInfo.username in {_lit(writers)}",
+            f"request.operation == 'CONNECT' || (request.subResource == '' && request.userInfo.username in "
+            f"{_lit(writers)})",
             f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): the pods of its namespace "
             "are KubeVirt's and CDI's (a VM's launcher, a disk import), and none gets an ephemeral container; run "
             "the code in a VirtualMachine, or a notebook or model endpoint (isolated)",
@@ -507,6 +532,13 @@ def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
             f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): a disk import from VMware "
             f"(vddk) runs its {CDI_VDDK_CONTAINER} container from an image of the tenant's choosing on the host's "
             "kernel; import the disk over http or from a registry instead",
+        ),
+        _validation(
+            "request.operation != 'CONNECT' || (has(request.userInfo.groups) && "
+            f"{_lit(OPERATOR_GROUP)} in request.userInfo.groups)",
+            f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): no exec or attach into "
+            "its pods (a VM's virt-launcher runs QEMU on the host's kernel, outside the VM), by anyone but the "
+            "operator; reach the guest with virtctl console or virtctl ssh, a notebook with kubectl port-forward",
         ),
     ]
 
@@ -841,10 +873,22 @@ def admission_manifests(tenant: str, facts: ClusterFacts) -> list[dict[str, Any]
         ),
     ]
     if fence.isolated_only:
-        isolated = _policy(fence, "isolated", [{"apiGroups": [""], "resources": ["pods"]}], None, isolated_rules(fence))
+        # a CONNECT's object is the PodExecOptions or PodAttachOptions, which have no metadata
+        not_deleted = {
+            **_NOT_BEING_DELETED,
+            "expression": f"request.operation == 'CONNECT' || {_NOT_BEING_DELETED['expression']}",
+        }
+        isolated = _policy(
+            fence,
+            "isolated",
+            [{"apiGroups": [""], "resources": ["pods"]}],
+            None,
+            isolated_rules(fence),
+            conditions=(not_deleted,),
+        )
         rules = isolated["spec"]["matchConstraints"]["resourceRules"]
         rules[0]["operations"] = ["CREATE"]
-        rules.append({"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "apiVersions": ["*"]})
-        rules[1]["operations"] = ["UPDATE"]
+        for resources, operation in ((["pods/ephemeralcontainers"], "UPDATE"), (list(ISOLATED_CONNECT), "CONNECT")):
+            rules.append({"apiGroups": [""], "resources": resources, "apiVersions": ["*"], "operations": [operation]})
         policies.append(isolated)
     return [obj for policy in policies for obj in (policy, _binding(policy, fence))]

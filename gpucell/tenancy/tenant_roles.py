@@ -70,6 +70,9 @@ class Right:
     """What it is for, where that is not obvious."""
     resource_names: tuple[str, ...] = ()
     """RBAC ``resourceNames``; empty: every object."""
+    isolated_tenants: bool = True
+    """Whether the roles of an isolated-only tenant (``isolation.default: vm``, docs/decisions/0040) have the row
+    too; ``False`` for what would put a tenant's code next to a VM's QEMU on the host's kernel."""
 
     def verbs(self, role: str) -> tuple[str, ...]:
         """The verbs of ``role`` (``tenant-admin``, ``tenant-member`` or ``tenant-viewer``)."""
@@ -121,6 +124,10 @@ addvolume|memory-dump...``). ``virtualmachines/migrate`` is not among them (Kube
 ``kubevirt.io:migrate``)."""
 _NONE: tuple[str, ...] = ()
 _USE = ("get", "create")
+_NOT_ISOLATED = (
+    "not for an isolated-only tenant (`isolation.default: vm`): its pods are VMs' `virt-launcher` pods, whose "
+    "`compute` container runs QEMU on the host's kernel, outside the VM boundary"
+)
 
 RIGHTS: tuple[Right, ...] = (
     # -- core ---------------------------------------------------------------------------------------------------
@@ -153,7 +160,23 @@ RIGHTS: tuple[Right, ...] = (
         READ,
     ),
     Right(
-        "", ("pods/exec", "pods/attach", "pods/portforward"), _USE, _USE, _NONE, "kubectl exec, attach, port-forward"
+        "",
+        ("pods/exec", "pods/attach"),
+        _USE,
+        _USE,
+        _NONE,
+        f"kubectl exec, attach; {_NOT_ISOLATED}",
+        isolated_tenants=False,
+    ),
+    Right(
+        "",
+        ("pods/portforward",),
+        _USE,
+        _USE,
+        _NONE,
+        "kubectl port-forward (an isolated notebook without `expose` is reached so: the kubelet forwards to a port "
+        "of the pod's network namespace, which KubeVirt's masquerade binding forwards to the guest; nothing runs in "
+        "the pod's containers)",
     ),
     Right(
         "",
@@ -424,13 +447,14 @@ REFUSED: tuple[Refusal, ...] = (
 """What no tenant role grants (a row's verbs on its group's resources; ``*``: the whole group), with the reason."""
 
 
-def role_rules(role: str) -> list[dict[str, Any]]:
+def role_rules(role: str, *, isolated_only: bool = False) -> list[dict[str, Any]]:
     """The RBAC ``rules`` of ``role`` (a value of :data:`TENANT_ROLES`): one rule per :data:`RIGHTS` row the role
-    has verbs in, in table order."""
+    has verbs in, in table order; for an ``isolated_only`` tenant (``isolation.default: vm``) without the rows
+    that are not :attr:`Right.isolated_tenants` (``pods/exec``, ``pods/attach``)."""
     rules: list[dict[str, Any]] = []
     for right in RIGHTS:
         verbs = right.verbs(role)
-        if not verbs:
+        if not verbs or (isolated_only and not right.isolated_tenants):
             continue
         rule: dict[str, Any] = {"apiGroups": [right.group], "resources": list(right.resources), "verbs": list(verbs)}
         if right.resource_names:
@@ -439,12 +463,13 @@ def role_rules(role: str) -> list[dict[str, Any]]:
     return rules
 
 
-def role_manifest(tenant: str, role: str) -> dict[str, Any]:
+def role_manifest(tenant: str, role: str, *, isolated_only: bool = False) -> dict[str, Any]:
     """The ``Role`` ``role`` (``tenant-admin``, ``tenant-member`` or ``tenant-viewer``) in the tenant's namespace,
-    with :func:`role_rules` and gpucell's common labels (never an aggregation label)."""
+    with :func:`role_rules` (``isolated_only``: of a tenant whose ``isolation.default`` is ``vm``) and gpucell's
+    common labels (never an aggregation label)."""
     return {
         "apiVersion": f"{RBAC_GROUP}/v1",
         "kind": "Role",
         "metadata": object_meta(tenant, role),
-        "rules": role_rules(role),
+        "rules": role_rules(role, isolated_only=isolated_only),
     }

@@ -9,11 +9,16 @@ pods:
   the workload's pods were (:func:`guest_manifest`), so the workload's Service, ingress and gateway policies select
   its ``virt-launcher`` pod unchanged; plus, when the workload has secrets, a KubeVirt ``secret`` volume, attached
   as a disk the guest mounts read-only by its label :data:`SECRET_VOLUME_LABEL`;
-- a ``Secret`` ``<workload>-cloud-init`` (as every VM's): the ``#cloud-config`` of :func:`guest_user_data`, which
-  writes a podman Quadlet unit (``/etc/containers/systemd/gpucell-workload.container``, podman 4.4+
+- a ``Secret`` ``<workload>-cloud-init`` (as every VM's): the ``#cloud-config`` of :func:`guest_user_data`, and,
+  under :data:`UNIT_KEY`, the podman Quadlet unit of :func:`guest_unit` (``gpucell-workload.container``, podman 4.4+
   ``podman-systemd.unit(5)``) running the workload's image with its GPUs (``AddDevice=nvidia.com/gpu=all``, the
   NVIDIA Container Toolkit's CDI spec in the guest) and its port published on the guest's address, which KubeVirt's
-  masquerade binding forwards from the pod's address.
+  masquerade binding forwards from the pod's address. The same Secret is the VM's unit disk (a KubeVirt ``secret``
+  volume, label :data:`UNIT_VOLUME_LABEL`), which the guest reads at every boot (cloud-init's ``bootcmd``) and
+  installs as :data:`GUEST_UNIT`: an image, argument or environment change reaches a running guest at its next
+  restart, which KubeVirt asks for (the unit disk's serial is the unit's digest, :func:`unit_serial`, so the VM's
+  spec changes with it and KubeVirt marks the VM ``RestartRequired``). User data alone could not carry it: cloud-init
+  applies ``write_files`` and ``runcmd`` once per instance, and a VM's NoCloud instance-id stays the VM's.
 
 Secrets never travel in user data: the notebook's token, the endpoint's storage credentials and secret ``env``
 values reach the guest only through the secret volume (a Kubernetes ``Secret`` KubeVirt turns into an ISO disk,
@@ -23,6 +28,7 @@ KubeVirt v1.9.0 ``v1.SecretVolumeSource`` with ``volumeLabel``); the user data n
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,10 +46,14 @@ __all__ = [
     "GUEST_UNIT",
     "HOME_SERIAL",
     "SECRET_VOLUME_LABEL",
+    "UNIT_KEY",
+    "UNIT_VOLUME_LABEL",
     "GuestContainer",
     "guest_manifest",
+    "guest_unit",
     "guest_user_data",
     "qualified_image",
+    "unit_serial",
 ]
 
 SECRET_VOLUME_LABEL = "gpucellsecret"
@@ -55,8 +65,14 @@ HOME_SERIAL = "gpucell-home"
 order of its disks."""
 GUEST_UNIT = "/etc/containers/systemd/gpucell-workload.container"
 """The Quadlet file cloud-init writes; systemd's generator turns it into ``gpucell-workload.service``."""
+UNIT_KEY = "gpucell-workload.container"
+"""Key of the workload's Quadlet unit in the cloud-init Secret, hence its file name on the unit disk."""
+UNIT_VOLUME_LABEL = "gpucellunit"
+"""Volume label of the unit disk (the cloud-init Secret as a KubeVirt ``secret`` volume, iso9660)."""
 _GUEST_HOME = "/var/lib/gpucell/home"
 _SECRET_DISK = "secrets"
+_UNIT_DISK = "workload-unit"
+_UNIT_MOUNT = "/run/gpucell/unit"
 
 
 @dataclass(frozen=True)
@@ -99,8 +115,29 @@ def _unit_word(value: str) -> str:
     return f'"{escaped}"'
 
 
-def _quadlet(name: str, container: GuestContainer) -> str:
-    """The Quadlet ``.container`` unit of ``container`` (podman-systemd.unit(5) keys)."""
+def guest_unit(name: str, container: GuestContainer, *, home: bool) -> str:
+    """The Quadlet ``.container`` unit of ``container`` (podman-systemd.unit(5) keys), stored under :data:`UNIT_KEY`
+    of the cloud-init Secret: before each start it creates the host directories of its volumes (outside the secret
+    disk) and, with ``home``, hands the home to UID 1000 / GID 100 (docker-stacks' ``jovyan:users``); the home and
+    secret disks are mounted by then (cloud-init's ``mounts``, before ``network-online.target``, after which the unit
+    starts)."""
+    pre = [f"ExecStartPre=/usr/bin/mkdir -p {v.split(':', 1)[0]}" for v in container.volumes]
+    pre = [line for line in pre if not line.endswith(GUEST_SECRETS)]
+    if home:
+        pre.append(f"ExecStartPre=/usr/bin/chown 1000:100 {_GUEST_HOME}")
+    return _quadlet(name, container, pre)
+
+
+def unit_serial(unit: str) -> str:
+    """The unit disk's serial: ``unit-`` and the first 12 hex digits of the unit's SHA-256 (17 characters; virtio
+    serials hold 20). It puts the unit's digest into the VM's spec, so a changed unit changes the VM's
+    ``spec.template.spec.domain`` and KubeVirt marks the running VM ``RestartRequired`` (kubevirt v1.9.0
+    ``pkg/virt-controller/watch/vm/vm.go``)."""
+    return "unit-" + hashlib.sha256(unit.encode()).hexdigest()[:12]
+
+
+def _quadlet(name: str, container: GuestContainer, pre: list[str]) -> str:
+    """The Quadlet ``.container`` unit of ``container`` (podman-systemd.unit(5) keys), ``pre`` in ``[Service]``."""
     lines = [
         "[Unit]",
         f"Description=gpucell workload {name}",
@@ -123,22 +160,22 @@ def _quadlet(name: str, container: GuestContainer) -> str:
     if container.args:
         lines.append("Exec=" + " ".join(_unit_word(arg) for arg in container.args))
     # Pulling a GPU image of several GB takes minutes; systemd's default start timeout is 90 s.
-    lines += ["", "[Service]", "Restart=always", "TimeoutStartSec=1800", "", "[Install]", "WantedBy=multi-user.target"]
+    lines += ["", "[Service]", *pre, "Restart=always", "TimeoutStartSec=1800"]
+    lines += ["", "[Install]", "WantedBy=multi-user.target"]
     return "\n".join(lines) + "\n"
 
 
-def guest_user_data(
-    name: str, container: GuestContainer, *, home: bool, secrets: bool, nvlink_disabled: bool = False
-) -> str:
-    """The guest's ``#cloud-config`` (no secret in it): with ``home``, the disk of serial :data:`HOME_SERIAL`
-    formatted ext4 (once: ``fs_setup`` leaves a formatted disk alone) and mounted at ``/var/lib/gpucell/home``, owned
-    by UID 1000 / GID 100 (docker-stacks' ``jovyan:users``); with ``secrets``, the secret disk mounted read-only at
-    :data:`GUEST_SECRETS`; :data:`GUEST_UNIT` (:func:`_quadlet`), then ``systemctl daemon-reload`` and the unit
-    started. cloud-init runs ``mounts`` before ``write_files`` and ``runcmd``; ``nofail`` keeps a boot going when a
-    disk is late, and the unit starts again after a reboot (``WantedBy=multi-user.target``). With ``nvlink_disabled``
-    (part of an HGX board, as for any VM: :func:`gpucell.workloads.virtual_machine.cloud_config`), the NVLink
-    module option is written first; it holds when the guest image's initramfs does not load ``nvidia`` (a guest
-    image requirement, decision 0040)."""
+def guest_user_data(*, home: bool, secrets: bool, nvlink_disabled: bool = False) -> str:
+    """The guest's ``#cloud-config`` (no secret in it, nor the workload's unit): with ``home``, the disk of serial
+    :data:`HOME_SERIAL` formatted ext4 (once: ``fs_setup`` leaves a formatted disk alone) and mounted at
+    ``/var/lib/gpucell/home``; with ``secrets``, the secret disk mounted read-only at :data:`GUEST_SECRETS`; and at
+    every boot (``bootcmd``, which cloud-init runs on each boot, before ``network-online.target``) the unit disk
+    (:data:`UNIT_VOLUME_LABEL`) mounted read-only, its :data:`UNIT_KEY` installed as :data:`GUEST_UNIT`, systemd
+    reloaded (Quadlet's generator makes ``gpucell-workload.service`` of it) and the service started, so the guest
+    runs the unit of the VM's current start. ``nofail`` keeps a boot going when a disk is late. With
+    ``nvlink_disabled`` (part of an HGX board, as for any VM: :func:`gpucell.workloads.virtual_machine.cloud_config`),
+    the NVLink module option is written first; it holds when the guest image's initramfs does not load ``nvidia``
+    (a guest image requirement, decision 0040)."""
     config: dict[str, Any] = {}
     mounts: list[list[str]] = []
     if home:
@@ -149,15 +186,18 @@ def guest_user_data(
         mounts.append([f"LABEL={SECRET_VOLUME_LABEL}", GUEST_SECRETS, "iso9660", "ro,nofail"])
     if mounts:
         config["mounts"] = mounts
-    files = [{"path": GUEST_UNIT, "permissions": "0644", "content": _quadlet(name, container)}]
+    config["bootcmd"] = [
+        ["mkdir", "-p", _UNIT_MOUNT],
+        ["mount", "-o", "ro", f"LABEL={UNIT_VOLUME_LABEL}", _UNIT_MOUNT],
+        ["install", "-D", "-m", "0644", f"{_UNIT_MOUNT}/{UNIT_KEY}", GUEST_UNIT],
+        ["umount", _UNIT_MOUNT],
+        ["systemctl", "daemon-reload"],
+        ["systemctl", "start", "--no-block", "gpucell-workload.service"],
+    ]
     if nvlink_disabled:
-        files.insert(0, {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": NVLINK_DISABLE_OPTION + "\n"})
-    config["write_files"] = files
-    runcmd = [["mkdir", "-p", v.split(":", 1)[0]] for v in container.volumes if not v.startswith(GUEST_SECRETS)]
-    if home:
-        runcmd.append(["chown", "1000:100", _GUEST_HOME])
-    runcmd += [["systemctl", "daemon-reload"], ["systemctl", "start", "gpucell-workload.service"]]
-    config["runcmd"] = runcmd
+        config["write_files"] = [
+            {"path": NVLINK_MODPROBE_PATH, "permissions": "0644", "content": NVLINK_DISABLE_OPTION + "\n"}
+        ]
     return render_cloud_config(config)
 
 
@@ -171,6 +211,8 @@ def guest_manifest(
     pod_labels: Mapping[str, str],
     secret: str | None,
     home: bool,
+    unit_secret: str,
+    unit: str,
 ) -> dict[str, Any]:
     """The ``VirtualMachine`` of an isolated workload: :func:`virtual_machine_manifest` of ``guest``, with
 
@@ -180,7 +222,9 @@ def guest_manifest(
       match;
     - with ``home``, serial :data:`HOME_SERIAL` on the first data disk;
     - with ``secret``, a volume ``secrets`` (``secret.secretName`` ``secret``, ``volumeLabel``
-      :data:`SECRET_VOLUME_LABEL`) and its virtio disk.
+      :data:`SECRET_VOLUME_LABEL`) and its virtio disk;
+    - the unit disk ``workload-unit``: the Secret ``unit_secret`` (the cloud-init Secret, holding ``unit`` under
+      :data:`UNIT_KEY`), ``volumeLabel`` :data:`UNIT_VOLUME_LABEL`, serial :func:`unit_serial` of ``unit``.
     """
     manifest = copy.deepcopy(virtual_machine_manifest(tenant, name, guest, cell, placement))
     template = manifest["spec"]["template"]
@@ -193,4 +237,8 @@ def guest_manifest(
         template["spec"]["volumes"].append(
             {"name": _SECRET_DISK, "secret": {"secretName": secret, "volumeLabel": SECRET_VOLUME_LABEL}}
         )
+    devices["disks"].append({"name": _UNIT_DISK, "disk": {"bus": "virtio"}, "serial": unit_serial(unit)})
+    template["spec"]["volumes"].append(
+        {"name": _UNIT_DISK, "secret": {"secretName": unit_secret, "volumeLabel": UNIT_VOLUME_LABEL}}
+    )
     return manifest

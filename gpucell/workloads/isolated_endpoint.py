@@ -10,7 +10,8 @@ What it renders instead of the InferenceService and its credentials ServiceAccou
 - with credentials or secret ``env``: a ``Secret`` ``<endpoint>-guest`` (key ``env``: ``KEY=value`` lines, a Pulumi
   secret: ``HF_TOKEN`` from ``credentialsConfigKey``, then each secret ``env`` entry), the VM's secret disk, which the
   guest's unit reads as its ``EnvironmentFile``;
-- the ``VirtualMachine`` and its cloud-init ``Secret`` (:mod:`gpucell.workloads.isolated`).
+- the ``VirtualMachine`` and its cloud-init ``Secret`` (user data and the guest's unit,
+  :mod:`gpucell.workloads.isolated`).
 
 The guest runs the runtime's image (KServe v0.20.0's ``kserve/huggingfaceserver`` at the tag KServe would run,
 :func:`gpucell.workloads.model_endpoint.endpoint_runtime`) with ``--model_name=<endpoint> --model_id=<org/model>
@@ -23,7 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpucell.workloads.isolated import GuestContainer, guest_manifest, guest_user_data, qualified_image
+from gpucell.workloads.isolated import (
+    UNIT_KEY,
+    GuestContainer,
+    guest_manifest,
+    guest_unit,
+    guest_user_data,
+    qualified_image,
+)
+from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name
 
 if TYPE_CHECKING:
     from gpucell.admission.placement import Placement
@@ -96,10 +105,17 @@ def guest_data(
     *,
     secrets: bool,
     nvlink_disabled: bool = False,
-) -> str:
-    """The isolated endpoint's user data (:func:`gpucell.workloads.isolated.guest_user_data`); no secret in it."""
-    container = guest_container(endpoint, spec, runtime, env_file=secrets)
-    return guest_user_data(endpoint, container, home=False, secrets=secrets, nvlink_disabled=nvlink_disabled)
+) -> dict[str, str]:
+    """The isolated endpoint's cloud-init Secret data: the user data (:func:`gpucell.workloads.isolated.
+    guest_user_data`) and the endpoint's unit (:func:`guest_unit_of`); no secret in either."""
+    user_data = guest_user_data(home=False, secrets=secrets, nvlink_disabled=nvlink_disabled)
+    return {CLOUD_INIT_KEY: user_data, UNIT_KEY: guest_unit_of(endpoint, spec, runtime, secrets=secrets)}
+
+
+def guest_unit_of(endpoint: str, spec: ModelEndpointSpec, runtime: EndpointRuntime | None, *, secrets: bool) -> str:
+    """The isolated endpoint's Quadlet unit (:func:`gpucell.workloads.isolated.guest_unit` of
+    :func:`guest_container`; with ``secrets``, the environment file of the secret disk)."""
+    return guest_unit(endpoint, guest_container(endpoint, spec, runtime, env_file=secrets), home=False)
 
 
 def isolated_manifest(
@@ -111,11 +127,23 @@ def isolated_manifest(
     *,
     pod_labels: Mapping[str, str],
     secrets: bool,
+    unit: str,
 ) -> dict[str, Any]:
     """The endpoint's ``VirtualMachine``: its launcher pod labelled ``pod_labels`` (the predictor label), the guest
-    Secret as its secret disk with ``secrets``."""
+    Secret as its secret disk with ``secrets``, the cloud-init Secret (holding ``unit``) as its unit disk."""
     secret = guest_secret_name(name) if secrets else None
-    return guest_manifest(tenant, name, guest, cell, placement, pod_labels=pod_labels, secret=secret, home=False)
+    return guest_manifest(
+        tenant,
+        name,
+        guest,
+        cell,
+        placement,
+        pod_labels=pod_labels,
+        secret=secret,
+        home=False,
+        unit_secret=cloud_init_secret_name(name),
+        unit=unit,
+    )
 
 
 def predictor_service_manifest(meta: dict[str, Any], selector: Mapping[str, str]) -> dict[str, Any]:

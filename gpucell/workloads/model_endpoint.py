@@ -69,8 +69,8 @@ from gpucell.tenancy._common import (
 from gpucell.tenancy.tenant import admit_workload
 from gpucell.workloads import isolated_endpoint
 from gpucell.workloads.serving_runtime import RESTRICTED_CONTAINER, env_entry
-from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name, vm_platform_ready
 from gpucell.workloads.virtual_machine import claim_template_manifest as vm_claim_template_manifest
+from gpucell.workloads.virtual_machine import cloud_init_secret_name, vm_platform_ready
 
 if TYPE_CHECKING:
     from gpucell.admission.tenants import ClusterFacts
@@ -611,10 +611,11 @@ class ModelEndpoint(CellComponent):
             keyed[HF_TOKEN_KEY] = args.credentials
         keyed.update({v.name: args.env_secrets[v.secret_config_key] for v in spec.env if v.secret_config_key})
         pod_labels = {**workload_labels(tenant.name, endpoint, _COMPONENT), PREDICTOR_LABEL: endpoint}
+        unit = isolated_endpoint.guest_unit_of(endpoint, spec, runtime, secrets=bool(keyed))
         manifest = isolated_endpoint.isolated_manifest(
-            tenant.name, endpoint, guest, facts, placement, pod_labels=pod_labels, secrets=bool(keyed)
+            tenant.name, endpoint, guest, facts, placement, pod_labels=pod_labels, secrets=bool(keyed), unit=unit
         )
-        user_data = isolated_endpoint.guest_data(
+        cloud_init_data = isolated_endpoint.guest_data(
             endpoint, spec, runtime, secrets=bool(keyed), nvlink_disabled=placement.nvlink_disabled
         )
         super().__init__("ModelEndpoint", name, opts, tenant.cluster)
@@ -637,10 +638,10 @@ class ModelEndpoint(CellComponent):
         self.cloud_init = opaque_secret(
             f"{name}-cloud-init",
             object_meta(tenant.name, cloud_init_secret_name(endpoint), workload=endpoint),
-            {CLOUD_INIT_KEY: user_data},
+            cloud_init_data,
             self.child(depends_on=after),
         )
-        """The cloud-init ``Secret`` (the guest's unit; no secret value in it)."""
+        """The cloud-init ``Secret`` (user data and the guest's unit, also its unit disk; no secret value in it)."""
         service = isolated_endpoint.predictor_service_manifest(
             object_meta(tenant.name, f"{endpoint}-predictor", workload=endpoint, component=_COMPONENT),
             {PREDICTOR_LABEL: endpoint},

@@ -61,7 +61,15 @@ from gpucell.tenancy._common import (
     workload_labels,
 )
 from gpucell.tenancy.tenant import admit_workload
-from gpucell.workloads.isolated import GUEST_SECRETS, GuestContainer, guest_manifest, guest_user_data, qualified_image
+from gpucell.workloads.isolated import (
+    GUEST_SECRETS,
+    UNIT_KEY,
+    GuestContainer,
+    guest_manifest,
+    guest_unit,
+    guest_user_data,
+    qualified_image,
+)
 from gpucell.workloads.virtual_machine import CLOUD_INIT_KEY, cloud_init_secret_name, vm_platform_ready
 from gpucell.workloads.virtual_machine import claim_template_manifest as vm_claim_template_manifest
 
@@ -332,21 +340,44 @@ def guest_container(spec: NotebookSpec) -> GuestContainer:
     )
 
 
-def guest_data(name: str, spec: NotebookSpec, *, nvlink_disabled: bool = False) -> str:
-    """The isolated notebook's user data (:func:`gpucell.workloads.isolated.guest_user_data`): home disk, secret disk
-    (the token Secret), the notebook's unit. The token itself is never in it."""
-    return guest_user_data(name, guest_container(spec), home=True, secrets=True, nvlink_disabled=nvlink_disabled)
+def guest_data(name: str, spec: NotebookSpec, *, nvlink_disabled: bool = False) -> dict[str, str]:
+    """The isolated notebook's cloud-init Secret data: the user data (:func:`gpucell.workloads.isolated.
+    guest_user_data`: home disk, secret disk with the token Secret, the unit installed at every boot) and the
+    notebook's unit (:func:`guest_unit_of`). The token itself is in neither."""
+    user_data = guest_user_data(home=True, secrets=True, nvlink_disabled=nvlink_disabled)
+    return {CLOUD_INIT_KEY: user_data, UNIT_KEY: guest_unit_of(name, spec)}
+
+
+def guest_unit_of(name: str, spec: NotebookSpec) -> str:
+    """The isolated notebook's Quadlet unit (:func:`gpucell.workloads.isolated.guest_unit` of
+    :func:`guest_container`, with its home)."""
+    return guest_unit(name, guest_container(spec), home=True)
 
 
 def isolated_manifest(
-    tenant: str, name: str, guest: GpuVirtualMachineSpec, cell: ClusterFacts, placement: Placement
+    tenant: str,
+    name: str,
+    guest: GpuVirtualMachineSpec,
+    cell: ClusterFacts,
+    placement: Placement,
+    *,
+    spec: NotebookSpec,
 ) -> dict[str, Any]:
     """The ``VirtualMachine`` of an isolated notebook (:func:`gpucell.workloads.isolated.guest_manifest`): its
     launcher pod labelled as the notebook's pod was (so the Service and the ingress policy select it), the token
-    Secret as its secret disk, the home on its data disk."""
+    Secret as its secret disk, the home on its data disk, the cloud-init Secret as its unit disk."""
     labels = {**workload_labels(tenant, name, _COMPONENT)}
     return guest_manifest(
-        tenant, name, guest, cell, placement, pod_labels=labels, secret=token_secret_name(name), home=True
+        tenant,
+        name,
+        guest,
+        cell,
+        placement,
+        pod_labels=labels,
+        secret=token_secret_name(name),
+        home=True,
+        unit_secret=cloud_init_secret_name(name),
+        unit=guest_unit_of(name, spec),
     )
 
 
@@ -421,7 +452,7 @@ def _rendered(
         return None, placement, statefulset_manifest(tenant, name, spec, facts, placement)
     guest = guest_vm(spec, isolation)
     placement = vm_placement(name, guest, facts)
-    return guest, placement, isolated_manifest(tenant, name, guest, facts, placement)
+    return guest, placement, isolated_manifest(tenant, name, guest, facts, placement, spec=spec)
 
 
 class Notebook(CellComponent):
@@ -574,7 +605,7 @@ class Notebook(CellComponent):
         self.cloud_init = opaque_secret(
             f"{name}-cloud-init",
             object_meta(tenant.name, cloud_init_secret_name(notebook), workload=notebook),
-            {CLOUD_INIT_KEY: guest_data(notebook, spec, nvlink_disabled=self.placement.nvlink_disabled)},
+            guest_data(notebook, spec, nvlink_disabled=self.placement.nvlink_disabled),
             self.child(depends_on=list(tenant.ready)),
         )
         self.vm = custom_resource(

@@ -2256,6 +2256,27 @@ class ModelEndpointInputs(TypedDict, total=False):
     """The values of ``spec.env`` entries with ``secretConfigKey``, by that key; one for each such entry."""
 
 
+class NetworkOperatorInputs(TypedDict, total=False):
+    """Inputs of the NVIDIA Network Operator (:class:`gpucell.components.network_operator.NetworkOperatorArgs`);
+    give it ``dependsOn`` the GPU Operator when this program installs it (its node labels).
+    """
+
+    cluster: Required[ClusterInputs]
+    """The cluster to install into."""
+
+    nodePools: dict[str, NodePool]
+    """The cluster's node pools: those with a ``fabric`` get the driver, VFs and networks. Defaults to none."""
+
+    tenantVlans: dict[str, int]
+    """Tenant -> its ``fabricVlan``: one network per tenant and rail. Defaults to none."""
+
+    version: str
+    """Chart version (``versions.networkOperator``); defaults to gpucell's pin."""
+
+    values: dict[str, Any]
+    """Chart values merged over gpucell's (:func:`network_operator_values`). Defaults to none."""
+
+
 class NotebookInputs(TypedDict, total=False):
     """Inputs of a tenant's notebook (:class:`gpucell.workloads.notebook.NotebookArgs`)."""
 
