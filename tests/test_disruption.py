@@ -406,6 +406,24 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
             "previous minor release only; the maintainers test N-1 -> N (kubevirt/kubevirt#13783); set "
             "versions.kubevirt to the latest 1.8 release first, pulumi up, then v1.9.0",
         ),
+        (
+            "certManager",
+            "v1.19.4",
+            "v1.20.2",
+            "regions.lab.versions.certManager: v1.19.4 -> v1.21.1 skips cert-manager 1.20: its upgrade guide says to "
+            "upgrade one minor release at a time, to the latest patch release, each with its own upgrade notes "
+            "(cert-manager/website#852); set versions.certManager to the latest 1.20 release first, pulumi up, then "
+            "v1.21.1",
+        ),
+        (
+            "clusterApi",
+            "v1.10.3",
+            "v1.11.0",
+            "regions.lab.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: it supports upgrades of up "
+            "to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl refuses a longer skip, "
+            "the cluster-api-operator gpucell upgrades it with does not (kubernetes-sigs/cluster-api#12017); set "
+            "versions.clusterApi to the latest 1.13 release first, pulumi up, then v1.14.0",
+        ),
     ],
 )
 def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledged(
@@ -416,11 +434,13 @@ def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledg
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
     new = fingerprint(cell(config))
+    if key == "clusterApi":  # only a region with tenant clusters installs Cluster API
+        new["versions"]["clusterApi"] = "v1.14.0"
 
     def deployed_at(version: str) -> dict[str, Any]:
         old = copy.deepcopy(new)
         versions = old["versions"]
-        (versions if key == "kubevirt" else versions["charts"])[key] = version
+        (versions if key in ("kubevirt", "clusterApi") else versions["charts"])[key] = version
         return old
 
     assert skipped_releases(deployed_at(deployed), new, "lab") == [line]
@@ -573,3 +593,19 @@ def test_endpoint_autoscaler_switches_name_the_way_out() -> None:
     ]
     # KEDA that never went below one replica hands over to the HPA without a gap
     assert iad1_changes(lambda c: c["tenants"]["acme"]["modelEndpoints"]["llama-8b"].update(scaleMetric="cpu")) == []
+
+
+def test_a_region_with_tenant_clusters_refuses_a_cluster_api_upgrade_beyond_three_minor_releases() -> None:
+    """kubernetes-sigs/cluster-api#12017: Cluster API supports N-3 -> N; the cluster-api-operator does not refuse a
+    longer skip as clusterctl does. The prod region with globex's cluster records its Cluster API release."""
+    from gpucell.day2.disruption import skipped_releases
+
+    new = fp(iad1())
+    assert new["versions"]["clusterApi"] == "v1.14.0"
+    assert "clusterApi" not in fp()["versions"]  # no tenant cluster, no Cluster API
+    old = copy.deepcopy(new)
+    old["versions"]["clusterApi"] = "v1.10.3"
+    (line,) = skipped_releases(old, new, "iad1")
+    assert line.startswith("regions.iad1.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: ")
+    old["versions"]["clusterApi"] = "v1.11.4"
+    assert skipped_releases(old, new, "iad1") == []

@@ -398,7 +398,8 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "tenants": {<tenant>: {"namespace", "removalPolicy"}},
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
-         "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>}},
+         "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>},
+                      "clusterApi" (only with tenant clusters)},
          "metrics": {"storageGib", "retentionDays"},     # only with metrics.enabled
          # only with loadBalancer (gateway only with a gateway):
          "loadBalancer": {"announce", "pools": {<pool>: [<block>]}},
@@ -455,7 +456,12 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             for name, tenant in cell.tenants.items()
         },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
-        "versions": {"k3s": cell.versions.k3s, "kubevirt": cell.versions.kubevirt, "charts": _charts(cell)},
+        "versions": {
+            "k3s": cell.versions.k3s,
+            "kubevirt": cell.versions.kubevirt,
+            "charts": _charts(cell),
+            **({"clusterApi": cell.versions.cluster_api} if _has_tenant_clusters(cell) else {}),
+        },
         **(
             {"metrics": {"storageGib": cell.metrics.storage_gib, "retentionDays": cell.metrics.retention_days}}
             if cell.metrics.enabled
@@ -507,6 +513,11 @@ def _isolated(cell: CellSpec) -> dict[str, Any]:
         if is_isolated(workload, tenant.isolation)
     }
     return {"isolatedWorkloads": isolated} if isolated else {}
+
+
+def _has_tenant_clusters(cell: CellSpec) -> bool:
+    """True when a tenant of ``cell`` has a tenant cluster (the region installs Cluster API)."""
+    return any(tenant.tenant_clusters for tenant in cell.tenants.values())
 
 
 def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
@@ -746,8 +757,23 @@ SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
         "updates are supported from the previous minor release only; the maintainers test N-1 -> N "
         "(kubevirt/kubevirt#13783)",
     ),
+    "certManager": (
+        "cert-manager",
+        "its upgrade guide says to upgrade one minor release at a time, to the latest patch release, each with its own "
+        "upgrade notes (cert-manager/website#852)",
+    ),
+    "clusterApi": (
+        "Cluster API",
+        "it supports upgrades of up to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl "
+        "refuses a longer skip, the cluster-api-operator gpucell upgrades it with does not "
+        "(kubernetes-sigs/cluster-api#12017)",
+    ),
 }
-"""Component (``versions`` key) -> (name, why) of components upgraded one minor release at a time."""
+"""Component (``versions`` key) -> (name, why) of components upgraded a bounded number of minor releases at a time
+(:data:`SKIP_LEVELS`, one unless listed)."""
+SKIP_LEVELS: dict[str, int] = {"clusterApi": 3}
+"""Minor releases one upgrade may cross, for the components of :data:`SINGLE_STEP_UPGRADES` that allow more than one:
+Cluster API supports N-3 -> N (kubernetes-sigs/cluster-api#12017, its book's "Skip-level upgrades")."""
 
 
 def _minor_of(version: str) -> tuple[int, int] | None:
@@ -757,17 +783,19 @@ def _minor_of(version: str) -> tuple[int, int] | None:
 
 def skipped_releases(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) -> list[str]:
     """Lines for what no acknowledgement allows in one run: a component of :data:`SINGLE_STEP_UPGRADES` moved more
-    than one minor release (up or down) within its major from fingerprint ``old`` (deployed) to ``new``; each names
-    the release to go through first. Empty on a first deploy or when a version is not ``MAJOR.MINOR.PATCH``."""
+    minor releases (up or down) than :data:`SKIP_LEVELS` allows (one unless listed) within its major from fingerprint
+    ``old`` (deployed) to ``new``; each names the release to go through first. Empty on a first deploy or when a
+    version is not ``MAJOR.MINOR.PATCH``."""
     if old is None:
         return []
     lines: list[str] = []
     for key, (name, why) in SINGLE_STEP_UPGRADES.items():
         was, now = _component_version(old, key), _component_version(new, key)
         before, after = _minor_of(was or ""), _minor_of(now or "")
-        if before is None or after is None or before[0] != after[0] or abs(after[1] - before[1]) <= 1:
+        levels = SKIP_LEVELS.get(key, 1)
+        if before is None or after is None or before[0] != after[0] or abs(after[1] - before[1]) <= levels:
             continue
-        step = f"{before[0]}.{before[1] + (1 if after > before else -1)}"
+        step = f"{before[0]}.{before[1] + (levels if after > before else -levels)}"
         lines.append(
             f"regions.{region}.versions.{key}: {was} -> {now} skips {name} {step}: {why}; set versions.{key} to the "
             f"latest {step} release first, pulumi up, then {now}"
