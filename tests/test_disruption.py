@@ -303,7 +303,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "publicAddress, "
             "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
             "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, "
-            "workloadIsolation, fabric",
+            "workloadIsolation, fabric, longhornVolumeSetting",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
@@ -609,3 +609,53 @@ def test_a_region_with_tenant_clusters_refuses_a_cluster_api_upgrade_beyond_thre
     assert line.startswith("regions.iad1.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: ")
     old["versions"]["clusterApi"] = "v1.11.4"
     assert skipped_releases(old, new, "iad1") == []
+
+
+def test_a_longhorn_setting_that_needs_every_volume_detached_is_disruptive() -> None:
+    """longhorn/longhorn#7675, #4160: Longhorn rejects a changed taint-toleration (and the other settings that
+    recreate its instance managers) while a volume is attached, and keeps failing to apply it. A pool newly tainted on
+    a Longhorn cell changes taintToleration; a priorityClass override changes priorityClass; the chart's own words."""
+    from tests.test_storage import UPSTREAM
+
+    questions = (UPSTREAM / "charts" / "longhorn-1.12.1" / "questions.yaml").read_text()
+    assert questions.count("You cannot modify this setting while volumes are still attached.") == 3
+    assert "DO NOT CHANGE THIS SETTING WITH ATTACHED VOLUMES" in questions
+
+    def longhorn(c: dict[str, Any]) -> None:
+        c["storage"] = {"backend": "longhorn", "replicas": 1}
+
+    def edit(c: dict[str, Any]) -> None:
+        longhorn(c)
+        c["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule"]
+        c["storage"]["values"] = {"defaultSettings": {"priorityClass": "system-node-critical"}}
+
+    deployed = minimal_cell_config()
+    longhorn(deployed)
+    assert fp(deployed)["storage"]["longhornSettings"] == {
+        "taintToleration": None,
+        "systemManagedComponentsNodeSelector": None,
+        "priorityClass": None,
+        "storageNetwork": None,
+    }
+    config = minimal_cell_config()
+    edit(config)
+    found = compare(fp(deployed), fp(config), "lab")
+    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in found] == [
+        ("longhornVolumeSetting", "taintToleration", "regions.lab.nodePools", "none", "gpucell.io/gpu:NoSchedule"),
+        (
+            "longhornVolumeSetting",
+            "priorityClass",
+            "regions.lab.storage.values.defaultSettings.priorityClass",
+            "none",
+            "system-node-critical",
+        ),
+    ]
+    assert found[0].refusal().startswith(
+        "regions.lab.nodePools: taintToleration: none -> gpucell.io/gpu:NoSchedule is a disruptive change "
+        "(longhornVolumeSetting: Longhorn applies a changed taint-toleration, "
+    )
+    assert found[0].refusal().endswith(
+        "stop the VMs, notebooks, endpoints and metrics that use Longhorn volumes for the run); to apply it, add "
+        '{change: longhornVolumeSetting, region: lab, subject: taintToleration, reason: "..."} to gpucell:acknowledge'
+    )
+    assert "longhornSettings" not in fp()["storage"]  # local-path: nothing to detach

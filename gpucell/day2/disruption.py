@@ -47,6 +47,7 @@ from gpucell.admission.isolation import is_isolated
 from gpucell.admission.vm_shape import ShapeError, resolve_vm
 from gpucell.components._chart import deep_merge
 from gpucell.components.cilium import cilium_values
+from gpucell.components.storage import longhorn_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.fabric import FabricSpec
@@ -57,6 +58,7 @@ from gpucell.spec.traffic import parse_block, vm_pool
 __all__ = [
     "EFFECTS",
     "FINGERPRINT_VERSION",
+    "LONGHORN_VOLUME_SETTINGS",
     "ROUTING_VALUES",
     "UNACKNOWLEDGEABLE",
     "Acknowledgement",
@@ -79,6 +81,10 @@ FINGERPRINT_VERSION = 1
 ROUTING_VALUES = ("routingMode", "tunnelProtocol", "autoDirectNodeRoutes", "ipv4NativeRoutingCIDR")
 """Cilium chart values that choose how pod traffic crosses nodes (cilium ``values.yaml`` 1.20.0)."""
 _K3S_MINOR = re.compile(r"^v(\d+)\.(\d+)\.")
+LONGHORN_VOLUME_SETTINGS = ("taintToleration", "systemManagedComponentsNodeSelector", "priorityClass", "storageNetwork")
+"""Longhorn ``defaultSettings`` that must not change while a volume is attached (longhorn 1.12.1
+``chart/questions.yaml``: "You cannot modify this setting while volumes are still attached" for all but
+``priorityClass``, "DO NOT CHANGE THIS SETTING WITH ATTACHED VOLUMES" for it)."""
 
 
 class Change(StrEnum):
@@ -118,6 +124,7 @@ class Change(StrEnum):
     ENDPOINT_KEDA_TO_HPA = "endpointKedaToHpa"
     WORKLOAD_ISOLATION = "workloadIsolation"
     FABRIC = "fabric"
+    LONGHORN_VOLUME_SETTING = "longhornVolumeSetting"
 
 
 EFFECTS: dict[Change, str] = {
@@ -283,6 +290,15 @@ EFFECTS: dict[Change, str] = {
         "scales a workload up from zero replicas (autoscaling is off at 0; kedacore/keda#947): the endpoint stays "
         "down; after pulumi up, run kubectl -n <namespace> scale deployment <endpoint>-predictor --replicas=1"
     ),
+    Change.LONGHORN_VOLUME_SETTING: (
+        "Longhorn applies a changed taint-toleration, system-managed-components-node-selector, priority-class or "
+        "storage-network only while every volume is detached, since it recreates the instance managers that serve "
+        "them: with a volume "
+        "attached its webhook rejects the new value (longhorn/longhorn#7675) and longhorn-manager keeps failing to "
+        "apply it, also at its next upgrade (longhorn/longhorn#4160), so the components it deploys keep the old "
+        "tolerations and node selector (on a newly tainted node no instance manager starts and no volume attaches); "
+        "stop the VMs, notebooks, endpoints and metrics that use Longhorn volumes for the run"
+    ),
     Change.WORKLOAD_ISOLATION: (
         "the notebook or endpoint is replaced by its other form (its pods and a VM, docs/decisions/0040): it is down "
         "from the old form's deletion until the new one answers (a VM clones its guest image, boots and pulls the "
@@ -397,7 +413,8 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                             "fabric" (only with one: fabric_text)}},
          "tenants": {<tenant>: {"namespace", "removalPolicy"}},
          "storage": {"defaultClass",
-                     "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
+                     "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}},
+                     "longhornSettings": {<LONGHORN_VOLUME_SETTINGS>: <value> or None}},  # only on Longhorn
          "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>},
                       "clusterApi" (only with tenant clusters)},
          "metrics": {"storageGib", "retentionDays"},     # only with metrics.enabled
@@ -455,7 +472,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             name: {"namespace": namespace_of(name), "removalPolicy": tenant.removal_policy.value}
             for name, tenant in cell.tenants.items()
         },
-        "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
+        "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell), **_longhorn_settings(cell)},
         "versions": {
             "k3s": cell.versions.k3s,
             "kubevirt": cell.versions.kubevirt,
@@ -627,6 +644,16 @@ def _gateway_address(address: IPv4Address | None, pool: str, per_tenant: bool) -
     if address is not None:
         return str(address)
     return f"pool {pool}, one per tenant" if per_tenant else f"pool {pool}"
+
+
+def _longhorn_settings(cell: CellSpec) -> dict[str, Any]:
+    """``longhornSettings``: each of :data:`LONGHORN_VOLUME_SETTINGS` as the chart gets it (gpucell's value, then
+    ``storage.values``; ``None`` when unset), only on a Longhorn cell."""
+    if cell.storage.backend is not StorageBackend.LONGHORN:
+        return {}
+    values = deep_merge(longhorn_values(cell.storage, cell.node_pools), cell.storage.values)
+    settings = values.get("defaultSettings") or {}
+    return {"longhornSettings": {name: settings.get(name) for name in LONGHORN_VOLUME_SETTINGS}}
 
 
 def _default_class(cell: CellSpec) -> str:
@@ -1070,6 +1097,22 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
                 _text(after.get("defaultClass")),
             )
         )
+    was_set, now_set = before.get("longhornSettings"), after.get("longhornSettings")
+    if isinstance(was_set, Mapping) and isinstance(now_set, Mapping):
+        for name in LONGHORN_VOLUME_SETTINGS:
+            if name in was_set and was_set.get(name) != now_set.get(name):
+                changes.append(
+                    DisruptiveChange(
+                        Change.LONGHORN_VOLUME_SETTING,
+                        region,
+                        name,
+                        f"{base}.storage.values.defaultSettings.{name}"
+                        if name != "taintToleration"
+                        else f"{base}.nodePools",
+                        _text(was_set.get(name)),
+                        _text(now_set.get(name)),
+                    )
+                )
     old_volumes, new_volumes = before.get("volumes") or {}, after.get("volumes") or {}
     for tenant, was in sorted((old.get("tenants") or {}).items()):
         if tenant not in (new.get("tenants") or {}) and was.get("removalPolicy") != "retain":
