@@ -407,6 +407,15 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
             "versions.kubevirt to the latest 1.8 release first, pulumi up, then v1.9.0",
         ),
         (
+            "k3s",
+            "v1.32.9+k3s1",
+            "v1.33.5+k3s1",
+            "regions.lab.versions.k3s: v1.32.9+k3s1 -> v1.34.2+k3s1 skips k3s 1.33: Kubernetes allows one minor "
+            "release between API servers, and k3s's upgrade docs say not to skip intermediate minor releases "
+            "(rancher/rke2-docs#132; k3s-io/k3s#9560); set versions.k3s to the latest 1.33 release first, pulumi up, "
+            "then v1.34.2+k3s1",
+        ),
+        (
             "certManager",
             "v1.19.4",
             "v1.20.2",
@@ -440,7 +449,7 @@ def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledg
     def deployed_at(version: str) -> dict[str, Any]:
         old = copy.deepcopy(new)
         versions = old["versions"]
-        (versions if key in ("kubevirt", "clusterApi") else versions["charts"])[key] = version
+        (versions if key in ("kubevirt", "clusterApi", "k3s") else versions["charts"])[key] = version
         return old
 
     assert skipped_releases(deployed_at(deployed), new, "lab") == [line]

@@ -769,6 +769,11 @@ def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
 
 
 SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
+    "k3s": (
+        "k3s",
+        "Kubernetes allows one minor release between API servers, and k3s's upgrade docs say not to skip intermediate "
+        "minor releases (rancher/rke2-docs#132; k3s-io/k3s#9560)",
+    ),
     "cilium": (
         "Cilium",
         "its upgrade guide tests consecutive minor releases only; cilium/cilium#46608: after 1.16 -> 1.19 the agent "
