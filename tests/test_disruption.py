@@ -659,12 +659,54 @@ def test_a_longhorn_setting_that_needs_every_volume_detached_is_disruptive() -> 
             "system-node-critical",
         ),
     ]
-    assert found[0].refusal().startswith(
+    refusal = found[0].refusal()
+    assert refusal.startswith(
         "regions.lab.nodePools: taintToleration: none -> gpucell.io/gpu:NoSchedule is a disruptive change "
         "(longhornVolumeSetting: Longhorn applies a changed taint-toleration, "
     )
-    assert found[0].refusal().endswith(
+    assert refusal.endswith(
         "stop the VMs, notebooks, endpoints and metrics that use Longhorn volumes for the run); to apply it, add "
         '{change: longhornVolumeSetting, region: lab, subject: taintToleration, reason: "..."} to gpucell:acknowledge'
     )
     assert "longhornSettings" not in fp()["storage"]  # local-path: nothing to detach
+
+
+@pytest.mark.parametrize(
+    ("key", "deployed", "line"),
+    [
+        (
+            "longhorn",
+            "1.12.2",
+            "regions.lab.versions.longhorn: 1.12.2 -> 1.12.1 is a downgrade of Longhorn: Longhorn does not support "
+            "downgrades at all, not even to an earlier patch release: its manager refuses to start on data of a newer "
+            "release (longhorn/longhorn#5131, #9291); keep versions.longhorn at 1.12.2 or later",
+        ),
+        (
+            "kubevirt",
+            "v1.10.1",
+            "regions.lab.versions.kubevirt: v1.10.1 -> v1.9.0 is a downgrade of KubeVirt: an older release's operator "
+            "does not roll KubeVirt back: the update gets stuck at the KubeVirt CR (kubevirt/kubevirt#4797), and "
+            "rollbacks are not supported (kubevirt/kubevirt#15018); keep versions.kubevirt at v1.10.1 or later",
+        ),
+    ],
+)
+def test_a_longhorn_or_kubevirt_downgrade_is_refused_whatever_is_acknowledged(
+    key: str, deployed: str, line: str
+) -> None:
+    """longhorn/longhorn#5131, #9291: no Longhorn downgrade, a patch one included; kubevirt/kubevirt#4797, #15018: an
+    older operator manifest leaves KubeVirt stuck. One line each (not a skip line besides), none going up."""
+    from gpucell.day2.disruption import skipped_releases
+
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    new = fingerprint(cell(config))
+    old = copy.deepcopy(new)
+    (old["versions"] if key == "kubevirt" else old["versions"]["charts"])[key] = deployed
+    assert skipped_releases(old, new, "lab") == [line]
+    assert skipped_releases(new, old, "lab") == []  # the way up is fine
+    far = copy.deepcopy(old)
+    (far["versions"] if key == "kubevirt" else far["versions"]["charts"])[key] = (
+        "v1.14.0" if key == "kubevirt" else "1.14.0"
+    )
+    (downgrade,) = skipped_releases(far, new, "lab")
+    assert " is a downgrade of " in downgrade

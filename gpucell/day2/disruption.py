@@ -59,6 +59,7 @@ __all__ = [
     "EFFECTS",
     "FINGERPRINT_VERSION",
     "LONGHORN_VOLUME_SETTINGS",
+    "NO_DOWNGRADES",
     "ROUTING_VALUES",
     "UNACKNOWLEDGEABLE",
     "Acknowledgement",
@@ -808,6 +809,44 @@ SKIP_LEVELS: dict[str, int] = {"clusterApi": 3}
 Cluster API supports N-3 -> N (kubernetes-sigs/cluster-api#12017, its book's "Skip-level upgrades")."""
 
 
+NO_DOWNGRADES: dict[str, tuple[str, str]] = {
+    "longhorn": (
+        "Longhorn",
+        "Longhorn does not support downgrades at all, not even to an earlier patch release: its manager refuses to "
+        "start on data of a newer release (longhorn/longhorn#5131, #9291)",
+    ),
+    "kubevirt": (
+        "KubeVirt",
+        "an older release's operator does not roll KubeVirt back: the update gets stuck at the KubeVirt CR "
+        "(kubevirt/kubevirt#4797), and rollbacks are not supported (kubevirt/kubevirt#15018)",
+    ),
+}
+"""Component (``versions`` key) -> (name, why) of components that cannot go back to an earlier release."""
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+def _release_of(version: str) -> tuple[int, int, int] | None:
+    found = _RELEASE.match(version)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def _downgraded(old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> tuple[list[str], set[str]]:
+    """Lines for the components of :data:`NO_DOWNGRADES` planned at an earlier release than deployed, and their
+    keys."""
+    lines: list[str] = []
+    keys: set[str] = set()
+    for key, (name, why) in NO_DOWNGRADES.items():
+        was, now = _component_version(old, key), _component_version(new, key)
+        before, after = _release_of(was or ""), _release_of(now or "")
+        if before is not None and after is not None and after < before:
+            keys.add(key)
+            lines.append(
+                f"regions.{region}.versions.{key}: {was} -> {now} is a downgrade of {name}: {why}; keep "
+                f"versions.{key} at {was} or later"
+            )
+    return lines, keys
+
+
 def _minor_of(version: str) -> tuple[int, int] | None:
     found = re.match(r"^v?(\d+)\.(\d+)\.", version)
     return (int(found[1]), int(found[2])) if found else None
@@ -816,12 +855,15 @@ def _minor_of(version: str) -> tuple[int, int] | None:
 def skipped_releases(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) -> list[str]:
     """Lines for what no acknowledgement allows in one run: a component of :data:`SINGLE_STEP_UPGRADES` moved more
     minor releases (up or down) than :data:`SKIP_LEVELS` allows (one unless listed) within its major from fingerprint
-    ``old`` (deployed) to ``new``; each names the release to go through first. Empty on a first deploy or when a
-    version is not ``MAJOR.MINOR.PATCH``."""
+    ``old`` (deployed) to ``new``; each names the release to go through first. A component of
+    :data:`NO_DOWNGRADES` planned at an earlier release than deployed (any, a patch release too) gets one line naming
+    the release to keep instead. Empty on a first deploy or when a version is not ``MAJOR.MINOR.PATCH``."""
     if old is None:
         return []
-    lines: list[str] = []
+    lines, downgraded = _downgraded(old, new, region)
     for key, (name, why) in SINGLE_STEP_UPGRADES.items():
+        if key in downgraded:
+            continue
         was, now = _component_version(old, key), _component_version(new, key)
         before, after = _minor_of(was or ""), _minor_of(now or "")
         levels = SKIP_LEVELS.get(key, 1)
