@@ -710,3 +710,26 @@ def test_a_longhorn_or_kubevirt_downgrade_is_refused_whatever_is_acknowledged(
     )
     (downgrade,) = skipped_releases(far, new, "lab")
     assert " is a downgrade of " in downgrade
+
+
+def test_a_gateway_api_downgrade_below_v1_5_is_refused_and_a_patch_one_within_it_is_not() -> None:
+    """kubernetes-sigs/gateway-api#4165, hcloud-k8s/terraform-hcloud-kubernetes#349: from v1.5.0 on, the bundle's
+    safe-upgrades ValidatingAdmissionPolicy denies CRDs of an earlier release. The prod region has a gateway."""
+    from gpucell.day2.disruption import skipped_releases
+
+    deployed = fp(iad1())
+    assert deployed["versions"]["gatewayApi"] == "v1.5.1"
+    assert "gatewayApi" not in fp()["versions"]  # no gateway, no Gateway API CRDs
+    older = copy.deepcopy(deployed)
+    older["versions"]["gatewayApi"] = "v1.4.1"
+    assert skipped_releases(deployed, older, "iad1") == [
+        "regions.iad1.versions.gatewayApi: v1.5.1 -> v1.4.1 is a downgrade of the Gateway API CRDs: from v1.5.0 on, "
+        "their safe-upgrades ValidatingAdmissionPolicy denies installing CRDs of an earlier release "
+        '(kubernetes-sigs/gateway-api#4165; hcloud-k8s/terraform-hcloud-kubernetes#349: "Installing CRDs with version '
+        'before v1.5.0 is prohibited by default"), so the run stops half way; keep versions.gatewayApi at v1.5.0 or '
+        "later"
+    ]
+    patch = copy.deepcopy(deployed)
+    patch["versions"]["gatewayApi"] = "v1.5.0"
+    assert skipped_releases(deployed, patch, "iad1") == []  # the policy allows it
+    assert skipped_releases(older, deployed, "iad1") == []  # the way up

@@ -56,6 +56,7 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import parse_block, vm_pool
 
 __all__ = [
+    "DOWNGRADE_FLOORS",
     "EFFECTS",
     "FINGERPRINT_VERSION",
     "LONGHORN_VOLUME_SETTINGS",
@@ -417,7 +418,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}},
                      "longhornSettings": {<LONGHORN_VOLUME_SETTINGS>: <value> or None}},  # only on Longhorn
          "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>},
-                      "clusterApi" (only with tenant clusters)},
+                      "clusterApi" (only with tenant clusters), "gatewayApi" (only with a gateway)},
          "metrics": {"storageGib", "retentionDays"},     # only with metrics.enabled
          # only with loadBalancer (gateway only with a gateway):
          "loadBalancer": {"announce", "pools": {<pool>: [<block>]}},
@@ -479,6 +480,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             "kubevirt": cell.versions.kubevirt,
             "charts": _charts(cell),
             **({"clusterApi": cell.versions.cluster_api} if _has_tenant_clusters(cell) else {}),
+            **({"gatewayApi": cell.versions.gateway_api} if cell.gateway is not None else {}),
         },
         **(
             {"metrics": {"storageGib": cell.metrics.storage_gib, "retentionDays": cell.metrics.retention_days}}
@@ -820,8 +822,18 @@ NO_DOWNGRADES: dict[str, tuple[str, str]] = {
         "an older release's operator does not roll KubeVirt back: the update gets stuck at the KubeVirt CR "
         "(kubevirt/kubevirt#4797), and rollbacks are not supported (kubevirt/kubevirt#15018)",
     ),
+    "gatewayApi": (
+        "the Gateway API CRDs",
+        "from v1.5.0 on, their safe-upgrades ValidatingAdmissionPolicy denies installing CRDs of an earlier release "
+        '(kubernetes-sigs/gateway-api#4165; hcloud-k8s/terraform-hcloud-kubernetes#349: "Installing CRDs with '
+        'version before v1.5.0 is prohibited by default"), so the run stops half way',
+    ),
 }
-"""Component (``versions`` key) -> (name, why) of components that cannot go back to an earlier release."""
+"""Component (``versions`` key) -> (name, why) of components that cannot go back to an earlier release (or below
+their :data:`DOWNGRADE_FLOORS` once deployed at or above it)."""
+DOWNGRADE_FLOORS: dict[str, tuple[int, int, int]] = {"gatewayApi": (1, 5, 0)}
+"""Components of :data:`NO_DOWNGRADES` that may go back, but not from this release or later to one before it: the
+Gateway API bundle's safe-upgrades policy, shipped since v1.5.0, allows a patch downgrade within v1.5."""
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -838,11 +850,15 @@ def _downgraded(old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> 
     for key, (name, why) in NO_DOWNGRADES.items():
         was, now = _component_version(old, key), _component_version(new, key)
         before, after = _release_of(was or ""), _release_of(now or "")
-        if before is not None and after is not None and after < before:
+        if before is None or after is None or after >= before:
+            continue
+        floor = DOWNGRADE_FLOORS.get(key)
+        if floor is None or after < floor <= before:
             keys.add(key)
+            keep = was if floor is None else "v" + ".".join(str(part) for part in floor)
             lines.append(
                 f"regions.{region}.versions.{key}: {was} -> {now} is a downgrade of {name}: {why}; keep "
-                f"versions.{key} at {was} or later"
+                f"versions.{key} at {keep} or later"
             )
     return lines, keys
 
