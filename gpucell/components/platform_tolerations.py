@@ -14,6 +14,8 @@ volumes never attach):
   importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
   components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
+- :func:`no_execute_tolerations`: the metrics stack's node-exporter, whose chart tolerates every ``NoSchedule`` taint
+  but no ``NoExecute`` one (prometheus-community/helm-charts#1347): the ``NoExecute`` taints of every pool.
 
 The GPU Operator's operands, NFD, virt-handler and CDI also tolerate ``gpucell.io/acceptance`` when one of their
 pools is a GPU pool that runs acceptance: a GPU node keeps that taint from its join until its acceptance run passes
@@ -31,7 +33,13 @@ from collections.abc import Iterable, Mapping
 from gpucell.spec.acceptance import ACCEPTANCE_TOLERATION
 from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
 
-__all__ = ["gpu_pool_tolerations", "longhorn_taint_toleration", "vm_pool_tolerations", "worker_pool_tolerations"]
+__all__ = [
+    "gpu_pool_tolerations",
+    "longhorn_taint_toleration",
+    "no_execute_tolerations",
+    "vm_pool_tolerations",
+    "worker_pool_tolerations",
+]
 
 
 def _of(pools: Iterable[NodePool], *, acceptance: bool = True) -> list[dict[str, str]]:
@@ -58,6 +66,11 @@ def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str
     """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
     run)."""
     return _of((p for p in pools.values() if p.role is not NodeRole.SERVER), acceptance=False)
+
+
+def no_execute_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the ``NoExecute`` taints of every pool of ``pools`` (servers included), in pool order."""
+    return [t for t in _of(pools.values(), acceptance=False) if t["effect"] == "NoExecute"]
 
 
 def longhorn_taint_toleration(tolerations: Iterable[dict[str, str]]) -> str | None:
