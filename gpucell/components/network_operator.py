@@ -28,6 +28,7 @@ import pulumi
 from gpucell._component import MANAGED_BY, CellComponent, custom_resource
 from gpucell.admission.fabric import tenant_network_name
 from gpucell.components._chart import ChartSource, helm_release
+from gpucell.components.platform_tolerations import fabric_pool_tolerations
 from gpucell.spec.fabric import MELLANOX_PCI_VENDOR, LinkType, rail_resource_name
 from gpucell.spec.pools import POOL_LABEL, NodePool
 from gpucell.spec.versions import Versions
@@ -99,8 +100,11 @@ def _on_pools(pools: Mapping[str, NodePool]) -> dict[str, Any]:
 
 def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     """The ``NicClusterPolicy``: the DOCA driver (:data:`DOCA_DRIVER_VERSION`; upgraded one node at a time, drained
-    first), Multus and the CNI plugins, on the nodes of :func:`fabric_pools` (``nodeAffinity``)."""
+    first), Multus and the CNI plugins, on the nodes of :func:`fabric_pools` (``nodeAffinity``), tolerating their
+    taints (``tolerations``: :func:`gpucell.components.platform_tolerations.fabric_pool_tolerations`; only with
+    some), so that a tainted fabric pool, or one tainted later, keeps its RDMA NICs (Mellanox/network-operator#435)."""
     image = {"repository": IMAGE_REPOSITORY, "version": COMPONENT_VERSION}
+    tolerations = fabric_pool_tolerations(node_pools)
     return {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
@@ -121,6 +125,7 @@ def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
                 "multus": {"image": "multus-cni", **image},
                 "cniPlugins": {"image": "plugins", **image},
             },
+            **({"tolerations": tolerations} if tolerations else {}),
         },
     }
 

@@ -14,6 +14,10 @@ volumes never attach):
   importer, uploader and cloner pods (``CDI`` CR ``spec.workload``): the pools VMs run on.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
   components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
+- :func:`fabric_pool_tolerations`: the NVIDIA Network Operator's DaemonSets (DOCA driver, Multus, CNI plugins:
+  ``NicClusterPolicy`` ``spec.tolerations``), which tolerate none of a pool's taints by themselves
+  (Mellanox/network-operator#435) and, since PR #1544, skip the DOCA driver on nodes whose taints they do not
+  tolerate: the pools that declare a ``fabric``.
 - :func:`no_execute_tolerations`: the metrics stack's node-exporter, whose chart tolerates every ``NoSchedule`` taint
   but no ``NoExecute`` one (prometheus-community/helm-charts#1347): the ``NoExecute`` taints of every pool.
 
@@ -34,6 +38,7 @@ from gpucell.spec.acceptance import ACCEPTANCE_TOLERATION
 from gpucell.spec.pools import NodePool, NodeRole, gpu_pools, taint_tolerations
 
 __all__ = [
+    "fabric_pool_tolerations",
     "gpu_pool_tolerations",
     "longhorn_taint_toleration",
     "no_execute_tolerations",
@@ -66,6 +71,12 @@ def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str
     """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
     run)."""
     return _of((p for p in pools.values() if p.role is not NodeRole.SERVER), acceptance=False)
+
+
+def fabric_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the taints of every pool of ``pools`` with a ``fabric``, in pool order, then
+    ``gpucell.io/acceptance``'s when one of them runs acceptance."""
+    return _of(p for p in pools.values() if p.fabric is not None)
 
 
 def no_execute_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
