@@ -429,9 +429,9 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
             "v1.10.3",
             "v1.11.0",
             "regions.lab.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: it supports upgrades of up "
-            "to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl refuses a longer skip, "
-            "the cluster-api-operator gpucell upgrades it with does not (kubernetes-sigs/cluster-api#12017); set "
-            "versions.clusterApi to the latest 1.13 release first, pulumi up, then v1.14.0",
+            "to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl refuses a longer skip "
+            "(kubernetes-sigs/cluster-api#12017); set versions.clusterApi to the latest 1.13 release first, pulumi up, "
+            "then v1.14.0",
         ),
     ],
 )
@@ -605,8 +605,9 @@ def test_endpoint_autoscaler_switches_name_the_way_out() -> None:
 
 
 def test_a_region_with_tenant_clusters_refuses_a_cluster_api_upgrade_beyond_three_minor_releases() -> None:
-    """kubernetes-sigs/cluster-api#12017: Cluster API supports N-3 -> N; the cluster-api-operator does not refuse a
-    longer skip as clusterctl does. The prod region with globex's cluster records its Cluster API release."""
+    """kubernetes-sigs/cluster-api#12017: Cluster API supports N-3 -> N and clusterctl refuses a longer skip; gpucell
+    upgrades it through the cluster-api-operator, so the plan refuses it. The prod region with globex's cluster records
+    its Cluster API release."""
     from gpucell.day2.disruption import skipped_releases
 
     new = fp(iad1())

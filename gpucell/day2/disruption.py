@@ -800,8 +800,7 @@ SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
     "clusterApi": (
         "Cluster API",
         "it supports upgrades of up to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl "
-        "refuses a longer skip, the cluster-api-operator gpucell upgrades it with does not "
-        "(kubernetes-sigs/cluster-api#12017)",
+        "refuses a longer skip (kubernetes-sigs/cluster-api#12017)",
     ),
 }
 """Component (``versions`` key) -> (name, why) of components upgraded a bounded number of minor releases at a time
