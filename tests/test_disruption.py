@@ -687,14 +687,15 @@ def test_a_longhorn_setting_that_needs_every_volume_detached_is_disruptive() -> 
             "v1.10.1",
             "regions.lab.versions.kubevirt: v1.10.1 -> v1.9.0 is a downgrade of KubeVirt: an older release's operator "
             "does not roll KubeVirt back: the update gets stuck at the KubeVirt CR (kubevirt/kubevirt#4797), and "
-            "rollbacks are not supported (kubevirt/kubevirt#15018); keep versions.kubevirt at v1.10.1 or later",
+            "downgrades are not officially supported (kubevirt/kubevirt#12002, #15018); keep versions.kubevirt at "
+            "v1.10.1 or later",
         ),
     ],
 )
 def test_a_longhorn_or_kubevirt_downgrade_is_refused_whatever_is_acknowledged(
     key: str, deployed: str, line: str
 ) -> None:
-    """longhorn/longhorn#5131, #9291: no Longhorn downgrade, a patch one included; kubevirt/kubevirt#4797, #15018: an
+    """longhorn/longhorn#5131, #9291: no Longhorn downgrade, a patch one included; kubevirt/kubevirt#4797, #12002: an
     older operator manifest leaves KubeVirt stuck. One line each (not a skip line besides), none going up."""
     from gpucell.day2.disruption import skipped_releases
 

@@ -819,7 +819,7 @@ NO_DOWNGRADES: dict[str, tuple[str, str]] = {
     "kubevirt": (
         "KubeVirt",
         "an older release's operator does not roll KubeVirt back: the update gets stuck at the KubeVirt CR "
-        "(kubevirt/kubevirt#4797), and rollbacks are not supported (kubevirt/kubevirt#15018)",
+        "(kubevirt/kubevirt#4797), and downgrades are not officially supported (kubevirt/kubevirt#12002, #15018)",
     ),
     "gatewayApi": (
         "the Gateway API CRDs",
