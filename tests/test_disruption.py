@@ -735,3 +735,26 @@ def test_a_gateway_api_downgrade_below_v1_5_is_refused_and_a_patch_one_within_it
     patch["versions"]["gatewayApi"] = "v1.5.0"
     assert skipped_releases(deployed, patch, "iad1") == []  # the policy allows it
     assert skipped_releases(older, deployed, "iad1") == []  # the way up
+
+
+def test_a_k3s_minor_downgrade_is_refused_and_a_patch_one_is_not() -> None:
+    """rancher/system-upgrade-controller#212: a k3s downgrade stops at the first node, left NotReady; Kubernetes
+    supports no minor downgrade. Acknowledgeable before (k3sMinor); a patch downgrade within the minor passes."""
+    from gpucell.day2.disruption import skipped_releases
+
+    deployed = fp()
+    assert deployed["versions"]["k3s"] == "v1.34.2+k3s1"
+    older = copy.deepcopy(deployed)
+    older["versions"]["k3s"] = "v1.33.6+k3s1"
+    assert skipped_releases(deployed, older, "lab") == [
+        "regions.lab.versions.k3s: v1.34.2+k3s1 -> v1.33.6+k3s1 is a downgrade of k3s: Kubernetes supports no "
+        "downgrade of a minor release (its version skew policy), and a k3s downgrade stops at the first node, left "
+        "NotReady (rancher/system-upgrade-controller#212); keep versions.k3s at a 1.34 release or later"
+    ]
+    older["versions"]["k3s"] = "v1.32.9+k3s1"  # two minors back: the downgrade line only, not a skip line too
+    (line,) = skipped_releases(deployed, older, "lab")
+    assert " is a downgrade of k3s: " in line
+    patch = copy.deepcopy(deployed)
+    patch["versions"]["k3s"] = "v1.34.1+k3s1"
+    assert skipped_releases(deployed, patch, "lab") == []
+    assert skipped_releases(older, older, "lab") == []

@@ -60,6 +60,7 @@ __all__ = [
     "EFFECTS",
     "FINGERPRINT_VERSION",
     "LONGHORN_VOLUME_SETTINGS",
+    "MINOR_DOWNGRADES_ONLY",
     "NO_DOWNGRADES",
     "ROUTING_VALUES",
     "UNACKNOWLEDGEABLE",
@@ -811,6 +812,11 @@ Cluster API supports N-3 -> N (kubernetes-sigs/cluster-api#12017, its book's "Sk
 
 
 NO_DOWNGRADES: dict[str, tuple[str, str]] = {
+    "k3s": (
+        "k3s",
+        "Kubernetes supports no downgrade of a minor release (its version skew policy), and a k3s downgrade stops at "
+        "the first node, left NotReady (rancher/system-upgrade-controller#212)",
+    ),
     "longhorn": (
         "Longhorn",
         "Longhorn does not support downgrades at all, not even to an earlier patch release: its manager refuses to "
@@ -830,6 +836,9 @@ NO_DOWNGRADES: dict[str, tuple[str, str]] = {
 }
 """Component (``versions`` key) -> (name, why) of components that cannot go back to an earlier release (or below
 their :data:`DOWNGRADE_FLOORS` once deployed at or above it)."""
+MINOR_DOWNGRADES_ONLY = frozenset({"k3s"})
+"""Components of :data:`NO_DOWNGRADES` that may go back to an earlier patch release of the same minor (Kubernetes
+patch releases of one minor are interchangeable), not to an earlier minor."""
 DOWNGRADE_FLOORS: dict[str, tuple[int, int, int]] = {"gatewayApi": (1, 5, 0)}
 """Components of :data:`NO_DOWNGRADES` that may go back, but not from this release or later to one before it: the
 Gateway API bundle's safe-upgrades policy, shipped since v1.5.0, allows a patch downgrade within v1.5."""
@@ -851,10 +860,14 @@ def _downgraded(old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> 
         before, after = _release_of(was or ""), _release_of(now or "")
         if before is None or after is None or after >= before:
             continue
+        if key in MINOR_DOWNGRADES_ONLY and after[:2] == before[:2]:
+            continue
         floor = DOWNGRADE_FLOORS.get(key)
         if floor is None or after < floor <= before:
             keys.add(key)
             keep = was if floor is None else "v" + ".".join(str(part) for part in floor)
+            if key in MINOR_DOWNGRADES_ONLY:
+                keep = f"a {before[0]}.{before[1]} release"
             lines.append(
                 f"regions.{region}.versions.{key}: {was} -> {now} is a downgrade of {name}: {why}; keep "
                 f"versions.{key} at {keep} or later"
