@@ -117,8 +117,11 @@ def test_simulated_first_joins_come_close_to_the_limit_and_far_below_the_old_cha
         "r0-k3s-kubeconfig",
         "r0-k3s-r0-srv-0-labels",
     )
-    # the old order walks the largest pool node by node: all 19 of its settles are on the chain
-    assert sum(n.startswith("r0-k3s-r0-cpu-") and n.endswith("-settle") for n in chained.chain) == 19
+    # the old order walks a pool node by node: with acceptance (decision 0037) a GPU node's settle is the longest, so
+    # the chain is the H200 pool's, every one of its settles
+    h200 = sorted(r.name for r in registrations if r.name.startswith("r0-k3s-r0-h200-") and r.name.endswith("-settle"))
+    assert len(h200) == 11
+    assert sorted(n for n in chained.chain if n.startswith("r0-k3s-r0-h200-") and n.endswith("-settle")) == h200
     # the limit keeps every server's chain but no agent waits for another agent
     kept = {r.name: r for r in without_join_window(registrations)}
     by_urn = {r.urn: r.name for r in registrations}

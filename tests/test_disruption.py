@@ -303,7 +303,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "publicAddress, "
             "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
             "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, "
-            "workloadIsolation, fabric, longhornVolumeSetting",
+            "workloadIsolation, fabric, fabricVlan, longhornVolumeSetting",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},

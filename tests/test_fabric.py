@@ -386,6 +386,27 @@ def test_a_pools_fabric_change_is_disruptive_for_each_of_its_hosts() -> None:
     assert compare(fingerprint(before), fingerprint(cell(fabric_region())), "lab") == []
 
 
+def test_a_tenants_vlan_change_is_disruptive_its_first_vlan_is_not() -> None:
+    """Review of round 1: a running VM keeps its VFs' VLAN until restarted, so a changed (or swapped) VLAN was
+    applied with no word in the review."""
+    from gpucell.day2.disruption import Change, compare, fingerprint
+
+    config = tenant_region({"train": training_vm(8, list(range(8)))})
+    before = fingerprint(cell(config))
+    config["tenants"]["acme"]["fabricVlan"] = 102
+    (change,) = compare(before, fingerprint(cell(config)), "lab")
+    assert (change.change, change.subject, change.key, change.old, change.new) == (
+        Change.FABRIC_VLAN,
+        "acme",
+        "regions.lab.tenants.acme.fabricVlan",
+        "101",
+        "102",
+    )
+    assert change.acknowledgement() == '{change: fabricVlan, region: lab, subject: acme, reason: "..."}'
+    first = fingerprint(cell(tenant_region({}, vlan=None)))
+    assert compare(first, fingerprint(cell(tenant_region({}))), "lab") == []
+
+
 # -- tenant clusters -----------------------------------------------------------------------------------------------
 def fabric_cluster_region(rails: list[int], gpus: int = 4) -> dict[str, Any]:
     """tests/test_tenant_cluster.py's region, its H100 pool with FABRIC and acme's workers with ``gpus`` GPUs and the
@@ -422,6 +443,36 @@ def test_the_capacity_view_counts_each_rails_vfs_beside_the_gpus() -> None:
     assert {k: v for k, v in table.items() if "_rail" in k} == {
         f"nvidia.com/h100vm_rail{i}": (2, 1, 1) for i in range(8)
     }
+
+
+def _second_fabric_pool(config: dict[str, Any], name: str) -> dict[str, Any]:
+    pool = copy.deepcopy(config["nodePools"]["h100-vm"])
+    pool["hosts"] = [{"name": "lab-h100-9", "address": "10.20.0.49"}]
+    config["nodePools"][name] = pool
+    return config
+
+
+def test_two_fabric_pools_whose_resources_would_be_one_are_refused() -> None:
+    """Review of round 1: ``h100vm`` and ``h100-vm`` both advertised nvidia.com/h100vm_rail0 and were planned."""
+    assert refusal(_second_fabric_pool(fabric_region(), "h100vm")).endswith(
+        "nodePools.h100vm: its rails' resources would be pool h100-vm's (nvidia.com/h100vm_rail0, ...: a resource "
+        "name keeps a pool name's letters and digits only), one resource on both pools' hosts; rename one of the two "
+        "fabric pools"
+    )
+
+
+def test_two_tenants_whose_fabric_networks_would_be_one_are_refused() -> None:
+    """Review of round 1: tenant acme on pool h100-vm and tenant acme-h100 on pool vm both rendered SriovNetwork
+    acme-h100-vm-rail0 (with two VLANs) and were planned."""
+    config = _second_fabric_pool(tenant_region({}), "vm")
+    config["tenants"]["acme-h100"] = {**copy.deepcopy(config["tenants"]["acme"]), "fabricVlan": 102}
+    assert refusal(config).endswith(
+        "tenants.acme-h100.fabricVlan: the fabric network of tenant acme-h100 on pool vm would be named as tenant "
+        "acme's on pool h100-vm (acme-h100-vm-rail0, ...: <tenant>-<pool>-rail<i>, one SriovNetwork with one VLAN); "
+        "rename the tenant or the pool"
+    )
+    del config["tenants"]["acme-h100"]["fabricVlan"]
+    assert cell(config).tenants["acme-h100"].fabric_vlan is None  # no network of its own: nothing to clash
 
 
 def test_the_nic_cluster_policy_tolerates_a_tainted_fabric_pool() -> None:

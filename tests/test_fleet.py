@@ -150,6 +150,21 @@ def test_the_cluster_deny_of_a_region_alone_denies_what_it_denied_beside_the_oth
     ]
 
 
+def test_other_cells_overlapping_the_stacks_own_networks_are_refused() -> None:
+    """Review of round 1: an otherCells entry over the stack's own node CIDR, or 0.0.0.0/0, was planned, and the
+    cluster-wide deny kept the region's tenants from their own cell (or from everything)."""
+    config = stack_spec_input(read_stack_files(REPO, "prod-fra1").config)
+    for listed, own in (("10.110.0.0/23", "nodeCidr 10.110.0.0/22"), ("0.0.0.0/0", "nodeCidr 10.110.0.0/22")):
+        with pytest.raises(ConfigError) as raised:
+            StackSpec.model_validate({**config, "otherCells": {"iad1": ["10.120.0.0/22", listed]}})
+        assert str(raised.value) == (
+            f"otherCells.iad1[1]: {listed} overlaps region fra1's {own}: its tenants would be denied their own cell; "
+            "list only the networks of region iad1's cell"
+        )
+    spec = StackSpec.model_validate({**config, "otherCells": {"fra1": ["10.110.0.0/22"]}})  # its own: skipped
+    assert spec.other_cells == {"fra1": [IPv4Network("10.110.0.0/22")]}
+
+
 # -- several regions in one stack ---------------------------------------------------------------------------------
 def test_a_lab_stack_of_two_regions_plans_with_a_warning_naming_their_shared_failure_domain(tmp_path: Path) -> None:
     plan = make_plan(write_prod_lab(tmp_path), "prod")

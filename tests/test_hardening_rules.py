@@ -756,6 +756,7 @@ def test_malformed_s3_credentials_are_one_run_error_line_naming_the_key() -> Non
         "gpucell:regions": prod_regions(),
         "gpucell:sshPrivateKey": "key",
         "gpucell:hfTokenAcme": "hf_token",
+        "gpucell:hfTokenGlobex": "hf_token",
         "gpucell:s3CredentialsGlobex": "AKIAEXAMPLE-NO-COLON-SECRET",
         "gpucell:etcdS3CredentialsFra1": "AKIAEXAMPLE:SECRET",
         "gpucell:etcdS3CredentialsIad1": "AKIAEXAMPLE:SECRET",

@@ -432,6 +432,24 @@ def test_an_isolated_only_namespace_refuses_plain_pods_but_not_kubevirts_or_cdis
     assert [v.policy for v in verdicts] == ["gpucell-tenant-acme-isolated"]
 
 
+def test_an_isolated_only_namespace_refuses_cdis_vddk_import_which_runs_the_tenants_image() -> None:
+    """Review of round 1: a DataVolume with source.vddk.initImageURL made CDI's cdi-sa (an allowed writer) create an
+    importer pod whose init container runs an image of the tenant's choosing on the host's kernel."""
+    policies = admission_manifests("acme", ClusterFacts.from_cell(region()))
+    cdi = controller(*CDI_CONTROLLER.rsplit(":", 2)[1:])
+    vddk = {**POD, "spec": {**POD["spec"], "initContainers": [{"name": "vddk-side-car", "image": "evil/miner"}]}}
+    assert [(v.policy, v.message) for v in refusals(policies, vddk, "tenant-acme", user=cdi)] == [
+        (
+            "gpucell-tenant-acme-isolated",
+            "tenant acme runs isolated workloads only (isolation.default: vm): a disk import from VMware (vddk) runs "
+            "its vddk-side-car container from an image of the tenant's choosing on the host's kernel; import the disk "
+            "over http or from a registry instead",
+        )
+    ]
+    other_init = {**POD, "spec": {**POD["spec"], "initContainers": [{"name": "init", "image": "cdi-importer"}]}}
+    assert refusals(policies, other_init, "tenant-acme", user=cdi) == []
+
+
 def test_a_mixed_tenant_has_no_isolated_policy() -> None:
     spec = cell(config({"guestImage": GUEST}, notebooks={"nb": {**NOTEBOOK, "isolation": "vm"}}))
     names = {p["metadata"]["name"] for p in admission_manifests("acme", ClusterFacts.from_cell(spec))}

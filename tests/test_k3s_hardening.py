@@ -93,6 +93,7 @@ def test_admission_configuration_defaults_to_restricted_and_exempts_the_platform
                             "kube-system",
                             "kubevirt",
                             "longhorn-system",
+                            "nvidia-network-operator",
                         ],
                     },
                 },

@@ -205,8 +205,54 @@ FABRIC_POD = pod("on-a-vlan")
 FABRIC_POD["metadata"]["annotations"] = {"k8s.v1.cni.cncf.io/networks": "tenant-acme/acme-h100-vm-rail0"}
 
 FABRIC_PODS = (
-    "metadata.annotations: tenant acme's pods may neither set k8s.v1.cni.cncf.io/networks nor request a fabric rail's "
-    "VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF would carry no VLAN)"
+    "metadata.annotations: tenant acme's pods may neither set a Multus annotation (k8s.v1.cni.cncf.io/networks, "
+    "v1.multus-cni.io/default-network) nor request a fabric rail's VFs; the GPU fabric reaches VMs only, through their "
+    "own namespace's networks (a bare VF would carry no VLAN)"
+)
+# virt-controller copies a VMI's annotations onto its launcher pod and writes the networks annotation only for a VM
+# with Multus networks: without the policy, this VM's launcher pod would get a VF of acme's rail on globex's VLAN
+ANNOTATED_VM = vm("vf-on-globex-vlan", hostDevices=[{"name": "vf", "deviceName": "nvidia.com/h100vm_rail0"}])
+ANNOTATED_VM["spec"]["template"]["metadata"] = {
+    "annotations": {"k8s.v1.cni.cncf.io/networks": "tenant-globex/globex-h100-vm-rail0"}
+}
+DEFAULT_NETWORK_VMI = {
+    "apiVersion": "kubevirt.io/v1",
+    "kind": "VirtualMachineInstance",
+    "metadata": {
+        "name": "off-cilium",
+        "namespace": NS,
+        "annotations": {"v1.multus-cni.io/default-network": "tenant-globex/globex-h100-vm-rail0"},
+    },
+    "spec": {"domain": {"devices": {}}},
+}
+DEFAULT_NETWORK_POD = pod("off-cilium")
+DEFAULT_NETWORK_POD["metadata"]["annotations"] = {"v1.multus-cni.io/default-network": "tenant-acme/acme-h100-vm-rail0"}
+# what KServe writes from an InferenceService whose predictor carries the Multus annotation and a rail's VF
+# (spec.predictor.annotations and resources): a tenant's model server with a VF on globex's VLAN
+KSERVE_ON_GLOBEX = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "relay-predictor", "namespace": NS},
+    "spec": {
+        "template": {
+            "metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "tenant-globex/globex-h100-vm-rail0"}},
+            "spec": {
+                "containers": [{"name": "kserve-container", "resources": {"limits": {"nvidia.com/h100vm_rail0": 1}}}]
+            },
+        }
+    },
+}
+# a rail's VF without a network: no CNI tags it, and it sends any 802.1Q tag onto the fabric (VGT)
+RAIL = "nvidia.com/h100vm_rail0"
+BARE_VF_VM = vm("vgt")
+BARE_VF_VM["spec"]["template"]["spec"]["domain"]["resources"] = {"limits": {RAIL: 1}}
+BARE_VF = (
+    "domain.devices: tenant acme's VMs get a fabric rail's VFs only as rdmaNics (sriov interfaces on the tenant's own "
+    "networks), never as a host device or resource: such a VF would carry no VLAN"
+)
+VM_ANNOTATIONS = (
+    "metadata.annotations: tenant acme's VMs may not set k8s.v1.cni.cncf.io/networks, v1.multus-cni.io/default-network "
+    "(virt-controller copies them onto the VM's launcher pod); name the VM's networks in spec.networks"
 )
 
 ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
@@ -218,6 +264,17 @@ ATTACKS: list[tuple[str, dict[str, Any] | Write, str, str]] = [
         "(tenant-acme); another namespace's network is another tenant's fabric",
     ),
     ("pod-with-a-multus-network", FABRIC_POD, VAP, FABRIC_PODS),
+    ("pod-with-a-multus-default-network", DEFAULT_NETWORK_POD, VAP, FABRIC_PODS),
+    (
+        "inference-service-with-another-tenants-network",
+        Write("CREATE", KSERVE_ON_GLOBEX, user=controller("kserve", "kserve-controller-manager")),
+        VAP,
+        FABRIC_PODS,
+    ),
+    ("vm-template-with-another-tenants-network-annotation", ANNOTATED_VM, VAP, VM_ANNOTATIONS),
+    ("vmi-with-a-multus-default-network-annotation", DEFAULT_NETWORK_VMI, VAP, VM_ANNOTATIONS),
+    ("vm-with-a-bare-vf-as-a-host-device", vm("vgt", hostDevices=[{"name": "vf", "deviceName": RAIL}]), VAP, BARE_VF),
+    ("vm-with-a-bare-vf-as-a-resource", BARE_VF_VM, VAP, BARE_VF),
     ("pod-with-a-bare-vf-of-a-rail", gpu_pod("bare-vf", "nvidia.com/h100vm_rail0"), VAP, FABRIC_PODS),
     (
         "toleration-of-the-server-taint",
@@ -514,12 +571,24 @@ def test_the_same_objects_without_the_attack_pass() -> None:
         {**pod("x"), "metadata": {"name": "x", "namespace": NS, "labels": {"app": "virt-launcher"}}},
         # a launcher pod annotated by the tenant keeps virt-controller's label as it was
         Write("UPDATE", _annotated, labelled(gpus(pod("launcher")))),
+        # round 2 review: a VM's own annotations, and a VMI without any
+        _vm_annotated,
+        {**DEFAULT_NETWORK_VMI, "metadata": {"name": "ok", "namespace": NS}},
+        # a CronJob's job template without metadata (round 1's Multus check read it and failed: a false refusal)
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": NS},
+            "spec": {"schedule": "0 1 * * *", "jobTemplate": {"spec": {"template": {"spec": pod("x")["spec"]}}}},
+        },
     ):
         assert verdict(obj) is None, obj
 
 
 _annotated = labelled(gpus(pod("launcher")))
 _annotated["metadata"]["annotations"] = {"note": "mine"}
+_vm_annotated = vm("ok")
+_vm_annotated["spec"]["template"]["metadata"] = {"annotations": {"note": "mine"}}
 
 
 def test_the_platform_writes_what_tenants_may_not() -> None:

@@ -181,6 +181,28 @@ ATTACKS: tuple[Attack, ...] = (
     Attack(
         "viewer-vm-console", "viewers", "get", obj("kubevirt.io/v1", "VirtualMachineInstance", "train-01"), "console"
     ),
+    # the GPU fabric (decision 0039): a tenant's networks carry its VLAN, set by the platform only
+    Attack(
+        "retag-the-fabric-network",
+        "admins",
+        "patch",
+        obj("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "acme-h100-vm-rail0"),
+    ),
+    Attack(
+        "own-fabric-network", "admins", "create", obj("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "untagged")
+    ),
+    Attack(
+        "change-the-fabric-vlan",
+        "admins",
+        "patch",
+        obj("sriovnetwork.openshift.io/v1", "SriovNetwork", "acme-h100-vm-rail0", "nvidia-network-operator"),
+    ),
+    Attack(
+        "fabric-network-in-own-namespace",
+        "admins",
+        "create",
+        obj("sriovnetwork.openshift.io/v1", "SriovNetwork", "mine"),
+    ),
 )
 """The attacks, each refused by its ``layer`` (all RBAC here)."""
 
@@ -256,6 +278,8 @@ PLURALS = {
     "VolumeSnapshot": "volumesnapshots",
     "InferenceService": "inferenceservices",
     "ResourceClaim": "resourceclaims",
+    "NetworkAttachmentDefinition": "network-attachment-definitions",
+    "SriovNetwork": "sriovnetworks",
 }
 """Kind -> the resource RBAC names (the API's plural), for every kind of the catalogue."""
 

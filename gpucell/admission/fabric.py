@@ -10,13 +10,22 @@ whole NUMA node of GPUs and exactly that node's rails, or it is refused with the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
+from gpucell.errors import SpecError
 from gpucell.spec.fabric import LinkType, rail_resource_name
 from gpucell.spec.pools import NodePool
 from gpucell.spec.workloads import GpuVirtualMachineSpec
 
-__all__ = ["RESOURCE_PREFIX", "nic_offers", "nic_quota", "rail_refusal", "rail_resource", "tenant_network_name"]
+__all__ = [
+    "RESOURCE_PREFIX",
+    "check_fabric_names",
+    "nic_offers",
+    "nic_quota",
+    "rail_refusal",
+    "rail_resource",
+    "tenant_network_name",
+]
 
 RESOURCE_PREFIX = "nvidia.com"
 """The SR-IOV device plugin's resource prefix under the Network Operator chart 26.4.1
@@ -104,3 +113,36 @@ def nic_quota(gpu_quota: Mapping[str, int], fabric_vlan: int | None, pools: Mapp
         for rail in pool.fabric.rails:
             quota[rail_resource(name, rail.index)] = hosts
     return quota
+
+
+def check_fabric_names(pools: Mapping[str, NodePool], vlan_tenants: Iterable[str]) -> Iterator[SpecError]:
+    """Names derived from two pools, or two (tenant, pool) pairs, that would be one: a rail's resource keeps a pool
+    name's letters and digits only (``h100-vm`` and ``h100vm`` would both advertise ``nvidia.com/h100vm_rail0``, one
+    resource on both pools' hosts, and the quota of one would be the other's), and a tenant's network is
+    ``<tenant>-<pool>-rail<i>`` in the Network Operator's namespace (tenant ``acme`` on pool ``h100-vm`` and tenant
+    ``acme-h100`` on pool ``vm`` would write one ``SriovNetwork``, with one VLAN, for both). ``vlan_tenants``: the
+    tenants with a ``fabricVlan``, in config order. Paths below the region."""
+    fabric = {name: pool for name, pool in pools.items() if pool.fabric is not None}
+    resources: dict[str, str] = {}
+    for name in fabric:
+        resource = rail_resource(name, 0)
+        other = resources.setdefault(resource, name)
+        if other != name:
+            yield SpecError(
+                ("nodePools", name),
+                f"its rails' resources would be pool {other}'s ({resource}, ...: a resource name keeps a pool name's "
+                "letters and digits only), one resource on both pools' hosts; rename one of the two fabric pools",
+            )
+    ethernet = [name for name, pool in fabric.items() if pool.fabric and pool.fabric.link_type is LinkType.ETHERNET]
+    networks: dict[str, tuple[str, str]] = {}
+    for tenant in vlan_tenants:
+        for name in ethernet:
+            network = tenant_network_name(tenant, name, 0)
+            taken = networks.setdefault(network, (tenant, name))
+            if taken != (tenant, name):
+                yield SpecError(
+                    ("tenants", tenant, "fabricVlan"),
+                    f"the fabric network of tenant {tenant} on pool {name} would be named as tenant {taken[0]}'s on "
+                    f"pool {taken[1]} ({network}, ...: <tenant>-<pool>-rail<i>, one SriovNetwork with one VLAN); "
+                    "rename the tenant or the pool",
+                )

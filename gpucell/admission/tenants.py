@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import PrivateAttr, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from gpucell.admission.dra import GPU_CLASS, VFIO_CLASS
-from gpucell.admission.fabric import nic_quota, rail_resource
+from gpucell.admission.fabric import check_fabric_names, nic_quota, rail_resource
 from gpucell.admission.inventory import GpuOffer, capacity, dra_offers, gpu_offers
 from gpucell.admission.isolation import guest_vm, is_isolated
 from gpucell.admission.placement import Placement, PlacementError, place_container, place_vm
@@ -763,6 +763,7 @@ def check_tenants(facts: ClusterFacts, cell_secrets: Collection[str] = ()) -> It
     vlans: dict[int, str] = {}
     if any(tenant.tenant_clusters for tenant in facts.tenants.values()):
         yield from check_cluster_api_versions(facts.versions)
+    yield from check_fabric_names(facts.node_pools, [t for t, spec in facts.tenants.items() if spec.fabric_vlan])
     for tenant_name, tenant in facts.tenants.items():
         base = ("tenants", tenant_name)
         for resource, count in tenant.quota.gpus.items():

@@ -127,6 +127,7 @@ class Change(StrEnum):
     ENDPOINT_KEDA_TO_HPA = "endpointKedaToHpa"
     WORKLOAD_ISOLATION = "workloadIsolation"
     FABRIC = "fabric"
+    FABRIC_VLAN = "fabricVlan"
     LONGHORN_VOLUME_SETTING = "longhornVolumeSetting"
 
 
@@ -135,6 +136,12 @@ EFFECTS: dict[Change, str] = {
         "the SR-IOV Network Operator reconfigures the host's NICs (VFs recreated, the link type or MTU changed), "
         "which drains the node, and the rail resources its VMs ask for change: GPU VMs with RDMA NICs stop, and the "
         "host's install script checks the new PCIe topology against the hardware before k3s is touched"
+    ),
+    Change.FABRIC_VLAN: (
+        "the tenant's SriovNetworks take the new VLAN, but a running VM keeps its VFs on the old one until it is "
+        "restarted (the SR-IOV CNI tags a VF when the VM's pod starts): the tenant's VMs are split between two VLANs, "
+        "and an old VLAN given to another tenant in the same run joins that tenant's new VMs to this one's running "
+        "VMs; stop the tenant's VMs with rdmaNics first, or restart them right after"
     ),
     Change.POD_CIDR: (
         "every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate "
@@ -414,7 +421,7 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
          "cilium": {"kubeProxyReplacement", "routing": {<ROUTING_VALUES set in the chart values>}, "ipamMode"},
          "nodes": {<host>: {"pool", "role", "address", "gpuMode", "migConfig", "vgpuProfile", "removalPolicy",
                             "fabric" (only with one: fabric_text)}},
-         "tenants": {<tenant>: {"namespace", "removalPolicy"}},
+         "tenants": {<tenant>: {"namespace", "removalPolicy", "fabricVlan" (only with one)}},
          "storage": {"defaultClass",
                      "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}},
                      "longhornSettings": {<LONGHORN_VOLUME_SETTINGS>: <value> or None}},  # only on Longhorn
@@ -472,7 +479,11 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             for host in pool.hosts
         },
         "tenants": {
-            name: {"namespace": namespace_of(name), "removalPolicy": tenant.removal_policy.value}
+            name: {
+                "namespace": namespace_of(name),
+                "removalPolicy": tenant.removal_policy.value,
+                **({"fabricVlan": tenant.fabric_vlan} if tenant.fabric_vlan is not None else {}),
+            }
             for name, tenant in cell.tenants.items()
         },
         "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell), **_longhorn_settings(cell)},
@@ -749,6 +760,7 @@ def compare(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) 
         *_pools(old, new, region, base),
         *_endpoint_autoscalers(old, new, region, base),
         *_isolation(old, new, region, base),
+        *_fabric_vlans(old, new, region, base),
     ]
 
 
@@ -1422,3 +1434,21 @@ def _isolation(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base
         before, after = ("vm", "container") if subject in was else ("container", "vm")
         changes.append(DisruptiveChange(Change.WORKLOAD_ISOLATION, region, subject, f"{base}.{key}", before, after))
     return changes
+
+
+def _fabric_vlans(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: str) -> list[DisruptiveChange]:
+    """Every tenant deployed with a ``fabricVlan`` that changes or goes (its running VMs' VFs keep the old VLAN,
+    :data:`EFFECTS`); a tenant's first VLAN tags no running VF and is not disruptive. The subject is the tenant."""
+    was, now = old.get("tenants") or {}, new.get("tenants") or {}
+    return [
+        DisruptiveChange(
+            Change.FABRIC_VLAN,
+            region,
+            tenant,
+            f"{base}.tenants.{tenant}.fabricVlan",
+            _text(was[tenant]["fabricVlan"]),
+            _text(now[tenant].get("fabricVlan")),
+        )
+        for tenant in sorted(set(was) & set(now))
+        if was[tenant].get("fabricVlan") is not None and was[tenant]["fabricVlan"] != now[tenant].get("fabricVlan")
+    ]

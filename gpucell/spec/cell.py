@@ -512,6 +512,26 @@ class StackSpec(SpecModel):
                     "write today's defaults into the stack file",
                 )
 
+    def _check_other_cells(self) -> Iterator[SpecError]:
+        """No network of ``otherCells`` (of a region the stack does not hold) overlaps a node, pod or service CIDR of
+        the stack's own regions: the cluster-wide deny would keep that region's tenants from their own cell (its
+        load balancers, its API), and ``0.0.0.0/0`` from everything."""
+        for region, networks in self.other_cells.items():
+            if region in self.regions:
+                continue  # skipped (the region's own networks count)
+            for index, other in enumerate(networks):
+                for name, cell in self.regions.items():
+                    net = cell.network
+                    own = (("nodeCidr", net.node_cidr), ("podCidr", net.pod_cidr), ("serviceCidr", net.service_cidr))
+                    hit = next(((key, cidr) for key, cidr in own if other.overlaps(cidr)), None)
+                    if hit is not None:
+                        yield SpecError(
+                            ("otherCells", region, index),
+                            f"{other} overlaps region {name}'s {hit[0]} {hit[1]}: its tenants would be denied their "
+                            f"own cell; list only the networks of region {region}'s cell",
+                        )
+                        break
+
     def _check_machines(self) -> Iterator[SpecError]:
         """Pulumi reaches every host from one place: the same address and SSH port in two regions is one machine,
         and two cells would install k3s on it over each other."""
@@ -722,6 +742,7 @@ class StackSpec(SpecModel):
 
 _STACK_RULES = (
     Rule("production", ("production", "regions"), StackSpec._check_production, partial_maps=True),
+    Rule("otherCells", ("other_cells", "regions"), StackSpec._check_other_cells, partial_maps=True),
     Rule("machines", ("regions",), StackSpec._check_machines, partial_maps=True),
     Rule("credentials", ("regions",), StackSpec._check_credentials, partial_maps=True),
     Rule("apiEndpoints", ("regions",), StackSpec._check_api_endpoints, partial_maps=True),

@@ -86,6 +86,7 @@ SYSTEM_NAMESPACES = frozenset(
         "keda",
         *CLUSTER_API_NAMESPACES,
         "velero",
+        "nvidia-network-operator",  # the SR-IOV config daemon and device plugin are privileged (decision 0039)
     }
 )
 """Namespaces of Kubernetes and of the cell's platform components: never a tenant's image source."""

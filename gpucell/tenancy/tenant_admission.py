@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADDRESS_ANNOTATIONS",
     "CDI_CONTROLLER",
+    "CDI_VDDK_CONTAINER",
     "CLUSTER_API_SECRET_LABEL",
     "CLUSTER_API_SECRET_TYPE",
     "DAEMONSET_ONLY_TAINTS",
@@ -65,6 +66,7 @@ __all__ = [
     "GPU_RESOURCE_PREFIX",
     "KUBECONFIG_SUFFIX",
     "LAUNCHER_LABEL",
+    "MULTUS_ANNOTATIONS",
     "MULTUS_NETWORKS_ANNOTATION",
     "NAMESPACE_NAME_LABEL",
     "PLATFORM_ROLE_BINDINGS",
@@ -132,6 +134,10 @@ CDI_CONTROLLER = f"system:serviceaccount:{CDI_NAMESPACE}:cdi-sa"
 """CDI's controller identity: the ServiceAccount ``cdi-sa`` (kubevirt/containerized-data-importer v1.66.0
 ``pkg/operator/resources/cluster/controller.go``, whose ClusterRole creates pods) in gpucell's CDI namespace. It
 creates the importer, upload and clone pods that fill a VM's DataVolumes in the tenant's namespace."""
+CDI_VDDK_CONTAINER = "vddk-side-car"
+"""The init container CDI's importer pod runs for a VDDK (VMware) source, from the image the DataVolume's
+``source.vddk.initImageURL`` names, with that image's own entrypoint (kubevirt/containerized-data-importer
+``pkg/controller/import-controller.go``, ``makeImporterInitContainersSpec``)."""
 SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
 """The Secret type the token controller fills with a token that never expires for the ServiceAccount its annotation
 ``kubernetes.io/service-account.name`` names: refused at creation in a tenant namespace (tenants ask for a bounded
@@ -453,7 +459,8 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
     """The validations of ``gpucell-tenant-<tenant>-vms``, on ``variables.spec`` (the VMI spec): tolerations and
     node selection as for pods, ``priorityClassName``, and every ``domain.devices.gpus``/``hostDevices``
     ``deviceName`` (and GPU resource of ``domain.resources``) one the tenant's quota grants (DRA GPUs name a claim,
-    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`)."""
+    no ``deviceName``), and Multus networks of the VM's own namespace only (:func:`_own_networks`), named in its
+    ``networks`` and never in an annotation (:func:`_vm_annotations`)."""
     spec = "variables.spec"
     devices = f"{spec}.domain.devices"
     names = " && ".join(
@@ -473,6 +480,8 @@ def vm_rules(fence: TenantFence) -> list[dict[str, str]]:
         ),
         _validation(*_priority(fence, spec)),
         _validation(*_own_networks(fence, spec)),
+        _validation(*_vm_annotations(fence)),
+        _validation(*_no_bare_vf(fence, spec)),
     ]
 
 
@@ -483,13 +492,22 @@ def isolated_rules(fence: TenantFence) -> list[dict[str, str]]:
     on behalf of a tenant's Deployment; and nobody adds an ephemeral container (``kubectl debug``) to a pod there, which
     would run a container on the host's kernel next to the VM. A tenant member's code then runs in a guest only."""
     writers = (VIRT_CONTROLLER, CDI_CONTROLLER)
+    init = "object.spec.initContainers"
     return [
         _validation(
             f"request.subResource == '' && request.userInfo.username in {_lit(writers)}",
             f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): the pods of its namespace "
             "are KubeVirt's and CDI's (a VM's launcher, a disk import), and none gets an ephemeral container; run "
             "the code in a VirtualMachine, or a notebook or model endpoint (isolated)",
-        )
+        ),
+        # CDI runs a VDDK import's init container from an image the DataVolume names (spec.source.vddk.initImageURL
+        # or the PVC annotation cdi.kubevirt.io/storage.pod.vddk.initimageurl): the tenant's code, on the host kernel
+        _validation(
+            f"request.subResource != '' || !has({init}) || {init}.all(c, c.name != '{CDI_VDDK_CONTAINER}')",
+            f"tenant {fence.tenant} runs isolated workloads only (isolation.default: vm): a disk import from VMware "
+            f"(vddk) runs its {CDI_VDDK_CONTAINER} container from an image of the tenant's choosing on the host's "
+            "kernel; import the disk over http or from a registry instead",
+        ),
     ]
 
 
@@ -509,12 +527,61 @@ def _own_networks(fence: TenantFence, spec: str) -> tuple[str, str]:
     return expression, message
 
 
+def _no_multus_annotation(metadata: str) -> str:
+    """CEL: ``metadata`` (an object's metadata) carries none of :data:`MULTUS_ANNOTATIONS`."""
+    return f"(!has({metadata}.annotations) || !{_lit(MULTUS_ANNOTATIONS)}.exists(a, a in {metadata}.annotations))"
+
+
+def _no_bare_vf(fence: TenantFence, spec: str) -> tuple[str, str]:
+    """A VM gets a fabric rail's VF only as an ``sriov`` interface on one of its networks (the rail is in the quota
+    for those, as virt-controller requests it on the launcher pod): named as a host device or in
+    ``domain.resources``, the VF reaches the launcher pod with no network, so no CNI ever puts it on a VLAN and it
+    sends whatever 802.1Q tags it likes onto the fabric."""
+    devices, resources = f"{spec}.domain.devices", f"{spec}.domain.resources"
+    rail = f"matches('{RAIL_RESOURCE_PATTERN}')"
+    named = " && ".join(
+        f"(!has({devices}.{kind}) || {devices}.{kind}.all(d, !has(d.deviceName) || !d.deviceName.{rail}))"
+        for kind in ("gpus", "hostDevices")
+    )
+    asked = " && ".join(
+        f"(!has({resources}.{part}) || {resources}.{part}.all(r, !r.{rail}))" for part in ("requests", "limits")
+    )
+    expression = f"!has({spec}.domain) || ((!has({devices}) || ({named})) && (!has({resources}) || ({asked})))"
+    message = (
+        f"domain.devices: tenant {fence.tenant}'s VMs get a fabric rail's VFs only as rdmaNics (sriov interfaces on "
+        "the tenant's own networks), never as a host device or resource: such a VF would carry no VLAN"
+    )
+    return expression, message
+
+
+def _vm_annotations(fence: TenantFence) -> tuple[str, str]:
+    """A VMI (or a VM's or replica set's template) carries no Multus annotation: virt-controller copies a VMI's
+    annotations onto its ``virt-launcher`` pod (kubevirt/kubevirt v1.9.0 ``pkg/virt-controller/services/
+    template.go``, ``filterVMIAnnotationsForPod``) and writes its own networks annotation only for a VM with Multus
+    networks, so a VM without them would hand Multus ``<other namespace>/<network>`` past :func:`_own_networks`
+    (with a rail's VF requested as a host device: a VF on another tenant's VLAN in the launcher pod)."""
+    template = "object.spec.template"
+    expression = (
+        f"object.kind == 'VirtualMachineInstance' ? {_no_multus_annotation('object.metadata')} : "
+        f"(!has({template}.metadata) || {_no_multus_annotation(f'{template}.metadata')})"
+    )
+    message = (
+        f"metadata.annotations: tenant {fence.tenant}'s VMs may not set {', '.join(MULTUS_ANNOTATIONS)} (virt-"
+        "controller copies them onto the VM's launcher pod); name the VM's networks in spec.networks"
+    )
+    return expression, message
+
+
 def _pod_networks(fence: TenantFence) -> tuple[str, str]:
-    """A pod (or pod template) the tenant writes carries no Multus networks annotation and requests no fabric rail's
-    VFs: only KubeVirt's virt-controller writes a launcher pod with both, from the VM's own (checked) networks."""
-    metadata = (
-        "(object.kind == 'Pod' ? object.metadata : object.kind == 'CronJob' ? "
-        "object.spec.jobTemplate.spec.template.metadata : object.spec.template.metadata)"
+    """A pod (or pod template) in the tenant's namespace carries no Multus annotation (:data:`MULTUS_ANNOTATIONS`) and
+    requests no fabric rail's VFs, whoever writes it (a tenant member, or a controller from a tenant's object: KServe
+    from an InferenceService's ``annotations`` and ``resources``): only KubeVirt's virt-controller writes a launcher
+    pod with both, from the VM's own (checked) networks."""
+    # a template's metadata is optional (a CronJob's job template has none unless written): absent, it has no
+    # annotation, where reading it would fail the expression and refuse the object
+    pod = (
+        "(object.kind == 'Pod' ? object : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template : "
+        "object.spec.template)"
     )
     spec = "variables.spec"
     rails = " && ".join(
@@ -526,14 +593,14 @@ def _pod_networks(fence: TenantFence) -> tuple[str, str]:
         + "))"
         for c in _containers(spec)
     )
-    expression = (
-        f"!({TENANT_IDENTITY}) || ((!has({metadata}.annotations) || "
-        f"!('{MULTUS_NETWORKS_ANNOTATION}' in {metadata}.annotations)) && ({rails}))"
-    )
+    annotations = f"(!has({pod}.metadata) || {_no_multus_annotation(f'{pod}.metadata')})"
+    # every writer but virt-controller: KServe's controller writes a tenant's InferenceService's annotations and
+    # resources into its predictor's pod template, so a check of tenant identities only would let them through
+    expression = f"request.userInfo.username == '{VIRT_CONTROLLER}' || ({annotations} && ({rails}))"
     message = (
-        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set {MULTUS_NETWORKS_ANNOTATION} nor request "
-        "a fabric rail's VFs; the GPU fabric reaches VMs only, through their own namespace's networks (a bare VF "
-        "would carry no VLAN)"
+        f"metadata.annotations: tenant {fence.tenant}'s pods may neither set a Multus annotation "
+        f"({', '.join(MULTUS_ANNOTATIONS)}) nor request a fabric rail's VFs; the GPU fabric reaches VMs only, through "
+        "their own namespace's networks (a bare VF would carry no VLAN)"
     )
     return expression, message
 
@@ -674,6 +741,10 @@ def platform_rules(fence: TenantFence) -> list[dict[str, str]]:
 MULTUS_NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 """The pod annotation Multus reads a pod's secondary networks from (``<namespace>/<name>`` or JSON with
 ``namespace``), which KubeVirt's virt-controller writes on a launcher pod from the VM's ``networks``."""
+MULTUS_ANNOTATIONS = (MULTUS_NETWORKS_ANNOTATION, "v1.multus-cni.io/default-network")
+"""Every pod annotation Multus attaches networks from: the secondary networks and the one that replaces the pod's
+cluster network (``v1.multus-cni.io/default-network``, k8snetworkplumbingwg/multus-cni ``pkg/types``
+``DefaultNetworkAnnot``), both ``<namespace>/<name>`` of any namespace."""
 RAIL_RESOURCE_PATTERN = r"^nvidia\\.com/[A-Za-z0-9]+_rail[0-9]+$"
 """CEL regular expression of a fabric rail's SR-IOV resource (:func:`gpucell.admission.fabric.rail_resource`)."""
 _POD_RESOURCES = [
