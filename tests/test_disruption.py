@@ -303,7 +303,7 @@ def test_stale_acknowledgements_only_where_the_deployment_is_known() -> None:
             "publicAddress, "
             "loadBalancerAnnounce, instancetypeResized, vmFirmware, tenantClusterVersion, loadBalancerPool, "
             "gatewayAddress, tenantClusterApiAddress, metricsRetention, apiVip, endpointHpaToKeda, endpointKedaToHpa, "
-            "workloadIsolation, fabric, fabricVlan",
+            "workloadIsolation, fabric, fabricVlan, longhornVolumeSetting",
         ),
         (
             {"change": "tenantClusterVersion", "region": "lab", "reason": "x"},
@@ -406,6 +406,33 @@ def test_two_servers_removed_in_one_run_are_refused_whatever_is_acknowledged() -
             "previous minor release only; the maintainers test N-1 -> N (kubevirt/kubevirt#13783); set "
             "versions.kubevirt to the latest 1.8 release first, pulumi up, then v1.9.0",
         ),
+        (
+            "k3s",
+            "v1.32.9+k3s1",
+            "v1.33.5+k3s1",
+            "regions.lab.versions.k3s: v1.32.9+k3s1 -> v1.34.2+k3s1 skips k3s 1.33: Kubernetes allows one minor "
+            "release between API servers, and k3s's upgrade docs say not to skip intermediate minor releases "
+            "(rancher/rke2-docs#132; k3s-io/k3s#9560); set versions.k3s to the latest 1.33 release first, pulumi up, "
+            "then v1.34.2+k3s1",
+        ),
+        (
+            "certManager",
+            "v1.19.4",
+            "v1.20.2",
+            "regions.lab.versions.certManager: v1.19.4 -> v1.21.1 skips cert-manager 1.20: its upgrade guide says to "
+            "upgrade one minor release at a time, to the latest patch release, each with its own upgrade notes "
+            "(cert-manager/website#852); set versions.certManager to the latest 1.20 release first, pulumi up, then "
+            "v1.21.1",
+        ),
+        (
+            "clusterApi",
+            "v1.10.3",
+            "v1.11.0",
+            "regions.lab.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: it supports upgrades of up "
+            "to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl refuses a longer skip "
+            "(kubernetes-sigs/cluster-api#12017); set versions.clusterApi to the latest 1.13 release first, pulumi up, "
+            "then v1.14.0",
+        ),
     ],
 )
 def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledged(
@@ -416,11 +443,13 @@ def test_an_upgrade_that_skips_a_minor_release_is_refused_whatever_is_acknowledg
     config = minimal_cell_config()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
     new = fingerprint(cell(config))
+    if key == "clusterApi":  # only a region with tenant clusters installs Cluster API
+        new["versions"]["clusterApi"] = "v1.14.0"
 
     def deployed_at(version: str) -> dict[str, Any]:
         old = copy.deepcopy(new)
         versions = old["versions"]
-        (versions if key == "kubevirt" else versions["charts"])[key] = version
+        (versions if key in ("kubevirt", "clusterApi", "k3s") else versions["charts"])[key] = version
         return old
 
     assert skipped_releases(deployed_at(deployed), new, "lab") == [line]
@@ -573,3 +602,159 @@ def test_endpoint_autoscaler_switches_name_the_way_out() -> None:
     ]
     # KEDA that never went below one replica hands over to the HPA without a gap
     assert iad1_changes(lambda c: c["tenants"]["acme"]["modelEndpoints"]["llama-8b"].update(scaleMetric="cpu")) == []
+
+
+def test_a_region_with_tenant_clusters_refuses_a_cluster_api_upgrade_beyond_three_minor_releases() -> None:
+    """kubernetes-sigs/cluster-api#12017: Cluster API supports N-3 -> N and clusterctl refuses a longer skip; gpucell
+    upgrades it through the cluster-api-operator, so the plan refuses it. The prod region with globex's cluster records
+    its Cluster API release."""
+    from gpucell.day2.disruption import skipped_releases
+
+    new = fp(iad1())
+    assert new["versions"]["clusterApi"] == "v1.14.0"
+    assert "clusterApi" not in fp()["versions"]  # no tenant cluster, no Cluster API
+    old = copy.deepcopy(new)
+    old["versions"]["clusterApi"] = "v1.10.3"
+    (line,) = skipped_releases(old, new, "iad1")
+    assert line.startswith("regions.iad1.versions.clusterApi: v1.10.3 -> v1.14.0 skips Cluster API 1.13: ")
+    old["versions"]["clusterApi"] = "v1.11.4"
+    assert skipped_releases(old, new, "iad1") == []
+
+
+def test_a_longhorn_setting_that_needs_every_volume_detached_is_disruptive() -> None:
+    """longhorn/longhorn#7675, #4160: Longhorn rejects a changed taint-toleration (and the other settings that
+    recreate its instance managers) while a volume is attached, and keeps failing to apply it. A pool newly tainted on
+    a Longhorn cell changes taintToleration; a priorityClass override changes priorityClass; the chart's own words."""
+    from tests.test_storage import UPSTREAM
+
+    questions = (UPSTREAM / "charts" / "longhorn-1.12.1" / "questions.yaml").read_text()
+    assert questions.count("You cannot modify this setting while volumes are still attached.") == 3
+    assert "DO NOT CHANGE THIS SETTING WITH ATTACHED VOLUMES" in questions
+
+    def longhorn(c: dict[str, Any]) -> None:
+        c["storage"] = {"backend": "longhorn", "replicas": 1}
+
+    def edit(c: dict[str, Any]) -> None:
+        longhorn(c)
+        c["nodePools"]["l40s"]["taints"] = ["gpucell.io/gpu:NoSchedule"]
+        c["storage"]["values"] = {"defaultSettings": {"priorityClass": "system-node-critical"}}
+
+    deployed = minimal_cell_config()
+    longhorn(deployed)
+    assert fp(deployed)["storage"]["longhornSettings"] == {
+        "taintToleration": None,
+        "systemManagedComponentsNodeSelector": None,
+        "priorityClass": None,
+        "storageNetwork": None,
+    }
+    config = minimal_cell_config()
+    edit(config)
+    found = compare(fp(deployed), fp(config), "lab")
+    assert [(c.change.value, c.subject, c.key, c.old, c.new) for c in found] == [
+        ("longhornVolumeSetting", "taintToleration", "regions.lab.nodePools", "none", "gpucell.io/gpu:NoSchedule"),
+        (
+            "longhornVolumeSetting",
+            "priorityClass",
+            "regions.lab.storage.values.defaultSettings.priorityClass",
+            "none",
+            "system-node-critical",
+        ),
+    ]
+    refusal = found[0].refusal()
+    assert refusal.startswith(
+        "regions.lab.nodePools: taintToleration: none -> gpucell.io/gpu:NoSchedule is a disruptive change "
+        "(longhornVolumeSetting: Longhorn applies a changed taint-toleration, "
+    )
+    assert refusal.endswith(
+        "stop the VMs, notebooks, endpoints and metrics that use Longhorn volumes for the run); to apply it, add "
+        '{change: longhornVolumeSetting, region: lab, subject: taintToleration, reason: "..."} to gpucell:acknowledge'
+    )
+    assert "longhornSettings" not in fp()["storage"]  # local-path: nothing to detach
+
+
+@pytest.mark.parametrize(
+    ("key", "deployed", "line"),
+    [
+        (
+            "longhorn",
+            "1.12.2",
+            "regions.lab.versions.longhorn: 1.12.2 -> 1.12.1 is a downgrade of Longhorn: Longhorn does not support "
+            "downgrades at all, not even to an earlier patch release: its manager refuses to start on data of a newer "
+            "release (longhorn/longhorn#5131, #9291); keep versions.longhorn at 1.12.2 or later",
+        ),
+        (
+            "kubevirt",
+            "v1.10.1",
+            "regions.lab.versions.kubevirt: v1.10.1 -> v1.9.0 is a downgrade of KubeVirt: an older release's operator "
+            "does not roll KubeVirt back: the update gets stuck at the KubeVirt CR (kubevirt/kubevirt#4797), and "
+            "downgrades are not officially supported (kubevirt/kubevirt#12002, #15018); keep versions.kubevirt at "
+            "v1.10.1 or later",
+        ),
+    ],
+)
+def test_a_longhorn_or_kubevirt_downgrade_is_refused_whatever_is_acknowledged(
+    key: str, deployed: str, line: str
+) -> None:
+    """longhorn/longhorn#5131, #9291: no Longhorn downgrade, a patch one included; kubevirt/kubevirt#4797, #12002: an
+    older operator manifest leaves KubeVirt stuck. One line each (not a skip line besides), none going up."""
+    from gpucell.day2.disruption import skipped_releases
+
+    config = minimal_cell_config()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    new = fingerprint(cell(config))
+    old = copy.deepcopy(new)
+    (old["versions"] if key == "kubevirt" else old["versions"]["charts"])[key] = deployed
+    assert skipped_releases(old, new, "lab") == [line]
+    assert skipped_releases(new, old, "lab") == []  # the way up is fine
+    far = copy.deepcopy(old)
+    (far["versions"] if key == "kubevirt" else far["versions"]["charts"])[key] = (
+        "v1.14.0" if key == "kubevirt" else "1.14.0"
+    )
+    (downgrade,) = skipped_releases(far, new, "lab")
+    assert " is a downgrade of " in downgrade
+
+
+def test_a_gateway_api_downgrade_below_v1_5_is_refused_and_a_patch_one_within_it_is_not() -> None:
+    """kubernetes-sigs/gateway-api#4165, hcloud-k8s/terraform-hcloud-kubernetes#349: from v1.5.0 on, the bundle's
+    safe-upgrades ValidatingAdmissionPolicy denies CRDs of an earlier release. The prod region has a gateway."""
+    from gpucell.day2.disruption import skipped_releases
+
+    deployed = fp(iad1())
+    assert deployed["versions"]["gatewayApi"] == "v1.5.1"
+    assert "gatewayApi" not in fp()["versions"]  # no gateway, no Gateway API CRDs
+    older = copy.deepcopy(deployed)
+    older["versions"]["gatewayApi"] = "v1.4.1"
+    assert skipped_releases(deployed, older, "iad1") == [
+        "regions.iad1.versions.gatewayApi: v1.5.1 -> v1.4.1 is a downgrade of the Gateway API CRDs: from v1.5.0 on, "
+        "their safe-upgrades ValidatingAdmissionPolicy denies installing CRDs of an earlier release "
+        '(kubernetes-sigs/gateway-api#4165; hcloud-k8s/terraform-hcloud-kubernetes#349: "Installing CRDs with version '
+        'before v1.5.0 is prohibited by default"), so the run stops half way; keep versions.gatewayApi at v1.5.0 or '
+        "later"
+    ]
+    patch = copy.deepcopy(deployed)
+    patch["versions"]["gatewayApi"] = "v1.5.0"
+    assert skipped_releases(deployed, patch, "iad1") == []  # the policy allows it
+    assert skipped_releases(older, deployed, "iad1") == []  # the way up
+
+
+def test_a_k3s_minor_downgrade_is_refused_and_a_patch_one_is_not() -> None:
+    """rancher/system-upgrade-controller#212: a k3s downgrade stops at the first node, left NotReady; Kubernetes
+    supports no minor downgrade. Acknowledgeable before (k3sMinor); a patch downgrade within the minor passes."""
+    from gpucell.day2.disruption import skipped_releases
+
+    deployed = fp()
+    assert deployed["versions"]["k3s"] == "v1.34.2+k3s1"
+    older = copy.deepcopy(deployed)
+    older["versions"]["k3s"] = "v1.33.6+k3s1"
+    assert skipped_releases(deployed, older, "lab") == [
+        "regions.lab.versions.k3s: v1.34.2+k3s1 -> v1.33.6+k3s1 is a downgrade of k3s: Kubernetes supports no "
+        "downgrade of a minor release (its version skew policy), and a k3s downgrade stops at the first node, left "
+        "NotReady (rancher/system-upgrade-controller#212); keep versions.k3s at a 1.34 release or later"
+    ]
+    older["versions"]["k3s"] = "v1.32.9+k3s1"  # two minors back: the downgrade line only, not a skip line too
+    (line,) = skipped_releases(deployed, older, "lab")
+    assert " is a downgrade of k3s: " in line
+    patch = copy.deepcopy(deployed)
+    patch["versions"]["k3s"] = "v1.34.1+k3s1"
+    assert skipped_releases(deployed, patch, "lab") == []
+    assert skipped_releases(older, older, "lab") == []

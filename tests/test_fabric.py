@@ -501,3 +501,32 @@ def test_two_tenants_whose_fabric_networks_would_be_one_are_refused() -> None:
     )
     del config["tenants"]["acme-h100"]["fabricVlan"]
     assert cell(config).tenants["acme-h100"].fabric_vlan is None  # no network of its own: nothing to clash
+
+
+def test_the_nic_cluster_policy_tolerates_a_tainted_fabric_pool() -> None:
+    """Mellanox/network-operator#435: the Network Operator's DaemonSets (DOCA driver, Multus, CNI plugins) tolerate
+    no pool taint of their own, so a fabric pool tainted (also later, on a live cell) loses its RDMA NICs; the
+    NicClusterPolicy's tolerations ("Tolerations to inject to the DaemonSets objects that are managed by the
+    operator", the 26.4.1 CRD) carry the fabric pools' taints, and only theirs, then the acceptance taint's."""
+    import yaml
+
+    from gpucell.components.network_operator import nic_cluster_policy
+    from tests.conftest import UPSTREAM
+
+    crd = yaml.safe_load(
+        (UPSTREAM / "charts" / "network-operator-26.4.1" / "crds" / "mellanox.com_nicclusterpolicies.yaml").read_text()
+    )
+    field = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tolerations"]
+    assert field["description"] == "Tolerations to inject to the DaemonSets objects that are managed by the operator"
+    acceptance = {"key": "gpucell.io/acceptance", "operator": "Exists", "effect": "NoSchedule"}
+    # a new GPU node keeps the acceptance taint until its run passed (the run does not need the fabric, its VMs do)
+    assert nic_cluster_policy(cell(fabric_region()).node_pools)["spec"]["tolerations"] == [acceptance]
+    assert "tolerations" not in nic_cluster_policy(cell(minimal_cell_config()).node_pools)["spec"]
+    config = fabric_region()
+    config["nodePools"]["h100-vm"]["taints"] = ["nvidia.com/gpu=present:NoSchedule", "gpucell.io/dedicated:NoExecute"]
+    config["nodePools"]["cpu"]["taints"] = ["gpucell.io/cpu:NoSchedule"]  # not a fabric pool
+    assert nic_cluster_policy(cell(config).node_pools)["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "gpucell.io/dedicated", "operator": "Exists", "effect": "NoExecute"},
+        acceptance,
+    ]

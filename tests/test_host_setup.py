@@ -12,7 +12,15 @@ import pytest
 
 from gpucell.catalog.gpu_catalog import CATALOG
 from gpucell.k3s import gpu_host_health, vgpu_sriov
-from gpucell.k3s._host_setup import MULTIPATH_DROP_IN, host_setup, kernel_check, memory_check, multipath_blacklist
+from gpucell.k3s._host_setup import (
+    ISCSI_MODULES_LOAD,
+    MULTIPATH_DROP_IN,
+    host_setup,
+    iscsi_setup,
+    kernel_check,
+    memory_check,
+    multipath_blacklist,
+)
 from gpucell.spec.pools import GpuMode
 from gpucell.stacks.conformance.node_files import shellcheck
 from gpucell.stacks.conformance.run import embedded_scripts
@@ -416,7 +424,7 @@ def test_a_longhorn_cells_nodes_keep_multipathd_off_longhorns_disks(tmp_path: Pa
     config = region()
     config["storage"] = {"backend": "longhorn", "replicas": 1}
     spec = cell(config)
-    assert host_setup(spec, "cpu", spec.node_pools["cpu"]) == multipath_blacklist()
+    assert host_setup(spec, "cpu", spec.node_pools["cpu"]) == multipath_blacklist() + iscsi_setup()
     assert host_setup(cell(region()), "cpu", cell(region()).node_pools["cpu"]) == ""  # local-path: none
     drop_in = tmp_path / "etc" / "multipath" / "conf.d" / "gpucell-longhorn.conf"
     script = PREAMBLE + multipath_blacklist().replace(MULTIPATH_DROP_IN, str(drop_in))
@@ -437,3 +445,53 @@ def test_a_longhorn_cells_nodes_keep_multipathd_off_longhorns_disks(tmp_path: Pa
     assert again.returncode == 0, again.stderr
     assert again.stdout == ""
     assert log.read_text().count("reload") == 1  # written and reloaded once
+
+
+def test_a_longhorn_cells_nodes_have_iscsi_ready_at_every_boot(tmp_path: Path) -> None:
+    """longhorn/longhorn#1853: without iscsi_tcp a volume attaches and detaches in a loop; #2398: without iscsid,
+    "can not connect to iSCSI daemon". The module is listed for every boot and loaded, iscsid enabled and started;
+    a second run changes nothing; a host without open-iscsi stops the script naming the package."""
+    config = region()
+    config["storage"] = {"backend": "longhorn", "replicas": 1}
+    spec = cell(config)
+    assert iscsi_setup() in host_setup(spec, "h100-vm", spec.node_pools["h100-vm"])
+    modules = tmp_path / "etc" / "modules-load.d" / "gpucell-longhorn.conf"
+    sysfs = tmp_path / "sys"
+    (sysfs / "module").mkdir(parents=True)
+    script = PREAMBLE + iscsi_setup().replace(ISCSI_MODULES_LOAD, str(modules))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    (bin_dir / "iscsiadm").write_text("#!/usr/bin/env bash\nexit 0\n")
+    # systemctl: iscsid is enabled and active once "enable --now" ran; modprobe makes the module appear in sysfs
+    (bin_dir / "systemctl").write_text(
+        f'#!/usr/bin/env bash\necho "systemctl $*" >> {log}\n'
+        f'case "$*" in "enable --now iscsid") touch {tmp_path}/on ;; *) [ -e {tmp_path}/on ] ;; esac\n'
+    )
+    (bin_dir / "modprobe").write_text(f'#!/usr/bin/env bash\necho "modprobe $*" >> {log}\nmkdir -p {sysfs}/module/$1\n')
+    for name in ("iscsiadm", "systemctl", "modprobe"):
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GPUCELL_SYSFS_ROOT": str(sysfs)}
+    first = run(script, **env)
+    assert first.returncode == 0, first.stderr
+    assert modules.read_text() == "iscsi_tcp\n"
+    assert log.read_text().splitlines() == [
+        "modprobe iscsi_tcp",
+        "systemctl is-enabled --quiet iscsid",
+        "systemctl enable --now iscsid",
+    ]
+    assert first.stdout == (
+        f"gpucell: iscsi_tcp is loaded at every boot ({modules} written)\n"
+        "gpucell: iscsi_tcp loaded\n"
+        "gpucell: iscsid is enabled and running\n"
+    )
+    again = run(script, **env)
+    assert (again.returncode, again.stdout) == (0, "")
+    assert log.read_text().count("enable --now") == 1
+    (bin_dir / "iscsiadm").unlink()
+    bare = run(script, PATH=f"{bin_dir}:/usr/bin:/bin", GPUCELL_SYSFS_ROOT=str(sysfs))
+    assert bare.returncode == 1
+    assert bare.stderr == (
+        "gpucell: this host has no iscsiadm, and Longhorn attaches its volumes through open-iscsi "
+        "(longhorn/longhorn#2398); install it (apt-get install open-iscsi), then run pulumi up again\n"
+    )

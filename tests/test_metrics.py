@@ -320,3 +320,26 @@ def test_every_alert_is_documented() -> None:
     alerts = {r["alert"] for r in health_group(MetricsArgs.from_cell(spec, offline_cluster(spec)).gpu_offers)["rules"]}
     assert {a for a in alerts if f"| `{a}` |" not in doc} == set()
     assert len(alerts) == 13
+
+
+def test_node_exporter_stays_on_nodes_a_pool_taints_no_execute() -> None:
+    """prometheus-community/helm-charts#1347: the chart tolerates every NoSchedule taint and no NoExecute one, so a pool
+    tainted NoExecute (on a live cell too) evicts node-exporter: those nodes' metrics and host-side GPU health stop.
+    The chart's default stays first; each pool's NoExecute taint is added; NoSchedule ones are covered already."""
+    root = UPSTREAM / "charts" / "kube-prometheus-stack-88.5.3" / "charts" / "prometheus-node-exporter"
+    chart = yaml.safe_load((root / "values.yaml").read_text())
+    assert chart["tolerations"] == [{"effect": "NoSchedule", "operator": "Exists"}]
+    daemonset = (root / "templates" / "daemonset.yaml").read_text()
+    assert "{{- with .Values.tolerations }}\n      tolerations:\n" in daemonset
+    config = minimal_cell_config()
+    config["metrics"] = {"enabled": True}
+    config["nodePools"]["l40s"]["taints"] = ["nvidia.com/gpu=present:NoSchedule", "gpucell.io/dedicated:NoExecute"]
+    config["nodePools"]["servers"]["taints"] = ["CriticalAddonsOnly=true:NoExecute"]
+    release = _plan(cell(config)).named("lab-metrics-stack")
+    assert release.inputs["values"]["prometheus-node-exporter"]["tolerations"] == [
+        {"effect": "NoSchedule", "operator": "Exists"},
+        {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoExecute"},
+        {"key": "gpucell.io/dedicated", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    untainted = stack_values(_spec().metrics, "local-path")["prometheus-node-exporter"]["tolerations"]
+    assert untainted == chart["tolerations"]

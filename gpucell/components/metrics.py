@@ -43,6 +43,7 @@ from gpucell.admission.inventory import GpuOffer, gpu_offers
 from gpucell.components.dashboards import DASHBOARDS, dashboard_configmap
 from gpucell.components.gpu_alerts import NODE_RELABELING, HostGpuPool, health_group
 from gpucell.components.metering import KSM_LABELS_ALLOWLIST, UNKNOWN_MODEL, metering_group
+from gpucell.components.platform_tolerations import no_execute_tolerations
 from gpucell.components.storage import LOCAL_PATH_CLASS, LONGHORN_CLASS
 from gpucell.spec.metrics import HOST_HEALTH_TEXTFILE_DIR, MetricsSpec
 from gpucell.spec.platform import StorageBackend
@@ -134,6 +135,9 @@ class MetricsArgs:
     quotas count claimed devices per class, not per node), else ``unknown``."""
     remote_write_credentials: pulumi.Input[str] | None = None
     """``<user>:<password>`` named by ``metrics.remoteWrite.credentialsConfigKey`` (a Pulumi secret)."""
+    node_tolerations: Sequence[Mapping[str, str]] = ()
+    """The ``NoExecute`` taints of the cell's pools as tolerations
+    (:func:`gpucell.components.platform_tolerations.no_execute_tolerations`): node-exporter must stay on those nodes."""
 
     @classmethod
     def from_cell(
@@ -153,6 +157,7 @@ class MetricsArgs:
             pool_models={name: pool.model.name for name, pool in cell.node_pools.items() if pool.role is NodeRole.GPU},
             dra_model=_one_model(gpu_pools(cell.node_pools, GpuMode.DRA).values()),
             remote_write_credentials=remote_write_credentials,
+            node_tolerations=no_execute_tolerations(cell.node_pools),
         )
 
 
@@ -211,7 +216,16 @@ The busybox init container (``bzcat`` of the packed CRDs) is pinned to a release
 the kubectl image defaults to the cluster's Kubernetes version (``registry.k8s.io/kubectl``)."""
 
 
-def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
+NODE_EXPORTER_TOLERATIONS: tuple[dict[str, str], ...] = ({"effect": "NoSchedule", "operator": "Exists"},)
+"""The node-exporter chart's default ``tolerations`` (kube-prometheus-stack 88.5.3
+``charts/prometheus-node-exporter/values.yaml``), kept first: a list replaces the whole. It tolerates no ``NoExecute``
+taint, so a pool tainted ``NoExecute`` evicts node-exporter from its nodes (prometheus-community/helm-charts#1347):
+their node metrics and their host-side GPU health (its textfile collector) would stop."""
+
+
+def stack_values(
+    spec: MetricsSpec, storage_class: str, node_tolerations: Sequence[Mapping[str, str]] = ()
+) -> dict[str, Any]:
     """The chart values gpucell owns (``metrics.values`` is merged over them; the spec refuses the owned paths):
 
     - ``prometheus.prometheusSpec``: ``retention`` ``<retentionDays>d``; ``storageSpec.volumeClaimTemplate`` of
@@ -222,7 +236,8 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
       custom-resource-state metrics: KSM 2.20.0 builds them only for kinds a CRD serves, and the metering reads DRA
       claims from the tenants' ResourceQuotas (:mod:`gpucell.components.metering`).
     - ``crds.upgradeJob``: :data:`CRD_UPGRADE_JOB`, so that the Prometheus Operator CRDs follow every chart upgrade.
-    - ``prometheus-node-exporter``: ``extraArgs`` :data:`NODE_EXPORTER_ARGS` (the textfile collector reads the
+    - ``prometheus-node-exporter``: ``tolerations`` :data:`NODE_EXPORTER_TOLERATIONS` then ``node_tolerations`` (the
+      pools' ``NoExecute`` taints), ``extraArgs`` :data:`NODE_EXPORTER_ARGS` (the textfile collector reads the
       host-side GPU health) and its ServiceMonitor's ``relabelings`` copying the pod's node into label ``node``
       (:data:`gpucell.components.gpu_alerts.NODE_RELABELING`), which the host-side GPU alerts and ``gpucell health``
       name the host by.
@@ -255,6 +270,7 @@ def stack_values(spec: MetricsSpec, storage_class: str) -> dict[str, Any]:
             "metricLabelsAllowlist": list(KSM_LABELS_ALLOWLIST),
         },
         "prometheus-node-exporter": {
+            "tolerations": [dict(t) for t in (*NODE_EXPORTER_TOLERATIONS, *node_tolerations)],
             "extraArgs": list(NODE_EXPORTER_ARGS),
             "prometheus": {"monitor": {"relabelings": [dict(NODE_RELABELING)]}},
         },
@@ -452,7 +468,7 @@ class Metrics(CellComponent):
             source=CHART,
             version=args.version,
             namespace=NAMESPACE,
-            values=stack_values(spec, args.storage_class),
+            values=stack_values(spec, args.storage_class, args.node_tolerations),
             overrides=spec.values,
             opts=self.child(depends_on=after),
             release_name=RELEASE_NAME,

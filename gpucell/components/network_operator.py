@@ -103,9 +103,11 @@ def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
     first), Multus and the CNI plugins, on the nodes of :func:`fabric_pools` (``nodeAffinity``), tolerating those
     pools' taints and, when one runs acceptance, ``gpucell.io/acceptance``
     (:func:`gpucell.components.platform_tolerations.fabric_pool_tolerations`; ``spec.tolerations``, which the
-    operator adds to every DaemonSet it manages, beside its own ``nvidia.com/gpu``)."""
+    operator adds to every DaemonSet it manages, beside its own ``nvidia.com/gpu``; only with some), so that a
+    tainted fabric pool, or one tainted later, keeps its RDMA NICs (Mellanox/network-operator#435)."""
     image = {"repository": IMAGE_REPOSITORY, "version": COMPONENT_VERSION}
-    policy: dict[str, Any] = {
+    tolerations = fabric_pool_tolerations(node_pools)
+    return {
         "apiVersion": "mellanox.com/v1alpha1",
         "kind": "NicClusterPolicy",
         "metadata": {"name": POLICY_NAME, "labels": dict(MANAGED_BY)},
@@ -125,12 +127,9 @@ def nic_cluster_policy(node_pools: Mapping[str, NodePool]) -> dict[str, Any]:
                 "multus": {"image": "multus-cni", **image},
                 "cniPlugins": {"image": "plugins", **image},
             },
+            **({"tolerations": tolerations} if tolerations else {}),
         },
     }
-    tolerations = fabric_pool_tolerations(node_pools)
-    if tolerations:
-        policy["spec"]["tolerations"] = tolerations
-    return policy
 
 
 def node_policies(node_pools: Mapping[str, NodePool]) -> list[dict[str, Any]]:

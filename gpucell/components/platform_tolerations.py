@@ -19,6 +19,12 @@ volumes never attach):
   ``tolerations: [{operator: Exists}]``), as Cilium's agent does.
 - :func:`worker_pool_tolerations`: Longhorn's manager and driver deployer (chart values) and its system-managed
   components (``defaultSettings.taintToleration``): every pool a pod with a volume may run on.
+- :func:`fabric_pool_tolerations`: the NVIDIA Network Operator's DaemonSets (DOCA driver, Multus, CNI plugins:
+  ``NicClusterPolicy`` ``spec.tolerations``), which tolerate none of a pool's taints by themselves
+  (Mellanox/network-operator#435) and, since PR #1544, skip the DOCA driver on nodes whose taints they do not
+  tolerate: the pools that declare a ``fabric``.
+- :func:`no_execute_tolerations`: the metrics stack's node-exporter, whose chart tolerates every ``NoSchedule`` taint
+  but no ``NoExecute`` one (prometheus-community/helm-charts#1347): the ``NoExecute`` taints of every pool.
 
 The GPU Operator's operands, NFD, virt-handler, CDI and the Network Operator's DaemonSets also tolerate
 ``gpucell.io/acceptance`` when one of their pools is a GPU pool that runs acceptance: a GPU node keeps that taint
@@ -41,6 +47,7 @@ __all__ = [
     "fabric_pool_tolerations",
     "gpu_pool_tolerations",
     "longhorn_taint_toleration",
+    "no_execute_tolerations",
     "vm_pool_tolerations",
     "worker_pool_tolerations",
 ]
@@ -76,6 +83,11 @@ def worker_pool_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str
     """Tolerations for the taints of every gpu and cpu pool of ``pools`` (where tenant pods and VMs, so volumes,
     run)."""
     return _of((p for p in pools.values() if p.role is not NodeRole.SERVER), acceptance=False)
+
+
+def no_execute_tolerations(pools: Mapping[str, NodePool]) -> list[dict[str, str]]:
+    """Tolerations for the ``NoExecute`` taints of every pool of ``pools`` (servers included), in pool order."""
+    return [t for t in _of(pools.values(), acceptance=False) if t["effect"] == "NoExecute"]
 
 
 def longhorn_taint_toleration(tolerations: Iterable[dict[str, str]]) -> str | None:

@@ -47,6 +47,7 @@ from gpucell.admission.isolation import is_isolated
 from gpucell.admission.vm_shape import ShapeError, resolve_vm
 from gpucell.components._chart import deep_merge
 from gpucell.components.cilium import cilium_values
+from gpucell.components.storage import longhorn_values
 from gpucell.spec import CellSpec, GpuMode, NodeRole, StorageBackend
 from gpucell.spec._base import SpecModel
 from gpucell.spec.fabric import FabricSpec
@@ -55,8 +56,12 @@ from gpucell.spec.tenancy import namespace_of
 from gpucell.spec.traffic import parse_block, vm_pool
 
 __all__ = [
+    "DOWNGRADE_FLOORS",
     "EFFECTS",
     "FINGERPRINT_VERSION",
+    "LONGHORN_VOLUME_SETTINGS",
+    "MINOR_DOWNGRADES_ONLY",
+    "NO_DOWNGRADES",
     "ROUTING_VALUES",
     "UNACKNOWLEDGEABLE",
     "Acknowledgement",
@@ -79,6 +84,10 @@ FINGERPRINT_VERSION = 1
 ROUTING_VALUES = ("routingMode", "tunnelProtocol", "autoDirectNodeRoutes", "ipv4NativeRoutingCIDR")
 """Cilium chart values that choose how pod traffic crosses nodes (cilium ``values.yaml`` 1.20.0)."""
 _K3S_MINOR = re.compile(r"^v(\d+)\.(\d+)\.")
+LONGHORN_VOLUME_SETTINGS = ("taintToleration", "systemManagedComponentsNodeSelector", "priorityClass", "storageNetwork")
+"""Longhorn ``defaultSettings`` that must not change while a volume is attached (longhorn 1.12.1
+``chart/questions.yaml``: "You cannot modify this setting while volumes are still attached" for all but
+``priorityClass``, "DO NOT CHANGE THIS SETTING WITH ATTACHED VOLUMES" for it)."""
 
 
 class Change(StrEnum):
@@ -119,6 +128,7 @@ class Change(StrEnum):
     WORKLOAD_ISOLATION = "workloadIsolation"
     FABRIC = "fabric"
     FABRIC_VLAN = "fabricVlan"
+    LONGHORN_VOLUME_SETTING = "longhornVolumeSetting"
 
 
 EFFECTS: dict[Change, str] = {
@@ -290,6 +300,15 @@ EFFECTS: dict[Change, str] = {
         "scales a workload up from zero replicas (autoscaling is off at 0; kedacore/keda#947): the endpoint stays "
         "down; after pulumi up, run kubectl -n <namespace> scale deployment <endpoint>-predictor --replicas=1"
     ),
+    Change.LONGHORN_VOLUME_SETTING: (
+        "Longhorn applies a changed taint-toleration, system-managed-components-node-selector, priority-class or "
+        "storage-network only while every volume is detached, since it recreates the instance managers that serve "
+        "them: with a volume "
+        "attached its webhook rejects the new value (longhorn/longhorn#7675) and longhorn-manager keeps failing to "
+        "apply it, also at its next upgrade (longhorn/longhorn#4160), so the components it deploys keep the old "
+        "tolerations and node selector (on a newly tainted node no instance manager starts and no volume attaches); "
+        "stop the VMs, notebooks, endpoints and metrics that use Longhorn volumes for the run"
+    ),
     Change.WORKLOAD_ISOLATION: (
         "the notebook or endpoint is replaced by its other form (its pods and a VM, docs/decisions/0040): it is down "
         "from the old form's deletion until the new one answers (a VM clones its guest image, boots and pulls the "
@@ -404,8 +423,10 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
                             "fabric" (only with one: fabric_text)}},
          "tenants": {<tenant>: {"namespace", "removalPolicy", "fabricVlan" (only with one)}},
          "storage": {"defaultClass",
-                     "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}}},
-         "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>}},
+                     "volumes": {"<namespace>/<claim>": {"storageClass", "key", "owner", "removalPolicy"}},
+                     "longhornSettings": {<LONGHORN_VOLUME_SETTINGS>: <value> or None}},  # only on Longhorn
+         "versions": {"k3s", "kubevirt", "charts": {<versions key>: <version>},
+                      "clusterApi" (only with tenant clusters), "gatewayApi" (only with a gateway)},
          "metrics": {"storageGib", "retentionDays"},     # only with metrics.enabled
          # only with loadBalancer (gateway only with a gateway):
          "loadBalancer": {"announce", "pools": {<pool>: [<block>]}},
@@ -465,8 +486,14 @@ def fingerprint(cell: CellSpec) -> dict[str, Any]:
             }
             for name, tenant in cell.tenants.items()
         },
-        "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell)},
-        "versions": {"k3s": cell.versions.k3s, "kubevirt": cell.versions.kubevirt, "charts": _charts(cell)},
+        "storage": {"defaultClass": _default_class(cell), "volumes": _volumes(cell), **_longhorn_settings(cell)},
+        "versions": {
+            "k3s": cell.versions.k3s,
+            "kubevirt": cell.versions.kubevirt,
+            "charts": _charts(cell),
+            **({"clusterApi": cell.versions.cluster_api} if _has_tenant_clusters(cell) else {}),
+            **({"gatewayApi": cell.versions.gateway_api} if cell.gateway is not None else {}),
+        },
         **(
             {"metrics": {"storageGib": cell.metrics.storage_gib, "retentionDays": cell.metrics.retention_days}}
             if cell.metrics.enabled
@@ -518,6 +545,11 @@ def _isolated(cell: CellSpec) -> dict[str, Any]:
         if is_isolated(workload, tenant.isolation)
     }
     return {"isolatedWorkloads": isolated} if isolated else {}
+
+
+def _has_tenant_clusters(cell: CellSpec) -> bool:
+    """True when a tenant of ``cell`` has a tenant cluster (the region installs Cluster API)."""
+    return any(tenant.tenant_clusters for tenant in cell.tenants.values())
 
 
 def _tenant_clusters(cell: CellSpec) -> dict[str, Any]:
@@ -627,6 +659,16 @@ def _gateway_address(address: IPv4Address | None, pool: str, per_tenant: bool) -
     if address is not None:
         return str(address)
     return f"pool {pool}, one per tenant" if per_tenant else f"pool {pool}"
+
+
+def _longhorn_settings(cell: CellSpec) -> dict[str, Any]:
+    """``longhornSettings``: each of :data:`LONGHORN_VOLUME_SETTINGS` as the chart gets it (gpucell's value, then
+    ``storage.values``; ``None`` when unset), only on a Longhorn cell."""
+    if cell.storage.backend is not StorageBackend.LONGHORN:
+        return {}
+    values = deep_merge(longhorn_values(cell.storage, cell.node_pools), cell.storage.values)
+    settings = values.get("defaultSettings") or {}
+    return {"longhornSettings": {name: settings.get(name) for name in LONGHORN_VOLUME_SETTINGS}}
 
 
 def _default_class(cell: CellSpec) -> str:
@@ -743,6 +785,11 @@ def refused_together(changes: Iterable[DisruptiveChange]) -> list[str]:
 
 
 SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
+    "k3s": (
+        "k3s",
+        "Kubernetes allows one minor release between API servers, and k3s's upgrade docs say not to skip intermediate "
+        "minor releases (rancher/rke2-docs#132; k3s-io/k3s#9560)",
+    ),
     "cilium": (
         "Cilium",
         "its upgrade guide tests consecutive minor releases only; cilium/cilium#46608: after 1.16 -> 1.19 the agent "
@@ -758,8 +805,86 @@ SINGLE_STEP_UPGRADES: dict[str, tuple[str, str]] = {
         "updates are supported from the previous minor release only; the maintainers test N-1 -> N "
         "(kubevirt/kubevirt#13783)",
     ),
+    "certManager": (
+        "cert-manager",
+        "its upgrade guide says to upgrade one minor release at a time, to the latest patch release, each with its own "
+        "upgrade notes (cert-manager/website#852)",
+    ),
+    "clusterApi": (
+        "Cluster API",
+        "it supports upgrades of up to three minor releases (N-3 -> N) and plans its API removals on that; clusterctl "
+        "refuses a longer skip (kubernetes-sigs/cluster-api#12017)",
+    ),
 }
-"""Component (``versions`` key) -> (name, why) of components upgraded one minor release at a time."""
+"""Component (``versions`` key) -> (name, why) of components upgraded a bounded number of minor releases at a time
+(:data:`SKIP_LEVELS`, one unless listed)."""
+SKIP_LEVELS: dict[str, int] = {"clusterApi": 3}
+"""Minor releases one upgrade may cross, for the components of :data:`SINGLE_STEP_UPGRADES` that allow more than one:
+Cluster API supports N-3 -> N (kubernetes-sigs/cluster-api#12017, its book's "Skip-level upgrades")."""
+
+
+NO_DOWNGRADES: dict[str, tuple[str, str]] = {
+    "k3s": (
+        "k3s",
+        "Kubernetes supports no downgrade of a minor release (its version skew policy), and a k3s downgrade stops at "
+        "the first node, left NotReady (rancher/system-upgrade-controller#212)",
+    ),
+    "longhorn": (
+        "Longhorn",
+        "Longhorn does not support downgrades at all, not even to an earlier patch release: its manager refuses to "
+        "start on data of a newer release (longhorn/longhorn#5131, #9291)",
+    ),
+    "kubevirt": (
+        "KubeVirt",
+        "an older release's operator does not roll KubeVirt back: the update gets stuck at the KubeVirt CR "
+        "(kubevirt/kubevirt#4797), and downgrades are not officially supported (kubevirt/kubevirt#12002, #15018)",
+    ),
+    "gatewayApi": (
+        "the Gateway API CRDs",
+        "from v1.5.0 on, their safe-upgrades ValidatingAdmissionPolicy denies installing CRDs of an earlier release "
+        '(kubernetes-sigs/gateway-api#4165; hcloud-k8s/terraform-hcloud-kubernetes#349: "Installing CRDs with '
+        'version before v1.5.0 is prohibited by default"), so the run stops half way',
+    ),
+}
+"""Component (``versions`` key) -> (name, why) of components that cannot go back to an earlier release (or below
+their :data:`DOWNGRADE_FLOORS` once deployed at or above it)."""
+MINOR_DOWNGRADES_ONLY = frozenset({"k3s"})
+"""Components of :data:`NO_DOWNGRADES` that may go back to an earlier patch release of the same minor (Kubernetes
+patch releases of one minor are interchangeable), not to an earlier minor."""
+DOWNGRADE_FLOORS: dict[str, tuple[int, int, int]] = {"gatewayApi": (1, 5, 0)}
+"""Components of :data:`NO_DOWNGRADES` that may go back, but not from this release or later to one before it: the
+Gateway API bundle's safe-upgrades policy, shipped since v1.5.0, allows a patch downgrade within v1.5."""
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+def _release_of(version: str) -> tuple[int, int, int] | None:
+    found = _RELEASE.match(version)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def _downgraded(old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> tuple[list[str], set[str]]:
+    """Lines for the components of :data:`NO_DOWNGRADES` planned at an earlier release than deployed, and their
+    keys."""
+    lines: list[str] = []
+    keys: set[str] = set()
+    for key, (name, why) in NO_DOWNGRADES.items():
+        was, now = _component_version(old, key), _component_version(new, key)
+        before, after = _release_of(was or ""), _release_of(now or "")
+        if before is None or after is None or after >= before:
+            continue
+        if key in MINOR_DOWNGRADES_ONLY and after[:2] == before[:2]:
+            continue
+        floor = DOWNGRADE_FLOORS.get(key)
+        if floor is None or after < floor <= before:
+            keys.add(key)
+            keep = was if floor is None else "v" + ".".join(str(part) for part in floor)
+            if key in MINOR_DOWNGRADES_ONLY:
+                keep = f"a {before[0]}.{before[1]} release"
+            lines.append(
+                f"regions.{region}.versions.{key}: {was} -> {now} is a downgrade of {name}: {why}; keep "
+                f"versions.{key} at {keep} or later"
+            )
+    return lines, keys
 
 
 def _minor_of(version: str) -> tuple[int, int] | None:
@@ -769,17 +894,22 @@ def _minor_of(version: str) -> tuple[int, int] | None:
 
 def skipped_releases(old: Mapping[str, Any] | None, new: Mapping[str, Any], region: str) -> list[str]:
     """Lines for what no acknowledgement allows in one run: a component of :data:`SINGLE_STEP_UPGRADES` moved more
-    than one minor release (up or down) within its major from fingerprint ``old`` (deployed) to ``new``; each names
-    the release to go through first. Empty on a first deploy or when a version is not ``MAJOR.MINOR.PATCH``."""
+    minor releases (up or down) than :data:`SKIP_LEVELS` allows (one unless listed) within its major from fingerprint
+    ``old`` (deployed) to ``new``; each names the release to go through first. A component of
+    :data:`NO_DOWNGRADES` planned at an earlier release than deployed (any, a patch release too) gets one line naming
+    the release to keep instead. Empty on a first deploy or when a version is not ``MAJOR.MINOR.PATCH``."""
     if old is None:
         return []
-    lines: list[str] = []
+    lines, downgraded = _downgraded(old, new, region)
     for key, (name, why) in SINGLE_STEP_UPGRADES.items():
+        if key in downgraded:
+            continue
         was, now = _component_version(old, key), _component_version(new, key)
         before, after = _minor_of(was or ""), _minor_of(now or "")
-        if before is None or after is None or before[0] != after[0] or abs(after[1] - before[1]) <= 1:
+        levels = SKIP_LEVELS.get(key, 1)
+        if before is None or after is None or before[0] != after[0] or abs(after[1] - before[1]) <= levels:
             continue
-        step = f"{before[0]}.{before[1] + (1 if after > before else -1)}"
+        step = f"{before[0]}.{before[1] + (levels if after > before else -levels)}"
         lines.append(
             f"regions.{region}.versions.{key}: {was} -> {now} skips {name} {step}: {why}; set versions.{key} to the "
             f"latest {step} release first, pulumi up, then {now}"
@@ -1054,6 +1184,22 @@ def _storage(old: Mapping[str, Any], new: Mapping[str, Any], region: str, base: 
                 _text(after.get("defaultClass")),
             )
         )
+    was_set, now_set = before.get("longhornSettings"), after.get("longhornSettings")
+    if isinstance(was_set, Mapping) and isinstance(now_set, Mapping):
+        for name in LONGHORN_VOLUME_SETTINGS:
+            if name in was_set and was_set.get(name) != now_set.get(name):
+                changes.append(
+                    DisruptiveChange(
+                        Change.LONGHORN_VOLUME_SETTING,
+                        region,
+                        name,
+                        f"{base}.storage.values.defaultSettings.{name}"
+                        if name != "taintToleration"
+                        else f"{base}.nodePools",
+                        _text(was_set.get(name)),
+                        _text(now_set.get(name)),
+                    )
+                )
     old_volumes, new_volumes = before.get("volumes") or {}, after.get("volumes") or {}
     for tenant, was in sorted((old.get("tenants") or {}).items()):
         if tenant not in (new.get("tenants") or {}) and was.get("removalPolicy") != "retain":

@@ -15,7 +15,8 @@
   off" (kubernetes-sigs/dra-driver-nvidia-gpu ``site/content/docs/guides/gpu-allocation/
   kubevirt-vfio-gpu-passthrough.md``), which would leave the pool without any GPU.
 - Every node of a Longhorn cell: multipathd must leave Longhorn's iSCSI disks alone (:func:`multipath_blacklist`,
-  longhorn/longhorn#1210).
+  longhorn/longhorn#1210), and open-iscsi must be ready at every boot (:func:`iscsi_setup`, longhorn/longhorn#1853,
+  #2398).
 - ``vm-vgpu`` pools of SR-IOV boards: Linux 6.8 or later (NVIDIA's vendor-specific VFIO framework; kubevirt/
   enhancements VEP 210: "kernel 6.8, where NVIDIA moved from the traditional mdev ... to a vendor-specific VFIO
   framework for vGPU"), then the VF-typing service of :mod:`gpucell.k3s.vgpu_sriov`.
@@ -46,11 +47,13 @@ if TYPE_CHECKING:
     from gpucell.spec.pools import TopologyProfile
 
 __all__ = [
+    "ISCSI_MODULES_LOAD",
     "MIN_SRIOV_VGPU_KERNEL",
     "MULTIPATH_DROP_IN",
     "fabric_check",
     "host_setup",
     "iommu_check",
+    "iscsi_setup",
     "kernel_check",
     "memory_check",
     "multipath_blacklist",
@@ -166,6 +169,21 @@ def multipath_blacklist() -> str:
     return render("host/multipath", path=MULTIPATH_DROP_IN, blacklist=MULTIPATH_BLACKLIST)
 
 
+ISCSI_MODULES_LOAD = "/etc/modules-load.d/gpucell-longhorn.conf"
+"""The file :func:`iscsi_setup` writes so that systemd-modules-load loads ``iscsi_tcp`` at every boot
+(modules-load.d(5))."""
+
+
+def iscsi_setup() -> str:
+    """The fragment that readies open-iscsi for Longhorn's engine, at once and after every reboot: it stops the script
+    when the host has no ``iscsiadm`` (naming the package), lists ``iscsi_tcp`` in :data:`ISCSI_MODULES_LOAD` and
+    loads it when ``$GPUCELL_SYSFS_ROOT/module/iscsi_tcp`` is missing (longhorn/longhorn#1853: without it a volume
+    attaches and detaches in a loop), and enables and starts ``iscsid`` when it is not both (longhorn/longhorn#2398:
+    "can not connect to iSCSI daemon"). Longhorn's install requirements (docs 1.12 "Installation Requirements":
+    open-iscsi installed and iscsid running on every node)."""
+    return render("host/iscsi", path=ISCSI_MODULES_LOAD)
+
+
 def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     """The host fragment of a node of ``pool``: :func:`memory_check` with a topology profile, then :func:`fabric_check`
     with a fabric; :func:`iommu_check` on
@@ -173,11 +191,12 @@ def host_setup(cell: NodeViews, pool_name: str, pool: NodePool) -> str:
     other GPU pools :func:`gpucell.k3s.vgpu_sriov.removal_fragment` (a host that left an SR-IOV pool); on
     ``vm-passthrough``, ``vm-vgpu`` and ``dra`` pools the host-side GPU health collector
     (:func:`gpucell.k3s.gpu_host_health.install_fragment`), on ``container`` pools its removal; first, on every node
-    of a Longhorn cell, :func:`multipath_blacklist`. Empty for server and cpu pools without a topology profile on
-    other cells."""
+    of a Longhorn cell, :func:`multipath_blacklist` and :func:`iscsi_setup`. Empty for server and cpu pools without a
+    topology profile on other cells."""
     parts: list[str] = []
     if cell.storage.backend is StorageBackend.LONGHORN:
         parts.append(multipath_blacklist())
+        parts.append(iscsi_setup())
     if pool.topology is not None:
         parts.append(memory_check(pool_name, pool.topology))
     if pool.fabric is not None:
