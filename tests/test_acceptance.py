@@ -170,11 +170,11 @@ def test_a_failed_run_leaves_the_node_out_of_service_with_its_reason(tmp_path: P
 
 def test_a_run_that_does_not_finish_fails_at_its_timeout(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, [h100_node()], pods(), job_logs="")
-    run = cluster.run(settle(h100_pool(timeoutMinutes=1)))
+    run = cluster.run(settle(h100_pool(dcgmLevel=1, allReduce=False, timeoutMinutes=3)))  # the shortest run: 3 min
     assert run.returncode == 1
     assert run.stderr.splitlines()[0] == (
         "gpucell: h100-1 failed its acceptance run (after joining the cell): the acceptance Job did not finish within "
-        "60 s"
+        "180 s"
     )
     assert cluster.node(NODE)["spec"]["taints"] == [POOL_TAINT, TAINT]
 
@@ -318,8 +318,31 @@ def test_a_long_node_name_gives_a_job_name_within_63_characters() -> None:
             {"role": "cpu", "hosts": [{"name": "c", "address": "10.0.0.9"}], "acceptance": {}},
             "nodePools.h100.acceptance: set is only valid on gpu pools (this pool's role is cpu)",
         ),
+        (  # the new-user trial: level 3 takes about 19 min here, so every node would fail at 5
+            h100_pool(dcgmLevel=3, timeoutMinutes=5),
+            "nodePools.h100.acceptance.timeoutMinutes: 5 is shorter than the run itself, about 19 min on this pool "
+            "(image pulls, DCGM's level, the all-reduce; docs/decisions/0037): every node would fail acceptance "
+            "and stay out of service; give at least 19, or leave it unset (twice the estimate)",
+        ),
+        (
+            h100_pool(skip=True, dcgmLevel=3),
+            "nodePools.h100.acceptance.dcgmLevel: is set beside skip: true, which runs no acceptance; remove one of "
+            "them",
+        ),
+        (
+            {**h100_pool(allReduce=True), "migConfig": "all-1g.10gb"},
+            "nodePools.h100.acceptance.allReduce: true does not run on a MIG pool (NVLink is off in MIG mode, so its "
+            "nodes run DCGM's diagnostics only; docs/decisions/0037); remove it",
+        ),
     ],
-    ids=["vm-pool-all-reduce", "level-5", "cpu-pool"],
+    ids=[
+        "vm-pool-all-reduce",
+        "level-5",
+        "cpu-pool",
+        "timeout-below-the-run",
+        "skip-beside-settings",
+        "mig-all-reduce",
+    ],
 )
 def test_bad_acceptance_settings_are_one_line(pool: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -338,6 +361,12 @@ def test_an_hgx_model_without_a_bandwidth_figure_needs_one() -> None:
     _, plan = state_and_plan({**b200, "acceptance": {"minBusBandwidthGbps": 400}})
     assert plan is not None
     assert plan.min_bus_bandwidth_gbps == 400.0
+
+
+def test_a_timeout_as_long_as_the_run_is_accepted() -> None:
+    _, plan = state_and_plan(h100_pool(dcgmLevel=3, timeoutMinutes=19))
+    assert plan is not None
+    assert (plan.seconds, plan.timeout_seconds) == (1140, 1140)
 
 
 def test_tenants_can_never_tolerate_the_acceptance_taint() -> None:

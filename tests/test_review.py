@@ -26,25 +26,33 @@ from tests.conftest import REPO, shared_plan, write_prod_lab
 POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 ## gpucell diff: stack `dev`
 
-**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 5 resource(s) change: 0 to create · 5 to update · 0 to replace · 0 to delete
+**⚠️ 1 disruptive change(s)**, 1 not acknowledged · 5 resource(s) change: 0 to create · 5 to update · 0 to replace · 0 \
+to delete
 
 ### ⚠️ Disruptive changes (1)
 
 1. **`podCidr`** in `lab1`: `regions.lab1.network.podCidr` `10.42.0.0/16` → `10.52.0.0/16`
-   - Every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate the pod ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and firewalls written for the old range.
-   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, reason: "..."}`.
+   - Every pod and VM keeps its address from the old range until it is recreated, and gpucell does not migrate the pod \
+ranges Cilium already gave the nodes; plan a restart of every workload, and update network policies and firewalls \
+written for the old range.
+   - ❌ Not acknowledged: `pulumi up` refuses it until `gpucell:acknowledge` has `{change: podCidr, region: lab1, \
+reason: "..."}`.
 
 ### What running workloads go through
 
-- `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): `lab1-srv-1`
+- `lab1`: 1 node(s) cordoned and drained one by one (pods evicted through the Eviction API, GPU VMs stopped): \
+`lab1-srv-1`
 
 ### Region `lab1`: 0 to create · 5 to update · 0 to replace · 0 to delete
 
 | action | resource | what changes |
 |---|---|---|
-| 🟡 update | CiliumClusterwideNetworkPolicy gpucell-tenants-deny-networks | `spec.egressDeny[0].toCIDRSet[1].cidr`: `10.42.0.0/16` → `10.52.0.0/16` |
-| 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: `10.42.0.0/16` → `10.52.0.0/16` |
-| 🟡 update | command lab1-k3s-lab1-srv-1-prepare | `commands/lab1-k3s-lab1-srv-1-prepare/create.sh`: see the diff below |
+| 🟡 update | CiliumClusterwideNetworkPolicy gpucell-tenants-deny-networks | `spec.egressDeny[0].toCIDRSet[1].cidr`: \
+`10.42.0.0/16` → `10.52.0.0/16` |
+| 🟡 update | Helm release cilium (kube-system) | `values.ipam.operator.clusterPoolIPv4PodCIDRList[0]`: `10.42.0.0/16` \
+→ `10.52.0.0/16` |
+| 🟡 update | command lab1-k3s-lab1-srv-1-prepare | `commands/lab1-k3s-lab1-srv-1-prepare/create.sh`: see the diff \
+below |
 | 🟡 update | command lab1-k3s-lab1-srv-1-settle | `commands/lab1-k3s-lab1-srv-1-settle/create.sh`: see the diff below |
 | 🟡 update | node lab1-srv-1 | `nodes/lab1-srv-1/config.yaml`: see the diff below |
 
@@ -55,7 +63,7 @@ POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 +++ b/commands/lab1-k3s-lab1-srv-1-prepare/create.sh
 @@ -259,7 +259,7 @@
  }
- 
+\x20
  readonly WANT_VERSION=v1.34.2+k3s1
 -readonly WANT_CONFIG=6c4365895542ebb7
 +readonly WANT_CONFIG=33b4d7bffe342540
@@ -73,7 +81,7 @@ POD_CIDR_REVIEW = """<!-- gpucell-diff -->
 +++ b/commands/lab1-k3s-lab1-srv-1-settle/create.sh
 @@ -127,7 +127,7 @@
  }
- 
+\x20
  readonly WANT_VERSION=v1.34.2+k3s1
 -readonly WANT_CONFIG=6c4365895542ebb7
 +readonly WANT_CONFIG=33b4d7bffe342540

@@ -241,6 +241,15 @@ def test_versions_must_be_pinned(cell_config: dict[str, Any], key: str, value: s
     assert errors_of(cell_config) == [message]
 
 
+def test_a_version_is_written_as_its_project_writes_its_releases() -> None:
+    """The new-user trial: ``cilium: v1.20.0`` changed the Helm release's version (to the same release) and made
+    `gpucell fleet` report a skew beside a stack pinning ``1.20.0``."""
+    from gpucell.spec.versions import Versions
+
+    versions = Versions.model_validate({"cilium": "v1.20.0", "kubevirt": "1.9.0", "keda": "2.20.2"})
+    assert (versions.cilium, versions.kubevirt, versions.keda) == ("1.20.0", "v1.9.0", "2.20.2")
+
+
 @pytest.mark.parametrize(
     ("version", "mode", "message"),
     [

@@ -33,6 +33,7 @@ __all__ = [
     "NCCL_TESTS_IMAGE",
     "PCIE_MIN_BUS_BANDWIDTH_GBPS",
     "START_SECONDS",
+    "acceptance_seconds",
     "min_bus_bandwidth",
 ]
 
@@ -74,3 +75,11 @@ def min_bus_bandwidth(model: str, hgx: bool) -> float | None:
     if model in MIN_BUS_BANDWIDTH_GBPS:
         return MIN_BUS_BANDWIDTH_GBPS[model]
     return None if hgx else PCIE_MIN_BUS_BANDWIDTH_GBPS
+
+
+def acceptance_seconds(dcgm_level: int | None, *, all_reduce: bool) -> int:
+    """Estimated seconds of one node's acceptance run: :data:`START_SECONDS` (image pulls, start-up), plus
+    :data:`DCGM_LEVEL_SECONDS` of ``dcgm_level`` (``None``: a VM pool's host checks, no DCGM), plus
+    :data:`ALL_REDUCE_SECONDS` with ``all_reduce``."""
+    dcgm = DCGM_LEVEL_SECONDS[dcgm_level] if dcgm_level is not None else 0
+    return START_SECONDS + dcgm + (ALL_REDUCE_SECONDS if all_reduce else 0)

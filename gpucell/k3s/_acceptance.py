@@ -29,14 +29,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from gpucell.catalog.acceptance_facts import (
-    ALL_REDUCE_SECONDS,
-    DCGM_IMAGE,
-    DCGM_LEVEL_SECONDS,
-    NCCL_TESTS_IMAGE,
-    START_SECONDS,
-    min_bus_bandwidth,
-)
+from gpucell.catalog.acceptance_facts import DCGM_IMAGE, NCCL_TESTS_IMAGE, acceptance_seconds, min_bus_bandwidth
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE
 from gpucell.k3s._script_files import render
 from gpucell.spec import GpuMode, NodePool
@@ -108,7 +101,7 @@ def acceptance_plan(pool: NodePool, versions: Versions) -> AcceptancePlan | None
     gpus = pool.gpus_per_node or 1
     dcgm_image = f"{DCGM_IMAGE}:{versions.dcgm}"
     if not pool.mode.runs_containers:
-        seconds = START_SECONDS
+        seconds = acceptance_seconds(None, all_reduce=False)
         return AcceptancePlan(
             "host",
             gpus,
@@ -127,7 +120,7 @@ def acceptance_plan(pool: NodePool, versions: Versions) -> AcceptancePlan | None
         found = run.min_bus_bandwidth_gbps or min_bus_bandwidth(model.name, model.hgx is not None)
         assert found is not None  # NodePool._check_acceptance
         floor = float(found)
-    seconds = START_SECONDS + DCGM_LEVEL_SECONDS[run.dcgm_level] + (ALL_REDUCE_SECONDS if all_reduce else 0)
+    seconds = acceptance_seconds(run.dcgm_level, all_reduce=all_reduce)
     nccl_image = f"{NCCL_TESTS_IMAGE}:{versions.nccl_tests}" if all_reduce else ""
     return AcceptancePlan(
         "nvidia", gpus, model.pci_device_id, "", run.dcgm_level, floor, dcgm_image, nccl_image, seconds,

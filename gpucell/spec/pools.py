@@ -9,7 +9,7 @@ from enum import StrEnum
 from pydantic import Field, PrivateAttr, StrictInt, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpucell.catalog.acceptance_facts import min_bus_bandwidth
+from gpucell.catalog.acceptance_facts import acceptance_seconds, min_bus_bandwidth
 from gpucell.catalog.gpu_catalog import PASSTHROUGH_ONLY, GpuModel
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
@@ -472,9 +472,23 @@ class NodePool(SpecModel):
             )
 
     def _check_acceptance(self, model: GpuModel) -> None:
+        given = self.acceptance
+        if given is not None and given.skip and given.model_fields_set - {"skip"}:
+            other = to_camel(sorted(given.model_fields_set - {"skip"})[0])
+            raise SpecError(
+                ("acceptance", other),
+                "is set beside skip: true, which runs no acceptance; remove one of them",
+            )
         acceptance = self.acceptance_run
         if acceptance is None:
             return
+        self._check_acceptance_timeout(acceptance)
+        if self.mig_config is not None and "all_reduce" in acceptance.model_fields_set and acceptance.all_reduce:
+            raise SpecError(
+                ("acceptance", "allReduce"),
+                "true does not run on a MIG pool (NVLink is off in MIG mode, so its nodes run DCGM's diagnostics "
+                "only; docs/decisions/0037); remove it",
+            )
         if not self.mode.runs_containers:
             for key in ("dcgm_level", "all_reduce", "min_bus_bandwidth_gbps"):
                 if key in acceptance.model_fields_set:
@@ -493,6 +507,25 @@ class NodePool(SpecModel):
                 ("acceptance", "minBusBandwidthGbps"),
                 f"is required: gpucell has no all-reduce bus bandwidth for {model.name!r}, an HGX model; give the "
                 "least GB/s all_reduce_perf must reach on a healthy node, or allReduce: false",
+            )
+
+    def _check_acceptance_timeout(self, acceptance: Acceptance) -> None:
+        """``timeoutMinutes`` below the run's own estimate would fail every node's run and leave it out of service."""
+        if acceptance.timeout_minutes is None:
+            return
+        gpus = self.gpus_per_node or 1
+        all_reduce = self.mode.runs_containers and acceptance.all_reduce and gpus > 1 and self.mig_config is None
+        seconds = acceptance_seconds(
+            acceptance.dcgm_level if self.mode.runs_containers else None, all_reduce=bool(all_reduce)
+        )
+        minutes = -(-seconds // 60)
+        if acceptance.timeout_minutes < minutes:
+            raise SpecError(
+                ("acceptance", "timeoutMinutes"),
+                f"{acceptance.timeout_minutes} is shorter than the run itself, about {minutes} min on this pool "
+                "(image pulls, DCGM's level, the all-reduce; docs/decisions/0037): every node would fail "
+                f"acceptance and stay out of service; give at least {minutes}, or leave it unset (twice the "
+                "estimate)",
             )
 
     @property

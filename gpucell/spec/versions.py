@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from gpucell.catalog.releases import release
 from gpucell.spec._base import SpecModel
@@ -169,8 +169,15 @@ class Versions(SpecModel):
         "external_snapshotter",
     )
     @classmethod
-    def _exact(cls, value: str) -> str:
-        return _pinned(value)
+    def _exact(cls, value: str, info: ValidationInfo) -> str:
+        pinned = _pinned(value)
+        # Each project writes its releases one way (KubeVirt v1.9.0, Cilium 1.20.0). The other way names the same
+        # release: written as the project writes it, so that the Helm release's version does not change and
+        # `gpucell fleet` sees no skew where there is none.
+        default = cls.model_fields[str(info.field_name)].default
+        if pinned.startswith("v") != default.startswith("v"):
+            return pinned.removeprefix("v") if pinned.startswith("v") else f"v{pinned}"
+        return pinned
 
     @field_validator("k3s")
     @classmethod
