@@ -485,8 +485,10 @@ def test_plan_json_carries_options(dev_plan: Plan) -> None:
     }
     # The single server is protected (the region's removalPolicy); with local-path the agents hold volumes too.
     for name in ("lab1-k3s-lab1-srv-1", "lab1-k3s-lab1-gpu-1", "lab1-k3s-lab1-cpu-1"):
-        for suffix in ("", "-prepare", "-settle"):
+        for suffix in ("-prepare", "-settle"):
             assert resources[name + suffix]["options"] == {**command, "protect": True}, name + suffix
+        # a replace (pulumi up --replace of a re-imaged host) uninstalls the old before it installs (decision 0036)
+        assert resources[name]["options"] == {**command, "protect": True, "deleteBeforeReplace": True}, name
         assert resources[name + "-labels"]["options"] == {"protect": True, "retainOnDelete": True}
 
 
