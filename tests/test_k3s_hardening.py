@@ -17,7 +17,7 @@ from gpucell.k3s.hardening import (
     node_files,
 )
 from gpucell.spec import CellSpec
-from gpucell.spec.k3s import INSTALLER_SHA256, installer_url
+from gpucell.spec.k3s import EMPTY_SHA256, INSTALLER_SHA256, installer_url
 from gpucell.spec.tenancy import CLUSTER_API_NAMESPACES
 from tests.conftest import ProdPlans, cell, minimal_cell_config
 from tests.test_k3s import CIS_AGENT, CIS_SERVER, _run, _sandbox, build, ha_config, node_config
@@ -206,6 +206,17 @@ def test_installer_sha256_is_64_lower_case_hex_digits(value: str) -> None:
         CellSpec.model_validate(with_k3s(installerSha256=value))
     assert info.value.lines[0].startswith("k3s.installerSha256: ")
     assert info.value.lines[0].endswith("is not a sha256 checksum (64 lower-case hex digits, as sha256sum prints it)")
+
+
+def test_the_checksum_of_an_empty_download_is_refused() -> None:
+    """The new-user trial: `curl -sfL <wrong URL> | sha256sum` prints the hash of nothing, which was accepted; every
+    install would then fail on the host."""
+    with pytest.raises(ConfigError) as info:
+        CellSpec.model_validate(with_k3s(installerSha256=EMPTY_SHA256))
+    assert info.value.lines == [
+        f"k3s.installerSha256: '{EMPTY_SHA256[:56]}...' is the sha256 of an empty file: the download failed (curl -f "
+        "prints nothing on an HTTP error); check the tag in the URL (+ as %2B) and hash the installer again"
+    ]
 
 
 def test_an_installer_with_another_checksum_is_never_run(tmp_path: Path) -> None:

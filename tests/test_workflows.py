@@ -343,3 +343,26 @@ def test_deploy_bake_passes_green_and_stops_the_waves_otherwise(tmp_path: Path) 
             2,
             f"::error::bake-minutes: '{bad}' is not a whole number of minutes from 0 to 300\n",
         ), bad
+
+
+@pytest.mark.parametrize(("fleet_exit", "job_exit"), [(0, 0), (3, 0), (2, 2), (1, 1)])
+def test_deploy_waves_job_stops_on_a_fleet_problem_and_lets_a_skew_through(
+    tmp_path: Path, fleet_exit: int, job_exit: int
+) -> None:
+    """The new-user trial: an `otherCells` missing a production network passes `plan` of every stack; only `gpucell
+    fleet` sees it (exit 2), so the waves job runs it before any wave. A version skew (exit 3) is what waves deploy."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "python3"
+    stub.write_text(f'#!/usr/bin/env bash\necho "$*" > "{tmp_path}/calls"\nexit {fleet_exit}\n')
+    stub.chmod(0o755)
+    step = next(s for s in load("deploy.yml")["jobs"]["waves"]["steps"] if "dev.py fleet" in s.get("run", ""))
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == job_exit, done.stdout + done.stderr
+    assert (tmp_path / "calls").read_text() == "dev.py fleet\n"

@@ -18,7 +18,7 @@ from pydantic import field_validator
 from gpucell.errors import SpecError, shown
 from gpucell.spec._base import SpecModel
 
-__all__ = ["INSTALLER_SHA256", "K3sProfile", "K3sSpec", "check_k3s", "installer_url"]
+__all__ = ["EMPTY_SHA256", "INSTALLER_SHA256", "K3sProfile", "K3sSpec", "check_k3s", "installer_url"]
 
 INSTALLER_SHA256: dict[str, str] = {
     # Value of install.sh.sha256sum in k3s-io/k3s at commit 019b0afdd830e36f5e4b7a5b237e6a4339e6a6be, the only
@@ -31,6 +31,8 @@ INSTALLER_SHA256: dict[str, str] = {
 """k3s release -> sha256 of the ``install.sh`` at that release's tag, as reviewed for gpucell. A release not
 listed needs ``k3s.installerSha256``."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+"""sha256 of zero bytes: what ``curl -sfL <url> | sha256sum`` prints when the download fails."""
 
 
 def installer_url(version: str) -> str:
@@ -67,6 +69,11 @@ class K3sSpec(SpecModel):
     def _sha256(cls, value: str | None) -> str | None:
         if value is not None and not _SHA256.fullmatch(value):
             raise ValueError("is not a sha256 checksum (64 lower-case hex digits, as sha256sum prints it)")
+        if value == EMPTY_SHA256:
+            raise ValueError(
+                "is the sha256 of an empty file: the download failed (curl -f prints nothing on an HTTP error); "
+                "check the tag in the URL (+ as %2B) and hash the installer again"
+            )
         return value
 
     @property
