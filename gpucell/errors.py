@@ -37,9 +37,17 @@ formatted (each costs a walk of the models), so the line gives no count."""
 
 
 def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
-    """A value as an error line shows it: strings quoted (``repr``, so a newline shows as ``\\n``), anything else
-    as ``str``, one line, shortened to ``limit`` characters with ``...``."""
-    text = repr(value) if isinstance(value, str) else str(value)
+    """A value as an error line shows it: strings quoted (``repr``, so a newline shows as ``\\n``), ``true``,
+    ``false`` and ``null`` as the stack file (YAML) writes them, not Python's ``True``/``None``, anything else as
+    ``str``, one line, shortened to ``limit`` characters with ``...``."""
+    if isinstance(value, str):
+        text = repr(value)
+    elif value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = str(value).lower()
+    else:
+        text = str(value)
     text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
     if len(text) > limit:
         text = text[: limit - 3] + ("...'" if isinstance(value, str) else "...")

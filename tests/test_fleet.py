@@ -106,7 +106,8 @@ def test_a_declared_key_is_required_typed_and_secret_as_declared() -> None:
     assert info.value.lines == [
         "key: is stored in plain text in Pulumi.prod-fra1.yaml; Pulumi.yaml declares it secret, so `pulumi up` "
         "refuses it: set it with `pulumi config set --secret key`",
-        "count: is not of the type integer that Pulumi.yaml declares (config.count.type), so `pulumi up` refuses it",
+        "count: 'eight' is not of the type integer that Pulumi.yaml declares (config.count.type), so `pulumi up` "
+        "refuses it",
         "production: is missing from Pulumi.prod-fra1.yaml; Pulumi.yaml declares it for every stack "
         "(config.production), so `pulumi up` refuses the stack without it",
     ]

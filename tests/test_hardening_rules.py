@@ -680,6 +680,8 @@ def test_a_long_value_is_shortened_and_every_line_is_one_line() -> None:
         "letters, digits and '-', at most 63 characters)"
     )
     assert shown("a\nb") == "'a\\nb'"
+    # the new-user trial: `acceptance: true` read "True is not a mapping of keys", an empty value "None is not ..."
+    assert (shown(True), shown(False), shown(None), shown(1), shown(0.5)) == ("true", "false", "null", "1", "0.5")
     assert ConfigError(["x: 'a\nb'"]).lines == ["x: 'a\\nb'"]
 
 

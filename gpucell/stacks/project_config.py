@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpucell.errors import ConfigError, join_path
+from gpucell.errors import ConfigError, join_path, shown
 
 __all__ = ["ProjectKey", "apply_project_config", "project_keys"]
 
@@ -246,8 +246,8 @@ def apply_project_config(
             )
         elif not matches(key.type, key.items, _as_stack_value(config[key.key])):
             problems.append(
-                f"{short}: is not of the type {key.type} that Pulumi.yaml declares (config.{short}.type), so "
-                "`pulumi up` refuses it"
+                f"{short}: {shown(_as_stack_value(config[key.key]))} is not of the type {key.type} that Pulumi.yaml "
+                f"declares (config.{short}.type), so `pulumi up` refuses it"
             )
     if problems:
         raise ConfigError(problems)
