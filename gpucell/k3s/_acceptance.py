@@ -29,7 +29,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from gpucell.catalog.acceptance_facts import DCGM_IMAGE, NCCL_TESTS_IMAGE, acceptance_seconds, min_bus_bandwidth
+from gpucell.catalog.acceptance_facts import DCGM_IMAGE, NCCL_TESTS_IMAGE, min_bus_bandwidth
 from gpucell.k3s._node_state import GPU_OPERATOR_NAMESPACE
 from gpucell.k3s._script_files import render
 from gpucell.spec import GpuMode, NodePool
@@ -101,7 +101,7 @@ def acceptance_plan(pool: NodePool, versions: Versions) -> AcceptancePlan | None
     gpus = pool.gpus_per_node or 1
     dcgm_image = f"{DCGM_IMAGE}:{versions.dcgm}"
     if not pool.mode.runs_containers:
-        seconds = acceptance_seconds(None, all_reduce=False)
+        seconds = pool.acceptance_estimate_seconds
         return AcceptancePlan(
             "host",
             gpus,
@@ -114,13 +114,13 @@ def acceptance_plan(pool: NodePool, versions: Versions) -> AcceptancePlan | None
             seconds,
             _timeout(run, seconds),
         )
-    all_reduce = run.all_reduce and gpus > 1 and pool.mig_config is None
+    all_reduce = pool.acceptance_all_reduce
     floor = 0.0
     if all_reduce:
         found = run.min_bus_bandwidth_gbps or min_bus_bandwidth(model.name, model.hgx is not None)
         assert found is not None  # NodePool._check_acceptance
         floor = float(found)
-    seconds = acceptance_seconds(run.dcgm_level, all_reduce=all_reduce)
+    seconds = pool.acceptance_estimate_seconds
     nccl_image = f"{NCCL_TESTS_IMAGE}:{versions.nccl_tests}" if all_reduce else ""
     return AcceptancePlan(
         "nvidia", gpus, model.pci_device_id, "", run.dcgm_level, floor, dcgm_image, nccl_image, seconds,

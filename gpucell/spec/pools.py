@@ -513,12 +513,7 @@ class NodePool(SpecModel):
         """``timeoutMinutes`` below the run's own estimate would fail every node's run and leave it out of service."""
         if acceptance.timeout_minutes is None:
             return
-        gpus = self.gpus_per_node or 1
-        all_reduce = self.mode.runs_containers and acceptance.all_reduce and gpus > 1 and self.mig_config is None
-        seconds = acceptance_seconds(
-            acceptance.dcgm_level if self.mode.runs_containers else None, all_reduce=bool(all_reduce)
-        )
-        minutes = -(-seconds // 60)
+        minutes = -(-self.acceptance_estimate_seconds // 60)
         if acceptance.timeout_minutes < minutes:
             raise SpecError(
                 ("acceptance", "timeoutMinutes"),
@@ -536,6 +531,29 @@ class NodePool(SpecModel):
             return None
         run = self.acceptance or Acceptance()
         return None if run.skip else run
+
+    @property
+    def acceptance_all_reduce(self) -> bool:
+        """True when the pool's acceptance run includes the all-reduce: ``allReduce`` on a pool whose GPUs are on the
+        ``nvidia`` driver (container, dra), more than one GPU per node and no MIG (NVLink is off in MIG mode)."""
+        run = self.acceptance_run
+        return (
+            run is not None
+            and run.all_reduce
+            and self.mode.runs_containers
+            and (self.gpus_per_node or 1) > 1
+            and self.mig_config is None
+        )
+
+    @property
+    def acceptance_estimate_seconds(self) -> int:
+        """Estimated seconds of one node's acceptance run
+        (:func:`gpucell.catalog.acceptance_facts.acceptance_seconds`); 0 without a run."""
+        run = self.acceptance_run
+        if run is None:
+            return 0
+        level = run.dcgm_level if self.mode.runs_containers else None
+        return acceptance_seconds(level, all_reduce=self.acceptance_all_reduce)
 
     def _no_gpu_fields(self) -> None:
         if self.topology is not None:
